@@ -1,0 +1,69 @@
+"""One root exception for everything a user can get wrong, with a source location.
+
+Only ``synth.cli`` turns a :class:`SynthError` into exit status 2; library code
+raises and never prints.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class Loc:
+    """A position in an input file (1-based line and column)."""
+
+    file: str
+    line: int = 0
+    col: int = 0
+
+    def __str__(self) -> str:
+        if self.line <= 0:
+            return self.file
+        return f"{self.file}:{self.line}:{self.col}"
+
+
+class SynthError(Exception):
+    """A user-facing error: where it is, what is wrong, and how to fix it."""
+
+    def __init__(self, loc: Loc | None, msg: str, fix: str = "") -> None:
+        super().__init__(msg)
+        self.loc = loc
+        self.msg = msg
+        self.fix = fix
+
+    def render(self) -> str:
+        """Format as ``file:line:col: error: msg``, the offending line with a caret, then ``fix: ...``."""
+        head = f"{self.loc}: error: {self.msg}" if self.loc else f"error: {self.msg}"
+        lines = [head]
+        if self.loc and self.loc.line > 0:
+            src = _source_line(self.loc.file, self.loc.line)
+            if src is not None:
+                lines.append("    " + src.rstrip("\n"))
+                lines.append("    " + " " * max(self.loc.col - 1, 0) + "^")
+        if self.fix:
+            lines.append(f"fix: {self.fix}")
+        return "\n".join(lines)
+
+    def __str__(self) -> str:
+        return self.render()
+
+
+class Infeasible(SynthError):
+    """The problem has no schedule; ``reasons`` name the user constraints that clash."""
+
+    def __init__(self, loc: Loc | None, reasons: list[str], fix: str = "") -> None:
+        msg = "problem is infeasible: " + "; ".join(reasons)
+        super().__init__(loc, msg, fix)
+        self.reasons = list(reasons)
+
+
+def _source_line(path: str, line: int) -> str | None:
+    try:
+        with open(path, encoding="utf-8") as fh:
+            for n, text in enumerate(fh, start=1):
+                if n == line:
+                    return text
+    except OSError:
+        return None
+    return None

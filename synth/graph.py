@@ -1,0 +1,162 @@
+"""Dependence graph of a loop body: edges with iteration distance and latency.
+
+From ``reads``/``writes`` in program order:
+
+* **raw** — a read after a write of the same buffer in program order depends on
+  it in the same iteration (distance 0); a read at or before the write (an
+  accumulator such as ``C_r``) depends on the previous iteration's write
+  (distance 1). Latency: the producer's.
+* **war** — a write at or after a read of the same buffer: iteration ``v + 1``'s
+  write (or ``v``'s, when the write follows the read) must not clobber what
+  iteration ``v`` still has to read. For buffers that may be multi-buffered this
+  is what the multiplicity removes (``buffered=True``: not a scheduling
+  constraint, see :func:`synth.schedule.multiplicities`); for ``carried`` buffers
+  it is a hard ordering constraint with latency 0.
+* **waw** — successive writes of a carried buffer by different ops.
+* **explicit** — ``deps:`` entries of the problem file.
+
+A zero-distance cycle (only possible through explicit deps) is an error, as is a
+pinned schedule that breaks an edge.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from .errors import SynthError
+from .problem import Problem
+
+
+@dataclass(frozen=True)
+class Edge:
+    src: int
+    """Producer op index (program order)."""
+    dst: int
+    distance: int
+    """Iterations between the producer's instance and the consumer's."""
+    latency: int
+    kind: str
+    """raw | war | waw | explicit"""
+    buffer: str | None = None
+    buffered: bool = False
+    """A WAR edge that multi-buffering removes (never a scheduling constraint)."""
+
+    @property
+    def constraint(self) -> bool:
+        return not self.buffered
+
+
+@dataclass(frozen=True)
+class Graph:
+    n: int
+    edges: tuple[Edge, ...]
+
+    def constraints(self) -> tuple[Edge, ...]:
+        """Edges every schedule must satisfy (excludes buffered WAR edges)."""
+        return tuple(e for e in self.edges if e.constraint)
+
+    def raw_edges(self, buffer: str | None = None) -> tuple[Edge, ...]:
+        return tuple(e for e in self.edges if e.kind == "raw" and (buffer is None or e.buffer == buffer))
+
+
+def build_graph(problem: Problem) -> Graph:
+    """All dependence edges of ``problem``; raises on a zero-distance cycle."""
+    ops = problem.ops
+    carried = {b.name for b in problem.buffers if b.carried}
+    edges: list[Edge] = []
+    for b_idx, op in enumerate(ops):
+        for buf in op.reads:
+            for a_idx, prod in enumerate(ops):
+                if buf not in prod.writes:
+                    continue
+                dist = 0 if a_idx < b_idx else 1
+                edges.append(Edge(a_idx, b_idx, dist, prod.latency, "raw", buf))
+                # The write that follows (or is) this read must wait for it.
+                if a_idx >= b_idx:
+                    edges.append(Edge(b_idx, a_idx, 0 if a_idx > b_idx else 1, 0, "war", buf,
+                                      buffered=buf not in carried))
+                else:
+                    edges.append(Edge(b_idx, a_idx, 1, 0, "war", buf, buffered=buf not in carried))
+    for buf in carried:
+        writers = [i for i, o in enumerate(ops) if buf in o.writes]
+        for x in writers:
+            for y in writers:
+                if x < y:
+                    edges.append(Edge(x, y, 0, 0, "waw", buf))
+                    edges.append(Edge(y, x, 1, 0, "waw", buf))
+    names = [o.name for o in ops]
+    for d in problem.deps:
+        a, b = names.index(d.src), names.index(d.dst)
+        lat = ops[a].latency if d.latency is None else d.latency
+        edges.append(Edge(a, b, d.distance, lat, "explicit"))
+    graph = Graph(len(ops), tuple(dict.fromkeys(edges)))
+    _check_zero_cycles(problem, graph)
+    return graph
+
+
+def _check_zero_cycles(problem: Problem, graph: Graph) -> None:
+    adj: dict[int, list[Edge]] = {i: [] for i in range(graph.n)}
+    for e in graph.constraints():
+        if e.distance == 0:
+            if e.src == e.dst:
+                _cycle_error(problem, [e])
+            adj[e.src].append(e)
+    state = [0] * graph.n
+    stack: list[Edge] = []
+
+    def dfs(u: int) -> None:
+        state[u] = 1
+        for e in adj[u]:
+            if state[e.dst] == 1:
+                cyc = stack[[s.src for s in stack].index(e.dst):] if e.dst in [s.src for s in stack] else []
+                _cycle_error(problem, cyc + [e])
+            if state[e.dst] == 0:
+                stack.append(e)
+                dfs(e.dst)
+                stack.pop()
+        state[u] = 2
+
+    for u in range(graph.n):
+        if state[u] == 0:
+            dfs(u)
+
+
+def _cycle_error(problem: Problem, cycle: list[Edge]) -> None:
+    names = [problem.ops[e.src].name for e in cycle] + [problem.ops[cycle[-1].dst].name]
+    loc = next((d.loc for d in problem.deps
+                if any(d.src == problem.ops[e.src].name and d.dst == problem.ops[e.dst].name for e in cycle)),
+               problem.ops[cycle[0].src].loc)
+    raise SynthError(loc, f"dependence cycle with zero iteration distance: {' -> '.join(names)}",
+                     "give one edge of the cycle 'distance: 1' (a loop-carried dependence) or remove it")
+
+
+def describe(problem: Problem, e: Edge) -> str:
+    """``dependence mma->mma on C_r, distance 1`` — for errors and infeasibility reports."""
+    on = f" on {e.buffer}" if e.buffer else ""
+    return (f"{e.kind} dependence {problem.ops[e.src].name}->{problem.ops[e.dst].name}{on}, "
+            f"distance {e.distance}")
+
+
+def check_pins(problem: Problem, graph: Graph) -> None:
+    """Raise when pinned stages/orders break a hard dependence (``s_b + d - s_a >= 0``,
+    and when that is 0, ``order_a < order_b``)."""
+    pins = problem.pins
+    if pins.stage is None:
+        return
+    for e in graph.constraints():
+        slack = pins.stage[e.dst] + e.distance - pins.stage[e.src]
+        bad = slack < 0
+        if slack == 0 and e.src == e.dst:
+            bad = True
+        if slack == 0 and pins.order is not None and pins.order[e.src] >= pins.order[e.dst]:
+            bad = True
+        if slack == 0 and pins.order is None and e.src > e.dst and e.distance == 0:
+            bad = False  # the free order can still put the producer first
+        if bad:
+            a, b = problem.ops[e.src].name, problem.ops[e.dst].name
+            why = (f"stage {pins.stage[e.dst]} of '{b}' is before stage {pins.stage[e.src]} of '{a}'"
+                   if slack < 0 else f"'{b}' is ordered before '{a}' in the same pipelined iteration")
+            raise SynthError(pins.stage_loc or pins.loc,
+                             f"pinned schedule breaks the {describe(problem, e)}: {why}",
+                             f"give '{b}' a stage of at least {pins.stage[e.src] - e.distance}"
+                             + ("" if slack < 0 else f", or order '{a}' before '{b}'"))

@@ -1,0 +1,258 @@
+"""The pipelined program: prologue / body / epilogue with commits and waits (SPEC §3).
+
+Produced by :func:`synth.lower.lower`, read by the verifier, the emitters and
+``program.json``. The program is self-contained: ``synth verify program.json``
+needs nothing else.
+
+Execution semantics (what the verifier proves things about):
+
+* The parts run in sequence, each a loop ``for i in range(extent)``. Global
+  step ``j`` numbers the loop iterations of all parts together: the prologue's
+  ``i`` is ``j``, the body's is ``j - P``, the epilogue's ``j - P - B`` (``P``, ``B``
+  the prologue and body extents).
+* An ``op`` statement runs op ``op`` for original iteration ``iteration`` (an
+  expression in the part's ``i``, always ``j - stage``) when its ``guard`` holds
+  and the op's ``when`` predicate holds at that iteration.
+* Async ops are issued at their statement; they belong to the group closed by
+  the next ``commit`` statement with the same ``group`` id. A ``commit`` pushes a
+  group onto queue ``queue`` when its guard holds and, if ``gate`` is non-empty,
+  when the predicate of at least one op named in ``gate`` holds at its
+  iteration (a conditional commit); otherwise the group is committed even when
+  its ops were predicated off (an empty group, as CUTLASS does).
+* A ``wait`` statement executes ``waits[wait]``: block until at most
+  ``in_flight`` groups of its queue are still in flight. Groups complete in FIFO
+  order, at any time after their commit.
+* Reads name the version (original iteration) of the buffer they need and the
+  op that produced it; ``slot`` is ``version % multiplicity``.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field, replace
+from typing import Optional, Union
+
+from .expr import Expr, Num, parse, to_str
+
+PARTS = ("prologue", "body", "epilogue")
+
+
+@dataclass(frozen=True)
+class Access:
+    buffer: str
+    version: Expr
+    """Original loop iteration whose value is read or written, in the part's ``i``."""
+    slot: Expr
+    """``version % multiplicity`` as printed (``(i + 3) % 4``)."""
+    producer: Optional[str] = None
+    """For reads: the op that wrote this version."""
+
+
+@dataclass(frozen=True)
+class OpStmt:
+    op: str
+    iteration: Expr
+    guard: Optional[Expr] = None
+    group: Optional[int] = None
+    """Commit group id (async ops only)."""
+    reads: tuple[Access, ...] = ()
+    writes: tuple[Access, ...] = ()
+    kind: str = field(default="op", init=False)
+
+
+@dataclass(frozen=True)
+class CommitStmt:
+    queue: int
+    group: int
+    guard: Optional[Expr] = None
+    gate: tuple[str, ...] = ()
+    """Ops whose predicates gate this commit (empty: committed unconditionally)."""
+    kind: str = field(default="commit", init=False)
+
+
+@dataclass(frozen=True)
+class WaitStmt:
+    wait: int
+    """Index into :attr:`Program.waits`."""
+    guard: Optional[Expr] = None
+    kind: str = field(default="wait", init=False)
+
+
+Stmt = Union[OpStmt, CommitStmt, WaitStmt]
+
+
+@dataclass(frozen=True)
+class Wait:
+    part: str
+    queue: int
+    in_flight: Expr
+    """An integer or an expression in the part's loop variable (and trip-count symbol)."""
+    before: str
+    """The op whose read this wait guards (first consumer after it)."""
+    tight: Optional[bool] = None
+    """Set by the verifier: ``in_flight + 1`` would be incorrect."""
+    reason: str = ""
+    """Why the count is what it is (and, when not tight, why)."""
+
+
+@dataclass(frozen=True)
+class Part:
+    name: str
+    var: str
+    extent: Expr
+    stmts: tuple[Stmt, ...]
+
+
+@dataclass(frozen=True)
+class ProgOp:
+    """What the program needs to know of each op of the problem."""
+
+    name: str
+    unit: str
+    stage: int
+    is_async: bool
+    queue: Optional[int]
+    when: Optional[str]
+    """``None``, ``"opaque"`` or a condition in the original loop var and trip symbol."""
+    latency: int = 0
+
+
+@dataclass(frozen=True)
+class ProgBuffer:
+    name: str
+    space: str
+    multiplicity: int
+    bytes_per_slot: int
+
+
+@dataclass(frozen=True)
+class Program:
+    name: str
+    loop_var: str
+    """The original loop variable (predicates are written in it)."""
+    trip_count: Union[int, str]
+    min_trip_count: int
+    max_stage: int
+    ops: tuple[ProgOp, ...]
+    buffers: tuple[ProgBuffer, ...]
+    queues: tuple[str, ...]
+    """Unit name of each queue."""
+    parts: tuple[Part, ...]
+    waits: tuple[Wait, ...]
+    notes: tuple[str, ...] = ()
+    """Lowering decisions worth telling the user (predicate strategy, extra slots...)."""
+
+    def op(self, name: str) -> ProgOp:
+        for o in self.ops:
+            if o.name == name:
+                return o
+        raise KeyError(name)
+
+    def buffer(self, name: str) -> ProgBuffer:
+        for b in self.buffers:
+            if b.name == name:
+                return b
+        raise KeyError(name)
+
+    def part(self, name: str) -> Part:
+        for p in self.parts:
+            if p.name == name:
+                return p
+        raise KeyError(name)
+
+    def with_wait(self, index: int, **changes) -> "Program":
+        """A copy with ``waits[index]`` changed (mutation tests, tightness checks)."""
+        waits = list(self.waits)
+        waits[index] = replace(waits[index], **changes)
+        return replace(self, waits=tuple(waits))
+
+
+def _e(x: Optional[Expr]) -> Optional[str]:
+    return None if x is None else to_str(x)
+
+
+def _count(x: Expr) -> Union[int, str]:
+    return x.value if isinstance(x, Num) else to_str(x)
+
+
+def _access_json(a: Access) -> dict:
+    d = {"buffer": a.buffer, "version": to_str(a.version), "slot": to_str(a.slot)}
+    if a.producer is not None:
+        d["producer"] = a.producer
+    return d
+
+
+def _stmt_json(s: Stmt) -> dict:
+    if isinstance(s, OpStmt):
+        d = {"kind": "op", "op": s.op, "iteration": to_str(s.iteration), "guard": _e(s.guard)}
+        if s.group is not None:
+            d["group"] = s.group
+        d["reads"] = [_access_json(a) for a in s.reads]
+        d["writes"] = [_access_json(a) for a in s.writes]
+        return d
+    if isinstance(s, CommitStmt):
+        return {"kind": "commit", "queue": s.queue, "group": s.group, "guard": _e(s.guard), "gate": list(s.gate)}
+    return {"kind": "wait", "wait": s.wait, "guard": _e(s.guard)}
+
+
+def program_to_json(p: Program) -> dict:
+    """The ``program.json`` document; ``waits`` is the program's list of waits."""
+    return {
+        "name": p.name,
+        "loop": {"var": p.loop_var, "trip_count": p.trip_count, "min_trip_count": p.min_trip_count},
+        "max_stage": p.max_stage,
+        "ops": [{"name": o.name, "unit": o.unit, "stage": o.stage, "async": o.is_async, "queue": o.queue,
+                 "when": o.when, "latency": o.latency} for o in p.ops],
+        "buffers": [{"name": b.name, "space": b.space, "multiplicity": b.multiplicity,
+                     "bytes_per_slot": b.bytes_per_slot} for b in p.buffers],
+        "queues": [{"queue": q, "unit": u} for q, u in enumerate(p.queues)],
+        "parts": [{"part": pt.name, "var": pt.var, "extent": _count(pt.extent),
+                   "stmts": [_stmt_json(s) for s in pt.stmts]} for pt in p.parts],
+        "waits": [{"part": w.part, "queue": w.queue, "in_flight": _count(w.in_flight), "before": w.before,
+                   "tight": w.tight, "reason": w.reason} for w in p.waits],
+        "notes": list(p.notes),
+    }
+
+
+def _pe(x) -> Optional[Expr]:
+    return None if x is None else parse(x)
+
+
+def _access(d: dict) -> Access:
+    return Access(d["buffer"], parse(d["version"]), parse(d["slot"]), d.get("producer"))
+
+
+def _stmt(d: dict) -> Stmt:
+    kind = d["kind"]
+    if kind == "op":
+        return OpStmt(d["op"], parse(d["iteration"]), _pe(d.get("guard")), d.get("group"),
+                      tuple(_access(a) for a in d.get("reads", [])), tuple(_access(a) for a in d.get("writes", [])))
+    if kind == "commit":
+        return CommitStmt(d["queue"], d["group"], _pe(d.get("guard")), tuple(d.get("gate", [])))
+    if kind == "wait":
+        return WaitStmt(d["wait"], _pe(d.get("guard")))
+    raise ValueError(f"unknown statement kind {kind!r}")
+
+
+def program_from_json(doc: dict) -> Program:
+    """Inverse of :func:`program_to_json`. Raises KeyError/ValueError/ExprError on malformed input;
+    :func:`synth.verify.load_program` turns those into user errors."""
+    loop = doc["loop"]
+    return Program(
+        name=doc["name"], loop_var=loop["var"], trip_count=loop["trip_count"],
+        min_trip_count=int(loop["min_trip_count"]), max_stage=int(doc["max_stage"]),
+        ops=tuple(ProgOp(o["name"], o["unit"], int(o["stage"]), bool(o["async"]), o.get("queue"), o.get("when"),
+                         int(o.get("latency", 0))) for o in doc["ops"]),
+        buffers=tuple(ProgBuffer(b["name"], b["space"], int(b["multiplicity"]), int(b.get("bytes_per_slot", 0)))
+                      for b in doc["buffers"]),
+        queues=tuple(q["unit"] for q in sorted(doc["queues"], key=lambda q: q["queue"])),
+        parts=tuple(Part(pt["part"], pt.get("var", "i"), parse(pt["extent"]),
+                         tuple(_stmt(s) for s in pt["stmts"])) for pt in doc["parts"]),
+        waits=tuple(Wait(w["part"], int(w["queue"]), parse(w["in_flight"]), w["before"], w.get("tight"),
+                         w.get("reason", "")) for w in doc["waits"]),
+        notes=tuple(doc.get("notes", [])),
+    )
+
+
+def dumps(p: Program) -> str:
+    return json.dumps(program_to_json(p), indent=2) + "\n"
