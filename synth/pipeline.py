@@ -1,0 +1,181 @@
+"""The whole flow, as pure steps plus one writer: problem -> graph -> schedule -> program -> proof/kernel.
+
+``synth solve`` is :func:`run` followed by :func:`write_outputs`; the CLI only
+parses arguments and prints. Output folders are written atomically: everything
+goes to a temporary sibling folder that is renamed into place at the end, so a
+failure never leaves a half-written ``OUT/``.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import tempfile
+from dataclasses import dataclass, replace
+from typing import Callable, Optional
+
+from .errors import Loc, SynthError
+from .graph import Graph, build_graph
+from .problem import Problem
+from .program import Program, program_to_json
+from .schedule import Schedule, schedule_from_pins, schedule_to_json
+
+
+@dataclass(frozen=True)
+class Result:
+    """Everything ``synth solve`` computes for one problem."""
+
+    problem: Problem
+    graph: Graph
+    schedule: Schedule
+    program: Program
+    report: Optional[object] = None
+    """:class:`synth.verify.Report`, None when verification was skipped."""
+    kernel: Optional[str] = None
+    """kernel.cu text for GEMM problems."""
+
+    @property
+    def proven(self) -> bool:
+        return self.report is None or bool(getattr(self.report, "ok", False))
+
+
+def solve_schedule(problem: Problem, graph: Graph, *, time_limit: float = 20.0, workers: int = 2) -> Schedule:
+    """The optimal schedule (CP-SAT); a fully pinned problem is still checked by the solver."""
+    from .model import solve
+
+    return solve(problem, graph, time_limit=time_limit, workers=workers)
+
+
+def run(problem: Problem, *, time_limit: float = 20.0, workers: int = 2, verify: bool = True,
+        emit: bool = True, pinned_only: bool = False,
+        progress: Callable[[str], None] | None = None) -> Result:
+    """Solve (or take the pins as the schedule when ``pinned_only``), lower, prove, emit.
+
+    Pure apart from solver time: nothing is written. Raises :class:`SynthError`
+    for user errors (including infeasible problems).
+    """
+    say = progress or (lambda msg: None)
+    graph = build_graph(problem)
+    say("solving schedule")
+    if pinned_only:
+        schedule = schedule_from_pins(problem, graph)
+    else:
+        schedule = solve_schedule(problem, graph, time_limit=time_limit, workers=workers)
+    from .lower import lower
+
+    say("lowering")
+    program = lower(problem, graph, schedule)
+    report = None
+    if verify:
+        from .verify import verify_program
+
+        say("proving wait counts")
+        report = verify_program(program, time_limit=max(time_limit, 10.0))
+        program = report.program
+    kernel = None
+    if emit and problem.gemm is not None and (report is None or report.ok):
+        from .emit.cuda import emit_kernel
+
+        say("emitting CUDA kernel")
+        kernel = emit_kernel(problem, schedule, program)
+    return Result(problem, graph, schedule, program, report, kernel)
+
+
+def default_out_dir(problem: Problem) -> str:
+    return os.path.join("out", problem.name)
+
+
+def write_outputs(result: Result, out_dir: str, *, force: bool = False) -> list[str]:
+    """Write schedule.json, program.txt/json, certificate/, timeline.svg and kernel.cu under ``out_dir``.
+
+    Refuses to overwrite an existing folder unless ``force``. Returns the
+    written paths (relative to ``out_dir``).
+    """
+    from .printer import program_text
+
+    out_dir = os.path.normpath(out_dir)
+    if os.path.exists(out_dir) and not force:
+        raise SynthError(Loc(out_dir), f"output folder '{out_dir}' already exists",
+                         "pass --force to replace it, or choose another folder with -o")
+    parent = os.path.dirname(os.path.abspath(out_dir))
+    os.makedirs(parent, exist_ok=True)
+    tmp = tempfile.mkdtemp(prefix=".synth-", dir=parent)
+    try:
+        files = _write_all(result, tmp, program_text)
+        if os.path.exists(out_dir):
+            shutil.rmtree(out_dir)
+        os.replace(tmp, out_dir)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    return files
+
+
+def _write_all(result: Result, d: str, program_text) -> list[str]:
+    files: dict[str, str] = {}
+    files["schedule.json"] = json.dumps(schedule_to_json(result.problem, result.schedule), indent=2) + "\n"
+    files["program.txt"] = program_text(result.program)
+    files["program.json"] = json.dumps(program_to_json(result.program), indent=2) + "\n"
+    files["problem.yaml"] = _problem_source(result.problem)
+    if result.kernel is not None:
+        files["kernel.cu"] = result.kernel
+    try:
+        from .emit.timeline import timeline_svg
+
+        files["timeline.svg"] = timeline_svg(result.problem, result.schedule)
+    except ImportError:  # pragma: no cover - matplotlib is a hard dependency
+        pass
+    for name, text in files.items():
+        with open(os.path.join(d, name), "w", encoding="utf-8") as fh:
+            fh.write(text)
+    written = sorted(files)
+    if result.report is not None:
+        from .verify import write_certificate
+
+        write_certificate(result.report, os.path.join(d, "certificate"))
+        with open(os.path.join(d, "verify.txt"), "w", encoding="utf-8") as fh:
+            fh.write(result.report.render() + "\n")
+        written += ["certificate/", "verify.txt"]
+    return written
+
+
+def _problem_source(problem: Problem) -> str:
+    """The problem file as given (so an output folder is self-contained), or its gemm config."""
+    if problem.path and os.path.isfile(problem.path):
+        with open(problem.path, encoding="utf-8") as fh:
+            return fh.read()
+    if problem.gemm is not None:
+        return gemm_yaml(problem.gemm, problem.name)
+    return f"# generated problem {problem.name}; no source file\n"
+
+
+def load_output(out_dir: str) -> tuple[Problem, Schedule, Program]:
+    """Read back an output folder written by :func:`write_outputs` (for ``synth emit``/``run``)."""
+    from .load import load_problem
+    from .schedule import schedule_from_json
+    from .verify import load_program
+
+    for name in ("problem.yaml", "schedule.json", "program.json"):
+        if not os.path.isfile(os.path.join(out_dir, name)):
+            raise SynthError(Loc(out_dir), f"'{out_dir}' has no {name}",
+                             "pass a folder written by 'synth solve'")
+    problem = load_problem(os.path.join(out_dir, "problem.yaml"))
+    problem = replace(problem, path=os.path.join(out_dir, "problem.yaml"))
+    with open(os.path.join(out_dir, "schedule.json"), encoding="utf-8") as fh:
+        schedule = schedule_from_json(problem, json.load(fh))
+    program = load_program(os.path.join(out_dir, "program.json"))
+    return problem, schedule, program
+
+
+def gemm_yaml(cfg, name: str) -> str:
+    """A ``kind: gemm`` problem file reproducing a :class:`synth.gemm.GemmConfig`."""
+    stages = "auto" if cfg.stages is None else cfg.stages
+    return (f"name: {name}\n"
+            "kind: gemm\n"
+            f"shape: {{M: {cfg.M}, N: {cfg.N}, K: {cfg.K}}}\n"
+            f"dtype: {cfg.dtype}\n"
+            f"tile: {{BM: {cfg.BM}, BN: {cfg.BN}, BK: {cfg.BK}}}\n"
+            f"warps: {cfg.warps}\n"
+            f"stages: {stages}\n"
+            f"arch: {cfg.arch}\n")

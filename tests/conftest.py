@@ -1,0 +1,35 @@
+"""Shared pytest options and fixtures.
+
+``pytest --update-golden`` rewrites golden files (tests/golden/...) instead of
+comparing against them; review the rewrite in the diff.
+"""
+
+from __future__ import annotations
+
+import pathlib
+
+import pytest
+
+ROOT = pathlib.Path(__file__).resolve().parent.parent
+PROBLEMS = ROOT / "problems"
+
+
+def pytest_addoption(parser):
+    parser.addoption("--update-golden", action="store_true", default=False,
+                     help="rewrite golden files instead of comparing with them")
+
+
+@pytest.fixture
+def update_golden(request) -> bool:
+    return bool(request.config.getoption("--update-golden"))
+
+
+def check_golden(path: pathlib.Path, text: str, update: bool) -> None:
+    """Compare ``text`` with the golden file at ``path`` byte for byte (or rewrite it)."""
+    if update or not path.exists():
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text)
+        if not update:
+            pytest.fail(f"golden file {path} was missing and has been written; re-run")
+        return
+    assert path.read_text() == text, f"output differs from golden {path} (run pytest --update-golden to accept)"
