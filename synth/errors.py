@@ -39,8 +39,11 @@ class SynthError(Exception):
         if self.loc and self.loc.line > 0:
             src = _source_line(self.loc.file, self.loc.line)
             if src is not None:
-                lines.append("    " + src.rstrip("\n"))
-                lines.append("    " + " " * max(self.loc.col - 1, 0) + "^")
+                src = src.rstrip("\r\n")
+                # Keep tabs in the caret's indent so it lines up under the same column.
+                pad = "".join("\t" if ch == "\t" else " " for ch in src[: max(self.loc.col - 1, 0)])
+                lines.append("    " + src)
+                lines.append("    " + pad + "^")
         if self.fix:
             lines.append(f"fix: {self.fix}")
         return "\n".join(lines)

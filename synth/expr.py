@@ -90,7 +90,8 @@ def _tokens(text: str) -> list[tuple[str, str, int]]:
             break
         m = _TOKEN.match(text, pos)
         if not m:
-            raise ExprError(f"unexpected character {text[pos:].lstrip()[0]!r}", pos)
+            at = len(text) - len(text[pos:].lstrip())
+            raise ExprError(f"unexpected character {text[at]!r}", at)
         kind = m.lastgroup or "op"
         val = m.group(kind)
         start = m.start(kind)
@@ -199,6 +200,68 @@ def is_bool(e: Expr) -> bool:
     if isinstance(e, Ite):
         return is_bool(e.then)
     return False
+
+
+def check_expr(e: Expr) -> str | None:
+    """Why ``e`` is not well formed, or None.
+
+    Well formed: arithmetic (``+ - * / %``, unary ``-``, ``min``/``max``) on numbers,
+    comparisons of two numbers (``==``/``!=`` also of two conditions), ``&& || !``
+    on conditions, a condition before ``?`` and two branches of one kind; ``*``
+    has a constant side and ``/``, ``%`` a positive constant divisor (so the
+    expression stays affine and never divides by zero).
+    """
+    try:
+        _kind(e)
+    except ExprError as exc:
+        return str(exc)
+    return None
+
+
+def _kind(e: Expr) -> str:
+    """``"int"`` or ``"bool"``; raises :class:`ExprError` when ``e`` is not well formed."""
+    if isinstance(e, Num):
+        return "int"
+    if isinstance(e, Var):
+        return "int"
+    if isinstance(e, Un):
+        want = "bool" if e.op == "!" else "int"
+        if _kind(e.arg) != want:
+            raise ExprError(f"'{e.op}' needs a {'condition' if want == 'bool' else 'number'}: {to_str(e)}")
+        return want
+    if isinstance(e, Ite):
+        if _kind(e.cond) != "bool":
+            raise ExprError(f"the part before '?' must be a condition: {to_str(e.cond)}")
+        a, b = _kind(e.then), _kind(e.other)
+        if a != b:
+            raise ExprError(f"the branches of '?:' mix a number and a condition: {to_str(e)}")
+        return a
+    if isinstance(e, Call):
+        for a in e.args:
+            if _kind(a) != "int":
+                raise ExprError(f"{e.fn}() takes numbers, not the condition {to_str(a)}")
+        return "int"
+    a, b = _kind(e.lhs), _kind(e.rhs)
+    if e.op in ("&&", "||"):
+        if a != "bool" or b != "bool":
+            raise ExprError(f"'{e.op}' joins conditions, not numbers: {to_str(e)}")
+        return "bool"
+    if e.op in ("==", "!="):
+        if a != b:
+            raise ExprError(f"'{e.op}' compares a number with a condition: {to_str(e)}")
+        return "bool"
+    if a != "int" or b != "int":
+        what = "compares" if e.op in _BOOL_OPS else "applies to"
+        raise ExprError(f"'{e.op}' {what} numbers, not conditions: {to_str(e)}")
+    if e.op == "*" and free_vars(e.lhs) and free_vars(e.rhs):
+        raise ExprError(f"product of two variables is not affine: {to_str(e)}")
+    if e.op in ("/", "%"):
+        if free_vars(e.rhs):
+            raise ExprError(f"'{e.op}' needs a constant divisor: {to_str(e)}")
+        d = evaluate(e.rhs, {})
+        if not isinstance(d, bool) and d <= 0:
+            raise ExprError(f"'{e.op}' needs a positive divisor: {to_str(e)}")
+    return "bool" if e.op in _BOOL_OPS else "int"
 
 
 def free_vars(e: Expr) -> frozenset[str]:

@@ -156,7 +156,9 @@ def check_pins(problem: Problem, graph: Graph) -> None:
             a, b = problem.ops[e.src].name, problem.ops[e.dst].name
             why = (f"stage {pins.stage[e.dst]} of '{b}' is before stage {pins.stage[e.src]} of '{a}'"
                    if slack < 0 else f"'{b}' is ordered before '{a}' in the same pipelined iteration")
-            raise SynthError(pins.stage_loc or pins.loc,
+            where = pins.stage_loc if slack < 0 or pins.order_loc is None else pins.order_loc
+            raise SynthError(where or pins.loc,
                              f"pinned schedule breaks the {describe(problem, e)}: {why}",
-                             f"give '{b}' a stage of at least {pins.stage[e.src] - e.distance}"
-                             + ("" if slack < 0 else f", or order '{a}' before '{b}'"))
+                             f"give '{b}' a stage of at least {pins.stage[e.src] - e.distance}" if slack < 0
+                             else f"order '{a}' before '{b}' in schedule.order, or give '{b}' a stage of at "
+                                  f"least {pins.stage[e.src] - e.distance + 1}")

@@ -10,10 +10,11 @@ from __future__ import annotations
 import re
 
 from .errors import Loc, SynthError
-from .expr import ExprError, free_vars, is_bool, parse
+from .expr import ExprError, check_expr, free_vars, is_bool, parse
 from .problem import (Buffer, Dep, Loop, Objective, Op, Pins, Predicate, Problem,
                       Target, Unit)
-from .yamlnodes import LDict, LList, check_keys, read_yaml, read_yaml_text, require, suggest, want_int
+from .yamlnodes import (LDict, LList, check_keys, empty_ldict, read_yaml, read_yaml_text, require, suggest,
+                        want_int)
 
 NAME_RE = re.compile(r"^[A-Za-z0-9_.-]+$")
 IDENT_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
@@ -46,24 +47,29 @@ def problem_from_doc(doc: LDict, path: str) -> Problem:
     check_keys(doc, TOP_KEYS, "the problem")
     name = _name(doc)
     loop = _loop(require(doc, "loop", "the problem"), doc)
-    target = _target(require(doc, "target", "the problem"), doc)
+    target_doc = require(doc, "target", "the problem")
+    target = _target(target_doc, doc)
     buffers = _buffers(require(doc, "buffers", "the problem"), doc)
     ops = _ops(require(doc, "ops", "the problem"), doc, buffers, target, loop)
     deps = _deps(doc.get("deps"), doc, ops)
-    pins = _pins(doc.get("schedule"), doc, len(ops))
+    pins = _pins(doc.get("schedule"), doc, ops, loop)
     objective = _objective(doc.get("objective"), doc)
     problem = Problem(name=name, loop=loop, buffers=buffers, ops=ops, target=target, deps=deps,
                       pins=pins, objective=objective, path=path)
-    check_problem(problem)
+    check_problem(problem, {k: target_doc.val_loc[k] for k in ("shared_bytes", "registers_bytes")
+                            if k in target_doc.val_loc})
     return problem
 
 
-def check_problem(problem: Problem) -> None:
+def check_problem(problem: Problem, locs: dict[str, Loc] | None = None) -> None:
     """Whole-problem checks shared by hand-written and generated problems.
 
     Buffers nobody writes, shared memory that cannot fit single-buffered,
     zero-distance cycles and pins that break a dependence (via :mod:`synth.graph`).
+    ``locs`` may give the exact place of ``shared_bytes``/``registers_bytes`` (default:
+    the target).
     """
+    locs = locs or {}
     from .graph import build_graph, check_pins
 
     written = {b for op in problem.ops for b in op.writes}
@@ -75,14 +81,14 @@ def check_problem(problem: Problem) -> None:
                              f"add '{buf.name}' to the 'writes' of the op that produces it, or remove the buffer")
     need = sum(b.bytes for b in problem.buffers if b.space == "shared")
     if need > problem.target.shared_bytes:
-        raise SynthError(problem.target.loc,
+        raise SynthError(locs.get("shared_bytes", problem.target.loc),
                          f"shared buffers need {need} bytes even single-buffered, but target.shared_bytes is "
                          f"{problem.target.shared_bytes}",
                          f"raise target.shared_bytes to at least {need} or shrink the shared buffers")
     regs = problem.target.registers_bytes
     need_r = sum(b.bytes for b in problem.buffers if b.space == "register")
     if regs is not None and need_r > regs:
-        raise SynthError(problem.target.loc,
+        raise SynthError(locs.get("registers_bytes", problem.target.loc),
                          f"register buffers need {need_r} bytes even single-buffered, but "
                          f"target.registers_bytes is {regs}",
                          f"raise target.registers_bytes to at least {need_r} or shrink the register buffers")
@@ -142,9 +148,11 @@ def _target(d: object, doc: LDict) -> Target:
                          "write units: {cp_async: {async: true}, lsu: {}}")
     units = []
     for uname, ud in units_d.items():
+        if not IDENT_RE.match(uname):
+            raise SynthError(units_d.key_loc[uname], f"unit name {uname!r} is not an identifier",
+                             "use letters, digits and '_', starting with a letter")
         if ud is None:
-            ud = LDict()
-            ud.loc, ud.key_loc, ud.val_loc = units_d.val_loc[uname], {}, {}
+            ud = empty_ldict(units_d.val_loc[uname])
         if not isinstance(ud, LDict):
             raise SynthError(units_d.val_loc[uname], f"unit '{uname}' must be a mapping",
                              "write {} or {async: true}")
@@ -192,8 +200,12 @@ def _name_list(od: LDict, key: str, what: str, known: dict[str, Buffer]) -> tupl
                          f"write {key}: [A_s]")
     for i, b in enumerate(v):
         loc = v.item_loc[i] if isinstance(v, LList) else od.val_loc[key]
+        if not isinstance(b, str):
+            raise SynthError(loc, f"'{key}' of {what} lists {b!r}, which is not a buffer name",
+                             f"write {key}: [A_s, B_s] with names from 'buffers'")
         if b not in known:
-            raise SynthError(loc, f"{what} {key} unknown buffer {b!r}", suggest(str(b), known))
+            raise SynthError(loc, f"{what} {key} unknown buffer '{b}'",
+                             suggest(b, known) + " (declare buffers under 'buffers')")
     return tuple(v)
 
 
@@ -233,27 +245,44 @@ def _ops(d: object, doc: LDict, buffers: tuple[Buffer, ...], target: Target, loo
 def _predicate(od: LDict, what: str, loop: Loop) -> Predicate:
     text = od["when"]
     loc = od.val_loc["when"]
+    example = f"write an affine condition such as \"{loop.var} + 3 < T\", or opaque"
     if not isinstance(text, str):
-        raise SynthError(loc, f"'when' of {what} must be a string", f"write when: \"{loop.var} + 3 < T\" or opaque")
+        raise SynthError(loc, f"'when' of {what} must be a string, not {text!r}",
+                         f"write when: \"{loop.var} + 3 < T\" or when: opaque")
     if text.strip() == "opaque":
         return Predicate("opaque", None)
     try:
         e = parse(text)
     except ExprError as exc:
-        raise SynthError(Loc(loc.file, loc.line, loc.col + exc.pos + (1 if od.val_loc else 0)),
-                         f"cannot parse predicate {text!r} of {what}: {exc}",
-                         f"write an affine condition such as \"{loop.var} + 3 < T\", or opaque") from None
+        raise SynthError(_in_value(od, "when", exc.pos), f"cannot parse predicate {text!r} of {what}: {exc}",
+                         example) from None
     names = {loop.var} | ({loop.trip_count} if loop.symbolic else set())
     unknown = sorted(free_vars(e) - names)
     if unknown:
-        raise SynthError(loc, f"predicate of {what} names unknown symbol '{unknown[0]}'",
+        m = re.search(rf"\b{re.escape(unknown[0])}\b", text)
+        raise SynthError(_in_value(od, "when", m.start() if m else 0),
+                         f"predicate of {what} names unknown symbol '{unknown[0]}'",
                          f"use only the loop var '{loop.var}'"
                          + (f" and the trip count '{loop.trip_count}'" if loop.symbolic else "")
                          + ", or write opaque for a data-dependent condition")
+    bad = check_expr(e)
+    if bad is not None:
+        if "compares numbers, not conditions" in bad:
+            example = f"join comparisons with &&, e.g. \"0 <= {loop.var} && {loop.var} < T\""
+        raise SynthError(loc, f"predicate {text!r} of {what} is not well formed: {bad}", example)
     if not is_bool(e):
         raise SynthError(loc, f"predicate {text!r} of {what} is not a condition",
                          f"compare something, e.g. \"{loop.var} + 3 < T\"")
     return Predicate(text.strip(), e)
+
+
+def _in_value(d: LDict, key: str, offset: int) -> Loc:
+    """The location of character ``offset`` of the one-line string value ``d[key]``."""
+    loc = d.val_loc[key]
+    style = getattr(d, "val_style", {}).get(key)
+    if style in ("|", ">") or "\n" in str(d[key]):
+        return loc
+    return Loc(loc.file, loc.line, loc.col + offset + (1 if style in ("'", '"') else 0))
 
 
 def _deps(d: object, doc: LDict, ops: tuple[Op, ...]) -> tuple[Dep, ...]:
@@ -279,62 +308,118 @@ def _deps(d: object, doc: LDict, ops: tuple[Op, ...]) -> tuple[Dep, ...]:
 
 def _int_list(d: LDict, key: str, n: int | None, lo: int = 0) -> tuple[int, ...]:
     v = d[key]
-    if not isinstance(v, list) or any(isinstance(x, bool) or not isinstance(x, int) for x in v):
-        raise SynthError(d.val_loc[key], f"schedule.{key} must be a list of integers", f"write {key}: [0, 0, 1]")
+    if not isinstance(v, list):
+        raise SynthError(d.val_loc[key], f"schedule.{key} must be a list of integers, not {v!r}",
+                         f"write {key}: [0, 0, 1]")
+    for i, x in enumerate(v):
+        if isinstance(x, bool) or not isinstance(x, int):
+            raise SynthError(_item_loc(d, key, i), f"schedule.{key}[{i}] is {x!r}, not an integer",
+                             f"write whole numbers, e.g. {key}: [0, 0, 1]")
     if n is not None and len(v) != n:
         raise SynthError(d.val_loc[key], f"schedule.{key} has {len(v)} entries but there are {n} ops",
                          f"give exactly one entry per op, in program order ({n} entries)")
     for i, x in enumerate(v):
         if x < lo:
-            loc = v.item_loc[i] if isinstance(v, LList) else d.val_loc[key]
-            raise SynthError(loc, f"schedule.{key}[{i}] is {x}, below {lo}", f"use values of at least {lo}")
+            raise SynthError(_item_loc(d, key, i), f"schedule.{key}[{i}] is {x}, below {lo}",
+                             f"use values of at least {lo}")
     return tuple(v)
 
 
-def _pins(d: object, doc: LDict, n_ops: int) -> Pins:
+def _item_loc(d: LDict, key: str, i: int) -> Loc:
+    v = d[key]
+    return v.item_loc[i] if isinstance(v, LList) and i < len(v.item_loc) else d.val_loc[key]
+
+
+def _pins(d: object, doc: LDict, ops: tuple[Op, ...], loop: Loop) -> Pins:
     if d is None:
         return Pins()
     if not isinstance(d, LDict):
         raise SynthError(doc.val_loc["schedule"], "'schedule' must be a mapping",
                          "write schedule: {stage: [...], order: [...]}")
+    n_ops = len(ops)
     check_keys(d, ("stage", "order", "async_stages", "max_stage"), "schedule")
     stage = _int_list(d, "stage", n_ops) if "stage" in d else None
     order = _int_list(d, "order", n_ops) if "order" in d else None
     if order is not None and sorted(order) != list(range(n_ops)):
-        raise SynthError(d.val_loc["order"], f"schedule.order {list(order)} is not a permutation of 0..{n_ops - 1}",
-                         "give each op a distinct position 0..n-1")
+        seen: dict[int, int] = {}
+        for i, x in enumerate(order):
+            if x >= n_ops:
+                raise SynthError(_item_loc(d, "order", i),
+                                 f"schedule.order[{i}] is {x}, but positions run 0..{n_ops - 1}",
+                                 f"give each op a distinct position 0..{n_ops - 1} (a permutation)")
+            if x in seen:
+                raise SynthError(_item_loc(d, "order", i),
+                                 f"schedule.order is not a permutation: position {x} is given to both "
+                                 f"'{ops[seen[x]].name}' and '{ops[i].name}'",
+                                 f"give each op a distinct position 0..{n_ops - 1}; position "
+                                 f"{min(set(range(n_ops)) - set(order))} is unused")
+            seen[x] = i
     asyn = _int_list(d, "async_stages", None) if "async_stages" in d else None
     max_stage = want_int(d, "max_stage", "schedule", lo=0, default=None)
     if stage is not None and max_stage is not None and max(stage) > max_stage:
-        raise SynthError(d.val_loc["stage"], f"schedule.stage uses stage {max(stage)} above max_stage {max_stage}",
-                         "raise max_stage or lower the pinned stages")
+        i = stage.index(max(stage))
+        raise SynthError(d.val_loc["max_stage"],
+                         f"schedule.max_stage is {max_stage}, below stage {stage[i]} pinned for '{ops[i].name}'",
+                         f"raise max_stage to at least {stage[i]}, or lower the pinned stages")
+    if stage is not None and max(stage) > loop.min_trip_count:
+        i = stage.index(max(stage))
+        what = "min_trip_count" if loop.symbolic else "trip_count"
+        raise SynthError(_item_loc(d, "stage", i),
+                         f"stage {stage[i]} of '{ops[i].name}' needs at least {stage[i]} iterations, but the loop "
+                         f"may run only {loop.min_trip_count} ({what})",
+                         f"use stages of at most {loop.min_trip_count}, or raise {what}")
     if asyn is not None:
+        used = sorted(set(stage)) if stage is not None else None
         top = max(stage) if stage is not None else max_stage
         for i, s in enumerate(asyn):
             if top is not None and s > top:
-                raise SynthError(d.val_loc["async_stages"], f"async stage {s} does not exist (highest stage is {top})",
+                raise SynthError(_item_loc(d, "async_stages", i),
+                                 f"async stage {s} does not exist (the highest stage is {top})",
+                                 "list only stages that some op uses")
+            if used is not None and s not in used:
+                raise SynthError(_item_loc(d, "async_stages", i),
+                                 f"async stage {s} has no op (the pinned stages are {', '.join(map(str, used))})",
                                  "list only stages that some op uses")
     return Pins(stage, order, asyn, max_stage, d.loc, d.val_loc.get("stage"), d.val_loc.get("order"))
 
 
 def _objective(d: object, doc: LDict) -> Objective:
+    """``latency`` | ``shared_memory`` | a list of them | weights: ``{latency: 4, shared_memory: 1}``
+    or ``[{latency: 4}, {shared_memory: 1}]``."""
     if d is None:
         return Objective()
     loc = doc.val_loc["objective"]
+    fix = "write latency, shared_memory, or a weighted list such as [{latency: 4}, {shared_memory: 1}]"
+    terms: list[tuple[str, int, Loc]] = []
     if isinstance(d, str):
-        d = [d]
-    terms: list[tuple[str, int]] = []
-    if isinstance(d, LDict):
-        for k, w in d.items():
-            if isinstance(w, bool) or not isinstance(w, int) or w < 0:
-                raise SynthError(d.val_loc[k], f"objective weight of '{k}' must be a non-negative integer",
-                                 "write objective: {latency: 1, shared_memory: 1}")
-            terms.append((k, w))
-    elif isinstance(d, list):
-        terms = [(t, 1) for t in d]
+        terms = [(d, 1, loc)]
+    elif isinstance(d, LDict):
+        terms = [(k, w, d.val_loc[k]) for k, w in d.items()]
+    elif isinstance(d, LList):
+        if not d:
+            raise SynthError(loc, "objective is an empty list", fix)
+        for i, t in enumerate(d):
+            if isinstance(t, LDict) and len(t) == 1:
+                (k, w), = t.items()
+                terms.append((k, w, t.val_loc[k]))
+            elif isinstance(t, str):
+                terms.append((t, 1, d.item_loc[i]))
+            else:
+                raise SynthError(d.item_loc[i], f"objective term {t!r} is not understood", fix)
     else:
-        raise SynthError(loc, f"objective {d!r} is not understood", "write latency, shared_memory, or a list of them")
-    for k, _ in terms:
+        raise SynthError(loc, f"objective {d!r} is not understood", fix)
+    seen: set[str] = set()
+    for k, w, wloc in terms:
         if k not in OBJECTIVES:
-            raise SynthError(loc, f"unknown objective {k!r}", suggest(str(k), OBJECTIVES))
-    return Objective(tuple(terms))
+            kloc = d.key_loc[k] if isinstance(d, LDict) else wloc
+            if isinstance(d, LList):
+                item = d[[t for t, *_ in terms].index(k)]
+                kloc = item.key_loc[k] if isinstance(item, LDict) else kloc
+            raise SynthError(kloc, f"unknown objective '{k}'", suggest(k, OBJECTIVES))
+        if isinstance(w, bool) or not isinstance(w, int) or w < 0:
+            raise SynthError(wloc, f"objective weight of '{k}' must be a non-negative integer, not {w!r}",
+                             "write objective: [{latency: 4}, {shared_memory: 1}]")
+        if k in seen:
+            raise SynthError(wloc, f"objective '{k}' is given twice", "give each objective once")
+        seen.add(k)
+    return Objective(tuple((k, w) for k, w, _ in terms))

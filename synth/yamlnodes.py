@@ -8,6 +8,7 @@ still reports ``file:line:col``.
 from __future__ import annotations
 
 import difflib
+import re
 from typing import Any, Iterable
 
 import yaml
@@ -16,11 +17,17 @@ from .errors import Loc, SynthError
 
 
 class LDict(dict):
-    """A mapping with ``key_loc[k]`` and ``val_loc[k]`` for every key, and ``loc`` for itself."""
+    """A mapping with ``key_loc[k]`` and ``val_loc[k]`` for every key, and ``loc`` for itself.
+
+    ``val_style[k]`` is the YAML scalar style of a scalar value (``None`` plain,
+    ``"'"`` or ``'"'`` quoted, ``"|"``/``">"`` block), so a column inside a string
+    can be mapped back to the file.
+    """
 
     loc: Loc
     key_loc: dict[str, Loc]
     val_loc: dict[str, Loc]
+    val_style: dict[str, str | None]
 
 
 class LList(list):
@@ -30,31 +37,68 @@ class LList(list):
     item_loc: list[Loc]
 
 
+def empty_ldict(loc: Loc) -> LDict:
+    """An empty :class:`LDict` located at ``loc`` (for ``key:`` with no value)."""
+    out = LDict()
+    out.loc, out.key_loc, out.val_loc, out.val_style = loc, {}, {}, {}
+    return out
+
+
 def _loc(path: str, node: yaml.Node) -> Loc:
     return Loc(path, node.start_mark.line + 1, node.start_mark.column + 1)
 
 
+_MERGE_TAG = "tag:yaml.org,2002:merge"
+
+
 def _convert(path: str, node: yaml.Node) -> Any:
     if isinstance(node, yaml.MappingNode):
-        out = LDict()
-        out.loc, out.key_loc, out.val_loc = _loc(path, node), {}, {}
+        out = empty_ldict(_loc(path, node))
+        merged: list[tuple[str, Any, Loc, Loc, str | None]] = []
         for knode, vnode in node.value:
+            if knode.tag == _MERGE_TAG:
+                merged.extend(_merge_items(path, knode, vnode))
+                continue
             key = _convert(path, knode)
             if not isinstance(key, str):
                 raise SynthError(_loc(path, knode), f"key {key!r} is not a name",
-                                 "write keys as plain words")
+                                 "write keys as plain words (quote a key that looks like a number)")
             if key in out:
-                raise SynthError(_loc(path, knode), f"duplicate key '{key}'",
-                                 "give each key once")
+                first = out.key_loc[key]
+                raise SynthError(_loc(path, knode), f"duplicate key '{key}' (first given at line {first.line})",
+                                 f"give '{key}' once: delete or rename one of the two")
             out[key] = _convert(path, vnode)
             out.key_loc[key] = _loc(path, knode)
             out.val_loc[key] = _loc(path, vnode)
+            out.val_style[key] = vnode.style if isinstance(vnode, yaml.ScalarNode) else None
+        for key, val, kloc, vloc, style in merged:  # explicit keys win over merged ones
+            if key not in out:
+                out[key], out.key_loc[key], out.val_loc[key], out.val_style[key] = val, kloc, vloc, style
         return out
     if isinstance(node, yaml.SequenceNode):
         seq = LList(_convert(path, n) for n in node.value)
         seq.loc, seq.item_loc = _loc(path, node), [_loc(path, n) for n in node.value]
         return seq
-    return yaml.constructor.SafeConstructor().construct_object(node, deep=True)
+    try:
+        return yaml.constructor.SafeConstructor().construct_object(node, deep=True)
+    except yaml.YAMLError as exc:
+        raise SynthError(_loc(path, node), f"cannot read value: {getattr(exc, 'problem', None) or exc}",
+                         "write a plain number, word or quoted string (no YAML tags such as !!binary)") from None
+
+
+def _merge_items(path: str, knode: yaml.Node, vnode: yaml.Node) -> list[tuple[str, Any, Loc, Loc, str | None]]:
+    """The entries a YAML merge key (``<<: *base`` or ``<<: [*a, *b]``) brings in, first source first."""
+    sources = vnode.value if isinstance(vnode, yaml.SequenceNode) else [vnode]
+    items: list[tuple[str, Any, Loc, Loc, str | None]] = []
+    for src in sources:
+        if not isinstance(src, yaml.MappingNode):
+            raise SynthError(_loc(path, src), "'<<' must merge a mapping",
+                             "write '<<: *anchor' where the anchor names a mapping")
+        d = _convert(path, src)
+        for key, val in d.items():
+            if all(k != key for k, *_ in items):
+                items.append((key, val, d.key_loc[key], d.val_loc[key], d.val_style.get(key)))
+    return items
 
 
 def read_yaml(path: str) -> LDict:
@@ -63,8 +107,11 @@ def read_yaml(path: str) -> LDict:
         with open(path, encoding="utf-8") as fh:
             text = fh.read()
     except OSError as exc:
-        raise SynthError(Loc(path), f"cannot read problem file: {exc.strerror}",
+        raise SynthError(Loc(path), f"cannot read problem file: {exc.strerror or exc}",
                          "check the path") from None
+    except UnicodeDecodeError as exc:
+        raise SynthError(Loc(path), f"the problem file is not UTF-8 text (byte {exc.start}: {exc.reason})",
+                         "save the file as UTF-8") from None
     return read_yaml_text(text, path)
 
 
@@ -73,10 +120,7 @@ def read_yaml_text(text: str, path: str = "<string>") -> LDict:
     try:
         node = yaml.compose(text)
     except yaml.MarkedYAMLError as exc:
-        mark = exc.problem_mark or exc.context_mark
-        loc = Loc(path, mark.line + 1, mark.column + 1) if mark else Loc(path)
-        raise SynthError(loc, f"YAML syntax error: {exc.problem or exc.context}",
-                         "fix the YAML syntax at this line (indentation, brackets, quotes)") from None
+        raise _syntax_error(exc, text, path) from None
     except yaml.YAMLError as exc:
         raise SynthError(Loc(path), f"YAML error: {exc}", "fix the YAML syntax") from None
     if node is None:
@@ -84,9 +128,56 @@ def read_yaml_text(text: str, path: str = "<string>") -> LDict:
                          "write a mapping with name, loop, buffers, ops and target")
     doc = _convert(path, node)
     if not isinstance(doc, LDict):
-        raise SynthError(_loc(path, node), "the problem file must be a YAML mapping",
-                         "write keys such as 'name:', 'loop:', 'ops:' at the top level")
+        kind = "a list" if isinstance(doc, list) else f"the value {doc!r}"
+        raise SynthError(_loc(path, node), f"the problem file must be a YAML mapping, but it is {kind}",
+                         "write keys such as 'name:', 'loop:', 'ops:' at the top level, without a leading '-'")
     return doc
+
+
+def _syntax_error(exc: yaml.MarkedYAMLError, text: str, path: str) -> SynthError:
+    """One readable :class:`SynthError` for a PyYAML scanner/parser/composer error."""
+    mark = exc.problem_mark or exc.context_mark
+    loc = Loc(path, mark.line + 1, mark.column + 1) if mark else Loc(path)
+    problem = (exc.problem or exc.context or "invalid YAML").strip()
+    lines = re.split("\r\n|[\n\r\x85\u2028\u2029]", text)
+    src = lines[mark.line] if mark and mark.line < len(lines) else ""
+    lead = src[: len(src) - len(src.lstrip(" \t"))]
+    at_tab = mark is not None and mark.column < len(src) and src[mark.column] == "\t"
+    if mark and ("\t" in lead or at_tab):
+        col = lead.index("\t") if "\t" in lead else mark.column
+        return SynthError(Loc(path, mark.line + 1, col + 1),
+                          "YAML syntax error: tab character in indentation" if "\t" in lead
+                          else "YAML syntax error: a tab cannot start a YAML token here",
+                          "indent with spaces only; replace the tab with spaces")
+    msg = f"YAML syntax error: {problem}"
+    ctx = exc.context_mark
+    context = exc.context or ""
+    if context and exc.problem and ctx is not None and (mark is None or ctx.line != mark.line):
+        msg += f" ({context} at line {ctx.line + 1})"
+    if "expected a single document" in context:
+        msg = "YAML syntax error: a second YAML document starts here"
+        problem = context
+    elif problem.startswith("expected <block end>") and ctx is not None:
+        what = "items of the list" if "collection" in context or "sequence" in context else "keys of the mapping"
+        msg = (f"YAML syntax error: bad indentation: this line does not line up with the {what} "
+               f"that starts at line {ctx.line + 1}")
+    if "expected a single document" in problem:
+        fix = "a problem file holds one YAML document: remove the '---' separator and what follows"
+    elif "mapping values are not allowed" in problem:
+        fix = "quote a value that contains ': ', or check the indentation of this line"
+    elif "could not find expected ':'" in problem:
+        fix = "write 'key: value' (a space after ':'), or quote the value"
+    elif "expected ',' or ']'" in problem or "expected ',' or '}'" in problem:
+        fix = "close the bracket and separate the items with ','"
+    elif "found undefined alias" in problem:
+        fix = "define the anchor ('&name') before using it ('*name')"
+    elif "expected <block end>" in problem or "indentation" in problem:
+        fix = "indent all keys of one mapping (and all items of one list) by the same number of spaces"
+    elif "found unexpected end of stream" in problem or "found unknown escape" in problem:
+        fix = "close the quoted string"
+    else:
+        fix = "fix the YAML syntax at this line (indentation, brackets, quotes)"
+    return SynthError(loc, msg, fix)
 
 
 def check_keys(d: LDict, allowed: Iterable[str], what: str) -> None:

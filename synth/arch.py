@@ -1,0 +1,141 @@
+"""Machine facts of the GPUs synth targets, as data (SLOTHY's ``targets/`` style).
+
+One frozen :class:`ArchSpec` per compute capability in :data:`ARCHS`. Nothing
+here computes; :mod:`synth.gemm` turns these numbers into op latencies and
+issue cycles, and :mod:`synth.search` into roofline bounds.
+
+Sources (figures are per SM unless named otherwise):
+
+* SM counts, boost clocks, tensor throughput, DRAM bandwidth, L2 size: the
+  NVIDIA A100 Tensor Core GPU Architecture whitepaper (2020, A100 SXM4 40 GB),
+  the NVIDIA Ampere GA102 GPU Architecture whitepaper (2020, GeForce RTX 3090),
+  the NVIDIA Ada GPU Architecture whitepaper (2022, GeForce RTX 4090) and the
+  NVIDIA H100 Tensor Core GPU Architecture whitepaper (2022, H100 SXM5).
+  FLOP/clk/SM = peak dense TFLOPS / (SMs x boost clock), rounded to the power of
+  two the hardware implements. GeForce parts (sm_86 RTX 3090, sm_89 RTX 4090)
+  run f16 mma with f32 accumulation at half the f16-accumulate rate; the
+  professional parts of the same chips (A40, L40) do not.
+* Shared memory, registers, thread/warp/CTA limits: CUDA C++ Programming Guide,
+  "Features and Technical Specifications" table (per compute capability), as
+  in the CUDA occupancy calculator. ``smem_per_block`` is the opt-in maximum
+  (``cudaFuncAttributeMaxDynamicSharedMemorySize``); 1 KiB per SM is reserved
+  by the system, hence per-SM minus 1 KiB.
+* Latencies (cycles at the SM clock):
+  sm_80: Abdelkhalik, Arafa, Santhi, Badawy, "Demystifying the Nvidia Ampere
+  Architecture through Microbenchmarking and Instruction-level Analysis"
+  (arXiv:2208.11174, 2022): global (DRAM) load ~470 cycles, L2 hit ~290,
+  shared ~23-30 (ldmatrix ~30), HMMA m16n8k16 f32 ~33.
+  sm_86: Jia, Maggioni, Smith, Scarpazza style microbenchmarks (Jia et al.,
+  "Dissecting the Ampere GPU Architecture", GTC 2021) and Chips and Cheese's
+  RTX 3090 memory-latency measurements; sm_89: Chips and Cheese, "Microbenchmarking
+  Nvidia's RTX 4090" (2022); sm_90: Chips and Cheese, "Nvidia's H100: Funny L2,
+  and Tons of Bandwidth" (2023) and Luo et al., "Benchmarking and Dissecting the
+  Nvidia Hopper GPU Architecture" (arXiv:2402.13499, 2024). These are
+  approximate, rounded, and measured with pointer chasing on an idle GPU; a
+  streaming GEMM sees more (queueing), which the schedule tolerates by design.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class ArchSpec:
+    name: str
+    """``sm_80`` ..."""
+    gpu: str
+    """The part the throughput numbers describe."""
+    sm_count: int
+    boost_clock_ghz: float
+    tensor_f16_f32_flop_per_clk_sm: int
+    """Dense mma f16 inputs, f32 accumulate (2 FLOP per FMA)."""
+    tensor_tf32_flop_per_clk_sm: int
+    dram_gb_s: float
+    l2_bytes: int
+    smem_per_block: int
+    """Opt-in maximum dynamic shared memory of one CTA, bytes."""
+    smem_per_sm: int
+    registers_per_sm: int
+    max_threads_per_sm: int
+    max_warps_per_sm: int
+    max_ctas_per_sm: int
+    lat_global: int
+    """cp.async global->shared (DRAM) latency, cycles."""
+    lat_l2: int
+    """Global load that hits L2, cycles."""
+    lat_shared: int
+    """ldmatrix / ld.shared latency, cycles."""
+    lat_mma: int
+    """mma.sync m16n8k16 f32 latency (issue to result), cycles."""
+    smem_bytes_per_clk: int = 128
+    """Shared-memory bandwidth per SM (32 banks x 4 bytes)."""
+    max_registers_per_thread: int = 255
+
+    def __post_init__(self) -> None:
+        assert self.name.startswith("sm_"), self.name
+        assert self.smem_per_block <= self.smem_per_sm
+        assert self.max_warps_per_sm * 32 == self.max_threads_per_sm
+
+    @property
+    def peak_tflops_f16(self) -> float:
+        """Dense f16->f32 tensor peak, TFLOP/s."""
+        return self.tensor_f16_f32_flop_per_clk_sm * self.sm_count * self.boost_clock_ghz / 1e3
+
+    @property
+    def fma_per_clk_sm(self) -> int:
+        return self.tensor_f16_f32_flop_per_clk_sm // 2
+
+
+ARCHS: dict[str, ArchSpec] = {
+    "sm_80": ArchSpec(
+        name="sm_80", gpu="A100 SXM4 40GB", sm_count=108, boost_clock_ghz=1.41,
+        tensor_f16_f32_flop_per_clk_sm=2048,   # 312 TFLOPS dense
+        tensor_tf32_flop_per_clk_sm=1024,      # 156 TFLOPS dense
+        dram_gb_s=1555.0, l2_bytes=40 * 2**20,
+        smem_per_block=163 * 1024, smem_per_sm=164 * 1024, registers_per_sm=65536,
+        max_threads_per_sm=2048, max_warps_per_sm=64, max_ctas_per_sm=32,
+        lat_global=470, lat_l2=290, lat_shared=30, lat_mma=33,
+    ),
+    "sm_86": ArchSpec(
+        name="sm_86", gpu="GeForce RTX 3090", sm_count=82, boost_clock_ghz=1.695,
+        tensor_f16_f32_flop_per_clk_sm=512,    # 71 TFLOPS dense with f32 accumulate (GeForce half rate)
+        tensor_tf32_flop_per_clk_sm=256,       # 35.6 TFLOPS dense
+        dram_gb_s=936.0, l2_bytes=6 * 2**20,
+        smem_per_block=99 * 1024, smem_per_sm=100 * 1024, registers_per_sm=65536,
+        max_threads_per_sm=1536, max_warps_per_sm=48, max_ctas_per_sm=16,
+        lat_global=520, lat_l2=300, lat_shared=30, lat_mma=33,
+    ),
+    "sm_89": ArchSpec(
+        name="sm_89", gpu="GeForce RTX 4090", sm_count=128, boost_clock_ghz=2.52,
+        tensor_f16_f32_flop_per_clk_sm=512,    # 165 TFLOPS dense with f32 accumulate (GeForce half rate)
+        tensor_tf32_flop_per_clk_sm=256,       # 82.6 TFLOPS dense
+        dram_gb_s=1008.0, l2_bytes=72 * 2**20,
+        smem_per_block=99 * 1024, smem_per_sm=100 * 1024, registers_per_sm=65536,
+        max_threads_per_sm=1536, max_warps_per_sm=48, max_ctas_per_sm=24,
+        lat_global=600, lat_l2=280, lat_shared=30, lat_mma=33,
+    ),
+    "sm_90": ArchSpec(
+        name="sm_90", gpu="H100 SXM5 80GB", sm_count=132, boost_clock_ghz=1.83,
+        tensor_f16_f32_flop_per_clk_sm=4096,   # 989 TFLOPS dense (wgmma; mma.sync reaches about 2/3 of it)
+        tensor_tf32_flop_per_clk_sm=2048,      # 495 TFLOPS dense
+        dram_gb_s=3352.0, l2_bytes=50 * 2**20,
+        smem_per_block=227 * 1024, smem_per_sm=228 * 1024, registers_per_sm=65536,
+        max_threads_per_sm=2048, max_warps_per_sm=64, max_ctas_per_sm=32,
+        lat_global=650, lat_l2=260, lat_shared=30, lat_mma=33,
+    ),
+}
+
+
+def get_arch(name: str) -> ArchSpec:
+    """The spec of ``name`` (``sm_80`` ...); raises KeyError naming the known archs.
+
+    Callers turn the KeyError into a located :class:`~synth.errors.SynthError`.
+    """
+    try:
+        return ARCHS[name]
+    except KeyError:
+        raise KeyError(f"unknown arch {name!r} (known: {', '.join(ARCHS)})") from None
+
+
+__all__ = ["ArchSpec", "ARCHS", "get_arch"]

@@ -1,0 +1,404 @@
+"""Run a CUDA kernel written against synth's portability API on the CPU.
+
+Input: the text of a ``kernel.cu`` (docs/cuda_kernel.md) and its launch.
+Output: the output buffers and what the emulator saw (docs/emulator.md):
+NaN-poisoned early reads, unsynchronized reads, write-after-read and
+write-after-write hazards, and shared-memory bank conflicts.
+
+The kernel is compiled with ``g++ -std=c++20 -O2 -pthread -DSYNTH_EMULATE``
+against ``runtime/synth_emu.h`` and ``runtime/emu_harness.cpp``; binaries are
+cached by the hash of everything that goes into them, so re-running a kernel
+with another shape or scheduling policy costs no compile.
+
+Left out on purpose: a model of timing (the emulator says whether a kernel is
+right, not how fast it is) and plain C++ shared loads/stores, which are not
+instrumented (poison still shows in the result).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import pathlib
+import re
+import shutil
+import subprocess
+import tempfile
+import time
+from dataclasses import dataclass, field
+from typing import Mapping, Optional, Sequence, Union
+
+import numpy as np
+
+from ..errors import SynthError
+
+RUNTIME = pathlib.Path(__file__).resolve().parent / "runtime"
+POLICIES = ("forward", "reverse", "interleave", "parallel")
+"""Thread scheduling policies of the emulator; ``"default"`` means ``"reverse"``."""
+GEMM_KERNEL = "synth_gemm"
+CXXFLAGS = ("-std=c++20", "-O2", "-pthread", "-DSYNTH_EMULATE")
+
+_CTYPES = {
+    np.dtype(np.float16): "half",
+    np.dtype(np.float32): "float",
+    np.dtype(np.int32): "int",
+    np.dtype(np.uint32): "uint32_t",
+    np.dtype(np.uint8): "unsigned char",
+}
+
+
+class EmulatorError(SynthError):
+    """The kernel could not be compiled or run under the emulator."""
+
+    def __init__(self, msg: str, fix: str = "") -> None:
+        super().__init__(None, msg, fix)
+
+
+@dataclass(frozen=True)
+class Buf:
+    """A global-memory buffer argument of the kernel."""
+
+    name: str
+    array: np.ndarray
+    """Initial contents (its dtype gives the pointer type: float16 -> ``half*``)."""
+    out: bool = False
+    """Read the buffer back after the launch."""
+
+    def __post_init__(self) -> None:
+        if np.dtype(self.array.dtype) not in _CTYPES:
+            raise EmulatorError(f"buffer {self.name}: unsupported dtype {self.array.dtype}")
+
+
+Arg = Union[Buf, int]
+
+
+@dataclass(frozen=True)
+class BankConflicts:
+    """Shared-memory bank conflicts: extra wavefronts beyond one per phase."""
+
+    main: int
+    """In the main loop (``synth_emu_region(1)``, or the loop emulate_gemm marks)."""
+    total: int
+    by_kind: Mapping[str, Mapping[str, int]] = field(default_factory=dict)
+    """``{"ldmatrix": {"main": n, "other": n}, "cp_async": ..., "lds": ..., "sts": ...}``."""
+
+    def __str__(self) -> str:
+        return f"{self.main} in the main loop, {self.total} in total"
+
+
+@dataclass(frozen=True)
+class EmuRun:
+    """One launch under the emulator."""
+
+    outputs: Mapping[str, np.ndarray]
+    stats: Mapping[str, object]
+    """stats.json of the run (counts, ``bank``, ``warnings``, ``errors``)."""
+    returncode: int
+    stderr: str
+    seconds: float
+    """Wall time of the run (without compiling)."""
+    compile_seconds: float
+
+    @property
+    def errors(self) -> list[str]:
+        return list(self.stats.get("errors", []))  # type: ignore[arg-type]
+
+    @property
+    def warnings(self) -> list[str]:
+        return list(self.stats.get("warnings", []))  # type: ignore[arg-type]
+
+    def count(self, key: str) -> int:
+        return int(self.stats.get(key, 0))  # type: ignore[arg-type]
+
+    @property
+    def early_reads(self) -> int:
+        """Reads not ordered after the data they read: not landed yet, or landed/stored
+        by another warp in the same barrier interval."""
+        return self.count("early_reads") + self.count("unsync_reads")
+
+    @property
+    def hazards(self) -> int:
+        """Writes into a chunk another warp still reads or a copy still fills."""
+        return self.count("war_hazards") + self.count("waw_hazards")
+
+    @property
+    def bank_conflicts(self) -> BankConflicts:
+        bank = self.stats.get("bank", {})
+        assert isinstance(bank, dict)
+        by_kind = {k: {r: int(v[r]["conflicts"]) for r in ("main", "other")} for k, v in bank.items()}
+        main = sum(v["main"] for v in by_kind.values())
+        return BankConflicts(main=main, total=main + sum(v["other"] for v in by_kind.values()), by_kind=by_kind)
+
+
+@dataclass(frozen=True)
+class EmuResult:
+    """A GEMM run under the emulator, checked against numpy."""
+
+    C: np.ndarray
+    max_abs_err: float
+    """max |C - A @ B^T| over the finite entries (inf when C has a NaN/inf)."""
+    ok: bool
+    """No NaN and every entry within f16 tolerance of the reference."""
+    nan_count: int
+    early_reads: int
+    """Reads of shared memory not ordered after the data's landing (EmuRun.early_reads)."""
+    hazards: int
+    """Write-after-read and write-after-write hazards on shared memory."""
+    bank_conflicts: BankConflicts
+    seconds: float
+    errors: tuple[str, ...]
+    warnings: tuple[str, ...]
+    policy: str
+    stats: Mapping[str, object]
+
+    @property
+    def clean(self) -> bool:
+        """Correct, and the emulator saw nothing wrong on the way."""
+        return (self.ok and self.early_reads == 0 and self.hazards == 0 and not self.errors
+                and int(self.stats.get("uncommitted_at_exit", 0)) == 0)  # type: ignore[arg-type]
+
+    def summary(self) -> str:
+        return (f"[{self.policy}] ok={self.ok} max_abs_err={self.max_abs_err:.3g} nan={self.nan_count} "
+                f"early_reads={self.early_reads} hazards={self.hazards} bank_conflicts=({self.bank_conflicts}) "
+                f"errors={list(self.errors)} {self.seconds:.2f}s")
+
+
+# ---------------------------------------------------------------------------
+# compile
+# ---------------------------------------------------------------------------
+
+def cache_dir() -> pathlib.Path:
+    """``$SYNTH_EMU_CACHE`` or ``~/.cache/synth/emu``."""
+    env = os.environ.get("SYNTH_EMU_CACHE")
+    return pathlib.Path(env) if env else pathlib.Path.home() / ".cache" / "synth" / "emu"
+
+
+def launch_inc(kernel_name: str, args: Sequence[Arg]) -> str:
+    """The ``SYNTH_EMU_LAUNCH(run)`` macro calling ``kernel_name`` with ``args``."""
+    parts = []
+    for i, a in enumerate(args):
+        if isinstance(a, Buf):
+            parts.append(f"run.buf<{_CTYPES[np.dtype(a.array.dtype)]}>({i})")
+        elif isinstance(a, (int, np.integer)):
+            parts.append(f"run.i32({i})")
+        else:
+            raise EmulatorError(f"argument {i}: expected Buf or int, got {type(a).__name__}")
+    call = ", ".join([kernel_name] + parts)
+    return f"#define SYNTH_EMU_LAUNCH(run) run.launch({call})\n"
+
+
+def _hash(*parts: str) -> str:
+    h = hashlib.sha256()
+    for part in parts:
+        h.update(part.encode())
+        h.update(b"\0")
+    return h.hexdigest()[:24]
+
+
+def _gxx() -> str:
+    gxx = shutil.which(os.environ.get("CXX", "g++"))
+    if gxx is None:
+        raise EmulatorError("g++ not found", fix="install g++ 12 or newer, or set CXX")
+    return gxx
+
+
+def _build(cmd: list[str], what: str) -> None:
+    """Run the compiler command ``cmd``; raise with its diagnostics when it fails."""
+    proc = subprocess.run(cmd, capture_output=True, text=True)
+    if proc.returncode != 0:
+        raise EmulatorError(f"{what} does not compile against the emulator:\n" + proc.stderr[-6000:],
+                            fix="see docs/emulator.md for the API the emulator provides")
+
+
+def runtime_object() -> pathlib.Path:
+    """The compiled ``synth_emu_runtime.cpp`` (built once per version and cached)."""
+    gxx = _gxx()
+    header = (RUNTIME / "synth_emu.h").read_text()
+    source = (RUNTIME / "synth_emu_runtime.cpp").read_text()
+    obj = cache_dir() / f"runtime-{_hash(header, source, ' '.join(CXXFLAGS), gxx)}.o"
+    if obj.exists():
+        return obj
+    obj.parent.mkdir(parents=True, exist_ok=True)
+    tmp = obj.with_name(f"{obj.name}.{os.getpid()}.tmp")
+    _build([gxx, *CXXFLAGS, f"-I{RUNTIME}", "-c", str(RUNTIME / "synth_emu_runtime.cpp"), "-o", str(tmp)],
+           "the emulator runtime")
+    os.replace(tmp, obj)  # atomic: parallel test workers may race here
+    return obj
+
+
+def compile_kernel(kernel_cu: str, kernel_name: str, args: Sequence[Arg],
+                   defines: Mapping[str, object] | None = None) -> tuple[pathlib.Path, float]:
+    """Compile (or find in the cache) the emulator binary; returns (path, compile seconds)."""
+    gxx = _gxx()
+    t0 = time.perf_counter()
+    runtime = runtime_object()
+    inc = launch_inc(kernel_name, args)
+    flags = list(CXXFLAGS) + [f"-D{k}={v}" for k, v in sorted((defines or {}).items())]
+    key = _hash(kernel_cu, inc, " ".join(flags), gxx, runtime.name, (RUNTIME / "emu_harness.cpp").read_text())
+    binary = cache_dir() / f"emu-{key}"
+    if binary.exists():
+        return binary, time.perf_counter() - t0
+    with tempfile.TemporaryDirectory(prefix="synth-emu-build-") as tmp:
+        src = pathlib.Path(tmp)
+        (src / "kernel.cu").write_text(kernel_cu)
+        (src / "emu_launch.inc").write_text(inc)
+        shutil.copy(RUNTIME / "emu_harness.cpp", src / "emu_harness.cpp")
+        out = binary.with_name(f"{binary.name}.{os.getpid()}.tmp")
+        _build([gxx, *flags, f"-I{RUNTIME}", f"-I{src}", str(src / "emu_harness.cpp"), str(runtime), "-o", str(out)],
+               "the kernel")
+        os.replace(out, binary)
+    return binary, time.perf_counter() - t0
+
+
+# ---------------------------------------------------------------------------
+# run
+# ---------------------------------------------------------------------------
+
+def compile_and_run(kernel_cu: str, kernel_name: str, args: Sequence[Arg], *,
+                    grid: tuple[int, int, int], block: tuple[int, int, int], smem_bytes: int,
+                    policy: str = "default", defines: Mapping[str, object] | None = None,
+                    workdir: str | None = None, timeout: float = 300.0) -> EmuRun:
+    """Compile ``kernel_cu`` against the emulator and launch ``kernel_name(*args)``.
+
+    A fatal emulation error (deadlock, divergent warp-collective op, access
+    outside shared memory or the buffers) or a crash is returned in
+    ``EmuRun.errors``, not raised; only a compile error raises.
+    """
+    if policy != "default" and policy not in POLICIES:
+        raise EmulatorError(f"unknown policy {policy!r}", fix=f"use one of default, {', '.join(POLICIES)}")
+    binary, csec = compile_kernel(kernel_cu, kernel_name, args, defines)
+    own = workdir is None
+    run_dir = pathlib.Path(tempfile.mkdtemp(prefix="synth-emu-run-") if own else workdir)  # type: ignore[arg-type]
+    run_dir.mkdir(parents=True, exist_ok=True)
+    try:
+        if not own:
+            (run_dir / "kernel.cu").write_text(kernel_cu)
+            (run_dir / "emu_launch.inc").write_text(launch_inc(kernel_name, args))
+        lines = [f"grid {grid[0]} {grid[1]} {grid[2]}", f"block {block[0]} {block[1]} {block[2]}",
+                 f"smem {smem_bytes}", f"policy {policy}", f"timeout {timeout}"]
+        for i, a in enumerate(args):
+            if isinstance(a, Buf):
+                arr = np.ascontiguousarray(a.array)
+                (run_dir / f"in{i}.bin").write_bytes(arr.tobytes())
+                out = f"out{i}.bin" if a.out else "-"
+                lines.append(f"arg buf {a.name} {arr.dtype.itemsize} {arr.nbytes} in{i}.bin {out}")
+            else:
+                lines.append(f"arg int {int(a)}")
+        (run_dir / "launch.txt").write_text("\n".join(lines) + "\n")
+        stats_path = run_dir / "stats.json"
+        stats_path.unlink(missing_ok=True)
+        t0 = time.perf_counter()
+        try:
+            proc = subprocess.run([str(binary), str(run_dir)], capture_output=True, text=True,
+                                  timeout=timeout + 30)
+            rc, stderr = proc.returncode, proc.stderr
+        except subprocess.TimeoutExpired as e:
+            rc, stderr = -9, f"timed out after {timeout + 30:.0f} s\n{e.stderr or ''}"
+        seconds = time.perf_counter() - t0
+        stats: dict[str, object] = json.loads(stats_path.read_text()) if stats_path.exists() else {}
+        errors = list(stats.get("errors", []))  # type: ignore[call-overload]
+        if rc not in (0, 3) or not stats:
+            errors.append(f"emulator exited with status {rc}: {stderr.strip()[-2000:]}")
+        stats["errors"] = errors
+        outputs: dict[str, np.ndarray] = {}
+        for i, a in enumerate(args):
+            if isinstance(a, Buf) and a.out and rc == 0:
+                data = (run_dir / f"out{i}.bin").read_bytes()
+                outputs[a.name] = np.frombuffer(data, dtype=a.array.dtype).reshape(a.array.shape).copy()
+        return EmuRun(outputs=outputs, stats=stats, returncode=rc, stderr=stderr, seconds=seconds,
+                      compile_seconds=csec)
+    finally:
+        if own:
+            shutil.rmtree(run_dir, ignore_errors=True)
+
+
+# ---------------------------------------------------------------------------
+# GEMM
+# ---------------------------------------------------------------------------
+
+F16_ATOL = 1e-2
+F16_RTOL = 1e-2
+"""f16 inputs, f32 accumulation: |C - ref| <= atol + rtol * |ref| (order of summation differs)."""
+
+
+def gemm_inputs(M: int, N: int, K: int, seed: int = 0) -> tuple[np.ndarray, np.ndarray]:
+    """A (M x K) and B (N x K), f16 in [-1, 1)."""
+    rng = np.random.default_rng(seed)
+    A = rng.uniform(-1.0, 1.0, size=(M, K)).astype(np.float16)
+    B = rng.uniform(-1.0, 1.0, size=(N, K)).astype(np.float16)
+    return A, B
+
+
+def emulate_gemm(kernel_cu: str, M: int, N: int, K: int, *, BM: int, BN: int, warps: int, smem_bytes: int,
+                 seed: int = 0, policy: str = "default", workdir: str | None = None,
+                 timeout: float = 300.0) -> EmuResult:
+    """Run ``synth_gemm(A, B, C, M, N, K)`` from ``kernel_cu`` and check C = A @ B^T.
+
+    A is M x K row-major f16, B is N x K row-major f16 ("TN"), C is M x N f32.
+    Grid (ceil(N/BN), ceil(M/BM)), block 32 * warps threads.
+    """
+    _check_launch(kernel_cu, K, BM, BN, warps, smem_bytes)
+    A, B = gemm_inputs(M, N, K, seed)
+    C0 = np.full((M, N), np.nan, dtype=np.float32)  # every entry must be written
+    run = compile_and_run(mark_main_loop(kernel_cu), GEMM_KERNEL,
+                          [Buf("A", A), Buf("B", B), Buf("C", C0, out=True), M, N, K],
+                          grid=(-(-N // BN), -(-M // BM), 1), block=(32 * warps, 1, 1), smem_bytes=smem_bytes,
+                          policy=policy, workdir=workdir, timeout=timeout)
+    ref = A.astype(np.float32) @ B.astype(np.float32).T
+    C = run.outputs.get("C", np.full((M, N), np.nan, dtype=np.float32))
+    nan_count = int(np.count_nonzero(~np.isfinite(C)))
+    diff = np.abs(C.astype(np.float64) - ref)
+    max_abs_err = float(np.max(diff)) if nan_count == 0 and C.size else float("inf")
+    ok = (nan_count == 0 and not run.errors
+          and bool(np.all(diff <= F16_ATOL + F16_RTOL * np.abs(ref))))
+    return EmuResult(C=C, max_abs_err=max_abs_err, ok=ok, nan_count=nan_count, early_reads=run.early_reads,
+                     hazards=run.hazards, bank_conflicts=run.bank_conflicts, seconds=run.seconds,
+                     errors=tuple(run.errors), warnings=tuple(run.warnings),
+                     policy=str(run.stats.get("policy", policy)), stats=run.stats)
+
+
+def mark_main_loop(kernel_cu: str) -> str:
+    """Return ``kernel_cu`` with its main loop marked for the bank-conflict split.
+
+    synth's kernels open each part with a ``// ---- <part>`` comment line; the
+    ``// ---- body`` part (the pipelined loop, remainder steps included) runs
+    as region 1 until the next ``// ---- `` line. Kernels that call
+    ``synth_emu_region`` themselves are left alone.
+    """
+    if "synth_emu_region(" in kernel_cu:
+        return kernel_cu
+    out: list[str] = []
+    inside = False
+    for line in kernel_cu.split("\n"):
+        text = line.strip()
+        if text.startswith("// ---- "):
+            indent = line[: len(line) - len(line.lstrip())]
+            if inside:
+                out.append(f"{indent}synth_emu_region(0);")
+                inside = False
+            if text.startswith("// ---- body"):
+                out.append(f"{indent}synth_emu_region(1);")
+                inside = True
+        out.append(line)
+    return "\n".join(out)
+
+
+def kernel_macros(kernel_cu: str) -> dict[str, int]:
+    """The ``#define SYNTH_<NAME> <int>`` facts a kernel.cu states (SYNTH_BM, SYNTH_SMEM_BYTES, ...)."""
+    out = {}
+    for m in re.finditer(r"^#define SYNTH_([A-Z_]+) (\d+)\s*$", kernel_cu, re.M):
+        out[m.group(1)] = int(m.group(2))
+    return out
+
+
+def _check_launch(kernel_cu: str, K: int, BM: int, BN: int, warps: int, smem_bytes: int) -> None:
+    facts = kernel_macros(kernel_cu)
+    given = {"BM": BM, "BN": BN, "THREADS": 32 * warps, "SMEM_BYTES": smem_bytes}
+    for name, value in given.items():
+        if name in facts and facts[name] != value:
+            raise EmulatorError(f"kernel.cu says SYNTH_{name} {facts[name]} but the launch uses {value}",
+                                fix="launch with the kernel's own tile, thread and shared-memory sizes")
+    if "BK" in facts and "KTILES" in facts and -(-K // facts["BK"]) != facts["KTILES"]:
+        raise EmulatorError(f"kernel.cu was generated for {facts['KTILES']} k-tiles of {facts['BK']} but K = {K} "
+                            f"needs {-(-K // facts['BK'])}", fix="emit the kernel for this K")

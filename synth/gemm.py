@@ -1,0 +1,461 @@
+"""``kind: gemm`` problems: a GEMM configuration expanded into the loop of SPEC §1.
+
+Input: a :class:`GemmConfig` (or a ``kind: gemm`` YAML document). Output: a
+:class:`~synth.problem.Problem` whose loop is the k-tile loop of one CTA of a
+multistage f16 tensor-core GEMM, with the ops the CUDA emitter
+(:mod:`synth.emit.cuda`) implements::
+
+    load_A  cp_async  writes A_s        (BM x BK f16 tile, 16-byte cp.async per thread)
+    load_B  cp_async  writes B_s        (BN x BK f16 tile; B is N x K row-major, "TN")
+    s2r_A   lsu       A_s -> A_r        (ldmatrix.x4, all k16 steps of the tile)
+    s2r_B   lsu       B_s -> B_r
+    mma     tensor    A_r, B_r, C_r -> C_r   (mma.sync m16n8k16, f32 accumulate)
+
+Units: shared buffers are bytes per CTA; register buffers are bytes **per
+thread** (``target.registers_bytes`` is the per-thread budget left after the
+kernel's addressing registers), so the solver can only double-buffer fragments
+when they fit in 255 registers.
+
+Latency and issue cycles come from :mod:`synth.arch`: issue = warp instructions
+of the op per k-tile times the SM cycles each occupies its unit (a 16-byte-per-
+lane cp.async or an ldmatrix.x4 moves 512 B through the 128 B/clk shared-memory
+port: 4 cycles; an m16n8k16 is 2048 FMA at ``fma_per_clk_sm / 4`` per SM
+sub-partition), latency = issue + the arch's latency of one instruction.
+
+Left out on purpose: tf32/f32 operands (rejected with a clear error), split-K,
+epilogue fusion, CTA rasterization.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Optional
+
+from .arch import ArchSpec, get_arch
+from .errors import Loc, SynthError
+from .problem import Buffer, Loop, Objective, Op, Pins, Problem, Target, Unit
+
+DTYPES = ("f16",)
+"""Supported operand types; tf32/f32 are planned."""
+REG_OVERHEAD = 40
+"""Registers per thread the kernel needs besides fragments and accumulators
+(pointers, tile offsets, loop counters, zero-fill predicates); measured on the
+emitted kernel with ptxas -v, rounded up."""
+MAX_AUTO_STAGE = 6
+"""Upper bound of ``max_stage`` when ``stages: auto``."""
+OPS = ("load_A", "load_B", "s2r_A", "s2r_B", "mma")
+
+
+@dataclass(frozen=True)
+class GemmConfig:
+    M: int
+    N: int
+    K: int
+    dtype: str = "f16"
+    BM: int = 128
+    BN: int = 128
+    BK: int = 32
+    warps: int = 4
+    stages: Optional[int] = None
+    """Pipeline depth (``max_stage + 1``); None: the solver chooses."""
+    arch: str = "sm_80"
+    name: Optional[str] = None
+
+    @property
+    def trip_count(self) -> int:
+        return -(-self.K // self.BK)
+
+    @property
+    def threads(self) -> int:
+        return 32 * self.warps
+
+    def problem_name(self) -> str:
+        if self.name:
+            return self.name
+        st = "auto" if self.stages is None else str(self.stages)
+        return (f"gemm-{self.M}x{self.N}x{self.K}-{self.dtype}-{self.BM}x{self.BN}x{self.BK}"
+                f"-w{self.warps}-s{st}-{self.arch}")
+
+
+@dataclass(frozen=True)
+class Tiling:
+    """Derived per-CTA / per-warp / per-thread shapes of a config (what the kernel uses)."""
+
+    WM: int
+    """Warps along M."""
+    WN: int
+    """Warps along N."""
+    WTM: int
+    """Warp tile rows."""
+    WTN: int
+    """Warp tile columns."""
+    MI: int
+    """m16 tiles per warp."""
+    NI: int
+    """n8 tiles per warp (even: ldmatrix.x4 loads two)."""
+    KI: int
+    """k16 steps per k-tile."""
+    a_bytes: int
+    """A tile bytes (one shared slot)."""
+    b_bytes: int
+    a_chunks_per_thread: int
+    """16-byte cp.async per thread for one A tile."""
+    b_chunks_per_thread: int
+    acc_regs: int
+    """f32 accumulators per thread."""
+    a_frag_regs: int
+    """32-bit registers of one A_r slot (all k16 steps of the tile)."""
+    b_frag_regs: int
+
+
+def warp_layout(warps: int, BM: int, BN: int) -> Optional[tuple[int, int]]:
+    """``(WM, WN)`` with ``WM * WN == warps`` and 16-aligned warp tiles, squarest first."""
+    best = None
+    for wm in range(1, warps + 1):
+        if warps % wm:
+            continue
+        wn = warps // wm
+        if BM % wm or BN % wn or (BM // wm) % 16 or (BN // wn) % 16:
+            continue
+        key = (abs(BM // wm - BN // wn), wm)
+        if best is None or key < best[0]:
+            best = (key, (wm, wn))
+    return None if best is None else best[1]
+
+
+def tiling(cfg: GemmConfig) -> Tiling:
+    """Derived shapes; raises ValueError when :func:`validate` would complain."""
+    lay = warp_layout(cfg.warps, cfg.BM, cfg.BN)
+    if lay is None:
+        raise ValueError(f"no warp layout for {cfg.warps} warps on a {cfg.BM}x{cfg.BN} tile")
+    wm, wn = lay
+    wtm, wtn = cfg.BM // wm, cfg.BN // wn
+    mi, ni, ki = wtm // 16, wtn // 8, cfg.BK // 16
+    ab, bb = cfg.BM * cfg.BK * 2, cfg.BN * cfg.BK * 2
+    t16 = cfg.threads * 16
+    return Tiling(wm, wn, wtm, wtn, mi, ni, ki, ab, bb, ab // t16, bb // t16,
+                  mi * ni * 4, ki * mi * 4, ki * ni * 2)
+
+
+def register_estimate(cfg: GemmConfig, frag_slots: int = 1) -> int:
+    """Registers per thread: accumulators + ``frag_slots`` fragment buffers + overhead."""
+    t = tiling(cfg)
+    return t.acc_regs + frag_slots * (t.a_frag_regs + t.b_frag_regs) + REG_OVERHEAD
+
+
+def stage_pins(cfg: GemmConfig) -> Optional[tuple[int, ...]]:
+    """The CUTLASS-like stages for a pinned depth ``S = cfg.stages`` (None when auto).
+
+    Loads in stage 0 (async); mma in stage ``S - 1``; ldmatrix in stage ``S - 2``
+    (fragments double-buffered in registers, as CUTLASS's warp-level fragment
+    double-buffering) when ``S >= 3`` and two fragment slots fit in 255
+    registers, else in stage ``S - 1`` next to the mma.
+    """
+    S = cfg.stages
+    if S is None:
+        return None
+    if S == 1:
+        return (0, 0, 0, 0, 0)
+    s2r = S - 1
+    if S >= 3 and register_estimate(cfg, 2) <= 255:
+        s2r = S - 2
+    return (0, 0, s2r, s2r, S - 1)
+
+
+def smem_slots(stages: tuple[int, ...]) -> int:
+    """Shared slots per operand of the pinned stages in program order (see
+    :func:`synth.schedule.multiplicity`): ``s_s2r - s_load + 1``."""
+    return stages[2] - stages[0] + 1
+
+
+# ---------------------------------------------------------------------------
+# validation
+
+
+@dataclass(frozen=True)
+class _Issue:
+    key: str
+    """Dotted key of the YAML document the issue is about (``tile.BK``)."""
+    msg: str
+    fix: str
+
+
+def _issues(cfg: GemmConfig) -> list[_Issue]:
+    out: list[_Issue] = []
+
+    def bad(key: str, msg: str, fix: str) -> None:
+        out.append(_Issue(key, msg, fix))
+
+    if cfg.dtype not in DTYPES:
+        bad("dtype", f"dtype {cfg.dtype!r} is not yet supported (only f16 operands with f32 accumulation)",
+            "use dtype: f16 (tf32/f32 GEMMs are planned)")
+    try:
+        arch: Optional[ArchSpec] = get_arch(cfg.arch)
+    except KeyError as exc:
+        arch = None
+        bad("arch", str(exc.args[0]), "use one of sm_80, sm_86, sm_89, sm_90")
+    for k in ("M", "N", "K"):
+        if getattr(cfg, k) < 1:
+            bad(f"shape.{k}", f"shape.{k} is {getattr(cfg, k)}", "use a positive size")
+    if cfg.K >= 1 and cfg.K % 8:
+        bad("shape.K", f"K = {cfg.K} is not a multiple of 8: rows of A and B (K f16 each) would not start "
+            "16-byte aligned, which 16-byte cp.async needs", "pad K to a multiple of 8 with zeros")
+    if cfg.BK < 16 or cfg.BK & (cfg.BK - 1):
+        bad("tile.BK", f"BK = {cfg.BK} must be a power of two, at least 16 (mma k16 steps; the shared "
+            "memory swizzle works on 128-byte lines)", "use BK 16, 32, 64 or 128")
+    for k in ("BM", "BN"):
+        v = getattr(cfg, k)
+        if v < 16 or v % 16:
+            bad(f"tile.{k}", f"{k} = {v} is not a positive multiple of 16 (mma m16 / ldmatrix.x4 n16)",
+                f"use {k} 64, 128 or 256")
+    if cfg.warps not in (1, 2, 4, 8, 16):
+        bad("warps", f"warps = {cfg.warps}: use 1, 2, 4, 8 or 16 warps per CTA", "use warps: 4 or 8")
+    if out:
+        return out
+    if warp_layout(cfg.warps, cfg.BM, cfg.BN) is None:
+        bad("warps", f"{cfg.warps} warps cannot split a {cfg.BM}x{cfg.BN} tile into warp tiles that are "
+            "multiples of 16x16", "use fewer warps or a larger tile")
+        return out
+    t = tiling(cfg)
+    for op, nbytes, rows in (("A", t.a_bytes, cfg.BM), ("B", t.b_bytes, cfg.BN)):
+        if nbytes % (cfg.threads * 16):
+            bad("warps", f"the {rows}x{cfg.BK} {op} tile ({nbytes} B) is not a whole number of 16-byte cp.async "
+                f"per thread for {cfg.threads} threads", "use fewer warps or a larger tile")
+    if arch is None:
+        return out
+    T = cfg.trip_count
+    pins = stage_pins(cfg)
+    if cfg.stages is not None:
+        if cfg.stages < 1:
+            bad("stages", f"stages = {cfg.stages}", "use at least 1, or auto")
+            return out
+        if cfg.stages - 1 > T:
+            bad("stages", f"{cfg.stages} stages exceed the {T} k-tiles of K = {cfg.K} / BK = {cfg.BK}",
+                f"use at most {T + 1} stages, or a larger K")
+    slots = smem_slots(pins) if pins else 1
+    need = slots * (t.a_bytes + t.b_bytes)
+    if need > arch.smem_per_block:
+        what = f"{slots} slots" if pins else "even single-buffered,"
+        bad("stages" if pins else "tile", f"shared memory: {what} A and B tiles need {need} B, above the "
+            f"{arch.smem_per_block} B a CTA may use on {arch.name}",
+            "use fewer stages or a smaller tile" if pins else "use a smaller tile")
+    frag = 2 if pins and pins[2] < pins[4] else 1
+    regs = register_estimate(cfg, frag)
+    if regs > arch.max_registers_per_thread:
+        bad("warps", f"about {regs} registers per thread ({t.acc_regs} accumulators, {frag} x "
+            f"{t.a_frag_regs + t.b_frag_regs} fragment registers, {REG_OVERHEAD} others) exceed "
+            f"{arch.max_registers_per_thread}", "use more warps or a smaller tile")
+    return out
+
+
+def validate(cfg: GemmConfig) -> list[str]:
+    """Why ``cfg`` cannot be compiled (empty: it can): tile/warp legality, mma k16,
+    16-byte cp.async alignment, shared memory of the pinned stages, registers."""
+    return [i.msg for i in _issues(cfg)]
+
+
+# ---------------------------------------------------------------------------
+# expansion
+
+
+def expand_gemm(cfg: GemmConfig, path: str = "<memory>", locs: Optional[dict[str, Loc]] = None,
+                pins: Optional[Pins] = None, objective: Objective = Objective(),
+                shared_bytes: Optional[int] = None, registers_bytes: Optional[int] = None) -> Problem:
+    """The k-tile loop of ``cfg`` as a :class:`Problem` (``problem.gemm is cfg``).
+
+    ``pins`` replaces the pins derived from ``cfg.stages``; ``locs`` maps dotted
+    YAML keys to locations for errors. Raises :class:`SynthError` on the first
+    :func:`validate` issue.
+    """
+    locs = locs or {}
+    issues = _issues(cfg)
+    if issues:
+        i = issues[0]
+        raise SynthError(_loc_of(locs, i.key, path), i.msg, i.fix)
+    arch = get_arch(cfg.arch)
+    t = tiling(cfg)
+    here = locs.get("", Loc(path))
+    T = cfg.trip_count
+
+    buffers = (
+        Buffer("A_s", "shared", t.a_bytes, loc=here),
+        Buffer("B_s", "shared", t.b_bytes, loc=here),
+        Buffer("A_r", "register", t.a_frag_regs * 4, loc=here),
+        Buffer("B_r", "register", t.b_frag_regs * 4, loc=here),
+        Buffer("C_r", "register", t.acc_regs * 4, carried=True, loc=here),
+    )
+    sub = min(cfg.warps, 4)  # SM sub-partitions (schedulers, tensor cores) the CTA's warps occupy
+    smem_clk = 512 // arch.smem_bytes_per_clk  # cycles of the shared port per 512-byte warp access
+    # cp.async: LDGSTS per thread x warps, one 512-byte warp instruction each
+    ld_a = t.a_chunks_per_thread * cfg.warps * smem_clk
+    ld_b = t.b_chunks_per_thread * cfg.warps * smem_clk
+    # ldmatrix.x4 per warp: MI per k16 step for A, NI/2 for B
+    s2r_a = t.KI * t.MI * cfg.warps * smem_clk
+    s2r_b = t.KI * (t.NI // 2) * cfg.warps * smem_clk
+    # mma: MI*NI*KI per warp, 2048 FMA each, fma_per_clk_sm/4 per sub-partition
+    mma_n = t.MI * t.NI * t.KI * cfg.warps
+    mma_issue = math.ceil(mma_n * 2048 / (arch.fma_per_clk_sm * sub / 4))
+    ops = (
+        Op("load_A", "cp_async", (), ("A_s",), arch.lat_global + ld_a, ld_a, loc=here),
+        Op("load_B", "cp_async", (), ("B_s",), arch.lat_global + ld_b, ld_b, loc=here),
+        Op("s2r_A", "lsu", ("A_s",), ("A_r",), arch.lat_shared + s2r_a, s2r_a, loc=here),
+        Op("s2r_B", "lsu", ("B_s",), ("B_r",), arch.lat_shared + s2r_b, s2r_b, loc=here),
+        Op("mma", "tensor", ("A_r", "B_r", "C_r"), ("C_r",), arch.lat_mma + mma_issue, mma_issue, loc=here),
+    )
+    reg_budget = (arch.max_registers_per_thread - REG_OVERHEAD) * 4
+    target = Target(
+        shared_bytes=arch.smem_per_block if shared_bytes is None else shared_bytes,
+        registers_bytes=reg_budget if registers_bytes is None else registers_bytes,
+        units=(Unit("cp_async", True, loc=here), Unit("lsu", False, loc=here), Unit("tensor", False, loc=here)),
+        loc=here,
+    )
+    if pins is None:
+        pins = default_pins(cfg, here)
+    return Problem(name=cfg.problem_name(), loop=Loop("k", T, T, here), buffers=buffers, ops=ops, target=target,
+                   pins=pins, objective=objective, gemm=cfg, path=path)
+
+
+def default_pins(cfg: GemmConfig, loc: Loc = Loc("<none>")) -> Pins:
+    """Pins for ``cfg.stages``: all stages (:func:`stage_pins`) and async stage 0; with
+    ``stages: auto`` only async stage 0 and ``max_stage <= min(6, k-tiles - 1)``."""
+    st = stage_pins(cfg)
+    if st is not None:
+        return Pins(stage=st, async_stages=(0,), max_stage=max(st), loc=loc, stage_loc=loc)
+    return Pins(async_stages=(0,), max_stage=min(MAX_AUTO_STAGE, max(cfg.trip_count - 1, 0)), loc=loc)
+
+
+def _loc_of(locs: dict[str, Loc], key: str, path: str) -> Loc:
+    while key:
+        if key in locs:
+            return locs[key]
+        key = key.rpartition(".")[0]
+    return locs.get("", Loc(path))
+
+
+# ---------------------------------------------------------------------------
+# the YAML front end
+
+
+def problem_from_gemm_doc(doc, path: str) -> Problem:
+    """A ``kind: gemm`` document (an :class:`~synth.yamlnodes.LDict`) to a checked Problem.
+
+    Keys: ``name``, ``description``, ``shape: {M, N, K}``, ``dtype`` (f16),
+    ``tile: {BM, BN, BK}``, ``warps``, ``stages`` (int or ``auto``), ``arch``,
+    and optionally ``schedule`` (pins overriding those ``stages`` implies),
+    ``objective`` and ``target: {shared_bytes, registers_bytes}`` (lower limits).
+    """
+    from .load import NAME_RE, _objective, _pins, check_problem
+    from .yamlnodes import LDict, check_keys, require, want_int
+
+    locs: dict[str, Loc] = {"": doc.loc}
+    for k in doc:
+        locs[k] = doc.val_loc[k]
+
+    if "loop" in doc:
+        raise SynthError(doc.key_loc["loop"], "a gemm problem's loop is derived from shape.K and tile.BK",
+                         "remove 'loop:'; set shape.K and tile.BK instead")
+    name = doc.get("name")
+    if name is not None and (not isinstance(name, str) or not NAME_RE.match(name)):
+        raise SynthError(doc.val_loc["name"], f"invalid name {name!r}", "use only letters, digits, '_', '.' and '-'")
+
+    shape = require(doc, "shape", "a gemm problem", "add shape: {M: 4096, N: 4096, K: 4096}")
+    if not isinstance(shape, LDict):
+        raise SynthError(doc.val_loc["shape"], "'shape' must be a mapping", "write shape: {M: 4096, N: 4096, K: 4096}")
+    check_keys(shape, ("M", "N", "K"), "shape")
+    dims = {}
+    for k in ("M", "N", "K"):
+        dims[k] = want_int(shape, k, "shape", lo=1)
+        locs[f"shape.{k}"] = shape.val_loc[k]
+
+    dtype = doc.get("dtype", "f16")
+    if not isinstance(dtype, str):
+        raise SynthError(doc.val_loc["dtype"], f"dtype {dtype!r} is not a type name", "write dtype: f16")
+    if dtype not in DTYPES:
+        known = ("tf32", "f32", "bf16")
+        msg = (f"dtype {dtype!r} is not yet supported (only f16 operands with f32 accumulation)" if dtype in known
+               else f"unknown dtype {dtype!r}")
+        raise SynthError(doc.val_loc["dtype"], msg, "use dtype: f16")
+
+    tile = doc.get("tile")
+    tdims = {"BM": 128, "BN": 128, "BK": 32}
+    if tile is not None:
+        if not isinstance(tile, LDict):
+            raise SynthError(doc.val_loc["tile"], "'tile' must be a mapping", "write tile: {BM: 128, BN: 128, BK: 32}")
+        check_keys(tile, ("BM", "BN", "BK"), "tile")
+        for k in tile:
+            tdims[k] = want_int(tile, k, "tile", lo=1)
+            locs[f"tile.{k}"] = tile.val_loc[k]
+    warps = want_int(doc, "warps", "a gemm problem", lo=1, default=4)
+
+    stages = doc.get("stages", "auto")
+    if stages == "auto":
+        stages = None
+    elif isinstance(stages, bool) or not isinstance(stages, int):
+        raise SynthError(doc.val_loc["stages"], f"stages must be an integer or auto, not {stages!r}",
+                         "write stages: 3, or stages: auto to let the solver choose")
+    elif stages < 1:
+        raise SynthError(doc.val_loc["stages"], f"stages is {stages}", "use at least 1 stage, or auto")
+
+    arch_name = doc.get("arch", "sm_80")
+    if not isinstance(arch_name, str):
+        raise SynthError(doc.val_loc["arch"], f"arch {arch_name!r} is not a name", "write arch: sm_80")
+    try:
+        arch = get_arch(arch_name)
+    except KeyError:
+        from .yamlnodes import suggest
+
+        raise SynthError(doc.val_loc["arch"], f"unknown arch {arch_name!r}", suggest(arch_name, list(_arch_names())))
+
+    cfg = GemmConfig(dims["M"], dims["N"], dims["K"], dtype, tdims["BM"], tdims["BN"], tdims["BK"], warps,
+                     stages, arch_name, name)
+
+    shared_bytes = registers_bytes = None
+    if "target" in doc:
+        td = doc["target"]
+        if not isinstance(td, LDict):
+            raise SynthError(doc.val_loc["target"], "'target' must be a mapping", "write target: {shared_bytes: 98304}")
+        check_keys(td, ("shared_bytes", "registers_bytes"), "a gemm problem's target")
+        shared_bytes = want_int(td, "shared_bytes", "target", lo=0, default=None)
+        if shared_bytes is not None and shared_bytes > arch.smem_per_block:
+            raise SynthError(td.val_loc["shared_bytes"], f"target.shared_bytes {shared_bytes} exceeds the "
+                             f"{arch.smem_per_block} B a CTA may use on {arch.name}",
+                             f"use at most {arch.smem_per_block}, or omit it")
+        registers_bytes = want_int(td, "registers_bytes", "target", lo=0, default=None)
+
+    base = default_pins(cfg, doc.loc)
+    pins = base
+    if "schedule" in doc:
+        plain = expand_gemm(cfg, path, locs, base, Objective(), shared_bytes, registers_bytes)
+        user = _pins(doc["schedule"], doc, plain.ops, plain.loop)
+        if user.stage is not None and stages is not None and max(user.stage) + 1 != stages:
+            raise SynthError(user.stage_loc or user.loc, f"schedule.stage has {max(user.stage) + 1} stages but "
+                             f"stages is {stages}", "make them agree, or set stages: auto")
+        pins = Pins(stage=user.stage if user.stage is not None else base.stage,
+                    order=user.order,
+                    async_stages=user.async_stages if user.async_stages is not None else base.async_stages,
+                    max_stage=(user.max_stage if user.max_stage is not None
+                               else (max(user.stage) if user.stage is not None else base.max_stage)),
+                    loc=user.loc, stage_loc=user.stage_loc or base.stage_loc, order_loc=user.order_loc)
+    objective = _objective(doc.get("objective"), doc)
+    problem = expand_gemm(cfg, path, locs, pins, objective, shared_bytes, registers_bytes)
+    check_problem(problem)
+    return problem
+
+
+def _arch_names():
+    from .arch import ARCHS
+
+    return ARCHS.keys()
+
+
+def config_from_problem(problem: Problem) -> GemmConfig:
+    """The config of a gemm problem; raises SynthError for hand-written loops."""
+    if not isinstance(problem.gemm, GemmConfig):
+        raise SynthError(None, f"problem {problem.name!r} is not a kind: gemm problem",
+                         "CUDA kernels are emitted for kind: gemm problems only")
+    return problem.gemm
+
+
+__all__ = ["GemmConfig", "Tiling", "tiling", "warp_layout", "validate", "expand_gemm", "default_pins",
+           "stage_pins", "register_estimate", "problem_from_gemm_doc", "config_from_problem", "DTYPES"]

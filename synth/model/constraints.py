@@ -1,0 +1,270 @@
+"""Constraint families of the fixed-II model, one function each.
+
+Each ``add_<family>(m, v, problem, graph)`` states the inequality it adds in its
+docstring (notation of docs/latency_model.md: stage ``s``, offset ``t``, async
+flag ``x``, initiation interval ``II``, multiplicity ``M``). Families that a user
+can get wrong (a dependence, a unit, a capacity, a pin, a stage bound) are
+guarded by an enforcement literal from :meth:`Model.family`, so an infeasible
+problem can be re-solved with those literals as assumptions and explained.
+The latency model's own rules (blocking, multiplicity, tail) are not guarded.
+
+Inputs are never modified; every function only adds to ``m``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Optional
+
+from ..graph import Graph, describe
+from ..problem import Problem
+from .vars import Model, Vars
+
+DEFAULT_MAX_STAGE = 5
+"""Stage bound when the problem does not set ``schedule.max_stage``."""
+
+
+@dataclass(frozen=True)
+class StageBound:
+    key: tuple
+    bound: int
+    text: str
+
+
+def stage_bounds(problem: Problem) -> list[StageBound]:
+    """The upper bounds on every op's stage, each a user-visible reason."""
+    mt = problem.loop.min_trip_count
+    out = [StageBound(("trip",), mt - 1,
+                      f"min_trip_count {mt} allows at most {mt} stages (max_stage + 1 <= min_trip_count)")]
+    if problem.pins.max_stage is not None:
+        out.append(StageBound(("max_stage",), problem.pins.max_stage,
+                              f"schedule.max_stage is {problem.pins.max_stage}"))
+    elif problem.pins.stage is None:
+        out.append(StageBound(("default_max_stage",), DEFAULT_MAX_STAGE,
+                              f"the default stage bound max_stage {DEFAULT_MAX_STAGE}"))
+    return out
+
+
+def stage_limit(problem: Problem) -> int:
+    """The largest stage any op may get (the tightest bound, at least 0)."""
+    lim = min(b.bound for b in stage_bounds(problem))
+    if problem.pins.stage is not None:
+        lim = max(lim, max(problem.pins.stage)) if lim < 0 else lim
+    return max(lim, 0)
+
+
+def stage_domain_hi(problem: Problem) -> int:
+    """Upper end of the stage variables' domain: wide enough to state every bound as a constraint."""
+    his = [max(b.bound, 0) for b in stage_bounds(problem)]
+    if problem.pins.stage is not None:
+        his.append(max(problem.pins.stage))
+    return max(his) if his else 0
+
+
+def add_stage_bounds(m: Model, v: Vars, problem: Problem, graph: Graph) -> None:
+    """``s_a <= bound`` for every bound of :func:`stage_bounds`; ``max_stage = max_a s_a``."""
+    for b in stage_bounds(problem):
+        lit = m.family(b.key, b.text)
+        for a, op in enumerate(problem.ops):
+            m.add(v.stage[a] <= b.bound, f"stage[{op.name}] <= {b.bound}", [lit])
+    m.m.AddMaxEquality(v.max_stage, v.stage)
+
+
+def add_async(m: Model, v: Vars, problem: Problem, graph: Graph) -> None:
+    """Async flags follow stages (TVM): ``x_a = stage_async[s_a]`` for ops on async units.
+
+    Stage indicators ``at[a,k] <=> s_a = k``; ``at[a,k] -> x_a = stage_async[k]``.
+    """
+    for a, op in enumerate(problem.ops):
+        if not problem.target.unit(op.unit).is_async:
+            continue
+        at = [m.bool(f"at[{op.name},{k}]") for k in range(v.stage_hi + 1)]
+        m.m.AddExactlyOne(at)
+        m.add(v.stage[a] == sum(k * at[k] for k in range(len(at))), f"stage[{op.name}] = sum k*at[{op.name},k]")
+        for k, lit in enumerate(at):
+            m.add(v.is_async[a] == v.stage_async[k], f"async[{op.name}] = stage_async[{k}]", [lit])
+
+
+def add_pins(m: Model, v: Vars, problem: Problem, graph: Graph) -> None:
+    """Pinned parts of the schedule, each family under its own literal.
+
+    * ``schedule.stage``: ``s_a = p_a``;
+    * ``schedule.order``: for consecutive ``u, v`` of the pinned order,
+      ``t_v >= t_u + [u > v]`` (the body order is the order of ``(t, index)``);
+    * ``schedule.async_stages``: ``stage_async[k] = [k listed]``.
+    """
+    p = problem.pins
+    if p.stage is not None:
+        lit = m.family(("pin_stage",), f"pinned schedule.stage {list(p.stage)}")
+        for a, op in enumerate(problem.ops):
+            m.add(v.stage[a] == p.stage[a], f"stage[{op.name}] = {p.stage[a]}", [lit])
+    if p.order is not None:
+        lit = m.family(("pin_order",), f"pinned schedule.order {list(p.order)}")
+        seq = sorted(range(len(p.order)), key=lambda i: p.order[i])
+        for u, w in zip(seq, seq[1:]):
+            gap = 1 if u > w else 0
+            m.add(v.t[w] >= v.t[u] + gap,
+                  f"t[{problem.ops[w].name}] >= t[{problem.ops[u].name}] + {gap}", [lit])
+    if p.async_stages is not None:
+        lit = m.family(("pin_async",), f"pinned schedule.async_stages {list(p.async_stages)}")
+        for k in range(v.stage_hi + 1):
+            m.add(v.stage_async[k] == (1 if k in p.async_stages else 0),
+                  f"stage_async[{k}] = {int(k in p.async_stages)}", [lit])
+
+
+def add_dependences(m: Model, v: Vars, problem: Problem, graph: Graph) -> None:
+    """Every hard edge ``a -> b`` (distance d, latency l), with ``D = s_b + d - s_a``:
+
+    ``D >= 0`` and ``II * D + t_b - t_a >= max(l, [a > b])``.
+
+    The second term covers "when ``D = 0``, ``a`` precedes ``b`` in the body":
+    for ``D >= 1`` the inequality ``II + t_b - t_a >= 1`` always holds because
+    ``t_a <= II - issue_a``.
+    """
+    ii = v.ii
+    for i, e in enumerate(graph.edges):
+        if not e.constraint:
+            continue
+        lit = m.family(("dep", i), describe(problem, e) + f", latency {e.latency}")
+        a, b = e.src, e.dst
+        na, nb = problem.ops[a].name, problem.ops[b].name
+        need = max(e.latency, 1 if a > b else 0)
+        if a == b:
+            m.add(ii * e.distance >= need, f"{ii}*{e.distance} >= {need}", [lit])
+            continue
+        lag = v.stage[b] + e.distance - v.stage[a]
+        m.add(lag >= 0, f"stage[{nb}] + {e.distance} - stage[{na}] >= 0", [lit])
+        m.add(ii * lag + v.t[b] - v.t[a] >= need,
+              f"{ii}*(stage[{nb}] + {e.distance} - stage[{na}]) + t[{nb}] - t[{na}] >= {need}", [lit])
+
+
+def add_units(m: Model, v: Vars, problem: Problem, graph: Graph) -> None:
+    """At most ``count`` busy intervals ``[t_a, t_a + issue_a)`` of a unit overlap (NoOverlap / Cumulative)."""
+    for u in problem.target.units:
+        members = [a for a, op in enumerate(problem.ops) if op.unit == u.name]
+        if len(members) <= u.count:
+            continue
+        lit = m.family(("unit", u.name), f"unit {u.name} runs {u.count} op{'s' if u.count > 1 else ''} at a time")
+        ivs = [m.m.NewOptionalFixedSizeIntervalVar(v.t[a], problem.ops[a].issue, lit, f"busy[{problem.ops[a].name}]")
+               for a in members]
+        if u.count == 1:
+            m.m.AddNoOverlap(ivs)
+        else:
+            m.m.AddCumulative(ivs, [1] * len(ivs), u.count)
+        if m.log:
+            m.formulas.append(f"at most {u.count} of busy[{', '.join(problem.ops[a].name for a in members)}] overlap")
+
+
+def add_blocking(m: Model, v: Vars, problem: Problem, graph: Graph) -> None:
+    """A sync op ``a`` on an async unit blocks in-order issue until its result is ready.
+
+    With ``tau_b = n * t_b + b`` (distinct, ordered like the body):
+    no op after ``a`` in the body issues before ``t_a + l_a``, i.e. no ``tau_b``
+    lies in ``(tau_a, n * (t_a + l_a))``: a NoOverlap of the window
+    ``[tau_a, n * (t_a + l_a))`` (present when ``x_a = 0``) with the points
+    ``[tau_b, tau_b + 1)`` of every other op. The next step's ops wait too:
+    ``x_a = 0 -> t_a + l_a <= II + min_b t_b`` (``min_b t_b = 0`` by symmetry breaking).
+    """
+    ops = problem.ops
+    n = len(ops)
+    cands = [a for a, op in enumerate(ops) if problem.target.unit(op.unit).is_async and op.latency > 0]
+    if not cands:
+        return
+    ivs = []
+    for b, op in enumerate(ops):
+        tau = v.tau(b)
+        if b in cands:
+            sync = v.is_async[b].Not()
+            ivs.append(m.m.NewOptionalFixedSizeIntervalVar(tau, 1, v.is_async[b], f"point[{op.name}]"))
+            ivs.append(m.m.NewOptionalFixedSizeIntervalVar(tau, n * op.latency - b, sync, f"block[{op.name}]"))
+            m.add(v.t[b] + op.latency <= v.ii, f"t[{op.name}] + {op.latency} <= {v.ii}", [sync])
+        else:
+            ivs.append(m.m.NewFixedSizeIntervalVar(tau, 1, f"point[{op.name}]"))
+    m.m.AddNoOverlap(ivs)
+    if m.log:
+        m.formulas.append("no op issues inside the window of a blocking sync op on an async unit")
+
+
+def before_lit(m: Model, v: Vars, problem: Problem, a: int, b: int):
+    """``before[a, b]``, forced to 1 when ``a`` precedes ``b`` (``t_b - t_a >= [a > b]``)."""
+    if (a, b) not in v.before:
+        lit = m.bool(f"before[{problem.ops[a].name},{problem.ops[b].name}]")
+        gap = 1 if a > b else 0
+        m.add(v.t[b] - v.t[a] <= gap - 1, f"not before -> t[{problem.ops[b].name}] - t[{problem.ops[a].name}] < {gap}",
+              [lit.Not()])
+        v.before[(a, b)] = lit
+    return v.before[(a, b)]
+
+
+def add_multiplicity(m: Model, v: Vars, problem: Problem, graph: Graph) -> None:
+    """``M_x >= s_b + d - s_a + before[a, b] + x_b`` for every RAW edge ``a -> b`` on a
+    non-carried buffer ``x`` (exactly :func:`synth.schedule.multiplicity`); carried: ``M = 1``.
+    """
+    for e in graph.edges:
+        if e.kind != "raw" or e.buffer is None or problem.buffer(e.buffer).carried:
+            continue
+        a, b = e.src, e.dst
+        mv = v.mult[e.buffer]
+        lag = v.stage[b] + e.distance - v.stage[a]
+        xb = v.is_async[b]
+        if a == b:
+            m.add(mv >= e.distance + xb, f"mult[{e.buffer}] >= {e.distance} + async[{problem.ops[b].name}]")
+            continue
+        bl = before_lit(m, v, problem, a, b)
+        m.add(mv >= lag + bl + xb, f"mult[{e.buffer}] >= stage lag + before[{problem.ops[a].name},"
+                                   f"{problem.ops[b].name}] + async[{problem.ops[b].name}]")
+
+
+def add_capacity(m: Model, v: Vars, problem: Problem, graph: Graph) -> None:
+    """``sum bytes_x * M_x <= target.shared_bytes`` over shared buffers (and registers when given)."""
+    q = v.shared_quantum
+    shared = [(b.bytes // q, v.mult[b.name]) for b in problem.buffers if b.space == "shared"]
+    m.add(v.shared_units == sum(c * x for c, x in shared), "shared_bytes/q = sum bytes*mult / q")
+    lit = m.family(("shared",), f"target.shared_bytes {problem.target.shared_bytes}")
+    m.add(v.shared_units <= problem.target.shared_bytes // q,
+          f"sum shared bytes*mult <= {problem.target.shared_bytes}", [lit])
+    regs = problem.target.registers_bytes
+    if regs is not None:
+        lit = m.family(("registers",), f"target.registers_bytes {regs}")
+        m.add(sum(b.bytes * v.mult[b.name] for b in problem.buffers if b.space == "register") <= regs,
+              f"sum register bytes*mult <= {regs}", [lit])
+
+
+def add_tail(m: Model, v: Vars, problem: Problem, graph: Graph) -> None:
+    """``tail >= II * s_a + t_a + l_a`` (the last iteration's results are ready by ``(T-1)*II + tail``)."""
+    for a, op in enumerate(problem.ops):
+        m.add(v.tail >= v.ii * v.stage[a] + v.t[a] + op.latency,
+              f"tail >= {v.ii}*stage[{op.name}] + t[{op.name}] + {op.latency}")
+
+
+def add_symmetry(m: Model, v: Vars, problem: Problem, graph: Graph) -> None:
+    """Symmetry breaking: ``min_a t_a = 0`` (shifting every offset keeps a schedule valid and
+    shortens the tail) and, when stages and async stages are free, ``min_a s_a = 0``."""
+    zero = m.const(0)
+    m.m.AddMinEquality(zero, v.t)
+    if problem.pins.stage is None and problem.pins.async_stages is None:
+        m.m.AddMinEquality(zero, v.stage)
+
+
+def add_primary_cap(m: Model, v: Vars, expr, cap: Optional[int]) -> None:
+    """``primary <= cap`` (used once the best primary objective is known)."""
+    if cap is not None:
+        m.add(expr <= cap, f"primary objective <= {cap}")
+
+
+FAMILIES = (add_stage_bounds, add_async, add_pins, add_dependences, add_units, add_blocking,
+            add_multiplicity, add_capacity, add_tail, add_symmetry)
+
+
+def build_model(m: Model, v: Vars, problem: Problem, graph: Graph) -> None:
+    """Post every family, in this order (the table of contents of the model)."""
+    add_stage_bounds(m, v, problem, graph)
+    add_async(m, v, problem, graph)
+    add_pins(m, v, problem, graph)
+    add_dependences(m, v, problem, graph)
+    add_units(m, v, problem, graph)
+    add_blocking(m, v, problem, graph)
+    add_multiplicity(m, v, problem, graph)
+    add_capacity(m, v, problem, graph)
+    add_tail(m, v, problem, graph)
+    add_symmetry(m, v, problem, graph)

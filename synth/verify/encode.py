@@ -1,0 +1,509 @@
+"""Z3 encoding of a :class:`~synth.program.Program`'s proof obligations (SPEC §3).
+
+Input: a program (and the obligation descriptors of :mod:`synth.verify.obligations`).
+Output: for each obligation one quantifier-free formula, the *negation* of the
+claim, over linear integer arithmetic with ``mod``/``div`` by constants and Booleans:
+``unsat`` means the claim holds.
+
+What is quantified (every model of a negated obligation is a counterexample):
+
+* ``T``, the trip count: symbolic with ``T >= min_trip_count`` (or the fixed
+  integer when the program's trip count is one). Never sampled.
+* ``j``, the global step of the *anchor* statement instance (the read for RAW,
+  the write for WAR/WAW, the wait for count obligations), anywhere in its part:
+  ``off(part) <= j < off(part) + extent(part)``, the part's ``i`` being ``j - off``.
+* The *partner* instance (the producer for RAW, the earlier reader / writer for
+  WAR / WAW) lies ``d`` steps before the anchor. ``d`` is computed from the
+  versions: usually a constant (``version = j + c``); otherwise every value in
+  the exact range of ``d`` is a case, and a last disjunct claims the range is
+  exhaustive (so the file proves that too).
+* Every step between partner and anchor is in *some* part, decided by comparing
+  ``j + r`` with the part extents (expressions in ``T``). Each commit and wait
+  statement of each part contributes a term guarded by its part membership.
+* Predicates: an affine ``when`` is translated as written (at the op's iteration
+  ``j + r - stage``). An opaque ``when`` is a fresh Boolean per op and step offset
+  ``r`` (hence per iteration), shared by the op statement and any commit gated on
+  it at that step: an arbitrary value per op per iteration.
+* Completion: groups complete in FIFO order at any time after their commit, so
+  the group committed at point ``a`` is surely complete at point ``b`` iff some
+  wait on its queue executed strictly between them has
+  ``#(groups committed to the queue strictly after a and before the wait) >= n``
+  (``n`` the wait's ``in_flight`` at its ``i``). Commits are 0/1 terms (guard
+  and gate), counts are their sums. Any execution violating this is one where
+  the group completes as late as the waits allow, which FIFO permits.
+
+Obligations (one query each, see :mod:`synth.verify.obligations`):
+
+* ``raw``: reader executes and the producer instance of the version it reads
+  executed (guard and predicate) => the producer's group was committed and is
+  complete before the read's issue (an async reader reads from its issue on);
+  a synchronous producer must come earlier in program order.
+* ``war``: writer of version ``V`` executes, a read of ``V - M`` (multiplicity
+  ``M``: the previous occupant of the slot) executes and the producer of that
+  version executed => that read is done before the write is issued (a
+  synchronous read earlier in program order; an async read's group complete).
+* ``waw``: writer of ``V`` and writer of ``V - M`` execute => the earlier write
+  is done (complete, if async) before the later one is issued.
+* ``count-nonnegative``: wherever a wait executes its count is ``>= 0``.
+* ``wellformed``: the identities the encoding relies on: each op statement's
+  ``iteration`` is ``j - stage`` (so a step offset names an iteration), each
+  executed access's ``slot`` is ``version % multiplicity``, and extents are
+  ``>= 0``.
+
+Assumed, not proved:
+
+* A write covers the whole slot and writes of the same version by different
+  ops touch disjoint data (so only versions ``V`` and ``V - M`` conflict).
+* A WAR/WAW check against version ``V - M`` stands for every older occupant:
+  exact for opaque predicates (an op's predicate at one iteration only changes
+  commits after that op's issue) and for predicates that hold on an interval of
+  iterations (all affine ``when`` of SPEC §1); see docs/verification.md.
+* An op's reads happen before its own writes (an op never races with itself).
+* An async op whose group's commit does not execute is never complete (PTX
+  would fold it into the next commit; we don't rely on that).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import AbstractSet, Mapping, Optional, Sequence
+
+import z3
+
+from ..expr import Bin, Expr, Num, Var, parse, simplify, to_z3
+from ..program import CommitStmt, OpStmt, Program, WaitStmt
+
+
+class Unsupported(Exception):
+    """The program uses a shape the encoding cannot bound (reported as ``unknown``)."""
+
+
+@dataclass(frozen=True)
+class Point:
+    """A statement position relative to the anchor: step ``j + r``, in ``part``, statement ``pos``."""
+
+    r: int
+    part: str
+    pos: int
+
+
+def before(a: Point, b: Point) -> bool:
+    """``a`` is statically earlier than ``b`` in execution order (same part when same step)."""
+    return a.r < b.r or (a.r == b.r and a.part == b.part and a.pos < b.pos)
+
+
+class Encoder:
+    """Terms over the anchor step ``j`` and the trip count ``T`` of one program.
+
+    ``overrides`` replaces wait counts (tightness: ``n + 1``), ``dropped`` removes
+    waits (subsumption checks). ``trip`` fixes ``T`` (differential tests).
+    Terms are shared between obligations; :meth:`begin` resets the record of
+    which waits an obligation mentions.
+    """
+
+    def __init__(self, program: Program, *, trip: Optional[int] = None,
+                 overrides: Optional[Mapping[int, Expr]] = None,
+                 dropped: AbstractSet[int] = frozenset()) -> None:
+        self.program = program
+        self.tsym: Optional[str] = program.trip_count if isinstance(program.trip_count, str) else None
+        self.T = z3.Int("T")
+        self.j = z3.Int("j")
+        self.overrides = dict(overrides or {})
+        self.dropped = frozenset(dropped)
+        if trip is not None:
+            self.trip_facts = [self.T == trip]
+        elif self.tsym is None:
+            self.trip_facts = [self.T == int(program.trip_count)]
+        else:
+            self.trip_facts = [self.T >= program.min_trip_count]
+        self.parts = [p.name for p in program.parts]
+        self.part = {p.name: p for p in program.parts}
+        self.ops = {o.name: o for o in program.ops}
+        self.mult = {b.name: b.multiplicity for b in program.buffers}
+        self.ext: dict[str, z3.ArithRef] = {}
+        self.off: dict[str, z3.ArithRef] = {}
+        self.off_expr: dict[str, Expr] = {}
+        acc: z3.ArithRef = z3.IntVal(0)
+        acc_e: Expr = Num(0)
+        for p in program.parts:
+            self.off[p.name] = acc
+            self.off_expr[p.name] = acc_e
+            e = self._int(to_z3(p.extent, self._tenv()))
+            self.ext[p.name] = e
+            acc = acc + e
+            acc_e = simplify(Bin("+", acc_e, p.extent))
+        self.N = acc
+        self._opq: dict[tuple[str, int], z3.BoolRef] = {}
+        self._offset_cache: dict[tuple[str, Expr], Optional[int]] = {}
+        self.waits_used: set[int] = set()
+        self.opaque_used: set[tuple[str, int]] = set()
+
+    # -- bookkeeping ---------------------------------------------------------------------------
+    def begin(self) -> None:
+        self.waits_used = set()
+        self.opaque_used = set()
+
+    def _tenv(self) -> dict[str, object]:
+        return {self.tsym: self.T} if self.tsym else {}
+
+    @staticmethod
+    def _int(t) -> z3.ArithRef:
+        return z3.IntVal(t) if isinstance(t, int) else t
+
+    @staticmethod
+    def _bool(t) -> z3.BoolRef:
+        return z3.BoolVal(t) if isinstance(t, bool) else t
+
+    # -- steps and parts ---------------------------------------------------------------------
+    def step(self, r: int) -> z3.ArithRef:
+        return self.j + r if r else self.j
+
+    def in_part(self, part: str, r: int) -> z3.BoolRef:
+        m = self.step(r)
+        return z3.And(self.off[part] <= m, m < self.off[part] + self.ext[part])
+
+    def i_of(self, part: str, r: int) -> z3.ArithRef:
+        return self.step(r) - self.off[part]
+
+    def env(self, part: str, r: int) -> dict[str, object]:
+        env = self._tenv()
+        env[self.part[part].var] = self.i_of(part, r)
+        return env
+
+    def domain(self) -> list[z3.BoolRef]:
+        """Facts on ``T`` (the anchor's part membership is added by each obligation)."""
+        return list(self.trip_facts)
+
+    def expr(self, e: Expr, part: str, r: int):
+        return to_z3(e, self.env(part, r))
+
+    # -- statement instances -----------------------------------------------------------------
+    def guard(self, part: str, pos: int, r: int) -> z3.BoolRef:
+        g = self.part[part].stmts[pos].guard
+        return z3.BoolVal(True) if g is None else self._bool(self.expr(g, part, r))
+
+    def when(self, op: str, r: int) -> z3.BoolRef:
+        """The op's predicate at its iteration in step ``j + r``."""
+        o = self.ops[op]
+        if o.when is None:
+            return z3.BoolVal(True)
+        if o.when == "opaque":
+            key = (op, r)
+            self.opaque_used.add(key)
+            if key not in self._opq:
+                self._opq[key] = z3.Bool(opaque_name(op, r))
+            return self._opq[key]
+        env = self._tenv()
+        env[self.program.loop_var] = self.step(r) - o.stage
+        return self._bool(to_z3(parse(o.when), env))
+
+    def op_exec(self, part: str, pos: int, r: int) -> z3.BoolRef:
+        s = self.part[part].stmts[pos]
+        assert isinstance(s, OpStmt)
+        return z3.And(self.in_part(part, r), self.guard(part, pos, r), self.when(s.op, r))
+
+    def op_at(self, op: str, r: int) -> z3.BoolRef:
+        """Some statement of ``op`` executes in step ``j + r``."""
+        terms = [self.op_exec(p, k, r) for p in self.parts
+                 for k, s in enumerate(self.part[p].stmts) if isinstance(s, OpStmt) and s.op == op]
+        return z3.Or(terms) if terms else z3.BoolVal(False)
+
+    def commit_exec(self, part: str, pos: int, r: int) -> z3.BoolRef:
+        s = self.part[part].stmts[pos]
+        assert isinstance(s, CommitStmt)
+        conds = [self.in_part(part, r), self.guard(part, pos, r)]
+        if s.gate:
+            conds.append(z3.Or([self.when(g, r) for g in s.gate]))
+        return z3.And(conds)
+
+    def wait_index(self, part: str, pos: int) -> int:
+        s = self.part[part].stmts[pos]
+        assert isinstance(s, WaitStmt)
+        return s.wait
+
+    def wait_count(self, part: str, pos: int, r: int) -> z3.ArithRef:
+        w = self.wait_index(part, pos)
+        e = self.overrides.get(w, self.program.waits[w].in_flight)
+        return self._int(self.expr(e, part, r))
+
+    def wait_exec(self, part: str, pos: int, r: int) -> z3.BoolRef:
+        return z3.And(self.in_part(part, r), self.guard(part, pos, r))
+
+    # -- counting and completion -------------------------------------------------------------
+    def _span(self, a: Point, b: Point):
+        """``(r, part, lo, hi)``: statements strictly between ``a`` and ``b`` by step and part."""
+        for r in range(a.r, b.r + 1):
+            for p in self.parts:
+                if r == a.r and p != a.part:
+                    continue
+                if r == b.r and p != b.part:
+                    continue
+                lo = a.pos if r == a.r else -1
+                hi = b.pos if r == b.r else len(self.part[p].stmts)
+                if lo < hi:
+                    yield r, p, lo, hi
+
+    def commits_between(self, q: int, a: Point, b: Point) -> z3.ArithRef:
+        """Groups committed to ``q`` strictly after ``a`` and strictly before ``b``."""
+        terms = []
+        for r, p, lo, hi in self._span(a, b):
+            for k in range(lo + 1, hi):
+                s = self.part[p].stmts[k]
+                if isinstance(s, CommitStmt) and s.queue == q:
+                    terms.append(z3.If(self.commit_exec(p, k, r), 1, 0))
+        return z3.Sum(terms) if terms else z3.IntVal(0)
+
+    def forced(self, q: int, a: Point, b: Point) -> z3.BoolRef:
+        """The group committed at ``a`` (a commit on ``q``) is complete at ``b``."""
+        if not before(a, b):
+            return z3.BoolVal(False)
+        disj = []
+        for r, p, lo, hi in self._span(a, b):
+            for k in range(lo + 1, hi):
+                s = self.part[p].stmts[k]
+                if not isinstance(s, WaitStmt) or self.program.waits[s.wait].queue != q:
+                    continue
+                if s.wait in self.dropped:
+                    continue
+                self.waits_used.add(s.wait)
+                w = Point(r, p, k)
+                disj.append(z3.And(self.wait_exec(p, k, r),
+                                   self.commits_between(q, a, w) >= self.wait_count(p, k, r)))
+        return z3.Or(disj) if disj else z3.BoolVal(False)
+
+    def commit_of(self, part: str, pos: int) -> Optional[int]:
+        """Position of the commit closing the group of the async op statement at ``pos``."""
+        s = self.part[part].stmts[pos]
+        assert isinstance(s, OpStmt)
+        if s.group is None:
+            return None
+        for k in range(pos + 1, len(self.part[part].stmts)):
+            c = self.part[part].stmts[k]
+            if isinstance(c, CommitStmt) and c.group == s.group:
+                return k
+        return None
+
+    def complete(self, part: str, pos: int, r: int, at: Point) -> z3.BoolRef:
+        """The async op instance (statement ``pos`` of ``part`` in step ``j + r``) is complete at ``at``."""
+        c = self.commit_of(part, pos)
+        if c is None:
+            return z3.BoolVal(False)
+        q = self.part[part].stmts[c].queue
+        return z3.And(self.commit_exec(part, c, r), self.forced(q, Point(r, part, c), at))
+
+    def done_before(self, part: str, pos: int, r: int, at: Point) -> z3.BoolRef:
+        """The op instance at ``(part, pos, r)`` is finished (sync: earlier; async: complete) at ``at``."""
+        s = self.part[part].stmts[pos]
+        assert isinstance(s, OpStmt)
+        if self.ops[s.op].is_async:
+            return self.complete(part, pos, r, at)
+        return z3.BoolVal(before(Point(r, part, pos), at))
+
+    # -- version offsets ---------------------------------------------------------------------
+    def offset(self, part: str, e: Expr) -> Optional[int]:
+        """``c`` with ``e == j + c`` over the whole part (``e`` in the part's ``i``), else None."""
+        key = (part, e)
+        if key in self._offset_cache:
+            return self._offset_cache[key]
+        var = self.part[part].var
+        diff = simplify(Bin("-", e, Bin("+", Var(var), self.off_expr[part])))
+        out: Optional[int]
+        if isinstance(diff, Num):
+            out = diff.value
+        else:
+            out = self._offset_z3(part, e)
+        self._offset_cache[key] = out
+        return out
+
+    def _offset_z3(self, part: str, e: Expr) -> Optional[int]:
+        s = z3.Solver()
+        s.set("timeout", 5000)
+        s.add(self.domain())
+        s.add(self.in_part(part, 0))
+        val = self._int(self.expr(e, part, 0)) - self.j
+        if s.check() != z3.sat:
+            return 0  # the part never runs: any offset will do
+        c = s.model().eval(val, model_completion=True).as_long()
+        s.add(val != c)
+        return c if s.check() == z3.unsat else None
+
+    def delta_range(self, facts: Sequence[z3.BoolRef], delta: z3.ArithRef, limit: int = 64) -> list[int]:
+        """All values ``delta`` takes under ``facts`` (with the trip facts); raises :class:`Unsupported`."""
+        lo_hi = []
+        for sense in ("min", "max"):
+            o = z3.Optimize()
+            o.set("timeout", 10000)
+            o.add(self.domain())
+            o.add(*facts)
+            h = o.minimize(delta) if sense == "min" else o.maximize(delta)
+            res = o.check()
+            if res == z3.unsat:
+                return []
+            if res != z3.sat:
+                raise Unsupported("could not bound the distance between the two statements")
+            v = (o.lower(h) if sense == "min" else o.upper(h))
+            if not z3.is_int_value(v):
+                raise Unsupported("the distance between the two statements is unbounded")
+            lo_hi.append(v.as_long())
+        lo, hi = lo_hi
+        if hi - lo > limit:
+            raise Unsupported(f"the distance between the two statements spans {hi - lo + 1} steps")
+        return list(range(lo, hi + 1))
+
+
+def opaque_name(op: str, r: int) -> str:
+    """SMT name of op ``op``'s opaque predicate at step offset ``r``."""
+    return f"opq.{op}.{'m' if r < 0 else 'p'}{abs(r)}"
+
+
+# --------------------------------------------------------------------------------------------
+# formulas (negated obligations)
+# --------------------------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class Encoded:
+    formula: z3.BoolRef
+    """The negated obligation (``unsat``: proven)."""
+    waits: frozenset[int]
+    """Waits whose statements the formula mentions."""
+    opaque: frozenset[tuple[str, int]]
+
+
+def _finish(enc: Encoder, f: z3.BoolRef) -> Encoded:
+    return Encoded(f, frozenset(enc.waits_used), frozenset(enc.opaque_used))
+
+
+def encode_raw(enc: Encoder, part: str, pos: int, k: int, deltas: Sequence[int],
+               producer_stmts: Sequence[tuple[str, int]]) -> Encoded:
+    """Read ``k`` of statement ``pos`` of ``part`` sees its producer's finished write."""
+    enc.begin()
+    s = enc.part[part].stmts[pos]
+    assert isinstance(s, OpStmt)
+    acc = s.reads[k]
+    prod = enc.ops[acc.producer]  # type: ignore[index]
+    at = Point(0, part, pos)
+    version = enc._int(enc.expr(acc.version, part, 0))
+    delta = enc.j - (version + prod.stage)
+    cases = []
+    for d in deltas:
+        for (pp, pk) in producer_stmts:
+            runs = z3.And(delta == d, enc.op_exec(pp, pk, -d))
+            cases.append(z3.And(runs, z3.Not(enc.done_before(pp, pk, -d, at))))
+    pstep = enc.j - delta
+    cases.append(z3.And(0 <= pstep, pstep < enc.N, *[delta != d for d in deltas]))
+    f = z3.And(*enc.domain(), enc.op_exec(part, pos, 0), z3.Or(cases))
+    return _finish(enc, f)
+
+
+def _producer_ran(enc: Encoder, rpart: str, rpos: int, k: int, r: int) -> z3.BoolRef:
+    """The producer of read ``k`` of ``(rpart, rpos)`` in step ``j + r`` executed (True if unknown)."""
+    s = enc.part[rpart].stmts[rpos]
+    assert isinstance(s, OpStmt)
+    acc = s.reads[k]
+    if acc.producer is None or acc.producer not in enc.ops:
+        return z3.BoolVal(True)
+    c = enc.offset(rpart, acc.version)
+    if c is None:
+        return z3.BoolVal(True)
+    return enc.op_at(acc.producer, r + c + enc.ops[acc.producer].stage)
+
+
+def encode_war(enc: Encoder, wpart: str, wpos: int, wk: int, rpart: str, rpos: int, rk: int,
+               deltas: Sequence[int]) -> Encoded:
+    """The write ``wk`` of ``(wpart, wpos)`` happens after the read ``rk`` of ``(rpart, rpos)`` of
+    the slot's previous version is done."""
+    enc.begin()
+    w = enc.part[wpart].stmts[wpos]
+    rd = enc.part[rpart].stmts[rpos]
+    assert isinstance(w, OpStmt) and isinstance(rd, OpStmt)
+    wa, ra = w.writes[wk], rd.reads[rk]
+    m = enc.mult[wa.buffer]
+    at = Point(0, wpart, wpos)
+    vw = enc._int(enc.expr(wa.version, wpart, 0))
+    cases = []
+    for d in deltas:
+        vr = enc._int(enc.expr(ra.version, rpart, -d))
+        runs = z3.And(vr == vw - m, enc.op_exec(rpart, rpos, -d), _producer_ran(enc, rpart, rpos, rk, -d))
+        cases.append(z3.And(runs, z3.Not(enc.done_before(rpart, rpos, -d, at))))
+    cases.append(_exhaustive(enc, rpart, ra.version, vw - m, deltas, "jr"))
+    f = z3.And(*enc.domain(), enc.op_exec(wpart, wpos, 0), z3.Or(cases))
+    return _finish(enc, f)
+
+
+def encode_waw(enc: Encoder, wpart: str, wpos: int, wk: int, ppart: str, ppos: int, pk: int,
+               deltas: Sequence[int]) -> Encoded:
+    """The write ``wk`` of ``(wpart, wpos)`` is issued after the previous write of its slot is done."""
+    enc.begin()
+    w = enc.part[wpart].stmts[wpos]
+    pw = enc.part[ppart].stmts[ppos]
+    assert isinstance(w, OpStmt) and isinstance(pw, OpStmt)
+    wa, pa = w.writes[wk], pw.writes[pk]
+    m = enc.mult[wa.buffer]
+    at = Point(0, wpart, wpos)
+    vw = enc._int(enc.expr(wa.version, wpart, 0))
+    cases = []
+    for d in deltas:
+        vp = enc._int(enc.expr(pa.version, ppart, -d))
+        runs = z3.And(vp == vw - m, enc.op_exec(ppart, ppos, -d))
+        cases.append(z3.And(runs, z3.Not(enc.done_before(ppart, ppos, -d, at))))
+    cases.append(_exhaustive(enc, ppart, pa.version, vw - m, deltas, "jp"))
+    f = z3.And(*enc.domain(), enc.op_exec(wpart, wpos, 0), z3.Or(cases))
+    return _finish(enc, f)
+
+
+def _exhaustive(enc: Encoder, part: str, version: Expr, target: z3.ArithRef, deltas: Sequence[int],
+                name: str) -> z3.BoolRef:
+    """Some step of ``part`` has ``version == target`` at a distance not among ``deltas``."""
+    jr = z3.Int(name)
+    env = enc._tenv()
+    env[enc.part[part].var] = jr - enc.off[part]
+    v = enc._int(to_z3(version, env))
+    return z3.And(enc.off[part] <= jr, jr < enc.off[part] + enc.ext[part], v == target,
+                  *[enc.j - jr != d for d in deltas])
+
+
+def pair_deltas(enc: Encoder, apart: str, apos: int, aversion: z3.ArithRef, bpart: str,
+                bversion: Expr, shift: int) -> list[int]:
+    """Distances ``d`` such that statement instance in ``bpart`` at step ``j - d`` has
+    ``bversion == aversion - shift`` with the anchor ``(apart, apos)`` executing at ``j``."""
+    jr = z3.Int("jr")
+    env = enc._tenv()
+    env[enc.part[bpart].var] = jr - enc.off[bpart]
+    v = enc._int(to_z3(bversion, env))
+    facts = [enc.in_part(apart, 0), enc.guard(apart, apos, 0),
+             enc.off[bpart] <= jr, jr < enc.off[bpart] + enc.ext[bpart], v == aversion - shift]
+    return enc.delta_range(facts, enc.j - jr)
+
+
+def encode_count(enc: Encoder, part: str, pos: int) -> Encoded:
+    """The wait at ``(part, pos)`` has a count ``>= 0`` wherever it executes."""
+    enc.begin()
+    enc.waits_used.add(enc.wait_index(part, pos))
+    f = z3.And(*enc.domain(), enc.wait_exec(part, pos, 0), enc.wait_count(part, pos, 0) < 0)
+    return _finish(enc, f)
+
+
+def encode_wellformed(enc: Encoder, part: str) -> Encoded:
+    """Iterations are ``j - stage`` and executed accesses' slots ``version % multiplicity`` in ``part``."""
+    enc.begin()
+    bad: list[z3.BoolRef] = []
+    for k, s in enumerate(enc.part[part].stmts):
+        if not isinstance(s, OpStmt):
+            continue
+        stage = enc.ops[s.op].stage
+        bad.append(enc._int(enc.expr(s.iteration, part, 0)) != enc.j - stage)
+        g = enc.guard(part, k, 0)
+        for a in s.reads + s.writes:
+            m = enc.mult[a.buffer]
+            slot = enc._int(enc.expr(a.slot, part, 0))
+            ver = enc._int(enc.expr(a.version, part, 0))
+            bad.append(z3.And(g, slot != ver % m))
+    f = z3.And(*enc.domain(), enc.in_part(part, 0), z3.Or(bad)) if bad else z3.BoolVal(False)
+    return _finish(enc, f)
+
+
+def encode_extents(enc: Encoder) -> Encoded:
+    """Every part's extent is ``>= 0`` for every allowed trip count."""
+    enc.begin()
+    f = z3.And(*enc.domain(), z3.Or([enc.ext[p] < 0 for p in enc.parts]))
+    return _finish(enc, f)

@@ -1,0 +1,287 @@
+"""Prove a program's obligations with Z3, one timed query each; tightness; counterexamples.
+
+Input: a program. Output: a :class:`~synth.verify.report.Report`. Each obligation
+of :mod:`synth.verify.obligations` is encoded (:mod:`synth.verify.encode`) and
+handed to its own ``z3.Solver`` with a time limit: ``unsat`` is proven, ``sat``
+refuted (the model becomes a :class:`Counterexample`, replayed by the
+explicit-state oracle so that its trace is an actual execution), anything else
+unknown. The solver's ``to_smt2()`` of that query is kept as the certificate file.
+
+Tightness of a proven wait ``w``: the obligations that mention ``w`` and were
+proven are re-proven with ``w``'s count plus one. If one fails, ``w`` is tight.
+Otherwise the reason is found by further checks: with ``w`` removed its
+obligations still hold -> "subsumed by wait #k" (the other wait whose count, plus
+one, then breaks them); a predicated producer on the queue -> "predicated
+producer"; else "conservative fallback".
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import replace
+from typing import Optional
+
+import z3
+
+from ..errors import SynthError
+from ..expr import Bin, Expr, Num, simplify, to_str
+from ..program import CommitStmt, OpStmt, Program, WaitStmt
+from . import oracle
+from .encode import Encoder, opaque_name
+from .obligations import (Obligation, ProgramError, enumerate_obligations, validate_program, wait_text)
+from .report import Counterexample, ObligationResult, Report, WaitVerdict
+
+REPLAY_MAX_T = 4096
+"""Counterexamples with a larger trip count are described from the model alone."""
+
+
+def z3_version() -> str:
+    return z3.get_version_string()
+
+
+def smt2_text(ob: Obligation, solver: z3.Solver) -> str:
+    """The self-contained SMT-LIB2 file of one obligation (its negation; expected ``unsat``)."""
+    body = solver.to_smt2()
+    lines = body.splitlines()
+    if lines and lines[0].startswith(";"):
+        lines = lines[1:]
+    head = [f"; synth proof obligation {ob.id} ({ob.kind})",
+            f"; {ob.description}",
+            "; this is the NEGATED obligation: unsat means the obligation holds",
+            "(set-logic ALL)"]
+    return "\n".join(head + lines) + "\n"
+
+
+def _solve(ob: Obligation, enc: Encoder, time_limit: float) -> tuple[str, z3.Solver, frozenset[int], frozenset]:
+    """``(status, solver, waits mentioned, opaque keys)`` of one obligation."""
+    e = ob.encode(enc)
+    s = z3.Solver()
+    s.set("timeout", max(1, int(time_limit * 1000)))
+    s.add(e.formula)
+    r = s.check()
+    status = "proven" if r == z3.unsat else "refuted" if r == z3.sat else "unknown"
+    return status, s, e.waits, e.opaque
+
+
+def prove_obligation(program: Program, ob: Obligation, enc: Encoder, time_limit: float,
+                     trip: Optional[int] = None) -> ObligationResult:
+    """Prove one obligation; a refutation comes with a counterexample."""
+    t0 = time.perf_counter()
+    if ob.error:
+        return ObligationResult(ob.id, ob.kind, ob.wait, ob.queue, ob.part, ob.description, "unknown",
+                                time.perf_counter() - t0, reason=ob.error)
+    status, s, waits, opq = _solve(ob, enc, time_limit)
+    smt2 = smt2_text(ob, s)
+    reason = ""
+    cex = None
+    if status == "refuted":
+        cex = _counterexample(program, ob, enc, s, opq, trip)
+        reason = cex.summary
+    elif status == "unknown":
+        reason = f"solver returned unknown ({s.reason_unknown()}) within {time_limit:g} s"
+    return ObligationResult(ob.id, ob.kind, ob.wait, ob.queue, ob.part, ob.description, status,
+                            time.perf_counter() - t0, smt2, cex, reason, tuple(sorted(waits)))
+
+
+# --------------------------------------------------------------------------------------------
+# counterexamples
+# --------------------------------------------------------------------------------------------
+
+def _counterexample(program: Program, ob: Obligation, enc: Encoder, s: z3.Solver, opq: frozenset,
+                    trip: Optional[int]) -> Counterexample:
+    m = s.model()
+    T = m.eval(enc.T, model_completion=True).as_long()
+    if enc.tsym is not None and trip is None and T > program.min_trip_count:
+        for bound in (0, 1, 2, 4, 8, 16, 32, 64, 128, 1024):
+            b = program.min_trip_count + bound
+            if b >= T:
+                break
+            s.push()
+            s.add(enc.T <= b)
+            if s.check() == z3.sat:
+                m = s.model()
+                T = m.eval(enc.T, model_completion=True).as_long()
+                s.pop()
+                break
+            s.pop()
+    j = m.eval(enc.j, model_completion=True).as_long()
+    preds: dict[tuple[str, int], bool] = {}
+    for (op, r) in opq:
+        v = m.eval(z3.Bool(opaque_name(op, r)), model_completion=True)
+        preds[(op, j + r - program.op(op).stage)] = z3.is_true(v)
+    part, i = _locate_step(program, enc, m, j)
+    kind = ob.kind
+    if T <= REPLAY_MAX_T and kind != "wellformed":
+        ex = oracle.execute(program, T, preds)
+        found = oracle.analyze(ex, "obligations")
+        v = found.get(ob.id)
+        if v is not None:
+            shown = tuple(sorted((op, it, val) for (op, it), val in ex.preds.items() if not val))
+            summary = (f"{_kind_word(kind)}: with trip count {T}, at {v.part} i = {v.i} (step {v.step}): "
+                       f"{v.message}")
+            return Counterexample(kind, T, v.step, v.part, v.i, summary, tuple(oracle.explain(ex, v)), shown)
+    shown = tuple(sorted((op, it, val) for (op, it), val in preds.items() if not val))
+    if kind == "count-nonnegative" and ob.wait is not None:
+        n = m.eval(enc.wait_count(ob.part, ob.pos, 0), model_completion=True)
+        summary = (f"negative count: with trip count {T}, at {ob.part} i = {i} (step {j}) "
+                   f"{wait_text(program, ob.wait)} has count {n}")
+    else:
+        summary = (f"{_kind_word(kind)}: with trip count {T}, at {part} i = {i} (step {j}): "
+                   f"{ob.description} fails")
+    return Counterexample(kind, T, j, part, i, summary, (), shown)
+
+
+def _kind_word(kind: str) -> str:
+    return {"raw": "RAW (stale read)", "war": "WAR (slot overwritten while read)",
+            "waw": "WAW (older write may land last)", "count-nonnegative": "negative count",
+            "wellformed": "malformed program"}[kind]
+
+
+def _locate_step(program: Program, enc: Encoder, m: z3.ModelRef, j: int) -> tuple[str, int]:
+    for p in program.parts:
+        off = m.eval(enc.off[p.name], model_completion=True).as_long()
+        ext = m.eval(enc.ext[p.name], model_completion=True).as_long()
+        if off <= j < off + ext:
+            return p.name, j - off
+    return "?", j
+
+
+# --------------------------------------------------------------------------------------------
+# tightness
+# --------------------------------------------------------------------------------------------
+
+def _plus_one(e: Expr) -> Expr:
+    return simplify(Bin("+", e, Num(1)))
+
+
+def _all_unsat(program: Program, obs: list[Obligation], enc: Encoder, time_limit: float) -> Optional[bool]:
+    """True: all proven; False: one refuted; None: one unknown (and none refuted)."""
+    unknown = False
+    for ob in obs:
+        status = _solve(ob, enc, time_limit)[0]
+        if status == "refuted":
+            return False
+        if status == "unknown":
+            unknown = True
+    return None if unknown else True
+
+
+def judge_tightness(program: Program, obs: list[Obligation], results: list[ObligationResult], index: int,
+              time_limit: float, trip: Optional[int] = None) -> tuple[Optional[bool], str]:
+    """``(tight, reason)`` of proven wait ``index``."""
+    w = program.waits[index]
+    involved = [ob for ob, r in zip(obs, results)
+                if r.status == "proven" and index in r.waits_used and ob.kind != "count-nonnegative"]
+    enc1 = Encoder(program, trip=trip, overrides={index: _plus_one(w.in_flight)})
+    first_fail = None
+    unknown = False
+    for ob in involved:
+        status = _solve(ob, enc1, time_limit)[0]
+        if status == "refuted":
+            first_fail = ob
+            break
+        if status == "unknown":
+            unknown = True
+    if first_fail is not None:
+        return True, f"tight: with {to_str(_plus_one(w.in_flight))} in flight, {first_fail.description} fails"
+    if unknown:
+        return None, "tightness unknown: the solver timed out on n + 1"
+    own = [ob for ob in obs if ob.wait == index and ob.kind in ("raw", "war", "waw")] or involved
+    enc_drop = Encoder(program, trip=trip, dropped={index})
+    if _all_unsat(program, involved, enc_drop, time_limit):
+        for k in _neighbours(program, index):
+            enc_k = Encoder(program, trip=trip, dropped={index},
+                            overrides={k: _plus_one(program.waits[k].in_flight)})
+            if own and _all_unsat(program, own, enc_k, time_limit) is False:
+                return False, f"not tight: subsumed by wait {wait_text(program, k)}"
+        if not own:
+            return False, "not tight: no read or write depends on it (redundant)"
+        return False, "not tight: subsumed by the other waits on its queue (redundant)"
+    pred = _predicated_producer(program, w.queue)
+    if pred:
+        return False, (f"not tight: predicated producer {pred}: fewer groups may be in flight than the "
+                       f"count allows, so {to_str(_plus_one(w.in_flight))} is also correct")
+    return False, (f"not tight: conservative fallback: {to_str(_plus_one(w.in_flight))} in flight is also "
+                   f"correct")
+
+
+def _neighbours(program: Program, index: int) -> list[int]:
+    """Other waits on the same queue: same part nearest-before first, then the rest."""
+    w = program.waits[index]
+    stmts = program.part(w.part).stmts
+    pos = next(k for k, s in enumerate(stmts) if isinstance(s, WaitStmt) and s.wait == index)
+    same = [s.wait for s in reversed(stmts[:pos]) if isinstance(s, WaitStmt)]
+    same += [s.wait for s in stmts[pos + 1:] if isinstance(s, WaitStmt)]
+    rest = [k for k in range(len(program.waits)) if k not in same]
+    return [k for k in same + rest if k != index and program.waits[k].queue == w.queue]
+
+
+def _predicated_producer(program: Program, queue: int) -> str:
+    for p in program.parts:
+        for s in p.stmts:
+            if isinstance(s, OpStmt):
+                o = program.op(s.op)
+                if o.is_async and o.queue == queue and o.when is not None:
+                    return f"{o.name} (when: {o.when})"
+            if isinstance(s, CommitStmt) and s.queue == queue and s.gate:
+                return f"{', '.join(s.gate)} (conditional commit)"
+    return ""
+
+
+# --------------------------------------------------------------------------------------------
+# the entry point
+# --------------------------------------------------------------------------------------------
+
+def verify_program(program: Program, *, time_limit: float = 10.0, tightness: bool = True,
+                   trip_count: Optional[int] = None) -> Report:
+    """Prove every obligation of ``program`` (SPEC §3) and judge each wait.
+
+    ``time_limit`` is per solver query, in seconds. ``trip_count`` fixes the trip
+    count instead of quantifying over all ``T >= min_trip_count`` (for tests).
+    Raises :class:`SynthError` on a malformed program.
+    """
+    t0 = time.perf_counter()
+    try:
+        validate_program(program)
+    except ProgramError as e:
+        raise SynthError(None, f"program {program.name}: {e.path}: {e.msg}", e.fix) from None
+    if trip_count is not None and trip_count < program.min_trip_count:
+        raise ValueError(f"trip_count {trip_count} < min_trip_count {program.min_trip_count}")
+    enc = Encoder(program, trip=trip_count)
+    obs = enumerate_obligations(program, enc)
+    results = [prove_obligation(program, ob, enc, time_limit, trip_count) for ob in obs]
+    verdicts = []
+    waits = list(program.waits)
+    for idx, w in enumerate(program.waits):
+        mine = [r for r in results if r.wait == idx]
+        secs = sum(r.seconds for r in mine)
+        if any(r.status == "refuted" for r in mine):
+            status = "refuted"
+        elif any(r.status == "unknown" for r in mine):
+            status = "unknown"
+        else:
+            status = "proven"
+        cex = next((r.counterexample for r in mine if r.status == "refuted"), None)
+        tight: Optional[bool] = None
+        reason = ""
+        if status == "proven" and tightness:
+            t1 = time.perf_counter()
+            tight, reason = judge_tightness(program, obs, results, idx, time_limit, trip_count)
+            secs += time.perf_counter() - t1
+        elif status == "refuted":
+            bad = next(r for r in mine if r.status == "refuted")
+            reason = bad.reason
+        elif status == "unknown":
+            reason = next(r.reason for r in mine if r.status == "unknown")
+        verdicts.append(WaitVerdict(idx, status, secs, cex, tight, reason))
+        if tight is not None:
+            new_reason = w.reason if tight else (f"{w.reason}; {reason}" if w.reason else reason)
+            waits[idx] = replace(w, tight=tight, reason=new_reason)
+    glob = tuple(r for r in results if r.wait is None and r.status != "proven")
+    ok = all(r.status == "proven" for r in results)
+    return Report(ok, tuple(verdicts), tuple(results), glob, replace(program, waits=tuple(waits)),
+                  time.perf_counter() - t0, f"z3 {z3_version()}")
+
+
+
+__all__ = ["verify_program", "prove_obligation", "judge_tightness", "smt2_text", "z3_version"]

@@ -1,0 +1,243 @@
+"""synth.emit.cuda: kernel.cu implements the lowered program statement for statement.
+
+The text checks need no compiler. The emulator checks (``slow``) compile the
+kernel with g++ against synth_emu.h and run it on the CPU.
+"""
+
+from __future__ import annotations
+
+import re
+import shutil
+from dataclasses import replace
+
+import pytest
+
+from conftest import ROOT, check_golden
+from gemm_fixtures import gemm_problem, program_for
+from synth.emit.cuda import barriers, c_expr, emit_kernel, kernel_info
+from synth.errors import SynthError
+from synth.expr import evaluate, parse
+from synth.load import load_problem
+from synth.program import CommitStmt, WaitStmt
+from synth.schedule import buffer_bytes
+
+CONFIGS = [
+    dict(stages=1, warps=4),
+    dict(stages=2, warps=4),
+    dict(stages=3, warps=4),    # ldmatrix next to the mma (fragments do not fit twice)
+    dict(stages=3, warps=8),    # ldmatrix one stage ahead, double-buffered fragments
+    dict(stages=4, warps=8, M=1000, N=777, K=520),
+    dict(stages=5, warps=4, BM=64, BN=128, BK=64),
+]
+SYNC_RE = re.compile(r"^\s*synth_syncthreads\(\); // sync:(\d+) (RAW|WAR): \S.*$")
+
+
+def _ids(c):
+    return "-".join(f"{k}{v}" for k, v in c.items())
+
+
+@pytest.fixture(scope="module", params=CONFIGS, ids=_ids)
+def case(request):
+    p = gemm_problem(**request.param)
+    s, prog = program_for(p)
+    return p, s, prog, emit_kernel(p, s, prog)
+
+
+def _expected_waits_and_commits(prog, unroll):
+    """Immediates of every wait_group and the number of commit_group in the text, in order:
+    prologue/epilogue once per executed step, the body once per emitted copy."""
+    waits, commits = [], 0
+    for part in prog.parts:
+        n = int(evaluate(part.extent, {}))
+        if part.name == "body":
+            copies = (unroll if n >= unroll else 0) + n % unroll
+            steps = [(c, True) for c in range(copies)]
+        else:
+            steps = [(i, False) for i in range(n)]
+        for i, body in steps:
+            env = {part.var: i, prog.loop_var: 0}
+            for s in part.stmts:
+                if not body and s.guard is not None and not evaluate(s.guard, env):
+                    continue
+                if isinstance(s, CommitStmt):
+                    commits += 1
+                if isinstance(s, WaitStmt):
+                    waits.append(int(evaluate(prog.waits[s.wait].in_flight, env)))
+    return waits, commits
+
+
+def _body_sync_numbers(text):
+    lines = text.split("\n")
+    a = next(k for k, ln in enumerate(lines) if "// ---- body" in ln)
+    b = next(k for k, ln in enumerate(lines) if "// ---- epilogue" in ln)
+    return [int(m.group(1)) for ln in lines[a:b] if (m := SYNC_RE.match(ln))]
+
+
+def test_portability_layer_comes_first(case):
+    _, _, _, text = case
+    lines = text.split("\n")
+    i = lines.index("#ifdef SYNTH_EMULATE")
+    assert lines[i + 1] == '#include "synth_emu.h"' and lines[i + 2] == "#else"
+    assert "#include <cuda_fp16.h>" in lines[i + 3:i + 8]
+    assert "#define SYNTH_DEVICE __device__ __forceinline__" in lines
+    end = lines.index("#endif", i)
+    assert all(not ln.startswith("#include") for ln in lines[end:])
+    kernel = "\n".join(lines[end + 1:])
+    # only the layer's names inside the kernel: no PTX, no CUDA intrinsics
+    for bad in ("asm", "__syncthreads", "__cvta", "__device__", "__half", "__hadd", "uint4", "float2"):
+        assert not re.search(rf"\b{bad}\b", kernel), bad
+    assert 'extern "C" __global__ void SYNTH_LAUNCH_BOUNDS(SYNTH_THREADS)' in kernel
+    assert "synth_gemm(const half* A, const half* B, float* C, int M, int N, int K) {" in kernel
+    assert "extern __shared__ __align__(16) unsigned char synth_smem[];" in kernel
+
+
+def test_commits_and_waits_match_the_program(case):
+    p, s, prog, text = case
+    info = kernel_info(p, s, prog)
+    waits, commits = _expected_waits_and_commits(prog, info.body_unroll)
+    got = [int(x) for x in re.findall(r"^\s*synth_cp_async_wait<(\d+)>\(\);", text, re.M)]
+    assert got == waits
+    assert len(re.findall(r"^\s*synth_cp_async_commit\(\);", text, re.M)) == commits
+    assert "switch" not in text  # gemm programs have constant body counts
+
+
+def test_every_barrier_is_a_numbered_line(case):
+    p, s, prog, text = case
+    calls = [ln for ln in text.split("\n") if "synth_syncthreads();" in ln]
+    nums = []
+    for ln in calls:
+        m = SYNC_RE.match(ln)
+        assert m, ln
+        nums.append(int(m.group(1)))
+    assert nums == list(range(len(nums)))
+    info = kernel_info(p, s, prog)
+    body = [b for b in info.barriers if b.part == "body"]
+    n_body = int(evaluate(prog.part("body").extent, {}))
+    copies = (info.body_unroll if n_body >= info.body_unroll else 0) + n_body % info.body_unroll
+    others = [b for b in info.barriers if b.part != "body"]
+    assert len(calls) == len(others) + copies * len(body)
+
+
+def test_shared_memory_is_the_schedules(case):
+    p, s, prog, text = case
+    info = kernel_info(p, s, prog)
+    assert info.smem_bytes == buffer_bytes(p, s.multiplicity, "shared")
+    assert f"#define SYNTH_SMEM_BYTES {info.smem_bytes}" in text
+    assert f"#define SYNTH_KTILES {p.loop.trip_count}" in text
+    assert f"constexpr int A_S_SLOTS = {s.mult('A_s')};" in text
+    assert f"constexpr int A_R_SLOTS = {s.mult('A_r')};" in text
+
+
+def test_minimal_slots_need_two_barriers_per_k_tile():
+    # loads are ordered before the reads: with the minimal number of slots the
+    # next step's cp.async reuses the slot read after this step's barrier
+    p = gemm_problem(stages=3, warps=8)
+    s, prog = program_for(p)
+    body = [b for b in barriers(prog, {"A_s", "B_s"}) if b.part == "body"]
+    assert [b.why[:3] for b in body] == ["WAR", "RAW"]
+    assert prog.part("body").stmts[body[0].stmt].op == "load_A"
+    assert prog.part("body").stmts[body[1].stmt].op == "s2r_A"
+
+
+def test_one_more_slot_needs_one_barrier_per_k_tile():
+    # CUTLASS's choice: kStages slots for kStages-1 tiles in flight, one __syncthreads per k-tile
+    p = gemm_problem(stages=3, warps=8)
+    s, _ = program_for(p)
+    more = replace(s, multiplicity=tuple((b, m + 1 if b.endswith("_s") else m) for b, m in s.multiplicity))
+    from synth.graph import build_graph
+    from synth.lower import lower
+
+    prog = lower(p, build_graph(p), more)
+    body = [b for b in barriers(prog, {"A_s", "B_s"}) if b.part == "body"]
+    assert [b.why[:3] for b in body] == ["RAW"]
+    text = emit_kernel(p, more, prog)
+    assert "constexpr int A_S_SLOTS = 3;" in text
+
+
+def test_unsafe_wait_is_refused():
+    p = gemm_problem(stages=3, warps=8)
+    s, prog = program_for(p)
+    k = next(n for n, w in enumerate(prog.waits) if w.part == "body")
+    bad = prog.with_wait(k, in_flight=parse("2"))
+    with pytest.raises(SynthError, match="before any wait retires"):
+        emit_kernel(p, s, bad)
+
+
+def test_dynamic_body_count_becomes_a_switch():
+    p = gemm_problem(stages=3, warps=8)
+    s, prog = program_for(p)
+    k = next(n for n, w in enumerate(prog.waits) if w.part == "body")
+    # a smaller count is always safe: 0 in the first steps, the proved 1 after
+    dyn = prog.with_wait(k, in_flight=parse("(i < 5) ? 0 : 1"))
+    text = emit_kernel(p, s, dyn)
+    assert text.count("switch ((((i < 5)) ? (0) : (1))) {") == 2  # one per body copy (unrolled x2)
+    assert text.count("case 1: synth_cp_async_wait<1>(); break;") == 2
+    assert text.count("default: synth_cp_async_wait<0>(); break;") == 2
+    # a count periodic in the unroll factor is static in each copy
+    per = emit_kernel(p, s, prog.with_wait(k, in_flight=parse("(i % 2 == 0) ? 0 : 1")))
+    assert "switch" not in per
+    assert kernel_info(p, s, dyn).body_waits == (0, 1)
+
+
+def test_non_gemm_problems_are_refused():
+    p = load_problem(str(ROOT / "problems" / "rfc0077-gemm.yaml"))
+    from synth.graph import build_graph
+    from synth.lower import lower
+    from synth.schedule import schedule_from_pins
+
+    g = build_graph(p)
+    s = schedule_from_pins(p, g)
+    with pytest.raises(SynthError, match="not a kind: gemm problem"):
+        emit_kernel(p, s, lower(p, g, s))
+
+
+def test_c_expr():
+    assert c_expr(parse("(i + 3) % 4")) == "((i + 3) % 4)"
+    assert c_expr(parse("min(i, 2) - 1")) == "(((i) < (2) ? (i) : (2)) - 1)"
+    assert c_expr(parse("i < 1 ? 1 : 0")) == "(((i < 1)) ? (1) : (0))"
+
+
+def test_golden_kernel(update_golden):
+    p = load_problem(str(ROOT / "problems" / "gemm-128x128x32-f16.yaml"))
+    s, prog = program_for(p)
+    check_golden(ROOT / "tests" / "golden" / p.name / "kernel.cu", emit_kernel(p, s, prog), update_golden)
+
+
+# ---------------------------------------------------------------------------
+# the CPU emulator (g++)
+
+needs_gxx = pytest.mark.skipif(shutil.which("g++") is None, reason="g++ is needed for the CPU emulator")
+
+
+def _emulate(p, s, prog, text, **kw):
+    from synth.emit.emulate import emulate_gemm
+
+    cfg = p.gemm
+    info = kernel_info(p, s, prog)
+    return emulate_gemm(text, cfg.M, cfg.N, cfg.K, BM=cfg.BM, BN=cfg.BN, warps=cfg.warps,
+                        smem_bytes=info.smem_bytes, **kw)
+
+
+@pytest.mark.slow
+@needs_gxx
+def test_emulated_kernel_is_correct_and_conflict_free():
+    # M, N, K not tile multiples: zero-filled loads, bounds-checked stores
+    p = gemm_problem(M=200, N=136, K=200, stages=4, warps=8)
+    s, prog = program_for(p)
+    r = _emulate(p, s, prog, emit_kernel(p, s, prog))
+    assert r.clean, r.summary()
+    assert r.bank_conflicts.total == 0, r.summary()
+
+
+@pytest.mark.slow
+@needs_gxx
+def test_emulator_catches_each_deleted_body_barrier():
+    p = gemm_problem(M=128, N=128, K=160, stages=3, warps=4)
+    s, prog = program_for(p)
+    text = emit_kernel(p, s, prog)
+    body_syncs = _body_sync_numbers(text)
+    assert body_syncs
+    for n in body_syncs[:2]:
+        cut = "\n".join(ln for ln in text.split("\n") if f"// sync:{n} " not in ln)
+        r = _emulate(p, s, prog, cut)
+        assert not r.clean, f"deleting sync:{n} went unnoticed: {r.summary()}"

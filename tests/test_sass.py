@@ -1,0 +1,151 @@
+"""nvcc/ptxas and SASS checks of kernel.cu (no GPU needed).
+
+* ptxas -v: compiles for sm_80 and sm_90, no spills, no stack, at most 255
+  registers, no static shared memory (all of it is the dynamic size the schedule
+  gives);
+* cuobjdump -sass: in the body loop (the one backward branch), every
+  ``cp.async.wait_group N`` is a ``DEPBAR.LE SB0, N`` with the program's body
+  counts, every ``commit_group`` an ``LDGDEPBAR``, and the ``LDGSTS`` per k-tile
+  are the cp.async the program issues per iteration; over the whole kernel the
+  wait immediates are the text's.
+"""
+
+from __future__ import annotations
+
+import functools
+import glob
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+from collections import Counter
+
+import pytest
+
+from gemm_fixtures import NVCC, gemm_problem, program_for
+from synth.emit.cuda import emit_kernel, kernel_info
+
+pytestmark = [pytest.mark.nvcc,
+              pytest.mark.skipif(NVCC is None, reason="nvcc is not on PATH (install the CUDA toolkit)")]
+
+CONFIGS = {
+    "w8-s3": dict(stages=3, warps=8),                      # double-buffered fragments, body unrolled x2
+    "w4-s4": dict(stages=4, warps=4, M=1000, N=777, K=520),  # ragged shape, fragments single-buffered
+    "w4-s5-bk64": dict(stages=5, warps=4, BM=64, BN=128, BK=64),
+}
+
+
+def _tool(name: str):
+    found = shutil.which(name)
+    if found:
+        return found
+    for root in sys.path:
+        hits = glob.glob(os.path.join(root, "nvidia", "*", "bin", name)) + \
+            glob.glob(os.path.join(root, "nvidia", "*", "*", "bin", name))
+        if hits:
+            return hits[0]
+    return None
+
+
+CUOBJDUMP = _tool("cuobjdump")
+
+
+@functools.lru_cache(maxsize=None)
+def build(key: str, arch: str):
+    """(problem, schedule, program, text, ptxas log, sass) of CONFIGS[key] for ``arch``."""
+    p = gemm_problem(**CONFIGS[key])
+    s, prog = program_for(p)
+    text = emit_kernel(p, s, prog)
+    d = tempfile.mkdtemp(prefix="synth-sass-")
+    src, cubin = os.path.join(d, "kernel.cu"), os.path.join(d, "kernel.cubin")
+    with open(src, "w") as fh:
+        fh.write(text)
+    proc = subprocess.run([NVCC, f"-arch={arch}", "-cubin", "-O3", "-Xptxas", "-v", "-o", cubin, src],
+                          capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr[-4000:]
+    sass = None
+    if CUOBJDUMP:
+        sass = subprocess.run([CUOBJDUMP, "-sass", cubin], capture_output=True, text=True, timeout=120).stdout
+    shutil.rmtree(d, ignore_errors=True)
+    return p, s, prog, text, proc.stderr + proc.stdout, sass
+
+
+def ptxas_figures(log: str) -> dict[str, int]:
+    regs = re.search(r"Used (\d+) registers", log)
+    spill = re.search(r"(\d+) bytes spill stores, (\d+) bytes spill loads", log)
+    stack = re.search(r"(\d+) bytes stack frame", log)
+    smem = re.search(r"(\d+) bytes smem", log)
+    assert regs and spill and stack, log
+    return {"registers": int(regs.group(1)), "spill_stores": int(spill.group(1)),
+            "spill_loads": int(spill.group(2)), "stack": int(stack.group(1)),
+            "static_smem": int(smem.group(1)) if smem else 0}
+
+
+INSN = re.compile(r"/\*([0-9a-f]{4,})\*/\s+(.*?)\s*;")
+
+
+def sass_insns(sass: str) -> list[tuple[int, str]]:
+    return [(int(a, 16), ins) for a, ins in INSN.findall(sass)]
+
+
+def body_loop(insns):
+    """Instructions of the (single) loop: from the backward branch's target to the branch."""
+    back = []
+    for addr, ins in insns:
+        m = re.search(r"\bBRA\s+(?:`\(\.L_x_\d+\)|)?(0x[0-9a-f]+)", ins)
+        if m and int(m.group(1), 16) < addr:
+            back.append((int(m.group(1), 16), addr))
+    back = [b for b in back if b[1] - b[0] > 16]  # not the trailing self-loop after EXIT
+    assert len(back) == 1, back
+    lo, hi = back[0]
+    return [ins for addr, ins in insns if lo <= addr <= hi]
+
+
+def waits_of(insns) -> list[int]:
+    return [int(m.group(1), 16) for ins in insns if (m := re.search(r"DEPBAR\.LE SB0, (0x[0-9a-f]+)", ins))]
+
+
+def count(insns, op: str) -> int:
+    return sum(1 for ins in insns if re.match(rf"(@!?P\d+\s+)?{op}\b", ins))
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("arch", ["sm_80", "sm_90"])
+@pytest.mark.parametrize("key", list(CONFIGS))
+def test_ptxas_resources(key, arch):
+    p, s, prog, text, log, _ = build(key, arch)
+    f = ptxas_figures(log)
+    print(f"{key} {arch}: {f}")
+    assert f["spill_stores"] == 0 and f["spill_loads"] == 0, log
+    assert f["stack"] == 0, log
+    assert f["registers"] <= 255
+    assert f["static_smem"] == 0  # all shared memory is dynamic, sized from the schedule
+    assert kernel_info(p, s, prog).smem_bytes == sum(
+        b.bytes * s.mult(b.name) for b in p.buffers if b.space == "shared")
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(CUOBJDUMP is None, reason="cuobjdump not found: pip install nvidia-cuda-cuobjdump")
+@pytest.mark.parametrize("arch", ["sm_80", "sm_90"])
+@pytest.mark.parametrize("key", list(CONFIGS))
+def test_sass_waits_and_copies_match_the_program(key, arch):
+    p, s, prog, text, _, sass = build(key, arch)
+    info = kernel_info(p, s, prog)
+    insns = sass_insns(sass)
+    loop = body_loop(insns)
+    u = info.body_unroll
+    # per k-tile: the program's cp.async (LDGSTS), commits (LDGDEPBAR), waits (DEPBAR.LE SB0, N)
+    assert count(loop, "LDGSTS") == u * info.cp_async_per_iteration
+    assert count(loop, "LDGDEPBAR") == u * info.commits_per_iteration
+    assert Counter(waits_of(loop)) == Counter(list(info.body_waits) * u)
+    body_bars = sum(1 for b in info.barriers if b.part == "body")
+    assert count(loop, "BAR.SYNC") == u * body_bars
+    # the whole kernel: the text's wait immediates, nothing merged or dropped
+    text_waits = [int(x) for x in re.findall(r"synth_cp_async_wait<(\d+)>\(\);", text)]
+    every = [ins for _, ins in insns]
+    assert Counter(waits_of(every)) == Counter(text_waits)
+    n_sync = len(re.findall(r"^\s*synth_syncthreads\(\);", text, re.M))
+    assert count(every, "BAR.SYNC") == n_sync
+    assert count(every, "LDGDEPBAR") == len(re.findall(r"^\s*synth_cp_async_commit\(\);", text, re.M))
