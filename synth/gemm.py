@@ -230,9 +230,9 @@ def _issues(cfg: GemmConfig) -> list[_Issue]:
         if cfg.stages < 1:
             bad("stages", f"stages = {cfg.stages}", "use at least 1, or auto")
             return out
-        if cfg.stages - 1 > T:
-            bad("stages", f"{cfg.stages} stages exceed the {T} k-tiles of K = {cfg.K} / BK = {cfg.BK}",
-                f"use at most {T + 1} stages, or a larger K")
+        if cfg.stages > T:
+            bad("stages", f"{cfg.stages} stages exceed the {T} k-tiles of K = {cfg.K} / BK = {cfg.BK} (the "
+                "pipelined loop needs at least one body step)", f"use at most {T} stages, or a larger K")
     slots = smem_slots(pins) if pins else 1
     need = slots * (t.a_bytes + t.b_bytes)
     if need > arch.smem_per_block:
@@ -458,4 +458,5 @@ def config_from_problem(problem: Problem) -> GemmConfig:
 
 
 __all__ = ["GemmConfig", "Tiling", "tiling", "warp_layout", "validate", "expand_gemm", "default_pins",
-           "stage_pins", "register_estimate", "problem_from_gemm_doc", "config_from_problem", "DTYPES"]
+           "stage_pins", "smem_slots", "register_estimate", "problem_from_gemm_doc", "config_from_problem",
+           "DTYPES", "REG_OVERHEAD"]

@@ -245,10 +245,11 @@ def _ops(d: object, doc: LDict, buffers: tuple[Buffer, ...], target: Target, loo
 def _predicate(od: LDict, what: str, loop: Loop) -> Predicate:
     text = od["when"]
     loc = od.val_loc["when"]
-    example = f"write an affine condition such as \"{loop.var} + 3 < T\", or opaque"
+    cond = f"{loop.var} + 3 < {loop.trip_count}"
+    example = f"write an affine condition such as \"{cond}\", or opaque"
     if not isinstance(text, str):
         raise SynthError(loc, f"'when' of {what} must be a string, not {text!r}",
-                         f"write when: \"{loop.var} + 3 < T\" or when: opaque")
+                         f"write when: \"{cond}\" or when: opaque")
     if text.strip() == "opaque":
         return Predicate("opaque", None)
     try:
@@ -268,11 +269,11 @@ def _predicate(od: LDict, what: str, loop: Loop) -> Predicate:
     bad = check_expr(e)
     if bad is not None:
         if "compares numbers, not conditions" in bad:
-            example = f"join comparisons with &&, e.g. \"0 <= {loop.var} && {loop.var} < T\""
+            example = f"join comparisons with &&, e.g. \"0 <= {loop.var} && {loop.var} < {loop.trip_count}\""
         raise SynthError(loc, f"predicate {text!r} of {what} is not well formed: {bad}", example)
     if not is_bool(e):
         raise SynthError(loc, f"predicate {text!r} of {what} is not a condition",
-                         f"compare something, e.g. \"{loop.var} + 3 < T\"")
+                         f"compare something, e.g. \"{cond}\"")
     return Predicate(text.strip(), e)
 
 

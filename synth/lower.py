@@ -504,11 +504,24 @@ def _simplify_count(ctx: _Ctx, part: _PartInfo, hyp: Expr, conds: list[Expr]) ->
     if len(terms) == 1:
         (cond, n), = terms.items()
         return _norm(Ite(cond, Num(const + n), Num(const)))
-    out: Optional[Expr] = Num(const) if const else None
+    head: Optional[Expr] = Num(const) if const else None
+    mixed = {c: n for c, n in terms.items() if free_vars(c) - {ctx.var}}
+    if len(mixed) < len(terms):
+        # the terms in i alone: one expression (2 - i), if one fits everywhere
+        only_i = _sum_of(Num(const), {c: n for c, n in terms.items() if c not in mixed})
+        fit = _fit(ctx, part, hyp, [(TRUE, only_i)]) if mixed else None
+        if fit is not None and not isinstance(fit, Call) and fit != only_i:
+            head, terms = fit, mixed
+    return _norm(_sum_of(head, terms))
+
+
+def _sum_of(head: Optional[Expr], terms: dict[Expr, int]) -> Expr:
+    """``head + sum(cond ? n : 0)``."""
+    out = head if head != Num(0) else None
     for cond, n in terms.items():
         t = Ite(cond, Num(n), Num(0))
         out = t if out is None else Bin("+", out, t)
-    return _norm(out if out is not None else Num(0))
+    return out if out is not None else Num(0)
 
 
 def _fit(ctx: _Ctx, part: _PartInfo, hyp: Expr, needs: list[tuple[Expr, Expr]]) -> Expr:
@@ -726,6 +739,8 @@ def _assemble(ctx: _Ctx, waits: dict[_WaitKey, _Wait],
     for w, covers in dropped:
         for r, c in covers:
             assert c is not None
+            if c.m == 0:
+                continue  # a later statement of the same step under an equal or stricter wait
             by = waits.get(_WaitKey(w.key.part, c.pos, r.queue))
             by_name = p.ops[ctx.body[c.pos]].name
             when = "in the same iteration" if c.m == 0 else (
@@ -751,13 +766,16 @@ def _is_empty(ctx: _Ctx, part: _PartInfo) -> bool:
 
 def _slot_notes(ctx: _Ctx) -> list[str]:
     """Buffers given an extra slot because an async op reads them."""
+    from .schedule import multiplicity
+
     p, s = ctx.problem, ctx.sched
+    sync_need = dict(multiplicity(p, ctx.graph, s.stage, s.order))
     out = []
     for b in p.buffers:
         if b.carried:
             continue
         readers = [r for r in range(len(p.ops)) if s.is_async[r] and b.name in p.ops[r].reads]
-        if readers:
+        if readers and s.mult(b.name) > sync_need[b.name]:
             names = ", ".join(p.ops[r].name for r in readers)
             out.append(f"{b.name} has {s.mult(b.name)} slots: {names} reads it asynchronously, so a slot stays "
                        f"busy until that group completes (one slot more than a synchronous reader needs)")

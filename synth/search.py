@@ -493,6 +493,27 @@ class _Entry:
     solved: Optional[_Solved] = None
 
 
+def _group(p: Point) -> tuple[int, int, int, int]:
+    """Configurations are ranked per tile and warp count, each at its best stage count."""
+    return (p.BM, p.BN, p.BK, p.warps)
+
+
+def _ranker(alive: Sequence[_Entry]) -> Callable[[_Entry], int]:
+    """``rank(e)``: 1 + the number of other (tile, warps) groups whose best prediction beats ``e``."""
+    best: dict[tuple, tuple] = {}
+    for e in alive:
+        g, k = _group(e.point), _key(e)
+        if g not in best or k < best[g]:
+            best[g] = k
+    ordered = sorted(best.items(), key=lambda gk: gk[1])
+
+    def rank(e: _Entry) -> int:
+        g, k = _group(e.point), _key(e)
+        return 1 + sum(1 for h, kh in ordered if h != g and kh < k)
+
+    return rank
+
+
 def _key(e: _Entry) -> tuple:
     """Ranking key: predicted time; on ties fewer k-tiles (fewer barriers and waits, which the model
     leaves out), less shared memory, fewer stages, fewer warps, then the tile."""
@@ -563,8 +584,11 @@ def search_gemm(M: int, N: int, K: int, *, dtype: str = "f16", arch: str = "sm_8
         heapq.heapify(heap)
         out: list[_Entry] = []
         exact = True
+        seen: set[tuple[int, int, int, int]] = set()
         while heap and len(out) < k:
             _, i, e = heapq.heappop(heap)
+            if _group(e.point) in seen:
+                continue  # a worse stage count of a tile already ranked
             if e.solved is None:
                 if refine(e):
                     if e.solved.status == "INFEASIBLE":
@@ -576,6 +600,7 @@ def search_gemm(M: int, N: int, K: int, *, dtype: str = "f16", arch: str = "sm_8
             elif e.solved.status == "INFEASIBLE":
                 continue
             out.append(e)
+            seen.add(_group(e.point))
         return out, exact
 
     ranked_top, complete = best_of(entries.values(), top)
@@ -584,7 +609,7 @@ def search_gemm(M: int, N: int, K: int, *, dtype: str = "f16", arch: str = "sm_8
         refs = _rank_references(ctx, entries, ranked_top, best_of, refine)
     alive = [e for e in entries.values() if e.solved is None or e.solved.status != "INFEASIBLE"]
     order = sorted(alive, key=_key)
-    rank_of = {e.point: i + 1 for i, e in enumerate(order)}
+    rank_of = _ranker(alive)
     if state["unavailable"]:
         notes.append(f"solver unavailable, ranking by the analytic model only: {state['unavailable']}")
         complete = False
@@ -597,8 +622,12 @@ def search_gemm(M: int, N: int, K: int, *, dtype: str = "f16", arch: str = "sm_8
         notes.append("some schedules are FEASIBLE, not proven OPTIMAL, within the solver time limit")
     winner = ranked_top[0] if ranked_top else None
     cands = []
-    for e in ranked_top:
-        cands.append(_candidate(ctx, e, rank_of[e.point], winner, ranked_top))
+    if winner is not None:
+        ties = len({_group(e.point) for e in order if _key(e)[0] == _key(winner)[0]} - {_group(winner.point)})
+        runner = _runner_up(winner, order, refine)
+        for e in ranked_top:
+            why = _why_winner(ctx, e, ties, runner) if e is winner else _why_other(ctx, e, winner)
+            cands.append(_candidate(ctx, e, rank_of(e), why))
     excluded = dict(first)
     if state["infeasible"]:
         excluded["solver-infeasible"] = state["infeasible"]
@@ -610,7 +639,21 @@ def search_gemm(M: int, N: int, K: int, *, dtype: str = "f16", arch: str = "sm_8
         elapsed_s=time.monotonic() - t0, solver_calls=state["calls"])
 
 
-def _candidate(ctx: _Ctx, e: _Entry, rank: int, winner: Optional[_Entry], top: list[_Entry]) -> Candidate:
+def _runner_up(winner: _Entry, order: list[_Entry], refine) -> Optional[_Entry]:
+    """The best entry with another tile or warp count and a worse prediction (solved when the budget allows)."""
+    w = winner.point
+    for _ in range(8):
+        pool = [e for e in order if (e.point.BM, e.point.BN, e.point.BK, e.point.warps) != (w.BM, w.BN, w.BK, w.warps)
+                and (e.solved is None or e.solved.status != "INFEASIBLE")]
+        if not pool:
+            return None
+        best = min(pool, key=_key)
+        if best.solved is not None or not refine(best):
+            return best
+    return min(pool, key=_key)
+
+
+def _candidate(ctx: _Ctx, e: _Entry, rank: int, why: str) -> Candidate:
     est, res, p = e.est, e.res, e.point
     cfg = p.config(ctx.M, ctx.N, ctx.K, ctx.dtype, ctx.arch.name)
     return Candidate(
@@ -620,53 +663,72 @@ def _candidate(ctx: _Ctx, e: _Entry, rank: int, winner: Optional[_Entry], top: l
         wave_efficiency=round(est.wave_efficiency, 6), k_tiles=est.k_tiles,
         ktile_cycles=e.solved.ii if e.solved is not None else None, ktile_bound=res.ii_bound,
         round_cycles=est.round_cycles, bound=est.bound,
-        solver_status=e.solved.status if e.solved is not None else None,
-        why=_why(ctx, e, winner, top))
+        solver_status=e.solved.status if e.solved is not None else None, why=why)
 
 
-def _why(ctx: _Ctx, e: _Entry, winner: Optional[_Entry], top: list[_Entry]) -> str:
-    """One line: what bounds this configuration and, against the winner/runner-up, what makes the difference."""
+def _loop_rate(e: _Entry) -> float:
+    """Main-loop FLOP per cycle of one SM: the active CTAs each finishing a k-tile per round."""
+    p, est = e.point, e.est
+    return 2.0 * p.BM * p.BN * p.BK * est.active_ctas_per_sm / max(est.round_cycles, 1)
+
+
+def _describe(ctx: _Ctx, e: _Entry) -> str:
+    """What bounds a configuration, in one clause."""
+    from .search_model import extra_of
+
     est = e.est
-    base = (f"{est.bound}-bound; {est.ctas} CTAs in {est.waves} wave{'s' if est.waves != 1 else ''} at "
-            f"{est.ctas_per_sm}/SM ({est.occupancy_limit}-limited, last wave {est.wave_efficiency:.0%} full); "
-            f"a k-tile every {est.round_cycles / est.ctas_per_sm:.0f} cycles per CTA")
-    if winner is None:
-        return base
-    if e is winner:
-        if len(top) < 2:
-            return base
-        other = top[1]
-        gain = other.est.time_us / est.time_us - 1
-        return base + f"; beats #2 ({other.point.label}) by {gain:.1%}: {_difference(est, other.est, e, other)}"
-    loss = est.time_us / winner.est.time_us - 1
-    return base + f"; {loss:.1%} slower than #1: {_difference(winner.est, est, winner, e)}"
+    peak = ctx.arch.tensor_f16_f32_flop_per_clk_sm * extra_of(ctx.arch).mma_sync_efficiency
+    return (f"{est.bound}-bound: {est.ctas} CTAs in {est.waves} wave{'s' if est.waves != 1 else ''} at "
+            f"{est.ctas_per_sm}/SM ({est.occupancy_limit}-limited, last wave {est.wave_efficiency:.0%} full), "
+            f"main loop at {_loop_rate(e) / peak:.0%} of the tensor peak")
 
 
-def _difference(a, b, ea: _Entry, eb: _Entry) -> str:
-    """Why estimate ``a`` is faster than ``b``: the factor that differs the most."""
-    facts = []
+def _why_winner(ctx: _Ctx, e: _Entry, ties: int, runner: Optional[_Entry]) -> str:
+    text = _describe(ctx, e)
+    if ties:
+        text += (f"; {ties} other configuration{'s' if ties > 1 else ''} tie{'s' if ties == 1 else ''} "
+                 "at this prediction (ties go to fewer k-tiles, then less shared memory, fewer stages)")
+    if runner is not None:
+        gain = runner.est.time_us / e.est.time_us - 1
+        at_least = "" if runner.solved is not None else "at least "
+        text += (f"; beats the best different tile ({runner.point.label}) by {at_least}{_pct(gain)}: "
+                 f"{_difference(e, runner)}")
+    return text
+
+
+def _why_other(ctx: _Ctx, e: _Entry, winner: _Entry) -> str:
+    loss = e.est.time_us / winner.est.time_us - 1
+    if loss <= 1e-12:
+        return _describe(ctx, e) + "; ties with #1 (ranked after it by fewer k-tiles, less shared memory, fewer stages)"
+    return _describe(ctx, e) + f"; {_pct(loss)} slower than #1: {_difference(winner, e)}"
+
+
+def _pct(x: float) -> str:
+    return f"{x:.1%}" if x >= 0.001 else f"{x:.3%}"
+
+
+def _difference(ea: _Entry, eb: _Entry) -> str:
+    """Why ``ea`` is predicted faster than ``eb``: the terms of the model that differ the most."""
+    a, b = ea.est, eb.est
     if a.dram_us >= a.compute_us and b.dram_us >= b.compute_us:
-        return "both are DRAM-bound; ties go to fewer k-tiles, then less shared memory and fewer stages"
-    if a.waves != b.waves:
-        facts.append((abs(math.log(b.waves / a.waves)), f"{a.waves} wave(s) instead of {b.waves}"))
-    pa, pb = a.round_cycles / a.ctas_per_sm, b.round_cycles / b.ctas_per_sm
-    # cycles per k-tile per unit of tile area: what each CTA-k-tile costs for the work it does
-    wa = pa / (ea.point.BM * ea.point.BN)
-    wb = pb / (eb.point.BM * eb.point.BN)
-    if wa != wb:
-        facts.append((abs(math.log(wb / wa)), f"{wb / wa:.2f}x the work per cycle in the main loop "
-                      f"({b.bound}-bound vs {a.bound}-bound)" if wb > wa else
-                      f"less throughput per k-tile but {'fewer waves' if a.waves < b.waves else 'better packing'}"))
-    if abs(a.padding - b.padding) > 1e-9:
-        facts.append((abs(a.padding - b.padding), f"{a.padding:.0%} padded tile area instead of {b.padding:.0%}"))
-    fa, fb = a.wave_cycles - a.k_tiles * a.round_cycles, b.wave_cycles - b.k_tiles * b.round_cycles
-    if fa != fb:
-        facts.append((abs(fa - fb) / max(a.wave_cycles, 1), f"{fa} instead of {fb} cycles of pipeline fill, "
-                      "drain and epilogue per wave"))
+        return "both are DRAM-bound; ties go to fewer k-tiles, then less shared memory"
+    facts = []
+    dl, df = b.loop_cycles - a.loop_cycles, b.fixed_cycles - a.fixed_cycles
+    if dl:
+        if a.waves != b.waves:
+            cause = f"{a.waves} wave{'s' if a.waves != 1 else ''} instead of {b.waves}"
+        else:
+            cause = (f"{_loop_rate(ea):.0f} instead of {_loop_rate(eb):.0f} FLOP/cycle per SM in the k-loop, "
+                     f"{a.active_ctas_per_sm} vs {b.active_ctas_per_sm} CTA/SM, the other {b.bound}-bound")
+            if abs(a.padding - b.padding) > 0.01:
+                cause += f", {a.padding:.0%} vs {b.padding:.0%} of the tile area padding"
+        facts.append((abs(dl), f"{'-' if dl > 0 else '+'}{abs(dl):,} main-loop cycles ({cause})"))
+    if df:
+        facts.append((abs(df), f"{'-' if df > 0 else '+'}{abs(df):,} cycles of pipeline fill, drain and epilogue"))
     if not facts:
-        return "equal prediction; ties go to fewer k-tiles, then less shared memory, fewer stages, fewer warps"
+        return "equal prediction"
     facts.sort(key=lambda f: -f[0])
-    return facts[0][1]
+    return "; ".join(f for _, f in facts)
 
 
 # ---------------------------------------------------------------------------
@@ -741,9 +803,8 @@ def _rank_references(ctx: _Ctx, entries: dict[Point, _Entry], top: list[_Entry],
     out: list[ReferenceRank] = []
 
     def rank_entry(e: _Entry) -> int:
-        t = _key(e)
-        return 1 + sum(1 for x in entries.values() if _key(x) < t
-                       and (x.solved is None or x.solved.status != "INFEASIBLE"))
+        alive = [x for x in entries.values() if x.solved is None or x.solved.status != "INFEASIBLE"]
+        return _ranker(alive)(e)
 
     def row(name: str, ref: RefConfig, e: Optional[_Entry], why: Optional[str],
             stand_in: bool = False) -> ReferenceRank:

@@ -98,40 +98,78 @@ class Resources:
     """Lower bound of the k-tile interval of one CTA alone (see :func:`problem_bounds`)."""
     tail_bound: int
     """Lower bound of one k-tile's latency through the pipeline (load -> ldmatrix -> mma)."""
+    tail_terms: tuple[tuple[int, int], ...] = ()
+    """``(s_a, c_a)`` per op: ``tail >= s_a ii + c_a`` (see :func:`problem_bounds`)."""
+
+    def tail_at(self, ii: int) -> int:
+        """Lower bound of the schedule's tail at interval ``ii`` (monotone in ``ii``)."""
+        return max([self.tail_bound] + [s * ii + c for s, c in self.tail_terms])
 
 
-def problem_bounds(problem, stage: tuple[int, ...]) -> tuple[int, int]:
-    """``(ii_lb, tail_lb)`` of a problem whose stages are pinned to ``stage``.
+def problem_bounds(problem, stage: tuple[int, ...]) -> tuple[int, int, tuple[tuple[int, int], ...]]:
+    """``(ii_lb, path_lb, tail_terms)`` of a problem whose stages are pinned to ``stage``.
+
+    The solver's timing (docs/latency_model.md): op ``a`` of iteration ``v`` issues
+    at ``(v + s_a) ii + t_a`` with ``0 <= t_a <= ii - issue_a``; an edge ``a -> b``
+    of latency ``L`` and distance ``d`` needs ``(s_b + d - s_a) ii + t_b >= t_a + L``.
 
     * each unit: ``ii >= sum(issue of its ops) / count``;
-    * each dependence ``a -> b`` with latency ``L`` over ``D = s_b + distance - s_a``
-      pipelined steps (offsets within a step lie in ``[0, ii)``):
-      ``(D + 1) ii >= L + 1``; for a self-loop (the accumulator): ``D ii >= L``;
-    * one iteration must finish: ``tail >=`` the longest zero-distance latency path.
+    * each edge with ``D = s_b + d - s_a``: self-loops ``D ii >= L``, others
+      ``(D + 1) ii >= L + issue_b`` (``t_a >= 0``, ``t_b <= ii - issue_b``);
+    * same-step predecessors of ``b`` on one unit of count 1 issue one after the
+      other, so the last of a set ``P`` is done at ``>= sum issue(P) - issue(x) + L(x)``
+      for some ``x``: that bounds ``t_b`` from below (``tmin_b``) and ``ii >= tmin_b + issue_b``;
+    * ``cycles = (T - 1) ii + tail`` with ``tail >= s_a ii + tmin_a + L_a`` for every
+      op (``tail_terms`` = ``(s_a, tmin_a + L_a)``) and ``>=`` the longest distance-0
+      latency path (``path_lb``).
     """
     from .graph import build_graph
 
     graph = build_graph(problem)
+    edges = graph.constraints()
+    ops = problem.ops
+    n = len(ops)
     lb = 1
     for u in problem.target.units:
-        busy = sum(o.issue for o in problem.ops if o.unit == u.name)
-        lb = max(lb, math.ceil(busy / u.count))
-    for e in graph.constraints():
-        lat = e.latency
+        busy = sum(o.issue for o in ops if o.unit == u.name)
+        lb = max(lb, math.ceil(busy / u.count), max((o.issue for o in ops if o.unit == u.name), default=1))
+    same_step: list[dict[str, dict[int, int]]] = [{} for _ in range(n)]
+    for e in edges:
         d = stage[e.dst] + e.distance - stage[e.src]
         if e.src == e.dst:
             if d > 0:
-                lb = max(lb, math.ceil(lat / d))
-        elif d >= 0:
-            lb = max(lb, math.ceil((lat + 1) / (d + 1)))
-    # longest path over zero-distance edges (program order is topological for them)
-    n = len(problem.ops)
-    longest = [problem.ops[i].latency for i in range(n)]
-    for i in range(n):
-        for e in graph.constraints():
-            if e.dst == i and e.distance == 0 and e.src < i:
-                longest[i] = max(longest[i], longest[e.src] + problem.ops[i].latency)
-    return lb, max(longest)
+                lb = max(lb, math.ceil(e.latency / d))
+            continue
+        if d >= 0:
+            lb = max(lb, math.ceil((e.latency + ops[e.dst].issue) / (d + 1)))
+        if d == 0:
+            preds = same_step[e.dst].setdefault(ops[e.src].unit, {})
+            preds[e.src] = max(preds.get(e.src, 0), e.latency)
+    serial = {u.name: u.count == 1 for u in problem.target.units}
+    tmin = [0] * n
+    for _ in range(n):  # same-step chains (a DAG over distance-0, same-stage edges), to a fixpoint
+        changed = False
+        for b in range(n):
+            best = tmin[b]
+            for unit, preds in same_step[b].items():
+                if serial[unit]:
+                    total = sum(ops[a].issue for a in preds)
+                    best = max(best, min(max(total - ops[a].issue, tmin[a]) + lat for a, lat in preds.items()))
+                else:
+                    best = max(best, max(tmin[a] + lat for a, lat in preds.items()))
+            if best > tmin[b]:
+                tmin[b] = best
+                changed = True
+        if not changed:
+            break
+    for b in range(n):
+        lb = max(lb, tmin[b] + ops[b].issue)
+    longest = [ops[i].latency for i in range(n)]
+    zero = sorted((e for e in edges if e.distance == 0 and e.src < e.dst), key=lambda e: e.dst)
+    for e in zero:
+        longest[e.dst] = max(longest[e.dst], longest[e.src] + ops[e.dst].latency)
+    terms = tuple((stage[a], tmin[a] + ops[a].latency) for a in range(n))
+    return lb, max(longest), terms
 
 
 def resources(cfg, arch: ArchSpec) -> Resources:
@@ -144,13 +182,13 @@ def resources(cfg, arch: ArchSpec) -> Resources:
     frag = 2 if pins[2] < pins[4] else 1
     regs = register_estimate(cfg, frag)
     problem = expand_gemm(cfg)
-    ii_lb, tail_lb = problem_bounds(problem, pins)
+    ii_lb, tail_lb, terms = problem_bounds(problem, pins)
     by = {o.name: o for o in problem.ops}
     port = sum(o.issue for o in problem.ops if o.unit in ("cp_async", "lsu"))
     mma = by["mma"].issue * min(cfg.warps, 4) // 4  # issue is for min(warps, 4) sub-partitions
     return Resources(threads=cfg.threads, smem_bytes=slots * (t.a_bytes + t.b_bytes), smem_slots=slots,
                      regs_per_thread=regs, tile_bytes=t.a_bytes + t.b_bytes, smem_port_cycles=port,
-                     tensor_cycles=max(mma, 1), ii_bound=ii_lb, tail_bound=tail_lb)
+                     tensor_cycles=max(mma, 1), ii_bound=ii_lb, tail_bound=tail_lb, tail_terms=terms)
 
 
 def occupancy(arch: ArchSpec, res: Resources) -> tuple[int, str]:
@@ -188,9 +226,16 @@ class Estimate:
     ii: int
     """k-tile interval of one CTA alone (solver's when solved, else the lower bound)."""
     round_cycles: int
-    """Cycles for each of the r co-resident CTAs to advance one k-tile."""
+    """Cycles for each of the ``active_ctas_per_sm`` co-resident CTAs to advance one k-tile
+    (in a full wave; in the only wave when there is no full one)."""
+    active_ctas_per_sm: int
+    """CTAs per SM in that wave (``ctas_per_sm``, fewer in a lone partial wave)."""
     wave_cycles: int
-    """Cycles of one full wave (main loop + fill/drain + epilogue)."""
+    """Cycles of one wave at ``ctas_per_sm`` (main loop + fill/drain + epilogue)."""
+    loop_cycles: int
+    """Main-loop cycles summed over the waves."""
+    fixed_cycles: int
+    """Pipeline fill, drain and epilogue cycles summed over the waves."""
     compute_us: float
     """Sum over waves (the latency/throughput-bound part)."""
     dram_us: float
@@ -212,7 +257,7 @@ def estimate(arch: ArchSpec, M: int, N: int, K: int, BM: int, BN: int, BK: int, 
     ex = extra_of(arch)
     solved = ii is not None
     ii_c = max(res.ii_bound, ii or 0)
-    tail_c = max(res.tail_bound, tail or 0, ii_c)
+    tail_c = max(res.tail_at(ii_c), tail or 0, ii_c)
     T = -(-K // BK)
     tm, tn = -(-M // BM), -(-N // BN)
     ctas = tm * tn
@@ -227,32 +272,44 @@ def estimate(arch: ArchSpec, M: int, N: int, K: int, BM: int, BN: int, BK: int, 
 
     own_tensor = tensor_sm / (min(warps, 4) / 4)
 
-    def round_of(k: int) -> tuple[float, str]:
+    def shared_round(k: int) -> tuple[float, str]:
         # k CTAs on one SM share its 4 sub-partitions, its shared-memory port and its L2 bandwidth
         busy = min(4, k * warps) / 4
-        terms = [(float(ii_c), "ii"), (k * tensor_sm / busy, "tensor"),
-                 (float(k * res.smem_port_cycles), "smem-port"), (k * l2, "l2")]
-        val, what = max(terms, key=lambda x: x[0])
-        if what == "ii":  # the CTA's own k-tile loop binds: name the unit behind its interval
+        terms = [(k * tensor_sm / busy, "tensor"), (float(k * res.smem_port_cycles), "smem-port"), (k * l2, "l2")]
+        return max(terms, key=lambda x: x[0])
+
+    def wave(k: int) -> tuple[float, float, str, float]:
+        """(main-loop cycles, fixed cycles, bound, cycles per round) of a wave with k CTAs per SM.
+
+        max(one CTA's own pipelined loop, (T - 1) ii + tail, and the shared
+        resources' T rounds plus one k-tile's latency through the pipeline);
+        both terms only grow with ii and tail, so refining never lowers it.
+        The main loop is ``T`` rounds; the rest (fill, drain, epilogue) is fixed.
+        """
+        alone = (T - 1) * ii_c + tail_c
+        rc, what = shared_round(k)
+        shared = T * rc + res.tail_bound
+        if alone >= shared:  # the CTA's own k-tile loop binds: name the unit behind its interval
             what = ("tensor" if ii_c <= 1.05 * own_tensor else
                     "smem-port" if ii_c <= 1.05 * res.smem_port_cycles else "latency")
-        return val, what
+        per_round = max(float(ii_c), rc)
+        loop = T * per_round
+        return loop, max(alone, shared) + epilogue - loop, what, per_round
 
-    def wave(k: int) -> tuple[float, str]:
-        rc, what = round_of(k)
-        return T * rc + (tail_c - ii_c) + epilogue, what
-
-    cyc = 0.0
-    bound = "latency"
+    loop_cyc = fixed_cyc = 0.0
+    bound, round_c, k_bind = "latency", float(ii_c), r
     if full:
-        w, bound = wave(r)
-        cyc += full * w
+        lw, fw, bound, round_c = wave(r)
+        loop_cyc += full * lw
+        fixed_cyc += full * fw
     if rem:
         k_last = -(-rem // arch.sm_count)
-        w_last, what = wave(k_last)
-        cyc += w_last
+        lw, fw, what, rc_last = wave(k_last)
+        loop_cyc += lw
+        fixed_cyc += fw
         if not full:
-            bound = what
+            bound, round_c, k_bind = what, rc_last, k_last
+    cyc = loop_cyc + fixed_cyc
     waves = full + (1 if rem else 0)
     clock_hz = arch.boost_clock_ghz * 1e9
     compute_us = cyc / clock_hz * 1e6
@@ -262,10 +319,11 @@ def estimate(arch: ArchSpec, M: int, N: int, K: int, BM: int, BN: int, BK: int, 
         bound = "dram"
     time_us = max(compute_us, dram_us) + ex.launch_us
     tflops = 2.0 * M * N * K / (time_us * 1e-6) / 1e12
-    wave_cycles = int(round(wave(r)[0]))
+    wl, wf, _, _ = wave(r)
     return Estimate(time_us=time_us, tflops=tflops, ctas=ctas, ctas_per_sm=r, occupancy_limit=limit,
                     waves=waves, wave_efficiency=ctas / (waves * per_wave), k_tiles=T, ii=ii_c,
-                    round_cycles=int(round(round_of(r)[0])), wave_cycles=wave_cycles, compute_us=compute_us,
+                    round_cycles=int(round(round_c)), active_ctas_per_sm=k_bind, wave_cycles=int(round(wl + wf)),
+                    loop_cycles=int(round(loop_cyc)), fixed_cycles=int(round(fixed_cyc)), compute_us=compute_us,
                     dram_us=dram_us, bound=bound, padding=1.0 - (M * N) / (tm * BM * tn * BN), solved=solved)
 
 

@@ -51,13 +51,18 @@ def _loc(path: str, node: yaml.Node) -> Loc:
 _MERGE_TAG = "tag:yaml.org,2002:merge"
 
 
-def _convert(path: str, node: yaml.Node) -> Any:
+def _convert(path: str, node: yaml.Node, active: frozenset[int] = frozenset()) -> Any:
+    if isinstance(node, (yaml.MappingNode, yaml.SequenceNode)):
+        if id(node) in active:
+            raise SynthError(_loc(path, node), "an alias ('*name') refers to a mapping or list that contains it",
+                             "copy the values instead of nesting an anchor inside itself")
+        active = active | {id(node)}
     if isinstance(node, yaml.MappingNode):
         out = empty_ldict(_loc(path, node))
         merged: list[tuple[str, Any, Loc, Loc, str | None]] = []
         for knode, vnode in node.value:
             if knode.tag == _MERGE_TAG:
-                merged.extend(_merge_items(path, knode, vnode))
+                merged.extend(_merge_items(path, vnode, active))
                 continue
             key = _convert(path, knode)
             if not isinstance(key, str):
@@ -67,7 +72,7 @@ def _convert(path: str, node: yaml.Node) -> Any:
                 first = out.key_loc[key]
                 raise SynthError(_loc(path, knode), f"duplicate key '{key}' (first given at line {first.line})",
                                  f"give '{key}' once: delete or rename one of the two")
-            out[key] = _convert(path, vnode)
+            out[key] = _convert(path, vnode, active)
             out.key_loc[key] = _loc(path, knode)
             out.val_loc[key] = _loc(path, vnode)
             out.val_style[key] = vnode.style if isinstance(vnode, yaml.ScalarNode) else None
@@ -76,7 +81,7 @@ def _convert(path: str, node: yaml.Node) -> Any:
                 out[key], out.key_loc[key], out.val_loc[key], out.val_style[key] = val, kloc, vloc, style
         return out
     if isinstance(node, yaml.SequenceNode):
-        seq = LList(_convert(path, n) for n in node.value)
+        seq = LList(_convert(path, n, active) for n in node.value)
         seq.loc, seq.item_loc = _loc(path, node), [_loc(path, n) for n in node.value]
         return seq
     try:
@@ -86,7 +91,8 @@ def _convert(path: str, node: yaml.Node) -> Any:
                          "write a plain number, word or quoted string (no YAML tags such as !!binary)") from None
 
 
-def _merge_items(path: str, knode: yaml.Node, vnode: yaml.Node) -> list[tuple[str, Any, Loc, Loc, str | None]]:
+def _merge_items(path: str, vnode: yaml.Node,
+                 active: frozenset[int]) -> list[tuple[str, Any, Loc, Loc, str | None]]:
     """The entries a YAML merge key (``<<: *base`` or ``<<: [*a, *b]``) brings in, first source first."""
     sources = vnode.value if isinstance(vnode, yaml.SequenceNode) else [vnode]
     items: list[tuple[str, Any, Loc, Loc, str | None]] = []
@@ -94,7 +100,7 @@ def _merge_items(path: str, knode: yaml.Node, vnode: yaml.Node) -> list[tuple[st
         if not isinstance(src, yaml.MappingNode):
             raise SynthError(_loc(path, src), "'<<' must merge a mapping",
                              "write '<<: *anchor' where the anchor names a mapping")
-        d = _convert(path, src)
+        d = _convert(path, src, active)
         for key, val in d.items():
             if all(k != key for k, *_ in items):
                 items.append((key, val, d.key_loc[key], d.val_loc[key], d.val_style.get(key)))

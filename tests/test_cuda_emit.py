@@ -241,3 +241,14 @@ def test_emulator_catches_each_deleted_body_barrier():
         cut = "\n".join(ln for ln in text.split("\n") if f"// sync:{n} " not in ln)
         r = _emulate(p, s, prog, cut)
         assert not r.clean, f"deleting sync:{n} went unnoticed: {r.summary()}"
+
+
+@pytest.mark.slow
+@needs_gxx
+@pytest.mark.parametrize("K, stages, policy", [(96, 3, "interleave"), (160, 3, "forward"), (64, 2, "reverse")])
+def test_emulated_short_loops(K, stages, policy):
+    # body of 1 step (only a remainder copy), 3 steps (one unrolled pair + remainder), 1 with 2 stages
+    p = gemm_problem(M=40, N=72, K=K, stages=stages, warps=8, BM=64, BN=64)
+    s, prog = program_for(p)
+    r = _emulate(p, s, prog, emit_kernel(p, s, prog), policy=policy)
+    assert r.clean, r.summary()

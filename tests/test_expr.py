@@ -71,7 +71,7 @@ def py(e) -> str:
 
 # --- properties ----------------------------------------------------------------------------
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=150, deadline=None)
 @given(EXPRS)
 def test_print_parse_round_trip(e):
     text = to_str(e)
@@ -81,7 +81,7 @@ def test_print_parse_round_trip(e):
     assert free_vars(e) <= set(NAMES)
 
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=150, deadline=None)
 @given(EXPRS, ENVS)
 def test_evaluators_agree(e, env):
     """``evaluate`` = Python's own arithmetic = ``evaluate . simplify`` = Z3 on constants."""
@@ -100,7 +100,7 @@ def test_evaluators_agree(e, env):
         assert term.as_long() == want, to_str(e)
 
 
-@settings(max_examples=100, deadline=None)
+@settings(max_examples=60, deadline=None)
 @given(EXPRS, ENVS, INTS)
 def test_substitute_is_evaluation_in_an_extended_env(e, env, repl):
     v = evaluate(repl, env)

@@ -146,6 +146,11 @@ def test_yaml_merge_keys_and_anchors():
     assert (c.unit, c.latency, c.issue, c.reads) == ("alu", 3, 2, ("X",))
 
 
+def test_recursive_alias_is_an_error_not_a_recursion():
+    e = _err("name: &n [1, *n]\n")
+    assert e.loc == Loc("p.yaml", 1, 7) and "contains it" in e.msg
+
+
 def test_yaml_tag_is_an_error_not_a_traceback():
     for tagged in ("!cycles 10", "!!python/object:os.system 10"):
         text = MINI.replace("latency: 10", "latency: " + tagged)

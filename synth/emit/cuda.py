@@ -429,7 +429,6 @@ class _Writer:
         self.w("SYNTH_UNROLL for (int e = 0; e < 4; ++e) acc[mi][ni][e] = 0.0f;", 3)
         self.w("uint32_t A_r[A_R_SLOTS][KI][MI][4];    // A fragments of a whole k-tile per slot", 1)
         self.w("uint32_t B_r[B_R_SLOTS][KI][NI][2];    // B fragments", 1)
-        self.w("(void)K;", 1)
         self.w()
         for part in p.parts:
             n = _extent(p, part)

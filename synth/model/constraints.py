@@ -199,6 +199,10 @@ def before_lit(m: Model, v: Vars, problem: Problem, a: int, b: int):
 def add_multiplicity(m: Model, v: Vars, problem: Problem, graph: Graph) -> None:
     """``M_x >= s_b + d - s_a + before[a, b] + x_b`` for every RAW edge ``a -> b`` on a
     non-carried buffer ``x`` (exactly :func:`synth.schedule.multiplicity`); carried: ``M = 1``.
+
+    Redundant, for the LP: ``II * M_x >= l + issue_b * before[a, b] + II * x_b`` (with
+    ``II * D + t_b - t_a >= l``: if ``b`` is after ``a`` then ``t_b - t_a <= II - issue_b``,
+    else ``t_b <= t_a``).
     """
     for e in graph.edges:
         if e.kind != "raw" or e.buffer is None or problem.buffer(e.buffer).carried:
@@ -211,8 +215,11 @@ def add_multiplicity(m: Model, v: Vars, problem: Problem, graph: Graph) -> None:
             m.add(mv >= e.distance + xb, f"mult[{e.buffer}] >= {e.distance} + async[{problem.ops[b].name}]")
             continue
         bl = before_lit(m, v, problem, a, b)
-        m.add(mv >= lag + bl + xb, f"mult[{e.buffer}] >= stage lag + before[{problem.ops[a].name},"
-                                   f"{problem.ops[b].name}] + async[{problem.ops[b].name}]")
+        nb = problem.ops[b].name
+        m.add(mv >= lag + bl + xb, f"mult[{e.buffer}] >= stage lag + before[{problem.ops[a].name},{nb}] + async[{nb}]")
+        m.add(v.ii * mv >= e.latency + problem.ops[b].issue * bl + v.ii * xb,
+              f"{v.ii}*mult[{e.buffer}] >= {e.latency} + {problem.ops[b].issue}*before[{problem.ops[a].name},{nb}]"
+              f" + {v.ii}*async[{nb}]")
 
 
 def add_capacity(m: Model, v: Vars, problem: Problem, graph: Graph) -> None:

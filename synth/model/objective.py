@@ -23,7 +23,9 @@ primary objective (:func:`decode_bound`).
 structure: absolute times ``T_a = s_a * II + t_a`` with
 ``T_b - T_a >= l - d * II`` per edge and ``0 <= T_a <= (S_a + 1) * II - issue_a``.
 Its feasibility is monotone in II; the least feasible II, raised to the
-resource bound ``ceil(sum issue / count)`` per unit, is :func:`ii_lower_bound`.
+resource bound ``ceil(sum issue / count)`` per unit and to the least II whose
+smallest possible multiplicities fit the capacities (:func:`capacity_ok`), is
+:func:`ii_lower_bound`.
 Its longest paths give :func:`tail_lower_bound`.
 """
 
@@ -180,8 +182,29 @@ def ii_big(problem: Problem) -> int:
     return sum(op.latency + op.issue for op in problem.ops) + max(op.issue for op in problem.ops) + 1
 
 
+def capacity_ok(problem: Problem, graph: Graph, ii: int) -> bool:
+    """Whether the least multiplicities any timing at ``ii`` needs fit the capacities.
+
+    A RAW edge ``a -> b`` (latency l) needs ``M >= D + [b after a]`` slots with
+    ``II * D + t_b - t_a >= l``: if ``b`` is after ``a``, ``t_b - t_a <= II - issue_b``,
+    else ``t_b <= t_a``; either way ``II * M >= l``, so ``M >= max(1, ceil(l / II))``.
+    """
+    need: dict[str, int] = {}
+    for e in graph.edges:
+        if e.kind != "raw" or e.buffer is None or problem.buffer(e.buffer).carried:
+            continue
+        lag = max(1, -(-e.latency // ii))
+        need[e.buffer] = max(need.get(e.buffer, 1), lag)
+    for space, cap in (("shared", problem.target.shared_bytes), ("register", problem.target.registers_bytes)):
+        if cap is None:
+            continue
+        if sum(b.bytes * need.get(b.name, 1) for b in problem.buffers if b.space == space) > cap:
+            return False
+    return True
+
+
 def ii_lower_bound(problem: Problem, graph: Graph, stage_limit: int) -> int:
-    """Resource- and recurrence-constrained lower bound on II (see module docstring)."""
+    """Resource-, recurrence- and capacity-constrained lower bound on II (see module docstring)."""
     ranges = stage_ranges(problem, stage_limit)
     lo = ii_resource_bound(problem)
     hi = ii_big(problem)
@@ -189,7 +212,7 @@ def ii_lower_bound(problem: Problem, graph: Graph, stage_limit: int) -> int:
         return hi
     while lo < hi:
         mid = (lo + hi) // 2
-        if relaxation(problem, graph, mid, ranges) is None:
+        if relaxation(problem, graph, mid, ranges) is None or not capacity_ok(problem, graph, mid):
             lo = mid + 1
         else:
             hi = mid

@@ -313,52 +313,39 @@ class _Search:
     def render(self, core: list[tuple], b: _Built) -> Infeasible:
         p = self.problem
         fam = b.mdl.families
-        reasons: list[str] = []
-        fixes: list[str] = []
-        locs: list[Loc] = []
+        items: list[tuple[int, str, str, Optional[Loc]]] = []  # (rank, reason, fix, loc)
         for k in core:
-            info = fam[k][1]
+            text = fam[k][1].text
             if k[0] in ("shared", "registers"):
                 space = "shared" if k[0] == "shared" else "register"
                 need, text = self.capacity_text(b, [c for c in core if c != k], space)
-                reasons.append(text)
                 cap = p.target.shared_bytes if space == "shared" else p.target.registers_bytes
-                fixes.append(f"raise target.{k[0]}_bytes to at least {need}" if need else
-                             f"raise target.{k[0]}_bytes (now {cap})")
-                locs.append(p.target.loc)
+                fix = (f"raise target.{k[0]}_bytes to at least {need}" if need
+                       else f"raise target.{k[0]}_bytes (now {cap})")
+                items.append((0, text, fix, p.target.loc))
             elif k[0] == "dep":
                 e = self.graph.edges[k[1]]
-                reasons.append(info.text)
                 dep_loc = next((d.loc for d in p.deps if e.kind == "explicit" and d.src == p.ops[e.src].name
                                 and d.dst == p.ops[e.dst].name), None)
-                locs.append(dep_loc or p.ops[e.dst].loc)
+                items.append((3, text, "", dep_loc or p.ops[e.dst].loc))
             elif k[0] == "pin_stage":
-                reasons.append(info.text)
-                fixes.append("change or drop the pinned schedule.stage")
-                locs.append(p.pins.stage_loc or p.pins.loc)
+                items.append((1, text, "change or drop the pinned schedule.stage", p.pins.stage_loc or p.pins.loc))
             elif k[0] == "pin_order":
-                reasons.append(info.text)
-                fixes.append("change or drop the pinned schedule.order")
-                locs.append(p.pins.order_loc or p.pins.loc)
+                items.append((1, text, "change or drop the pinned schedule.order", p.pins.order_loc or p.pins.loc))
             elif k[0] == "pin_async":
-                reasons.append(info.text)
-                fixes.append("change schedule.async_stages")
-                locs.append(p.pins.loc)
+                items.append((1, text, "change schedule.async_stages", p.pins.loc))
             elif k[0] == "trip":
-                reasons.append(info.text)
-                fixes.append("raise loop.min_trip_count or use fewer stages")
-                locs.append(p.loop.loc)
-            elif k[0] in ("max_stage", "default_max_stage"):
-                reasons.append(info.text)
-                fixes.append("raise schedule.max_stage")
-                locs.append(p.pins.loc if k[0] == "max_stage" else p.loop.loc)
+                items.append((0, text, "raise loop.min_trip_count or use fewer stages", p.loop.loc))
+            elif k[0] == "max_stage":
+                items.append((0, text, "raise schedule.max_stage", p.pins.loc))
+            elif k[0] == "default_max_stage":
+                items.append((0, text, "set schedule.max_stage higher", p.loop.loc))
             else:
-                reasons.append(info.text)
-                locs.append(p.target.loc)
-        # Put capacity first: it is what users change most often.
-        order = sorted(range(len(core)), key=lambda i: 0 if core[i][0] in ("shared", "registers") else 1)
-        reasons = [reasons[i] for i in order]
-        loc = locs[order[0]] if locs else None
+                items.append((2, text, "", p.target.loc))
+        items.sort(key=lambda it: it[0])
+        reasons = [it[1] for it in items]
+        fixes = [it[2] for it in items if it[2]]
+        loc = items[0][3] if items else None
         return Infeasible(loc, reasons, "; or ".join(dict.fromkeys(fixes)) or "relax one of these constraints")
 
     def capacity_text(self, b: _Built, others: list[tuple], space: str) -> tuple[Optional[int], str]:

@@ -74,6 +74,103 @@ from ..expr import Bin, Expr, Num, Var, parse, simplify, to_z3
 from ..program import CommitStmt, OpStmt, Program, WaitStmt
 
 
+# -- fast term builders: z3's Python And/Or/If/Sum re-check sorts argument by argument; these
+# call the C API directly (arguments are always well-sorted terms here). -----------------------
+_CTX = z3.main_ctx()
+_TRUE = z3.BoolVal(True)
+_FALSE = z3.BoolVal(False)
+_ZERO = z3.IntVal(0)
+_ONE = z3.IntVal(1)
+_TRUE_ID = _TRUE.get_id()
+_FALSE_ID = _FALSE.get_id()
+_ZERO_ID = _ZERO.get_id()
+
+
+def _is_true(a) -> bool:
+    return a.get_id() == _TRUE_ID
+
+
+def _is_false(a) -> bool:
+    return a.get_id() == _FALSE_ID
+
+
+def _arr(args):
+    a = (z3.Ast * len(args))()
+    for k, x in enumerate(args):
+        a[k] = x.as_ast()
+    return a
+
+
+def _flat(args):
+    return list(args[0]) if len(args) == 1 and isinstance(args[0], (list, tuple)) else list(args)
+
+
+def And(*args) -> z3.BoolRef:
+    args = _flat(args)
+    xs = [a for a in args if not _is_true(a)]
+    if any(_is_false(a) for a in xs):
+        return _FALSE
+    if not xs:
+        return _TRUE
+    if len(xs) == 1:
+        return xs[0]
+    return z3.BoolRef(z3.Z3_mk_and(_CTX.ref(), len(xs), _arr(xs)), _CTX)
+
+
+def Or(*args) -> z3.BoolRef:
+    args = _flat(args)
+    xs = [a for a in args if not _is_false(a)]
+    if any(_is_true(a) for a in xs):
+        return _TRUE
+    if not xs:
+        return _FALSE
+    if len(xs) == 1:
+        return xs[0]
+    return z3.BoolRef(z3.Z3_mk_or(_CTX.ref(), len(xs), _arr(xs)), _CTX)
+
+
+def Not(a: z3.BoolRef) -> z3.BoolRef:
+    if _is_true(a):
+        return _FALSE
+    if _is_false(a):
+        return _TRUE
+    return z3.BoolRef(z3.Z3_mk_not(_CTX.ref(), a.as_ast()), _CTX)
+
+
+def Ind(c: z3.BoolRef) -> z3.ArithRef:
+    """``If(c, 1, 0)``."""
+    if _is_true(c):
+        return _ONE
+    if _is_false(c):
+        return _ZERO
+    return z3.ArithRef(z3.Z3_mk_ite(_CTX.ref(), c.as_ast(), _ONE.as_ast(), _ZERO.as_ast()), _CTX)
+
+
+def Sum(xs) -> z3.ArithRef:
+    xs = [x for x in xs if x.get_id() != _ZERO_ID]
+    if not xs:
+        return _ZERO
+    if len(xs) == 1:
+        return xs[0]
+    return z3.ArithRef(z3.Z3_mk_add(_CTX.ref(), len(xs), _arr(xs)), _CTX)
+
+
+def _memo(fn):
+    """Cache a term builder per encoder (terms are relative to ``j``, so obligations share them)."""
+    name = fn.__name__
+
+    def wrapper(self, *args):
+        key = (name,) + args
+        hit = self._memo.get(key)
+        if hit is None:
+            hit = fn(self, *args)
+            self._memo[key] = hit
+        return hit
+    wrapper.__name__ = name
+    wrapper.__doc__ = fn.__doc__
+    return wrapper
+
+
 class Unsupported(Exception):
     """The program uses a shape the encoding cannot bound (reported as ``unknown``)."""
 
@@ -134,14 +231,13 @@ class Encoder:
             acc_e = simplify(Bin("+", acc_e, p.extent))
         self.N = acc
         self._opq: dict[tuple[str, int], z3.BoolRef] = {}
+        self._memo: dict[tuple, object] = {}
         self._offset_cache: dict[tuple[str, Expr], Optional[int]] = {}
         self.waits_used: set[int] = set()
-        self.opaque_used: set[tuple[str, int]] = set()
 
     # -- bookkeeping ---------------------------------------------------------------------------
     def begin(self) -> None:
         self.waits_used = set()
-        self.opaque_used = set()
 
     def _tenv(self) -> dict[str, object]:
         return {self.tsym: self.T} if self.tsym else {}
@@ -158,9 +254,10 @@ class Encoder:
     def step(self, r: int) -> z3.ArithRef:
         return self.j + r if r else self.j
 
+    @_memo
     def in_part(self, part: str, r: int) -> z3.BoolRef:
         m = self.step(r)
-        return z3.And(self.off[part] <= m, m < self.off[part] + self.ext[part])
+        return And(self.off[part] <= m, m < self.off[part] + self.ext[part])
 
     def i_of(self, part: str, r: int) -> z3.ArithRef:
         return self.step(r) - self.off[part]
@@ -178,18 +275,18 @@ class Encoder:
         return to_z3(e, self.env(part, r))
 
     # -- statement instances -----------------------------------------------------------------
+    @_memo
     def guard(self, part: str, pos: int, r: int) -> z3.BoolRef:
         g = self.part[part].stmts[pos].guard
-        return z3.BoolVal(True) if g is None else self._bool(self.expr(g, part, r))
+        return _TRUE if g is None else self._bool(self.expr(g, part, r))
 
     def when(self, op: str, r: int) -> z3.BoolRef:
         """The op's predicate at its iteration in step ``j + r``."""
         o = self.ops[op]
         if o.when is None:
-            return z3.BoolVal(True)
+            return _TRUE
         if o.when == "opaque":
             key = (op, r)
-            self.opaque_used.add(key)
             if key not in self._opq:
                 self._opq[key] = z3.Bool(opaque_name(op, r))
             return self._opq[key]
@@ -197,37 +294,41 @@ class Encoder:
         env[self.program.loop_var] = self.step(r) - o.stage
         return self._bool(to_z3(parse(o.when), env))
 
+    @_memo
     def op_exec(self, part: str, pos: int, r: int) -> z3.BoolRef:
         s = self.part[part].stmts[pos]
         assert isinstance(s, OpStmt)
-        return z3.And(self.in_part(part, r), self.guard(part, pos, r), self.when(s.op, r))
+        return And(self.in_part(part, r), self.guard(part, pos, r), self.when(s.op, r))
 
     def op_at(self, op: str, r: int) -> z3.BoolRef:
         """Some statement of ``op`` executes in step ``j + r``."""
         terms = [self.op_exec(p, k, r) for p in self.parts
                  for k, s in enumerate(self.part[p].stmts) if isinstance(s, OpStmt) and s.op == op]
-        return z3.Or(terms) if terms else z3.BoolVal(False)
+        return Or(terms) if terms else _FALSE
 
+    @_memo
     def commit_exec(self, part: str, pos: int, r: int) -> z3.BoolRef:
         s = self.part[part].stmts[pos]
         assert isinstance(s, CommitStmt)
         conds = [self.in_part(part, r), self.guard(part, pos, r)]
         if s.gate:
-            conds.append(z3.Or([self.when(g, r) for g in s.gate]))
-        return z3.And(conds)
+            conds.append(Or([self.when(g, r) for g in s.gate]))
+        return And(conds)
 
     def wait_index(self, part: str, pos: int) -> int:
         s = self.part[part].stmts[pos]
         assert isinstance(s, WaitStmt)
         return s.wait
 
+    @_memo
     def wait_count(self, part: str, pos: int, r: int) -> z3.ArithRef:
         w = self.wait_index(part, pos)
         e = self.overrides.get(w, self.program.waits[w].in_flight)
         return self._int(self.expr(e, part, r))
 
+    @_memo
     def wait_exec(self, part: str, pos: int, r: int) -> z3.BoolRef:
-        return z3.And(self.in_part(part, r), self.guard(part, pos, r))
+        return And(self.in_part(part, r), self.guard(part, pos, r))
 
     # -- counting and completion -------------------------------------------------------------
     def _span(self, a: Point, b: Point):
@@ -243,6 +344,7 @@ class Encoder:
                 if lo < hi:
                     yield r, p, lo, hi
 
+    @_memo
     def commits_between(self, q: int, a: Point, b: Point) -> z3.ArithRef:
         """Groups committed to ``q`` strictly after ``a`` and strictly before ``b``."""
         terms = []
@@ -250,13 +352,23 @@ class Encoder:
             for k in range(lo + 1, hi):
                 s = self.part[p].stmts[k]
                 if isinstance(s, CommitStmt) and s.queue == q:
-                    terms.append(z3.If(self.commit_exec(p, k, r), 1, 0))
-        return z3.Sum(terms) if terms else z3.IntVal(0)
+                    terms.append(Ind(self.commit_exec(p, k, r)))
+        return Sum(terms)
 
     def forced(self, q: int, a: Point, b: Point) -> z3.BoolRef:
         """The group committed at ``a`` (a commit on ``q``) is complete at ``b``."""
+        key = ("forced", q, a, b)
+        hit = self._memo.get(key)
+        if hit is None:
+            used: set[int] = set()
+            hit = (self._forced(q, a, b, used), frozenset(used))
+            self._memo[key] = hit
+        self.waits_used |= hit[1]
+        return hit[0]
+
+    def _forced(self, q: int, a: Point, b: Point, used: set[int]) -> z3.BoolRef:
         if not before(a, b):
-            return z3.BoolVal(False)
+            return _FALSE
         disj = []
         for r, p, lo, hi in self._span(a, b):
             for k in range(lo + 1, hi):
@@ -265,11 +377,11 @@ class Encoder:
                     continue
                 if s.wait in self.dropped:
                     continue
-                self.waits_used.add(s.wait)
+                used.add(s.wait)
                 w = Point(r, p, k)
-                disj.append(z3.And(self.wait_exec(p, k, r),
+                disj.append(And(self.wait_exec(p, k, r),
                                    self.commits_between(q, a, w) >= self.wait_count(p, k, r)))
-        return z3.Or(disj) if disj else z3.BoolVal(False)
+        return Or(disj) if disj else _FALSE
 
     def commit_of(self, part: str, pos: int) -> Optional[int]:
         """Position of the commit closing the group of the async op statement at ``pos``."""
@@ -287,9 +399,9 @@ class Encoder:
         """The async op instance (statement ``pos`` of ``part`` in step ``j + r``) is complete at ``at``."""
         c = self.commit_of(part, pos)
         if c is None:
-            return z3.BoolVal(False)
+            return _FALSE
         q = self.part[part].stmts[c].queue
-        return z3.And(self.commit_exec(part, c, r), self.forced(q, Point(r, part, c), at))
+        return And(self.commit_exec(part, c, r), self.forced(q, Point(r, part, c), at))
 
     def done_before(self, part: str, pos: int, r: int, at: Point) -> z3.BoolRef:
         """The op instance at ``(part, pos, r)`` is finished (sync: earlier; async: complete) at ``at``."""
@@ -356,6 +468,14 @@ def opaque_name(op: str, r: int) -> str:
     return f"opq.{op}.{'m' if r < 0 else 'p'}{abs(r)}"
 
 
+def parse_opaque_name(name: str) -> Optional[tuple[str, int]]:
+    """Inverse of :func:`opaque_name` (None for other names)."""
+    if not name.startswith("opq."):
+        return None
+    op, tail = name[4:].rsplit(".", 1)
+    return op, (-1 if tail[0] == "m" else 1) * int(tail[1:])
+
+
 # --------------------------------------------------------------------------------------------
 # formulas (negated obligations)
 # --------------------------------------------------------------------------------------------
@@ -366,11 +486,10 @@ class Encoded:
     """The negated obligation (``unsat``: proven)."""
     waits: frozenset[int]
     """Waits whose statements the formula mentions."""
-    opaque: frozenset[tuple[str, int]]
 
 
 def _finish(enc: Encoder, f: z3.BoolRef) -> Encoded:
-    return Encoded(f, frozenset(enc.waits_used), frozenset(enc.opaque_used))
+    return Encoded(f, frozenset(enc.waits_used))
 
 
 def encode_raw(enc: Encoder, part: str, pos: int, k: int, deltas: Sequence[int],
@@ -387,11 +506,11 @@ def encode_raw(enc: Encoder, part: str, pos: int, k: int, deltas: Sequence[int],
     cases = []
     for d in deltas:
         for (pp, pk) in producer_stmts:
-            runs = z3.And(delta == d, enc.op_exec(pp, pk, -d))
-            cases.append(z3.And(runs, z3.Not(enc.done_before(pp, pk, -d, at))))
+            runs = And(delta == d, enc.op_exec(pp, pk, -d))
+            cases.append(And(runs, Not(enc.done_before(pp, pk, -d, at))))
     pstep = enc.j - delta
-    cases.append(z3.And(0 <= pstep, pstep < enc.N, *[delta != d for d in deltas]))
-    f = z3.And(*enc.domain(), enc.op_exec(part, pos, 0), z3.Or(cases))
+    cases.append(And(0 <= pstep, pstep < enc.N, *[delta != d for d in deltas]))
+    f = And(*enc.domain(), enc.op_exec(part, pos, 0), Or(cases))
     return _finish(enc, f)
 
 
@@ -401,10 +520,10 @@ def _producer_ran(enc: Encoder, rpart: str, rpos: int, k: int, r: int) -> z3.Boo
     assert isinstance(s, OpStmt)
     acc = s.reads[k]
     if acc.producer is None or acc.producer not in enc.ops:
-        return z3.BoolVal(True)
+        return _TRUE
     c = enc.offset(rpart, acc.version)
     if c is None:
-        return z3.BoolVal(True)
+        return _TRUE
     return enc.op_at(acc.producer, r + c + enc.ops[acc.producer].stage)
 
 
@@ -423,10 +542,10 @@ def encode_war(enc: Encoder, wpart: str, wpos: int, wk: int, rpart: str, rpos: i
     cases = []
     for d in deltas:
         vr = enc._int(enc.expr(ra.version, rpart, -d))
-        runs = z3.And(vr == vw - m, enc.op_exec(rpart, rpos, -d), _producer_ran(enc, rpart, rpos, rk, -d))
-        cases.append(z3.And(runs, z3.Not(enc.done_before(rpart, rpos, -d, at))))
+        runs = And(vr == vw - m, enc.op_exec(rpart, rpos, -d), _producer_ran(enc, rpart, rpos, rk, -d))
+        cases.append(And(runs, Not(enc.done_before(rpart, rpos, -d, at))))
     cases.append(_exhaustive(enc, rpart, ra.version, vw - m, deltas, "jr"))
-    f = z3.And(*enc.domain(), enc.op_exec(wpart, wpos, 0), z3.Or(cases))
+    f = And(*enc.domain(), enc.op_exec(wpart, wpos, 0), Or(cases))
     return _finish(enc, f)
 
 
@@ -444,10 +563,10 @@ def encode_waw(enc: Encoder, wpart: str, wpos: int, wk: int, ppart: str, ppos: i
     cases = []
     for d in deltas:
         vp = enc._int(enc.expr(pa.version, ppart, -d))
-        runs = z3.And(vp == vw - m, enc.op_exec(ppart, ppos, -d))
-        cases.append(z3.And(runs, z3.Not(enc.done_before(ppart, ppos, -d, at))))
+        runs = And(vp == vw - m, enc.op_exec(ppart, ppos, -d))
+        cases.append(And(runs, Not(enc.done_before(ppart, ppos, -d, at))))
     cases.append(_exhaustive(enc, ppart, pa.version, vw - m, deltas, "jp"))
-    f = z3.And(*enc.domain(), enc.op_exec(wpart, wpos, 0), z3.Or(cases))
+    f = And(*enc.domain(), enc.op_exec(wpart, wpos, 0), Or(cases))
     return _finish(enc, f)
 
 
@@ -458,7 +577,7 @@ def _exhaustive(enc: Encoder, part: str, version: Expr, target: z3.ArithRef, del
     env = enc._tenv()
     env[enc.part[part].var] = jr - enc.off[part]
     v = enc._int(to_z3(version, env))
-    return z3.And(enc.off[part] <= jr, jr < enc.off[part] + enc.ext[part], v == target,
+    return And(enc.off[part] <= jr, jr < enc.off[part] + enc.ext[part], v == target,
                   *[enc.j - jr != d for d in deltas])
 
 
@@ -479,7 +598,7 @@ def encode_count(enc: Encoder, part: str, pos: int) -> Encoded:
     """The wait at ``(part, pos)`` has a count ``>= 0`` wherever it executes."""
     enc.begin()
     enc.waits_used.add(enc.wait_index(part, pos))
-    f = z3.And(*enc.domain(), enc.wait_exec(part, pos, 0), enc.wait_count(part, pos, 0) < 0)
+    f = And(*enc.domain(), enc.wait_exec(part, pos, 0), enc.wait_count(part, pos, 0) < 0)
     return _finish(enc, f)
 
 
@@ -497,13 +616,13 @@ def encode_wellformed(enc: Encoder, part: str) -> Encoded:
             m = enc.mult[a.buffer]
             slot = enc._int(enc.expr(a.slot, part, 0))
             ver = enc._int(enc.expr(a.version, part, 0))
-            bad.append(z3.And(g, slot != ver % m))
-    f = z3.And(*enc.domain(), enc.in_part(part, 0), z3.Or(bad)) if bad else z3.BoolVal(False)
+            bad.append(And(g, slot != ver % m))
+    f = And(*enc.domain(), enc.in_part(part, 0), Or(bad)) if bad else _FALSE
     return _finish(enc, f)
 
 
 def encode_extents(enc: Encoder) -> Encoded:
     """Every part's extent is ``>= 0`` for every allowed trip count."""
     enc.begin()
-    f = z3.And(*enc.domain(), z3.Or([enc.ext[p] < 0 for p in enc.parts]))
+    f = And(*enc.domain(), Or([enc.ext[p] < 0 for p in enc.parts]))
     return _finish(enc, f)

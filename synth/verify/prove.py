@@ -27,7 +27,7 @@ from ..errors import SynthError
 from ..expr import Bin, Expr, Num, simplify, to_str
 from ..program import CommitStmt, OpStmt, Program, WaitStmt
 from . import oracle
-from .encode import Encoder, opaque_name
+from .encode import Encoder, parse_opaque_name
 from .obligations import (Obligation, ProgramError, enumerate_obligations, validate_program, wait_text)
 from .report import Counterexample, ObligationResult, Report, WaitVerdict
 
@@ -52,42 +52,42 @@ def smt2_text(ob: Obligation, solver: z3.Solver) -> str:
     return "\n".join(head + lines) + "\n"
 
 
-def _solve(ob: Obligation, enc: Encoder, time_limit: float) -> tuple[str, z3.Solver, frozenset[int], frozenset]:
-    """``(status, solver, waits mentioned, opaque keys)`` of one obligation."""
+def _solve(ob: Obligation, enc: Encoder, time_limit: float) -> tuple[str, z3.Solver, frozenset[int]]:
+    """``(status, solver, waits mentioned)`` of one obligation."""
     e = ob.encode(enc)
-    s = z3.Solver()
+    s = z3.SimpleSolver()
     s.set("timeout", max(1, int(time_limit * 1000)))
     s.add(e.formula)
     r = s.check()
     status = "proven" if r == z3.unsat else "refuted" if r == z3.sat else "unknown"
-    return status, s, e.waits, e.opaque
+    return status, s, e.waits
 
 
 def prove_obligation(program: Program, ob: Obligation, enc: Encoder, time_limit: float,
-                     trip: Optional[int] = None) -> ObligationResult:
-    """Prove one obligation; a refutation comes with a counterexample."""
+                     trip: Optional[int] = None, smt2: bool = True) -> ObligationResult:
+    """Prove one obligation; a refutation comes with a counterexample (``smt2``: keep the file text)."""
     t0 = time.perf_counter()
     if ob.error:
         return ObligationResult(ob.id, ob.kind, ob.wait, ob.queue, ob.part, ob.description, "unknown",
                                 time.perf_counter() - t0, reason=ob.error)
-    status, s, waits, opq = _solve(ob, enc, time_limit)
-    smt2 = smt2_text(ob, s)
+    status, s, waits = _solve(ob, enc, time_limit)
+    text = smt2_text(ob, s) if smt2 else ""
     reason = ""
     cex = None
     if status == "refuted":
-        cex = _counterexample(program, ob, enc, s, opq, trip)
+        cex = _counterexample(program, ob, enc, s, trip)
         reason = cex.summary
     elif status == "unknown":
         reason = f"solver returned unknown ({s.reason_unknown()}) within {time_limit:g} s"
     return ObligationResult(ob.id, ob.kind, ob.wait, ob.queue, ob.part, ob.description, status,
-                            time.perf_counter() - t0, smt2, cex, reason, tuple(sorted(waits)))
+                            time.perf_counter() - t0, text, cex, reason, tuple(sorted(waits)))
 
 
 # --------------------------------------------------------------------------------------------
 # counterexamples
 # --------------------------------------------------------------------------------------------
 
-def _counterexample(program: Program, ob: Obligation, enc: Encoder, s: z3.Solver, opq: frozenset,
+def _counterexample(program: Program, ob: Obligation, enc: Encoder, s: z3.Solver,
                     trip: Optional[int]) -> Counterexample:
     m = s.model()
     T = m.eval(enc.T, model_completion=True).as_long()
@@ -106,9 +106,11 @@ def _counterexample(program: Program, ob: Obligation, enc: Encoder, s: z3.Solver
             s.pop()
     j = m.eval(enc.j, model_completion=True).as_long()
     preds: dict[tuple[str, int], bool] = {}
-    for (op, r) in opq:
-        v = m.eval(z3.Bool(opaque_name(op, r)), model_completion=True)
-        preds[(op, j + r - program.op(op).stage)] = z3.is_true(v)
+    for d in m.decls():
+        key = parse_opaque_name(d.name())
+        if key is not None:
+            op, r = key
+            preds[(op, j + r - program.op(op).stage)] = z3.is_true(m[d])
     part, i = _locate_step(program, enc, m, j)
     kind = ob.kind
     if T <= REPLAY_MAX_T and kind != "wellformed":
@@ -186,7 +188,8 @@ def judge_tightness(program: Program, obs: list[Obligation], results: list[Oblig
         return True, f"tight: with {to_str(_plus_one(w.in_flight))} in flight, {first_fail.description} fails"
     if unknown:
         return None, "tightness unknown: the solver timed out on n + 1"
-    own = [ob for ob in obs if ob.wait == index and ob.kind in ("raw", "war", "waw")] or involved
+    own = [ob for ob in obs if ob.wait == index and ob.kind in ("raw", "war", "waw")]
+    pred = _predicated_producer(program, w.queue)
     enc_drop = Encoder(program, trip=trip, dropped={index})
     if _all_unsat(program, involved, enc_drop, time_limit):
         for k in _neighbours(program, index):
@@ -194,10 +197,12 @@ def judge_tightness(program: Program, obs: list[Obligation], results: list[Oblig
                             overrides={k: _plus_one(program.waits[k].in_flight)})
             if own and _all_unsat(program, own, enc_k, time_limit) is False:
                 return False, f"not tight: subsumed by wait {wait_text(program, k)}"
+        if pred:
+            return False, (f"not tight: predicated producer {pred}: the reads it guards are complete without "
+                           f"it where the producer runs")
         if not own:
             return False, "not tight: no read or write depends on it (redundant)"
         return False, "not tight: subsumed by the other waits on its queue (redundant)"
-    pred = _predicated_producer(program, w.queue)
     if pred:
         return False, (f"not tight: predicated producer {pred}: fewer groups may be in flight than the "
                        f"count allows, so {to_str(_plus_one(w.in_flight))} is also correct")
@@ -233,11 +238,13 @@ def _predicated_producer(program: Program, queue: int) -> str:
 # --------------------------------------------------------------------------------------------
 
 def verify_program(program: Program, *, time_limit: float = 10.0, tightness: bool = True,
-                   trip_count: Optional[int] = None) -> Report:
+                   trip_count: Optional[int] = None, smt2: bool = True) -> Report:
     """Prove every obligation of ``program`` (SPEC §3) and judge each wait.
 
     ``time_limit`` is per solver query, in seconds. ``trip_count`` fixes the trip
     count instead of quantifying over all ``T >= min_trip_count`` (for tests).
+    ``smt2=False`` skips keeping each query's SMT-LIB2 text (no certificate can
+    then be written from the report).
     Raises :class:`SynthError` on a malformed program.
     """
     t0 = time.perf_counter()
@@ -249,7 +256,7 @@ def verify_program(program: Program, *, time_limit: float = 10.0, tightness: boo
         raise ValueError(f"trip_count {trip_count} < min_trip_count {program.min_trip_count}")
     enc = Encoder(program, trip=trip_count)
     obs = enumerate_obligations(program, enc)
-    results = [prove_obligation(program, ob, enc, time_limit, trip_count) for ob in obs]
+    results = [prove_obligation(program, ob, enc, time_limit, trip_count, smt2) for ob in obs]
     verdicts = []
     waits = list(program.waits)
     for idx, w in enumerate(program.waits):

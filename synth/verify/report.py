@@ -109,19 +109,19 @@ class Report:
                 for o in self.obligations:
                     if o.wait == v.index and o.status != "proven":
                         lines.append(f"  {o.status}: {o.description}")
-                        if o.reason:
-                            lines.append(f"    {o.reason}")
-                        if o.counterexample is not None:
-                            lines.append(o.counterexample.render("    "))
+                        lines += _detail(o)
         if self.global_failures:
             lines.append("not charged to any wait:")
             for o in self.global_failures:
                 lines.append(f"  {o.status}: {o.description}")
-                if o.reason:
-                    lines.append(f"    {o.reason}")
-                if o.counterexample is not None:
-                    lines.append(o.counterexample.render("    "))
+                lines += _detail(o)
         return "\n".join(lines)
+
+
+def _detail(o: ObligationResult) -> list[str]:
+    if o.counterexample is not None:
+        return [o.counterexample.render("    ")]
+    return [f"    {o.reason}"] if o.reason else []
 
 
 __all__ = ["Report", "WaitVerdict", "ObligationResult", "Counterexample", "STATUSES"]

@@ -320,7 +320,7 @@ struct Block {
   /// One phase: the accesses (offset, size) that the hardware serves together.
   static uint64_t wavefronts(const std::vector<std::pair<uint32_t, uint32_t>>& acc) {
     // distinct 4-byte words per bank; a phase needs max-over-banks wavefronts
-    uint32_t words[32][16];
+    uint32_t words[32][32];
     int nw[32] = {0};
     int worst = 0;
     for (auto [off, size] : acc) {
@@ -328,7 +328,7 @@ struct Block {
         int bank = b % 32;
         bool seen = false;
         for (int i = 0; i < nw[bank]; ++i) seen |= words[bank][i] == b;
-        if (!seen && nw[bank] < 16) words[bank][nw[bank]++] = b;
+        if (!seen && nw[bank] < 32) words[bank][nw[bank]++] = b;
         worst = std::max(worst, nw[bank]);
       }
     }

@@ -19,7 +19,7 @@
 #define SYNTH_DEVICE __device__ __forceinline__
 #define SYNTH_UNROLL _Pragma("unroll")
 #define SYNTH_NO_UNROLL _Pragma("unroll 1")
-#define SYNTH_LAUNCH_BOUNDS(n) __launch_bounds__(n)
+#define SYNTH_LAUNCH_BOUNDS(n) __launch_bounds__(n, 1)
 
 // Shared-memory address of a generic pointer (PTX state-space address).
 SYNTH_DEVICE uint32_t synth_smem_addr(const void* p) {
@@ -137,7 +137,6 @@ synth_gemm(const half* A, const half* B, float* C, int M, int N, int K) {
       SYNTH_UNROLL for (int e = 0; e < 4; ++e) acc[mi][ni][e] = 0.0f;
   uint32_t A_r[A_R_SLOTS][KI][MI][4];    // A fragments of a whole k-tile per slot
   uint32_t B_r[B_R_SLOTS][KI][NI][2];    // B fragments
-  (void)K;
 
   // ---- prologue: 2 steps, fully unrolled
   {  // prologue i = 0
@@ -193,7 +192,7 @@ synth_gemm(const half* A, const half* B, float* C, int M, int N, int K) {
       }
     }
     synth_cp_async_commit();  // commit group 0 of queue 0
-    synth_cp_async_wait<1>();  // wait #0 before s2r_A: at most 1 groups in flight
+    synth_cp_async_wait<1>();  // wait #0 before s2r_A: groups in flight <= 1
     synth_syncthreads(); // sync:0 RAW: s2r_A reads A_s k-tile 0 (slot 0) that the last wait completed in this thread; the other threads' cp.async into it must be visible
     {  // s2r_A: k-tile 0: A_s[0] -> A_r[0] (ldmatrix.x4)
       const unsigned char* const src = A_s + (0) * A_TILE;
@@ -251,7 +250,7 @@ synth_gemm(const half* A, const half* B, float* C, int M, int N, int K) {
         }
       }
       synth_cp_async_commit();  // commit group 0 of queue 0
-      synth_cp_async_wait<1>();  // wait #1 before s2r_A: at most 1 groups in flight
+      synth_cp_async_wait<1>();  // wait #1 before s2r_A: groups in flight <= 1
       synth_syncthreads(); // sync:2 RAW: s2r_A reads A_s k-tile i + 1 (slot (i + 1) % 2) that the last wait completed in this thread; the other threads' cp.async into it must be visible
       {  // s2r_A: k-tile i + 1: A_s[1] -> A_r[1] (ldmatrix.x4)
         const unsigned char* const src = A_s + (1) * A_TILE;
@@ -312,7 +311,7 @@ synth_gemm(const half* A, const half* B, float* C, int M, int N, int K) {
         }
       }
       synth_cp_async_commit();  // commit group 0 of queue 0
-      synth_cp_async_wait<1>();  // wait #1 before s2r_A: at most 1 groups in flight
+      synth_cp_async_wait<1>();  // wait #1 before s2r_A: groups in flight <= 1
       synth_syncthreads(); // sync:4 RAW: s2r_A reads A_s k-tile i + 1 (slot (i + 1) % 2) that the last wait completed in this thread; the other threads' cp.async into it must be visible
       {  // s2r_A: k-tile i + 1: A_s[0] -> A_r[0] (ldmatrix.x4)
         const unsigned char* const src = A_s + (0) * A_TILE;
@@ -348,7 +347,7 @@ synth_gemm(const half* A, const half* B, float* C, int M, int N, int K) {
   }
   // ---- epilogue: 2 steps, fully unrolled
   {  // epilogue i = 0
-    synth_cp_async_wait<0>();  // wait #2 before s2r_A: at most 0 groups in flight
+    synth_cp_async_wait<0>();  // wait #2 before s2r_A: groups in flight <= 0
     synth_syncthreads(); // sync:5 RAW: s2r_A reads A_s k-tile 127 (slot 1) that the last wait completed in this thread; the other threads' cp.async into it must be visible
     {  // s2r_A: k-tile 127: A_s[1] -> A_r[1] (ldmatrix.x4)
       const unsigned char* const src = A_s + (1) * A_TILE;

@@ -1,0 +1,129 @@
+"""Benchmark of ``synth search gemm``: search time, winner, and where CUTLASS's and Triton's defaults rank.
+
+Usage::
+
+    python benchmarks/search_gemm.py [--arch sm_80] [--workers 2] [--processes 1] [--json results.json]
+
+For each of ten shapes (square 512..8192, skinny, K-heavy) it runs the search
+and prints: the search time, the winner (tile, warps, stages, predicted time and
+TFLOP/s), and the rank and predicted-time ratio (default / winner) of
+
+* CUTLASS's default sm80 f16 configuration (128x256x64, 8 warps, 3 stages) and
+* Triton's default (the matmul tutorial's 128x128x64, 4 warps, 3 stages),
+
+both from problems/reference_configs.yaml, plus the best member of each
+reference list. When a default is excluded by synth's constraints the table
+says why and ranks the nearest legal stand-in (same tile area and slots, BK
+halved). The first shape runs with a cold cache (the "one shape" figure); the
+sweep shares solver results between shapes, as ``search_many`` does per process.
+
+Targets: one shape < 30 s on 2 cores; the 10-shape sweep < 3 min.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import time
+
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+SHAPES = [
+    (512, 512, 512),
+    (1024, 1024, 1024),
+    (2048, 2048, 2048),
+    (4096, 4096, 4096),
+    (8192, 8192, 8192),
+    (8192, 128, 8192),     # skinny N
+    (128, 8192, 8192),     # skinny M
+    (1024, 1024, 16384),   # K-heavy
+    (256, 256, 16384),     # K-heavy, few CTAs
+    (4096, 512, 1024),     # wide and short
+]
+
+
+def _ref_cell(r) -> str:
+    if r is None:
+        return "-"
+    if r.rank is None:
+        return f"excluded ({r.excluded})"
+    s = f"#{r.rank}  {r.ratio:.2f}x"
+    if r.ranked_as is not None:
+        bm, bn, bk, _, _ = r.ranked_as
+        s += f" (as {bm}x{bn}x{bk})"
+    return s
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--arch", default="sm_80")
+    ap.add_argument("--workers", type=int, default=2, help="CP-SAT workers per search (default 2)")
+    ap.add_argument("--processes", type=int, default=1,
+                    help="also time the sweep with search_many on this many local processes (default: skip)")
+    ap.add_argument("--time-limit", type=float, default=30.0)
+    ap.add_argument("--json", metavar="FILE", help="write the figures as JSON")
+    args = ap.parse_args(argv)
+
+    from rich.console import Console
+    from rich.table import Table
+
+    from synth.search import clear_cache, search_gemm, search_many, search_result_to_json
+
+    con = Console(highlight=False, width=None if sys.stdout.isatty() else 200)
+    rows, docs = [], []
+    clear_cache()
+    t_sweep = time.monotonic()
+    for i, shape in enumerate(SHAPES):
+        t0 = time.monotonic()
+        res = search_gemm(*shape, arch=args.arch, workers=args.workers, time_limit=args.time_limit, top=5)
+        dt = time.monotonic() - t0
+        refs = {r.name: r for r in res.references}
+        rows.append((shape, dt, res, refs))
+        doc = search_result_to_json(res)
+        doc["search_s"] = round(dt, 3)
+        doc["cold_cache"] = i == 0
+        docs.append(doc)
+        con.print(f"[{i + 1}/{len(SHAPES)}] {shape[0]}x{shape[1]}x{shape[2]}: {dt:.1f} s", style="dim")
+    sweep_s = time.monotonic() - t_sweep
+
+    t = Table(title=f"synth search gemm on {args.arch}, {args.workers} CP-SAT workers "
+                    "(figures are model predictions, not measurements)", title_justify="left")
+    for c in ("shape MxNxK", "search s", "solver calls", "winner", "stages (slots)", "pred µs", "TFLOP/s",
+              "bound", "CUTLASS default", "Triton default", "best CUTLASS-list", "best Triton-list"):
+        t.add_column(c)
+    for shape, dt, res, refs in rows:
+        w = res.winner
+        t.add_row(f"{shape[0]}x{shape[1]}x{shape[2]}", f"{dt:.1f}", str(res.solver_calls),
+                  f"{w.BM}x{w.BN}x{w.BK} w{w.warps}", f"{w.stages} ({w.smem_slots})", f"{w.time_us:.1f}",
+                  f"{w.tflops:.1f}", w.bound, _ref_cell(refs.get("cutlass default")),
+                  _ref_cell(refs.get("triton default")), _ref_cell(refs.get("best cutlass sm80")),
+                  _ref_cell(refs.get("best triton tutorial")))
+    con.print(t)
+    first = rows[0][1]
+    worst = max(r[1] for r in rows)
+    con.print(f"one shape, cold cache: {first:.1f} s (target < 30 s); slowest shape: {worst:.1f} s; "
+              f"10-shape sweep: {sweep_s:.1f} s (target < 180 s)")
+    summary = {"arch": args.arch, "workers": args.workers, "first_shape_s": round(first, 3),
+               "slowest_shape_s": round(worst, 3), "sweep_s": round(sweep_s, 3), "shapes": docs}
+    if args.processes > 1:
+        clear_cache()
+        t0 = time.monotonic()
+        many = search_many(SHAPES, processes=args.processes, arch=args.arch, workers=1,
+                           time_limit=args.time_limit, top=5)
+        dt = time.monotonic() - t0
+        same = [m.winner.point == r[2].winner.point for m, r in zip(many, rows)]
+        con.print(f"search_many on {args.processes} processes (1 CP-SAT worker each): {dt:.1f} s; "
+                  f"same winners as the sequential sweep: {sum(same)}/{len(same)}")
+        summary["search_many_s"] = round(dt, 3)
+        summary["search_many_processes"] = args.processes
+    if args.json:
+        with open(args.json, "w", encoding="utf-8") as fh:
+            json.dump(summary, fh, indent=2)
+            fh.write("\n")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

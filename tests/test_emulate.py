@@ -1,0 +1,419 @@
+"""The CPU emulator of synth's CUDA API (synth/emit/emulate.py, docs/emulator.md).
+
+Part 1 proves the emulator bites with small hand-written kernels
+(tests/emu_kernels/): fragment layouts against numpy, a cp.async pipeline whose
+correct version matches numpy and whose mutations (a wait count one too high, a
+missing barrier, a prefetch into the slot being read) give NaN and are reported,
+bank-conflict counts of known layouts, and faults reported instead of crashes.
+
+Part 2 runs the GEMM kernels synth.emit.cuda writes: C equals numpy for several
+shapes (tile multiples or not), and every mutation that the verifier or the
+barrier placement would refuse (a wait count raised by one, a ``sync:<n>`` line
+deleted) makes the run fail.
+"""
+
+from __future__ import annotations
+
+import functools
+import pathlib
+import re
+
+import numpy as np
+import pytest
+
+from synth.errors import SynthError
+from synth.emit.emulate import (Buf, EmulatorError, compile_and_run, emulate_gemm, kernel_macros,
+                                mark_main_loop)
+
+KERNELS = pathlib.Path(__file__).resolve().parent / "emu_kernels"
+SERIAL_POLICIES = ("forward", "reverse", "interleave")
+
+
+def kernel(name: str) -> str:
+    return (KERNELS / name).read_text()
+
+
+# ---------------------------------------------------------------------------
+# Part 1: the emulator on its own
+# ---------------------------------------------------------------------------
+
+def test_ldmatrix_x4_fragment_layout():
+    rng = np.random.default_rng(1)
+    M = rng.uniform(-4, 4, size=(32, 8)).astype(np.float16)  # 4 matrices of 8 rows
+    run = compile_and_run(kernel("fragments.cu"), "ldmatrix_raw",
+                          [Buf("M", M), Buf("R", np.zeros(128, np.uint32), out=True)],
+                          grid=(1, 1, 1), block=(32, 1, 1), smem_bytes=512)
+    assert run.errors == []
+    R = run.outputs["R"].reshape(32, 4)
+    bits = M.view(np.uint16).astype(np.uint32)
+    for lane in range(32):
+        for q in range(4):  # PTX: r[q] = matrix q, row lane/4, columns 2*(lane%4) (low half) and +1
+            row, col = 8 * q + lane // 4, 2 * (lane % 4)
+            assert R[lane, q] == bits[row, col] | (bits[row, col + 1] << 16), (lane, q)
+
+
+def test_mma_16816_against_numpy():
+    rng = np.random.default_rng(2)
+    A = rng.uniform(-1, 1, size=(16, 16)).astype(np.float16)
+    B = rng.uniform(-1, 1, size=(8, 16)).astype(np.float16)  # n x k
+    Cin = rng.uniform(-1, 1, size=(16, 8)).astype(np.float32)
+    run = compile_and_run(kernel("fragments.cu"), "mma_tile",
+                          [Buf("A", A), Buf("B", B), Buf("Cin", Cin), Buf("D", np.zeros((16, 8), np.float32), out=True)],
+                          grid=(1, 1, 1), block=(32, 1, 1), smem_bytes=768)
+    assert run.errors == []
+    ref = A.astype(np.float32) @ B.astype(np.float32).T + Cin
+    np.testing.assert_allclose(run.outputs["D"], ref, rtol=1e-5, atol=1e-5)
+    assert run.count("mma") == 1 and run.count("ldmatrix") == 2
+
+
+def tile_sum(policy: str = "default", T: int = 6, **defines) -> tuple:
+    """Run tests/emu_kernels/tile_sum.cu; returns (run, Y, reference)."""
+    stages = int(defines.get("STAGES", 3))
+    X = np.random.default_rng(3).uniform(-1, 1, size=(T, 2048)).astype(np.float16)
+    run = compile_and_run(kernel("tile_sum.cu"), "tile_sum",
+                          [Buf("X", X), Buf("Y", np.zeros(2048, np.float32), out=True), T],
+                          grid=(1, 1, 1), block=(128, 1, 1), smem_bytes=4096 * stages, policy=policy,
+                          defines=defines)
+    return run, run.outputs.get("Y"), X.astype(np.float32).sum(axis=0)
+
+
+@pytest.mark.parametrize("policy", ("forward", "reverse", "interleave", "parallel"))
+@pytest.mark.parametrize("stages", (2, 3, 4))
+def test_pipeline_with_correct_waits_matches_numpy(policy, stages):
+    run, Y, ref = tile_sum(policy, STAGES=stages)
+    assert run.errors == [] and run.warnings == []
+    np.testing.assert_allclose(Y, ref, rtol=1e-5, atol=1e-4)
+    assert run.early_reads == 0 and run.hazards == 0
+    assert run.count("barriers") == 6 and run.count("max_groups_in_flight") == stages - 1
+
+
+@pytest.mark.parametrize("policy", ("forward", "reverse", "interleave", "parallel"))
+def test_wait_count_raised_by_one_reads_poison(policy):
+    run, Y, _ = tile_sum(policy, SLACK=1)
+    assert np.isnan(Y).all()  # every tile is read before its copy lands
+    assert run.count("early_reads") > 0
+
+
+@pytest.mark.parametrize("policy", ("forward", "reverse", "interleave", "parallel"))
+def test_missing_barrier_after_wait_reads_poison(policy):
+    run, Y, _ = tile_sum(policy, SYNC=0)
+    assert np.isnan(Y).any()
+    assert run.count("early_reads") > 0 and run.count("unsync_reads") > 0
+    assert run.count("war_hazards") > 0  # and the next copy clobbers a slot others still read
+
+
+@pytest.mark.parametrize("policy", SERIAL_POLICIES)
+def test_prefetch_into_the_slot_being_read_is_write_after_read(policy):
+    run, Y, _ = tile_sum(policy, STAGES=3, DIST=3)  # 3 slots, 3 tiles in flight: overwrites the current one
+    assert run.count("war_hazards") > 0
+    assert np.isnan(Y).any()
+
+
+def test_plain_loads_are_not_instrumented_but_poison_shows():
+    run, Y, _ = tile_sum(SYNC=0, PLAIN=1)
+    assert run.count("early_reads") == 0 and run.count("lds") == 0
+    assert np.isnan(Y).any()
+
+
+def test_uncommitted_group_at_exit_is_reported():
+    run, Y, ref = tile_sum(NO_LAST_COMMIT=1)
+    np.testing.assert_allclose(Y, ref, rtol=1e-5, atol=1e-4)
+    assert run.count("uncommitted_at_exit") == 128
+    assert any("uncommitted cp.async" in w for w in run.warnings)
+
+
+def test_wait_group_above_seven_is_allowed_with_a_warning():
+    run, Y, ref = tile_sum(STAGES=10)
+    np.testing.assert_allclose(Y, ref, rtol=1e-5, atol=1e-4)
+    assert run.count("wait_over_7") > 0 and run.count("max_wait_n") == 8
+    assert any("exceeds the PTX limit of 7" in w for w in run.warnings)
+
+
+def bank_probe(rows, words) -> dict:
+    run = compile_and_run(kernel("bank_probe.cu"), "bank_probe",
+                          [Buf("rows", np.array(rows, np.int32)), Buf("words", np.array(words, np.int32)),
+                           Buf("src", np.zeros(256, np.float16)), Buf("out", np.zeros(32, np.uint32), out=True), 3],
+                          grid=(1, 1, 1), block=(32, 1, 1), smem_bytes=8192)
+    assert run.errors == []
+    return run.bank_conflicts.by_kind
+
+
+@pytest.mark.parametrize("row_stride, per_phase", ((16, 0), (32, 1), (64, 3), (128, 7)))
+def test_bank_conflicts_of_strided_rows(row_stride, per_phase):
+    # 8 rows of 16 bytes per phase; rows `row_stride` apart share a bank group every 128/row_stride rows
+    by = bank_probe([row_stride * lane for lane in range(32)], [4 * lane for lane in range(32)])
+    assert by["ldmatrix"] == {"main": 3 * 4 * per_phase, "other": 0}  # 3 reps x 4 matrices
+    assert by["cp_async"] == {"main": 0, "other": 4 * per_phase}     # 4 phases of 8 lanes
+    assert by["lds"] == {"main": 0, "other": 0}
+
+
+def test_bank_conflicts_of_swizzled_rows_and_word_loads():
+    swz = [128 * lane + 16 * ((lane % 8) ^ (lane // 8 % 8)) for lane in range(32)]
+    by = bank_probe(swz, [128 * lane for lane in range(32)])  # 32 words in one bank: 32 wavefronts
+    assert by["ldmatrix"]["main"] == 0 and by["cp_async"]["other"] == 0
+    assert by["lds"]["other"] == 31
+    assert bank_probe(swz, [8 * lane for lane in range(32)])["lds"]["other"] == 1  # 2 words per bank
+
+
+@pytest.mark.parametrize("mode, message", (
+    (1, "outside the 256-byte dynamic shared buffer"),
+    (2, "outside every global buffer"),
+    (3, "not reached by all 32 lanes"),
+    (5, "written out of bounds"),
+    (6, "not 16-byte aligned"),
+))
+def test_faults_are_reported_not_crashed_on(mode, message):
+    run = compile_and_run(kernel("faults.cu"), "faults",
+                          [Buf("src", np.zeros(64, np.float16)), Buf("out", np.zeros(64, np.float32), out=True),
+                           mode, 256], grid=(1, 1, 1), block=(64, 1, 1), smem_bytes=256, timeout=30)
+    assert run.returncode == 3
+    assert any(message in e for e in run.errors), run.errors
+
+
+def test_barrier_after_early_exit_is_a_warning():
+    run = compile_and_run(kernel("faults.cu"), "faults",
+                          [Buf("src", np.zeros(64, np.float16)), Buf("out", np.zeros(64, np.float32), out=True),
+                           4, 256], grid=(1, 1, 1), block=(64, 1, 1), smem_bytes=256, timeout=30)
+    assert run.returncode == 0 and run.errors == []
+    assert any("after some threads exited" in w for w in run.warnings)
+
+
+def test_f16_conversions_match_numpy():
+    src = r'''
+#include <stdint.h>
+#include "synth_emu.h"
+extern "C" __global__ void conv(const half* h, float* f, const float* x, half* y, int n) {
+  for (int i = (int)threadIdx.x; i < n; i += (int)blockDim.x) {
+    f[i] = __half2float(h[i]);
+    y[i] = __float2half_rn(x[i]);
+  }
+}
+'''
+    bits = np.arange(65536, dtype=np.uint32).astype(np.uint16)
+    rng = np.random.default_rng(4)
+    x = np.concatenate([rng.standard_normal(30000).astype(np.float32) * 10.0 ** rng.integers(-9, 6, 30000),
+                        np.array([65504, 65519.99, 65520, 1e-8, 2.0 ** -25, 2.0 ** -24 * 1.5, np.inf, -np.inf],
+                                 np.float32)]).astype(np.float32)
+    x = np.resize(x, 65536).astype(np.float32)
+    run = compile_and_run(src, "conv", [Buf("h", bits.view(np.float16)), Buf("f", np.zeros(65536, np.float32), out=True),
+                                        Buf("x", x), Buf("y", np.zeros(65536, np.float16), out=True), 65536],
+                          grid=(1, 1, 1), block=(32, 1, 1), smem_bytes=0)
+    assert run.errors == []
+    f, want = run.outputs["f"], bits.view(np.float16).astype(np.float32)
+    assert np.array_equal(np.isnan(f), np.isnan(want))
+    assert np.array_equal(f[~np.isnan(f)], want[~np.isnan(want)])
+    with np.errstate(over="ignore"):
+        want_y = x.astype(np.float16)
+    assert np.array_equal(run.outputs["y"].view(np.uint16), want_y.view(np.uint16))
+
+
+def test_compile_error_is_a_synth_error():
+    with pytest.raises(EmulatorError, match="does not compile"):
+        compile_and_run('#include "synth_emu.h"\nextern "C" __global__ void k() { no_such_call(); }\n', "k", [],
+                        grid=(1, 1, 1), block=(32, 1, 1), smem_bytes=0)
+
+
+def test_mark_main_loop_wraps_the_body_part():
+    src = "  // ---- prologue: 1 step\n  a();\n  // ---- body: 2 steps\n  b();\n  // ---- epilogue\n  c();\n"
+    assert mark_main_loop(src) == ("  // ---- prologue: 1 step\n  a();\n  synth_emu_region(1);\n"
+                                   "  // ---- body: 2 steps\n  b();\n  synth_emu_region(0);\n"
+                                   "  // ---- epilogue\n  c();\n")
+    assert mark_main_loop("synth_emu_region(1);\n// ---- body\n") == "synth_emu_region(1);\n// ---- body\n"
+
+
+# ---------------------------------------------------------------------------
+# Part 2: the GEMM kernels of synth.emit.cuda
+# ---------------------------------------------------------------------------
+
+try:
+    from synth.emit import cuda
+    from synth.gemm import GemmConfig, expand_gemm
+    from synth.graph import build_graph
+    from synth.lower import lower
+    from synth.schedule import schedule_from_pins
+except ImportError as e:  # the kernel generator is written alongside the emulator
+    cuda = None
+    MISSING = f"the GEMM kernel generator is not importable yet ({e})"
+else:
+    MISSING = ""
+needs_cuda = pytest.mark.skipif(cuda is None, reason=MISSING)
+
+SHAPES = {
+    "128x128x128": dict(M=128, N=128, K=128, BM=64, BN=64, BK=32, warps=4, stages=3),
+    "200x136x96": dict(M=200, N=136, K=96, BM=64, BN=64, BK=32, warps=4, stages=3),
+    "64x256x160": dict(M=64, N=256, K=160, BM=32, BN=64, BK=32, warps=2, stages=4),
+    "96x80x72-1warp": dict(M=96, N=80, K=72, BM=32, BN=32, BK=16, warps=1, stages=2),
+    "64x64x256-bk64": dict(M=64, N=64, K=256, BM=64, BN=64, BK=64, warps=4, stages=3),
+}
+SYNC_LINE = re.compile(r"^[ \t]*synth_syncthreads\(\); // sync:(\d+)\b.*\n", re.M)
+
+
+@functools.lru_cache(maxsize=None)
+def gemm(shape: str):
+    """(config, program, kernel text, kernel info) of SHAPES[shape]."""
+    kw = SHAPES[shape]
+    problem = expand_gemm(GemmConfig(**kw))
+    graph = build_graph(problem)
+    sched = schedule_from_pins(problem, graph)
+    program = lower(problem, graph, sched)
+    return kw, problem, sched, program, cuda.emit_kernel(problem, sched, program), \
+        cuda.kernel_info(problem, sched, program)
+
+
+def run_gemm(shape: str, src: str | None = None, policy: str = "default"):
+    kw, _, _, _, text, info = gemm(shape)
+    return emulate_gemm(text if src is None else src, kw["M"], kw["N"], kw["K"], BM=kw["BM"], BN=kw["BN"],
+                        warps=kw["warps"], smem_bytes=info.smem_bytes, policy=policy)
+
+
+def raise_wait_in_text(src: str, index: int, by: int = 1) -> str:
+    """``src`` with every immediate of wait #index raised by ``by`` (plain waits and switch cases)."""
+    out, n, in_switch = [], 0, False
+    for line in src.split("\n"):
+        if re.search(rf"// wait #{index} before", line):
+            if line.lstrip().startswith("switch"):
+                in_switch = True
+            else:
+                line, k = re.subn(r"synth_cp_async_wait<(\d+)>", lambda m: f"synth_cp_async_wait<{int(m[1]) + by}>",
+                                  line)
+                n += k
+        elif in_switch:
+            if line.strip() == "}":
+                in_switch = False
+            else:
+                line, k = re.subn(r"synth_cp_async_wait<(\d+)>", lambda m: f"synth_cp_async_wait<{int(m[1]) + by}>",
+                                  line)
+                n += k
+        out.append(line)
+    assert n > 0, f"wait #{index} not found in the kernel"
+    return "\n".join(out)
+
+
+def kernel_with_wait_raised(shape: str, index: int) -> str:
+    """The kernel of ``program.with_wait(index, in_flight + 1)``: re-emitted when the emitter accepts
+    the program, else (its barrier placement refuses a read that no wait retired, as it should) the
+    emitted text with that wait's immediates raised by one."""
+    from synth.expr import Bin, Num, simplify
+
+    _, problem, sched, program, text, _ = gemm(shape)
+    w = program.waits[index]
+    mutated = program.with_wait(index, in_flight=simplify(Bin("+", w.in_flight, Num(1))))
+    try:
+        return cuda.emit_kernel(problem, sched, mutated)
+    except (ValueError, SynthError):
+        return raise_wait_in_text(text, index)
+
+
+@needs_cuda
+@pytest.mark.parametrize("shape", ("128x128x128", "200x136x96", "64x256x160"))
+@pytest.mark.parametrize("policy", ("forward", "reverse"))
+def test_emitted_gemm_matches_numpy(shape, policy):
+    r = run_gemm(shape, policy=policy)
+    assert r.ok and r.clean, r.summary()
+    assert r.max_abs_err < 1e-3
+    assert r.C.shape == (SHAPES[shape]["M"], SHAPES[shape]["N"])
+
+
+@needs_cuda
+@pytest.mark.slow
+@pytest.mark.parametrize("shape", ("96x80x72-1warp", "64x64x256-bk64"))
+@pytest.mark.parametrize("policy", ("interleave", "parallel"))
+def test_emitted_gemm_matches_numpy_more(shape, policy):
+    r = run_gemm(shape, policy=policy)
+    assert r.ok and r.clean, r.summary()
+
+
+@needs_cuda
+@pytest.mark.parametrize("shape", ("128x128x128", "64x64x256-bk64"))
+def test_emitted_gemm_main_loop_is_bank_conflict_free(shape):
+    r = run_gemm(shape)
+    bank = r.stats["bank"]
+    assert bank["ldmatrix"]["main"]["instructions"] > 0 and bank["cp_async"]["main"]["instructions"] > 0
+    assert r.bank_conflicts.main == 0, r.bank_conflicts.by_kind
+    assert r.bank_conflicts.total == 0, r.bank_conflicts.by_kind
+
+
+@needs_cuda
+def test_unswizzled_layout_has_bank_conflicts():
+    """The counter is not trivially zero: the same kernel without its XOR swizzle conflicts."""
+    _, _, _, _, text, _ = gemm("128x128x128")
+    m = re.search(r"SYNTH_DEVICE int swz\(int r, int c\) \{\n(.*?\n)\}", text, re.S)
+    if m is None:
+        pytest.skip("the kernel has no swz(r, c) layout function to replace")
+    plain = text[: m.start(1)] + "  return (r * CPR + c) << 4;\n" + text[m.end(1):]
+    r = run_gemm("128x128x128", plain)
+    assert r.ok, r.summary()
+    assert r.bank_conflicts.by_kind["ldmatrix"]["main"] > 0  # 64-byte rows: 4-way conflicts
+
+
+@needs_cuda
+@pytest.mark.parametrize("shape", ("128x128x128", "64x256x160", "96x80x72-1warp"))
+def test_emitted_gemm_fails_with_a_wait_count_raised_by_one(shape):
+    _, _, _, program, _, _ = gemm(shape)
+    body = [k for k, w in enumerate(program.waits) if w.part == "body" and w.tight is not False]
+    assert body, "the program has no body wait"
+    for k in body:
+        r = run_gemm(shape, kernel_with_wait_raised(shape, k))
+        assert not r.ok and r.nan_count > 0 and r.early_reads > 0, (k, r.summary())
+
+
+@needs_cuda
+@pytest.mark.slow
+@pytest.mark.parametrize("shape", ("128x128x128", "64x256x160", "96x80x72-1warp"))
+def test_emitted_gemm_fails_with_any_wait_raised_by_one(shape):
+    _, _, _, program, _, _ = gemm(shape)
+    for k, w in enumerate(program.waits):
+        if w.tight is False:
+            continue
+        for policy in SERIAL_POLICIES:
+            r = run_gemm(shape, kernel_with_wait_raised(shape, k), policy)
+            assert not r.ok and r.early_reads > 0, (k, w.part, policy, r.summary())
+
+
+@needs_cuda
+@pytest.mark.parametrize("shape", ("128x128x128", "64x256x160"))
+def test_emitted_gemm_fails_without_any_one_barrier(shape):
+    """Multi-warp kernels: every deleted ``sync:<n>`` line poisons C and is reported."""
+    _, _, _, _, text, info = gemm(shape)
+    syncs = [int(n) for n in SYNC_LINE.findall(text)]
+    assert len(syncs) >= len(info.barriers) > 0  # body barriers repeat in each unrolled copy
+    for n in syncs:
+        src, k = re.subn(rf"^[ \t]*synth_syncthreads\(\); // sync:{n}\b.*\n", "", text, flags=re.M)
+        assert k == 1
+        r = run_gemm(shape, src)  # default policy: warps in reverse order between barriers
+        assert not r.ok and r.nan_count > 0, (n, r.summary())
+        assert r.early_reads + r.hazards > 0, (n, r.summary())
+
+
+@needs_cuda
+def test_single_warp_gemm_reports_every_missing_barrier():
+    """With one warp the lanes move together, so poison cannot show; the race is still reported."""
+    _, _, _, _, text, _ = gemm("96x80x72-1warp")
+    syncs = [int(n) for n in SYNC_LINE.findall(text)]
+    assert syncs
+    for n in syncs:
+        src = re.sub(rf"^[ \t]*synth_syncthreads\(\); // sync:{n}\b.*\n", "", text, flags=re.M)
+        r = run_gemm("96x80x72-1warp", src)
+        assert not r.clean and r.early_reads + r.hazards > 0, (n, r.summary())
+
+
+@needs_cuda
+@pytest.mark.slow
+@pytest.mark.parametrize("shape", ("128x128x128", "64x256x160"))
+@pytest.mark.parametrize("policy", SERIAL_POLICIES + ("parallel",))
+def test_emitted_gemm_missing_barriers_under_every_policy(shape, policy):
+    _, _, _, _, text, _ = gemm(shape)
+    for n in (int(x) for x in SYNC_LINE.findall(text)):
+        src = re.sub(rf"^[ \t]*synth_syncthreads\(\); // sync:{n}\b.*\n", "", text, flags=re.M)
+        r = run_gemm(shape, src, policy)
+        assert not r.clean and r.early_reads + r.hazards > 0, (n, policy, r.summary())
+
+
+@needs_cuda
+def test_launch_that_does_not_match_the_kernel_is_refused():
+    kw, _, _, _, text, info = gemm("128x128x128")
+    assert kernel_macros(text)["SMEM_BYTES"] == info.smem_bytes
+    with pytest.raises(EmulatorError, match="SYNTH_BM"):
+        emulate_gemm(text, 128, 128, 128, BM=128, BN=64, warps=4, smem_bytes=info.smem_bytes)
+    with pytest.raises(EmulatorError, match="k-tiles"):
+        emulate_gemm(text, 128, 128, 256, BM=64, BN=64, warps=4, smem_bytes=info.smem_bytes)

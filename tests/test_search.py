@@ -1,0 +1,307 @@
+"""synth.search and synth.search_model: the GEMM autotuner (space, constraints, model, solver, many shapes)."""
+
+from __future__ import annotations
+
+import json
+import os
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from synth.arch import ARCHS, get_arch
+from synth.errors import SynthError
+from synth.gemm import GemmConfig, validate
+from synth.search import (CONSTRAINTS, STAGES_SPACE, Point, _context, _prune, clear_cache, enumerate_space,
+                          is_legal, load_references, read_shapes_csv, reference_points, search_gemm, search_many,
+                          search_result_to_json)
+from synth.search_model import REG_ALLOC_UNIT, estimate, occupancy, resources
+
+
+def _has_solver() -> bool:
+    try:
+        from synth.model import solve  # noqa: F401
+    except ImportError:
+        return False
+    return True
+
+
+def _has_pipeline() -> bool:
+    try:
+        from synth.emit.cuda import emit_kernel  # noqa: F401
+        from synth.lower import lower  # noqa: F401
+        from synth.model import solve  # noqa: F401
+        from synth.verify import verify_program  # noqa: F401
+    except ImportError:
+        return False
+    return True
+
+
+# ---------------------------------------------------------------------------
+# the space and its constraints
+
+
+def test_space_is_the_documented_product():
+    space = enumerate_space()
+    assert len(space) == 5 * 5 * 4 * 4 * len(STAGES_SPACE) == 4000
+    assert len(set(space)) == len(space)
+    assert {p.BK for p in space} == {16, 32, 64, 128}
+    assert {p.warps for p in space} == {1, 2, 4, 8}
+    assert min(STAGES_SPACE) == 2 and max(STAGES_SPACE) >= 8
+
+
+def _check_within_limits(p: Point, M: int, N: int, K: int, arch_name: str) -> None:
+    arch = get_arch(arch_name)
+    cfg = GemmConfig(M, N, K, "f16", p.BM, p.BN, p.BK, p.warps, p.stages, arch_name)
+    assert validate(cfg) == [], (p, validate(cfg))
+    res = resources(GemmConfig(p.BM, p.BN, 64 * p.BK, "f16", p.BM, p.BN, p.BK, p.warps, p.stages, arch_name), arch)
+    assert res.smem_bytes <= arch.smem_per_block
+    assert res.smem_bytes == res.smem_slots * (p.BM + p.BN) * p.BK * 2
+    assert res.regs_per_thread <= arch.max_registers_per_thread
+    regs_cta = -(-res.regs_per_thread * 32 // REG_ALLOC_UNIT) * REG_ALLOC_UNIT * p.warps
+    assert regs_cta <= arch.registers_per_sm
+    assert (p.BM * p.BK * 2) % (p.warps * 32 * 16) == 0 and (p.BN * p.BK * 2) % (p.warps * 32 * 16) == 0
+    assert p.stages - 1 <= -(-K // p.BK)
+
+
+@settings(max_examples=8, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(M=st.integers(1, 2048).map(lambda x: 8 * x), N=st.integers(1, 2048).map(lambda x: 8 * x),
+       K=st.integers(1, 2048).map(lambda x: 8 * x), arch=st.sampled_from(sorted(ARCHS)))
+def test_no_legal_point_exceeds_shared_memory_or_registers(M, N, K, arch):
+    ctx = _context(M, N, K, "f16", arch)
+    legal, first, anyv = _prune(ctx, enumerate_space())
+    assert legal, "some configuration is always legal for K % 8 == 0"
+    for p in legal:
+        _check_within_limits(p, M, N, K, arch)
+    assert sum(first.values()) == 4000 - len(legal)
+    assert first["gemm.validate"] == 0, "the named constraints must catch everything validate rejects"
+    assert all(anyv[k] >= first[k] for k in first)
+
+
+@pytest.mark.parametrize("arch", sorted(ARCHS))
+def test_proposed_candidates_fit_the_arch(arch):
+    for shape in ((4096, 4096, 4096), (8192, 128, 8192), (1000, 777, 1024)):
+        res = search_gemm(*shape, arch=arch, top=5, time_limit=20.0, references=False)
+        assert len(res.candidates) == 5
+        for c in res.candidates:
+            _check_within_limits(c.point, *shape, arch)
+            assert c.smem_bytes <= get_arch(arch).smem_per_block
+            assert c.regs_per_thread <= 255
+            assert c.ctas_per_sm >= 1 and c.waves >= 1 and c.time_us > 0 and c.tflops > 0
+            assert c.why
+        times = [c.time_us for c in res.candidates]
+        assert times == sorted(times)
+        assert [c.rank for c in res.candidates] == [1, 2, 3, 4, 5]
+
+
+def test_exclusions_are_counted_per_constraint():
+    res = search_gemm(4096, 4096, 4096, arch="sm_86", top=3, time_limit=20.0, references=False)
+    ex = dict(res.excluded)
+    assert [name for name, _ in res.excluded][:len(CONSTRAINTS)] == [c.name for c in CONSTRAINTS]
+    assert sum(ex.values()) == res.space_size - res.feasible
+    assert ex["warp-tiling"] > 0 and ex["cp.async-16B"] > 0 and ex["shared-memory"] > 0
+    assert ex["registers/thread"] > 0 and ex["gemm.validate"] == 0
+    big = search_gemm(4096, 4096, 4096, arch="sm_80", top=3, time_limit=20.0, references=False)
+    assert dict(big.excluded)["shared-memory"] < ex["shared-memory"], "sm_86 has 99 KiB per CTA, sm_80 163 KiB"
+    short = search_gemm(256, 256, 64, top=3, time_limit=20.0, references=False)
+    assert dict(short.excluded)["k-tiles"] > 0  # K = 64 has 1..4 k-tiles: deep pipelines are excluded
+    doc = search_result_to_json(res)
+    assert doc["excluded"] == ex and doc["space_size"] == 4000
+
+
+def test_bad_shapes_and_options_are_clear_errors():
+    with pytest.raises(SynthError, match="cp.async-16B"):
+        search_gemm(512, 512, 100)
+    with pytest.raises(SynthError, match="unknown arch"):
+        search_gemm(512, 512, 512, arch="sm_75")
+    with pytest.raises(SynthError, match="dtype"):
+        search_gemm(512, 512, 512, dtype="tf32")
+    with pytest.raises(SynthError, match="positive"):
+        search_gemm(0, 512, 512)
+
+
+# ---------------------------------------------------------------------------
+# reference configurations
+
+
+def test_every_reference_is_in_the_space_or_excluded_with_a_reason():
+    refs = load_references()
+    assert len(refs["cutlass_sm80_f16"]) == 22 and len(refs["triton_matmul_tutorial"]) == 16
+    space = set(enumerate_space())
+    all_refs = refs["cutlass_sm80_f16"] + refs["triton_matmul_tutorial"] + list(refs["defaults"].values())
+    for arch in sorted(ARCHS):
+        for ref in all_refs:
+            assert Point(ref.BM, ref.BN, ref.BK, ref.warps, ref.slots) in space
+            p, why = reference_points(ref, 4096, 4096, 4096, arch=arch)
+            if p is None:
+                assert why and ":" in why, (ref, arch)
+                assert why.split(":")[0] in {c.name for c in CONSTRAINTS}
+            else:
+                assert p in space and is_legal(p, 4096, 4096, 4096, arch=arch) is None
+    # on sm_80 every CUTLASS BK=32 multistage config is legal, with exactly its number of shared slots
+    for ref in refs["cutlass_sm80_f16"]:
+        if ref.BK == 32:
+            p, why = reference_points(ref, 4096, 4096, 4096, arch="sm_80")
+            assert p is not None, (ref, why)
+            assert resources(p.config(p.BM, p.BN, 4096, "f16", "sm_80"), get_arch("sm_80")).smem_slots == ref.slots
+    # 128x256x32 with 3 slots needs 144 KiB: legal on sm_80, over the 99 KiB of sm_86
+    big = next(r for r in refs["cutlass_sm80_f16"] if (r.BM, r.BN, r.BK, r.slots) == (128, 256, 32, 3))
+    assert reference_points(big, 4096, 4096, 4096, arch="sm_80")[0] is not None
+    p, why = reference_points(big, 4096, 4096, 4096, arch="sm_86")
+    assert p is None and why.startswith("shared-memory")
+
+
+def test_references_are_ranked_against_the_winner():
+    res = search_gemm(4096, 4096, 4096, top=3, time_limit=20.0)
+    names = [r.name for r in res.references]
+    assert names[:2] == ["cutlass default", "triton default"]
+    for r in res.references:
+        assert r.rank is not None and r.rank >= 1 and r.ratio >= 1.0 - 1e-9, r
+        if r.ranked_as is not None:  # the default itself is excluded: a stated reason and a legal stand-in
+            assert r.excluded
+    doc = search_result_to_json(res)
+    assert doc["references"][0]["name"] == "cutlass default"
+
+
+# ---------------------------------------------------------------------------
+# the analytic model
+
+
+def test_model_terms_behave():
+    a100 = get_arch("sm_80")
+    cfg = GemmConfig(128, 128, 64 * 32, "f16", 128, 128, 32, 4, 4, "sm_80")
+    res = resources(cfg, a100)
+    assert res.smem_slots == 4 and res.smem_bytes == 4 * 16384
+    assert res.tensor_cycles == 2 * 128 * 128 * 32 // a100.tensor_f16_f32_flop_per_clk_sm
+    assert occupancy(a100, res) == (2, "registers")
+    e = estimate(a100, 4096, 4096, 4096, 128, 128, 32, res)
+    assert e.ctas == 1024 and e.ctas_per_sm == 2 and e.waves == 5 and e.k_tiles == 128
+    assert 0.5 * a100.peak_tflops_f16 < e.tflops <= a100.peak_tflops_f16
+    slow = estimate(a100, 4096, 4096, 4096, 128, 128, 32, res, ii=4 * res.ii_bound, tail=10 * res.tail_bound)
+    assert slow.time_us > e.time_us and slow.solved and not e.solved
+    # one wave more costs a wave: 1025 CTAs instead of 1024 do not fit in 5 waves of 216
+    assert estimate(a100, 4096 + 128, 4096, 4096, 128, 128, 32, res).waves == 5
+    assert estimate(a100, 4096 * 2, 4096 * 2, 4096, 128, 128, 32, res).waves == 19
+    # tiny problems are DRAM- or latency-bound, never above peak
+    tiny = estimate(a100, 128, 128, 128, 128, 128, 32, res)
+    assert tiny.tflops < 0.1 * a100.peak_tflops_f16
+
+
+# ---------------------------------------------------------------------------
+# determinism, many shapes
+
+
+def test_ranking_is_deterministic():
+    clear_cache()
+    a = search_gemm(2048, 1024, 4096, top=5, time_limit=20.0)
+    clear_cache()
+    b = search_gemm(2048, 1024, 4096, top=5, time_limit=20.0)
+    c = search_gemm(2048, 1024, 4096, top=5, time_limit=20.0)  # from the cache
+    assert a == b == c
+    assert search_result_to_json(a)["candidates"] == search_result_to_json(c)["candidates"]
+
+
+SHAPES = [(1024, 1024, 1024), (4096, 256, 2048), (512, 2048, 8192)]
+
+
+@pytest.mark.slow
+def test_search_many_dask_equals_local_processes():
+    pytest.importorskip("distributed")
+    from distributed import LocalCluster
+
+    kw = dict(top=3, time_limit=20.0, workers=1)
+    local = search_many(SHAPES, processes=2, **kw)
+    with LocalCluster(n_workers=2, processes=False, threads_per_worker=1, dashboard_address=None) as cluster:
+        remote = search_many(SHAPES, scheduler=cluster.scheduler_address, **kw)
+    serial = [search_gemm(*s, **kw) for s in SHAPES]
+    assert [(r.M, r.N, r.K) for r in local] == SHAPES
+    assert local == remote == serial
+
+
+def test_search_many_without_dask_is_a_clear_error(monkeypatch):
+    import builtins
+
+    real = builtins.__import__
+
+    def no_dask(name, *a, **kw):
+        if name.split(".")[0] in ("distributed", "dask"):
+            raise ImportError(name)
+        return real(name, *a, **kw)
+
+    monkeypatch.setattr(builtins, "__import__", no_dask)
+    with pytest.raises(SynthError, match="Dask"):
+        search_many(SHAPES[:1], scheduler="tcp://127.0.0.1:1")
+
+
+def test_read_shapes_csv(tmp_path):
+    f = tmp_path / "shapes.csv"
+    f.write_text("# shapes\nK, M, N\n64,128,256\n\n4096,4096,4096\n")
+    assert read_shapes_csv(str(f)) == [(128, 256, 64), (4096, 4096, 4096)]
+    f.write_text("M,N,K\n128,256,64\n128,abc,64\n")
+    with pytest.raises(SynthError) as exc:
+        read_shapes_csv(str(f))
+    assert exc.value.loc.file == str(f) and exc.value.loc.line == 3 and exc.value.loc.col == 5
+    assert "N = 'abc' is not an integer" in exc.value.msg
+    f.write_text("M,N\n1,2\n")
+    with pytest.raises(SynthError, match="no column K") as exc:
+        read_shapes_csv(str(f))
+    assert exc.value.loc.line == 1
+    f.write_text("M,N,K\n1,2,-3\n")
+    with pytest.raises(SynthError, match="not positive"):
+        read_shapes_csv(str(f))
+    with pytest.raises(SynthError, match="cannot read"):
+        read_shapes_csv(str(tmp_path / "missing.csv"))
+
+
+# ---------------------------------------------------------------------------
+# command line and end to end
+
+
+def test_cli_json_and_prediction_notice(capsys, tmp_path):
+    from synth.cli import main
+
+    rc = main(["search", "gemm", "--M", "2048", "--N", "2048", "--K", "2048", "--json", "--time-limit", "20",
+               "--measure", "--out", str(tmp_path / "o")])
+    out = capsys.readouterr().out
+    assert rc == 0
+    doc = json.loads(out)
+    assert doc["shape"] == {"M": 2048, "N": 2048, "K": 2048} and len(doc["candidates"]) == 5
+    from synth.search import gpu_available
+
+    if not gpu_available()[0]:
+        assert doc["predictions_only"] and any("prediction" in n for n in doc["notes"])
+    rc = main(["search", "gemm", "--M", "2048", "--N", "2048", "--time-limit", "20"])
+    assert rc == 2 and "--K" in capsys.readouterr().err
+
+
+def test_cli_table(capsys):
+    from synth.cli import main
+
+    rc = main(["search", "gemm", "--M", "4096", "--N", "4096", "--K", "4096", "--time-limit", "20"])
+    out = capsys.readouterr().out
+    assert rc == 0
+    assert "pred µs" in out and "TFLOP/s" in out and "why #1" in out and "excluded before evaluation" in out
+    assert "cutlass default" in out and "predictions" in out
+
+
+@pytest.mark.skipif(not _has_pipeline(), reason="solve/lower/verify/emit not all present yet")
+def test_end_to_end_one_shape_writes_the_winner(tmp_path):
+    from synth.load import load_problem
+    from synth.search import write_candidates
+
+    res = search_gemm(1024, 1024, 1024, top=2, time_limit=10.0)
+    assert res.candidates[0].ktile_cycles is not None, res.notes
+    assert res.candidates[0].solver_status in ("OPTIMAL", "FEASIBLE")
+    assert res.candidates[0].ktile_cycles >= res.candidates[0].ktile_bound
+    folders = write_candidates(res, str(tmp_path / "out"), k=1, time_limit=10.0)
+    assert len(folders) == 1
+    d = folders[0]
+    for name in ("problem.yaml", "schedule.json", "program.json", "kernel.cu", "certificate"):
+        assert os.path.exists(os.path.join(d, name)), name
+    text = open(os.path.join(d, "problem.yaml")).read()
+    assert "kind: gemm" in text
+    p = load_problem(os.path.join(d, "problem.yaml"))
+    w = res.candidates[0]
+    assert (p.gemm.BM, p.gemm.BN, p.gemm.BK, p.gemm.warps, p.gemm.stages) == (w.BM, w.BN, w.BK, w.warps, w.stages)
+    with pytest.raises(SynthError, match="already exists"):
+        write_candidates(res, str(tmp_path / "out"), k=1)
