@@ -39,7 +39,7 @@ prints them, each consumer with its own count).
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Iterable, Optional, Sequence
+from typing import Optional
 
 from .errors import SynthError
 from .expr import (Bin, Call, Expr, Ite, Num, Un, Var, as_affine, evaluate, free_vars, is_bool, parse,
@@ -147,6 +147,7 @@ class _Ctx:
     z3: "_Prover"
     notes: list[str] = field(default_factory=list)
     _present: dict = field(default_factory=dict)
+    _memo: dict = field(default_factory=dict)
 
     @staticmethod
     def make(problem: Problem, graph: Graph, sched: Schedule, strategy: str) -> "_Ctx":
@@ -183,17 +184,28 @@ class _Ctx:
 
     def step(self, part: _PartInfo, m: int = 0) -> Expr:
         """Global step ``J - m`` in ``part``'s i."""
-        return _aff_expr(simplify(Bin("-", Bin("+", Var(self.var), part.offset), Num(m))), self.var)
+        key = ("step", part.name, m)
+        if key not in self._memo:
+            self._memo[key] = _aff_expr(simplify(Bin("-", Bin("+", Var(self.var), part.offset), Num(m))),
+                                        self.var)
+        return self._memo[key]
 
     def in_part(self, part: _PartInfo, j: Expr) -> Expr:
         """Step ``j`` lies in ``part``."""
-        lo = {"prologue": Num(0), "body": Num(self.S), "epilogue": self.T}[part.name]
-        hi = {"prologue": Num(self.S), "body": self.T, "epilogue": _add(self.T, self.S)}[part.name]
-        return _pretty_bool(_and(Bin("<=", lo, j), Bin("<", j, hi)), self.var)
+        key = ("in", part.name, j)
+        if key not in self._memo:
+            lo = {"prologue": Num(0), "body": Num(self.S), "epilogue": self.T}[part.name]
+            hi = {"prologue": Num(self.S), "body": self.T, "epilogue": _add(self.T, self.S)}[part.name]
+            self._memo[key] = _pretty_bool(_and(Bin("<=", lo, j), Bin("<", j, hi)), self.var)
+        return self._memo[key]
 
     def runs(self, stage: int, j: Expr) -> Expr:
         """An op of ``stage`` runs in step ``j``: ``0 <= j - stage < T``."""
-        return _pretty_bool(_and(Bin("<=", Num(stage), j), Bin("<", j, _add(self.T, stage))), self.var)
+        key = ("runs", stage, j)
+        if key not in self._memo:
+            self._memo[key] = _pretty_bool(_and(Bin("<=", Num(stage), j), Bin("<", j, _add(self.T, stage))),
+                                           self.var)
+        return self._memo[key]
 
     def gate_holds(self, g: _Group, j: Expr) -> Expr:
         """The commit gate of ``g`` in step ``j`` (TRUE when ungated or not counted)."""
@@ -510,7 +522,8 @@ def _simplify_count(ctx: _Ctx, part: _PartInfo, hyp: Expr, conds: list[Expr]) ->
         # the terms in i alone: one expression (2 - i), if one fits everywhere
         only_i = _sum_of(Num(const), {c: n for c, n in terms.items() if c not in mixed})
         fit = _fit(ctx, part, hyp, [(TRUE, only_i)]) if mixed else None
-        if fit is not None and not isinstance(fit, Call) and fit != only_i:
+        if (fit is not None and not isinstance(fit, Call) and fit != only_i
+                and ctx.z3.valid(hyp, Bin("==", fit, only_i), part)):
             head, terms = fit, mixed
     return _norm(_sum_of(head, terms))
 
@@ -653,17 +666,25 @@ def _drop_implied(ctx: _Ctx, waits: dict[_WaitKey, _Wait]
     of the waits dropped before it, are all covered by the remaining waits."""
     kept = dict(waits)
     dropped: list[_Wait] = []
+    cover_of: dict[tuple[int, int], _Cover] = {}  # (id of dropped wait, req index) -> its cover
     for key in list(waits):
         trial = {k: v for k, v in kept.items() if k != key}
-        todo = [(w, r) for w in dropped + [waits[key]] for r in w.reqs]
+        found: dict[tuple[int, int], _Cover] = {}
         ok = True
-        for w, r in todo:
-            if _covers(ctx, r, ctx.part(w.key.part), trial) is None:
+        # the new wait's requirements, and those of dropped waits that relied on this position
+        todo = [(w, n, r) for w in dropped for n, r in enumerate(w.reqs)
+                if cover_of[(id(w), n)].pos == key.pos and r.queue == key.queue]
+        todo += [(waits[key], n, r) for n, r in enumerate(waits[key].reqs)]
+        for w, n, r in todo:
+            c = _covers(ctx, r, ctx.part(w.key.part), trial)
+            if c is None:
                 ok = False
                 break
+            found[(id(w), n)] = c
         if ok:
             kept = trial
             dropped.append(waits[key])
+            cover_of.update(found)
     report = []
     for w in dropped:
         report.append((w, [(r, _covers(ctx, r, ctx.part(w.key.part), kept)) for r in w.reqs]))
@@ -830,7 +851,7 @@ class _Prover:
         self.solver = z3.SolverFor("QF_LIA")
         self.cache: dict[tuple, bool] = {}
         self.vars: dict[str, object] = {}
-        self.memo: dict[Expr, object] = {}
+        self.memo: dict[int, tuple[Expr, object]] = {}
         self.sample = True
 
     def t_big(self, S: int) -> int:
@@ -841,9 +862,9 @@ class _Prover:
     def _term(self, e: Expr):
         """``e`` as a Z3 term; sub-terms are memoised (counts share many conditions)."""
         z3 = self.z3
-        memo = self.memo
-        if e in memo:
-            return memo[e]
+        hit = self.memo.get(id(e))
+        if hit is not None:
+            return hit[1]
         if isinstance(e, Num):
             t = z3.IntVal(e.value)
         elif isinstance(e, Var):
@@ -871,7 +892,7 @@ class _Prover:
                 t = {"+": lambda: a + b, "-": lambda: a - b, "*": lambda: a * b, "/": lambda: a / b,
                      "%": lambda: a % b, "<": lambda: a < b, "<=": lambda: a <= b, ">": lambda: a > b,
                      ">=": lambda: a >= b, "==": lambda: a == b, "!=": lambda: a != b}[op]()
-        memo[e] = t
+        self.memo[id(e)] = (e, t)  # keeps e alive, so its id is not reused
         return t
 
     def _check(self, formula: Expr) -> bool:
@@ -914,9 +935,9 @@ class _Prover:
         if len(others) > 1:
             return False
         v = next(iter(others)) if others else None
-        ts = [self.tmin, self.tmin + 1, self.tmin + 9] if tname else [None]
+        ts = [self.tmin, self.tmin + 9] if tname else [None]
         for t in ts:
-            for x in (0, 1, 2, 3, 5, 8) if v else (0,):
+            for x in (0, 1, 3, 8) if v else (0,):
                 env = {}
                 if tname:
                     env[tname] = t
@@ -961,12 +982,6 @@ def _add_e(a: Expr, b: Expr) -> Expr:
 
 def _sub_e(a: Expr, b: Expr) -> Expr:
     return simplify(Bin("-", a, b))
-
-
-def _summands(e: Expr) -> list[Expr]:
-    if isinstance(e, Bin) and e.op == "+":
-        return _summands(e.lhs) + _summands(e.rhs)
-    return [e]
 
 
 def _conjuncts(e: Expr) -> list[Expr]:

@@ -9,8 +9,8 @@ rank. Nothing is compiled or timed unless ``--measure`` is given.
 Phases (each a function below, in this order):
 
 1. ``enumerate_space``: every point of BM, BN in {16..256}, BK in {16..128},
-   warps in {1, 2, 4, 8}, stages in 2..11 (11 = CUTLASS's ten shared slots plus
-   the register fragment stage).
+   warps in {1, 2, 4, 8}, stages in 1..11 (synth's pipeline depth; 11 = CUTLASS's
+   ten shared slots plus the register-fragment stage; 1 = no pipelining, for tiny K).
 2. ``_prune``: named constraints (:data:`CONSTRAINTS`) exclude illegal points
    before any evaluation, counting each exclusion under the first constraint it
    breaks; ``gemm.validate`` is the last constraint, so nothing it rejects is
@@ -54,7 +54,7 @@ BM_SPACE = (16, 32, 64, 128, 256)
 BN_SPACE = (16, 32, 64, 128, 256)
 BK_SPACE = (16, 32, 64, 128)
 WARPS_SPACE = (1, 2, 4, 8)
-STAGES_SPACE = tuple(range(2, 12))
+STAGES_SPACE = tuple(range(1, 12))
 T_REF = 64
 """Solve k-loops of more than ``T_REF`` k-tiles at ``T_REF``: the interval does not
 depend on the trip count, and ``cycles = (T - 1) ii + tail`` extrapolates."""
@@ -268,8 +268,8 @@ def _c_cp_async(ctx: _Ctx, p: Point) -> Optional[str]:
 
 def _c_ktiles(ctx: _Ctx, p: Point) -> Optional[str]:
     T = -(-ctx.K // p.BK)
-    if p.stages - 1 > T:
-        return f"{p.stages} stages exceed the {T} k-tiles of K"
+    if p.stages > T:
+        return f"{p.stages} stages exceed the {T} k-tiles of K (the pipelined loop needs a body step)"
     return None
 
 
@@ -330,7 +330,7 @@ CONSTRAINTS: tuple[Constraint, ...] = (
     Constraint("warp-tiling", "exists WM * WN == warps: (BM / WM) % 16 == (BN / WN) % 16 == 0", _c_warps),
     Constraint("cp.async-16B", "K % 8 == 0 and BM*BK*2 % (16 * threads) == BN*BK*2 % (16 * threads) == 0",
                _c_cp_async),
-    Constraint("k-tiles", "stages - 1 <= ceil(K / BK)", _c_ktiles),
+    Constraint("k-tiles", "stages <= ceil(K / BK)", _c_ktiles),
     Constraint("shared-memory", "slots * (BM + BN) * BK * 2 <= smem_per_block(arch)", _c_smem),
     Constraint("registers/thread", "acc + frag_slots * (A_r + B_r) + 40 <= 255", _c_regs),
     Constraint("registers/SM", "ceil(regs * 32 / 256) * 256 * warps <= registers_per_sm(arch)", _c_regs_sm),
@@ -1091,7 +1091,10 @@ def cli_search(args: argparse.Namespace) -> int:
 
     quiet = bool(getattr(args, "quiet", False))
     as_json = bool(getattr(args, "json", False))
-    con = Console(quiet=quiet or as_json, highlight=False)
+    import sys
+
+    # a file or a pipe gets the whole table, not rich's 80-column default
+    con = Console(quiet=quiet or as_json, highlight=False, width=None if sys.stdout.isatty() else 200)
     err = Console(stderr=True, quiet=quiet, highlight=False)
     if args.shapes:
         if any(getattr(args, k) is not None for k in ("M", "N", "K")):

@@ -104,21 +104,30 @@ def _blocking(problem: Problem, sched: Schedule) -> list[int]:
             if problem.target.unit(op.unit).is_async and not sched.is_async[i] and op.latency > 0]
 
 
-def offsets_at(problem: Problem, graph: Graph, sched: Schedule, ii: int) -> Optional[tuple[int, ...]]:
-    """The least issue offsets at initiation interval ``ii``, or None when none exist."""
+def offsets_at(problem: Problem, graph: Graph, sched: Schedule, ii: Optional[int]) -> Optional[tuple[int, ...]]:
+    """The least issue offsets at initiation interval ``ii``, or None when none exist.
+
+    ``ii=None`` means an unbounded step: only the constraints inside one step
+    (distance-0 lags, body order, units, blocking of later ops) apply; those
+    offsets are below the least offsets at every finite II.
+    """
     ops = problem.ops
     n = len(ops)
-    if any(op.issue > ii for op in ops):
+    if ii is not None and any(op.issue > ii for op in ops):
         return None
     body = _body(sched)
     pos = {a: k for k, a in enumerate(body)}
     preds: list[list[tuple[int, int]]] = [[] for _ in range(n)]
     for a, b, lat, lag in _lags(problem, graph, sched):
-        preds[b].append((a, lat - lag * ii))
-    blockers = _blocking(problem, sched)
+        if ii is not None or lag == 0:
+            preds[b].append((a, lat - lag * (ii or 0)))
+    blockers = [(a, ops[a].latency) for a in _blocking(problem, sched)]
+    counts = [problem.target.unit(op.unit).count for op in ops]
     same_unit_before: list[list[int]] = []
     for k, b in enumerate(body):
         same_unit_before.append([a for a in body[:k] if ops[a].unit == ops[b].unit])
+    issue = [op.issue for op in ops]
+    limit = [ii - op.issue for op in ops] if ii is not None else None
     t = [0] * n
     changed = True
     while changed:
@@ -129,15 +138,21 @@ def offsets_at(problem: Problem, graph: Graph, sched: Schedule, ii: int) -> Opti
                 a = body[k - 1]
                 lo = max(lo, t[a] + (1 if a > b else 0))
             for a, w in preds[b]:
-                lo = max(lo, t[a] + w)
-            for a in blockers:
-                lat = ops[a].latency
-                lo = max(lo, t[a] + lat - ii)
-                if pos[a] < k:
-                    lo = max(lo, t[a] + lat)
-            lo = _earliest_slot(lo, [(t[a], t[a] + ops[a].issue) for a in same_unit_before[k]],
-                                problem.target.unit(ops[b].unit).count)
-            if lo > ii - ops[b].issue:
+                if t[a] + w > lo:
+                    lo = t[a] + w
+            for a, lat in blockers:
+                if ii is not None and t[a] + lat - ii > lo:
+                    lo = t[a] + lat - ii
+                if pos[a] < k and t[a] + lat > lo:
+                    lo = t[a] + lat
+            before = same_unit_before[k]
+            if before:
+                if counts[b] == 1:
+                    last = before[-1]  # in body order the previous op of the unit ends last
+                    lo = max(lo, t[last] + issue[last])
+                else:
+                    lo = _earliest_slot(lo, [(t[a], t[a] + issue[a]) for a in before], counts[b])
+            if limit is not None and lo > limit[b]:
                 return None
             if lo != t[b]:
                 t[b] = lo
@@ -197,9 +212,11 @@ def best_timing(problem: Problem, graph: Graph, sched: Schedule, trip_count: int
     best = (ii, t, _tail(problem, sched, ii, t))
     if not symbolic:
         best_cycles = (T - 1) * ii + best[2]
-        floor_lat = [(sched.stage[a], op.latency) for a, op in enumerate(ops)]
+        t_inf = offsets_at(problem, graph, sched, None)
+        assert t_inf is not None
+        floor = [(sched.stage[a], t_inf[a] + op.latency) for a, op in enumerate(ops)]
         cand = ii + 1
-        while (T - 1) * cand + max(s * cand + lat for s, lat in floor_lat) < best_cycles:
+        while (T - 1) * cand + max(s * cand + x for s, x in floor) < best_cycles:
             tc = offsets_at(problem, graph, sched, cand)
             if tc is not None:
                 tail = _tail(problem, sched, cand, tc)

@@ -265,6 +265,21 @@ def test_interleaved() -> None:
     assert _waits(prog, "epilogue") == [(0, "4 - 2 * i", "compute")]
 
 
+def test_interleaved_rfc_prologue_races() -> None:
+    """RFC 0077's listing commits both prologue copies as one group; with the body's
+    wait(0, 5) (which counts two groups per step) the first body iterations then read
+    unfinished copies. synth keeps the body's grouping in the prologue."""
+    p, g, prog = _lower("rfc0077-interleaved")
+    pro = prog.part("prologue")
+    g_b = [s for s in pro.stmts if isinstance(s, CommitStmt)][1].group
+    merged = tuple(replace(s, group=g_b) if isinstance(s, OpStmt) else s for s in pro.stmts
+                   if not (isinstance(s, CommitStmt) and s.group != g_b))
+    rfc = replace(prog, parts=(replace(pro, stmts=merged),) + prog.parts[1:])
+    assert _shape(rfc, "prologue") == ["copy_A", "copy_B", "commit(0)"]
+    errs = simulate(rfc, 16).errors
+    assert errs and errs[0].startswith("body i=0 (T=16): compute reads A_shared version 0 before")
+
+
 def test_same_stage_consumer() -> None:
     """A consumer in the producers' stage waits for everything: wait(0, 0)."""
     _, _, prog = _lower("rfc0077-same-stage-consumer")
@@ -379,6 +394,15 @@ def test_affine_predicate_auto_gates_commit_with_exact_counts() -> None:
     assert _waits(prog, "epilogue") == [(0, "2 - i", "compute")]
     assert sim_errors(p, g, prog) == []
     assert any("committed only when the predicate holds" in n for n in prog.notes)
+
+
+@pytest.mark.parametrize("when", ["k % 2 == 0", "k % 2 == 0 || k + 3 >= T", "k >= 1", "k + 1 < T && k >= 2"])
+def test_affine_predicates_exact_counts_simulate(when: str) -> None:
+    p = load_problem_text(GATED.replace("k + 2 < T", when), "gated.yaml")
+    g = build_graph(p)
+    prog = lower(p, g, schedule_from_pins(p, g))
+    assert sim_errors(p, g, prog) == []
+    assert program_from_json(program_to_json(prog)) == prog
 
 
 def test_always_commit_keeps_unpredicated_counts() -> None:

@@ -6,9 +6,12 @@ NaN-poisoned early reads, unsynchronized reads, write-after-read and
 write-after-write hazards, and shared-memory bank conflicts.
 
 The kernel is compiled with ``g++ -std=c++20 -O2 -pthread -DSYNTH_EMULATE``
-against ``runtime/synth_emu.h`` and ``runtime/emu_harness.cpp``; binaries are
-cached by the hash of everything that goes into them, so re-running a kernel
-with another shape or scheduling policy costs no compile.
+against ``runtime/synth_emu.h`` (a light header: the API's declarations) and
+``runtime/emu_harness.cpp`` (``main``), and linked with
+``runtime/synth_emu_runtime.cpp`` (the emulator proper), which is compiled once
+per version. Objects and binaries are cached (:func:`cache_dir`) by the hash of
+everything that goes into them, so re-running a kernel with another shape or
+scheduling policy costs no compile.
 
 Left out on purpose: a model of timing (the emulator says whether a kernel is
 right, not how fast it is) and plain C++ shared loads/stores, which are not
@@ -27,7 +30,7 @@ import subprocess
 import tempfile
 import time
 from dataclasses import dataclass, field
-from typing import Mapping, Optional, Sequence, Union
+from typing import Mapping, Sequence, Union
 
 import numpy as np
 
@@ -238,6 +241,7 @@ def compile_kernel(kernel_cu: str, kernel_name: str, args: Sequence[Arg],
     key = _hash(kernel_cu, inc, " ".join(flags), gxx, runtime.name, (RUNTIME / "emu_harness.cpp").read_text())
     binary = cache_dir() / f"emu-{key}"
     if binary.exists():
+        os.utime(binary)  # most recently used: kept by _prune
         return binary, time.perf_counter() - t0
     with tempfile.TemporaryDirectory(prefix="synth-emu-build-") as tmp:
         src = pathlib.Path(tmp)
@@ -248,7 +252,23 @@ def compile_kernel(kernel_cu: str, kernel_name: str, args: Sequence[Arg],
         _build([gxx, *flags, f"-I{RUNTIME}", f"-I{src}", str(src / "emu_harness.cpp"), str(runtime), "-o", str(out)],
                "the kernel")
         os.replace(out, binary)
+    _prune(cache_dir())
     return binary, time.perf_counter() - t0
+
+
+CACHE_KEEP = 300
+"""Kernel binaries kept in the cache (least recently used go first)."""
+
+
+def _prune(directory: pathlib.Path, keep: int = CACHE_KEEP) -> None:
+    entries = []
+    for p in directory.glob("emu-*"):
+        try:
+            entries.append((p.stat().st_mtime, p))
+        except FileNotFoundError:  # another worker pruned it
+            pass
+    for _, p in sorted(entries, reverse=True)[keep:]:
+        p.unlink(missing_ok=True)
 
 
 # ---------------------------------------------------------------------------

@@ -325,11 +325,8 @@ def analyze(ex: Execution, mode: str = "obligations") -> dict[str, Violation]:
             m = mult[b]
             older = [(vv, p) for (bb, vv), lst in writers.items() if bb == b and vv < v and (v - vv) % m == 0
                      for (p, _pa) in lst if p is not w]
-            if not older:
-                continue
-            top = max(vv for vv, _ in older)
-            for vv, p in older:
-                if vv == top and ex.done(p) > w.ev:
+            for vv, p in sorted(older, key=lambda x: -x[0]):
+                if ex.done(p) > w.ev:
                     add(f"waw:{w.where()}:w{a}", "waw", w, p,
                         f"{p.op}'s write of {b} version {vv} may land after {w.op}'s write of version {v}")
     return out
@@ -371,16 +368,24 @@ def explore(ex: Execution, max_states: int = 200_000) -> set[str]:
     found: set[str] = set()
     uid_inst = {x.uid: x for x in ex.insts}
 
-    def read_check(inst: Inst, a: int, mem: dict) -> None:
+    prod_writes: dict[tuple[str, int, str], list[tuple[Inst, int]]] = {}
+    for x in ex.insts:
+        for a, (b, v, _s) in enumerate(x.writes):
+            prod_writes.setdefault((x.op, v, b), []).append((x, a))
+
+    def read_check(inst: Inst, a: int, mem: dict, pc: int, pw: frozenset) -> None:
+        """What the read sees: stale (its producer's write has not landed: RAW), newer data (WAR);
+        older data over a landed producer write is the WAW reported when it landed."""
         b, v, slot, prod = inst.reads[a]
         if prod is None or prod not in opnames or (prod, v) not in by_op_iter:
             return
         c = mem.get((b, slot))
         if c is not None and c[0] == v:
             return
-        if c is None or c[0] < v:
+        landed = all(p.ev < pc and (p.uid, pa) not in pw for p, pa in prod_writes.get((prod, v, b), ()))
+        if not landed:
             found.add(f"raw:{inst.where()}:r{a}")
-        else:
+        elif c is not None and c[0] > v:
             found.add(f"war:{inst.where()}:r{a}")
 
     def land(inst: Inst, a: int, mem: dict) -> None:
@@ -409,7 +414,7 @@ def explore(ex: Execution, max_states: int = 200_000) -> set[str]:
                     succ.append((pc + 1, done, npw, npr, memt))
                 else:
                     for a in range(len(inst.reads)):
-                        read_check(inst, a, mem)
+                        read_check(inst, a, mem, pc, pw)
                     for a in range(len(inst.writes)):
                         land(inst, a, mem)
                     succ.append((pc + 1, done, pw, pr, tuple(sorted(mem.items()))))
@@ -432,7 +437,7 @@ def explore(ex: Execution, max_states: int = 200_000) -> set[str]:
             land(uid_inst[uid], a, mem)
             succ.append((pc, done, pw - {(uid, a)}, pr, tuple(sorted(mem.items()))))
         for (uid, a) in pr:
-            read_check(uid_inst[uid], a, dict(memt))
+            read_check(uid_inst[uid], a, dict(memt), pc, pw)
             succ.append((pc, done, pw, pr - {(uid, a)}, memt))
         for s in succ:
             if s not in seen:
@@ -556,11 +561,7 @@ def explain(ex: Execution, v: Violation) -> list[str]:
     lo = ex.events[v.partner].step if v.partner >= 0 else ex.events[v.anchor].step
     hi = ex.events[v.anchor].step
     lo = min(lo, hi)
-    watch: set[int] = set()
-    anchor = ex.events[v.anchor]
     partner = ex.events[v.partner] if v.partner >= 0 else None
-    if partner is not None and partner.inst is not None and partner.inst.group is not None:
-        watch.add(partner.inst.group.queue)
     lines: list[str] = []
     cur = None
     for e in ex.events:
@@ -591,7 +592,7 @@ def explain(ex: Execution, v: Violation) -> list[str]:
             forced = (f"forces group{'s' if len(e.forced) > 1 else ''} "
                       f"#{e.forced[0].seq}{'..#' + str(e.forced[-1].seq) if len(e.forced) > 1 else ''}"
                       if e.forced else "forces nothing")
-            lines.append(f"  async_wait_queue({e.queue}, {e.count}): {e.committed} groups committed so far, "
+            lines.append(f"  async_wait_queue({e.queue}, {e.count}): {_n(e.committed, 'group')} committed so far, "
                          f"{e.in_flight} not yet forced; {forced}; up to {after} may stay in flight{mark}")
     if partner is not None and partner.inst is not None and partner.inst.is_async:
         g = partner.inst.group
@@ -600,8 +601,11 @@ def explain(ex: Execution, v: Violation) -> list[str]:
         elif g.done > v.anchor:
             lines.append(f"  => group #{g.seq} of queue {g.queue} ({partner.inst.op} iteration "
                          f"{partner.inst.iteration}) may still be in flight here")
-    del watch, anchor
     return lines
+
+
+def _n(k: int, noun: str) -> str:
+    return f"{k} {noun}{'' if k == 1 else 's'}"
 
 
 __all__ = ["execute", "analyze", "explore", "check", "coarse", "blame", "wait_verdicts", "explain",

@@ -78,8 +78,8 @@ struct Stats {
   uint64_t cp_async = 0, commits = 0, waits = 0, barriers = 0, ldmatrix = 0, mma = 0;
   uint64_t lds = 0, sts = 0;
   uint64_t early_reads = 0;      // read of a chunk whose cp.async has not landed
-  uint64_t unsync_reads = 0;     // read of data landed/stored by another warp in the same barrier interval
-  uint64_t war_hazards = 0;      // write into a chunk another warp read in the same barrier interval
+  uint64_t unsync_reads = 0;     // read of data landed/stored by another thread in the same barrier interval
+  uint64_t war_hazards = 0;      // write into a chunk another thread read in the same barrier interval
   uint64_t waw_hazards = 0;      // write into a chunk whose cp.async is still in flight
   uint64_t uncommitted_at_exit = 0;  // threads that exited with an open (uncommitted) group
   uint64_t pending_at_exit = 0;      // committed groups never waited for (harmless; reported)
@@ -91,7 +91,6 @@ struct Stats {
 
 struct Runtime {
   Policy policy = Policy::Reverse;
-  size_t smem_bytes = 0;
   double timeout_s = 300.0;
   std::mutex mu;  // guards stats, messages
   Stats st;
@@ -104,8 +103,7 @@ struct Runtime {
     std::string name;
   };
   std::vector<Region> globals;
-  const char* stats_path = nullptr;  // where a fatal error still writes stats
-  void (*on_fatal)() = nullptr;
+  void (*on_fatal)() = nullptr;  // writes stats.json before a fatal exit
 };
 
 inline Runtime& rt() {
@@ -229,6 +227,7 @@ struct Block {
   int running = -1;
   int finished_threads = 0;
   std::condition_variable done_cv;
+  bool warned_exit = false;
   // parallel scheduling
   std::unique_ptr<std::barrier<BlockBarrierDone>> bbar;
   std::vector<std::unique_ptr<std::barrier<WarpBarrierDone>>> wbar;
@@ -537,8 +536,11 @@ struct Block {
       if (state[u] == kAtBarrier) state[u] = kReady;
       else some_exited = true;
     }
-    if (some_exited && st.barriers == 0) warn(fmt("block (%u,%u,%u): __syncthreads reached after some threads exited",
-                                                   idx.x, idx.y, idx.z));
+    if (some_exited && !warned_exit) {
+      warned_exit = true;
+      warn(fmt("block (%u,%u,%u): __syncthreads reached after some threads exited (they count as arrived)", idx.x,
+               idx.y, idx.z));
+    }
     on_barrier_release();
     return pick_in_order(policy == Policy::Interleave ? nwarps - 1 : w);
   }
@@ -655,11 +657,6 @@ inline void merge_stats(Stats& into, const Stats& s) {
     }
 }
 
-inline Block*& current_block() {
-  static Block* b = nullptr;
-  return b;
-}
-
 // ---------------------------------------------------------------------------
 // Launch
 // ---------------------------------------------------------------------------
@@ -669,14 +666,12 @@ void launch_erased(Body body, void* closure, dim3 grid, dim3 block, size_t smem_
   if (nthr <= 0 || nthr > 1024) fatal(fmt("block of %d threads (1..1024 allowed)", nthr));
   if (smem_bytes > SYNTH_EMU_SMEM_MAX) fatal(fmt("%zu bytes of dynamic shared memory (max %d)", smem_bytes,
                                                 SYNTH_EMU_SMEM_MAX));
-  R.smem_bytes = smem_bytes;
   for (unsigned bz = 0; bz < grid.z; ++bz)
     for (unsigned by = 0; by < grid.y; ++by)
       for (unsigned bx = 0; bx < grid.x; ++bx) {
         // uninitialized shared memory reads as NaN
         std::memset(synth_smem, 0xFF, sizeof synth_smem);
         Block blk(R.policy, dim3(bx, by, bz), nthr, smem_bytes);
-        current_block() = &blk;
         std::vector<std::thread> threads;
         threads.reserve(nthr);
         {
@@ -718,7 +713,6 @@ void launch_erased(Body body, void* closure, dim3 grid, dim3 block, size_t smem_
           std::lock_guard<std::mutex> g(R.mu);
           merge_stats(R.st, blk.st);
         }
-        current_block() = nullptr;
       }
 }
 

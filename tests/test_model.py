@@ -1,0 +1,275 @@
+"""The CP-SAT model against the independent simulator, exhaustive search, pins and infeasibility."""
+
+from __future__ import annotations
+
+import itertools
+import pathlib
+import re
+import time
+from dataclasses import replace
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from synth.errors import Infeasible
+from synth.graph import Graph, build_graph
+from synth.load import load_problem, load_problem_text
+from synth.model import solve, uniform_schedule
+from synth.model.objective import ObjectiveSpec, key
+from synth.model.solve import schedule_key, stage_limit
+from synth.problem import Objective, Pins, Problem
+from synth.randgen import random_problem
+from synth.schedule import Schedule, buffer_bytes, check_schedule, multiplicity
+from synth.sim import best_timing, check_timing, simulate
+
+PROBLEMS = pathlib.Path(__file__).resolve().parent.parent / "problems"
+EXAMPLES = [f for f in sorted(PROBLEMS.glob("*.yaml"))
+            if re.search(r"^name:", f.read_text(), re.M) and "kind: gemm" not in f.read_text()]
+
+
+def _agrees_with_sim(p: Problem, g: Graph, s: Schedule) -> None:
+    assert check_schedule(p, g, s) == []
+    assert check_timing(p, g, s) == []
+    r = simulate(p, g, s)
+    assert r.stalls == 0 and r.hazards == ()
+    assert s.timing is not None and s.info is not None
+    if p.loop.symbolic:
+        assert (r.ii, r.tail) == (s.timing.ii, s.timing.tail)
+    else:
+        assert r.cycles == s.timing.cycles
+
+
+def _pins_respected(p: Problem, s: Schedule) -> None:
+    if p.pins.stage is not None:
+        assert s.stage == tuple(p.pins.stage)
+    if p.pins.order is not None:
+        assert s.order == tuple(p.pins.order)
+    if p.pins.async_stages is not None:
+        for a, op in enumerate(p.ops):
+            assert s.is_async[a] == (s.stage[a] in p.pins.async_stages and p.target.unit(op.unit).is_async)
+    if p.pins.max_stage is not None:
+        assert s.max_stage <= p.pins.max_stage
+
+
+@pytest.mark.parametrize("path", EXAMPLES, ids=lambda f: f.stem)
+def test_examples_optimal_and_simulated(path: pathlib.Path) -> None:
+    p = load_problem(str(path))
+    g = build_graph(p)
+    s = solve(p, g, time_limit=20)
+    assert s.info is not None and s.info.status == "OPTIMAL"
+    _agrees_with_sim(p, g, s)
+    _pins_respected(p, s)
+    assert s.max_stage + 1 <= p.loop.min_trip_count
+    assert s.timing is not None and s.info.lower_bound is not None
+    if p.loop.symbolic:
+        assert s.info.objective == s.timing.ii >= s.info.lower_bound
+    else:
+        assert s.info.objective == s.timing.cycles >= s.info.lower_bound
+
+
+def test_gemm_example_fast_and_pipelined() -> None:
+    p = load_problem(str(PROBLEMS / "gemm-sm80-f16.yaml"))
+    g = build_graph(p)
+    solve(p, g, time_limit=5)  # warm up imports
+    t0 = time.perf_counter()
+    s = solve(p, g, time_limit=20)
+    elapsed = time.perf_counter() - t0
+    assert s.info is not None and s.info.status == "OPTIMAL" and s.info.gap == 0.0
+    assert elapsed < 1.0, f"GEMM example took {elapsed:.2f}s"
+    # The copies run async, five stages ahead of the math (max_stage: 5).
+    assert s.stage[:2] == (0, 0) and s.is_async[:2] == (True, True)
+    assert s.timing is not None and s.timing.cycles == 12667 and s.timing.ii == 95
+    # It beats every "N stages ahead" schedule and no pipelining by far.
+    for n in range(0, 6):
+        u = uniform_schedule(p, g, n)
+        if u is not None:
+            assert best_timing(p, g, u).cycles >= s.timing.cycles
+
+
+def _random(seed: int, n: int) -> Problem:
+    return random_problem(seed, n, predicated=seed % 2 == 1, symbolic=seed % 3 == 2, hideable=seed % 4 != 3,
+                          async_frac=0.3 + 0.1 * (seed % 4))
+
+
+@pytest.mark.parametrize("seed", range(16))
+def test_random_problems_match_simulator(seed: int) -> None:
+    p = _random(seed, 3 + seed % 8)
+    g = build_graph(p)
+    s = solve(p, g, time_limit=20)
+    assert s.info is not None and s.info.status == "OPTIMAL"
+    _agrees_with_sim(p, g, s)
+    assert s.info.bound == s.info.objective
+
+
+@settings(max_examples=12, deadline=None)
+@given(st.integers(0, 100_000), st.integers(2, 12), st.booleans(), st.booleans(), st.booleans())
+def test_property_solved_schedules_check_and_simulate(seed: int, n: int, pred: bool, sym: bool, hide: bool) -> None:
+    p = random_problem(seed, n, predicated=pred, symbolic=sym, hideable=hide)
+    g = build_graph(p)
+    s = solve(p, g, time_limit=10)
+    _agrees_with_sim(p, g, s)
+    assert s.info is not None and s.info.bound is not None and s.info.bound <= s.info.objective
+
+
+# ---------------------------------------------------------------------------- exhaustive
+
+
+def _all_schedules(p: Problem, g: Graph):
+    """Every (stage, order, async stages) schedule of ``p`` that passes check_schedule."""
+    n = len(p.ops)
+    S = stage_limit(p)
+    edges = g.constraints()
+    async_ops = [a for a, op in enumerate(p.ops) if p.target.unit(op.unit).is_async]
+    for stage in itertools.product(range(S + 1), repeat=n):
+        if any(stage[e.dst] + e.distance - stage[e.src] < 0 for e in edges):
+            continue
+        for perm in itertools.permutations(range(n)):
+            order = tuple(perm)
+            if any(stage[e.dst] + e.distance - stage[e.src] == 0 and order[e.src] >= order[e.dst] for e in edges):
+                continue
+            ks = sorted({stage[a] for a in async_ops})
+            for bits in itertools.product((False, True), repeat=len(ks)):
+                astages = {k for k, b in zip(ks, bits) if b}
+                is_async = tuple(a in async_ops and stage[a] in astages for a in range(n))
+                queue = tuple(p.queue_of_unit(op.unit) if x else None for op, x in zip(p.ops, is_async))
+                s = Schedule(p.name, stage, order, is_async, queue, multiplicity(p, g, stage, order, is_async))
+                if not check_schedule(p, g, s) and s.max_stage + 1 <= p.loop.min_trip_count:
+                    yield s
+
+
+def _exhaustive_best(p: Problem, g: Graph):
+    spec = ObjectiveSpec.of(p)
+    best = None
+    for s in _all_schedules(p, g):
+        t = best_timing(p, g, s)
+        k = key(spec, t.ii, t.tail, s.max_stage, buffer_bytes(p, s.multiplicity, "shared"))
+        best = k if best is None or k < best else best
+    return best
+
+
+TINY = [(seed, n, S, kw) for seed, n, S, kw in [
+    (0, 2, 2, {}), (1, 2, 2, {"symbolic": True}), (2, 3, 2, {}), (3, 3, 2, {"hideable": False}),
+    (4, 3, 1, {"async_frac": 0.7}), (5, 4, 1, {}), (6, 4, 1, {"hideable": False}), (7, 3, 2, {"symbolic": True}),
+    (8, 4, 1, {"async_frac": 0.6, "predicated": True}), (9, 3, 2, {"async_frac": 0.7}),
+]]
+
+
+@pytest.mark.parametrize("seed,n,S,kw", TINY)
+@pytest.mark.parametrize("objective", ["latency", "shared_memory"])
+def test_exhaustive_never_beats_solver(seed: int, n: int, S: int, kw: dict, objective: str) -> None:
+    p = random_problem(seed, n, **kw)
+    p = replace(p, pins=Pins(max_stage=S), objective=Objective(((objective, 1),)))
+    g = build_graph(p)
+    s = solve(p, g, time_limit=20)
+    assert s.info is not None and s.info.status == "OPTIMAL"
+    best = _exhaustive_best(p, g)
+    assert best is not None
+    assert schedule_key(ObjectiveSpec.of(p), p, s) == best
+
+
+# ---------------------------------------------------------------------------- pins
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_pinning_a_solved_schedule_reproduces_it(seed: int) -> None:
+    p = _random(seed, 4 + seed)
+    g = build_graph(p)
+    s = solve(p, g, time_limit=20)
+    pinned = replace(p, pins=Pins(stage=s.stage, order=s.order, async_stages=s.async_stages))
+    s2 = solve(pinned, g, time_limit=20)
+    assert (s2.stage, s2.order, s2.is_async, s2.multiplicity) == (s.stage, s.order, s.is_async, s.multiplicity)
+    assert s2.timing is not None and s.timing is not None
+    assert (s2.timing.ii, s2.timing.tail) == (s.timing.ii, s.timing.tail)
+
+
+def test_shared_memory_objective_first() -> None:
+    p = load_problem(str(PROBLEMS / "gemm-sm80-f16.yaml"))
+    g = build_graph(p)
+    lat = solve(p, g)
+    mem = solve(replace(p, objective=Objective((("shared_memory", 1),))), g)
+    assert buffer_bytes(p, mem.multiplicity, "shared") == 16384 < buffer_bytes(p, lat.multiplicity, "shared")
+    assert mem.timing is not None and lat.timing is not None and mem.timing.cycles > lat.timing.cycles
+
+
+# ---------------------------------------------------------------------------- infeasible
+
+
+RFC_GEMM = (PROBLEMS / "rfc0077-gemm.yaml").read_text()
+
+
+@pytest.mark.parametrize("text,expect,line", [
+    (RFC_GEMM.replace("shared_bytes: 167936", "shared_bytes: 49152"),
+     ["shared memory: A_s x3 + B_s x4 = 57344 B > 49152 B", "pinned schedule.stage [0, 0, 2, 3, 3]"], 22),
+    (RFC_GEMM.replace("registers_bytes: 65536", "registers_bytes: 700"),
+     ["register buffers: A_r x2 + B_r x1 + C_r x1 = 704 B > 700 B"], 22),
+    (RFC_GEMM.replace("loop: {var: k, trip_count: 128}", "loop: {var: k, trip_count: T, min_trip_count: 3}"),
+     ["min_trip_count 3 allows at most 3 stages", "pinned schedule.stage"], 8),
+    ((PROBLEMS / "rfc0077-two-stage.yaml").read_text().replace(
+        "  stage: [0, 1]\n  order: [0, 1]\n  async_stages: [0]", "  order: [1, 0]\n  max_stage: 0"),
+     ["schedule.max_stage is 0", "pinned schedule.order [1, 0]",
+      "raw dependence produce_B->consume_B on B, distance 0"], 18),
+])
+def test_infeasible_names_the_constraint(text: str, expect: list[str], line: int) -> None:
+    p = load_problem_text(text, "bad.yaml")
+    with pytest.raises(Infeasible) as exc:
+        solve(p, build_graph(p), time_limit=10)
+    msg = str(exc.value)
+    for want in expect:
+        assert want in msg
+    assert exc.value.loc is not None and exc.value.loc.line == line
+    assert exc.value.fix
+
+
+def test_time_limit_still_returns_a_valid_schedule() -> None:
+    p = random_problem(3, 40)
+    g = build_graph(p)
+    s = solve(p, g, time_limit=0.3)
+    assert s.info is not None and s.info.status in ("OPTIMAL", "FEASIBLE")
+    assert s.info.bound is not None and s.info.objective is not None and s.info.bound <= s.info.objective
+    _agrees_with_sim(p, g, s)
+
+
+def test_log_prints_formulas(capsys: pytest.CaptureFixture[str]) -> None:
+    p = load_problem(str(PROBLEMS / "rfc0077-two-stage.yaml"))
+    solve(p, build_graph(p), log=True, time_limit=5)
+    out = capsys.readouterr().out
+    assert "stage[produce_B]" in out and "tail >=" in out
+
+
+BLOCKING = """
+name: blocking
+loop: {var: k, trip_count: 32}
+buffers:
+  A_s: {space: shared, bytes: 16384}
+  P_r: {space: register, bytes: 256}
+  C_r: {space: register, bytes: 1024, carried: true}
+ops:
+  - {name: tma_A, unit: tma, writes: [A_s], latency: 700, issue: 2}
+  - {name: wgmma, unit: tensor, reads: [A_s], writes: [P_r], latency: 120, issue: 64}
+  - {name: accum, unit: alu, reads: [P_r, C_r], writes: [C_r], latency: 8, issue: 8}
+target:
+  shared_bytes: 32768
+  units:
+    tma: {async: true}
+    tensor: {async: true}
+    alu: {}
+schedule:
+  max_stage: 2
+"""
+
+
+def test_sync_op_on_async_unit_blocks_when_memory_is_tight() -> None:
+    # An async wgmma would keep A_s for one more slot (3 x 16 KiB > 32 KiB): it must run
+    # sync, and then nothing issues until its result is ready (t + 120 <= II).
+    p = load_problem_text(BLOCKING)
+    g = build_graph(p)
+    s = solve(p, g)
+    assert s.is_async == (True, False, False) and s.mult("A_s") == 2
+    assert s.timing is not None
+    assert s.timing.offsets[1] + 120 <= s.timing.ii
+    assert schedule_key(ObjectiveSpec.of(p), p, s) == _exhaustive_best(p, g)
+    _agrees_with_sim(p, g, s)
+    roomy = load_problem_text(BLOCKING.replace("shared_bytes: 32768", "shared_bytes: 65536"))
+    s2 = solve(roomy, g)
+    assert s2.timing is not None and s2.timing.cycles < s.timing.cycles
