@@ -471,7 +471,7 @@ def _wait_count(ctx: _Ctx, key: _WaitKey, reqs: list[_Req]) -> Optional[_Wait]:
         n = _simplify_count(ctx, part, hyp, _between(ctx, part, r, 0, key.pos))
         needs.append((_needed(ctx, part, r), n))
     count = _fit(ctx, part, hyp, needs)
-    return _Wait(key, op, count, guard, live, _reason(ctx, part, live, count))
+    return _Wait(key, op, count, guard, live, _reason(ctx, live, count))
 
 
 def _guard(ctx: _Ctx, part: _PartInfo, stage: int) -> Optional[Expr]:
@@ -737,7 +737,7 @@ def _assemble(ctx: _Ctx, waits: dict[_WaitKey, _Wait],
         stmts: list[Stmt] = []
         for posn, o in enumerate(ctx.body):
             guard = _guard(ctx, part, s.stage[o])
-            if guard == FALSE or _is_empty(ctx, part):
+            if guard == FALSE or part.extent == Num(0):
                 continue
             for q in range(len(p.target.async_units)):
                 w = waits.get(_WaitKey(part.name, posn, q))
@@ -764,8 +764,7 @@ def _assemble(ctx: _Ctx, waits: dict[_WaitKey, _Wait],
                 continue  # a later statement of the same step under an equal or stricter wait
             by = waits.get(_WaitKey(w.key.part, c.pos, r.queue))
             by_name = p.ops[ctx.body[c.pos]].name
-            when = "in the same iteration" if c.m == 0 else (
-                "one iteration earlier" if c.m == 1 else f"{c.m} iterations earlier")
+            when = "one iteration earlier" if c.m == 1 else f"{c.m} iterations earlier"
             cnt = to_str(by.count) if by is not None else "?"
             notes.append(f"{w.key.part}: no async_wait_queue({r.queue}, {to_str(w.count)}) before "
                          f"{p.ops[w.op].name}: {_req_text(ctx, r)} is already complete after "
@@ -779,10 +778,6 @@ def _assemble(ctx: _Ctx, waits: dict[_WaitKey, _Wait],
         buffers=tuple(ProgBuffer(b.name, b.space, s.mult(b.name), b.bytes) for b in p.buffers),
         queues=tuple(p.target.async_units),
         parts=tuple(parts), waits=tuple(prog_waits), notes=tuple(dict.fromkeys(notes)))
-
-
-def _is_empty(ctx: _Ctx, part: _PartInfo) -> bool:
-    return part.extent == Num(0)
 
 
 def _slot_notes(ctx: _Ctx) -> list[str]:
@@ -813,7 +808,7 @@ def _req_text(ctx: _Ctx, r: _Req) -> str:
     return f"{a}'s asynchronous read of the {r.buffer} slot {b} overwrites"
 
 
-def _reason(ctx: _Ctx, part: _PartInfo, reqs: list[_Req], count: Expr) -> str:
+def _reason(ctx: _Ctx, reqs: list[_Req], count: Expr) -> str:
     p = ctx.problem
     parts = []
     for r in reqs:
