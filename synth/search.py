@@ -607,6 +607,7 @@ def search_gemm(M: int, N: int, K: int, *, dtype: str = "f16", arch: str = "sm_8
     refs: list[ReferenceRank] = []
     if references:
         refs = _rank_references(ctx, entries, ranked_top, best_of, refine)
+    say("solve", state["solves"], state["solves"])
     alive = [e for e in entries.values() if e.solved is None or e.solved.status != "INFEASIBLE"]
     order = sorted(alive, key=_key)
     rank_of = _ranker(alive)
@@ -688,7 +689,9 @@ def _why_winner(ctx: _Ctx, e: _Entry, ties: int, runner: Optional[_Entry]) -> st
     if ties:
         text += (f"; {ties} other configuration{'s' if ties > 1 else ''} tie{'s' if ties == 1 else ''} "
                  "at this prediction (ties go to fewer k-tiles, then less shared memory, fewer stages)")
-    if runner is not None:
+    if runner is not None and _key(runner)[0] == _key(e)[0]:
+        text += f"; the best different tile ({runner.point.label}) is predicted equal and ranked after it"
+    elif runner is not None:
         gain = runner.est.time_us / e.est.time_us - 1
         at_least = "" if runner.solved is not None else "at least "
         text += (f"; beats the best different tile ({runner.point.label}) by {at_least}{_pct(gain)}: "
@@ -1242,12 +1245,12 @@ def print_result(con, res: SearchResult, *, verbose: bool = False, folders: Sequ
                 r.add_row(ref.name, tile, str(ref.warps), str(ref.slots), "excluded", "-", "-",
                           ref.excluded or "")
             else:
-                note = ""
+                stand_in = ""
                 if ref.ranked_as:
                     bm, bn, bk, _, _ = ref.ranked_as
-                    note = f"excluded ({ref.excluded}); ranked {bm}x{bn}x{bk} instead"
+                    stand_in = f"excluded ({ref.excluded}); ranked {bm}x{bn}x{bk} instead"
                 r.add_row(ref.name, tile, str(ref.warps), str(ref.slots), f"#{ref.rank}",
-                          f"{ref.time_us:.1f}", f"{ref.ratio:.2f}x", note)
+                          f"{ref.time_us:.1f}", f"{ref.ratio:.2f}x", stand_in)
         con.print(r)
     for n in res.notes:
         con.print(f"note: {n}")

@@ -12,10 +12,11 @@ The model, per CTA and per SM (cycles at the SM boost clock):
   ``schedule.timing.ii`` once the configuration is solved (never below the bound,
   so refining only ever raises a prediction).
 * **co-resident CTAs** ``r`` (occupancy: shared memory, registers, threads, CTA
-  slots) share the SM: a round in which each advances one k-tile takes
-  ``max(ii, r x tensor, r x shared-port, r x L2->SM)`` cycles.
-* **one wave** = ``T`` rounds + the pipeline fill/drain (``tail - ii`` of the
-  schedule, ``cycles = (T - 1) ii + tail``) + the epilogue (C store).
+  slots) share the SM: ``k`` of them advance one k-tile each per round of
+  ``max(k x tensor / busy sub-partitions, k x shared-port, k x L2->SM)`` cycles.
+* **one wave** = ``max((T - 1) ii + tail, T rounds + one k-tile's pipeline
+  latency)`` + the epilogue (C store): the CTA's own scheduled loop or the shared
+  resources, whichever is slower.
 * **waves**: ``ceil(CTAs / (SMs x r))``; the last, partial wave runs with fewer
   CTAs per SM (wave quantization).
 * **kernel** = ``max(sum of waves, DRAM roofline) + launch overhead``; DRAM bytes

@@ -156,10 +156,11 @@ TINY = [(seed, n, S, kw) for seed, n, S, kw in [
 
 
 @pytest.mark.parametrize("seed,n,S,kw", TINY)
-@pytest.mark.parametrize("objective", ["latency", "shared_memory"])
+@pytest.mark.parametrize("objective", ["latency", "shared_memory", "latency+shared_memory/64"])
 def test_exhaustive_never_beats_solver(seed: int, n: int, S: int, kw: dict, objective: str) -> None:
     p = random_problem(seed, n, **kw)
-    p = replace(p, pins=Pins(max_stage=S), objective=Objective(((objective, 1),)))
+    terms = ((("latency", 64), ("shared_memory", 1)) if "+" in objective else ((objective, 1),))
+    p = replace(p, pins=Pins(max_stage=S), objective=Objective(terms))
     g = build_graph(p)
     s = solve(p, g, time_limit=20)
     assert s.info is not None and s.info.status == "OPTIMAL"

@@ -303,11 +303,15 @@ def test_cli_json_and_prediction_notice(capsys, tmp_path):
 def test_cli_table(capsys):
     from synth.cli import main
 
-    rc = main(["search", "gemm", "--M", "4096", "--N", "4096", "--K", "4096", "--time-limit", "20"])
+    from synth.search import gpu_available
+
+    rc = main(["search", "gemm", "--M", "4096", "--N", "4096", "--K", "4096", "--time-limit", "20", "--measure"])
     out = capsys.readouterr().out
     assert rc == 0
     assert "pred µs" in out and "TFLOP/s" in out and "why #1" in out and "excluded before evaluation" in out
-    assert "cutlass default" in out and "predictions" in out
+    assert "cutlass default" in out and "triton default" in out and "stages (smem slots)" in out
+    if not gpu_available()[0]:
+        assert "--measure: no GPU here" in out and "not a measurement" in out
 
 
 @pytest.mark.skipif(not _has_pipeline(), reason="solve/lower/verify/emit not all present yet")

@@ -182,6 +182,28 @@ def ii_big(problem: Problem) -> int:
     return sum(op.latency + op.issue for op in problem.ops) + max(op.issue for op in problem.ops) + 1
 
 
+def least_multiplicities(problem: Problem, graph: Graph, ii: int) -> dict[str, int]:
+    """Slots every buffer needs at ``ii`` whatever the schedule (see :func:`capacity_ok`)."""
+    need: dict[str, int] = {b.name: 1 for b in problem.buffers}
+    for e in graph.edges:
+        if e.kind != "raw" or e.buffer is None or problem.buffer(e.buffer).carried:
+            continue
+        need[e.buffer] = max(need[e.buffer], -(-e.latency // ii))
+    return need
+
+
+def ii_floors(problem: Problem, graph: Graph, ii: int, stage_limit: int) -> tuple[int, int, int]:
+    """Lower bounds (tail, max_stage, shared bytes) over schedules with initiation interval ``ii``."""
+    T = relaxation(problem, graph, ii, stage_ranges(problem, stage_limit))
+    if T is None:
+        return 1 << 40, 0, 0
+    tail = max(T[a] + op.latency for a, op in enumerate(problem.ops))
+    stages = max(T[a] // ii for a in range(len(problem.ops)))
+    need = least_multiplicities(problem, graph, ii)
+    shared = sum(b.bytes * need[b.name] for b in problem.buffers if b.space == "shared")
+    return tail, stages, shared
+
+
 def capacity_ok(problem: Problem, graph: Graph, ii: int) -> bool:
     """Whether the least multiplicities any timing at ``ii`` needs fit the capacities.
 
@@ -189,12 +211,7 @@ def capacity_ok(problem: Problem, graph: Graph, ii: int) -> bool:
     ``II * D + t_b - t_a >= l``: if ``b`` is after ``a``, ``t_b - t_a <= II - issue_b``,
     else ``t_b <= t_a``; either way ``II * M >= l``, so ``M >= max(1, ceil(l / II))``.
     """
-    need: dict[str, int] = {}
-    for e in graph.edges:
-        if e.kind != "raw" or e.buffer is None or problem.buffer(e.buffer).carried:
-            continue
-        lag = max(1, -(-e.latency // ii))
-        need[e.buffer] = max(need.get(e.buffer, 1), lag)
+    need = least_multiplicities(problem, graph, ii)
     for space, cap in (("shared", problem.target.shared_bytes), ("register", problem.target.registers_bytes)):
         if cap is None:
             continue

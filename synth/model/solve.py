@@ -43,7 +43,7 @@ from ..problem import Problem
 from ..schedule import Schedule, SolveInfo, Timing, buffer_bytes, check_schedule, multiplicity
 from .constraints import build_model, stage_bounds, stage_domain_hi
 from .objective import (Encoded, Key, ObjectiveSpec, add_objective, decode_bound, ii_big, ii_lower_bound, key,
-                        tail_floor, tail_lower_bound)
+                        ii_floors, tail_floor, tail_lower_bound)
 from .vars import Model, Vars, new_vars
 
 _STATUS = {cp_model.OPTIMAL: "OPTIMAL", cp_model.FEASIBLE: "FEASIBLE", cp_model.INFEASIBLE: "INFEASIBLE",
@@ -396,8 +396,8 @@ class _Search:
             if best_key is None or k < best_key or (k == best_key and exact and not best_exact):
                 best, best_key, best_exact = s, k, exact
 
-        def primary_lb(ii: int, tail_lb: int) -> int:
-            v = spec.primary(ii, tail_lb, 0, sh_lb)
+        def primary_lb(ii: int, tail_lb: int, st: int = 0, sh: int = sh_lb) -> int:
+            v = spec.primary(ii, tail_lb, st, sh)
             return max(v, global_lb) if global_lb is not None else v
 
         try:
@@ -481,8 +481,8 @@ class _Search:
                 unresolved.append(primary_lb(ii, tfloor))
                 self.notes.append(f"time limit reached before II {ii} was solved")
                 break
-            tl = tail_lower_bound(p, g, ii, S)
-            if (primary_lb(ii, tl), spec.latency_value(ii, tl)) > best_key[:2]:
+            tl, st_lb, sh_ii = ii_floors(p, g, ii, S)
+            if (primary_lb(ii, tl, st_lb, sh_ii), spec.latency_value(ii, tl)) > best_key[:2]:
                 ii += 1
                 continue
             r = self.solve_at(ii, optimize=True, cap=cap, hint=best)
@@ -491,7 +491,7 @@ class _Search:
             if r.status == "FEASIBLE" and r.primary_bound is not None:
                 unresolved.append(r.primary_bound)
             elif r.status == "UNKNOWN":
-                unresolved.append(primary_lb(ii, tl))
+                unresolved.append(primary_lb(ii, tl, st_lb, sh_ii))
             ii += 1
         return self.finish(best, best_key, best_exact, unresolved, lb_ii, tfloor)
 

@@ -88,9 +88,10 @@ def wait_text(program: Program, index: int) -> str:
     return f"#{index} {w.part} async_wait_queue({w.queue}, {to_str(w.in_flight)}) before {w.before}"
 
 
-def _static_ok(deltas: tuple[int, ...], same_part_before: bool) -> bool:
-    """A synchronous partner ``d`` steps before the anchor is earlier in every case."""
-    return all(d > 0 or (d == 0 and same_part_before) for d in deltas)
+def _static_ok(deltas: tuple[int, ...], apart: str, apos: int, ppart: str, ppos: int) -> bool:
+    """A synchronous partner ``d`` steps before the anchor is earlier in every case (``d = 0`` in
+    another part cannot happen: a step lies in one part)."""
+    return all(d > 0 or (d == 0 and (ppart != apart or ppos < apos)) for d in deltas)
 
 
 def enumerate_obligations(program: Program, enc: E.Encoder) -> list[Obligation]:
@@ -98,7 +99,6 @@ def enumerate_obligations(program: Program, enc: E.Encoder) -> list[Obligation]:
     out: list[Obligation] = []
     ops = {o.name: o for o in program.ops}
     mult = {b.name: b.multiplicity for b in program.buffers}
-    stmts_of = {p.name: p.stmts for p in program.parts}
     op_stmts: dict[str, list[tuple[str, int]]] = {}
     for p in program.parts:
         for k, s in enumerate(p.stmts):
@@ -144,8 +144,7 @@ def enumerate_obligations(program: Program, enc: E.Encoder) -> list[Obligation]:
                                           a, error=str(e)))
                     continue
                 prods = tuple(op_stmts.get(acc.producer, ()))
-                if not prod.is_async and all(
-                        _static_ok(deltas, pp == p.name and pk < k) for pp, pk in prods):
+                if not prod.is_async and all(_static_ok(deltas, p.name, k, pp, pk) for pp, pk in prods):
                     continue
                 if not deltas:
                     continue
@@ -172,7 +171,6 @@ def enumerate_obligations(program: Program, enc: E.Encoder) -> list[Obligation]:
                                        wacc.version, m, ops[rs.op].is_async, rs.op, s.op, acc.buffer)
                             if ob is not None:
                                 out.append(ob)
-    del stmts_of
     return out
 
 
@@ -202,7 +200,7 @@ def _pair(program: Program, enc: E.Encoder, kind: str, wpart: str, wpos: int, wk
     tag = "r" if kind == "war" else "w"
     oid = f"{kind}:{wpart}:{wpos}:w{wk}<-{ppart}:{ppos}:{tag}{pk}"
     queue = _queue_of(program, partner_op) if partner_async else None
-    who = wait_blame = blame(program, wpart, wpos, queue)
+    wait_blame = blame(program, wpart, wpos, queue)
     if kind == "war":
         desc = (f"{wpart}: {writer_op}'s write of {buffer} version {to_str(wversion)} is issued only after "
                 f"{'async ' if partner_async else ''}{partner_op}'s read of the slot's previous version "
@@ -211,7 +209,6 @@ def _pair(program: Program, enc: E.Encoder, kind: str, wpart: str, wpos: int, wk
         desc = (f"{wpart}: {writer_op}'s write of {buffer} version {to_str(wversion)} is issued only after "
                 f"{'async ' if partner_async else ''}{partner_op}'s write of the slot's previous version "
                 f"(in {ppart}) is complete")
-    del who
     try:
         cw = enc.offset(wpart, wversion)
         cp = enc.offset(ppart, pversion)
@@ -227,7 +224,7 @@ def _pair(program: Program, enc: E.Encoder, kind: str, wpart: str, wpos: int, wk
         deltas = [d for d in deltas if d != 0]
     if not deltas:
         return None
-    if not partner_async and _static_ok(tuple(deltas), ppart == wpart and ppos < wpos):
+    if not partner_async and _static_ok(tuple(deltas), wpart, wpos, ppart, ppos):
         return None
     return Obligation(oid, kind, wpart, wpos, wait_blame, queue, desc, wk, (ppart, ppos, pk), tuple(deltas))
 
