@@ -3,24 +3,44 @@
 Input: a :class:`GemmConfig` (or a ``kind: gemm`` YAML document). Output: a
 :class:`~synth.problem.Problem` whose loop is the k-tile loop of one CTA of a
 multistage f16 tensor-core GEMM, with the ops the CUDA emitter
-(:mod:`synth.emit.cuda`) implements::
+(:mod:`synth.emit.cuda`) implements, at k16 granularity (``KI = BK / 16``)::
 
-    load_A  cp_async  writes A_s        (BM x BK f16 tile, 16-byte cp.async per thread)
-    load_B  cp_async  writes B_s        (BN x BK f16 tile; B is N x K row-major, "TN")
-    s2r_A   lsu       A_s -> A_r        (ldmatrix.x4, all k16 steps of the tile)
-    s2r_B   lsu       B_s -> B_r
-    mma     tensor    A_r, B_r, C_r -> C_r   (mma.sync m16n8k16, f32 accumulate)
+    load_A    cp_async  writes A_s          (BM x BK f16 tile, 16-byte cp.async per thread)
+    load_B    cp_async  writes B_s          (BN x BK f16 tile; B is N x K row-major, "TN")
+    for kk in 0 .. KI - 1:
+      s2r_A_kk  lsu     A_s -> A_f{kk % 2}  (ldmatrix.x4 of k16 slice kk of the warp's A rows)
+      s2r_B_kk  lsu     B_s -> B_f{kk % 2}
+      mma_kk    tensor  A_f{kk % 2}, B_f{kk % 2}, C_r -> C_r   (MI x NI mma.sync m16n8k16, f32 accumulate)
+
+The fragment buffers ``A_f0/A_f1``, ``B_f0/B_f1`` each hold one k16 slice of
+the warp tile and alternate between the k16 steps, as CUTLASS's warp-level
+fragment double buffering (``MmaMultistage``: load fragment ``kk + 1`` while
+the mma of ``kk`` runs). They are ``carried`` register buffers: one register
+set each, never multi-buffered, so the dependence graph makes every reuse a
+hard edge (``mma_kk`` must read ``A_f{kk % 2}`` before ``s2r_A_{kk + 2}``
+overwrites it; the next k-tile's ``s2r_A_0`` comes after ``mma_{KI - 2}``),
+and ``s2r_*_{kk + 1}`` is free to run before ``mma_kk``. With ``BK = 16``
+there is one step and one fragment buffer per operand.
 
 Units: shared buffers are bytes per CTA; register buffers are bytes **per
 thread** (``target.registers_bytes`` is the per-thread budget left after the
-kernel's addressing registers), so the solver can only double-buffer fragments
-when they fit in 255 registers.
+kernel's addressing registers).
 
-Latency and issue cycles come from :mod:`synth.arch`: issue = warp instructions
-of the op per k-tile times the SM cycles each occupies its unit (a 16-byte-per-
-lane cp.async or an ldmatrix.x4 moves 512 B through the 128 B/clk shared-memory
-port: 4 cycles; an m16n8k16 is 2048 FMA at ``fma_per_clk_sm / 4`` per SM
-sub-partition), latency = issue + the arch's latency of one instruction.
+Latency and issue cycles come from :mod:`synth.arch`, per op: issue = the
+op's warp instructions times the SM cycles each occupies its unit (a
+16-byte-per-lane cp.async or an ldmatrix.x4 moves 512 B through the 128 B/clk
+shared-memory port: 4 cycles; an m16n8k16 is 2048 FMA at ``fma_per_clk_sm / 4``
+per SM sub-partition). Loads and ldmatrix: latency = issue + the arch's latency
+of one instruction (the last result). mma: latency = the arch's mma latency
+alone: its consumers (the next k16 step's mma on the same accumulators, in the
+same ``mi, ni`` order) need its ``i``-th result for their ``i``-th instruction,
+and the tensor unit is busy for the issue cycles anyway.
+
+``stages: S`` pins a CUTLASS-like schedule (:func:`stage_pins`, :func:`order_pins`):
+loads in stage 0, the mma and ldmatrix in stage ``S - 1``, and for ``S >= 3``
+the ldmatrix of the next k-tile's first k16 slice one stage earlier, right
+after ``mma_{KI - 2}``: ``S`` shared slots, one barrier and one
+``cp.async.wait_group S - 2`` per k-tile, exactly ``MmaMultistage``'s shape.
 
 Left out on purpose: tf32/f32 operands (rejected with a clear error), split-K,
 epilogue fusion, CTA rasterization.

@@ -59,7 +59,6 @@ def random_problem(seed: int, n_ops: int, *, async_frac: float = 0.4, predicated
         n_async = 0
     if chase:
         n_async = min(max(n_async, 1), n_body - 2)  # keep room for an lsu reader and the accumulator
-    n_sync = n_body - n_async
     two_queues = n_async >= 3 and rng.random() < 0.3
 
     buffers: dict[str, dict] = {}
@@ -69,7 +68,6 @@ def random_problem(seed: int, n_ops: int, *, async_frac: float = 0.4, predicated
 
     # Program order: async copies at random places in the first ~2/3 of the body,
     # the first op always a copy (so sync readers have something to read).
-    slots = ["sync"] * n_sync
     positions = list(range(max(1, (2 * n_body) // 3)))
     kinds = ["sync"] * n_body
     if n_async:
@@ -79,7 +77,6 @@ def random_problem(seed: int, n_ops: int, *, async_frac: float = 0.4, predicated
         for i in chosen:
             kinds[i] = "async"
     kinds[-1] = "acc"
-    del slots
 
     shared_written: list[str] = []   # in program order
     reg_written: list[str] = []
@@ -100,7 +97,7 @@ def random_problem(seed: int, n_ops: int, *, async_frac: float = 0.4, predicated
         rng.shuffle(pool)
         return sorted(pool[:k], key=cands.index)
 
-    for pos, kind in enumerate(kinds):
+    for kind in kinds:
         if kind == "async":
             i = len(shared_written)
             buf = f"S{i}"

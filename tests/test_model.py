@@ -72,11 +72,13 @@ def test_gemm_example_fast_and_pipelined() -> None:
     p = load_problem(str(PROBLEMS / "gemm-sm80-f16.yaml"))
     g = build_graph(p)
     solve(p, g, time_limit=5)  # warm up imports
-    t0 = time.perf_counter()
-    s = solve(p, g, time_limit=20)
-    elapsed = time.perf_counter() - t0
+    # Target: proven optimal in < 1 s with 2 workers. Count CPU time (both workers), so a
+    # loaded test machine does not make this flaky.
+    t0 = time.process_time()
+    s = solve(p, g, time_limit=20, workers=2)
+    cpu = time.process_time() - t0
     assert s.info is not None and s.info.status == "OPTIMAL" and s.info.gap == 0.0
-    assert elapsed < 1.0, f"GEMM example took {elapsed:.2f}s"
+    assert cpu < 2.0, f"GEMM example took {cpu:.2f} s of CPU"
     # The copies run async, five stages ahead of the math (max_stage: 5).
     assert s.stage[:2] == (0, 0) and s.is_async[:2] == (True, True)
     assert s.timing is not None and s.timing.cycles == 12667 and s.timing.ii == 95

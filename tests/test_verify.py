@@ -12,7 +12,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from synth.errors import SynthError
-from synth.expr import Bin, Num, parse, simplify, to_str
+from synth.expr import Bin, Num, parse, simplify
 from synth.program import CommitStmt, Program, WaitStmt, dumps, program_from_json
 from synth.verify import load_program, verify_program
 from synth.verify.obligations import enumerate_obligations

@@ -45,14 +45,6 @@ def stage_bounds(problem: Problem) -> list[StageBound]:
     return out
 
 
-def stage_limit(problem: Problem) -> int:
-    """The largest stage any op may get (the tightest bound, at least 0)."""
-    lim = min(b.bound for b in stage_bounds(problem))
-    if problem.pins.stage is not None:
-        lim = max(lim, max(problem.pins.stage)) if lim < 0 else lim
-    return max(lim, 0)
-
-
 def stage_domain_hi(problem: Problem) -> int:
     """Upper end of the stage variables' domain: wide enough to state every bound as a constraint."""
     his = [max(b.bound, 0) for b in stage_bounds(problem)]

@@ -49,7 +49,7 @@ class ObjectiveSpec:
     """The static trip count (``min_trip_count`` when symbolic, unused then)."""
 
     @staticmethod
-    def of(problem: Problem) -> "ObjectiveSpec":
+    def of(problem: Problem) -> ObjectiveSpec:
         w = {"latency": 0, "stages": 0, "shared_memory": 0}
         for name, weight in problem.objective.terms:
             w[name] = w.get(name, 0) + weight

@@ -501,9 +501,13 @@ class _Search:
         assert best is not None and best_key is not None
         primary = best_key[0]
         bound = min([primary] + unresolved)
-        status = "OPTIMAL" if bound >= primary and exact else "FEASIBLE"
+        # OPTIMAL: the key (primary and tie-breakers) is proven; an unresolved II whose bound
+        # only equals the primary value might still hide a better tie-breaker.
+        status = "OPTIMAL" if exact and all(u > primary for u in unresolved) else "FEASIBLE"
         if status == "FEASIBLE" and bound >= primary:
-            bound = primary  # the primary objective is optimal; only a tie-breaker is unproven
+            bound = primary
+            self.notes.append("the primary objective is proven optimal; a tie-breaker "
+                              "(tail, stages or shared memory) is not")
         gap = (primary - bound) / primary if primary else 0.0
         T = p.loop.min_trip_count
         if spec.symbolic:

@@ -53,7 +53,7 @@ class Model:
     def add(self, ct: cp_model.BoundedLinearExpression | bool, formula: str = "",
             enforce: Sequence[IntVar] = ()) -> None:
         """Post ``ct`` (a linear comparison), enforced by every literal in ``enforce``."""
-        if isinstance(ct, bool) or isinstance(ct, (int,)):
+        if isinstance(ct, (bool, int)):
             # A constant comparison: true is dropped, false forbids the enforcement.
             if not ct:
                 self.m.AddBoolOr([lit.Not() for lit in enforce])

@@ -29,8 +29,9 @@ What is quantified (every model of a negated obligation is a counterexample):
   wait on its queue executed strictly between them has
   ``#(groups committed to the queue strictly after a and before the wait) >= n``
   (``n`` the wait's ``in_flight`` at its ``i``). Commits are 0/1 terms (guard
-  and gate), counts are their sums. Any execution violating this is one where
-  the group completes as late as the waits allow, which FIFO permits.
+  and gate), counts are running sums along the window. Any execution violating
+  this is one where the group completes as late as the waits allow, which FIFO
+  permits (the oracle's brute-force exploration checks this argument).
 
 Obligations (one query each, see :mod:`synth.verify.obligations`):
 
@@ -50,14 +51,21 @@ Obligations (one query each, see :mod:`synth.verify.obligations`):
   executed access's ``slot`` is ``version % multiplicity``, and extents are
   ``>= 0``.
 
+Pair obligations also have a *premise-only* form ("both instances execute"),
+weaker than the negation: when it is unsat it is the proof (and the certificate).
+A *parametric* encoder adds per-wait literals (count + 1, wait removed) so that
+tightness questions are solver assumptions on one formula per obligation.
+
 Assumed, not proved:
 
 * A write covers the whole slot and writes of the same version by different
   ops touch disjoint data (so only versions ``V`` and ``V - M`` conflict).
-* A WAR/WAW check against version ``V - M`` stands for every older occupant:
-  exact for opaque predicates (an op's predicate at one iteration only changes
-  commits after that op's issue) and for predicates that hold on an interval of
-  iterations (all affine ``when`` of SPEC §1); see docs/verification.md.
+* A WAR/WAW check against version ``V - M`` stands for every other occupant of
+  the slot: exact for opaque predicates (an op's predicate at one iteration only
+  changes commits after that op's issue) and for predicates that hold on an
+  interval of iterations (all affine ``when`` of SPEC §1); an op left uncommitted
+  is reported, though perhaps at fewer statements than the ground truth would
+  name. See docs/verification.md; the oracle tests check it.
 * An op's reads happen before its own writes (an op never races with itself).
 * An async op whose group's commit does not execute is never complete (PTX
   would fold it into the next commit; we don't rely on that).
@@ -195,13 +203,17 @@ class Encoder:
     ``overrides`` replaces wait counts (tightness: ``n + 1``), ``dropped`` removes
     waits (subsumption checks). ``trip`` fixes ``T`` (differential tests).
     Terms are shared between obligations; :meth:`begin` resets the record of
-    which waits an obligation mentions.
+    which waits an obligation mentions. ``parametric`` adds per-wait switches
+    (:meth:`plus`, :meth:`drop`) instead of fixed overrides.
     """
 
     def __init__(self, program: Program, *, trip: Optional[int] = None,
                  overrides: Optional[Mapping[int, Expr]] = None,
-                 dropped: AbstractSet[int] = frozenset()) -> None:
+                 dropped: AbstractSet[int] = frozenset(), parametric: bool = False) -> None:
         self.program = program
+        self.parametric = parametric
+        """Each wait ``w`` gets literals :meth:`plus` (count + 1) and :meth:`drop` (wait removed),
+        for tightness checks by assumptions on one formula."""
         self.tsym: Optional[str] = program.trip_count if isinstance(program.trip_count, str) else None
         self.T = z3.Int("T")
         self.j = z3.Int("j")
@@ -324,11 +336,21 @@ class Encoder:
     def wait_count(self, part: str, pos: int, r: int) -> z3.ArithRef:
         w = self.wait_index(part, pos)
         e = self.overrides.get(w, self.program.waits[w].in_flight)
-        return self._int(self.expr(e, part, r))
+        n = self._int(self.expr(e, part, r))
+        return Sum([n, Ind(self.plus(w))]) if self.parametric else n
 
     @_memo
     def wait_exec(self, part: str, pos: int, r: int) -> z3.BoolRef:
-        return And(self.in_part(part, r), self.guard(part, pos, r))
+        g = And(self.in_part(part, r), self.guard(part, pos, r))
+        return And(g, Not(self.drop(self.wait_index(part, pos)))) if self.parametric else g
+
+    def plus(self, w: int) -> z3.BoolRef:
+        """Parametric encoders: wait ``w`` allows one more group in flight."""
+        return z3.Bool(f"tight.plus.{w}")
+
+    def drop(self, w: int) -> z3.BoolRef:
+        """Parametric encoders: wait ``w`` is removed."""
+        return z3.Bool(f"tight.drop.{w}")
 
     # -- counting and completion -------------------------------------------------------------
     def _span(self, a: Point, b: Point):
@@ -367,21 +389,35 @@ class Encoder:
         return hit[0]
 
     def _forced(self, q: int, a: Point, b: Point, used: set[int]) -> z3.BoolRef:
+        """Some wait on ``q`` strictly between ``a`` and ``b`` has as many later commits as its count.
+
+        Commits are counted by a running sum along the window (``base`` before each step, plus the
+        commits met so far in the step's part), so each wait reuses the sum of the one before it.
+        """
         if not before(a, b):
             return _FALSE
         disj = []
-        for r, p, lo, hi in self._span(a, b):
-            for k in range(lo + 1, hi):
-                s = self.part[p].stmts[k]
-                if not isinstance(s, WaitStmt) or self.program.waits[s.wait].queue != q:
+        base = _ZERO
+        for r in range(a.r, b.r + 1):
+            step_terms = []
+            for p in self.parts:
+                if (r == a.r and p != a.part) or (r == b.r and p != b.part):
                     continue
-                if s.wait in self.dropped:
-                    continue
-                used.add(s.wait)
-                w = Point(r, p, k)
-                disj.append(And(self.wait_exec(p, k, r),
-                                   self.commits_between(q, a, w) >= self.wait_count(p, k, r)))
-        return Or(disj) if disj else _FALSE
+                lo = a.pos if r == a.r else -1
+                hi = b.pos if r == b.r else len(self.part[p].stmts)
+                run = base
+                for k in range(lo + 1, hi):
+                    s = self.part[p].stmts[k]
+                    if isinstance(s, CommitStmt) and s.queue == q:
+                        ind = Ind(self.commit_exec(p, k, r))
+                        step_terms.append(ind)
+                        run = Sum([run, ind])
+                    elif isinstance(s, WaitStmt) and self.program.waits[s.wait].queue == q \
+                            and s.wait not in self.dropped:
+                        used.add(s.wait)
+                        disj.append(And(self.wait_exec(p, k, r), run >= self.wait_count(p, k, r)))
+            base = Sum([base] + step_terms)
+        return Or(disj)
 
     def commit_of(self, part: str, pos: int) -> Optional[int]:
         """Position of the commit closing the group of the async op statement at ``pos``."""
@@ -493,7 +529,7 @@ def _finish(enc: Encoder, f: z3.BoolRef) -> Encoded:
 
 
 def encode_raw(enc: Encoder, part: str, pos: int, k: int, deltas: Sequence[int],
-               producer_stmts: Sequence[tuple[str, int]]) -> Encoded:
+               producer_stmts: Sequence[tuple[str, int]], premise_only: bool = False) -> Encoded:
     """Read ``k`` of statement ``pos`` of ``part`` sees its producer's finished write."""
     enc.begin()
     s = enc.part[part].stmts[pos]
@@ -507,7 +543,7 @@ def encode_raw(enc: Encoder, part: str, pos: int, k: int, deltas: Sequence[int],
     for d in deltas:
         for (pp, pk) in producer_stmts:
             runs = And(delta == d, enc.op_exec(pp, pk, -d))
-            cases.append(And(runs, Not(enc.done_before(pp, pk, -d, at))))
+            cases.append(runs if premise_only else And(runs, Not(enc.done_before(pp, pk, -d, at))))
     pstep = enc.j - delta
     cases.append(And(0 <= pstep, pstep < enc.N, *[delta != d for d in deltas]))
     f = And(*enc.domain(), enc.op_exec(part, pos, 0), Or(cases))
@@ -528,7 +564,7 @@ def _producer_ran(enc: Encoder, rpart: str, rpos: int, k: int, r: int) -> z3.Boo
 
 
 def encode_war(enc: Encoder, wpart: str, wpos: int, wk: int, rpart: str, rpos: int, rk: int,
-               deltas: Sequence[int]) -> Encoded:
+               deltas: Sequence[int], premise_only: bool = False) -> Encoded:
     """The write ``wk`` of ``(wpart, wpos)`` happens after the read ``rk`` of ``(rpart, rpos)`` of
     the slot's previous version is done."""
     enc.begin()
@@ -543,14 +579,14 @@ def encode_war(enc: Encoder, wpart: str, wpos: int, wk: int, rpart: str, rpos: i
     for d in deltas:
         vr = enc._int(enc.expr(ra.version, rpart, -d))
         runs = And(vr == vw - m, enc.op_exec(rpart, rpos, -d), _producer_ran(enc, rpart, rpos, rk, -d))
-        cases.append(And(runs, Not(enc.done_before(rpart, rpos, -d, at))))
+        cases.append(runs if premise_only else And(runs, Not(enc.done_before(rpart, rpos, -d, at))))
     cases.append(_exhaustive(enc, rpart, ra.version, vw - m, deltas, "jr"))
     f = And(*enc.domain(), enc.op_exec(wpart, wpos, 0), Or(cases))
     return _finish(enc, f)
 
 
 def encode_waw(enc: Encoder, wpart: str, wpos: int, wk: int, ppart: str, ppos: int, pk: int,
-               deltas: Sequence[int]) -> Encoded:
+               deltas: Sequence[int], premise_only: bool = False) -> Encoded:
     """The write ``wk`` of ``(wpart, wpos)`` is issued after the previous write of its slot is done."""
     enc.begin()
     w = enc.part[wpart].stmts[wpos]
@@ -564,7 +600,7 @@ def encode_waw(enc: Encoder, wpart: str, wpos: int, wk: int, ppart: str, ppos: i
     for d in deltas:
         vp = enc._int(enc.expr(pa.version, ppart, -d))
         runs = And(vp == vw - m, enc.op_exec(ppart, ppos, -d))
-        cases.append(And(runs, Not(enc.done_before(ppart, ppos, -d, at))))
+        cases.append(runs if premise_only else And(runs, Not(enc.done_before(ppart, ppos, -d, at))))
     cases.append(_exhaustive(enc, ppart, pa.version, vw - m, deltas, "jp"))
     f = And(*enc.domain(), enc.op_exec(wpart, wpos, 0), Or(cases))
     return _finish(enc, f)

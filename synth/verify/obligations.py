@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import json
 import os
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Optional
 
 from ..errors import Loc, SynthError
@@ -55,15 +55,17 @@ class Obligation:
     error: str = ""
     """Set when the encoding cannot handle this obligation (reported as unknown)."""
 
-    def encode(self, enc: E.Encoder) -> E.Encoded:
+    def encode(self, enc: E.Encoder, premise_only: bool = False) -> E.Encoded:
+        """The negated obligation; ``premise_only``: just "anchor and partner both execute" (a
+        weaker formula: when it is unsat, so is the obligation's, and it is a valid certificate)."""
         if self.kind == "raw":
-            return E.encode_raw(enc, self.part, self.pos, self.access, self.deltas, self.producers)
+            return E.encode_raw(enc, self.part, self.pos, self.access, self.deltas, self.producers, premise_only)
         if self.kind == "war":
             assert self.partner is not None
-            return E.encode_war(enc, self.part, self.pos, self.access, *self.partner, self.deltas)
+            return E.encode_war(enc, self.part, self.pos, self.access, *self.partner, self.deltas, premise_only)
         if self.kind == "waw":
             assert self.partner is not None
-            return E.encode_waw(enc, self.part, self.pos, self.access, *self.partner, self.deltas)
+            return E.encode_waw(enc, self.part, self.pos, self.access, *self.partner, self.deltas, premise_only)
         if self.kind == "count-nonnegative":
             return E.encode_count(enc, self.part, self.pos)
         if self.part == "*":
@@ -420,7 +422,7 @@ def _check_shape(doc) -> None:
             raise ProgramError(f"waits[{n}].in_flight", "expected an integer or an expression string",
                                "write 2 or \"2 - i\"", '"in_flight"')
         if isinstance(w["in_flight"], str):
-            _check_expr(f"waits[{n}].in_flight", w["in_flight"], {"i", "j", "T", "k"} | _names(w["in_flight"]), False)
+            _check_expr(f"waits[{n}].in_flight", w["in_flight"], _names(w["in_flight"]), False)
         if w["part"] not in PARTS:
             raise ProgramError(f"waits[{n}].part", f"unknown part {w['part']!r}", f"use one of {', '.join(PARTS)}",
                                f'"{w["part"]}"')

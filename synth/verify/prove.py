@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import time
 from dataclasses import replace
-from typing import Optional
+from typing import AbstractSet, Optional
 
 import z3
 
@@ -31,7 +31,7 @@ from .encode import Encoder, parse_opaque_name
 from .obligations import (Obligation, ProgramError, enumerate_obligations, validate_program, wait_text)
 from .report import Counterexample, ObligationResult, Report, WaitVerdict
 
-REPLAY_MAX_T = 4096
+REPLAY_MAX_T = 20_000
 """Counterexamples with a larger trip count are described from the model alone."""
 
 
@@ -52,14 +52,25 @@ def smt2_text(ob: Obligation, solver: z3.Solver) -> str:
     return "\n".join(head + lines) + "\n"
 
 
-def _solve(ob: Obligation, enc: Encoder, time_limit: float) -> tuple[str, z3.Solver, frozenset[int]]:
-    """``(status, solver, waits mentioned)`` of one obligation."""
-    e = ob.encode(enc)
+def _check(formula: z3.BoolRef, time_limit: float) -> tuple[str, z3.Solver]:
     s = z3.SimpleSolver()
     s.set("timeout", max(1, int(time_limit * 1000)))
-    s.add(e.formula)
+    s.add(formula)
     r = s.check()
-    status = "proven" if r == z3.unsat else "refuted" if r == z3.sat else "unknown"
+    return ("proven" if r == z3.unsat else "refuted" if r == z3.sat else "unknown"), s
+
+
+def _solve(ob: Obligation, enc: Encoder, time_limit: float) -> tuple[str, z3.Solver, frozenset[int]]:
+    """``(status, solver, waits mentioned)`` of one obligation.
+
+    Pair obligations (RAW, WAR, WAW) first try the formula "both instances execute": when
+    that is unsat (the pair never co-occurs) it is the proof and the certificate."""
+    if ob.kind in ("raw", "war", "waw"):
+        status, s = _check(ob.encode(enc, premise_only=True).formula, time_limit)
+        if status == "proven":
+            return status, s, frozenset()
+    e = ob.encode(enc)
+    status, s = _check(e.formula, time_limit)
     return status, s, e.waits
 
 
@@ -127,10 +138,49 @@ def _counterexample(program: Program, ob: Obligation, enc: Encoder, s: z3.Solver
         n = m.eval(enc.wait_count(ob.part, ob.pos, 0), model_completion=True)
         summary = (f"negative count: with trip count {T}, at {ob.part} i = {i} (step {j}) "
                    f"{wait_text(program, ob.wait)} has count {n}")
+    elif kind == "wellformed":
+        summary = f"malformed program: with trip count {T}, {_wellformed_detail(program, part, i, T)}"
     else:
-        summary = (f"{_kind_word(kind)}: with trip count {T}, at {part} i = {i} (step {j}): "
-                   f"{ob.description} fails")
+        summary = (f"{_kind_word(kind)}: with trip count {T}, at {part} i = {i} (step {j}) this fails: "
+                   f"{ob.description}")
     return Counterexample(kind, T, j, part, i, summary, (), shown)
+
+
+def _wellformed_detail(program: Program, part: str, i: int, T: int) -> str:
+    """Which identity of a ``wellformed`` obligation fails at ``(part, i)`` (no solver)."""
+    from ..expr import evaluate
+    tenv = {program.trip_count: T} if isinstance(program.trip_count, str) else {}
+    off = 0
+    for p in program.parts:
+        ext = int(evaluate(p.extent, tenv))
+        if ext < 0:
+            return f"part {p.name} has extent {to_str(p.extent)} = {ext} < 0"
+        if p.name == part:
+            break
+        off += ext
+    if part not in [p.name for p in program.parts]:
+        return "a part has a negative extent"
+    mult = {b.name: b.multiplicity for b in program.buffers}
+    pt = program.part(part)
+    env = dict(tenv)
+    env[pt.var] = i
+    for k, st in enumerate(pt.stmts):
+        if not isinstance(st, OpStmt):
+            continue
+        stage = program.op(st.op).stage
+        it = int(evaluate(st.iteration, env))
+        if it != off + i - stage:
+            return (f"at {part} i = {i} (step {off + i}) statement {k} ({st.op}) runs iteration "
+                    f"{to_str(st.iteration)} = {it}, but stage {stage} means iteration {off + i - stage}")
+        if st.guard is not None and not evaluate(st.guard, env):
+            continue
+        for a in st.reads + st.writes:
+            v, sl = int(evaluate(a.version, env)), int(evaluate(a.slot, env))
+            if sl != v % mult[a.buffer]:
+                return (f"at {part} i = {i} statement {k} ({st.op}) uses {a.buffer} slot {to_str(a.slot)} = {sl} "
+                        f"for version {v}, but the buffer has {mult[a.buffer]} slots ({v} % {mult[a.buffer]} = "
+                        f"{v % mult[a.buffer]})")
+    return f"at {part} i = {i}"
 
 
 def _kind_word(kind: str) -> str:
@@ -156,46 +206,65 @@ def _plus_one(e: Expr) -> Expr:
     return simplify(Bin("+", e, Num(1)))
 
 
-def _all_unsat(program: Program, obs: list[Obligation], enc: Encoder, time_limit: float) -> Optional[bool]:
-    """True: all proven; False: one refuted; None: one unknown (and none refuted)."""
-    unknown = False
-    for ob in obs:
-        status = _solve(ob, enc, time_limit)[0]
-        if status == "refuted":
-            return False
-        if status == "unknown":
-            unknown = True
-    return None if unknown else True
+class _Switches:
+    """Every obligation encoded once with per-wait switches (count + 1, wait removed); each
+    question is one check under assumptions on those literals."""
+
+    def __init__(self, program: Program, obs: list[Obligation], time_limit: float, trip: Optional[int]) -> None:
+        self.enc = Encoder(program, trip=trip, parametric=True)
+        self.nw = len(program.waits)
+        self.time_limit = time_limit
+        self.solvers: dict[str, z3.Solver] = {}
+
+    def check(self, ob: Obligation, plus: AbstractSet[int] = frozenset(),
+              drop: AbstractSet[int] = frozenset()) -> str:
+        s = self.solvers.get(ob.id)
+        if s is None:
+            s = z3.SimpleSolver()
+            s.set("timeout", max(1, int(self.time_limit * 1000)))
+            s.add(ob.encode(self.enc).formula)
+            self.solvers[ob.id] = s
+        lits = [self.enc.plus(w) if w in plus else z3.Not(self.enc.plus(w)) for w in range(self.nw)]
+        lits += [self.enc.drop(w) if w in drop else z3.Not(self.enc.drop(w)) for w in range(self.nw)]
+        r = s.check(*lits)
+        return "proven" if r == z3.unsat else "refuted" if r == z3.sat else "unknown"
+
+    def all_proven(self, obs: list[Obligation], plus: AbstractSet[int] = frozenset(),
+                   drop: AbstractSet[int] = frozenset()) -> Optional[bool]:
+        """True: all proven; False: one refuted; None: one unknown (none refuted)."""
+        unknown = False
+        for ob in obs:
+            st = self.check(ob, plus, drop)
+            if st == "refuted":
+                return False
+            unknown |= st == "unknown"
+        return None if unknown else True
 
 
 def judge_tightness(program: Program, obs: list[Obligation], results: list[ObligationResult], index: int,
-              time_limit: float, trip: Optional[int] = None) -> tuple[Optional[bool], str]:
+                    switches: _Switches) -> tuple[Optional[bool], str]:
     """``(tight, reason)`` of proven wait ``index``."""
     w = program.waits[index]
     involved = [ob for ob, r in zip(obs, results)
                 if r.status == "proven" and index in r.waits_used and ob.kind != "count-nonnegative"]
-    enc1 = Encoder(program, trip=trip, overrides={index: _plus_one(w.in_flight)})
     first_fail = None
     unknown = False
     for ob in involved:
-        status = _solve(ob, enc1, time_limit)[0]
+        status = switches.check(ob, plus={index})
         if status == "refuted":
             first_fail = ob
             break
-        if status == "unknown":
-            unknown = True
+        unknown |= status == "unknown"
     if first_fail is not None:
         return True, f"tight: with {to_str(_plus_one(w.in_flight))} in flight, {first_fail.description} fails"
     if unknown:
         return None, "tightness unknown: the solver timed out on n + 1"
     own = [ob for ob in obs if ob.wait == index and ob.kind in ("raw", "war", "waw")]
     pred = _predicated_producer(program, w.queue)
-    enc_drop = Encoder(program, trip=trip, dropped={index})
-    if _all_unsat(program, involved, enc_drop, time_limit):
-        for k in _neighbours(program, index):
-            enc_k = Encoder(program, trip=trip, dropped={index},
-                            overrides={k: _plus_one(program.waits[k].in_flight)})
-            if own and _all_unsat(program, own, enc_k, time_limit) is False:
+    if switches.all_proven(involved, drop={index}):
+        mentioned = set().union(*(r.waits_used for ob, r in zip(obs, results) if ob.wait == index))
+        for k in [k for k in _neighbours(program, index) if k in mentioned]:
+            if own and switches.all_proven(own, plus={k}, drop={index}) is False:
                 return False, f"not tight: subsumed by wait {wait_text(program, k)}"
         if pred:
             return False, (f"not tight: predicated producer {pred}: the reads it guards are complete without "
@@ -259,6 +328,7 @@ def verify_program(program: Program, *, time_limit: float = 10.0, tightness: boo
     results = [prove_obligation(program, ob, enc, time_limit, trip_count, smt2) for ob in obs]
     verdicts = []
     waits = list(program.waits)
+    switches = _Switches(program, obs, time_limit, trip_count) if tightness else None
     for idx, w in enumerate(program.waits):
         mine = [r for r in results if r.wait == idx]
         secs = sum(r.seconds for r in mine)
@@ -271,9 +341,9 @@ def verify_program(program: Program, *, time_limit: float = 10.0, tightness: boo
         cex = next((r.counterexample for r in mine if r.status == "refuted"), None)
         tight: Optional[bool] = None
         reason = ""
-        if status == "proven" and tightness:
+        if status == "proven" and switches is not None:
             t1 = time.perf_counter()
-            tight, reason = judge_tightness(program, obs, results, idx, time_limit, trip_count)
+            tight, reason = judge_tightness(program, obs, results, idx, switches)
             secs += time.perf_counter() - t1
         elif status == "refuted":
             bad = next(r for r in mine if r.status == "refuted")
