@@ -188,9 +188,15 @@ def _print_waits(con, program, report) -> None:
         v = verdicts.get(i)
         w.add_row(str(i), wait.part, str(wait.queue), to_str(wait.in_flight), wait.before,
                   v.status if v else "not checked",
-                  "-" if wait.tight is None else ("yes" if wait.tight else f"no: {wait.reason}"),
+                  "-" if wait.tight is None else ("yes" if wait.tight else "no: " + _why_not_tight(wait.reason)),
                   f"{v.seconds:.2f} s" if v else "-")
     con.print(w)
+
+
+def _why_not_tight(reason: str) -> str:
+    """The short 'not tight: ...' clause of a wait's reason, for the table."""
+    tail = reason.split("not tight:", 1)[-1].strip()
+    return tail if len(tail) <= 60 else tail[:57] + "..."
 
 
 def cmd_lower(args) -> int:

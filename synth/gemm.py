@@ -60,11 +60,23 @@ DTYPES = ("f16",)
 """Supported operand types; tf32/f32 are planned."""
 REG_OVERHEAD = 40
 """Registers per thread the kernel needs besides fragments and accumulators
-(pointers, tile offsets, loop counters, zero-fill predicates); measured on the
-emitted kernel with ptxas -v, rounded up."""
+(pointers, tile offsets, loop counter, slot indices, zero-fill byte counts);
+see :func:`register_estimate` for how it compares with ptxas."""
 MAX_AUTO_STAGE = 6
 """Upper bound of ``max_stage`` when ``stages: auto``."""
-OPS = ("load_A", "load_B", "s2r_A", "s2r_B", "mma")
+
+
+def op_names(KI: int) -> tuple[str, ...]:
+    """The ops of a k-tile with ``KI`` k16 steps, in program order."""
+    out = ["load_A", "load_B"]
+    for kk in range(KI):
+        out += [f"s2r_A_{kk}", f"s2r_B_{kk}", f"mma_{kk}"]
+    return tuple(out)
+
+
+def frag_buffer(operand: str, kk: int) -> str:
+    """The register buffer k16 step ``kk`` of ``operand`` (``A`` or ``B``) uses: ``A_f0``, ``A_f1``, ..."""
+    return f"{operand}_f{kk % 2}"
 
 
 @dataclass(frozen=True)
@@ -125,8 +137,11 @@ class Tiling:
     acc_regs: int
     """f32 accumulators per thread."""
     a_frag_regs: int
-    """32-bit registers of one A_r slot (all k16 steps of the tile)."""
+    """32-bit registers of one A fragment buffer (``A_f0``): one k16 slice of the warp's rows, ``MI * 4``."""
     b_frag_regs: int
+    """Of one B fragment buffer: ``NI * 2``."""
+    frag_buffers: int
+    """Fragment buffers per operand: ``min(KI, 2)`` (``A_f0``, ``A_f1``)."""
 
 
 def warp_layout(warps: int, BM: int, BN: int) -> Optional[tuple[int, int]]:
@@ -155,38 +170,95 @@ def tiling(cfg: GemmConfig) -> Tiling:
     ab, bb = cfg.BM * cfg.BK * 2, cfg.BN * cfg.BK * 2
     t16 = cfg.threads * 16
     return Tiling(wm, wn, wtm, wtn, mi, ni, ki, ab, bb, ab // t16, bb // t16,
-                  mi * ni * 4, ki * mi * 4, ki * ni * 2)
+                  mi * ni * 4, mi * 4, ni * 2, min(ki, 2))
 
 
-def register_estimate(cfg: GemmConfig, frag_slots: int = 1) -> int:
-    """Registers per thread: accumulators + ``frag_slots`` fragment buffers + overhead."""
+def register_estimate(cfg: GemmConfig) -> int:
+    """Registers per thread: f32 accumulators + the fragment buffers (two k16 slices per
+    operand, one when ``BK = 16``) + :data:`REG_OVERHEAD`.
+
+    For a 64x64 warp tile (CUTLASS's default 128x256x64 with 8 warps, Triton's
+    tutorial 128x128x64 with 4 warps): 128 + 2 x (16 + 16) + 40 = 232.
+    """
     t = tiling(cfg)
-    return t.acc_regs + frag_slots * (t.a_frag_regs + t.b_frag_regs) + REG_OVERHEAD
+    return t.acc_regs + t.frag_buffers * (t.a_frag_regs + t.b_frag_regs) + REG_OVERHEAD
 
 
 def stage_pins(cfg: GemmConfig) -> Optional[tuple[int, ...]]:
-    """The CUTLASS-like stages for a pinned depth ``S = cfg.stages`` (None when auto).
+    """The CUTLASS-like stages (one per op of :func:`op_names`) for a pinned depth
+    ``S = cfg.stages``; None when auto.
 
-    Loads in stage 0 (async); mma in stage ``S - 1``; ldmatrix in stage ``S - 2``
-    (fragments double-buffered in registers, as CUTLASS's warp-level fragment
-    double-buffering) when ``S >= 3`` and two fragment slots fit in 255
-    registers, else in stage ``S - 1`` next to the mma.
+    Loads in stage 0 (async); every ldmatrix and mma in stage ``S - 1``, except
+    that for ``S >= 3`` the ldmatrix of the first k16 slice (``s2r_*_0``) is in
+    stage ``S - 2``: it loads the fragments of the *next* k-tile during the last
+    k16 step of the current one, as ``MmaMultistage`` does. (With ``S = 2`` that
+    would put it in the loads' stage, reading a tile right after its copy.)
     """
     S = cfg.stages
     if S is None:
         return None
-    if S == 1:
-        return (0, 0, 0, 0, 0)
-    s2r = S - 1
-    if S >= 3 and register_estimate(cfg, 2) <= 255:
-        s2r = S - 2
-    return (0, 0, s2r, s2r, S - 1)
+    names = op_names(cfg.BK // 16)
+    last = S - 1
+    out = []
+    for n in names:
+        if n.startswith("load_"):
+            out.append(0)
+        elif n.startswith("s2r_") and n.endswith("_0") and S >= 3:
+            out.append(S - 2)
+        else:
+            out.append(last)
+    return tuple(out)
+
+
+def order_pins(cfg: GemmConfig) -> Optional[tuple[int, ...]]:
+    """The body order (TVM's ``software_pipeline_order``: position of each op of
+    :func:`op_names`) that goes with :func:`stage_pins`; None when auto.
+
+    Loads first; then the k16 steps with the ldmatrix of step ``kk + 1`` before
+    the mma of step ``kk`` (CUTLASS's warp-level double buffering). For
+    ``S >= 3`` the next k-tile's ``s2r_*_0`` comes after ``mma_{KI - 2}`` (it
+    overwrites ``A_f0``) and before ``mma_{KI - 1}``::
+
+        S >= 3, KI = 4: load_A load_B  s2r_1 mma_0  s2r_2 mma_1  s2r_3 mma_2  s2r_0' mma_3
+        S >= 3, KI = 1: load_A load_B  mma_0  s2r_0'
+        S <= 2, KI = 4: load_A load_B  s2r_0 s2r_1 mma_0  s2r_2 mma_1  s2r_3 mma_2  mma_3
+
+    (``s2r_k`` is ``s2r_A_k, s2r_B_k``; ``'`` marks the next k-tile.)
+    """
+    S = cfg.stages
+    if S is None:
+        return None
+    KI = cfg.BK // 16
+    seq = ["load_A", "load_B"]
+
+    def s2r(k: int) -> list[str]:
+        return [f"s2r_A_{k}", f"s2r_B_{k}"]
+
+    if S >= 3:
+        for kk in range(KI):
+            nxt = kk + 1 if kk + 1 < KI else 0
+            if KI == 1:
+                seq += [f"mma_{kk}"] + s2r(0)
+            else:
+                seq += s2r(nxt) + [f"mma_{kk}"]
+    else:
+        seq += s2r(0)
+        for kk in range(KI):
+            if kk + 1 < KI:
+                seq += s2r(kk + 1)
+            seq.append(f"mma_{kk}")
+    pos = {n: i for i, n in enumerate(seq)}
+    return tuple(pos[n] for n in op_names(KI))
 
 
 def smem_slots(stages: tuple[int, ...]) -> int:
-    """Shared slots per operand of the pinned stages in program order (see
-    :func:`synth.schedule.multiplicity`): ``s_s2r - s_load + 1``."""
-    return stages[2] - stages[0] + 1
+    """Shared slots per operand of pinned stages (one per op of :func:`op_names`) when
+    the loads come first in the body order, as :func:`order_pins` has them: the
+    largest ``s_s2r - s_load + 1`` (:func:`synth.schedule.multiplicity`). ``S``
+    for ``stages: S``: synth's depth is CUTLASS's ``kStages`` and Triton's ``num_stages``.
+    """
+    s2r = [stages[2 + 3 * kk + j] for kk in range((len(stages) - 2) // 3) for j in (0, 1)]
+    return max(s2r) - stages[0] + 1
 
 
 # ---------------------------------------------------------------------------
@@ -260,11 +332,10 @@ def _issues(cfg: GemmConfig) -> list[_Issue]:
         bad("stages" if pins else "tile", f"shared memory: {what} A and B tiles need {need} B, above the "
             f"{arch.smem_per_block} B a CTA may use on {arch.name}",
             "use fewer stages or a smaller tile" if pins else "use a smaller tile")
-    frag = 2 if pins and pins[2] < pins[4] else 1
-    regs = register_estimate(cfg, frag)
+    regs = register_estimate(cfg)
     if regs > arch.max_registers_per_thread:
-        bad("warps", f"about {regs} registers per thread ({t.acc_regs} accumulators, {frag} x "
-            f"{t.a_frag_regs + t.b_frag_regs} fragment registers, {REG_OVERHEAD} others) exceed "
+        bad("warps", f"about {regs} registers per thread ({t.acc_regs} accumulators, {t.frag_buffers} x "
+            f"{t.a_frag_regs + t.b_frag_regs} fragment registers of one k16 slice, {REG_OVERHEAD} others) exceed "
             f"{arch.max_registers_per_thread}", "use more warps or a smaller tile")
     return out
 
@@ -298,31 +369,32 @@ def expand_gemm(cfg: GemmConfig, path: str = "<memory>", locs: Optional[dict[str
     here = locs.get("", Loc(path))
     T = cfg.trip_count
 
-    buffers = (
-        Buffer("A_s", "shared", t.a_bytes, loc=here),
-        Buffer("B_s", "shared", t.b_bytes, loc=here),
-        Buffer("A_r", "register", t.a_frag_regs * 4, loc=here),
-        Buffer("B_r", "register", t.b_frag_regs * 4, loc=here),
-        Buffer("C_r", "register", t.acc_regs * 4, carried=True, loc=here),
-    )
+    bufs = [Buffer("A_s", "shared", t.a_bytes, loc=here), Buffer("B_s", "shared", t.b_bytes, loc=here)]
+    for op, regs in (("A", t.a_frag_regs), ("B", t.b_frag_regs)):
+        for f in range(t.frag_buffers):  # one register set each: reuse is ordered by hard WAR edges
+            bufs.append(Buffer(frag_buffer(op, f), "register", regs * 4, carried=True, loc=here))
+    bufs.append(Buffer("C_r", "register", t.acc_regs * 4, carried=True, loc=here))
     sub = min(cfg.warps, 4)  # SM sub-partitions (schedulers, tensor cores) the CTA's warps occupy
     smem_clk = 512 // arch.smem_bytes_per_clk  # cycles of the shared port per 512-byte warp access
     # cp.async: LDGSTS per thread x warps, one 512-byte warp instruction each
     ld_a = t.a_chunks_per_thread * cfg.warps * smem_clk
     ld_b = t.b_chunks_per_thread * cfg.warps * smem_clk
-    # ldmatrix.x4 per warp: MI per k16 step for A, NI/2 for B
-    s2r_a = t.KI * t.MI * cfg.warps * smem_clk
-    s2r_b = t.KI * (t.NI // 2) * cfg.warps * smem_clk
-    # mma: MI*NI*KI per warp, 2048 FMA each, fma_per_clk_sm/4 per sub-partition
-    mma_n = t.MI * t.NI * t.KI * cfg.warps
-    mma_issue = math.ceil(mma_n * 2048 / (arch.fma_per_clk_sm * sub / 4))
-    ops = (
+    # per k16 step, ldmatrix.x4 per warp: MI for A, NI/2 for B
+    s2r_a = t.MI * cfg.warps * smem_clk
+    s2r_b = (t.NI // 2) * cfg.warps * smem_clk
+    # per k16 step, mma: MI*NI per warp, 2048 FMA each, fma_per_clk_sm/4 per sub-partition
+    mma_issue = math.ceil(t.MI * t.NI * cfg.warps * 2048 / (arch.fma_per_clk_sm * sub / 4))
+    ops = [
         Op("load_A", "cp_async", (), ("A_s",), arch.lat_global + ld_a, ld_a, loc=here),
         Op("load_B", "cp_async", (), ("B_s",), arch.lat_global + ld_b, ld_b, loc=here),
-        Op("s2r_A", "lsu", ("A_s",), ("A_r",), arch.lat_shared + s2r_a, s2r_a, loc=here),
-        Op("s2r_B", "lsu", ("B_s",), ("B_r",), arch.lat_shared + s2r_b, s2r_b, loc=here),
-        Op("mma", "tensor", ("A_r", "B_r", "C_r"), ("C_r",), arch.lat_mma + mma_issue, mma_issue, loc=here),
-    )
+    ]
+    for kk in range(t.KI):
+        fa, fb = frag_buffer("A", kk), frag_buffer("B", kk)
+        ops += [
+            Op(f"s2r_A_{kk}", "lsu", ("A_s",), (fa,), arch.lat_shared + s2r_a, s2r_a, loc=here),
+            Op(f"s2r_B_{kk}", "lsu", ("B_s",), (fb,), arch.lat_shared + s2r_b, s2r_b, loc=here),
+            Op(f"mma_{kk}", "tensor", (fa, fb, "C_r"), ("C_r",), arch.lat_mma, mma_issue, loc=here),
+        ]
     reg_budget = (arch.max_registers_per_thread - REG_OVERHEAD) * 4
     target = Target(
         shared_bytes=arch.smem_per_block if shared_bytes is None else shared_bytes,
@@ -332,16 +404,19 @@ def expand_gemm(cfg: GemmConfig, path: str = "<memory>", locs: Optional[dict[str
     )
     if pins is None:
         pins = default_pins(cfg, here)
-    return Problem(name=cfg.problem_name(), loop=Loop("k", T, T, here), buffers=buffers, ops=ops, target=target,
+    return Problem(name=cfg.problem_name(), loop=Loop("k", T, T, here), buffers=tuple(bufs), ops=tuple(ops),
+                   target=target,
                    pins=pins, objective=objective, gemm=cfg, path=path)
 
 
 def default_pins(cfg: GemmConfig, loc: Loc = Loc("<none>")) -> Pins:
-    """Pins for ``cfg.stages``: all stages (:func:`stage_pins`) and async stage 0; with
-    ``stages: auto`` only async stage 0 and ``max_stage <= min(6, k-tiles - 1)``."""
+    """Pins for ``cfg.stages``: all stages (:func:`stage_pins`), the order (:func:`order_pins`)
+    and async stage 0; with ``stages: auto`` only async stage 0 and
+    ``max_stage <= min(6, k-tiles - 1)`` (stages and order of every op free)."""
     st = stage_pins(cfg)
     if st is not None:
-        return Pins(stage=st, async_stages=(0,), max_stage=max(st), loc=loc, stage_loc=loc)
+        return Pins(stage=st, order=order_pins(cfg), async_stages=(0,), max_stage=max(st), loc=loc,
+                    stage_loc=loc, order_loc=loc)
     return Pins(async_stages=(0,), max_stage=min(MAX_AUTO_STAGE, max(cfg.trip_count - 1, 0)), loc=loc)
 
 
@@ -451,12 +526,15 @@ def problem_from_gemm_doc(doc, path: str) -> Problem:
         if user.stage is not None and stages is not None and max(user.stage) + 1 != stages:
             raise SynthError(user.stage_loc or user.loc, f"schedule.stage has {max(user.stage) + 1} stages but "
                              f"stages is {stages}", "make them agree, or set stages: auto")
+        # the default order goes with the default stages only
+        order = user.order if user.order is not None else (base.order if user.stage is None else None)
         pins = Pins(stage=user.stage if user.stage is not None else base.stage,
-                    order=user.order,
+                    order=order,
                     async_stages=user.async_stages if user.async_stages is not None else base.async_stages,
                     max_stage=(user.max_stage if user.max_stage is not None
                                else (max(user.stage) if user.stage is not None else base.max_stage)),
-                    loc=user.loc, stage_loc=user.stage_loc or base.stage_loc, order_loc=user.order_loc)
+                    loc=user.loc, stage_loc=user.stage_loc or base.stage_loc,
+                    order_loc=user.order_loc or (base.order_loc if order is base.order else None))
     objective = _objective(doc.get("objective"), doc)
     problem = expand_gemm(cfg, path, locs, pins, objective, shared_bytes, registers_bytes)
     check_problem(problem)
@@ -478,5 +556,5 @@ def config_from_problem(problem: Problem) -> GemmConfig:
 
 
 __all__ = ["GemmConfig", "Tiling", "tiling", "warp_layout", "validate", "expand_gemm", "default_pins",
-           "stage_pins", "smem_slots", "register_estimate", "problem_from_gemm_doc", "config_from_problem",
-           "DTYPES", "REG_OVERHEAD"]
+           "stage_pins", "order_pins", "op_names", "frag_buffer", "smem_slots", "register_estimate",
+           "problem_from_gemm_doc", "config_from_problem", "DTYPES", "REG_OVERHEAD"]

@@ -26,12 +26,13 @@ from __future__ import annotations
 
 import math
 import os
+import re
 from dataclasses import dataclass, field
 from typing import Optional
 
 from ..errors import SynthError
 from ..expr import Expr, Num, as_affine, evaluate, free_vars, simplify, substitute, to_str
-from ..gemm import GemmConfig, Tiling, config_from_problem, tiling
+from ..gemm import GemmConfig, Tiling, config_from_problem, op_names, tiling
 from ..problem import Problem
 from ..program import CommitStmt, OpStmt, Part, Program, Stmt, WaitStmt
 from ..schedule import Schedule
@@ -39,7 +40,8 @@ from ..schedule import Schedule
 RUNTIME_DIR = os.path.join(os.path.dirname(__file__), "runtime")
 API_HEADER = os.path.join(RUNTIME_DIR, "synth_cuda_api.h")
 LOADS = {"load_A": ("A_s", "A"), "load_B": ("B_s", "B")}
-S2R = {"s2r_A": ("A_s", "A_r"), "s2r_B": ("B_s", "B_r")}
+S2R_RE = re.compile(r"^s2r_([AB])_(\d+)$")
+MMA_RE = re.compile(r"^mma_(\d+)$")
 
 
 # ---------------------------------------------------------------------------
@@ -249,9 +251,9 @@ class KernelInfo:
 def _check_supported(problem: Problem, program: Program) -> GemmConfig:
     cfg = config_from_problem(problem)
     names = {o.name for o in program.ops}
-    if names != {"load_A", "load_B", "s2r_A", "s2r_B", "mma"}:
-        raise SynthError(None, f"program {program.name!r} is not a gemm k-tile loop (ops {sorted(names)})",
-                         "emit CUDA from the program of a kind: gemm problem")
+    if names != set(op_names(cfg.BK // 16)):
+        raise SynthError(None, f"program {program.name!r} is not the k-tile loop of its gemm problem (ops "
+                         f"{sorted(names)})", "emit CUDA from the program lowered from the kind: gemm problem")
     for o in program.ops:
         if o.when is not None:
             raise SynthError(None, f"op {o.name} is predicated ({o.when}); the CUDA emitter does not support "
@@ -284,7 +286,7 @@ def kernel_info(problem: Problem, schedule: Schedule, program: Program) -> Kerne
                          "run 'synth verify' on program.json; emit only proved programs") from None
     waits: dict[str, list[int]] = {"prologue": [], "body": [], "epilogue": []}
     cp = commits = 0
-    unroll = _lcm(mult["A_r"], mult["B_r"])
+    unroll = _lcm(*(m for b, m in mult.items() if b.endswith(("_f0", "_f1"))))
     for part in program.parts:
         n = _extent(program, part)
         for s in part.stmts:
@@ -333,6 +335,9 @@ class _Writer:
         self.lines: list[str] = []
         self.nsync = 0
         self.bar = {(b.part, b.step, b.stmt): b for b in info.barriers}
+
+    def frag_buffers(self):
+        return [b for b in self.p.buffers if b.space == "register" and b.name != "C_r"]
 
     # -- output helpers
     def w(self, line: str = "", ind: int = 0) -> None:
@@ -392,8 +397,7 @@ class _Writer:
                   ("MI", t.MI), ("NI", t.NI), ("KI", t.KI), ("CPR", cpr),
                   ("A_TILE", t.a_bytes), ("B_TILE", t.b_bytes),
                   ("A_CHUNKS", t.a_chunks_per_thread), ("B_CHUNKS", t.b_chunks_per_thread),
-                  ("A_S_SLOTS", self.mult["A_s"]), ("B_S_SLOTS", self.mult["B_s"]),
-                  ("A_R_SLOTS", self.mult["A_r"]), ("B_R_SLOTS", self.mult["B_r"])]
+                  ("A_S_SLOTS", self.mult["A_s"]), ("B_S_SLOTS", self.mult["B_s"])]
         for k, v in consts:
             self.w(f"constexpr int {k} = {v};", 0)
         self.w()
@@ -427,8 +431,12 @@ class _Writer:
         self.w("SYNTH_UNROLL for (int mi = 0; mi < MI; ++mi)", 1)
         self.w("SYNTH_UNROLL for (int ni = 0; ni < NI; ++ni)", 2)
         self.w("SYNTH_UNROLL for (int e = 0; e < 4; ++e) acc[mi][ni][e] = 0.0f;", 3)
-        self.w("uint32_t A_r[A_R_SLOTS][KI][MI][4];    // A fragments of a whole k-tile per slot", 1)
-        self.w("uint32_t B_r[B_R_SLOTS][KI][NI][2];    // B fragments", 1)
+        for b in self.frag_buffers():
+            dims = "[MI][4]" if b.name[0] == "A" else "[NI][2]"
+            slots = f"[{b.multiplicity}]" if b.multiplicity > 1 else ""
+            steps = ", ".join(str(k) for k in range(self.t.KI) if f"{b.name[0]}_f{k % 2}" == b.name)
+            self.w(f"uint32_t {b.name}{slots}{dims};{' ' * max(1, 20 - len(b.name + slots + dims))}"
+                   f"// {b.name[0]} fragments of k16 step{'s' if ',' in steps else ''} {steps} (ldmatrix.x4)", 1)
         self.w()
         for part in p.parts:
             n = _extent(p, part)
@@ -449,6 +457,12 @@ class _Writer:
         self.w(f"// ---- body: {n} steps" + (f", unrolled x{u} (register fragment slots are static)" if u > 1
                                                else ""), 1)
         main = n - n % u
+        if u == 1 and n:
+            self.w("SYNTH_NO_UNROLL", 1)
+            self.w(f"for (int {part.var} = 0; {part.var} < {n}; ++{part.var}) {{", 1)
+            self.stmts(part, 2, tuple(range(n)))
+            self.w("}", 1)
+            return
         if main:
             self.w("SYNTH_NO_UNROLL", 1)
             self.w(f"for (int i0 = 0; i0 < {main}; i0 += {u}) {{", 1)
@@ -553,49 +567,50 @@ class _Writer:
             self.w("synth_cp_async_16(dst + swz(r, kc), src, bytes);", ind + 2)
             self.w("}", ind + 1)
             self.w("}", ind)
-        elif s.op in S2R:
-            sbuf, rbuf = S2R[s.op]
-            racc = s.reads[0]
-            wacc = s.writes[0]
+        elif S2R_RE.match(s.op):
+            mat, kk = S2R_RE.match(s.op).group(1), int(S2R_RE.match(s.op).group(2))
+            racc, wacc = s.reads[0], s.writes[0]
+            sbuf, fbuf = racc.buffer, wacc.buffer
             ssl = slot(racc)
-            rsl = slot(wacc)
-            self.w(f"{{  // {s.op}: k-tile {vshow}: {sbuf}[{sshow(racc)}] -> {rbuf}[{rsl}] (ldmatrix.x4)",
+            dst = self.frag(part, wacc, iset)
+            self.w(f"{{  // {s.op}: k-tile {vshow}, k16 step {kk}: {sbuf}[{sshow(racc)}] -> {dst} (ldmatrix.x4)",
                    ind)
-            mat = sbuf[0]
             self.w(f"const unsigned char* const src = {sbuf} + ({ssl}) * {mat}_TILE;", ind + 1)
-            self.w("SYNTH_UNROLL for (int kk = 0; kk < KI; ++kk) {", ind + 1)
             if mat == "A":
-                self.w("SYNTH_UNROLL for (int mi = 0; mi < MI; ++mi) {", ind + 2)
-                self.w("const int r = warp_m * WTM + mi * 16 + (lane & 15), c = kk * 2 + (lane >> 4);", ind + 3)
-                self.w(f"synth_ldmatrix_x4(A_r[{rsl}][kk][mi], src + swz(r, c));", ind + 3)
-                self.w("}", ind + 2)
+                self.w("SYNTH_UNROLL for (int mi = 0; mi < MI; ++mi) {", ind + 1)
+                self.w(f"const int r = warp_m * WTM + mi * 16 + (lane & 15), c = {2 * kk} + (lane >> 4);", ind + 2)
+                self.w(f"synth_ldmatrix_x4({dst}[mi], src + swz(r, c));", ind + 2)
+                self.w("}", ind + 1)
             else:
-                self.w("SYNTH_UNROLL for (int np = 0; np < NI / 2; ++np) {", ind + 2)
-                self.w("const int q = lane >> 3;", ind + 3)
-                self.w("const int r = warp_n * WTN + np * 16 + ((q >> 1) << 3) + (lane & 7), c = kk * 2 + (q & 1);",
-                       ind + 3)
-                self.w("uint32_t f[4];", ind + 3)
-                self.w("synth_ldmatrix_x4(f, src + swz(r, c));", ind + 3)
-                self.w(f"B_r[{rsl}][kk][2 * np][0] = f[0];", ind + 3)
-                self.w(f"B_r[{rsl}][kk][2 * np][1] = f[1];", ind + 3)
-                self.w(f"B_r[{rsl}][kk][2 * np + 1][0] = f[2];", ind + 3)
-                self.w(f"B_r[{rsl}][kk][2 * np + 1][1] = f[3];", ind + 3)
-                self.w("}", ind + 2)
-            self.w("}", ind + 1)
+                self.w("SYNTH_UNROLL for (int np = 0; np < NI / 2; ++np) {", ind + 1)
+                self.w("const int q = lane >> 3;", ind + 2)
+                self.w(f"const int r = warp_n * WTN + np * 16 + ((q >> 1) << 3) + (lane & 7), c = {2 * kk} + (q & 1);",
+                       ind + 2)
+                self.w("uint32_t f[4];", ind + 2)
+                self.w("synth_ldmatrix_x4(f, src + swz(r, c));", ind + 2)
+                self.w(f"{dst}[2 * np][0] = f[0];", ind + 2)
+                self.w(f"{dst}[2 * np][1] = f[1];", ind + 2)
+                self.w(f"{dst}[2 * np + 1][0] = f[2];", ind + 2)
+                self.w(f"{dst}[2 * np + 1][1] = f[3];", ind + 2)
+                self.w("}", ind + 1)
             self.w("}", ind)
-        elif s.op == "mma":
-            ra = next(a for a in s.reads if a.buffer == "A_r")
-            rb = next(a for a in s.reads if a.buffer == "B_r")
-            sa = slot(ra)
-            sb = slot(rb)
-            self.w(f"{{  // mma: k-tile {vshow}: C_r += A_r[{sa}] * B_r[{sb}] (mma.sync m16n8k16)", ind)
-            self.w("SYNTH_UNROLL for (int kk = 0; kk < KI; ++kk)", ind + 1)
-            self.w("SYNTH_UNROLL for (int mi = 0; mi < MI; ++mi)", ind + 2)
-            self.w("SYNTH_UNROLL for (int ni = 0; ni < NI; ++ni)", ind + 3)
-            self.w(f"synth_mma_16816(acc[mi][ni], A_r[{sa}][kk][mi], B_r[{sb}][kk][ni], acc[mi][ni]);", ind + 4)
+        elif MMA_RE.match(s.op):
+            kk = int(MMA_RE.match(s.op).group(1))
+            fa = self.frag(part, next(a for a in s.reads if a.buffer.startswith("A_f")), iset)
+            fb = self.frag(part, next(a for a in s.reads if a.buffer.startswith("B_f")), iset)
+            self.w(f"{{  // {s.op}: k-tile {vshow}, k16 step {kk}: C_r += {fa} * {fb} (mma.sync m16n8k16)", ind)
+            self.w("SYNTH_UNROLL for (int mi = 0; mi < MI; ++mi)", ind + 1)
+            self.w("SYNTH_UNROLL for (int ni = 0; ni < NI; ++ni)", ind + 2)
+            self.w(f"synth_mma_16816(acc[mi][ni], {fa}[mi], {fb}[ni], acc[mi][ni]);", ind + 3)
             self.w("}", ind)
         else:  # pragma: no cover - _check_supported
             raise SynthError(None, f"unknown gemm op {s.op}", "")
+
+    def frag(self, part: Part, a, iset: tuple[int, ...]) -> str:
+        """C text of the fragment buffer of access ``a`` (with its slot when multi-buffered)."""
+        if self.mult[a.buffer] == 1:
+            return a.buffer
+        return f"{a.buffer}[{self.slot(part, a.buffer, a.slot, iset)}]"
 
     def epilogue_store(self) -> None:
         self.w("// ---- store C_r (bounds-checked: M and N need not be tile multiples)", 1)
