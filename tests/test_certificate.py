@@ -99,6 +99,19 @@ def test_no_manifest(tmp_path: pathlib.Path) -> None:
     assert not res.ok and "no manifest" in res.messages[0]
 
 
+def test_messages_name_failed_files(two_stage_cert: pathlib.Path, tmp_path: pathlib.Path) -> None:
+    d = tmp_path / "cert"
+    shutil.copytree(two_stage_cert, d)
+    m = json.loads((d / "manifest.json").read_text())
+    name = m["obligations"][3]["file"]
+    (d / name).write_text("(check-sat)\n")
+    res = certify(str(d))
+    assert res.messages[0].startswith("certificate FAILED:")
+    assert any(name in msg and "sha256" in msg for msg in res.messages[1:])
+    ok = certify(str(two_stage_cert))
+    assert ok.messages[0].startswith("certificate OK:") and len(ok.messages) == 1
+
+
 def test_certify_needs_nothing_of_synth(two_stage_cert: pathlib.Path) -> None:
     """Run certify's module in a fresh interpreter that cannot import synth's other modules."""
     src = pathlib.Path(__file__).resolve().parent.parent / "synth" / "verify" / "certificate.py"

@@ -394,7 +394,7 @@ class _Writer:
         self.w("namespace synth_kernel {")
         consts = [("BM", cfg.BM), ("BN", cfg.BN), ("BK", cfg.BK), ("THREADS", cfg.threads),
                   ("WM", t.WM), ("WN", t.WN), ("WTM", t.WTM), ("WTN", t.WTN),
-                  ("MI", t.MI), ("NI", t.NI), ("KI", t.KI), ("CPR", cpr),
+                  ("MI", t.MI), ("NI", t.NI), ("KI", t.KI), ("CPR", cpr), ("LD_ROWS", cfg.threads // cpr),
                   ("A_TILE", t.a_bytes), ("B_TILE", t.b_bytes),
                   ("A_CHUNKS", t.a_chunks_per_thread), ("B_CHUNKS", t.b_chunks_per_thread),
                   ("A_S_SLOTS", self.mult["A_s"]), ("B_S_SLOTS", self.mult["B_s"])]
@@ -409,6 +409,12 @@ class _Writer:
         self.w("const int l = r * CPR + c;", 1)
         self.w("const int key = CPR >= 8 ? (r & 7) : ((l >> 3) & 7);", 1)
         self.w("return ((l >> 3) << 7) | (((l & 7) ^ key) << 4);", 1)
+        self.w("}")
+        self.w("// swz(r + 16 * m, c + 2 * k) from o = swz(r, c), c < 2, k < CPR / 2: the k16 step flips chunk")
+        self.w("// bits (and whole lines past 4 steps), 16 rows more are whole lines (with CPR = 2 the key")
+        self.w("// changes by 4 every 16 rows): each ldmatrix address is a per-thread base and constants.")
+        self.w("SYNTH_DEVICE int swz_step(int o, int m, int k) {")
+        self.w("return (o ^ (((k & 3) << 5) ^ (CPR == 2 ? (m & 1) << 6 : 0))) + (k >> 2) * 128 + m * 256 * CPR;", 1)
         self.w("}")
         self.w("}  // namespace synth_kernel")
         self.w()
@@ -427,6 +433,15 @@ class _Writer:
         self.w("const int lane = (int)synth_lane_id();", 1)
         self.w("const int warp_m = (tid / 32) / WN, warp_n = (tid / 32) % WN;", 1)
         self.w("const int m0 = blockIdx.y * BM, n0 = blockIdx.x * BN;", 1)
+        self.w("// per-thread, loop-invariant: ldmatrix row addresses of m16 (n16) tile 0 at k16 step 0,", 1)
+        self.w("// cp.async chunk 0 (row ld_r, k-chunk ld_kc; chunk c is LD_ROWS rows further down)", 1)
+        self.w("const int a_ld = swz(warp_m * WTM + (lane & 15), lane >> 4);", 1)
+        self.w("const int b_ld = swz(warp_n * WTN + ((lane >> 4) << 3) + (lane & 7), (lane >> 3) & 1);", 1)
+        self.w("const int ld_r = tid / CPR, ld_kc = tid % CPR;", 1)
+        self.w("const int a_rows = M - m0 - ld_r, b_rows = N - n0 - ld_r;  // rows left below chunk 0", 1)
+        self.w("const half* const a_src = A + (long long)(m0 + ld_r) * K + ld_kc * 8;", 1)
+        self.w("const half* const b_src = B + (long long)(n0 + ld_r) * K + ld_kc * 8;", 1)
+        self.w("const long long ld_step = (long long)LD_ROWS * K;  // elements between chunks", 1)
         self.w("float acc[MI][NI][4];                  // C_r (carried)", 1)
         self.w("SYNTH_UNROLL for (int mi = 0; mi < MI; ++mi)", 1)
         self.w("SYNTH_UNROLL for (int ni = 0; ni < NI; ++ni)", 2)
@@ -531,7 +546,7 @@ class _Writer:
         v = self.const(part, slot, iset)
         if v is not None:
             return str(v)
-        if buf.endswith("_r"):
+        if self.p.buffer(buf).space == "register":
             raise SynthError(None, f"slot {to_str(slot)} of register buffer {buf} is not static in the unrolled "
                              "body", "report this: the body unroll should make it static")
         return c_expr(slot)
@@ -553,18 +568,17 @@ class _Writer:
             buf, mat = LOADS[s.op]
             wacc = s.writes[0]
             sl = slot(wacc)
-            rows, n0 = ("BM", "m0") if mat == "A" else ("BN", "n0")
-            lim = "M" if mat == "A" else "N"
             self.w(f"{{  // {s.op}: k-tile {vshow} -> {buf}[{sshow(wacc)}] (cp.async, zero-fill)", ind)
-            self.w(f"const int k0 = ({vtxt}) * BK;", ind + 1)
+            self.w(f"const int gk = ({vtxt}) * BK;", ind + 1)
+            self.w("const int rem = (K - gk - ld_kc * 8) * 2;", ind + 1)
+            self.w("const int kbytes = rem >= 16 ? 16 : (rem > 0 ? rem : 0);", ind + 1)
             self.w(f"unsigned char* const dst = {buf} + ({sl}) * {mat}_TILE;", ind + 1)
+            self.w(f"const half* src = {mat.lower()}_src + gk;", ind + 1)
             self.w(f"SYNTH_UNROLL for (int c = 0; c < {mat}_CHUNKS; ++c) {{", ind + 1)
-            self.w("const int l = tid + c * THREADS, r = l / CPR, kc = l % CPR;", ind + 2)
-            self.w(f"const int gr = {n0} + r, gk = k0 + kc * 8;", ind + 2)
-            self.w(f"const int rem = (K - gk) * 2;", ind + 2)
-            self.w(f"const int bytes = gr < {lim} ? (rem >= 16 ? 16 : (rem > 0 ? rem : 0)) : 0;", ind + 2)
-            self.w(f"const half* src = bytes > 0 ? {mat} + (long long)gr * K + gk : {mat};", ind + 2)
-            self.w("synth_cp_async_16(dst + swz(r, kc), src, bytes);", ind + 2)
+            self.w(f"const int bytes = c * LD_ROWS < {mat.lower()}_rows ? kbytes : 0;", ind + 2)
+            self.w(f"synth_cp_async_16(dst + swz(ld_r + c * LD_ROWS, ld_kc), bytes > 0 ? src : {mat}, bytes);",
+                   ind + 2)
+            self.w("src += ld_step;", ind + 2)
             self.w("}", ind + 1)
             self.w("}", ind)
         elif S2R_RE.match(s.op):
@@ -577,17 +591,12 @@ class _Writer:
                    ind)
             self.w(f"const unsigned char* const src = {sbuf} + ({ssl}) * {mat}_TILE;", ind + 1)
             if mat == "A":
-                self.w("SYNTH_UNROLL for (int mi = 0; mi < MI; ++mi) {", ind + 1)
-                self.w(f"const int r = warp_m * WTM + mi * 16 + (lane & 15), c = {2 * kk} + (lane >> 4);", ind + 2)
-                self.w(f"synth_ldmatrix_x4({dst}[mi], src + swz(r, c));", ind + 2)
-                self.w("}", ind + 1)
+                self.w("SYNTH_UNROLL for (int mi = 0; mi < MI; ++mi)", ind + 1)
+                self.w(f"synth_ldmatrix_x4({dst}[mi], src + swz_step(a_ld, mi, {kk}));", ind + 2)
             else:
                 self.w("SYNTH_UNROLL for (int np = 0; np < NI / 2; ++np) {", ind + 1)
-                self.w("const int q = lane >> 3;", ind + 2)
-                self.w(f"const int r = warp_n * WTN + np * 16 + ((q >> 1) << 3) + (lane & 7), c = {2 * kk} + (q & 1);",
-                       ind + 2)
                 self.w("uint32_t f[4];", ind + 2)
-                self.w("synth_ldmatrix_x4(f, src + swz(r, c));", ind + 2)
+                self.w(f"synth_ldmatrix_x4(f, src + swz_step(b_ld, np, {kk}));", ind + 2)
                 self.w(f"{dst}[2 * np][0] = f[0];", ind + 2)
                 self.w(f"{dst}[2 * np][1] = f[1];", ind + 2)
                 self.w(f"{dst}[2 * np + 1][0] = f[2];", ind + 2)

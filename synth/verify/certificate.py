@@ -54,18 +54,13 @@ class CertifyResult:
     ok: bool
     files: tuple[CertifyFile, ...]
     messages: tuple[str, ...]
+    """A summary line first, then each failed file and other remarks (what the CLI prints)."""
     solvers: tuple[tuple[str, str], ...] = ()
     """``(solver, version)`` used for the re-check."""
 
     def render(self) -> str:
-        lines = [f"certificate {'OK' if self.ok else 'FAILED'}: "
-                 f"{sum(f.ok for f in self.files)}/{len(self.files)} obligations unsat with "
-                 + " and ".join(f"{s} {v}" for s, v in self.solvers)]
-        for f in self.files:
-            if not f.ok:
-                lines.append(f"  {f.file or f.id}: z3 {f.z3}, cvc5 {f.cvc5}: {f.message}")
-        lines += [f"  {m}" for m in self.messages]
-        return "\n".join(lines)
+        """The summary line, then one line per failed file and any other message."""
+        return "\n".join(self.messages[:1] + tuple(f"  {m}" for m in self.messages[1:]))
 
 
 def sha256(data: bytes) -> str:
@@ -247,7 +242,10 @@ def certify(directory: str, *, timeout_s: float = 60.0) -> CertifyResult:
     ok = bool(files) and all(f.ok for f in files) and cvc5_version() is not None
     if not files:
         messages.append("the manifest lists no obligations")
-    return CertifyResult(ok, tuple(files), tuple(messages), solvers)
+    head = (f"certificate {'OK' if ok else 'FAILED'}: {sum(f.ok for f in files)}/{len(files)} obligations "
+            f"unsat with " + " and ".join(f"{n} {v}" for n, v in solvers))
+    failed = [f"{f.file or f.id}: {f.message} (z3 {f.z3}, cvc5 {f.cvc5})" for f in files if not f.ok]
+    return CertifyResult(ok, tuple(files), tuple([head] + failed + messages), solvers)
 
 
 __all__ = ["write_certificate", "certify", "CertifyResult", "CertifyFile", "check_z3", "check_cvc5"]

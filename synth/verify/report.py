@@ -33,6 +33,9 @@ class Counterexample:
     predicates: tuple[tuple[str, int, bool], ...] = ()
     """Opaque predicate values of this execution: ``(op, iteration, value)`` (others: true)."""
 
+    def __str__(self) -> str:
+        return self.render("")
+
     def render(self, indent: str = "  ") -> str:
         lines = [f"{indent}{self.summary}"]
         preds = [f"{op}@{it}={'true' if v else 'false'}" for op, it, v in self.predicates]
