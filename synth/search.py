@@ -9,8 +9,9 @@ rank. Nothing is compiled or timed unless ``--measure`` is given.
 Phases (each a function below, in this order):
 
 1. ``enumerate_space``: every point of BM, BN in {16..256}, BK in {16..128},
-   warps in {1, 2, 4, 8}, stages in 1..11 (synth's pipeline depth; 11 = CUTLASS's
-   ten shared slots plus the register-fragment stage; 1 = no pipelining, for tiny K).
+   warps in {1, 2, 4, 8}, stages in 1..11 (synth's pipeline depth, which is the
+   number of shared slots for BK >= 32, as CUTLASS's ``kStages``; 10 = CUTLASS's
+   deepest; 1 = no pipelining, for tiny K).
 2. ``_prune``: named constraints (:data:`CONSTRAINTS`) exclude illegal points
    before any evaluation, counting each exclusion under the first constraint it
    breaks; ``gemm.validate`` is the last constraint, so nothing it rejects is
@@ -24,8 +25,9 @@ Phases (each a function below, in this order):
    warps, stages, trip count), so they are shared between shapes.
 
 Determinism: the space, the constraints and the model are pure; ties are broken
-by a fixed key; the solver runs with a fixed worker count and is asked only for
-optimal schedules of 5-op loops. Only ``elapsed_s`` and the cache counters differ
+by a fixed key; the solver runs with a fixed worker count and only times the
+pinned CUTLASS-like schedules (stages and order fixed by ``gemm.stage_pins`` /
+``gemm.order_pins``; ``2 + 3 BK/16`` ops), which it proves optimal. Only ``elapsed_s`` and the cache counters differ
 between runs (they are excluded from equality).
 
 Left out on purpose: split-K and stream-K, CTA rasterization (L2 reuse), epilogue
@@ -283,8 +285,7 @@ def _slots_regs_of(p: Point) -> tuple[int, int]:
     from .gemm import register_estimate, smem_slots, stage_pins
 
     cfg = p.config(p.BM, p.BN, T_REF * p.BK, "f16", "sm_80")
-    pins = stage_pins(cfg)
-    return smem_slots(pins), register_estimate(cfg, 2 if pins[2] < pins[4] else 1)
+    return smem_slots(stage_pins(cfg)), register_estimate(cfg)
 
 
 def _c_smem(ctx: _Ctx, p: Point) -> Optional[str]:
@@ -332,7 +333,7 @@ CONSTRAINTS: tuple[Constraint, ...] = (
                _c_cp_async),
     Constraint("k-tiles", "stages <= ceil(K / BK)", _c_ktiles),
     Constraint("shared-memory", "slots * (BM + BN) * BK * 2 <= smem_per_block(arch)", _c_smem),
-    Constraint("registers/thread", "acc + frag_slots * (A_r + B_r) + 40 <= 255", _c_regs),
+    Constraint("registers/thread", "acc + min(BK/16, 2) * (A_f + B_f) + 40 <= 255", _c_regs),
     Constraint("registers/SM", "ceil(regs * 32 / 256) * 256 * warps <= registers_per_sm(arch)", _c_regs_sm),
     Constraint("threads", "32 * warps <= min(1024, max_threads_per_sm(arch))", _c_threads),
     Constraint("gemm.validate", "synth.gemm.validate(config) == []", _c_validate),
@@ -775,9 +776,9 @@ def reference_points(ref: RefConfig, M: int, N: int, K: int, *, dtype: str = "f1
                      arch: str = "sm_80") -> tuple[Optional[Point], Optional[str]]:
     """synth's point with the reference's tile, warps and number of shared slots, or why none is legal.
 
-    synth's ``stages`` is the pipeline depth; the slots it implies depend on
-    whether the register fragments are double-buffered (``gemm.stage_pins``), so
-    the depth with exactly ``ref.slots`` slots is looked up.
+    synth's ``stages`` is the pipeline depth; with ``gemm.stage_pins`` it has that
+    many shared slots for BK >= 32 (one fewer for BK = 16, whose only ldmatrix runs
+    a stage ahead of the mma), so the depth with exactly ``ref.slots`` slots is looked up.
     """
     from .gemm import smem_slots, stage_pins
 

@@ -180,13 +180,12 @@ def resources(cfg, arch: ArchSpec) -> Resources:
     t = tiling(cfg)
     pins = stage_pins(cfg)
     slots = smem_slots(pins)
-    frag = 2 if pins[2] < pins[4] else 1
-    regs = register_estimate(cfg, frag)
+    regs = register_estimate(cfg)
     problem = expand_gemm(cfg)
     ii_lb, tail_lb, terms = problem_bounds(problem, pins)
-    by = {o.name: o for o in problem.ops}
     port = sum(o.issue for o in problem.ops if o.unit in ("cp_async", "lsu"))
-    mma = by["mma"].issue * min(cfg.warps, 4) // 4  # issue is for min(warps, 4) sub-partitions
+    # the mma_kk issue cycles are for min(warps, 4) sub-partitions
+    mma = sum(o.issue for o in problem.ops if o.unit == "tensor") * min(cfg.warps, 4) // 4
     return Resources(threads=cfg.threads, smem_bytes=slots * (t.a_bytes + t.b_bytes), smem_slots=slots,
                      regs_per_thread=regs, tile_bytes=t.a_bytes + t.b_bytes, smem_port_cycles=port,
                      tensor_cycles=max(mma, 1), ii_bound=ii_lb, tail_bound=tail_lb, tail_terms=terms)

@@ -18,16 +18,18 @@ from synth.emit.cuda import barriers, c_expr, emit_kernel, kernel_info
 from synth.errors import SynthError
 from synth.expr import evaluate, parse
 from synth.load import load_problem
-from synth.program import CommitStmt, WaitStmt
+from synth.expr import to_str
+from synth.program import CommitStmt, OpStmt, WaitStmt
 from synth.schedule import buffer_bytes
 
 CONFIGS = [
     dict(stages=1, warps=4),
-    dict(stages=2, warps=4),
-    dict(stages=3, warps=4),    # ldmatrix next to the mma (fragments do not fit twice)
-    dict(stages=3, warps=8),    # ldmatrix one stage ahead, double-buffered fragments
+    dict(stages=2, warps=4),    # ldmatrix with the mma: two barriers per k-tile
+    dict(stages=3, warps=4),    # the next k-tile's first k16 slice a stage ahead: CUTLASS's shape
+    dict(stages=3, warps=8),
     dict(stages=4, warps=8, M=1000, N=777, K=520),
     dict(stages=5, warps=4, BM=64, BN=128, BK=64),
+    dict(stages=3, warps=4, BK=16),  # one k16 step, one fragment buffer per operand
 ]
 SYNC_RE = re.compile(r"^\s*synth_syncthreads\(\); // sync:(\d+) (RAW|WAR): \S.*$")
 
@@ -125,23 +127,68 @@ def test_shared_memory_is_the_schedules(case):
     assert f"#define SYNTH_SMEM_BYTES {info.smem_bytes}" in text
     assert f"#define SYNTH_KTILES {p.loop.trip_count}" in text
     assert f"constexpr int A_S_SLOTS = {s.mult('A_s')};" in text
-    assert f"constexpr int A_R_SLOTS = {s.mult('A_r')};" in text
+    # the fragment buffers: one k16 slice each, declared once
+    frags = [b.name for b in p.buffers if b.space == "register" and b.name != "C_r"]
+    assert frags == (["A_f0", "B_f0"] if p.gemm.BK == 16 else ["A_f0", "A_f1", "B_f0", "B_f1"])
+    for f in frags:
+        assert len(re.findall(rf"^  uint32_t {f}\[(MI\]\[4|NI\]\[2)\];", text, re.M)) == 1, f
+
+
+def test_each_k16_op_is_one_block_of_its_slice(case):
+    """s2r_X_kk: one ldmatrix.x4 per m16 (A) or n16 (B) tile of k16 slice kk, from the slot its read
+    access names, into X_f{kk % 2}; mma_kk: MI x NI mma.sync on A_f{kk % 2}, B_f{kk % 2}."""
+    p, s, prog, text = case
+    lines = text.split("\n")
+    start = next(k for k, ln in enumerate(lines) if "// ---- body" in ln)
+    end = next(k for k, ln in enumerate(lines) if "// ---- epilogue" in ln)
+    blocks = [(k, m) for k in range(start, end) if (m := re.search(r"\{  // ((s2r_[AB]|mma)_(\d+)): k-tile ", lines[k]))]
+    ops = [st.op for st in prog.part("body").stmts if isinstance(st, OpStmt) and not st.op.startswith("load")]
+    assert [m.group(1) for _, m in blocks] == ops  # program order, statement for statement
+    body = {st.op: st for st in prog.part("body").stmts if isinstance(st, OpStmt)}
+    for k, m in blocks:
+        kk = int(m.group(3))
+        ind = lines[k][: len(lines[k]) - len(lines[k].lstrip())]
+        stop = next(j for j in range(k + 1, end) if lines[j] == ind + "}")
+        block = "\n".join(lines[k:stop + 1])
+        st = body[m.group(1)]
+        if m.group(2).startswith("s2r"):
+            x = m.group(2)[-1]
+            slot = st.reads[0].slot
+            assert f"{x}_s[{to_str(slot)}] -> {x}_f{kk % 2} (ldmatrix.x4)" in lines[k]
+            assert f"src + swz_step({x.lower()}_ld, {'mi' if x == 'A' else 'np'}, {kk}));" in block
+            assert block.count("synth_ldmatrix_x4") == 1 and "synth_mma_16816" not in block
+        else:
+            assert f"synth_mma_16816(acc[mi][ni], A_f{kk % 2}[mi], B_f{kk % 2}[ni], acc[mi][ni]);" in block
+            assert block.count("synth_mma_16816") == 1 and "synth_ldmatrix_x4" not in block
+
+
+def test_cutlass_like_pins_need_one_barrier_per_k_tile():
+    # stages 3: the next k-tile's s2r_*_0 runs after the wait, behind the only barrier, which also
+    # retires every read of the slot the next step's cp.async overwrites (MmaMultistage's shape)
+    p = gemm_problem(stages=3, warps=8)
+    s, prog = program_for(p)
+    body = [b for b in barriers(prog, {"A_s", "B_s"}) if b.part == "body"]
+    assert [b.why[:3] for b in body] == ["RAW"]
+    assert prog.part("body").stmts[body[0].stmt].op == "s2r_A_0"
+    assert s.mult("A_s") == 3
+    w = [prog.waits[st.wait] for st in prog.part("body").stmts if isinstance(st, WaitStmt)]
+    assert [(x.before, to_str(x.in_flight)) for x in w] == [("s2r_A_0", "1")]  # CUTLASS's kStages - 2
 
 
 def test_minimal_slots_need_two_barriers_per_k_tile():
-    # loads are ordered before the reads: with the minimal number of slots the
+    # stages 2 (ldmatrix with the mma, loads first): with the minimal number of slots the
     # next step's cp.async reuses the slot read after this step's barrier
-    p = gemm_problem(stages=3, warps=8)
+    p = gemm_problem(stages=2, warps=8)
     s, prog = program_for(p)
     body = [b for b in barriers(prog, {"A_s", "B_s"}) if b.part == "body"]
     assert [b.why[:3] for b in body] == ["WAR", "RAW"]
     assert prog.part("body").stmts[body[0].stmt].op == "load_A"
-    assert prog.part("body").stmts[body[1].stmt].op == "s2r_A"
+    assert prog.part("body").stmts[body[1].stmt].op == "s2r_A_0"
 
 
 def test_one_more_slot_needs_one_barrier_per_k_tile():
     # CUTLASS's choice: kStages slots for kStages-1 tiles in flight, one __syncthreads per k-tile
-    p = gemm_problem(stages=3, warps=8)
+    p = gemm_problem(stages=2, warps=8)
     s, _ = program_for(p)
     more = replace(s, multiplicity=tuple((b, m + 1 if b.endswith("_s") else m) for b, m in s.multiplicity))
     from synth.graph import build_graph
@@ -152,6 +199,7 @@ def test_one_more_slot_needs_one_barrier_per_k_tile():
     assert [b.why[:3] for b in body] == ["RAW"]
     text = emit_kernel(p, more, prog)
     assert "constexpr int A_S_SLOTS = 3;" in text
+    assert "((i + 1) % 3)" in text  # shared slots are computed at run time (the body is not unrolled)
 
 
 def test_unsafe_wait_is_refused():
@@ -170,13 +218,13 @@ def test_dynamic_body_count_becomes_a_switch():
     # a smaller count is always safe: 0 in the first steps, the proved 1 after
     dyn = prog.with_wait(k, in_flight=parse("(i < 5) ? 0 : 1"))
     text = emit_kernel(p, s, dyn)
-    assert text.count("switch ((((i < 5)) ? (0) : (1))) {") == 2  # one per body copy (unrolled x2)
-    assert text.count("case 1: synth_cp_async_wait<1>(); break;") == 2
-    assert text.count("default: synth_cp_async_wait<0>(); break;") == 2
-    # a count periodic in the unroll factor is static in each copy
-    per = emit_kernel(p, s, prog.with_wait(k, in_flight=parse("(i % 2 == 0) ? 0 : 1")))
-    assert "switch" not in per
+    assert kernel_info(p, s, dyn).body_unroll == 1  # fragment buffers have one slot: no unrolling
+    assert text.count("switch ((((i < 5)) ? (0) : (1))) {") == 1
+    assert text.count("case 1: synth_cp_async_wait<1>(); break;") == 1
+    assert text.count("default: synth_cp_async_wait<0>(); break;") == 1
     assert kernel_info(p, s, dyn).body_waits == (0, 1)
+    # the proved count is a constant: an immediate
+    assert "switch" not in emit_kernel(p, s, prog)
 
 
 def test_non_gemm_problems_are_refused():

@@ -231,6 +231,7 @@ try:
     from synth.graph import build_graph
     from synth.lower import lower
     from synth.schedule import schedule_from_pins
+    from synth.verify import verify_program
 except ImportError as e:  # the kernel generator is written alongside the emulator
     cuda = None
     MISSING = f"the GEMM kernel generator is not importable yet ({e})"
@@ -255,7 +256,9 @@ def gemm(shape: str):
     problem = expand_gemm(GemmConfig(**kw))
     graph = build_graph(problem)
     sched = schedule_from_pins(problem, graph)
-    program = lower(problem, graph, sched)
+    # proved, as 'synth solve' writes it: each wait's tight flag says whether count + 1 is refuted
+    # (an epilogue wait implied by the previous step's is correct but not tight)
+    program = verify_program(lower(problem, graph, sched), smt2=False).program
     return kw, problem, sched, program, cuda.emit_kernel(problem, sched, program), \
         cuda.kernel_info(problem, sched, program)
 

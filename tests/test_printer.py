@@ -21,7 +21,12 @@ GOLDEN = ROOT / "tests" / "golden"
 
 
 def _pinned() -> list[pathlib.Path]:
-    return sorted(p for p in PROBLEMS.glob("*.yaml") if p.name != "reference_configs.yaml")
+    """Problems whose schedule.stage is pinned (the others are solved; see test_solved_examples_lower)."""
+    out = []
+    for path in sorted(PROBLEMS.glob("*.yaml")):
+        if path.name != "reference_configs.yaml" and load_problem(str(path)).pins.stage is not None:
+            out.append(path)
+    return out
 
 
 def _text(path: pathlib.Path, **kw) -> tuple[str, object]:
@@ -33,8 +38,6 @@ def _text(path: pathlib.Path, **kw) -> tuple[str, object]:
 @pytest.mark.parametrize("path", _pinned(), ids=lambda p: p.stem)
 def test_golden(path: pathlib.Path, update_golden: bool) -> None:
     p = load_problem(str(path))
-    if p.pins.stage is None:
-        pytest.skip("schedule not pinned (golden written from the solved schedule elsewhere)")
     text, _ = _text(path)
     check_golden(GOLDEN / p.name / "program.txt", text, update_golden)
 

@@ -7,7 +7,10 @@
   ``cp.async.wait_group N`` is a ``DEPBAR.LE SB0, N`` with the program's body
   counts, every ``commit_group`` an ``LDGDEPBAR``, and the ``LDGSTS`` per k-tile
   are the cp.async the program issues per iteration; over the whole kernel the
-  wait immediates are the text's.
+  wait immediates are the text's;
+* CUTLASS's default configuration (128x256x64, 8 warps, 3 stages) and Triton's
+  tutorial default (128x128x64, 4 warps, 3 stages) compile without spills, also
+  at ``-maxrregcount`` = ``gemm.register_estimate`` (sm_80).
 """
 
 from __future__ import annotations
@@ -26,15 +29,22 @@ import pytest
 
 from gemm_fixtures import NVCC, gemm_problem, program_for
 from synth.emit.cuda import emit_kernel, kernel_info
+from synth.gemm import register_estimate
 
 pytestmark = [pytest.mark.nvcc,
               pytest.mark.skipif(NVCC is None, reason="nvcc is not on PATH (install the CUDA toolkit)")]
 
 CONFIGS = {
-    "w8-s3": dict(stages=3, warps=8),                      # double-buffered fragments, body unrolled x2
-    "w4-s4": dict(stages=4, warps=4, M=1000, N=777, K=520),  # ragged shape, fragments single-buffered
+    "w8-s3": dict(stages=3, warps=8),                      # 128x128x32, 64x32 warp tiles
+    "w4-s4": dict(stages=4, warps=4, M=1000, N=777, K=520),  # ragged shape, 64x64 warp tiles
     "w4-s5-bk64": dict(stages=5, warps=4, BM=64, BN=128, BK=64),
+    # CUTLASS's default sm80 f16 configuration (DefaultGemmConfiguration<OpClassTensorOp, Sm80>):
+    # 128x256x64, 8 warps of 64x64, 3 stages; 4 k16 steps per k-tile
+    "cutlass-default": dict(stages=3, warps=8, BM=128, BN=256, BK=64, M=1024, N=1024, K=1024),
+    # Triton's matmul tutorial default: 128x128x64, 4 warps (64x64 warp tiles), num_stages 3
+    "triton-default": dict(stages=3, warps=4, BM=128, BN=128, BK=64, M=1024, N=1024, K=1024),
 }
+CASES = [(key, arch) for key in CONFIGS for arch in ("sm_80", "sm_90")]
 
 
 def _tool(name: str):
@@ -53,20 +63,27 @@ CUOBJDUMP = _tool("cuobjdump")
 
 
 @functools.lru_cache(maxsize=None)
-def build(key: str, arch: str):
-    """(problem, schedule, program, text, ptxas log, sass) of CONFIGS[key] for ``arch``."""
+def build(key: str, arch: str, maxrreg: int = 0):
+    """(problem, schedule, program, text, ptxas log, sass) of CONFIGS[key] for ``arch``; with
+    ``maxrreg`` the kernel is compiled without its launch bounds at ``-maxrregcount maxrreg``."""
     p = gemm_problem(**CONFIGS[key])
     s, prog = program_for(p)
     text = emit_kernel(p, s, prog)
+    flags = []
+    if maxrreg:
+        bounds = "#define SYNTH_LAUNCH_BOUNDS(n) __launch_bounds__(n, 1)"
+        assert bounds in text
+        text = text.replace(bounds, "#define SYNTH_LAUNCH_BOUNDS(n)")
+        flags = [f"-maxrregcount={maxrreg}"]
     d = tempfile.mkdtemp(prefix="synth-sass-")
     src, cubin = os.path.join(d, "kernel.cu"), os.path.join(d, "kernel.cubin")
     with open(src, "w") as fh:
         fh.write(text)
-    proc = subprocess.run([NVCC, f"-arch={arch}", "-cubin", "-O3", "-Xptxas", "-v", "-o", cubin, src],
+    proc = subprocess.run([NVCC, f"-arch={arch}", "-cubin", "-O3", "-Xptxas", "-v", *flags, "-o", cubin, src],
                           capture_output=True, text=True, timeout=300)
     assert proc.returncode == 0, proc.stderr[-4000:]
     sass = None
-    if CUOBJDUMP:
+    if CUOBJDUMP and not maxrreg:
         sass = subprocess.run([CUOBJDUMP, "-sass", cubin], capture_output=True, text=True, timeout=120).stdout
     shutil.rmtree(d, ignore_errors=True)
     return p, s, prog, text, proc.stderr + proc.stdout, sass
@@ -112,8 +129,7 @@ def count(insns, op: str) -> int:
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("arch", ["sm_80", "sm_90"])
-@pytest.mark.parametrize("key", list(CONFIGS))
+@pytest.mark.parametrize("key, arch", CASES)
 def test_ptxas_resources(key, arch):
     p, s, prog, text, log, _ = build(key, arch)
     f = ptxas_figures(log)
@@ -127,9 +143,24 @@ def test_ptxas_resources(key, arch):
 
 
 @pytest.mark.slow
+@pytest.mark.parametrize("key, arch", [("cutlass-default", "sm_80"), ("triton-default", "sm_80")])
+def test_register_estimate_is_enough_without_spills(key, arch):
+    """gemm.register_estimate (accumulators + two k16 fragment slices + REG_OVERHEAD) is a budget
+    ptxas meets: compiled at -maxrregcount <estimate> (no launch bounds) the kernel does not spill.
+    With its launch bounds (one CTA per SM may use 255) ptxas takes more (test_ptxas_resources)."""
+    p = gemm_problem(**CONFIGS[key])
+    est = register_estimate(p.gemm)
+    assert est == 232
+    *_, log, _ = build(key, arch, maxrreg=est)
+    f = ptxas_figures(log)
+    print(f"{key} {arch} at -maxrregcount {est}: {f}")
+    assert f["registers"] <= est
+    assert f["spill_stores"] == 0 and f["spill_loads"] == 0 and f["stack"] == 0, log
+
+
+@pytest.mark.slow
 @pytest.mark.skipif(CUOBJDUMP is None, reason="cuobjdump not found: pip install nvidia-cuda-cuobjdump")
-@pytest.mark.parametrize("arch", ["sm_80", "sm_90"])
-@pytest.mark.parametrize("key", list(CONFIGS))
+@pytest.mark.parametrize("key, arch", CASES)
 def test_sass_waits_and_copies_match_the_program(key, arch):
     p, s, prog, text, _, sass = build(key, arch)
     info = kernel_info(p, s, prog)
