@@ -160,6 +160,16 @@ class Program:
                 return p
         raise KeyError(name)
 
+    def commit_queue(self, op: str) -> Optional[int]:
+        """Queue an async op's groups are committed to (its commit's queue, else the op's own)."""
+        for p in self.parts:
+            for k, s in enumerate(p.stmts):
+                if isinstance(s, OpStmt) and s.op == op and s.group is not None:
+                    for c in p.stmts[k + 1:]:
+                        if isinstance(c, CommitStmt) and c.group == s.group:
+                            return c.queue
+        return self.op(op).queue
+
     def with_wait(self, index: int, **changes) -> "Program":
         """A copy with ``waits[index]`` changed (mutation tests, tightness checks)."""
         waits = list(self.waits)

@@ -19,7 +19,7 @@ import random
 
 from .graph import Graph
 from .problem import Problem
-from .schedule import Schedule, multiplicity
+from .schedule import Schedule, lift_stages, multiplicity
 
 ASYNC_LAT = (200, 700)
 """Latency range of async copies (global -> shared), cycles."""
@@ -229,18 +229,7 @@ def random_schedule(problem: Problem, graph: Graph, seed: int, max_stage: int = 
         stage = list(pins.stage)
     else:
         stage = [rng.randint(0, top) for _ in range(n)]
-        # Longest-path repair: s_b >= s_a - d (+1 when a pinned order puts b first).
-        for _ in range(n + 1):
-            changed = False
-            for e in edges:
-                need = stage[e.src] - e.distance
-                if pins.order is not None and pins.order[e.src] >= pins.order[e.dst]:
-                    need += 1
-                if stage[e.dst] < need:
-                    stage[e.dst] = need
-                    changed = True
-            if not changed:
-                break
+        stage = lift_stages(edges, stage, pins.order)
         if max(stage) > top:
             raise ValueError(f"no schedule of {problem.name} fits in {top + 1} stages with its pinned order")
     if pins.order is not None:

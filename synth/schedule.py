@@ -106,6 +106,26 @@ def multiplicity(problem: Problem, graph: Graph, stage: tuple[int, ...], order: 
     return tuple(out)
 
 
+def lift_stages(edges, stage: list[int], order: tuple[int, ...] | None = None) -> list[int]:
+    """Raise stages (never lower them) until every edge holds: ``s_b >= s_a - d``, plus one
+    when a pinned ``order`` puts ``b`` before ``a`` in the body (longest-path relaxation).
+
+    ``edges`` are :class:`synth.graph.Edge` hard constraints; returns a new list.
+    """
+    stage = list(stage)
+    for _ in range(len(stage) + 1):
+        changed = False
+        for e in edges:
+            need = stage[e.src] - e.distance
+            if order is not None and order[e.src] >= order[e.dst]:
+                need += 1
+            if stage[e.dst] < need:
+                stage[e.dst], changed = need, True
+        if not changed:
+            break
+    return stage
+
+
 def buffer_bytes(problem: Problem, mult: tuple[tuple[str, int], ...], space: str) -> int:
     """Bytes of all ``space`` buffers at the given multiplicities."""
     m = dict(mult)

@@ -245,6 +245,10 @@ SHAPES = {
     "64x256x160": dict(M=64, N=256, K=160, BM=32, BN=64, BK=32, warps=2, stages=4),
     "96x80x72-1warp": dict(M=96, N=80, K=72, BM=32, BN=32, BK=16, warps=1, stages=2),
     "64x64x256-bk64": dict(M=64, N=64, K=256, BM=64, BN=64, BK=64, warps=4, stages=3),
+    # CUTLASS's default sm80 f16 configuration on one CTA: 128x256x64, 8 warps of 64x64, 3 stages
+    "cutlass-default": dict(M=128, N=256, K=256, BM=128, BN=256, BK=64, warps=8, stages=3),
+    # Triton's tutorial default 128x128x64, 4 warps, 3 stages, on a ragged shape
+    "triton-default-200x136x200": dict(M=200, N=136, K=200, BM=128, BN=128, BK=64, warps=4, stages=3),
 }
 SYNC_LINE = re.compile(r"^[ \t]*synth_syncthreads\(\); // sync:(\d+)\b.*\n", re.M)
 
@@ -308,7 +312,8 @@ def kernel_with_wait_raised(shape: str, index: int) -> str:
 
 
 @needs_cuda
-@pytest.mark.parametrize("shape", ("128x128x128", "200x136x96", "64x256x160"))
+@pytest.mark.parametrize("shape", ("128x128x128", "200x136x96", "64x256x160", "cutlass-default",
+                                   "triton-default-200x136x200"))
 @pytest.mark.parametrize("policy", ("forward", "reverse"))
 def test_emitted_gemm_matches_numpy(shape, policy):
     r = run_gemm(shape, policy=policy)
@@ -350,7 +355,7 @@ def test_unswizzled_layout_has_bank_conflicts():
 
 
 @needs_cuda
-@pytest.mark.parametrize("shape", ("128x128x128", "64x256x160", "96x80x72-1warp"))
+@pytest.mark.parametrize("shape", ("128x128x128", "64x256x160", "96x80x72-1warp", "cutlass-default"))
 def test_emitted_gemm_fails_with_a_wait_count_raised_by_one(shape):
     _, _, _, program, _, _ = gemm(shape)
     body = [k for k, w in enumerate(program.waits) if w.part == "body" and w.tight is not False]
@@ -374,7 +379,7 @@ def test_emitted_gemm_fails_with_any_wait_raised_by_one(shape):
 
 
 @needs_cuda
-@pytest.mark.parametrize("shape", ("128x128x128", "64x256x160"))
+@pytest.mark.parametrize("shape", ("128x128x128", "64x256x160", "cutlass-default"))
 def test_emitted_gemm_fails_without_any_one_barrier(shape):
     """Multi-warp kernels: every deleted ``sync:<n>`` line poisons C and is reported."""
     _, _, _, _, text, info = gemm(shape)

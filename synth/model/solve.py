@@ -40,7 +40,7 @@ from ortools.sat.python import cp_model
 from ..errors import Infeasible, Loc, SynthError
 from ..graph import Graph
 from ..problem import Problem
-from ..schedule import Schedule, SolveInfo, Timing, buffer_bytes, check_schedule, multiplicity
+from ..schedule import Schedule, SolveInfo, Timing, buffer_bytes, check_schedule, lift_stages, multiplicity
 from .constraints import build_model, stage_bounds, stage_domain_hi
 from .objective import (Encoded, Key, ObjectiveSpec, add_objective, decode_bound, ii_big, ii_lower_bound, key,
                         ii_floors, tail_floor, tail_lower_bound)
@@ -82,16 +82,7 @@ def uniform_schedule(problem: Problem, graph: Graph, n_ahead: int, *, use_async:
         fed = {e.dst for e in edges if e.distance == 0 and e.kind == "raw"}
         stage = [0 if problem.target.unit(op.unit).is_async and a not in fed else n_ahead
                  for a, op in enumerate(ops)]
-        for _ in range(n + 1):
-            changed = False
-            for e in edges:
-                need = stage[e.src] - e.distance
-                if pins.order is not None and pins.order[e.src] >= pins.order[e.dst]:
-                    need += 1
-                if stage[e.dst] < need:
-                    stage[e.dst], changed = need, True
-            if not changed:
-                break
+        stage = lift_stages(edges, stage, pins.order)
     if max(stage) > stage_limit(problem) and pins.stage is None:
         return None
     if pins.order is not None:

@@ -131,7 +131,7 @@ def enumerate_obligations(program: Program, enc: E.Encoder) -> list[Obligation]:
                 if acc.producer is None or acc.producer not in ops:
                     continue
                 prod = ops[acc.producer]
-                queue = _queue_of(program, acc.producer) if prod.is_async else None
+                queue = program.commit_queue(acc.producer) if prod.is_async else None
                 oid = f"raw:{p.name}:{k}:r{a}"
                 desc = (f"{p.name}: {s.op} reads {acc.buffer} version {to_str(acc.version)} only after "
                         f"{'async ' if prod.is_async else ''}{acc.producer}'s write of it is complete")
@@ -176,15 +176,6 @@ def enumerate_obligations(program: Program, enc: E.Encoder) -> list[Obligation]:
     return out
 
 
-def _queue_of(program: Program, op: str) -> Optional[int]:
-    """Queue an async op's groups are committed to (its commit's queue, else the op's)."""
-    for p in program.parts:
-        for k, s in enumerate(p.stmts):
-            if isinstance(s, OpStmt) and s.op == op and s.group is not None:
-                for c in p.stmts[k + 1:]:
-                    if isinstance(c, CommitStmt) and c.group == s.group:
-                        return c.queue
-    return program.op(op).queue
 
 
 def _raw_deltas(enc: E.Encoder, part: str, pos: int, version: Expr, stage: int) -> list[int]:
@@ -201,7 +192,7 @@ def _pair(program: Program, enc: E.Encoder, kind: str, wpart: str, wpos: int, wk
     """A WAR (partner reads) or WAW (partner writes) obligation, or None when trivial."""
     tag = "r" if kind == "war" else "w"
     oid = f"{kind}:{wpart}:{wpos}:w{wk}<-{ppart}:{ppos}:{tag}{pk}"
-    queue = _queue_of(program, partner_op) if partner_async else None
+    queue = program.commit_queue(partner_op) if partner_async else None
     wait_blame = blame(program, wpart, wpos, queue)
     if kind == "war":
         desc = (f"{wpart}: {writer_op}'s write of {buffer} version {to_str(wversion)} is issued only after "

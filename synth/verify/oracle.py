@@ -518,12 +518,12 @@ def blame(program: Program, key: str) -> Optional[int]:
         s = stmts[k]
         assert isinstance(s, OpStmt)
         prod = s.reads[acc].producer
-        queue = _queue(program, prod) if prod is not None and program.op(prod).is_async else None
+        queue = program.commit_queue(prod) if prod is not None and program.op(prod).is_async else None
     else:
         ppart, ppos = rest.split("<-")[1].split(":")[:2]
         ps = program.part(ppart).stmts[int(ppos)]
         assert isinstance(ps, OpStmt)
-        queue = _queue(program, ps.op) if program.op(ps.op).is_async else None
+        queue = program.commit_queue(ps.op) if program.op(ps.op).is_async else None
     if queue is None:
         return None
     for x in range(k - 1, -1, -1):
@@ -533,14 +533,6 @@ def blame(program: Program, key: str) -> Optional[int]:
     return None
 
 
-def _queue(program: Program, op: str) -> Optional[int]:
-    for p in program.parts:
-        for k, s in enumerate(p.stmts):
-            if isinstance(s, OpStmt) and s.op == op and s.group is not None:
-                for c in p.stmts[k + 1:]:
-                    if isinstance(c, CommitStmt) and c.group == s.group:
-                        return c.queue
-    return program.op(op).queue
 
 
 def wait_verdicts(program: Program, keys: Iterable[str]) -> tuple[dict[int, str], set[str]]:
