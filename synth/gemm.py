@@ -178,7 +178,12 @@ def register_estimate(cfg: GemmConfig) -> int:
     operand, one when ``BK = 16``) + :data:`REG_OVERHEAD`.
 
     For a 64x64 warp tile (CUTLASS's default 128x256x64 with 8 warps, Triton's
-    tutorial 128x128x64 with 4 warps): 128 + 2 x (16 + 16) + 40 = 232.
+    tutorial 128x128x64 with 4 warps): 128 + 2 x (16 + 16) + 40 = 232, the data
+    CUTLASS's ``MmaMultistage`` holds too (a 64x64 ``FragmentC`` and
+    ``warp_loaded_frag_A[2]``, ``warp_loaded_frag_B[2]`` of one k16 slice each).
+    ptxas (nvcc 13.0, sm_80) compiles both emitted kernels without spills down to
+    ``-maxrregcount 226`` (tests/test_sass.py checks 232); with the kernel's
+    ``__launch_bounds__(THREADS, 1)`` it takes 254-255 because it may.
     """
     t = tiling(cfg)
     return t.acc_regs + t.frag_buffers * (t.a_frag_regs + t.b_frag_regs) + REG_OVERHEAD
@@ -193,6 +198,8 @@ def stage_pins(cfg: GemmConfig) -> Optional[tuple[int, ...]]:
     stage ``S - 2``: it loads the fragments of the *next* k-tile during the last
     k16 step of the current one, as ``MmaMultistage`` does. (With ``S = 2`` that
     would put it in the loads' stage, reading a tile right after its copy.)
+    Shared slots (:func:`smem_slots`): ``S``, CUTLASS's ``kStages``; ``S - 1``
+    for ``BK = 16``, whose only ldmatrix is the early one.
     """
     S = cfg.stages
     if S is None:

@@ -1,4 +1,4 @@
-"""``synth search gemm``: rank GEMM pipelines with constraints, an analytic model and CP-SAT.
+"""``synth search gemm``: rank GEMM pipelines with constraints, an analytic model and exact schedule timings.
 
 Input: a shape ``M x N x K``, a dtype and an arch. Output: a :class:`SearchResult`
 — the best configurations (tile, warps, stages) with their predicted time, the
@@ -18,16 +18,18 @@ Phases (each a function below, in this order):
    ever proposed.
 3. ``synth.search_model.estimate`` ranks every legal point cheaply (lower bounds
    of the k-tile interval taken from the expanded problem).
-4. ``_refine``: best-first, the CP-SAT solver schedules the most promising
-   points and its k-tile interval replaces the bound. A solved estimate is never
+4. ``_refine``: best-first, the most promising points are scheduled and their
+   k-tile interval replaces the bound (every point pins stages and order, so
+   this is the exact least timing of that schedule, ``synth.sim.best_timing``;
+   ``synth.model.solve`` for a free order). A solved estimate is never
    below the unsolved one, so once the ``top`` best are all solved they are the
    model's best (``complete``). Solver results are cached per (arch, tile,
    warps, stages, trip count), so they are shared between shapes.
 
 Determinism: the space, the constraints and the model are pure; ties are broken
-by a fixed key; the solver runs with a fixed worker count and only times the
-pinned CUTLASS-like schedules (stages and order fixed by ``gemm.stage_pins`` /
-``gemm.order_pins``; ``2 + 3 BK/16`` ops), which it proves optimal. Only ``elapsed_s`` and the cache counters differ
+by a fixed key; the pinned CUTLASS-like schedules (stages and order fixed by
+``gemm.stage_pins`` / ``gemm.order_pins``; ``2 + 3 BK/16`` ops) are timed
+exactly, with no time limit involved. Only ``elapsed_s`` and the cache counters differ
 between runs (they are excluded from equality).
 
 Left out on purpose: split-K and stream-K, CTA rasterization (L2 reuse), epilogue
@@ -60,8 +62,8 @@ STAGES_SPACE = tuple(range(1, 12))
 T_REF = 64
 """Solve k-loops of more than ``T_REF`` k-tiles at ``T_REF``: the interval does not
 depend on the trip count, and ``cycles = (T - 1) ii + tail`` extrapolates."""
-MAX_SOLVES = 48
-"""At most this many solver calls per search (the best few dozen)."""
+MAX_SOLVES = 256
+"""At most this many schedule timings per search (a few dozen are typical; each takes milliseconds)."""
 PER_SOLVE_LIMIT = 10.0
 REFERENCE_FILE = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "problems",
                               "reference_configs.yaml")
@@ -116,7 +118,7 @@ class Candidate:
     wave_efficiency: float
     k_tiles: int
     ktile_cycles: Optional[int]
-    """The solver's k-tile interval (``schedule.timing.ii``) for one CTA; None if not solved."""
+    """The schedule's k-tile interval (``schedule.timing.ii``) for one CTA; None if not timed."""
     ktile_bound: int
     """The model's lower bound of it (unit issue, recurrences, stage distances)."""
     round_cycles: int
@@ -458,15 +460,37 @@ def _solve(ctx: _Ctx, p: Point, time_limit: float, workers: int) -> tuple[_Solve
 
 
 def _solve_now(ctx: _Ctx, p: Point, T: int, time_limit: float, workers: int) -> _Solved:
-    try:
-        from .model import solve
-    except ImportError as exc:
-        return _Solved(None, None, "UNAVAILABLE", f"synth.model is not available ({exc})")
+    """The k-tile timing of ``p``'s expanded problem.
+
+    Every search point pins its stages and its body order (``gemm.stage_pins``,
+    ``gemm.order_pins``), so what is left to schedule is the issue offsets: the
+    least timing of a fixed stage/order, which ``synth.sim.best_timing`` computes
+    exactly (the figure CP-SAT proves optimal for the same pins, a test compares
+    them) in milliseconds instead of the solver's II search. A problem whose order
+    is free goes to ``synth.model.solve``.
+    """
     from .gemm import expand_gemm
     from .graph import build_graph
 
     problem = expand_gemm(p.config(p.BM, p.BN, T * p.BK, ctx.dtype, ctx.arch.name))
     graph = build_graph(problem)
+    if problem.pins.stage is not None and problem.pins.order is not None:
+        from .schedule import check_schedule, schedule_from_pins
+        from .sim import best_timing
+
+        sched = schedule_from_pins(problem, graph)
+        errs = check_schedule(problem, graph, sched)
+        if errs:
+            return _Solved(None, None, "INFEASIBLE", errs[0])
+        try:
+            timing = best_timing(problem, graph, sched)
+        except ValueError as exc:
+            return _Solved(None, None, "INFEASIBLE", str(exc))
+        return _Solved(int(timing.ii), int(timing.cycles - (T - 1) * timing.ii), "OPTIMAL")
+    try:
+        from .model import solve
+    except ImportError as exc:
+        return _Solved(None, None, "UNAVAILABLE", f"synth.model is not available ({exc})")
     try:
         sched = solve(problem, graph, time_limit=time_limit, workers=workers)
     except SynthError as exc:
@@ -1172,7 +1196,7 @@ class _null:
 class _progress_bar:
     """A rich progress bar fed by :data:`Progress` callbacks (one task per phase)."""
 
-    TITLES = {"space": "constraints", "model": "analytic model", "solve": "CP-SAT schedules",
+    TITLES = {"space": "constraints", "model": "analytic model", "solve": "schedule timings",
               "write": "solve/lower/verify/emit", "measure": "measuring"}
 
     def __init__(self, console, enabled: bool = True) -> None:
@@ -1210,7 +1234,7 @@ def print_result(con, res: SearchResult, *, verbose: bool = False, folders: Sequ
 
     measured = {m.label: m for m in res.measured}
     title = (f"synth search gemm {res.M}x{res.N}x{res.K} {res.dtype} {res.arch}: "
-             f"{res.feasible} of {res.space_size} configurations legal, {res.solved} scheduled by CP-SAT, "
+             f"{res.feasible} of {res.space_size} configurations legal, {res.solved} scheduled and timed, "
              f"{res.elapsed_s:.1f} s")
     t = Table(title=title, title_justify="left")
     cols = ["#", "tile BMxBNxBK", "warps", "stages (smem slots)", "smem KiB", "regs", "CTA/SM", "waves",
@@ -1260,7 +1284,7 @@ def print_result(con, res: SearchResult, *, verbose: bool = False, folders: Sequ
     if note:
         con.print(f"[bold]{note}[/bold]")
     elif not res.measured:
-        con.print("figures are predictions (analytic model + CP-SAT schedules), not measurements")
+        con.print("figures are predictions (analytic model + schedule timings), not measurements")
     for f in folders:
         con.print(f"wrote {f}/")
 

@@ -8,9 +8,9 @@ The model, per CTA and per SM (cycles at the SM boost clock):
 
 * **k-tile interval** ``ii``: from the expanded problem (:func:`synth.gemm.expand_gemm`)
   a lower bound (:func:`problem_bounds`: unit issue sums, the accumulator
-  recurrence, latency over the pinned stage distance), replaced by the solver's
-  ``schedule.timing.ii`` once the configuration is solved (never below the bound,
-  so refining only ever raises a prediction).
+  recurrence, latency over the pinned stage distance), replaced by the timing of
+  the configuration's pinned schedule once it is scheduled (``timing.ii``; never
+  below the bound, so refining only ever raises a prediction).
 * **co-resident CTAs** ``r`` (occupancy: shared memory, registers, threads, CTA
   slots) share the SM: ``k`` of them advance one k-tile each per round of
   ``max(k x tensor / busy sub-partitions, k x shared-port, k x L2->SM)`` cycles.

@@ -55,7 +55,7 @@ def _check_within_limits(p: Point, M: int, N: int, K: int, arch_name: str, model
     cfg = GemmConfig(M, N, K, "f16", p.BM, p.BN, p.BK, p.warps, p.stages, arch_name)
     assert validate(cfg) == [], (p, validate(cfg))
     slots = smem_slots(stage_pins(cfg))
-    regs = register_estimate(cfg, 2 if stage_pins(cfg)[2] < stage_pins(cfg)[4] else 1)
+    regs = register_estimate(cfg)
     assert slots * (p.BM + p.BN) * p.BK * 2 <= arch.smem_per_block
     assert regs <= arch.max_registers_per_thread
     assert -(-regs * 32 // REG_ALLOC_UNIT) * REG_ALLOC_UNIT * p.warps <= arch.registers_per_sm
@@ -141,12 +141,28 @@ def test_every_reference_is_in_the_space_or_excluded_with_a_reason():
                 assert why.split(":")[0] in {c.name for c in CONSTRAINTS}
             else:
                 assert p in space and is_legal(p, 4096, 4096, 4096, arch=arch) is None
-    # on sm_80 every CUTLASS BK=32 multistage config is legal, with exactly its number of shared slots
-    for ref in refs["cutlass_sm80_f16"]:
-        if ref.BK == 32:
-            p, why = reference_points(ref, 4096, 4096, 4096, arch="sm_80")
-            assert p is not None, (ref, why)
-            assert resources(p.config(p.BM, p.BN, 4096, "f16", "sm_80"), get_arch("sm_80")).smem_slots == ref.slots
+    # on sm_80 and sm_90 every CUTLASS sm80 f16 multistage config (BK 32 and 64) and both defaults are
+    # in the legal space themselves, with exactly their number of shared slots (synth's stages)
+    for arch in ("sm_80", "sm_90"):
+        for ref in refs["cutlass_sm80_f16"] + list(refs["defaults"].values()):
+            p, why = reference_points(ref, 4096, 4096, 4096, arch=arch)
+            assert p is not None, (arch, ref, why)
+            assert (p.BM, p.BN, p.BK, p.warps, p.stages) == (ref.BM, ref.BN, ref.BK, ref.warps, ref.slots)
+            res = resources(p.config(p.BM, p.BN, 4096, "f16", arch), get_arch(arch))
+            assert res.smem_slots == ref.slots and res.regs_per_thread <= 232
+    # every Triton tutorial config that fits shared memory at f16 (all but the five BK = 128 ones)
+    for arch in sorted(ARCHS):
+        for ref in refs["triton_matmul_tutorial"]:
+            need = ref.slots * (ref.BM + ref.BN) * ref.BK * 2
+            p, why = reference_points(ref, 4096, 4096, 4096, arch=arch)
+            if need <= get_arch(arch).smem_per_block:
+                assert p is not None and p.stages == ref.slots, (arch, ref, why)
+            else:
+                assert p is None and why.startswith("shared-memory"), (arch, ref, why)
+    # CUTLASS's default (144 KiB of shared memory) does not fit the 99 KiB of sm_86 / sm_89
+    for arch in ("sm_86", "sm_89"):
+        p, why = reference_points(refs["defaults"]["cutlass"], 4096, 4096, 4096, arch=arch)
+        assert p is None and why.startswith("shared-memory"), why
     # Triton's fp8 128x128x128 with 4 slots needs 256 KiB at f16: over every arch
     fp8 = next(r for r in refs["triton_matmul_tutorial"] if (r.BM, r.BN, r.BK, r.slots) == (128, 128, 128, 4))
     for arch in sorted(ARCHS):
@@ -167,10 +183,18 @@ def test_references_are_ranked_against_the_winner():
     assert names[:2] == ["cutlass default", "triton default"]
     for r in res.references:
         assert r.rank is not None and r.rank >= 1 and r.ratio >= 1.0 - 1e-9, r
-        if r.ranked_as is not None:  # the default itself is excluded: a stated reason and a legal stand-in
-            assert r.excluded
+    # on sm_80 both defaults are ranked themselves, not stand-ins
+    cut, tri = res.references[0], res.references[1]
+    assert (cut.tile, cut.warps, cut.stages) == ((128, 256, 64), 8, 3) and cut.ranked_as is None and not cut.excluded
+    assert (tri.tile, tri.warps, tri.stages) == ((128, 128, 64), 4, 3) and tri.ranked_as is None and not tri.excluded
     doc = search_result_to_json(res)
-    assert doc["references"][0]["name"] == "cutlass default"
+    assert doc["references"][0]["name"] == "cutlass default" and doc["references"][0]["ranked_as"] is None
+    # where the default does not fit (sm_86: 99 KiB per CTA) it is excluded with the reason and a
+    # legal stand-in (same tile area and slots, BK halved) is ranked
+    small = search_gemm(4096, 4096, 4096, arch="sm_86", top=1, time_limit=20.0)
+    c86 = small.references[0]
+    assert c86.name == "cutlass default" and c86.excluded.startswith("shared-memory")
+    assert c86.ranked_as == (128, 256, 32, 8, 3) and c86.rank is not None
 
 
 # ---------------------------------------------------------------------------
@@ -211,6 +235,25 @@ def test_model_bounds_never_exceed_the_solver():
         problem = expand_gemm(cfg)
         t = solve(problem, build_graph(problem), time_limit=10.0, workers=2).timing
         assert res.ii_bound <= t.ii and res.tail_at(t.ii) <= t.tail, (cfg, res, t)
+
+
+@pytest.mark.skipif(not _has_solver(), reason="synth.model.solve not present yet")
+def test_search_timing_of_pinned_schedules_equals_the_solver():
+    """The search times its (fully pinned) points with synth.sim.best_timing: the same (ii, tail) as
+    CP-SAT's optimum for the same pins."""
+    from synth.gemm import expand_gemm
+    from synth.graph import build_graph
+    from synth.model import solve
+    from synth.search import _solve_now
+
+    for arch, (bm, bn, bk, w, s) in [("sm_80", (128, 256, 64, 8, 3)), ("sm_80", (128, 128, 64, 4, 3)),
+                                    ("sm_80", (128, 128, 16, 4, 4)), ("sm_86", (64, 64, 32, 4, 2)),
+                                    ("sm_90", (64, 128, 128, 4, 1))]:
+        T = 64
+        got = _solve_now(_context(bm, bn, T * bk, "f16", arch), Point(bm, bn, bk, w, s), T, 10.0, 2)
+        problem = expand_gemm(GemmConfig(bm, bn, T * bk, "f16", bm, bn, bk, w, s, arch))
+        t = solve(problem, build_graph(problem), time_limit=10.0, workers=2).timing
+        assert got.status == "OPTIMAL" and (got.ii, got.tail) == (t.ii, t.cycles - (T - 1) * t.ii), (arch, bm, bn, bk)
 
 
 # ---------------------------------------------------------------------------

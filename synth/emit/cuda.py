@@ -6,9 +6,15 @@ program. Output: one self-contained CUDA C++ file whose main loop is the
 program statement for statement:
 
 * prologue and epilogue fully unrolled (every guard and ``cp.async.wait_group``
-  count is an immediate); the body a loop, unrolled by the least common
-  multiple of the register buffers' multiplicities so that fragment slots are
-  compile-time indices (shared slots stay ``(i + d) % M`` at run time);
+  count is an immediate); the body a loop (shared slots ``(i + d) % M`` at run
+  time), unrolled only if a fragment buffer had several slots (by the lcm of
+  their multiplicities, so that fragment slots are compile-time indices); a
+  gemm problem's fragment buffers are ``carried``, one slot each;
+* ``load_A``/``load_B``: one 16-byte ``cp.async`` per chunk of the thread;
+  ``s2r_X_kk``: one ``ldmatrix.x4`` per m16 (A) or n16 (B) tile of k16 slice
+  ``kk`` into ``X_f{kk % 2}``; ``mma_kk``: ``MI x NI`` ``mma.sync`` on
+  ``A_f{kk % 2}``, ``B_f{kk % 2}`` into the accumulators; every address is a
+  per-thread base computed once plus constants (``swz_step``);
 * one ``cp.async.commit_group`` per :class:`~synth.program.CommitStmt`, one
   ``cp.async.wait_group N`` per :class:`~synth.program.WaitStmt` (a ``switch``
   over the values of a count that varies in the body);
@@ -362,9 +368,9 @@ class _Writer:
         self.w(f"// stages: {stages}; order: {list(sched.order)}; slots: {mult}")
         self.w(f"// shared memory: {info.smem_bytes} B dynamic (tiles XOR-swizzled in 16-byte chunks: "
                "conflict-free cp.async and ldmatrix)")
+        unrolled = f"unrolled x{info.body_unroll}" if info.body_unroll > 1 else "not unrolled"
         self.w(f"// k-tiles: {info.ktiles} = prologue {_extent(p, p.part('prologue'))} + body "
-               f"{_extent(p, p.part('body'))} + epilogue {_extent(p, p.part('epilogue'))} steps; body unrolled "
-               f"x{info.body_unroll}")
+               f"{_extent(p, p.part('body'))} + epilogue {_extent(p, p.part('epilogue'))} steps; body {unrolled}")
         self.w(f"// barriers: {len(info.barriers)} placements (see the '// sync:' lines); "
                f"body waits: {list(info.body_waits)}")
         self.w("// launch: grid (ceil(N/BN), ceil(M/BM)), block SYNTH_THREADS, dynamic smem SYNTH_SMEM_BYTES;")
@@ -584,7 +590,7 @@ class _Writer:
         elif S2R_RE.match(s.op):
             mat, kk = S2R_RE.match(s.op).group(1), int(S2R_RE.match(s.op).group(2))
             racc, wacc = s.reads[0], s.writes[0]
-            sbuf, fbuf = racc.buffer, wacc.buffer
+            sbuf = racc.buffer
             ssl = slot(racc)
             dst = self.frag(part, wacc, iset)
             self.w(f"{{  // {s.op}: k-tile {vshow}, k16 step {kk}: {sbuf}[{sshow(racc)}] -> {dst} (ldmatrix.x4)",

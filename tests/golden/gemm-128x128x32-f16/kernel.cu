@@ -3,7 +3,7 @@
 // CTA tile 128x128x32, 8 warps as 2x4 (warp tile 64x32: 4 m16 x 4 n8 x 2 k16 mma.sync per k-tile)
 // stages: load_A=0, load_B=0, s2r_A_0=1, s2r_B_0=1, mma_0=2, s2r_A_1=2, s2r_B_1=2, mma_1=2; order: [0, 1, 5, 6, 4, 2, 3, 7]; slots: A_s x3, B_s x3, A_f0 x1, A_f1 x1, B_f0 x1, B_f1 x1, C_r x1
 // shared memory: 49152 B dynamic (tiles XOR-swizzled in 16-byte chunks: conflict-free cp.async and ldmatrix)
-// k-tiles: 128 = prologue 2 + body 126 + epilogue 2 steps; body unrolled x1
+// k-tiles: 128 = prologue 2 + body 126 + epilogue 2 steps; body not unrolled
 // barriers: 3 placements (see the '// sync:' lines); body waits: [1]
 // launch: grid (ceil(N/BN), ceil(M/BM)), block SYNTH_THREADS, dynamic smem SYNTH_SMEM_BYTES;
 // requires K % 8 == 0 and ceil(K / BK) == SYNTH_KTILES.
