@@ -22,7 +22,7 @@ from __future__ import annotations
 
 from typing import Optional, Union
 
-from .expr import Expr, Num, evaluate, free_vars, parse, substitute, to_str
+from .expr import Expr, Num, evaluate, free_vars, parse, substitute, to_str, to_z3
 from .program import Access, CommitStmt, OpStmt, Part, Program, WaitStmt
 
 INDENT = "    "
@@ -207,7 +207,7 @@ class _Printer:
         from .lower import pretty_condition
 
         e = pretty_condition(substitute(parse(when), {self.p.loop_var: s.iteration}), self.part.var)
-        folded = _fold(e, s.guard, self.part)
+        folded = _fold(e, s.guard, self.part, self.p)
         if folded is True:
             return None
         return "false" if folded is False else to_str(e)
@@ -226,17 +226,34 @@ class _Printer:
         return text + (f"  # {lv} = {it}" if lv != pv else f"  # iteration {it}")
 
 
-def _fold(cond: Expr, guard: Optional[Expr], part: Part) -> Optional[bool]:
+def _fold(cond: Expr, guard: Optional[Expr], part: Part, program: Program) -> Optional[bool]:
     """True/False when ``cond`` has that value at every ``i`` of ``part`` where ``guard``
-    holds (decidable only for conditions in ``i`` alone and a constant extent)."""
-    if free_vars(cond) - {part.var} or free_vars(part.extent):
-        return None
-    vals = set()
-    for i in range(int(evaluate(part.extent, {}))):
-        env = {part.var: i}
-        if guard is None or evaluate(guard, env):
-            vals.add(bool(evaluate(cond, env)))
-    return vals.pop() if len(vals) == 1 else None
+    holds, for every allowed trip count (by enumeration for a constant extent, else Z3)."""
+    if not (free_vars(cond) - {part.var}) and not free_vars(part.extent):
+        vals = set()
+        for i in range(int(evaluate(part.extent, {}))):
+            env = {part.var: i}
+            if guard is None or evaluate(guard, env):
+                vals.add(bool(evaluate(cond, env)))
+        return vals.pop() if len(vals) == 1 else None
+    import z3
+
+    names = free_vars(cond) | free_vars(part.extent) | (free_vars(guard) if guard is not None else frozenset())
+    env = {n: z3.Int(n) for n in names | {part.var}}
+    i = env[part.var]
+    dom = [i >= 0, i < to_z3(part.extent, env)]
+    if isinstance(program.trip_count, str) and program.trip_count in env:
+        dom.append(env[program.trip_count] >= program.min_trip_count)
+    if guard is not None:
+        dom.append(to_z3(guard, env))
+    c = to_z3(cond, env)
+    for value, query in ((True, z3.Not(c)), (False, c)):
+        sv = z3.Solver()
+        sv.set("timeout", 2000)
+        sv.add(*dom, query)
+        if sv.check() == z3.unsat:
+            return value
+    return None
 
 
 def _acc(a: Access) -> str:
