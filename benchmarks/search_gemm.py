@@ -11,7 +11,7 @@ TFLOP/s), and the rank and predicted-time ratio (default / winner) of
 * CUTLASS's default sm80 f16 configuration (128x256x64, 8 warps, 3 stages) and
 * Triton's default (the matmul tutorial's 128x128x64, 4 warps, 3 stages),
 
-both from problems/reference_configs.yaml, plus the best member of each
+both from synth/data/reference_configs.yaml, plus the best member of each
 reference list. Both defaults are in synth's space on sm_80 and sm_90 and are
 ranked themselves; on an arch where one does not fit (CUTLASS's 144 KiB of
 shared memory on the 99 KiB sm_86/sm_89) the cell says ``(as BMxBNxBK)``: the

@@ -3,7 +3,7 @@
 Input: a shape ``M x N x K``, a dtype and an arch. Output: a :class:`SearchResult`
 — the best configurations (tile, warps, stages) with their predicted time, the
 size of the space, how many points each constraint excluded, and where the
-reference configurations of CUTLASS and Triton (problems/reference_configs.yaml)
+reference configurations of CUTLASS and Triton (synth/data/reference_configs.yaml)
 rank. Nothing is compiled or timed unless ``--measure`` is given.
 
 Phases (each a function below, in this order):
@@ -65,8 +65,7 @@ depend on the trip count, and ``cycles = (T - 1) ii + tail`` extrapolates."""
 MAX_SOLVES = 256
 """At most this many schedule timings per search (a few dozen are typical; each takes milliseconds)."""
 PER_SOLVE_LIMIT = 10.0
-REFERENCE_FILE = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "problems",
-                              "reference_configs.yaml")
+REFERENCE_FILE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "data", "reference_configs.yaml")
 
 Progress = Callable[[str, int, int], None]
 """``progress(phase, done, total)``; phases: ``space``, ``model``, ``solve``, ``write``, ``measure``."""
@@ -782,7 +781,7 @@ def load_references(path: str = REFERENCE_FILE) -> dict[str, object]:
             doc = yaml.safe_load(fh)
     except OSError as exc:
         raise SynthError(Loc(path), f"cannot read reference configurations: {exc.strerror}",
-                         "restore problems/reference_configs.yaml") from None
+                         "restore synth/data/reference_configs.yaml") from None
 
     def conv(d: dict) -> RefConfig:
         return RefConfig(int(d["BM"]), int(d["BN"]), int(d["BK"]), int(d["warps"]), int(d["stages"]))

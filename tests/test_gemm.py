@@ -111,7 +111,7 @@ def test_stage_pins_are_cutlass_like():
 def _reference_configs():
     import yaml
 
-    doc = yaml.safe_load((PROBLEMS / "reference_configs.yaml").read_text())
+    doc = yaml.safe_load((PROBLEMS.parent / "synth" / "data" / "reference_configs.yaml").read_text())
     return doc, [c for k in ("cutlass_sm80_f16", "triton_matmul_tutorial") for c in doc[k]["configs"]] + \
         [d["config"] for d in doc["defaults"].values()]
 

@@ -14,7 +14,7 @@ from synth.pipeline import load_output, run, write_outputs
 from synth.schedule import check_schedule
 from synth.sim import simulate
 
-EXAMPLES = sorted(p for p in PROBLEMS.glob("*.yaml") if p.name != "reference_configs.yaml")
+EXAMPLES = sorted(PROBLEMS.glob("*.yaml"))
 
 
 @pytest.mark.parametrize("path", EXAMPLES, ids=lambda p: p.stem)
