@@ -18,25 +18,6 @@ from synth.search import (CONSTRAINTS, STAGES_SPACE, Point, _context, _prune, cl
 from synth.search_model import REG_ALLOC_UNIT, estimate, occupancy, resources
 
 
-def _has_solver() -> bool:
-    try:
-        from synth.model import solve  # noqa: F401
-    except ImportError:
-        return False
-    return True
-
-
-def _has_pipeline() -> bool:
-    try:
-        from synth.emit.cuda import emit_kernel  # noqa: F401
-        from synth.lower import lower  # noqa: F401
-        from synth.model import solve  # noqa: F401
-        from synth.verify import verify_program  # noqa: F401
-    except ImportError:
-        return False
-    return True
-
-
 # ---------------------------------------------------------------------------
 # the space and its constraints
 
@@ -221,7 +202,6 @@ def test_model_terms_behave():
     assert tiny.tflops < 0.1 * a100.peak_tflops_f16
 
 
-@pytest.mark.skipif(not _has_solver(), reason="synth.model.solve not present yet")
 def test_model_bounds_never_exceed_the_solver():
     from synth.gemm import expand_gemm
     from synth.graph import build_graph
@@ -237,7 +217,6 @@ def test_model_bounds_never_exceed_the_solver():
         assert res.ii_bound <= t.ii and res.tail_at(t.ii) <= t.tail, (cfg, res, t)
 
 
-@pytest.mark.skipif(not _has_solver(), reason="synth.model.solve not present yet")
 def test_search_timing_of_pinned_schedules_equals_the_solver():
     """The search times its (fully pinned) points with synth.sim.best_timing: the same (ii, tail) as
     CP-SAT's optimum for the same pins."""
@@ -357,7 +336,6 @@ def test_cli_table(capsys):
         assert "--measure: no GPU here" in out and "not a measurement" in out
 
 
-@pytest.mark.skipif(not _has_pipeline(), reason="solve/lower/verify/emit not all present yet")
 def test_end_to_end_one_shape_writes_the_winner(tmp_path):
     from synth.load import load_problem
     from synth.search import write_candidates
@@ -380,7 +358,6 @@ def test_end_to_end_one_shape_writes_the_winner(tmp_path):
         write_candidates(res, str(tmp_path / "out"), k=1)
 
 
-@pytest.mark.skipif(not _has_pipeline(), reason="solve/lower/verify/emit not all present yet")
 def test_cli_top_writes_folders(tmp_path, capsys):
     from synth.cli import main
 

@@ -37,7 +37,7 @@ from dataclasses import dataclass, field
 from typing import Optional
 
 from ..errors import SynthError
-from ..expr import Expr, Num, as_affine, evaluate, free_vars, simplify, substitute, to_str
+from ..expr import Expr, Num, evaluate, simplify, to_str
 from ..gemm import GemmConfig, Tiling, config_from_problem, op_names, tiling
 from ..problem import Problem
 from ..program import CommitStmt, OpStmt, Part, Program, Stmt, WaitStmt
@@ -207,7 +207,7 @@ def _show(e: Expr, value: int, part: str) -> str:
 
 def c_expr(e: Expr) -> str:
     """``e`` in C (the expression grammar is C's; min/max become conditionals)."""
-    from ..expr import Bin, Call, Ite, Un, Var
+    from ..expr import Call, Ite, Un, Var
 
     if isinstance(e, Num):
         return str(e.value) if e.value >= 0 else f"({e.value})"
