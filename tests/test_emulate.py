@@ -225,19 +225,12 @@ def test_mark_main_loop_wraps_the_body_part():
 # Part 2: the GEMM kernels of synth.emit.cuda
 # ---------------------------------------------------------------------------
 
-try:
-    from synth.emit import cuda
-    from synth.gemm import GemmConfig, expand_gemm
-    from synth.graph import build_graph
-    from synth.lower import lower
-    from synth.schedule import schedule_from_pins
-    from synth.verify import verify_program
-except ImportError as e:  # the kernel generator is written alongside the emulator
-    cuda = None
-    MISSING = f"the GEMM kernel generator is not importable yet ({e})"
-else:
-    MISSING = ""
-needs_cuda = pytest.mark.skipif(cuda is None, reason=MISSING)
+from synth.emit import cuda
+from synth.gemm import GemmConfig, expand_gemm
+from synth.graph import build_graph
+from synth.lower import lower
+from synth.schedule import schedule_from_pins
+from synth.verify import verify_program
 
 SHAPES = {
     "128x128x128": dict(M=128, N=128, K=128, BM=64, BN=64, BK=32, warps=4, stages=3),
@@ -311,7 +304,6 @@ def kernel_with_wait_raised(shape: str, index: int) -> str:
         return raise_wait_in_text(text, index)
 
 
-@needs_cuda
 @pytest.mark.parametrize("shape", ("128x128x128", "200x136x96", "64x256x160", "cutlass-default",
                                    "triton-default-200x136x200"))
 @pytest.mark.parametrize("policy", ("forward", "reverse"))
@@ -322,7 +314,6 @@ def test_emitted_gemm_matches_numpy(shape, policy):
     assert r.C.shape == (SHAPES[shape]["M"], SHAPES[shape]["N"])
 
 
-@needs_cuda
 @pytest.mark.slow
 @pytest.mark.parametrize("shape", ("96x80x72-1warp", "64x64x256-bk64"))
 @pytest.mark.parametrize("policy", ("interleave", "parallel"))
@@ -331,7 +322,6 @@ def test_emitted_gemm_matches_numpy_more(shape, policy):
     assert r.ok and r.clean, r.summary()
 
 
-@needs_cuda
 @pytest.mark.parametrize("shape", ("128x128x128", "64x64x256-bk64"))
 def test_emitted_gemm_main_loop_is_bank_conflict_free(shape):
     r = run_gemm(shape)
@@ -341,7 +331,6 @@ def test_emitted_gemm_main_loop_is_bank_conflict_free(shape):
     assert r.bank_conflicts.total == 0, r.bank_conflicts.by_kind
 
 
-@needs_cuda
 def test_unswizzled_layout_has_bank_conflicts():
     """The counter is not trivially zero: the same kernel without its XOR swizzle conflicts."""
     _, _, _, _, text, _ = gemm("128x128x128")
@@ -354,7 +343,6 @@ def test_unswizzled_layout_has_bank_conflicts():
     assert r.bank_conflicts.by_kind["ldmatrix"]["main"] > 0  # 64-byte rows: 4-way conflicts
 
 
-@needs_cuda
 @pytest.mark.parametrize("shape", ("128x128x128", "64x256x160", "96x80x72-1warp", "cutlass-default"))
 def test_emitted_gemm_fails_with_a_wait_count_raised_by_one(shape):
     _, _, _, program, _, _ = gemm(shape)
@@ -365,7 +353,6 @@ def test_emitted_gemm_fails_with_a_wait_count_raised_by_one(shape):
         assert not r.ok and r.nan_count > 0 and r.early_reads > 0, (k, r.summary())
 
 
-@needs_cuda
 @pytest.mark.slow
 @pytest.mark.parametrize("shape", ("128x128x128", "64x256x160", "96x80x72-1warp"))
 def test_emitted_gemm_fails_with_any_wait_raised_by_one(shape):
@@ -378,7 +365,6 @@ def test_emitted_gemm_fails_with_any_wait_raised_by_one(shape):
             assert not r.ok and r.early_reads > 0, (k, w.part, policy, r.summary())
 
 
-@needs_cuda
 @pytest.mark.parametrize("shape", ("128x128x128", "64x256x160", "cutlass-default"))
 def test_emitted_gemm_fails_without_any_one_barrier(shape):
     """Multi-warp kernels: every deleted ``sync:<n>`` line poisons C and is reported."""
@@ -393,7 +379,6 @@ def test_emitted_gemm_fails_without_any_one_barrier(shape):
         assert r.early_reads + r.hazards > 0, (n, r.summary())
 
 
-@needs_cuda
 def test_single_warp_gemm_reports_every_missing_barrier():
     """With one warp the lanes move together, so poison cannot show; the race is still reported."""
     _, _, _, _, text, _ = gemm("96x80x72-1warp")
@@ -405,7 +390,6 @@ def test_single_warp_gemm_reports_every_missing_barrier():
         assert not r.clean and r.early_reads + r.hazards > 0, (n, r.summary())
 
 
-@needs_cuda
 @pytest.mark.slow
 @pytest.mark.parametrize("shape", ("128x128x128", "64x256x160"))
 @pytest.mark.parametrize("policy", SERIAL_POLICIES + ("parallel",))
@@ -417,7 +401,6 @@ def test_emitted_gemm_missing_barriers_under_every_policy(shape, policy):
         assert not r.clean and r.early_reads + r.hazards > 0, (n, policy, r.summary())
 
 
-@needs_cuda
 def test_launch_that_does_not_match_the_kernel_is_refused():
     kw, _, _, _, text, info = gemm("128x128x128")
     assert kernel_macros(text)["SMEM_BYTES"] == info.smem_bytes

@@ -84,8 +84,6 @@ def test_rfc_gemm_pins():
 
 
 def test_cli_exit_status_2_without_traceback(capsys):
-    pytest.importorskip("synth.lower")
-    pytest.importorskip("synth.printer")
     from synth.cli import main
 
     for path in BAD:
