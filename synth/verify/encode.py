@@ -567,41 +567,36 @@ def encode_war(enc: Encoder, wpart: str, wpos: int, wk: int, rpart: str, rpos: i
                deltas: Sequence[int], premise_only: bool = False) -> Encoded:
     """The write ``wk`` of ``(wpart, wpos)`` happens after the read ``rk`` of ``(rpart, rpos)`` of
     the slot's previous version is done."""
-    enc.begin()
-    w = enc.part[wpart].stmts[wpos]
-    rd = enc.part[rpart].stmts[rpos]
-    assert isinstance(w, OpStmt) and isinstance(rd, OpStmt)
-    wa, ra = w.writes[wk], rd.reads[rk]
-    m = enc.mult[wa.buffer]
-    at = Point(0, wpart, wpos)
-    vw = enc._int(enc.expr(wa.version, wpart, 0))
-    cases = []
-    for d in deltas:
-        vr = enc._int(enc.expr(ra.version, rpart, -d))
-        runs = And(vr == vw - m, enc.op_exec(rpart, rpos, -d), _producer_ran(enc, rpart, rpos, rk, -d))
-        cases.append(runs if premise_only else And(runs, Not(enc.done_before(rpart, rpos, -d, at))))
-    cases.append(_exhaustive(enc, rpart, ra.version, vw - m, deltas, "jr"))
-    f = And(*enc.domain(), enc.op_exec(wpart, wpos, 0), Or(cases))
-    return _finish(enc, f)
+    return _encode_slot_reuse(enc, wpart, wpos, wk, rpart, rpos, rk, deltas, premise_only, "read")
 
 
 def encode_waw(enc: Encoder, wpart: str, wpos: int, wk: int, ppart: str, ppos: int, pk: int,
                deltas: Sequence[int], premise_only: bool = False) -> Encoded:
     """The write ``wk`` of ``(wpart, wpos)`` is issued after the previous write of its slot is done."""
+    return _encode_slot_reuse(enc, wpart, wpos, wk, ppart, ppos, pk, deltas, premise_only, "write")
+
+
+def _encode_slot_reuse(enc: Encoder, wpart: str, wpos: int, wk: int, opart: str, opos: int, ok: int,
+                       deltas: Sequence[int], premise_only: bool, other: str) -> Encoded:
+    """The write ``wk`` of ``(wpart, wpos)`` comes after the access ``ok`` (a read or a write,
+    per ``other``) of ``(opart, opos)`` to the slot's previous version (``version - M``) is done."""
     enc.begin()
     w = enc.part[wpart].stmts[wpos]
-    pw = enc.part[ppart].stmts[ppos]
-    assert isinstance(w, OpStmt) and isinstance(pw, OpStmt)
-    wa, pa = w.writes[wk], pw.writes[pk]
+    o = enc.part[opart].stmts[opos]
+    assert isinstance(w, OpStmt) and isinstance(o, OpStmt)
+    wa = w.writes[wk]
+    oa = o.reads[ok] if other == "read" else o.writes[ok]
     m = enc.mult[wa.buffer]
     at = Point(0, wpart, wpos)
     vw = enc._int(enc.expr(wa.version, wpart, 0))
     cases = []
     for d in deltas:
-        vp = enc._int(enc.expr(pa.version, ppart, -d))
-        runs = And(vp == vw - m, enc.op_exec(ppart, ppos, -d))
-        cases.append(runs if premise_only else And(runs, Not(enc.done_before(ppart, ppos, -d, at))))
-    cases.append(_exhaustive(enc, ppart, pa.version, vw - m, deltas, "jp"))
+        vo = enc._int(enc.expr(oa.version, opart, -d))
+        runs = And(vo == vw - m, enc.op_exec(opart, opos, -d))
+        if other == "read":
+            runs = And(runs, _producer_ran(enc, opart, opos, ok, -d))
+        cases.append(runs if premise_only else And(runs, Not(enc.done_before(opart, opos, -d, at))))
+    cases.append(_exhaustive(enc, opart, oa.version, vw - m, deltas, "jr" if other == "read" else "jp"))
     f = And(*enc.domain(), enc.op_exec(wpart, wpos, 0), Or(cases))
     return _finish(enc, f)
 

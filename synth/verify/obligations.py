@@ -159,20 +159,14 @@ def enumerate_obligations(program: Program, enc: E.Encoder) -> list[Obligation]:
                     for rk, rs in enumerate(q.stmts):
                         if not isinstance(rs, OpStmt):
                             continue
-                        for ra, racc in enumerate(rs.reads):
-                            if racc.buffer != acc.buffer:
-                                continue
-                            ob = _pair(program, enc, "war", p.name, k, a, acc.version, q.name, rk, ra,
-                                       racc.version, m, ops[rs.op].is_async, rs.op, s.op, acc.buffer)
-                            if ob is not None:
-                                out.append(ob)
-                        for wa, wacc in enumerate(rs.writes):
-                            if wacc.buffer != acc.buffer:
-                                continue
-                            ob = _pair(program, enc, "waw", p.name, k, a, acc.version, q.name, rk, wa,
-                                       wacc.version, m, ops[rs.op].is_async, rs.op, s.op, acc.buffer)
-                            if ob is not None:
-                                out.append(ob)
+                        for kind, accesses in (("war", rs.reads), ("waw", rs.writes)):
+                            for oa, oacc in enumerate(accesses):
+                                if oacc.buffer != acc.buffer:
+                                    continue
+                                ob = _pair(program, enc, kind, p.name, k, a, acc.version, q.name, rk, oa,
+                                           oacc.version, m, ops[rs.op].is_async, rs.op, s.op, acc.buffer)
+                                if ob is not None:
+                                    out.append(ob)
     return out
 
 
