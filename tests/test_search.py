@@ -1,4 +1,4 @@
-"""synth.search and synth.search_model: the GEMM autotuner (space, constraints, model, solver, many shapes)."""
+"""synth.search and synth.search.model: the GEMM autotuner (space, constraints, model, solver, many shapes)."""
 
 from __future__ import annotations
 
@@ -12,10 +12,11 @@ from hypothesis import strategies as st
 from synth.arch import ARCHS, get_arch
 from synth.errors import SynthError
 from synth.gemm import GemmConfig, register_estimate, smem_slots, stage_pins, validate
-from synth.search import (CONSTRAINTS, STAGES_SPACE, Point, _context, _prune, clear_cache, enumerate_space,
-                          is_legal, load_references, read_shapes_csv, reference_points, search_gemm, search_many,
-                          search_result_to_json)
-from synth.search_model import REG_ALLOC_UNIT, estimate, occupancy, resources
+from synth.search import (CONSTRAINTS, STAGES_SPACE, Point, clear_cache, enumerate_space, is_legal, load_references,
+                          read_shapes_csv, reference_points, search_gemm, search_many, search_result_to_json)
+from synth.search import make_context as _context
+from synth.search import prune as _prune
+from synth.search.model import REG_ALLOC_UNIT, estimate, occupancy, resources
 
 
 # ---------------------------------------------------------------------------
@@ -223,7 +224,7 @@ def test_search_timing_of_pinned_schedules_equals_the_solver():
     from synth.gemm import expand_gemm
     from synth.graph import build_graph
     from synth.model import solve
-    from synth.search import _solve_now
+    from synth.search import time_now as _solve_now
 
     for arch, (bm, bn, bk, w, s) in [("sm_80", (128, 256, 64, 8, 3)), ("sm_80", (128, 128, 64, 4, 3)),
                                     ("sm_80", (128, 128, 16, 4, 4)), ("sm_86", (64, 64, 32, 4, 2)),

@@ -1,4 +1,4 @@
-"""The analytic performance model behind ``synth search gemm`` (see docs/search.md).
+"""The analytic performance model behind ``synth search gemm`` (see docs/search.md, section 3).
 
 Input: an :class:`~synth.arch.ArchSpec`, a GEMM shape and one configuration
 (tile, warps, stages), plus optionally the solver's timing of the k-tile loop.
@@ -35,7 +35,7 @@ import math
 from dataclasses import dataclass
 from typing import Optional
 
-from .arch import ArchSpec
+from ..arch import ArchSpec
 
 # ---------------------------------------------------------------------------
 # machine facts the model needs beyond synth.arch (per SM, cycles at boost clock)
@@ -73,6 +73,7 @@ OUT_BYTES = 2
 
 
 def extra_of(arch: ArchSpec) -> ModelExtra:
+    """The model's extra machine figures for ``arch`` (:data:`DEFAULT_EXTRA` when it has none)."""
     return EXTRA.get(arch.name, DEFAULT_EXTRA)
 
 
@@ -124,7 +125,7 @@ def problem_bounds(problem, stage: tuple[int, ...]) -> tuple[int, int, tuple[tup
       op (``tail_terms`` = ``(s_a, tmin_a + L_a)``) and ``>=`` the longest distance-0
       latency path (``path_lb``).
     """
-    from .graph import build_graph
+    from ..graph import build_graph
 
     graph = build_graph(problem)
     edges = graph.constraints()
@@ -175,7 +176,7 @@ def problem_bounds(problem, stage: tuple[int, ...]) -> tuple[int, int, tuple[tup
 
 def resources(cfg, arch: ArchSpec) -> Resources:
     """Resources of a valid configuration (``gemm.validate(cfg) == []``, ``cfg.stages`` set)."""
-    from .gemm import expand_gemm, register_estimate, smem_slots, stage_pins, tiling
+    from ..gemm import expand_gemm, register_estimate, smem_slots, stage_pins, tiling
 
     t = tiling(cfg)
     pins = stage_pins(cfg)

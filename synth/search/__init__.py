@@ -1,0 +1,65 @@
+"""``synth search gemm``: rank GEMM pipelines with constraints, an analytic model and exact schedule timings.
+
+Input: a shape ``M x N x K``, a dtype and an arch. Output: a :class:`SearchResult`
+— the best configurations (tile, warps, stages) with their predicted time, the
+size of the space, how many points each constraint excluded, and where the
+reference configurations of CUTLASS and Triton (synth/data/reference_configs.yaml)
+rank. Nothing is compiled or timed unless ``--measure`` is given.
+
+Phases, one module each (:func:`search_gemm` in ``tune.py`` runs them in order):
+
+1. ``space.enumerate_space``: every point of BM, BN in {16..256}, BK in {16..128},
+   warps in {1, 2, 4, 8}, stages in 1..11 (synth's pipeline depth, which is the
+   number of shared slots for BK >= 32, as CUTLASS's ``kStages``; 10 = CUTLASS's
+   deepest; 1 = no pipelining, for tiny K).
+2. ``space.prune``: named constraints (:data:`CONSTRAINTS`) exclude illegal points
+   before any evaluation, counting each exclusion under the first constraint it
+   breaks; ``gemm.validate`` is the last constraint, so nothing it rejects is
+   ever proposed.
+3. ``model.estimate`` ranks every legal point cheaply (lower bounds of the
+   k-tile interval taken from the expanded problem).
+4. ``rank.Refiner``: best-first, the most promising points are scheduled and their
+   k-tile interval replaces the bound (every point pins stages and order, so
+   this is the exact least timing of that schedule, ``synth.sim.best_timing``;
+   ``synth.model.solve`` for a free order; ``timing.py``). A solved estimate is
+   never below the unsolved one, so once the ``top`` best are all solved they are
+   the model's best (``complete``). Timings are cached per (arch, tile, warps,
+   stages, trip count), so they are shared between shapes.
+5. ``references.rank_references`` and ``explain``: where CUTLASS's and Triton's
+   configurations rank, and why #1 wins.
+
+Around them: ``distribute`` (many shapes in processes or on Dask), ``shapes``
+(CSV input), ``outputs`` (write folders, measure on a GPU), ``report`` (JSON and
+rich tables), ``cli`` (``synth search gemm``), ``results`` (the dataclasses).
+
+Determinism: the space, the constraints and the model are pure; ties are broken
+by a fixed key; the pinned CUTLASS-like schedules (stages and order fixed by
+``gemm.stage_pins`` / ``gemm.order_pins``; ``2 + 3 BK/16`` ops) are timed
+exactly, with no time limit involved. Only ``elapsed_s`` and the cache counters differ
+between runs (they are excluded from equality).
+
+Left out on purpose: split-K and stream-K, CTA rasterization (L2 reuse), epilogue
+fusion, non-f16 operands (``synth.gemm`` does not expand them yet), and
+measuring candidates (``--measure`` times the top ones when a GPU is there).
+"""
+
+from __future__ import annotations
+
+from .cli import add_search_arguments, cli_search
+from .distribute import search_many
+from .outputs import gpu_available, measure, write_candidates
+from .references import REFERENCE_FILE, RefConfig, load_references, reference_points
+from .report import print_result, search_result_to_json
+from .results import Candidate, Measurement, Progress, ReferenceRank, SearchResult
+from .shapes import read_shapes_csv
+from .space import (BK_SPACE, BM_SPACE, BN_SPACE, CONSTRAINTS, STAGES_SPACE, T_REF, WARPS_SPACE, Constraint,
+                    Context, Point, enumerate_space, is_legal, make_context, prune)
+from .timing import PER_SOLVE_LIMIT, clear_cache, time_now
+from .tune import MAX_SOLVES, search_gemm
+
+__all__ = ["search_gemm", "search_many", "read_shapes_csv", "search_result_to_json", "SearchResult", "Candidate",
+           "ReferenceRank", "Measurement", "Progress", "Point", "Context", "Constraint", "CONSTRAINTS",
+           "enumerate_space", "prune", "is_legal", "make_context", "load_references", "reference_points",
+           "RefConfig", "REFERENCE_FILE", "add_search_arguments", "cli_search", "print_result", "write_candidates",
+           "gpu_available", "measure", "clear_cache", "time_now", "BM_SPACE", "BN_SPACE", "BK_SPACE",
+           "WARPS_SPACE", "STAGES_SPACE", "T_REF", "MAX_SOLVES", "PER_SOLVE_LIMIT"]

@@ -1,0 +1,153 @@
+"""``synth search gemm`` on the command line: arguments, progress bars, output.
+
+Input: the parsed ``argparse`` namespace (:func:`add_search_arguments` defines
+it). Output: tables or JSON on stdout and the exit status; a
+:class:`~synth.errors.SynthError` propagates to :mod:`synth.cli` (status 2).
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import json
+import os
+import sys
+
+from ..errors import SynthError
+from .distribute import search_many
+from .outputs import gpu_available, measure, write_candidates
+from .report import print_result, search_result_to_json
+from .shapes import read_shapes_csv
+from .tune import search_gemm
+
+
+def add_search_arguments(parser: argparse.ArgumentParser) -> None:
+    """Arguments of ``synth search gemm``."""
+    parser.add_argument("--M", type=int, help="rows of A and C")
+    parser.add_argument("--N", type=int, help="columns of B and C")
+    parser.add_argument("--K", type=int, help="the reduction size")
+    parser.add_argument("--dtype", default="f16", help="operand type (default %(default)s)")
+    parser.add_argument("--arch", default="sm_80", help="sm_80 | sm_86 | sm_89 | sm_90 (default %(default)s)")
+    parser.add_argument("--top", type=int, default=None, metavar="K",
+                        help="write the K best configurations' folders (problem.yaml, schedule, program, "
+                             "certificate, kernel.cu) under --out; without it the 5 best are ranked, nothing written")
+    parser.add_argument("--time-limit", type=float, default=30.0, metavar="SECONDS",
+                        help="wall-clock budget of the search per shape (default %(default)s)")
+    parser.add_argument("--workers", type=int, default=2,
+                        help="CP-SAT workers; with --shapes, local processes (default %(default)s)")
+    parser.add_argument("--json", action="store_true", help="machine-readable output on stdout")
+    parser.add_argument("--shapes", metavar="CSV", help="search every shape of a CSV file with columns M,N,K")
+    parser.add_argument("--scheduler", metavar="ADDRESS",
+                        help="with --shapes: run on this Dask scheduler (tcp://host:port) instead of local processes")
+    parser.add_argument("--measure", action="store_true",
+                        help="time the top candidates on the GPU (pycuda); without one, say the figures are predictions")
+    parser.add_argument("--out", metavar="DIR", help="folder for --top/--measure (default out/search-MxNxK-ARCH/)")
+    parser.add_argument("-q", "--quiet", action="store_true", help="print only errors")
+    parser.add_argument("-v", "--verbose", action="store_true", help="also print every constraint and reference")
+    parser.add_argument("--force", action="store_true", help="replace existing output folders")
+
+
+def cli_search(args: argparse.Namespace) -> int:
+    """``synth search gemm``: returns the exit status (SynthError propagates to the CLI: status 2)."""
+    from rich.console import Console
+
+    quiet = bool(getattr(args, "quiet", False))
+    as_json = bool(getattr(args, "json", False))
+    show_progress = not (quiet or as_json)
+
+    # a file or a pipe gets the whole table, not rich's 80-column default
+    con = Console(quiet=quiet or as_json, highlight=False, width=None if sys.stdout.isatty() else 200)
+    err = Console(stderr=True, quiet=quiet, highlight=False)
+    if args.shapes:
+        if any(getattr(args, k) is not None for k in ("M", "N", "K")):
+            raise SynthError(None, "--shapes and --M/--N/--K were both given", "use one or the other")
+        shapes = read_shapes_csv(args.shapes)
+    else:
+        missing = [k for k in ("M", "N", "K") if getattr(args, k) is None]
+        if missing:
+            raise SynthError(None, f"missing {', '.join('--' + k for k in missing)}",
+                             "pass --M 4096 --N 4096 --K 4096, or --shapes shapes.csv")
+        shapes = [(args.M, args.N, args.K)]
+    if args.scheduler and not args.shapes:
+        raise SynthError(None, "--scheduler distributes several shapes", "use it with --shapes shapes.csv")
+    write_k = args.top
+    if write_k is not None and write_k < 1:
+        raise SynthError(None, f"--top {write_k}: nothing to write", "use --top 1 or more")
+    top = write_k or 5
+    kw = dict(dtype=args.dtype, arch=args.arch, time_limit=args.time_limit, top=top)
+
+    if len(shapes) == 1:
+        with _progress_bar(err, enabled=show_progress) as prog:
+            results = [search_gemm(*shapes[0], workers=args.workers, progress=prog, **kw)]
+    else:
+        procs = max(1, args.workers)
+        where = args.scheduler or f"{procs} local processes"
+        with err.status(f"searching {len(shapes)} shapes on {where}...") if show_progress else contextlib.nullcontext():
+            results = search_many(shapes, scheduler=args.scheduler, processes=procs, workers=1, **kw)
+
+    want_measure = bool(args.measure)
+    gpu_ok, gpu_why = gpu_available() if want_measure else (False, "")
+    if want_measure and gpu_ok and write_k is None:
+        write_k = top
+    docs = []
+    for res in results:
+        folders: list[str] = []
+        if write_k is not None:
+            base = args.out or os.path.join("out", f"search-{res.M}x{res.N}x{res.K}-{res.arch}")
+            if len(results) > 1 and args.out:
+                base = os.path.join(args.out, f"{res.M}x{res.N}x{res.K}-{res.arch}")
+            with _progress_bar(err, enabled=show_progress) as prog:
+                folders = write_candidates(res, base, k=write_k, time_limit=min(args.time_limit, 20.0),
+                                           workers=args.workers, force=args.force, progress=prog)
+        note = None
+        if want_measure:
+            if gpu_ok:
+                with _progress_bar(err, enabled=show_progress) as prog:
+                    res = measure(res, folders, progress=prog)
+            else:
+                note = (f"--measure: no GPU here ({gpu_why}); every figure is a prediction of the analytic "
+                        "model and the solver, not a measurement")
+        doc = search_result_to_json(res)
+        doc["folders"] = folders
+        if note:
+            doc["notes"].append(note)
+        docs.append(doc)
+        if not as_json:
+            print_result(con, res, verbose=bool(args.verbose), folders=folders, note=note)
+    if as_json:
+        print(json.dumps(docs[0] if len(docs) == 1 and not args.shapes else docs, indent=2))
+    return 0
+
+
+class _progress_bar:
+    """A rich progress bar fed by :data:`Progress` callbacks (one task per phase)."""
+
+    TITLES = {"space": "constraints", "model": "analytic model", "solve": "schedule timings",
+              "write": "solve/lower/verify/emit", "measure": "measuring"}
+
+    def __init__(self, console, enabled: bool = True) -> None:
+        self.enabled = enabled
+        self.console = console
+        self.prog = None
+        self.tasks: dict[str, int] = {}
+
+    def __enter__(self):
+        if not self.enabled:
+            return None
+        from rich.progress import BarColumn, MofNCompleteColumn, Progress as RichProgress, TextColumn, \
+            TimeElapsedColumn
+
+        self.prog = RichProgress(TextColumn("{task.description:>24}"), BarColumn(), MofNCompleteColumn(),
+                                 TimeElapsedColumn(), console=self.console, transient=True)
+        self.prog.__enter__()
+        return self.update
+
+    def update(self, phase: str, done: int, total: int) -> None:
+        if phase not in self.tasks:
+            self.tasks[phase] = self.prog.add_task(self.TITLES.get(phase, phase), total=total)
+        self.prog.update(self.tasks[phase], completed=done, total=max(total, done))
+
+    def __exit__(self, *exc):
+        if self.prog is not None:
+            self.prog.__exit__(*exc)
+        return False

@@ -1,0 +1,73 @@
+"""After ranking: write the best candidates' folders and time them on a GPU.
+
+Input: a :class:`~synth.search.results.SearchResult`. Output: one folder per
+candidate (solve -> lower -> verify -> emit, :func:`write_candidates`), whether a
+GPU is usable (:func:`gpu_available`), and the result with measured times
+(:func:`measure`). The only module of the search that compiles or runs kernels.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import replace
+from typing import Optional, Sequence
+
+from ..errors import Loc, SynthError
+from .results import Measurement, Progress, SearchResult, progress_or_silent
+
+
+def write_candidates(result: SearchResult, out_dir: str, *, k: Optional[int] = None, time_limit: float = 20.0,
+                     workers: int = 2, force: bool = False, progress: Optional[Progress] = None) -> list[str]:
+    """Run solve -> lower -> verify -> emit for the ``k`` best and write one folder each under ``out_dir``.
+
+    Folder names: ``NN-<problem name>``. Returns the folders written.
+    """
+    from ..gemm import expand_gemm
+    from ..pipeline import run, write_outputs
+
+    say = progress_or_silent(progress)
+    cands = result.candidates[:k] if k else result.candidates
+    out_dir = os.path.normpath(out_dir)
+    if os.path.exists(out_dir) and os.listdir(out_dir) and not force:
+        raise SynthError(Loc(out_dir), f"output folder '{out_dir}' already exists",
+                         "pass --force to replace it, or choose another folder with --out")
+    written = []
+    for i, c in enumerate(cands):
+        say("write", i, len(cands))
+        problem = expand_gemm(c.config)
+        res = run(problem, time_limit=time_limit, workers=workers)
+        folder = os.path.join(out_dir, f"{c.rank:02d}-{problem.name}")
+        write_outputs(res, folder, force=force)
+        written.append(folder)
+    say("write", len(cands), len(cands))
+    return written
+
+
+def gpu_available() -> tuple[bool, str]:
+    """(True, device) when pycuda imports and sees a device, else (False, why not)."""
+    try:
+        import pycuda.driver as drv  # type: ignore[import-not-found]
+    except Exception as exc:  # ImportError, or a broken CUDA install
+        return False, f"pycuda is not importable ({type(exc).__name__})"
+    try:
+        drv.init()
+        if drv.Device.count() < 1:
+            return False, "no CUDA device"
+        return True, drv.Device(0).name()
+    except Exception as exc:
+        return False, f"CUDA is not usable ({exc})"
+
+
+def measure(result: SearchResult, folders: Sequence[str], *, repeats: int = 20,
+            progress: Optional[Progress] = None) -> SearchResult:
+    """Time each written folder's kernel with :func:`synth.run.run_output`; returns ``result`` with ``measured``."""
+    from ..run import run_output
+
+    say = progress_or_silent(progress)
+    out = []
+    for i, (c, folder) in enumerate(zip(result.candidates, folders)):
+        say("measure", i, len(folders))
+        rep = run_output(folder, repeats=repeats)
+        out.append(Measurement(c.label, rep.ms, rep.tflops, rep.ok))
+    say("measure", len(folders), len(folders))
+    return replace(result, measured=tuple(out))

@@ -1,0 +1,171 @@
+"""Ranking legal points: model estimates, best-first refinement with exact timings, rank numbers.
+
+Input: a :class:`~synth.search.space.Context` and legal points. Output:
+:class:`Entry` rows (point, resources, current estimate, timing), the order
+they rank in (:func:`key`), 1-based ranks (:func:`ranker`) and, through a
+:class:`Refiner`, the ``k`` best with every one timed (:meth:`Refiner.best_of`).
+
+A timed estimate is never below the untimed one (the model's lower bound), so
+best-first refinement stops as soon as the ``k`` best are all timed: they are
+then the model's best. Ties are broken by a fixed key, so rankings are deterministic.
+"""
+
+from __future__ import annotations
+
+import heapq
+import time
+from dataclasses import dataclass
+from typing import Callable, Iterable, Optional
+
+from .results import Candidate, Progress
+from .space import Context, Point
+from .timing import PER_SOLVE_LIMIT, Timed, resources_of, timed
+
+
+@dataclass
+class Entry:
+    """One legal point with its resources, its current estimate and, once timed, its timing."""
+
+    point: Point
+    res: object
+    est: object
+    solved: Optional[Timed] = None
+
+    @property
+    def infeasible(self) -> bool:
+        """Timed and found infeasible: dropped from every ranking."""
+        return self.solved is not None and self.solved.status == "INFEASIBLE"
+
+
+def estimate_of(ctx: Context, p: Point, res, solved: Optional[Timed] = None):
+    """The model's :class:`~synth.search.model.Estimate` of ``p`` (with ``solved``'s timing when given)."""
+    from .model import estimate
+
+    ii, tail = (solved.ii, solved.tail) if solved is not None else (None, None)
+    return estimate(ctx.arch, ctx.M, ctx.N, ctx.K, p.BM, p.BN, p.BK, res, ii=ii, tail=tail)
+
+
+def new_entry(ctx: Context, p: Point) -> Entry:
+    """An untimed entry for ``p``: its (cached) resources and the model's lower-bound estimate."""
+    res = resources_of(ctx, p)
+    return Entry(p, res, estimate_of(ctx, p, res))
+
+
+def key(e: Entry) -> tuple:
+    """Ranking key: predicted time; on ties fewer k-tiles (fewer barriers and waits, which the model
+    leaves out), less shared memory, fewer stages, fewer warps, then the tile."""
+    p = e.point
+    return (round(e.est.time_us, 9), e.est.k_tiles, e.res.smem_bytes, p.stages, p.warps, p.BM, p.BN, p.BK)
+
+
+def alive(entries: Iterable[Entry]) -> list[Entry]:
+    """The entries not found infeasible, in the given order."""
+    return [e for e in entries if not e.infeasible]
+
+
+def ranker(entries: Iterable[Entry]) -> Callable[[Entry], int]:
+    """``rank(e)``: 1 + the number of other (tile, warps) groups whose best prediction beats ``e``.
+
+    Infeasible entries are left out; the ranks are those of the entries' estimates now.
+    """
+    best: dict[tuple, tuple] = {}
+    for e in alive(entries):
+        g, k = e.point.group, key(e)
+        if g not in best or k < best[g]:
+            best[g] = k
+    ordered = sorted(best.items(), key=lambda gk: gk[1])
+
+    def rank(e: Entry) -> int:
+        g, k = e.point.group, key(e)
+        return 1 + sum(1 for h, kh in ordered if h != g and kh < k)
+
+    return rank
+
+
+class Refiner:
+    """Times entries best first within a budget of ``max_solves`` timings and a wall-clock ``deadline``.
+
+    Counters (read by the caller for notes): ``solves`` (timings taken, cached or
+    not), ``calls`` (computed now), ``infeasible`` (dropped by :meth:`best_of`),
+    ``truncated`` (the budget ran out) and ``unavailable`` (why no solver, or "").
+    """
+
+    def __init__(self, ctx: Context, *, deadline: float, max_solves: int, workers: int, say: Progress) -> None:
+        self.ctx, self.deadline, self.max_solves, self.workers, self.say = ctx, deadline, max_solves, workers, say
+        self.calls = 0
+        self.solves = 0
+        self.truncated = False
+        self.unavailable = ""
+        self.infeasible = 0
+
+    def refine(self, e: Entry) -> bool:
+        """Time ``e`` (or take it from the cache); False when no more timing is allowed."""
+        if e.solved is not None:
+            return True
+        left = self.deadline - time.monotonic()
+        if self.solves >= self.max_solves or left <= 0.05 or self.unavailable:
+            self.truncated = not self.unavailable
+            return False
+        s, ran = timed(self.ctx, e.point, min(PER_SOLVE_LIMIT, left), self.workers)
+        self.solves += 1
+        self.calls += int(ran)
+        self.say("solve", self.solves, self.max_solves)
+        if s.status == "UNAVAILABLE":
+            self.unavailable = s.note
+            return False
+        e.solved = s
+        if s.ii is not None:
+            e.est = estimate_of(self.ctx, e.point, e.res, s)
+        return True
+
+    def best_of(self, pool: Iterable[Entry], k: int) -> tuple[list[Entry], bool]:
+        """The ``k`` best of ``pool``, one per (tile, warps) group, with every one timed; second value:
+        whether they are exact (False when the budget ran out before they were all timed)."""
+        heap = [(key(e), i, e) for i, e in enumerate(pool)]
+        heapq.heapify(heap)
+        out: list[Entry] = []
+        exact = True
+        seen: set[tuple[int, int, int, int]] = set()
+        while heap and len(out) < k:
+            _, i, e = heapq.heappop(heap)
+            if e.point.group in seen:
+                continue  # a worse stage count of a tile already ranked
+            if e.solved is None:
+                if self.refine(e):
+                    if e.infeasible:
+                        self.infeasible += 1
+                        continue
+                    heapq.heappush(heap, (key(e), i, e))
+                    continue
+                exact = False
+            elif e.infeasible:
+                continue
+            out.append(e)
+            seen.add(e.point.group)
+        return out, exact
+
+    def runner_up(self, winner: Entry, order: list[Entry]) -> Optional[Entry]:
+        """The best entry with another tile or warp count (timed when the budget allows)."""
+        pool: list[Entry] = []
+        for _ in range(8):
+            pool = [e for e in alive(order) if e.point.group != winner.point.group]
+            if not pool:
+                return None
+            best = min(pool, key=key)
+            if best.solved is not None or not self.refine(best):
+                return best
+        return min(pool, key=key)
+
+
+def to_candidate(ctx: Context, e: Entry, rank: int, why: str) -> Candidate:
+    """The :class:`Candidate` of a ranked entry."""
+    est, res, p = e.est, e.res, e.point
+    cfg = p.config(ctx.M, ctx.N, ctx.K, ctx.dtype, ctx.arch.name)
+    return Candidate(
+        rank=rank, config=cfg, time_us=est.time_us, tflops=est.tflops, smem_bytes=res.smem_bytes,
+        smem_slots=res.smem_slots, regs_per_thread=res.regs_per_thread, ctas_per_sm=est.ctas_per_sm,
+        occupancy_limit=est.occupancy_limit, ctas=est.ctas, waves=est.waves,
+        wave_efficiency=round(est.wave_efficiency, 6), k_tiles=est.k_tiles,
+        ktile_cycles=e.solved.ii if e.solved is not None else None, ktile_bound=res.ii_bound,
+        round_cycles=est.round_cycles, bound=est.bound,
+        solver_status=e.solved.status if e.solved is not None else None, why=why)

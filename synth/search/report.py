@@ -1,0 +1,110 @@
+"""A search result for people and programs: the rich tables and the JSON document.
+
+Input: a :class:`~synth.search.results.SearchResult`. Output: a JSON-ready dict
+with stable keys (:func:`search_result_to_json`, see docs/search.md) or the
+ranking table, the winner's reason, the exclusions and the reference ranks on a
+rich console (:func:`print_result`).
+"""
+
+from __future__ import annotations
+
+from typing import Optional, Sequence
+
+from .results import Candidate, ReferenceRank, SearchResult
+
+
+def search_result_to_json(result: SearchResult) -> dict:
+    """A JSON-ready dict of ``result`` (stable keys; see docs/search.md)."""
+
+    def cand(c: Candidate) -> dict:
+        return {
+            "rank": c.rank, "name": c.config.problem_name(), "BM": c.BM, "BN": c.BN, "BK": c.BK,
+            "warps": c.warps, "stages": c.stages, "smem_slots": c.smem_slots,
+            "predicted_us": round(c.time_us, 3), "tflops": round(c.tflops, 2),
+            "smem_bytes": c.smem_bytes, "regs_per_thread": c.regs_per_thread, "ctas_per_sm": c.ctas_per_sm,
+            "occupancy_limit": c.occupancy_limit, "ctas": c.ctas, "waves": c.waves,
+            "wave_efficiency": round(c.wave_efficiency, 4), "k_tiles": c.k_tiles,
+            "ktile_cycles": c.ktile_cycles, "ktile_bound": c.ktile_bound, "round_cycles": c.round_cycles,
+            "bound": c.bound, "solver_status": c.solver_status, "why": c.why,
+        }
+
+    def ref(r: ReferenceRank) -> dict:
+        return {"name": r.name, "tile": list(r.tile), "warps": r.warps, "slots": r.slots, "stages": r.stages,
+                "rank": r.rank, "predicted_us": None if r.time_us is None else round(r.time_us, 3),
+                "ratio": None if r.ratio is None else round(r.ratio, 4), "excluded": r.excluded,
+                "ranked_as": None if r.ranked_as is None else dict(zip(("BM", "BN", "BK", "warps", "stages"),
+                                                                        r.ranked_as))}
+
+    return {
+        "shape": {"M": result.M, "N": result.N, "K": result.K}, "dtype": result.dtype, "arch": result.arch,
+        "candidates": [cand(c) for c in result.candidates],
+        "space_size": result.space_size, "feasible": result.feasible,
+        "excluded": dict(result.excluded), "violations": dict(result.violations),
+        "solved": result.solved, "solver_calls": result.solver_calls, "complete": result.complete,
+        "references": [ref(r) for r in result.references], "notes": list(result.notes),
+        "elapsed_s": round(result.elapsed_s, 3),
+        "measured": [{"name": m.label, "ms": m.ms, "tflops": m.tflops, "ok": m.ok} for m in result.measured] or None,
+        "predictions_only": not result.measured,
+    }
+
+
+def print_result(con, res: SearchResult, *, verbose: bool = False, folders: Sequence[str] = (),
+                 note: Optional[str] = None) -> None:
+    """The ranking table, the winner's reason, exclusions and reference ranks (rich)."""
+    from rich.table import Table
+
+    measured = {m.label: m for m in res.measured}
+    title = (f"synth search gemm {res.M}x{res.N}x{res.K} {res.dtype} {res.arch}: "
+             f"{res.feasible} of {res.space_size} configurations legal, {res.solved} scheduled and timed, "
+             f"{res.elapsed_s:.1f} s")
+    t = Table(title=title, title_justify="left")
+    cols = ["#", "tile BMxBNxBK", "warps", "stages (smem slots)", "smem KiB", "regs", "CTA/SM", "waves",
+            "k-tile cyc (solver)", "pred µs", "TFLOP/s", "bound"]
+    if measured:
+        cols += ["meas. ms", "meas. TFLOP/s"]
+    for c in cols:
+        t.add_column(c, justify="right" if c not in ("tile BMxBNxBK", "bound") else "left")
+    for c in res.candidates:
+        row = [str(c.rank), f"{c.BM}x{c.BN}x{c.BK}", str(c.warps), f"{c.stages} ({c.smem_slots})",
+               f"{c.smem_bytes / 1024:.0f}", str(c.regs_per_thread), str(c.ctas_per_sm),
+               f"{c.waves} ({c.wave_efficiency:.0%})", "-" if c.ktile_cycles is None else str(c.ktile_cycles),
+               f"{c.time_us:.1f}", f"{c.tflops:.1f}", c.bound]
+        if measured:
+            m = measured.get(c.label)
+            row += ["-", "-"] if m is None else [f"{m.ms:.3f}", f"{m.tflops:.1f}"]
+        t.add_row(*row)
+    con.print(t)
+    if res.candidates:
+        con.print(f"[bold]why #1:[/bold] {res.candidates[0].why}")
+    if verbose:
+        for c in res.candidates[1:]:
+            con.print(f"  #{c.rank}: {c.why}")
+    ex = ", ".join(f"{n} {k}" for n, k in res.excluded if k or verbose)
+    con.print(f"excluded before evaluation: {res.space_size - res.feasible} ({ex})")
+    if res.references:
+        r = Table(title="reference configurations", title_justify="left")
+        for c in ("reference", "tile", "warps", "slots", "rank", "pred µs", "vs #1", "note"):
+            r.add_column(c)
+        for ref in res.references:
+            tile = "x".join(map(str, ref.tile))
+            if ref.rank is None:
+                r.add_row(ref.name, tile, str(ref.warps), str(ref.slots), "excluded", "-", "-",
+                          ref.excluded or "")
+            else:
+                stand_in = ""
+                if ref.ranked_as:
+                    bm, bn, bk, _, _ = ref.ranked_as
+                    stand_in = f"excluded ({ref.excluded}); ranked {bm}x{bn}x{bk} instead"
+                r.add_row(ref.name, tile, str(ref.warps), str(ref.slots), f"#{ref.rank}",
+                          f"{ref.time_us:.1f}", f"{ref.ratio:.2f}x", stand_in)
+        con.print(r)
+    for n in res.notes:
+        con.print(f"note: {n}")
+    if not res.complete and not res.notes:
+        con.print("note: ranking not proven complete")
+    if note:
+        con.print(f"[bold]{note}[/bold]")
+    elif not res.measured:
+        con.print("figures are predictions (analytic model + schedule timings), not measurements")
+    for f in folders:
+        con.print(f"wrote {f}/")

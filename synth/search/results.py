@@ -1,0 +1,155 @@
+"""What a GEMM search returns: ranked candidates, reference ranks, measurements, the whole result.
+
+Input: none (plain frozen dataclasses). Output: :class:`SearchResult` and its
+parts, plus the :data:`Progress` callback type every phase reports through.
+Equality ignores the figures that differ between identical runs
+(``elapsed_s``, ``solver_calls``, ``measured``).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Callable, Optional
+
+from .space import Point
+
+Progress = Callable[[str, int, int], None]
+"""``progress(phase, done, total)``; phases: ``space``, ``model``, ``solve``, ``write``, ``measure``."""
+
+
+def _silent(phase: str, done: int, total: int) -> None:
+    return None
+
+
+def progress_or_silent(progress: Optional[Progress]) -> Progress:
+    """``progress``, or a callback that ignores every report when it is None."""
+    return progress or _silent
+
+
+@dataclass(frozen=True)
+class Candidate:
+    """One ranked configuration with its predicted performance."""
+
+    rank: int
+    config: object
+    """The :class:`synth.gemm.GemmConfig` (shape, tile, warps, stages, arch)."""
+    time_us: float
+    """Predicted kernel time."""
+    tflops: float
+    smem_bytes: int
+    smem_slots: int
+    """Shared-memory buffers per operand (CUTLASS's and Triton's "stages")."""
+    regs_per_thread: int
+    """Register estimate (accumulators + fragments + addressing)."""
+    ctas_per_sm: int
+    occupancy_limit: str
+    ctas: int
+    waves: int
+    wave_efficiency: float
+    k_tiles: int
+    ktile_cycles: Optional[int]
+    """The schedule's k-tile interval (``schedule.timing.ii``) for one CTA; None if not timed."""
+    ktile_bound: int
+    """The model's lower bound of it (unit issue, recurrences, stage distances)."""
+    round_cycles: int
+    """Cycles per k-tile with all co-resident CTAs of an SM sharing it."""
+    bound: str
+    """What limits the prediction: tensor | latency | smem-port | l2 | dram."""
+    solver_status: Optional[str]
+    why: str
+
+    @property
+    def point(self) -> Point:
+        c = self.config
+        return Point(c.BM, c.BN, c.BK, c.warps, c.stages)
+
+    @property
+    def label(self) -> str:
+        return self.point.label
+
+    @property
+    def BM(self) -> int:
+        return self.config.BM
+
+    @property
+    def BN(self) -> int:
+        return self.config.BN
+
+    @property
+    def BK(self) -> int:
+        return self.config.BK
+
+    @property
+    def warps(self) -> int:
+        return self.config.warps
+
+    @property
+    def stages(self) -> int:
+        return self.config.stages
+
+
+@dataclass(frozen=True)
+class ReferenceRank:
+    """Where a CUTLASS/Triton reference configuration ranks in this search."""
+
+    name: str
+    """``cutlass default``, ``triton default``, ``best cutlass sm80``, ``best triton tutorial``."""
+    tile: tuple[int, int, int]
+    warps: int
+    slots: int
+    """The reference's stage count = shared-memory buffers per operand."""
+    stages: Optional[int]
+    """synth's pipeline depth with that many slots (None when excluded)."""
+    rank: Optional[int]
+    """1-based; unsolved configurations count at their lower bound, so it is a rank at worst."""
+    time_us: Optional[float]
+    ratio: Optional[float]
+    """Predicted time / the winner's (>= 1)."""
+    excluded: Optional[str]
+    """Why the reference is not in the legal space (None when it is)."""
+    ranked_as: Optional[tuple[int, int, int, int, int]] = None
+    """When the reference itself is excluded: the legal stand-in that was ranked instead
+    (same BM, BN, warps and slots, BK halved until legal) as (BM, BN, BK, warps, stages)."""
+
+
+@dataclass(frozen=True)
+class Measurement:
+    """One candidate timed on the GPU (:func:`synth.search.measure`)."""
+
+    label: str
+    ms: float
+    tflops: float
+    ok: bool
+
+
+@dataclass(frozen=True)
+class SearchResult:
+    """The outcome of :func:`synth.search.search_gemm` for one shape."""
+
+    M: int
+    N: int
+    K: int
+    dtype: str
+    arch: str
+    candidates: tuple[Candidate, ...]
+    """Best first; at most ``top``."""
+    space_size: int
+    feasible: int
+    excluded: tuple[tuple[str, int], ...]
+    """(constraint, points it excluded first), in constraint order; sums to space - feasible."""
+    violations: tuple[tuple[str, int], ...]
+    """(constraint, points breaking it at all): a point may break several."""
+    solved: int
+    """Configurations the solver scheduled for this ranking (cached or not)."""
+    complete: bool
+    """The candidates are the model's best: all solved, none unsolved could beat them."""
+    references: tuple[ReferenceRank, ...] = ()
+    notes: tuple[str, ...] = ()
+    elapsed_s: float = field(default=0.0, compare=False)
+    solver_calls: int = field(default=0, compare=False)
+    """Solves run by this call (the rest came from the cache)."""
+    measured: tuple[Measurement, ...] = field(default=(), compare=False)
+
+    @property
+    def winner(self) -> Optional[Candidate]:
+        return self.candidates[0] if self.candidates else None

@@ -1,0 +1,242 @@
+"""The configuration space of the GEMM search and the named legality constraints.
+
+Input: a shape ``M x N x K``, a dtype and an arch name (:func:`make_context`
+checks them). Output: the points of the space (:func:`enumerate_space`, a fixed
+order), and for a shape the legal ones with how many points each constraint
+excluded (:func:`prune`) or why one point is illegal (:func:`is_legal`).
+
+Every function here is pure (the per-point slots/registers lookup is cached):
+nothing is scheduled or timed.
+"""
+
+from __future__ import annotations
+
+import functools
+import itertools
+import math
+from dataclasses import dataclass
+from typing import Callable, Optional, Sequence
+
+from ..errors import SynthError
+
+BM_SPACE = (16, 32, 64, 128, 256)
+BN_SPACE = (16, 32, 64, 128, 256)
+BK_SPACE = (16, 32, 64, 128)
+WARPS_SPACE = (1, 2, 4, 8)
+STAGES_SPACE = tuple(range(1, 12))
+T_REF = 64
+"""Solve k-loops of more than ``T_REF`` k-tiles at ``T_REF``: the interval does not
+depend on the trip count, and ``cycles = (T - 1) ii + tail`` extrapolates."""
+
+
+@dataclass(frozen=True)
+class Point:
+    """One point of the search space (shape independent)."""
+
+    BM: int
+    BN: int
+    BK: int
+    warps: int
+    stages: int
+
+    @property
+    def label(self) -> str:
+        return f"{self.BM}x{self.BN}x{self.BK} w{self.warps} s{self.stages}"
+
+    @property
+    def group(self) -> tuple[int, int, int, int]:
+        """(BM, BN, BK, warps): configurations are ranked per group, each at its best stage count."""
+        return (self.BM, self.BN, self.BK, self.warps)
+
+    def config(self, M: int, N: int, K: int, dtype: str, arch: str):
+        """The :class:`synth.gemm.GemmConfig` of this point for a shape."""
+        from ..gemm import GemmConfig
+
+        return GemmConfig(M, N, K, dtype, self.BM, self.BN, self.BK, self.warps, self.stages, arch)
+
+    def loop_config(self, k_tiles: int, dtype: str, arch: str):
+        """The config of one CTA's tile running a k-loop of ``k_tiles`` k-tiles (``M = BM``, ``N = BN``)."""
+        return self.config(self.BM, self.BN, k_tiles * self.BK, dtype, arch)
+
+
+@dataclass(frozen=True)
+class Context:
+    """A checked shape, dtype and arch (see :func:`make_context`)."""
+
+    M: int
+    N: int
+    K: int
+    dtype: str
+    arch: object
+    """:class:`synth.arch.ArchSpec`."""
+    elem: int = 2
+
+
+def make_context(M: int, N: int, K: int, dtype: str, arch: str) -> Context:
+    """The :class:`Context` of a search; raises :class:`SynthError` on a bad size, dtype or arch."""
+    from ..arch import ARCHS, get_arch
+    from ..gemm import DTYPES
+
+    for name, v in (("M", M), ("N", N), ("K", K)):
+        if isinstance(v, bool) or not isinstance(v, int) or v < 1:
+            raise SynthError(None, f"{name} = {v!r} is not a positive integer", f"pass --{name} 4096")
+    if dtype not in DTYPES:
+        raise SynthError(None, f"dtype {dtype!r} is not supported by the GEMM expansion",
+                         f"use --dtype {' or '.join(DTYPES)}")
+    try:
+        spec = get_arch(arch)
+    except KeyError:
+        raise SynthError(None, f"unknown arch {arch!r}", f"use --arch {' | '.join(ARCHS)}") from None
+    return Context(M, N, K, dtype, spec, 2)
+
+
+# ---------------------------------------------------------------------------
+# constraints: each returns None when the point satisfies it, else why not
+
+
+@dataclass(frozen=True)
+class Constraint:
+    name: str
+    formula: str
+    """The constraint as written in docs/search.md."""
+    check: Callable[[Context, Point], Optional[str]]
+    """None when the point satisfies it, else why not."""
+
+
+@functools.lru_cache(maxsize=None)
+def slots_regs(p: Point) -> tuple[int, int]:
+    """(shared slots, registers per thread) of ``p``'s pinned stages (shape and arch independent)."""
+    from ..gemm import register_estimate, smem_slots, stage_pins
+
+    cfg = p.loop_config(T_REF, "f16", "sm_80")
+    return smem_slots(stage_pins(cfg)), register_estimate(cfg)
+
+
+def _c_mma(ctx: Context, p: Point) -> Optional[str]:
+    if p.BM % 16 or p.BN % 16 or p.BK % 16 or p.BK & (p.BK - 1):
+        return f"{p.BM}x{p.BN}x{p.BK} is not made of m16n8k16 mma / 16-row ldmatrix.x4 steps"
+    return None
+
+
+def _c_warps(ctx: Context, p: Point) -> Optional[str]:
+    from ..gemm import warp_layout
+
+    if warp_layout(p.warps, p.BM, p.BN) is None:
+        return f"{p.warps} warps cannot split {p.BM}x{p.BN} into warp tiles that are multiples of 16x16"
+    return None
+
+
+def _c_cp_async(ctx: Context, p: Point) -> Optional[str]:
+    if ctx.K % (16 // ctx.elem):
+        return f"K = {ctx.K} rows are not 16-byte aligned for cp.async"
+    chunk = 32 * p.warps * 16
+    for op, rows in (("A", p.BM), ("B", p.BN)):
+        if rows * p.BK * ctx.elem % chunk:
+            return (f"the {rows}x{p.BK} {op} tile is not a whole number of 16-byte cp.async per thread "
+                    f"for {32 * p.warps} threads")
+    return None
+
+
+def _c_ktiles(ctx: Context, p: Point) -> Optional[str]:
+    T = -(-ctx.K // p.BK)
+    if p.stages > T:
+        return f"{p.stages} stages exceed the {T} k-tiles of K (the pipelined loop needs a body step)"
+    return None
+
+
+def _c_smem(ctx: Context, p: Point) -> Optional[str]:
+    slots, _ = slots_regs(p)
+    need = slots * (p.BM + p.BN) * p.BK * ctx.elem
+    if need > ctx.arch.smem_per_block:
+        return f"{slots} slots need {need} B of shared memory, above {ctx.arch.smem_per_block} B on {ctx.arch.name}"
+    return None
+
+
+def _c_regs(ctx: Context, p: Point) -> Optional[str]:
+    _, regs = slots_regs(p)
+    if regs > ctx.arch.max_registers_per_thread:
+        return f"about {regs} registers per thread, above {ctx.arch.max_registers_per_thread}"
+    return None
+
+
+def _c_regs_sm(ctx: Context, p: Point) -> Optional[str]:
+    from .model import REG_ALLOC_UNIT
+
+    _, regs = slots_regs(p)
+    per_cta = math.ceil(regs * 32 / REG_ALLOC_UNIT) * REG_ALLOC_UNIT * p.warps
+    if per_cta > ctx.arch.registers_per_sm:
+        return f"{per_cta} registers per CTA, above the {ctx.arch.registers_per_sm} of an SM"
+    return None
+
+
+def _c_threads(ctx: Context, p: Point) -> Optional[str]:
+    if 32 * p.warps > min(1024, ctx.arch.max_threads_per_sm):
+        return f"{32 * p.warps} threads per CTA"
+    return None
+
+
+def _c_validate(ctx: Context, p: Point) -> Optional[str]:
+    from ..gemm import validate
+
+    issues = validate(p.config(ctx.M, ctx.N, ctx.K, ctx.dtype, ctx.arch.name))
+    return issues[0] if issues else None
+
+
+CONSTRAINTS: tuple[Constraint, ...] = (
+    Constraint("mma-shape", "BM % 16 == BN % 16 == BK % 16 == 0, BK a power of two", _c_mma),
+    Constraint("warp-tiling", "exists WM * WN == warps: (BM / WM) % 16 == (BN / WN) % 16 == 0", _c_warps),
+    Constraint("cp.async-16B", "K % 8 == 0 and BM*BK*2 % (16 * threads) == BN*BK*2 % (16 * threads) == 0",
+               _c_cp_async),
+    Constraint("k-tiles", "stages <= ceil(K / BK)", _c_ktiles),
+    Constraint("shared-memory", "slots * (BM + BN) * BK * 2 <= smem_per_block(arch)", _c_smem),
+    Constraint("registers/thread", "acc + min(BK/16, 2) * (A_f + B_f) + 40 <= 255", _c_regs),
+    Constraint("registers/SM", "ceil(regs * 32 / 256) * 256 * warps <= registers_per_sm(arch)", _c_regs_sm),
+    Constraint("threads", "32 * warps <= min(1024, max_threads_per_sm(arch))", _c_threads),
+    Constraint("gemm.validate", "synth.gemm.validate(config) == []", _c_validate),
+)
+
+_STRUCTURAL = ("mma-shape", "warp-tiling")
+"""Constraints without which slots and registers are undefined (later ones are then not evaluated)."""
+
+
+def enumerate_space() -> list[Point]:
+    """Every point, in a fixed order."""
+    return [Point(bm, bn, bk, w, s) for bm, bn, bk, w, s in
+            itertools.product(BM_SPACE, BN_SPACE, BK_SPACE, WARPS_SPACE, STAGES_SPACE)]
+
+
+def prune(ctx: Context, points: Sequence[Point]) -> tuple[list[Point], dict[str, int], dict[str, int]]:
+    """Legal points, counts per first-broken constraint, and counts per broken constraint.
+
+    A point breaking a structural constraint is not checked against the ones
+    that need a warp tiling; ``gemm.validate`` adjudicates only the points all
+    named constraints accept (so its count shows what they miss: zero).
+    """
+    first = {c.name: 0 for c in CONSTRAINTS}
+    anyv = {c.name: 0 for c in CONSTRAINTS}
+    legal: list[Point] = []
+    for p in points:
+        fails: list[str] = []
+        for c in CONSTRAINTS:
+            if fails and (fails[0] in _STRUCTURAL or c.name == "gemm.validate"):
+                if c.name not in ("k-tiles", "threads"):
+                    continue
+            if c.check(ctx, p) is not None:
+                fails.append(c.name)
+        for name in fails:
+            anyv[name] += 1
+        if fails:
+            first[fails[0]] += 1
+        else:
+            legal.append(p)
+    return legal, first, anyv
+
+
+def is_legal(p: Point, M: int, N: int, K: int, *, dtype: str = "f16", arch: str = "sm_80") -> Optional[str]:
+    """None when ``p`` is in the legal space of the shape, else the first constraint it breaks (``name: why``)."""
+    ctx = make_context(M, N, K, dtype, arch)
+    for c in CONSTRAINTS:
+        why = c.check(ctx, p)
+        if why is not None:
+            return f"{c.name}: {why}"
+    return None

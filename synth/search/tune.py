@@ -1,0 +1,93 @@
+"""``search_gemm``: one shape through every phase of the search (space, model, timings, references).
+
+Input: ``M x N x K``, dtype, arch and budgets. Output: a
+:class:`~synth.search.results.SearchResult`. The phases are in
+:mod:`synth.search.space` (enumerate, prune), :mod:`synth.search.rank` (model
+estimates, best-first exact timings), :mod:`synth.search.references` and
+:mod:`synth.search.explain`; this module only sequences them and writes the notes.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Optional
+
+from ..errors import SynthError
+from .explain import why_other, why_winner
+from .rank import Refiner, alive, key, new_entry, ranker, to_candidate
+from .references import rank_references
+from .results import Progress, ReferenceRank, SearchResult, progress_or_silent
+from .space import enumerate_space, make_context, prune
+
+MAX_SOLVES = 256
+"""At most this many schedule timings per search (a few dozen are typical; each takes milliseconds)."""
+
+
+def search_gemm(M: int, N: int, K: int, *, dtype: str = "f16", arch: str = "sm_80", time_limit: float = 30.0,
+                workers: int = 2, top: int = 5, progress: Optional[Progress] = None,
+                max_solves: int = MAX_SOLVES, references: bool = True) -> SearchResult:
+    """Search tiles, warps and stages for ``M x N x K``; the ``top`` best, best first.
+
+    ``time_limit`` bounds the whole search (wall clock); each solver call gets at
+    most ``min(10 s, what is left)``. ``workers`` is CP-SAT's worker count.
+    ``references`` also ranks the CUTLASS/Triton reference configurations.
+    Raises :class:`SynthError` on a bad shape, dtype or arch, ``top < 1``, or an empty legal space.
+    """
+    t0 = time.monotonic()
+    ctx = make_context(M, N, K, dtype, arch)
+    if top < 1:
+        raise SynthError(None, f"--top {top}: nothing to rank", "use --top 1 or more")
+    say = progress_or_silent(progress)
+
+    space = enumerate_space()
+    say("space", 0, len(space))
+    legal, first, anyv = prune(ctx, space)
+    say("space", len(space), len(space))
+    if not legal:
+        worst = max(first.items(), key=lambda kv: kv[1])
+        raise SynthError(None, f"no legal configuration for {M}x{N}x{K} {dtype} on {arch}: every point breaks a "
+                         f"constraint (most often {worst[0]})",
+                         "pad K to a multiple of 8" if worst[0] == "cp.async-16B" else "try another arch")
+    entries = {}
+    for i, p in enumerate(legal):
+        entries[p] = new_entry(ctx, p)
+        if i % 64 == 0:
+            say("model", i, len(legal))
+    say("model", len(legal), len(legal))
+
+    refiner = Refiner(ctx, deadline=t0 + time_limit, max_solves=max_solves, workers=workers, say=say)
+    ranked_top, complete = refiner.best_of(entries.values(), top)
+    refs: list[ReferenceRank] = []
+    if references:
+        refs = rank_references(ctx, entries, ranked_top, refiner)
+    say("solve", refiner.solves, refiner.solves)
+    order = sorted(alive(entries.values()), key=key)
+    rank_of = ranker(entries.values())
+    notes: list[str] = []
+    if refiner.unavailable:
+        notes.append(f"solver unavailable, ranking by the analytic model only: {refiner.unavailable}")
+        complete = False
+    elif refiner.truncated:
+        notes.append(f"solver budget reached ({refiner.solves} solves, time limit {time_limit:g} s): "
+                     "later candidates are ranked by their lower bound")
+    if refiner.infeasible:
+        notes.append(f"{refiner.infeasible} configurations the solver found infeasible were dropped")
+    if any(e.solved is not None and e.solved.status == "FEASIBLE" for e in ranked_top):
+        notes.append("some schedules are FEASIBLE, not proven OPTIMAL, within the solver time limit")
+    winner = ranked_top[0] if ranked_top else None
+    cands = []
+    if winner is not None:
+        ties = len({e.point.group for e in order if key(e)[0] == key(winner)[0]} - {winner.point.group})
+        runner = refiner.runner_up(winner, order)
+        for e in ranked_top:
+            why = why_winner(ctx, e, ties, runner) if e is winner else why_other(ctx, e, winner)
+            cands.append(to_candidate(ctx, e, rank_of(e), why))
+    excluded = dict(first)
+    if refiner.infeasible:
+        excluded["solver-infeasible"] = refiner.infeasible
+    return SearchResult(
+        M=M, N=N, K=K, dtype=dtype, arch=ctx.arch.name, candidates=tuple(cands), space_size=len(space),
+        feasible=len(legal), excluded=tuple(excluded.items()), violations=tuple(anyv.items()),
+        solved=sum(1 for e in entries.values() if e.solved is not None and e.solved.ii is not None),
+        complete=complete and bool(cands), references=tuple(refs), notes=tuple(notes),
+        elapsed_s=time.monotonic() - t0, solver_calls=refiner.calls)
