@@ -307,7 +307,7 @@ def _predicate_notes(ctx: _Ctx, groups: list[_Group]) -> None:
 @dataclass(frozen=True)
 class _Req:
     kind: str
-    """raw | dep | war"""
+    """raw | dep | war | waw"""
     op: int
     """The statement's op: a consumer (raw, dep) or a writer reusing a slot (war)."""
     queue: int
@@ -360,13 +360,22 @@ def _requirements(ctx: _Ctx) -> list[_Req]:
                     out.append(_req(ctx, "war", w, r, delta, buf, d))
                 elif delta < 0 or (delta == 0 and ctx.pos[r] > ctx.pos[w]):
                     _too_few_slots(ctx, buf, w, r)
+    # WAW: a buffer nobody reads has no read whose wait completes an async write before the
+    # next write of its slot (version v - M), so that older write could land last.
+    read = {buf for o in p.ops for buf in o.reads}
+    for buf in (b.name for b in p.buffers if b.name not in read):
+        m = s.mult(buf)
+        writers = [w for w, o in enumerate(p.ops) if buf in o.writes]
+        for w0 in (w for w in writers if s.is_async[w]):
+            for w in writers:
+                out.append(_req(ctx, "waw", w, w0, s.stage[w] + m - s.stage[w0], buf, 0))
     return list(dict.fromkeys(out))
 
 
 def _req(ctx: _Ctx, kind: str, op: int, other: int, delta: int, buf: Optional[str], d: int) -> _Req:
     g = ctx.groups[ctx.group_of[other]]
     if delta < 0 or (delta == 0 and g.last >= ctx.pos[op]):
-        if kind == "war":
+        if kind in ("war", "waw"):
             _too_few_slots(ctx, buf or "", op, other)
         p = ctx.problem
         raise SynthError(p.ops[op].loc, f"{p.ops[op].name} needs the result of async {p.ops[other].name} "
@@ -805,6 +814,8 @@ def _req_text(ctx: _Ctx, r: _Req) -> str:
         return f"{a}'s write of {r.buffer} read by {b}"
     if r.kind == "dep":
         return f"{a}, which {b} depends on,"
+    if r.kind == "waw":
+        return f"{a}'s earlier asynchronous write of the {r.buffer} slot {b} overwrites"
     return f"{a}'s asynchronous read of the {r.buffer} slot {b} overwrites"
 
 
@@ -820,6 +831,9 @@ def _reason(ctx: _Ctx, reqs: list[_Req], count: Expr) -> str:
             what = f"{b} reads {r.buffer} written by async {a} (queue {g.queue}, committed {steps})"
         elif r.kind == "dep":
             what = f"{b} depends on async {a} (queue {g.queue}, committed {steps})"
+        elif r.kind == "waw":
+            what = (f"{b} overwrites the {r.buffer} slot that async {a} wrote (queue {g.queue}, "
+                    f"committed {steps}) and nobody reads")
         else:
             what = (f"{b} overwrites the {r.buffer} slot that async {a} read (queue {g.queue}, "
                     f"committed {steps})")
