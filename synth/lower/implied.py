@@ -1,0 +1,94 @@
+"""Step 5 of the lowering: dropping implied waits.
+
+Input: the context and the waits of step 4. Output: the waits kept, and for each
+dropped one the kept waits (position, steps back) that cover its requirements: an
+earlier wait of the same step, and in the body the previous steps' waits (RFC
+0077's remark that ``wait(0, 3)`` is redundant after the previous iteration's
+``wait(0, 2)``).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Optional
+
+from ..expr import Bin, Expr, substitute
+from .exprs import FALSE, _and, _sub_e
+from .context import _PartInfo, _Ctx
+from .requirements import _Req
+from .counts import _between, _count_of, _needed, _executes, _WaitKey, _Wait
+
+
+@dataclass(frozen=True)
+class _Cover:
+    pos: int
+    m: int
+    """Steps back: 0 this step, 1 the previous one..."""
+
+
+def _covers(ctx: _Ctx, r: _Req, part: _PartInfo, waits: dict[_WaitKey, _Wait]) -> Optional[_Cover]:
+    """A kept wait (position, steps back) that completes ``r``'s awaited instance whenever
+    ``r`` is live in ``part``; None if none does alone."""
+    own = _WaitKey(part.name, ctx.pos[r.op], r.queue)
+    if own in waits:
+        return _Cover(own.pos, 0)
+    ga = ctx.groups[r.group]
+    hyp = _and(_and(ctx.domain(part), _executes(ctx, part, r.op)), _needed(ctx, part, r))
+    if not ctx.z3.sat(hyp):
+        return _Cover(own.pos, 0)
+    max_m = r.delta if part.name == "body" else 0
+    for m in range(0, max_m + 1):
+        for pos in sorted({k.pos for k in waits if k.queue == r.queue}):
+            if m == 0 and pos >= own.pos:
+                continue
+            if m == r.delta and pos <= ga.last:
+                continue
+            n_here = _count_of(_between(ctx, part, r, m, pos))
+            j = ctx.step(part, m)
+            alts: Expr = FALSE
+            for p2 in ctx.parts:
+                w = waits.get(_WaitKey(p2.name, pos, r.queue))
+                if w is None:
+                    continue
+                at = {ctx.var: _sub_e(j, p2.offset)}
+                cond = ctx.in_part(p2, j)
+                if w.guard is not None:
+                    cond = _and(cond, substitute(w.guard, at))
+                cond = _and(cond, Bin(">=", n_here, substitute(w.count, at)))
+                alts = cond if alts == FALSE else Bin("||", alts, cond)
+            if alts == FALSE:
+                continue
+            if ctx.z3.valid(hyp, alts, part):
+                return _Cover(pos, m)
+    return None
+
+
+def _drop_implied(ctx: _Ctx, waits: dict[_WaitKey, _Wait]
+                  ) -> tuple[dict[_WaitKey, _Wait], list[tuple[_Wait, list[tuple[_Req, _Cover]]]]]:
+    """Greedily drop each wait (part order, then body order) whose requirements, and those
+    of the waits dropped before it, are all covered by the remaining waits."""
+    kept = dict(waits)
+    dropped: list[_Wait] = []
+    cover_of: dict[tuple[int, int], _Cover] = {}  # (id of dropped wait, req index) -> its cover
+    for key in list(waits):
+        trial = {k: v for k, v in kept.items() if k != key}
+        found: dict[tuple[int, int], _Cover] = {}
+        ok = True
+        # the new wait's requirements, and those of dropped waits that relied on this position
+        todo = [(w, n, r) for w in dropped for n, r in enumerate(w.reqs)
+                if cover_of[(id(w), n)].pos == key.pos and r.queue == key.queue]
+        todo += [(waits[key], n, r) for n, r in enumerate(waits[key].reqs)]
+        for w, n, r in todo:
+            c = _covers(ctx, r, ctx.part(w.key.part), trial)
+            if c is None:
+                ok = False
+                break
+            found[(id(w), n)] = c
+        if ok:
+            kept = trial
+            dropped.append(waits[key])
+            cover_of.update(found)
+    report = []
+    for w in dropped:
+        report.append((w, [(r, _covers(ctx, r, ctx.part(w.key.part), kept)) for r in w.reqs]))
+    return kept, report
