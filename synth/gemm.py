@@ -507,7 +507,9 @@ def problem_from_gemm_doc(doc, path: str) -> Problem:
     except KeyError:
         from .yamlnodes import suggest
 
-        raise SynthError(doc.val_loc["arch"], f"unknown arch {arch_name!r}", suggest(arch_name, list(_arch_names())))
+        names = list(_arch_names())
+        raise SynthError(doc.val_loc["arch"], f"unknown arch {arch_name!r}",
+                         f"synth targets {', '.join(names)} (cp.async needs sm_80 or newer); {suggest(arch_name, names)}")
 
     cfg = GemmConfig(dims["M"], dims["N"], dims["K"], dtype, tdims["BM"], tdims["BN"], tdims["BK"], warps,
                      stages, arch_name, name)
