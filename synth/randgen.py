@@ -19,7 +19,7 @@ import random
 
 from .graph import Graph
 from .problem import Problem
-from .schedule import Schedule, lift_stages, multiplicity
+from .schedule import Schedule, lift_stages, multiplicity, same_step_order
 
 ASYNC_LAT = (200, 700)
 """Latency range of async copies (global -> shared), cycles."""
@@ -236,25 +236,9 @@ def random_schedule(problem: Problem, graph: Graph, seed: int, max_stage: int = 
         order = list(pins.order)
     else:
         # Random topological order of the edges that stay inside one pipelined step.
-        succ: dict[int, list[int]] = {i: [] for i in range(n)}
-        indeg = [0] * n
-        for e in edges:
-            if stage[e.dst] + e.distance - stage[e.src] == 0 and e.src != e.dst:
-                succ[e.src].append(e.dst)
-                indeg[e.dst] += 1
-        ready = [i for i in range(n) if indeg[i] == 0]
-        seq: list[int] = []
-        while ready:
-            i = ready.pop(rng.randrange(len(ready)))
-            seq.append(i)
-            for j in succ[i]:
-                indeg[j] -= 1
-                if indeg[j] == 0:
-                    ready.append(j)
-        assert len(seq) == n, "zero-distance cycle slipped through graph checks"
-        order = [0] * n
-        for pos, i in enumerate(seq):
-            order[i] = pos
+        found = same_step_order(edges, stage, pick=lambda ready: rng.randrange(len(ready)))
+        assert found is not None, "zero-distance cycle slipped through graph checks"
+        order = list(found)
     used = sorted(set(stage))
     if pins.async_stages is not None:
         astages = set(pins.async_stages)

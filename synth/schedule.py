@@ -126,6 +126,37 @@ def lift_stages(edges, stage: list[int], order: tuple[int, ...] | None = None) -
     return stage
 
 
+def same_step_order(edges, stage: list[int], pick=None) -> tuple[int, ...] | None:
+    """A body order (``order[i]`` = position of op ``i``) that puts every producer before its
+    consumers in the same pipelined step (edges whose lag ``s_b + d - s_a`` is 0).
+
+    ``pick(ready)`` chooses the index of the next op among the ready ones (default: the
+    lowest op index). None when those edges form a cycle.
+    """
+    n = len(stage)
+    succ: dict[int, list[int]] = {a: [] for a in range(n)}
+    indeg = [0] * n
+    for e in edges:
+        if e.src != e.dst and stage[e.dst] + e.distance - stage[e.src] == 0:
+            succ[e.src].append(e.dst)
+            indeg[e.dst] += 1
+    ready = [a for a in range(n) if indeg[a] == 0]
+    seq: list[int] = []
+    while ready:
+        a = ready.pop(pick(ready) if pick is not None else ready.index(min(ready)))
+        seq.append(a)
+        for b in succ[a]:
+            indeg[b] -= 1
+            if indeg[b] == 0:
+                ready.append(b)
+    if len(seq) != n:
+        return None
+    order = [0] * n
+    for k, a in enumerate(seq):
+        order[a] = k
+    return tuple(order)
+
+
 def buffer_bytes(problem: Problem, mult: tuple[tuple[str, int], ...], space: str) -> int:
     """Bytes of all ``space`` buffers at the given multiplicities."""
     m = dict(mult)

@@ -30,7 +30,6 @@ user's terms as :class:`synth.errors.Infeasible`.
 
 from __future__ import annotations
 
-import heapq
 import time
 from dataclasses import dataclass, replace
 from typing import Optional
@@ -40,7 +39,7 @@ from ortools.sat.python import cp_model
 from ..errors import Infeasible, Loc, SynthError
 from ..graph import Graph
 from ..problem import Problem
-from ..schedule import Schedule, SolveInfo, Timing, buffer_bytes, check_schedule, lift_stages, multiplicity
+from ..schedule import Schedule, SolveInfo, Timing, buffer_bytes, check_schedule, lift_stages, multiplicity, same_step_order
 from .constraints import build_model, stage_bounds, stage_domain_hi
 from .objective import (Encoded, Key, ObjectiveSpec, add_objective, decode_bound, ii_big, ii_lower_bound, key,
                         ii_floors, tail_floor, tail_lower_bound)
@@ -73,7 +72,6 @@ def uniform_schedule(problem: Problem, graph: Graph, n_ahead: int, *, use_async:
     the stage bound, a pin or a capacity. ``n_ahead = 0`` is "no pipelining".
     """
     ops = problem.ops
-    n = len(ops)
     pins = problem.pins
     edges = graph.constraints()
     if pins.stage is not None:
@@ -88,27 +86,10 @@ def uniform_schedule(problem: Problem, graph: Graph, n_ahead: int, *, use_async:
     if pins.order is not None:
         order = list(pins.order)
     else:
-        succ: dict[int, list[int]] = {a: [] for a in range(n)}
-        indeg = [0] * n
-        for e in edges:
-            if e.src != e.dst and stage[e.dst] + e.distance - stage[e.src] == 0:
-                succ[e.src].append(e.dst)
-                indeg[e.dst] += 1
-        ready = [a for a in range(n) if indeg[a] == 0]
-        heapq.heapify(ready)
-        seq = []
-        while ready:
-            a = heapq.heappop(ready)
-            seq.append(a)
-            for b in succ[a]:
-                indeg[b] -= 1
-                if indeg[b] == 0:
-                    heapq.heappush(ready, b)
-        if len(seq) != n:
+        found = same_step_order(edges, stage)
+        if found is None:
             return None
-        order = [0] * n
-        for k, a in enumerate(seq):
-            order[a] = k
+        order = list(found)
     if pins.async_stages is not None:
         astages = set(pins.async_stages)
     else:
