@@ -96,14 +96,13 @@ def _console(args):
 
 def cmd_solve(args) -> int:
     from .load import load_problem
+    from .outdir import check_out_dir
     from .pipeline import default_out_dir, run, write_outputs
 
     con = _console(args)
     problem = load_problem(args.problem)
     out = args.out or default_out_dir(problem)
-    if os.path.exists(out) and not args.force:
-        raise SynthError(Loc(out), f"output folder '{out}' already exists",
-                         "pass --force to replace it, or choose another folder with -o")
+    check_out_dir(out, force=args.force)
     with con.status("solving...") as status:
         result = run(problem, time_limit=args.time_limit, workers=args.workers, verify=not args.no_verify,
                      progress=lambda m: status.update(m + "..."))
@@ -224,7 +223,9 @@ def cmd_verify(args) -> int:
     program = load_program(args.target)
     report = verify_program(program, time_limit=args.time_limit)
     if args.certificate:
-        write_certificate(report, args.certificate)
+        from .outdir import publish
+
+        publish(args.certificate, lambda tmp: write_certificate(report, tmp), flag="--certificate")
     if args.json:
         print(json.dumps({"ok": report.ok, "waits": [
             {"index": v.index, "status": v.status, "tight": v.tight, "seconds": round(v.seconds, 4),

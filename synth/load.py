@@ -16,8 +16,9 @@ from .problem import (Buffer, Dep, Loop, Objective, Op, Pins, Predicate, Problem
 from .yamlnodes import (LDict, LList, check_keys, empty_ldict, read_yaml, read_yaml_text, require, suggest,
                         want_int)
 
-NAME_RE = re.compile(r"^[A-Za-z0-9_.-]+$")
-IDENT_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+NAME_RE = re.compile(r"\A[A-Za-z0-9_][A-Za-z0-9_.-]{0,63}\Z")
+"""A problem name: it names the default output folder out/<name>, so no path separators, no '.' or '..'."""
+IDENT_RE = re.compile(r"\A[A-Za-z_][A-Za-z0-9_]*\Z")
 TOP_KEYS = ("name", "description", "loop", "buffers", "ops", "deps", "target", "schedule", "objective")
 GEMM_KEYS = ("name", "description", "kind", "shape", "dtype", "tile", "warps", "stages", "arch",
              "loop", "schedule", "objective", "target")
@@ -100,7 +101,7 @@ def _name(doc: LDict) -> str:
     name = require(doc, "name", "the problem", "add 'name: my-loop' (letters, digits, '_', '.', '-')")
     if not isinstance(name, str) or not NAME_RE.match(name):
         raise SynthError(doc.val_loc["name"], f"invalid name {name!r}",
-                         "use only letters, digits, '_', '.' and '-'")
+                         "use only letters, digits, '_', '.' and '-' (at most 64, not starting with '.' or '-')")
     return name
 
 

@@ -10,8 +10,6 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
-import tempfile
 from dataclasses import dataclass, replace
 from typing import Callable, Optional
 
@@ -83,32 +81,29 @@ def run(problem: Problem, *, time_limit: float = 20.0, workers: int = 2, verify:
 
 
 def default_out_dir(problem: Problem) -> str:
+    """``out/<name>``; the loader restricts names to safe identifiers, and this re-checks it."""
+    from .load import NAME_RE
+
+    if not NAME_RE.match(problem.name):
+        raise SynthError(Loc(problem.path),
+                         f"problem name {problem.name!r} cannot name an output folder",
+                         "use letters, digits, '_', '.' and '-' (starting with a letter, digit or '_'), "
+                         "or choose a folder with -o")
     return os.path.join("out", problem.name)
 
 
 def write_outputs(result: Result, out_dir: str, *, force: bool = False) -> list[str]:
     """Write schedule.json, program.txt/json, certificate/, timeline.svg and kernel.cu under ``out_dir``.
 
-    Refuses to overwrite an existing folder unless ``force``. Returns the
-    written paths (relative to ``out_dir``).
+    The folder is built aside and moved into place (:func:`synth.outdir.publish`):
+    an existing folder is replaced only with ``force`` and only when synth wrote
+    every file in it. Returns the written paths (relative to ``out_dir``).
     """
+    from .outdir import publish
     from .printer import program_text
 
-    out_dir = os.path.normpath(out_dir)
-    if os.path.exists(out_dir) and not force:
-        raise SynthError(Loc(out_dir), f"output folder '{out_dir}' already exists",
-                         "pass --force to replace it, or choose another folder with -o")
-    parent = os.path.dirname(os.path.abspath(out_dir))
-    os.makedirs(parent, exist_ok=True)
-    tmp = tempfile.mkdtemp(prefix=".synth-", dir=parent)
-    try:
-        files = _write_all(result, tmp, program_text)
-        if os.path.exists(out_dir):
-            shutil.rmtree(out_dir)
-        os.replace(tmp, out_dir)
-    except BaseException:
-        shutil.rmtree(tmp, ignore_errors=True)
-        raise
+    files: list[str] = []
+    publish(out_dir, lambda tmp: files.extend(_write_all(result, tmp, program_text)), force=force)
     return files
 
 

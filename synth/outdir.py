@@ -1,0 +1,245 @@
+"""Output folders that synth owns: written atomically, replaced only when every file in them is synth's.
+
+Every folder synth writes (``synth solve``'s ``OUT/``, a search candidate's
+folder, a certificate folder) carries a marker file, :data:`MARKER`, listing
+each file synth wrote with its sha256. The rules, in the order they are checked:
+
+* A new folder is built in a temporary sibling (``.synth-tmp-*``) and renamed
+  into place at the end, so a failure never leaves a half-written folder.
+* An existing *empty* directory is used as if it did not exist.
+* Any other existing path is replaced only with ``force``, and only when it is
+  a real directory (not a file, not a symlink), not the current directory or
+  one of its ancestors, holds the marker, and every file under it is listed in
+  the marker with an unchanged sha256 (so a file the user added or edited is
+  never deleted). Otherwise :class:`~synth.errors.SynthError` names the
+  offending paths and synth touches nothing.
+* The old folder is renamed aside, the new one renamed into place, then the
+  old files listed in the marker are deleted one by one and their directories
+  removed only when empty; nothing is removed recursively.
+
+:func:`replace_file` updates one file of such a folder (``synth emit``) under
+the same rule: the file on disk must be the one synth wrote.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import tempfile
+from typing import Callable
+
+from .errors import Loc, SynthError
+
+MARKER = ".synth-output.json"
+"""Marker file name; its JSON is ``{"synth_output": 1, "files": {relpath: sha256}}``."""
+
+MAX_MARKER_BYTES = 1 << 20
+"""A marker larger than this (1 MiB) is not one synth wrote."""
+
+
+def sha256_file(path: str) -> str:
+    """The hex sha256 of a file's bytes."""
+    h = hashlib.sha256()
+    with open(path, "rb") as fh:
+        for chunk in iter(lambda: fh.read(1 << 16), b""):
+            h.update(chunk)
+    return h.hexdigest()
+
+
+def _walk_files(root: str) -> tuple[list[str], list[str]]:
+    """(regular files, other entries: symlinks, devices, ...) under ``root``, as relative paths."""
+    files, odd = [], []
+    for dirpath, dirnames, filenames in os.walk(root, followlinks=False):
+        for d in list(dirnames):
+            full = os.path.join(dirpath, d)
+            if os.path.islink(full):
+                odd.append(os.path.relpath(full, root))
+                dirnames.remove(d)
+        for f in filenames:
+            full = os.path.join(dirpath, f)
+            rel = os.path.relpath(full, root)
+            (files if os.path.isfile(full) and not os.path.islink(full) else odd).append(rel)
+    return sorted(files), sorted(odd)
+
+
+def read_marker(folder: str) -> dict[str, str] | None:
+    """The ``{relpath: sha256}`` map of a folder synth wrote, or None when there is no valid marker."""
+    path = os.path.join(folder, MARKER)
+    try:
+        if os.path.islink(path) or not os.path.isfile(path) or os.path.getsize(path) > MAX_MARKER_BYTES:
+            return None
+        with open(path, encoding="utf-8") as fh:
+            doc = json.load(fh)
+    except (OSError, ValueError):
+        return None
+    files = doc.get("files") if isinstance(doc, dict) and doc.get("synth_output") == 1 else None
+    if not isinstance(files, dict) or not all(isinstance(k, str) and isinstance(v, str) for k, v in files.items()):
+        return None
+    return files
+
+
+def _write_marker(folder: str) -> None:
+    files, _ = _walk_files(folder)
+    listing = {rel.replace(os.sep, "/"): sha256_file(os.path.join(folder, rel)) for rel in files if rel != MARKER}
+    with open(os.path.join(folder, MARKER), "w", encoding="utf-8") as fh:
+        json.dump({"synth_output": 1, "files": listing}, fh, indent=1, sort_keys=True)
+        fh.write("\n")
+
+
+def foreign_files(folder: str) -> list[str]:
+    """Paths under ``folder`` that synth did not write or that changed since (empty: safe to replace)."""
+    listing = read_marker(folder)
+    files, odd = _walk_files(folder)
+    if listing is None:
+        return [MARKER + " (missing: synth did not write this folder)"] + [f for f in files if f != MARKER] + odd
+    bad = [f"{o} (not a regular file)" for o in odd]
+    for rel in files:
+        if rel == MARKER:
+            continue
+        want = listing.get(rel.replace(os.sep, "/"))
+        if want is None:
+            bad.append(f"{rel} (not written by synth)")
+        elif sha256_file(os.path.join(folder, rel)) != want:
+            bad.append(f"{rel} (changed since synth wrote it)")
+    return bad
+
+
+def _is_cwd_or_ancestor(path: str) -> bool:
+    here = os.path.realpath(os.getcwd())
+    there = os.path.realpath(path)
+    return here == there or here.startswith(there.rstrip(os.sep) + os.sep)
+
+
+def check_out_dir(out_dir: str, *, force: bool = False, flag: str = "-o") -> None:
+    """Raise :class:`SynthError` unless ``out_dir`` may be written (call before long work).
+
+    ``flag`` names the option that chose the folder, for the fix text.
+    """
+    loc = Loc(out_dir)
+    other = f"choose another folder with {flag}"
+    if not out_dir or "\0" in out_dir:
+        raise SynthError(loc, "empty or invalid output folder name", other)
+    probe = os.path.abspath(out_dir)
+    # An ancestor that is a file makes the folder impossible to create.
+    parent = os.path.dirname(probe)
+    while parent and not os.path.exists(parent):
+        parent = os.path.dirname(parent)
+    if parent and not os.path.isdir(parent):
+        raise SynthError(loc, f"cannot create '{out_dir}': '{parent}' is a file, not a folder", other)
+    if os.path.islink(out_dir):
+        raise SynthError(loc, f"output folder '{out_dir}' is a symbolic link; synth does not write through links",
+                         other)
+    if not os.path.exists(out_dir):
+        return
+    if not os.path.isdir(out_dir):
+        raise SynthError(loc, f"'{out_dir}' exists and is not a folder", other)
+    if not os.listdir(out_dir):
+        return
+    if _is_cwd_or_ancestor(out_dir):
+        raise SynthError(loc, f"'{out_dir}' is the current folder or holds it; synth never replaces it", other)
+    if not force:
+        raise SynthError(loc, f"output folder '{out_dir}' already exists",
+                         f"pass --force to replace it (only if synth wrote it), or {other}")
+    bad = foreign_files(out_dir)
+    if bad:
+        shown = "; ".join(bad[:5]) + (f"; and {len(bad) - 5} more" if len(bad) > 5 else "")
+        raise SynthError(loc, f"refusing to replace '{out_dir}': it holds files synth did not write: {shown}",
+                         f"move those files elsewhere, or {other}")
+
+
+def publish(out_dir: str, build: Callable[[str], object], *, force: bool = False, flag: str = "-o") -> None:
+    """Run ``build(tmp)`` in a fresh temporary sibling folder, mark it, and move it to ``out_dir``.
+
+    The rules of the module docstring apply; on any failure the temporary folder
+    is removed and ``out_dir`` is untouched.
+    """
+    check_out_dir(out_dir, force=force, flag=flag)
+    out_abs = os.path.abspath(out_dir)
+    parent = os.path.dirname(out_abs)
+    try:
+        os.makedirs(parent, exist_ok=True)
+    except OSError as exc:
+        raise SynthError(Loc(out_dir), f"cannot create the folder '{parent}': {exc.strerror}",
+                         f"choose another folder with {flag}") from None
+    try:
+        tmp = tempfile.mkdtemp(prefix=".synth-tmp-", dir=parent)
+    except OSError as exc:
+        raise SynthError(Loc(out_dir), f"cannot write in '{parent}': {exc.strerror}",
+                         f"choose another folder with {flag}") from None
+    try:
+        build(tmp)
+        _write_marker(tmp)
+        check_out_dir(out_dir, force=force, flag=flag)  # again: the long build may have raced a user
+        if os.path.isdir(out_abs):
+            old = tempfile.mkdtemp(prefix=".synth-old-", dir=parent)
+            os.rename(out_abs, os.path.join(old, "d"))
+            os.rename(tmp, out_abs)
+            _remove_own(os.path.join(old, "d"))
+            _rmdir_quiet(old)
+        else:
+            os.rename(tmp, out_abs)
+    except BaseException:
+        if os.path.isdir(tmp):
+            _remove_own(tmp, everything=True)
+        raise
+
+
+def _remove_own(folder: str, *, everything: bool = False) -> None:
+    """Delete the files of a folder synth wrote (its marker's list, or all of a fresh temp folder)."""
+    listing = None if everything else read_marker(folder)
+    files, _ = _walk_files(folder)
+    for rel in files:
+        full = os.path.join(folder, rel)
+        key = rel.replace(os.sep, "/")
+        own = everything or rel == MARKER or (listing is not None and listing.get(key) == sha256_file(full))
+        if own:
+            try:
+                os.remove(full)
+            except OSError:
+                pass
+    for dirpath, _dirs, _files in sorted(os.walk(folder, topdown=False), key=lambda t: -len(t[0])):
+        _rmdir_quiet(dirpath)
+
+
+def _rmdir_quiet(path: str) -> None:
+    try:
+        os.rmdir(path)
+    except OSError:
+        pass
+
+
+def replace_file(out_dir: str, name: str, text: str, *, force: bool = False) -> str:
+    """Write ``text`` as ``out_dir/name`` in a folder synth wrote, and record it in the marker.
+
+    A missing file is written; an existing one is replaced only with ``force``
+    and only when it is unchanged since synth wrote it. Returns the path.
+    """
+    path = os.path.join(out_dir, name)
+    listing = read_marker(out_dir)
+    if listing is None:
+        raise SynthError(Loc(out_dir), f"'{out_dir}' is not a folder written by synth (no {MARKER})",
+                         "pass a folder written by 'synth solve'")
+    if os.path.lexists(path):
+        if not force:
+            raise SynthError(Loc(path), f"{name} already exists", "pass --force to replace it")
+        if os.path.islink(path) or not os.path.isfile(path) or listing.get(name) != sha256_file(path):
+            raise SynthError(Loc(path), f"refusing to replace {name}: it changed since synth wrote it",
+                             "move it elsewhere first")
+    _atomic_write(path, text)
+    listing[name] = sha256_file(path)
+    _atomic_write(os.path.join(out_dir, MARKER),
+                  json.dumps({"synth_output": 1, "files": listing}, indent=1, sort_keys=True) + "\n")
+    return path
+
+
+def _atomic_write(path: str, text: str) -> None:
+    fd, tmp = tempfile.mkstemp(prefix=".synth-tmp-", dir=os.path.dirname(path) or ".")
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as fh:
+            fh.write(text)
+        os.replace(tmp, path)
+    except BaseException:
+        if os.path.exists(tmp):
+            os.remove(tmp)
+        raise
