@@ -33,7 +33,7 @@ SYNC_UNITS = {
 
 
 def random_problem(seed: int, n_ops: int, *, async_frac: float = 0.4, predicated: bool = False,
-                   symbolic: bool = False, hideable: bool = True) -> Problem:
+                   symbolic: bool = False, hideable: bool = True, inplace: bool = False) -> Problem:
     """A random valid loop body of ``n_ops`` ops (deterministic in ``seed``).
 
     Async copies (unit ``cp_async``, sometimes a second async unit ``tma``) write
@@ -44,7 +44,9 @@ def random_problem(seed: int, n_ops: int, *, async_frac: float = 0.4, predicated
 
     ``predicated`` puts ``when:`` predicates (affine, such as ``k + 2 < T``, or
     ``opaque``) on some async copies; ``symbolic`` makes the trip count ``T`` with
-    a ``min_trip_count``. ``hideable=False`` adds a pointer-chasing recurrence
+    a ``min_trip_count``. ``inplace`` turns about half of the async copies into
+    in-place updates (the copy also reads the shared buffer it writes, an async
+    read-modify-write). ``hideable=False`` adds a pointer-chasing recurrence
     (the next iteration's first copy needs an index computed from this
     iteration's data), so no schedule can hide the copy latency: stalls are forced.
     """
@@ -152,6 +154,12 @@ def random_problem(seed: int, n_ops: int, *, async_frac: float = 0.4, predicated
             o["writes"] = list(o["writes"]) + ["C1"]
         else:
             del buffers["C1"]
+
+    if inplace:
+        copies = [o for o in ops if o["unit"] in ("cp_async", "tma")]
+        for o in copies:
+            if rng.random() < 0.5:
+                o["reads"] = list(o.get("reads", ())) + list(o["writes"])
 
     if chase:
         # next_idx reads data derived from the first copy and feeds the next

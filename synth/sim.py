@@ -307,6 +307,8 @@ def _slot_hazards(problem: Problem, graph: Graph, sched: Schedule,
                 w = (a, version + m)
                 if w not in issued:
                     continue
+                if w == (b, it):
+                    continue  # an in-place update: one instance reads its operand before it writes its result
                 rseq = issued[(b, it)][0]
                 wseq = issued[w][0]
                 ok = wseq > rseq

@@ -107,3 +107,53 @@ def test_random_schedules_replay_cleanly(seed: int) -> None:
     assert check_timing(p, g, replace(s, timing=r.timing)) == []
     # One cycle less than the least II has no timing.
     assert offsets_at(p, g, s, r.ii - 1) is None or not p.loop.symbolic
+
+
+INPLACE = """name: inplace
+loop: {var: i, trip_count: 16}
+buffers:
+  X: {space: shared, bytes: 4}
+ops:
+  - {name: acc, unit: dma, reads: [X], writes: [X], latency: 200, issue: 2}
+target:
+  shared_bytes: 1024
+  units:
+    dma: {async: true}
+"""
+
+
+@pytest.mark.parametrize("async_stages", ["[]", "[0]"])
+def test_in_place_update_is_not_a_slot_hazard(async_stages: str) -> None:
+    # acc[i] reads version i - 1 of X and writes version i: with one slot (sync) it reads
+    # before it writes; async, it gets a second slot. Neither clobbers a version still to be read.
+    p = load_problem_text(INPLACE + f"schedule: {{stage: [0], async_stages: {async_stages}}}\n")
+    g = build_graph(p)
+    s = schedule_from_pins(p, g)
+    assert s.mult("X") == (2 if s.is_async[0] else 1)
+    r = simulate(p, g, s)
+    assert r.hazards == () and r.stalls == 0
+    assert check_timing(p, g, replace(s, timing=r.timing)) == []
+
+
+def test_in_place_update_of_another_instance_is_still_a_hazard() -> None:
+    # One slot but the update is async in stage 0 and read by a consumer a stage later:
+    # the next acc overwrites the version the consumer has not read yet.
+    text = INPLACE.replace("latency: 200, issue: 2}", "latency: 200, issue: 2}\n  - {name: use, unit: alu, "
+                           "reads: [X], latency: 4, issue: 1}").replace("    dma: {async: true}",
+                                                                        "    dma: {async: true}\n    alu: {}")
+    p = load_problem_text(text + "schedule: {stage: [0, 1], async_stages: [0]}\n")
+    g = build_graph(p)
+    s = schedule_from_pins(p, g)
+    bad = replace(s, multiplicity=(("X", 1),))
+    r = replay(p, g, bad, best_timing(p, g, bad), 16)
+    assert any("overwrites slot of X" in h for h in r.hazards)
+
+
+@pytest.mark.parametrize("seed", range(10))
+def test_random_in_place_schedules_replay_cleanly(seed: int) -> None:
+    p = random_problem(seed, 2 + seed % 5, inplace=True, symbolic=seed % 3 == 0)
+    g = build_graph(p)
+    for k in range(3):
+        s = random_schedule(p, g, seed * 3 + k)
+        r = simulate(p, g, s)
+        assert r.hazards == () and check_timing(p, g, replace(s, timing=r.timing)) == []
