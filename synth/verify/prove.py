@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import time
 from dataclasses import replace
-from typing import AbstractSet, Optional
+from typing import AbstractSet, Callable, Optional
 
 import z3
 
@@ -307,13 +307,15 @@ def _predicated_producer(program: Program, queue: int) -> str:
 # --------------------------------------------------------------------------------------------
 
 def verify_program(program: Program, *, time_limit: float = 10.0, tightness: bool = True,
-                   trip_count: Optional[int] = None, smt2: bool = True) -> Report:
+                   trip_count: Optional[int] = None, smt2: bool = True,
+                   progress: Optional[Callable[[int, int], None]] = None) -> Report:
     """Prove every obligation of ``program`` (SPEC §3) and judge each wait.
 
     ``time_limit`` is per solver query, in seconds. ``trip_count`` fixes the trip
     count instead of quantifying over all ``T >= min_trip_count`` (for tests).
     ``smt2=False`` skips keeping each query's SMT-LIB2 text (no certificate can
-    then be written from the report).
+    then be written from the report). ``progress(done, total)`` is called after
+    each obligation is decided (for a progress bar; it must not raise).
     Raises :class:`SynthError` on a malformed program.
     """
     t0 = time.perf_counter()
@@ -325,7 +327,13 @@ def verify_program(program: Program, *, time_limit: float = 10.0, tightness: boo
         raise ValueError(f"trip_count {trip_count} < min_trip_count {program.min_trip_count}")
     enc = Encoder(program, trip=trip_count)
     obs = enumerate_obligations(program, enc)
-    results = [prove_obligation(program, ob, enc, time_limit, trip_count, smt2) for ob in obs]
+    results = []
+    for ob in obs:
+        if progress is not None:
+            progress(len(results), len(obs))
+        results.append(prove_obligation(program, ob, enc, time_limit, trip_count, smt2))
+    if progress is not None:
+        progress(len(results), len(obs))
     verdicts = []
     waits = list(program.waits)
     switches = _Switches(program, obs, time_limit, trip_count) if tightness else None
