@@ -105,7 +105,7 @@ def cmd_solve(args) -> int:
     check_out_dir(out, force=args.force)
     with con.status("solving...") as status:
         result = run(problem, time_limit=args.time_limit, workers=args.workers, verify=not args.no_verify,
-                     progress=lambda m: status.update(m + "..."))
+                     progress=lambda ph, d, t: status.update(f"{ph} {d}/{t}..."))
     files = write_outputs(result, out, force=args.force)
     if args.json:
         print(json.dumps(_solve_json(result, out, files), indent=2))

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import os
+import time
 from dataclasses import dataclass, replace
 from typing import Callable, Optional
 
@@ -32,10 +33,26 @@ class Result:
     """:class:`synth.verify.Report`, None when verification was skipped."""
     kernel: Optional[str] = None
     """kernel.cu text for GEMM problems."""
+    phases: tuple[tuple[str, float], ...] = ()
+    """Wall seconds of each phase run, in order: ``graph``, ``schedule``, ``lower``, ``prove``, ``emit``."""
 
     @property
     def proven(self) -> bool:
         return self.report is None or bool(getattr(self.report, "ok", False))
+
+
+class TimeLimitReached(SynthError):
+    """The whole-command time limit ran out before a phase could start (the CLI exits 1)."""
+
+
+Progress = Callable[[str, int, int], None]
+"""``progress(phase, done, total)``, the shape :mod:`synth.search` uses too."""
+
+PROVE_QUERY_LIMIT = 10.0
+"""Seconds at most per Z3 query while proving (less when the command's deadline is nearer)."""
+
+SOLVER_SHARE = 0.6
+"""Fraction of the remaining time CP-SAT may use when the proof still has to run after it."""
 
 
 def solve_schedule(problem: Problem, graph: Graph, *, time_limit: float = 20.0, workers: int = 2) -> Schedule:
@@ -45,39 +62,68 @@ def solve_schedule(problem: Problem, graph: Graph, *, time_limit: float = 20.0, 
     return solve(problem, graph, time_limit=time_limit, workers=workers)
 
 
-def run(problem: Problem, *, time_limit: float = 20.0, workers: int = 2, verify: bool = True,
-        emit: bool = True, pinned_only: bool = False,
-        progress: Callable[[str], None] | None = None) -> Result:
+def run(problem: Problem, *, time_limit: float = 60.0, workers: int = 2, verify: bool = True,
+        emit: bool = True, pinned_only: bool = False, progress: Progress | None = None,
+        deadline: float | None = None) -> Result:
     """Solve (or take the pins as the schedule when ``pinned_only``), lower, prove, emit.
+
+    ``time_limit`` is the wall-clock budget of the whole call in seconds, or
+    ``deadline`` (a :func:`time.monotonic` instant) when given. CP-SAT gets
+    :data:`SOLVER_SHARE` of what is left when a proof follows it (all of it
+    otherwise), each Z3 query at most :data:`PROVE_QUERY_LIMIT` seconds and
+    never past the deadline. A phase that cannot start because the deadline has
+    passed raises :class:`TimeLimitReached`; a query cut short leaves its wait
+    ``unknown`` (``Result.proven`` is then False).
 
     Pure apart from solver time: nothing is written. Raises :class:`SynthError`
     for user errors (including infeasible problems).
     """
-    say = progress or (lambda msg: None)
-    graph = build_graph(problem)
-    say("solving schedule")
+    say = progress or (lambda phase, done, total: None)
+    end = deadline if deadline is not None else time.monotonic() + time_limit
+    phases: list[tuple[str, float]] = []
+
+    def left(phase: str) -> float:
+        rest = end - time.monotonic()
+        if rest <= 0:
+            raise TimeLimitReached(Loc(problem.path), f"the time limit ran out before {phase} could start "
+                                   f"(done: {', '.join(f'{n} {t:.2f} s' for n, t in phases) or 'nothing'})",
+                                   "raise --time-limit")
+        return rest
+
+    def timed(phase: str, fn):
+        t0 = time.monotonic()
+        say(phase, 0, 1)
+        out = fn()
+        phases.append((phase, time.monotonic() - t0))
+        say(phase, 1, 1)
+        return out
+
+    graph = timed("graph", lambda: build_graph(problem))
     if pinned_only:
-        schedule = schedule_from_pins(problem, graph)
+        schedule = timed("schedule", lambda: schedule_from_pins(problem, graph))
     else:
-        schedule = solve_schedule(problem, graph, time_limit=time_limit, workers=workers)
+        budget = left("scheduling") * (SOLVER_SHARE if verify else 1.0)
+        schedule = timed("schedule", lambda: solve_schedule(problem, graph, time_limit=budget, workers=workers))
     from .lower import lower
 
-    say("lowering")
-    program = lower(problem, graph, schedule)
+    left("lowering")
+    program = timed("lower", lambda: lower(problem, graph, schedule))
     report = None
     if verify:
         from .verify import verify_program
 
-        say("proving wait counts")
-        report = verify_program(program, time_limit=max(time_limit, 10.0))
+        per_query = min(PROVE_QUERY_LIMIT, left("proving"))
+        t0 = time.monotonic()
+        report = verify_program(program, time_limit=per_query,
+                                progress=lambda done, total: say("prove", done, total))
+        phases.append(("prove", time.monotonic() - t0))
         program = report.program
     kernel = None
     if emit and problem.gemm is not None and (report is None or report.ok):
         from .emit.cuda import emit_kernel
 
-        say("emitting CUDA kernel")
-        kernel = emit_kernel(problem, schedule, program)
-    return Result(problem, graph, schedule, program, report, kernel)
+        kernel = timed("emit", lambda: emit_kernel(problem, schedule, program))
+    return Result(problem, graph, schedule, program, report, kernel, tuple(phases))
 
 
 def default_out_dir(problem: Problem) -> str:
