@@ -71,7 +71,7 @@ def run(problem: Problem, *, time_limit: float = 60.0, workers: int = 2, verify:
     ``deadline`` (a :func:`time.monotonic` instant) when given. CP-SAT gets
     :data:`SOLVER_SHARE` of what is left when a proof follows it (all of it
     otherwise), each Z3 query at most :data:`PROVE_QUERY_LIMIT` seconds and
-    never past the deadline. A phase that cannot start because the deadline has
+    none past the deadline. A phase that cannot start because the deadline has
     passed raises :class:`TimeLimitReached`; a query cut short leaves its wait
     ``unknown`` (``Result.proven`` is then False).
 
@@ -112,9 +112,9 @@ def run(problem: Problem, *, time_limit: float = 60.0, workers: int = 2, verify:
     if verify:
         from .verify import verify_program
 
-        per_query = min(PROVE_QUERY_LIMIT, left("proving"))
+        left("proving")
         t0 = time.monotonic()
-        report = verify_program(program, time_limit=per_query,
+        report = verify_program(program, time_limit=PROVE_QUERY_LIMIT, deadline=end,
                                 progress=lambda done, total: say("prove", done, total))
         phases.append(("prove", time.monotonic() - t0))
         program = report.program

@@ -304,11 +304,19 @@ def _predicated_producer(program: Program, queue: int) -> str:
 
 # --------------------------------------------------------------------------------------------
 # the entry point
+
+def _query_limit(time_limit: float, deadline: Optional[float]) -> float:
+    """Seconds for the next query: ``time_limit``, less when ``deadline`` is nearer (1 ms at least)."""
+    if deadline is None:
+        return time_limit
+    return max(0.001, min(time_limit, deadline - time.monotonic()))
+
 # --------------------------------------------------------------------------------------------
 
 def verify_program(program: Program, *, time_limit: float = 10.0, tightness: bool = True,
                    trip_count: Optional[int] = None, smt2: bool = True,
-                   progress: Optional[Callable[[int, int], None]] = None) -> Report:
+                   progress: Optional[Callable[[int, int], None]] = None,
+                   deadline: Optional[float] = None) -> Report:
     """Prove every obligation of ``program`` (SPEC §3) and judge each wait.
 
     ``time_limit`` is per solver query, in seconds. ``trip_count`` fixes the trip
@@ -316,6 +324,8 @@ def verify_program(program: Program, *, time_limit: float = 10.0, tightness: boo
     ``smt2=False`` skips keeping each query's SMT-LIB2 text (no certificate can
     then be written from the report). ``progress(done, total)`` is called after
     each obligation is decided (for a progress bar; it must not raise).
+    ``deadline`` (a :func:`time.monotonic` instant) caps every query so the
+    whole call ends near it; a query cut short is ``unknown``.
     Raises :class:`SynthError` on a malformed program.
     """
     t0 = time.perf_counter()
@@ -331,7 +341,7 @@ def verify_program(program: Program, *, time_limit: float = 10.0, tightness: boo
     for ob in obs:
         if progress is not None:
             progress(len(results), len(obs))
-        results.append(prove_obligation(program, ob, enc, time_limit, trip_count, smt2))
+        results.append(prove_obligation(program, ob, enc, _query_limit(time_limit, deadline), trip_count, smt2))
     if progress is not None:
         progress(len(results), len(obs))
     verdicts = []
@@ -351,6 +361,7 @@ def verify_program(program: Program, *, time_limit: float = 10.0, tightness: boo
         reason = ""
         if status == "proven" and switches is not None:
             t1 = time.perf_counter()
+            switches.time_limit = _query_limit(time_limit, deadline)
             tight, reason = judge_tightness(program, obs, results, idx, switches)
             secs += time.perf_counter() - t1
         elif status == "refuted":
