@@ -45,6 +45,11 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--certificate", metavar="DIR", help="also write SMT-LIB2 certificates to DIR")
     _common(p, time_limit=10.0)
 
+    p = sub.add_parser("check", help="prove or refute the waits of Triton, TVM or MLIR pipelined IR")
+    from .frontends.cli import add_check_arguments
+
+    add_check_arguments(p)
+
     p = sub.add_parser("certify", help="re-check a certificate with Z3 and cvc5 alone")
     p.add_argument("directory", help="OUT/certificate/")
     _common(p)
@@ -238,6 +243,12 @@ def cmd_verify(args) -> int:
     return 0 if report.ok else 1
 
 
+def cmd_check(args) -> int:
+    from .frontends.cli import cli_check
+
+    return cli_check(args)
+
+
 def cmd_certify(args) -> int:
     from .verify import certify
 
@@ -309,6 +320,7 @@ _COMMANDS = {
     "lower": cmd_lower,
     "verify": cmd_verify,
     "certify": cmd_certify,
+    "check": cmd_check,
     "emit": cmd_emit,
     "run": cmd_run,
     "search": cmd_search,

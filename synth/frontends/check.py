@@ -1,0 +1,154 @@
+"""``synth check``: read a compiler's pipelined loop, map it, prove its waits, report in its terms.
+
+:func:`detect` names the input form from the file's content, :func:`import_loop`
+runs the matching front-end, :func:`check_loop` maps and proves
+(:func:`synth.verify.verify_program`) and returns a :class:`CheckResult` whose
+:meth:`~CheckResult.render` explains each wait with its source line.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from typing import Optional
+
+from ..errors import Loc, SynthError
+from ..expr import to_str
+from ..printer import program_text
+from ..program import Program
+from ..verify import Report, verify_program
+from .loop import Loop, SourceMap, to_program
+
+FORMS = ("triton", "tvm", "mlir")
+
+
+def detect(text: str, path: str) -> str:
+    """``triton`` (TTGIR), ``tvm`` (TVMScript) or ``mlir`` (nvgpu), from the content."""
+    if "ttg.async_copy_global_to_local" in text or "ttg.async_wait" in text or "#ttg." in text:
+        return "triton"
+    if "nvgpu.device_async_copy" in text or "nvgpu.device_async_wait" in text:
+        return "mlir"
+    if "async_commit_queue_scope" in text or "async_wait_queue_scope" in text or "T.prim_func" in text:
+        return "tvm"
+    raise SynthError(Loc(path), "cannot tell the input form: no ttg.async_copy_global_to_local (Triton), "
+                     "nvgpu.device_async_copy (MLIR) or async_commit_queue_scope (TVM) in it",
+                     "pass TTGIR after Triton's pipeliner, TVMScript after InjectSoftwarePipeline, or MLIR "
+                     "with nvgpu async copies")
+
+
+def read_text(path: str) -> str:
+    try:
+        with open(path, encoding="utf-8") as fh:
+            return fh.read()
+    except FileNotFoundError:
+        raise SynthError(Loc(path), "no such file", "pass a .ttgir, .mlir or TVMScript .py file") from None
+    except (OSError, UnicodeDecodeError) as e:
+        raise SynthError(Loc(path), f"cannot read: {e}", "pass a text file") from None
+
+
+def import_loop(text: str, path: str, form: Optional[str] = None) -> Loop:
+    """The :class:`Loop` of ``text`` in ``form`` (detected when None)."""
+    form = form or detect(text, path)
+    if form == "triton":
+        from .ttgir import ttgir_to_loop
+
+        return ttgir_to_loop(text, path)
+    if form == "mlir":
+        from .mlir import nvgpu_to_loop
+
+        return nvgpu_to_loop(text, path)
+    from .tvm import tvmscript_to_loop
+
+    return tvmscript_to_loop(text, path)
+
+
+@dataclass(frozen=True)
+class CheckResult:
+    loop: Loop
+    program: Program
+    source: SourceMap
+    report: Report
+
+    @property
+    def ok(self) -> bool:
+        return self.report.ok
+
+    def counts(self) -> dict:
+        """Waits proven / refuted / unknown."""
+        out = {"proven": 0, "refuted": 0, "unknown": 0}
+        for v in self.report.verdicts:
+            out[v.status] += 1
+        return out
+
+    def render(self, verbose: bool = False) -> str:
+        """Per wait: its source line, verdict, tightness and (refuted) the counterexample."""
+        lp, p, rep = self.loop, self.report.program, self.report
+        trip = p.trip_count if isinstance(p.trip_count, int) else f"{p.trip_count} >= {p.min_trip_count}"
+        c = self.counts()
+        lines = [f"{lp.path}: {lp.source} loop at line {lp.body_line}, trip count {trip}: "
+                 f"{len(p.waits)} waits, {c['proven']} proven, {c['refuted']} refuted, {c['unknown']} unknown"
+                 + ("" if rep.ok else " -- NOT PROVEN")]
+        for v in rep.verdicts:
+            w = p.waits[v.index]
+            line, text = self.source.waits[v.index]
+            tight = "" if v.tight is None else (", tight" if v.tight else ", not tight")
+            lines.append(f"  wait #{v.index} line {line} ({w.part}) {text}: keeps <= {to_str(w.in_flight)} groups "
+                         f"in flight before {w.before}: {v.status}{tight}")
+            if v.tight is False and v.reason:
+                lines.append(f"    {v.reason}")
+            if v.status != "proven":
+                for o in rep.obligations:
+                    if o.wait == v.index and o.status != "proven":
+                        lines.append(f"    {o.status}: {o.description}")
+                        if o.counterexample is not None:
+                            lines.append(o.counterexample.render("      "))
+                        elif o.reason:
+                            lines.append(f"      {o.reason}")
+        if rep.global_failures:
+            lines.append("  not charged to any wait (a race no wait guards):")
+            for o in rep.global_failures:
+                lines.append(f"    {o.status}: {o.description}")
+                if o.counterexample is not None:
+                    lines.append(o.counterexample.render("      "))
+        lines.append("  ops (synth name <- source lines):")
+        for name, where in self.source.ops.items():
+            locs = ", ".join(f"{part} line {ln}" for part, ln, _ in where)
+            lines.append(f"    {name} ({'async ' if p.op(name).is_async else ''}stage {p.op(name).stage}): "
+                         f"{where[0][2]}  [{locs}]")
+        if verbose:
+            lines.append("  mapped program:")
+            lines += ["    " + x for x in program_text(p).splitlines()]
+        return "\n".join(lines)
+
+    def to_json(self) -> dict:
+        p = self.report.program
+        return {"file": self.loop.path, "source": self.loop.source, "ok": self.ok, "counts": self.counts(),
+                "trip_count": p.trip_count, "min_trip_count": p.min_trip_count,
+                "waits": [{"index": v.index, "line": self.source.waits[v.index][0],
+                           "text": self.source.waits[v.index][1], "part": p.waits[v.index].part,
+                           "in_flight": to_str(p.waits[v.index].in_flight), "status": v.status, "tight": v.tight,
+                           "reason": v.reason,
+                           "counterexample": v.counterexample.render("") if v.counterexample else None}
+                          for v in self.report.verdicts],
+                "global_failures": [o.description for o in self.report.global_failures]}
+
+
+def check_loop(loop: Loop, *, trip_count: Optional[int] = None, min_trip_count: Optional[int] = None,
+               time_limit: float = 10.0, tightness: bool = True) -> CheckResult:
+    """Map ``loop`` and prove its waits."""
+    program, smap = to_program(loop, min_trip=min_trip_count, trip_count=trip_count)
+    report = verify_program(program, time_limit=time_limit, tightness=tightness, smt2=False)
+    return CheckResult(loop, program, smap, report)
+
+
+def check_file(path: str, *, trip_count: Optional[int] = None, min_trip_count: Optional[int] = None,
+               time_limit: float = 10.0, form: Optional[str] = None, tightness: bool = True) -> CheckResult:
+    """Read ``path``, import it, map it and prove its waits."""
+    if os.path.isdir(path):
+        raise SynthError(Loc(path), "is a folder", "pass one file")
+    text = read_text(path)
+    return check_loop(import_loop(text, path, form), trip_count=trip_count, min_trip_count=min_trip_count,
+                      time_limit=time_limit, tightness=tightness)
+
+
+__all__ = ["check_file", "check_loop", "import_loop", "detect", "CheckResult", "FORMS"]

@@ -1,0 +1,48 @@
+"""``synth check FILE``: arguments and exit status (0 all waits proven, 1 one is not, 2 bad input)."""
+
+from __future__ import annotations
+
+import argparse
+import json
+
+from ..errors import Loc, SynthError
+from .check import FORMS, check_file
+
+
+def add_check_arguments(p: argparse.ArgumentParser) -> None:
+    """The ``check`` sub-command's arguments."""
+    p.add_argument("file", help="TTGIR (.ttgir), TVMScript after InjectSoftwarePipeline (.py), or MLIR with "
+                   "nvgpu async copies (.mlir)")
+    g = p.add_mutually_exclusive_group()
+    g.add_argument("--trip-count", type=int, metavar="T", help="prove for this trip count only")
+    g.add_argument("--min-trip-count", type=int, metavar="N",
+                   help="prove for every trip count >= N (default: the smallest the loop allows)")
+    p.add_argument("--form", choices=FORMS, help="input form (default: detected from the content)")
+    p.add_argument("--time-limit", type=float, default=10.0, metavar="SECONDS",
+                   help="solver time limit per proof obligation (default %(default)s)")
+    p.add_argument("--json", action="store_true", help="machine-readable output on stdout")
+    p.add_argument("-q", "--quiet", action="store_true", help="print only the summary line and failures")
+    p.add_argument("-v", "--verbose", action="store_true", help="also print the mapped program")
+
+
+def cli_check(args) -> int:
+    """Run ``synth check``; returns the exit status (SynthError propagates: exit 2)."""
+    for flag, v in (("--trip-count", args.trip_count), ("--min-trip-count", args.min_trip_count)):
+        if v is not None and not 0 <= v <= 1_000_000:
+            raise SynthError(Loc(args.file), f"{flag} {v} is out of range", f"use {flag} between 0 and 1000000")
+    if args.time_limit <= 0:
+        raise SynthError(None, f"--time-limit {args.time_limit} must be > 0", "use e.g. --time-limit 10")
+    res = check_file(args.file, trip_count=args.trip_count, min_trip_count=args.min_trip_count,
+                     time_limit=args.time_limit, form=args.form)
+    if args.json:
+        print(json.dumps(res.to_json(), indent=2))
+    elif args.quiet:
+        print(res.render().splitlines()[0])
+        if not res.ok:
+            print(res.render())
+    else:
+        print(res.render(verbose=args.verbose))
+    return 0 if res.ok else 1
+
+
+__all__ = ["add_check_arguments", "cli_check"]
