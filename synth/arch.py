@@ -32,7 +32,33 @@ Sources (figures are per SM unless named otherwise):
   and Tons of Bandwidth" (2023) and Luo et al., "Benchmarking and Dissecting the
   Nvidia Hopper GPU Architecture" (arXiv:2402.13499, 2024). These are
   approximate, rounded, and measured with pointer chasing on an idle GPU; a
-  streaming GEMM sees more (queueing), which the schedule tolerates by design.
+  streaming GEMM sees more (queueing), which the schedule tolerates by design
+  and :mod:`synth.search.model` adds (Little's law, docs/search.md).
+* Throughput figures of the GEMM model (:class:`ArchSpec` fields after ``lat_mma``):
+  ``l2_bytes_per_clk``: sm_80 5120 B/clk, the A100 whitepaper's "2.3x the L2 read
+  bandwidth of V100" (V100: 2048 B/clk; 5120 x 1.41 GHz = 7.2 TB/s, as tabulated
+  in Kraus et al., Ultrasonics Sonochemistry 99 (2023) 106546, table 3); sm_90
+  5120 B/clk at the H100's clock (same table: 8986 GB/s at 1.755 GHz); sm_86 and
+  sm_89 have no NVIDIA figure: 2048 B/clk (GA102: 12 L2 slices x 64 B x 2 ports,
+  an assumption) and 5120 B/clk (AD102, an assumption). ``issue_per_clk_smsp``:
+  one warp instruction per clock per SM sub-partition (each of the 4 partitions
+  has "one warp scheduler, one dispatch unit (32 thread/clk)", Ampere GA102
+  whitepaper, SM section; the same for GA100, AD102 and GH100).
+  ``sustained_clock_ghz``: the clock a long dense f16 GEMM runs at. A100 SXM4:
+  1.305 GHz, the clock NVIDIA uses for the A100's HPL Rpeak because it is what
+  the GPU sustains at its 400 W power limit under dense math (G. Lockwood,
+  "Peak FLOPS", glennklockwood.com/garden/peak-FLOPS), inside the datasheet's
+  1.095 GHz base to 1.41 GHz boost. H100 SXM5: 1.755 GHz (the H100 whitepaper's preliminary
+  figures use 1.755; sustained 700 W operation throttles below the 1.98 GHz
+  maximum: an assumption), GeForce parts at their rated boost (RTX 3090
+  1.695 GHz, RTX 4090 2.52 GHz; real cards often exceed it, so this errs low).
+  ``dram_efficiency``: sustained / nominal DRAM bandwidth, 0.9 (HBM2/HBM3 and
+  GDDR6X stream at 85-93 % of nominal in STREAM-like copies; an assumption of
+  this model). ``barrier_cycles``: the cost of one ``bar.sync`` of a CTA whose
+  warps arrive together, 20 cycles (Volta/Turing microbenchmarks report ~20;
+  no published Ampere/Hopper figure: an assumption). ``launch_us``: kernel
+  launch + drain seen by back-to-back timing (CUDA events), 3 us (an
+  assumption; Triton's do_bench and the CUTLASS profiler measure this way).
 """
 
 from __future__ import annotations
@@ -71,6 +97,21 @@ class ArchSpec:
     smem_bytes_per_clk: int = 128
     """Shared-memory bandwidth per SM (32 banks x 4 bytes)."""
     max_registers_per_thread: int = 255
+    l2_bytes_per_clk: int = 5120
+    """L2 -> SM read bandwidth of the whole chip, bytes per SM clock."""
+    sustained_clock_ghz: float = 0.0
+    """The SM clock a long dense f16 GEMM runs at (0: the boost clock)."""
+    mma_sync_fraction: float = 1.0
+    """Fraction of ``tensor_f16_f32_flop_per_clk_sm`` that ``mma.sync`` m16n8k16 reaches
+    (sm_90: the peak is wgmma's; mma.sync reaches about 2/3 of it)."""
+    issue_per_clk_smsp: int = 1
+    """Warp instructions issued per clock by each of the 4 SM sub-partitions."""
+    dram_efficiency: float = 0.9
+    """Sustained / nominal DRAM bandwidth."""
+    barrier_cycles: int = 20
+    """One ``bar.sync`` when the CTA's warps arrive together, cycles."""
+    launch_us: float = 3.0
+    """Launch and drain overhead of one kernel timed back to back, microseconds."""
 
     def __post_init__(self) -> None:
         assert self.name.startswith("sm_"), self.name
@@ -86,6 +127,22 @@ class ArchSpec:
     def fma_per_clk_sm(self) -> int:
         return self.tensor_f16_f32_flop_per_clk_sm // 2
 
+    @property
+    def clock_ghz(self) -> float:
+        """The sustained clock the GEMM model uses (``sustained_clock_ghz``, else the boost clock)."""
+        return self.sustained_clock_ghz or self.boost_clock_ghz
+
+    @property
+    def hmma_cycles(self) -> float:
+        """Cycles one sub-partition's tensor core is busy with one m16n8k16 (2048 FMA) ``mma.sync``."""
+        return 2048 / (self.fma_per_clk_sm / 4 * self.mma_sync_fraction)
+
+    @property
+    def mma_sync_peak_tflops(self) -> float:
+        """f16->f32 ``mma.sync`` peak at the sustained clock, TFLOP/s (what synth's kernels can reach)."""
+        return (self.tensor_f16_f32_flop_per_clk_sm * self.mma_sync_fraction * self.sm_count
+                * self.clock_ghz / 1e3)
+
 
 ARCHS: dict[str, ArchSpec] = {
     "sm_80": ArchSpec(
@@ -96,6 +153,7 @@ ARCHS: dict[str, ArchSpec] = {
         smem_per_block=163 * 1024, smem_per_sm=164 * 1024, registers_per_sm=65536,
         max_threads_per_sm=2048, max_warps_per_sm=64, max_ctas_per_sm=32,
         lat_global=470, lat_l2=290, lat_shared=30, lat_mma=33,
+        l2_bytes_per_clk=5120, sustained_clock_ghz=1.305,
     ),
     "sm_86": ArchSpec(
         name="sm_86", gpu="GeForce RTX 3090", sm_count=82, boost_clock_ghz=1.695,
@@ -105,6 +163,7 @@ ARCHS: dict[str, ArchSpec] = {
         smem_per_block=99 * 1024, smem_per_sm=100 * 1024, registers_per_sm=65536,
         max_threads_per_sm=1536, max_warps_per_sm=48, max_ctas_per_sm=16,
         lat_global=520, lat_l2=300, lat_shared=30, lat_mma=33,
+        l2_bytes_per_clk=2048, sustained_clock_ghz=1.695,
     ),
     "sm_89": ArchSpec(
         name="sm_89", gpu="GeForce RTX 4090", sm_count=128, boost_clock_ghz=2.52,
@@ -114,6 +173,7 @@ ARCHS: dict[str, ArchSpec] = {
         smem_per_block=99 * 1024, smem_per_sm=100 * 1024, registers_per_sm=65536,
         max_threads_per_sm=1536, max_warps_per_sm=48, max_ctas_per_sm=24,
         lat_global=600, lat_l2=280, lat_shared=30, lat_mma=33,
+        l2_bytes_per_clk=5120, sustained_clock_ghz=2.52,
     ),
     "sm_90": ArchSpec(
         name="sm_90", gpu="H100 SXM5 80GB", sm_count=132, boost_clock_ghz=1.83,
@@ -123,6 +183,7 @@ ARCHS: dict[str, ArchSpec] = {
         smem_per_block=227 * 1024, smem_per_sm=228 * 1024, registers_per_sm=65536,
         max_threads_per_sm=2048, max_warps_per_sm=64, max_ctas_per_sm=32,
         lat_global=650, lat_l2=260, lat_shared=30, lat_mma=33,
+        l2_bytes_per_clk=5120, sustained_clock_ghz=1.755, mma_sync_fraction=2.0 / 3.0,
     ),
 }
 

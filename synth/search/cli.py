@@ -41,6 +41,8 @@ def add_search_arguments(parser: argparse.ArgumentParser) -> None:
                         help="with --shapes: run on this Dask scheduler (tcp://host:port) instead of local processes")
     parser.add_argument("--measure", action="store_true",
                         help="time the top candidates on the GPU (pycuda); without one, say the figures are predictions")
+    parser.add_argument("--no-sass", action="store_true",
+                        help="do not compile the top candidates to read their instruction mix (use the estimate)")
     parser.add_argument("--out", metavar="DIR", help="folder for --top/--measure (default out/search-MxNxK-ARCH/)")
     parser.add_argument("-q", "--quiet", action="store_true", help="print only errors")
     parser.add_argument("-v", "--verbose", action="store_true", help="also print every constraint and reference")
@@ -74,7 +76,8 @@ def cli_search(args: argparse.Namespace) -> int:
     if write_k is not None and write_k < 1:
         raise SynthError(None, f"--top {write_k}: nothing to write", "use --top 1 or more")
     top = write_k or 5
-    kw = dict(dtype=args.dtype, arch=args.arch, time_limit=args.time_limit, top=top)
+    kw = dict(dtype=args.dtype, arch=args.arch, time_limit=args.time_limit, top=top,
+              sass=not getattr(args, "no_sass", False))
 
     if len(shapes) == 1:
         with _progress_bar(err, enabled=show_progress) as prog:
@@ -104,9 +107,9 @@ def cli_search(args: argparse.Namespace) -> int:
             if gpu_ok:
                 with _progress_bar(err, enabled=show_progress) as prog:
                     res = measure(res, folders, progress=prog)
-            else:
-                note = (f"--measure: no GPU here ({gpu_why}); every figure is a prediction of the analytic "
-                        "model and the solver, not a measurement")
+            elif not docs:  # say it once, not once per shape
+                note = (f"--measure: no GPU here ({gpu_why}); every figure is a prediction of the "
+                        "performance model, not a measurement (exit status 0)")
         doc = search_result_to_json(res)
         doc["folders"] = folders
         if note:

@@ -22,29 +22,34 @@ def loop_rate(e: Entry) -> float:
 
 def describe(ctx: Context, e: Entry) -> str:
     """What bounds a configuration, in one clause."""
-    from .model import extra_of
-
     est = e.est
-    peak = ctx.arch.tensor_f16_f32_flop_per_clk_sm * extra_of(ctx.arch).mma_sync_efficiency
+    peak = ctx.arch.tensor_f16_f32_flop_per_clk_sm * ctx.arch.mma_sync_fraction
+    mix = f", {est.instructions_per_hmma:.2f} instructions per HMMA ({est.mix_source})" \
+        if est.instructions_per_hmma else ""
     return (f"{est.bound}-bound: {est.ctas} CTAs in {est.waves} wave{'s' if est.waves != 1 else ''} at "
             f"{est.ctas_per_sm}/SM ({est.occupancy_limit}-limited, last wave {est.wave_efficiency:.0%} full), "
-            f"main loop at {loop_rate(e) / peak:.0%} of the tensor peak")
+            f"main loop at {loop_rate(e) / peak:.0%} of the mma.sync peak{mix}")
 
 
 def why_winner(ctx: Context, e: Entry, ties: int, runner: Optional[Entry]) -> str:
-    """Why ``e`` ranks first: what bounds it, its ties, and how it beats the best different tile ``runner``."""
+    """Why ``e`` ranks first: what bounds it, its ties, and how it beats the best other tile ``runner``.
+
+    ``runner`` must have another tile than ``e`` (its ``BM x BN x BK``); a runner
+    predicted equal or faster (possible when the budget left it at its bound) is
+    said as such, never as a negative gain.
+    """
     text = describe(ctx, e)
     if ties:
         text += (f"; {ties} other configuration{'s' if ties > 1 else ''} tie{'s' if ties == 1 else ''} "
                  "at this prediction (ties go to fewer k-tiles, then less shared memory, fewer stages)")
-    if runner is not None and key(runner)[0] == key(e)[0]:
-        text += f"; the best different tile ({runner.point.label}) is predicted equal and ranked after it"
-    elif runner is not None:
-        gain = runner.est.time_us / e.est.time_us - 1
-        at_least = "" if runner.solved is not None else "at least "
-        text += (f"; beats the best different tile ({runner.point.label}) by {at_least}{_pct(gain)}: "
-                 f"{difference(e, runner)}")
-    return text
+    if runner is None or runner.point.group[:3] == e.point.group[:3]:
+        return text
+    gain = runner.est.time_us / e.est.time_us - 1
+    if gain <= 1e-9:
+        return text + f"; the best other tile ({runner.point.label}) is predicted equal and ranked after it"
+    at_least = "" if runner.solved is not None else "at least "
+    return (text + f"; beats the best other tile ({runner.point.label}) by {at_least}{_pct(gain)}: "
+            f"{difference(e, runner)}")
 
 
 def why_other(ctx: Context, e: Entry, winner: Entry) -> str:
@@ -60,24 +65,37 @@ def _pct(x: float) -> str:
 
 
 def difference(ea: Entry, eb: Entry) -> str:
-    """Why ``ea`` is predicted faster than ``eb``: the terms of the model that differ the most."""
+    """Why ``ea`` is predicted faster than ``eb``: the model terms that favour it, largest first.
+
+    Every figure is a saving of ``ea`` over ``eb`` (a positive number of cycles or
+    microseconds); a term where ``ea`` is worse is named as the cost it pays.
+    """
     a, b = ea.est, eb.est
     if a.dram_us >= a.compute_us and b.dram_us >= b.compute_us:
         return "both are DRAM-bound; ties go to fewer k-tiles, then less shared memory"
-    facts = []
+    clock = 1e6 / (ea.est.compute_us / max(a.loop_cycles + a.fixed_cycles, 1)) if a.compute_us else 0
+    gains, costs = [], []
     dl, df = b.loop_cycles - a.loop_cycles, b.fixed_cycles - a.fixed_cycles
     if dl:
         if a.waves != b.waves:
             cause = f"{a.waves} wave{'s' if a.waves != 1 else ''} instead of {b.waves}"
         else:
-            cause = (f"{loop_rate(ea):.0f} instead of {loop_rate(eb):.0f} FLOP/cycle per SM in the k-loop, "
-                     f"{a.active_ctas_per_sm} vs {b.active_ctas_per_sm} CTA/SM, the other {b.bound}-bound")
+            cause = (f"{loop_rate(ea):.0f} instead of {loop_rate(eb):.0f} FLOP/cycle per SM in the k-loop: "
+                     f"{a.bound}-bound at {a.active_ctas_per_sm} CTA/SM vs {b.bound}-bound at "
+                     f"{b.active_ctas_per_sm} CTA/SM")
             if abs(a.padding - b.padding) > 0.01:
                 cause += f", {a.padding:.0%} vs {b.padding:.0%} of the tile area padding"
-        facts.append((abs(dl), f"{'-' if dl > 0 else '+'}{abs(dl):,} main-loop cycles ({cause})"))
+        (gains if dl > 0 else costs).append((abs(dl), f"{abs(dl):,} main-loop cycles ({cause})"))
     if df:
-        facts.append((abs(df), f"{'-' if df > 0 else '+'}{abs(df):,} cycles of pipeline fill, drain and epilogue"))
-    if not facts:
+        (gains if df > 0 else costs).append((abs(df), f"{abs(df):,} cycles of pipeline fill, drain and epilogue"))
+    dd = b.dram_us - a.dram_us
+    if a.bound == "dram" or b.bound == "dram":
+        (gains if dd > 0 else costs).append((abs(dd) * 1e-6 * (clock or 1), f"{abs(dd):.1f} µs of DRAM traffic"))
+    if not gains:
         return "equal prediction"
-    facts.sort(key=lambda f: -f[0])
-    return "; ".join(f for _, f in facts)
+    gains.sort(key=lambda f: -f[0])
+    text = "saves " + "; ".join(f for _, f in gains)
+    if costs:
+        costs.sort(key=lambda f: -f[0])
+        text += " (for " + "; ".join(f for _, f in costs) + " more)"
+    return text

@@ -1,32 +1,48 @@
-"""The analytic performance model behind ``synth search gemm`` (see docs/search.md, section 3).
+"""The performance model behind ``synth search gemm`` (docs/search.md, section 3, names each term's source).
 
-Input: an :class:`~synth.arch.ArchSpec`, a GEMM shape and one configuration
-(tile, warps, stages), plus optionally the solver's timing of the k-tile loop.
-Output: an :class:`Estimate` — predicted kernel time and every term it came from.
+Input: an :class:`~synth.arch.ArchSpec`, a GEMM shape, one configuration's
+:class:`Resources` and optionally the schedule's timing (``ii``, ``tail``) and the
+kernel's :class:`~synth.search.sassmix.InstructionMix` read from its SASS.
+Output: an :class:`Estimate`: predicted time and every term it came from.
 
-The model, per CTA and per SM (cycles at the SM boost clock):
+One **round** is each of the ``k`` CTAs resident on an SM advancing one k-tile.
+Co-resident CTAs are modelled in **lockstep**: they start together, meet the same
+barriers and compete for the same units, so one CTA's stall is not hidden by
+another's (CUTLASS 3's "ping-pong" kernels need explicit ordered barriers to
+stagger their consumers for exactly this reason). Per round, cycles at the
+sustained clock:
 
-* **k-tile interval** ``ii``: from the expanded problem (:func:`synth.gemm.expand_gemm`)
-  a lower bound (:func:`problem_bounds`: unit issue sums, the accumulator
-  recurrence, latency over the pinned stage distance), replaced by the timing of
-  the configuration's pinned schedule once it is scheduled (``timing.ii``; never
-  below the bound, so refining only ever raises a prediction).
-* **co-resident CTAs** ``r`` (occupancy: shared memory, registers, threads, CTA
-  slots) share the SM: ``k`` of them advance one k-tile each per round of
-  ``max(k x tensor / busy sub-partitions, k x shared-port, k x L2->SM)`` cycles.
-* **one wave** = ``max((T - 1) ii + tail, T rounds + one k-tile's pipeline
-  latency)`` + the epilogue (C store): the CTA's own scheduled loop or the shared
-  resources, whichever is slower.
-* **waves**: ``ceil(CTAs / (SMs x r))``; the last, partial wave runs with fewer
-  CTAs per SM (wave quantization).
-* **kernel** = ``max(sum of waves, DRAM roofline) + launch overhead``; DRAM bytes
-  are the compulsory ones (A and B read once, C written once).
+* ``core``: the busiest sub-partition (SMSP) runs ``n = ceil(k warps / 4)`` warps,
+  each needing ``solo`` cycles per k-tile: the in-order issue of its main-loop
+  instructions with every HMMA holding the tensor core ``hmma_cycles`` (from the
+  SASS when compiled, else ``max(HMMAs x hmma_cycles, instructions)``); this is
+  the tensor-core and the instruction-issue limit in one term;
+* ``smem``: ldmatrix reads and cp.async writes through the 128 B/clk shared port;
+* ``l2``: the tile's bytes from L2 at the SM's share of the L2 bandwidth;
+* ``dram``: the tile's L2 misses at the SM's share of sustained DRAM bandwidth;
+* ``exposed``: what the pinned schedule cannot overlap (``ii - unit bound``) when
+  ``S <= 2`` or one shared slot: the first ldmatrix after the wait, the load
+  itself at ``S = 1``. For ``S >= 3`` the schedule's coarse ops (one op per k16
+  slice of the whole CTA) overstate the dependences inside a k-tile; the SASS
+  issue simulation in ``core`` and the boundary term account for them instead;
+* ``barrier``: ``bar.sync`` per k-tile times ``barrier_cycles``;
+* ``latency``: Little's law — each CTA has ``S - 2 + w`` k-tiles of copies in
+  flight while it computes (``S`` shared slots, ``w`` the fraction of a k-tile's
+  HMMAs issued after its copies), so ``round >= L / (S - 2 + w)`` with ``L`` the
+  mean load latency at the L2 hit rate; one slot serializes: ``round = core + L``.
 
-Left out on purpose (and said so in docs/search.md): L2 hit rates and CTA
-rasterization (perfect L2 reuse is assumed), shared-memory bank conflicts,
-instruction issue limits other than the units the problem models, clock
-throttling and power limits, split-K, and the tensor-core rate wgmma reaches on
-sm_90 (kernels here use mma.sync).
+``round = |core, smem, l2, dram|_4 + exposed + barrier``, at least ``latency``
+(the throughput limits overlap imperfectly: an L4 norm, :data:`OVERLAP_NORM`).
+A wave runs ``T`` rounds plus the pipeline fill (one load latency and the
+schedule's tail) and the epilogue; the last wave runs with fewer CTAs per SM;
+the kernel adds the launch overhead, and is never below its DRAM roofline.
+DRAM bytes follow the grid's row-major rasterization: A once, B once when it
+stays in half the L2 between waves, else once per wave.
+
+Left out on purpose (and said so in docs/search.md): latency growth under load
+(queueing), bank conflicts (the kernel swizzles), register spills (ptxas'
+count is reported, not modelled), split-K, power throttling beyond the
+sustained clock, and wgmma on sm_90 (kernels here use mma.sync).
 """
 
 from __future__ import annotations
@@ -37,44 +53,15 @@ from typing import Optional
 
 from ..arch import ArchSpec
 
-# ---------------------------------------------------------------------------
-# machine facts the model needs beyond synth.arch (per SM, cycles at boost clock)
-
-
-@dataclass(frozen=True)
-class ModelExtra:
-    """Figures the analytic model needs that :mod:`synth.arch` does not carry."""
-
-    l2_bytes_per_clk_sm: float
-    """Sustained L2 -> SM bandwidth per SM (measured aggregate / SMs / clock)."""
-    mma_sync_efficiency: float
-    """Fraction of ``tensor_f16_f32_flop_per_clk_sm`` that mma.sync reaches."""
-    launch_us: float
-    """Kernel launch + grid drain overhead."""
-
-
-EXTRA: dict[str, ModelExtra] = {
-    # A100: ~5 TB/s measured L2 read bandwidth (Chips and Cheese; NVIDIA quotes 2.3x V100).
-    "sm_80": ModelExtra(l2_bytes_per_clk_sm=32.0, mma_sync_efficiency=1.0, launch_us=3.0),
-    # RTX 3090: ~2 TB/s L2.
-    "sm_86": ModelExtra(l2_bytes_per_clk_sm=16.0, mma_sync_efficiency=1.0, launch_us=3.0),
-    # RTX 4090: ~5 TB/s L2.
-    "sm_89": ModelExtra(l2_bytes_per_clk_sm=16.0, mma_sync_efficiency=1.0, launch_us=3.0),
-    # H100 SXM: ~7 TB/s L2; mma.sync reaches about 2/3 of the wgmma peak (synth.arch note).
-    "sm_90": ModelExtra(l2_bytes_per_clk_sm=32.0, mma_sync_efficiency=2.0 / 3.0, launch_us=3.0),
-}
-DEFAULT_EXTRA = ModelExtra(l2_bytes_per_clk_sm=16.0, mma_sync_efficiency=1.0, launch_us=3.0)
 SMEM_RESERVED_PER_CTA = 1024
 """Shared memory the system reserves per resident CTA (sm_80 and later)."""
 REG_ALLOC_UNIT = 256
 """Registers are allocated per warp in units of 256 (8 per thread)."""
 OUT_BYTES = 2
 """C is written as f16."""
-
-
-def extra_of(arch: ArchSpec) -> ModelExtra:
-    """The model's extra machine figures for ``arch`` (:data:`DEFAULT_EXTRA` when it has none)."""
-    return EXTRA.get(arch.name, DEFAULT_EXTRA)
+L2_USABLE = 0.5
+"""Fraction of the L2 a GEMM's operands may keep between waves (A100's L2 is two halves that
+duplicate shared lines; the rest holds C and other traffic): an assumption of this model."""
 
 
 # ---------------------------------------------------------------------------
@@ -93,7 +80,7 @@ class Resources:
     tile_bytes: int
     """A + B bytes loaded per k-tile (global -> shared)."""
     smem_port_cycles: int
-    """Shared-memory port cycles per k-tile (cp.async writes + ldmatrix reads)."""
+    """Shared-memory port cycles per k-tile (cp.async writes + ldmatrix reads at 128 B/clk)."""
     tensor_cycles: int
     """mma cycles per k-tile with the whole SM's tensor cores (4 sub-partitions)."""
     ii_bound: int
@@ -102,6 +89,14 @@ class Resources:
     """Lower bound of one k-tile's latency through the pipeline (load -> ldmatrix -> mma)."""
     tail_terms: tuple[tuple[int, int], ...] = ()
     """``(s_a, c_a)`` per op: ``tail >= s_a ii + c_a`` (see :func:`problem_bounds`)."""
+    unit_bound: int = 0
+    """The units' share of ``ii_bound``: ``max over units of issue cycles / count``."""
+    stages: int = 0
+    """synth's pipeline depth (``max_stage + 1``)."""
+    ldsm_bytes: int = 0
+    """Shared bytes the CTA's ldmatrix read per k-tile (each warp reads its rows of A and B)."""
+    mix: object = None
+    """:class:`~synth.search.sassmix.InstructionMix` estimated from the tiling (no compile)."""
 
     def tail_at(self, ii: int) -> int:
         """Lower bound of the schedule's tail at interval ``ii`` (monotone in ``ii``)."""
@@ -177,6 +172,8 @@ def problem_bounds(problem, stage: tuple[int, ...]) -> tuple[int, int, tuple[tup
 def resources(cfg, arch: ArchSpec) -> Resources:
     """Resources of a valid configuration (``gemm.validate(cfg) == []``, ``cfg.stages`` set)."""
     from ..gemm import expand_gemm, register_estimate, smem_slots, stage_pins, tiling
+    from .sassmix import estimated_mix
+    from .space import Point
 
     t = tiling(cfg)
     pins = stage_pins(cfg)
@@ -184,12 +181,19 @@ def resources(cfg, arch: ArchSpec) -> Resources:
     regs = register_estimate(cfg)
     problem = expand_gemm(cfg)
     ii_lb, tail_lb, terms = problem_bounds(problem, pins)
-    port = sum(o.issue for o in problem.ops if o.unit in ("cp_async", "lsu"))
-    # the mma_kk issue cycles are for min(warps, 4) sub-partitions
+    unit_lb = 1
+    for u in problem.target.units:
+        busy = sum(o.issue for o in problem.ops if o.unit == u.name)
+        unit_lb = max(unit_lb, math.ceil(busy / u.count))
+    ldsm = cfg.warps * (t.WTM + t.WTN) * cfg.BK * 2
+    copy = t.a_bytes + t.b_bytes
     mma = sum(o.issue for o in problem.ops if o.unit == "tensor") * min(cfg.warps, 4) // 4
-    return Resources(threads=cfg.threads, smem_bytes=slots * (t.a_bytes + t.b_bytes), smem_slots=slots,
-                     regs_per_thread=regs, tile_bytes=t.a_bytes + t.b_bytes, smem_port_cycles=port,
-                     tensor_cycles=max(mma, 1), ii_bound=ii_lb, tail_bound=tail_lb, tail_terms=terms)
+    return Resources(threads=cfg.threads, smem_bytes=slots * copy, smem_slots=slots,
+                     regs_per_thread=regs, tile_bytes=copy,
+                     smem_port_cycles=math.ceil((ldsm + copy) / arch.smem_bytes_per_clk),
+                     tensor_cycles=max(mma, 1), ii_bound=ii_lb, tail_bound=tail_lb, tail_terms=terms,
+                     unit_bound=unit_lb, stages=cfg.stages or 0, ldsm_bytes=ldsm,
+                     mix=estimated_mix(Point(cfg.BM, cfg.BN, cfg.BK, cfg.warps, cfg.stages)))
 
 
 def occupancy(arch: ArchSpec, res: Resources) -> tuple[int, str]:
@@ -211,6 +215,45 @@ def occupancy(arch: ArchSpec, res: Resources) -> tuple[int, str]:
 
 
 @dataclass(frozen=True)
+class Traffic:
+    """Bytes a kernel moves, with the grid's rasterization (row-major: consecutive CTAs share A rows)."""
+
+    l2_bytes: int
+    """L2 -> SM: every CTA loads its A rows and B columns for all k-tiles."""
+    dram_bytes: int
+    """DRAM reads of A and B (at least once each) plus the C writes."""
+    l2_hit: float
+    """1 - DRAM operand reads / L2 -> SM bytes."""
+    b_passes: int
+    """How many times B is read from DRAM (1 when it stays in L2 between waves)."""
+
+
+def traffic(arch: ArchSpec, M: int, N: int, K: int, BM: int, BN: int, per_wave: int) -> Traffic:
+    """L2 and DRAM bytes of the grid ``ceil(M/BM) x ceil(N/BN)`` run ``per_wave`` CTAs at a time.
+
+    Row-major rasterization (``blockIdx.x`` along N, as synth's kernel): a wave
+    covers ``min(per_wave, tn)`` B columns and whole A rows, so A is read from
+    DRAM once; B once if it fits in :data:`L2_USABLE` of the L2 next to a wave's
+    A rows, else once per wave (each wave sweeps its B columns again).
+    """
+    tm, tn = -(-M // BM), -(-N // BN)
+    ctas = tm * tn
+    Kp = K * 2
+    l2 = ctas * (BM + BN) * Kp
+    waves = -(-ctas // per_wave)
+    a_bytes, b_bytes = M * Kp, N * Kp
+    band = -(-min(per_wave, ctas) // tn) * BM * Kp
+    if b_bytes + band <= L2_USABLE * arch.l2_bytes:
+        passes = 1
+    else:
+        passes = waves
+    b_read = min(passes * min(per_wave, tn) * BN * Kp, tm * b_bytes) if passes > 1 else b_bytes
+    dram_ops = a_bytes + b_read
+    return Traffic(l2_bytes=l2, dram_bytes=dram_ops + M * N * OUT_BYTES,
+                   l2_hit=max(0.0, 1.0 - dram_ops / l2), b_passes=passes)
+
+
+@dataclass(frozen=True)
 class Estimate:
     """The predicted time of one configuration on one shape, with every term."""
 
@@ -225,7 +268,7 @@ class Estimate:
     """CTAs / (waves x SMs x CTAs per SM): 1.0 when the last wave is full."""
     k_tiles: int
     ii: int
-    """k-tile interval of one CTA alone (solver's when solved, else the lower bound)."""
+    """k-tile interval of one CTA alone (the schedule's when timed, else the lower bound)."""
     round_cycles: int
     """Cycles for each of the ``active_ctas_per_sm`` co-resident CTAs to advance one k-tile
     (in a full wave; in the only wave when there is no full one)."""
@@ -241,21 +284,78 @@ class Estimate:
     """Sum over waves (the latency/throughput-bound part)."""
     dram_us: float
     bound: str
-    """What dominates: tensor | latency | smem-port | l2 | dram."""
+    """What dominates the round: tensor | issue | smem | l2 | dram | latency | exposed (or dram overall)."""
     padding: float
     """Fraction of the computed tile area outside M x N (wasted work)."""
     solved: bool
+    terms: tuple[tuple[str, float], ...] = ()
+    """Per-round cycles of each term (``core`` split into tensor and issue) in the binding wave."""
+    l2_hit: float = 0.0
+    latency_cycles: float = 0.0
+    """Mean load latency at that hit rate (cycles)."""
+    mix_source: str = "estimate"
+    """Where the instruction mix came from: ``sass`` or ``estimate``."""
+    instructions_per_hmma: float = 0.0
+
+
+def round_terms(arch: ArchSpec, res: Resources, mix, k: int, ii: int, l2_hit: float) -> dict[str, float]:
+    """Per-round cycles of every term for ``k`` co-resident CTAs (see the module docstring)."""
+    warps = res.threads // 32
+    n = -(-k * warps // 4)
+    solo = mix.solo(arch.hmma_cycles, arch.issue_per_clk_smsp)
+    tensor = n * mix.hmma * arch.hmma_cycles
+    clock = arch.clock_ghz * 1e9
+    l2_per_sm = arch.l2_bytes_per_clk / arch.sm_count
+    dram_per_sm = arch.dram_gb_s * 1e9 * arch.dram_efficiency / clock / arch.sm_count
+    L = l2_hit * arch.lat_l2 + (1.0 - l2_hit) * arch.lat_global
+    core = n * solo
+    bar = arch.barrier_cycles * mix.bar
+    inflight = res.smem_slots - 2 + min(max(mix.copy_window, 0.05), 1.0)
+    if res.smem_slots <= 1:
+        latency = core + bar + L
+    else:
+        latency = L / inflight
+    return {
+        "tensor": tensor, "issue": core - tensor if core > tensor else 0.0, "core": core,
+        "smem": k * (res.ldsm_bytes + res.tile_bytes) / arch.smem_bytes_per_clk,
+        "l2": k * res.tile_bytes / l2_per_sm,
+        "dram": k * res.tile_bytes * (1.0 - l2_hit) / dram_per_sm,
+        "exposed": float(max(0, ii - res.unit_bound)) if min(res.smem_slots, res.stages) <= 2 else 0.0,
+        "barrier": float(bar), "latency": latency, "L": L,
+    }
+
+
+OVERLAP_NORM = 4
+"""The SM's concurrent throughput limits (core, shared port, L2, DRAM) overlap imperfectly: they are
+combined as an L-p norm with this p (p = infinity would be a perfect overlap, their max; p = 1 none).
+Two limits at 70 % of each other cost 5 % over their max, one alone costs nothing: an assumption of
+this model, in the spirit of the partial-overlap ECM model (Hager, Treibig, Wellein)."""
+
+
+def combine(t: dict[str, float]) -> tuple[float, str]:
+    """``(round cycles, binding term)`` from :func:`round_terms`."""
+    limits = (("tensor" if t["issue"] <= 0.05 * t["core"] else "issue", t["core"]),
+              ("smem", t["smem"]), ("l2", t["l2"]), ("dram", t["dram"]))
+    busy_name, top = max(limits, key=lambda x: x[1])
+    busy = sum(v ** OVERLAP_NORM for _, v in limits) ** (1.0 / OVERLAP_NORM) if top > 0 else 0.0
+    work = busy + t["exposed"] + t["barrier"]
+    if t["latency"] > work:
+        return t["latency"], "latency"
+    if t["exposed"] > busy:
+        return work, "exposed"
+    return work, busy_name
 
 
 def estimate(arch: ArchSpec, M: int, N: int, K: int, BM: int, BN: int, BK: int, res: Resources, *,
-             ii: Optional[int] = None, tail: Optional[int] = None) -> Estimate:
+             ii: Optional[int] = None, tail: Optional[int] = None, mix=None) -> Estimate:
     """Predicted kernel time of a configuration with resources ``res`` on ``M x N x K``.
 
-    ``ii``/``tail``: the solver's timing (``cycles = (T - 1) ii + tail``); the
+    ``ii``/``tail``: the schedule's timing (``cycles = (T - 1) ii + tail``); the
     problem's lower bounds stand in for them when absent, and bound them from
-    below when present, so a solved estimate is never faster than the unsolved one.
+    below when present, so a timed estimate is never faster than the untimed one.
+    ``mix``: the kernel's SASS instruction mix (default: ``res.mix``, estimated).
     """
-    ex = extra_of(arch)
+    mix = mix if mix is not None else res.mix
     solved = ii is not None
     ii_c = max(res.ii_bound, ii or 0)
     tail_c = max(res.tail_at(ii_c), tail or 0, ii_c)
@@ -266,67 +366,52 @@ def estimate(arch: ArchSpec, M: int, N: int, K: int, BM: int, BN: int, BK: int, 
     r = max(r, 1)
     per_wave = arch.sm_count * r
     full, rem = divmod(ctas, per_wave)
-    tensor_sm = res.tensor_cycles / ex.mma_sync_efficiency
-    warps = res.threads // 32
-    l2 = res.tile_bytes / ex.l2_bytes_per_clk_sm
-    epilogue = arch.lat_global + math.ceil(BM * BN * OUT_BYTES / arch.smem_bytes_per_clk)
+    tr = traffic(arch, M, N, K, BM, BN, per_wave)
+    epilogue_bytes = BM * BN * OUT_BYTES
 
-    own_tensor = tensor_sm / (min(warps, 4) / 4)
-
-    def shared_round(k: int) -> tuple[float, str]:
-        # k CTAs on one SM share its 4 sub-partitions, its shared-memory port and its L2 bandwidth
-        busy = min(4, k * warps) / 4
-        terms = [(k * tensor_sm / busy, "tensor"), (float(k * res.smem_port_cycles), "smem-port"), (k * l2, "l2")]
-        return max(terms, key=lambda x: x[0])
-
-    def wave(k: int) -> tuple[float, float, str, float]:
-        """(main-loop cycles, fixed cycles, bound, cycles per round) of a wave with k CTAs per SM.
-
-        max(one CTA's own pipelined loop, (T - 1) ii + tail, and the shared
-        resources' T rounds plus one k-tile's latency through the pipeline);
-        both terms only grow with ii and tail, so refining never lowers it.
-        The main loop is ``T`` rounds; the rest (fill, drain, epilogue) is fixed.
-        """
-        alone = (T - 1) * ii_c + tail_c
-        rc, what = shared_round(k)
-        shared = T * rc + res.tail_bound
-        if alone >= shared:  # the CTA's own k-tile loop binds: name the unit behind its interval
-            what = ("tensor" if ii_c <= 1.05 * own_tensor else
-                    "smem-port" if ii_c <= 1.05 * res.smem_port_cycles else "latency")
-        per_round = max(float(ii_c), rc)
-        loop = T * per_round
-        return loop, max(alone, shared) + epilogue - loop, what, per_round
+    def wave(k: int) -> tuple[float, float, str, float, dict]:
+        """(main-loop cycles, fixed cycles, bound, round cycles, terms) of a wave with k CTAs per SM."""
+        t = round_terms(arch, res, mix, k, ii_c, tr.l2_hit)
+        rc, what = combine(t)
+        loop = T * rc
+        fill = t["L"] + max(0, tail_c - ii_c)
+        epi = arch.lat_global + k * epilogue_bytes / (arch.l2_bytes_per_clk / arch.sm_count)
+        return loop, fill + epi, what, rc, t
 
     loop_cyc = fixed_cyc = 0.0
-    bound, round_c, k_bind = "latency", float(ii_c), r
+    bound, round_c, k_bind, terms = "latency", float(ii_c), r, {}
     if full:
-        lw, fw, bound, round_c = wave(r)
+        lw, fw, bound, round_c, terms = wave(r)
         loop_cyc += full * lw
         fixed_cyc += full * fw
     if rem:
         k_last = -(-rem // arch.sm_count)
-        lw, fw, what, rc_last = wave(k_last)
+        lw, fw, what, rc_last, t_last = wave(k_last)
         loop_cyc += lw
         fixed_cyc += fw
         if not full:
-            bound, round_c, k_bind = what, rc_last, k_last
+            bound, round_c, k_bind, terms = what, rc_last, k_last, t_last
     cyc = loop_cyc + fixed_cyc
     waves = full + (1 if rem else 0)
-    clock_hz = arch.boost_clock_ghz * 1e9
+    clock_hz = arch.clock_ghz * 1e9
     compute_us = cyc / clock_hz * 1e6
-    dram_bytes = (M * K + N * K) * 2 + M * N * OUT_BYTES
-    dram_us = dram_bytes / (arch.dram_gb_s * 1e9) * 1e6
+    dram_us = tr.dram_bytes / (arch.dram_gb_s * arch.dram_efficiency * 1e9) * 1e6
     if dram_us > compute_us:
         bound = "dram"
-    time_us = max(compute_us, dram_us) + ex.launch_us
+    time_us = max(compute_us, dram_us) + arch.launch_us
     tflops = 2.0 * M * N * K / (time_us * 1e-6) / 1e12
-    wl, wf, _, _ = wave(r)
+    wl, wf, _, _, _ = wave(r)
+    shown = ("tensor", "issue", "smem", "l2", "dram", "exposed", "barrier", "latency")
     return Estimate(time_us=time_us, tflops=tflops, ctas=ctas, ctas_per_sm=r, occupancy_limit=limit,
                     waves=waves, wave_efficiency=ctas / (waves * per_wave), k_tiles=T, ii=ii_c,
                     round_cycles=int(round(round_c)), active_ctas_per_sm=k_bind, wave_cycles=int(round(wl + wf)),
                     loop_cycles=int(round(loop_cyc)), fixed_cycles=int(round(fixed_cyc)), compute_us=compute_us,
-                    dram_us=dram_us, bound=bound, padding=1.0 - (M * N) / (tm * BM * tn * BN), solved=solved)
+                    dram_us=dram_us, bound=bound, padding=1.0 - (M * N) / (tm * BM * tn * BN), solved=solved,
+                    terms=tuple((n, round(terms[n], 1)) for n in shown if n in terms),
+                    l2_hit=round(tr.l2_hit, 4), latency_cycles=round(terms.get("L", 0.0), 1),
+                    mix_source=getattr(mix, "source", "estimate"),
+                    instructions_per_hmma=round(getattr(mix, "per_hmma", 0.0), 3))
 
 
-__all__ = ["ModelExtra", "EXTRA", "Resources", "Estimate", "resources", "occupancy", "estimate",
-           "problem_bounds", "extra_of"]
+__all__ = ["Resources", "Estimate", "Traffic", "resources", "occupancy", "estimate", "traffic", "round_terms",
+           "combine", "problem_bounds", "L2_USABLE", "OVERLAP_NORM"]

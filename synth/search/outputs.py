@@ -58,16 +58,31 @@ def gpu_available() -> tuple[bool, str]:
         return False, f"CUDA is not usable ({exc})"
 
 
-def measure(result: SearchResult, folders: Sequence[str], *, repeats: int = 20,
-            progress: Optional[Progress] = None) -> SearchResult:
-    """Time each written folder's kernel with :func:`synth.run.run_output`; returns ``result`` with ``measured``."""
-    from ..run import run_output
+def measure(result: SearchResult, folders: Sequence[str], *, repeats: int = 25,
+            progress: Optional[Progress] = None, runner=None) -> SearchResult:
+    """Time each written folder's kernel on the GPU and rank the candidates by measurement.
+
+    ``runner(folder, repeats=...)`` (default :func:`synth.run.run_output`, which
+    imports pycuda only when called) compiles the kernel, launches it once as a
+    warm-up and correctness check against numpy, then times ``repeats`` launches
+    with CUDA events and reports the median, as Triton's ``do_bench`` does.
+    Returns ``result`` with ``measured`` (one :class:`Measurement` per folder,
+    with the model's prediction, so ``model_error`` says how far the model was
+    off) and ``candidates`` re-ordered fastest measured first (a kernel whose
+    result is wrong goes last).
+    """
+    if runner is None:
+        from ..run import run_output as runner
 
     say = progress_or_silent(progress)
     out = []
     for i, (c, folder) in enumerate(zip(result.candidates, folders)):
         say("measure", i, len(folders))
-        rep = run_output(folder, repeats=repeats)
-        out.append(Measurement(c.label, rep.ms, rep.tflops, rep.ok))
+        rep = runner(folder, repeats=repeats)
+        out.append(Measurement(c.label, rep.ms, rep.tflops, rep.ok, predicted_us=c.time_us, repeats=repeats))
     say("measure", len(folders), len(folders))
-    return replace(result, measured=tuple(out))
+    timed = {m.label: m for m in out}
+    order = sorted(result.candidates, key=lambda c: (c.label not in timed, not timed[c.label].ok if c.label in timed
+                                                     else True, timed[c.label].ms if c.label in timed else 0.0))
+    return replace(result, measured=tuple(sorted(out, key=lambda m: (not m.ok, m.ms))),
+                   candidates=tuple(order), ranked_by="measurement")

@@ -30,6 +30,8 @@ class Entry:
     res: object
     est: object
     solved: Optional[Timed] = None
+    mix: object = None
+    """The SASS :class:`~synth.search.sassmix.InstructionMix` once compiled (None: the estimated one)."""
 
     @property
     def infeasible(self) -> bool:
@@ -37,12 +39,27 @@ class Entry:
         return self.solved is not None and self.solved.status == "INFEASIBLE"
 
 
-def estimate_of(ctx: Context, p: Point, res, solved: Optional[Timed] = None):
-    """The model's :class:`~synth.search.model.Estimate` of ``p`` (with ``solved``'s timing when given)."""
+def estimate_of(ctx: Context, p: Point, res, solved: Optional[Timed] = None, mix=None):
+    """The model's :class:`~synth.search.model.Estimate` of ``p`` (with ``solved``'s timing and the
+    SASS ``mix`` when given)."""
     from .model import estimate
 
     ii, tail = (solved.ii, solved.tail) if solved is not None else (None, None)
-    return estimate(ctx.arch, ctx.M, ctx.N, ctx.K, p.BM, p.BN, p.BK, res, ii=ii, tail=tail)
+    return estimate(ctx.arch, ctx.M, ctx.N, ctx.K, p.BM, p.BN, p.BK, res, ii=ii, tail=tail, mix=mix)
+
+
+def apply_sass(ctx: Context, e: Entry) -> str:
+    """Read ``e``'s instruction mix from the SASS of its kernel and re-estimate it; returns why not ("" if done)."""
+    from .sassmix import sass_mix
+
+    if e.mix is not None:
+        return ""
+    mix, why = sass_mix(e.point, ctx.arch.name)
+    if mix is None:
+        return why
+    e.mix = mix
+    e.est = estimate_of(ctx, e.point, e.res, e.solved, mix)
+    return ""
 
 
 def new_entry(ctx: Context, p: Point) -> Entry:
@@ -115,7 +132,7 @@ class Refiner:
             return False
         e.solved = s
         if s.ii is not None:
-            e.est = estimate_of(self.ctx, e.point, e.res, s)
+            e.est = estimate_of(self.ctx, e.point, e.res, s, e.mix)
         return True
 
     def best_of(self, pool: Iterable[Entry], k: int) -> tuple[list[Entry], bool]:
@@ -145,10 +162,11 @@ class Refiner:
         return out, exact
 
     def runner_up(self, winner: Entry, order: list[Entry]) -> Optional[Entry]:
-        """The best entry with another tile or warp count (timed when the budget allows)."""
+        """The best entry with another tile ``BM x BN x BK`` (timed when the budget allows)."""
+        tile = winner.point.group[:3]
         pool: list[Entry] = []
         for _ in range(8):
-            pool = [e for e in alive(order) if e.point.group != winner.point.group]
+            pool = [e for e in alive(order) if e.point.group[:3] != tile]
             if not pool:
                 return None
             best = min(pool, key=key)
@@ -168,4 +186,6 @@ def to_candidate(ctx: Context, e: Entry, rank: int, why: str) -> Candidate:
         wave_efficiency=round(est.wave_efficiency, 6), k_tiles=est.k_tiles,
         ktile_cycles=e.solved.ii if e.solved is not None else None, ktile_bound=res.ii_bound,
         round_cycles=est.round_cycles, bound=est.bound,
-        solver_status=e.solved.status if e.solved is not None else None, why=why)
+        solver_status=e.solved.status if e.solved is not None else None, why=why,
+        terms=est.terms, l2_hit=est.l2_hit, latency_cycles=est.latency_cycles, mix_source=est.mix_source,
+        instructions_per_hmma=est.instructions_per_hmma)

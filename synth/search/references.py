@@ -87,13 +87,16 @@ def reference_points(ref: RefConfig, M: int, N: int, K: int, *, dtype: str = "f1
 
 
 def rank_references(ctx: Context, entries: dict[Point, Entry], top: list[Entry],
-                    refiner: Refiner) -> list[ReferenceRank]:
+                    refiner: Refiner, *, sass: bool = False) -> list[ReferenceRank]:
     """Where each reference of :func:`load_references` ranks among ``entries`` (``top[0]``: the winner).
 
     A default configuration that is not legal is ranked through a legal stand-in
     (same BM, BN, warps and slots, BK halved until legal); of each library's list
-    the best legal one is ranked. Ranks and ratios use the final estimates.
+    the best legal one is ranked. Ranks and ratios use the final estimates. With
+    ``sass`` the defaults' instruction mix is read from their SASS too.
     """
+    from .rank import apply_sass
+
     refs = load_references()
     win = top[0] if top else None
     out: list[ReferenceRank] = []
@@ -129,6 +132,8 @@ def rank_references(ctx: Context, entries: dict[Point, Entry], top: list[Entry],
             bk //= 2
         if e is not None:
             refiner.refine(e)
+            if sass:
+                apply_sass(ctx, e)
         out.append(row(f"{name} default", ref, e, why, stand_in))
     for lib, title in (("cutlass_sm80_f16", "best cutlass sm80"), ("triton_matmul_tutorial", "best triton tutorial")):
         pool = {}
@@ -147,6 +152,6 @@ def rank_references(ctx: Context, entries: dict[Point, Entry], top: list[Entry],
         if r.rank is not None:
             bm, bn, bk, w, s = r.ranked_as or (r.tile[0], r.tile[1], r.tile[2], r.warps, r.stages)
             e = entries[Point(bm, bn, bk, w, s)]
-            r = replace(r, rank=rank_entry(e), time_us=e.est.time_us, ratio=ratio(e))
+            r = replace(r, rank=rank_entry(e), time_us=e.est.time_us, ratio=ratio(e), tflops=e.est.tflops)
         final.append(r)
     return final

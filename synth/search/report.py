@@ -26,6 +26,9 @@ def search_result_to_json(result: SearchResult) -> dict:
             "wave_efficiency": round(c.wave_efficiency, 4), "k_tiles": c.k_tiles,
             "ktile_cycles": c.ktile_cycles, "ktile_bound": c.ktile_bound, "round_cycles": c.round_cycles,
             "bound": c.bound, "solver_status": c.solver_status, "why": c.why,
+            "model": {"terms_cycles_per_round": dict(c.terms), "l2_hit": c.l2_hit,
+                      "latency_cycles": c.latency_cycles, "mix_source": c.mix_source,
+                      "instructions_per_hmma": c.instructions_per_hmma},
         }
 
     def ref(r: ReferenceRank) -> dict:
@@ -43,8 +46,12 @@ def search_result_to_json(result: SearchResult) -> dict:
         "solved": result.solved, "solver_calls": result.solver_calls, "complete": result.complete,
         "references": [ref(r) for r in result.references], "notes": list(result.notes),
         "elapsed_s": round(result.elapsed_s, 3),
-        "measured": [{"name": m.label, "ms": m.ms, "tflops": m.tflops, "ok": m.ok} for m in result.measured] or None,
+        "measured": [{"name": m.label, "ms": m.ms, "tflops": m.tflops, "ok": m.ok, "repeats": m.repeats,
+                      "predicted_us": round(m.predicted_us, 3),
+                      "model_error": None if m.model_error != m.model_error else round(m.model_error, 4)}
+                     for m in result.measured] or None,
         "predictions_only": not result.measured,
+        "ranked_by": result.ranked_by,
     }
 
 
@@ -61,7 +68,7 @@ def print_result(con, res: SearchResult, *, verbose: bool = False, folders: Sequ
     cols = ["#", "tile BMxBNxBK", "warps", "stages (smem slots)", "smem KiB", "regs", "CTA/SM", "waves",
             "k-tile cyc (solver)", "pred µs", "TFLOP/s", "bound"]
     if measured:
-        cols += ["meas. ms", "meas. TFLOP/s"]
+        cols += ["meas. ms", "meas. TFLOP/s", "model error"]
     for c in cols:
         t.add_column(c, justify="right" if c not in ("tile BMxBNxBK", "bound") else "left")
     for c in res.candidates:
@@ -71,7 +78,7 @@ def print_result(con, res: SearchResult, *, verbose: bool = False, folders: Sequ
                f"{c.time_us:.1f}", f"{c.tflops:.1f}", c.bound]
         if measured:
             m = measured.get(c.label)
-            row += ["-", "-"] if m is None else [f"{m.ms:.3f}", f"{m.tflops:.1f}"]
+            row += ["-", "-", "-"] if m is None else [f"{m.ms:.3f}", f"{m.tflops:.1f}", f"{m.model_error:+.1%}"]
         t.add_row(*row)
     con.print(t)
     if res.candidates:

@@ -57,6 +57,13 @@ class Candidate:
     """What limits the prediction: tensor | latency | smem-port | l2 | dram."""
     solver_status: Optional[str]
     why: str
+    terms: tuple[tuple[str, float], ...] = ()
+    """The model's per-round cycles of each limiter (docs/search.md, section 3)."""
+    l2_hit: float = 0.0
+    latency_cycles: float = 0.0
+    mix_source: str = "estimate"
+    """``sass``: the instruction mix was read from the compiled kernel; ``estimate``: from the tiling."""
+    instructions_per_hmma: float = 0.0
 
     @property
     def point(self) -> Point:
@@ -110,6 +117,8 @@ class ReferenceRank:
     ranked_as: Optional[tuple[int, int, int, int, int]] = None
     """When the reference itself is excluded: the legal stand-in that was ranked instead
     (same BM, BN, warps and slots, BK halved until legal) as (BM, BN, BK, warps, stages)."""
+    tflops: Optional[float] = None
+    """Predicted TFLOP/s of the ranked configuration."""
 
 
 @dataclass(frozen=True)
@@ -118,8 +127,20 @@ class Measurement:
 
     label: str
     ms: float
+    """Median of the timed repeats."""
     tflops: float
     ok: bool
+    """The kernel's C matched numpy."""
+    predicted_us: float = 0.0
+    """The model's prediction for this candidate."""
+    repeats: int = 0
+
+    @property
+    def model_error(self) -> float:
+        """Measured time / predicted time - 1: positive when the model was optimistic (predicted faster)."""
+        if self.predicted_us <= 0 or self.ms <= 0:
+            return float("nan")
+        return self.ms * 1e3 / self.predicted_us - 1.0
 
 
 @dataclass(frozen=True)
@@ -149,6 +170,8 @@ class SearchResult:
     solver_calls: int = field(default=0, compare=False)
     """Solves run by this call (the rest came from the cache)."""
     measured: tuple[Measurement, ...] = field(default=(), compare=False)
+    ranked_by: str = field(default="model", compare=False)
+    """``model``, or ``measurement`` after :func:`synth.search.measure`."""
 
     @property
     def winner(self) -> Optional[Candidate]:

@@ -14,7 +14,7 @@ from typing import Optional
 
 from ..errors import SynthError
 from .explain import why_other, why_winner
-from .rank import Refiner, alive, key, new_entry, ranker, to_candidate
+from .rank import Refiner, alive, apply_sass, key, new_entry, ranker, to_candidate
 from .references import rank_references
 from .results import Progress, ReferenceRank, SearchResult, progress_or_silent
 from .space import enumerate_space, make_context, prune
@@ -25,12 +25,16 @@ MAX_SOLVES = 256
 
 def search_gemm(M: int, N: int, K: int, *, dtype: str = "f16", arch: str = "sm_80", time_limit: float = 30.0,
                 workers: int = 2, top: int = 5, progress: Optional[Progress] = None,
-                max_solves: int = MAX_SOLVES, references: bool = True) -> SearchResult:
+                max_solves: int = MAX_SOLVES, references: bool = True, sass: bool = False) -> SearchResult:
     """Search tiles, warps and stages for ``M x N x K``; the ``top`` best, best first.
 
     ``time_limit`` bounds the whole search (wall clock); each solver call gets at
     most ``min(10 s, what is left)``. ``workers`` is CP-SAT's worker count.
     ``references`` also ranks the CUTLASS/Triton reference configurations.
+    ``sass``: compile the ``top`` candidates (and the two default configurations)
+    with nvcc and use the instruction mix of their SASS (``sassmix.sass_mix``,
+    cached on disk); the candidates are re-sorted by the new estimates. Without
+    nvcc a note says so and the estimated mix is kept.
     Raises :class:`SynthError` on a bad shape, dtype or arch, ``top < 1``, or an empty legal space.
     """
     t0 = time.monotonic()
@@ -57,13 +61,19 @@ def search_gemm(M: int, N: int, K: int, *, dtype: str = "f16", arch: str = "sm_8
 
     refiner = Refiner(ctx, deadline=t0 + time_limit, max_solves=max_solves, workers=workers, say=say)
     ranked_top, complete = refiner.best_of(entries.values(), top)
+    notes: list[str] = []
+    if sass:
+        why = [w for w in (apply_sass(ctx, e) for e in ranked_top) if w]
+        ranked_top.sort(key=key)
+        done = sum(1 for e in ranked_top if e.mix is not None)
+        notes.append(f"instruction mix read from the SASS of {done} of the {len(ranked_top)} candidates"
+                     + (f" ({why[0]})" if why else "") + "; other configurations use the estimated mix")
     refs: list[ReferenceRank] = []
     if references:
-        refs = rank_references(ctx, entries, ranked_top, refiner)
+        refs = rank_references(ctx, entries, ranked_top, refiner, sass=sass)
     say("solve", refiner.solves, refiner.solves)
     order = sorted(alive(entries.values()), key=key)
     rank_of = ranker(entries.values())
-    notes: list[str] = []
     if refiner.unavailable:
         notes.append(f"solver unavailable, ranking by the analytic model only: {refiner.unavailable}")
         complete = False
