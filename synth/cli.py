@@ -1,161 +1,462 @@
-"""The ``synth`` command: arguments, printing and exit codes only (SPEC §2).
+"""The ``synth`` command: arguments, printing and exit codes only (docs/commands.md).
 
-Exit status: 0 success; 1 a wait is refuted or unproven, a certificate fails,
-or no GPU for ``run``; 2 bad input (:class:`~synth.errors.SynthError`), with one
-message naming file, line and fix and no traceback.
+Every command computes through :mod:`synth.api` (or the module the API wraps)
+and returns an :class:`Outcome`; :func:`main` turns it into human output or,
+with ``--json``, the one envelope of :mod:`synth.envelope` (docs/json.md).
+
+Exit status (:data:`synth.envelope.EXIT`): 0 success; 1 the command ran but the
+result does not hold (a refuted or unproven wait, a failed certificate, no GPU
+for ``run`` or ``search --measure``, a wrong kernel result, the time limit);
+2 bad input or arguments, with one message naming file, line and fix and no
+traceback; 3 an internal error; 130 interrupted.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
+import io
 import json
+import math
 import os
 import sys
-from typing import Sequence
+import time
+import traceback
+from dataclasses import asdict, dataclass, field, is_dataclass
+from typing import Any, Callable, Optional, Sequence
 
+from . import __version__
+from .envelope import CODES, envelope, error_from_exception, error_object
 from .errors import Loc, SynthError
 
+# ---------------------------------------------------------------------------------------- arguments
 
-def _common(p: argparse.ArgumentParser, *, time_limit: float = 20.0) -> None:
-    p.add_argument("--time-limit", type=float, default=time_limit, metavar="SECONDS",
-                   help="solver time limit per solve/proof (default %(default)s)")
-    p.add_argument("--workers", type=int, default=2, help="CP-SAT worker threads (default %(default)s)")
-    p.add_argument("--json", action="store_true", help="machine-readable output on stdout")
-    p.add_argument("-q", "--quiet", action="store_true", help="print only errors")
-    p.add_argument("-v", "--verbose", action="store_true", help="print more detail")
+TIME_LIMIT_MAX = 86400.0
+"""--time-limit: seconds, 0 < value <= one day."""
+WORKERS_MAX = 256
+"""--workers: 1 .. 256 CP-SAT threads (or search processes)."""
+REPEATS_MAX = 100000
+"""--repeats: 1 .. 100000 timed launches."""
+
+
+class UsageError(SynthError):
+    """A bad command line (exit status 2, code ``usage``)."""
+
+
+def _number(text: str, flag: str, kind, lo, hi, lo_open: bool = False):
+    try:
+        value = kind(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a{'n integer' if kind is int else ' number'}") \
+            from None
+    if isinstance(value, float) and not math.isfinite(value):
+        raise argparse.ArgumentTypeError(f"{text} is not a finite number")
+    if (value <= lo if lo_open else value < lo) or value > hi:
+        rng = f"{'>' if lo_open else '>='} {lo:g} and <= {hi:g}"
+        raise argparse.ArgumentTypeError(f"{text} is out of range: {flag} must be {rng}")
+    return value
+
+
+def seconds(text: str) -> float:
+    """``--time-limit``: a finite number of seconds, 0 < s <= :data:`TIME_LIMIT_MAX`."""
+    return _number(text, "--time-limit", float, 0.0, TIME_LIMIT_MAX, lo_open=True)
+
+
+def workers(text: str) -> int:
+    """``--workers``: an integer in 1 .. :data:`WORKERS_MAX`."""
+    return _number(text, "--workers", int, 1, WORKERS_MAX)
+
+
+def repeats(text: str) -> int:
+    """``--repeats``: an integer in 1 .. :data:`REPEATS_MAX`."""
+    return _number(text, "--repeats", int, 1, REPEATS_MAX)
+
+
+class _Parser(argparse.ArgumentParser):
+    """argparse, but a bad command line raises :class:`UsageError` instead of exiting."""
+
+    def error(self, message: str):  # noqa: D102 - argparse hook
+        raise UsageError(None, f"{self.prog}: {message}", f"see '{self.prog} --help'")
+
+
+def _output_flags(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--json", action="store_true",
+                   help="print one JSON document (docs/json.md) on stdout instead of tables, errors included")
+    p.add_argument("-q", "--quiet", action="store_true",
+                   help="print nothing on stdout except --json output; errors still go to stderr")
+    p.add_argument("-v", "--verbose", action="store_true", help="print more detail (see docs/commands.md)")
+
+
+def _time_limit(p: argparse.ArgumentParser, default: float, what: str) -> None:
+    p.add_argument("--time-limit", type=seconds, default=default, metavar="SECONDS",
+                   help=f"wall-clock limit of the whole command: {what} (default %(default)s; "
+                        f"0 < SECONDS <= {TIME_LIMIT_MAX:g})")
 
 
 def build_parser() -> argparse.ArgumentParser:
-    ap = argparse.ArgumentParser(prog="synth", description=__doc__.splitlines()[0])
-    sub = ap.add_subparsers(dest="command", metavar="COMMAND")
+    """The argument parser of every command (docs/commands.md is its long form)."""
+    ap = _Parser(prog="synth", description="synth: synthesize software-pipeline schedules (CP-SAT), lower them, prove "
+                                             "their wait counts (Z3) and emit kernels.",
+                 epilog="Documentation: docs/commands.md (commands), docs/problem-format.md (problem.yaml), "
+                        "docs/outputs.md (OUT/), docs/json.md (--json).")
+    ap.add_argument("--version", action="version", version=f"synth {__version__}")
+    sub = ap.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
 
-    p = sub.add_parser("solve", help="synthesize, lower, prove and write everything under OUT/")
-    p.add_argument("problem", help="problem.yaml")
+    p = sub.add_parser("solve", help="schedule (CP-SAT), lower, prove every wait (Z3), write OUT/",
+                       description="Schedule a problem with CP-SAT, lower it, prove every wait count with Z3 and "
+                                   "write the output folder (docs/outputs.md).")
+    p.add_argument("problem", help="problem.yaml (docs/problem-format.md)")
     p.add_argument("-o", "--out", help="output folder (default out/<name>/)")
-    p.add_argument("--force", action="store_true", help="replace an existing output folder")
+    p.add_argument("--force", action="store_true",
+                   help="replace an existing output folder, only if synth wrote every file in it")
     p.add_argument("--no-verify", action="store_true", help="skip the Z3 proof (not recommended)")
-    _common(p)
+    _time_limit(p, 60.0, "CP-SAT gets at most 60%% of it, the proof the rest")
+    p.add_argument("--workers", type=workers, default=2,
+                   help=f"CP-SAT worker threads (default %(default)s; 1 .. {WORKERS_MAX})")
+    _output_flags(p)
 
-    p = sub.add_parser("lower", help="lower the pinned schedule as given and print the pipelined program")
+    p = sub.add_parser("lower", help="lower the pinned schedule as given and print the pipelined program",
+                       description="Lower the schedule pinned in the problem file (schedule.stage, or stages: N "
+                                   "for kind: gemm) and print the pipelined program; nothing is solved or proved.")
     p.add_argument("problem", help="problem.yaml with schedule.stage pinned")
-    _common(p)
+    _output_flags(p)
 
-    p = sub.add_parser("verify", help="re-prove every wait of a program")
+    p = sub.add_parser("verify", help="re-prove every wait of a program",
+                       description="Prove every wait count of program.json again with Z3 (edit an in_flight and "
+                                   "it is checked); exit 1 with a counterexample when one is unsafe.")
     p.add_argument("target", help="an output folder or a program.json")
     p.add_argument("--certificate", metavar="DIR", help="also write SMT-LIB2 certificates to DIR")
-    _common(p, time_limit=10.0)
+    _time_limit(p, 60.0, "each Z3 query gets at most 10 s and none runs past it")
+    _output_flags(p)
 
-    p = sub.add_parser("check", help="prove or refute the waits of Triton, TVM or MLIR pipelined IR")
-    from .frontends.cli import add_check_arguments
+    p = sub.add_parser("certify", help="re-check a certificate with Z3 and cvc5 alone",
+                       description="Re-check every SMT-LIB2 obligation of a certificate with Z3 and with cvc5.")
+    p.add_argument("directory", help="OUT/ (the solve folder) or OUT/certificate/")
+    _time_limit(p, 120.0, "split evenly over the obligations' Z3 and cvc5 calls")
+    _output_flags(p)
 
-    add_check_arguments(p)
-
-    p = sub.add_parser("certify", help="re-check a certificate with Z3 and cvc5 alone")
-    p.add_argument("directory", help="OUT/certificate/")
-    _common(p)
-
-    p = sub.add_parser("emit", help="write a target from an output folder")
+    p = sub.add_parser("emit", help="write kernel.cu, or print TVM annotations or an MLIR loop",
+                       description="From an output folder: write kernel.cu (kind: gemm problems), or print the "
+                                   "TVM schedule annotations or the MLIR pipelined loop.")
     p.add_argument("out", help="output folder written by 'synth solve'")
-    p.add_argument("--target", choices=("cuda", "tvm", "mlir"), default="cuda")
-    p.add_argument("--force", action="store_true", help="overwrite kernel.cu")
-    _common(p)
+    p.add_argument("--target", choices=("cuda", "tvm", "mlir"), default="cuda",
+                   help="cuda: write OUT/kernel.cu (replacing only a kernel.cu synth wrote and nobody "
+                        "changed); tvm: print sch.annotate(...) lines; mlir: print the loop with pipelining "
+                        "attributes (default %(default)s)")
+    p.add_argument("--force", action="store_true",
+                   help="accepted for compatibility; kernel.cu is replaced only when synth wrote it unchanged")
+    _output_flags(p)
 
-    p = sub.add_parser("run", help="run OUT/kernel.cu on a GPU with pycuda and report TFLOP/s")
+    p = sub.add_parser("run", help="run OUT/kernel.cu on a GPU with pycuda and report TFLOP/s",
+                       description="Compile OUT/kernel.cu for the local GPU, check it against numpy and time it. "
+                                   "Without a GPU: exit 1, code no_gpu (synth.kernel runs it on the CPU emulator).")
     p.add_argument("out", help="output folder with kernel.cu")
-    p.add_argument("--repeats", type=int, default=20)
-    _common(p)
+    p.add_argument("--repeats", type=repeats, default=20,
+                   help=f"timed launches; the median is reported (default %(default)s; 1 .. {REPEATS_MAX})")
+    _output_flags(p)
 
-    p = sub.add_parser("search", help="auto-search GEMM pipelines")
-    ssub = p.add_subparsers(dest="what", metavar="WHAT")
+    p = sub.add_parser("search", help="auto-search GEMM pipelines",
+                       description="Search tiles, warps, stages and schedules for a GEMM.")
+    ssub = p.add_subparsers(dest="what", metavar="WHAT", parser_class=_Parser)
     g = ssub.add_parser("gemm", help="search tiles, warps, stages and schedule for a GEMM")
-    try:
-        from .search import add_search_arguments
-    except ImportError:  # pragma: no cover - search module always ships
-        add_search_arguments = None
-    if add_search_arguments is not None:
-        add_search_arguments(g)
+    from .search import add_search_arguments
+
+    add_search_arguments(g)
     return ap
 
 
+# ---------------------------------------------------------------------------------------- outcome and main
+
+@dataclass
+class Outcome:
+    """What a command hands back to :func:`main`: exit status, JSON result, errors, warnings."""
+
+    status: int = 0
+    result: Any = None
+    errors: list = field(default_factory=list)
+    warnings: list = field(default_factory=list)
+
+    def fail(self, code: str, message: str, fix: str = "", loc: Loc | None = None) -> "Outcome":
+        """Record an error of ``code`` (and its exit status, unless a worse one is set)."""
+        self.errors.append(error_object(code, message, file=loc.file if loc else None,
+                                        line=loc.line if loc and loc.line > 0 else None,
+                                        column=loc.col if loc and loc.line > 0 and loc.col > 0 else None, fix=fix))
+        self.status = max(self.status, CODES[code])
+        return self
+
+
+def _guess_command(argv: Sequence[str]) -> Optional[str]:
+    for a in argv:
+        if not a.startswith("-"):
+            return a if a in _COMMANDS else None
+    return None
+
+
 def main(argv: Sequence[str] | None = None) -> int:
-    """Entry point of the console script; returns the exit status."""
-    args = build_parser().parse_args(argv)
-    if not args.command:
-        build_parser().print_help()
-        return 2
+    """Entry point of the console script; returns the exit status (docs/commands.md)."""
+    argv = list(sys.argv[1:] if argv is None else argv)
+    as_json = "--json" in argv
+    command = _guess_command(argv)
+    out = Outcome()
     try:
-        return _COMMANDS[args.command](args)
+        args = build_parser().parse_args(argv)
+        if not args.command:
+            raise UsageError(None, "synth: no command given", "run 'synth --help' for the list of commands")
+        _check_numbers(args)
+        out = _COMMANDS[args.command](args, _Ui(args))
+    except SystemExit as exc:  # --help and --version print and exit 0
+        return int(exc.code or 0)
+    except UsageError as exc:
+        out = Outcome().fail("usage", exc.msg, exc.fix)
+        if not as_json:
+            print(f"{exc.msg}\nfix: {exc.fix}", file=sys.stderr)
     except SynthError as exc:
-        print(exc.render(), file=sys.stderr)
-        return 2
+        err = error_from_exception(exc, _code_of(exc))
+        out = Outcome(status=CODES[err["code"]], errors=[err])
+        if not as_json:
+            print(exc.render(), file=sys.stderr)
     except KeyboardInterrupt:
-        print("interrupted", file=sys.stderr)
-        return 130
+        out = Outcome().fail("interrupted", "interrupted")
+        if not as_json:
+            print("interrupted", file=sys.stderr)
+    except Exception as exc:  # a bug: say so, keep the traceback on stderr
+        traceback.print_exc()
+        out = Outcome().fail("internal", f"internal error: {type(exc).__name__}: {exc}",
+                             "please report this with the command and the input files")
+    if as_json:
+        print(json.dumps(envelope(command, out.status, _plain(out.result), out.errors, out.warnings), indent=2))
+    return out.status
 
 
-def _console(args):
-    from rich.console import Console
+def _code_of(exc: SynthError) -> Optional[str]:
+    from .pipeline import TimeLimitReached
 
-    return Console(quiet=bool(getattr(args, "quiet", False) or getattr(args, "json", False)), highlight=False)
+    if isinstance(exc, TimeLimitReached):
+        return "time_limit"
+    if exc.msg.startswith("no CUDA GPU"):
+        return "no_gpu"
+    return None
 
 
-def cmd_solve(args) -> int:
+def _check_numbers(args) -> None:
+    """The bounds of :func:`seconds` and :func:`workers`, for options a subcommand declared itself."""
+    for flag, attr, check in (("--time-limit", "time_limit", seconds), ("--workers", "workers", workers)):
+        value = getattr(args, attr, None)
+        if value is not None:
+            try:
+                check(str(value))
+            except argparse.ArgumentTypeError as exc:
+                raise UsageError(None, f"synth {args.command}: argument {flag}: {exc}",
+                                 f"see 'synth {args.command} --help'") from None
+
+
+def _plain(x: Any) -> Any:
+    """``x`` as JSON-ready data (dataclasses to dicts, tuples to lists)."""
+    if is_dataclass(x) and not isinstance(x, type):
+        return _plain(asdict(x))
+    if isinstance(x, dict):
+        return {str(k): _plain(v) for k, v in x.items()}
+    if isinstance(x, (list, tuple)):
+        return [_plain(v) for v in x]
+    if isinstance(x, float) and not math.isfinite(x):
+        return None
+    if x is None or isinstance(x, (bool, int, float, str)):
+        return x
+    return str(x)
+
+
+class _Ui:
+    """Where human output goes: stdout tables unless -q/--json; progress bars on stderr."""
+
+    def __init__(self, args) -> None:
+        from rich.console import Console
+
+        self.quiet = bool(getattr(args, "quiet", False))
+        self.json = bool(getattr(args, "json", False))
+        self.verbose = bool(getattr(args, "verbose", False)) and not self.quiet
+        self.silent = self.quiet or self.json
+        self.out = Console(quiet=self.silent, highlight=False, soft_wrap=not sys.stdout.isatty())
+        self.err = Console(stderr=True, highlight=False)
+
+    def print(self, *a, **kw) -> None:
+        self.out.print(*a, **kw)
+
+    def text(self, text: str) -> None:
+        """Plain text on stdout (program listings, exports), unless silent."""
+        if not self.silent:
+            sys.stdout.write(text)
+            sys.stdout.flush()
+
+    def warn(self, msg: str) -> None:
+        if not self.json:
+            print(f"warning: {msg}", file=sys.stderr)
+
+    def progress(self):
+        """A context giving a ``progress(phase, done, total)`` callback (a no-op when silent or not a tty)."""
+        return _Progress(self.err, enabled=not self.silent and self.err.is_terminal)
+
+
+class _Progress:
+    """A rich progress bar, one row per phase with its count and elapsed time."""
+
+    TITLES = {"graph": "dependence graph", "schedule": "schedule (CP-SAT)", "lower": "lower",
+              "prove": "prove obligations (Z3)", "emit": "emit kernel.cu", "write": "write OUT/",
+              "certify": "re-check (Z3, cvc5)"}
+
+    def __init__(self, console, enabled: bool) -> None:
+        self.console, self.enabled = console, enabled
+        self.bar = None
+        self.tasks: dict[str, int] = {}
+
+    def __enter__(self) -> Callable[[str, int, int], None]:
+        if self.enabled:
+            from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+            self.bar = Progress(TextColumn("{task.description:>24}"), BarColumn(), MofNCompleteColumn(),
+                                TimeElapsedColumn(), console=self.console, transient=True)
+            self.bar.__enter__()
+        return self.update
+
+    def update(self, phase: str, done: int, total: int) -> None:
+        if self.bar is None:
+            return
+        if phase not in self.tasks:
+            self.tasks[phase] = self.bar.add_task(self.TITLES.get(phase, phase), total=total)
+        self.bar.update(self.tasks[phase], completed=done, total=max(total, done))
+
+    def __exit__(self, *exc) -> bool:
+        if self.bar is not None:
+            self.bar.__exit__(*exc)
+        return False
+
+
+# ---------------------------------------------------------------------------------------- solve
+
+def cmd_solve(args, ui: _Ui) -> Outcome:
     from .load import load_problem
     from .outdir import check_out_dir
     from .pipeline import default_out_dir, run, write_outputs
 
-    con = _console(args)
+    t_start = time.monotonic()
+    deadline = t_start + args.time_limit
     problem = load_problem(args.problem)
     out = args.out or default_out_dir(problem)
     check_out_dir(out, force=args.force)
-    with con.status("solving...") as status:
-        result = run(problem, time_limit=args.time_limit, workers=args.workers, verify=not args.no_verify,
-                     progress=lambda ph, d, t: status.update(f"{ph} {d}/{t}..."))
-    files = write_outputs(result, out, force=args.force)
-    if args.json:
-        print(json.dumps(_solve_json(result, out, files), indent=2))
-    else:
-        _print_solve(con, result, out, files, verbose=args.verbose)
+    t_load = time.monotonic() - t_start
+    with ui.progress() as prog:
+        result = run(problem, deadline=deadline, workers=args.workers, verify=not args.no_verify, progress=prog)
+        t0 = time.monotonic()
+        prog("write", 0, 1)
+        files = write_outputs(result, out, force=args.force)
+        prog("write", 1, 1)
+    phases = [("load", t_load)] + list(result.phases) + [("write", time.monotonic() - t0)]
+    wall = time.monotonic() - t_start
+    bound = stage_bound(problem, result.schedule)
+    outcome = Outcome(result=_solve_json(result, out, files, phases, wall, bound))
+    if bound["reached"]:
+        outcome.warnings.append(bound["message"])
+    _print_solve(ui, result, out, files, phases, wall, bound)
     if not result.proven:
-        print(result.report.render(), file=sys.stderr)
-        print(f"error: some wait counts are not proven correct; see {os.path.join(out, 'verify.txt')}",
-              file=sys.stderr)
-        return 1
-    return 0
+        why = _unproven_summary(result.report)
+        outcome.fail("refuted" if why[0] else "unproven",
+                     f"some wait counts are not proven correct ({why[1]}); see {os.path.join(out, 'verify.txt')}",
+                     "see the counterexample in verify.txt, or raise --time-limit if a proof was unknown",
+                     Loc(os.path.join(out, "verify.txt")))
+        if not ui.json:
+            print(result.report.render(), file=sys.stderr)
+            print(f"error: {outcome.errors[-1]['message']}", file=sys.stderr)
+    return outcome
 
 
-def _solve_json(result, out: str, files: list[str]) -> dict:
+def stage_bound(problem, schedule) -> dict:
+    """The stage bound the solver searched under, and whether the result reached it.
+
+    A result that uses every allowed stage may be limited by the bound: a larger
+    ``schedule.max_stage`` (or ``min_trip_count``) might give a shorter II.
+    """
+    from .model.constraints import stage_bounds
+
+    bounds = stage_bounds(problem)
+    tightest = min(bounds, key=lambda b: b.bound)
+    pinned = problem.pins.stage is not None
+    reached = not pinned and schedule.max_stage >= tightest.bound
+    msg = (f"the schedule uses every stage allowed ({schedule.max_stage + 1} stages; bound: {tightest.text}): "
+           "the result is optimal only among schedules within that bound; a larger bound might give a "
+           "shorter II" if reached else "")
+    if reached and "default" in tightest.text:
+        msg += " (set schedule.max_stage in the problem file)"
+    elif reached and "min_trip_count" in tightest.text:
+        msg += " (raise min_trip_count, if the loop always runs that long)"
+    return {"max_stage": tightest.bound, "source": tightest.text, "used": schedule.max_stage,
+            "reached": reached, "message": msg}
+
+
+def _unproven_summary(report) -> tuple[bool, str]:
+    """(any refuted, 'n refuted, m unknown')."""
+    obs = report.obligations
+    ref = sum(o.status == "refuted" for o in obs)
+    unk = sum(o.status == "unknown" for o in obs)
+    return ref > 0, f"{ref} obligation{'s' * (ref != 1)} refuted, {unk} unknown"
+
+
+def _waits_json(program, report) -> list[dict]:
     from .program import program_to_json
+
+    verdicts = {v.index: v for v in report.verdicts} if report is not None else {}
+    rows = []
+    for i, w in enumerate(program_to_json(program)["waits"]):
+        v = verdicts.get(i)
+        rows.append({"index": i, **w, "status": v.status if v else "not checked",
+                     "tight": v.tight if v else None,
+                     "reason": (v.reason or w.get("reason", "")) if v else w.get("reason", ""),
+                     "seconds": round(v.seconds, 4) if v else None,
+                     "counterexample": str(v.counterexample) if v and v.counterexample else None})
+    return rows
+
+
+def _solve_json(result, out: str, files: list[str], phases, wall: float, bound: dict) -> dict:
     from .schedule import schedule_to_json
 
-    doc = {"out": out, "files": files, "schedule": schedule_to_json(result.problem, result.schedule),
-           "waits": program_to_json(result.program)["waits"]}
-    if result.report is not None:
-        doc["verified"] = bool(result.report.ok)
-    return doc
+    rep = result.report
+    return {"problem": result.problem.name, "out": out, "files": files,
+            "schedule": schedule_to_json(result.problem, result.schedule),
+            "stage_bound": bound,
+            "waits": _waits_json(result.program, rep),
+            "verified": None if rep is None else bool(rep.ok),
+            "obligations": None if rep is None else _obligation_counts(rep),
+            "phases": [{"name": n, "seconds": round(s, 4)} for n, s in phases],
+            "wall_seconds": round(wall, 4)}
 
 
-def _print_solve(con, result, out: str, files: list[str], verbose: bool = False) -> None:
+def _obligation_counts(report) -> dict:
+    obs = report.obligations
+    return {"total": len(obs), **{s: sum(o.status == s for o in obs) for s in ("proven", "refuted", "unknown")}}
+
+
+def _print_solve(ui: _Ui, result, out: str, files: list[str], phases, wall: float, bound: dict) -> None:
     from rich.table import Table
 
     from .schedule import buffer_bytes
 
+    if ui.silent:
+        return
     p, s = result.problem, result.schedule
     t = Table(title=f"schedule of {p.name}")
-    for col in ("op", "unit", "stage", "order", "queue", "offset"):
+    for col in ("op", "unit", "stage", "order", "queue", "offset") + (("latency", "issue") if ui.verbose else ()):
         t.add_column(col)
     for i, op in enumerate(p.ops):
         q = s.queue[i]
         t.add_row(op.name, op.unit, str(s.stage[i]), str(s.order[i]), "-" if q is None else str(q),
-                  str(s.timing.offsets[i]) if s.timing else "-")
-    con.print(t)
+                  str(s.timing.offsets[i]) if s.timing else "-",
+                  *((str(op.latency), str(op.issue)) if ui.verbose else ()))
+    ui.print(t)
     b = Table(title="buffers")
     for col in ("buffer", "space", "multiplicity", "bytes"):
         b.add_column(col)
     for buf in p.buffers:
         m = s.mult(buf.name)
         b.add_row(buf.name, buf.space, str(m), str(m * buf.bytes))
-    con.print(b)
+    ui.print(b)
     info = s.info
     summ = Table(title="result", show_header=False)
     summ.add_column("k")
@@ -172,14 +473,27 @@ def _print_solve(con, result, out: str, files: list[str], verbose: bool = False)
         summ.add_row("gap", f"{100 * info.gap:.2f}%")
         if info.lower_bound is not None:
             summ.add_row("lower bound (resources, recurrences)", str(info.lower_bound))
-        summ.add_row("solve time", f"{info.solve_time:.2f} s")
+    summ.add_row("stages", f"{s.max_stage + 1} of at most {bound['max_stage'] + 1}"
+                 + (f" (bound reached: {bound['source']})" if bound["reached"] else ""))
     summ.add_row("shared memory", f"{buffer_bytes(p, s.multiplicity, 'shared')} B")
-    con.print(summ)
-    _print_waits(con, result.program, result.report)
-    con.print(f"wrote {out}/: {', '.join(files)}")
+    if result.report is not None:
+        c = _obligation_counts(result.report)
+        summ.add_row("obligations", f"{c['proven']}/{c['total']} proven"
+                     + (f", {c['refuted']} refuted" if c["refuted"] else "")
+                     + (f", {c['unknown']} unknown" if c["unknown"] else ""))
+    summ.add_row("wall time", f"{wall:.2f} s: " + ", ".join(f"{n} {t:.2f} s" for n, t in phases))
+    if ui.verbose and info:
+        summ.add_row("CP-SAT", f"{info.solve_time:.2f} s inside the schedule phase; " + "; ".join(info.notes))
+    ui.print(summ)
+    _print_waits(ui, result.program, result.report)
+    if bound["reached"]:
+        ui.print(f"note: {bound['message']}")
+    if ui.verbose and result.report is not None:
+        ui.print(result.report.render(), markup=False)
+    ui.print(f"wrote {out}/: {', '.join(files)}")
 
 
-def _print_waits(con, program, report) -> None:
+def _print_waits(ui: _Ui, program, report) -> None:
     from rich.table import Table
 
     from .expr import to_str
@@ -190,11 +504,11 @@ def _print_waits(con, program, report) -> None:
     verdicts = {v.index: v for v in report.verdicts} if report is not None else {}
     for i, wait in enumerate(program.waits):
         v = verdicts.get(i)
+        # Tightness is the verdict's (judged only for proven waits), never program.json's stale field.
+        tight = "-" if v is None or v.tight is None else ("yes" if v.tight else "no: " + _why_not_tight(v.reason))
         w.add_row(str(i), wait.part, str(wait.queue), to_str(wait.in_flight), wait.before,
-                  v.status if v else "not checked",
-                  "-" if wait.tight is None else ("yes" if wait.tight else "no: " + _why_not_tight(wait.reason)),
-                  f"{v.seconds:.2f} s" if v else "-")
-    con.print(w)
+                  v.status if v else "not checked", tight, f"{v.seconds:.2f} s" if v else "-")
+    ui.print(w)
 
 
 def _why_not_tight(reason: str) -> str:
@@ -203,124 +517,188 @@ def _why_not_tight(reason: str) -> str:
     return tail if len(tail) <= 60 else tail[:57] + "..."
 
 
-def cmd_lower(args) -> int:
-    from .graph import build_graph
-    from .load import load_problem
-    from .lower import lower
+# ---------------------------------------------------------------------------------------- lower
+
+def cmd_lower(args, ui: _Ui) -> Outcome:
+    from .api import load, lower
     from .printer import program_text
     from .program import program_to_json
-    from .schedule import schedule_from_pins
 
-    problem = load_problem(args.problem)
-    graph = build_graph(problem)
-    program = lower(problem, graph, schedule_from_pins(problem, graph))
-    if args.json:
-        print(json.dumps(program_to_json(program), indent=2))
-    elif not args.quiet:
-        print(program_text(program), end="")
-    return 0
+    program = lower(load(args.problem))
+    ui.text(program_text(program))
+    if ui.verbose and not ui.silent:
+        from .expr import to_str
 
-
-def cmd_verify(args) -> int:
-    from .verify import load_program, verify_program, write_certificate
-
-    con = _console(args)
-    program = load_program(args.target)
-    report = verify_program(program, time_limit=args.time_limit)
-    if args.certificate:
-        from .outdir import publish
-
-        publish(args.certificate, lambda tmp: write_certificate(report, tmp), flag="--certificate")
-    if args.json:
-        print(json.dumps({"ok": report.ok, "waits": [
-            {"index": v.index, "status": v.status, "tight": v.tight, "seconds": round(v.seconds, 4),
-             "counterexample": str(v.counterexample) if v.counterexample else None}
-            for v in report.verdicts]}, indent=2))
-    else:
-        _print_waits(con, report.program, report)
-        if not report.ok or args.verbose:
-            print(report.render(), file=sys.stderr if not report.ok else sys.stdout)
-    return 0 if report.ok else 1
+        for i, w in enumerate(program.waits):
+            ui.text(f"# wait #{i} {w.part}: async_wait_queue({w.queue}, {to_str(w.in_flight)}) before "
+                    f"{w.before}: {w.reason or '-'}\n")
+    return Outcome(result={"program": program_to_json(program)})
 
 
-def cmd_check(args) -> int:
-    from .frontends.cli import cli_check
+# ---------------------------------------------------------------------------------------- verify, certify
 
-    return cli_check(args)
+def cmd_verify(args, ui: _Ui) -> Outcome:
+    from .api import verify
+
+    with ui.progress() as prog:
+        report = verify(args.target, time_limit=args.time_limit, certificate=args.certificate,
+                        progress=lambda d, t: prog("prove", d, t))
+    out = Outcome(result={"program": report.program.name, "ok": bool(report.ok),
+                          "obligations": _obligation_counts(report),
+                          "waits": _waits_json(report.program, report),
+                          "global_failures": [{"id": o.id, "status": o.status, "description": o.description,
+                                               "reason": o.reason} for o in report.global_failures],
+                          "certificate": args.certificate, "seconds": round(report.seconds, 4)})
+    if not ui.silent:
+        _print_waits(ui, report.program, report)
+        if ui.verbose or not report.ok:
+            ui.print(report.render(), markup=False)
+    if not report.ok:
+        refuted, counts = _unproven_summary(report)
+        out.fail("refuted" if refuted else "unproven", f"{report.program.name}: not proven ({counts})",
+                 "the counterexample above names the statement and the step; raise --time-limit if a proof "
+                 "was unknown", Loc(args.target))
+        if ui.silent and not ui.json:
+            print(report.render(), file=sys.stderr)
+    return out
 
 
-def cmd_certify(args) -> int:
-    from .verify import certify
+def cmd_certify(args, ui: _Ui) -> Outcome:
+    from .api import certify
 
-    res = certify(args.directory)
-    if args.json:
-        print(json.dumps({"ok": res.ok, "messages": list(res.messages)}, indent=2))
-    elif not args.quiet or not res.ok:
+    res = certify(args.directory, time_limit=args.time_limit)
+    files = [_plain(f) for f in res.files]
+    out = Outcome(result={"directory": args.directory, "ok": bool(res.ok), "solvers": _plain(res.solvers),
+                          "files": files, "messages": list(res.messages)})
+    if not ui.silent:
+        if ui.verbose:
+            from rich.table import Table
+
+            t = Table(title="obligations")
+            keys = [k for k in ("id", "kind", "wait", "z3", "cvc5", "ok", "message") if files and k in files[0]]
+            for k in keys:
+                t.add_column(k)
+            for f in files:
+                t.add_row(*("-" if f.get(k) is None else str(f.get(k)) for k in keys))
+            ui.print(t)
         for m in res.messages:
-            print(m)
-    return 0 if res.ok else 1
+            ui.print(m, markup=False)
+    if not res.ok:
+        out.fail("certificate_failed", res.messages[0] if res.messages else "certificate FAILED",
+                 "re-run 'synth solve' to write a fresh certificate; a sat answer means a wait is wrong",
+                 Loc(args.directory))
+        if ui.silent and not ui.json:
+            for m in res.messages:
+                print(m, file=sys.stderr)
+    return out
 
 
-def cmd_emit(args) -> int:
-    from .pipeline import load_output
+# ---------------------------------------------------------------------------------------- emit, run
 
-    problem, schedule, program = load_output(args.out)
-    if args.target == "tvm":
-        from .emit.tvm import tvm_annotations
+def cmd_emit(args, ui: _Ui) -> Outcome:
+    from .api import emit
 
-        print(tvm_annotations(problem, schedule), end="")
-        return 0
-    if args.target == "mlir":
-        from .emit.mlir import mlir_pipelined_loop
+    text = emit(args.out, target=args.target)
+    if args.target != "cuda":
+        ui.text(text)
+        return Outcome(result={"target": args.target, "text": text})
+    path, action = write_kernel(args.out, text)
+    ui.print(f"{action} {path}")
+    if ui.verbose:
+        from .emit.emulate import kernel_macros
 
-        print(mlir_pipelined_loop(problem, schedule), end="")
-        return 0
-    if problem.gemm is None:
-        raise SynthError(Loc(problem.path), f"problem '{problem.name}' is not a GEMM; only 'kind: gemm' "
-                         "problems get CUDA kernels", "use --target tvm or --target mlir, or write a kind: gemm problem")
-    path = os.path.join(args.out, "kernel.cu")
-    if os.path.exists(path) and not args.force:
-        raise SynthError(Loc(path), "kernel.cu already exists", "pass --force to overwrite it")
-    from .emit.cuda import emit_kernel
-
-    text = emit_kernel(problem, schedule, program)
-    tmp = path + ".tmp"
-    with open(tmp, "w", encoding="utf-8") as fh:
-        fh.write(text)
-    os.replace(tmp, path)
-    if not args.quiet:
-        print(f"wrote {path}")
-    return 0
+        ui.print(", ".join(f"SYNTH_{k} {v}" for k, v in kernel_macros(text).items()))
+    return Outcome(result={"target": "cuda", "path": path, "action": action})
 
 
-def cmd_run(args) -> int:
-    from .run import run_output
+def write_kernel(out_dir: str, text: str) -> tuple[str, str]:
+    """Write ``out_dir/kernel.cu`` under the ownership rule (docs/outputs.md); returns (path, what was done).
 
-    try:
-        rep = run_output(args.out, repeats=args.repeats)
-    except SynthError as exc:
-        if "no CUDA GPU" in exc.msg:
-            print(exc.render(), file=sys.stderr)
-            return 1
-        raise
-    print(rep.render() if hasattr(rep, "render") else rep)
-    return 0 if getattr(rep, "ok", True) else 1
+    The same text already there: nothing is written ("up to date"). A kernel.cu
+    synth wrote and nobody changed since (its sha256 in the folder's marker): it
+    is replaced. A kernel.cu synth did not write, or one changed since: refused.
+    No kernel.cu: written.
+    """
+    from .outdir import read_marker, replace_file, sha256_file
+
+    path = os.path.join(out_dir, "kernel.cu")
+    if os.path.isfile(path) and not os.path.islink(path):
+        with open(path, "rb") as fh:
+            if fh.read() == text.encode("utf-8"):
+                return path, "up to date:"
+    listing = read_marker(out_dir)
+    if listing is None:
+        if os.path.lexists(path):
+            raise SynthError(Loc(path), f"refusing to replace {path}: '{out_dir}' has no record that synth "
+                             "wrote it", "move it elsewhere first, or solve again into a new folder")
+        tmp = path + ".synth-tmp"
+        with open(tmp, "w", encoding="utf-8") as fh:
+            fh.write(text)
+        os.replace(tmp, path)
+        return path, "wrote"
+    if os.path.lexists(path) and (os.path.islink(path) or listing.get("kernel.cu") != sha256_file(path)):
+        raise SynthError(Loc(path), f"refusing to replace {path}: it changed since synth wrote it "
+                         "(or synth did not write it)", "move your kernel.cu elsewhere first; synth never "
+                         "overwrites a file it did not write")
+    existed = os.path.lexists(path)
+    replace_file(out_dir, "kernel.cu", text, force=True)
+    return path, "replaced" if existed else "wrote"
 
 
-def cmd_search(args) -> int:
+def cmd_run(args, ui: _Ui) -> Outcome:
+    from .api import run
+
+    rep = run(args.out, repeats=args.repeats)
+    doc = _plain(rep)
+    doc["fraction_of_peak"] = rep.fraction_of_peak
+    doc["fraction_of_cublas"] = rep.fraction_of_cublas
+    out = Outcome(result=doc)
+    if not ui.silent:
+        ui.print(rep.render(), markup=False)
+    if not rep.ok:
+        out.fail("wrong_result", f"{rep.name}: kernel.cu computes a wrong result (max |C - ref| = "
+                 f"{rep.max_abs_err:.3g})", "run 'synth verify' on the folder and report the kernel",
+                 Loc(os.path.join(args.out, "kernel.cu")))
+        if not ui.json:
+            print(f"error: {out.errors[-1]['message']}", file=sys.stderr)
+    return out
+
+
+# ---------------------------------------------------------------------------------------- search
+
+def cmd_search(args, ui: _Ui) -> Outcome:
     if getattr(args, "what", None) != "gemm":
-        raise SynthError(None, "unknown search target", "use 'synth search gemm --M ... --N ... --K ...'")
+        raise UsageError(None, "synth search: say what to search", "use 'synth search gemm --M ... --N ... --K ...'")
     from .search import cli_search
+    from .search.outputs import gpu_available
 
-    return cli_search(args)
+    out = Outcome()
+    if ui.json:
+        buf = io.StringIO()
+        with contextlib.redirect_stdout(buf):
+            out.status = cli_search(args)
+        text = buf.getvalue().strip()
+        try:
+            out.result = json.loads(text) if text else None
+        except ValueError:
+            out.result = {"text": text}
+    else:
+        out.status = cli_search(args)
+    if out.status == 0 and getattr(args, "measure", False):
+        ok, why = gpu_available()
+        if not ok:
+            out.fail("no_gpu", f"--measure: no CUDA GPU available ({why}); every figure is a prediction",
+                     "run on a machine with an NVIDIA GPU and pip install '.[gpu]', or drop --measure")
+            if not ui.json:
+                print(f"error: {out.errors[-1]['message']}", file=sys.stderr)
+    return out
 
 
-_COMMANDS = {
+_COMMANDS: dict[str, Callable[[Any, _Ui], Outcome]] = {
     "solve": cmd_solve,
     "lower": cmd_lower,
     "verify": cmd_verify,
     "certify": cmd_certify,
-    "check": cmd_check,
     "emit": cmd_emit,
     "run": cmd_run,
     "search": cmd_search,

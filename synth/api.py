@@ -1,0 +1,247 @@
+"""synth as a library: one function per command (docs/api.md).
+
+Call these from Python instead of the shell; the ``synth`` command is a thin
+wrapper over them, so the results, errors and limits are the same:
+
+======================  ======================  ==========================================
+command                 function                returns
+======================  ======================  ==========================================
+(reading problem.yaml)  :func:`load`            :class:`synth.problem.Problem`
+``synth solve``         :func:`solve`           :class:`synth.pipeline.Result`
+``synth lower``         :func:`lower`           :class:`synth.program.Program`
+``synth verify``        :func:`verify`          :class:`synth.verify.Report`
+``synth certify``       :func:`certify`         :class:`synth.verify.CertifyResult`
+``synth emit``          :func:`emit`            the text of kernel.cu, the TVM lines or the MLIR loop
+``synth run``           :func:`run`             :class:`synth.run.RunReport`
+``synth search gemm``   :func:`search`          :class:`synth.search.SearchResult`
+======================  ======================  ==========================================
+
+Why ``synth.api`` and not ``synth.solve`` and friends: ``synth.load``,
+``synth.lower``, ``synth.verify``, ``synth.emit`` and ``synth.search`` already
+name synth's modules, and Python's import system would replace a function of
+that name with the module the first time it is imported. So write::
+
+    import synth.api as synth
+
+and ``synth.solve(...)`` reads as the command does.
+
+Bad input raises :class:`synth.errors.SynthError` (its ``loc``, ``msg`` and
+``fix`` are what the command prints); a refuted wait is not an exception but
+``report.ok is False``. Nothing here prints; long steps report through an
+optional ``progress(phase, done, total)`` callback.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from typing import Callable, Optional, Union
+
+from .errors import Loc, SynthError
+
+Progress = Callable[[str, int, int], None]
+
+PROVE_QUERY_LIMIT = 10.0
+"""Seconds at most per Z3 query of :func:`verify` (less near its deadline)."""
+
+
+def load(path: str):
+    """The problem of a ``problem.yaml`` (docs/problem-format.md), checked; raises :class:`SynthError`."""
+    from .load import load_problem
+
+    return load_problem(os.fspath(path))
+
+
+def _problem(problem):
+    return load(problem) if isinstance(problem, (str, os.PathLike)) else problem
+
+
+def solve(problem, *, out: Optional[str] = None, force: bool = False, time_limit: float = 60.0, workers: int = 2,
+          verify: bool = True, progress: Optional[Progress] = None):
+    """Schedule (CP-SAT), lower, prove and, for ``kind: gemm``, emit: what ``synth solve`` computes.
+
+    ``problem`` is a :class:`~synth.problem.Problem` or the path of a problem
+    file. ``time_limit`` bounds the whole call in seconds (the CLI's
+    ``--time-limit``). With ``out`` the output folder is also written, under
+    the same rules as the command (docs/outputs.md; ``force`` replaces a folder
+    synth wrote). Returns :class:`synth.pipeline.Result`: ``.schedule``,
+    ``.program``, ``.report`` (None without ``verify``), ``.kernel``,
+    ``.phases`` (wall seconds per phase) and ``.proven``.
+    """
+    from .outdir import check_out_dir
+    from .pipeline import run as run_pipeline, write_outputs
+
+    _check_limits(time_limit, workers)
+    deadline = time.monotonic() + time_limit
+    p = _problem(problem)
+    if out is not None:
+        check_out_dir(os.fspath(out), force=force)
+    result = run_pipeline(p, deadline=deadline, workers=workers, verify=verify, progress=progress)
+    if out is not None:
+        write_outputs(result, os.fspath(out), force=force)
+    return result
+
+
+def lower(problem, schedule=None):
+    """The pipelined program of ``problem`` under ``schedule`` (default: the schedule pinned in the file).
+
+    This is ``synth lower``: nothing is solved or proved. A ``kind: gemm``
+    problem with ``stages: auto`` has no pinned schedule; raises
+    :class:`SynthError` saying to set ``stages:`` or to solve.
+    """
+    from .graph import build_graph
+    from .lower import lower as lower_program
+    from .schedule import schedule_from_pins
+
+    p = _problem(problem)
+    graph = build_graph(p)
+    if schedule is None:
+        if p.gemm is not None and p.pins.stage is None:
+            raise SynthError(_key_loc(p.path, "stages"),
+                             "'synth lower' lowers the schedule as given, but this kind: gemm problem has "
+                             "stages: auto, so there is no schedule to lower",
+                             "set stages: N (2 or more; 3 pins CUTLASS's multistage schedule), or run "
+                             "'synth solve' to let the solver choose")
+        schedule = schedule_from_pins(p, graph)
+    return lower_program(p, graph, schedule)
+
+
+def _key_loc(path: str, key: str) -> Loc:
+    """The location of a top-level ``key:`` in a YAML file (the file alone when not found)."""
+    try:
+        with open(path, encoding="utf-8", errors="replace") as fh:
+            for n, line in enumerate(fh, start=1):
+                if line.startswith(f"{key}:"):
+                    return Loc(path, n, 1)
+    except OSError:
+        pass
+    return Loc(path)
+
+
+def verify(target, *, time_limit: float = 60.0, certificate: Optional[str] = None,
+           progress: Optional[Callable[[int, int], None]] = None):
+    """Prove every wait of a program again (``synth verify``); returns :class:`synth.verify.Report`.
+
+    ``target`` is a :class:`~synth.program.Program`, a ``program.json`` or an
+    output folder. ``time_limit`` bounds the whole call (each Z3 query at most
+    :data:`PROVE_QUERY_LIMIT` s). With ``certificate`` the SMT-LIB2 files and
+    manifest are written to that folder (created atomically; an existing one is
+    replaced only if synth wrote it). ``report.ok`` is False when a wait is
+    refuted or unproven; ``report.render()`` explains it.
+    """
+    from .verify import load_program, verify_program, write_certificate
+
+    _check_limits(time_limit)
+    deadline = time.monotonic() + time_limit
+    program = load_program(os.fspath(target)) if isinstance(target, (str, os.PathLike)) else target
+    report = verify_program(program, time_limit=PROVE_QUERY_LIMIT, deadline=deadline, progress=progress)
+    if certificate is not None:
+        from .outdir import publish
+
+        publish(os.fspath(certificate), lambda tmp: write_certificate(report, tmp), flag="--certificate")
+    return report
+
+
+def certificate_dir(directory: str) -> str:
+    """``directory`` itself when it holds a certificate manifest, else its ``certificate/`` folder if that does."""
+    from .verify.certificate import MANIFEST
+
+    if not os.path.isfile(os.path.join(directory, MANIFEST)) and \
+            os.path.isfile(os.path.join(directory, "certificate", MANIFEST)):
+        return os.path.join(directory, "certificate")
+    return directory
+
+
+def certify(directory: str, *, time_limit: float = 120.0):
+    """Re-check a certificate with Z3 and cvc5 alone (``synth certify``); returns :class:`CertifyResult`.
+
+    ``directory`` is ``OUT/certificate/`` or ``OUT/`` itself. ``time_limit``
+    is split evenly over the obligations' two solver calls each.
+    """
+    from .verify import certify as certify_dir
+    from .verify.certificate import MANIFEST
+
+    _check_limits(time_limit)
+    d = certificate_dir(os.fspath(directory))
+    n = 1
+    try:
+        with open(os.path.join(d, MANIFEST), encoding="utf-8") as fh:
+            doc = json.load(fh)
+        n = max(1, len(doc.get("obligations", []))) if isinstance(doc, dict) else 1
+    except (OSError, ValueError, TypeError):
+        pass  # certify reports the unreadable manifest itself
+    return certify_dir(d, timeout_s=max(0.05, time_limit / (2 * n)))
+
+
+def _parts(source):
+    """(problem, schedule, program) of an output folder or a :class:`~synth.pipeline.Result`."""
+    if isinstance(source, (str, os.PathLike)):
+        from .pipeline import load_output
+
+        return load_output(os.fspath(source))
+    return source.problem, source.schedule, source.program
+
+
+def emit(source, *, target: str = "cuda") -> str:
+    """The text ``synth emit`` produces: kernel.cu (``cuda``), TVM annotations (``tvm``) or MLIR (``mlir``).
+
+    ``source`` is an output folder or a :class:`~synth.pipeline.Result`.
+    Nothing is written (the command writes kernel.cu; see docs/outputs.md).
+    """
+    problem, schedule, program = _parts(source)
+    if target == "tvm":
+        from .emit.tvm import tvm_annotations
+
+        return tvm_annotations(problem, schedule)
+    if target == "mlir":
+        from .emit.mlir import mlir_pipelined_loop
+
+        return mlir_pipelined_loop(problem, schedule)
+    if target != "cuda":
+        raise SynthError(None, f"unknown target {target!r}", "use cuda, tvm or mlir")
+    if problem.gemm is None:
+        raise SynthError(Loc(problem.path), f"problem '{problem.name}' is not a GEMM; only 'kind: gemm' "
+                         "problems get CUDA kernels", "use --target tvm or --target mlir, or write a kind: gemm problem")
+    from .emit.cuda import emit_kernel
+
+    return emit_kernel(problem, schedule, program)
+
+
+def run(out: str, *, repeats: int = 20):
+    """Run ``OUT/kernel.cu`` on the local GPU (``synth run``); returns :class:`synth.run.RunReport`.
+
+    Without a GPU raises :class:`SynthError` "no CUDA GPU available: ..." (the
+    command exits 1); :func:`synth.kernel.load` runs a kernel on the CPU emulator instead.
+    """
+    from .run import run_output
+
+    if not 1 <= int(repeats) <= 100000:
+        raise SynthError(None, f"repeats {repeats} is out of range", "use 1 .. 100000")
+    return run_output(os.fspath(out), repeats=int(repeats))
+
+
+def search(M: int, N: int, K: int, *, arch: str = "sm_80", dtype: str = "f16", top: int = 5,
+           time_limit: float = 30.0, workers: int = 2, progress: Optional[Progress] = None):
+    """Search GEMM pipelines for ``M x N x K`` (``synth search gemm``); returns :class:`SearchResult`.
+
+    ``time_limit`` bounds the whole search; ``result.candidates`` are best first.
+    """
+    from .search import search_gemm
+
+    _check_limits(time_limit, workers)
+    return search_gemm(M, N, K, dtype=dtype, arch=arch, time_limit=time_limit, workers=workers, top=top,
+                       progress=progress)
+
+
+def _check_limits(time_limit: float, workers: Union[int, None] = None) -> None:
+    """The CLI's bounds: 0 < time_limit <= 86400 s, 1 <= workers <= 256."""
+    import math
+
+    if not isinstance(time_limit, (int, float)) or not math.isfinite(time_limit) or not 0 < time_limit <= 86400:
+        raise SynthError(None, f"time_limit {time_limit!r} is out of range", "give seconds, 0 < time_limit <= 86400")
+    if workers is not None and (not isinstance(workers, int) or not 1 <= workers <= 256):
+        raise SynthError(None, f"workers {workers!r} is out of range", "give an integer, 1 <= workers <= 256")
+
+
+__all__ = ["load", "solve", "lower", "verify", "certify", "emit", "run", "search", "certificate_dir"]
