@@ -129,6 +129,13 @@ def build_parser() -> argparse.ArgumentParser:
     _time_limit(p, 60.0, "each Z3 query gets at most 10 s and none runs past it")
     _output_flags(p)
 
+    p = sub.add_parser("check", help="prove or refute the waits of Triton, TVM or MLIR pipelined IR",
+                       description="Map a compiler's pipelined loop (Triton TTGIR, TVM TIR, MLIR nvgpu) onto a "
+                                   "program and prove each wait (docs/check.md); exit 1 when one is refuted.")
+    from .frontends.cli import add_check_arguments
+
+    add_check_arguments(p)
+
     p = sub.add_parser("certify", help="re-check a certificate with Z3 and cvc5 alone",
                        description="Re-check every SMT-LIB2 obligation of a certificate with Z3 and with cvc5.")
     p.add_argument("directory", help="OUT/ (the solve folder) or OUT/certificate/")
@@ -694,11 +701,27 @@ def cmd_search(args, ui: _Ui) -> Outcome:
     return out
 
 
+def cmd_check(args, ui: _Ui) -> Outcome:
+    from .frontends.cli import cli_check
+
+    out = Outcome()
+    buf = io.StringIO()
+    with contextlib.redirect_stdout(buf) if ui.json else contextlib.nullcontext():
+        status = cli_check(args)
+    if ui.json:
+        out.result = json.loads(buf.getvalue())
+    if status:
+        out.fail("refuted", f"{args.file}: not every wait is proven", "see the counterexamples (docs/check.md)",
+                 Loc(args.file))
+    return out
+
+
 _COMMANDS: dict[str, Callable[[Any, _Ui], Outcome]] = {
     "solve": cmd_solve,
     "lower": cmd_lower,
     "verify": cmd_verify,
     "certify": cmd_certify,
+    "check": cmd_check,
     "emit": cmd_emit,
     "run": cmd_run,
     "search": cmd_search,

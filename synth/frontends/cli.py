@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import sys
 
 from ..errors import Loc, SynthError
 from .check import FORMS, check_file
@@ -21,7 +22,7 @@ def add_check_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--time-limit", type=float, default=10.0, metavar="SECONDS",
                    help="solver time limit per proof obligation (default %(default)s)")
     p.add_argument("--json", action="store_true", help="machine-readable output on stdout")
-    p.add_argument("-q", "--quiet", action="store_true", help="print only the summary line and failures")
+    p.add_argument("-q", "--quiet", action="store_true", help="print nothing on stdout; failures go to stderr")
     p.add_argument("-v", "--verbose", action="store_true", help="also print the mapped program")
 
 
@@ -30,16 +31,15 @@ def cli_check(args) -> int:
     for flag, v in (("--trip-count", args.trip_count), ("--min-trip-count", args.min_trip_count)):
         if v is not None and not 0 <= v <= 1_000_000:
             raise SynthError(Loc(args.file), f"{flag} {v} is out of range", f"use {flag} between 0 and 1000000")
-    if args.time_limit <= 0:
-        raise SynthError(None, f"--time-limit {args.time_limit} must be > 0", "use e.g. --time-limit 10")
+    if not 0 < args.time_limit <= 86400:
+        raise SynthError(None, f"--time-limit {args.time_limit} is out of range", "use 0 < SECONDS <= 86400")
     res = check_file(args.file, trip_count=args.trip_count, min_trip_count=args.min_trip_count,
                      time_limit=args.time_limit, form=args.form)
     if args.json:
         print(json.dumps(res.to_json(), indent=2))
     elif args.quiet:
-        print(res.render().splitlines()[0])
         if not res.ok:
-            print(res.render())
+            print(res.render(), file=sys.stderr)
     else:
         print(res.render(verbose=args.verbose))
     return 0 if res.ok else 1

@@ -115,6 +115,14 @@ def _prove(claim, facts, loop: Loop, line: int, what: str) -> None:
                "only rotating multi-buffers are supported: slot (k + c) % M in the loop, (B + d) % M after it")
 
 
+def _valid(claim, facts) -> bool:
+    s = z3.Solver()
+    s.set("timeout", 5000)
+    s.add(*facts)
+    s.add(z3.Not(claim))
+    return s.check() == z3.unsat
+
+
 def _z3env(loop: Loop):
     env = {K: z3.Int(K)}
     if loop.trip_symbol:
@@ -287,17 +295,26 @@ def to_program(loop: Loop, min_trip: Optional[int] = None, trip_count: Optional[
     wait_src: list[tuple[int, str]] = []
 
     def build(events, part: str, where) -> tuple[list, int]:
-        """Statements of a straight-line part; ``where(ev, pos)`` -> (step, version, stage, key)."""
-        stmts: list = []
+        """Statements of a straight-line part; ``where(ev, pos)`` -> (step, version, stage, key).
+        Op statements go to the step their version and stage give; a commit to its last op's step,
+        a wait to its next op's step (it guards what follows)."""
+        placed_at: dict[int, tuple] = {}
         step = 0
-        pending: list[int] = []
-        group = 0
         for pos, ev in enumerate(events):
             if ev.kind in ("write", "read") and ev.buffer in written:
-                st, version, stg, key = where(ev, pos)
-                if st < step:
-                    raise _err(loop, ev.line, f"{ev.text or ev.key} ({part}) belongs to pipeline step {st}, "
+                r = where(ev, pos)
+                if r[0] < step:
+                    raise _err(loop, ev.line, f"{ev.text or ev.key} ({part}) belongs to pipeline step {r[0]}, "
                                f"after statements of step {step}", "the straight-line code must run its steps in order")
+                step = r[0]
+                placed_at[pos] = r
+        stmts: list = []
+        pending: list[int] = []
+        group = 0
+        step = 0
+        for pos, ev in enumerate(events):
+            if pos in placed_at:
+                st, version, stg, key = placed_at[pos]
                 step = st
                 guard = _and(parse(f"i == {st}"), ev.guard)
                 it = parse(f"i - {stg}") if part == "prologue" else simplify(
@@ -311,20 +328,26 @@ def to_program(loop: Loop, min_trip: Optional[int] = None, trip_count: Optional[
                 else:
                     add_op(key, stg, False, None, part, ev)
                     reads = tuple(Access(ev.buffer, ver, acc.slot, w) for w in writers[ev.buffer])
-                    stmts.append(OpStmt(key, it, guard, None, reads, ()))
+                    prev = stmts[-1] if stmts else None
+                    if isinstance(prev, OpStmt) and prev.op == key and prev.guard == guard and not prev.writes:
+                        stmts[-1] = OpStmt(key, prev.iteration, guard, None, prev.reads + reads, ())
+                    else:
+                        stmts.append(OpStmt(key, it, guard, None, reads, ()))
             elif ev.kind == "commit":
                 stmts.append(CommitStmt(ev.queue, group, _and(parse(f"i == {step}"), ev.guard)))
                 group += 1
                 pending = []
             elif ev.kind == "wait":
+                nxt = next((placed_at[q][0] for q in range(pos + 1, len(events)) if q in placed_at), step)
                 cnt = ev.count if not isinstance(ev.count, int) else Num(ev.count)
                 waits.append(Wait(part, ev.queue, cnt, ""))
                 wait_src.append((ev.line, ev.text))
-                stmts.append(WaitStmt(len(waits) - 1, _and(parse(f"i == {step}"), ev.guard)))
+                stmts.append(WaitStmt(len(waits) - 1, _and(parse(f"i == {nxt}"), ev.guard)))
         for k in pending:
             s = stmts[k]
             stmts[k] = OpStmt(s.op, s.iteration, s.guard, None, s.reads, s.writes)
-        return stmts, step
+        last = max([r[0] for r in placed_at.values()] + [0])
+        return stmts, last
 
     pro_seen: dict[tuple[str, str], int] = {}
 
@@ -342,12 +365,9 @@ def to_program(loop: Loop, min_trip: Optional[int] = None, trip_count: Optional[
             st = read_stage[ev.key]
             return version + st, version, st, ev.key
         key = ev.key + "@prologue"
-        st = prev_step(loop.prologue, pos)
+        st = placed[-1] if placed else 0
         read_stage.setdefault(key, st - version)
         return st, version, read_stage[key], key
-
-    def prev_step(events, pos: int) -> int:
-        return 0 if not placed else placed[-1]
 
     placed: list[int] = []
 
@@ -366,8 +386,10 @@ def to_program(loop: Loop, min_trip: Optional[int] = None, trip_count: Optional[
     body_stmts: list = []
     group = 1000
     pending: list[int] = []
+    genv = _z3env(loop)
+    gfacts = _facts(loop, genv, mt, True)
     for pos, ev in enumerate(loop.body):
-        guard = _rename(ev.guard)
+        guard = None if ev.guard is None or _valid(to_z3(ev.guard, genv), gfacts) else _rename(ev.guard)
         if ev.kind == "write" and ev.buffer in written:
             add_op(ev.key, stage[ev.key], True, ev.queue, "body", ev)
             v = parse(f"i + {pro_count[ev.buffer]}")
@@ -378,9 +400,12 @@ def to_program(loop: Loop, min_trip: Optional[int] = None, trip_count: Optional[
             a = body_read_a[pos]
             add_op(ev.key, read_stage[ev.key], False, None, "body", ev)
             v = parse(f"i + {a}") if a else parse("i")
-            body_stmts.append(OpStmt(ev.key, v, guard, None,
-                                     tuple(Access(ev.buffer, v, _slot_of(v, bufs[ev.buffer]), w)
-                                           for w in writers[ev.buffer]), ()))
+            reads = tuple(Access(ev.buffer, v, _slot_of(v, bufs[ev.buffer]), w) for w in writers[ev.buffer])
+            prev = body_stmts[-1] if body_stmts else None
+            if isinstance(prev, OpStmt) and prev.op == ev.key and prev.guard == guard and not prev.writes:
+                body_stmts[-1] = OpStmt(ev.key, prev.iteration, guard, None, prev.reads + reads, ())
+            else:
+                body_stmts.append(OpStmt(ev.key, v, guard, None, reads, ()))
         elif ev.kind == "commit":
             body_stmts.append(CommitStmt(ev.queue, group, guard))
             group += 1
