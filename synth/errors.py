@@ -6,6 +6,8 @@ raises and never prints.
 
 from __future__ import annotations
 
+import os
+import re
 from dataclasses import dataclass
 
 
@@ -39,7 +41,7 @@ class SynthError(Exception):
         if self.loc and self.loc.line > 0:
             src = _source_line(self.loc.file, self.loc.line)
             if src is not None:
-                src = src.rstrip("\r\n")
+                src = _printable(src.rstrip("\r\n"))
                 # Keep tabs in the caret's indent so it lines up under the same column.
                 pad = "".join("\t" if ch == "\t" else " " for ch in src[: max(self.loc.col - 1, 0)])
                 lines.append("    " + src)
@@ -61,12 +63,23 @@ class Infeasible(SynthError):
         self.reasons = list(reasons)
 
 
+_SOURCE_LIMIT = 1 << 20
+"""Bytes of a file searched for the offending line (the loader's input bound)."""
+
+
 def _source_line(path: str, line: int) -> str | None:
+    """Line ``line`` of a regular file, lines ending at LF, CRLF or CR as in an editor."""
     try:
-        with open(path, encoding="utf-8") as fh:
-            for n, text in enumerate(fh, start=1):
-                if n == line:
-                    return text
+        if not os.path.isfile(path):
+            return None
+        with open(path, encoding="utf-8", errors="replace") as fh:
+            text = fh.read(_SOURCE_LIMIT)
     except OSError:
         return None
-    return None
+    lines = re.split("\r\n|\r|\n", text)
+    return lines[line - 1] if 0 < line <= len(lines) else None
+
+
+def _printable(src: str) -> str:
+    """``src`` with control characters shown as ``?`` (one column each, so the caret stays put)."""
+    return "".join(ch if ch == "\t" or ch.isprintable() else "?" for ch in src)

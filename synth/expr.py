@@ -20,6 +20,8 @@ import re
 from dataclasses import dataclass
 from typing import Callable, Mapping, Union
 
+from .bounds import MAX_EXPR_DEPTH, MAX_EXPR_TOKENS, MAX_INT_DIGITS
+
 Value = Union[int, bool]
 
 
@@ -99,7 +101,11 @@ def _tokens(text: str) -> list[tuple[str, str, int]]:
             kind, val = "op", _WORDS[val]
         if val == "//":
             val = "/"
+        if kind == "num" and len(val) > MAX_INT_DIGITS:
+            raise ExprError(f"number with {len(val)} digits is out of range (at most {MAX_INT_DIGITS})", start)
         out.append((kind, val, start))
+        if len(out) > MAX_EXPR_TOKENS:
+            raise ExprError(f"expression longer than {MAX_EXPR_TOKENS} tokens", start)
         pos = m.end()
     out.append(("end", "", len(text)))
     return out
@@ -109,6 +115,13 @@ class _Parser:
     def __init__(self, text: str) -> None:
         self.toks = _tokens(text)
         self.i = 0
+        self.depth = 0
+
+    def nest(self) -> None:
+        """Enter one level of ``(``, unary operator or ``?:``; bounded so parsing never recurses deeply."""
+        self.depth += 1
+        if self.depth > MAX_EXPR_DEPTH:
+            raise ExprError(f"expression nested more than {MAX_EXPR_DEPTH} deep", self.peek()[2])
 
     def peek(self) -> tuple[str, str, int]:
         return self.toks[self.i]
@@ -121,13 +134,15 @@ class _Parser:
         return tok
 
     def expr(self) -> Expr:
+        self.nest()
         cond = self.binary(1)
         if self.peek()[1] == "?":
             self.take("?")
             then = self.expr()
             self.take(":")
             other = self.expr()
-            return Ite(cond, then, other)
+            cond = Ite(cond, then, other)
+        self.depth -= 1
         return cond
 
     def binary(self, min_prec: int) -> Expr:
@@ -143,12 +158,12 @@ class _Parser:
 
     def unary(self) -> Expr:
         kind, val, pos = self.peek()
-        if val == "-":
+        if val in ("-", "!"):
             self.take()
-            return Un("-", self.unary())
-        if val == "!":
-            self.take()
-            return Un("!", self.unary())
+            self.nest()
+            arg = self.unary()
+            self.depth -= 1
+            return Un(val, arg)
         if val == "(":
             self.take()
             inner = self.expr()

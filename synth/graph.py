@@ -95,30 +95,37 @@ def build_graph(problem: Problem) -> Graph:
 
 
 def _check_zero_cycles(problem: Problem, graph: Graph) -> None:
+    """Raise on a cycle of hard distance-0 edges (an iterative DFS: a body of any length works)."""
     adj: dict[int, list[Edge]] = {i: [] for i in range(graph.n)}
     for e in graph.constraints():
         if e.distance == 0:
             if e.src == e.dst:
                 _cycle_error(problem, [e])
             adj[e.src].append(e)
-    state = [0] * graph.n
-    stack: list[Edge] = []
-
-    def dfs(u: int) -> None:
-        state[u] = 1
-        for e in adj[u]:
+    state = [0] * graph.n  # 0 unvisited, 1 on the current path, 2 done
+    for root in range(graph.n):
+        if state[root]:
+            continue
+        state[root] = 1
+        path: list[Edge] = []          # edges from root to the op on top of ``todo``
+        todo = [(root, iter(adj[root]))]
+        while todo:
+            u, it = todo[-1]
+            e = next(it, None)
+            if e is None:
+                state[u] = 2
+                todo.pop()
+                if path:
+                    path.pop()
+                continue
             if state[e.dst] == 1:
-                cyc = stack[[s.src for s in stack].index(e.dst):] if e.dst in [s.src for s in stack] else []
+                srcs = [s.src for s in path]
+                cyc = path[srcs.index(e.dst):] if e.dst in srcs else []
                 _cycle_error(problem, cyc + [e])
             if state[e.dst] == 0:
-                stack.append(e)
-                dfs(e.dst)
-                stack.pop()
-        state[u] = 2
-
-    for u in range(graph.n):
-        if state[u] == 0:
-            dfs(u)
+                state[e.dst] = 1
+                path.append(e)
+                todo.append((e.dst, iter(adj[e.dst])))
 
 
 def _cycle_error(problem: Problem, cycle: list[Edge]) -> None:

@@ -2,27 +2,27 @@
 
 Every check that can be made without solving happens here or in
 :mod:`synth.graph`, and raises :class:`~synth.errors.SynthError` naming file,
-line and fix. ``kind: gemm`` documents are handed to :mod:`synth.gemm`.
+line and fix. ``kind: gemm`` documents are handed to :mod:`synth.gemm_doc`.
+Every document first passes the JSON Schema of :mod:`synth.schema`; every
+number is checked against its bound in :mod:`synth.bounds` (docs/bounds.md).
 """
 
 from __future__ import annotations
 
 import re
 
+from .bounds import (MAX_BUFFERS, MAX_BYTES, MAX_DEPS, MAX_DISTANCE, MAX_ISSUE, MAX_LATENCY, MAX_OPS,
+                     MAX_TRIP_COUNT, MAX_UNIT_COUNT, MAX_UNITS)
 from .errors import Loc, SynthError
 from .expr import ExprError, check_expr, free_vars, is_bool, parse
-from .problem import (Buffer, Dep, Loop, Objective, Op, Pins, Predicate, Problem,
-                      Target, Unit)
+from .gemm_doc import GEMM_KEYS, problem_from_gemm_doc
+from .problem import Buffer, Dep, Loop, Op, Predicate, Problem, Target, Unit
+from .problem_schema import schema_errors
+from .sections import IDENT_RE, NAME_RE, check_name, check_problem, parse_objective, parse_pins
 from .yamlnodes import (LDict, LList, check_keys, empty_ldict, read_yaml, read_yaml_text, require, suggest,
                         want_int)
 
-NAME_RE = re.compile(r"\A[A-Za-z0-9_][A-Za-z0-9_.-]{0,63}\Z")
-"""A problem name: it names the default output folder out/<name>, so no path separators, no '.' or '..'."""
-IDENT_RE = re.compile(r"\A[A-Za-z_][A-Za-z0-9_]*\Z")
 TOP_KEYS = ("name", "description", "loop", "buffers", "ops", "deps", "target", "schedule", "objective")
-GEMM_KEYS = ("name", "description", "kind", "shape", "dtype", "tile", "warps", "stages", "arch",
-             "loop", "schedule", "objective", "target")
-OBJECTIVES = ("latency", "shared_memory", "stages")
 
 
 def load_problem(path: str) -> Problem:
@@ -36,73 +36,48 @@ def load_problem_text(text: str, path: str = "<string>") -> Problem:
 
 
 def problem_from_doc(doc: LDict, path: str) -> Problem:
-    """Validate a parsed document (see :func:`synth.yamlnodes.read_yaml`)."""
+    """Validate a parsed document (see :func:`synth.yamlnodes.read_yaml`).
+
+    The JSON Schema (:mod:`synth.problem_schema`) decides first: a document it
+    rejects is never accepted. The error reported is the hand-written check's
+    when that check also rejects the document (its message names the problem in
+    the user's words: "did you mean", the op's name), else the schema's.
+    """
+    errors = schema_errors(doc)
+    if not errors:
+        return _problem(doc, path)
+    try:
+        _problem(doc, path)
+    except SynthError:
+        raise
+    except Exception:  # noqa: BLE001 - the schema's own error is reported below
+        pass
+    raise errors[0]
+
+
+def _problem(doc: LDict, path: str) -> Problem:
     if doc.get("kind") is not None:
         if doc["kind"] != "gemm":
             raise SynthError(doc.val_loc["kind"], f"unknown problem kind {doc['kind']!r}",
                              "the only kind is 'gemm'; omit 'kind' for a hand-written loop")
         check_keys(doc, GEMM_KEYS, "a gemm problem")
-        from .gemm import problem_from_gemm_doc
-
         return problem_from_gemm_doc(doc, path)
     check_keys(doc, TOP_KEYS, "the problem")
-    name = _name(doc)
+    name = check_name(doc)
+    assert name is not None
     loop = _loop(require(doc, "loop", "the problem"), doc)
     target_doc = require(doc, "target", "the problem")
     target = _target(target_doc, doc)
     buffers = _buffers(require(doc, "buffers", "the problem"), doc)
     ops = _ops(require(doc, "ops", "the problem"), doc, buffers, target, loop)
     deps = _deps(doc.get("deps"), doc, ops)
-    pins = _pins(doc.get("schedule"), doc, ops, loop)
-    objective = _objective(doc.get("objective"), doc)
+    pins = parse_pins(doc.get("schedule"), doc, ops, loop)
+    objective = parse_objective(doc.get("objective"), doc)
     problem = Problem(name=name, loop=loop, buffers=buffers, ops=ops, target=target, deps=deps,
                       pins=pins, objective=objective, path=path)
     check_problem(problem, {k: target_doc.val_loc[k] for k in ("shared_bytes", "registers_bytes")
                             if k in target_doc.val_loc})
     return problem
-
-
-def check_problem(problem: Problem, locs: dict[str, Loc] | None = None) -> None:
-    """Whole-problem checks shared by hand-written and generated problems.
-
-    Buffers nobody writes, shared memory that cannot fit single-buffered,
-    zero-distance cycles and pins that break a dependence (via :mod:`synth.graph`).
-    ``locs`` may give the exact place of ``shared_bytes``/``registers_bytes`` (default:
-    the target).
-    """
-    locs = locs or {}
-    from .graph import build_graph, check_pins
-
-    written = {b for op in problem.ops for b in op.writes}
-    for buf in problem.buffers:
-        if buf.name not in written:
-            readers = [op.name for op in problem.ops if buf.name in op.reads]
-            what = f"read by {', '.join(readers)} but " if readers else ""
-            raise SynthError(buf.loc, f"buffer '{buf.name}' is {what}never written by any op",
-                             f"add '{buf.name}' to the 'writes' of the op that produces it, or remove the buffer")
-    need = sum(b.bytes for b in problem.buffers if b.space == "shared")
-    if need > problem.target.shared_bytes:
-        raise SynthError(locs.get("shared_bytes", problem.target.loc),
-                         f"shared buffers need {need} bytes even single-buffered, but target.shared_bytes is "
-                         f"{problem.target.shared_bytes}",
-                         f"raise target.shared_bytes to at least {need} or shrink the shared buffers")
-    regs = problem.target.registers_bytes
-    need_r = sum(b.bytes for b in problem.buffers if b.space == "register")
-    if regs is not None and need_r > regs:
-        raise SynthError(locs.get("registers_bytes", problem.target.loc),
-                         f"register buffers need {need_r} bytes even single-buffered, but "
-                         f"target.registers_bytes is {regs}",
-                         f"raise target.registers_bytes to at least {need_r} or shrink the register buffers")
-    graph = build_graph(problem)
-    check_pins(problem, graph)
-
-
-def _name(doc: LDict) -> str:
-    name = require(doc, "name", "the problem", "add 'name: my-loop' (letters, digits, '_', '.', '-')")
-    if not isinstance(name, str) or not NAME_RE.match(name):
-        raise SynthError(doc.val_loc["name"], f"invalid name {name!r}",
-                         "use only letters, digits, '_', '.' and '-' (at most 64, not starting with '.' or '-')")
-    return name
 
 
 def _loop(d: object, doc: LDict) -> Loop:
@@ -125,11 +100,12 @@ def _loop(d: object, doc: LDict) -> Loop:
         if "min_trip_count" not in d:
             raise SynthError(d.val_loc["trip_count"], f"symbolic trip_count '{tc}' has no min_trip_count",
                              "add 'min_trip_count: N' with the smallest trip count the loop may run")
-        mn = want_int(d, "min_trip_count", "loop", lo=1)
+        mn = want_int(d, "min_trip_count", "loop", lo=1, hi=MAX_TRIP_COUNT)
         return Loop(var, tc, mn, d.loc)
     if tc < 1:
         raise SynthError(d.val_loc["trip_count"], f"trip_count is {tc}", "use a trip count of at least 1")
-    mn = want_int(d, "min_trip_count", "loop", lo=1, default=tc)
+    tc = want_int(d, "trip_count", "loop", lo=1, hi=MAX_TRIP_COUNT)
+    mn = want_int(d, "min_trip_count", "loop", lo=1, default=tc, hi=MAX_TRIP_COUNT)
     if mn != tc:
         raise SynthError(d.val_loc["min_trip_count"], f"min_trip_count {mn} differs from the static trip_count {tc}",
                          "drop min_trip_count when the trip count is a number")
@@ -141,12 +117,13 @@ def _target(d: object, doc: LDict) -> Target:
         raise SynthError(doc.val_loc["target"], "'target' must be a mapping",
                          "write target: {shared_bytes: 167936, units: {...}}")
     check_keys(d, ("shared_bytes", "registers_bytes", "units", "arch"), "target")
-    shared = want_int(d, "shared_bytes", "target", lo=0)
-    regs = want_int(d, "registers_bytes", "target", lo=0, default=None)
+    shared = want_int(d, "shared_bytes", "target", lo=0, hi=MAX_BYTES)
+    regs = want_int(d, "registers_bytes", "target", lo=0, default=None, hi=MAX_BYTES)
     units_d = require(d, "units", "target", "add units: {cp_async: {async: true}, lsu: {}, ...}")
     if not isinstance(units_d, LDict) or not units_d:
         raise SynthError(d.val_loc["units"], "'units' must be a non-empty mapping of unit names",
                          "write units: {cp_async: {async: true}, lsu: {}}")
+    _at_most(len(units_d), MAX_UNITS, d.val_loc["units"], "units")
     units = []
     for uname, ud in units_d.items():
         if not IDENT_RE.match(uname):
@@ -162,7 +139,7 @@ def _target(d: object, doc: LDict) -> Target:
         if not isinstance(is_async, bool):
             raise SynthError(ud.val_loc["async"], f"'async' of unit '{uname}' must be true or false",
                              "write async: true")
-        count = want_int(ud, "count", f"unit '{uname}'", lo=1, default=1)
+        count = want_int(ud, "count", f"unit '{uname}'", lo=1, default=1, hi=MAX_UNIT_COUNT)
         units.append(Unit(uname, is_async, count, units_d.key_loc[uname]))
     return Target(shared, regs, tuple(units), d.loc)
 
@@ -171,6 +148,7 @@ def _buffers(d: object, doc: LDict) -> tuple[Buffer, ...]:
     if not isinstance(d, LDict) or not d:
         raise SynthError(doc.val_loc["buffers"], "'buffers' must be a non-empty mapping",
                          "write buffers: {A_s: {space: shared, bytes: 8192}}")
+    _at_most(len(d), MAX_BUFFERS, doc.val_loc["buffers"], "buffers")
     out = []
     for name, bd in d.items():
         loc = d.key_loc[name]
@@ -184,7 +162,7 @@ def _buffers(d: object, doc: LDict) -> tuple[Buffer, ...]:
         if space not in ("shared", "register"):
             raise SynthError(bd.val_loc["space"], f"unknown space {space!r} for buffer '{name}'",
                              "use 'shared' or 'register'")
-        size = want_int(bd, "bytes", f"buffer '{name}'", lo=1)
+        size = want_int(bd, "bytes", f"buffer '{name}'", lo=1, hi=MAX_BYTES)
         carried = bd.get("carried", False)
         if not isinstance(carried, bool):
             raise SynthError(bd.val_loc["carried"], "'carried' must be true or false", "write carried: true")
@@ -214,6 +192,7 @@ def _ops(d: object, doc: LDict, buffers: tuple[Buffer, ...], target: Target, loo
     if not isinstance(d, LList) or not d:
         raise SynthError(doc.val_loc["ops"], "'ops' must be a non-empty list",
                          "write ops: [{name: load_A, unit: cp_async, writes: [A_s], latency: 600}]")
+    _at_most(len(d), MAX_OPS, doc.val_loc["ops"], "ops")
     known = {b.name: b for b in buffers}
     units = [u.name for u in target.units]
     seen: set[str] = set()
@@ -236,8 +215,8 @@ def _ops(d: object, doc: LDict, buffers: tuple[Buffer, ...], target: Target, loo
                              suggest(str(unit), units) + " (declare units under target.units)")
         reads = _name_list(od, "reads", what, known)
         writes = _name_list(od, "writes", what, known)
-        latency = want_int(od, "latency", what, lo=0)
-        issue = want_int(od, "issue", what, lo=1, default=1)
+        latency = want_int(od, "latency", what, lo=0, hi=MAX_LATENCY)
+        issue = want_int(od, "issue", what, lo=1, default=1, hi=MAX_ISSUE)
         when = _predicate(od, what, loop) if "when" in od else None
         out.append(Op(name, unit, reads, writes, latency, issue, when, od.loc))
     return tuple(out)
@@ -292,6 +271,7 @@ def _deps(d: object, doc: LDict, ops: tuple[Op, ...]) -> tuple[Dep, ...]:
         return ()
     if not isinstance(d, LList):
         raise SynthError(doc.val_loc["deps"], "'deps' must be a list", "write deps: [{from: a, to: b, distance: 1}]")
+    _at_most(len(d), MAX_DEPS, doc.val_loc["deps"], "deps")
     names = [o.name for o in ops]
     out = []
     for i, dd in enumerate(d):
@@ -302,126 +282,13 @@ def _deps(d: object, doc: LDict, ops: tuple[Op, ...]) -> tuple[Dep, ...]:
             n = require(dd, k, "a dep")
             if n not in names:
                 raise SynthError(dd.val_loc[k], f"dep '{k}' names unknown op {n!r}", suggest(str(n), names))
-        dist = want_int(dd, "distance", "a dep", lo=0, default=0)
-        lat = want_int(dd, "latency", "a dep", lo=0, default=None)
+        dist = want_int(dd, "distance", "a dep", lo=0, default=0, hi=MAX_DISTANCE)
+        lat = want_int(dd, "latency", "a dep", lo=0, default=None, hi=MAX_LATENCY)
         out.append(Dep(dd["from"], dd["to"], dist, lat, dd.loc))
     return tuple(out)
 
 
-def _int_list(d: LDict, key: str, n: int | None, lo: int = 0) -> tuple[int, ...]:
-    v = d[key]
-    if not isinstance(v, list):
-        raise SynthError(d.val_loc[key], f"schedule.{key} must be a list of integers, not {v!r}",
-                         f"write {key}: [0, 0, 1]")
-    for i, x in enumerate(v):
-        if isinstance(x, bool) or not isinstance(x, int):
-            raise SynthError(_item_loc(d, key, i), f"schedule.{key}[{i}] is {x!r}, not an integer",
-                             f"write whole numbers, e.g. {key}: [0, 0, 1]")
-    if n is not None and len(v) != n:
-        raise SynthError(d.val_loc[key], f"schedule.{key} has {len(v)} entries but there are {n} ops",
-                         f"give exactly one entry per op, in program order ({n} entries)")
-    for i, x in enumerate(v):
-        if x < lo:
-            raise SynthError(_item_loc(d, key, i), f"schedule.{key}[{i}] is {x}, below {lo}",
-                             f"use values of at least {lo}")
-    return tuple(v)
-
-
-def _item_loc(d: LDict, key: str, i: int) -> Loc:
-    v = d[key]
-    return v.item_loc[i] if isinstance(v, LList) and i < len(v.item_loc) else d.val_loc[key]
-
-
-def _pins(d: object, doc: LDict, ops: tuple[Op, ...], loop: Loop) -> Pins:
-    if d is None:
-        return Pins()
-    if not isinstance(d, LDict):
-        raise SynthError(doc.val_loc["schedule"], "'schedule' must be a mapping",
-                         "write schedule: {stage: [...], order: [...]}")
-    n_ops = len(ops)
-    check_keys(d, ("stage", "order", "async_stages", "max_stage"), "schedule")
-    stage = _int_list(d, "stage", n_ops) if "stage" in d else None
-    order = _int_list(d, "order", n_ops) if "order" in d else None
-    if order is not None and sorted(order) != list(range(n_ops)):
-        seen: dict[int, int] = {}
-        for i, x in enumerate(order):
-            if x >= n_ops:
-                raise SynthError(_item_loc(d, "order", i),
-                                 f"schedule.order[{i}] is {x}, but positions run 0..{n_ops - 1}",
-                                 f"give each op a distinct position 0..{n_ops - 1} (a permutation)")
-            if x in seen:
-                raise SynthError(_item_loc(d, "order", i),
-                                 f"schedule.order is not a permutation: position {x} is given to both "
-                                 f"'{ops[seen[x]].name}' and '{ops[i].name}'",
-                                 f"give each op a distinct position 0..{n_ops - 1}; position "
-                                 f"{min(set(range(n_ops)) - set(order))} is unused")
-            seen[x] = i
-    asyn = _int_list(d, "async_stages", None) if "async_stages" in d else None
-    max_stage = want_int(d, "max_stage", "schedule", lo=0, default=None)
-    if stage is not None and max_stage is not None and max(stage) > max_stage:
-        i = stage.index(max(stage))
-        raise SynthError(d.val_loc["max_stage"],
-                         f"schedule.max_stage is {max_stage}, below stage {stage[i]} pinned for '{ops[i].name}'",
-                         f"raise max_stage to at least {stage[i]}, or lower the pinned stages")
-    if stage is not None and max(stage) >= loop.min_trip_count:
-        i = stage.index(max(stage))
-        what = "min_trip_count" if loop.symbolic else "trip_count"
-        raise SynthError(_item_loc(d, "stage", i),
-                         f"stage {stage[i]} of '{ops[i].name}' needs at least {stage[i] + 1} iterations (one per "
-                         f"pipeline stage), but the loop may run only {loop.min_trip_count} ({what})",
-                         f"use stages of at most {loop.min_trip_count - 1}, or raise {what}")
-    if asyn is not None:
-        used = sorted(set(stage)) if stage is not None else None
-        top = max(stage) if stage is not None else max_stage
-        for i, s in enumerate(asyn):
-            if top is not None and s > top:
-                raise SynthError(_item_loc(d, "async_stages", i),
-                                 f"async stage {s} does not exist (the highest stage is {top})",
-                                 "list only stages that some op uses")
-            if used is not None and s not in used:
-                raise SynthError(_item_loc(d, "async_stages", i),
-                                 f"async stage {s} has no op (the pinned stages are {', '.join(map(str, used))})",
-                                 "list only stages that some op uses")
-    return Pins(stage, order, asyn, max_stage, d.loc, d.val_loc.get("stage"), d.val_loc.get("order"))
-
-
-def _objective(d: object, doc: LDict) -> Objective:
-    """``latency`` | ``shared_memory`` | a list of them | weights: ``{latency: 4, shared_memory: 1}``
-    or ``[{latency: 4}, {shared_memory: 1}]``."""
-    if d is None:
-        return Objective()
-    loc = doc.val_loc["objective"]
-    fix = "write latency, shared_memory, or a weighted list such as [{latency: 4}, {shared_memory: 1}]"
-    terms: list[tuple[str, int, Loc]] = []
-    if isinstance(d, str):
-        terms = [(d, 1, loc)]
-    elif isinstance(d, LDict):
-        terms = [(k, w, d.val_loc[k]) for k, w in d.items()]
-    elif isinstance(d, LList):
-        if not d:
-            raise SynthError(loc, "objective is an empty list", fix)
-        for i, t in enumerate(d):
-            if isinstance(t, LDict) and len(t) == 1:
-                (k, w), = t.items()
-                terms.append((k, w, t.val_loc[k]))
-            elif isinstance(t, str):
-                terms.append((t, 1, d.item_loc[i]))
-            else:
-                raise SynthError(d.item_loc[i], f"objective term {t!r} is not understood", fix)
-    else:
-        raise SynthError(loc, f"objective {d!r} is not understood", fix)
-    seen: set[str] = set()
-    for k, w, wloc in terms:
-        if k not in OBJECTIVES:
-            kloc = d.key_loc[k] if isinstance(d, LDict) else wloc
-            if isinstance(d, LList):
-                item = d[[t for t, *_ in terms].index(k)]
-                kloc = item.key_loc[k] if isinstance(item, LDict) else kloc
-            raise SynthError(kloc, f"unknown objective '{k}'", suggest(k, OBJECTIVES))
-        if isinstance(w, bool) or not isinstance(w, int) or w < 0:
-            raise SynthError(wloc, f"objective weight of '{k}' must be a non-negative integer, not {w!r}",
-                             "write objective: [{latency: 4}, {shared_memory: 1}]")
-        if k in seen:
-            raise SynthError(wloc, f"objective '{k}' is given twice", "give each objective once")
-        seen.add(k)
-    return Objective(tuple((k, w) for k, w, _ in terms))
+def _at_most(n: int, hi: int, loc: Loc, what: str) -> None:
+    if n > hi:
+        raise SynthError(loc, f"{n} {what}, more than the {hi} allowed",
+                         f"split the loop or merge {what} (see docs/bounds.md)")

@@ -336,14 +336,37 @@ def simulate(problem: Problem, graph: Graph, schedule: Schedule, trip_count: int
     return replay(problem, graph, schedule, timing, trip_count, trace)
 
 
+def replay_window(problem: Problem, graph: Graph, schedule: Schedule, trip_count: int) -> int:
+    """Iterations whose replay checks a stall-free timing for all ``trip_count`` iterations.
+
+    Every check of :func:`replay` relates two instances at most ``L = S + D + M + 1``
+    steps apart (``S`` stages, ``D`` the largest dependence distance, ``M`` the
+    most slots of a buffer). Without stalls each instance issues at its planned
+    cycle, so a step's checks depend only on which instances exist within ``L``
+    steps of it: prologue steps, steady-state steps and epilogue steps each look
+    alike. ``S + 2L + 2`` iterations hold every such neighbourhood (and the first
+    stall of a longer replay happens in one of them), so a longer loop is
+    replayed that far.
+    """
+    S = schedule.max_stage
+    D = max((e.distance for e in graph.edges), default=0)
+    M = max((m for _, m in schedule.multiplicity), default=1)
+    L = S + D + M + 1
+    return min(trip_count, S + 2 * L + 2)
+
+
 def check_timing(problem: Problem, graph: Graph, schedule: Schedule, trip_count: int | None = None) -> list[str]:
-    """Replay ``schedule.timing`` as given: stalls, hazards or a wrong cycle count, as strings."""
+    """Replay ``schedule.timing`` as given: stalls, hazards or a wrong cycle count, as strings.
+
+    Long loops are replayed for :func:`replay_window` iterations (the same verdict).
+    """
     tm = schedule.timing
     if tm is None:
         return ["schedule has no timing"]
     if trip_count is None:
         trip_count = (int(problem.loop.trip_count) if not problem.loop.symbolic
                       else max(problem.loop.min_trip_count, schedule.max_stage + 1))
+    trip_count = replay_window(problem, graph, schedule, trip_count)
     errs: list[str] = []
     for a, op in enumerate(problem.ops):
         if not 0 <= tm.offsets[a] <= tm.ii - op.issue:
@@ -361,4 +384,5 @@ def check_timing(problem: Problem, graph: Graph, schedule: Schedule, trip_count:
     return errs
 
 
-__all__ = ["SimResult", "Event", "simulate", "best_timing", "replay", "offsets_at", "check_timing"]
+__all__ = ["SimResult", "Event", "simulate", "best_timing", "replay", "replay_window", "offsets_at",
+           "check_timing"]

@@ -8,11 +8,15 @@ still reports ``file:line:col``.
 from __future__ import annotations
 
 import difflib
+import os
 import re
+import stat
+import unicodedata
 from typing import Any, Iterable
 
 import yaml
 
+from .bounds import MAX_INPUT_BYTES, MAX_INT_DIGITS, MAX_STRING, MAX_YAML_DEPTH, MAX_YAML_NODES
 from .errors import Loc, SynthError
 
 
@@ -49,22 +53,53 @@ def _loc(path: str, node: yaml.Node) -> Loc:
 
 
 _MERGE_TAG = "tag:yaml.org,2002:merge"
+_CORE = "tag:yaml.org,2002:"
+_SCALAR_TAGS = {_CORE + t for t in ("str", "int", "float", "bool", "null", "timestamp")}
+_BOUNDS = "see docs/bounds.md"
+
+# What PyYAML rejects (its Reader's NON_PRINTABLE), plus the characters it takes as line
+# breaks but editors do not (NEL, LINE SEPARATOR, PARAGRAPH SEPARATOR): rejecting them keeps
+# every reported line number equal to the one an editor shows.
+_BAD_CHAR = re.compile("[^\t\n\r\x20-\x7e\xa0-\ud7ff\ue000-\ufffd\U00010000-\U0010ffff]|[\u2028\u2029]")
+_LINE_BREAK = re.compile("\r\n|\r|\n")
 
 
-def _convert(path: str, node: yaml.Node, active: frozenset[int] = frozenset()) -> Any:
+class _Limits:
+    """Nodes built so far while converting (aliases and merge keys expand)."""
+
+    def __init__(self, path: str) -> None:
+        self.path = path
+        self.nodes = 0
+
+
+def _convert(path: str, node: yaml.Node, active: frozenset[int] = frozenset(), depth: int = 0,
+             limits: _Limits | None = None) -> Any:
+    limits = limits or _Limits(path)
+    limits.nodes += 1
+    if limits.nodes > MAX_YAML_NODES:
+        raise SynthError(_loc(path, node), f"the document expands to more than {MAX_YAML_NODES} YAML nodes "
+                         "(aliases and merge keys are copied where they are used)",
+                         f"write the values out instead of nesting aliases ({_BOUNDS})")
     if isinstance(node, (yaml.MappingNode, yaml.SequenceNode)):
         if id(node) in active:
             raise SynthError(_loc(path, node), "an alias ('*name') refers to a mapping or list that contains it",
                              "copy the values instead of nesting an anchor inside itself")
+        if depth >= MAX_YAML_DEPTH:
+            raise SynthError(_loc(path, node), f"mappings and lists are nested more than {MAX_YAML_DEPTH} deep "
+                             "(aliases included)", f"a problem file needs 4 levels; flatten it ({_BOUNDS})")
+        want = _CORE + ("map" if isinstance(node, yaml.MappingNode) else "seq")
+        if node.tag != want:
+            raise SynthError(_loc(path, node), f"cannot read value: YAML tag {node.tag!r} is not supported",
+                             "remove the tag: write a plain mapping or list")
         active = active | {id(node)}
     if isinstance(node, yaml.MappingNode):
         out = empty_ldict(_loc(path, node))
         merged: list[tuple[str, Any, Loc, Loc, str | None]] = []
         for knode, vnode in node.value:
             if knode.tag == _MERGE_TAG:
-                merged.extend(_merge_items(path, vnode, active))
+                merged.extend(_merge_items(path, vnode, active, depth, limits))
                 continue
-            key = _convert(path, knode)
+            key = _convert(path, knode, frozenset(), depth + 1, limits)
             if not isinstance(key, str):
                 raise SynthError(_loc(path, knode), f"key {key!r} is not a name",
                                  "write keys as plain words (quote a key that looks like a number)")
@@ -72,7 +107,7 @@ def _convert(path: str, node: yaml.Node, active: frozenset[int] = frozenset()) -
                 first = out.key_loc[key]
                 raise SynthError(_loc(path, knode), f"duplicate key '{key}' (first given at line {first.line})",
                                  f"give '{key}' once: delete or rename one of the two")
-            out[key] = _convert(path, vnode, active)
+            out[key] = _convert(path, vnode, active, depth + 1, limits)
             out.key_loc[key] = _loc(path, knode)
             out.val_loc[key] = _loc(path, vnode)
             out.val_style[key] = vnode.style if isinstance(vnode, yaml.ScalarNode) else None
@@ -81,54 +116,128 @@ def _convert(path: str, node: yaml.Node, active: frozenset[int] = frozenset()) -
                 out[key], out.key_loc[key], out.val_loc[key], out.val_style[key] = val, kloc, vloc, style
         return out
     if isinstance(node, yaml.SequenceNode):
-        seq = LList(_convert(path, n, active) for n in node.value)
+        seq = LList(_convert(path, n, active, depth + 1, limits) for n in node.value)
         seq.loc, seq.item_loc = _loc(path, node), [_loc(path, n) for n in node.value]
         return seq
+    return _scalar(path, node)
+
+
+def _scalar(path: str, node: yaml.Node) -> Any:
+    """The value of a scalar node: core YAML types only, integers and strings within bounds."""
+    loc = _loc(path, node)
+    if node.tag not in _SCALAR_TAGS:
+        raise SynthError(loc, f"cannot read value: YAML tag {node.tag!r} is not supported",
+                         "write a plain number, word or quoted string (no YAML tags such as !!binary)")
+    text = str(node.value)
+    if node.tag == _CORE + "int":
+        digits = sum(ch.isdigit() for ch in text)
+        if digits > MAX_INT_DIGITS:
+            raise SynthError(loc, f"integer with {digits} digits is out of range (at most {MAX_INT_DIGITS} "
+                             "digits; every number in a problem file has a smaller bound)",
+                             f"use a number within the bound of this key ({_BOUNDS})")
+    if len(text) > MAX_STRING:
+        raise SynthError(loc, f"value of {len(text)} characters is longer than {MAX_STRING}",
+                         f"shorten it ({_BOUNDS})")
     try:
         return yaml.constructor.SafeConstructor().construct_object(node, deep=True)
-    except yaml.YAMLError as exc:
-        raise SynthError(_loc(path, node), f"cannot read value: {getattr(exc, 'problem', None) or exc}",
-                         "write a plain number, word or quoted string (no YAML tags such as !!binary)") from None
+    except (yaml.YAMLError, ValueError, TypeError, OverflowError) as exc:
+        why = getattr(exc, "problem", None) or str(exc) or type(exc).__name__
+        kind = node.tag[len(_CORE):]
+        raise SynthError(loc, f"cannot read value {text[:40]!r} as {kind}: {why}",
+                         "write a plain number, word or quoted string (no YAML tags such as !!int)") from None
 
 
-def _merge_items(path: str, vnode: yaml.Node,
-                 active: frozenset[int]) -> list[tuple[str, Any, Loc, Loc, str | None]]:
+def _merge_items(path: str, vnode: yaml.Node, active: frozenset[int], depth: int,
+                 limits: _Limits) -> list[tuple[str, Any, Loc, Loc, str | None]]:
     """The entries a YAML merge key (``<<: *base`` or ``<<: [*a, *b]``) brings in, first source first."""
     sources = vnode.value if isinstance(vnode, yaml.SequenceNode) else [vnode]
     items: list[tuple[str, Any, Loc, Loc, str | None]] = []
+    seen: set[str] = set()
     for src in sources:
         if not isinstance(src, yaml.MappingNode):
             raise SynthError(_loc(path, src), "'<<' must merge a mapping",
                              "write '<<: *anchor' where the anchor names a mapping")
-        d = _convert(path, src, active)
+        d = _convert(path, src, active, depth, limits)
         for key, val in d.items():
-            if all(k != key for k, *_ in items):
+            if key not in seen:
+                seen.add(key)
                 items.append((key, val, d.key_loc[key], d.val_loc[key], d.val_style.get(key)))
     return items
 
 
+class _Composer(yaml.SafeLoader):
+    """PyYAML's safe loader, composing with bounded nesting (its composer recurses)."""
+
+    path = "<string>"
+    depth = 0
+
+    def compose_node(self, parent, index):  # type: ignore[no-untyped-def]
+        if self.check_event(yaml.MappingStartEvent, yaml.SequenceStartEvent):
+            mark = self.peek_event().start_mark
+            self.depth += 1
+            if self.depth > MAX_YAML_DEPTH:
+                raise SynthError(Loc(self.path, mark.line + 1, mark.column + 1),
+                                 f"mappings and lists are nested more than {MAX_YAML_DEPTH} deep",
+                                 f"a problem file needs 4 levels; flatten it ({_BOUNDS})")
+            try:
+                return super().compose_node(parent, index)
+            finally:
+                self.depth -= 1
+        return super().compose_node(parent, index)
+
+
 def read_yaml(path: str) -> LDict:
-    """Read one YAML mapping from ``path``; syntax errors become :class:`SynthError`."""
+    """Read one YAML mapping from ``path``; syntax errors become :class:`SynthError`.
+
+    Only a regular file of at most :data:`~synth.bounds.MAX_INPUT_BYTES` bytes of
+    UTF-8 text is read (never a device or a FIFO: ``/dev/zero`` is refused at once).
+    """
     try:
-        with open(path, encoding="utf-8") as fh:
-            text = fh.read()
+        st = os.stat(path)
+        if not stat.S_ISREG(st.st_mode):
+            what = "a folder" if stat.S_ISDIR(st.st_mode) else "not a regular file (a device, FIFO or socket)"
+            raise SynthError(Loc(path), f"the problem file is {what}", "give the path of a problem.yaml file")
+        if st.st_size > MAX_INPUT_BYTES:
+            raise SynthError(Loc(path), f"the problem file has {st.st_size} bytes, more than the "
+                             f"{MAX_INPUT_BYTES} allowed", f"a problem file is a few KiB ({_BOUNDS})")
+        with open(path, "rb") as fh:
+            data = fh.read(MAX_INPUT_BYTES + 1)
     except OSError as exc:
         raise SynthError(Loc(path), f"cannot read problem file: {exc.strerror or exc}",
                          "check the path") from None
+    if len(data) > MAX_INPUT_BYTES:
+        raise SynthError(Loc(path), f"the problem file has more than {MAX_INPUT_BYTES} bytes",
+                         f"a problem file is a few KiB ({_BOUNDS})")
+    try:
+        text = data.decode("utf-8")
     except UnicodeDecodeError as exc:
-        raise SynthError(Loc(path), f"the problem file is not UTF-8 text (byte {exc.start}: {exc.reason})",
-                         "save the file as UTF-8") from None
+        before = data[: exc.start]
+        line = len(_LINE_BREAK.findall(before.decode("utf-8", "replace"))) + 1
+        start = max(before.rfind(b"\n"), before.rfind(b"\r")) + 1
+        col = len(before[start:].decode("utf-8", "replace")) + 1
+        raise SynthError(Loc(path, line, col), f"the problem file is not UTF-8 text (byte {exc.start}, "
+                         f"0x{data[exc.start]:02x}: {exc.reason})", "save the file as UTF-8") from None
     return read_yaml_text(text, path)
 
 
 def read_yaml_text(text: str, path: str = "<string>") -> LDict:
     """Like :func:`read_yaml` for text already in memory."""
+    if len(text) > MAX_INPUT_BYTES:
+        raise SynthError(Loc(path), f"the problem text has {len(text)} characters, more than the "
+                         f"{MAX_INPUT_BYTES} allowed", f"a problem file is a few KiB ({_BOUNDS})")
+    bad = _BAD_CHAR.search(text)
+    if bad is not None:
+        raise _bad_char_error(text, bad.start(), path)
+    loader = _Composer(text)
+    loader.path = path
     try:
-        node = yaml.compose(text)
+        node = loader.get_single_node()
     except yaml.MarkedYAMLError as exc:
         raise _syntax_error(exc, text, path) from None
     except yaml.YAMLError as exc:
         raise SynthError(Loc(path), f"YAML error: {exc}", "fix the YAML syntax") from None
+    finally:
+        loader.dispose()
     if node is None:
         raise SynthError(Loc(path, 1, 1), "the problem file is empty",
                          "write a mapping with name, loop, buffers, ops and target")
@@ -140,12 +249,24 @@ def read_yaml_text(text: str, path: str = "<string>") -> LDict:
     return doc
 
 
+def _bad_char_error(text: str, at: int, path: str) -> SynthError:
+    """A located error for a control or line-separator character at offset ``at``."""
+    before = text[:at]
+    breaks = list(_LINE_BREAK.finditer(before))
+    line = len(breaks) + 1
+    col = at - (breaks[-1].end() if breaks else 0) + 1
+    ch = text[at]
+    name = unicodedata.name(ch, "a control character")
+    return SynthError(Loc(path, line, col), f"character U+{ord(ch):04X} ({name}) is not allowed in a problem file",
+                      "delete it (editors may not show it); use plain spaces and newlines")
+
+
 def _syntax_error(exc: yaml.MarkedYAMLError, text: str, path: str) -> SynthError:
     """One readable :class:`SynthError` for a PyYAML scanner/parser/composer error."""
     mark = exc.problem_mark or exc.context_mark
     loc = Loc(path, mark.line + 1, mark.column + 1) if mark else Loc(path)
     problem = (exc.problem or exc.context or "invalid YAML").strip()
-    lines = re.split("\r\n|[\n\r\x85\u2028\u2029]", text)
+    lines = _LINE_BREAK.split(text)
     src = lines[mark.line] if mark and mark.line < len(lines) else ""
     lead = src[: len(src) - len(src.lstrip(" \t"))]
     at_tab = mark is not None and mark.column < len(src) and src[mark.column] == "\t"
@@ -203,8 +324,12 @@ def require(d: LDict, key: str, what: str, fix: str = "") -> Any:
     return d[key]
 
 
-def want_int(d: LDict, key: str, what: str, lo: int | None = None, default: Any = ...) -> Any:
-    """``d[key]`` as an int ``>= lo``; ``default`` when absent (required when no default)."""
+def want_int(d: LDict, key: str, what: str, lo: int | None = None, default: Any = ...,
+             hi: int | None = None) -> Any:
+    """``d[key]`` as an int in ``lo .. hi``; ``default`` when absent (required when no default).
+
+    ``hi`` is the documented bound (:mod:`synth.bounds`); the message names it.
+    """
     if key not in d:
         if default is ...:
             require(d, key, what)
@@ -216,7 +341,15 @@ def want_int(d: LDict, key: str, what: str, lo: int | None = None, default: Any 
     if lo is not None and v < lo:
         raise SynthError(d.val_loc[key], f"'{key}' of {what} is {v}, below the minimum {lo}",
                          f"use a value of at least {lo}")
+    check_bound(v, hi, d.val_loc[key], f"'{key}' of {what}")
     return v
+
+
+def check_bound(v: int, hi: int | None, loc: Loc, what: str) -> None:
+    """Raise at ``loc`` when ``v`` exceeds the documented bound ``hi`` (None: unbounded)."""
+    if hi is not None and v > hi:
+        raise SynthError(loc, f"{what} is {v}, above the maximum {hi}",
+                         f"use a value of at most {hi} ({_BOUNDS})")
 
 
 def suggest(name: str, known: Iterable[str]) -> str:

@@ -46,11 +46,16 @@ def stage_bounds(problem: Problem) -> list[StageBound]:
 
 
 def stage_domain_hi(problem: Problem) -> int:
-    """Upper end of the stage variables' domain: wide enough to state every bound as a constraint."""
+    """Upper end of the stage variables' domain: one above the tightest bound (so that bound is a
+    constraint an infeasibility core can name), and wide enough for every pinned stage.
+
+    Never wider: a loop of 10^6 iterations has the same few stages as one of 10.
+    """
     his = [max(b.bound, 0) for b in stage_bounds(problem)]
-    if problem.pins.stage is not None:
-        his.append(max(problem.pins.stage))
-    return max(his) if his else 0
+    pinned = max(problem.pins.stage) if problem.pins.stage is not None else 0
+    if not his:
+        return pinned
+    return max(min(max(his), min(his) + 1), pinned)
 
 
 def add_stage_bounds(m: Model, v: Vars, problem: Problem, graph: Graph) -> None:

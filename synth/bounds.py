@@ -1,0 +1,99 @@
+"""Documented bounds on everything a problem file can make large (docs/bounds.md).
+
+The loader (:mod:`synth.load`, :mod:`synth.gemm_doc`, :mod:`synth.yamlnodes`)
+rejects a value outside its bound with exit status 2, naming the bound. The
+bounds are far above any real GPU loop, and low enough that every later stage
+stays fast and exact:
+
+* every number fits a CP-SAT (64-bit) model with room to spare, and the
+  II scans of the model and the simulator are bounded by the latencies;
+* ``max_stage`` bounds the heuristic schedule loop and the stage domains;
+* ``MAX_TRIP_COUNT`` is a 32-bit loop counter (the simulator replays a
+  bounded window of iterations, see :mod:`synth.sim`);
+* a GEMM's ``M``, ``N``, ``K`` keep the CUDA grid within ``gridDim.y <= 65535``
+  and every size within ``int``.
+
+Each constant's docstring is the reason; :data:`TABLE` lists them for the docs
+and tests.
+"""
+
+from __future__ import annotations
+
+MAX_INPUT_BYTES = 1 << 20
+"""Size of a problem file (1 MiB; real ones are a few KiB)."""
+MAX_YAML_DEPTH = 32
+"""Nesting of YAML mappings and lists (a problem file needs 4)."""
+MAX_YAML_NODES = 200_000
+"""YAML nodes after expanding aliases and merge keys (stops alias bombs)."""
+MAX_INT_DIGITS = 24
+"""Digits of an integer literal (a larger one is out of every bound anyway)."""
+MAX_STRING = 4096
+"""Characters of one string value (``description``, ``when``)."""
+
+MAX_OPS = 1000
+"""Ops in a loop body."""
+MAX_BUFFERS = 1000
+"""Buffers."""
+MAX_UNITS = 64
+"""Units of the target."""
+MAX_DEPS = 10_000
+"""Explicit ``deps:`` entries."""
+
+MAX_LATENCY = 100_000
+"""Cycles from issue to result of an op (``latency``, a dep's ``latency``)."""
+MAX_ISSUE = 100_000
+"""Cycles an op occupies its unit (``issue``)."""
+MAX_UNIT_COUNT = 64
+"""Ops a unit runs at once (``count``)."""
+MAX_BYTES = 1 << 24
+"""Bytes of a buffer, ``shared_bytes`` and ``registers_bytes`` (16 MiB)."""
+MAX_TRIP_COUNT = (1 << 31) - 1
+"""``trip_count`` and ``min_trip_count`` (a 32-bit loop counter)."""
+MAX_STAGE = 63
+"""``schedule.max_stage``, every pinned stage and async stage (64 stages)."""
+MAX_DISTANCE = 64
+"""Iteration distance of an explicit dep."""
+MAX_WEIGHT = 1000
+"""Weight of an objective term."""
+
+MAX_GEMM_DIM = 1_000_000
+"""``shape.M``, ``shape.N``, ``shape.K`` of a ``kind: gemm`` problem."""
+MAX_TILE_MN = 256
+"""``tile.BM`` and ``tile.BN``."""
+MAX_TILE_K = 128
+"""``tile.BK``."""
+MAX_GEMM_STAGES = MAX_STAGE + 1
+"""``stages`` of a ``kind: gemm`` problem."""
+
+MAX_EXPR_TOKENS = 256
+"""Tokens of one expression (``when:``, wait counts in ``program.json``)."""
+MAX_EXPR_DEPTH = 32
+"""Nesting of parentheses, unary operators and ``?:`` in one expression."""
+
+TABLE: tuple[tuple[str, str, str], ...] = (
+    ("problem file size", "1 .. 1 MiB", "MAX_INPUT_BYTES"),
+    ("YAML nesting depth", f"<= {MAX_YAML_DEPTH}", "MAX_YAML_DEPTH"),
+    ("YAML nodes after aliases/merge keys", f"<= {MAX_YAML_NODES}", "MAX_YAML_NODES"),
+    ("digits of an integer", f"<= {MAX_INT_DIGITS}", "MAX_INT_DIGITS"),
+    ("characters of a string value", f"<= {MAX_STRING}", "MAX_STRING"),
+    ("ops", f"1 .. {MAX_OPS}", "MAX_OPS"),
+    ("buffers", f"1 .. {MAX_BUFFERS}", "MAX_BUFFERS"),
+    ("units", f"1 .. {MAX_UNITS}", "MAX_UNITS"),
+    ("deps", f"0 .. {MAX_DEPS}", "MAX_DEPS"),
+    ("latency (op, dep)", f"0 .. {MAX_LATENCY}", "MAX_LATENCY"),
+    ("issue", f"1 .. {MAX_ISSUE}", "MAX_ISSUE"),
+    ("unit count", f"1 .. {MAX_UNIT_COUNT}", "MAX_UNIT_COUNT"),
+    ("bytes, shared_bytes, registers_bytes", f"bytes 1 .. {MAX_BYTES}, capacities 0 .. {MAX_BYTES}",
+     "MAX_BYTES"),
+    ("trip_count, min_trip_count", f"1 .. {MAX_TRIP_COUNT}", "MAX_TRIP_COUNT"),
+    ("max_stage, pinned stages, async_stages", f"0 .. {MAX_STAGE}", "MAX_STAGE"),
+    ("dep distance", f"0 .. {MAX_DISTANCE}", "MAX_DISTANCE"),
+    ("objective weight", f"0 .. {MAX_WEIGHT}", "MAX_WEIGHT"),
+    ("gemm shape M, N, K", f"1 .. {MAX_GEMM_DIM}", "MAX_GEMM_DIM"),
+    ("gemm tile BM, BN", f"16 .. {MAX_TILE_MN}", "MAX_TILE_MN"),
+    ("gemm tile BK", f"16 .. {MAX_TILE_K}", "MAX_TILE_K"),
+    ("gemm stages", f"1 .. {MAX_GEMM_STAGES}", "MAX_GEMM_STAGES"),
+    ("expression tokens", f"<= {MAX_EXPR_TOKENS}", "MAX_EXPR_TOKENS"),
+    ("expression nesting", f"<= {MAX_EXPR_DEPTH}", "MAX_EXPR_DEPTH"),
+)
+"""(what, range, constant) for docs/bounds.md; a test keeps the two in sync."""
