@@ -1,6 +1,6 @@
 """``kind: gemm`` problems: a GEMM configuration expanded into the loop of SPEC §1.
 
-Input: a :class:`GemmConfig` (or a ``kind: gemm`` YAML document). Output: a
+Input: a :class:`GemmConfig` (:mod:`synth.gemm_doc` reads one from a ``kind: gemm`` YAML document). Output: a
 :class:`~synth.problem.Problem` whose loop is the k-tile loop of one CTA of a
 multistage f16 tensor-core GEMM, with the ops the CUDA emitter
 (:mod:`synth.emit.cuda`) implements, at k16 granularity (``KI = BK / 16``)::
@@ -435,127 +435,6 @@ def _loc_of(locs: dict[str, Loc], key: str, path: str) -> Loc:
     return locs.get("", Loc(path))
 
 
-# ---------------------------------------------------------------------------
-# the YAML front end
-
-
-def problem_from_gemm_doc(doc, path: str) -> Problem:
-    """A ``kind: gemm`` document (an :class:`~synth.yamlnodes.LDict`) to a checked Problem.
-
-    Keys: ``name``, ``description``, ``shape: {M, N, K}``, ``dtype`` (f16),
-    ``tile: {BM, BN, BK}``, ``warps``, ``stages`` (int or ``auto``), ``arch``,
-    and optionally ``schedule`` (pins overriding those ``stages`` implies),
-    ``objective`` and ``target: {shared_bytes, registers_bytes}`` (lower limits).
-    """
-    from .load import NAME_RE, _objective, _pins, check_problem
-    from .yamlnodes import LDict, check_keys, require, want_int
-
-    locs: dict[str, Loc] = {"": doc.loc}
-    for k in doc:
-        locs[k] = doc.val_loc[k]
-
-    if "loop" in doc:
-        raise SynthError(doc.key_loc["loop"], "a gemm problem's loop is derived from shape.K and tile.BK",
-                         "remove 'loop:'; set shape.K and tile.BK instead")
-    name = doc.get("name")
-    if name is not None and (not isinstance(name, str) or not NAME_RE.match(name)):
-        raise SynthError(doc.val_loc["name"], f"invalid name {name!r}", "use only letters, digits, '_', '.' and '-'")
-
-    shape = require(doc, "shape", "a gemm problem", "add shape: {M: 4096, N: 4096, K: 4096}")
-    if not isinstance(shape, LDict):
-        raise SynthError(doc.val_loc["shape"], "'shape' must be a mapping", "write shape: {M: 4096, N: 4096, K: 4096}")
-    check_keys(shape, ("M", "N", "K"), "shape")
-    dims = {}
-    for k in ("M", "N", "K"):
-        dims[k] = want_int(shape, k, "shape", lo=1)
-        locs[f"shape.{k}"] = shape.val_loc[k]
-
-    dtype = doc.get("dtype", "f16")
-    if not isinstance(dtype, str):
-        raise SynthError(doc.val_loc["dtype"], f"dtype {dtype!r} is not a type name", "write dtype: f16")
-    if dtype not in DTYPES:
-        known = ("tf32", "f32", "bf16")
-        msg = (f"dtype {dtype!r} is not yet supported (only f16 operands with f32 accumulation)" if dtype in known
-               else f"unknown dtype {dtype!r}")
-        raise SynthError(doc.val_loc["dtype"], msg, "use dtype: f16")
-
-    tile = doc.get("tile")
-    tdims = {"BM": 128, "BN": 128, "BK": 32}
-    if tile is not None:
-        if not isinstance(tile, LDict):
-            raise SynthError(doc.val_loc["tile"], "'tile' must be a mapping", "write tile: {BM: 128, BN: 128, BK: 32}")
-        check_keys(tile, ("BM", "BN", "BK"), "tile")
-        for k in tile:
-            tdims[k] = want_int(tile, k, "tile", lo=1)
-            locs[f"tile.{k}"] = tile.val_loc[k]
-    warps = want_int(doc, "warps", "a gemm problem", lo=1, default=4)
-
-    stages = doc.get("stages", "auto")
-    if stages == "auto":
-        stages = None
-    elif isinstance(stages, bool) or not isinstance(stages, int):
-        raise SynthError(doc.val_loc["stages"], f"stages must be an integer or auto, not {stages!r}",
-                         "write stages: 3, or stages: auto to let the solver choose")
-    elif stages < 1:
-        raise SynthError(doc.val_loc["stages"], f"stages is {stages}", "use at least 1 stage, or auto")
-
-    arch_name = doc.get("arch", "sm_80")
-    if not isinstance(arch_name, str):
-        raise SynthError(doc.val_loc["arch"], f"arch {arch_name!r} is not a name", "write arch: sm_80")
-    try:
-        arch = get_arch(arch_name)
-    except KeyError:
-        from .yamlnodes import suggest
-
-        names = list(_arch_names())
-        raise SynthError(doc.val_loc["arch"], f"unknown arch {arch_name!r}",
-                         f"synth targets {', '.join(names)} (cp.async needs sm_80 or newer); {suggest(arch_name, names)}")
-
-    cfg = GemmConfig(dims["M"], dims["N"], dims["K"], dtype, tdims["BM"], tdims["BN"], tdims["BK"], warps,
-                     stages, arch_name, name)
-
-    shared_bytes = registers_bytes = None
-    if "target" in doc:
-        td = doc["target"]
-        if not isinstance(td, LDict):
-            raise SynthError(doc.val_loc["target"], "'target' must be a mapping", "write target: {shared_bytes: 98304}")
-        check_keys(td, ("shared_bytes", "registers_bytes"), "a gemm problem's target")
-        shared_bytes = want_int(td, "shared_bytes", "target", lo=0, default=None)
-        if shared_bytes is not None and shared_bytes > arch.smem_per_block:
-            raise SynthError(td.val_loc["shared_bytes"], f"target.shared_bytes {shared_bytes} exceeds the "
-                             f"{arch.smem_per_block} B a CTA may use on {arch.name}",
-                             f"use at most {arch.smem_per_block}, or omit it")
-        registers_bytes = want_int(td, "registers_bytes", "target", lo=0, default=None)
-
-    base = default_pins(cfg, doc.loc)
-    pins = base
-    if "schedule" in doc:
-        plain = expand_gemm(cfg, path, locs, base, Objective(), shared_bytes, registers_bytes)
-        user = _pins(doc["schedule"], doc, plain.ops, plain.loop)
-        if user.stage is not None and stages is not None and max(user.stage) + 1 != stages:
-            raise SynthError(user.stage_loc or user.loc, f"schedule.stage has {max(user.stage) + 1} stages but "
-                             f"stages is {stages}", "make them agree, or set stages: auto")
-        # the default order goes with the default stages only
-        order = user.order if user.order is not None else (base.order if user.stage is None else None)
-        pins = Pins(stage=user.stage if user.stage is not None else base.stage,
-                    order=order,
-                    async_stages=user.async_stages if user.async_stages is not None else base.async_stages,
-                    max_stage=(user.max_stage if user.max_stage is not None
-                               else (max(user.stage) if user.stage is not None else base.max_stage)),
-                    loc=user.loc, stage_loc=user.stage_loc or base.stage_loc,
-                    order_loc=user.order_loc or (base.order_loc if order is base.order else None))
-    objective = _objective(doc.get("objective"), doc)
-    problem = expand_gemm(cfg, path, locs, pins, objective, shared_bytes, registers_bytes)
-    check_problem(problem)
-    return problem
-
-
-def _arch_names():
-    from .arch import ARCHS
-
-    return ARCHS.keys()
-
-
 def config_from_problem(problem: Problem) -> GemmConfig:
     """The config of a gemm problem; raises SynthError for hand-written loops."""
     if not isinstance(problem.gemm, GemmConfig):
@@ -566,4 +445,4 @@ def config_from_problem(problem: Problem) -> GemmConfig:
 
 __all__ = ["GemmConfig", "Tiling", "tiling", "warp_layout", "validate", "expand_gemm", "default_pins",
            "stage_pins", "order_pins", "op_names", "frag_buffer", "smem_slots", "register_estimate",
-           "problem_from_gemm_doc", "config_from_problem", "DTYPES", "REG_OVERHEAD"]
+           "config_from_problem", "DTYPES", "REG_OVERHEAD"]
