@@ -70,6 +70,7 @@ class _Walker:
         self.path = path
         self.buffers = buffers
         self.sync_init = sync_init
+        self.shapes: dict = {}
 
     def block(self, ops: list, env: dict, events: list, where: str) -> None:
         for op in ops:
@@ -91,7 +92,8 @@ class _Walker:
         if n == "ttg.local_alloc":
             shape = _shape(op)
             name = op.results[0].lstrip("%") if op.results else f"buf{op.line}"
-            self.buffers.setdefault(name, shape[0] if len(shape) >= 3 else 1)
+            self.buffers.setdefault(name, 1)
+            self.shapes[name] = shape
             if op.operands:
                 self.sync_init.add(name)
             env[op.results[0]] = ("buf", name)
@@ -105,6 +107,8 @@ class _Walker:
             if len(op.operands) < 2:
                 m = re.search(r"\[(\-?\d+)", op.rest())
                 idx = int(m.group(1)) if m else None
+            shape = self.shapes.get(base[1]) or [1]
+            self.buffers[base[1]] = shape[0]  # memdesc_index selects along the leading dimension
             env[op.results[0]] = ("view", base[1], idx, ())
             return
         if n in VIEW_OPS:
