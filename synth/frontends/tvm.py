@@ -240,7 +240,7 @@ class _Walker:
             _loads(i, loads)
         dest = str(s.buffer.name)
         key = f"{dest}_store"
-        text = " ".join(str(s).split())
+        text = [x.strip() for x in str(s).splitlines() if x.strip()][-1]
         text = text if len(text) <= 100 else text[:97] + "..."
         shared_loads = [ld for ld in loads if self._shared(_buf(ld))]
         if ctx.get("is_async"):
