@@ -5,12 +5,20 @@ Input: a :class:`GemmConfig` (:mod:`synth.gemm_doc` reads one from a ``kind: gem
 multistage f16 tensor-core GEMM, with the ops the CUDA emitter
 (:mod:`synth.emit.cuda`) implements, at k16 granularity (``KI = BK / 16``)::
 
-    load_A    cp_async  writes A_s          (BM x BK f16 tile, 16-byte cp.async per thread)
-    load_B    cp_async  writes B_s          (BN x BK f16 tile; B is N x K row-major, "TN")
+    for j in 0 .. P - 1:
+      load_j  cp_async  writes A_s, B_s     (share j of the thread's 16-byte cp.async of the next
+                                             BM x BK A tile and BN x BK B tile; B is N x K, "TN")
     for kk in 0 .. KI - 1:
       s2r_A_kk  lsu     A_s -> A_f{kk % 2}  (ldmatrix.x4 of k16 slice kk of the warp's A rows)
       s2r_B_kk  lsu     B_s -> B_f{kk % 2}
       mma_kk    tensor  A_f{kk % 2}, B_f{kk % 2}, C_r -> C_r   (MI x NI mma.sync m16n8k16, f32 accumulate)
+
+The global->shared copies of a k-tile are split into ``P = min(KI, max(A, B
+chunks per thread))`` shares (:func:`load_shares`), as CUTLASS's
+``MmaMultistage`` issues one group of its copies per warp-level k16 step, so
+that the order the solver picks decides where the copies sit among the k16
+steps (the emitter spreads the copies of a share over the ``mma.sync`` of the
+same run of statements; docs/cuda_kernel.md).
 
 The fragment buffers ``A_f0/A_f1``, ``B_f0/B_f1`` each hold one k16 slice of
 the warp tile and alternate between the k16 steps, as CUTLASS's warp-level
@@ -37,7 +45,7 @@ same ``mi, ni`` order) need its ``i``-th result for their ``i``-th instruction,
 and the tensor unit is busy for the issue cycles anyway.
 
 ``stages: S`` pins a CUTLASS-like schedule (:func:`stage_pins`, :func:`order_pins`):
-loads in stage 0, the mma and ldmatrix in stage ``S - 1``, and for ``S >= 3``
+loads in stage 0 (share ``j`` just before k16 step ``j``), the mma and ldmatrix in stage ``S - 1``, and for ``S >= 3``
 the ldmatrix of the next k-tile's first k16 slice one stage earlier, right
 after ``mma_{KI - 2}``: ``S`` shared slots, one barrier and one
 ``cp.async.wait_group S - 2`` per k-tile, exactly ``MmaMultistage``'s shape.
@@ -66,12 +74,28 @@ MAX_AUTO_STAGE = 6
 """Upper bound of ``max_stage`` when ``stages: auto``."""
 
 
-def op_names(KI: int) -> tuple[str, ...]:
-    """The ops of a k-tile with ``KI`` k16 steps, in program order."""
-    out = ["load_A", "load_B"]
+def op_names(KI: int, shares: int = 1) -> tuple[str, ...]:
+    """The ops of a k-tile with ``KI`` k16 steps and ``shares`` load shares, in program order."""
+    out = [f"load_{j}" for j in range(shares)]
     for kk in range(KI):
         out += [f"s2r_A_{kk}", f"s2r_B_{kk}", f"mma_{kk}"]
     return tuple(out)
+
+
+def load_shares(cfg: "GemmConfig") -> int:
+    """Load ops per k-tile: ``min(KI, max(A chunks, B chunks per thread))`` (every share copies at
+    least one chunk of the larger operand); 1 when the config has no valid tiling."""
+    try:
+        t = tiling(cfg)
+    except ValueError:
+        return 1
+    return max(1, min(t.KI, max(t.a_chunks_per_thread, t.b_chunks_per_thread)))
+
+
+def share_chunks(total: int, shares: int, j: int) -> range:
+    """The chunks (of ``total`` per thread) that share ``j`` of ``shares`` copies: the
+    ``j``-th of ``shares`` near-equal consecutive ranges (possibly empty for the smaller operand)."""
+    return range(j * total // shares, (j + 1) * total // shares)
 
 
 def frag_buffer(operand: str, kk: int) -> str:
@@ -204,7 +228,7 @@ def stage_pins(cfg: GemmConfig) -> Optional[tuple[int, ...]]:
     S = cfg.stages
     if S is None:
         return None
-    names = op_names(cfg.BK // 16)
+    names = op_names(cfg.BK // 16, load_shares(cfg))
     last = S - 1
     out = []
     for n in names:
@@ -221,51 +245,62 @@ def order_pins(cfg: GemmConfig) -> Optional[tuple[int, ...]]:
     """The body order (TVM's ``software_pipeline_order``: position of each op of
     :func:`op_names`) that goes with :func:`stage_pins`; None when auto.
 
-    Loads first; then the k16 steps with the ldmatrix of step ``kk + 1`` before
-    the mma of step ``kk`` (CUTLASS's warp-level double buffering). For
-    ``S >= 3`` the next k-tile's ``s2r_*_0`` comes after ``mma_{KI - 2}`` (it
-    overwrites ``A_f0``) and before ``mma_{KI - 1}``::
+    The k16 steps with the ldmatrix of step ``kk + 1`` before the mma of step
+    ``kk`` (CUTLASS's warp-level double buffering), load share ``j`` right
+    before k16 step ``j`` (CUTLASS issues one group of copies per step; every
+    share precedes the step's commit and wait, so ``S - 1`` k-tiles stay in
+    flight). For ``S >= 3`` the next k-tile's ``s2r_*_0`` comes after
+    ``mma_{KI - 2}`` (it overwrites ``A_f0``) and before ``mma_{KI - 1}``::
 
-        S >= 3, KI = 4: load_A load_B  s2r_1 mma_0  s2r_2 mma_1  s2r_3 mma_2  s2r_0' mma_3
-        S >= 3, KI = 1: load_A load_B  mma_0  s2r_0'
-        S <= 2, KI = 4: load_A load_B  s2r_0 s2r_1 mma_0  s2r_2 mma_1  s2r_3 mma_2  mma_3
+        S >= 3, KI = 4, P = 4: load_0 s2r_1 mma_0  load_1 s2r_2 mma_1  load_2 s2r_3 mma_2  load_3 s2r_0' mma_3
+        S >= 3, KI = 2, P = 2: load_0 s2r_1 mma_0  load_1 s2r_0' mma_1
+        S >= 3, KI = 1:        load_0 mma_0 s2r_0'
+        S <= 2, KI = 4:        load_0 .. load_{P-1}  s2r_0 s2r_1 mma_0  s2r_2 mma_1  s2r_3 mma_2  mma_3
 
-    (``s2r_k`` is ``s2r_A_k, s2r_B_k``; ``'`` marks the next k-tile.)
+    (``s2r_k`` is ``s2r_A_k, s2r_B_k``; ``'`` marks the next k-tile.) The first
+    share precedes every ldmatrix of its k-tile's slot, so the slots stay ``S``
+    (:func:`smem_slots`) and one barrier per k-tile suffices.
     """
     S = cfg.stages
     if S is None:
         return None
     KI = cfg.BK // 16
-    seq = ["load_A", "load_B"]
+    P = load_shares(cfg)
+    loads = [f"load_{j}" for j in range(P)]
 
     def s2r(k: int) -> list[str]:
         return [f"s2r_A_{k}", f"s2r_B_{k}"]
 
+    seq: list[str] = []
     if S >= 3:
         for kk in range(KI):
             nxt = kk + 1 if kk + 1 < KI else 0
+            seq += loads[kk:kk + 1] if kk + 1 < KI else loads[kk:]
             if KI == 1:
                 seq += [f"mma_{kk}"] + s2r(0)
             else:
                 seq += s2r(nxt) + [f"mma_{kk}"]
     else:
-        seq += s2r(0)
+        seq += loads + s2r(0)
         for kk in range(KI):
             if kk + 1 < KI:
                 seq += s2r(kk + 1)
             seq.append(f"mma_{kk}")
     pos = {n: i for i, n in enumerate(seq)}
-    return tuple(pos[n] for n in op_names(KI))
+    return tuple(pos[n] for n in op_names(KI, P))
 
 
 def smem_slots(stages: tuple[int, ...]) -> int:
     """Shared slots per operand of pinned stages (one per op of :func:`op_names`) when
-    the loads come first in the body order, as :func:`order_pins` has them: the
-    largest ``s_s2r - s_load + 1`` (:func:`synth.schedule.multiplicity`). ``S``
-    for ``stages: S``: synth's depth is CUTLASS's ``kStages`` and Triton's ``num_stages``.
+    the first load share precedes every ldmatrix in the body order, as
+    :func:`order_pins` has it: the largest ``s_s2r - s_load + 1``
+    (:func:`synth.schedule.multiplicity`). ``S`` for ``stages: S``: synth's depth
+    is CUTLASS's ``kStages`` and Triton's ``num_stages``.
     """
-    s2r = [stages[2 + 3 * kk + j] for kk in range((len(stages) - 2) // 3) for j in (0, 1)]
-    return max(s2r) - stages[0] + 1
+    KI = next(k for k in (1, 2, 4, 8, 16) if 3 * k < len(stages) <= 4 * k)  # P + 3 KI ops, 1 <= P <= KI
+    P = len(stages) - 3 * KI
+    s2r = [stages[P + 3 * kk + j] for kk in range((len(stages) - P) // 3) for j in (0, 1)]
+    return max(s2r) - min(stages[:P]) + 1
 
 
 # ---------------------------------------------------------------------------
@@ -383,18 +418,17 @@ def expand_gemm(cfg: GemmConfig, path: str = "<memory>", locs: Optional[dict[str
     bufs.append(Buffer("C_r", "register", t.acc_regs * 4, carried=True, loc=here))
     sub = min(cfg.warps, 4)  # SM sub-partitions (schedulers, tensor cores) the CTA's warps occupy
     smem_clk = 512 // arch.smem_bytes_per_clk  # cycles of the shared port per 512-byte warp access
-    # cp.async: LDGSTS per thread x warps, one 512-byte warp instruction each
-    ld_a = t.a_chunks_per_thread * cfg.warps * smem_clk
-    ld_b = t.b_chunks_per_thread * cfg.warps * smem_clk
+    # cp.async: LDGSTS per thread x warps, one 512-byte warp instruction each, split into P shares
+    P = load_shares(cfg)
+    ld = [(len(share_chunks(t.a_chunks_per_thread, P, j)) + len(share_chunks(t.b_chunks_per_thread, P, j)))
+          * cfg.warps * smem_clk for j in range(P)]
     # per k16 step, ldmatrix.x4 per warp: MI for A, NI/2 for B
     s2r_a = t.MI * cfg.warps * smem_clk
     s2r_b = (t.NI // 2) * cfg.warps * smem_clk
     # per k16 step, mma: MI*NI per warp, 2048 FMA each, fma_per_clk_sm/4 per sub-partition
     mma_issue = math.ceil(t.MI * t.NI * cfg.warps * 2048 / (arch.fma_per_clk_sm * sub / 4))
-    ops = [
-        Op("load_A", "cp_async", (), ("A_s",), arch.lat_global + ld_a, ld_a, loc=here),
-        Op("load_B", "cp_async", (), ("B_s",), arch.lat_global + ld_b, ld_b, loc=here),
-    ]
+    ops = [Op(f"load_{j}", "cp_async", (), ("A_s", "B_s"), arch.lat_global + ld[j], ld[j], loc=here)
+           for j in range(P)]
     for kk in range(t.KI):
         fa, fb = frag_buffer("A", kk), frag_buffer("B", kk)
         ops += [
@@ -444,5 +478,5 @@ def config_from_problem(problem: Problem) -> GemmConfig:
 
 
 __all__ = ["GemmConfig", "Tiling", "tiling", "warp_layout", "validate", "expand_gemm", "default_pins",
-           "stage_pins", "order_pins", "op_names", "frag_buffer", "smem_slots", "register_estimate",
+           "stage_pins", "order_pins", "op_names", "load_shares", "share_chunks", "frag_buffer", "smem_slots", "register_estimate",
            "config_from_problem", "DTYPES", "REG_OVERHEAD"]

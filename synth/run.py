@@ -139,10 +139,14 @@ def run_output(out_dir: str, *, repeats: int = 20, seed: int = 0) -> RunReport:
         A = rng.uniform(-1, 1, size=(M, K)).astype(np.float16)
         B = rng.uniform(-1, 1, size=(N, K)).astype(np.float16)
         C = np.zeros((M, N), dtype=np.float32)
+        status = np.zeros(1, dtype=np.int32)
         dA, dB, dC = drv.to_device(A), drv.to_device(B), drv.mem_alloc(C.nbytes)
+        dS = drv.to_device(status)
         grid = info.grid
         block = (info.threads, 1, 1)
-        args = (dA, dB, dC, np.int32(M), np.int32(N), np.int32(K))
+        # synth_gemm(A, B, C, C_in, M, N, K, lda, ldb, ldc, alpha, beta, status): C = A B^T, no C_in
+        args = (dA, dB, dC, np.intp(0), np.int32(M), np.int32(N), np.int32(K), np.int32(K), np.int32(K),
+                np.int32(N), np.float32(1.0), np.float32(0.0), dS)
 
         def launch():
             fn(*args, block=block, grid=grid, shared=info.smem_bytes)
@@ -150,6 +154,13 @@ def run_output(out_dir: str, *, repeats: int = 20, seed: int = 0) -> RunReport:
         launch()
         drv.Context.synchronize()
         drv.memcpy_dtoh(C, dC)
+        drv.memcpy_dtoh(status, dS)
+        if status[0]:
+            from .emit.cuda import STATUS_CODES
+
+            why = "; ".join(w for code, (_, w) in STATUS_CODES.items() if status[0] & code)
+            raise SynthError(Loc(path), f"kernel.cu refused the launch (status {int(status[0])}): {why}",
+                             "re-emit the kernel for this problem ('synth emit')")
         ref = A.astype(np.float32) @ B.astype(np.float32).T
         diff = np.abs(C - ref)
         ok = bool(np.all(np.isfinite(C)) and np.all(diff <= ATOL + RTOL * np.abs(ref)))

@@ -14,7 +14,8 @@ import pytest
 
 from conftest import ROOT, check_golden
 from gemm_fixtures import gemm_problem, program_for
-from synth.emit.cuda import barriers, c_expr, emit_kernel, kernel_info
+from synth.emit.cuda import LDSM_LEAD, STATUS_CODES, barriers, c_expr, emit_kernel, kernel_info, staging_bytes
+from synth.gemm import load_shares, share_chunks, tiling
 from synth.errors import SynthError
 from synth.expr import evaluate, parse
 from synth.load import load_problem
@@ -84,28 +85,44 @@ def test_portability_layer_comes_first(case):
     assert "#define SYNTH_DEVICE __device__ __forceinline__" in lines
     end = lines.index("#endif", i)
     assert all(not ln.startswith("#include") for ln in lines[end:])
-    kernel = "\n".join(lines[end + 1:])
-    # only the layer's names inside the kernel: no PTX, no CUDA intrinsics
-    for bad in ("asm", "__syncthreads", "__cvta", "__device__", "__half", "__hadd", "uint4", "float2"):
+    kernel = "\n".join(ln.split("//")[0] for ln in lines[end + 1:])
+    # only the layer's names inside the kernel: no PTX, no CUDA intrinsics; no % of the loop counter
+    for bad in ("asm", "__syncthreads", "__cvta", "__device__", "__half", "__hadd", "uint4", "float2", "float4",
+                "__trap"):
         assert not re.search(rf"\b{bad}\b", kernel), bad
+    assert not re.search(r"\bi\b[^;]*%", kernel)
     assert 'extern "C" __global__ void SYNTH_LAUNCH_BOUNDS(SYNTH_THREADS)' in kernel
-    assert "synth_gemm(const half* A, const half* B, float* C, int M, int N, int K) {" in kernel
+    assert ("synth_gemm(const half* A, const half* B, float* C, const float* C_in, int M, int N, int K,\n"
+            "           int lda, int ldb, int ldc, float alpha, float beta, int* status) {") in kernel
     assert "extern __shared__ __align__(16) unsigned char synth_smem[];" in kernel
+
+
+def test_run_time_preconditions_come_first_with_documented_codes(case):
+    _, _, _, text = case
+    body = text[text.index("synth_gemm(const half* A"):]
+    first = body.index("int err = 0;")
+    assert first < body.index("synth_smem") and first < body.index("synth_cp_async_16")
+    for code, (name, _) in STATUS_CODES.items():
+        assert f"#define {name} {code}" in text
+        assert f"err |= {name};" in body
+    assert "*status = err;" in body and "return;" in body[first:body.index("extern __shared__")]
 
 
 def test_commits_and_waits_match_the_program(case):
     p, s, prog, text = case
     info = kernel_info(p, s, prog)
     waits, commits = _expected_waits_and_commits(prog, info.body_unroll)
-    got = [int(x) for x in re.findall(r"^\s*synth_cp_async_wait<(\d+)>\(\);", text, re.M)]
+    got = [int(x) for x in re.findall(r"^\s*synth_cp_async_wait<(\d+)>\(\);  // wait #", text, re.M)]
     assert got == waits
     assert len(re.findall(r"^\s*synth_cp_async_commit\(\);", text, re.M)) == commits
     assert "switch" not in text  # gemm programs have constant body counts
+    # the store waits for everything once more before reusing shared memory for C
+    assert re.findall(r"^\s*synth_cp_async_wait<(\d+)>\(\);  // store", text, re.M) == ["0"]
 
 
 def test_every_barrier_is_a_numbered_line(case):
     p, s, prog, text = case
-    calls = [ln for ln in text.split("\n") if "synth_syncthreads();" in ln]
+    calls = [ln for ln in text.split("\n") if "synth_syncthreads();" in ln and "// store" not in ln]
     nums = []
     for ln in calls:
         m = SYNC_RE.match(ln)
@@ -115,15 +132,16 @@ def test_every_barrier_is_a_numbered_line(case):
     info = kernel_info(p, s, prog)
     body = [b for b in info.barriers if b.part == "body"]
     n_body = int(evaluate(prog.part("body").extent, {}))
-    copies = (info.body_unroll if n_body >= info.body_unroll else 0) + n_body % info.body_unroll
     others = [b for b in info.barriers if b.part != "body"]
-    assert len(calls) == len(others) + copies * len(body)
+    assert len(calls) == len(others) + (1 if n_body else 0) * len(body)
 
 
-def test_shared_memory_is_the_schedules(case):
+def test_shared_memory_is_the_schedules_or_the_c_staging(case):
     p, s, prog, text = case
     info = kernel_info(p, s, prog)
-    assert info.smem_bytes == buffer_bytes(p, s.multiplicity, "shared")
+    assert info.pipeline_smem_bytes == buffer_bytes(p, s.multiplicity, "shared")
+    assert info.staging_smem_bytes == staging_bytes(p.gemm)
+    assert info.smem_bytes == max(info.pipeline_smem_bytes, info.staging_smem_bytes)
     assert f"#define SYNTH_SMEM_BYTES {info.smem_bytes}" in text
     assert f"#define SYNTH_KTILES {p.loop.trip_count}" in text
     assert f"constexpr int A_S_SLOTS = {s.mult('A_s')};" in text
@@ -134,32 +152,68 @@ def test_shared_memory_is_the_schedules(case):
         assert len(re.findall(rf"^  uint32_t {f}\[(MI\]\[4|NI\]\[2)\];", text, re.M)) == 1, f
 
 
-def test_each_k16_op_is_one_block_of_its_slice(case):
-    """s2r_X_kk: one ldmatrix.x4 per m16 (A) or n16 (B) tile of k16 slice kk, from the slot its read
-    access names, into X_f{kk % 2}; mma_kk: MI x NI mma.sync on A_f{kk % 2}, B_f{kk % 2}."""
-    p, s, prog, text = case
+def _body_lines(text):
     lines = text.split("\n")
     start = next(k for k, ln in enumerate(lines) if "// ---- body" in ln)
     end = next(k for k, ln in enumerate(lines) if "// ---- epilogue" in ln)
-    blocks = [(k, m) for k in range(start, end) if (m := re.search(r"\{  // ((s2r_[AB]|mma)_(\d+)): k-tile ", lines[k]))]
-    ops = [st.op for st in prog.part("body").stmts if isinstance(st, OpStmt) and not st.op.startswith("load")]
-    assert [m.group(1) for _, m in blocks] == ops  # program order, statement for statement
-    body = {st.op: st for st in prog.part("body").stmts if isinstance(st, OpStmt)}
-    for k, m in blocks:
-        kk = int(m.group(3))
-        ind = lines[k][: len(lines[k]) - len(lines[k].lstrip())]
-        stop = next(j for j in range(k + 1, end) if lines[j] == ind + "}")
-        block = "\n".join(lines[k:stop + 1])
-        st = body[m.group(1)]
-        if m.group(2).startswith("s2r"):
-            x = m.group(2)[-1]
-            slot = st.reads[0].slot
-            assert f"{x}_s[{to_str(slot)}] -> {x}_f{kk % 2} (ldmatrix.x4)" in lines[k]
-            assert f"src + swz_step({x.lower()}_ld, {'mi' if x == 'A' else 'np'}, {kk}));" in block
-            assert block.count("synth_ldmatrix_x4") == 1 and "synth_mma_16816" not in block
+    return lines[start:end]
+
+
+def test_every_instruction_of_the_body_is_there_once_from_the_right_slot(case):
+    """Per body iteration: MI ldmatrix (A) and NI/2 (B) per s2r op into X_f{kk % 2}, MI x NI mma.sync per
+    mma op, each load share's chunks; shared slots are rotating registers, never a % of the counter."""
+    p, s, prog, text = case
+    t = tiling(p.gemm)
+    body = "\n".join(_body_lines(text))
+    assert not re.search(r"\bi\b[^;/]*%", "\n".join(ln.split("//")[0] for ln in _body_lines(text)))
+    stmts = {st.op: st for st in prog.part("body").stmts if isinstance(st, OpStmt)}
+    P = load_shares(p.gemm)
+    for op, st in stmts.items():
+        n = len(re.findall(rf"// {op}: ", body))
+        if op.startswith("s2r_A"):
+            assert n == t.MI
+            kk = int(op.rsplit("_", 1)[1])
+            assert len(re.findall(rf"synth_ldmatrix_x4\(A_f{kk % 2}\[\d\], .*// {op}: ", body)) == t.MI
+        elif op.startswith("s2r_B"):
+            assert n == t.NI // 2
+        elif op.startswith("mma"):
+            kk = int(op.rsplit("_", 1)[1])
+            assert len(re.findall(rf"synth_mma_16816\(acc\[\d+\]\[\d+\], A_f{kk % 2}\[\d+\], B_f{kk % 2}", body)) >= \
+                t.MI * t.NI * sum(1 for x in stmts if x == op)
         else:
-            assert f"synth_mma_16816(acc[mi][ni], A_f{kk % 2}[mi], B_f{kk % 2}[ni], acc[mi][ni]);" in block
-            assert block.count("synth_mma_16816") == 1 and "synth_ldmatrix_x4" not in block
+            j = int(op.split("_")[1])
+            assert n == len(share_chunks(t.a_chunks_per_thread, P, j)) + len(share_chunks(t.b_chunks_per_thread, P, j))
+    info = kernel_info(p, s, prog)
+    assert len(re.findall(r"synth_cp_async_16\(", body)) == info.cp_async_per_iteration
+    assert len(re.findall(r"synth_mma_16816\(", body)) == t.MI * t.NI * t.KI
+    assert len(re.findall(r"synth_ldmatrix_x4\(", body)) == (t.MI + t.NI // 2) * t.KI
+    # full, unpredicated copies in the body: the K residue is k-tile 0's, which the prologue loads
+    if int(evaluate(prog.part("prologue").extent, {})):
+        assert "k0_bytes" not in body
+
+
+def test_copies_and_ldmatrix_are_woven_into_the_mma_of_their_run():
+    """CUTLASS's pins: every k16 step's mma.sync carries the ldmatrix of the next step (all of them at
+    least LDSM_LEAD mma.sync before the step ends) and the step's load share, spread out."""
+    p = gemm_problem(stages=3, warps=4, M=1024, N=1024, K=1024)
+    s, prog = program_for(p)
+    lines = [ln.strip() for ln in _body_lines(emit_kernel(p, s, prog))]
+    mma_rows = [k for k, ln in enumerate(lines) if ln.startswith("synth_mma_16816")]
+    t = tiling(p.gemm)
+    steps = [mma_rows[q * t.MI * t.NI:(q + 1) * t.MI * t.NI] for q in range(t.KI)]
+    copies = 0
+    for q, rows in enumerate(steps):
+        lo = steps[q - 1][-1] + 1 if q else 0
+        region = range(lo, rows[-1] + 1)
+        lds = [k for k in region if lines[k].startswith("synth_ldmatrix_x4")]
+        ldg = [k for k in region if lines[k].startswith("synth_cp_async_16")]
+        assert len(lds) == t.MI + t.NI // 2, q  # the next k16 step's fragments
+        after = [sum(1 for r in rows if r > k) for k in lds]
+        assert min(after) >= LDSM_LEAD, (q, after)
+        between = [sum(1 for k in ldg if rows[j] < k < rows[j + 1]) for j in range(len(rows) - 1)]
+        assert not ldg or max(between) <= 1, between  # at most one copy between two mma.sync
+        copies += len(ldg)
+    assert copies == kernel_info(p, s, prog).cp_async_per_iteration
 
 
 def test_cutlass_like_pins_need_one_barrier_per_k_tile():
@@ -172,7 +226,9 @@ def test_cutlass_like_pins_need_one_barrier_per_k_tile():
     assert prog.part("body").stmts[body[0].stmt].op == "s2r_A_0"
     assert s.mult("A_s") == 3
     w = [prog.waits[st.wait] for st in prog.part("body").stmts if isinstance(st, WaitStmt)]
-    assert [(x.before, to_str(x.in_flight)) for x in w] == [("s2r_A_0", "1")]  # CUTLASS's kStages - 2
+    groups = sum(1 for st in prog.part("body").stmts if isinstance(st, CommitStmt))  # per k-tile
+    # CUTLASS's kStages - 2 k-tiles in flight
+    assert [(x.before, to_str(x.in_flight)) for x in w] == [("s2r_A_0", str(groups))]
 
 
 def test_minimal_slots_need_two_barriers_per_k_tile():
@@ -182,7 +238,7 @@ def test_minimal_slots_need_two_barriers_per_k_tile():
     s, prog = program_for(p)
     body = [b for b in barriers(prog, {"A_s", "B_s"}) if b.part == "body"]
     assert [b.why[:3] for b in body] == ["WAR", "RAW"]
-    assert prog.part("body").stmts[body[0].stmt].op == "load_A"
+    assert prog.part("body").stmts[body[0].stmt].op == "load_0"
     assert prog.part("body").stmts[body[1].stmt].op == "s2r_A_0"
 
 
@@ -199,14 +255,15 @@ def test_one_more_slot_needs_one_barrier_per_k_tile():
     assert [b.why[:3] for b in body] == ["RAW"]
     text = emit_kernel(p, more, prog)
     assert "constexpr int A_S_SLOTS = 3;" in text
-    assert "((i + 1) % 3)" in text  # shared slots are computed at run time (the body is not unrolled)
+    # shared slots are rotating registers in the body (no % of the loop counter)
+    assert re.search(r"^    so_AB\d+ = so_AB\d+ == 2 \* A_STRIDE \? 0 : so_AB\d+ \+ A_STRIDE;$", text, re.M)
 
 
 def test_unsafe_wait_is_refused():
     p = gemm_problem(stages=3, warps=8)
     s, prog = program_for(p)
     k = next(n for n, w in enumerate(prog.waits) if w.part == "body")
-    bad = prog.with_wait(k, in_flight=parse("2"))
+    bad = prog.with_wait(k, in_flight=parse(f"{to_str(prog.waits[k].in_flight)} + 1"))
     with pytest.raises(SynthError, match="before any wait retires"):
         emit_kernel(p, s, bad)
 

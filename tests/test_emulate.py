@@ -406,5 +406,38 @@ def test_launch_that_does_not_match_the_kernel_is_refused():
     assert kernel_macros(text)["SMEM_BYTES"] == info.smem_bytes
     with pytest.raises(EmulatorError, match="SYNTH_BM"):
         emulate_gemm(text, 128, 128, 128, BM=128, BN=64, warps=4, smem_bytes=info.smem_bytes)
-    with pytest.raises(EmulatorError, match="k-tiles"):
-        emulate_gemm(text, 128, 128, 256, BM=64, BN=64, warps=4, smem_bytes=info.smem_bytes)
+
+
+
+STATUS_CODES_BY_NAME = {name: code for code, (name, _) in cuda.STATUS_CODES.items()}
+
+
+def _run(shape: str, M: int, N: int, K: int, **kw):
+    k, _, _, _, text, info = gemm(shape)
+    return emulate_gemm(text, M, N, K, BM=k["BM"], BN=k["BN"], warps=k["warps"], smem_bytes=info.smem_bytes, **kw)
+
+
+@pytest.mark.parametrize("K, lda, ldb, ldc, code", [
+    (256, None, None, None, STATUS_CODES_BY_NAME["SYNTH_ERR_KTILES"]),  # another trip count than proved
+    (124, None, None, None, STATUS_CODES_BY_NAME["SYNTH_ERR_K"]),       # K % 8 != 0
+    (128, 120, None, None, STATUS_CODES_BY_NAME["SYNTH_ERR_LD_AB"]),    # lda < K
+    (128, None, 132, None, STATUS_CODES_BY_NAME["SYNTH_ERR_LD_AB"]),    # ldb % 8 != 0
+    (128, None, None, 130, STATUS_CODES_BY_NAME["SYNTH_ERR_LD_C"]),     # ldc % 4 != 0
+])
+def test_violated_run_time_precondition_is_reported_and_c_untouched(K, lda, ldb, ldc, code):
+    """One kernel.cu, launched against its preconditions: the documented code in *status, C left
+    as it was (NaN here), nothing read or written out of bounds."""
+    r = _run("128x128x128", 128, 128, K, lda=lda, ldb=ldb, ldc=ldc)
+    assert r.status & code, r.status
+    assert not r.errors and r.nan_count == r.C.size and not r.ok
+
+
+def test_one_kernel_many_m_n_k_alpha_beta_c_and_strides():
+    """The kernel proved for 4 k-tiles of 32: every K with ceil(K / 32) == 4 (the residue is k-tile
+    0's), M and N off the tile, alpha/beta with C_in, padded row strides (C's padding untouched)."""
+    for (M, N, K, kw) in [(128, 128, 104, {}), (1, 8, 128, {}),
+                          (77, 45, 120, dict(ldc=48, with_c=True, alpha=0.5, beta=-2.0)),
+                          (130, 66, 112, dict(lda=136, ldb=120, ldc=72, with_c=True, alpha=-1.0, beta=0.25)),
+                          (129, 127, 97 + 7, dict(ldc=128, alpha=2.0))]:
+        r = _run("128x128x128", M, N, K, **kw)
+        assert r.clean and r.status == 0, (M, N, K, kw, r.summary())

@@ -7,8 +7,8 @@ import pytest
 from conftest import PROBLEMS
 from synth.arch import ARCHS, get_arch
 from synth.errors import SynthError
-from synth.gemm import (REG_OVERHEAD, GemmConfig, expand_gemm, op_names, order_pins, register_estimate,
-                        smem_slots, stage_pins, tiling, validate, warp_layout)
+from synth.gemm import (REG_OVERHEAD, GemmConfig, expand_gemm, load_shares, op_names, order_pins,
+                        register_estimate, share_chunks, smem_slots, stage_pins, tiling, validate, warp_layout)
 from synth.graph import build_graph
 from synth.load import load_problem, load_problem_text
 from synth.schedule import buffer_bytes, check_schedule, schedule_from_pins
@@ -75,35 +75,43 @@ def test_register_estimate_is_accumulators_two_k16_slices_and_overhead():
     assert register_estimate(GemmConfig(4096, 4096, 4096, BK=16)) == 128 + 32 + REG_OVERHEAD
 
 
+def _in_order(names, order):
+    return [names[i] for i in sorted(range(len(names)), key=order.__getitem__)]
+
+
 def test_stage_pins_are_cutlass_like():
-    names = op_names(2)
-    assert names == ("load_A", "load_B", "s2r_A_0", "s2r_B_0", "mma_0", "s2r_A_1", "s2r_B_1", "mma_1")
+    names = op_names(2, 2)
+    assert names == ("load_0", "load_1", "s2r_A_0", "s2r_B_0", "mma_0", "s2r_A_1", "s2r_B_1", "mma_1")
     cfg = GemmConfig(4096, 4096, 4096, warps=8, stages=3)
+    assert load_shares(cfg) == 2  # 128x32 tiles, 256 threads: 2 chunks of A and of B per thread
     # loads in stage 0, the next k-tile's first k16 slice one stage ahead of the mma, the rest with it
     assert stage_pins(cfg) == (0, 0, 1, 1, 2, 2, 2, 2)
-    # load_A load_B s2r_*_1 mma_0 s2r_*_0' mma_1: fragment kk + 1 is loaded before mma kk
-    order = order_pins(cfg)
-    assert [names[i] for i in sorted(range(8), key=order.__getitem__)] == [
-        "load_A", "load_B", "s2r_A_1", "s2r_B_1", "mma_0", "s2r_A_0", "s2r_B_0", "mma_1"]
+    # load share j before k16 step j (MmaMultistage's copy groups); fragment kk + 1 loaded before mma kk
+    assert _in_order(names, order_pins(cfg)) == [
+        "load_0", "s2r_A_1", "s2r_B_1", "mma_0", "load_1", "s2r_A_0", "s2r_B_0", "mma_1"]
     assert smem_slots(stage_pins(cfg)) == 3  # CUTLASS's kStages: stages == shared slots
-    # BK = 64: four k16 steps
+    # BK = 64: four k16 steps, four load shares (the 256-row B tile has 8 chunks per thread)
     c64 = GemmConfig(4096, 4096, 4096, BM=128, BN=256, BK=64, warps=8, stages=3)
-    n64 = op_names(4)
-    o64 = order_pins(c64)
-    assert [n64[i] for i in sorted(range(len(n64)), key=o64.__getitem__)] == [
-        "load_A", "load_B", "s2r_A_1", "s2r_B_1", "mma_0", "s2r_A_2", "s2r_B_2", "mma_1",
-        "s2r_A_3", "s2r_B_3", "mma_2", "s2r_A_0", "s2r_B_0", "mma_3"]
+    assert load_shares(c64) == 4
+    n64 = op_names(4, 4)
+    assert _in_order(n64, order_pins(c64)) == [
+        "load_0", "s2r_A_1", "s2r_B_1", "mma_0", "load_1", "s2r_A_2", "s2r_B_2", "mma_1",
+        "load_2", "s2r_A_3", "s2r_B_3", "mma_2", "load_3", "s2r_A_0", "s2r_B_0", "mma_3"]
     assert [s for n, s in zip(n64, stage_pins(c64)) if n.startswith("s2r")] == [1, 1] + [2] * 6
+    assert [len(share_chunks(8, 4, j)) for j in range(4)] == [2, 2, 2, 2]
+    assert [list(share_chunks(3, 2, j)) for j in range(2)] == [[0], [1, 2]]
     # two stages: the ldmatrix stays with the mma (a stage earlier would be the loads' own stage)
     c2 = GemmConfig(64, 64, 64, stages=2)
-    assert stage_pins(c2) == (0, 0, 1, 1, 1, 1, 1, 1)
-    assert [names[i] for i in sorted(range(8), key=order_pins(c2).__getitem__)] == [
-        "load_A", "load_B", "s2r_A_0", "s2r_B_0", "s2r_A_1", "s2r_B_1", "mma_0", "mma_1"]
+    P2 = load_shares(c2)
+    assert stage_pins(c2) == (0,) * P2 + (1,) * 6
+    assert _in_order(op_names(2, P2), order_pins(c2)) == [f"load_{j}" for j in range(P2)] + [
+        "s2r_A_0", "s2r_B_0", "s2r_A_1", "s2r_B_1", "mma_0", "mma_1"]
     assert smem_slots(stage_pins(c2)) == 2
-    assert stage_pins(GemmConfig(64, 64, 64, stages=1)) == (0,) * 8
+    assert stage_pins(GemmConfig(64, 64, 64, stages=1)) == (0,) * (P2 + 6)
     # BK = 16, one k16 step and one fragment buffer: the next tile's ldmatrix follows the mma
     c16 = GemmConfig(4096, 4096, 4096, BK=16, stages=3)
-    assert stage_pins(c16) == (0, 0, 1, 1, 2) and order_pins(c16) == (0, 1, 3, 4, 2)
+    assert load_shares(c16) == 1
+    assert stage_pins(c16) == (0, 1, 1, 2) and order_pins(c16) == (0, 2, 3, 1)
     assert smem_slots(stage_pins(c16)) == 2
     assert stage_pins(GemmConfig(64, 64, 64)) is None and order_pins(GemmConfig(64, 64, 64)) is None
 
@@ -144,8 +152,9 @@ def test_expand_gemm_builds_the_k_tile_loop():
     cfg = GemmConfig(4096, 4096, 4096, warps=8, stages=4)
     p = expand_gemm(cfg)
     assert p.gemm is cfg
-    assert [o.name for o in p.ops] == list(op_names(2))
-    assert [o.unit for o in p.ops] == ["cp_async", "cp_async"] + ["lsu", "lsu", "tensor"] * 2
+    assert [o.name for o in p.ops] == list(op_names(2, 2))  # 128x32 tiles, 256 threads: 2 + 2 chunks
+    assert [o.unit for o in p.ops] == ["cp_async"] * 2 + ["lsu", "lsu", "tensor"] * 2
+    assert p.op("load_0").writes == ("A_s", "B_s")
     assert p.loop.trip_count == 128 and p.loop.var == "k"
     assert p.buffer("A_s").bytes == 128 * 32 * 2 and p.buffer("C_r").carried
     # fragment buffers: one k16 slice each, one register set (carried: never multi-buffered)
@@ -163,7 +172,8 @@ def test_expand_gemm_builds_the_k_tile_loop():
     assert mma.latency == a100.lat_mma  # streamed into the next step's mma on the same accumulators
     assert p.op("s2r_A_0").issue == 4 * 8 * 4  # MI ldmatrix.x4 per warp, 8 warps, 4 cycles each
     assert p.op("s2r_A_0").latency == a100.lat_shared + p.op("s2r_A_0").issue
-    assert p.op("load_A").latency >= a100.lat_global
+    assert p.op("load_0").issue == (1 + 1) * 8 * 4  # 1 + 1 cp.async per thread, 8 warps, 4 cycles each
+    assert p.op("load_0").latency >= a100.lat_global
     assert p.pins.stage == (0, 0, 2, 2, 3, 3, 3, 3) and p.pins.async_stages == (0,) and p.pins.max_stage == 3
     assert p.pins.order == order_pins(cfg)
     g = build_graph(p)
@@ -178,7 +188,8 @@ def test_expand_gemm_builds_the_k_tile_loop():
 
 def test_four_k16_steps_reuse_each_fragment_buffer_twice():
     p = expand_gemm(GemmConfig(4096, 4096, 4096, BM=128, BN=256, BK=64, warps=8, stages=3))
-    assert len(p.ops) == 2 + 3 * 4
+    assert len(p.ops) == 4 + 3 * 4  # four load shares: 1 A and 2 B chunks per thread each
+    assert [o.issue for o in p.ops if o.unit == "cp_async"] == [3 * 8 * 4] * 4
     g = build_graph(p)
     hard = {(p.ops[e.src].name, p.ops[e.dst].name, e.distance) for e in g.constraints() if e.kind == "war"}
     # s2r_A_2 overwrites A_f0: mma_0 must have read it first (same k-tile)
@@ -191,7 +202,7 @@ def test_four_k16_steps_reuse_each_fragment_buffer_twice():
 
 def test_one_k16_step_has_one_fragment_buffer_per_operand():
     p = expand_gemm(GemmConfig(4096, 4096, 4096, BK=16, stages=3))
-    assert [o.name for o in p.ops] == ["load_A", "load_B", "s2r_A_0", "s2r_B_0", "mma_0"]
+    assert [o.name for o in p.ops] == ["load_0", "s2r_A_0", "s2r_B_0", "mma_0"]
     assert [b.name for b in p.buffers] == ["A_s", "B_s", "A_f0", "B_f0", "C_r"]
     g = build_graph(p)
     s = schedule_from_pins(p, g)

@@ -3,24 +3,36 @@ problem as ``kernel.cu`` (SPEC §3; contract in ``docs/cuda_kernel.md``).
 
 Input: the problem (its :class:`~synth.gemm.GemmConfig`), the schedule and the
 program. Output: one self-contained CUDA C++ file whose main loop is the
-program statement for statement:
+program statement for statement, written so that ptxas keeps the order:
 
-* prologue and epilogue fully unrolled (every guard and ``cp.async.wait_group``
-  count is an immediate); the body a loop (shared slots ``(i + d) % M`` at run
-  time), unrolled only if a fragment buffer had several slots (by the lcm of
-  their multiplicities, so that fragment slots are compile-time indices); a
-  gemm problem's fragment buffers are ``carried``, one slot each;
-* ``load_A``/``load_B``: one 16-byte ``cp.async`` per chunk of the thread;
-  ``s2r_X_kk``: one ``ldmatrix.x4`` per m16 (A) or n16 (B) tile of k16 slice
-  ``kk`` into ``X_f{kk % 2}``; ``mma_kk``: ``MI x NI`` ``mma.sync`` on
-  ``A_f{kk % 2}``, ``B_f{kk % 2}`` into the accumulators; every address is a
-  per-thread base computed once plus constants (``swz_step``);
+* prologue and epilogue fully unrolled (every guard, slot and
+  ``cp.async.wait_group`` count an immediate); the body a loop whose shared
+  slots are **rotating registers** (a byte offset per distinct ``(i + d) % M``,
+  advanced once per iteration, never a ``%`` of the loop counter);
+* ``load_j`` (share ``j`` of the k-tile's copies): one 16-byte ``cp.async``
+  per chunk of the share, from a per-chunk global pointer computed once
+  (rows past M/N clamped to the last row: they only feed C entries that are
+  never stored) and advanced by BK per iteration; the K residue is k-tile 0's
+  (its chunks left of ``K - T*BK`` are zero-filled), so every other copy is a
+  full, unpredicated 16 bytes;
+* ``s2r_X_kk``: one ``ldmatrix.x4`` per m16 (A) or n16 (B) tile of k16 slice
+  ``kk`` into ``X_f{kk % 2}``; ``mma_kk``: ``MI x NI`` ``mma.sync``;
+* within a **run** (statements with no commit, wait, barrier or run-time guard
+  between them) the ldmatrix and cp.async of the run are woven into the
+  ``mma.sync`` of the k16 step they precede (or, for trailing copies, follow)
+  when the data allows: ldmatrix early (at least 8 mma before the end of the
+  step, so their results have the next step to arrive), copies spread evenly.
+  Commits, waits and barriers stay exactly where the program has them;
 * one ``cp.async.commit_group`` per :class:`~synth.program.CommitStmt`, one
   ``cp.async.wait_group N`` per :class:`~synth.program.WaitStmt` (a ``switch``
   over the values of a count that varies in the body);
-* ``__syncthreads()`` exactly where :func:`barriers` finds cross-thread
-  visibility needs one, each on its own ``synth_syncthreads(); // sync:<n> <why>``
-  line.
+* ``__syncthreads()`` exactly where :func:`~synth.emit.barriers.barriers`
+  finds cross-thread visibility needs one, each on its own
+  ``synth_syncthreads(); // sync:<n> <why>`` line;
+* the store: ``C = alpha * A B^T + beta * C_in`` (``C_in`` optional) staged
+  through shared memory, 128-bit loads and stores;
+* run-time preconditions checked first; a violation writes a code to
+  ``*status`` (:data:`STATUS_CODES`) and the kernel returns without writing C.
 
 Left out on purpose: predicated ops (``when:``), more than one async queue,
 sync (non-async) loads, symbolic trip counts — gemm problems have none of
@@ -30,175 +42,35 @@ Never modifies its inputs.
 
 from __future__ import annotations
 
-import math
 import os
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Optional
 
 from ..errors import SynthError
-from ..expr import Expr, Num, evaluate, simplify, to_str
-from ..gemm import GemmConfig, Tiling, config_from_problem, op_names, tiling
+from ..expr import Bin, Expr, Num, Var, evaluate, simplify, to_str
+from ..gemm import GemmConfig, Tiling, config_from_problem, load_shares, op_names, share_chunks, tiling
 from ..problem import Problem
-from ..program import CommitStmt, OpStmt, Part, Program, Stmt, WaitStmt
+from ..program import CommitStmt, OpStmt, Part, Program, WaitStmt
 from ..schedule import Schedule
+from .barriers import Barrier, barriers, extent, step_env
 
 RUNTIME_DIR = os.path.join(os.path.dirname(__file__), "runtime")
 API_HEADER = os.path.join(RUNTIME_DIR, "synth_cuda_api.h")
-LOADS = {"load_A": ("A_s", "A"), "load_B": ("B_s", "B")}
+SHARED = ("A_s", "B_s")
+LOAD_RE = re.compile(r"^load_(\d+)$")
 S2R_RE = re.compile(r"^s2r_([AB])_(\d+)$")
 MMA_RE = re.compile(r"^mma_(\d+)$")
-
-
-# ---------------------------------------------------------------------------
-# barrier placement
-
-
-@dataclass(frozen=True)
-class Barrier:
-    """A ``__syncthreads()`` before statement ``stmt`` of ``part`` (at prologue/epilogue
-    step ``step``; ``None`` in the body, where it is in every iteration)."""
-
-    part: str
-    step: Optional[int]
-    stmt: int
-    why: str
-
-
-@dataclass
-class _SimState:
-    uncommitted: list = field(default_factory=list)
-    """(buffer, version) of issued, not yet committed cp.async."""
-    groups: list = field(default_factory=list)
-    """Committed, possibly pending groups, oldest first: lists of (buffer, version)."""
-    landed: set = field(default_factory=set)
-    """(buffer, version) complete in this thread, not yet made visible by a barrier."""
-    visible: set = field(default_factory=set)
-    read_slots: dict = field(default_factory=dict)
-    """(buffer, slot) read since the last barrier -> reader op."""
-
-
-def _static(e: Optional[Expr], env: dict[str, int]):
-    return None if e is None else evaluate(e, env)
-
-
-def _trip(program: Program) -> int:
-    if not isinstance(program.trip_count, int):
-        raise SynthError(None, f"program {program.name!r} has a symbolic trip count; CUDA kernels are emitted "
-                         "for static trip counts (kind: gemm problems)", "give the loop a numeric trip_count")
-    return program.trip_count
-
-
-def _env(program: Program, part: Part, i: int) -> dict[str, int]:
-    return {part.var: i, program.loop_var: 0}
-
-
-def _extent(program: Program, part: Part) -> int:
-    return int(evaluate(part.extent, {}))
-
-
-def barriers(program: Program, shared: set[str]) -> list[Barrier]:
-    """Where the kernel needs ``__syncthreads()``, found by running the program's
-    statements for its static trip count with cp.async's hardware semantics.
-
-    A barrier is needed (and placed as late as possible, right before the
-    statement that needs it):
-
-    * **RAW**: before a read of a shared-buffer version whose cp.async group a
-      wait has retired in this thread but no barrier has yet published to the
-      other threads that read it (every thread copies part of every tile);
-    * **WAR**: before a cp.async writes a shared slot that some thread has read
-      since the last barrier (another warp may still be reading it).
-
-    Body barriers sit at a statement index and run in every iteration; the
-    placement is grown to a fixed point (a barrier added for one iteration also
-    runs in the others). Raises ValueError when a read sees a version no wait
-    has retired (the verifier refutes such programs).
-    """
-    placed: dict[tuple, str] = {}
-    while True:
-        need = _simulate(program, shared, placed)
-        if need is None:
-            break
-        key, why = need
-        placed[key] = why
-    out = [Barrier(k[0], k[1], k[2], why) for k, why in placed.items()]
-    order = {p: n for n, p in enumerate(("prologue", "body", "epilogue"))}
-    return sorted(out, key=lambda b: (order[b.part], b.step or 0, b.stmt))
-
-
-def _simulate(program: Program, shared: set[str], placed: dict[tuple, str]):
-    """Run once with barriers ``placed``; return the first missing barrier (key, why) or None."""
-    st = _SimState()
-    for part in program.parts:
-        n = _extent(program, part)
-        for i in range(n):
-            env = _env(program, part, i)
-            for k, s in enumerate(part.stmts):
-                key = (part.name, None if part.name == "body" else i, k)
-                if key in placed:
-                    st.visible |= st.landed
-                    st.landed = set()
-                    st.read_slots = {}
-                if s.guard is not None and not _static(s.guard, env):
-                    continue
-                why = _step(program, st, s, env, shared, part.name, i)
-                if why is not None:
-                    if key in placed:  # pragma: no cover - a barrier here resolves every need
-                        raise AssertionError(why)
-                    return key, why
-    return None
-
-
-def _step(program: Program, st: _SimState, s: Stmt, env: dict[str, int], shared: set[str],
-          part: str, i: int) -> Optional[str]:
-    if isinstance(s, CommitStmt):
-        st.groups.append(st.uncommitted)
-        st.uncommitted = []
-        return None
-    if isinstance(s, WaitStmt):
-        n = int(_static(program.waits[s.wait].in_flight, env))
-        while len(st.groups) > n:
-            st.landed |= set(st.groups.pop(0))
-        return None
-    op = program.op(s.op)
-    for a in s.reads:
-        if a.buffer not in shared:
-            continue
-        v = int(evaluate(a.version, env))
-        if (a.buffer, v) in st.visible:
-            pass
-        elif (a.buffer, v) in st.landed:
-            return (f"RAW: {s.op} reads {a.buffer} k-tile {_show(a.version, v, part)} (slot "
-                    f"{_show(a.slot, int(evaluate(a.slot, env)), part)}) that the last wait completed in this "
-                    "thread; the other threads' cp.async into it must be visible")
-        else:
-            raise ValueError(f"{part} step {i}: {s.op} reads {a.buffer} version {v} before any wait retires "
-                             "its cp.async group (the program's wait counts are wrong)")
-        slot = int(evaluate(a.slot, env))
-        st.read_slots.setdefault((a.buffer, slot), s.op)
-    for a in s.writes:
-        if a.buffer not in shared:
-            continue
-        slot = int(evaluate(a.slot, env))
-        if (a.buffer, slot) in st.read_slots:
-            rd = st.read_slots[(a.buffer, slot)]
-            return (f"WAR: {s.op} overwrites {a.buffer} slot {_show(a.slot, slot, part)} that {rd} read since "
-                    "the last barrier; every warp must have finished reading it")
-        v = int(evaluate(a.version, env))
-        if op.is_async:
-            st.uncommitted.append((a.buffer, v))
-        else:  # pragma: no cover - rejected by _check_supported
-            st.landed.add((a.buffer, v))
-        m = program.buffer(a.buffer).multiplicity
-        st.visible = {(b, x) for (b, x) in st.visible if not (b == a.buffer and x % m == v % m)}
-        st.landed = {(b, x) for (b, x) in st.landed if not (b == a.buffer and x % m == v % m)}
-    return None
-
-
-def _show(e: Expr, value: int, part: str) -> str:
-    """``e`` as written in the body (it holds for every iteration), its value elsewhere."""
-    return to_str(e) if part == "body" else str(value)
+LDSM_LEAD = 8
+"""mma.sync an ldmatrix woven into a k16 step keeps between it and the step's end (when the step has more)."""
+STATUS_CODES = {
+    1: ("SYNTH_ERR_K", "K < 1 or K % 8 != 0 (16-byte cp.async of A and B rows)"),
+    2: ("SYNTH_ERR_LD_AB", "lda or ldb below K or not a multiple of 8"),
+    4: ("SYNTH_ERR_LD_C", "ldc below N or not a multiple of 4 (128-bit C stores)"),
+    8: ("SYNTH_ERR_ALIGN", "A, B, C or C_in not 16-byte aligned"),
+    16: ("SYNTH_ERR_KTILES", "ceil(K / BK) differs from SYNTH_KTILES, the trip count the program was proved for"),
+}
+"""Bits of the code the kernel writes to ``*status`` when a run-time precondition fails."""
 
 
 # ---------------------------------------------------------------------------
@@ -240,6 +112,7 @@ class KernelInfo:
     """Facts of an emitted kernel that tests and the runner check against the binary."""
 
     smem_bytes: int
+    """Dynamic shared memory: the larger of the pipeline's slots and the C staging area."""
     threads: int
     grid: tuple[int, int, int]
     ktiles: int
@@ -252,27 +125,51 @@ class KernelInfo:
     cp_async_per_iteration: int
     """cp.async instructions per thread in one body iteration."""
     commits_per_iteration: int
+    pipeline_smem_bytes: int = 0
+    """Shared bytes of the A and B slots (the schedule's multiplicities)."""
+    staging_smem_bytes: int = 0
+    """Shared bytes the C store stages through (one m16 row band of every warp tile at a time)."""
+
+
+def _trip(program: Program) -> int:
+    if not isinstance(program.trip_count, int):
+        raise SynthError(None, f"program {program.name!r} has a symbolic trip count; CUDA kernels are emitted "
+                         "for static trip counts (kind: gemm problems)", "give the loop a numeric trip_count")
+    return program.trip_count
 
 
 def _check_supported(problem: Problem, program: Program) -> GemmConfig:
     cfg = config_from_problem(problem)
     names = {o.name for o in program.ops}
-    if names != set(op_names(cfg.BK // 16)):
+    if names != set(op_names(cfg.BK // 16, load_shares(cfg))):
         raise SynthError(None, f"program {program.name!r} is not the k-tile loop of its gemm problem (ops "
                          f"{sorted(names)})", "emit CUDA from the program lowered from the kind: gemm problem")
     for o in program.ops:
         if o.when is not None:
             raise SynthError(None, f"op {o.name} is predicated ({o.when}); the CUDA emitter does not support "
                              "predicated gemm ops", "remove the predicate")
-        if o.name in LOADS and not o.is_async:
+        if LOAD_RE.match(o.name) and not o.is_async:
             raise SynthError(None, f"{o.name} is in stage {o.stage}, which is not async; the CUDA kernel needs "
                              "the global->shared copies in an async stage (cp.async)",
                              "keep schedule.async_stages: [0] with the loads in stage 0")
     if len(program.queues) > 1:
         raise SynthError(None, "the program uses more than one async queue; cp.async has one",
                          "use a single cp_async unit")
+    for b in program.buffers:
+        if b.space == "register" and b.multiplicity != 1:
+            raise SynthError(None, f"register buffer {b.name} has {b.multiplicity} slots; the kernel keeps "
+                             "fragments in fixed registers (gemm problems make them carried, one slot)",
+                             "emit from the program lowered from the kind: gemm problem")
     _trip(program)
     return cfg
+
+
+def staging_bytes(cfg: GemmConfig) -> int:
+    """Shared bytes the C store stages through: every warp's 16 x WTN f32 band, rows padded by
+    32 bytes: the 8-byte fragment stores of 4 rows and (for WTN >= 32) the 16-byte loads of a row
+    touch 32 distinct banks."""
+    t = tiling(cfg)
+    return cfg.warps * 16 * (t.WTN + 8) * 4
 
 
 def kernel_info(problem: Problem, schedule: Schedule, program: Program) -> KernelInfo:
@@ -284,42 +181,38 @@ def kernel_info(problem: Problem, schedule: Schedule, program: Program) -> Kerne
         if mult.get(name) != m:
             raise SynthError(None, f"buffer {name} has {m} slots in the schedule but {mult.get(name)} in the "
                              "program", "emit from a program lowered from this schedule")
-    smem = mult["A_s"] * t.a_bytes + mult["B_s"] * t.b_bytes
+    pipe = mult["A_s"] * t.a_bytes + mult["B_s"] * t.b_bytes
+    stage = staging_bytes(cfg)
     try:
-        bars = tuple(barriers(program, {"A_s", "B_s"}))
+        bars = tuple(barriers(program, set(SHARED)))
     except ValueError as exc:
         raise SynthError(None, f"cannot emit '{program.name}': {exc}",
                          "run 'synth verify' on program.json; emit only proved programs") from None
     waits: dict[str, list[int]] = {"prologue": [], "body": [], "epilogue": []}
     cp = commits = 0
-    unroll = _lcm(*(m for b, m in mult.items() if b.endswith(("_f0", "_f1"))))
+    P = load_shares(cfg)
     for part in program.parts:
-        n = _extent(program, part)
+        n = extent(program, part)
         for s in part.stmts:
             if isinstance(s, WaitStmt):
                 w = program.waits[s.wait]
-                vals = sorted({int(evaluate(w.in_flight, _env(program, part, i))) for i in range(n)})
+                vals = sorted({int(evaluate(w.in_flight, step_env(program, part, i))) for i in range(n)})
                 if part.name == "body":
                     waits["body"].extend(vals)
                 else:
                     for i in range(n):
-                        if s.guard is None or evaluate(s.guard, _env(program, part, i)):
-                            waits[part.name].append(int(evaluate(w.in_flight, _env(program, part, i))))
+                        if s.guard is None or evaluate(s.guard, step_env(program, part, i)):
+                            waits[part.name].append(int(evaluate(w.in_flight, step_env(program, part, i))))
             if part.name == "body":
-                if isinstance(s, OpStmt) and s.op in LOADS:
-                    cp += t.a_chunks_per_thread if s.op == "load_A" else t.b_chunks_per_thread
+                if isinstance(s, OpStmt) and (m := LOAD_RE.match(s.op)):
+                    j = int(m.group(1))
+                    cp += len(share_chunks(t.a_chunks_per_thread, P, j)) + \
+                        len(share_chunks(t.b_chunks_per_thread, P, j))
                 if isinstance(s, CommitStmt):
                     commits += 1
     grid = (-(-cfg.N // cfg.BN), -(-cfg.M // cfg.BM), 1)
-    return KernelInfo(smem, cfg.threads, grid, cfg.trip_count, unroll, bars, tuple(waits["body"]),
-                      tuple(waits["prologue"]), tuple(waits["epilogue"]), cp, commits)
-
-
-def _lcm(*xs: int) -> int:
-    out = 1
-    for x in xs:
-        out = out * x // math.gcd(out, x)
-    return out
+    return KernelInfo(max(pipe, stage), cfg.threads, grid, cfg.trip_count, 1, bars, tuple(waits["body"]),
+                      tuple(waits["prologue"]), tuple(waits["epilogue"]), cp, commits, pipe, stage)
 
 
 def api_header() -> str:
@@ -334,13 +227,35 @@ def emit_kernel(problem: Problem, schedule: Schedule, program: Program) -> str:
     return _Writer(cfg, tiling(cfg), program, schedule, info).text()
 
 
+@dataclass
+class _Unit:
+    """One instruction-sized piece of an op: an ldmatrix, a cp.async or an mma.sync."""
+
+    kind: str
+    """``lds``, ``ldg`` or ``mma``."""
+    line: str
+
+
 class _Writer:
     def __init__(self, cfg: GemmConfig, t: Tiling, program: Program, schedule: Schedule, info: KernelInfo) -> None:
         self.cfg, self.t, self.p, self.s, self.info = cfg, t, program, schedule, info
         self.mult = {b.name: b.multiplicity for b in program.buffers}
+        self.P = load_shares(cfg)
         self.lines: list[str] = []
         self.nsync = 0
         self.bar = {(b.part, b.step, b.stmt): b for b in info.barriers}
+        # shared layout: with equal slot counts slot s of A and of B are adjacent (one rotating offset serves both)
+        self.paired = self.mult["A_s"] == self.mult["B_s"]
+        if self.paired:
+            stride = t.a_bytes + t.b_bytes
+            self.base = {"A_s": 0, "B_s": t.a_bytes}
+            self.stride = {"A_s": stride, "B_s": stride}
+        else:
+            self.base = {"A_s": 0, "B_s": self.mult["A_s"] * t.a_bytes}
+            self.stride = {"A_s": t.a_bytes, "B_s": t.b_bytes}
+        self.rot: dict[tuple[str, int], str] = {}
+        """(stride group, d) -> name of the register holding ((i + d) % M) * stride in the body."""
+        self.loads_in_body = any(isinstance(s, OpStmt) and LOAD_RE.match(s.op) for s in program.part("body").stmts)
 
     def frag_buffers(self):
         return [b for b in self.p.buffers if b.space == "register" and b.name != "C_r"]
@@ -357,24 +272,25 @@ class _Writer:
     # -- file header and layer
     def header(self) -> None:
         cfg, t, p, info = self.cfg, self.t, self.p, self.info
-        sched = self.s
         stages = ", ".join(f"{o.name}={o.stage}" for o in p.ops)
         mult = ", ".join(f"{b.name} x{b.multiplicity}" for b in p.buffers)
         self.w(f"// kernel.cu for '{p.name}', generated by synth (do not edit; re-run 'synth emit').")
-        self.w(f"// C[M x N] (f32) = A[M x K] (f16, row-major) * B[N x K]^T (f16, row-major): "
-               f"M={cfg.M} N={cfg.N} K={cfg.K}, {cfg.arch}")
+        self.w("// C[M x N] (f32, row stride ldc) = alpha * A[M x K] (f16, row stride lda) * B[N x K]^T (f16, "
+               "row stride ldb)")
+        self.w(f"//                                 + beta * C_in (optional); problem shape M={cfg.M} N={cfg.N} "
+               f"K={cfg.K}, {cfg.arch}")
         self.w(f"// CTA tile {cfg.BM}x{cfg.BN}x{cfg.BK}, {cfg.warps} warps as {t.WM}x{t.WN} "
                f"(warp tile {t.WTM}x{t.WTN}: {t.MI} m16 x {t.NI} n8 x {t.KI} k16 mma.sync per k-tile)")
-        self.w(f"// stages: {stages}; order: {list(sched.order)}; slots: {mult}")
-        self.w(f"// shared memory: {info.smem_bytes} B dynamic (tiles XOR-swizzled in 16-byte chunks: "
-               "conflict-free cp.async and ldmatrix)")
-        unrolled = f"unrolled x{info.body_unroll}" if info.body_unroll > 1 else "not unrolled"
-        self.w(f"// k-tiles: {info.ktiles} = prologue {_extent(p, p.part('prologue'))} + body "
-               f"{_extent(p, p.part('body'))} + epilogue {_extent(p, p.part('epilogue'))} steps; body {unrolled}")
+        self.w(f"// stages: {stages}; order: {list(self.s.order)}; slots: {mult}")
+        self.w(f"// shared memory: {info.smem_bytes} B dynamic (pipeline {info.pipeline_smem_bytes} B, tiles "
+               f"XOR-swizzled in 16-byte chunks; C staging {info.staging_smem_bytes} B)")
+        self.w(f"// k-tiles: {info.ktiles} = prologue {extent(p, p.part('prologue'))} + body "
+               f"{extent(p, p.part('body'))} + epilogue {extent(p, p.part('epilogue'))} steps; body not unrolled")
         self.w(f"// barriers: {len(info.barriers)} placements (see the '// sync:' lines); "
                f"body waits: {list(info.body_waits)}")
-        self.w("// launch: grid (ceil(N/BN), ceil(M/BM)), block SYNTH_THREADS, dynamic smem SYNTH_SMEM_BYTES;")
-        self.w("// requires K % 8 == 0 and ceil(K / BK) == SYNTH_KTILES.")
+        self.w("// launch: grid (ceil(N/BN), ceil(M/BM)), block SYNTH_THREADS, dynamic smem SYNTH_SMEM_BYTES.")
+        self.w("// run-time preconditions (else *status |= code, C untouched): " +
+               "; ".join(f"{code} {why}" for code, (_, why) in STATUS_CODES.items()))
         self.w("#include <stdint.h>")
         self.w("#ifdef SYNTH_EMULATE")
         self.w('#include "synth_emu.h"')
@@ -382,19 +298,16 @@ class _Writer:
         for line in api_header().rstrip("\n").split("\n"):
             self.lines.append(line)
         self.w("#endif")
-        self.w("#ifndef SYNTH_UNROLL")
-        self.w("#define SYNTH_UNROLL")
-        self.w("#endif")
-        self.w("#ifndef SYNTH_NO_UNROLL")
-        self.w('#define SYNTH_NO_UNROLL')
-        self.w("#endif")
-        self.w("#ifndef SYNTH_LAUNCH_BOUNDS")
-        self.w("#define SYNTH_LAUNCH_BOUNDS(n)")
-        self.w("#endif")
+        for name, dflt in (("SYNTH_UNROLL", ""), ("SYNTH_NO_UNROLL", ""), ("SYNTH_LAUNCH_BOUNDS(n)", "")):
+            self.w(f"#ifndef {name.split('(')[0]}")
+            self.w(f"#define {name}{dflt}")
+            self.w("#endif")
         self.w()
         for k, v in (("M", cfg.M), ("N", cfg.N), ("K", cfg.K), ("BM", cfg.BM), ("BN", cfg.BN), ("BK", cfg.BK),
                      ("THREADS", cfg.threads), ("SMEM_BYTES", info.smem_bytes), ("KTILES", info.ktiles)):
             self.w(f"#define SYNTH_{k} {v}")
+        for code, (name, _) in STATUS_CODES.items():
+            self.w(f"#define {name} {code}")
         self.w()
         cpr = cfg.BK // 8
         self.w("namespace synth_kernel {")
@@ -403,9 +316,14 @@ class _Writer:
                   ("MI", t.MI), ("NI", t.NI), ("KI", t.KI), ("CPR", cpr), ("LD_ROWS", cfg.threads // cpr),
                   ("A_TILE", t.a_bytes), ("B_TILE", t.b_bytes),
                   ("A_CHUNKS", t.a_chunks_per_thread), ("B_CHUNKS", t.b_chunks_per_thread),
-                  ("A_S_SLOTS", self.mult["A_s"]), ("B_S_SLOTS", self.mult["B_s"])]
+                  ("A_S_SLOTS", self.mult["A_s"]), ("B_S_SLOTS", self.mult["B_s"]),
+                  ("A_BASE", self.base["A_s"]), ("B_BASE", self.base["B_s"]),
+                  ("A_STRIDE", self.stride["A_s"]), ("B_STRIDE", self.stride["B_s"]),
+                  ("C_LD", t.WTN + 8)]
         for k, v in consts:
             self.w(f"constexpr int {k} = {v};", 0)
+        self.w("struct alignas(8) f32x2 { float x, y; };")
+        self.w("struct alignas(16) f32x4 { float x, y, z, w; };")
         self.w()
         self.w("// Byte offset of 16-byte chunk c (8 f16) of row r in a tile of CPR chunks per row: chunks")
         self.w("// are numbered row-major, grouped in 128-byte lines of 8, and chunk p of line L is stored")
@@ -416,105 +334,159 @@ class _Writer:
         self.w("const int key = CPR >= 8 ? (r & 7) : ((l >> 3) & 7);", 1)
         self.w("return ((l >> 3) << 7) | (((l & 7) ^ key) << 4);", 1)
         self.w("}")
-        self.w("// swz(r + 16 * m, c + 2 * k) from o = swz(r, c), c < 2, k < CPR / 2: the k16 step flips chunk")
-        self.w("// bits (and whole lines past 4 steps), 16 rows more are whole lines (with CPR = 2 the key")
-        self.w("// changes by 4 every 16 rows): each ldmatrix address is a per-thread base and constants.")
-        self.w("SYNTH_DEVICE int swz_step(int o, int m, int k) {")
-        self.w("return (o ^ (((k & 3) << 5) ^ (CPR == 2 ? (m & 1) << 6 : 0))) + (k >> 2) * 128 + m * 256 * CPR;", 1)
-        self.w("}")
         self.w("}  // namespace synth_kernel")
         self.w()
 
     # -- the kernel function
     def kernel(self) -> None:
-        p = self.p
+        p, t = self.p, self.t
         self.w('extern "C" __global__ void SYNTH_LAUNCH_BOUNDS(SYNTH_THREADS)')
-        self.w("synth_gemm(const half* A, const half* B, float* C, int M, int N, int K) {")
+        self.w("synth_gemm(const half* A, const half* B, float* C, const float* C_in, int M, int N, int K,")
+        self.w("           int lda, int ldb, int ldc, float alpha, float beta, int* status) {")
         self.w("using namespace synth_kernel;", 1)
+        self.w("{  // run-time preconditions, uniform over the grid: report and return before touching memory", 1)
+        self.w("int err = 0;", 2)
+        self.w("if (K < 1 || K % 8 != 0) err |= SYNTH_ERR_K;", 2)
+        self.w("if (lda < K || ldb < K || lda % 8 != 0 || ldb % 8 != 0) err |= SYNTH_ERR_LD_AB;", 2)
+        self.w("if (ldc < N || ldc % 4 != 0) err |= SYNTH_ERR_LD_C;", 2)
+        self.w("if ((((uintptr_t)A | (uintptr_t)B | (uintptr_t)C | (uintptr_t)C_in) & 15) != 0) "
+               "err |= SYNTH_ERR_ALIGN;", 2)
+        self.w("if (K >= 1 && (K + BK - 1) / BK != SYNTH_KTILES) err |= SYNTH_ERR_KTILES;", 2)
+        self.w("if (err != 0) {", 2)
+        self.w("if (status != nullptr && blockIdx.x == 0 && blockIdx.y == 0 && threadIdx.x == 0) *status = err;",
+               3)
+        self.w("return;", 3)
+        self.w("}", 2)
+        self.w("}", 1)
         self.w("extern __shared__ __align__(16) unsigned char synth_smem[];", 1)
-        self.w("unsigned char* const A_s = synth_smem;                       // A_S_SLOTS x [BM x BK] f16",
-               1)
-        self.w("unsigned char* const B_s = synth_smem + A_S_SLOTS * A_TILE;  // B_S_SLOTS x [BN x BK] f16", 1)
+        layout = ("slot s of A_s at s * A_STRIDE, of B_s at B_BASE + s * B_STRIDE (A and B of a slot adjacent)"
+                  if self.paired else "A_s slots, then B_s slots")
+        self.w(f"unsigned char* const smem = synth_smem;  // {layout}", 1)
         self.w("const int tid = threadIdx.x;", 1)
         self.w("const int lane = (int)synth_lane_id();", 1)
-        self.w("const int warp_m = (tid / 32) / WN, warp_n = (tid / 32) % WN;", 1)
+        self.w("const int warp = tid / 32, warp_m = warp / WN, warp_n = warp % WN;", 1)
         self.w("const int m0 = blockIdx.y * BM, n0 = blockIdx.x * BN;", 1)
-        self.w("// per-thread, loop-invariant: ldmatrix row addresses of m16 (n16) tile 0 at k16 step 0,", 1)
-        self.w("// cp.async chunk 0 (row ld_r, k-chunk ld_kc; chunk c is LD_ROWS rows further down)", 1)
-        self.w("const int a_ld = swz(warp_m * WTM + (lane & 15), lane >> 4);", 1)
-        self.w("const int b_ld = swz(warp_n * WTN + ((lane >> 4) << 3) + (lane & 7), (lane >> 3) & 1);", 1)
+        self.w("// loop-invariant addressing, computed once:", 1)
+        self.w("// ldmatrix row address of m16 (n16) tile 0 at k16 step 0 in slot 0", 1)
+        self.w("const int a_ld = A_BASE + swz(warp_m * WTM + (lane & 15), lane >> 4);", 1)
+        self.w("const int b_ld = B_BASE + swz(warp_n * WTN + ((lane >> 4) << 3) + (lane & 7), (lane >> 3) & 1);", 1)
+        self.w("// cp.async chunk c of a tile: row ld_r + c * LD_ROWS, k-chunk ld_kc. k-tile 0 is the partial", 1)
+        self.w("// one: it covers k in [-pad, BK - pad), so only its chunks left of 0 are zero-filled and every", 1)
+        self.w("// later copy is a full 16 bytes. Rows past M (N) are read from row M - 1 (N - 1): they only", 1)
+        self.w("// feed C rows (columns) that are never stored.", 1)
         self.w("const int ld_r = tid / CPR, ld_kc = tid % CPR;", 1)
-        self.w("const int a_rows = M - m0 - ld_r, b_rows = N - n0 - ld_r;  // rows left below chunk 0", 1)
-        self.w("const half* const a_src = A + (long long)(m0 + ld_r) * K + ld_kc * 8;", 1)
-        self.w("const half* const b_src = B + (long long)(n0 + ld_r) * K + ld_kc * 8;", 1)
-        self.w("const long long ld_step = (long long)LD_ROWS * K;  // elements between chunks", 1)
-        self.w("float acc[MI][NI][4];                  // C_r (carried)", 1)
+        self.w("const int pad = SYNTH_KTILES * BK - K;", 1)
+        self.w("const int k0_bytes = ld_kc * 8 >= pad ? 16 : 0;  // this thread's chunks of k-tile 0", 1)
+        for mat, rows, ld in (("A", "M", "lda"), ("B", "N", "ldb")):
+            x = mat.lower()
+            self.w(f"const half* {x}_g[{mat}_CHUNKS];  // chunk c at the current k-tile", 1)
+            self.w(f"int {x}_st[{mat}_CHUNKS];  // chunk c in a slot", 1)
+            self.w(f"SYNTH_UNROLL for (int c = 0; c < {mat}_CHUNKS; ++c) {{", 1)
+            origin = "m0" if mat == "A" else "n0"
+            self.w(f"const int r = {origin} + ld_r + c * LD_ROWS;", 2)
+            self.w(f"{x}_g[c] = {mat} + (long long)(r < {rows} ? r : {rows} - 1) * {ld} + ld_kc * 8 - pad;", 2)
+            self.w(f"{x}_st[c] = {mat}_BASE + swz(ld_r + c * LD_ROWS, ld_kc);", 2)
+            self.w("}", 1)
+        self.w("float acc[MI][NI][4];  // C_r (carried)", 1)
         self.w("SYNTH_UNROLL for (int mi = 0; mi < MI; ++mi)", 1)
         self.w("SYNTH_UNROLL for (int ni = 0; ni < NI; ++ni)", 2)
         self.w("SYNTH_UNROLL for (int e = 0; e < 4; ++e) acc[mi][ni][e] = 0.0f;", 3)
         for b in self.frag_buffers():
             dims = "[MI][4]" if b.name[0] == "A" else "[NI][2]"
-            slots = f"[{b.multiplicity}]" if b.multiplicity > 1 else ""
-            steps = ", ".join(str(k) for k in range(self.t.KI) if f"{b.name[0]}_f{k % 2}" == b.name)
-            self.w(f"uint32_t {b.name}{slots}{dims};{' ' * max(1, 20 - len(b.name + slots + dims))}"
+            steps = ", ".join(str(k) for k in range(t.KI) if f"{b.name[0]}_f{k % 2}" == b.name)
+            self.w(f"uint32_t {b.name}{dims};{' ' * max(1, 16 - len(b.name + dims))}"
                    f"// {b.name[0]} fragments of k16 step{'s' if ',' in steps else ''} {steps} (ldmatrix.x4)", 1)
         self.w()
         for part in p.parts:
-            n = _extent(p, part)
+            n = extent(p, part)
             if part.name == "body":
                 self.body(part, n)
             else:
                 self.w(f"// ---- {part.name}: {n} step{'s' if n != 1 else ''}, fully unrolled", 1)
                 for i in range(n):
                     self.w(f"{{  // {part.name} {part.var} = {i}", 1)
-                    self.stmts(part, 2, (i,))
+                    self.stmts(part, 2, i)
                     self.w("}", 1)
         self.w()
-        self.epilogue_store()
+        self.store()
         self.w("}")
 
+    # -- the body loop
+    def rotations(self, part: Part) -> None:
+        """Declare the rotating slot offsets the body's shared accesses use (``self.rot``)."""
+        for s in part.stmts:
+            if not isinstance(s, OpStmt):
+                continue
+            for a in (*s.reads, *s.writes):
+                if a.buffer in SHARED:
+                    d = self.rot_offset(part, a.buffer, a.slot)
+                    if d is not None:
+                        key = (self.group(a.buffer), d)
+                        if key not in self.rot:
+                            self.rot[key] = f"so_{self.group(a.buffer)}{d}"
+
+    def group(self, buf: str) -> str:
+        return "AB" if self.paired else buf[0]
+
+    def rot_offset(self, part: Part, buf: str, slot: Expr) -> Optional[int]:
+        """``d`` when ``slot`` is ``(i + d) % M`` over the body's steps (M = the buffer's slots), else None."""
+        m = self.mult[buf]
+        if m == 1:
+            return None
+        n = extent(self.p, part)
+        vals = [int(evaluate(slot, step_env(self.p, part, i))) for i in range(min(n, 2 * m))]
+        d = vals[0] if vals else 0
+        return d if all(v == (d + i) % m for i, v in enumerate(vals)) else None
+
     def body(self, part: Part, n: int) -> None:
-        u = self.info.body_unroll
-        self.w(f"// ---- body: {n} steps" + (f", unrolled x{u} (register fragment slots are static)" if u > 1
-                                               else ""), 1)
-        main = n - n % u
-        if u == 1 and n:
-            self.w("SYNTH_NO_UNROLL", 1)
-            self.w(f"for (int {part.var} = 0; {part.var} < {n}; ++{part.var}) {{", 1)
-            self.stmts(part, 2, tuple(range(n)))
-            self.w("}", 1)
+        self.w(f"// ---- body: {n} steps", 1)
+        if not n:
             return
-        if main:
-            self.w("SYNTH_NO_UNROLL", 1)
-            self.w(f"for (int i0 = 0; i0 < {main}; i0 += {u}) {{", 1)
-            for k in range(u):
-                self.w(f"{{  // body {part.var} = i0 + {k}", 2)
-                self.w(f"const int {part.var} = i0 + {k};", 3)
-                self.stmts(part, 3, tuple(range(k, main, u)))
-                self.w("}", 2)
-            self.w("}", 1)
-        for k in range(n % u):
-            self.w(f"{{  // body remainder {part.var} = {main + k}", 1)
-            self.stmts(part, 2, (main + k,))
-            self.w("}", 1)
+        self.rotations(part)
+        for (g, d), name in sorted(self.rot.items()):
+            buf = "A_s" if g in ("AB", "A") else "B_s"
+            self.w(f"int {name} = {d * self.stride[buf]};  // slot i + {d} (mod {self.mult[buf]}) times "
+                   f"{'A_STRIDE' if buf == 'A_s' else 'B_STRIDE'}, rotated each step", 1)
+        self.w("SYNTH_NO_UNROLL", 1)
+        self.w(f"for (int {part.var} = 0; {part.var} < {n}; ++{part.var}) {{", 1)
+        self.stmts(part, 2, None)
+        self.w("// next step: the copies' sources move one k-tile, the slot offsets rotate", 2)
+        if self.loads_in_body:
+            self.w("SYNTH_UNROLL for (int c = 0; c < A_CHUNKS; ++c) a_g[c] += BK;", 2)
+            self.w("SYNTH_UNROLL for (int c = 0; c < B_CHUNKS; ++c) b_g[c] += BK;", 2)
+        for (g, d), name in sorted(self.rot.items()):
+            buf = "A_s" if g in ("AB", "A") else "B_s"
+            st = "A_STRIDE" if buf == "A_s" else "B_STRIDE"
+            self.w(f"{name} = {name} == {self.mult[buf] - 1} * {st} ? 0 : {name} + {st};", 2)
+        self.w("}", 1)
 
     # -- statements
-    def const(self, part: Part, e: Expr, iset: tuple[int, ...]) -> Optional[int]:
-        """The value of ``e`` when it is the same at every ``i`` in ``iset``, else None."""
-        vals = {evaluate(e, _env(self.p, part, i)) for i in iset}
-        return int(next(iter(vals))) if len(vals) == 1 else None
+    def value(self, part: Part, e: Expr, step: Optional[int]) -> Optional[int]:
+        """The value of ``e`` at prologue/epilogue step ``step``; in the body (``step`` None) when
+        it is the same at every step, else None."""
+        if step is not None:
+            return int(evaluate(e, step_env(self.p, part, step)))
+        n = extent(self.p, part)
+        vals = {int(evaluate(e, step_env(self.p, part, i))) for i in range(n)}
+        return next(iter(vals)) if len(vals) == 1 else None
 
-    def stmts(self, part: Part, ind: int, iset: tuple[int, ...]) -> None:
-        """Statements of ``part`` for the steps ``iset`` (one copy of code runs them all)."""
+    def stmts(self, part: Part, ind: int, step: Optional[int]) -> None:
+        """Statements of ``part`` at ``step`` (None: the body loop), runs of ops woven."""
+        run: list[OpStmt] = []
         for k, s in enumerate(part.stmts):
             guard = None
             if s.guard is not None:
-                g = self.const(part, s.guard, iset)
+                g = self.value(part, s.guard, step)
                 if g is None:
                     guard = c_expr(simplify(s.guard))
                 elif not g:
                     continue
-            b = self.bar.get((part.name, iset[0] if part.name != "body" else None, k))
+            b = self.bar.get((part.name, step if part.name != "body" else None, k))
+            if isinstance(s, OpStmt) and guard is None and b is None:
+                run.append(s)
+                continue
+            self.run(part, run, ind, step)
+            run = []
             gi = ind
             if guard is not None:
                 self.w(f"if ({guard}) {{", ind)
@@ -525,122 +497,194 @@ class _Writer:
             if isinstance(s, CommitStmt):
                 self.w(f"synth_cp_async_commit();  // commit group {s.group} of queue {s.queue}", gi)
             elif isinstance(s, WaitStmt):
-                self.wait(part, s, gi, iset)
+                self.wait(part, s, gi, step)
+            elif guard is not None:
+                self.run(part, [s], gi, step)
             else:
-                self.op(part, s, gi, iset)
+                run.append(s)
             if guard is not None:
                 self.w("}", ind)
+        self.run(part, run, ind, step)
 
-    def wait(self, part: Part, s: WaitStmt, ind: int, iset: tuple[int, ...]) -> None:
+    def wait(self, part: Part, s: WaitStmt, ind: int, step: Optional[int]) -> None:
         wt = self.p.waits[s.wait]
         note = f"wait #{s.wait} before {wt.before}"
-        n = self.const(part, wt.in_flight, iset)
+        n = self.value(part, wt.in_flight, step)
         if n is not None:
             self.w(f"synth_cp_async_wait<{n}>();  // {note}: groups in flight <= {n}", ind)
             return
-        vals = sorted({int(evaluate(wt.in_flight, _env(self.p, part, i))) for i in iset})
+        vals = sorted({int(evaluate(wt.in_flight, step_env(self.p, part, i))) for i in range(extent(self.p, part))})
         self.w(f"switch ({c_expr(wt.in_flight)}) {{  // {note}: count {to_str(wt.in_flight)}", ind)
         for v in vals[1:]:
             self.w(f"case {v}: synth_cp_async_wait<{v}>(); break;", ind + 1)
         self.w(f"default: synth_cp_async_wait<{vals[0]}>(); break;", ind + 1)
         self.w("}", ind)
 
-    def slot(self, part: Part, buf: str, slot: Expr, iset: tuple[int, ...]) -> str:
-        """C text of a slot index of ``buf``: a number when it is static over ``iset``."""
-        if self.mult[buf] == 1:
-            return "0"
-        v = self.const(part, slot, iset)
+    def slot_off(self, part: Part, buf: str, slot: Expr, step: Optional[int]) -> str:
+        """C text of the byte offset of slot ``slot`` of ``buf`` (a number, or a rotating register)."""
+        v = self.value(part, slot, step)
         if v is not None:
-            return str(v)
-        if self.p.buffer(buf).space == "register":
-            raise SynthError(None, f"slot {to_str(slot)} of register buffer {buf} is not static in the unrolled "
-                             "body", "report this: the body unroll should make it static")
-        return c_expr(slot)
+            return str(v * self.stride[buf])
+        d = self.rot_offset(part, buf, slot)
+        if d is not None:
+            return self.rot[(self.group(buf), d)]
+        return f"({c_expr(slot)}) * {'A_STRIDE' if buf == 'A_s' else 'B_STRIDE'}"
 
-    def op(self, part: Part, s: OpStmt, ind: int, iset: tuple[int, ...]) -> None:
-        v = s.iteration
-        vc = self.const(part, v, iset)
-        vtxt = str(vc) if vc is not None else c_expr(v)
-        vshow = vtxt if vc is not None else to_str(v)
+    def tile_rel(self, part: Part, it: Expr, step: Optional[int]) -> str:
+        """k-tile ``it`` relative to where the copies' pointers stand (0 before the body, the body
+        step inside it, the body's extent after it), in k-tiles."""
+        if part.name == "prologue":
+            base: Expr = Num(0)
+        elif part.name == "body":
+            base = Var(part.var)
+        else:
+            base = Num(extent(self.p, self.p.part("body")) if self.loads_in_body else 0)
+        rel = simplify(Bin("-", it, base))
+        v = self.value(part, rel, step)
+        if v is None:
+            raise SynthError(None, f"{self.p.name}: a load's k-tile {to_str(it)} is not a constant distance from "
+                             f"the {part.name}'s step", "report this: gemm loads run at i + constant")
+        return str(v)
 
-        def sshow(a) -> str:
-            x = self.const(part, a.slot, iset)
-            return str(x) if x is not None else to_str(a.slot)
-
-        def slot(a) -> str:
-            return self.slot(part, a.buffer, a.slot, iset)
-
-        if s.op in LOADS:
-            buf, mat = LOADS[s.op]
-            wacc = s.writes[0]
-            sl = slot(wacc)
-            self.w(f"{{  // {s.op}: k-tile {vshow} -> {buf}[{sshow(wacc)}] (cp.async, zero-fill)", ind)
-            self.w(f"const int gk = ({vtxt}) * BK;", ind + 1)
-            self.w("const int rem = (K - gk - ld_kc * 8) * 2;", ind + 1)
-            self.w("const int kbytes = rem >= 16 ? 16 : (rem > 0 ? rem : 0);", ind + 1)
-            self.w(f"unsigned char* const dst = {buf} + ({sl}) * {mat}_TILE;", ind + 1)
-            self.w(f"const half* src = {mat.lower()}_src + gk;", ind + 1)
-            self.w(f"SYNTH_UNROLL for (int c = 0; c < {mat}_CHUNKS; ++c) {{", ind + 1)
-            self.w(f"const int bytes = c * LD_ROWS < {mat.lower()}_rows ? kbytes : 0;", ind + 2)
-            self.w(f"synth_cp_async_16(dst + swz(ld_r + c * LD_ROWS, ld_kc), bytes > 0 ? src : {mat}, bytes);",
-                   ind + 2)
-            self.w("src += ld_step;", ind + 2)
-            self.w("}", ind + 1)
-            self.w("}", ind)
-        elif S2R_RE.match(s.op):
-            mat, kk = S2R_RE.match(s.op).group(1), int(S2R_RE.match(s.op).group(2))
-            racc, wacc = s.reads[0], s.writes[0]
-            sbuf = racc.buffer
-            ssl = slot(racc)
-            dst = self.frag(part, wacc, iset)
-            self.w(f"{{  // {s.op}: k-tile {vshow}, k16 step {kk}: {sbuf}[{sshow(racc)}] -> {dst} (ldmatrix.x4)",
-                   ind)
-            self.w(f"const unsigned char* const src = {sbuf} + ({ssl}) * {mat}_TILE;", ind + 1)
-            if mat == "A":
-                self.w("SYNTH_UNROLL for (int mi = 0; mi < MI; ++mi)", ind + 1)
-                self.w(f"synth_ldmatrix_x4({dst}[mi], src + swz_step(a_ld, mi, {kk}));", ind + 2)
+    def units(self, part: Part, s: OpStmt, step: Optional[int]) -> list[_Unit]:
+        """The instructions of ``s`` (one line each), annotated with the op."""
+        t = self.t
+        it = s.iteration
+        itv = self.value(part, it, step)
+        ktxt = str(itv) if itv is not None else to_str(it)
+        out: list[_Unit] = []
+        if (m := LOAD_RE.match(s.op)):
+            j = int(m.group(1))
+            rel = self.tile_rel(part, it, step)
+            if itv is None:
+                n = extent(self.p, part)
+                zero = ("16" if all(evaluate(it, step_env(self.p, part, i)) != 0 for i in range(n))
+                        else f"(({c_expr(it)}) == 0 ? k0_bytes : 16)")
             else:
-                self.w("SYNTH_UNROLL for (int np = 0; np < NI / 2; ++np) {", ind + 1)
-                self.w("uint32_t f[4];", ind + 2)
-                self.w(f"synth_ldmatrix_x4(f, src + swz_step(b_ld, np, {kk}));", ind + 2)
-                self.w(f"{dst}[2 * np][0] = f[0];", ind + 2)
-                self.w(f"{dst}[2 * np][1] = f[1];", ind + 2)
-                self.w(f"{dst}[2 * np + 1][0] = f[2];", ind + 2)
-                self.w(f"{dst}[2 * np + 1][1] = f[3];", ind + 2)
-                self.w("}", ind + 1)
-            self.w("}", ind)
-        elif MMA_RE.match(s.op):
-            kk = int(MMA_RE.match(s.op).group(1))
-            fa = self.frag(part, next(a for a in s.reads if a.buffer.startswith("A_f")), iset)
-            fb = self.frag(part, next(a for a in s.reads if a.buffer.startswith("B_f")), iset)
-            self.w(f"{{  // {s.op}: k-tile {vshow}, k16 step {kk}: C_r += {fa} * {fb} (mma.sync m16n8k16)", ind)
-            self.w("SYNTH_UNROLL for (int mi = 0; mi < MI; ++mi)", ind + 1)
-            self.w("SYNTH_UNROLL for (int ni = 0; ni < NI; ++ni)", ind + 2)
-            self.w(f"synth_mma_16816(acc[mi][ni], {fa}[mi], {fb}[ni], acc[mi][ni]);", ind + 3)
-            self.w("}", ind)
-        else:  # pragma: no cover - _check_supported
+                zero = "k0_bytes" if itv == 0 else "16"
+            wacc = {a.buffer: a for a in s.writes}
+            for mat, total in (("A", t.a_chunks_per_thread), ("B", t.b_chunks_per_thread)):
+                buf = f"{mat}_s"
+                so = self.slot_off(part, buf, wacc[buf].slot, step)
+                x = mat.lower()
+                for c in share_chunks(total, self.P, j):
+                    src = f"{x}_g[{c}]" + (f" + {rel} * BK" if rel != "0" else "")
+                    out.append(_Unit("ldg", f"synth_cp_async_16(smem + {so} + {x}_st[{c}], {src}, {zero});  "
+                                            f"// {s.op}: {mat} chunk {c} of k-tile {ktxt}"))
+            return out
+        if (m := S2R_RE.match(s.op)):
+            mat, kk = m.group(1), int(m.group(2))
+            racc, wacc = s.reads[0], s.writes[0]
+            so = self.slot_off(part, racc.buffer, racc.slot, step)
+            dst = wacc.buffer
+            cpr = self.cfg.BK // 8
+            n = t.MI if mat == "A" else t.NI // 2
+            for q in range(n):
+                x = ((kk & 3) << 5) ^ (((q & 1) << 6) if cpr == 2 else 0)
+                y = (kk >> 2) * 128 + q * 256 * cpr
+                addr = f"smem + {so} + ({mat.lower()}_ld ^ {x}) + {y}"
+                note = f"// {s.op}: k-tile {ktxt}"
+                if mat == "A":
+                    out.append(_Unit("lds", f"synth_ldmatrix_x4({dst}[{q}], {addr});  {note}, m16 tile {q}"))
+                else:
+                    out.append(_Unit("lds", f"synth_ldmatrix_x4(*reinterpret_cast<uint32_t(*)[4]>(&{dst}[{2 * q}][0]), "
+                                            f"{addr});  {note}, n16 tile {q}"))
+            return out
+        m = MMA_RE.match(s.op)
+        if not m:  # pragma: no cover - _check_supported
             raise SynthError(None, f"unknown gemm op {s.op}", "")
+        fa = next(a.buffer for a in s.reads if a.buffer.startswith("A_f"))
+        fb = next(a.buffer for a in s.reads if a.buffer.startswith("B_f"))
+        for mi in range(t.MI):
+            for ni in range(t.NI):
+                out.append(_Unit("mma", f"synth_mma_16816(acc[{mi}][{ni}], {fa}[{mi}], {fb}[{ni}], acc[{mi}][{ni}]);"
+                                        f"  // {s.op}: k-tile {ktxt}" if (mi, ni) == (0, 0) else
+                                 f"synth_mma_16816(acc[{mi}][{ni}], {fa}[{mi}], {fb}[{ni}], acc[{mi}][{ni}]);"))
+        return out
 
-    def frag(self, part: Part, a, iset: tuple[int, ...]) -> str:
-        """C text of the fragment buffer of access ``a`` (with its slot when multi-buffered)."""
-        if self.mult[a.buffer] == 1:
-            return a.buffer
-        return f"{a.buffer}[{self.slot(part, a.buffer, a.slot, iset)}]"
+    def run(self, part: Part, run: list[OpStmt], ind: int, step: Optional[int]) -> None:
+        """Emit a run of op statements (nothing between them orders memory): every ldmatrix and
+        cp.async is woven into the mma.sync of the nearest k16 step it is independent of."""
+        if not run:
+            return
+        mmas = [k for k, s in enumerate(run) if MMA_RE.match(s.op)]
+        host: dict[int, Optional[int]] = {}
+        for k, s in enumerate(run):
+            if k in mmas:
+                continue
+            writes = {a.buffer for a in s.writes}
+            nxt = next((h for h in mmas if h > k), None)
+            prev = next((h for h in reversed(mmas) if h < k), None)
+            if nxt is not None and not writes & {a.buffer for a in run[nxt].reads}:
+                host[k] = nxt
+            elif LOAD_RE.match(s.op) and prev is not None:
+                host[k] = prev  # a copy after the last k16 step of the run: woven back into it
+            else:
+                host[k] = None
+        guests: dict[int, list[_Unit]] = {h: [] for h in mmas}
+        for k in sorted(host):
+            if host[k] is not None:
+                guests[host[k]].extend(self.units(part, run[k], step))
+        for k, s in enumerate(run):
+            if k in mmas:
+                self.weave(self.units(part, s, step), guests[k], ind)
+            elif host[k] is None:
+                for u in self.units(part, s, step):
+                    self.w(u.line, ind)
 
-    def epilogue_store(self) -> None:
-        self.w("// ---- store C_r (bounds-checked: M and N need not be tile multiples)", 1)
-        self.w("SYNTH_UNROLL for (int mi = 0; mi < MI; ++mi)", 1)
+    def weave(self, mma: list[_Unit], guests: list[_Unit], ind: int) -> None:
+        """``mma`` with ``guests`` interleaved: ldmatrix spread over the first ``len(mma) - LDSM_LEAD``
+        mma.sync (all before the first when the step is shorter), cp.async over all of them."""
+        h = len(mma)
+        before: dict[int, list[_Unit]] = {j: [] for j in range(h)}
+        lds = [u for u in guests if u.kind == "lds"]
+        ldg = [u for u in guests if u.kind == "ldg"]
+        span = max(1, h - LDSM_LEAD)
+        for q, u in enumerate(lds):
+            before[q * span // len(lds)].append(u)
+        for q, u in enumerate(ldg):
+            before[min(h - 1, (2 * q + 1) * h // (2 * len(ldg)))].append(u)
+        for j, u in enumerate(mma):
+            for g in before[j]:
+                self.w(g.line, ind)
+            self.w(u.line, ind)
+
+    # -- the C store
+    def store(self) -> None:
+        self.w("// ---- store: C = alpha * acc + beta * C_in, staged through shared memory one m16 band at a", 1)
+        self.w("// time (8-byte fragment stores, 16-byte row loads), 128-bit global loads and stores", 1)
+        self.w("synth_cp_async_wait<0>();  // store: no copy may land in the staging area", 1)
+        self.w("synth_syncthreads();  // store: every warp has finished reading the pipeline's slots", 1)
+        self.w("float* const c_stage = reinterpret_cast<float*>(smem) + warp * (16 * C_LD);", 1)
+        self.w("SYNTH_UNROLL for (int mi = 0; mi < MI; ++mi) {", 1)
         self.w("SYNTH_UNROLL for (int ni = 0; ni < NI; ++ni) {", 2)
-        self.w("const int row = m0 + warp_m * WTM + mi * 16 + (lane >> 2);", 3)
-        self.w("const int col = n0 + warp_n * WTN + ni * 8 + (lane & 3) * 2;", 3)
-        self.w("SYNTH_UNROLL for (int h = 0; h < 2; ++h) {", 3)
-        self.w("const int rr = row + 8 * h;", 4)
-        self.w("if (rr < M) {", 4)
-        self.w("if (col < N) C[(long long)rr * N + col] = acc[mi][ni][2 * h];", 5)
-        self.w("if (col + 1 < N) C[(long long)rr * N + col + 1] = acc[mi][ni][2 * h + 1];", 5)
+        self.w("float* const p = c_stage + (lane >> 2) * C_LD + ni * 8 + (lane & 3) * 2;", 3)
+        self.w("synth_sts(reinterpret_cast<f32x2*>(p), f32x2{acc[mi][ni][0], acc[mi][ni][1]});", 3)
+        self.w("synth_sts(reinterpret_cast<f32x2*>(p + 8 * C_LD), f32x2{acc[mi][ni][2], acc[mi][ni][3]});", 3)
+        self.w("}", 2)
+        self.w("synth_syncthreads();  // store: the band is in shared memory", 2)
+        self.w("SYNTH_UNROLL for (int v = 0; v < WTN / 8; ++v) {", 2)
+        self.w("const int idx = v * 32 + lane, r = idx / (WTN / 4), c4 = idx % (WTN / 4);", 3)
+        self.w("const f32x4 x = synth_lds(reinterpret_cast<const f32x4*>(c_stage + r * C_LD + c4 * 4));", 3)
+        self.w("const int row = m0 + warp_m * WTM + mi * 16 + r, col = n0 + warp_n * WTN + c4 * 4;", 3)
+        self.w("if (row < M && col < N) {", 3)
+        self.w("const long long o = (long long)row * ldc + col;", 4)
+        self.w("f32x4 y = {alpha * x.x, alpha * x.y, alpha * x.z, alpha * x.w};", 4)
+        self.w("if (col + 4 <= N) {", 4)
+        self.w("if (C_in != nullptr) {", 5)
+        self.w("const f32x4 c = *reinterpret_cast<const f32x4*>(C_in + o);", 6)
+        self.w("y.x += beta * c.x; y.y += beta * c.y; y.z += beta * c.z; y.w += beta * c.w;", 6)
+        self.w("}", 5)
+        self.w("*reinterpret_cast<f32x4*>(C + o) = y;", 5)
+        self.w("} else {  // the last, partial vector of a row (N % 4 != 0): 1 to 3 scalars", 4)
+        for e, f in enumerate("xyz"):
+            self.w(f"if (col + {e} < N) C[o + {e}] = y.{f} + (C_in != nullptr ? beta * C_in[o + {e}] : 0.0f);", 5)
         self.w("}", 4)
         self.w("}", 3)
         self.w("}", 2)
+        self.w("synth_syncthreads();  // store: the band is read before the next one overwrites it", 2)
+        self.w("}", 1)
 
 
-__all__ = ["emit_kernel", "kernel_info", "KernelInfo", "Barrier", "barriers", "api_header", "c_expr"]
+__all__ = ["emit_kernel", "kernel_info", "staging_bytes", "KernelInfo", "Barrier", "barriers", "api_header",
+           "c_expr", "STATUS_CODES", "LDSM_LEAD"]

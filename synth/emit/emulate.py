@@ -73,7 +73,8 @@ class Buf:
             raise EmulatorError(f"buffer {self.name}: unsupported dtype {self.array.dtype}")
 
 
-Arg = Union[Buf, int]
+Arg = Union[Buf, int, float, None]
+"""A kernel argument: a buffer, an ``int``, a ``float`` (C++ ``float``) or None (``nullptr``)."""
 
 
 @dataclass(frozen=True)
@@ -154,6 +155,8 @@ class EmuResult:
     warnings: tuple[str, ...]
     policy: str
     stats: Mapping[str, object]
+    status: int = 0
+    """What the kernel wrote to ``*status`` (0: its run-time preconditions held)."""
 
     @property
     def clean(self) -> bool:
@@ -183,10 +186,16 @@ def launch_inc(kernel_name: str, args: Sequence[Arg]) -> str:
     for i, a in enumerate(args):
         if isinstance(a, Buf):
             parts.append(f"run.buf<{_CTYPES[np.dtype(a.array.dtype)]}>({i})")
+        elif a is None:
+            parts.append("nullptr")
+        elif isinstance(a, (bool, np.bool_)):
+            raise EmulatorError(f"argument {i}: a bool; pass an int")
         elif isinstance(a, (int, np.integer)):
             parts.append(f"run.i32({i})")
+        elif isinstance(a, (float, np.floating)):
+            parts.append(f"run.f32({i})")
         else:
-            raise EmulatorError(f"argument {i}: expected Buf or int, got {type(a).__name__}")
+            raise EmulatorError(f"argument {i}: expected Buf, int, float or None, got {type(a).__name__}")
     call = ", ".join([kernel_name] + parts)
     return f"#define SYNTH_EMU_LAUNCH(run) run.launch({call})\n"
 
@@ -303,6 +312,10 @@ def compile_and_run(kernel_cu: str, kernel_name: str, args: Sequence[Arg], *,
                 (run_dir / f"in{i}.bin").write_bytes(arr.tobytes())
                 out = f"out{i}.bin" if a.out else "-"
                 lines.append(f"arg buf {a.name} {arr.dtype.itemsize} {arr.nbytes} in{i}.bin {out}")
+            elif a is None:
+                lines.append("arg int 0")  # keeps the argument positions; the kernel gets nullptr
+            elif isinstance(a, (float, np.floating)):
+                lines.append(f"arg float {float(a)!r}")
             else:
                 lines.append(f"arg int {int(a)}")
         (run_dir / "launch.txt").write_text("\n".join(lines) + "\n")
@@ -352,30 +365,51 @@ def gemm_inputs(M: int, N: int, K: int, seed: int = 0) -> tuple[np.ndarray, np.n
 
 def emulate_gemm(kernel_cu: str, M: int, N: int, K: int, *, BM: int, BN: int, warps: int, smem_bytes: int,
                  seed: int = 0, policy: str = "default", workdir: str | None = None,
-                 timeout: float = 300.0) -> EmuResult:
-    """Run ``synth_gemm(A, B, C, M, N, K)`` from ``kernel_cu`` and check C = A @ B^T.
+                 timeout: float = 300.0, alpha: float = 1.0, beta: float = 0.0, with_c: bool = False,
+                 lda: int | None = None, ldb: int | None = None, ldc: int | None = None) -> EmuResult:
+    """Run ``synth_gemm`` from ``kernel_cu`` and check ``C = alpha A B^T (+ beta C_in)``.
 
-    A is M x K row-major f16, B is N x K row-major f16 ("TN"), C is M x N f32.
-    Grid (ceil(N/BN), ceil(M/BM)), block 32 * warps threads.
+    A is M x K (row stride ``lda``, default K) f16, B is N x K (``ldb``) f16 ("TN"),
+    C is M x N f32 with row stride ``ldc`` (default N); ``with_c`` passes a random
+    ``C_in`` (same strides), else nullptr. Grid (ceil(N/BN), ceil(M/BM)), block
+    32 * warps threads. Padding columns of C (``ldc > N``) must stay untouched.
+    ``EmuResult.status`` is what the kernel reported (a precondition's code, 0 if none).
     """
-    _check_launch(kernel_cu, K, BM, BN, warps, smem_bytes)
+    lda, ldb, ldc = lda or K, ldb or K, ldc or N
+    _check_launch(kernel_cu, BM, BN, warps, smem_bytes)
     A, B = gemm_inputs(M, N, K, seed)
-    C0 = np.full((M, N), np.nan, dtype=np.float32)  # every entry must be written
-    run = compile_and_run(mark_main_loop(kernel_cu), GEMM_KERNEL,
-                          [Buf("A", A), Buf("B", B), Buf("C", C0, out=True), M, N, K],
+    rng = np.random.default_rng(seed + 1)
+    # buffers at least as wide as the data even when a stride is (deliberately) too small
+    Ap = np.zeros((M, max(lda, K)), np.float16)
+    Ap[:, :K] = A
+    Bp = np.zeros((N, max(ldb, K)), np.float16)
+    Bp[:, :K] = B
+    wc = max(ldc, N)
+    Cin = rng.uniform(-1.0, 1.0, size=(M, wc)).astype(np.float32) if with_c else None
+    C0 = np.full((M, wc), np.nan, dtype=np.float32)  # every entry must be written
+    status = np.zeros(1, np.int32)
+    args: list[Arg] = [Buf("A", Ap), Buf("B", Bp), Buf("C", C0, out=True)]
+    args.append(Buf("C_in", Cin) if Cin is not None else None)
+    args += [M, N, K, lda, ldb, ldc, float(alpha), float(beta), Buf("status", status, out=True)]
+    run = compile_and_run(mark_main_loop(kernel_cu), GEMM_KERNEL, args,
                           grid=(-(-N // BN), -(-M // BM), 1), block=(32 * warps, 1, 1), smem_bytes=smem_bytes,
                           policy=policy, workdir=workdir, timeout=timeout)
-    ref = A.astype(np.float32) @ B.astype(np.float32).T
-    C = run.outputs.get("C", np.full((M, N), np.nan, dtype=np.float32))
+    ref = alpha * (A.astype(np.float32) @ B.astype(np.float32).T)
+    if Cin is not None:
+        ref = ref + beta * Cin[:, :N]
+    Cfull = run.outputs.get("C", np.full((M, wc), np.nan, dtype=np.float32))
+    C = Cfull[:, :N]
+    pad_touched = bool(wc > N and np.any(~np.isnan(Cfull[:, N:])))
     nan_count = int(np.count_nonzero(~np.isfinite(C)))
     diff = np.abs(C.astype(np.float64) - ref)
     max_abs_err = float(np.max(diff)) if nan_count == 0 and C.size else float("inf")
-    ok = (nan_count == 0 and not run.errors
+    ok = (nan_count == 0 and not run.errors and not pad_touched
           and bool(np.all(diff <= F16_ATOL + F16_RTOL * np.abs(ref))))
+    st = run.outputs.get("status", np.zeros(1, np.int32))
     return EmuResult(C=C, max_abs_err=max_abs_err, ok=ok, nan_count=nan_count, early_reads=run.early_reads,
                      hazards=run.hazards, bank_conflicts=run.bank_conflicts, seconds=run.seconds,
                      errors=tuple(run.errors), warnings=tuple(run.warnings),
-                     policy=str(run.stats.get("policy", policy)), stats=run.stats)
+                     policy=str(run.stats.get("policy", policy)), stats=run.stats, status=int(st[0]))
 
 
 def mark_main_loop(kernel_cu: str) -> str:
@@ -412,13 +446,10 @@ def kernel_macros(kernel_cu: str) -> dict[str, int]:
     return out
 
 
-def _check_launch(kernel_cu: str, K: int, BM: int, BN: int, warps: int, smem_bytes: int) -> None:
+def _check_launch(kernel_cu: str, BM: int, BN: int, warps: int, smem_bytes: int) -> None:
     facts = kernel_macros(kernel_cu)
     given = {"BM": BM, "BN": BN, "THREADS": 32 * warps, "SMEM_BYTES": smem_bytes}
     for name, value in given.items():
         if name in facts and facts[name] != value:
             raise EmulatorError(f"kernel.cu says SYNTH_{name} {facts[name]} but the launch uses {value}",
                                 fix="launch with the kernel's own tile, thread and shared-memory sizes")
-    if "BK" in facts and "KTILES" in facts and -(-K // facts["BK"]) != facts["KTILES"]:
-        raise EmulatorError(f"kernel.cu was generated for {facts['KTILES']} k-tiles of {facts['BK']} but K = {K} "
-                            f"needs {-(-K // facts['BK'])}", fix="emit the kernel for this K")

@@ -54,3 +54,9 @@ SYNTH_DEVICE uint32_t synth_lane_id() {
   asm("mov.u32 %0, %%laneid;\n" : "=r"(l));
   return l;
 }
+
+// Plain shared-memory load and store (the emulator instruments them: synth_emu.h).
+template <class T>
+SYNTH_DEVICE T synth_lds(const T* p) { return *p; }
+template <class T>
+SYNTH_DEVICE void synth_sts(T* p, T v) { *p = v; }

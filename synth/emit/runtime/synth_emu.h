@@ -157,6 +157,7 @@ class Runner {
     return static_cast<T*>(buf_ptr(i, sizeof(T)));
   }
   int i32(size_t i);
+  float f32(size_t i);
   template <class... P, class... A>
   void launch(void (*kernel)(P...), A... args) {
     auto run = [&]() { kernel(args...); };

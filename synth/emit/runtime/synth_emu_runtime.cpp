@@ -864,6 +864,7 @@ void synth_emu::sts(void* p, const void* in, int n) {
 //     timeout SECONDS
 //     arg buf NAME ELEM_BYTES NBYTES IN_FILE|- OUT_FILE|-
 //     arg int VALUE
+//     arg float VALUE
 // Every buffer gets 256 guard bytes on both sides; finish() reports a buffer
 // written out of bounds, writes the outputs and RUN_DIR/stats.json.
 namespace synth_emu {
@@ -874,6 +875,7 @@ struct Runner::Impl {
     int elem = 1;
     size_t nbytes = 0;
     long long ival = 0;
+    double fval = 0.0;
     unsigned char* base = nullptr;
     unsigned char* data = nullptr;
   };
@@ -984,6 +986,8 @@ Runner::Runner(int argc, char** argv) : impl_(new Impl) {
         I.alloc(a);
       } else if (a.kind == "int") {
         ls >> a.ival;
+      } else if (a.kind == "float") {
+        ls >> a.fval;
       } else {
         Impl::die("bad arg line: " + line);
       }
@@ -1008,6 +1012,8 @@ void* Runner::buf_ptr(size_t i, size_t elem) {
 }
 
 int Runner::i32(size_t i) { return (int)impl_->arg(i, "int").ival; }
+
+float Runner::f32(size_t i) { return (float)impl_->arg(i, "float").fval; }
 
 void Runner::launch_body(Body body, void* closure) {
   auto t0 = std::chrono::steady_clock::now();
