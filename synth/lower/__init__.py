@@ -8,31 +8,34 @@ its inputs.
 
 Global step ``J`` runs over ``0 .. T + S - 1`` (``S`` = max stage); an op of
 stage ``s`` works on original iteration ``J - s`` when ``0 <= J - s < T``. The
-prologue is ``J = i`` (extent ``S``), the body ``J = i + S`` (extent ``T - S``),
-the epilogue ``J = i + T`` (extent ``S``).
+prologue is ``J = i`` (extent ``min(T, S)``), the body ``J = i + S`` (extent
+``max(T - S, 0)``), the epilogue ``J = i + T`` (extent ``S``). Any trip count
+``T >= 1`` is allowed, symbolic or not: a loop shorter than the pipeline has no
+body step, and guards in ``i`` and ``T`` keep every op inside its iterations.
 
-Steps, one function each:
+Steps, one module each:
 
-1. :func:`_check_trip_count` -- the pipeline needs ``min_trip_count >= S + 1``.
-2. :func:`_commit_groups` -- maximal runs of async ops of one queue and one stage,
-   adjacent in the body order (split where an op needs a result of its own run);
-   how predicated ops commit (``predicate_strategy``).
-3. :func:`_requirements` -- every group instance that must be complete before a
+1. :mod:`.context` -- the parts, the structural guards, the commit groups and the
+   memoised conditions every later step asks for (:class:`~.context.Context`).
+2. :mod:`.groups` -- maximal runs of async ops of one queue and one stage, adjacent
+   in the body order (split where an op needs a result of its own run); how
+   predicated ops commit (``predicate_strategy``).
+3. :mod:`.requirements` -- every group instance that must be complete before a
    statement runs: reads (and explicit deps) of async results (RAW), and slots an
    async reader may still be reading when a writer reuses them (WAR).
-4. :func:`_wait_count` -- per part, statement and queue: the number of groups
+4. :mod:`.counts` -- per part, statement and queue: the number of groups
    committed after the awaited one (an exact sum of indicators), then the simplest
-   expression in the part's ``i`` equal to it (constant, affine, piecewise, or the
-   exact sum); every candidate is checked with Z3 over the part's whole domain.
-5. :func:`_drop_implied` -- waits implied by others: by an earlier wait of the same
+   expression in the part's ``i`` (and ``T``) equal to it (constant, affine,
+   piecewise, ``min`` with an affine cap, or the exact sum); every candidate is
+   checked with Z3 over the part's whole domain, every allowed ``T`` included.
+5. :mod:`.implied` -- waits implied by others: by an earlier wait of the same
    step, and in the body by the previous steps' waits (RFC 0077's remark that
    ``wait(0, 3)`` is redundant after the previous iteration's ``wait(0, 2)``).
-6. :func:`_assemble` -- statements of each part.
+6. :mod:`.assemble` -- statements of each part.
 
-Modules, in step order: :mod:`.context` (step 1, parts and the context),
-:mod:`.groups` (step 2), :mod:`.requirements` (step 3), :mod:`.counts` (step 4),
-:mod:`.implied` (step 5), :mod:`.assemble` (step 6), with :mod:`.prover` (Z3) and
-:mod:`.exprs` (expression helpers, :func:`pretty_condition`).
+Helpers: :mod:`.prover` (Z3) and :mod:`.exprs` (expression helpers,
+:func:`pretty_condition`). Imports go one way: exprs <- prover, groups <- context
+<- requirements <- counts <- implied <- assemble <- this module.
 
 Left out on purpose: no dynamic in-flight counter for predicated producers (the
 predicate strategies cover them, see ``docs/lowering.md``); no hoisting of a
@@ -47,12 +50,12 @@ from ..graph import Graph
 from ..problem import Problem
 from ..program import Program
 from ..schedule import Schedule
+from .assemble import assemble
+from .context import Context
+from .counts import initial_waits
 from .exprs import pretty_condition
-from .context import _check_trip_count, _Ctx
-from .requirements import _requirements
-from .counts import _initial_waits
-from .implied import _drop_implied
-from .assemble import _assemble
+from .implied import drop_implied
+from .requirements import requirements
 
 
 STRATEGIES = ("auto", "always_commit", "naive")
@@ -61,8 +64,8 @@ STRATEGIES = ("auto", "always_commit", "naive")
 
 def lower(problem: Problem, graph: Graph, schedule: Schedule, *,
           predicate_strategy: str = "auto") -> Program:
-    """The pipelined program of ``schedule``; raises :class:`SynthError` when the
-    trip count may be smaller than the number of stages.
+    """The pipelined program of ``schedule``, correct for every trip count the problem
+    allows (``T >= min_trip_count >= 1``), loops shorter than the pipeline included.
 
     ``predicate_strategy`` says how a predicated async op (``when:``) keeps the
     queue accounting right:
@@ -75,15 +78,19 @@ def lower(problem: Problem, graph: Graph, schedule: Schedule, *,
     * ``"naive"``: groups of predicated ops commit only when a predicate holds, but
       the counts assume every group commits. Unsafe on purpose: it lets the
       verifier's tests show such a program refuted.
+
+    Raises :class:`ValueError` for an unknown strategy and :class:`SynthError` for a
+    schedule whose slots are too few or whose consumer needs an uncommitted group.
     """
     if predicate_strategy not in STRATEGIES:
         raise ValueError(f"predicate_strategy must be one of {STRATEGIES}, not {predicate_strategy!r}")
-    _check_trip_count(problem, schedule)
-    ctx = _Ctx.make(problem, graph, schedule, predicate_strategy)
-    reqs = _requirements(ctx)
-    waits = _initial_waits(ctx, reqs)
-    waits, dropped = _drop_implied(ctx, waits)
-    return _assemble(ctx, waits, dropped)
+    if problem.loop.min_trip_count < 1:
+        raise ValueError(f"min_trip_count must be at least 1, not {problem.loop.min_trip_count}")
+    ctx = Context.make(problem, graph, schedule, predicate_strategy)
+    reqs = requirements(ctx)
+    waits = initial_waits(ctx, reqs)
+    waits, dropped = drop_implied(ctx, waits)
+    return assemble(ctx, waits, dropped)
 
 
 __all__ = ["lower", "pretty_condition", "STRATEGIES"]

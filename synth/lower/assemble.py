@@ -12,20 +12,20 @@ from typing import Optional
 
 from ..expr import Bin, Expr, Num, Var, evaluate, free_vars, simplify, to_str
 from ..program import Access, CommitStmt, OpStmt, Part, ProgBuffer, ProgOp, Program, Stmt, Wait, WaitStmt
-from .exprs import FALSE, _norm, _add_e, _sub_e, _aff_expr
-from .context import _PartInfo, _Ctx
-from .requirements import _Req, _producer_edges, _req_text
-from .counts import _WaitKey, _Wait, _guard
-from .implied import _Cover
+from .exprs import FALSE, norm, add_e, sub_e, aff_expr
+from .context import PartInfo, Context
+from .requirements import Req, producer_edges, req_text
+from .counts import WaitKey, WaitPlan
+from .implied import Cover
 
 
-def _iteration(ctx: _Ctx, part: _PartInfo, stage: int) -> Expr:
-    return _aff_expr(simplify(_sub_e(_add_e(Var(ctx.var), part.offset), Num(stage))), ctx.var)
+def _iteration(ctx: Context, part: PartInfo, stage: int) -> Expr:
+    return aff_expr(simplify(sub_e(add_e(Var(ctx.var), part.offset), Num(stage))), ctx.var)
 
 
-def _access(ctx: _Ctx, part: _PartInfo, buf: str, version: Expr, stage: int, producer: Optional[str]) -> Access:
+def _access(ctx: Context, part: PartInfo, buf: str, version: Expr, stage: int, producer: Optional[str]) -> Access:
     m = ctx.sched.mult(buf)
-    version = _aff_expr(simplify(version), ctx.var)
+    version = aff_expr(simplify(version), ctx.var)
     slot: Expr = Bin("%", version, Num(m))
     if m == 1:
         slot = Num(0)
@@ -33,46 +33,45 @@ def _access(ctx: _Ctx, part: _PartInfo, buf: str, version: Expr, stage: int, pro
         rng = _range(ctx, part, stage, version)
         if rng is not None and 0 <= rng[0] and rng[1] < m:
             slot = Num(rng[0]) if rng[0] == rng[1] else version
-    return Access(buf, _norm(version), _norm(slot), producer)
+    return Access(buf, norm(version), norm(slot), producer)
 
 
-def _range(ctx: _Ctx, part: _PartInfo, stage: int, version: Expr) -> Optional[tuple[int, int]]:
-    """Values of ``version`` where a stage-``stage`` op runs in ``part``; None if unbounded."""
-    if free_vars(version) - {ctx.var}:
-        return None
-    try:
-        ext = int(evaluate(part.extent, {}))
-    except KeyError:
+def _range(ctx: Context, part: PartInfo, stage: int, version: Expr) -> Optional[tuple[int, int]]:
+    """Values of ``version`` where a stage-``stage`` op may run in ``part`` (a superset when
+    the extent depends on ``T``: every ``i`` below its bound); None if unbounded."""
+    g = ctx.guard(part, stage)
+    if free_vars(version) - {ctx.var} or part.bound is None or (g is not None and free_vars(g) - {ctx.var}):
         return None
     env_ok = []
-    g = _guard(ctx, part, stage)
-    for i in range(ext):
+    for i in range(part.bound):
         if g is None or evaluate(g, {ctx.var: i}):
             env_ok.append(int(evaluate(version, {ctx.var: i})))
     return (min(env_ok), max(env_ok)) if env_ok else None
 
 
-def _assemble(ctx: _Ctx, waits: dict[_WaitKey, _Wait],
-              dropped: list[tuple[_Wait, list[tuple[_Req, _Cover]]]]) -> Program:
+def assemble(ctx: Context, waits: dict[WaitKey, WaitPlan],
+             dropped: list[tuple[WaitPlan, list[tuple[Req, Cover]]]]) -> Program:
+    """The program: each part's statements in body order (ops with guards, accesses, commits,
+    the kept waits), its waits, and notes (predicates, dropped waits, slot counts)."""
     p, s = ctx.problem, ctx.sched
     prog_waits: list[Wait] = []
     parts = []
     for part in ctx.parts:
         stmts: list[Stmt] = []
         for posn, o in enumerate(ctx.body):
-            guard = _guard(ctx, part, s.stage[o])
+            guard = ctx.guard(part, s.stage[o])
             if guard == FALSE or part.extent == Num(0):
                 continue
             for q in range(len(p.target.async_units)):
-                w = waits.get(_WaitKey(part.name, posn, q))
+                w = waits.get(WaitKey(part.name, posn, q))
                 if w is None:
                     continue
                 prog_waits.append(Wait(part.name, q, w.count, p.ops[o].name, None, w.reason))
                 stmts.append(WaitStmt(len(prog_waits) - 1, w.guard))
             it = _iteration(ctx, part, s.stage[o])
             reads = []
-            for buf, a, d in _producer_edges(ctx, o):
-                reads.append(_access(ctx, part, buf, _sub_e(it, Num(d)), s.stage[o], p.ops[a].name))
+            for buf, a, d in producer_edges(ctx, o):
+                reads.append(_access(ctx, part, buf, sub_e(it, Num(d)), s.stage[o], p.ops[a].name))
             writes = [_access(ctx, part, buf, it, s.stage[o], None) for buf in p.ops[o].writes]
             gid = ctx.group_of.get(o)
             stmts.append(OpStmt(p.ops[o].name, it, guard, gid, tuple(reads), tuple(writes)))
@@ -86,12 +85,12 @@ def _assemble(ctx: _Ctx, waits: dict[_WaitKey, _Wait],
             assert c is not None
             if c.m == 0:
                 continue  # a later statement of the same step under an equal or stricter wait
-            by = waits.get(_WaitKey(w.key.part, c.pos, r.queue))
+            by = waits.get(WaitKey(w.key.part, c.pos, r.queue))
             by_name = p.ops[ctx.body[c.pos]].name
             when = "one iteration earlier" if c.m == 1 else f"{c.m} iterations earlier"
             cnt = to_str(by.count) if by is not None else "?"
             notes.append(f"{w.key.part}: no async_wait_queue({r.queue}, {to_str(w.count)}) before "
-                         f"{p.ops[w.op].name}: {_req_text(ctx, r)} is already complete after "
+                         f"{p.ops[w.op].name}: {req_text(ctx, r)} is already complete after "
                          f"async_wait_queue({r.queue}, {cnt}) before {by_name} {when}")
     notes += _slot_notes(ctx)
     return Program(
@@ -104,7 +103,7 @@ def _assemble(ctx: _Ctx, waits: dict[_WaitKey, _Wait],
         parts=tuple(parts), waits=tuple(prog_waits), notes=tuple(dict.fromkeys(notes)))
 
 
-def _slot_notes(ctx: _Ctx) -> list[str]:
+def _slot_notes(ctx: Context) -> list[str]:
     """Buffers given an extra slot because an async op reads them."""
     from ..schedule import multiplicity
 

@@ -1,6 +1,6 @@
 """Step 4 of the lowering: wait counts.
 
-Input: the context and the requirements. Output: one :class:`_Wait` per part,
+Input: the context and the requirements. Output: one :class:`WaitPlan` per part,
 statement and queue that some live requirement needs: its count is the number of
 groups committed after the awaited one (an exact sum of indicators), rewritten as
 the simplest expression in the part's ``i`` equal to it (constant, affine,
@@ -14,12 +14,12 @@ from dataclasses import dataclass
 from typing import Optional
 
 from ..expr import Bin, Call, Expr, Ite, Num, Un, Var, evaluate, free_vars, simplify
-from .exprs import TRUE, FALSE, _norm, _and, _conjuncts, _aff_expr, _pretty_bool
-from .context import _PartInfo, _Ctx
-from .requirements import _Req, _reason
+from .exprs import TRUE, FALSE, norm, conj, conjuncts, aff_expr, pretty_bool
+from .context import PartInfo, Context
+from .requirements import Req, reason
 
 
-def _between(ctx: _Ctx, part: _PartInfo, r: _Req, m: int, pos: int) -> list[Expr]:
+def between(ctx: Context, part: PartInfo, r: Req, m: int, pos: int) -> list[Expr]:
     """Groups of ``r.queue`` committed after the awaited instance (step ``J - r.delta``)
     and before position ``pos`` of step ``J - m``: one condition per possible commit
     (the count is the number that hold), in ``part``'s i."""
@@ -35,7 +35,7 @@ def _between(ctx: _Ctx, part: _PartInfo, r: _Req, m: int, pos: int) -> list[Expr
     return out
 
 
-def _count_of(conds: list[Expr]) -> Expr:
+def count_of(conds: list[Expr]) -> Expr:
     """``sum(c ? 1 : 0)``."""
     total: Expr = Num(0)
     for c in conds:
@@ -43,39 +43,39 @@ def _count_of(conds: list[Expr]) -> Expr:
     return total
 
 
-def _needed(ctx: _Ctx, part: _PartInfo, r: _Req) -> Expr:
+def needed(ctx: Context, part: PartInfo, r: Req) -> Expr:
     """The awaited instance exists: its group runs in step ``J - delta``."""
     return ctx.runs(ctx.groups[r.group].stage, ctx.step(part, r.delta))
 
 
-def _executes(ctx: _Ctx, part: _PartInfo, op: int) -> Expr:
+def executes(ctx: Context, part: PartInfo, op: int) -> Expr:
     return ctx.runs(ctx.sched.stage[op], ctx.step(part))
 
 
 @dataclass(frozen=True)
-class _WaitKey:
+class WaitKey:
     part: str
     pos: int
     queue: int
 
 
 @dataclass
-class _Wait:
-    key: _WaitKey
+class WaitPlan:
+    key: WaitKey
     op: int
     count: Expr
     guard: Optional[Expr]
-    reqs: list[_Req]
+    reqs: list[Req]
     reason: str
 
 
-def _initial_waits(ctx: _Ctx, reqs: list[_Req]) -> dict[_WaitKey, _Wait]:
+def initial_waits(ctx: Context, reqs: list[Req]) -> dict[WaitKey, WaitPlan]:
     """One wait per part, statement and queue that some requirement needs there."""
-    by_key: dict[_WaitKey, list[_Req]] = {}
+    by_key: dict[WaitKey, list[Req]] = {}
     for part in ctx.parts:
         for r in reqs:
-            by_key.setdefault(_WaitKey(part.name, ctx.pos[r.op], r.queue), []).append(r)
-    out: dict[_WaitKey, _Wait] = {}
+            by_key.setdefault(WaitKey(part.name, ctx.pos[r.op], r.queue), []).append(r)
+    out: dict[WaitKey, WaitPlan] = {}
     for key in sorted(by_key, key=lambda k: (_PART_IDX[k.part], k.pos, k.queue)):
         w = _wait_count(ctx, key, by_key[key])
         if w is not None:
@@ -86,53 +86,38 @@ def _initial_waits(ctx: _Ctx, reqs: list[_Req]) -> dict[_WaitKey, _Wait]:
 _PART_IDX = {"prologue": 0, "body": 1, "epilogue": 2}
 
 
-def _wait_count(ctx: _Ctx, key: _WaitKey, reqs: list[_Req]) -> Optional[_Wait]:
+def _wait_count(ctx: Context, key: WaitKey, reqs: list[Req]) -> Optional[WaitPlan]:
     """The count of the wait at ``key``: the least, over its requirements that are live,
     of the groups committed after the awaited one; None when none is ever live there."""
     part = ctx.part(key.part)
     op = reqs[0].op
-    guard = _guard(ctx, part, ctx.sched.stage[op])
+    guard = ctx.guard(part, ctx.sched.stage[op])
     if guard == FALSE:
         return None
-    hyp = _and(ctx.domain(part), _executes(ctx, part, op))
-    live = [r for r in reqs if ctx.z3.sat(_and(hyp, _needed(ctx, part, r)))]
+    hyp = conj(ctx.domain(part), executes(ctx, part, op))
+    live = [r for r in reqs if ctx.z3.sat(conj(hyp, needed(ctx, part, r)))]
     if not live:
         return None
     needs = []
     for r in live:
-        n = _simplify_count(ctx, part, hyp, _between(ctx, part, r, 0, key.pos))
-        needs.append((_needed(ctx, part, r), n))
+        n = _simplify_count(ctx, part, hyp, between(ctx, part, r, 0, key.pos))
+        needs.append((needed(ctx, part, r), n))
     count = _fit(ctx, part, hyp, needs)
-    return _Wait(key, op, count, guard, live, _reason(ctx, live, count))
+    return WaitPlan(key, op, count, guard, live, reason(ctx, live, count))
 
 
-def _guard(ctx: _Ctx, part: _PartInfo, stage: int) -> Optional[Expr]:
-    """Structural guard of a stage-``stage`` statement in ``part``: None (always runs),
-    FALSE (never), or ``s <= i`` (prologue) / ``i < s`` (epilogue)."""
-    i, S = Var(ctx.var), ctx.S
-    if part.name == "prologue":
-        if stage >= S:
-            return FALSE
-        return None if stage == 0 else Bin("<=", Num(stage), i)
-    if part.name == "epilogue":
-        if stage == 0:
-            return FALSE
-        return None if stage >= S else Bin("<", i, Num(stage))
-    return None
-
-
-def _simplify_count(ctx: _Ctx, part: _PartInfo, hyp: Expr, conds: list[Expr]) -> Expr:
+def _simplify_count(ctx: Context, part: PartInfo, hyp: Expr, conds: list[Expr]) -> Expr:
     """``c + sum(cond ? 1 : 0)`` with each condition decided or reduced under ``hyp``."""
     const = 0
     terms: dict[Expr, int] = {}
     for t in conds:
         conj = []
         dead = False
-        for c in _conjuncts(t):
-            c = _pretty_bool(c, ctx.var)
-            if c == TRUE or ctx.z3.valid(hyp, c, part):
+        for c in conjuncts(t):
+            c = pretty_bool(c, ctx.var)
+            if c == TRUE or ctx.z3.valid(hyp, c):
                 continue
-            if c == FALSE or ctx.z3.valid(hyp, Un("!", c), part):
+            if c == FALSE or ctx.z3.valid(hyp, Un("!", c)):
                 dead = True
                 break
             conj.append(c)
@@ -147,7 +132,7 @@ def _simplify_count(ctx: _Ctx, part: _PartInfo, hyp: Expr, conds: list[Expr]) ->
         terms[cond] = terms.get(cond, 0) + 1
     if len(terms) == 1:
         (cond, n), = terms.items()
-        return _norm(Ite(cond, Num(const + n), Num(const)))
+        return norm(Ite(cond, Num(const + n), Num(const)))
     head: Optional[Expr] = Num(const) if const else None
     mixed = {c: n for c, n in terms.items() if free_vars(c) - {ctx.var}}
     if len(mixed) < len(terms):
@@ -155,9 +140,9 @@ def _simplify_count(ctx: _Ctx, part: _PartInfo, hyp: Expr, conds: list[Expr]) ->
         only_i = _sum_of(Num(const), {c: n for c, n in terms.items() if c not in mixed})
         fit = _fit(ctx, part, hyp, [(TRUE, only_i)]) if mixed else None
         if (fit is not None and not isinstance(fit, Call) and fit != only_i
-                and ctx.z3.valid(hyp, Bin("==", fit, only_i), part)):
+                and ctx.z3.valid(hyp, Bin("==", fit, only_i))):
             head, terms = fit, mixed
-    return _norm(_sum_of(head, terms))
+    return norm(_sum_of(head, terms))
 
 
 def _sum_of(head: Optional[Expr], terms: dict[Expr, int]) -> Expr:
@@ -169,30 +154,30 @@ def _sum_of(head: Optional[Expr], terms: dict[Expr, int]) -> Expr:
     return out if out is not None else Num(0)
 
 
-def _fit(ctx: _Ctx, part: _PartInfo, hyp: Expr, needs: list[tuple[Expr, Expr]]) -> Expr:
+def _fit(ctx: Context, part: PartInfo, hyp: Expr, needs: list[tuple[Expr, Expr]]) -> Expr:
     """The simplest expression equal, wherever the wait runs and some requirement is
     live, to the least live count; checked with Z3 (safe, non-negative, tight)."""
     table = _table(ctx, part, hyp, needs)
-    exact = needs[0][1] if len(needs) == 1 else _norm(Call("min", tuple(n for _, n in needs)))
+    exact = needs[0][1] if len(needs) == 1 else norm(Call("min", tuple(n for _, n in needs)))
     cands = _candidates(ctx, part, table) + [n for _, n in needs] + [exact]
     live_any = needs[0][0]
     for nv, _ in needs[1:]:
         live_any = Bin("||", live_any, nv)
     safe_ok: list[Expr] = []
     for c in dict.fromkeys(cands):
-        safe = all(ctx.z3.valid(_and(hyp, nv), Bin("<=", c, n), part) for nv, n in needs)
-        if not safe or not ctx.z3.valid(hyp, Bin(">=", c, Num(0)), part):
+        safe = all(ctx.z3.valid(conj(hyp, nv), Bin("<=", c, n)) for nv, n in needs)
+        if not safe or not ctx.z3.valid(hyp, Bin(">=", c, Num(0))):
             continue
         tight_c: Expr = FALSE
         for nv, n in needs:
-            tight_c = Bin("||", tight_c, _and(nv, Bin("==", c, n)))
-        if ctx.z3.valid(_and(hyp, live_any), tight_c, part):
+            tight_c = Bin("||", tight_c, conj(nv, Bin("==", c, n)))
+        if ctx.z3.valid(conj(hyp, live_any), tight_c):
             return c
         safe_ok.append(c)
     return safe_ok[0] if safe_ok else exact
 
 
-def _table(ctx: _Ctx, part: _PartInfo, hyp: Expr, needs: list[tuple[Expr, Expr]]
+def _table(ctx: Context, part: PartInfo, hyp: Expr, needs: list[tuple[Expr, Expr]]
            ) -> tuple[list[tuple[int, Optional[int]]], bool]:
     """``([(i, least live count or None)], open_ended)`` at a representative trip count;
     open-ended: the body of a symbolic loop, whose last value repeats for all larger i."""
@@ -213,7 +198,7 @@ def _table(ctx: _Ctx, part: _PartInfo, hyp: Expr, needs: list[tuple[Expr, Expr]]
     return rows, open_ended
 
 
-def _candidates(ctx: _Ctx, part: _PartInfo, table) -> list[Expr]:
+def _candidates(ctx: Context, part: PartInfo, table) -> list[Expr]:
     rows, open_ended = table
     known = [(i, v) for i, v in rows if v is not None]
     if not known:
@@ -229,7 +214,7 @@ def _candidates(ctx: _Ctx, part: _PartInfo, table) -> list[Expr]:
             b = (v1 - v0) // (i1 - i0)
             a = v0 - b * i0
             if all(a + b * x == v for x, v in known) and all(a + b * x >= 0 for x, _ in rows):
-                out.append(_norm(_aff_expr(simplify(Bin("+", Num(a), Bin("*", Num(b), i))), ctx.var)))
+                out.append(norm(aff_expr(simplify(Bin("+", Num(a), Bin("*", Num(b), i))), ctx.var)))
     # piecewise: runs of equal values (free points join the run before them)
     runs: list[tuple[int, int]] = []  # (first i, value)
     for x, v in rows:
@@ -240,5 +225,5 @@ def _candidates(ctx: _Ctx, part: _PartInfo, table) -> list[Expr]:
     expr: Expr = Num(runs[-1][1])
     for k in range(len(runs) - 2, -1, -1):
         expr = Ite(Bin("<", i, Num(runs[k + 1][0])), Num(runs[k][1]), expr)
-    out.append(_norm(expr))
+    out.append(norm(expr))
     return out

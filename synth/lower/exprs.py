@@ -3,8 +3,9 @@ conjunction, ``+ k``/``- k`` with simplification, and readable affine forms.
 
 Input: :class:`~synth.expr.Expr` trees. Output: equal-valued trees in the form
 RFC 0077 prints (``2 <= i``, ``i < 1``, ``i + 6 < T``; ``2 - i`` rather than
-``-i + 2``). :func:`pretty_condition` is the public entry point; the rest is
-private to :mod:`synth.lower`. Pure.
+``-i + 2``). :func:`pretty_condition` is the entry point for other packages; the
+other public names serve the modules of :mod:`synth.lower`. Pure; imports nothing
+from the rest of the package.
 """
 
 from __future__ import annotations
@@ -18,12 +19,13 @@ TRUE: Expr = Bin("==", Num(0), Num(0))
 FALSE: Expr = Bin("!=", Num(0), Num(0))
 
 
-def _norm(e: Expr) -> Expr:
+def norm(e: Expr) -> Expr:
     """The form ``parse(to_str(e))`` (what program.json reads back)."""
     return parse(to_str(e))
 
 
-def _and(a: Expr, b: Expr) -> Expr:
+def conj(a: Expr, b: Expr) -> Expr:
+    """``a && b``, dropping a ``TRUE`` side."""
     if a == TRUE:
         return b
     if b == TRUE:
@@ -31,29 +33,34 @@ def _and(a: Expr, b: Expr) -> Expr:
     return Bin("&&", a, b)
 
 
-def _add(e: Expr, k: int) -> Expr:
+def add_k(e: Expr, k: int) -> Expr:
+    """``e + k``, simplified."""
     return simplify(Bin("+", e, Num(k)))
 
 
-def _sub(e: Expr, k: int) -> Expr:
+def sub_k(e: Expr, k: int) -> Expr:
+    """``e - k``, simplified."""
     return simplify(Bin("-", e, Num(k)))
 
 
-def _add_e(a: Expr, b: Expr) -> Expr:
+def add_e(a: Expr, b: Expr) -> Expr:
+    """``a + b``, simplified."""
     return simplify(Bin("+", a, b))
 
 
-def _sub_e(a: Expr, b: Expr) -> Expr:
+def sub_e(a: Expr, b: Expr) -> Expr:
+    """``a - b``, simplified."""
     return simplify(Bin("-", a, b))
 
 
-def _conjuncts(e: Expr) -> list[Expr]:
+def conjuncts(e: Expr) -> list[Expr]:
+    """The operands of a tree of ``&&`` (``[e]`` for anything else)."""
     if isinstance(e, Bin) and e.op == "&&":
-        return _conjuncts(e.lhs) + _conjuncts(e.rhs)
+        return conjuncts(e.lhs) + conjuncts(e.rhs)
     return [e]
 
 
-def _aff(coeffs: dict[str, int], const: int, first: str) -> Expr:
+def aff(coeffs: dict[str, int], const: int, first: str) -> Expr:
     """``sum(c * x) + const``, readable: ``first`` var leads, positive terms before
     negative ones, ``2 - i`` rather than ``-i + 2``; never a negative literal."""
     names = sorted((n for n, c in coeffs.items() if c), key=lambda n: (n != first, n))
@@ -79,10 +86,10 @@ def _aff(coeffs: dict[str, int], const: int, first: str) -> Expr:
     return out
 
 
-def _aff_expr(e: Expr, first: str) -> Expr:
-    """``e`` rewritten by :func:`_aff` when it is affine."""
+def aff_expr(e: Expr, first: str) -> Expr:
+    """``e`` rewritten by :func:`aff` when it is affine."""
     a = as_affine(e) if not is_bool(e) else None
-    return e if a is None else _aff(a[0], a[1], first)
+    return e if a is None else aff(a[0], a[1], first)
 
 
 def _ge0(coeffs: dict[str, int], c: int, first: str) -> Expr:
@@ -98,27 +105,27 @@ def _ge0(coeffs: dict[str, int], c: int, first: str) -> Expr:
             return Bin("<", Var(x), Num(c + 1))
     # sum + c + 1 > 0  <=>  L < R
     k = c + 1
-    lhs = _aff({n: -v for n, v in coeffs.items() if v < 0}, max(-k, 0), first)
-    rhs = _aff({n: v for n, v in coeffs.items() if v > 0}, max(k, 0), first)
+    lhs = aff({n: -v for n, v in coeffs.items() if v < 0}, max(-k, 0), first)
+    rhs = aff({n: v for n, v in coeffs.items() if v > 0}, max(k, 0), first)
     return Bin("<", lhs, rhs)
 
 
-def _pretty_bool(e: Expr, first: str) -> Expr:
+def pretty_bool(e: Expr, first: str) -> Expr:
     """Comparisons of affine sides in :func:`_ge0`'s form, constants folded."""
     e = simplify(e)
     if not free_vars(e):
         return TRUE if evaluate(e, {}) else FALSE
     if isinstance(e, Bin) and e.op in ("&&", "||"):
-        a, b = _pretty_bool(e.lhs, first), _pretty_bool(e.rhs, first)
+        a, b = pretty_bool(e.lhs, first), pretty_bool(e.rhs, first)
         if e.op == "&&":
             if FALSE in (a, b):
                 return FALSE
-            return _and(a, b)
+            return conj(a, b)
         if TRUE in (a, b):
             return TRUE
         return b if a == FALSE else a if b == FALSE else Bin("||", a, b)
     if isinstance(e, Un) and e.op == "!":
-        a = _pretty_bool(e.arg, first)
+        a = pretty_bool(e.arg, first)
         if a in (TRUE, FALSE):
             return FALSE if a == TRUE else TRUE
         if isinstance(a, Bin) and a.op in ("<", "<="):
@@ -144,4 +151,4 @@ def _pretty_bool(e: Expr, first: str) -> Expr:
 def pretty_condition(e: Expr, var: str = "i") -> Expr:
     """A condition with its comparisons in RFC 0077's form (``2 <= i``, ``i < 1``,
     ``i + 6 < T``) and constants folded; same value as ``e``."""
-    return _norm(_pretty_bool(e, var))
+    return norm(pretty_bool(e, var))

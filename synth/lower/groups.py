@@ -1,24 +1,23 @@
 """Step 2 of the lowering: commit groups and how predicated ops commit.
 
-Input: the lowering context (problem, graph, schedule, body order,
-``predicate_strategy``). Output: the list of :class:`_Group` (maximal runs of async
-ops of one queue and one stage, adjacent in body order, split where an op needs a
-result of its own run), each with its commit gate; appends the predicate notes to
-``ctx.notes``.
+Input: problem, graph, schedule, its body order and ``predicate_strategy``.
+Output: the list of :class:`Group` (maximal runs of async ops of one queue and one
+stage, adjacent in body order, split where an op needs a result of its own run),
+each with its commit gate, and the notes that explain the predicated ones. Pure;
+imports nothing from the rest of the package.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
 
-
-if TYPE_CHECKING:
-    from .context import _Ctx
+from ..graph import Graph
+from ..problem import Problem
+from ..schedule import Schedule
 
 
 @dataclass(frozen=True)
-class _Group:
+class Group:
     gid: int
     queue: int
     stage: int
@@ -34,19 +33,21 @@ class _Group:
     """Whether wait counts account for the gate (False only for ``naive``)."""
 
 
-def _commit_groups(ctx: _Ctx) -> list[_Group]:
-    """Maximal runs of async ops with one queue and one stage, adjacent in body order.
+def commit_groups(p: Problem, graph: Graph, s: Schedule, strategy: str, body: list[int]
+                  ) -> tuple[list[Group], list[str]]:
+    """``(groups, notes)``: maximal runs of async ops with one queue and one stage, adjacent
+    in the body order ``body`` (op indices), and the notes on predicated ops.
 
     A run is split before an op that needs (distance 0) a result of an op already in
     the run: a group cannot be awaited before it is committed.
     """
-    p, s = ctx.problem, ctx.sched
+    pos = {o: k for k, o in enumerate(body)}
     deps0: dict[int, set[int]] = {}
-    for e in ctx.graph.edges:
+    for e in graph.edges:
         if e.kind in ("raw", "explicit") and e.distance == 0:
             deps0.setdefault(e.dst, set()).add(e.src)
     runs: list[list[int]] = []
-    for o in ctx.body:
+    for o in body:
         if not s.is_async[o]:
             runs.append([])
             continue
@@ -61,7 +62,6 @@ def _commit_groups(ctx: _Ctx) -> list[_Group]:
         if not run:
             continue
         whens = [p.ops[o].when for o in run]
-        strategy = ctx.strategy
         gate: tuple[int, ...] = ()
         counted = True
         all_pred = all(w is not None for w in whens)
@@ -69,14 +69,13 @@ def _commit_groups(ctx: _Ctx) -> list[_Group]:
             gate = tuple(run)
         elif strategy == "naive" and all_pred:
             gate, counted = tuple(run), False
-        groups.append(_Group(len(groups), s.queue[run[0]], s.stage[run[0]], tuple(run),
-                             ctx.pos[run[0]], ctx.pos[run[-1]], gate, counted))
-    _predicate_notes(ctx, groups)
-    return groups
+        groups.append(Group(len(groups), s.queue[run[0]], s.stage[run[0]], tuple(run),
+                            pos[run[0]], pos[run[-1]], gate, counted))
+    return groups, _predicate_notes(p, strategy, groups)
 
 
-def _predicate_notes(ctx: _Ctx, groups: list[_Group]) -> None:
-    p = ctx.problem
+def _predicate_notes(p: Problem, strategy: str, groups: list[Group]) -> list[str]:
+    notes: list[str] = []
     for g in groups:
         for o in g.ops:
             w = p.ops[o].when
@@ -84,16 +83,17 @@ def _predicate_notes(ctx: _Ctx, groups: list[_Group]) -> None:
                 continue
             name = p.ops[o].name
             if not g.gate:
-                mixed = "" if w.opaque or ctx.strategy != "auto" else " (its group also holds unpredicated ops)"
-                ctx.notes.append(
+                mixed = "" if w.opaque or strategy != "auto" else " (its group also holds unpredicated ops)"
+                notes.append(
                     f"{name} is predicated ({w.text}){mixed}: its group is committed on every iteration, "
                     f"empty when {name} is off (CUTLASS's zero-fill idiom), so the wait counts are those "
                     f"of the unpredicated loop")
             elif g.counted_gate:
-                ctx.notes.append(
+                notes.append(
                     f"{name} is predicated ({w.text}): its group is committed only when the predicate "
                     f"holds (as TVM does) and the wait counts count exactly those commits")
             else:
-                ctx.notes.append(
+                notes.append(
                     f"predicate strategy 'naive': {name}'s group is committed only when its predicate "
                     f"({w.text}) holds, but the wait counts assume it is always committed (unsafe)")
+    return notes

@@ -13,29 +13,29 @@ from dataclasses import dataclass
 from typing import Optional
 
 from ..expr import Bin, Expr, substitute
-from .exprs import FALSE, _and, _sub_e
-from .context import _PartInfo, _Ctx
-from .requirements import _Req
-from .counts import _between, _count_of, _needed, _executes, _WaitKey, _Wait
+from .exprs import FALSE, conj, sub_e
+from .context import PartInfo, Context
+from .requirements import Req
+from .counts import between, count_of, needed, executes, WaitKey, WaitPlan
 
 
 @dataclass(frozen=True)
-class _Cover:
+class Cover:
     pos: int
     m: int
     """Steps back: 0 this step, 1 the previous one..."""
 
 
-def _covers(ctx: _Ctx, r: _Req, part: _PartInfo, waits: dict[_WaitKey, _Wait]) -> Optional[_Cover]:
+def _covers(ctx: Context, r: Req, part: PartInfo, waits: dict[WaitKey, WaitPlan]) -> Optional[Cover]:
     """A kept wait (position, steps back) that completes ``r``'s awaited instance whenever
     ``r`` is live in ``part``; None if none does alone."""
-    own = _WaitKey(part.name, ctx.pos[r.op], r.queue)
+    own = WaitKey(part.name, ctx.pos[r.op], r.queue)
     if own in waits:
-        return _Cover(own.pos, 0)
+        return Cover(own.pos, 0)
     ga = ctx.groups[r.group]
-    hyp = _and(_and(ctx.domain(part), _executes(ctx, part, r.op)), _needed(ctx, part, r))
+    hyp = conj(conj(ctx.domain(part), executes(ctx, part, r.op)), needed(ctx, part, r))
     if not ctx.z3.sat(hyp):
-        return _Cover(own.pos, 0)
+        return Cover(own.pos, 0)
     max_m = r.delta if part.name == "body" else 0
     for m in range(0, max_m + 1):
         for pos in sorted({k.pos for k in waits if k.queue == r.queue}):
@@ -43,36 +43,36 @@ def _covers(ctx: _Ctx, r: _Req, part: _PartInfo, waits: dict[_WaitKey, _Wait]) -
                 continue
             if m == r.delta and pos <= ga.last:
                 continue
-            n_here = _count_of(_between(ctx, part, r, m, pos))
+            n_here = count_of(between(ctx, part, r, m, pos))
             j = ctx.step(part, m)
             alts: Expr = FALSE
             for p2 in ctx.parts:
-                w = waits.get(_WaitKey(p2.name, pos, r.queue))
+                w = waits.get(WaitKey(p2.name, pos, r.queue))
                 if w is None:
                     continue
-                at = {ctx.var: _sub_e(j, p2.offset)}
+                at = {ctx.var: sub_e(j, p2.offset)}
                 cond = ctx.in_part(p2, j)
                 if w.guard is not None:
-                    cond = _and(cond, substitute(w.guard, at))
-                cond = _and(cond, Bin(">=", n_here, substitute(w.count, at)))
+                    cond = conj(cond, substitute(w.guard, at))
+                cond = conj(cond, Bin(">=", n_here, substitute(w.count, at)))
                 alts = cond if alts == FALSE else Bin("||", alts, cond)
             if alts == FALSE:
                 continue
-            if ctx.z3.valid(hyp, alts, part):
-                return _Cover(pos, m)
+            if ctx.z3.valid(hyp, alts):
+                return Cover(pos, m)
     return None
 
 
-def _drop_implied(ctx: _Ctx, waits: dict[_WaitKey, _Wait]
-                  ) -> tuple[dict[_WaitKey, _Wait], list[tuple[_Wait, list[tuple[_Req, _Cover]]]]]:
+def drop_implied(ctx: Context, waits: dict[WaitKey, WaitPlan]
+                  ) -> tuple[dict[WaitKey, WaitPlan], list[tuple[WaitPlan, list[tuple[Req, Cover]]]]]:
     """Greedily drop each wait (part order, then body order) whose requirements, and those
     of the waits dropped before it, are all covered by the remaining waits."""
     kept = dict(waits)
-    dropped: list[_Wait] = []
-    cover_of: dict[tuple[int, int], _Cover] = {}  # (id of dropped wait, req index) -> its cover
+    dropped: list[WaitPlan] = []
+    cover_of: dict[tuple[int, int], Cover] = {}  # (id of dropped wait, req index) -> its cover
     for key in list(waits):
         trial = {k: v for k, v in kept.items() if k != key}
-        found: dict[tuple[int, int], _Cover] = {}
+        found: dict[tuple[int, int], Cover] = {}
         ok = True
         # the new wait's requirements, and those of dropped waits that relied on this position
         todo = [(w, n, r) for w in dropped for n, r in enumerate(w.reqs)

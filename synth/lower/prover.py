@@ -8,18 +8,14 @@ is tried before Z3. Raises ``RuntimeError`` if Z3 answers unknown.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Optional
-
 from ..expr import Bin, Call, Expr, Ite, Num, Un, Var, evaluate, free_vars, to_str
-from .exprs import _and
-
-if TYPE_CHECKING:
-    from .context import _PartInfo
+from .exprs import conj
 
 
-class _Prover:
-    """Validity and satisfiability of conditions in the part variable and T, with a
-    cheap refutation by sample points first and a cache."""
+class Prover:
+    """Validity and satisfiability of conditions in the part variable and ``T`` (with
+    ``T >= tmin`` when ``T`` is a symbol), with a cheap refutation by sample points
+    first and a cache. One per lowering (not thread-safe)."""
 
     def __init__(self, T: Expr, tmin: int) -> None:
         import z3
@@ -34,6 +30,7 @@ class _Prover:
         self.sample = True
 
     def t_big(self, S: int) -> int:
+        """A trip count past every short-loop effect of an ``S``-stage pipeline (``T`` when fixed)."""
         if isinstance(self.T, Num):
             return self.T.value
         return self.tmin + 6 * S + 40
@@ -93,17 +90,18 @@ class _Prover:
         return out
 
     def sat(self, e: Expr) -> bool:
+        """``e`` holds for some values of its free names (and an allowed ``T``)."""
         return self._check(e)
 
-    def valid(self, hyp: Expr, concl: Expr, part: Optional[_PartInfo] = None) -> bool:
-        """``hyp => concl`` for all values of the free names."""
+    def valid(self, hyp: Expr, concl: Expr) -> bool:
+        """``hyp => concl`` for all values of the free names (and every allowed ``T``)."""
         key = ("valid", hyp, concl)
         if key in self.cache:
             return self.cache[key]
         if self.sample and self._refuted(hyp, concl):
             self.cache[key] = False
             return False
-        out = not self._check(_and(hyp, Un("!", concl)))
+        out = not self._check(conj(hyp, Un("!", concl)))
         self.cache[key] = out
         return out
 

@@ -1,10 +1,10 @@
 """Step 3 of the lowering: requirements, and their wording in wait reasons.
 
-Input: the lowering context. Output: every group instance (:class:`_Req`) that must
+Input: the lowering context. Output: every group instance (:class:`Req`) that must
 be complete before a statement runs: reads (and explicit deps) of async results
 (RAW), and slots an async reader may still be reading when a writer reuses them
 (WAR/WAW); raises :class:`SynthError` when a buffer has too few slots.
-:func:`_req_text` and :func:`_reason` describe requirements in program notes.
+:func:`req_text` and :func:`reason` describe requirements in program notes.
 """
 
 from __future__ import annotations
@@ -14,11 +14,11 @@ from typing import Optional
 
 from ..errors import SynthError
 from ..expr import Expr, to_str
-from .context import _Ctx
+from .context import Context
 
 
 @dataclass(frozen=True)
-class _Req:
+class Req:
     kind: str
     """raw | dep | war | waw"""
     op: int
@@ -35,7 +35,7 @@ class _Req:
     """raw: the read's iteration distance; war: the overwritten version's distance."""
 
 
-def _producer_edges(ctx: _Ctx, op: int) -> list[tuple[str, int, int]]:
+def producer_edges(ctx: Context, op: int) -> list[tuple[str, int, int]]:
     """``(buffer, producer, distance)`` of each buffer ``op`` reads: the last writer
     before it in program order (distance 0), else the last writer (distance 1)."""
     p = ctx.problem
@@ -50,12 +50,12 @@ def _producer_edges(ctx: _Ctx, op: int) -> list[tuple[str, int, int]]:
     return out
 
 
-def _requirements(ctx: _Ctx) -> list[_Req]:
+def requirements(ctx: Context) -> list[Req]:
     """Group instances that must be complete before a statement (RAW, explicit deps, WAR)."""
     p, s = ctx.problem, ctx.sched
-    out: list[_Req] = []
+    out: list[Req] = []
     for b in range(len(p.ops)):
-        for buf, a, d in _producer_edges(ctx, b):
+        for buf, a, d in producer_edges(ctx, b):
             if s.is_async[a]:
                 out.append(_req(ctx, "raw", b, a, s.stage[b] + d - s.stage[a], buf, d))
     for e in ctx.graph.edges:
@@ -65,7 +65,7 @@ def _requirements(ctx: _Ctx) -> list[_Req]:
     # WAR: a writer of x reusing the slot of version v - M, which an async reader R read at
     # iteration v - M + d_R in step v - M + d_R + s_R: R's group must be complete.
     for r in range(len(p.ops)):
-        for buf, a, d in _producer_edges(ctx, r):
+        for buf, a, d in producer_edges(ctx, r):
             m = s.mult(buf)
             for w in (w for w, o in enumerate(p.ops) if buf in o.writes):
                 delta = s.stage[w] + m - d - s.stage[r]
@@ -85,7 +85,7 @@ def _requirements(ctx: _Ctx) -> list[_Req]:
     return list(dict.fromkeys(out))
 
 
-def _req(ctx: _Ctx, kind: str, op: int, other: int, delta: int, buf: Optional[str], d: int) -> _Req:
+def _req(ctx: Context, kind: str, op: int, other: int, delta: int, buf: Optional[str], d: int) -> Req:
     g = ctx.groups[ctx.group_of[other]]
     if delta < 0 or (delta == 0 and g.last >= ctx.pos[op]):
         if kind in ("war", "waw"):
@@ -95,17 +95,18 @@ def _req(ctx: _Ctx, kind: str, op: int, other: int, delta: int, buf: Optional[st
                          f"before its group is committed (stage {ctx.sched.stage[op]} vs "
                          f"{ctx.sched.stage[other]})",
                          f"give {p.ops[op].name} a later stage or order it after {p.ops[other].name}")
-    return _Req(kind, op, g.queue, g.gid, delta, other, buf, d)
+    return Req(kind, op, g.queue, g.gid, delta, other, buf, d)
 
 
-def _too_few_slots(ctx: _Ctx, buf: str, writer: int, reader: int) -> None:
+def _too_few_slots(ctx: Context, buf: str, writer: int, reader: int) -> None:
     p = ctx.problem
     raise SynthError(p.buffer(buf).loc, f"buffer {buf} has {ctx.sched.mult(buf)} slots, so "
                      f"{p.ops[writer].name} overwrites a version {p.ops[reader].name} still reads",
                      "use the multiplicity synth.schedule.multiplicity computes for this schedule")
 
 
-def _req_text(ctx: _Ctx, r: _Req) -> str:
+def req_text(ctx: Context, r: Req) -> str:
+    """What ``r`` waits for, as a phrase (``load_A's write of A_s read by s2r_A``)."""
     p = ctx.problem
     a, b = p.ops[r.other].name, p.ops[r.op].name
     if r.kind == "raw":
@@ -117,7 +118,8 @@ def _req_text(ctx: _Ctx, r: _Req) -> str:
     return f"{a}'s asynchronous read of the {r.buffer} slot {b} overwrites"
 
 
-def _reason(ctx: _Ctx, reqs: list[_Req], count: Expr) -> str:
+def reason(ctx: Context, reqs: list[Req], count: Expr) -> str:
+    """The ``reason`` of a wait with count ``count`` serving ``reqs`` (one queue)."""
     p = ctx.problem
     parts = []
     for r in reqs:
