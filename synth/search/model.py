@@ -29,7 +29,9 @@ sustained clock:
 * ``latency``: Little's law — each CTA has ``S - 2 + w`` k-tiles of copies in
   flight while it computes (``S`` shared slots, ``w`` the fraction of a k-tile's
   HMMAs issued after its copies), so ``round >= L / (S - 2 + w)`` with ``L`` the
-  mean load latency at the L2 hit rate; one slot serializes: ``round = core + L``.
+  mean load latency at the L2 hit rate (two slots: the DRAM latency, because their
+  only wait drains the queue and waits for the tile's slowest copy); one slot
+  serializes: ``round = core + L``.
 
 ``round = |core, smem, l2, dram|_4 + exposed + barrier``, at least ``latency``
 (the throughput limits overlap imperfectly: an L4 norm, :data:`OVERLAP_NORM`).
@@ -313,6 +315,10 @@ def round_terms(arch: ArchSpec, res: Resources, mix, k: int, ii: int, l2_hit: fl
     inflight = res.smem_slots - 2 + min(max(mix.copy_window, 0.05), 1.0)
     if res.smem_slots <= 1:
         latency = core + bar + L
+    elif res.smem_slots == 2:
+        # the only wait a 2-slot pipeline allows drains the queue (wait_group 0): it waits for the
+        # slowest copy of the tile, a DRAM access whenever any of them misses L2, not the mean
+        latency = max(L, arch.lat_global if l2_hit < 1.0 else L) / inflight
     else:
         latency = L / inflight
     return {

@@ -35,6 +35,7 @@ def search_result_to_json(result: SearchResult) -> dict:
         return {"name": r.name, "tile": list(r.tile), "warps": r.warps, "slots": r.slots, "stages": r.stages,
                 "rank": r.rank, "predicted_us": None if r.time_us is None else round(r.time_us, 3),
                 "ratio": None if r.ratio is None else round(r.ratio, 4), "excluded": r.excluded,
+                "tflops": None if r.tflops is None else round(r.tflops, 2),
                 "ranked_as": None if r.ranked_as is None else dict(zip(("BM", "BN", "BK", "warps", "stages"),
                                                                         r.ranked_as))}
 
