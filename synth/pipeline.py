@@ -139,7 +139,7 @@ def default_out_dir(problem: Problem) -> str:
 
 
 def write_outputs(result: Result, out_dir: str, *, force: bool = False) -> list[str]:
-    """Write schedule.json, program.txt/json, certificate/, timeline.svg and kernel.cu under ``out_dir``.
+    """Write schedule.json, program.txt/json, certificate/, timeline.svg/.png and kernel.cu under ``out_dir``.
 
     The folder is built aside and moved into place (:func:`synth.outdir.publish`):
     an existing folder is replaced only with ``force`` and only when synth wrote
@@ -161,16 +161,15 @@ def _write_all(result: Result, d: str, program_text) -> list[str]:
     files["problem.yaml"] = _problem_source(result.problem)
     if result.kernel is not None:
         files["kernel.cu"] = result.kernel
-    try:
-        from .emit.timeline import timeline_svg
+    from .emit.timeline import render_timeline
 
-        files["timeline.svg"] = timeline_svg(result.problem, result.schedule)
-    except ImportError:  # pragma: no cover - matplotlib is a hard dependency
-        pass
+    files["timeline.svg"], png = render_timeline(result.problem, result.schedule, result.program)
     for name, text in files.items():
         with open(os.path.join(d, name), "w", encoding="utf-8") as fh:
             fh.write(text)
-    written = sorted(files)
+    with open(os.path.join(d, "timeline.png"), "wb") as fh:
+        fh.write(png)
+    written = sorted(list(files) + ["timeline.png"])
     if result.report is not None:
         from .verify import write_certificate
 

@@ -1,29 +1,44 @@
-"""timeline.svg: valid, deterministic SVG naming the ops."""
+"""timeline.svg / timeline.png: valid, deterministic pictures naming the ops, with commit groups, waits and stalls."""
 
 from __future__ import annotations
 
 import pathlib
+import re
 import xml.etree.ElementTree as ET
 
-from synth.emit.timeline import timeline_svg
+from synth.emit.timeline import ROW_INCHES, render_timeline, timeline_events, timeline_svg
+from synth.expr import evaluate
 from synth.graph import build_graph
 from synth.load import load_problem
+from synth.lower import lower
 from synth.model import solve
+from synth.randgen import random_problem, random_schedule
 from synth.schedule import schedule_from_pins
 
 PROBLEMS = pathlib.Path(__file__).resolve().parent.parent / "problems"
+
+
+def _texts(svg: str) -> str:
+    root = ET.fromstring(svg)
+    assert root.tag.endswith("svg")
+    return " ".join(t.text or "" for t in root.iter() if t.tag.endswith("text"))
+
+
+def _pinned(name: str):
+    p = load_problem(str(PROBLEMS / name))
+    g = build_graph(p)
+    s = schedule_from_pins(p, g)
+    return p, s, lower(p, g, s)
 
 
 def test_solved_gemm_timeline() -> None:
     p = load_problem(str(PROBLEMS / "gemm-sm80-f16.yaml"))
     s = solve(p, build_graph(p))
     svg = timeline_svg(p, s)
-    root = ET.fromstring(svg)
-    assert root.tag.endswith("svg")
-    text = " ".join(t.text or "" for t in root.iter() if t.tag.endswith("text"))
+    text = _texts(svg)
     for op in p.ops:
         assert op.name in text
-    assert "iter 0" in text and "II = 95" in text and "stage 5" in text
+    assert "iter 0" in text and "II = 95" in text and f"s{max(s.stage)}" in text
     assert timeline_svg(p, s) == svg  # deterministic
 
 
@@ -32,5 +47,62 @@ def test_pinned_schedule_without_timing_symbolic() -> None:
     s = schedule_from_pins(p, build_graph(p))
     assert s.timing is None
     svg = timeline_svg(p, s, n_iters=3)
-    ET.fromstring(svg)
-    assert "cycles = (T - 1) * 211 + 875" in svg and "iter 2" in svg and "iter 3" not in svg
+    text = _texts(svg)
+    assert "cycles = (T - 1) * 211 + 875" in text and "iter 2" in text and "iter 3" not in text
+
+
+def test_waits_and_commit_groups_are_drawn_with_their_counts() -> None:
+    p, s, prog = _pinned("rfc0077-gemm.yaml")
+    events, n = timeline_events(p, s, prog, n_iters=6)
+    groups = [e for e in events if e.kind == "group"]
+    lane_waits = [e for e in events if e.kind == "qwait"]
+    assert groups and lane_waits
+    # Every wait statement that runs in the drawn steps is on the queue lane with its count.
+    S, T = prog.max_stage, p.loop.trip_count
+    parts = {x.name: x for x in prog.parts}
+    want = []
+    for J in range(n - 1 + S + 1):
+        part, i = (parts["prologue"], J) if J < S else (parts["body"], J - S) if J < T else (parts["epilogue"], J - T)
+        env = {part.var: i, prog.loop_var: 0}
+        for st in part.stmts:
+            if st.kind == "wait" and (st.guard is None or evaluate(st.guard, env)):
+                want.append(str(evaluate(prog.waits[st.wait].in_flight, env)))
+    assert [e.label for e in lane_waits] == want
+    assert "2" in want  # the RFC's body wait(0, 2)
+    # Groups are committed before they complete, and each is tagged with the iteration it loads.
+    assert all(e.end > e.start and 0 <= e.iteration < n for e in groups)
+    svg, png = render_timeline(p, s, prog)
+    text = _texts(svg)
+    assert "q0 groups" in text and "w2" in text
+    assert png.startswith(b"\x89PNG\r\n\x1a\n")
+
+
+def test_stalls_are_the_time_a_wait_holds_its_op() -> None:
+    p, s, prog = _pinned("rfc0077-gemm.yaml")
+    events, _ = timeline_events(p, s, prog)
+    waits = {(e.row, e.start) for e in events if e.kind == "wait"}
+    for e in events:
+        if e.kind == "stall":
+            assert (e.row, e.start) in waits and e.end > e.start
+            assert e.label == f"stall {e.end - e.start}"
+
+
+def test_no_program_no_queue_lanes() -> None:
+    p, s, _ = _pinned("rfc0077-two-stage.yaml")
+    events, _ = timeline_events(p, s)
+    assert {e.kind for e in events} <= {"op", "block"}
+
+
+def test_labels_stay_legible_at_100_ops() -> None:
+    p = random_problem(3, 100)
+    g = build_graph(p)
+    s = random_schedule(p, g, 3)
+    prog = lower(p, g, s)
+    svg, _png = render_timeline(p, s, prog, n_iters=2)
+    text = _texts(svg)
+    for op in p.ops:
+        assert re.search(rf"\b{re.escape(op.name)}  s\d", text), op.name
+    # One row per op at a fixed height: the picture grows, the labels do not shrink.
+    height_pt = float(re.search(r'height="([\d.]+)pt"', svg).group(1))
+    assert height_pt >= 100 * ROW_INCHES * 72
+    assert 'font-size="7' in svg or "font: 7" in svg or "font-size: 7" in svg
