@@ -8,8 +8,8 @@ stays fast and exact:
 * every number fits a CP-SAT (64-bit) model with room to spare, and the
   II scans of the model and the simulator are bounded by the latencies;
 * ``max_stage`` bounds the heuristic schedule loop and the stage domains;
-* ``MAX_TRIP_COUNT`` is a 32-bit loop counter (the simulator replays a
-  bounded window of iterations, see :mod:`synth.sim`);
+* ``MAX_TRIP_COUNT`` keeps the per-iteration tables of the lowering small
+  (the simulator replays a bounded window of iterations, see :mod:`synth.sim`);
 * a GEMM's ``M``, ``N``, ``K`` keep the CUDA grid within ``gridDim.y <= 65535``
   and every size within ``int``.
 
@@ -47,8 +47,10 @@ MAX_UNIT_COUNT = 64
 """Ops a unit runs at once (``count``)."""
 MAX_BYTES = 1 << 24
 """Bytes of a buffer, ``shared_bytes`` and ``registers_bytes`` (16 MiB)."""
-MAX_TRIP_COUNT = (1 << 31) - 1
-"""``trip_count`` and ``min_trip_count`` (a 32-bit loop counter)."""
+MAX_TRIP_COUNT = 1 << 16
+"""``trip_count`` and ``min_trip_count`` (65536; a GEMM with K = 10^6 and BK = 16 has 62500
+k-tiles). The lowering tabulates a static loop's wait counts per iteration, so this keeps it
+within seconds; a longer loop can be written with a symbolic trip count."""
 MAX_STAGE = 63
 """``schedule.max_stage``, every pinned stage and async stage (64 stages)."""
 MAX_DISTANCE = 64

@@ -89,6 +89,10 @@ class Encoded:
     """primary_II = first_scale * first term (+ constant) when ``first_is_primary``."""
     primary_expr: object
     """Linear expression of the primary objective minus its II-only constant."""
+    complete: bool = True
+    """False when the trailing tie-breakers were left out of the folded objective because
+    their ranges multiplied past 64 bits (huge latencies and byte counts): an OPTIMAL
+    answer then proves only the terms that were kept."""
 
 
 def add_objective(m: Model, v: Vars, spec: ObjectiveSpec) -> Encoded:
@@ -114,6 +118,10 @@ def add_objective(m: Model, v: Vars, spec: ObjectiveSpec) -> Encoded:
     for var, hi in ((v.tail, tail_hi), (v.max_stage, st_hi), (v.shared_units, sh_hi)):
         if not any(var is x for x, _ in lex):
             lex.append((var, hi))
+    complete = True
+    while len(lex) > 1 and _radix_product(lex) > FOLD_LIMIT:
+        lex.pop()  # drop the least significant tie-breaker rather than overflow CP-SAT's int64
+        complete = False
     weights = []
     w = 1
     for _, hi in reversed(lex):
@@ -123,7 +131,18 @@ def add_objective(m: Model, v: Vars, spec: ObjectiveSpec) -> Encoded:
     m.m.Minimize(sum(wt * e for wt, (e, _) in zip(weights, lex)))
     if m.log:
         m.formulas.append("minimize lexicographically: " + ", ".join(str(e) for e, _ in lex))
-    return Encoded(weights[0], first_is_primary, first_scale, primary_expr)
+    return Encoded(weights[0], first_is_primary, first_scale, primary_expr, complete)
+
+
+FOLD_LIMIT = 1 << 60
+"""Largest range of the folded objective (CP-SAT works in int64; headroom for its bounds)."""
+
+
+def _radix_product(lex: list[tuple[object, int]]) -> int:
+    out = 1
+    for _, hi in lex:
+        out *= hi + 1
+    return out
 
 
 def decode_bound(spec: ObjectiveSpec, enc: Encoded, ii: int, bound: float) -> Optional[int]:

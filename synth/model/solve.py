@@ -116,12 +116,18 @@ def schedule_key(spec: ObjectiveSpec, problem: Problem, sched: Schedule) -> Key:
                buffer_bytes(problem, sched.multiplicity, "shared"))
 
 
-def heuristic_schedules(problem: Problem, graph: Graph, ns: Optional[range] = None) -> list[Schedule]:
-    """Timed uniform schedules for every ``n_ahead`` in ``ns`` (default ``0..stage bound``) that are valid."""
+def heuristic_schedules(problem: Problem, graph: Graph, ns: Optional[range] = None,
+                        deadline: Optional[float] = None) -> list[Schedule]:
+    """Timed uniform schedules for every ``n_ahead`` in ``ns`` (default ``0..stage bound``) that are valid.
+
+    Stops early (with the schedules found so far) once ``time.monotonic()`` passes ``deadline``.
+    """
     ns = ns if ns is not None else range(0, stage_limit(problem) + 1)
     out: list[Schedule] = []
     seen = set()
     for n_ahead in ns:
+        if deadline is not None and time.monotonic() > deadline and out:
+            break
         for use_async in (True, False):
             s = uniform_schedule(problem, graph, n_ahead, use_async=use_async)
             if s is None or (s.stage, s.order, s.is_async) in seen:
@@ -227,6 +233,8 @@ class _Search:
             if optimize:
                 assert b.enc is not None
                 pb = kk[0] if st == "OPTIMAL" else decode_bound(self.spec, b.enc, ii, s.BestObjectiveBound())
+            if optimize and b.enc is not None and not b.enc.complete and st == "OPTIMAL":
+                st = "FEASIBLE"  # the primary objective is optimal; the dropped tie-breakers are not proven
             st = st if optimize else "FEASIBLE"
         if self.log:
             print(f"-- II={ii}: {st} key={kk} ({time.monotonic() - t0:.2f}s)")
@@ -373,7 +381,7 @@ class _Search:
             return max(v, global_lb) if global_lb is not None else v
 
         try:
-            heur = heuristic_schedules(p, g)
+            heur = heuristic_schedules(p, g, deadline=self.start + 0.3 * (self.deadline - self.start))
         except ValueError:
             heur = []
         for h in heur:
