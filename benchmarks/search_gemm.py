@@ -2,7 +2,14 @@
 
 Usage::
 
-    python benchmarks/search_gemm.py [--arch sm_80] [--workers 2] [--processes 1] [--json results.json]
+    python benchmarks/search_gemm.py [--arch sm_80] [--workers 2] [--processes 1] [--sass] [--json results.json]
+
+First it prints the calibration table: each published figure of
+synth/data/published_gemm.yaml (CUTLASS's profiler documentation, cuBLAS and the
+Triton tutorial on A100) beside the model's prediction for the same shape (the
+named configuration for CUTLASS, the search's winner for cuBLAS, the best of the
+Triton tutorial's configurations for Triton) and the error; target: within 15 %
+each, and the same ordering. Then the shape sweep.
 
 For each of ten shapes (square 512..8192, skinny, K-heavy) it runs the search
 and prints: the search time, the winner (tile, warps, stages, predicted time and
@@ -38,12 +45,62 @@ SHAPES = [
     (2048, 2048, 2048),
     (4096, 4096, 4096),
     (8192, 8192, 8192),
-    (8192, 128, 8192),     # skinny N
-    (128, 8192, 8192),     # skinny M
-    (1024, 1024, 16384),   # K-heavy
-    (256, 256, 16384),     # K-heavy, few CTAs
+    (8192, 64, 8192),      # skinny N (N <= 64, K >= 4096)
+    (64, 8192, 4096),      # skinny M
+    (1024, 1024, 16384),   # large K
+    (256, 256, 16384),     # large K, few CTAs
+    (4096, 4096, 256),     # small K
     (4096, 512, 1024),     # wide and short
 ]
+
+
+def calibration(con, arch: str, sass: bool) -> list[dict]:
+    """Predicted vs published for every point of synth/data/published_gemm.yaml on ``arch``."""
+    from rich.table import Table
+
+    from synth.search import search_gemm
+    from synth.search.model import estimate
+    from synth.search.published import calibration_points
+    from synth.search.rank import apply_sass, estimate_of, new_entry
+    from synth.search.space import Point, make_context
+    from synth.search.timing import timed
+
+    rows = []
+    for pt in calibration_points():
+        if pt.arch != arch:
+            continue
+        if pt.config is not None:
+            ctx = make_context(*pt.shape, "f16", arch)
+            p = Point(*pt.config)
+            e = new_entry(ctx, p)
+            e.solved, _ = timed(ctx, p, 10.0, 1)
+            e.est = estimate_of(ctx, p, e.res, e.solved)
+            if sass:
+                apply_sass(ctx, e)
+            pred, what = e.est.tflops, p.label
+        else:
+            res = search_gemm(*pt.shape, arch=arch, top=1, sass=sass)
+            if pt.library == "triton":
+                r = next(r for r in res.references if r.name == "best triton tutorial")
+                pred, what = r.tflops, f"best Triton-list {'x'.join(map(str, r.tile))} w{r.warps} s{r.stages}"
+            else:
+                pred, what = res.winner.tflops, f"winner {res.winner.label}"
+        rows.append({"name": pt.name, "shape": list(pt.shape), "published": pt.tflops, "predicted": round(pred, 1),
+                     "error": round(pred / pt.tflops - 1, 4), "compared": what, "source": pt.source})
+    t = Table(title=f"calibration on {arch}: predicted vs published TFLOP/s (target: within 15 %)",
+              title_justify="left")
+    for c in ("point", "shape", "published", "predicted", "error", "compared with"):
+        t.add_column(c)
+    for r in rows:
+        t.add_row(r["name"], "x".join(map(str, r["shape"])), f"{r['published']:.1f}", f"{r['predicted']:.1f}",
+                  f"{r['error']:+.1%}", r["compared"])
+    con.print(t)
+    if rows:
+        within = sum(1 for r in rows if abs(r["error"]) <= 0.15)
+        pub = sorted(range(len(rows)), key=lambda i: rows[i]["published"])
+        pred = sorted(range(len(rows)), key=lambda i: rows[i]["predicted"])
+        con.print(f"within 15 %: {within}/{len(rows)}; same ordering as published: {pub == pred}")
+    return rows
 
 
 def _ref_cell(r) -> str:
@@ -51,7 +108,7 @@ def _ref_cell(r) -> str:
         return "-"
     if r.rank is None:
         return f"excluded ({r.excluded})"
-    s = f"#{r.rank}  {r.ratio:.2f}x"
+    s = f"#{r.rank}  {r.tflops:.1f} TFLOP/s" if r.tflops is not None else f"#{r.rank}  {r.ratio:.2f}x"
     if r.ranked_as is not None:
         bm, bn, bk, _, _ = r.ranked_as
         s += f" (as {bm}x{bn}x{bk})"
@@ -66,6 +123,8 @@ def main(argv=None) -> int:
                     help="also time the sweep with search_many on this many local processes (default: skip)")
     ap.add_argument("--time-limit", type=float, default=30.0)
     ap.add_argument("--json", metavar="FILE", help="write the figures as JSON")
+    ap.add_argument("--sass", action="store_true",
+                    help="read the top candidates' instruction mix from their SASS (nvcc; cached on disk)")
     args = ap.parse_args(argv)
 
     from rich.console import Console
@@ -74,12 +133,14 @@ def main(argv=None) -> int:
     from synth.search import clear_cache, search_gemm, search_many, search_result_to_json
 
     con = Console(highlight=False, width=None if sys.stdout.isatty() else 200)
+    cal = calibration(con, args.arch, args.sass)
     rows, docs = [], []
     clear_cache()
     t_sweep = time.monotonic()
     for i, shape in enumerate(SHAPES):
         t0 = time.monotonic()
-        res = search_gemm(*shape, arch=args.arch, workers=args.workers, time_limit=args.time_limit, top=5)
+        res = search_gemm(*shape, arch=args.arch, workers=args.workers, time_limit=args.time_limit, top=5,
+                          sass=args.sass)
         dt = time.monotonic() - t0
         refs = {r.name: r for r in res.references}
         rows.append((shape, dt, res, refs))
@@ -106,8 +167,8 @@ def main(argv=None) -> int:
     first = rows[0][1]
     worst = max(r[1] for r in rows)
     con.print(f"one shape, cold cache: {first:.1f} s (target < 30 s); slowest shape: {worst:.1f} s; "
-              f"10-shape sweep: {sweep_s:.1f} s (target < 180 s)")
-    summary = {"arch": args.arch, "workers": args.workers, "first_shape_s": round(first, 3),
+              f"{len(SHAPES)}-shape sweep: {sweep_s:.1f} s (target < 180 s)")
+    summary = {"arch": args.arch, "workers": args.workers, "calibration": cal, "first_shape_s": round(first, 3),
                "slowest_shape_s": round(worst, 3), "sweep_s": round(sweep_s, 3), "shapes": docs}
     if args.processes > 1:
         clear_cache()
