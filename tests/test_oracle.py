@@ -20,19 +20,23 @@ import pytest
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
-from synth.expr import parse
+from synth.expr import parse, to_str
 from synth.program import (Access, CommitStmt, OpStmt, Part, ProgBuffer, ProgOp, Program, Wait, WaitStmt)
 from synth.verify import load_program, oracle, verify_program
 
 LISTINGS = pathlib.Path(__file__).parent / "rfc_listings"
 
 
-def make_program(seed: int, *, symbolic: bool | None = None, predicates: bool = True, max_stage: int = 3) -> Program:
+def make_program(seed: int, *, symbolic: bool | None = None, predicates: bool = True, max_stage: int = 3,
+                 short: bool | None = None) -> Program:
     """A small random pipelined program: 1-2 async producers (1-2 queues), maybe an async
     consumer-producer on the other queue, 1-2 sync consumers; random stages, body order,
     groups (sometimes merged, sometimes gated), predicates (opaque or affine), slots,
     wait counts (0..4, or ``c - i`` in the epilogue), rare missing waits / commits and
-    sloppy guards. Deterministic in ``seed``."""
+    sloppy guards. ``short`` (default: at random) lets the trip count, or its least value,
+    lie in ``1 .. S + 1``: the prologue then runs ``min(T, S)`` steps, the body
+    ``max(T - S, 0)``, and the epilogue's guards test ``s <= i + T``, as the lowering
+    writes them. Deterministic in ``seed``."""
     rng = random.Random(seed)
     S = rng.randint(1, max_stage)
     n_prod = rng.randint(1, 2)
@@ -85,8 +89,9 @@ def make_program(seed: int, *, symbolic: bool | None = None, predicates: bool = 
         prev = o
     gated = {g: rng.random() < 0.3 for g in set(group.values())}
     sym = symbolic if symbolic is not None else rng.random() < 0.5
-    tmin = S + 1 + rng.randint(0, 1)
-    trip: int | str = "T" if sym else tmin + rng.randint(0, 2)
+    short = short if short is not None else rng.random() < 0.5
+    tmin = rng.randint(1, S + 1) if short else S + 1 + rng.randint(0, 1)
+    trip: int | str = "T" if sym else tmin + rng.randint(0, 2 if not short else 1)
     if not sym:
         ops = [ProgOp(o.name, o.unit, o.stage, o.is_async, o.queue,
                       o.when.replace("T", str(trip)) if o.when not in (None, "opaque") else o.when) for o in ops]
@@ -95,7 +100,8 @@ def make_program(seed: int, *, symbolic: bool | None = None, predicates: bool = 
     parts = []
     for pname in ("prologue", "body", "epilogue"):
         off = {"prologue": "0", "body": str(S), "epilogue": str(trip)}[pname]
-        ext = {"prologue": str(S), "body": f"{trip} - {S}", "epilogue": str(S)}[pname]
+        ext = {"prologue": str(S) if tmin >= S else f"min({trip}, {S})", "body": f"{trip} - {S}" if tmin >= S
+               else f"max({trip} - {S}, 0)", "epilogue": str(S)}[pname]
         stmts: list = []
         for n in order:
             o = opd[n]
@@ -104,6 +110,8 @@ def make_program(seed: int, *, symbolic: bool | None = None, predicates: bool = 
                      "epilogue": f"i < {o.stage}" if o.stage else "false"}[pname]
             if guard == "false":
                 continue
+            if pname == "epilogue" and o.stage > tmin:
+                guard = f"{o.stage} <= i + {trip}" + (f" && {guard}" if guard else "")
             if rng.random() < 0.05:
                 guard = None  # a sloppy guard: the op also runs outside 0 <= iteration < T
             g = parse(guard) if guard else None
@@ -136,8 +144,11 @@ def make_program(seed: int, *, symbolic: bool | None = None, predicates: bool = 
 
 
 def _trips(p: Program) -> list[int]:
-    return [p.min_trip_count, p.min_trip_count + 1, p.min_trip_count + 2] if isinstance(p.trip_count, str) \
-        else [int(p.trip_count)]
+    """The trip counts to compare at: the fixed one, or every one from the least to ``S + 2``
+    (three at least)."""
+    if not isinstance(p.trip_count, str):
+        return [int(p.trip_count)]
+    return list(range(p.min_trip_count, max(p.min_trip_count + 2, p.max_stage + 2) + 1))
 
 
 SEEDS = st.integers(min_value=0, max_value=10 ** 7)
@@ -171,7 +182,7 @@ def test_oracle_on_rfc_listings_matches_expected_verdicts() -> None:
         "rfc0077-interleaved-literal": ({0: "refuted"}, {"waw"}),
     }
     for name, (refuted, glob_kinds) in expect.items():
-        p = load_program(str(LISTINGS / f"{name}.json"))
+        p = load_program(str(LISTINGS / f"{name}.json"), check_form=False)  # RFC listings elide epilogues
         res = oracle.check(p, int(p.trip_count))
         verdicts, glob = oracle.wait_verdicts(p, res.violations)
         assert {k: v for k, v in verdicts.items() if v != "proven"} == refuted, name
@@ -191,7 +202,7 @@ def test_oracle_predicated_opaque_all_assignments() -> None:
 
 
 def test_explain_names_the_pending_group() -> None:
-    p = load_program(str(LISTINGS / "rfc0077-where-to-wait.json"))
+    p = load_program(str(LISTINGS / "rfc0077-where-to-wait.json"), check_form=False)
     ex = oracle.execute(p, 128)
     v = oracle.analyze(ex)["raw:prologue:3:r0"]
     assert (v.part, v.i, v.step) == ("prologue", 0, 0)
@@ -306,7 +317,7 @@ def _z3_vs_oracle(seed: int) -> None:
     if isinstance(p.trip_count, str):
         r = verify_program(p, tightness=False, smt2=False)
         proven = {o.id for o in r.obligations if o.status == "proven"}
-        for T in range(p.min_trip_count, p.min_trip_count + 4):
+        for T in range(p.min_trip_count, max(p.min_trip_count + 4, p.max_stage + 3)):
             assert not proven & set(oracle.check(p, T).violations), (seed, T)
         for o in r.obligations:
             if o.status == "refuted" and o.kind != "wellformed":
@@ -330,3 +341,91 @@ def test_generator_covers_both_verdicts() -> None:
     """The random programs are not all correct nor all broken."""
     oks = [not oracle.check(make_program(s), make_program(s).min_trip_count).violations for s in range(40)]
     assert 3 <= sum(oks) <= 37
+
+
+# --------------------------------------------------------------------------------------------
+# loops shorter than the pipeline, as the lowering writes them
+# --------------------------------------------------------------------------------------------
+
+def _short_lowered(seed: int, tmin: int | None = None):
+    """A random problem and schedule lowered for a symbolic ``T`` whose least value lies in
+    ``1 .. S + 1``."""
+    from dataclasses import replace
+
+    from synth.graph import build_graph
+    from synth.lower import lower
+    from synth.randgen import random_problem, random_schedule
+
+    p = random_problem(seed, 2 + seed % 6, symbolic=True, predicated=seed % 3 == 0)
+    g = build_graph(p)
+    sched = random_schedule(p, g, seed)
+    t = tmin if tmin is not None else 1 + seed % (sched.max_stage + 1)
+    q = replace(p, loop=replace(p.loop, min_trip_count=t))
+    return lower(q, g, sched)
+
+
+def _short_lowered_agree(seed: int) -> None:
+    """Z3 proves every wait of the lowered program for every T >= min_trip_count; the oracle
+    finds nothing at any T up to S + 2; each wait Z3 calls tight, given one more in flight,
+    is refuted with a counterexample the oracle replays at its trip count."""
+    prog = _short_lowered(seed)
+    r = verify_program(prog, smt2=False)
+    assert r.ok, (seed, r.render())
+    for T in range(prog.min_trip_count, prog.max_stage + 3):
+        res = oracle.check(prog, T, limit=256)
+        assert not res.violations, (seed, T, sorted(res.violations))
+    for v in r.verdicts:
+        if not v.tight:
+            continue
+        w = prog.waits[v.index]
+        looser = prog.with_wait(v.index, in_flight=parse(f"({to_str(w.in_flight)}) + 1"))
+        bad = verify_program(looser, tightness=False, smt2=False)
+        assert not bad.ok, (seed, v.index)
+        cex = next(o.counterexample for o in bad.obligations if o.status == "refuted")
+        assert cex is not None and cex.trace, (seed, v.index)
+        assert oracle.check(looser, cex.trip_count, limit=256).violations, (seed, v.index, cex.trip_count)
+
+
+@settings(max_examples=8, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(SEEDS)
+def test_short_lowered_programs_proved_and_tight(seed: int) -> None:
+    _short_lowered_agree(seed)
+
+
+@pytest.mark.slow
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(SEEDS)
+def test_short_lowered_programs_proved_and_tight_many(seed: int) -> None:
+    _short_lowered_agree(seed)
+
+
+@pytest.mark.parametrize("name", ["rfc0077-gemm", "rfc0077-three-stage", "rfc0077-interleaved"])
+def test_rfc_examples_from_one_iteration(name: str) -> None:
+    """RFC 0077's examples for every T >= 1: proven by Z3, and a count one too large in a short
+    loop is refuted with a trip count below the stage count when only a short loop breaks it."""
+    from dataclasses import replace
+
+    from synth.graph import build_graph
+    from synth.load import load_problem
+    from synth.lower import lower
+    from synth.schedule import schedule_from_pins
+
+    p = load_problem(str(pathlib.Path(__file__).parent.parent / "problems" / f"{name}.yaml"))
+    g = build_graph(p)
+    sched = schedule_from_pins(p, g)
+    prog = lower(replace(p, loop=replace(p.loop, trip_count="T", min_trip_count=1)), g, sched)
+    r = verify_program(prog, smt2=False)
+    assert r.ok, r.render()
+    for T in range(1, prog.max_stage + 3):
+        assert not oracle.check(prog, T).violations, T
+    for k, w in enumerate(prog.waits):
+        looser = prog.with_wait(k, in_flight=parse(f"({to_str(w.in_flight)}) + 1"))
+        bad = verify_program(looser, tightness=False, smt2=False)
+        if bad.ok:
+            continue  # not tight (the epilogue keeps RFC 0077's per-consumer waits)
+        cex = next(o.counterexample for o in bad.obligations if o.status == "refuted")
+        assert cex is not None
+        assert oracle.check(looser, cex.trip_count).violations
+        if w.part == "epilogue":
+            # the smallest trip count that breaks an epilogue wait is a short loop
+            assert cex.trip_count <= prog.max_stage, (k, cex.summary)

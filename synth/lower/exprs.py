@@ -93,7 +93,8 @@ def aff_expr(e: Expr, first: str) -> Expr:
 
 
 def _ge0(coeffs: dict[str, int], c: int, first: str) -> Expr:
-    """``sum(coeffs) + c >= 0`` in the form RFC 0077 prints (``2 <= i``, ``i < 1``, ``i + 6 < T``)."""
+    """``sum(coeffs) + c >= 0`` in the form RFC 0077 prints (``2 <= i``, ``i < 1``, ``i + 6 < T``;
+    a constant lower bound of a sum as ``3 <= i + T``)."""
     coeffs = {n: v for n, v in coeffs.items() if v}
     if not coeffs:
         return TRUE if c >= 0 else FALSE
@@ -103,6 +104,8 @@ def _ge0(coeffs: dict[str, int], c: int, first: str) -> Expr:
             return Bin("<=", Num(-c), Var(x))
         if a == -1 and c >= 0:
             return Bin("<", Var(x), Num(c + 1))
+    if c <= 0 and all(v > 0 for v in coeffs.values()):
+        return Bin("<=", Num(-c), aff(coeffs, 0, first))
     # sum + c + 1 > 0  <=>  L < R
     k = c + 1
     lhs = aff({n: -v for n, v in coeffs.items() if v < 0}, max(-k, 0), first)
