@@ -1,0 +1,266 @@
+"""An emitted GEMM as a Python callable: ``synth.kernel.load(OUT)(A, B)`` (docs/api.md).
+
+Input: an output folder of a ``kind: gemm`` problem (``problem.yaml``,
+``schedule.json``, ``program.json`` and ``kernel.cu``). Output: a
+:class:`Kernel` computing ``alpha * A @ B.T + beta * C`` on numpy arrays with
+the kernel in the folder:
+
+* on a machine with an NVIDIA GPU and pycuda (``pip install '.[gpu]'``), on the
+  GPU (``backend="cuda"``);
+* otherwise on the CPU emulator of :mod:`synth.emit.emulate`
+  (``backend="emulator"``: g++ needed, slow: meant for small shapes, where it
+  also reports early reads, hazards and bank conflicts).
+
+Both backends take the same arguments and make the same checks, in Python
+before the launch (:class:`KernelError`, a :class:`~synth.errors.SynthError`
+and a ``ValueError``): A is ``M x K`` float16, B is ``N x K`` float16 (the
+"TN" layout: C = A B^T), C (optional, needed when ``beta != 0``) ``M x N``
+float32; ``K`` must give the kernel's k-tile count (``ceil(K / BK) ==
+SYNTH_KTILES``, the trip count the waits were proved for) and be a multiple
+of 8; ``M`` and ``N`` are free (1 .. 2^31 - 1). The kernel's own run-time
+preconditions (``*status``) are reported the same way. Inputs are never
+modified; the result is a new ``M x N`` float32 array.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from typing import Optional
+
+import numpy as np
+
+from .errors import Loc, SynthError
+
+BACKENDS = ("auto", "cuda", "emulator")
+INT_MAX = 2**31 - 1
+"""M, N and K are passed as C ``int``."""
+
+
+class KernelError(SynthError, ValueError):
+    """Arguments the kernel cannot take, or a launch the kernel refused."""
+
+
+@dataclass(frozen=True)
+class KernelFacts:
+    """What kernel.cu states about itself (its ``#define SYNTH_*`` lines)."""
+
+    name: str
+    BM: int
+    BN: int
+    BK: int
+    ktiles: int
+    threads: int
+    smem_bytes: int
+
+    def k_allowed(self, K: int) -> bool:
+        """K gives this kernel's k-tile count and 16-byte rows."""
+        return K >= 1 and K % 8 == 0 and -(-K // self.BK) == self.ktiles
+
+
+class Kernel:
+    """``kernel(A, B, C=None, *, alpha=1.0, beta=0.0) -> numpy.ndarray`` (see the module docstring)."""
+
+    def __init__(self, path: str, source: str, facts: KernelFacts, backend: str) -> None:
+        self.path = path
+        self.source = source
+        self.facts = facts
+        self.backend = backend
+        self._gpu = None
+        self.last_run = None
+        """The emulator's :class:`~synth.emit.emulate.EmuRun` of the last call (emulator backend)."""
+
+    def __repr__(self) -> str:
+        f = self.facts
+        return (f"<synth.kernel.Kernel {f.name}: {f.BM}x{f.BN}x{f.BK} tiles, K in {self.k_range()}, "
+                f"backend {self.backend}>")
+
+    def k_range(self) -> str:
+        """The values of K this kernel takes, as text."""
+        f = self.facts
+        lo = (f.ktiles - 1) * f.BK + 1
+        lo += (-lo) % 8
+        return f"{lo} .. {f.ktiles * f.BK} (multiples of 8)"
+
+    def check(self, A, B, C=None, *, alpha: float = 1.0, beta: float = 0.0):
+        """The checked, contiguous arrays ``(A, B, C or None)`` and ``(M, N, K)``; raises :class:`KernelError`."""
+        loc = Loc(self.path)
+        for name, x in (("A", A), ("B", B)):
+            if not isinstance(x, np.ndarray):
+                raise KernelError(loc, f"{name} is a {type(x).__name__}, not a numpy array",
+                                  f"pass numpy arrays, e.g. np.asarray({name}, dtype=np.float16)")
+            if x.dtype != np.float16:
+                raise KernelError(loc, f"{name} has dtype {x.dtype}; the kernel reads float16",
+                                  f"convert it: {name}.astype(np.float16)")
+            if x.ndim != 2:
+                raise KernelError(loc, f"{name} has {x.ndim} dimensions; the kernel takes a matrix", "pass a 2-D array")
+        M, K = A.shape
+        N, KB = B.shape
+        if KB != K:
+            raise KernelError(loc, f"A is {M} x {K} but B is {N} x {KB}: B must be N x K (C = A @ B.T)",
+                              "pass B transposed (np.ascontiguousarray(B.T)) if it is K x N")
+        if not (1 <= M <= INT_MAX and 1 <= N <= INT_MAX):
+            raise KernelError(loc, f"M = {M}, N = {N}: both must be in 1 .. {INT_MAX}", "pass non-empty matrices")
+        if not self.facts.k_allowed(K):
+            raise KernelError(loc, f"K = {K}: this kernel was proved for {self.facts.ktiles} k-tiles of "
+                              f"{self.facts.BK}, so K must be in {self.k_range()}",
+                              "solve a kind: gemm problem with this K and load its folder")
+        for name, v in (("alpha", alpha), ("beta", beta)):
+            if not np.isfinite(float(v)):
+                raise KernelError(loc, f"{name} = {v} is not finite", f"pass a finite {name}")
+        if C is None:
+            if float(beta) != 0.0:
+                raise KernelError(loc, f"beta = {beta} needs C", "pass C (M x N float32) or beta=0")
+        else:
+            if not isinstance(C, np.ndarray) or C.dtype != np.float32 or C.shape != (M, N):
+                got = f"{C.shape} {C.dtype}" if isinstance(C, np.ndarray) else type(C).__name__
+                raise KernelError(loc, f"C must be an {M} x {N} float32 array, got {got}",
+                                  "pass np.asarray(C, dtype=np.float32) of shape (M, N)")
+            C = np.ascontiguousarray(C)
+        return np.ascontiguousarray(A), np.ascontiguousarray(B), C, (M, N, K)
+
+    def __call__(self, A, B, C=None, *, alpha: float = 1.0, beta: float = 0.0) -> np.ndarray:
+        A, B, C, (M, N, K) = self.check(A, B, C, alpha=alpha, beta=beta)
+        if self.backend == "cuda":
+            out, status = self._run_gpu(A, B, C, M, N, K, float(alpha), float(beta))
+        else:
+            out, status = self._run_emulator(A, B, C, M, N, K, float(alpha), float(beta))
+        if status:
+            from .emit.cuda import STATUS_CODES
+
+            why = "; ".join(w for code, (_, w) in STATUS_CODES.items() if status & code)
+            raise KernelError(Loc(self.path), f"the kernel refused the launch (status {status}): {why}",
+                              "pass arrays the kernel's preconditions allow")
+        return out
+
+    def _grid(self, M: int, N: int) -> tuple[int, int, int]:
+        return (-(-N // self.facts.BN), -(-M // self.facts.BM), 1)
+
+    def _run_emulator(self, A, B, C, M, N, K, alpha, beta):
+        from .emit.emulate import GEMM_KERNEL, Buf, compile_and_run
+
+        out = np.zeros((M, N), np.float32)
+        status = np.zeros(1, np.int32)
+        args = [Buf("A", A), Buf("B", B), Buf("C", out, out=True), Buf("C_in", C) if C is not None else None,
+                M, N, K, K, K, N, alpha, beta, Buf("status", status, out=True)]
+        run = compile_and_run(self.source, GEMM_KERNEL, args, grid=self._grid(M, N),
+                              block=(self.facts.threads, 1, 1), smem_bytes=self.facts.smem_bytes)
+        self.last_run = run
+        if run.errors:
+            raise KernelError(Loc(self.path), "the emulator reports: " + "; ".join(run.errors[:3]),
+                              "run 'synth verify' on the folder; see docs/emulator.md")
+        return run.outputs["C"], int(run.outputs["status"][0])
+
+    def _run_gpu(self, A, B, C, M, N, K, alpha, beta):
+        drv, fn, ctx = self._gpu_function()
+        ctx.push()
+        try:
+            dA, dB = drv.to_device(A), drv.to_device(B)
+            out = np.zeros((M, N), np.float32)
+            dC = drv.mem_alloc(out.nbytes)
+            dCin = drv.to_device(C) if C is not None else np.intp(0)
+            status = np.zeros(1, np.int32)
+            dS = drv.to_device(status)
+            fn(dA, dB, dC, dCin, np.int32(M), np.int32(N), np.int32(K), np.int32(K), np.int32(K), np.int32(N),
+               np.float32(alpha), np.float32(beta), dS, block=(self.facts.threads, 1, 1), grid=self._grid(M, N),
+               shared=self.facts.smem_bytes)
+            drv.Context.synchronize()
+            drv.memcpy_dtoh(out, dC)
+            drv.memcpy_dtoh(status, dS)
+        finally:
+            ctx.pop()
+        return out, int(status[0])
+
+    def _gpu_function(self):
+        if self._gpu is None:
+            import pycuda.driver as drv  # noqa: PLC0415 - optional dependency
+            from pycuda.compiler import compile as nvcc_compile  # noqa: PLC0415
+
+            drv.init()
+            dev = drv.Device(0)
+            ctx = dev.make_context()
+            try:
+                major, minor = dev.compute_capability()
+                try:
+                    cubin = nvcc_compile(self.source, no_extern_c=True, arch=f"sm_{major}{minor}",
+                                         options=["-std=c++17", "-O3"])
+                except Exception as exc:
+                    raise KernelError(Loc(self.path), f"nvcc failed on kernel.cu: {exc}",
+                                      "check the CUDA toolkit version") from None
+                fn = drv.module_from_buffer(cubin).get_function("synth_gemm")
+                if self.facts.smem_bytes > 48 * 1024:
+                    fn.set_attribute(drv.function_attribute.MAX_DYNAMIC_SHARED_SIZE_BYTES, self.facts.smem_bytes)
+            finally:
+                ctx.pop()
+            self._gpu = (drv, fn, ctx)
+        return self._gpu
+
+
+def facts_of(source: str, path: str = "kernel.cu") -> KernelFacts:
+    """The :class:`KernelFacts` of a kernel.cu text; raises :class:`KernelError` when a fact is missing."""
+    from .emit.emulate import kernel_macros
+
+    m = kernel_macros(source)
+    need = ("BM", "BN", "BK", "KTILES", "THREADS", "SMEM_BYTES")
+    missing = [k for k in need if k not in m]
+    if missing:
+        raise KernelError(Loc(path), f"kernel.cu does not state {', '.join('SYNTH_' + k for k in missing)}",
+                          "emit it with 'synth emit OUT --target cuda'")
+    return KernelFacts(os.path.basename(os.path.dirname(os.path.abspath(path))), m["BM"], m["BN"], m["BK"],
+                       m["KTILES"], m["THREADS"], m["SMEM_BYTES"])
+
+
+def gpu_ready() -> tuple[bool, str]:
+    """(True, device name) when pycuda imports and sees a GPU, else (False, why not)."""
+    from .search import gpu_available
+
+    return gpu_available()
+
+
+def load(out: str, *, backend: str = "auto") -> Kernel:
+    """The kernel of output folder ``out`` as a callable (``backend``: ``auto``, ``cuda`` or ``emulator``).
+
+    ``auto`` picks ``cuda`` when :func:`gpu_ready`, else ``emulator``. The
+    folder must be one ``synth solve`` wrote for a ``kind: gemm`` problem; its
+    kernel.cu must state the tile sizes its program was lowered with
+    (:func:`synth.emit.cuda.kernel_info`), so a kernel.cu from another folder
+    or configuration is refused. Raises :class:`SynthError`.
+    """
+    from .emit.cuda import kernel_info
+    from .pipeline import load_output
+
+    if backend not in BACKENDS:
+        raise SynthError(None, f"unknown backend {backend!r}", f"use one of {', '.join(BACKENDS)}")
+    out = os.fspath(out)
+    problem, schedule, program = load_output(out)
+    if problem.gemm is None:
+        raise SynthError(Loc(problem.path), f"problem '{problem.name}' is not a GEMM; only kind: gemm folders "
+                         "have a kernel", "solve a kind: gemm problem")
+    path = os.path.join(out, "kernel.cu")
+    if not os.path.isfile(path):
+        raise SynthError(Loc(out), f"'{out}' has no kernel.cu", f"run 'synth emit {out} --target cuda'")
+    with open(path, encoding="utf-8") as fh:
+        source = fh.read()
+    facts = facts_of(source, path)
+    info = kernel_info(problem, schedule, program)
+    cfg = problem.gemm
+    want = {"BM": cfg.BM, "BN": cfg.BN, "BK": cfg.BK, "KTILES": info.ktiles, "THREADS": info.threads,
+            "SMEM_BYTES": info.smem_bytes}
+    got = {"BM": facts.BM, "BN": facts.BN, "BK": facts.BK, "KTILES": facts.ktiles, "THREADS": facts.threads,
+           "SMEM_BYTES": facts.smem_bytes}
+    diff = [f"SYNTH_{k} {got[k]} (program: {want[k]})" for k in want if got[k] != want[k]]
+    if diff:
+        raise SynthError(Loc(path), f"kernel.cu does not match the folder's program: {', '.join(diff)}",
+                         f"re-emit it with 'synth emit {out} --target cuda'")
+    facts = KernelFacts(problem.name, facts.BM, facts.BN, facts.BK, facts.ktiles, facts.threads, facts.smem_bytes)
+    if backend == "auto":
+        backend = "cuda" if gpu_ready()[0] else "emulator"
+    elif backend == "cuda":
+        ok, why = gpu_ready()
+        if not ok:
+            raise SynthError(None, f"no CUDA GPU available: {why}",
+                             "run on a machine with an NVIDIA GPU and pip install '.[gpu]', or use backend='emulator'")
+    return Kernel(path, source, facts, backend)
+
+
+__all__ = ["load", "Kernel", "KernelFacts", "KernelError", "facts_of", "gpu_ready", "BACKENDS"]
