@@ -1,0 +1,397 @@
+"""Generate the inputs of ``synth check`` with the real compilers, and the table of docs/check.md.
+
+``python tests/check_inputs/generate.py`` compiles every program below with the
+compiler that is installed (Triton, TVM, mlir-opt), saves the pipelined IR next to
+this file (the saved copies let the tests run where a compiler is absent), runs
+``synth check`` on each and prints the per-source table. The tests import the
+same functions and compile in the test run.
+
+Programs (our own, modelled on each project's tests of its pipeliner):
+
+* Triton: the tutorial matmul at ``num_stages`` 2..5; a masked K loop that sums
+  rows (``tl.range(..., num_stages=3)``); a gather-matmul whose row indices are
+  loaded one stage before the rows they select (two loads at different distances).
+* TVM: one async producer with its consumer 1..3 stages later; the same with a
+  symbolic extent; two producers committed together; two producers interleaved
+  with their consumer (the shape of TVM's ``test_async_producer_interleaving``).
+* MLIR: ``transform.memref.multibuffer`` + ``transform.nvgpu.pipeline_shared_memory_copies``
+  on a copy loop at depth 2 and 3, and on a two-buffer loop with a peeled epilogue.
+"""
+
+from __future__ import annotations
+
+import functools
+import glob
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+
+# ------------------------------------------------------------------------------------------ Triton
+
+
+def triton_available() -> str:
+    """'' when Triton can compile here, else why not."""
+    try:
+        import triton  # noqa: F401
+        from triton.backends.compiler import GPUTarget  # noqa: F401
+        from triton.compiler import ASTSource  # noqa: F401
+    except Exception as e:  # ImportError, or a broken install
+        return f"triton is not installed ({type(e).__name__}: {e})"
+    return ""
+
+
+@functools.lru_cache(maxsize=None)
+def _triton_kernels():
+    import triton
+    import triton.language as tl
+
+    @triton.jit
+    def matmul(a_ptr, b_ptr, c_ptr, M, N, K, stride_am, stride_ak, stride_bk, stride_bn, stride_cm, stride_cn,
+               BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr):
+        pid = tl.program_id(0)
+        grid_n = tl.cdiv(N, BLOCK_N)
+        pid_m = pid // grid_n
+        pid_n = pid % grid_n
+        rm = (pid_m * BLOCK_M + tl.arange(0, BLOCK_M)) % M
+        rn = (pid_n * BLOCK_N + tl.arange(0, BLOCK_N)) % N
+        rk = tl.arange(0, BLOCK_K)
+        a_ptrs = a_ptr + rm[:, None] * stride_am + rk[None, :] * stride_ak
+        b_ptrs = b_ptr + rk[:, None] * stride_bk + rn[None, :] * stride_bn
+        acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
+        for k in range(0, tl.cdiv(K, BLOCK_K)):
+            a = tl.load(a_ptrs, mask=rk[None, :] < K - k * BLOCK_K, other=0.0)
+            b = tl.load(b_ptrs, mask=rk[:, None] < K - k * BLOCK_K, other=0.0)
+            acc = tl.dot(a, b, acc)
+            a_ptrs += BLOCK_K * stride_ak
+            b_ptrs += BLOCK_K * stride_bk
+        cm = pid_m * BLOCK_M + tl.arange(0, BLOCK_M)
+        cn = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)
+        tl.store(c_ptr + stride_cm * cm[:, None] + stride_cn * cn[None, :], acc.to(tl.float16),
+                 mask=(cm[:, None] < M) & (cn[None, :] < N))
+
+    @triton.jit
+    def masked_rowsum(x_ptr, y_ptr, K, stride, BLOCK_R: tl.constexpr, BLOCK_K: tl.constexpr):
+        rows = tl.program_id(0) * BLOCK_R + tl.arange(0, BLOCK_R)
+        cols = tl.arange(0, BLOCK_K)
+        acc = tl.zeros((BLOCK_R, BLOCK_K), dtype=tl.float32)
+        for k in tl.range(0, K, BLOCK_K, num_stages=3):
+            x = tl.load(x_ptr + rows[:, None] * stride + (k + cols)[None, :], mask=(k + cols)[None, :] < K,
+                        other=0.0)
+            acc += x.to(tl.float32)
+        tl.store(y_ptr + rows, tl.sum(acc, axis=1))
+
+    @triton.jit
+    def gather_matmul(a_ptr, b_ptr, idx_ptr, c_ptr, K, stride_b, BM: tl.constexpr, BN: tl.constexpr,
+                      BK: tl.constexpr):
+        rm = tl.arange(0, BM)
+        rn = tl.arange(0, BN)
+        rk = tl.arange(0, BK)
+        acc = tl.zeros((BM, BN), dtype=tl.float32)
+        for k in range(0, K):
+            a = tl.load(a_ptr + rm[:, None] * BK * 64 + k * BK + rk[None, :])
+            rows = tl.load(idx_ptr + k * BK + rk)
+            b = tl.load(b_ptr + rows[:, None] * stride_b + rn[None, :])
+            acc = tl.dot(a, b, acc)
+        tl.store(c_ptr + rm[:, None] * BN + rn[None, :], acc)
+
+    return {"matmul": matmul, "masked_rowsum": masked_rowsum, "gather_matmul": gather_matmul}
+
+
+_TRITON = {
+    # name: (kernel, signature, constexprs, num_stages)
+    **{f"triton-matmul-s{s}": ("matmul", {
+        "a_ptr": "*fp16", "b_ptr": "*fp16", "c_ptr": "*fp16", "M": "i32", "N": "i32", "K": "i32",
+        "stride_am": "i32", "stride_ak": "constexpr", "stride_bk": "i32", "stride_bn": "constexpr",
+        "stride_cm": "i32", "stride_cn": "constexpr", "BLOCK_M": "constexpr", "BLOCK_N": "constexpr",
+        "BLOCK_K": "constexpr"}, {"BLOCK_M": 64, "BLOCK_N": 64, "BLOCK_K": 32, "stride_ak": 1, "stride_bn": 1,
+                                  "stride_cn": 1}, s) for s in (2, 3, 4, 5)},
+    "triton-masked-rowsum-s3": ("masked_rowsum", {
+        "x_ptr": "*fp16", "y_ptr": "*fp32", "K": "i32", "stride": "i32", "BLOCK_R": "constexpr",
+        "BLOCK_K": "constexpr"}, {"BLOCK_R": 32, "BLOCK_K": 64}, 3),
+    "triton-gather-matmul-s3": ("gather_matmul", {
+        "a_ptr": "*fp16", "b_ptr": "*fp16", "idx_ptr": "*i32", "c_ptr": "*fp32", "K": "i32", "stride_b": "i32",
+        "BM": "constexpr", "BN": "constexpr", "BK": "constexpr"}, {"BM": 64, "BN": 64, "BK": 32}, 3),
+}
+
+
+def triton_names() -> list:
+    return sorted(_TRITON)
+
+
+@functools.lru_cache(maxsize=None)
+def triton_ttgir(name: str) -> str:
+    """The TTGIR after Triton's pipeliner, compiled for sm_80 (no GPU needed)."""
+    os.environ.setdefault("TRITON_DEFAULT_FP_FUSION", "1")
+    import triton
+    from triton.backends.compiler import GPUTarget
+    from triton.compiler import ASTSource
+
+    kname, sig, const, stages = _TRITON[name]
+    fn = _triton_kernels()[kname]
+    names = list(sig)
+    # the tutorial's launch specialises pointers and strides divisible by 16 (enables 16-byte cp.async)
+    attrs = {(i,): [["tt.divisibility", 16]] for i, n in enumerate(names) if sig[n] != "constexpr"}
+    src = ASTSource(fn, sig, constexprs=const, attrs=attrs)
+    k = triton.compile(src, target=GPUTarget("cuda", 80, 32), options={"num_stages": stages, "num_warps": 4})
+    return k.asm["ttgir"]
+
+
+# ------------------------------------------------------------------------------------------ TVM
+
+
+def tvm_available() -> str:
+    try:
+        import tvm
+        import tvm.s_tir  # noqa: F401
+        from tvm.script import tirx  # noqa: F401
+    except Exception as e:
+        return f"apache-tvm (>= 0.27, tvm.s_tir) is not installed ({type(e).__name__}: {e})"
+    if not hasattr(tvm.s_tir.transform, "InjectSoftwarePipeline"):
+        return "this TVM has no s_tir.transform.InjectSoftwarePipeline"
+    return ""
+
+
+@functools.lru_cache(maxsize=None)
+def _tvm_funcs():
+    from tvm.script import tirx as T
+
+    def stream(stages):
+        @T.prim_func(s_tir=True)
+        def f(X: T.Buffer((32, 16), "float32"), Y: T.Buffer((32, 16), "float32")):
+            for t in T.thread_binding(0, 32, thread="threadIdx.x"):
+                for k in T.serial(0, 16, annotations={"software_pipeline_stage": [0, stages],
+                                                      "software_pipeline_order": [0, 1],
+                                                      "software_pipeline_async_stages": [0]}):
+                    with T.sblock("step"):
+                        T.reads(X[t, k])
+                        T.writes(Y[t, k])
+                        S = T.sblock_alloc_buffer((32, 1), dtype="float32", scope="shared")
+                        with T.sblock("load"):
+                            T.reads(X[t, k])
+                            T.writes(S[t, 0])
+                            S[t, 0] = X[t, k]
+                        with T.sblock("use"):
+                            T.reads(S[t, 0])
+                            T.writes(Y[t, k])
+                            Y[t, k] = S[t, 0] * T.float32(2)
+        return f
+
+    def two_inputs(stage, order):
+        @T.prim_func(s_tir=True)
+        def f(X: T.Buffer((32, 16), "float32"), Z: T.Buffer((32, 16), "float32"),
+              Y: T.Buffer((32, 16), "float32")):
+            for t in T.thread_binding(0, 32, thread="threadIdx.x"):
+                for k in T.serial(0, 16, annotations={"software_pipeline_stage": stage,
+                                                      "software_pipeline_order": order,
+                                                      "software_pipeline_async_stages": [0]}):
+                    with T.sblock("step"):
+                        T.reads(X[t, k], Z[t, k])
+                        T.writes(Y[t, k])
+                        P = T.sblock_alloc_buffer((32, 1), dtype="float32", scope="shared")
+                        Q = T.sblock_alloc_buffer((32, 1), dtype="float32", scope="shared")
+                        with T.sblock("load_p"):
+                            T.reads(X[t, k])
+                            T.writes(P[t, 0])
+                            P[t, 0] = X[t, k]
+                        with T.sblock("load_q"):
+                            T.reads(Z[t, k])
+                            T.writes(Q[t, 0])
+                            Q[t, 0] = Z[t, k]
+                        with T.sblock("use"):
+                            T.reads(P[t, 0], Q[t, 0])
+                            T.writes(Y[t, k])
+                            Y[t, k] = P[t, 0] - Q[t, 0]
+        return f
+
+    @T.prim_func(s_tir=True)
+    def dynamic(x: T.handle, y: T.handle):
+        n = T.int32()
+        X = T.match_buffer(x, (32, n), "float32")
+        Y = T.match_buffer(y, (32, n), "float32")
+        for t in T.thread_binding(0, 32, thread="threadIdx.x"):
+            for k in T.serial(0, n, annotations={"software_pipeline_stage": [0, 2],
+                                                 "software_pipeline_order": [0, 1],
+                                                 "software_pipeline_async_stages": [0]}):
+                with T.sblock("step"):
+                    T.reads(X[t, k])
+                    T.writes(Y[t, k])
+                    S = T.sblock_alloc_buffer((32, 1), dtype="float32", scope="shared")
+                    with T.sblock("load"):
+                        T.reads(X[t, k])
+                        T.writes(S[t, 0])
+                        S[t, 0] = X[t, k]
+                    with T.sblock("use"):
+                        T.reads(S[t, 0])
+                        T.writes(Y[t, k])
+                        Y[t, k] = S[t, 0] + T.float32(1)
+
+    return {"tvm-stream-s1": stream(1), "tvm-stream-s2": stream(2), "tvm-stream-s3": stream(3),
+            "tvm-dynamic-s2": dynamic,
+            "tvm-two-inputs-together": two_inputs([0, 0, 1], [0, 1, 2]),
+            "tvm-producer-interleaving": two_inputs([0, 0, 3], [0, 2, 1])}
+
+
+def tvm_names() -> list:
+    return ["tvm-stream-s1", "tvm-stream-s2", "tvm-stream-s3", "tvm-dynamic-s2", "tvm-two-inputs-together",
+            "tvm-producer-interleaving"]
+
+
+@functools.lru_cache(maxsize=None)
+def tvm_module(name: str):
+    """The IRModule after InjectSoftwarePipeline."""
+    import tvm
+
+    f = _tvm_funcs()[name]
+    mod = tvm.IRModule.from_expr(f.with_attr("global_symbol", "main"))
+    return tvm.s_tir.transform.InjectSoftwarePipeline()(mod)
+
+
+def tvm_script(name: str) -> str:
+    return tvm_module(name).script()
+
+
+# ------------------------------------------------------------------------------------------ MLIR
+
+
+def mlir_opt() -> str | None:
+    """``$MLIR_OPT``, ``mlir-opt`` on PATH, or the newest ``/usr/lib/llvm-*/bin/mlir-opt``."""
+    found = os.environ.get("MLIR_OPT") or shutil.which("mlir-opt")
+    if found:
+        return found
+    installed = sorted(glob.glob("/usr/lib/llvm-*/bin/mlir-opt"),
+                       key=lambda p: int(p.split("llvm-")[1].split("/")[0]))
+    return installed[-1] if installed else None
+
+
+_COPY_LOOP = """
+func.func @stream(%global: memref<1024xf32>, %out: memref<1024xf32>) {
+  %c0 = arith.constant 0 : index
+  %c4 = arith.constant 4 : index
+  %c1024 = arith.constant 1024 : index
+  %shared = memref.alloc() : memref<4xf32, #gpu.address_space<workgroup>>
+  scf.for %i = %c0 to %c1024 step %c4 {
+    %t = nvgpu.device_async_copy %global[%i], %shared[%c0], 4 : memref<1024xf32> to memref<4xf32, #gpu.address_space<workgroup>>
+    %g = nvgpu.device_async_create_group %t
+    nvgpu.device_async_wait %g
+    %v = memref.load %shared[%c0] : memref<4xf32, #gpu.address_space<workgroup>>
+    memref.store %v, %out[%i] : memref<1024xf32>
+  }
+  return
+}
+"""
+
+_TWO_BUFFERS = """
+func.func @two(%a: memref<4096xf32>, %b: memref<4096xf32>, %out: memref<4096xf32>) {
+  %c0 = arith.constant 0 : index
+  %c4 = arith.constant 4 : index
+  %c1024 = arith.constant 1024 : index
+  %sa = memref.alloc() : memref<4xf32, #gpu.address_space<workgroup>>
+  %sb = memref.alloc() : memref<4xf32, #gpu.address_space<workgroup>>
+  scf.for %i = %c0 to %c1024 step %c4 {
+    %t1 = nvgpu.device_async_copy %a[%i], %sa[%c0], 4 : memref<4096xf32> to memref<4xf32, #gpu.address_space<workgroup>>
+    %t2 = nvgpu.device_async_copy %b[%i], %sb[%c0], 4 : memref<4096xf32> to memref<4xf32, #gpu.address_space<workgroup>>
+    %g = nvgpu.device_async_create_group %t1, %t2
+    nvgpu.device_async_wait %g
+    %x = memref.load %sa[%c0] : memref<4xf32, #gpu.address_space<workgroup>>
+    %y = memref.load %sb[%c0] : memref<4xf32, #gpu.address_space<workgroup>>
+    %z = arith.addf %x, %y : f32
+    memref.store %z, %out[%i] : memref<4096xf32>
+  }
+  return
+}
+"""
+
+_SCHEDULE = """
+module attributes {transform.with_named_sequence} {
+  transform.named_sequence @__transform_main(%root: !transform.any_op {transform.readonly}) {
+    %alloc = transform.structured.match ops{["memref.alloc"]} in %root : (!transform.any_op) -> !transform.op<"memref.alloc">
+    %mb = transform.memref.multibuffer %alloc {factor = FACTOR : i64, skip_analysis} : (!transform.op<"memref.alloc">) -> !transform.any_op
+    %for = transform.structured.match ops{["scf.for"]} in %root : (!transform.any_op) -> !transform.op<"scf.for">
+    %new = transform.nvgpu.pipeline_shared_memory_copies failures(propagate) %for {depth = DEPTH PEEL} : (!transform.op<"scf.for">) -> !transform.any_op
+    transform.yield
+  }
+}
+"""
+
+_MLIR = {
+    "mlir-copy-depth2": (_COPY_LOOP, 2, 2, False),
+    "mlir-copy-depth3": (_COPY_LOOP, 3, 3, False),
+    "mlir-two-buffers-depth2-peeled": (_TWO_BUFFERS, 2, 2, True),
+}
+
+
+def mlir_names() -> list:
+    return sorted(_MLIR)
+
+
+def mlir_input(name: str) -> str:
+    """The loop plus the transform script that multi-buffers and pipelines it."""
+    loop, factor, depth, peel = _MLIR[name]
+    sched = _SCHEDULE.replace("FACTOR", str(factor)).replace("DEPTH", str(depth)).replace(
+        " PEEL", ", peel_epilogue" if peel else "")
+    return loop + sched
+
+
+@functools.lru_cache(maxsize=None)
+def mlir_pipelined(name: str) -> str:
+    """``mlir-opt --transform-interpreter`` output; raises RuntimeError when mlir-opt fails."""
+    tool = mlir_opt()
+    if tool is None:
+        raise RuntimeError("mlir-opt not found")
+    with tempfile.TemporaryDirectory() as d:
+        src = os.path.join(d, f"{name}.mlir")
+        with open(src, "w", encoding="utf-8") as fh:
+            fh.write(mlir_input(name))
+        run = subprocess.run([tool, "--transform-interpreter", src], capture_output=True, text=True, timeout=120)
+    if run.returncode != 0:
+        raise RuntimeError(run.stderr.strip()[:2000])
+    return run.stdout
+
+
+# ------------------------------------------------------------------------------------------ table
+
+
+def generate(out_dir: str = HERE) -> list:
+    """Compile what can be compiled here, save it, check it: rows (source, name, counts, file)."""
+    sys.path.insert(0, os.path.dirname(os.path.dirname(HERE)))
+    from synth.frontends import check_file
+
+    rows = []
+    jobs = []
+    if not triton_available():
+        jobs += [("Triton", n, f"{n}.ttgir", functools.partial(triton_ttgir, n)) for n in triton_names()]
+    if not tvm_available():
+        jobs += [("TVM", n, f"{n}.py", functools.partial(tvm_script, n)) for n in tvm_names()]
+    if mlir_opt():
+        jobs += [("MLIR", n, f"{n}.mlir", functools.partial(mlir_pipelined, n)) for n in mlir_names()]
+    for source, name, fname, make in jobs:
+        path = os.path.join(out_dir, fname)
+        with open(path, "w", encoding="utf-8") as fh:
+            fh.write(make())
+        r = check_file(path)
+        rows.append((source, name, r.counts(), os.path.relpath(path, os.path.dirname(os.path.dirname(HERE)))))
+    return rows
+
+
+def main() -> None:
+    rows = generate()
+    print("| source | program | waits | proven | refuted | unknown |")
+    print("|---|---|---|---|---|---|")
+    for source, name, c, _ in rows:
+        print(f"| {source} | {name} | {sum(c.values())} | {c['proven']} | {c['refuted']} | {c['unknown']} |")
+    print()
+    print("| source | programs | waits proven | refuted | unknown |")
+    print("|---|---|---|---|---|")
+    for source in ("Triton", "TVM", "MLIR"):
+        mine = [c for s, _, c, _ in rows if s == source]
+        if mine:
+            print(f"| {source} | {len(mine)} | {sum(c['proven'] for c in mine)} | "
+                  f"{sum(c['refuted'] for c in mine)} | {sum(c['unknown'] for c in mine)} |")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,68 @@
+"""``synth check`` on TVM TIR after InjectSoftwarePipeline, generated in the test run."""
+
+from __future__ import annotations
+
+import pytest
+
+from check_inputs import generate as gen
+from check_inputs.helpers import run_check, run_text
+
+pytestmark = pytest.mark.skipif(bool(gen.tvm_available()), reason=gen.tvm_available() or "tvm present")
+
+# TVM's expected output for two producers interleaved with their consumer commits both prologue copies
+# as one group per step but waits as if each were its own group (docs/check.md).
+REFUTED = {"tvm-producer-interleaving"}
+
+
+def _write(tmp_path, name: str, text: str | None = None) -> str:
+    path = tmp_path / f"{name}.py"
+    path.write_text(gen.tvm_script(name) if text is None else text)
+    return str(path)
+
+
+@pytest.mark.parametrize("name", gen.tvm_names())
+def test_tvm_pipelines(tmp_path, name):
+    rc, doc, err = run_check(_write(tmp_path, name))
+    res = doc["result"]
+    assert res["source"] == "tvm"
+    if name in REFUTED:
+        assert rc == 1 and not res["ok"] and res["counts"]["refuted"] >= 1
+    else:
+        assert rc == 0, err
+        assert res["counts"] == {"proven": len(res["waits"]), "refuted": 0, "unknown": 0}
+
+
+def test_interleaving_counterexample_names_the_stale_read(tmp_path):
+    rc, out, _ = run_text(_write(tmp_path, "tvm-producer-interleaving"))
+    assert rc == 1
+    assert "async_wait_queue(0, 5)" in out
+    assert "at body i = 0" in out and "RAW (stale read)" in out
+    assert "4 groups committed so far" in out  # the prologue committed 3 groups, not 6
+
+
+def test_module_and_script_give_the_same_verdicts(tmp_path):
+    from synth.frontends import check_loop
+    from synth.frontends.tvm import tvm_to_loop
+
+    for name in ("tvm-stream-s2", "tvm-producer-interleaving"):
+        api = check_loop(tvm_to_loop(gen.tvm_module(name), name))
+        rc, doc, _ = run_check(_write(tmp_path, name))
+        assert [v.status for v in api.report.verdicts] == [w["status"] for w in doc["result"]["waits"]]
+
+
+def test_symbolic_extent(tmp_path):
+    path = _write(tmp_path, "tvm-dynamic-s2")
+    rc, doc, _ = run_check(path)
+    assert rc == 0 and doc["result"]["trip_count"] == "T" and doc["result"]["min_trip_count"] == 2
+    rc, doc, _ = run_check(path, "--trip-count", "7")
+    assert rc == 0 and doc["result"]["trip_count"] == 5  # the body runs T - 2 times
+    rc, _, err = run_text(path, "--trip-count", "1")
+    assert rc == 2 and "--trip-count 1 is below" in err
+
+
+def test_lowering_a_body_wait_is_refuted(tmp_path):
+    text = gen.tvm_script("tvm-stream-s2")
+    assert '"async_wait_inflight_count": 2' in text
+    rc, out, _ = run_text(_write(tmp_path, "bad", text.replace('"async_wait_inflight_count": 2',
+                                                                 '"async_wait_inflight_count": 3', 1)))
+    assert rc == 1 and "RAW (stale read)" in out
