@@ -1,0 +1,126 @@
+"""``synth check`` on the saved inputs (no compiler needed): verdicts, and what is outside the model (exit 2)."""
+
+from __future__ import annotations
+
+import pathlib
+import re
+
+import pytest
+
+from check_inputs.helpers import run_check, run_text
+
+INPUTS = pathlib.Path(__file__).parent / "check_inputs"
+SAVED = sorted(p for p in INPUTS.iterdir() if p.suffix in (".ttgir", ".mlir"))
+
+
+def _tvm_missing() -> bool:
+    try:
+        import tvm.s_tir  # noqa: F401
+    except Exception:
+        return True
+    return False
+
+
+@pytest.mark.parametrize("path", SAVED, ids=lambda p: p.name)
+def test_saved_compiler_outputs_are_proven(path):
+    rc, doc, err = run_check(str(path))
+    assert rc == 0, err
+    assert doc["result"]["counts"]["refuted"] == 0
+
+
+@pytest.mark.skipif(_tvm_missing(), reason="apache-tvm is not installed (needed to parse TVMScript)")
+def test_saved_tvm_scripts():
+    for p in sorted(INPUTS.glob("tvm-*.py")):
+        rc, doc, err = run_check(str(p))
+        assert rc == (1 if "interleaving" in p.name else 0), (p, err)
+
+
+def _matmul() -> str:
+    return (INPUTS / "triton-matmul-s3.ttgir").read_text()
+
+
+def _body_start(lines: list) -> int:
+    return next(i for i, x in enumerate(lines) if "scf.for" in x)
+
+
+def _mutate(tmp_path, text: str, name: str = "bad.ttgir") -> str:
+    p = tmp_path / name
+    p.write_text(text)
+    return str(p)
+
+
+def test_indirect_slot_index_is_outside_the_model(tmp_path):
+    lines = _matmul().splitlines()
+    b = _body_start(lines)
+    k = next(i for i in range(b, len(lines)) if "ttg.memdesc_index %a[" in lines[i])
+    lines[k] = re.sub(r"%a\[%[\w]+\]", "%a[%K]", lines[k])
+    rc, _, err = run_text(_mutate(tmp_path, "\n".join(lines)))
+    use = next(i for i in range(k, len(lines)) if "async_copy_global_to_local" in lines[i])
+    assert rc == 2
+    assert "slot index" in err and "indirect" in err and f":{use + 1}:" in err  # the copy into that slot
+
+
+def test_control_flow_around_a_copy_is_outside_the_model(tmp_path):
+    lines = _matmul().splitlines()
+    b = _body_start(lines)
+    k = next(i for i in range(b, len(lines)) if "async_copy_global_to_local" in lines[i])
+    lines[k:k + 1] = ["      scf.if %K {", lines[k], "      }"]
+    rc, _, err = run_text(_mutate(tmp_path, "\n".join(lines)))
+    assert rc == 2 and "scf.if around async copies" in err
+
+
+def test_data_dependent_lower_bound_is_outside_the_model(tmp_path):
+    lines = _matmul().splitlines()
+    b = _body_start(lines)
+    lines[b] = re.sub(r"= %c0_i32 to", "= %K to", lines[b], count=1)
+    rc, _, err = run_text(_mutate(tmp_path, "\n".join(lines)))
+    assert rc == 2 and "lower bound or step is not a constant" in err
+
+
+def test_prologue_that_does_not_rotate_is_reported(tmp_path):
+    text = _matmul()
+    assert "ttg.memdesc_index %a[%c1_i32]" in text
+    rc, _, err = run_text(_mutate(tmp_path, text.replace("ttg.memdesc_index %a[%c1_i32]",
+                                                         "ttg.memdesc_index %a[%c0_i32]", 1)))
+    assert rc == 2 and "write #1 of a before the loop goes to slot 0, not 1" in err
+
+
+def test_lowered_body_wait_on_saved_triton_is_refuted_at_every_trip_count(tmp_path):
+    lines = _matmul().splitlines()
+    b = _body_start(lines)
+    for i in range(b, len(lines)):
+        lines[i] = lines[i].replace("{num = 2 : i32}", "{num = 3 : i32}")
+    path = _mutate(tmp_path, "\n".join(lines))
+    for t in (1, 2, 5):
+        rc, doc, _ = run_check(path, "--trip-count", str(t))
+        assert rc == 1 and doc["result"]["counts"]["refuted"] >= 1, t
+    rc, doc, _ = run_check(str(INPUTS / "triton-matmul-s3.ttgir"), "--trip-count", "1")
+    assert rc == 0
+
+
+def test_saved_mlir_mutation(tmp_path):
+    text = (INPUTS / "mlir-copy-depth3.mlir").read_text()
+    rc, out, _ = run_text(_mutate(tmp_path, text.replace("numGroups = 2", "numGroups = 3"), "bad.mlir"))
+    assert rc == 1 and "RAW (stale read)" in out
+
+
+@pytest.mark.parametrize("content, needle", [
+    ("func.func @f() {\n  return\n}\n", "cannot tell the input form"),
+    ("module {\n  ttg.async_wait {num = 0 : i32}\n}\n", "no pipelined loop"),
+    ("module {\n  scf.for %i = %c0 to %c4 step %c1 {\n    ttg.async_wait {num = 0 : i32}\n", "unbalanced"),
+])
+def test_bad_inputs_exit_2(tmp_path, content, needle):
+    rc, _, err = run_text(_mutate(tmp_path, content, "x.ttgir"))
+    assert rc == 2 and needle in err and "fix:" in err and "Traceback" not in err
+
+
+def test_missing_file_and_folder_exit_2(tmp_path):
+    rc, _, err = run_text(str(tmp_path / "nope.ttgir"))
+    assert rc == 2 and "no such file" in err
+    rc, _, err = run_text(str(tmp_path))
+    assert rc == 2 and "folder" in err
+
+
+def test_trip_count_options_are_exclusive():
+    rc, _, err = run_text(str(INPUTS / "mlir-copy-depth2.mlir"), "--trip-count", "3", "--min-trip-count", "2")
+    assert rc == 2 and "not allowed with" in err
