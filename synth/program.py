@@ -9,7 +9,10 @@ Execution semantics (what the verifier proves things about):
 * The parts run in sequence, each a loop ``for i in range(extent)``. Global
   step ``j`` numbers the loop iterations of all parts together: the prologue's
   ``i`` is ``j``, the body's is ``j - P``, the epilogue's ``j - P - B`` (``P``, ``B``
-  the prologue and body extents).
+  the prologue and body extents). An extent is an expression in the trip-count
+  symbol, never negative: ``min(T, 3)`` and ``max(T - 3, 0)`` where the loop may be
+  shorter than the pipeline (then ``P + B = T`` and the epilogue's guards test
+  ``T``, e.g. ``3 <= i + T``).
 * An ``op`` statement runs op ``op`` for original iteration ``iteration`` (an
   expression in the part's ``i``, always ``j - stage``) when its ``guard`` holds
   and the op's ``when`` predicate holds at that iteration.
