@@ -229,7 +229,8 @@ class _Printer:
 def _fold(cond: Expr, guard: Optional[Expr], part: Part, program: Program) -> Optional[bool]:
     """True/False when ``cond`` has that value at every ``i`` of ``part`` where ``guard``
     holds, for every allowed trip count (by enumeration for a constant extent, else Z3)."""
-    if not (free_vars(cond) - {part.var}) and not free_vars(part.extent):
+    names = free_vars(cond) | free_vars(part.extent) | (free_vars(guard) if guard is not None else frozenset())
+    if not names - {part.var}:
         vals = set()
         for i in range(int(evaluate(part.extent, {}))):
             env = {part.var: i}
@@ -238,7 +239,6 @@ def _fold(cond: Expr, guard: Optional[Expr], part: Part, program: Program) -> Op
         return vals.pop() if len(vals) == 1 else None
     import z3
 
-    names = free_vars(cond) | free_vars(part.extent) | (free_vars(guard) if guard is not None else frozenset())
     env = {n: z3.Int(n) for n in names | {part.var}}
     i = env[part.var]
     dom = [i >= 0, i < to_z3(part.extent, env)]

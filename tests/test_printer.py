@@ -130,3 +130,34 @@ def test_unpinned_problem_is_an_error() -> None:
     p = load_problem(str(PROBLEMS / "two-queues.yaml"))
     with pytest.raises(SynthError):
         schedule_from_pins(p, build_graph(p))
+
+
+SHORT = [("rfc0077-gemm", 2, 2), ("rfc0077-gemm", "T", 1), ("rfc0077-three-stage", "T", 1),
+         ("rfc0077-interleaved", 1, 1), ("rfc0077-two-stage", "T", 1)]
+
+
+def _short_text(name: str, trip, tmin: int) -> str:
+    import dataclasses
+
+    p = load_problem(str(PROBLEMS / f"{name}.yaml"))
+    p = dataclasses.replace(p, loop=dataclasses.replace(p.loop, trip_count=trip, min_trip_count=tmin))
+    g = build_graph(p)
+    return program_text(lower(p, g, schedule_from_pins(p, g)))
+
+
+@pytest.mark.parametrize("name,trip,tmin", SHORT, ids=lambda x: str(x))
+def test_golden_short_loops(name: str, trip, tmin: int, update_golden: bool) -> None:
+    """RFC 0077's examples lowered for loops that may be shorter than the pipeline."""
+    tag = f"T{tmin}" if isinstance(trip, str) else f"{trip}"
+    check_golden(GOLDEN / "short" / f"{name}-{tag}" / "program.txt", _short_text(name, trip, tmin), update_golden)
+
+
+def test_short_loop_listing() -> None:
+    """The prologue and body extents name min/max only where the loop may be short; the
+    epilogue guards test T."""
+    text = _short_text("rfc0077-gemm", "T", 1)
+    assert "for i in range(min(T, 3)):" in text and "for i in range(max(T - 3, 0)):" in text
+    assert "    if 2 <= i + T && i < 2:\n        async_wait_queue(0, 1 - i):" in text
+    assert "(trip count at least 1)" in text.splitlines()[0]
+    fixed = _short_text("rfc0077-gemm", 2, 2)
+    assert "# Body" not in fixed and "for i in range(2):" in fixed and "    if 1 <= i:\n" in fixed
