@@ -207,6 +207,14 @@ def to_program(loop: Loop, min_trip: Optional[int] = None, trip_count: Optional[
         if e.kind == "write" and e.buffer in written and not e.is_async:
             raise _err(loop, e.line, f"buffer {e.buffer} is written both by async copies and synchronously "
                        f"({e.text})", "only buffers filled by async copies alone are supported")
+    genv0 = _z3env(loop)
+    for part, evs, body in (("before", loop.prologue, False), ("in", loop.body, True), ("after", loop.epilogue, False)):
+        for e in evs:
+            if e.kind == "write" and e.buffer in written and e.guard is not None and not _valid(
+                    to_z3(e.guard, genv0), _facts(loop, genv0, max(loop.min_trip, min_trip or 0), body)):
+                raise _err(loop, e.line, f"{e.text or e.key} {part} the loop runs only when {to_str(e.guard)}",
+                           "a predicated-off copy changes which write a slot holds last; copies predicated by "
+                           "a condition (not by a zero-filling mask) are outside the model")
     for e in loop.epilogue:
         if e.kind == "write" and e.buffer in written:
             raise _err(loop, e.line, f"an async copy after the loop ({e.text})",
