@@ -1,0 +1,15 @@
+"""The trusted checker: what ``synth certify`` believes, kept small and apart from the rest of synth.
+
+From the bytes of ``program.json`` alone it derives every proof obligation and
+its SMT-LIB2 formula, and checks a certificate against them with Z3 and cvc5
+(docs/trust.md: what is trusted, what is derived, what is checked).
+
+* :mod:`~synth.trusted.expr` -- the expression language, printed as SMT-LIB2 terms;
+* :mod:`~synth.trusted.program` -- reading: bounds, the JSON Schema, semantic checks;
+* :mod:`~synth.trusted.obligations` -- the obligations and their files;
+* :mod:`~synth.trusted.solvers` -- Z3 and cvc5 on one text;
+* :mod:`~synth.trusted.certify` -- checking a certificate folder;
+* :mod:`~synth.trusted.check` -- verdicts of a program (no certificate).
+
+No module here imports anything from synth outside this package; the tests check that.
+"""

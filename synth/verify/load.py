@@ -1,0 +1,77 @@
+"""Reading ``program.json`` for ``synth verify``: checked by the trusted reader first, then built.
+
+:func:`load_program` accepts the file or the ``OUT/`` folder holding it and
+raises :class:`~synth.errors.SynthError` (exit status 2) naming the file, line,
+column and JSON path, with a fix, when:
+
+* the bytes, the JSON Schema or a semantic check of :mod:`synth.trusted.program`
+  fail (sizes, types without coercion, every derived field against what it
+  derives from: read distances, producers, ``before``, ``max_stage``,
+  ``min_trip_count`` ...);
+* the well-formedness or coverage obligations of :mod:`synth.trusted.obligations`
+  fail (iteration = step - stage, version = iteration - distance, slot = version
+  mod multiplicity, every iteration of every op run exactly once for every trip
+  count): the message gives a trip count and step where they fail.
+
+The waits' ``tight`` fields are dropped (the verifier recomputes them) and so is
+the verifier's earlier tightness remark in ``reason``.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+from dataclasses import replace
+
+from ..errors import Loc, SynthError
+from ..program import Program, program_from_json
+from ..trusted.check import form
+from ..trusted.program import InputError, read_bytes
+from ..trusted.program import MAX_BYTES
+from .obligations import ProgramError, validate_program
+
+_TIGHT_REMARK = re.compile(r";? ?(not tight:|tightness unknown).*\Z", re.S)
+
+
+def load_program(path: str, *, check_form: bool = True) -> Program:
+    """The program of ``path`` (``program.json`` or its folder), checked; errors are :class:`SynthError`.
+
+    ``check_form=False`` skips the solver-backed well-formedness and coverage
+    checks (tests that replay the RFC's malformed listings); the CLI never does.
+    """
+    file = os.path.join(path, "program.json") if os.path.isdir(path) else path
+    try:
+        size = os.path.getsize(file)
+        if size > MAX_BYTES:
+            raise SynthError(Loc(file), f"file of {size} bytes is larger than the bound of {MAX_BYTES} bytes",
+                             "pass the program.json written by 'synth solve'")
+        with open(file, "rb") as fh:
+            data = fh.read(MAX_BYTES + 1)
+    except FileNotFoundError:
+        raise SynthError(Loc(file), "no such file", "pass program.json or the output folder of 'synth solve'") \
+            from None
+    except OSError as e:
+        raise SynthError(Loc(file), f"cannot read: {e.strerror or e}", "check the path and its permissions") \
+            from None
+    try:
+        checked = read_bytes(data, file)
+    except InputError as e:
+        raise SynthError(Loc(e.file, e.line, e.col), f"{e.path}: {e.msg}" if e.path else e.msg, e.fix) from None
+    program = program_from_json(json.loads(data))
+    program = replace(program, waits=tuple(replace(w, tight=None, reason=_TIGHT_REMARK.sub("", w.reason))
+                                           for w in program.waits))
+    try:
+        validate_program(program)
+    except ProgramError as e:
+        raise SynthError(Loc(file), f"{e.path}: {e.msg}", e.fix) from None
+    if check_form:
+        bad = form(checked)
+        if bad:
+            v = bad[0]
+            where = (f" (for example trip count {v.trip_count}, step {v.step})" if v.answer == "sat"
+                     else f" (solver: {v.answer})")
+            raise SynthError(Loc(file), f"{v.obligation.id}: not so: {v.obligation.description}{where}",
+                             "program.json must run each iteration of each op once, at step iteration + stage, "
+                             "with versions and slots derived from it; regenerate it with 'synth solve'")
+    return program
