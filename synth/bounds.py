@@ -19,8 +19,8 @@ and tests.
 
 from __future__ import annotations
 
-MAX_INPUT_BYTES = 1 << 20
-"""Size of a problem file (1 MiB; real ones are a few KiB)."""
+MAX_INPUT_BYTES = 1 << 18
+"""Size of a problem file (256 KiB; real ones are a few KiB, a thousand ops about 80 KiB)."""
 MAX_YAML_DEPTH = 32
 """Nesting of YAML mappings and lists (a problem file needs 4)."""
 MAX_YAML_NODES = 200_000
@@ -73,7 +73,7 @@ MAX_EXPR_DEPTH = 32
 """Nesting of parentheses, unary operators and ``?:`` in one expression."""
 
 TABLE: tuple[tuple[str, str, str], ...] = (
-    ("problem file size", "1 .. 1 MiB", "MAX_INPUT_BYTES"),
+    ("problem file size", "<= 256 KiB", "MAX_INPUT_BYTES"),
     ("YAML nesting depth", f"<= {MAX_YAML_DEPTH}", "MAX_YAML_DEPTH"),
     ("YAML nodes after aliases/merge keys", f"<= {MAX_YAML_NODES}", "MAX_YAML_NODES"),
     ("digits of an integer", f"<= {MAX_INT_DIGITS}", "MAX_INT_DIGITS"),

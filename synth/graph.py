@@ -22,6 +22,7 @@ pinned schedule that breaks an edge.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import cached_property
 
 from .errors import SynthError
 from .problem import Problem
@@ -53,10 +54,27 @@ class Graph:
 
     def constraints(self) -> tuple[Edge, ...]:
         """Edges every schedule must satisfy (excludes buffered WAR edges)."""
+        return self.hard_edges
+
+    @cached_property
+    def hard_edges(self) -> tuple[Edge, ...]:
+        """:meth:`constraints`, computed once."""
         return tuple(e for e in self.edges if e.constraint)
 
     def raw_edges(self, buffer: str | None = None) -> tuple[Edge, ...]:
-        return tuple(e for e in self.edges if e.kind == "raw" and (buffer is None or e.buffer == buffer))
+        """RAW edges, all or those on ``buffer``."""
+        if buffer is None:
+            return tuple(e for e in self.edges if e.kind == "raw")
+        return self.raw_by_buffer.get(buffer, ())
+
+    @cached_property
+    def raw_by_buffer(self) -> dict[str, tuple[Edge, ...]]:
+        """RAW edges grouped by buffer (computed once: bodies of a thousand ops ask per buffer)."""
+        out: dict[str, list[Edge]] = {}
+        for e in self.edges:
+            if e.kind == "raw" and e.buffer is not None:
+                out.setdefault(e.buffer, []).append(e)
+        return {k: tuple(v) for k, v in out.items()}
 
 
 def build_graph(problem: Problem) -> Graph:

@@ -8,6 +8,7 @@ can point back into ``problem.yaml``.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from functools import cached_property
 from typing import Optional
 
 from .errors import Loc
@@ -141,22 +142,22 @@ class Problem:
     path: str = "<memory>"
 
     def op(self, name: str) -> Op:
-        for o in self.ops:
-            if o.name == name:
-                return o
-        raise KeyError(name)
+        return self.ops[self.op_index(name)]
 
     def op_index(self, name: str) -> int:
-        for i, o in enumerate(self.ops):
-            if o.name == name:
-                return i
-        raise KeyError(name)
+        """Program-order index of op ``name`` (KeyError when there is none)."""
+        return self._op_index[name]
 
     def buffer(self, name: str) -> Buffer:
-        for b in self.buffers:
-            if b.name == name:
-                return b
-        raise KeyError(name)
+        return self._buffers[name]
+
+    @cached_property
+    def _op_index(self) -> dict[str, int]:
+        return {o.name: i for i, o in enumerate(self.ops)}
+
+    @cached_property
+    def _buffers(self) -> dict[str, Buffer]:
+        return {b.name: b for b in self.buffers}
 
     def queue_of_unit(self, unit: str) -> Optional[int]:
         """Queue number of an async unit (its index among async units), else None."""

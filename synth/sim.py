@@ -123,9 +123,13 @@ def offsets_at(problem: Problem, graph: Graph, sched: Schedule, ii: Optional[int
             preds[b].append((a, lat - lag * (ii or 0)))
     blockers = [(a, ops[a].latency) for a in _blocking(problem, sched)]
     counts = [problem.target.unit(op.unit).count for op in ops]
-    same_unit_before: list[list[int]] = []
-    for k, b in enumerate(body):
-        same_unit_before.append([a for a in body[:k] if ops[a].unit == ops[b].unit])
+    # Ops of the same unit earlier in the body: a prefix of one list per unit (no n^2 copies).
+    per_unit: dict[str, list[int]] = {}
+    same_unit_before: list[tuple[list[int], int]] = []
+    for b in body:
+        lst = per_unit.setdefault(ops[b].unit, [])
+        same_unit_before.append((lst, len(lst)))
+        lst.append(b)
     issue = [op.issue for op in ops]
     limit = [ii - op.issue for op in ops] if ii is not None else None
     t = [0] * n
@@ -145,13 +149,13 @@ def offsets_at(problem: Problem, graph: Graph, sched: Schedule, ii: Optional[int
                     lo = t[a] + lat - ii
                 if pos[a] < k and t[a] + lat > lo:
                     lo = t[a] + lat
-            before = same_unit_before[k]
-            if before:
+            lst, n_before = same_unit_before[k]
+            if n_before:
                 if counts[b] == 1:
-                    last = before[-1]  # in body order the previous op of the unit ends last
+                    last = lst[n_before - 1]  # in body order the previous op of the unit ends last
                     lo = max(lo, t[last] + issue[last])
                 else:
-                    lo = _earliest_slot(lo, [(t[a], t[a] + issue[a]) for a in before], counts[b])
+                    lo = _earliest_slot(lo, [(t[a], t[a] + issue[a]) for a in lst[:n_before]], counts[b])
             if limit is not None and lo > limit[b]:
                 return None
             if lo != t[b]:
