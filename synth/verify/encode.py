@@ -237,7 +237,7 @@ class Encoder:
         for p in program.parts:
             self.off[p.name] = acc
             self.off_expr[p.name] = acc_e
-            e = self._int(to_z3(p.extent, self._tenv()))
+            e = self.int_term(to_z3(p.extent, self.trip_env()))
             self.ext[p.name] = e
             acc = acc + e
             acc_e = simplify(Bin("+", acc_e, p.extent))
@@ -251,15 +251,18 @@ class Encoder:
     def begin(self) -> None:
         self.waits_used = set()
 
-    def _tenv(self) -> dict[str, object]:
+    def trip_env(self) -> dict[str, object]:
+        """``{T: the trip-count term}`` when the trip count is a symbol, else empty."""
         return {self.tsym: self.T} if self.tsym else {}
 
     @staticmethod
-    def _int(t) -> z3.ArithRef:
+    def int_term(t) -> z3.ArithRef:
+        """``t`` as a Z3 integer term (a Python int becomes a constant)."""
         return z3.IntVal(t) if isinstance(t, int) else t
 
     @staticmethod
-    def _bool(t) -> z3.BoolRef:
+    def bool_term(t) -> z3.BoolRef:
+        """``t`` as a Z3 Boolean term (a Python bool becomes a constant)."""
         return z3.BoolVal(t) if isinstance(t, bool) else t
 
     # -- steps and parts ---------------------------------------------------------------------
@@ -275,7 +278,7 @@ class Encoder:
         return self.step(r) - self.off[part]
 
     def env(self, part: str, r: int) -> dict[str, object]:
-        env = self._tenv()
+        env = self.trip_env()
         env[self.part[part].var] = self.i_of(part, r)
         return env
 
@@ -290,7 +293,7 @@ class Encoder:
     @_memo
     def guard(self, part: str, pos: int, r: int) -> z3.BoolRef:
         g = self.part[part].stmts[pos].guard
-        return _TRUE if g is None else self._bool(self.expr(g, part, r))
+        return _TRUE if g is None else self.bool_term(self.expr(g, part, r))
 
     def when(self, op: str, r: int) -> z3.BoolRef:
         """The op's predicate at its iteration in step ``j + r``."""
@@ -302,9 +305,9 @@ class Encoder:
             if key not in self._opq:
                 self._opq[key] = z3.Bool(opaque_name(op, r))
             return self._opq[key]
-        env = self._tenv()
+        env = self.trip_env()
         env[self.program.loop_var] = self.step(r) - o.stage
-        return self._bool(to_z3(parse(o.when), env))
+        return self.bool_term(to_z3(parse(o.when), env))
 
     @_memo
     def op_exec(self, part: str, pos: int, r: int) -> z3.BoolRef:
@@ -336,7 +339,7 @@ class Encoder:
     def wait_count(self, part: str, pos: int, r: int) -> z3.ArithRef:
         w = self.wait_index(part, pos)
         e = self.overrides.get(w, self.program.waits[w].in_flight)
-        n = self._int(self.expr(e, part, r))
+        n = self.int_term(self.expr(e, part, r))
         return Sum([n, Ind(self.plus(w))]) if self.parametric else n
 
     @_memo
@@ -468,7 +471,7 @@ class Encoder:
         s.set("timeout", 5000)
         s.add(self.domain())
         s.add(self.in_part(part, 0))
-        val = self._int(self.expr(e, part, 0)) - self.j
+        val = self.int_term(self.expr(e, part, 0)) - self.j
         if s.check() != z3.sat:
             return 0  # the part never runs: any offset will do
         c = s.model().eval(val, model_completion=True).as_long()
@@ -537,7 +540,7 @@ def encode_raw(enc: Encoder, part: str, pos: int, k: int, deltas: Sequence[int],
     acc = s.reads[k]
     prod = enc.ops[acc.producer]  # type: ignore[index]
     at = Point(0, part, pos)
-    version = enc._int(enc.expr(acc.version, part, 0))
+    version = enc.int_term(enc.expr(acc.version, part, 0))
     delta = enc.j - (version + prod.stage)
     cases = []
     for d in deltas:
@@ -588,10 +591,10 @@ def _encode_slot_reuse(enc: Encoder, wpart: str, wpos: int, wk: int, opart: str,
     oa = o.reads[ok] if other == "read" else o.writes[ok]
     m = enc.mult[wa.buffer]
     at = Point(0, wpart, wpos)
-    vw = enc._int(enc.expr(wa.version, wpart, 0))
+    vw = enc.int_term(enc.expr(wa.version, wpart, 0))
     cases = []
     for d in deltas:
-        vo = enc._int(enc.expr(oa.version, opart, -d))
+        vo = enc.int_term(enc.expr(oa.version, opart, -d))
         runs = And(vo == vw - m, enc.op_exec(opart, opos, -d))
         if other == "read":
             runs = And(runs, _producer_ran(enc, opart, opos, ok, -d))
@@ -605,9 +608,9 @@ def _exhaustive(enc: Encoder, part: str, version: Expr, target: z3.ArithRef, del
                 name: str) -> z3.BoolRef:
     """Some step of ``part`` has ``version == target`` at a distance not among ``deltas``."""
     jr = z3.Int(name)
-    env = enc._tenv()
+    env = enc.trip_env()
     env[enc.part[part].var] = jr - enc.off[part]
-    v = enc._int(to_z3(version, env))
+    v = enc.int_term(to_z3(version, env))
     return And(enc.off[part] <= jr, jr < enc.off[part] + enc.ext[part], v == target,
                   *[enc.j - jr != d for d in deltas])
 
@@ -617,9 +620,9 @@ def pair_deltas(enc: Encoder, apart: str, apos: int, aversion: z3.ArithRef, bpar
     """Distances ``d`` such that statement instance in ``bpart`` at step ``j - d`` has
     ``bversion == aversion - shift`` with the anchor ``(apart, apos)`` executing at ``j``."""
     jr = z3.Int("jr")
-    env = enc._tenv()
+    env = enc.trip_env()
     env[enc.part[bpart].var] = jr - enc.off[bpart]
-    v = enc._int(to_z3(bversion, env))
+    v = enc.int_term(to_z3(bversion, env))
     facts = [enc.in_part(apart, 0), enc.guard(apart, apos, 0),
              enc.off[bpart] <= jr, jr < enc.off[bpart] + enc.ext[bpart], v == aversion - shift]
     return enc.delta_range(facts, enc.j - jr)
@@ -641,12 +644,12 @@ def encode_wellformed(enc: Encoder, part: str) -> Encoded:
         if not isinstance(s, OpStmt):
             continue
         stage = enc.ops[s.op].stage
-        bad.append(enc._int(enc.expr(s.iteration, part, 0)) != enc.j - stage)
+        bad.append(enc.int_term(enc.expr(s.iteration, part, 0)) != enc.j - stage)
         g = enc.guard(part, k, 0)
         for a in s.reads + s.writes:
             m = enc.mult[a.buffer]
-            slot = enc._int(enc.expr(a.slot, part, 0))
-            ver = enc._int(enc.expr(a.version, part, 0))
+            slot = enc.int_term(enc.expr(a.slot, part, 0))
+            ver = enc.int_term(enc.expr(a.version, part, 0))
             bad.append(And(g, slot != ver % m))
     f = And(*enc.domain(), enc.in_part(part, 0), Or(bad)) if bad else _FALSE
     return _finish(enc, f)

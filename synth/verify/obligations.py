@@ -173,7 +173,7 @@ def enumerate_obligations(program: Program, enc: E.Encoder) -> list[Obligation]:
 
 
 def _raw_deltas(enc: E.Encoder, part: str, pos: int, version: Expr, stage: int) -> list[int]:
-    v = enc._int(enc.expr(version, part, 0))
+    v = enc.int_term(enc.expr(version, part, 0))
     delta = enc.j - (v + stage)
     pstep = enc.j - delta
     facts = [enc.in_part(part, 0), enc.guard(part, pos, 0), 0 <= pstep, pstep < enc.N]
@@ -202,7 +202,7 @@ def _pair(program: Program, enc: E.Encoder, kind: str, wpart: str, wpos: int, wk
         if cw is not None and cp is not None:
             deltas = [cp + m - cw]
         else:
-            vw = enc._int(enc.expr(wversion, wpart, 0))
+            vw = enc.int_term(enc.expr(wversion, wpart, 0))
             deltas = E.pair_deltas(enc, wpart, wpos, vw, ppart, pversion, m)
     except E.Unsupported as e:
         return Obligation(oid, kind, wpart, wpos, wait_blame, queue, desc, wk, (ppart, ppos, pk), error=str(e))

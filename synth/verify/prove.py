@@ -24,7 +24,7 @@ from typing import AbstractSet, Callable, Optional
 import z3
 
 from ..errors import SynthError
-from ..expr import Bin, Expr, Num, simplify, to_str
+from ..expr import Bin, Expr, Num, as_affine, simplify, to_str
 from ..program import CommitStmt, OpStmt, Program, WaitStmt
 from . import oracle
 from .encode import Encoder, parse_opaque_name
@@ -202,8 +202,21 @@ def _locate_step(program: Program, enc: Encoder, m: z3.ModelRef, j: int) -> tupl
 # tightness
 # --------------------------------------------------------------------------------------------
 
-def _plus_one(e: Expr) -> Expr:
-    return simplify(Bin("+", e, Num(1)))
+def _plus_one(e: Expr) -> str:
+    """``e + 1`` as a person writes it: ``3 - i`` rather than ``-i + 3``."""
+    s = simplify(Bin("+", e, Num(1)))
+    a = as_affine(s)
+    if a is None or not a[0] or all(c > 0 for c in a[0].values()):
+        return to_str(s)
+    coeffs, const = a
+    pos = [(n, c) for n, c in sorted(coeffs.items()) if c > 0]
+    neg = [(n, -c) for n, c in sorted(coeffs.items()) if c < 0]
+    term = lambda n, c: n if c == 1 else f"{c} * {n}"  # noqa: E731
+    head = " + ".join([term(n, c) for n, c in pos] + ([str(const)] if const > 0 else []))
+    tail = " - ".join(term(n, c) for n, c in neg)
+    if not head:
+        return to_str(s)
+    return f"{head} - {tail}" + (f" - {-const}" if const < 0 else "")
 
 
 class _Switches:
@@ -256,7 +269,7 @@ def judge_tightness(program: Program, obs: list[Obligation], results: list[Oblig
             break
         unknown |= status == "unknown"
     if first_fail is not None:
-        return True, f"tight: with {to_str(_plus_one(w.in_flight))} in flight, {first_fail.description} fails"
+        return True, f"tight: with {_plus_one(w.in_flight)} in flight, {first_fail.description} fails"
     if unknown:
         return None, "tightness unknown: the solver timed out on n + 1"
     own = [ob for ob in obs if ob.wait == index and ob.kind in ("raw", "war", "waw")]
@@ -274,8 +287,8 @@ def judge_tightness(program: Program, obs: list[Obligation], results: list[Oblig
         return False, "not tight: subsumed by the other waits on its queue (redundant)"
     if pred:
         return False, (f"not tight: predicated producer {pred}: fewer groups may be in flight than the "
-                       f"count allows, so {to_str(_plus_one(w.in_flight))} is also correct")
-    return False, (f"not tight: conservative fallback: {to_str(_plus_one(w.in_flight))} in flight is also "
+                       f"count allows, so {_plus_one(w.in_flight)} is also correct")
+    return False, (f"not tight: conservative fallback: {_plus_one(w.in_flight)} in flight is also "
                    f"correct")
 
 
