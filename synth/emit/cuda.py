@@ -10,9 +10,9 @@ program statement for statement, written so that ptxas keeps the order:
   slots are **rotating registers** (a byte offset per distinct ``(i + d) % M``,
   advanced once per iteration, never a ``%`` of the loop counter);
 * ``load_j`` (share ``j`` of the k-tile's copies): one 16-byte ``cp.async``
-  per chunk of the share, from a per-chunk global pointer computed once
-  (rows past M/N clamped to the last row: they only feed C entries that are
-  never stored) and advanced by BK per iteration; the K residue is k-tile 0's
+  per chunk of the share, at the matrix plus a per-chunk 32-bit offset
+  computed once and advanced by BK per iteration (rows past M/N clamped to the
+  last row: they only feed C entries that are never stored); the K residue is k-tile 0's
   (its chunks left of ``K - T*BK`` are zero-filled), so every other copy is a
   full, unpredicated 16 bytes;
 * ``s2r_X_kk``: one ``ldmatrix.x4`` per m16 (A) or n16 (B) tile of k16 slice
@@ -69,6 +69,7 @@ STATUS_CODES = {
     4: ("SYNTH_ERR_LD_C", "ldc below N or not a multiple of 4 (128-bit C stores)"),
     8: ("SYNTH_ERR_ALIGN", "A, B, C or C_in not 16-byte aligned"),
     16: ("SYNTH_ERR_KTILES", "ceil(K / BK) differs from SYNTH_KTILES, the trip count the program was proved for"),
+    32: ("SYNTH_ERR_SIZE", "A or B spans 2^31 elements or more (the copies use 32-bit offsets)"),
 }
 """Bits of the code the kernel writes to ``*status`` when a run-time precondition fails."""
 
@@ -255,6 +256,10 @@ class _Writer:
             self.stride = {"A_s": t.a_bytes, "B_s": t.b_bytes}
         self.rot: dict[tuple[str, int], str] = {}
         """(stride group, d) -> name of the register holding ((i + d) % M) * stride in the body."""
+        # chunk c + 1 of a thread is LD_ROWS rows below chunk c: the same swizzle key (a constant byte
+        # step) when LD_ROWS is a multiple of 8 (CPR >= 8, key r % 8) or THREADS of 64 (CPR < 8, key L % 8)
+        cpr = cfg.BK // 8
+        self.st_linear = (cfg.threads // cpr) % 8 == 0 if cpr >= 8 else cfg.threads % 64 == 0
         self.loads_in_body = any(isinstance(s, OpStmt) and LOAD_RE.match(s.op) for s in program.part("body").stmts)
 
     def frag_buffers(self):
@@ -352,6 +357,8 @@ class _Writer:
         self.w("if ((((uintptr_t)A | (uintptr_t)B | (uintptr_t)C | (uintptr_t)C_in) & 15) != 0) "
                "err |= SYNTH_ERR_ALIGN;", 2)
         self.w("if (K >= 1 && (K + BK - 1) / BK != SYNTH_KTILES) err |= SYNTH_ERR_KTILES;", 2)
+        self.w("if ((long long)M * lda >= 2147483647LL || (long long)N * ldb >= 2147483647LL) err |= SYNTH_ERR_SIZE;",
+               2)
         self.w("if (err != 0) {", 2)
         self.w("if (status != nullptr && blockIdx.x == 0 && blockIdx.y == 0 && threadIdx.x == 0) *status = err;",
                3)
@@ -379,13 +386,19 @@ class _Writer:
         self.w("const int k0_bytes = ld_kc * 8 >= pad ? 16 : 0;  // this thread's chunks of k-tile 0", 1)
         for mat, rows, ld in (("A", "M", "lda"), ("B", "N", "ldb")):
             x = mat.lower()
-            self.w(f"const half* {x}_g[{mat}_CHUNKS];  // chunk c at the current k-tile", 1)
-            self.w(f"int {x}_st[{mat}_CHUNKS];  // chunk c in a slot", 1)
+            self.w(f"int {x}_off[{mat}_CHUNKS];  // chunk c of the current k-tile: elements from {mat} (advanced by "
+                   "BK per body step; 32-bit: SYNTH_ERR_SIZE)", 1)
+            if self.st_linear:
+                self.w(f"const int {x}_st = {mat}_BASE + swz(ld_r, ld_kc);  // chunk 0 in a slot; chunk c is "
+                       "c * THREADS * 16 bytes further (the swizzle key repeats)", 1)
+            else:
+                self.w(f"int {x}_st[{mat}_CHUNKS];  // chunk c: bytes into a slot", 1)
             self.w(f"SYNTH_UNROLL for (int c = 0; c < {mat}_CHUNKS; ++c) {{", 1)
             origin = "m0" if mat == "A" else "n0"
             self.w(f"const int r = {origin} + ld_r + c * LD_ROWS;", 2)
-            self.w(f"{x}_g[c] = {mat} + (long long)(r < {rows} ? r : {rows} - 1) * {ld} + ld_kc * 8 - pad;", 2)
-            self.w(f"{x}_st[c] = {mat}_BASE + swz(ld_r + c * LD_ROWS, ld_kc);", 2)
+            self.w(f"{x}_off[c] = (r < {rows} ? r : {rows} - 1) * {ld} + ld_kc * 8 - pad;", 2)
+            if not self.st_linear:
+                self.w(f"{x}_st[c] = {mat}_BASE + swz(ld_r + c * LD_ROWS, ld_kc);", 2)
             self.w("}", 1)
         self.w("float acc[MI][NI][4];  // C_r (carried)", 1)
         self.w("SYNTH_UNROLL for (int mi = 0; mi < MI; ++mi)", 1)
@@ -452,8 +465,8 @@ class _Writer:
         self.stmts(part, 2, None)
         self.w("// next step: the copies' sources move one k-tile, the slot offsets rotate", 2)
         if self.loads_in_body:
-            self.w("SYNTH_UNROLL for (int c = 0; c < A_CHUNKS; ++c) a_g[c] += BK;", 2)
-            self.w("SYNTH_UNROLL for (int c = 0; c < B_CHUNKS; ++c) b_g[c] += BK;", 2)
+            self.w("SYNTH_UNROLL for (int c = 0; c < A_CHUNKS; ++c) a_off[c] += BK;", 2)
+            self.w("SYNTH_UNROLL for (int c = 0; c < B_CHUNKS; ++c) b_off[c] += BK;", 2)
         for (g, d), name in sorted(self.rot.items()):
             buf = "A_s" if g in ("AB", "A") else "B_s"
             st = "A_STRIDE" if buf == "A_s" else "B_STRIDE"
@@ -568,8 +581,9 @@ class _Writer:
                 so = self.slot_off(part, buf, wacc[buf].slot, step)
                 x = mat.lower()
                 for c in share_chunks(total, self.P, j):
-                    src = f"{x}_g[{c}]" + (f" + {rel} * BK" if rel != "0" else "")
-                    out.append(_Unit("ldg", f"synth_cp_async_16(smem + {so} + {x}_st[{c}], {src}, {zero});  "
+                    src = f"{mat} + {x}_off[{c}]" + (f" + {rel} * BK" if rel != "0" else "")
+                    dst = f"{x}_st + {c * self.cfg.threads * 16}" if self.st_linear else f"{x}_st[{c}]"
+                    out.append(_Unit("ldg", f"synth_cp_async_16(smem + {so} + {dst}, {src}, {zero});  "
                                             f"// {s.op}: {mat} chunk {c} of k-tile {ktxt}"))
             return out
         if (m := S2R_RE.match(s.op)):

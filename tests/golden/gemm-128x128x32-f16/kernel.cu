@@ -7,7 +7,7 @@
 // k-tiles: 128 = prologue 2 + body 126 + epilogue 2 steps; body not unrolled
 // barriers: 3 placements (see the '// sync:' lines); body waits: [2]
 // launch: grid (ceil(N/BN), ceil(M/BM)), block SYNTH_THREADS, dynamic smem SYNTH_SMEM_BYTES.
-// run-time preconditions (else *status |= code, C untouched): 1 K < 1 or K % 8 != 0 (16-byte cp.async of A and B rows); 2 lda or ldb below K or not a multiple of 8; 4 ldc below N or not a multiple of 4 (128-bit C stores); 8 A, B, C or C_in not 16-byte aligned; 16 ceil(K / BK) differs from SYNTH_KTILES, the trip count the program was proved for
+// run-time preconditions (else *status |= code, C untouched): 1 K < 1 or K % 8 != 0 (16-byte cp.async of A and B rows); 2 lda or ldb below K or not a multiple of 8; 4 ldc below N or not a multiple of 4 (128-bit C stores); 8 A, B, C or C_in not 16-byte aligned; 16 ceil(K / BK) differs from SYNTH_KTILES, the trip count the program was proved for; 32 A or B spans 2^31 elements or more (the copies use 32-bit offsets)
 #include <stdint.h>
 #ifdef SYNTH_EMULATE
 #include "synth_emu.h"
@@ -99,6 +99,7 @@ SYNTH_DEVICE void synth_sts(T* p, T v) { *p = v; }
 #define SYNTH_ERR_LD_C 4
 #define SYNTH_ERR_ALIGN 8
 #define SYNTH_ERR_KTILES 16
+#define SYNTH_ERR_SIZE 32
 
 namespace synth_kernel {
 constexpr int BM = 128;
@@ -150,6 +151,7 @@ synth_gemm(const half* A, const half* B, float* C, const float* C_in, int M, int
     if (ldc < N || ldc % 4 != 0) err |= SYNTH_ERR_LD_C;
     if ((((uintptr_t)A | (uintptr_t)B | (uintptr_t)C | (uintptr_t)C_in) & 15) != 0) err |= SYNTH_ERR_ALIGN;
     if (K >= 1 && (K + BK - 1) / BK != SYNTH_KTILES) err |= SYNTH_ERR_KTILES;
+    if ((long long)M * lda >= 2147483647LL || (long long)N * ldb >= 2147483647LL) err |= SYNTH_ERR_SIZE;
     if (err != 0) {
       if (status != nullptr && blockIdx.x == 0 && blockIdx.y == 0 && threadIdx.x == 0) *status = err;
       return;
@@ -172,19 +174,17 @@ synth_gemm(const half* A, const half* B, float* C, const float* C_in, int M, int
   const int ld_r = tid / CPR, ld_kc = tid % CPR;
   const int pad = SYNTH_KTILES * BK - K;
   const int k0_bytes = ld_kc * 8 >= pad ? 16 : 0;  // this thread's chunks of k-tile 0
-  const half* a_g[A_CHUNKS];  // chunk c at the current k-tile
-  int a_st[A_CHUNKS];  // chunk c in a slot
+  int a_off[A_CHUNKS];  // chunk c of the current k-tile: elements from A (advanced by BK per body step; 32-bit: SYNTH_ERR_SIZE)
+  const int a_st = A_BASE + swz(ld_r, ld_kc);  // chunk 0 in a slot; chunk c is c * THREADS * 16 bytes further (the swizzle key repeats)
   SYNTH_UNROLL for (int c = 0; c < A_CHUNKS; ++c) {
     const int r = m0 + ld_r + c * LD_ROWS;
-    a_g[c] = A + (long long)(r < M ? r : M - 1) * lda + ld_kc * 8 - pad;
-    a_st[c] = A_BASE + swz(ld_r + c * LD_ROWS, ld_kc);
+    a_off[c] = (r < M ? r : M - 1) * lda + ld_kc * 8 - pad;
   }
-  const half* b_g[B_CHUNKS];  // chunk c at the current k-tile
-  int b_st[B_CHUNKS];  // chunk c in a slot
+  int b_off[B_CHUNKS];  // chunk c of the current k-tile: elements from B (advanced by BK per body step; 32-bit: SYNTH_ERR_SIZE)
+  const int b_st = B_BASE + swz(ld_r, ld_kc);  // chunk 0 in a slot; chunk c is c * THREADS * 16 bytes further (the swizzle key repeats)
   SYNTH_UNROLL for (int c = 0; c < B_CHUNKS; ++c) {
     const int r = n0 + ld_r + c * LD_ROWS;
-    b_g[c] = B + (long long)(r < N ? r : N - 1) * ldb + ld_kc * 8 - pad;
-    b_st[c] = B_BASE + swz(ld_r + c * LD_ROWS, ld_kc);
+    b_off[c] = (r < N ? r : N - 1) * ldb + ld_kc * 8 - pad;
   }
   float acc[MI][NI][4];  // C_r (carried)
   SYNTH_UNROLL for (int mi = 0; mi < MI; ++mi)
@@ -197,19 +197,19 @@ synth_gemm(const half* A, const half* B, float* C, const float* C_in, int M, int
 
   // ---- prologue: 2 steps, fully unrolled
   {  // prologue i = 0
-    synth_cp_async_16(smem + 0 + a_st[0], a_g[0], k0_bytes);  // load_0: A chunk 0 of k-tile 0
-    synth_cp_async_16(smem + 0 + b_st[0], b_g[0], k0_bytes);  // load_0: B chunk 0 of k-tile 0
+    synth_cp_async_16(smem + 0 + a_st + 0, A + a_off[0], k0_bytes);  // load_0: A chunk 0 of k-tile 0
+    synth_cp_async_16(smem + 0 + b_st + 0, B + b_off[0], k0_bytes);  // load_0: B chunk 0 of k-tile 0
     synth_cp_async_commit();  // commit group 0 of queue 0
-    synth_cp_async_16(smem + 0 + a_st[1], a_g[1], k0_bytes);  // load_1: A chunk 1 of k-tile 0
-    synth_cp_async_16(smem + 0 + b_st[1], b_g[1], k0_bytes);  // load_1: B chunk 1 of k-tile 0
+    synth_cp_async_16(smem + 0 + a_st + 4096, A + a_off[1], k0_bytes);  // load_1: A chunk 1 of k-tile 0
+    synth_cp_async_16(smem + 0 + b_st + 4096, B + b_off[1], k0_bytes);  // load_1: B chunk 1 of k-tile 0
     synth_cp_async_commit();  // commit group 1 of queue 0
   }
   {  // prologue i = 1
-    synth_cp_async_16(smem + 16384 + a_st[0], a_g[0] + 1 * BK, 16);  // load_0: A chunk 0 of k-tile 1
-    synth_cp_async_16(smem + 16384 + b_st[0], b_g[0] + 1 * BK, 16);  // load_0: B chunk 0 of k-tile 1
+    synth_cp_async_16(smem + 16384 + a_st + 0, A + a_off[0] + 1 * BK, 16);  // load_0: A chunk 0 of k-tile 1
+    synth_cp_async_16(smem + 16384 + b_st + 0, B + b_off[0] + 1 * BK, 16);  // load_0: B chunk 0 of k-tile 1
     synth_cp_async_commit();  // commit group 0 of queue 0
-    synth_cp_async_16(smem + 16384 + a_st[1], a_g[1] + 1 * BK, 16);  // load_1: A chunk 1 of k-tile 1
-    synth_cp_async_16(smem + 16384 + b_st[1], b_g[1] + 1 * BK, 16);  // load_1: B chunk 1 of k-tile 1
+    synth_cp_async_16(smem + 16384 + a_st + 4096, A + a_off[1] + 1 * BK, 16);  // load_1: A chunk 1 of k-tile 1
+    synth_cp_async_16(smem + 16384 + b_st + 4096, B + b_off[1] + 1 * BK, 16);  // load_1: B chunk 1 of k-tile 1
     synth_cp_async_commit();  // commit group 1 of queue 0
     synth_cp_async_wait<2>();  // wait #0 before s2r_A_0: groups in flight <= 2
     synth_syncthreads(); // sync:0 RAW: s2r_A_0 reads A_s k-tile 0 (slot 0) that the last wait completed in this thread; the other threads' cp.async into it must be visible
@@ -226,8 +226,8 @@ synth_gemm(const half* A, const half* B, float* C, const float* C_in, int M, int
   int so_AB2 = 32768;  // slot i + 2 (mod 3) times A_STRIDE, rotated each step
   SYNTH_NO_UNROLL
   for (int i = 0; i < 126; ++i) {
-    synth_cp_async_16(smem + so_AB2 + a_st[0], a_g[0] + 2 * BK, 16);  // load_0: A chunk 0 of k-tile i + 2
-    synth_cp_async_16(smem + so_AB2 + b_st[0], b_g[0] + 2 * BK, 16);  // load_0: B chunk 0 of k-tile i + 2
+    synth_cp_async_16(smem + so_AB2 + a_st + 0, A + a_off[0] + 2 * BK, 16);  // load_0: A chunk 0 of k-tile i + 2
+    synth_cp_async_16(smem + so_AB2 + b_st + 0, B + b_off[0] + 2 * BK, 16);  // load_0: B chunk 0 of k-tile i + 2
     synth_cp_async_commit();  // commit group 0 of queue 0
     synth_ldmatrix_x4(A_f1[0], smem + so_AB0 + (a_ld ^ 32) + 0);  // s2r_A_1: k-tile i, m16 tile 0
     synth_mma_16816(acc[0][0], A_f0[0], B_f0[0], acc[0][0]);  // mma_0: k-tile i
@@ -237,7 +237,7 @@ synth_gemm(const half* A, const half* B, float* C, const float* C_in, int M, int
     synth_mma_16816(acc[0][2], A_f0[0], B_f0[2], acc[0][2]);
     synth_mma_16816(acc[0][3], A_f0[0], B_f0[3], acc[0][3]);
     synth_ldmatrix_x4(A_f1[3], smem + so_AB0 + (a_ld ^ 32) + 3072);  // s2r_A_1: k-tile i, m16 tile 3
-    synth_cp_async_16(smem + so_AB2 + a_st[1], a_g[1] + 2 * BK, 16);  // load_1: A chunk 1 of k-tile i + 2
+    synth_cp_async_16(smem + so_AB2 + a_st + 4096, A + a_off[1] + 2 * BK, 16);  // load_1: A chunk 1 of k-tile i + 2
     synth_mma_16816(acc[1][0], A_f0[1], B_f0[0], acc[1][0]);
     synth_ldmatrix_x4(*reinterpret_cast<uint32_t(*)[4]>(&B_f1[0][0]), smem + so_AB0 + (b_ld ^ 32) + 0);  // s2r_B_1: k-tile i, n16 tile 0
     synth_mma_16816(acc[1][1], A_f0[1], B_f0[1], acc[1][1]);
@@ -248,7 +248,7 @@ synth_gemm(const half* A, const half* B, float* C, const float* C_in, int M, int
     synth_mma_16816(acc[2][1], A_f0[2], B_f0[1], acc[2][1]);
     synth_mma_16816(acc[2][2], A_f0[2], B_f0[2], acc[2][2]);
     synth_mma_16816(acc[2][3], A_f0[2], B_f0[3], acc[2][3]);
-    synth_cp_async_16(smem + so_AB2 + b_st[1], b_g[1] + 2 * BK, 16);  // load_1: B chunk 1 of k-tile i + 2
+    synth_cp_async_16(smem + so_AB2 + b_st + 4096, B + b_off[1] + 2 * BK, 16);  // load_1: B chunk 1 of k-tile i + 2
     synth_mma_16816(acc[3][0], A_f0[3], B_f0[0], acc[3][0]);
     synth_mma_16816(acc[3][1], A_f0[3], B_f0[1], acc[3][1]);
     synth_mma_16816(acc[3][2], A_f0[3], B_f0[2], acc[3][2]);
@@ -279,8 +279,8 @@ synth_gemm(const half* A, const half* B, float* C, const float* C_in, int M, int
     synth_mma_16816(acc[3][2], A_f1[3], B_f1[2], acc[3][2]);
     synth_mma_16816(acc[3][3], A_f1[3], B_f1[3], acc[3][3]);
     // next step: the copies' sources move one k-tile, the slot offsets rotate
-    SYNTH_UNROLL for (int c = 0; c < A_CHUNKS; ++c) a_g[c] += BK;
-    SYNTH_UNROLL for (int c = 0; c < B_CHUNKS; ++c) b_g[c] += BK;
+    SYNTH_UNROLL for (int c = 0; c < A_CHUNKS; ++c) a_off[c] += BK;
+    SYNTH_UNROLL for (int c = 0; c < B_CHUNKS; ++c) b_off[c] += BK;
     so_AB0 = so_AB0 == 2 * A_STRIDE ? 0 : so_AB0 + A_STRIDE;
     so_AB1 = so_AB1 == 2 * A_STRIDE ? 0 : so_AB1 + A_STRIDE;
     so_AB2 = so_AB2 == 2 * A_STRIDE ? 0 : so_AB2 + A_STRIDE;
