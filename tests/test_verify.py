@@ -22,9 +22,15 @@ ROOT = pathlib.Path(__file__).resolve().parent.parent
 LISTINGS = ROOT / "tests" / "rfc_listings"
 
 
+#: RFC listings that are not whole programs: the RFC elides the epilogue (so the last iterations of the
+#: stage-2/3 ops never run) and the as-written one runs iteration -2 (its guard typo). ``synth verify``
+#: refuses them (test_incomplete_rfc_listings_are_refused); the tests here replay them as written.
+PARTIAL = {"rfc0077-where-to-wait", "rfc0077-where-to-wait-fixed"}
+
+
 @functools.lru_cache(maxsize=None)
 def listing(name: str) -> Program:
-    return load_program(str(LISTINGS / f"{name}.json"))
+    return load_program(str(LISTINGS / f"{name}.json"), check_form=name not in PARTIAL)
 
 
 @functools.lru_cache(maxsize=None)
