@@ -227,43 +227,70 @@ def program_to_json(p: Program) -> dict:
     }
 
 
+def _typed(x, kind, where: str):
+    """``x`` if it is of JSON type ``kind`` (int: not a bool), else ValueError: no coercion."""
+    ok = isinstance(x, kind) and (kind is bool or not isinstance(x, bool))
+    if not ok:
+        raise ValueError(f"{where}: expected {getattr(kind, '__name__', kind)}, got {x!r}")
+    return x
+
+
 def _pe(x) -> Optional[Expr]:
-    return None if x is None else parse(x)
+    return None if x is None else parse(_typed(x, (str, int), "expression"))
 
 
 def _access(d: dict) -> Access:
-    return Access(d["buffer"], parse(d["version"]), parse(d["slot"]), d.get("producer"))
+    prod = d.get("producer")
+    return Access(_typed(d["buffer"], str, "buffer"), _pe(d["version"]), _pe(d["slot"]),
+                  None if prod is None else _typed(prod, str, "producer"))
+
+
+def _group(x) -> Optional[int]:
+    return None if x is None else _typed(x, int, "group")
 
 
 def _stmt(d: dict) -> Stmt:
     kind = d["kind"]
     if kind == "op":
-        return OpStmt(d["op"], parse(d["iteration"]), _pe(d.get("guard")), d.get("group"),
+        return OpStmt(_typed(d["op"], str, "op"), _pe(d["iteration"]), _pe(d.get("guard")), _group(d.get("group")),
                       tuple(_access(a) for a in d.get("reads", [])), tuple(_access(a) for a in d.get("writes", [])))
     if kind == "commit":
-        return CommitStmt(d["queue"], d["group"], _pe(d.get("guard")), tuple(d.get("gate", [])))
+        return CommitStmt(_typed(d["queue"], int, "queue"), _typed(d["group"], int, "group"), _pe(d.get("guard")),
+                          tuple(_typed(g, str, "gate") for g in d.get("gate", [])))
     if kind == "wait":
-        return WaitStmt(d["wait"], _pe(d.get("guard")))
+        return WaitStmt(_typed(d["wait"], int, "wait"), _pe(d.get("guard")))
     raise ValueError(f"unknown statement kind {kind!r}")
 
 
 def program_from_json(doc: dict) -> Program:
-    """Inverse of :func:`program_to_json`. Raises KeyError/ValueError/ExprError on malformed input;
-    :func:`synth.verify.load_program` turns those into user errors."""
+    """Inverse of :func:`program_to_json`. Types are checked, never coerced (``"0"`` is not 0, ``1.5``
+    not 1). Raises KeyError/ValueError/ExprError on malformed input; :func:`synth.verify.load_program`
+    validates the file first (JSON Schema, semantic checks) and reports errors with their location."""
     loop = doc["loop"]
+    tc = loop["trip_count"]
     return Program(
-        name=doc["name"], loop_var=loop["var"], trip_count=loop["trip_count"],
-        min_trip_count=int(loop["min_trip_count"]), max_stage=int(doc["max_stage"]),
-        ops=tuple(ProgOp(o["name"], o["unit"], int(o["stage"]), bool(o["async"]), o.get("queue"), o.get("when"),
-                         int(o.get("latency", 0))) for o in doc["ops"]),
-        buffers=tuple(ProgBuffer(b["name"], b["space"], int(b["multiplicity"]), int(b.get("bytes_per_slot", 0)))
+        name=_typed(doc["name"], str, "name"), loop_var=_typed(loop["var"], str, "loop.var"),
+        trip_count=_typed(tc, (str, int), "loop.trip_count"),
+        min_trip_count=_typed(loop["min_trip_count"], int, "loop.min_trip_count"),
+        max_stage=_typed(doc["max_stage"], int, "max_stage"),
+        ops=tuple(ProgOp(_typed(o["name"], str, "ops.name"), _typed(o["unit"], str, "ops.unit"),
+                         _typed(o["stage"], int, "ops.stage"), _typed(o["async"], bool, "ops.async"),
+                         None if o.get("queue") is None else _typed(o["queue"], int, "ops.queue"),
+                         None if o.get("when") is None else _typed(o["when"], str, "ops.when"),
+                         _typed(o.get("latency", 0), int, "ops.latency")) for o in doc["ops"]),
+        buffers=tuple(ProgBuffer(_typed(b["name"], str, "buffers.name"), _typed(b["space"], str, "buffers.space"),
+                                 _typed(b["multiplicity"], int, "buffers.multiplicity"),
+                                 _typed(b.get("bytes_per_slot", 0), int, "buffers.bytes_per_slot"))
                       for b in doc["buffers"]),
-        queues=tuple(q["unit"] for q in sorted(doc["queues"], key=lambda q: q["queue"])),
-        parts=tuple(Part(pt["part"], pt.get("var", "i"), parse(pt["extent"]),
-                         tuple(_stmt(s) for s in pt["stmts"])) for pt in doc["parts"]),
-        waits=tuple(Wait(w["part"], int(w["queue"]), parse(w["in_flight"]), w["before"], w.get("tight"),
-                         w.get("reason", "")) for w in doc["waits"]),
-        notes=tuple(doc.get("notes", [])),
+        queues=tuple(_typed(q["unit"], str, "queues.unit")
+                     for q in sorted(doc["queues"], key=lambda q: _typed(q["queue"], int, "queues.queue"))),
+        parts=tuple(Part(_typed(pt["part"], str, "parts.part"), _typed(pt.get("var", "i"), str, "parts.var"),
+                         _pe(pt["extent"]), tuple(_stmt(s) for s in pt["stmts"])) for pt in doc["parts"]),
+        waits=tuple(Wait(_typed(w["part"], str, "waits.part"), _typed(w["queue"], int, "waits.queue"),
+                         _pe(w["in_flight"]), _typed(w["before"], str, "waits.before"),
+                         None if w.get("tight") is None else _typed(w["tight"], bool, "waits.tight"),
+                         _typed(w.get("reason", ""), str, "waits.reason")) for w in doc["waits"]),
+        notes=tuple(_typed(n, str, "notes") for n in doc.get("notes", [])),
     )
 
 
