@@ -24,7 +24,7 @@ FORMS = ("triton", "tvm", "mlir")
 
 def detect(text: str, path: str) -> str:
     """``triton`` (TTGIR), ``tvm`` (TVMScript) or ``mlir`` (nvgpu), from the content."""
-    if "ttg.async_copy_global_to_local" in text or "ttg.async_wait" in text or "#ttg." in text:
+    if any(t in text for t in ("ttg.async_copy_global_to_local", "ttg.async_wait", "#ttg.", "triton_gpu.")):
         return "triton"
     if "nvgpu.device_async_copy" in text or "nvgpu.device_async_wait" in text:
         return "mlir"

@@ -211,9 +211,11 @@ def import_scf(text: str, path: str, walker: Walker, is_copy, source: str, what:
     w.block(block[:pos], env, pro, "before the loop")
     iv, lb, ub, st, iters = for_header(lp, path)
     lbv, stv = env.get(lb), env.get(st)
-    if not isinstance(lbv, int) or not isinstance(stv, int) or stv <= 0 or isinstance(lbv, bool):
-        raise err(path, lp.line, "the pipelined loop's lower bound or step is not a constant",
-                  "data-dependent loop bounds other than the upper bound are outside the model")
+    if isinstance(stv, int) and stv <= 0:
+        raise err(path, lp.line, f"the pipelined loop's step is {stv}", "pass a loop with a positive step")
+    # A bound that is not a constant makes the trip count a symbol and the induction variable unknown:
+    # fine as long as no slot index depends on it (a slot that does is reported as data-dependent).
+    known = isinstance(lbv, int) and isinstance(stv, int) and not isinstance(lbv, bool)
     ubv = env.get(ub)
     for e in pro:
         if e.kind in ("write", "read") and not isinstance(e.slot, int):
@@ -229,7 +231,7 @@ def import_scf(text: str, path: str, walker: Walker, is_copy, source: str, what:
     runs = []
     for kk in range(nsim):
         e2 = dict(env)
-        e2[iv] = lbv + kk * stv
+        e2[iv] = lbv + kk * stv if known else None
         for nme, v in zip(names, cur):
             e2[nme] = v
         evs: list = []
@@ -252,7 +254,7 @@ def import_scf(text: str, path: str, walker: Walker, is_copy, source: str, what:
     k = z3.Int("k")
     while True:
         e3 = dict(env)
-        e3[iv] = lbv + k * stv
+        e3[iv] = lbv + k * stv if known else z3.Int("iv")
         for i, nme in enumerate(names):
             f = fits[i]
             if f is None:
@@ -291,7 +293,7 @@ def import_scf(text: str, path: str, walker: Walker, is_copy, source: str, what:
             ev = Event(ev.kind, ev.key, ev.buffer, parse(f"(k + {c}) % {m}"), ev.is_async, ev.queue, ev.count,
                        None, ev.line, ev.text)
         body_events.append(ev)
-    if isinstance(ubv, int) and not isinstance(ubv, bool):
+    if known and isinstance(ubv, int) and not isinstance(ubv, bool):
         extent: Expr = Num(max(0, math.ceil((ubv - lbv) / stv)))
         sym, min_trip = None, extent.value
     else:

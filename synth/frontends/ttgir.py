@@ -122,6 +122,8 @@ class TritonWalker(Walker):
 
 def ttgir_to_loop(text: str, path: str) -> Loop:
     """Read a pipelined TTGIR module; raises SynthError for what is outside the model (docstring)."""
+    # Triton before 3.2 spelled the dialects triton_gpu / triton_nvidia_gpu
+    text = text.replace("triton_gpu.", "ttg.").replace("triton_nvidia_gpu.", "ttng.")
     return import_scf(text, path, TritonWalker(path, {}), lambda op: op.name == COPY, "triton",
                       "a ttg.async_copy_global_to_local",
                       "pass the TTGIR of a kernel compiled with num_stages >= 2 for sm_80 (cp.async)")

@@ -64,6 +64,8 @@ def _conv(e, env: dict) -> Expr:
         return simplify(Ite(_conv(e.condition, env), _conv(e.true_value, env), _conv(e.false_value, env)))
     if n == "Cast":
         return _conv(e.value, env)
+    if n == "Call" and "likely" in str(getattr(e, "op", "")) and len(e.args) == 1:
+        return _conv(e.args[0], env)
     raise _Unsupported(f"{n} in an index or condition ({e})")
 
 
