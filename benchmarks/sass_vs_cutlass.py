@@ -150,7 +150,7 @@ def synth_kernel(cfg: dict, auto: bool, arch: str) -> tuple[str, dict]:
     if auto:
         from synth.model import solve
 
-        sched = solve(p, graph).schedule
+        sched = solve(p, graph, time_limit=60.0, workers=2)
     else:
         sched = schedule_from_pins(p, graph)
     prog = lower(p, graph, sched)

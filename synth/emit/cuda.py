@@ -19,8 +19,8 @@ program statement for statement, written so that ptxas keeps the order:
   ``kk`` into ``X_f{kk % 2}``; ``mma_kk``: ``MI x NI`` ``mma.sync``;
 * within a **run** (statements with no commit, wait, barrier or run-time guard
   between them) the ldmatrix and cp.async of the run are woven into the
-  ``mma.sync`` of the k16 step they precede (or, for trailing copies, follow)
-  when the data allows: ldmatrix early (at least 8 mma before the end of the
+  ``mma.sync`` of the k16 step they precede (or, after the run's last step,
+  follow) when the data allows (the op writes nothing that step reads): ldmatrix early (at least 8 mma before the end of the
   step, so their results have the next step to arrive), copies spread evenly.
   Commits, waits and barriers stay exactly where the program has them;
 * one ``cp.async.commit_group`` per :class:`~synth.program.CommitStmt`, one
@@ -631,8 +631,8 @@ class _Writer:
             prev = next((h for h in reversed(mmas) if h < k), None)
             if nxt is not None and not writes & {a.buffer for a in run[nxt].reads}:
                 host[k] = nxt
-            elif LOAD_RE.match(s.op) and prev is not None:
-                host[k] = prev  # a copy after the last k16 step of the run: woven back into it
+            elif nxt is None and prev is not None and not writes & {a.buffer for a in run[prev].reads}:
+                host[k] = prev  # after the run's last k16 step and independent of it: woven back into it
             else:
                 host[k] = None
         guests: dict[int, list[_Unit]] = {h: [] for h in mmas}
