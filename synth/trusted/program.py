@@ -497,6 +497,7 @@ def _build(doc: dict, digest: str) -> Program:
         waits.append(Wait(w, wd["part"], wd["queue"], e, wd["before"], str(wd["in_flight"])))
 
     # reads' distances: one constant per op and read, from the statements where it is affine
+    body = names.index("body") if "body" in names else -1
     for (op, a), found in dist.items():
         consts = {d for d, _ in found if d is not None}
         path = found[0][1]
@@ -505,8 +506,10 @@ def _build(doc: dict, digest: str) -> Program:
                         "dependence distance cannot be derived", "write the version as the iteration minus the "
                         "distance (i + 3 for iteration i + 3)")
         if len(consts) > 1:
-            count = {c: sum(1 for x, _ in found if x == c) for c in consts}
-            major = max(sorted(consts), key=lambda c: count[c])
+            # the steady state (the body) is the reference; otherwise the most frequent distance
+            count = {c: sum(1 for x, _ in found if x == c) + 1000 * sum(
+                1 for x, p in found if x == c and p[1] == body) for c in consts}
+            major = max(sorted(consts, key=abs), key=lambda c: count[c])
             bad = next(p for d, p in found if d is not None and d != major)
             raise _Fail(bad, f"{op}'s statements read versions at different distances from their iteration "
                         f"({', '.join(str(c) for c in sorted(consts))})",
