@@ -23,7 +23,7 @@ MAX_INPUT_BYTES = 1 << 18
 """Size of a problem file (256 KiB; real ones are a few KiB, a thousand ops about 80 KiB)."""
 MAX_YAML_DEPTH = 32
 """Nesting of YAML mappings and lists (a problem file needs 4)."""
-MAX_YAML_NODES = 200_000
+MAX_YAML_NODES = 50_000
 """YAML nodes after expanding aliases and merge keys (stops alias bombs)."""
 MAX_INT_DIGITS = 24
 """Digits of an integer literal (a larger one is out of every bound anyway)."""
