@@ -638,3 +638,18 @@ def test_random_body_waits_are_tight() -> None:
             assert simulate(looser, p.loop.trip_count).errors, f"{p.name}: wait before {w.before}"
             checked += 1
     assert checked >= 5
+
+
+def test_gemm_problem_symbolic_trip_from_one() -> None:
+    """A kind: gemm problem's k-tile loop for T = ceil(K / BK) >= 1: one program for every K,
+    proved by Z3 for all T >= 1 and run by the oracle at T = 1 .. S + 2."""
+    from synth.verify import oracle, verify_program
+
+    p, g, s = _load("gemm-128x128x32-f16")
+    prog = lower(_with_trip(p, "T", 1), g, s)
+    assert to_str(prog.part("prologue").extent) == f"min(T, {prog.max_stage})"
+    r = verify_program(prog, smt2=False)
+    assert r.ok, r.render()
+    for T in range(1, prog.max_stage + 3):
+        assert not oracle.check(prog, T).violations, T
+    assert short_sim_errors(_with_trip(p, "T", 1), g, prog, patterns=1) == []

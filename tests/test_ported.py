@@ -170,3 +170,21 @@ def test_outside_the_model_is_a_clear_error(path: pathlib.Path) -> None:
     msg, fix = BAD_MESSAGES[path.stem]
     assert msg in text and fix in text, text
     assert path.name in text
+
+
+def test_dynamic_less_loop_mutated_wait_refuted_at_one_iteration() -> None:
+    """One more in flight at the epilogue's wait(0, 0) lets make_C read B unfinished; the
+    counterexample is the shortest loop, K = 1, replayed as a trace."""
+    from synth.expr import Num
+    from synth.verify import oracle
+
+    p = _load(HERE / "tvm-less-loop-dynamic-from-1.yaml")
+    g = build_graph(p)
+    prog = lower(p, g, schedule_from_pins(p, g))
+    k = next(k for k, w in enumerate(prog.waits) if w.part == "epilogue")
+    r = verify_program(prog.with_wait(k, in_flight=Num(1)), tightness=False, smt2=False)
+    assert not r.ok
+    cex = r.verdicts[k].counterexample
+    assert cex is not None and cex.trip_count == 1 and cex.part == "epilogue" and cex.i == 0, cex
+    assert any("may still be in flight" in line for line in cex.trace)
+    assert oracle.check(prog.with_wait(k, in_flight=Num(1)), 1).violations
