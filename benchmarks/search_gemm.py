@@ -54,6 +54,35 @@ SHAPES = [
 ]
 
 
+def fit_mix(con, arch: str) -> int:
+    """Compile the fit points, fit ``other = a + b ldgsts + c ldsm`` and print the residuals."""
+    import numpy as np
+
+    from synth.search.sassmix import FIT_POINTS, OTHER_FIT, sass_mix, structural_counts
+
+    X, y, rows = [], [], []
+    for p in FIT_POINTS:
+        mix, why = sass_mix(p, arch)
+        if mix is None:
+            con.print(f"{p.label}: {why}")
+            continue
+        c = structural_counts(p)
+        X.append([1.0, c["ldgsts"], c["ldsm"]])
+        y.append(mix.other)
+        rows.append((p.label, mix))
+    if len(y) < 3:
+        con.print("not enough compiled points to fit")
+        return 1
+    coef, *_ = np.linalg.lstsq(np.array(X), np.array(y), rcond=None)
+    pred = np.array(X) @ coef
+    for (label, mix), f in zip(rows, pred):
+        base = max(mix.hmma * 8, mix.total)
+        con.print(f"{label:20s} other {mix.other:6.1f} fit {f:6.1f}  per HMMA {mix.per_hmma:.2f}  "
+                  f"HMMA-free run {mix.hmma_free_run}  solo - max(tensor, issue) {mix.solo_cycles - base:+.1f}")
+    con.print(f"OTHER_FIT = ({coef[0]:.1f}, {coef[1]:.1f}, {coef[2]:.1f})   (in synth/search/sassmix.py: {OTHER_FIT})")
+    return 0
+
+
 def calibration(con, arch: str, sass: bool) -> list[dict]:
     """Predicted vs published for every point of synth/data/published_gemm.yaml on ``arch``."""
     from rich.table import Table
@@ -123,6 +152,8 @@ def main(argv=None) -> int:
                     help="also time the sweep with search_many on this many local processes (default: skip)")
     ap.add_argument("--time-limit", type=float, default=30.0)
     ap.add_argument("--json", metavar="FILE", help="write the figures as JSON")
+    ap.add_argument("--fit-mix", action="store_true",
+                    help="compile sassmix.FIT_POINTS, print the least-squares fit of OTHER_FIT and exit")
     ap.add_argument("--sass", action="store_true",
                     help="read the top candidates' instruction mix from their SASS (nvcc; cached on disk)")
     args = ap.parse_args(argv)
@@ -133,6 +164,8 @@ def main(argv=None) -> int:
     from synth.search import clear_cache, search_gemm, search_many, search_result_to_json
 
     con = Console(highlight=False, width=None if sys.stdout.isatty() else 200)
+    if args.fit_mix:
+        return fit_mix(con, args.arch)
     cal = calibration(con, args.arch, args.sass)
     rows, docs = [], []
     clear_cache()

@@ -310,7 +310,7 @@ def test_cli_json_and_prediction_notice(capsys, tmp_path):
     from synth.cli import main
 
     rc = main(["search", "gemm", "--M", "2048", "--N", "2048", "--K", "2048", "--json", "--time-limit", "20",
-               "--measure", "--out", str(tmp_path / "o")])
+               "--measure", "--no-sass", "--out", str(tmp_path / "o")])
     out = capsys.readouterr().out
     from synth.search import gpu_available
 
@@ -332,7 +332,8 @@ def test_cli_table(capsys):
 
     from synth.search import gpu_available
 
-    rc = main(["search", "gemm", "--M", "4096", "--N", "4096", "--K", "4096", "--time-limit", "20", "--measure"])
+    rc = main(["search", "gemm", "--M", "4096", "--N", "4096", "--K", "4096", "--time-limit", "20", "--measure",
+               "--no-sass"])
     out = capsys.readouterr().out
     assert rc == (0 if gpu_available()[0] else 1)
     assert "pred µs" in out and "TFLOP/s" in out and "why #1" in out and "excluded before evaluation" in out
@@ -368,10 +369,10 @@ def test_cli_top_writes_folders(tmp_path, capsys):
 
     out = tmp_path / "s"
     rc = main(["search", "gemm", "--M", "512", "--N", "512", "--K", "1024", "--top", "1", "--out", str(out),
-               "--time-limit", "10", "-q"])
+               "--time-limit", "10", "-q", "--no-sass"])
     assert rc == 0
     (folder,) = list(out.iterdir())
     assert folder.name.startswith("01-gemm-512x512x1024-f16-") and (folder / "kernel.cu").exists()
     rc = main(["search", "gemm", "--M", "512", "--N", "512", "--K", "1024", "--top", "1", "--out", str(out),
-               "--time-limit", "10", "-q"])
+               "--time-limit", "10", "-q", "--no-sass"])
     assert rc == 2 and "--force" in capsys.readouterr().err

@@ -20,9 +20,12 @@ SKINNY = [(64, 8192, 4096), (8192, 64, 8192), (32, 4096, 8192), (4096, 16, 4096)
 
 @pytest.mark.parametrize("arch", sorted(ARCHS))
 def test_no_prediction_above_the_best_published_figure(arch):
+    """Every square shape 512^3..8192^3 and every skinny one on sm_80; on the other archs the
+    extremes (the large square, where the model is closest to its cap, and skinny shapes)."""
     cap, source = best_published(arch)
     assert cap <= get_arch(arch).peak_tflops_f16 + 0.1 and source
-    for shape in SQUARES + SKINNY:
+    shapes = SQUARES + SKINNY if arch == "sm_80" else [SQUARES[1], SQUARES[-1], SKINNY[0], SKINNY[1]]
+    for shape in shapes:
         res = search_gemm(*shape, arch=arch, top=3, references=False)
         for c in res.candidates:  # the winner is the fastest prediction of any legal configuration
             assert 0 < c.tflops <= cap, (arch, shape, c.label, c.tflops, cap)
@@ -40,7 +43,7 @@ def _timed_estimates(shape, arch="sm_80"):
     return out
 
 
-@pytest.mark.parametrize("shape", [(4096, 4096, 4096), (8192, 64, 8192), (1024, 1024, 1024)])
+@pytest.mark.parametrize("shape", [(4096, 4096, 4096), (8192, 64, 8192)])
 def test_shallow_pipelines_rank_below_the_best_deep_one_of_the_same_tile(shape):
     """For K >= 1024 every 1- and 2-stage configuration of a tile of at least 64x64, BK <= 64, with 4 or 8 warps
     is predicted slower than the best configuration of the same tile and warps with 3 or more
@@ -64,7 +67,7 @@ def test_shallow_pipelines_rank_below_the_best_deep_one_of_the_same_tile(shape):
 
 
 def test_search_winners_are_pipelined_for_long_k():
-    for shape in SQUARES[1:] + SKINNY:
+    for shape in [SQUARES[1], SQUARES[3], SKINNY[0], SKINNY[1]]:
         res = search_gemm(*shape, top=5, references=False)
         for c in res.candidates:
             assert c.stages >= 3 or c.config.trip_count < 3, (shape, c.label)
@@ -170,6 +173,7 @@ def test_sass_mix_of_an_emitted_kernel(tmp_path, monkeypatch):
     if not ok:
         pytest.skip(why)
     monkeypatch.setenv("SYNTH_CACHE_DIR", str(tmp_path))
+    monkeypatch.setenv("SYNTH_SASS_CACHE", str(tmp_path / "compiled"))
     p = Point(64, 64, 32, 4, 3)
     mix, why = sass_mix(p, "sm_80")
     if mix is None and why.startswith("emit failed"):
@@ -178,7 +182,7 @@ def test_sass_mix_of_an_emitted_kernel(tmp_path, monkeypatch):
     want = structural_counts(p)
     assert mix.hmma == want["hmma"] and mix.ldsm == want["ldsm"] and mix.ldgsts == want["ldgsts"]
     assert mix.bar >= 1 and mix.total > mix.hmma and mix.source == "sass"
-    assert list(tmp_path.glob("sass/*.json"))
+    assert list(tmp_path.glob("mix/*.json"))
     again, _ = sass_mix(p, "sm_80")
     assert again == mix
 

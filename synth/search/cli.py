@@ -21,6 +21,11 @@ from .shapes import read_shapes_csv
 from .tune import search_gemm
 
 
+SASS_TOP = 3
+"""Candidates whose kernels ``synth search gemm`` compiles to read their instruction mix
+(plus the two default configurations; all cached on disk, so only a first search pays)."""
+
+
 def add_search_arguments(parser: argparse.ArgumentParser) -> None:
     """Arguments of ``synth search gemm``."""
     parser.add_argument("--M", type=int, help="rows of A and C")
@@ -42,7 +47,8 @@ def add_search_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--measure", action="store_true",
                         help="time the top candidates on the GPU (pycuda); without one, say the figures are predictions")
     parser.add_argument("--no-sass", action="store_true",
-                        help="do not compile the top candidates to read their instruction mix (use the estimate)")
+                        help="do not compile the 3 best candidates to read their instruction mix from SASS "
+                             "(every configuration then uses the estimated mix)")
     parser.add_argument("--out", metavar="DIR", help="folder for --top/--measure (default out/search-MxNxK-ARCH/)")
     parser.add_argument("-q", "--quiet", action="store_true", help="print only errors")
     parser.add_argument("-v", "--verbose", action="store_true", help="also print every constraint and reference")
@@ -77,7 +83,7 @@ def cli_search(args: argparse.Namespace) -> int:
         raise SynthError(None, f"--top {write_k}: nothing to write", "use --top 1 or more")
     top = write_k or 5
     kw = dict(dtype=args.dtype, arch=args.arch, time_limit=args.time_limit, top=top,
-              sass=not getattr(args, "no_sass", False))
+              sass=0 if getattr(args, "no_sass", False) else SASS_TOP)
 
     if len(shapes) == 1:
         with _progress_bar(err, enabled=show_progress) as prog:

@@ -113,6 +113,6 @@ def print_result(con, res: SearchResult, *, verbose: bool = False, folders: Sequ
     if note:
         con.print(f"[bold]{note}[/bold]")
     elif not res.measured:
-        con.print("figures are predictions (analytic model + schedule timings), not measurements")
+        con.print("figures are predictions of the performance model (docs/search.md), not measurements")
     for f in folders:
         con.print(f"wrote {f}/")

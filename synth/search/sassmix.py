@@ -6,15 +6,17 @@ BAR, DEPBAR and other instructions of the main loop of the compiled kernel,
 plus the longest HMMA-free run and where the copies sit among the HMMAs.
 
 How (:func:`sass_mix`): expand the configuration (``synth.gemm.expand_gemm``) on
-a canonical shape (``4 BM x 4 BN x 64 BK``: every edge predicate is static, the
-main loop is the one any large shape runs), pin its schedule, lower it,
-``synth.emit.cuda.emit_kernel``, ``nvcc -cubin -O3 -arch=sm_XX``,
-``cuobjdump -sass``; the main loop is the backward branch whose body holds the
-most HMMAs; counts are divided by the k-tiles one trip of that loop covers
-(its HMMAs / the warp's HMMAs per k-tile). Results are cached on disk by the
-sha256 of (kernel text, arch, nvcc version) in the user cache folder
-(``$SYNTH_CACHE_DIR`` or ``$XDG_CACHE_HOME/synth`` or ``~/.cache/synth``,
-sub-folder ``sass/``), never in the repository.
+a canonical shape (``4 BM x 4 BN x 64 BK``: the main loop is the one any large
+shape runs), pin its schedule, lower it, ``synth.emit.cuda.emit_kernel``, then
+the emitter's own SASS reader ``synth.emit.sass`` (``compile_cuda``: ``nvcc
+-cubin -O3``, ``cuobjdump -sass``, cached by the emitter; ``parse_sass``;
+``main_loop``: the backward branch holding the most HMMAs). Counts are divided
+by the k-tiles one trip of that loop covers (its HMMAs / the warp's HMMAs per
+k-tile). The mix is cached on disk by the sha256 of (format, kernel text, arch,
+nvcc version) in the user cache folder (``$SYNTH_CACHE_DIR`` or
+``$XDG_CACHE_HOME/synth`` or ``~/.cache/synth``, sub-folder ``mix/``), never in
+the repository. Where ``synth.emit.sass`` is missing, :func:`mix_of_sass` reads
+the listing itself.
 
 :func:`estimated_mix` gives the same record without compiling: the structural
 counts are exact (they follow from the tiling), ``other`` comes from a linear
@@ -22,8 +24,6 @@ fit to compiled kernels (:data:`OTHER_FIT`, re-fitted by
 ``benchmarks/search_gemm.py --fit-mix``). The search ranks every point with the
 estimate and replaces it by the SASS mix for the top candidates.
 
-This is a thin adapter until the emitter publishes its own SASS reader
-(``synth.emit.sass``); :func:`sass_mix` uses that module when it exists.
 """
 
 from __future__ import annotations
@@ -43,7 +43,7 @@ from typing import Optional
 from .space import Point
 
 CATEGORIES = ("hmma", "ldsm", "ldgsts", "bar", "depbar", "other")
-CACHE_FORMAT = "mix-2"
+CACHE_FORMAT = "mix-3"
 """Part of every cache key: bump it when :class:`InstructionMix` or the counting changes."""
 
 
@@ -79,14 +79,11 @@ class InstructionMix:
 
     def solo(self, hmma_cycles: float, issue_per_clk: int = 1) -> float:
         """Cycles per k-tile of one warp alone on its sub-partition: the in-order issue simulation
-        when read from SASS; else ``max(HMMAs x hmma_cycles, instructions / issue rate)`` plus the
-        k-tile boundary (the wait, the barrier and the fixed bookkeeping, :data:`OTHER_FIT`'s
-        constant), which no HMMA can overlap: the next k-tile's HMMAs need the data the barrier
-        publishes."""
+        when read from SASS; else ``max(HMMAs x hmma_cycles, instructions / issue rate)`` plus
+        :data:`ISSUE_RESIDUAL`, the k-tile boundary no HMMA overlaps."""
         if self.solo_cycles:
             return self.solo_cycles
-        boundary = (OTHER_FIT[0] + self.bar + self.depbar) / issue_per_clk
-        return max(self.hmma * hmma_cycles, self.total / issue_per_clk) + boundary
+        return max(self.hmma * hmma_cycles, self.total / issue_per_clk) + ISSUE_RESIDUAL
 
     @property
     def per_hmma(self) -> float:
@@ -97,12 +94,15 @@ class InstructionMix:
 # ---------------------------------------------------------------------------
 # estimate without compiling
 
-OTHER_FIT = (16.0, 12.0, 1.2)
+OTHER_FIT = (4.7, 3.8, 0.6)
 """``other = a + b * ldgsts + c * ldsm`` per warp and k-tile: a fixed part (loop counter, slot
-rotation, wait/barrier bookkeeping, branch) plus address arithmetic per copy and per ldmatrix.
-Fitted (least squares, rounded) on the SASS of the emitted kernel for the configurations of
-:data:`FIT_POINTS` (nvcc 13.0, sm_80); ``benchmarks/search_gemm.py --fit-mix`` prints the fit
-and the residuals again."""
+rotation, branch) plus address arithmetic per copy and per ldmatrix. Fitted (least squares,
+rounded) on the SASS of the emitted kernel for the configurations of :data:`FIT_POINTS` (nvcc
+13.0, sm_80, the emitter of commit d992915; residuals within 6.5 instructions);
+``benchmarks/search_gemm.py --fit-mix`` compiles them again and prints the fit."""
+ISSUE_RESIDUAL = 2.0
+"""Cycles per k-tile by which the in-order issue simulation of those kernels exceeds
+``max(HMMAs x hmma_cycles, instructions)`` (1-8, mean 2): the k-tile boundary no HMMA overlaps."""
 
 FIT_POINTS = (Point(128, 128, 32, 4, 3), Point(128, 128, 32, 4, 4), Point(128, 256, 64, 8, 3),
               Point(128, 128, 64, 4, 3), Point(64, 64, 32, 4, 5), Point(256, 128, 32, 8, 3),
@@ -114,13 +114,15 @@ def structural_counts(p: Point) -> dict[str, float]:
 
     HMMA.16816: ``MI * NI * KI``; ldmatrix.x4: ``MI`` for A and ``NI / 2`` for B per k16 step;
     16-byte cp.async: ``(BM + BN) BK 2 / 16 / threads`` per thread (one instruction per warp
-    each); one barrier; one wait and one commit.
+    each); one barrier; one commit and one wait per k16 slice's copies (``KI + 1``, at least 2),
+    as the emitter spreads them.
     """
     from ..gemm import GemmConfig, tiling
 
     t = tiling(GemmConfig(p.BM, p.BN, 64 * p.BK, "f16", p.BM, p.BN, p.BK, p.warps, p.stages))
     return {"hmma": t.MI * t.NI * t.KI, "ldsm": (t.MI + t.NI // 2) * t.KI,
-            "ldgsts": t.a_chunks_per_thread + t.b_chunks_per_thread, "bar": 1.0, "depbar": 2.0}
+            "ldgsts": t.a_chunks_per_thread + t.b_chunks_per_thread, "bar": 1.0,
+            "depbar": float(max(t.KI + 1, 2))}
 
 
 def estimated_mix(p: Point) -> InstructionMix:
@@ -138,7 +140,7 @@ def cache_dir() -> str:
     """The user cache folder of SASS mixes (created on demand; never inside the repository)."""
     root = os.environ.get("SYNTH_CACHE_DIR") or os.path.join(
         os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache"), "synth")
-    return os.path.join(root, "sass")
+    return os.path.join(root, "mix")
 
 
 def find_tool(name: str) -> Optional[str]:
@@ -229,9 +231,14 @@ def issue_cycles(cats: list[str], hmma_cycles: float) -> float:
 
 def mix_of_sass(sass: str, hmma_per_ktile: int, registers: int = 0,
                 hmma_cycles: float = 8.0) -> Optional[InstructionMix]:
-    """The :class:`InstructionMix` of a kernel's SASS (None when no loop holds an HMMA)."""
-    body = main_loop(sass)
-    cats = [classify(i) for i in body]
+    """The :class:`InstructionMix` of a kernel's SASS listing (None when no loop holds an HMMA)."""
+    cats = [classify(i) for i in main_loop(sass) if not re.match(r"(@!?U?P\w+\s+)?NOP\b", i)]
+    return mix_of_ops(cats, hmma_per_ktile, registers, hmma_cycles)
+
+
+def mix_of_ops(cats: list[str], hmma_per_ktile: int, registers: int = 0,
+               hmma_cycles: float = 8.0) -> Optional[InstructionMix]:
+    """The :class:`InstructionMix` of a main loop given as categories (:func:`classify`), in order."""
     nh = cats.count("hmma")
     if nh == 0:
         return None
@@ -267,15 +274,16 @@ def sass_mix(p: Point, arch: str, *, use_cache: bool = True) -> tuple[Optional[I
     """(mix, "") from the compiled kernel of ``p`` on ``arch``, or (None, why not). Cached on disk."""
     from ..gemm import GemmConfig, tiling
 
+    from ..arch import get_arch
+
     ok, why = tools_available()
     if not ok:
         return None, why
-    nvcc, cuobjdump = find_tool("nvcc"), find_tool("cuobjdump")
+    nvcc = find_tool("nvcc")
     try:
         text = kernel_text(p, arch)
     except Exception as exc:  # an emitter limitation is a reason to fall back, not to fail the search
         return None, f"emit failed for {p.label}: {type(exc).__name__}: {exc}"
-    sm = arch.replace("sm_", "")
     key = hashlib.sha256("\0".join((CACHE_FORMAT, text, arch, _nvcc_version(nvcc))).encode()).hexdigest()[:32]
     path = os.path.join(cache_dir(), f"{key}.json")
     if use_cache and os.path.exists(path):
@@ -285,22 +293,20 @@ def sass_mix(p: Point, arch: str, *, use_cache: bool = True) -> tuple[Optional[I
         except (OSError, ValueError, TypeError):
             pass  # a damaged cache entry is recomputed
     t = tiling(GemmConfig(p.BM, p.BN, 64 * p.BK, "f16", p.BM, p.BN, p.BK, p.warps, p.stages))
-    with tempfile.TemporaryDirectory(prefix="synth-sassmix-") as d:
-        src, cubin = os.path.join(d, "kernel.cu"), os.path.join(d, "kernel.cubin")
-        with open(src, "w", encoding="utf-8") as fh:
-            fh.write(text)
-        try:
-            proc = subprocess.run([nvcc, f"-arch=sm_{sm}", "-cubin", "-O3", "-Xptxas", "-v", "-o", cubin, src],
-                                  capture_output=True, text=True, timeout=300)
-            if proc.returncode != 0:
-                return None, f"nvcc failed for {p.label}: {proc.stderr.strip()[-300:]}"
-            sass = subprocess.run([cuobjdump, "-sass", cubin], capture_output=True, text=True, timeout=120).stdout
-        except (OSError, subprocess.SubprocessError) as exc:
-            return None, f"could not compile {p.label}: {exc}"
-    regs = re.search(r"Used (\d+) registers", proc.stderr + proc.stdout)
-    from ..arch import get_arch
-
-    mix = mix_of_sass(sass, t.MI * t.NI * t.KI, int(regs.group(1)) if regs else 0, get_arch(arch).hmma_cycles)
+    hpk, hc = t.MI * t.NI * t.KI, get_arch(arch).hmma_cycles
+    try:
+        from ..emit import sass as emit_sass
+    except ImportError:
+        emit_sass = None
+    try:
+        if emit_sass is not None:
+            comp = emit_sass.compile_cuda(text, arch)
+            loop = emit_sass.main_loop(emit_sass.parse_sass(comp.sass))
+            mix = mix_of_ops([classify(x.text) for x in loop if x.op != "NOP"], hpk, comp.registers, hc)
+        else:
+            mix = _compile_and_count(text, arch, hpk, hc)
+    except Exception as exc:  # nvcc/cuobjdump failures (SassError, OSError, timeouts): fall back, say why
+        return None, f"could not read the SASS of {p.label}: {type(exc).__name__}: {str(exc)[-300:]}"
     if mix is None:
         return None, f"no main loop with HMMAs in the SASS of {p.label}"
     try:
@@ -314,5 +320,21 @@ def sass_mix(p: Point, arch: str, *, use_cache: bool = True) -> tuple[Optional[I
     return mix, ""
 
 
-__all__ = ["InstructionMix", "estimated_mix", "structural_counts", "sass_mix", "mix_of_sass", "main_loop",
+def _compile_and_count(text: str, arch: str, hmma_per_ktile: int, hmma_cycles: float) -> Optional[InstructionMix]:
+    """nvcc + cuobjdump without ``synth.emit.sass`` (no cache of the compile: the mix is cached)."""
+    nvcc, cuobjdump = find_tool("nvcc"), find_tool("cuobjdump")
+    with tempfile.TemporaryDirectory(prefix="synth-sassmix-") as d:
+        src, cubin = os.path.join(d, "kernel.cu"), os.path.join(d, "kernel.cubin")
+        with open(src, "w", encoding="utf-8") as fh:
+            fh.write(text)
+        proc = subprocess.run([nvcc, f"-arch={arch}", "-cubin", "-O3", "-Xptxas", "-v", "-o", cubin, src],
+                              capture_output=True, text=True, timeout=900)
+        if proc.returncode != 0:
+            raise RuntimeError(f"nvcc failed: {proc.stderr.strip()[-300:]}")
+        sass = subprocess.run([cuobjdump, "-sass", cubin], capture_output=True, text=True, timeout=300).stdout
+    regs = re.search(r"Used (\d+) registers", proc.stderr + proc.stdout)
+    return mix_of_sass(sass, hmma_per_ktile, int(regs.group(1)) if regs else 0, hmma_cycles)
+
+
+__all__ = ["InstructionMix", "estimated_mix", "structural_counts", "sass_mix", "mix_of_sass", "mix_of_ops", "main_loop",
            "classify", "issue_cycles", "cache_dir", "find_tool", "tools_available", "kernel_text", "OTHER_FIT", "FIT_POINTS"]

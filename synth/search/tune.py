@@ -25,16 +25,17 @@ MAX_SOLVES = 256
 
 def search_gemm(M: int, N: int, K: int, *, dtype: str = "f16", arch: str = "sm_80", time_limit: float = 30.0,
                 workers: int = 2, top: int = 5, progress: Optional[Progress] = None,
-                max_solves: int = MAX_SOLVES, references: bool = True, sass: bool = False) -> SearchResult:
+                max_solves: int = MAX_SOLVES, references: bool = True, sass: int = 0) -> SearchResult:
     """Search tiles, warps and stages for ``M x N x K``; the ``top`` best, best first.
 
     ``time_limit`` bounds the whole search (wall clock); each solver call gets at
     most ``min(10 s, what is left)``. ``workers`` is CP-SAT's worker count.
     ``references`` also ranks the CUTLASS/Triton reference configurations.
-    ``sass``: compile the ``top`` candidates (and the two default configurations)
-    with nvcc and use the instruction mix of their SASS (``sassmix.sass_mix``,
-    cached on disk); the candidates are re-sorted by the new estimates. Without
-    nvcc a note says so and the estimated mix is kept.
+    ``sass``: compile the ``sass`` best candidates (``True``: all ``top``) and
+    the two default configurations with nvcc and use the instruction mix of their
+    SASS (``sassmix.sass_mix``, cached on disk: the kernels do not depend on the
+    shape, so a second search compiles nothing); the candidates are re-sorted by
+    the new estimates. Without nvcc a note says so and the estimated mix is kept.
     Raises :class:`SynthError` on a bad shape, dtype or arch, ``top < 1``, or an empty legal space.
     """
     t0 = time.monotonic()
@@ -62,15 +63,16 @@ def search_gemm(M: int, N: int, K: int, *, dtype: str = "f16", arch: str = "sm_8
     refiner = Refiner(ctx, deadline=t0 + time_limit, max_solves=max_solves, workers=workers, say=say)
     ranked_top, complete = refiner.best_of(entries.values(), top)
     notes: list[str] = []
-    if sass:
-        why = [w for w in (apply_sass(ctx, e) for e in ranked_top) if w]
+    n_sass = len(ranked_top) if sass is True else max(0, int(sass))
+    if n_sass:
+        why = [w for w in (apply_sass(ctx, e) for e in ranked_top[:n_sass]) if w]
         ranked_top.sort(key=key)
         done = sum(1 for e in ranked_top if e.mix is not None)
         notes.append(f"instruction mix read from the SASS of {done} of the {len(ranked_top)} candidates"
                      + (f" ({why[0]})" if why else "") + "; other configurations use the estimated mix")
     refs: list[ReferenceRank] = []
     if references:
-        refs = rank_references(ctx, entries, ranked_top, refiner, sass=sass)
+        refs = rank_references(ctx, entries, ranked_top, refiner, sass=bool(n_sass))
     say("solve", refiner.solves, refiner.solves)
     order = sorted(alive(entries.values()), key=key)
     rank_of = ranker(entries.values())
