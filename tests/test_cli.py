@@ -388,3 +388,10 @@ def test_verbose_prints_more(capsys, solved, tmp_path):
         main([*args, "-v"])
         verbose = capsys.readouterr().out
         assert len(verbose) > len(plain) and word in verbose, args
+
+
+def test_check_json_envelope(capsys, tmp_path):
+    rc, env = run_json(capsys, "check", str(ROOT / "tests" / "check_inputs" / "triton-matmul-s3.ttgir"))
+    assert rc == 0 and env["command"] == "check" and env["result"] is not None
+    rc, env = run_json(capsys, "check", str(tmp_path / "missing.ttgir"))
+    assert rc == 2 and env["errors"][0]["code"] == "bad_input" and env["result"] is None
