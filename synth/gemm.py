@@ -394,15 +394,21 @@ def validate(cfg: GemmConfig) -> list[str]:
 
 def expand_gemm(cfg: GemmConfig, path: str = "<memory>", locs: Optional[dict[str, Loc]] = None,
                 pins: Optional[Pins] = None, objective: Objective = Objective(),
-                shared_bytes: Optional[int] = None, registers_bytes: Optional[int] = None) -> Problem:
+                shared_bytes: Optional[int] = None, registers_bytes: Optional[int] = None,
+                min_ktiles: Optional[int] = None) -> Problem:
     """The k-tile loop of ``cfg`` as a :class:`Problem` (``problem.gemm is cfg``).
 
     ``pins`` replaces the pins derived from ``cfg.stages``; ``locs`` maps dotted
-    YAML keys to locations for errors. Raises :class:`SynthError` on the first
-    :func:`validate` issue.
+    YAML keys to locations for errors. With ``min_ktiles`` (at least 1) the loop's trip count is the symbol
+    ``T`` with that minimum, so the program is proved, and the kernel runs, for
+    every K with ``ceil(K / BK) >= min_ktiles`` (``cfg.K`` then only names the
+    shape the schedule is tuned for); loops shorter than the pipeline included
+    (``T < stages``). Raises :class:`SynthError` on the first :func:`validate` issue.
     """
     locs = locs or {}
-    issues = _issues(cfg)
+    if min_ktiles is not None and min_ktiles < 1:
+        raise SynthError(locs.get("", Loc(path)), f"min_ktiles is {min_ktiles}", "use at least 1 k-tile")
+    issues = [i for i in _issues(cfg) if min_ktiles is None or not i.msg.startswith(f"{cfg.stages} stages exceed")]
     if issues:
         i = issues[0]
         raise SynthError(_loc_of(locs, i.key, path), i.msg, i.fix)
@@ -444,13 +450,14 @@ def expand_gemm(cfg: GemmConfig, path: str = "<memory>", locs: Optional[dict[str
         loc=here,
     )
     if pins is None:
-        pins = default_pins(cfg, here)
-    return Problem(name=cfg.problem_name(), loop=Loop("k", T, T, here), buffers=tuple(bufs), ops=tuple(ops),
+        pins = default_pins(cfg, here, min_ktiles)
+    loop = Loop("k", T, T, here) if min_ktiles is None else Loop("k", "T", min_ktiles, here)
+    return Problem(name=cfg.problem_name(), loop=loop, buffers=tuple(bufs), ops=tuple(ops),
                    target=target,
                    pins=pins, objective=objective, gemm=cfg, path=path)
 
 
-def default_pins(cfg: GemmConfig, loc: Loc = Loc("<none>")) -> Pins:
+def default_pins(cfg: GemmConfig, loc: Loc = Loc("<none>"), min_ktiles: Optional[int] = None) -> Pins:
     """Pins for ``cfg.stages``: all stages (:func:`stage_pins`), the order (:func:`order_pins`)
     and async stage 0; with ``stages: auto`` only async stage 0 and
     ``max_stage <= min(6, k-tiles - 1)`` (stages and order of every op free)."""
@@ -458,7 +465,8 @@ def default_pins(cfg: GemmConfig, loc: Loc = Loc("<none>")) -> Pins:
     if st is not None:
         return Pins(stage=st, order=order_pins(cfg), async_stages=(0,), max_stage=max(st), loc=loc,
                     stage_loc=loc, order_loc=loc)
-    return Pins(async_stages=(0,), max_stage=min(MAX_AUTO_STAGE, max(cfg.trip_count - 1, 0)), loc=loc)
+    least = cfg.trip_count if min_ktiles is None else min_ktiles
+    return Pins(async_stages=(0,), max_stage=min(MAX_AUTO_STAGE, max(least - 1, 0)), loc=loc)
 
 
 def _loc_of(locs: dict[str, Loc], key: str, path: str) -> Loc:

@@ -54,8 +54,9 @@ class KernelFacts:
     smem_bytes: int
 
     def k_allowed(self, K: int) -> bool:
-        """K gives this kernel's k-tile count and 16-byte rows."""
-        return K >= 1 and K % 8 == 0 and -(-K // self.BK) == self.ktiles
+        """K gives this kernel's k-tile count and 16-byte rows (``ktiles == 0``: a kernel proved for a
+        symbolic trip count takes any K; one below its SYNTH_MIN_KTILES reports status 16)."""
+        return K >= 1 and K % 8 == 0 and (self.ktiles == 0 or -(-K // self.BK) == self.ktiles)
 
 
 class Kernel:
@@ -78,6 +79,8 @@ class Kernel:
     def k_range(self) -> str:
         """The values of K this kernel takes, as text."""
         f = self.facts
+        if f.ktiles == 0:
+            return "any multiple of 8"
         lo = (f.ktiles - 1) * f.BK + 1
         lo += (-lo) % 8
         return f"{lo} .. {f.ktiles * f.BK} (multiples of 8)"

@@ -216,6 +216,35 @@ def test_copies_and_ldmatrix_are_woven_into_the_mma_of_their_run():
     assert copies == kernel_info(p, s, prog).cp_async_per_iteration
 
 
+def _symbolic(**kw):
+    from synth.gemm import GemmConfig, expand_gemm
+    from synth.graph import build_graph
+    from synth.lower import lower
+    from synth.schedule import schedule_from_pins
+
+    p = expand_gemm(GemmConfig(**kw), min_ktiles=1)
+    g = build_graph(p)
+    s = schedule_from_pins(p, g)
+    prog = lower(p, g, s)
+    return p, s, prog, emit_kernel(p, s, prog)
+
+
+def test_symbolic_trip_count_is_computed_at_run_time():
+    """T = ceil(K / BK) at run time: the body loop runs max(T - S, 0) steps, prologue steps past the
+    first are guarded by the trip count, T below SYNTH_MIN_KTILES is reported, any K otherwise."""
+    p, s, prog, text = _symbolic(M=512, N=512, K=512, stages=3, warps=4)
+    assert "#define SYNTH_KTILES 0" in text and "#define SYNTH_MIN_KTILES 1" in text
+    assert "const int T = (K + BK - 1) / BK;  // k-tiles" in text
+    assert "(K + BK - 1) / BK < SYNTH_MIN_KTILES) err |= SYNTH_ERR_KTILES;" in text
+    assert "!= SYNTH_KTILES" not in text
+    assert re.search(r"for \(int i = 0; i < \(\(\(T - 2\)\) > \(0\) \? .*; \+\+i\) \{", text)
+    assert "if (1 < ((T) < (2) ? (T) : (2))) {  // prologue i = 1" in text
+    info = kernel_info(p, s, prog)
+    assert info.ktiles == 0
+    body = "\n".join(ln.split("//")[0] for ln in _body_lines(text))
+    assert not re.search(r"\bi\b[^;]*%", body) and "k0_bytes" not in body
+
+
 def test_cutlass_like_pins_need_one_barrier_per_k_tile():
     # stages 3: the next k-tile's s2r_*_0 runs after the wait, behind the only barrier, which also
     # retires every read of the slot the next step's cp.async overwrites (MmaMultistage's shape)

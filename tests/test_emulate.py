@@ -441,3 +441,56 @@ def test_one_kernel_many_m_n_k_alpha_beta_c_and_strides():
                           (129, 127, 97 + 7, dict(ldc=128, alpha=2.0))]:
         r = _run("128x128x128", M, N, K, **kw)
         assert r.clean and r.status == 0, (M, N, K, kw, r.summary())
+
+
+# ---------------------------------------------------------------------------
+# one kernel.cu for every K: the k-tile loop proved for a symbolic T >= 1
+
+SYMBOLIC = dict(M=96, N=80, K=256, BM=64, BN=64, BK=32, warps=4, stages=3)
+SYMBOLIC_KS = (8, 32, 64, 104, 200, 1032)
+"""K = 8 and BK (one k-tile, below the 3 stages), 2 BK = (stages - 1) BK, stages BK + 8, 200, large."""
+
+
+@functools.lru_cache(maxsize=None)
+def symbolic_gemm():
+    problem = expand_gemm(GemmConfig(**SYMBOLIC), min_ktiles=1)
+    graph = build_graph(problem)
+    sched = schedule_from_pins(problem, graph)
+    program = verify_program(lower(problem, graph, sched), smt2=False).program  # proved for every T >= 1
+    return problem, sched, program, cuda.emit_kernel(problem, sched, program), \
+        cuda.kernel_info(problem, sched, program)
+
+
+def run_symbolic(M: int, N: int, K: int, src: str | None = None, policy: str = "default"):
+    _, _, _, text, info = symbolic_gemm()
+    return emulate_gemm(text if src is None else src, M, N, K, BM=SYMBOLIC["BM"], BN=SYMBOLIC["BN"],
+                        warps=SYMBOLIC["warps"], smem_bytes=info.smem_bytes, policy=policy, ldc=-(-N // 4) * 4)
+
+
+def test_one_kernel_for_every_k_and_off_tile_m_n():
+    """The same kernel.cu at K = 8 .. 1032 (trip counts 1 to 33, below and above the 3 stages) and M, N on
+    and off the 64x64 tile equals numpy, clean; the program it implements was proved for every T >= 1."""
+    _, _, program, text, info = symbolic_gemm()
+    assert program.trip_count == "T" and program.min_trip_count == 1 and info.ktiles == 0
+    for K in SYMBOLIC_KS:
+        for M, N in ((96, 80), (33, 17), (128, 64)):
+            r = run_symbolic(M, N, K)
+            assert r.clean and r.status == 0, (M, N, K, r.summary())
+
+
+@pytest.mark.slow
+def test_one_kernel_for_every_k_fails_with_a_tight_wait_raised_or_a_barrier_deleted():
+    """Every tight wait raised by one and every sync:<n> line deleted: some K of SYMBOLIC_KS fails
+    (NaN, early reads or hazards)."""
+    _, _, program, text, _ = symbolic_gemm()
+    tight = [k for k, w in enumerate(program.waits) if w.tight]
+    assert tight
+    for k in tight:
+        src = raise_wait_in_text(text, k)
+        assert any(not run_symbolic(96, 80, K, src).clean for K in (8, 64, 104, 200)), f"wait #{k}"
+    nums = [int(m.group(1)) for m in SYNC_LINE.finditer(text)]
+    assert nums
+    for n in nums:
+        src = SYNC_LINE.sub(lambda m: "" if int(m.group(1)) == n else m.group(0), text)
+        assert any(not run_symbolic(96, 80, K, src, policy).clean
+                   for K in (8, 64, 104, 200) for policy in ("forward", "reverse")), f"sync:{n}"

@@ -292,3 +292,19 @@ def test_gemm_doc_schedule_pins_override():
     # one stage per op of the k16 expansion
     with pytest.raises(SynthError):
         load_problem_text(GOOD.replace("stages: auto", "stages: 3") + "schedule: {stage: [0, 0, 2, 2, 2]}\n")
+
+
+def test_symbolic_k_tiles_for_one_kernel_of_every_k():
+    """min_ktiles: the loop's trip count is the symbol T (at least min_ktiles), stages above it allowed
+    (loops shorter than the pipeline); without it the trip count is ceil(K / BK)."""
+    cfg = GemmConfig(4096, 4096, 4096, stages=3)
+    p = expand_gemm(cfg, min_ktiles=1)
+    assert p.loop.symbolic and p.loop.trip_count == "T" and p.loop.min_trip_count == 1
+    assert p.pins.stage == stage_pins(cfg)
+    assert not expand_gemm(cfg).loop.symbolic and expand_gemm(cfg).loop.trip_count == 128
+    short = GemmConfig(64, 64, 64, BK=32, stages=3)  # 2 k-tiles, 3 stages
+    assert any("exceed" in m for m in validate(short))
+    assert expand_gemm(short, min_ktiles=1).loop.min_trip_count == 1
+    assert expand_gemm(GemmConfig(4096, 4096, 4096), min_ktiles=2).pins.max_stage == 1
+    with pytest.raises(SynthError, match="min_ktiles is 0"):
+        expand_gemm(cfg, min_ktiles=0)

@@ -48,19 +48,45 @@ def _static(e: Optional[Expr], env: dict[str, int]):
     return None if e is None else evaluate(e, env)
 
 
-def step_env(program: Program, part: Part, i: int) -> dict[str, int]:
-    """The variables of step ``i`` of ``part`` (the loop variable's value does not matter)."""
-    return {part.var: i, program.loop_var: 0}
+def trip_samples(program: Program) -> tuple[int, ...]:
+    """The trip counts a kernel of ``program`` is analysed at: the static one, or for a
+    symbolic ``T`` every value from its minimum up to ``max_stage + 2 * slots + 2``
+    beyond it (past that, prologue and epilogue are the same and the body only
+    repeats its slot pattern, whose period divides the largest slot count)."""
+    if isinstance(program.trip_count, int):
+        return (program.trip_count,)
+    m = max((b.multiplicity for b in program.buffers), default=1)
+    lo = max(program.min_trip_count, 1)
+    return tuple(range(lo, lo + program.max_stage + 2 * m + 3))
 
 
-def extent(program: Program, part: Part) -> int:
-    """The number of steps of ``part`` (its extent is static for a static trip count)."""
-    return int(evaluate(part.extent, {}))
+def step_env(program: Program, part: Part, i: int, trip: Optional[int] = None) -> dict[str, int]:
+    """The variables of step ``i`` of ``part`` (the loop variable's value does not matter;
+    a symbolic trip count takes ``trip``, default its minimum)."""
+    env = {part.var: i, program.loop_var: 0}
+    if isinstance(program.trip_count, str):
+        env[program.trip_count] = program.min_trip_count if trip is None else trip
+    return env
+
+
+def extent(program: Program, part: Part, trip: Optional[int] = None) -> int:
+    """The number of steps of ``part`` at trip count ``trip`` (default: the static trip
+    count, or the minimum of a symbolic one)."""
+    env = {}
+    if isinstance(program.trip_count, str):
+        env[program.trip_count] = program.min_trip_count if trip is None else trip
+    return int(evaluate(part.extent, env))
+
+
+def max_extent(program: Program, part: Part) -> int:
+    """The most steps ``part`` has at any analysed trip count (:func:`trip_samples`)."""
+    return max(extent(program, part, t) for t in trip_samples(program))
 
 
 def barriers(program: Program, shared: set[str]) -> list[Barrier]:
     """Where the kernel needs ``__syncthreads()``, found by running the program's
-    statements for its static trip count with cp.async's hardware semantics.
+    statements for its static trip count (every :func:`trip_samples` value of a
+    symbolic one) with cp.async's hardware semantics.
 
     A barrier is needed (and placed as late as possible, right before the
     statement that needs it):
@@ -78,7 +104,11 @@ def barriers(program: Program, shared: set[str]) -> list[Barrier]:
     """
     placed: dict[tuple, str] = {}
     while True:
-        need = _simulate(program, shared, placed)
+        need = None
+        for trip in trip_samples(program):  # a symbolic trip count: the union over its values
+            need = _simulate(program, shared, placed, trip)
+            if need is not None:
+                break
         if need is None:
             break
         key, why = need
@@ -88,13 +118,13 @@ def barriers(program: Program, shared: set[str]) -> list[Barrier]:
     return sorted(out, key=lambda b: (order[b.part], b.step or 0, b.stmt))
 
 
-def _simulate(program: Program, shared: set[str], placed: dict[tuple, str]):
-    """Run once with barriers ``placed``; return the first missing barrier (key, why) or None."""
+def _simulate(program: Program, shared: set[str], placed: dict[tuple, str], trip: int):
+    """Run once at ``trip`` with barriers ``placed``; return the first missing barrier (key, why) or None."""
     st = _SimState()
     for part in program.parts:
-        n = extent(program, part)
+        n = extent(program, part, trip)
         for i in range(n):
-            env = step_env(program, part, i)
+            env = step_env(program, part, i, trip)
             for k, s in enumerate(part.stmts):
                 key = (part.name, None if part.name == "body" else i, k)
                 if key in placed:
@@ -171,4 +201,4 @@ def _show(e: Expr, value: int, part: str) -> str:
     return to_str(e) if part == "body" else str(value)
 
 
-__all__ = ["Barrier", "barriers", "step_env", "extent"]
+__all__ = ["Barrier", "barriers", "step_env", "extent", "max_extent", "trip_samples"]

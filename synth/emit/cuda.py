@@ -53,7 +53,7 @@ from ..gemm import GemmConfig, Tiling, config_from_problem, load_shares, op_name
 from ..problem import Problem
 from ..program import CommitStmt, OpStmt, Part, Program, WaitStmt
 from ..schedule import Schedule
-from .barriers import Barrier, barriers, extent, step_env
+from .barriers import Barrier, barriers, extent, max_extent, step_env, trip_samples
 
 RUNTIME_DIR = os.path.join(os.path.dirname(__file__), "runtime")
 API_HEADER = os.path.join(RUNTIME_DIR, "synth_cuda_api.h")
@@ -68,7 +68,8 @@ STATUS_CODES = {
     2: ("SYNTH_ERR_LD_AB", "lda or ldb below K or not a multiple of 8"),
     4: ("SYNTH_ERR_LD_C", "ldc below N or not a multiple of 4 (128-bit C stores)"),
     8: ("SYNTH_ERR_ALIGN", "A, B, C or C_in not 16-byte aligned"),
-    16: ("SYNTH_ERR_KTILES", "ceil(K / BK) differs from SYNTH_KTILES, the trip count the program was proved for"),
+    16: ("SYNTH_ERR_KTILES", "ceil(K / BK) differs from SYNTH_KTILES, the trip count the program was proved for "
+             "(a kernel proved for a symbolic trip count: ceil(K / BK) below SYNTH_MIN_KTILES)"),
     32: ("SYNTH_ERR_SIZE", "A or B spans 2^31 elements or more (the copies use 32-bit offsets)"),
 }
 """Bits of the code the kernel writes to ``*status`` when a run-time precondition fails."""
@@ -117,6 +118,8 @@ class KernelInfo:
     threads: int
     grid: tuple[int, int, int]
     ktiles: int
+    """The static trip count the kernel was proved for; 0 for a symbolic one (``SYNTH_KTILES``: any K with
+    ``ceil(K / BK) >= SYNTH_MIN_KTILES``)."""
     body_unroll: int
     barriers: tuple[Barrier, ...]
     body_waits: tuple[int, ...]
@@ -132,11 +135,11 @@ class KernelInfo:
     """Shared bytes the C store stages through (one m16 row band of every warp tile at a time)."""
 
 
-def _trip(program: Program) -> int:
-    if not isinstance(program.trip_count, int):
-        raise SynthError(None, f"program {program.name!r} has a symbolic trip count; CUDA kernels are emitted "
-                         "for static trip counts (kind: gemm problems)", "give the loop a numeric trip_count")
-    return program.trip_count
+def _steps(program: Program, part: Part):
+    """``(trip, step)`` of every step of ``part`` at every analysed trip count."""
+    for trip in trip_samples(program):
+        for i in range(extent(program, part, trip)):
+            yield trip, i
 
 
 def _check_supported(problem: Problem, program: Program) -> GemmConfig:
@@ -161,7 +164,6 @@ def _check_supported(problem: Problem, program: Program) -> GemmConfig:
             raise SynthError(None, f"register buffer {b.name} has {b.multiplicity} slots; the kernel keeps "
                              "fragments in fixed registers (gemm problems make them carried, one slot)",
                              "emit from the program lowered from the kind: gemm problem")
-    _trip(program)
     return cfg
 
 
@@ -192,18 +194,20 @@ def kernel_info(problem: Problem, schedule: Schedule, program: Program) -> Kerne
     waits: dict[str, list[int]] = {"prologue": [], "body": [], "epilogue": []}
     cp = commits = 0
     P = load_shares(cfg)
+    full = max(trip_samples(program))  # every prologue and epilogue step runs
     for part in program.parts:
-        n = extent(program, part)
+        n = extent(program, part, full)
         for s in part.stmts:
             if isinstance(s, WaitStmt):
                 w = program.waits[s.wait]
-                vals = sorted({int(evaluate(w.in_flight, step_env(program, part, i))) for i in range(n)})
                 if part.name == "body":
-                    waits["body"].extend(vals)
+                    waits["body"].extend(sorted({int(evaluate(w.in_flight, step_env(program, part, i, t)))
+                                                 for t, i in _steps(program, part)}))
                 else:
                     for i in range(n):
-                        if s.guard is None or evaluate(s.guard, step_env(program, part, i)):
-                            waits[part.name].append(int(evaluate(w.in_flight, step_env(program, part, i))))
+                        env = step_env(program, part, i, full)
+                        if s.guard is None or evaluate(s.guard, env):
+                            waits[part.name].append(int(evaluate(w.in_flight, env)))
             if part.name == "body":
                 if isinstance(s, OpStmt) and (m := LOAD_RE.match(s.op)):
                     j = int(m.group(1))
@@ -212,7 +216,8 @@ def kernel_info(problem: Problem, schedule: Schedule, program: Program) -> Kerne
                 if isinstance(s, CommitStmt):
                     commits += 1
     grid = (-(-cfg.N // cfg.BN), -(-cfg.M // cfg.BM), 1)
-    return KernelInfo(max(pipe, stage), cfg.threads, grid, cfg.trip_count, 1, bars, tuple(waits["body"]),
+    ktiles = 0 if isinstance(program.trip_count, str) else program.trip_count  # 0: any (symbolic T)
+    return KernelInfo(max(pipe, stage), cfg.threads, grid, ktiles, 1, bars, tuple(waits["body"]),
                       tuple(waits["prologue"]), tuple(waits["epilogue"]), cp, commits, pipe, stage)
 
 
@@ -260,6 +265,8 @@ class _Writer:
         # step) when LD_ROWS is a multiple of 8 (CPR >= 8, key r % 8) or THREADS of 64 (CPR < 8, key L % 8)
         cpr = cfg.BK // 8
         self.st_linear = (cfg.threads // cpr) % 8 == 0 if cpr >= 8 else cfg.threads % 64 == 0
+        self.symbolic = isinstance(program.trip_count, str)
+        self.T = program.trip_count if self.symbolic else "T"
         self.loads_in_body = any(isinstance(s, OpStmt) and LOAD_RE.match(s.op) for s in program.part("body").stmts)
 
     def frag_buffers(self):
@@ -289,8 +296,14 @@ class _Writer:
         self.w(f"// stages: {stages}; order: {list(self.s.order)}; slots: {mult}")
         self.w(f"// shared memory: {info.smem_bytes} B dynamic (pipeline {info.pipeline_smem_bytes} B, tiles "
                f"XOR-swizzled in 16-byte chunks; C staging {info.staging_smem_bytes} B)")
-        self.w(f"// k-tiles: {info.ktiles} = prologue {extent(p, p.part('prologue'))} + body "
-               f"{extent(p, p.part('body'))} + epilogue {extent(p, p.part('epilogue'))} steps; body not unrolled")
+        if self.symbolic:
+            self.w(f"// k-tiles: {p.trip_count} = ceil(K / BK) at run time, at least {p.min_trip_count}: prologue "
+                   f"{to_str(p.part('prologue').extent)} + body {to_str(p.part('body').extent)} + epilogue "
+                   f"{to_str(p.part('epilogue').extent)} steps (proved for every {p.trip_count} >= "
+                   f"{p.min_trip_count}); body not unrolled")
+        else:
+            self.w(f"// k-tiles: {info.ktiles} = prologue {extent(p, p.part('prologue'))} + body "
+                   f"{extent(p, p.part('body'))} + epilogue {extent(p, p.part('epilogue'))} steps; body not unrolled")
         self.w(f"// barriers: {len(info.barriers)} placements (see the '// sync:' lines); "
                f"body waits: {list(info.body_waits)}")
         self.w("// launch: grid (ceil(N/BN), ceil(M/BM)), block SYNTH_THREADS, dynamic smem SYNTH_SMEM_BYTES.")
@@ -309,7 +322,8 @@ class _Writer:
             self.w("#endif")
         self.w()
         for k, v in (("M", cfg.M), ("N", cfg.N), ("K", cfg.K), ("BM", cfg.BM), ("BN", cfg.BN), ("BK", cfg.BK),
-                     ("THREADS", cfg.threads), ("SMEM_BYTES", info.smem_bytes), ("KTILES", info.ktiles)):
+                     ("THREADS", cfg.threads), ("SMEM_BYTES", info.smem_bytes),
+                     ("KTILES", info.ktiles), ("MIN_KTILES", p.min_trip_count)):
             self.w(f"#define SYNTH_{k} {v}")
         for code, (name, _) in STATUS_CODES.items():
             self.w(f"#define {name} {code}")
@@ -356,7 +370,10 @@ class _Writer:
         self.w("if (ldc < N || ldc % 4 != 0) err |= SYNTH_ERR_LD_C;", 2)
         self.w("if ((((uintptr_t)A | (uintptr_t)B | (uintptr_t)C | (uintptr_t)C_in) & 15) != 0) "
                "err |= SYNTH_ERR_ALIGN;", 2)
-        self.w("if (K >= 1 && (K + BK - 1) / BK != SYNTH_KTILES) err |= SYNTH_ERR_KTILES;", 2)
+        if self.symbolic:
+            self.w("if (K >= 1 && (K + BK - 1) / BK < SYNTH_MIN_KTILES) err |= SYNTH_ERR_KTILES;", 2)
+        else:
+            self.w("if (K >= 1 && (K + BK - 1) / BK != SYNTH_KTILES) err |= SYNTH_ERR_KTILES;", 2)
         self.w("if ((long long)M * lda >= 2147483647LL || (long long)N * ldb >= 2147483647LL) err |= SYNTH_ERR_SIZE;",
                2)
         self.w("if (err != 0) {", 2)
@@ -382,7 +399,8 @@ class _Writer:
         self.w("// later copy is a full 16 bytes. Rows past M (N) are read from row M - 1 (N - 1): they only", 1)
         self.w("// feed C rows (columns) that are never stored.", 1)
         self.w("const int ld_r = tid / CPR, ld_kc = tid % CPR;", 1)
-        self.w("const int pad = SYNTH_KTILES * BK - K;", 1)
+        self.w(f"const int {self.T} = (K + BK - 1) / BK;  // k-tiles", 1)
+        self.w(f"const int pad = {self.T} * BK - K;", 1)
         self.w("const int k0_bytes = ld_kc * 8 >= pad ? 16 : 0;  // this thread's chunks of k-tile 0", 1)
         for mat, rows, ld in (("A", "M", "lda"), ("B", "N", "ldb")):
             x = mat.lower()
@@ -411,15 +429,23 @@ class _Writer:
                    f"// {b.name[0]} fragments of k16 step{'s' if ',' in steps else ''} {steps} (ldmatrix.x4)", 1)
         self.w()
         for part in p.parts:
-            n = extent(p, part)
             if part.name == "body":
-                self.body(part, n)
-            else:
-                self.w(f"// ---- {part.name}: {n} step{'s' if n != 1 else ''}, fully unrolled", 1)
-                for i in range(n):
+                self.body(part)
+                continue
+            n = max_extent(p, part)
+            always = extent(p, part, min(trip_samples(p)))
+            self.w(f"// ---- {part.name}: {n} step{'s' if n != 1 else ''}, fully unrolled"
+                   + (f" (step i runs when i < {to_str(part.extent)})" if always < n else ""), 1)
+            for i in range(n):
+                if i < always:
                     self.w(f"{{  // {part.name} {part.var} = {i}", 1)
-                    self.stmts(part, 2, i)
-                    self.w("}", 1)
+                else:
+                    self.w(f"if ({i} < {c_expr(part.extent)}) {{  // {part.name} {part.var} = {i}", 1)
+                if self.symbolic:  # guards and slots of this part may still name the step and T
+                    self.w(f"const int {part.var} = {i};", 2)
+                    self.w(f"(void){part.var};", 2)
+                self.stmts(part, 2, i)
+                self.w("}", 1)
         self.w()
         self.store()
         self.w("}")
@@ -446,14 +472,18 @@ class _Writer:
         m = self.mult[buf]
         if m == 1:
             return None
-        n = extent(self.p, part)
-        vals = [int(evaluate(slot, step_env(self.p, part, i))) for i in range(min(n, 2 * m))]
-        d = vals[0] if vals else 0
-        return d if all(v == (d + i) % m for i, v in enumerate(vals)) else None
+        d = None
+        for t, i in _steps(self.p, part):
+            v = int(evaluate(slot, step_env(self.p, part, i, t)))
+            d = v if d is None and i == 0 else d
+            if d is None or v != (d + i) % m:
+                return None
+        return 0 if d is None else d
 
-    def body(self, part: Part, n: int) -> None:
+    def body(self, part: Part) -> None:
+        n = to_str(part.extent) if self.symbolic else str(extent(self.p, part))
         self.w(f"// ---- body: {n} steps", 1)
-        if not n:
+        if max_extent(self.p, part) == 0:
             return
         self.rotations(part)
         for (g, d), name in sorted(self.rot.items()):
@@ -461,7 +491,8 @@ class _Writer:
             self.w(f"int {name} = {d * self.stride[buf]};  // slot i + {d} (mod {self.mult[buf]}) times "
                    f"{'A_STRIDE' if buf == 'A_s' else 'B_STRIDE'}, rotated each step", 1)
         self.w("SYNTH_NO_UNROLL", 1)
-        self.w(f"for (int {part.var} = 0; {part.var} < {n}; ++{part.var}) {{", 1)
+        bound = c_expr(simplify(part.extent)) if self.symbolic else n
+        self.w(f"for (int {part.var} = 0; {part.var} < {bound}; ++{part.var}) {{", 1)
         self.stmts(part, 2, None)
         self.w("// next step: the copies' sources move one k-tile, the slot offsets rotate", 2)
         if self.loads_in_body:
@@ -478,9 +509,10 @@ class _Writer:
         """The value of ``e`` at prologue/epilogue step ``step``; in the body (``step`` None) when
         it is the same at every step, else None."""
         if step is not None:
-            return int(evaluate(e, step_env(self.p, part, step)))
-        n = extent(self.p, part)
-        vals = {int(evaluate(e, step_env(self.p, part, i))) for i in range(n)}
+            vals = {int(evaluate(e, step_env(self.p, part, step, t))) for t in trip_samples(self.p)
+                    if step < extent(self.p, part, t)}
+        else:
+            vals = {int(evaluate(e, step_env(self.p, part, i, t))) for t, i in _steps(self.p, part)}
         return next(iter(vals)) if len(vals) == 1 else None
 
     def stmts(self, part: Part, ind: int, step: Optional[int]) -> None:
@@ -526,7 +558,8 @@ class _Writer:
         if n is not None:
             self.w(f"synth_cp_async_wait<{n}>();  // {note}: groups in flight <= {n}", ind)
             return
-        vals = sorted({int(evaluate(wt.in_flight, step_env(self.p, part, i))) for i in range(extent(self.p, part))})
+        vals = sorted({int(evaluate(wt.in_flight, step_env(self.p, part, i, t))) for t, i in _steps(self.p, part)
+                       if step is None or i == step})
         self.w(f"switch ({c_expr(wt.in_flight)}) {{  // {note}: count {to_str(wt.in_flight)}", ind)
         for v in vals[1:]:
             self.w(f"case {v}: synth_cp_async_wait<{v}>(); break;", ind + 1)
@@ -551,13 +584,10 @@ class _Writer:
         elif part.name == "body":
             base = Var(part.var)
         else:
-            base = Num(extent(self.p, self.p.part("body")) if self.loads_in_body else 0)
+            base = simplify(self.p.part("body").extent) if self.loads_in_body else Num(0)
         rel = simplify(Bin("-", it, base))
         v = self.value(part, rel, step)
-        if v is None:
-            raise SynthError(None, f"{self.p.name}: a load's k-tile {to_str(it)} is not a constant distance from "
-                             f"the {part.name}'s step", "report this: gemm loads run at i + constant")
-        return str(v)
+        return str(v) if v is not None else f"({c_expr(rel)})"
 
     def units(self, part: Part, s: OpStmt, step: Optional[int]) -> list[_Unit]:
         """The instructions of ``s`` (one line each), annotated with the op."""
@@ -570,8 +600,8 @@ class _Writer:
             j = int(m.group(1))
             rel = self.tile_rel(part, it, step)
             if itv is None:
-                n = extent(self.p, part)
-                zero = ("16" if all(evaluate(it, step_env(self.p, part, i)) != 0 for i in range(n))
+                zero = ("16" if all(evaluate(it, step_env(self.p, part, i, t)) != 0 for t, i in _steps(self.p, part)
+                                    if step is None or i == step)
                         else f"(({c_expr(it)}) == 0 ? k0_bytes : 16)")
             else:
                 zero = "k0_bytes" if itv == 0 else "16"

@@ -7,7 +7,7 @@
 // k-tiles: 128 = prologue 2 + body 126 + epilogue 2 steps; body not unrolled
 // barriers: 3 placements (see the '// sync:' lines); body waits: [2]
 // launch: grid (ceil(N/BN), ceil(M/BM)), block SYNTH_THREADS, dynamic smem SYNTH_SMEM_BYTES.
-// run-time preconditions (else *status |= code, C untouched): 1 K < 1 or K % 8 != 0 (16-byte cp.async of A and B rows); 2 lda or ldb below K or not a multiple of 8; 4 ldc below N or not a multiple of 4 (128-bit C stores); 8 A, B, C or C_in not 16-byte aligned; 16 ceil(K / BK) differs from SYNTH_KTILES, the trip count the program was proved for; 32 A or B spans 2^31 elements or more (the copies use 32-bit offsets)
+// run-time preconditions (else *status |= code, C untouched): 1 K < 1 or K % 8 != 0 (16-byte cp.async of A and B rows); 2 lda or ldb below K or not a multiple of 8; 4 ldc below N or not a multiple of 4 (128-bit C stores); 8 A, B, C or C_in not 16-byte aligned; 16 ceil(K / BK) differs from SYNTH_KTILES, the trip count the program was proved for (a kernel proved for a symbolic trip count: ceil(K / BK) below SYNTH_MIN_KTILES); 32 A or B spans 2^31 elements or more (the copies use 32-bit offsets)
 #include <stdint.h>
 #ifdef SYNTH_EMULATE
 #include "synth_emu.h"
@@ -94,6 +94,7 @@ SYNTH_DEVICE void synth_sts(T* p, T v) { *p = v; }
 #define SYNTH_THREADS 256
 #define SYNTH_SMEM_BYTES 49152
 #define SYNTH_KTILES 128
+#define SYNTH_MIN_KTILES 128
 #define SYNTH_ERR_K 1
 #define SYNTH_ERR_LD_AB 2
 #define SYNTH_ERR_LD_C 4
@@ -172,7 +173,8 @@ synth_gemm(const half* A, const half* B, float* C, const float* C_in, int M, int
   // later copy is a full 16 bytes. Rows past M (N) are read from row M - 1 (N - 1): they only
   // feed C rows (columns) that are never stored.
   const int ld_r = tid / CPR, ld_kc = tid % CPR;
-  const int pad = SYNTH_KTILES * BK - K;
+  const int T = (K + BK - 1) / BK;  // k-tiles
+  const int pad = T * BK - K;
   const int k0_bytes = ld_kc * 8 >= pad ? 16 : 0;  // this thread's chunks of k-tile 0
   int a_off[A_CHUNKS];  // chunk c of the current k-tile: elements from A (advanced by BK per body step; 32-bit: SYNTH_ERR_SIZE)
   const int a_st = A_BASE + swz(ld_r, ld_kc);  // chunk 0 in a slot; chunk c is c * THREADS * 16 bytes further (the swizzle key repeats)
