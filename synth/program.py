@@ -35,6 +35,8 @@ import json
 from dataclasses import dataclass, field, replace
 from typing import Optional, Union
 
+from .completion import (STMT_KINDS as BARRIER_STMT_KINDS, BARRIER_STMTS, BarrierRef, barrier_ref_from_json,
+                         barrier_stmt_from_json, barrier_stmt_json)
 from .expr import Expr, Num, parse, to_str
 
 PARTS = ("prologue", "body", "epilogue")
@@ -60,6 +62,9 @@ class OpStmt:
     """Commit group id (async ops only)."""
     reads: tuple[Access, ...] = ()
     writes: tuple[Access, ...] = ()
+    barrier: Optional[BarrierRef] = None
+    """Barrier-phase completion (a TMA copy's ``complete_tx``), the other variant beside ``group``
+    (:mod:`synth.completion`)."""
     kind: str = field(default="op", init=False)
 
 
@@ -202,7 +207,11 @@ def _stmt_json(s: Stmt) -> dict:
             d["group"] = s.group
         d["reads"] = [_access_json(a) for a in s.reads]
         d["writes"] = [_access_json(a) for a in s.writes]
+        if s.barrier is not None:
+            d["barrier"] = s.barrier.to_json()
         return d
+    if isinstance(s, BARRIER_STMTS):
+        return barrier_stmt_json(s)
     if isinstance(s, CommitStmt):
         return {"kind": "commit", "queue": s.queue, "group": s.group, "guard": _e(s.guard), "gate": list(s.gate)}
     return {"kind": "wait", "wait": s.wait, "guard": _e(s.guard)}
@@ -253,7 +262,10 @@ def _stmt(d: dict) -> Stmt:
     kind = d["kind"]
     if kind == "op":
         return OpStmt(_typed(d["op"], str, "op"), _pe(d["iteration"]), _pe(d.get("guard")), _group(d.get("group")),
-                      tuple(_access(a) for a in d.get("reads", [])), tuple(_access(a) for a in d.get("writes", [])))
+                      tuple(_access(a) for a in d.get("reads", [])), tuple(_access(a) for a in d.get("writes", [])),
+                      None if d.get("barrier") is None else barrier_ref_from_json(d["barrier"]))
+    if kind in BARRIER_STMT_KINDS:
+        return barrier_stmt_from_json(d)
     if kind == "commit":
         return CommitStmt(_typed(d["queue"], int, "queue"), _typed(d["group"], int, "group"), _pe(d.get("guard")),
                           tuple(_typed(g, str, "gate") for g in d.get("gate", [])))

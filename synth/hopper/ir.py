@@ -1,0 +1,181 @@
+"""The Hopper program: barriers, a setup, warp roles running concurrently, a teardown.
+
+Each role is a :class:`~synth.program.Program` (prologue / body / epilogue in the form of
+:mod:`synth.program`, its own wgmma queue and waits) whose parts also hold the barrier
+statements of :mod:`synth.completion`; every warp group of the role runs it. Roles
+synchronize only through barriers. ``setup`` runs on one thread before a CTA barrier (inits
+and the init fence), ``teardown`` after one (invalidations). docs/hopper.md gives the
+semantics and the ``program.json`` form (``"protocol": "mbarrier"``).
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from typing import Union
+
+from ..completion import BARRIER_KINDS, ArriveStmt, Barrier, barrier_stmt_from_json, barrier_stmt_json
+from ..program import OpStmt, Program, ProgBuffer, ProgOp, program_from_json, program_to_json
+
+PROTOCOL = "mbarrier"
+
+
+@dataclass(frozen=True)
+class Role:
+    name: str
+    warpgroups: int
+    """Warp groups running this role's program (each has its own wgmma FIFO; each arrives)."""
+    program: Program
+
+
+@dataclass(frozen=True)
+class HopperProgram:
+    name: str
+    loop_var: str
+    trip_count: Union[int, str]
+    min_trip_count: int
+    ops: tuple[ProgOp, ...]
+    buffers: tuple[ProgBuffer, ...]
+    barriers: tuple[Barrier, ...]
+    setup: tuple
+    roles: tuple[Role, ...]
+    teardown: tuple
+    notes: tuple[str, ...] = ()
+
+    def barrier(self, name: str) -> Barrier:
+        for b in self.barriers:
+            if b.name == name:
+                return b
+        raise KeyError(name)
+
+    def role(self, name: str) -> Role:
+        for r in self.roles:
+            if r.name == name:
+                return r
+        raise KeyError(name)
+
+    def op(self, name: str) -> ProgOp:
+        for o in self.ops:
+            if o.name == name:
+                return o
+        raise KeyError(name)
+
+    def with_role(self, name: str, program: Program) -> "HopperProgram":
+        """A copy with role ``name``'s program replaced (mutants, tightness)."""
+        from dataclasses import replace
+        return replace(self, roles=tuple(replace(r, program=program) if r.name == name else r for r in self.roles))
+
+
+def is_hopper_doc(doc) -> bool:
+    """Whether a ``program.json`` document is a Hopper program."""
+    return isinstance(doc, dict) and doc.get("protocol") == PROTOCOL
+
+
+def hopper_to_json(p: HopperProgram) -> dict:
+    roles = []
+    for r in p.roles:
+        d = program_to_json(r.program)
+        roles.append({"role": r.name, "warpgroups": r.warpgroups, "queues": d["queues"], "parts": d["parts"],
+                      "waits": d["waits"]})
+    return {
+        "protocol": PROTOCOL,
+        "name": p.name,
+        "loop": {"var": p.loop_var, "trip_count": p.trip_count, "min_trip_count": p.min_trip_count},
+        "ops": [{"name": o.name, "unit": o.unit, "stage": o.stage, "async": o.is_async, "queue": o.queue,
+                 "when": o.when, "latency": o.latency} for o in p.ops],
+        "buffers": [{"name": b.name, "space": b.space, "multiplicity": b.multiplicity,
+                     "bytes_per_slot": b.bytes_per_slot} for b in p.buffers],
+        "barriers": [b.to_json() for b in p.barriers],
+        "setup": [barrier_stmt_json(s) for s in p.setup],
+        "roles": roles,
+        "teardown": [barrier_stmt_json(s) for s in p.teardown],
+        "notes": list(p.notes),
+    }
+
+
+def _int(x, where: str) -> int:
+    if isinstance(x, bool) or not isinstance(x, int):
+        raise ValueError(f"{where}: expected an integer, got {x!r}")
+    return x
+
+
+def hopper_from_json(doc: dict) -> HopperProgram:
+    """Inverse of :func:`hopper_to_json`; KeyError/ValueError on malformed input (types never coerced)."""
+    if not is_hopper_doc(doc):
+        raise ValueError(f"protocol: expected {PROTOCOL!r}")
+    base = {"name": doc["name"], "loop": doc["loop"], "ops": doc["ops"], "buffers": doc["buffers"]}
+    roles = []
+    for r in doc["roles"]:
+        prog = program_from_json(dict(base, name=f"{doc['name']}.{r['role']}", max_stage=0, queues=r["queues"],
+                                      parts=r["parts"], waits=r["waits"]))
+        roles.append(Role(str(r["role"]), _int(r["warpgroups"], "roles.warpgroups"), prog))
+    shell = program_from_json(dict(base, max_stage=0, queues=[], parts=[], waits=[]))
+    barriers = []
+    for b in doc["barriers"]:
+        kind = b["kind"]
+        if kind not in BARRIER_KINDS:
+            raise ValueError(f"barriers.kind: expected one of {BARRIER_KINDS}, got {kind!r}")
+        guards = b.get("guards", [])
+        if not isinstance(guards, list) or not all(isinstance(g, str) for g in guards):
+            raise ValueError("barriers.guards: expected a list of buffer names")
+        barriers.append(Barrier(str(b["name"]), _int(b["slots"], "barriers.slots"), _int(b["count"], "barriers.count"),
+                                kind, tuple(guards)))
+    return HopperProgram(shell.name, shell.loop_var, shell.trip_count, shell.min_trip_count, shell.ops, shell.buffers,
+                         tuple(barriers), tuple(barrier_stmt_from_json(s) for s in doc.get("setup", [])),
+                         tuple(roles), tuple(barrier_stmt_from_json(s) for s in doc.get("teardown", [])),
+                         tuple(str(n) for n in doc.get("notes", [])))
+
+
+def dumps(p: HopperProgram) -> str:
+    return json.dumps(hopper_to_json(p), indent=2) + "\n"
+
+
+class HopperError(ValueError):
+    """A malformed Hopper program: ``path`` says where."""
+
+    def __init__(self, path: str, msg: str, fix: str) -> None:
+        super().__init__(f"{path}: {msg}")
+        self.path, self.msg, self.fix = path, msg, fix
+
+
+def validate_hopper(p: HopperProgram) -> None:
+    """Raise :class:`HopperError` on names the verifier cannot resolve or counts out of range."""
+    bars = {b.name: b for b in p.barriers}
+    if len(bars) != len(p.barriers):
+        raise HopperError("barriers", "duplicate barrier names", "give every barrier a distinct name")
+    bufs = {b.name for b in p.buffers}
+    ops = {o.name for o in p.ops}
+    for b in p.barriers:
+        if b.slots < 1 or b.count < 1:
+            raise HopperError(f"barriers[{b.name}]", f"slots {b.slots} and count {b.count} must be >= 1",
+                              "use slots >= 1 and an init count >= 1")
+        for g in b.guards:
+            if g not in bufs:
+                raise HopperError(f"barriers[{b.name}].guards", f"unknown buffer {g!r}", "name a buffer")
+    if not p.roles or len({r.name for r in p.roles}) != len(p.roles):
+        raise HopperError("roles", "roles must be non-empty and distinctly named", "name each role once")
+
+    def check(stmt, where: str) -> None:
+        name = getattr(stmt, "barrier", None)
+        if isinstance(stmt, OpStmt):
+            name = stmt.barrier.barrier if stmt.barrier is not None else None
+        if isinstance(name, str) and name not in bars:
+            raise HopperError(where, f"unknown barrier {name!r}", "declare it in \"barriers\"")
+        if isinstance(stmt, ArriveStmt):
+            for t in stmt.tx:
+                if t.gate is not None and t.gate not in ops:
+                    raise HopperError(where, f"tx gate {t.gate!r} is not an op", "name the TMA op whose bytes it is")
+    for k, s in enumerate(p.setup):
+        check(s, f"setup[{k}]")
+    for k, s in enumerate(p.teardown):
+        check(s, f"teardown[{k}]")
+    for r in p.roles:
+        if r.warpgroups < 1:
+            raise HopperError(f"roles[{r.name}].warpgroups", "a role needs at least one warp group", "use 1")
+        for pt in r.program.parts:
+            for k, s in enumerate(pt.stmts):
+                check(s, f"roles[{r.name}].parts[{pt.name}].stmts[{k}]")
+
+
+__all__ = ["Role", "HopperProgram", "hopper_to_json", "hopper_from_json", "is_hopper_doc", "dumps",
+           "validate_hopper", "HopperError", "PROTOCOL"]

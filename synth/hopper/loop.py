@@ -1,0 +1,58 @@
+"""The Hopper main loop to lower: TMA loads feeding one wgmma op, and the pipeline's choices.
+
+A :class:`HopperLoop` is what :func:`synth.lower.barriers.lower_hopper` needs: the loads
+(each a TMA copy of one tile per iteration, ``bytes`` the full box), the wgmma op reading
+them, ``stages`` (slots per buffer), ``k_pipe_mmas`` (wgmma groups a consumer keeps in
+flight before it releases a slot, CUTLASS's ``K_PIPE_MMAS``) and the number of consumer
+warp groups. Bounds: 1 <= stages <= 16, 0 <= k_pipe_mmas < stages, 1..4 consumers.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Optional, Union
+
+MAX_STAGES = 16
+MAX_CONSUMERS = 4
+
+
+@dataclass(frozen=True)
+class Load:
+    op: str
+    buffer: str
+    bytes: int
+    """Bytes of the whole TMA box (complete_tx counts them even where the box is zero-filled)."""
+    when: Optional[str] = None
+    """Predicate in the loop variable and trip symbol (``None``: always), as in problem files."""
+
+
+@dataclass(frozen=True)
+class HopperLoop:
+    name: str
+    loads: tuple[Load, ...]
+    mma: str
+    stages: int
+    k_pipe_mmas: int = 1
+    consumers: int = 1
+    trip_count: Union[int, str] = "T"
+    min_trip_count: int = 1
+    loop_var: str = "k"
+
+    def check(self) -> None:
+        """ValueError naming the bound a field breaks."""
+        if not 1 <= self.stages <= MAX_STAGES:
+            raise ValueError(f"stages {self.stages} outside 1..{MAX_STAGES}")
+        if not 0 <= self.k_pipe_mmas < self.stages:
+            raise ValueError(f"k_pipe_mmas {self.k_pipe_mmas} outside 0..stages - 1 ({self.stages - 1}): a "
+                             "consumer holding as many groups as slots starves the producer")
+        if not 1 <= self.consumers <= MAX_CONSUMERS:
+            raise ValueError(f"consumers {self.consumers} outside 1..{MAX_CONSUMERS}")
+        if not self.loads:
+            raise ValueError("a Hopper loop needs at least one TMA load")
+        if self.min_trip_count < 1:
+            raise ValueError("min_trip_count must be >= 1")
+        if len({ld.buffer for ld in self.loads}) != len(self.loads):
+            raise ValueError("each load writes its own buffer")
+        for ld in self.loads:
+            if ld.bytes <= 0 or ld.bytes % 16:
+                raise ValueError(f"load {ld.op}: box bytes {ld.bytes} must be a positive multiple of 16")

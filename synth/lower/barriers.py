@@ -1,0 +1,90 @@
+"""Lowering a Hopper main loop to the warp-specialized mbarrier protocol (docs/hopper.md).
+
+Input: a :class:`~synth.hopper.loop.HopperLoop`. Output: a
+:class:`~synth.hopper.ir.HopperProgram` with the barrier operations explicit: ``full`` and
+``empty`` barrier arrays of ``stages`` slots (init counts 1 and the consumer warp groups),
+the init fence; a producer role (``try_wait`` on ``empty`` with a producer state starting at
+phase 1, ``arrive.expect_tx`` on ``full`` with the bytes of the loads whose predicates hold,
+the TMA copies completing on ``full``) and a consumer role (``try_wait`` on ``full``, the
+wgmma, ``commit_group``, ``wait_group K``, the release of the slot of iteration ``i - K``;
+an epilogue of ``K`` steps draining the last groups and releasing their slots); the
+invalidations. One program for every ``T >= 1``: guards ``K <= i`` and ``K <= i + T`` keep
+the releases inside the iterations, and no part depends on ``T >= stages``. Pure.
+"""
+
+from __future__ import annotations
+
+from ..completion import (ArriveStmt, Barrier, BarrierRef, FenceStmt, InitStmt, InvalStmt, PipelineState,
+                          TryWaitStmt, Tx)
+from ..expr import Bin, Expr, Num, Var, parse, simplify
+from ..hopper.ir import HopperProgram, Role
+from ..hopper.loop import HopperLoop
+from ..program import Access, CommitStmt, OpStmt, Part, ProgBuffer, ProgOp, Program, Wait, WaitStmt
+
+FULL = "full"
+EMPTY = "empty"
+
+
+def _plus(e: Expr, c: int) -> Expr:
+    return simplify(Bin("+", e, Num(c))) if c else e
+
+
+def _guard(text: str, loop: HopperLoop, always_from: int) -> "Expr | None":
+    """``text`` (a condition) unless ``min_trip_count >= always_from`` makes it always true."""
+    return None if loop.min_trip_count >= always_from else parse(text)
+
+
+def lower_hopper(loop: HopperLoop) -> HopperProgram:
+    """The warp-specialized program of ``loop`` (ValueError on a loop outside its bounds)."""
+    loop.check()
+    S, K = loop.stages, loop.k_pipe_mmas
+    T = loop.trip_count
+    tsym = T if isinstance(T, str) else None
+    i = Var("i")
+    tv: Expr = Var(tsym) if tsym else Num(int(T))
+    ops = tuple(ProgOp(ld.op, "tma", 0, True, None, ld.when) for ld in loop.loads) + \
+        (ProgOp(loop.mma, "wgmma", 0, True, 0, None),)
+    buffers = tuple(ProgBuffer(ld.buffer, "shared", S, ld.bytes) for ld in loop.loads)
+    guards = tuple(ld.buffer for ld in loop.loads)
+    barriers = (Barrier(FULL, S, 1, "full", guards), Barrier(EMPTY, S, loop.consumers, "empty", guards))
+    slot = simplify(Bin("%", i, Num(S)))
+
+    producer_body = [TryWaitStmt(EMPTY, PipelineState(i, S, 1)),
+                     ArriveStmt(FULL, PipelineState(i, S, 0), 1,
+                                tuple(Tx(ld.bytes, ld.op if ld.when is not None else None) for ld in loop.loads))]
+    for ld in loop.loads:
+        producer_body.append(OpStmt(ld.op, i, None, None, (), (Access(ld.buffer, i, slot),),
+                                    BarrierRef(FULL, PipelineState(i, S, 0), ld.bytes)))
+    producer = Program(f"{loop.name}.producer", loop.loop_var, T, loop.min_trip_count, 0, ops, buffers, (),
+                       (Part("body", "i", tv, tuple(producer_body)),), ())
+
+    reads = tuple(Access(ld.buffer, i, slot, ld.op) for ld in loop.loads)
+    release_guard = None if K == 0 else parse(f"{K} <= i")
+    consumer_body = (TryWaitStmt(FULL, PipelineState(i, S, 0)),
+                     OpStmt(loop.mma, i, None, 0, reads, ()),
+                     CommitStmt(0, 0),
+                     WaitStmt(0),
+                     ArriveStmt(EMPTY, PipelineState(_plus(i, -K), S, 0), 1, (), release_guard))
+    waits = [Wait("body", 0, Num(K), f"release of {loop.mma}'s slot",
+                  reason=f"K_PIPE_MMAS = {K}: the group of iteration i - {K} must be complete before its slot "
+                         f"is released")]
+    parts = [Part("body", "i", tv, consumer_body)]
+    if K:
+        eg = _guard(f"{K} <= i + {tsym}" if tsym else f"{K} <= i + {T}", loop, K)
+        count = f"{K - 1} - i"
+        waits.append(Wait("epilogue", 0, parse(count), f"release of {loop.mma}'s slot",
+                          reason="drain: the group of iteration T - K + i is complete before its slot is released"))
+        ver = simplify(Bin("+", i, Bin("-", tv, Num(K))))
+        parts.append(Part("epilogue", "i", Num(K),
+                          (WaitStmt(1, eg), ArriveStmt(EMPTY, PipelineState(ver, S, 0), 1, (), eg))))
+    consumer = Program(f"{loop.name}.consumer", loop.loop_var, T, loop.min_trip_count, 0, ops, buffers, ("wgmma",),
+                       tuple(parts), tuple(waits))
+    setup = (InitStmt(FULL), InitStmt(EMPTY), FenceStmt("mbarrier_init"))
+    teardown = (InvalStmt(FULL), InvalStmt(EMPTY))
+    notes = (f"warp-specialized: 1 producer warp group, {loop.consumers} consumer warp group(s), {S} stages, "
+             f"K_PIPE_MMAS = {K}",)
+    return HopperProgram(loop.name, loop.loop_var, T, loop.min_trip_count, ops, buffers, barriers, setup,
+                         (Role("producer", 1, producer), Role("consumer", loop.consumers, consumer)), teardown, notes)
+
+
+__all__ = ["lower_hopper", "FULL", "EMPTY"]
