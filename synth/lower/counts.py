@@ -107,11 +107,14 @@ def _wait_count(ctx: Context, key: WaitKey, reqs: list[Req]) -> Optional[WaitPla
 
 
 def _simplify_count(ctx: Context, part: PartInfo, hyp: Expr, conds: list[Expr]) -> Expr:
-    """``c + sum(cond ? 1 : 0)`` with each condition decided or reduced under ``hyp``."""
+    """``c + sum(cond ? 1 : 0)`` with each condition decided or reduced under ``hyp``: a
+    conjunct implied by ``hyp`` and the others is dropped, the terms in ``i`` alone become
+    one expression where one fits (``2 - i``), and thresholds ``a, a + 1, ..`` of one sum
+    become a ``min``/``max`` (``min(i + T - 1, 3)``). Exact: every rewrite is proved by Z3."""
     const = 0
     terms: dict[Expr, int] = {}
     for t in conds:
-        conj = []
+        kept: list[Expr] = []
         dead = False
         for c in conjuncts(t):
             c = pretty_bool(c, ctx.var)
@@ -120,36 +123,90 @@ def _simplify_count(ctx: Context, part: PartInfo, hyp: Expr, conds: list[Expr]) 
             if c == FALSE or ctx.z3.valid(hyp, Un("!", c)):
                 dead = True
                 break
-            conj.append(c)
+            kept.append(c)
         if dead:
             continue
-        if not conj:
+        kept = _drop_implied_conjuncts(ctx, hyp, kept)
+        if not kept:
             const += 1
             continue
-        cond = conj[0]
-        for c in conj[1:]:
+        cond = kept[0]
+        for c in kept[1:]:
             cond = Bin("&&", cond, c)
         terms[cond] = terms.get(cond, 0) + 1
     if len(terms) == 1:
         (cond, n), = terms.items()
         return norm(Ite(cond, Num(const + n), Num(const)))
+    terms, clamps = _clamps(ctx, hyp, terms)
     head: Optional[Expr] = Num(const) if const else None
     mixed = {c: n for c, n in terms.items() if free_vars(c) - {ctx.var}}
     if len(mixed) < len(terms):
         # the terms in i alone: one expression (2 - i), if one fits everywhere
         only_i = _sum_of(Num(const), {c: n for c, n in terms.items() if c not in mixed})
-        fit = _fit(ctx, part, hyp, [(TRUE, only_i)]) if mixed else None
+        fit = _fit(ctx, part, hyp, [(TRUE, only_i)]) if mixed or clamps else None
         if (fit is not None and not isinstance(fit, Call) and fit != only_i
                 and ctx.z3.valid(hyp, Bin("==", fit, only_i))):
             head, terms = fit, mixed
-    return norm(_sum_of(head, terms))
+    return norm(_sum_of(head, terms, clamps))
 
 
-def _sum_of(head: Optional[Expr], terms: dict[Expr, int]) -> Expr:
-    """``head + sum(cond ? n : 0)``."""
-    out = head if head != Num(0) else None
+def _drop_implied_conjuncts(ctx: Context, hyp: Expr, items: list[Expr]) -> list[Expr]:
+    """``items`` (a conjunction) without the conjuncts that ``hyp`` and the remaining ones imply."""
+    out = list(items)
+    k = 0
+    while len(out) > 1 and k < len(out):
+        rest = hyp
+        for m, c in enumerate(out):
+            if m != k:
+                rest = conj(rest, c)
+        if ctx.z3.valid(rest, out[k]):
+            out.pop(k)
+        else:
+            k += 1
+    return out
+
+
+def _clamps(ctx: Context, hyp: Expr, terms: dict[Expr, int]) -> tuple[dict[Expr, int], list[Expr]]:
+    """Terms ``(a <= L) ? n : 0`` for consecutive ``a`` (one ``L``, one ``n``) as one
+    ``n * min(max(L - a + 1, 0), m)``, the ``min``/``max`` left out where ``hyp`` makes them
+    idle; the other terms unchanged."""
+    groups: dict[tuple[Expr, int], list[int]] = {}
     for cond, n in terms.items():
-        t = Ite(cond, Num(n), Num(0))
+        if isinstance(cond, Bin) and cond.op == "<=" and isinstance(cond.lhs, Num) and free_vars(cond.rhs):
+            groups.setdefault((cond.rhs, n), []).append(cond.lhs.value)
+    rest = dict(terms)
+    out: list[Expr] = []
+    for (L, n), ths in groups.items():
+        runs: list[list[int]] = []
+        for a in sorted(set(ths)):
+            if runs and a == runs[-1][-1] + 1:
+                runs[-1].append(a)
+            else:
+                runs.append([a])
+        for run in runs:
+            if len(run) < 2:
+                continue
+            a, m = run[0], len(run)
+            x = aff_expr(simplify(Bin("-", L, Num(a - 1))), ctx.var)
+            e: Expr = x
+            if not ctx.z3.valid(hyp, Bin(">=", x, Num(0))):
+                e = Call("max", (e, Num(0)))
+            if not ctx.z3.valid(hyp, Bin("<=", x, Num(m))):
+                e = Call("min", (e, Num(m)))
+            if n != 1:
+                e = Bin("*", Num(n), e)
+            group = _sum_of(None, {Bin("<=", Num(t), L): n for t in run})
+            if ctx.z3.valid(hyp, Bin("==", e, group)):
+                for t in run:
+                    del rest[Bin("<=", Num(t), L)]
+                out.append(e)
+    return rest, out
+
+
+def _sum_of(head: Optional[Expr], terms: dict[Expr, int], extra: list[Expr] = ()) -> Expr:  # type: ignore[assignment]
+    """``head + extra + sum(cond ? n : 0)``."""
+    out = head if head != Num(0) else None
+    for t in list(extra) + [Ite(cond, Num(n), Num(0)) for cond, n in terms.items()]:
         out = t if out is None else Bin("+", out, t)
     return out if out is not None else Num(0)
 
