@@ -11,6 +11,8 @@ import dataclasses
 import pathlib
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from synth.expr import Bin, Num, simplify
 from synth.graph import build_graph
@@ -19,6 +21,7 @@ from synth.lower import lower
 from synth.program import Program, dumps
 from synth.schedule import schedule_from_pins
 from synth.trusted import expr as X
+from synth.trusted.check import form
 from synth.trusted.check import waits as trusted_waits
 from synth.trusted.program import read_bytes
 from synth.verify import load_program, verify_program
@@ -76,11 +79,33 @@ def test_agree_on_short_loops_and_mutants(name: str, trip, tmin: int) -> None:
 
 
 def test_lowered_programs_are_well_formed_and_covered() -> None:
-    """What load_program checks with the solver holds for what synth writes."""
+    """What load_program checks with the solver holds for what synth writes (short loops too)."""
     for name in PINNED:
-        from synth.trusted.check import form
-
         assert form(read_bytes(dumps(_lowered(name)).encode())) == [], name
+    for name, trip, tmin in (("rfc0077-gemm", 1, 1), ("rfc0077-gemm", "T", 1), ("rfc0077-three-stage", 2, 2)):
+        assert form(read_bytes(dumps(_lowered(name, trip, tmin)).encode())) == [], (name, trip)
+
+
+def _random_lowered(seed: int, n_ops: int, predicated: bool, short: bool) -> Program:
+    from synth.randgen import random_problem, random_schedule
+
+    pr = random_problem(seed, n_ops, predicated=predicated, symbolic=seed % 2 == 0)
+    if short:
+        trip = "T" if isinstance(pr.loop.trip_count, str) else 1 + seed % 3
+        pr = dataclasses.replace(pr, loop=dataclasses.replace(pr.loop, trip_count=trip, min_trip_count=1 + seed % 3))
+    g = build_graph(pr)
+    return lower(pr, g, random_schedule(pr, g, seed))
+
+
+@settings(max_examples=15, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.integers(0, 10 ** 6), st.integers(2, 6), st.booleans(), st.booleans())
+def test_random_lowered_programs_read_back_and_agree(seed: int, n_ops: int, predicated: bool, short: bool) -> None:
+    """Random lowered programs pass the trusted reader and its well-formedness checks, and both
+    checkers prove them."""
+    p = _random_lowered(seed, n_ops, predicated, short)
+    tp = read_bytes(dumps(p).encode())
+    assert form(tp) == []
+    _agree(p)
 
 
 @pytest.mark.parametrize("text, smt", [

@@ -13,16 +13,15 @@ column and JSON path, with a fix, when:
   mod multiplicity, every iteration of every op run exactly once for every trip
   count): the message gives a trip count and step where they fail.
 
-The waits' ``tight`` fields are dropped (the verifier recomputes them) and so is
-the verifier's earlier tightness remark in ``reason``.
+The waits' ``tight`` and ``reason`` are read back as written (so an output
+folder round-trips) but nothing relies on them: ``synth verify`` reports its own
+verdicts (:class:`~synth.verify.report.WaitVerdict`), tightness included.
 """
 
 from __future__ import annotations
 
 import json
 import os
-import re
-from dataclasses import replace
 
 from ..errors import Loc, SynthError
 from ..program import Program, program_from_json
@@ -30,9 +29,6 @@ from ..trusted.check import form
 from ..trusted.program import InputError, read_bytes
 from ..trusted.program import MAX_BYTES
 from .obligations import ProgramError, validate_program
-
-_TIGHT_REMARK = re.compile(r";? ?(not tight:|tightness unknown).*\Z", re.S)
-
 
 def load_program(path: str, *, check_form: bool = True) -> Program:
     """The program of ``path`` (``program.json`` or its folder), checked; errors are :class:`SynthError`.
@@ -59,8 +55,6 @@ def load_program(path: str, *, check_form: bool = True) -> Program:
     except InputError as e:
         raise SynthError(Loc(e.file, e.line, e.col), f"{e.path}: {e.msg}" if e.path else e.msg, e.fix) from None
     program = program_from_json(json.loads(data))
-    program = replace(program, waits=tuple(replace(w, tight=None, reason=_TIGHT_REMARK.sub("", w.reason))
-                                           for w in program.waits))
     try:
         validate_program(program)
     except ProgramError as e:

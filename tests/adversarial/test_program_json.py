@@ -140,9 +140,9 @@ def test_no_type_coercion_and_bounds(tmp_path, path, value, needle) -> None:
 def test_stale_tight_fields_are_not_trusted(tmp_path) -> None:
     d = _doc()
     d["waits"][0].update(in_flight=2, tight=True, reason="tight: trust me")
-    r = verify_program(load_program(_write(tmp_path, d)), tightness=False)
-    assert not r.ok and r.verdicts[0].status == "refuted"
-    assert r.program.waits[0].tight is None
+    r = verify_program(load_program(_write(tmp_path, d)))
+    assert not r.ok and r.verdicts[0].status == "refuted" and r.verdicts[0].tight is None
+    assert "trust me" not in r.render() and ", tight" not in r.render().splitlines()[2]
 
 
 # -- crashes and hangs --------------------------------------------------------------------------
