@@ -8,7 +8,10 @@ claim, over linear integer arithmetic with ``mod``/``div`` by constants and Bool
 What is quantified (every model of a negated obligation is a counterexample):
 
 * ``T``, the trip count: symbolic with ``T >= min_trip_count`` (or the fixed
-  integer when the program's trip count is one). Never sampled.
+  integer when the program's trip count is one). Never sampled. Nothing assumes
+  ``T > max_stage``: with extents such as ``min(T, 3)`` and ``max(T - 3, 0)``
+  which part a step lies in depends on ``T``, so one formula covers loops shorter
+  than the pipeline and long ones alike.
 * ``j``, the global step of the *anchor* statement instance (the read for RAW,
   the write for WAR/WAW, the wait for count obligations), anywhere in its part:
   ``off(part) <= j < off(part) + extent(part)``, the part's ``i`` being ``j - off``.
