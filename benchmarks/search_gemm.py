@@ -128,7 +128,12 @@ def calibration(con, arch: str, sass: bool) -> list[dict]:
         within = sum(1 for r in rows if abs(r["error"]) <= 0.15)
         pub = sorted(range(len(rows)), key=lambda i: rows[i]["published"])
         pred = sorted(range(len(rows)), key=lambda i: rows[i]["predicted"])
-        con.print(f"within 15 %: {within}/{len(rows)}; same ordering as published: {pub == pred}")
+        # pairs whose published figures differ by more than 15 %: does the model order them the same way?
+        pairs = [(i, j) for i in range(len(rows)) for j in range(len(rows))
+                 if rows[j]["published"] > 1.15 * rows[i]["published"]]
+        agree = sum(1 for i, j in pairs if rows[j]["predicted"] > rows[i]["predicted"])
+        con.print(f"within 15 %: {within}/{len(rows)}; same total ordering as published: {pub == pred}; "
+                  f"pairs more than 15 % apart ordered as published: {agree}/{len(pairs)}")
     return rows
 
 
