@@ -97,7 +97,9 @@ def item_loc(d: LDict, key: str, i: int) -> Loc:
 
 
 def parse_pins(d: object, doc: LDict, ops: tuple[Op, ...], loop: Loop) -> Pins:
-    """``schedule:`` (``stage``, ``order``, ``async_stages``, ``max_stage``) checked against ``ops`` and ``loop``."""
+    """``schedule:`` (``stage``, ``order``, ``async_stages``, ``max_stage``) checked against ``ops``. No pin is
+    checked against ``loop``: a stage may exceed the trip count (the lowering handles loops shorter than the
+    pipeline)."""
     if d is None:
         return Pins()
     if not isinstance(d, LDict):
@@ -128,13 +130,6 @@ def parse_pins(d: object, doc: LDict, ops: tuple[Op, ...], loop: Loop) -> Pins:
         raise SynthError(d.val_loc["max_stage"],
                          f"schedule.max_stage is {max_stage}, below stage {stage[i]} pinned for '{ops[i].name}'",
                          f"raise max_stage to at least {stage[i]}, or lower the pinned stages")
-    if stage is not None and max(stage) >= loop.min_trip_count:
-        i = stage.index(max(stage))
-        what = "min_trip_count" if loop.symbolic else "trip_count"
-        raise SynthError(item_loc(d, "stage", i),
-                         f"stage {stage[i]} of '{ops[i].name}' needs at least {stage[i] + 1} iterations (one per "
-                         f"pipeline stage), but the loop may run only {loop.min_trip_count} ({what})",
-                         f"use stages of at most {loop.min_trip_count - 1}, or raise {what}")
     if asyn is not None:
         used = sorted(set(stage)) if stage is not None else None
         top = max(stage) if stage is not None else max_stage

@@ -346,8 +346,8 @@ def test_symbolic_trip_count() -> None:
 # ---------------------------------------------------------------------------------------------
 
 def _with_trip(p, trip, tmin=None):
-    """``p`` with another trip count (the loader's check of pinned stages against the trip
-    count is bypassed: lowering and verification must handle any T >= 1)."""
+    """``p`` with another trip count (any T >= 1: lowering and verification handle loops
+    shorter than the pipeline)."""
     import dataclasses
 
     loop = dataclasses.replace(p.loop, trip_count=trip, min_trip_count=tmin if tmin is not None else trip)

@@ -9,7 +9,6 @@ TVM's op instances in TVM's order."""
 
 from __future__ import annotations
 
-import dataclasses
 import pathlib
 
 import pytest
@@ -78,22 +77,7 @@ TVM_ORDER = {
 
 
 def _load(path: pathlib.Path):
-    """The problem of ``path``. A pinned stage at or beyond the trip count is refused by the
-    loader (a check from before loops shorter than the pipeline were lowered); such a file
-    is loaded with a long trip count and given its own back, so the lowering is what is
-    tested."""
-    try:
-        return load_problem(str(path))
-    except SynthError as e:
-        if "needs at least" not in e.msg:
-            raise
-    loop = yaml.safe_load(path.read_text())["loop"]
-    text = path.read_text().replace(f"trip_count: {loop['trip_count']}", "trip_count: 64", 1)
-    if "min_trip_count" in loop:
-        text = text.replace(f"min_trip_count: {loop['min_trip_count']}", "min_trip_count: 64", 1)
-    p = load_problem_text(text, path.name)
-    return dataclasses.replace(p, loop=dataclasses.replace(
-        p.loop, trip_count=loop["trip_count"], min_trip_count=loop.get("min_trip_count", loop["trip_count"])))
+    return load_problem(str(path))
 
 
 def _waits(prog) -> set[tuple[str, int, str, str]]:
