@@ -14,6 +14,8 @@ import sys
 import time
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from synth.errors import SynthError
 from synth.verify import load_program, verify_program
@@ -207,3 +209,46 @@ def test_cli_exit_2_without_traceback(tmp_path) -> None:
                          timeout=120)
     assert out.returncode == 2, out.stdout + out.stderr
     assert "Traceback" not in out.stderr and "different distances" in out.stderr + out.stdout
+
+
+# -- mutation property --------------------------------------------------------------------------
+
+def _leaves(node, path=()):
+    if isinstance(node, dict):
+        for k, v in node.items():
+            yield from _leaves(v, path + (k,))
+    elif isinstance(node, list):
+        for k, v in enumerate(node):
+            yield from _leaves(v, path + (k,))
+    yield path
+
+
+_VALUES = [None, True, 0, -1, 1, 2, 3, 2 ** 31, 10 ** 30, 1.5, "", "0", "i", "i + 1", "T", "i +", "opaque",
+           "x" * 5000, [], {}, [1], {"kind": "op"}, "prologue", "body", "load_A", "(i + 17) % 2", "1 / 0"]
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow,
+                                                                  HealthCheck.function_scoped_fixture])
+@given(st.sampled_from(["rfc0077-two-stage", "rfc0077-gemm-fixed", "predicated-opaque"]), st.data())
+def test_any_single_edit_loads_or_is_refused_with_a_location(tmp_path, name, data) -> None:
+    """Every one-field edit of a listing either loads or is a located SynthError; no crash, no hang."""
+    d = _doc(name)
+    paths = [p for p in _leaves(d) if p]
+    path = data.draw(st.sampled_from(paths))
+    value = data.draw(st.sampled_from(_VALUES + ["__delete__"]))
+    node = d
+    for k in path[:-1]:
+        node = node[k]
+    if value == "__delete__":
+        del node[path[-1]]
+    else:
+        node[path[-1]] = value
+    p = _write(tmp_path, d)
+    t0 = time.perf_counter()
+    try:
+        program = load_program(p)
+    except SynthError as e:
+        assert e.loc is not None and e.loc.file == p and e.fix and e.msg
+    else:
+        verify_program(program, tightness=False, smt2=False)   # a loaded program is proved or refuted
+    assert time.perf_counter() - t0 < 30
