@@ -98,7 +98,7 @@ def test_labels_stay_legible_at_100_ops() -> None:
     g = build_graph(p)
     s = random_schedule(p, g, 3)
     prog = lower(p, g, s)
-    svg, _png = render_timeline(p, s, prog, n_iters=2)
+    svg = timeline_svg(p, s, n_iters=2, program=prog)
     text = _texts(svg)
     for op in p.ops:
         assert re.search(rf"\b{re.escape(op.name)}  s\d", text), op.name
