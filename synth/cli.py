@@ -662,6 +662,14 @@ def cmd_run(args, ui: _Ui) -> Outcome:
     out = Outcome(result=doc)
     if not ui.silent:
         ui.print(rep.render(), markup=False)
+        if ui.verbose:
+            from .emit.emulate import kernel_macros
+
+            path = os.path.join(args.out, "kernel.cu")
+            with open(path, encoding="utf-8") as fh:
+                facts = kernel_macros(fh.read())
+            ui.print(f"{path}: " + ", ".join(f"SYNTH_{k} {v}" for k, v in facts.items())
+                     + f"; {args.repeats} timed launches (median reported)")
     if not rep.ok:
         out.fail("wrong_result", f"{rep.name}: kernel.cu computes a wrong result (max |C - ref| = "
                  f"{rep.max_abs_err:.3g})", "run 'synth verify' on the folder and report the kernel",
