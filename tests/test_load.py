@@ -7,6 +7,7 @@ checks them all.
 
 from __future__ import annotations
 
+import os
 import pathlib
 import re
 
@@ -214,3 +215,177 @@ def test_render_keeps_tabs_under_the_caret(tmp_path):
 def test_error_without_location_renders():
     assert SynthError(None, "boom", "do less").render() == "error: boom\nfix: do less"
     assert str(SynthError(Loc("f.yaml"), "boom")) == "f.yaml: error: boom"
+
+
+# --- bounds (docs/bounds.md) ---------------------------------------------------------------
+
+GEMM = "name: g\nkind: gemm\nshape: {M: 256, N: 256, K: 256}\ntile: {BM: 64, BN: 64, BK: 32}\nstages: 2\n"
+
+
+def _edit(old: str, new: str) -> str:
+    assert old in MINI
+    return MINI.replace(old, new)
+
+
+# (text with @N@ where the number goes, the name of its bound in synth.bounds)
+BOUNDED = {
+    "latency": (_edit("latency: 10", "latency: @N@"), "MAX_LATENCY"),
+    "issue": (_edit("latency: 10}", "latency: 10, issue: @N@}"), "MAX_ISSUE"),
+    "count": (_edit("alu: {}}", "alu: {count: @N@}}"), "MAX_UNIT_COUNT"),
+    "bytes": (_edit("bytes: 64", "bytes: @N@").replace("shared_bytes: 1024", "shared_bytes: 16777216"), "MAX_BYTES"),
+    "shared_bytes": (_edit("shared_bytes: 1024", "shared_bytes: @N@"), "MAX_BYTES"),
+    "registers_bytes": (_edit("shared_bytes: 1024", "shared_bytes: 1024\n  registers_bytes: @N@"), "MAX_BYTES"),
+    "trip_count": (_edit("trip_count: 8", "trip_count: @N@"), "MAX_TRIP_COUNT"),
+    "min_trip_count": (_edit("trip_count: 8", "trip_count: T, min_trip_count: @N@"), "MAX_TRIP_COUNT"),
+    "max_stage": (MINI + "schedule: {max_stage: @N@}\n", "MAX_STAGE"),
+    "distance": (MINI + "deps: [{from: consume, to: produce, distance: @N@}]\n", "MAX_DISTANCE"),
+    "weight": (MINI + "objective: {latency: @N@}\n", "MAX_WEIGHT"),
+    "M": (GEMM.replace("M: 256", "M: @N@"), "MAX_GEMM_DIM"),
+    "BK": (GEMM.replace("BK: 32", "BK: @N@"), "MAX_TILE_K"),
+    "BM": (GEMM.replace("BM: 64", "BM: @N@"), "MAX_TILE_MN"),
+    "stages": (GEMM.replace("stages: 2", "stages: @N@"), "MAX_GEMM_STAGES"),
+}
+
+
+@pytest.mark.parametrize("key", sorted(BOUNDED))
+def test_number_above_its_bound_is_located_and_names_the_bound(key: str):
+    from synth import bounds
+
+    template, const = BOUNDED[key]
+    hi = getattr(bounds, const)
+    text = template.replace("@N@", str(hi + 1))
+    e = _err(text)
+    assert f"above the maximum {hi}" in e.msg, e.render()
+    line = text.split("\n")[e.loc.line - 1]
+    assert line[e.loc.col - 1:].startswith(str(hi + 1)), e.render()
+    assert f"at most {hi}" in e.fix and "docs/bounds.md" in e.fix
+    assert "above the maximum" in _err(template.replace("@N@", str(2**63))).msg
+    assert "out of range" in _err(template.replace("@N@", str(10**30))).msg
+
+
+def test_numbers_at_their_bounds_load():
+    from synth.bounds import MAX_ISSUE, MAX_LATENCY, MAX_STAGE, MAX_TRIP_COUNT, MAX_UNIT_COUNT
+
+    text = (_edit("latency: 10}", f"latency: {MAX_LATENCY}, issue: {MAX_ISSUE}}}")
+            .replace("trip_count: 8", f"trip_count: {MAX_TRIP_COUNT}")
+            .replace("alu: {}}", f"alu: {{count: {MAX_UNIT_COUNT}}}}}") + f"schedule: {{max_stage: {MAX_STAGE}}}\n")
+    p = load_problem_text(text, "p.yaml")
+    assert p.op("produce").latency == MAX_LATENCY and p.loop.trip_count == MAX_TRIP_COUNT
+
+
+def test_bounds_doc_lists_every_bound():
+    from synth.bounds import TABLE
+
+    doc = (ROOT / "docs" / "bounds.md").read_text(encoding="utf-8")
+    for what, rng, const in TABLE:
+        assert f"| {what} | {rng} | `{const}` |" in doc, what
+
+
+def test_schema_states_the_same_bounds():
+    from synth import bounds
+    from synth.problem_schema import problem_schema
+
+    d = problem_schema()["$defs"]
+    op = d["ops"]["items"]["properties"]
+    assert op["latency"]["maximum"] == bounds.MAX_LATENCY and op["issue"]["maximum"] == bounds.MAX_ISSUE
+    assert d["ops"]["maxItems"] == bounds.MAX_OPS and d["buffers"]["maxProperties"] == bounds.MAX_BUFFERS
+    assert d["loop"]["properties"]["min_trip_count"]["maximum"] == bounds.MAX_TRIP_COUNT
+    assert d["schedule"]["properties"]["max_stage"]["maximum"] == bounds.MAX_STAGE
+    assert d["target"]["properties"]["shared_bytes"]["maximum"] == bounds.MAX_BYTES
+    assert d["deps"]["items"]["properties"]["distance"]["maximum"] == bounds.MAX_DISTANCE
+    g = d["gemm"]["properties"]
+    assert g["shape"]["properties"]["K"]["maximum"] == bounds.MAX_GEMM_DIM
+    assert g["tile"]["properties"]["BK"]["maximum"] == bounds.MAX_TILE_K
+
+
+def test_schema_is_valid_2020_12_and_accepts_every_example():
+    from jsonschema import Draft202012Validator
+
+    from synth.problem_schema import problem_schema, schema_errors
+    from synth.yamlnodes import read_yaml
+
+    Draft202012Validator.check_schema(problem_schema())
+    assert problem_schema()["$schema"].endswith("2020-12/schema")
+    for path in PROBLEMS + sorted((ROOT / "tests" / "ported").glob("*.yaml")):
+        assert schema_errors(read_yaml(str(path))) == [], path
+
+
+def test_schema_decides_even_where_the_hand_written_checks_would_accept():
+    # target.arch is never read by the loop loader; only the schema says it must be a name.
+    e = _err(_edit("shared_bytes: 1024", "shared_bytes: 1024\n  arch: [sm_80]"))
+    assert e.loc == Loc("p.yaml", 10, 9) and "does not match the problem schema" in e.msg
+
+
+def test_schema_covers_gemm_documents():
+    from synth.problem_schema import schema_errors
+
+    assert schema_errors(read_yaml_text(GEMM, "g.yaml")) == []
+    errs = schema_errors(read_yaml_text(GEMM + "tiles: {BM: 1}\n", "g.yaml"))
+    assert errs and errs[0].msg == "unknown key 'tiles' in the problem" and "did you mean 'tile'" in errs[0].fix
+    errs = schema_errors(read_yaml_text(GEMM.replace("K: 256", "K: 0"), "g.yaml"))
+    assert errs and errs[0].loc == Loc("g.yaml", 3, 28)
+    e = _err(GEMM.replace("stages: 2", "stages: lots"))
+    assert e.loc == Loc("p.yaml", 5, 9)
+
+
+@pytest.mark.parametrize("text, where, what", [
+    ("name: x\x1b\n", (1, 8), "U+001B"),
+    ("name: x\ndescription: \"a\u2028b\"\n", (2, 16), "U+2028"),
+    ("name: x\r\ndescription: \"a\x85b\"\n", (2, 16), "U+0085"),
+    ("name: x\rloop: \u2029\n", (2, 7), "U+2029"),
+])
+def test_control_and_separator_characters_are_located_as_an_editor_shows(text, where, what):
+    e = _err(text)
+    assert (e.loc.line, e.loc.col) == where and what in e.msg
+
+
+def test_yaml_limits():
+    from synth.bounds import MAX_YAML_DEPTH
+
+    e = _err("name: " + "[" * 200 + "]" * 200 + "\n")
+    assert f"nested more than {MAX_YAML_DEPTH} deep" in e.msg and e.loc.line == 1
+    bomb = "a: &a [x, x, x, x, x, x, x, x, x, x]\n" + "".join(
+        f"{c}: &{c} [{', '.join(['*' + p] * 10)}]\n" for p, c in zip("abcdefg", "bcdefgh"))
+    assert "expands to more than" in _err(bomb).msg
+    chain = "a0: &a0 [1]\n" + "".join(f"a{k}: &a{k} [*a{k - 1}]\n" for k in range(1, 60))
+    assert "nested more than" in _err(chain).msg  # aliases cannot build depth either
+    for tag, kind in (("!!int abc", "int"), ("!!float abc", "float"), ("!!timestamp 2020-99-99", "timestamp")):
+        e = _err(MINI.replace("latency: 10", f"latency: {tag}"))
+        assert e.loc == Loc("p.yaml", 6, 54) and f"as {kind}" in e.msg
+    e = _err(MINI.replace("latency: 10", "latency: " + "9" * 5000))
+    assert "5000 digits" in e.msg and e.loc == Loc("p.yaml", 6, 54)
+    assert "not supported" in _err(MINI.replace("buffers:", "buffers: !!set")).msg
+
+
+def test_not_a_regular_file_and_too_large(tmp_path):
+    from synth.bounds import MAX_INPUT_BYTES
+
+    for special in ("/dev/zero", str(tmp_path)):
+        if os.path.exists(special):
+            with pytest.raises(SynthError) as info:
+                load_problem(special)
+            assert info.value.loc == Loc(special) and "regular file" in info.value.msg or "folder" in info.value.msg
+    big = tmp_path / "big.yaml"
+    big.write_text("#" * (MAX_INPUT_BYTES + 1))
+    with pytest.raises(SynthError) as info:
+        load_problem(str(big))
+    assert f"more than the {MAX_INPUT_BYTES}" in info.value.msg
+
+
+def test_non_utf8_is_located(tmp_path):
+    bad = tmp_path / "p.yaml"
+    bad.write_bytes(b"name: x\nloop: {v\xff: 1}\n")
+    with pytest.raises(SynthError) as info:
+        load_problem(str(bad))
+    assert info.value.loc == Loc(str(bad), 2, 9) and "0xff" in info.value.msg
+
+
+@pytest.mark.parametrize("when, msg", [
+    ("(" * 2000 + "k < 3" + ")" * 2000, "longer than 256 tokens"),
+    ("(" * 40 + "k < 3" + ")" * 40, "nested more than 32 deep"),
+    ("!" * 40 + "(k < 3)", "nested more than 32 deep"),
+    ("k < " + "9" * 30, "30 digits"),
+])
+def test_predicate_parser_is_bounded(when: str, msg: str):
+    e = _err(MINI.replace("latency: 10}", f'latency: 10, when: "{when}"}}'))
+    assert msg in e.msg and e.loc.line == 6
