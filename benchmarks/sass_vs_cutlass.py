@@ -10,8 +10,10 @@ and the same flags (``-arch=sm_80 -cubin -O3 -Xptxas -v``):
 * Triton's tutorial matmul (``triton.compile`` for ``GPUTarget("cuda", 80, 32)``,
   no GPU needed; pointers and sizes marked 16-divisible as a launch with these
   shapes would specialize them), its PTX assembled by the same ptxas;
-* synth's ``kernel.cu`` for the pinned ``stages: S`` schedule (CUTLASS's shape)
-  and, with ``--auto``, for ``stages: auto`` (the solver's choice);
+* synth's ``kernel.cu`` for the pinned ``stages: S`` schedule (CUTLASS's shape),
+  once proved for K = 4096 and once for every K (trip count ``T >= 1`` at run
+  time, ``expand_gemm(min_ktiles=1)``), and, with ``--auto``, for ``stages:
+  auto`` (the solver's choice, K = 4096);
 
 then finds each main loop (the backward branch holding the most HMMA) with
 ``cuobjdump -sass`` and prints, per k-tile: live instructions per HMMA (NOP and
@@ -136,7 +138,7 @@ def triton_ptx(cfg: dict, arch: str) -> str:
     return k.asm["ptx"]
 
 
-def synth_kernel(cfg: dict, auto: bool, arch: str) -> tuple[str, dict]:
+def synth_kernel(cfg: dict, auto: bool, arch: str, any_k: bool = False) -> tuple[str, dict]:
     from synth.emit.cuda import emit_kernel
     from synth.gemm import GemmConfig, expand_gemm
     from synth.graph import build_graph
@@ -145,7 +147,7 @@ def synth_kernel(cfg: dict, auto: bool, arch: str) -> tuple[str, dict]:
 
     g = GemmConfig(SHAPE["M"], SHAPE["N"], SHAPE["K"], BM=cfg["BM"], BN=cfg["BN"], BK=cfg["BK"],
                    warps=cfg["warps"], stages=None if auto else cfg["stages"], arch=arch)
-    p = expand_gemm(g)
+    p = expand_gemm(g, min_ktiles=1 if any_k else None)
     graph = build_graph(p)
     if auto:
         from synth.model import solve
@@ -176,7 +178,7 @@ def main(argv=None) -> int:
     ap.add_argument("--arch", default="sm_80")
     ap.add_argument("--auto", action="store_true", help="also synth's stages: auto kernel (runs the solver)")
     args = ap.parse_args(argv)
-    console = Console(width=200)
+    console = Console(width=240)
     if sass.tool("nvcc") is None or sass.tool("cuobjdump") is None:
         console.print("needs nvcc and cuobjdump (pip install nvidia-cuda-cuobjdump)")
         return 2
@@ -206,11 +208,12 @@ def main(argv=None) -> int:
             tab.add_row(*row("Triton tutorial matmul", sass.compile_ptx(ptx, args.arch), hpk, smem))
         except ImportError:
             tab.add_row("Triton: pip install triton", *[""] * 10)
-        for auto in ([False, True] if args.auto else [False]):
-            text, facts = synth_kernel(cfg, auto, args.arch)
+        for auto, any_k in [(False, False), (False, True)] + ([(True, False)] if args.auto else []):
+            text, facts = synth_kernel(cfg, auto, args.arch, any_k)
             from synth.emit.emulate import kernel_macros
 
-            name = f"synth stages: {'auto' if auto else cfg['stages']} ({facts['stages']} stages, {facts['slots']} slots)"
+            name = (f"synth stages: {'auto' if auto else cfg['stages']} ({facts['stages']} stages, {facts['slots']} "
+                    f"slots), {'any K (T >= 1 at run time)' if any_k else 'K = 4096'}")
             tab.add_row(*row(name, sass.compile_cuda(text, args.arch), hpk,
                              f"{kernel_macros(text)['SMEM_BYTES']} (dyn)"))
         console.print(tab)
