@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from ..completion import (ArriveStmt, Barrier, BarrierRef, FenceStmt, InitStmt, InvalStmt, PipelineState,
                           TryWaitStmt, Tx)
-from ..expr import Bin, Expr, Num, Var, parse, simplify
+from ..expr import Bin, Expr, Num, Var, parse, simplify, to_str
 from ..hopper.ir import HopperProgram, Role
 from ..hopper.loop import HopperLoop
 from ..program import Access, CommitStmt, OpStmt, Part, ProgBuffer, ProgOp, Program, Wait, WaitStmt
@@ -71,7 +71,7 @@ def lower_hopper(loop: HopperLoop) -> HopperProgram:
     parts = [Part("body", "i", tv, consumer_body)]
     if K:
         eg = _guard(f"{K} <= i + {tsym}" if tsym else f"{K} <= i + {T}", loop, K)
-        count = f"{K - 1} - i"
+        count = to_str(simplify(parse(f"{K - 1} - i")))
         waits.append(Wait("epilogue", 0, parse(count), f"release of {loop.mma}'s slot",
                           reason="drain: the group of iteration T - K + i is complete before its slot is released"))
         ver = simplify(Bin("+", i, Bin("-", tv, Num(K))))

@@ -212,14 +212,15 @@ class Encoder:
 
     def __init__(self, program: Program, *, trip: Optional[int] = None,
                  overrides: Optional[Mapping[int, Expr]] = None,
-                 dropped: AbstractSet[int] = frozenset(), parametric: bool = False) -> None:
+                 dropped: AbstractSet[int] = frozenset(), parametric: bool = False, step: str = "j") -> None:
         self.program = program
         self.parametric = parametric
         """Each wait ``w`` gets literals :meth:`plus` (count + 1) and :meth:`drop` (wait removed),
         for tightness checks by assumptions on one formula."""
         self.tsym: Optional[str] = program.trip_count if isinstance(program.trip_count, str) else None
         self.T = z3.Int("T")
-        self.j = z3.Int("j")
+        self.j = z3.Int(step)
+        """The anchor's step; ``step`` names it (several roles' encoders in one Hopper query)."""
         self.overrides = dict(overrides or {})
         self.dropped = frozenset(dropped)
         if trip is not None:

@@ -1,0 +1,308 @@
+"""Explicit-state oracle for Hopper programs: the real mbarrier and wgmma semantics, one ``T``.
+
+Input: a :class:`~synth.hopper.ir.HopperProgram` and a concrete trip count. Every warp
+group of every role is a thread running its statement instances in order (guards and
+predicates evaluated). A depth-first search with memoised states explores every
+interleaving of the threads and every order of the asynchronous events: a TMA copy lands
+(its ``complete_tx``) at any time after its issue; the oldest pending wgmma group of a
+thread completes at any time after its commit (FIFO, the group variant). Barriers keep the
+PTX state (docs/hopper.md): phases completed ``c``, pending arrivals, tx-count; a phase
+completes when both reach 0, then the pending count resets to the init count.
+
+Violations, by the prover's class names (:mod:`synth.verify.phases`):
+
+* ``parity``: a ``try_wait`` passes while the barrier has completed a number of phases
+  other than the one its state means;
+* ``arrivals``: an arrival lands in another phase than its state names, or over-arrives;
+* ``tx_bytes``: an ``expect_tx`` or a ``complete_tx`` lands in another phase than its
+  state names;
+* ``no_deadlock``: a state where no thread can move, no async event is left and a
+  thread is not finished;
+* ``release_after_wgmma`` / ``slot_reuse``: a TMA is issued onto a slot an issued wgmma
+  may still read (the reader's thread had released that version already / had not);
+* ``raw``: an op reads a slot that does not hold the landed version it needs;
+* ``wgmma_wait``: a ``wait_group`` with a negative count.
+
+``fence`` and ``wellformed`` are syntactic; the oracle leaves them to the prover.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Optional
+
+from ..completion import ArriveStmt, TryWaitStmt
+from ..expr import evaluate, parse
+from ..hopper.ir import HopperProgram
+from ..program import CommitStmt, OpStmt, WaitStmt
+
+
+@dataclass(frozen=True)
+class Ins:
+    """One statement instance of a thread."""
+
+    kind: str
+    """``wait`` (try_wait), ``arrive``, ``tma``, ``op`` (sync), ``wgmma``, ``commit``, ``wgwait``."""
+    where: str
+    """``role part i = ..`` for messages."""
+    barrier: str = ""
+    slot: int = 0
+    phase: int = 0
+    """Arrive / tma: the phase index its state names. Wait: the completed count it needs."""
+    parity: int = 0
+    arrivals: int = 0
+    bytes: int = 0
+    count: int = 0
+    reads: tuple = ()
+    writes: tuple = ()
+    release: tuple = ()
+    """Arrive on an ``empty`` barrier: the (buffer, version) pairs it releases."""
+
+
+@dataclass
+class HopperOracleResult:
+    T: int
+    violations: dict = field(default_factory=dict)
+    """class -> first message found."""
+    states: int = 0
+    complete: bool = True
+    """False when the state limit cut the search."""
+
+    @property
+    def classes(self) -> set:
+        return set(self.violations)
+
+
+def _slot(b, state, env) -> tuple[int, int]:
+    x = int(evaluate(state.count, env))
+    return (x % state.stages) % b.slots, x // state.stages
+
+
+def threads_of(program: HopperProgram, T: int) -> list[tuple[str, list[Ins]]]:
+    """The statement instances of each thread (role warp groups), in program order."""
+    tsym = program.trip_count if isinstance(program.trip_count, str) else None
+    tenv = {tsym: T} if tsym else {}
+    whens = {o.name: (None if o.when in (None, "opaque") else parse(o.when)) for o in program.ops}
+    ops = {o.name: o for o in program.ops}
+    bars = {b.name: b for b in program.barriers}
+
+    def holds(op: str, it: int) -> bool:
+        w = whens.get(op)
+        if w is None:
+            return True
+        env = dict(tenv)
+        env[program.loop_var] = it
+        return bool(evaluate(w, env))
+
+    out = []
+    for role in program.roles:
+        p = role.program
+        seq: list[Ins] = []
+        for part in p.parts:
+            extent = int(evaluate(part.extent, tenv))
+            for i in range(max(extent, 0)):
+                env = dict(tenv)
+                env[part.var] = i
+                where = f"{role.name} {part.name} i = {i}"
+                for s in part.stmts:
+                    if s.guard is not None and not evaluate(s.guard, env):
+                        continue
+                    if isinstance(s, TryWaitStmt):
+                        b = bars[s.barrier]
+                        sl, n = _slot(b, s.state, env)
+                        par = int(evaluate(s.state.parity(), env))
+                        seq.append(Ins("wait", where, s.barrier, sl, n - s.state.phase + 1, par))
+                    elif isinstance(s, ArriveStmt):
+                        b = bars[s.barrier]
+                        sl, n = _slot(b, s.state, env)
+                        x = int(evaluate(s.state.count, env))
+                        nbytes = sum(t.bytes for t in s.tx if t.gate is None or holds(t.gate, x))
+                        rel = tuple((buf, x) for buf in b.guards) if b.kind == "empty" else ()
+                        seq.append(Ins("arrive", where, s.barrier, sl, n, arrivals=s.arrivals, bytes=nbytes,
+                                       release=rel))
+                    elif isinstance(s, OpStmt):
+                        it = int(evaluate(s.iteration, env))
+                        if not holds(s.op, it):
+                            continue
+                        # a read whose producer did not run at that version has nothing to wait for (as
+                        # for cp.async): the slot keeps what it holds
+                        reads = tuple((a.buffer, int(evaluate(a.slot, env)), int(evaluate(a.version, env)))
+                                      for a in s.reads
+                                      if a.producer is None or holds(a.producer, int(evaluate(a.version, env))))
+                        writes = tuple((a.buffer, int(evaluate(a.slot, env)), int(evaluate(a.version, env)))
+                                       for a in s.writes)
+                        if s.barrier is not None:
+                            b = bars[s.barrier.barrier]
+                            sl, n = _slot(b, s.barrier.state, env)
+                            seq.append(Ins("tma", where + f" {s.op} iteration {it}", s.barrier.barrier, sl, n,
+                                           bytes=s.barrier.bytes, reads=reads, writes=writes))
+                        elif ops[s.op].is_async:
+                            seq.append(Ins("wgmma", where + f" {s.op} iteration {it}", reads=reads, writes=writes))
+                        else:
+                            seq.append(Ins("op", where + f" {s.op} iteration {it}", reads=reads, writes=writes))
+                    elif isinstance(s, CommitStmt):
+                        seq.append(Ins("commit", where))
+                    elif isinstance(s, WaitStmt):
+                        n = int(evaluate(p.waits[s.wait].in_flight, env))
+                        seq.append(Ins("wgwait", where, count=n))
+        for w in range(role.warpgroups):
+            out.append((f"{role.name}[{w}]" if role.warpgroups > 1 else role.name, seq))
+    return out
+
+
+def run(program: HopperProgram, T: int, max_states: int = 400_000) -> HopperOracleResult:
+    """Explore every execution of ``program`` at trip count ``T`` (see the module docstring)."""
+    threads = threads_of(program, T)
+    names = [n for n, _ in threads]
+    seqs = [s for _, s in threads]
+    bars = {b.name: b for b in program.barriers}
+    bar_keys = sorted({(b.name, s) for b in program.barriers for s in range(b.slots)})
+    bidx = {k: n for n, k in enumerate(bar_keys)}
+    # TMA instances: (thread, pc) ids
+    res = HopperOracleResult(T)
+
+    def bad(cls: str, msg: str) -> None:
+        res.violations.setdefault(cls, msg)
+
+    def released(t: int, pc: int, buf: str, version: int) -> bool:
+        return any((buf, version) in ins.release for ins in seqs[t][:pc])
+
+    init_bars = tuple((0, bars[name].count, 0) for name, _ in bar_keys)
+    # state: pcs, fifos (per thread: tuple of groups, each a tuple of (buf, slot, version)), open group,
+    # barriers (c, pending, tx), flying TMAs (frozenset of (thread, pc)), slot contents (frozenset of
+    # ((buf, slot), version))
+    start = (tuple(0 for _ in seqs), tuple(() for _ in seqs), tuple(() for _ in seqs), init_bars, frozenset(),
+             frozenset())
+    seen = {start}
+    stack = [start]
+
+    def arrive_on(barrs: list, key, n_arr: int, nbytes: int, phase: int, where: str, cls_tx: bool) -> None:
+        k = bidx[key]
+        c, pend, tx = barrs[k]
+        if n_arr and c != phase:
+            bad("arrivals", f"{where}: arrival on {key[0]}[{key[1]}] meant for phase {phase} lands in phase {c}")
+        if nbytes and c != phase:
+            bad("tx_bytes", f"{where}: {'complete_tx' if cls_tx else 'expect_tx'} of {nbytes} bytes on "
+                            f"{key[0]}[{key[1]}] meant for phase {phase} lands in phase {c}")
+        pend -= n_arr
+        tx += (-nbytes if cls_tx else nbytes)
+        if pend < 0:
+            bad("arrivals", f"{where}: {key[0]}[{key[1]}] phase {c} receives more than its "
+                            f"{bars[key[0]].count} arrivals")
+            pend = 0
+        if pend == 0 and tx == 0:
+            c, pend, tx = c + 1, bars[key[0]].count, 0
+        barrs[k] = (c, pend, tx)
+
+    while stack:
+        if len(seen) > max_states:
+            res.complete = False
+            break
+        st = stack.pop()
+        pcs, fifos, opens, barrs, flying, mem = st
+        succ = []
+        memd = dict(mem)
+        # async events: TMA landings
+        for (t, pc) in flying:
+            ins = seqs[t][pc]
+            b2 = list(barrs)
+            m2 = dict(memd)
+            for (buf, sl, v) in ins.writes:
+                m2[(buf, sl)] = v
+            arrive_on(b2, (ins.barrier, ins.slot), 0, ins.bytes, ins.phase, ins.where, True)
+            succ.append((pcs, fifos, opens, tuple(b2), flying - {(t, pc)}, frozenset(m2.items())))
+        # wgmma group completions (FIFO per thread)
+        for t, f in enumerate(fifos):
+            if f:
+                f2 = list(fifos)
+                f2[t] = f[1:]
+                succ.append((pcs, tuple(f2), opens, barrs, flying, mem))
+        # thread steps
+        blocked = []
+        for t, pc in enumerate(pcs):
+            if pc >= len(seqs[t]):
+                continue
+            ins = seqs[t][pc]
+            p2 = list(pcs)
+            p2[t] = pc + 1
+            p2 = tuple(p2)
+            if ins.kind == "wait":
+                c = barrs[bidx[(ins.barrier, ins.slot)]][0]
+                if c % 2 == ins.parity:
+                    blocked.append(f"{names[t]} at {ins.where}: try_wait on {ins.barrier}[{ins.slot}] "
+                                   f"(parity {ins.parity}, {c} phases completed)")
+                    continue
+                if c != ins.phase:
+                    bad("parity", f"{names[t]} at {ins.where}: try_wait.parity {ins.parity} on "
+                                  f"{ins.barrier}[{ins.slot}] means {ins.phase} completed phases but passes "
+                                  f"with {c}")
+                succ.append((p2, fifos, opens, barrs, flying, mem))
+            elif ins.kind == "arrive":
+                b2 = list(barrs)
+                if ins.bytes:
+                    arrive_on(b2, (ins.barrier, ins.slot), 0, ins.bytes, ins.phase, f"{names[t]} at {ins.where}",
+                              False)
+                if ins.arrivals:
+                    arrive_on(b2, (ins.barrier, ins.slot), ins.arrivals, 0, ins.phase,
+                              f"{names[t]} at {ins.where}", False)
+                succ.append((p2, fifos, opens, tuple(b2), flying, mem))
+            elif ins.kind in ("tma", "op", "wgmma"):
+                for (buf, sl, v) in ins.reads:
+                    if memd.get((buf, sl)) != v:
+                        bad("raw", f"{names[t]} at {ins.where}: reads {buf}[{sl}] version {v} but the slot holds "
+                                   f"{'nothing landed' if memd.get((buf, sl)) is None else 'version %d' % memd[(buf, sl)]}"
+                                   f" (its TMA may not have landed)")
+                for (buf, sl, v) in ins.writes:
+                    for u, f in enumerate(fifos):
+                        readers = [r for g in f for r in g] + list(opens[u])
+                        for (rb, rs, rv) in readers:
+                            if rb == buf and rs == sl:
+                                cls = "release_after_wgmma" if released(u, pcs[u], rb, rv) else "slot_reuse"
+                                bad(cls, f"{names[t]} at {ins.where}: writes {buf}[{sl}] (version {v}) while "
+                                         f"{names[u]}'s wgmma reading version {rv} may still be in flight"
+                                         + (" although that slot was released" if cls == "release_after_wgmma"
+                                            else ""))
+                fl = flying | {(t, pc)} if ins.kind == "tma" else flying
+                o2 = opens
+                if ins.kind == "wgmma":
+                    o2 = list(opens)
+                    o2[t] = opens[t] + ins.reads
+                    o2 = tuple(o2)
+                m2 = mem
+                if ins.kind == "op" and ins.writes:
+                    d = dict(memd)
+                    for (buf, sl, v) in ins.writes:
+                        d[(buf, sl)] = v
+                    m2 = frozenset(d.items())
+                succ.append((p2, fifos, o2, barrs, fl, m2))
+            elif ins.kind == "commit":
+                f2 = list(fifos)
+                f2[t] = fifos[t] + (opens[t],)
+                o2 = list(opens)
+                o2[t] = ()
+                succ.append((p2, tuple(f2), tuple(o2), barrs, flying, mem))
+            elif ins.kind == "wgwait":
+                if ins.count < 0:
+                    bad("wgmma_wait", f"{names[t]} at {ins.where}: wait_group {ins.count} < 0")
+                if len(fifos[t]) > max(ins.count, 0):
+                    blocked.append(f"{names[t]} at {ins.where}: wait_group {ins.count}")
+                    continue
+                succ.append((p2, fifos, opens, barrs, flying, mem))
+        if not succ:
+            if any(pc < len(seqs[t]) for t, pc in enumerate(pcs)):
+                bad("no_deadlock", "no thread can move: " + "; ".join(blocked))
+            continue
+        for s2 in succ:
+            if s2 not in seen:
+                seen.add(s2)
+                stack.append(s2)
+    res.states = len(seen)
+    return res
+
+
+def check(program: HopperProgram, trips, max_states: int = 400_000) -> dict[int, HopperOracleResult]:
+    """:func:`run` at each trip count of ``trips``."""
+    return {T: run(program, T, max_states) for T in trips}
+
+
+__all__ = ["run", "check", "threads_of", "HopperOracleResult", "Ins"]

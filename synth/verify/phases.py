@@ -1,0 +1,733 @@
+"""Proofs for Hopper programs: mbarrier phases, transaction bytes and wgmma groups, every ``T``.
+
+Input: a :class:`~synth.hopper.ir.HopperProgram`. Output: a :class:`HopperReport` with one
+Z3 query per obligation (the negation; ``unsat`` proves it), classes ``arrivals``,
+``tx_bytes``, ``parity``, ``no_deadlock``, ``release_after_wgmma``, ``wgmma_wait``,
+``slot_reuse``, ``raw``, ``fence``, ``wellformed`` (docs/hopper.md gives each claim).
+
+One encoder, two completion variants: every role is a :class:`~synth.program.Program`
+encoded by :class:`synth.verify.encode.Encoder` (part membership, guards, predicates and
+the **group FIFO** variant: ``done_before`` of a wgmma through its ``wait_group``); this
+module adds the **barrier phase** variant. Each query is anchored at a statement instance of
+a role at a symbolic step (the role encoder's ``j``); partner instances are found through
+their state counts, which must be ``step + c`` for a constant ``c`` (``wellformed``): the
+instance of statement ``A`` whose count is ``x`` runs at step ``x - c``, a fresh encoder's
+step defined by an equation at the top of the query (never under a negation).
+
+A barrier statement with state ``(count, stages, phase)`` on a barrier of ``slots`` slots
+names slot ``(x % stages) % slots`` and phase ``x / stages`` (``x`` its count); a
+``try_wait`` waits for phase ``x / stages - phase`` (``-1``: passes at once). The phase of
+(barrier, slot) ``n`` *gets* the arrivals of the statement instances naming it (times the
+role's warp groups), the bytes of the ``expect_tx`` entries whose gate holds, and the box
+bytes of the TMA copies that run.
+
+"Phase ``n`` complete before instance ``P``" (``_done_before``) is shown by a wait of ``P``'s
+role at most ``D`` steps earlier on the same slot and a phase ``>= n``, or by one hop: an
+earlier wait of ``P``'s role on any barrier whose phase has an arrival ``A'`` (that runs) with
+such a wait before ``A'`` in ``A'``'s role. "``A`` happens after ``W`` passes" (``_after``):
+``A`` later in ``W``'s role, or one hop the other way. Both are sufficient conditions (the
+search is bounded: ``D = max(slots, stages) + 1`` steps, one hop); the induction on time that
+justifies reading a passed wait as a completed phase is that every phase gets exactly its
+arrivals and bytes (``arrivals``, ``tx_bytes``) and no waiter runs ahead or falls two behind
+(``parity``).
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from typing import Callable, Optional
+
+import z3
+
+from ..completion import ArriveStmt, FenceStmt, InitStmt, InvalStmt, TryWaitStmt
+from ..errors import SynthError
+from ..expr import Bin, Expr, Num, parse, simplify, to_str, to_z3
+from ..hopper.ir import HopperError, HopperProgram, validate_hopper
+from ..program import OpStmt, WaitStmt
+from .encode import And, Encoder, Ind, Not, Or, Point, Sum, Unsupported
+from .obligations import blame
+from .report import Counterexample, ObligationResult
+
+CLASSES = ("parity", "arrivals", "tx_bytes", "no_deadlock", "release_after_wgmma", "wgmma_wait", "slot_reuse",
+           "raw", "fence", "wellformed")
+
+
+@dataclass(frozen=True)
+class Ref:
+    """A statement of a role."""
+
+    role: str
+    part: str
+    pos: int
+    stmt: object
+
+
+class Phases:
+    """Terms of one query over a Hopper program: one encoder per role instance."""
+
+    def __init__(self, program: HopperProgram, *, trip: Optional[int] = None,
+                 overrides: Optional[dict[str, dict[int, Expr]]] = None) -> None:
+        self.p = program
+        self.trip = trip
+        self.overrides = overrides or {}
+        self.roles = {r.name: r for r in program.roles}
+        self.order = {r.name: k for k, r in enumerate(program.roles)}
+        self.bars = {b.name: b for b in program.barriers}
+        self.tsym = program.trip_count if isinstance(program.trip_count, str) else None
+        self.defs: list = []
+        self._n = 0
+        self.base = {r.name: self.fresh(r.name, "a") for r in program.roles}
+        self.T = self.base[program.roles[0].name].T
+        self.D = max([b.slots for b in program.barriers] + [_stages(s) for s in _all_refs(program)] + [1]) + 1
+        self._offsets: dict = {}
+
+    def fresh(self, role: str, tag: Optional[str] = None) -> Encoder:
+        if tag is None:
+            self._n += 1
+            tag = str(self._n)
+        return Encoder(self.roles[role].program, trip=self.trip, overrides=self.overrides.get(role, {}),
+                       step=f"j.{role}.{tag}")
+
+    def domain(self) -> list:
+        return self.base[self.p.roles[0].name].domain()
+
+    # -- statements ---------------------------------------------------------------------------
+    def offset(self, ref: Ref, e: Expr) -> int:
+        key = (ref.role, ref.part, e)
+        if key not in self._offsets:
+            self._offsets[key] = self.base[ref.role].offset(ref.part, e)
+        c = self._offsets[key]
+        if c is None:
+            raise Unsupported(f"{ref.role} {ref.part} statement {ref.pos}: {to_str(e)} is not the step plus a "
+                              f"constant")
+        return c
+
+    def exec(self, enc: Encoder, ref: Ref):
+        if isinstance(ref.stmt, OpStmt):
+            return enc.op_exec(ref.part, ref.pos, 0)
+        return And(enc.in_part(ref.part, 0), enc.guard(ref.part, ref.pos, 0))
+
+    def count(self, enc: Encoder, ref: Ref):
+        return enc.int_term(enc.expr(_state(ref.stmt).count, ref.part, 0))
+
+    def at(self, ref: Ref, x, e: Optional[Expr] = None) -> Encoder:
+        """A fresh instance of ``ref`` whose count (or expression ``e``) is ``x``."""
+        c = self.offset(ref, e if e is not None else _state(ref.stmt).count)
+        enc = self.fresh(ref.role)
+        self.defs.append(enc.j == x - c)
+        return enc
+
+    def slot_phase(self, ref: Ref, x):
+        st = _state(ref.stmt)
+        b = self.bars[_barrier(ref.stmt)]
+        return (x % st.stages) % b.slots, x / st.stages
+
+    def waited(self, ref: Ref, x):
+        """(slot, phase waited for) of a try_wait whose count is ``x``."""
+        sl, n = self.slot_phase(ref, x)
+        return sl, n - _state(ref.stmt).phase
+
+    def holds(self, op: str, x):
+        o = self.p.op(op)
+        if o.when is None:
+            return z3.BoolVal(True)
+        env = {self.p.loop_var: x}
+        if self.tsym:
+            env[self.tsym] = self.T
+        return to_z3(parse(o.when), env)
+
+    # -- phases -------------------------------------------------------------------------------
+    def members(self, barrier: str, sl, n, kinds=("arrive", "tma")):
+        """``(ref, encoder, runs, x)`` for every statement instance that names phase ``n`` of slot
+        ``sl`` of ``barrier``."""
+        b = self.bars[barrier]
+        out = []
+        for ref in _all_refs(self.p):
+            kind = _kind(ref.stmt)
+            if kind not in kinds or _barrier(ref.stmt) != barrier:
+                continue
+            st = _state(ref.stmt).stages
+            for t in range(st):
+                x = n * st + t
+                enc = self.at(ref, x)
+                out.append((ref, enc, And(sl == (t % b.slots), self.exec(enc, ref)), x))
+        return out
+
+    def arrivals(self, ms):
+        return Sum([z3.If(r, z3.IntVal(ref.stmt.arrivals * self.roles[ref.role].warpgroups), z3.IntVal(0))
+                    for ref, _, r, _ in ms if isinstance(ref.stmt, ArriveStmt)])
+
+    def expected(self, ms):
+        terms = []
+        for ref, _, r, x in ms:
+            if isinstance(ref.stmt, ArriveStmt):
+                for t in ref.stmt.tx:
+                    cond = r if t.gate is None else And(r, self.holds(t.gate, x))
+                    terms.append(z3.If(cond, z3.IntVal(t.bytes * self.roles[ref.role].warpgroups), z3.IntVal(0)))
+        return Sum(terms)
+
+    def delivered(self, ms):
+        return Sum([z3.If(r, z3.IntVal(ref.stmt.barrier.bytes), z3.IntVal(0))
+                    for ref, _, r, _ in ms if isinstance(ref.stmt, OpStmt)])
+
+    # -- order --------------------------------------------------------------------------------
+    @staticmethod
+    def po_before(e1: Encoder, r1: Ref, e2: Encoder, r2: Ref):
+        """Instance 1 comes before instance 2 of the same role."""
+        same = r1.part == r2.part and r1.pos < r2.pos
+        return Or(e1.j < e2.j, And(e1.j == e2.j, z3.BoolVal(same)))
+
+    def earlier_waits(self, enc: Encoder, ref: Ref, barrier: Optional[str] = None):
+        """``(wait ref, encoder, runs-and-earlier)`` for waits of ``ref``'s role at most ``D`` steps back."""
+        out = []
+        for w in _role_refs(self.p, ref.role):
+            if not isinstance(w.stmt, TryWaitStmt) or (barrier is not None and w.stmt.barrier != barrier):
+                continue
+            for d in range(self.D + 1):
+                if d == 0 and not (w.part == ref.part and w.pos < ref.pos):
+                    continue
+                e = self.fresh(ref.role)
+                self.defs.append(e.j == enc.j - d)
+                out.append((w, e, self.exec(e, w)))
+        return out
+
+    def done_before(self, barrier: str, sl, n, enc: Encoder, ref: Ref, hops: int = 1):
+        """Phase ``n`` of slot ``sl`` of ``barrier`` is complete before instance ``(enc, ref)`` runs."""
+        cases = [n < 0]
+        for w, e, runs in self.earlier_waits(enc, ref, barrier):
+            wsl, wn = self.waited(w, self.count(e, w))
+            cases.append(And(runs, wsl == sl, wn >= n))
+        if hops:
+            for w, e, runs in self.earlier_waits(enc, ref):
+                wsl, wn = self.waited(w, self.count(e, w))
+                for aref, ae, ar, _ in self.members(w.stmt.barrier, wsl, wn, ("arrive",)):
+                    if aref.role == ref.role:
+                        continue
+                    cases.append(And(runs, wn >= 0, ar, self.done_before(barrier, sl, n, ae, aref, hops - 1)))
+        return Or(cases)
+
+    def after(self, aenc: Encoder, aref: Ref, wenc: Encoder, wref: Ref):
+        """Instance ``A`` runs after wait ``W`` has passed."""
+        cases = []
+        if aref.role == wref.role:
+            cases.append(self.po_before(wenc, wref, aenc, aref))
+        for w2, e2, runs in self.earlier_waits(aenc, aref):
+            sl2, n2 = self.waited(w2, self.count(e2, w2))
+            for a2, ae2, ar2, _ in self.members(w2.stmt.barrier, sl2, n2, ("arrive",)):
+                if a2.role == wref.role:
+                    cases.append(And(runs, n2 >= 0, ar2, self.po_before(wenc, wref, ae2, a2)))
+        return Or(cases)
+
+    def rank_before(self, e1: Encoder, r1: Ref, e2: Encoder, r2: Ref):
+        """(step, role, position) of instance 1 is below that of instance 2."""
+        o1, o2 = self.order[r1.role], self.order[r2.role]
+        tie = o1 < o2 or (o1 == o2 and r1.part == r2.part and r1.pos < r2.pos)
+        return Or(e1.j < e2.j, And(e1.j == e2.j, z3.BoolVal(tie)))
+
+
+def _state(s):
+    return s.barrier.state if isinstance(s, OpStmt) else s.state
+
+
+def _barrier(s) -> str:
+    return s.barrier.barrier if isinstance(s, OpStmt) else s.barrier
+
+
+def _kind(s) -> str:
+    if isinstance(s, OpStmt):
+        return "tma" if s.barrier is not None else "op"
+    return s.kind
+
+
+def _stages(ref: Ref) -> int:
+    return _state(ref.stmt).stages if _kind(ref.stmt) in ("arrive", "try_wait", "tma") else 1
+
+
+def _role_refs(p: HopperProgram, role: str) -> list[Ref]:
+    r = p.role(role)
+    return [Ref(role, pt.name, k, s) for pt in r.program.parts for k, s in enumerate(pt.stmts)]
+
+
+def _all_refs(p: HopperProgram) -> list[Ref]:
+    return [x for r in p.roles for x in _role_refs(p, r.name)]
+
+
+# --------------------------------------------------------------------------------------------
+# obligations
+# --------------------------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class HObligation:
+    id: str
+    kind: str
+    role: str
+    part: str
+    pos: int
+    wait: Optional[int]
+    """The role's wgmma wait this obligation is charged to (release_after_wgmma, wgmma_wait)."""
+    description: str
+    build: Callable = field(compare=False, repr=False)
+    """``build(ph) -> (negated formula, {name: term})`` for a fresh :class:`Phases`."""
+
+
+def _where(ref: Ref) -> str:
+    return f"{ref.role} {ref.part} statement {ref.pos}"
+
+
+def enumerate_hopper(p: HopperProgram) -> list[HObligation]:
+    """Every obligation of ``p`` in a stable order."""
+    out: list[HObligation] = []
+    for ref in _all_refs(p):
+        s = ref.stmt
+        tag = f"{ref.role}:{ref.part}:{ref.pos}"
+        if isinstance(s, TryWaitStmt):
+            out += _wait_obligations(p, ref, tag)
+        elif isinstance(s, ArriveStmt):
+            out += _arrive_obligations(p, ref, tag)
+        elif isinstance(s, OpStmt) and s.barrier is not None:
+            out += _tma_obligations(p, ref, tag)
+        elif isinstance(s, WaitStmt):
+            w = p.role(ref.role).program.waits[s.wait]
+            out.append(HObligation(f"wgmma_wait:{tag}", "wgmma_wait", ref.role, ref.part, ref.pos, s.wait,
+                                   f"{ref.role} {ref.part}: wait_group {to_str(w.in_flight)} has a count >= 0 "
+                                   f"wherever it runs", _count_builder(ref)))
+        if isinstance(s, OpStmt):
+            for a, acc in enumerate(s.reads):
+                if acc.producer is not None and any(_is_tma_of(r, acc.producer, acc.buffer) for r in _all_refs(p)):
+                    out.append(HObligation(f"raw:{tag}:r{a}", "raw", ref.role, ref.part, ref.pos, None,
+                                           f"{ref.role} {ref.part}: {s.op} reads {acc.buffer} version "
+                                           f"{to_str(acc.version)} after a wait on the phase its TMA "
+                                           f"{acc.producer} completes on", _raw_builder(p, ref, a)))
+    out += _fence_obligations(p)
+    return out
+
+
+def _is_tma_of(ref: Ref, op: str, buffer: str) -> bool:
+    s = ref.stmt
+    return isinstance(s, OpStmt) and s.barrier is not None and s.op == op and any(w.buffer == buffer
+                                                                                 for w in s.writes)
+
+
+def _wait_obligations(p: HopperProgram, ref: Ref, tag: str) -> list[HObligation]:
+    s = ref.stmt
+    b = p.barrier(s.barrier)
+    head = f"{ref.role} {ref.part}: try_wait {s.barrier}[{to_str(s.state.index())}] parity " \
+           f"{to_str(s.state.parity())}"
+
+    def common(ph: Phases):
+        enc = ph.base[ref.role]
+        x = ph.count(enc, ref)
+        sl, w = ph.waited(ref, x)
+        return enc, x, sl, w
+
+    def arrivals(ph: Phases):
+        enc, x, sl, w = common(ph)
+        ms = ph.members(s.barrier, sl, w)
+        got = ph.arrivals(ms)
+        return And(ph.exec(enc, ref), w >= 0, got != b.count), {"x": x, "slot": sl, "phase": w, "got": got}
+
+    def tx(ph: Phases):
+        enc, x, sl, w = common(ph)
+        ms = ph.members(s.barrier, sl, w)
+        exp, dlv = ph.expected(ms), ph.delivered(ms)
+        return And(ph.exec(enc, ref), w >= 0, exp != dlv), {"x": x, "slot": sl, "phase": w, "expected": exp,
+                                                           "delivered": dlv}
+
+    def deadlock(ph: Phases):
+        enc, x, sl, w = common(ph)
+        ms = ph.members(s.barrier, sl, w)
+        late = [And(r, Not(ph.rank_before(e, m, enc, ref))) for m, e, r, _ in ms]
+        got, exp, dlv = ph.arrivals(ms), ph.expected(ms), ph.delivered(ms)
+        f = And(ph.exec(enc, ref), w >= 0, Or(got < b.count, dlv < exp, *late))
+        return f, {"x": x, "slot": sl, "phase": w, "got": got, "expected": exp, "delivered": dlv}
+
+    def ahead(ph: Phases):
+        enc, x, sl, w = common(ph)
+        f = And(ph.exec(enc, ref), w >= 1, Not(ph.done_before(s.barrier, sl, w - 1, enc, ref)))
+        return f, {"x": x, "slot": sl, "phase": w}
+
+    def behind(ph: Phases):
+        enc, x, sl, w = common(ph)
+        ms = ph.members(s.barrier, sl, w + 1, ("arrive",))
+        some = Or([r for _, _, r, _ in ms])
+        ordered = Or([And(r, ph.after(e, m, enc, ref)) for m, e, r, _ in ms])
+        return And(ph.exec(enc, ref), some, Not(ordered)), {"x": x, "slot": sl, "phase": w}
+
+    return [
+        HObligation(f"arrivals:{tag}", "arrivals", ref.role, ref.part, ref.pos, None,
+                    f"{head}: the phase it waits for gets exactly {b.count} arrival(s)", arrivals),
+        HObligation(f"tx_bytes:{tag}", "tx_bytes", ref.role, ref.part, ref.pos, None,
+                    f"{head}: the phase it waits for gets exactly the bytes it expects", tx),
+        HObligation(f"no_deadlock:{tag}", "no_deadlock", ref.role, ref.part, ref.pos, None,
+                    f"{head}: every arrival and copy of its phase is issued earlier and the phase completes",
+                    deadlock),
+        HObligation(f"parity:{tag}:ahead", "parity", ref.role, ref.part, ref.pos, None,
+                    f"{head}: the phase before the one it waits for is complete when it starts", ahead),
+        HObligation(f"parity:{tag}:behind", "parity", ref.role, ref.part, ref.pos, None,
+                    f"{head}: the phase after the one it waits for cannot complete before it passes", behind),
+    ]
+
+
+def _arrive_obligations(p: HopperProgram, ref: Ref, tag: str) -> list[HObligation]:
+    s = ref.stmt
+    b = p.barrier(s.barrier)
+    what = "arrive.expect_tx" if s.tx and s.arrivals else ("expect_tx" if s.tx else "arrive")
+    head = f"{ref.role} {ref.part}: {what} {s.barrier}[{to_str(s.state.index())}]"
+    out = []
+
+    def count(ph: Phases):
+        enc = ph.base[ref.role]
+        x = ph.count(enc, ref)
+        sl, n = ph.slot_phase(ref, x)
+        got = ph.arrivals(ph.members(s.barrier, sl, n))
+        return And(ph.exec(enc, ref), got != b.count), {"x": x, "slot": sl, "phase": n, "got": got}
+
+    def order(ph: Phases):
+        enc = ph.base[ref.role]
+        x = ph.count(enc, ref)
+        sl, n = ph.slot_phase(ref, x)
+        return And(ph.exec(enc, ref), n >= 1, Not(ph.done_before(s.barrier, sl, n - 1, enc, ref))), \
+            {"x": x, "slot": sl, "phase": n}
+
+    cls = "arrivals" if s.arrivals else "tx_bytes"
+    out.append(HObligation(f"{cls}:{tag}:count", "arrivals", ref.role, ref.part, ref.pos, None,
+                           f"{head}: the phase it names gets exactly {b.count} arrival(s)", count))
+    out.append(HObligation(f"{cls}:{tag}:order", cls, ref.role, ref.part, ref.pos, None,
+                           f"{head}: lands in the phase it names (the previous phase is complete before it)", order))
+    if b.kind == "empty":
+        program = p.role(ref.role).program
+        for rref in _role_refs(p, ref.role):
+            rs = rref.stmt
+            if not isinstance(rs, OpStmt):
+                continue
+            for a, acc in enumerate(rs.reads):
+                if acc.buffer not in b.guards:
+                    continue
+                queue = program.commit_queue(rs.op) if program.op(rs.op).is_async else None
+                out.append(HObligation(
+                    f"release_after_wgmma:{tag}<-{rref.part}:{rref.pos}:r{a}", "release_after_wgmma", ref.role,
+                    ref.part, ref.pos, blame(program, ref.part, ref.pos, queue),
+                    f"{head} releases version {to_str(s.state.count)} only after {rs.op}'s read of "
+                    f"{acc.buffer} version {to_str(s.state.count)} is complete",
+                    _release_builder(ref, rref, a)))
+    return out
+
+
+def _release_builder(ref: Ref, rref: Ref, a: int):
+    def build(ph: Phases):
+        enc = ph.base[ref.role]
+        x = ph.count(enc, ref)
+        acc = rref.stmt.reads[a]
+        r = ph.offset(ref, ref.stmt.state.count) - ph.offset(rref, acc.version)
+        runs = enc.op_exec(rref.part, rref.pos, r)
+        done = enc.done_before(rref.part, rref.pos, r, Point(0, ref.part, ref.pos))
+        return And(ph.exec(enc, ref), runs, Not(done)), {"x": x}
+    return build
+
+
+def _count_builder(ref: Ref):
+    def build(ph: Phases):
+        enc = ph.base[ref.role]
+        n = enc.wait_count(ref.part, ref.pos, 0)
+        return And(enc.wait_exec(ref.part, ref.pos, 0), n < 0), {"count": n}
+    return build
+
+
+def _tma_obligations(p: HopperProgram, ref: Ref, tag: str) -> list[HObligation]:
+    s = ref.stmt
+    out = []
+    head = f"{ref.role} {ref.part}: TMA {s.op} -> {s.barrier.barrier}[{to_str(s.barrier.state.index())}]"
+
+    def order(ph: Phases):
+        enc = ph.base[ref.role]
+        x = ph.count(enc, ref)
+        sl, n = ph.slot_phase(ref, x)
+        return And(ph.exec(enc, ref), n >= 1, Not(ph.done_before(s.barrier.barrier, sl, n - 1, enc, ref))), \
+            {"x": x, "slot": sl, "phase": n}
+
+    out.append(HObligation(f"tx_bytes:{tag}:order", "tx_bytes", ref.role, ref.part, ref.pos, None,
+                           f"{head}: its complete_tx lands in the phase it names", order))
+    for k, wacc in enumerate(s.writes):
+        buf = p_buffer(p, wacc.buffer)
+        for rref in _all_refs(p):
+            rs = rref.stmt
+            if not isinstance(rs, OpStmt):
+                continue
+            for a, racc in enumerate(rs.reads):
+                if racc.buffer != wacc.buffer:
+                    continue
+                out.append(HObligation(
+                    f"slot_reuse:{tag}:w{k}<-{rref.role}:{rref.part}:{rref.pos}:r{a}", "slot_reuse", ref.role,
+                    ref.part, ref.pos, None,
+                    f"{head} writes {wacc.buffer} version {to_str(wacc.version)} only after {rref.role}'s "
+                    f"{rs.op} released version {to_str(wacc.version)} - {buf.multiplicity}",
+                    _reuse_builder(p, ref, k, rref, a, buf.multiplicity)))
+    return out
+
+
+def p_buffer(p: HopperProgram, name: str):
+    for b in p.buffers:
+        if b.name == name:
+            return b
+    raise KeyError(name)
+
+
+def _reuse_builder(p: HopperProgram, ref: Ref, k: int, rref: Ref, a: int, m: int):
+    def build(ph: Phases):
+        enc = ph.base[ref.role]
+        wacc = ref.stmt.writes[k]
+        v = enc.int_term(enc.expr(wacc.version, ref.part, 0))
+        racc = rref.stmt.reads[a]
+        renc = ph.at(rref, v - m, racc.version)
+        reader_runs = ph.exec(renc, rref)
+        cases = []
+        if rref.role == ref.role:
+            r = ph.offset(ref, wacc.version) - m - ph.offset(rref, racc.version)
+            cases.append(enc.done_before(rref.part, rref.pos, r, Point(0, ref.part, ref.pos)))
+        for b in p.barriers:
+            if b.kind != "empty" or wacc.buffer not in b.guards:
+                continue
+            for rel in _role_refs(p, rref.role):
+                if not (isinstance(rel.stmt, ArriveStmt) and rel.stmt.barrier == b.name):
+                    continue
+                lenc = ph.at(rel, v - m)
+                lsl, ln = ph.slot_phase(rel, v - m)
+                cases.append(And(ph.exec(lenc, rel), ph.done_before(b.name, lsl, ln, enc, ref)))
+        return And(ph.exec(enc, ref), v >= m, reader_runs, Not(Or(cases))), {"x": v}
+    return build
+
+
+def _raw_builder(p: HopperProgram, ref: Ref, a: int):
+    def build(ph: Phases):
+        enc = ph.base[ref.role]
+        acc = ref.stmt.reads[a]
+        v = enc.int_term(enc.expr(acc.version, ref.part, 0))
+        bad = []
+        for tref in _all_refs(p):
+            if not _is_tma_of(tref, acc.producer, acc.buffer):
+                continue
+            wacc = next(w for w in tref.stmt.writes if w.buffer == acc.buffer)
+            tenc = ph.at(tref, v, wacc.version)
+            tx = ph.count(tenc, tref)
+            sl, n = ph.slot_phase(tref, tx)
+            bad.append(And(ph.exec(tenc, tref), Not(ph.done_before(tref.stmt.barrier.barrier, sl, n, enc, ref))))
+        return And(ph.exec(enc, ref), Or(bad)), {"x": v}
+    return build
+
+
+def _fence_obligations(p: HopperProgram) -> list[HObligation]:
+    out = []
+    used = {_barrier(r.stmt) for r in _all_refs(p) if _kind(r.stmt) in ("arrive", "try_wait", "tma")}
+    inits = [k for k, s in enumerate(p.setup) if isinstance(s, InitStmt)]
+    fences = [k for k, s in enumerate(p.setup) if isinstance(s, FenceStmt) and s.fence == "mbarrier_init"]
+    invals = {s.barrier for s in p.teardown if isinstance(s, InvalStmt)}
+    for b in sorted(used):
+        has_init = any(p.setup[k].barrier == b for k in inits)
+        fenced = has_init and any(f > max(k for k in inits if p.setup[k].barrier == b) for f in fences)
+        out.append(HObligation(f"fence:init:{b}", "fence", "setup", "setup", 0, None,
+                               f"barrier {b} is initialized in setup and the init is fenced before use",
+                               _const(not fenced, {})))
+        out.append(HObligation(f"fence:inval:{b}", "fence", "teardown", "teardown", 0, None,
+                               f"barrier {b} is invalidated in teardown", _const(b not in invals, {})))
+    for r in p.roles:
+        for pt in r.program.parts:
+            for k, s in enumerate(pt.stmts):
+                if not isinstance(s, OpStmt) or r.program.op(s.op).is_async or not s.writes:
+                    continue
+                bufs = {w.buffer for w in s.writes}
+                for k2 in range(k + 1, len(pt.stmts)):
+                    s2 = pt.stmts[k2]
+                    if isinstance(s2, FenceStmt) and s2.fence == "proxy_async":
+                        break
+                    if isinstance(s2, OpStmt) and r.program.op(s2.op).is_async and \
+                            bufs & {a.buffer for a in s2.reads}:
+                        out.append(HObligation(f"fence:proxy:{r.name}:{pt.name}:{k}", "fence", r.name, pt.name, k,
+                                               None, f"{r.name} {pt.name}: {s.op}'s generic-proxy write is fenced "
+                                               f"(fence.proxy.async) before {s2.op} reads it through the async "
+                                               f"proxy", _const(True, {})))
+                        break
+    return out
+
+
+def _const(bad: bool, detail: dict):
+    def build(ph: Phases):
+        return z3.BoolVal(bad), detail
+    return build
+
+
+# --------------------------------------------------------------------------------------------
+# proving
+# --------------------------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class WgmmaVerdict:
+    role: str
+    index: int
+    status: str
+    tight: Optional[bool] = None
+    reason: str = ""
+
+
+@dataclass(frozen=True)
+class HopperReport:
+    ok: bool
+    program: HopperProgram
+    obligations: tuple[ObligationResult, ...]
+    waits: tuple[WgmmaVerdict, ...]
+    seconds: float = 0.0
+
+    def by_class(self) -> dict[str, dict[str, int]]:
+        """``{class: {proven: n, refuted: n, unknown: n}}``."""
+        out: dict[str, dict[str, int]] = {}
+        for o in self.obligations:
+            out.setdefault(o.kind, {"proven": 0, "refuted": 0, "unknown": 0})[o.status] += 1
+        return out
+
+    def refuted_classes(self) -> set[str]:
+        return {o.kind for o in self.obligations if o.status == "refuted"}
+
+    def render(self) -> str:
+        n_ok = sum(1 for o in self.obligations if o.status == "proven")
+        lines = [f"{self.program.name}: {'all obligations proven' if self.ok else 'NOT PROVEN'} "
+                 f"({n_ok}/{len(self.obligations)} obligations, {self.seconds:.2f} s)"]
+        for cls, c in sorted(self.by_class().items()):
+            lines.append(f"  {cls}: {c['proven']} proven, {c['refuted']} refuted, {c['unknown']} unknown")
+        for v in self.waits:
+            w = self.program.role(v.role).program.waits[v.index]
+            t = "" if v.tight is None else (", tight" if v.tight else ", not tight")
+            lines.append(f"wait_group #{v.index} {v.role} {w.part}: wait_group({to_str(w.in_flight)}): "
+                         f"{v.status}{t}" + (f" ({v.reason})" if v.reason else ""))
+        for o in self.obligations:
+            if o.status != "proven":
+                lines.append(f"{o.status} [{o.kind}] {o.description}")
+                if o.counterexample is not None:
+                    lines.append(o.counterexample.render("    "))
+                elif o.reason:
+                    lines.append(f"    {o.reason}")
+        return "\n".join(lines)
+
+
+def _solve(p: HopperProgram, ob: HObligation, time_limit: float, trip: Optional[int],
+           overrides: Optional[dict] = None):
+    ph = Phases(p, trip=trip, overrides=overrides)
+    f, detail = ob.build(ph)
+    s = z3.SimpleSolver()
+    s.set("timeout", max(1, int(time_limit * 1000)))
+    s.add(*ph.domain(), *ph.defs, f)
+    r = s.check()
+    return ("proven" if r == z3.unsat else "refuted" if r == z3.sat else "unknown"), s, ph, detail
+
+
+def _counterexample(p: HopperProgram, ob: HObligation, s: z3.Solver, ph: Phases, detail: dict,
+                    trip: Optional[int]) -> Counterexample:
+    if ph.tsym is not None and trip is None:
+        for bound in range(p.min_trip_count, p.min_trip_count + 12):
+            s.push()
+            s.add(ph.T <= bound)
+            if s.check() == z3.sat:
+                break
+            s.pop()
+    m = s.model()
+    ev = lambda t: m.eval(t, model_completion=True)  # noqa: E731
+    T = ev(ph.T).as_long()
+    if ob.role in ph.base:
+        enc = ph.base[ob.role]
+        j = ev(enc.j).as_long()
+        off = ev(enc.off[ob.part]).as_long() if ob.part in enc.off else 0
+        i = j - off
+    else:
+        j, i = -1, -1
+    vals = {k: ev(v) for k, v in detail.items()}
+    bits = []
+    if "x" in vals:
+        bits.append(f"iteration {vals['x']}")
+    s_ = ph.bars.get(_barrier(_stmt_of(p, ob))) if _stmt_of(p, ob) is not None and \
+        _kind(_stmt_of(p, ob)) in ("arrive", "try_wait", "tma") else None
+    if "slot" in vals and s_ is not None:
+        bits.append(f"barrier {s_.name}[{vals['slot']}] phase {vals['phase']}")
+    if "got" in vals:
+        bits.append(f"{vals['got']} of {s_.count if s_ else '?'} arrivals")
+    if "expected" in vals:
+        bits.append(f"{vals['expected']} bytes expected, {vals['delivered']} delivered")
+    if "count" in vals:
+        bits.append(f"count {vals['count']}")
+    who = f"{ob.role} (warp group{'s' if ob.role in ph.roles and ph.roles[ob.role].warpgroups > 1 else ''})" \
+        if ob.role in ph.roles else ob.role
+    summary = (f"{ob.kind}: with trip count {T}, {who} {ob.part} i = {i}: "
+               f"{', '.join(bits) + ': ' if bits else ''}this fails: {ob.description}")
+    return Counterexample(ob.kind, T, j, ob.part, i, summary)
+
+
+def _stmt_of(p: HopperProgram, ob: HObligation):
+    if ob.role not in {r.name for r in p.roles}:
+        return None
+    return p.role(ob.role).program.part(ob.part).stmts[ob.pos]
+
+
+def prove_hopper_obligation(p: HopperProgram, ob: HObligation, time_limit: float = 10.0,
+                            trip: Optional[int] = None) -> ObligationResult:
+    """Prove one obligation; a refutation carries a counterexample in the program's terms."""
+    t0 = time.perf_counter()
+    try:
+        status, s, ph, detail = _solve(p, ob, time_limit, trip)
+    except Unsupported as e:
+        return ObligationResult(ob.id, ob.kind, ob.wait, None, ob.part, ob.description, "refuted",
+                                time.perf_counter() - t0, reason=f"wellformed: {e}")
+    cex = None
+    reason = ""
+    if status == "refuted":
+        cex = _counterexample(p, ob, s, ph, detail, trip)
+        reason = cex.summary
+    elif status == "unknown":
+        reason = f"solver returned unknown ({s.reason_unknown()}) within {time_limit:g} s"
+    text = "(set-logic ALL)\n" + s.to_smt2() if status != "refuted" else ""
+    return ObligationResult(ob.id, ob.kind, ob.wait, None, ob.part, ob.description, status,
+                            time.perf_counter() - t0, text, cex, reason)
+
+
+def verify_hopper(p: HopperProgram, *, time_limit: float = 10.0, tightness: bool = True,
+                  trip_count: Optional[int] = None) -> HopperReport:
+    """Prove every obligation of ``p`` for every allowed trip count (or ``trip_count``) and judge
+    the wgmma waits' tightness. Raises :class:`SynthError` on a malformed program."""
+    t0 = time.perf_counter()
+    try:
+        validate_hopper(p)
+    except HopperError as e:
+        raise SynthError(None, f"program {p.name}: {e.path}: {e.msg}", e.fix) from None
+    if any(o.when == "opaque" for o in p.ops):
+        raise SynthError(None, f"program {p.name}: opaque predicates are not supported in Hopper programs",
+                         "write the predicate as a condition in the loop variable and T")
+    obs = enumerate_hopper(p)
+    results = [prove_hopper_obligation(p, ob, time_limit, trip_count) for ob in obs]
+    verdicts = []
+    for r in p.roles:
+        for idx, w in enumerate(r.program.waits):
+            mine = [(ob, res) for ob, res in zip(obs, results) if ob.role == r.name and ob.wait == idx]
+            status = "refuted" if any(x.status == "refuted" for _, x in mine) else \
+                "unknown" if any(x.status == "unknown" for _, x in mine) else "proven"
+            tight, reason = None, ""
+            if status == "proven" and tightness:
+                tight, reason = _tightness(p, r.name, idx, [ob for ob, _ in mine], time_limit, trip_count)
+            verdicts.append(WgmmaVerdict(r.name, idx, status, tight, reason))
+    ok = all(x.status == "proven" for x in results)
+    return HopperReport(ok, p, tuple(results), tuple(verdicts), time.perf_counter() - t0)
+
+
+def _tightness(p: HopperProgram, role: str, idx: int, obs: list[HObligation], time_limit: float,
+               trip: Optional[int]) -> tuple[Optional[bool], str]:
+    """Tight when ``N + 1`` breaks a release charged to the wait (the largest safe count)."""
+    w = p.role(role).program.waits[idx]
+    plus = {role: {idx: simplify(Bin("+", w.in_flight, Num(1)))}}
+    rel = [ob for ob in obs if ob.kind == "release_after_wgmma"]
+    for ob in rel:
+        status, *_ = _solve(p, ob, time_limit, trip, plus)
+        if status == "refuted":
+            return True, f"tight: with {to_str(plus[role][idx])} in flight, {ob.description} fails"
+    if not rel:
+        return False, "not tight: no release depends on it (redundant)"
+    return False, f"not tight: {to_str(plus[role][idx])} in flight is also correct"
+
+
+__all__ = ["verify_hopper", "enumerate_hopper", "prove_hopper_obligation", "HopperReport", "HObligation",
+           "WgmmaVerdict", "Phases", "CLASSES"]
