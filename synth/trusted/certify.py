@@ -146,12 +146,12 @@ def certify(directory: str, *, timeout_s: float = 60.0) -> CertifyResult:
                 with open(os.path.join(directory, name), "rb") as fh:
                     text = fh.read(MAX_BYTES + 1)
             except OSError:
-                problem = f"{name}: file missing"
+                problem = "file missing"
         want = ob.smt2.encode("utf-8")
         if not problem and text != want:
-            problem = f"{name} is not obligation {ob.id} as derived from {PROGRAM} ({_first_diff(text, want)})"
+            problem = f"not obligation {ob.id} as derived from {PROGRAM} ({_first_diff(text, want)})"
         if not problem and e.get("sha256") != sha256(want):
-            problem = f"{name}: the manifest's sha256 is not the file's"
+            problem = "the manifest's sha256 is not the file's"
         if not problem and (windex != ob.wait or e.get("kind") != ob.kind):
             problem = (f"manifest entry {ob.id} says kind {e.get('kind')!r}, wait {windex}; {PROGRAM} gives "
                        f"kind {ob.kind!r}, wait {ob.wait}")
@@ -178,7 +178,8 @@ def certify(directory: str, *, timeout_s: float = 60.0) -> CertifyResult:
         m.startswith(("the manifest lists", "obligation ")) for m in messages)
     head = (f"certificate {'OK' if ok else 'FAILED'}: {sum(f.ok for f in files)}/{len(derived)} obligations of "
             f"{prog_file} re-derived and unsat with " + " and ".join(f"{n} {ver}" for n, ver in sv))
-    failed = [f"{f.file or f.id}: {f.message} (z3 {f.z3}, cvc5 {f.cvc5})" for f in files if not f.ok]
+    failed = [f"{f.file or f.id}: {f.message}" + (f" (z3 {f.z3}, cvc5 {f.cvc5})" if f.hash_ok else "")
+              for f in files if not f.ok]
     return CertifyResult(ok, tuple(files), tuple([head] + failed + messages), sv, prog_file)
 
 

@@ -77,7 +77,7 @@ def test_another_programs_certificate_dropped_in(good, tmp_path) -> None:
     digest = hashlib.sha256((d / "program.json").read_bytes()).hexdigest()
     _edit(d, lambda m: m.update(program_sha256=digest))
     res = certify(str(d))
-    assert not res.ok and ("missing from the manifest" in res.render() or "is not obligation" in res.render())
+    assert not res.ok and ("missing from the manifest" in res.render() or ": not obligation" in res.render())
 
 
 def test_refuted_obligation_replaced_by_assert_false_with_hash_recomputed(tmp_path) -> None:
@@ -92,7 +92,7 @@ def test_refuted_obligation_replaced_by_assert_false_with_hash_recomputed(tmp_pa
     (cert / "manifest.json").write_text(json.dumps(m, indent=2))
     res = certify(str(out))
     assert not res.ok
-    assert f"{bad['file']} is not obligation {bad['id']} as derived from program.json" in res.render()
+    assert f"{bad['file']}: not obligation {bad['id']} as derived from program.json" in res.render()
 
 
 def test_program_edited_after_certification(good, tmp_path) -> None:
