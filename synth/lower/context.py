@@ -43,6 +43,8 @@ from .prover import Prover
 
 @dataclass(frozen=True)
 class PartInfo:
+    """One part of the pipelined loop: where its steps lie in the global step ``J``."""
+
     name: str
     offset: Expr
     """``J = i + offset``."""

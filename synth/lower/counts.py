@@ -49,11 +49,14 @@ def needed(ctx: Context, part: PartInfo, r: Req) -> Expr:
 
 
 def executes(ctx: Context, part: PartInfo, op: int) -> Expr:
+    """``op``'s statement runs in the step: its stage's ``0 <= J - s < T``, in ``part``'s i."""
     return ctx.runs(ctx.sched.stage[op], ctx.step(part))
 
 
 @dataclass(frozen=True)
 class WaitKey:
+    """Where a wait goes: the part, the body position of the op it precedes, the queue."""
+
     part: str
     pos: int
     queue: int
@@ -61,6 +64,8 @@ class WaitKey:
 
 @dataclass
 class WaitPlan:
+    """A wait before it is assembled: its count, guard, the requirements it serves, why."""
+
     key: WaitKey
     op: int
     count: Expr

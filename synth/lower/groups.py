@@ -18,6 +18,8 @@ from ..schedule import Schedule
 
 @dataclass(frozen=True)
 class Group:
+    """One commit group: async ops of one queue and stage, committed together each step."""
+
     gid: int
     queue: int
     stage: int

@@ -21,6 +21,8 @@ from .counts import between, count_of, needed, executes, WaitKey, WaitPlan
 
 @dataclass(frozen=True)
 class Cover:
+    """The kept wait that makes a dropped one redundant: its body position, steps back."""
+
     pos: int
     m: int
     """Steps back: 0 this step, 1 the previous one..."""

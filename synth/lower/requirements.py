@@ -19,6 +19,8 @@ from .context import Context
 
 @dataclass(frozen=True)
 class Req:
+    """A group instance that must be complete before a statement runs (see the module docstring)."""
+
     kind: str
     """raw | dep | war | waw"""
     op: int
