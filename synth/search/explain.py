@@ -57,7 +57,7 @@ def why_other(ctx: Context, e: Entry, winner: Entry) -> str:
     loss = e.est.time_us / winner.est.time_us - 1
     if loss <= 1e-12:
         return describe(ctx, e) + "; ties with #1 (ranked after it by fewer k-tiles, less shared memory, fewer stages)"
-    return describe(ctx, e) + f"; {_pct(loss)} slower than #1: {difference(winner, e)}"
+    return describe(ctx, e) + f"; {_pct(loss)} slower than #1, which {difference(winner, e)}"
 
 
 def _pct(x: float) -> str:
@@ -73,7 +73,6 @@ def difference(ea: Entry, eb: Entry) -> str:
     a, b = ea.est, eb.est
     if a.dram_us >= a.compute_us and b.dram_us >= b.compute_us:
         return "both are DRAM-bound; ties go to fewer k-tiles, then less shared memory"
-    clock = 1e6 / (ea.est.compute_us / max(a.loop_cycles + a.fixed_cycles, 1)) if a.compute_us else 0
     gains, costs = [], []
     dl, df = b.loop_cycles - a.loop_cycles, b.fixed_cycles - a.fixed_cycles
     if dl:
@@ -88,9 +87,6 @@ def difference(ea: Entry, eb: Entry) -> str:
         (gains if dl > 0 else costs).append((abs(dl), f"{abs(dl):,} main-loop cycles ({cause})"))
     if df:
         (gains if df > 0 else costs).append((abs(df), f"{abs(df):,} cycles of pipeline fill, drain and epilogue"))
-    dd = b.dram_us - a.dram_us
-    if a.bound == "dram" or b.bound == "dram":
-        (gains if dd > 0 else costs).append((abs(dd) * 1e-6 * (clock or 1), f"{abs(dd):.1f} µs of DRAM traffic"))
     if not gains:
         return "equal prediction"
     gains.sort(key=lambda f: -f[0])

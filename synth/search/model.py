@@ -31,7 +31,7 @@ sustained clock:
   HMMAs issued after its copies), so ``round >= L / (S - 2 + w)`` with ``L`` the
   mean load latency at the L2 hit rate (two slots: the DRAM latency, because their
   only wait drains the queue and waits for the tile's slowest copy); one slot
-  serializes: ``round = core + L``.
+  serializes: ``round = busy + barrier + max(exposed, L)``.
 
 ``round = |core, smem, l2, dram|_4 + exposed + barrier``, at least ``latency``
 (the throughput limits overlap imperfectly: an L4 norm, :data:`OVERLAP_NORM`).
@@ -314,7 +314,7 @@ def round_terms(arch: ArchSpec, res: Resources, mix, k: int, ii: int, l2_hit: fl
     bar = arch.barrier_cycles * mix.bar
     inflight = res.smem_slots - 2 + min(max(mix.copy_window, 0.05), 1.0)
     if res.smem_slots <= 1:
-        latency = core + bar + L
+        latency = 0.0  # serial: added to the round in combine()
     elif res.smem_slots == 2:
         # the only wait a 2-slot pipeline allows drains the queue (wait_group 0): it waits for the
         # slowest copy of the tile, a DRAM access whenever any of them misses L2, not the mean
@@ -327,7 +327,7 @@ def round_terms(arch: ArchSpec, res: Resources, mix, k: int, ii: int, l2_hit: fl
         "l2": k * res.tile_bytes / l2_per_sm,
         "dram": k * res.tile_bytes * (1.0 - l2_hit) / dram_per_sm,
         "exposed": float(max(0, ii - res.unit_bound)) if min(res.smem_slots, res.stages) <= 2 else 0.0,
-        "barrier": float(bar), "latency": latency, "L": L,
+        "barrier": float(bar), "latency": latency, "L": L, "slots": float(res.smem_slots),
     }
 
 
@@ -344,6 +344,11 @@ def combine(t: dict[str, float]) -> tuple[float, str]:
               ("smem", t["smem"]), ("l2", t["l2"]), ("dram", t["dram"]))
     busy_name, top = max(limits, key=lambda x: x[1])
     busy = sum(v ** OVERLAP_NORM for _, v in limits) ** (1.0 / OVERLAP_NORM) if top > 0 else 0.0
+    if t.get("slots", 2.0) <= 1:
+        # one slot: each k-tile's copies are issued after its barrier and waited for before its
+        # compute, so the load latency (or the schedule's longer chain) adds to the round
+        wait = max(t["exposed"], t["L"])
+        return busy + t["barrier"] + wait, ("latency" if wait > busy else busy_name)
     work = busy + t["exposed"] + t["barrier"]
     if t["latency"] > work:
         return t["latency"], "latency"
