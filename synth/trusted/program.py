@@ -496,35 +496,32 @@ def _build(doc: dict, digest: str) -> Program:
         e = _expr(["waits", w, "in_flight"], wd["in_flight"], wait_pos[w][2], "Int")
         waits.append(Wait(w, wd["part"], wd["queue"], e, wd["before"], str(wd["in_flight"])))
 
-    # reads' distances: one constant per op and read, from the statements where it is affine
+    # reads' distances: one constant per op and read, from the statements where it is affine; the
+    # steady state (the body's statement) is the reference when they differ
     body = names.index("body") if "body" in names else -1
+    distance: dict[tuple, int] = {}
     for (op, a), found in dist.items():
-        consts = {d for d, _ in found if d is not None}
-        path = found[0][1]
-        if not consts:
-            raise _Fail(path, f"no statement of {op} reads a version of the form iteration - constant, so its "
-                        "dependence distance cannot be derived", "write the version as the iteration minus the "
-                        "distance (i + 3 for iteration i + 3)")
-        if len(consts) > 1:
-            # the steady state (the body) is the reference; otherwise the most frequent distance
-            count = {c: sum(1 for x, _ in found if x == c) + 1000 * sum(
-                1 for x, p in found if x == c and p[1] == body) for c in consts}
-            major = max(sorted(consts, key=abs), key=lambda c: count[c])
-            bad = next(p for d, p in found if d is not None and d != major)
+        known = [(d, path) for d, path in found if d is not None]
+        if not known:
+            raise _Fail(found[0][1], f"no statement of {op} reads a version of the form iteration - constant, so "
+                        "its dependence distance cannot be derived", "write the version as the iteration minus "
+                        "the distance (i + 3 for iteration i + 3)")
+        ref = next((d for d, path in known if path[1] == body), known[0][0])
+        bad = next((path for d, path in known if d != ref), None)
+        if bad is not None:
             raise _Fail(bad, f"{op}'s statements read versions at different distances from their iteration "
-                        f"({', '.join(str(c) for c in sorted(consts))})",
+                        f"({', '.join(str(c) for c in sorted({d for d, _ in known}))})",
                         "every statement of an op reads the same dependence: version = iteration - distance")
-        d = consts.pop()
-        if d < 0:
-            raise _Fail(path, f"{op} reads version iteration + {-d}, a later iteration's value",
+        if ref < 0:
+            raise _Fail(known[0][1], f"{op} reads version iteration + {-ref}, a later iteration's value",
                         "a read's version is its iteration minus the dependence distance (>= 0)")
+        distance[(op, a)] = ref
     final_parts = []
     for p in parts:
         stmts = []
         for s in p.stmts:
             if s.kind == "op":
-                reads = tuple(Access(r.buffer, r.version, r.slot, r.producer,
-                                     next(d for d, _ in dist[(s.op, a)] if d is not None))
+                reads = tuple(Access(r.buffer, r.version, r.slot, r.producer, distance[(s.op, a)])
                               for a, r in enumerate(s.reads))
                 s = Stmt("op", s.part, s.pos, s.guard, s.op, s.iteration, s.group, reads, s.writes)
             stmts.append(s)
