@@ -151,6 +151,8 @@ def _cycle_error(problem: Problem, cycle: list[Edge]) -> None:
     loc = next((d.loc for d in problem.deps
                 if any(d.src == problem.ops[e.src].name and d.dst == problem.ops[e.dst].name for e in cycle)),
                problem.ops[cycle[0].src].loc)
+    if len(names) > 12:  # a long cycle: its ends and how many ops it passes in between
+        names = names[:5] + [f"... {len(names) - 10} more ..."] + names[-5:]
     raise SynthError(loc, f"dependence cycle with zero iteration distance: {' -> '.join(names)}",
                      "give one edge of the cycle 'distance: 1' (a loop-carried dependence) or remove it")
 

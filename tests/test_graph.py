@@ -181,3 +181,26 @@ def test_pin_breaking_an_order_dependence_points_at_the_order():
 def test_no_stage_pins_nothing_to_check():
     p = load_problem(str(ROOT / "problems" / "gemm-sm80-f16.yaml"))
     check_pins(p, build_graph(p))
+
+
+def _chain(n: int, extra: str = ""):
+    bufs = "\n".join(f"  B{j}: {{space: register, bytes: 4}}" for j in range(n))
+    ops = "\n".join(f"  - {{name: o{j}, unit: alu, {f'reads: [B{j - 1}], ' if j else ''}writes: [B{j}], latency: 1}}"
+                    for j in range(n))
+    return load_problem_text(f"name: chain\nloop: {{var: i, trip_count: 4}}\nbuffers:\n{bufs}\nops:\n{ops}\n"
+                             f"{extra}target:\n  shared_bytes: 0\n  units: {{alu: {{}}}}\n", "c.yaml")
+
+
+def test_thousand_op_chain_has_no_recursion_limit():
+    p = _chain(1000)
+    g = build_graph(p)
+    assert len(g.raw_edges()) == 999 and g.raw_edges("B5") == (g.raw_edges("B5")[0],)
+
+
+def test_cycle_through_a_thousand_ops_is_reported():
+    with pytest.raises(SynthError) as info:
+        _chain(1000, "deps:\n  - {from: o999, to: o0}\n")
+    msg = info.value.msg
+    assert msg.startswith("dependence cycle with zero iteration distance: o0 -> o1 -> o2")
+    assert msg.endswith("o4 -> ... 991 more ... -> o996 -> o997 -> o998 -> o999 -> o0")
+    assert info.value.loc.line == 2006  # the dep that closes it

@@ -36,9 +36,11 @@ EXPECT = re.compile(r"^# expect: (\d+)(?: (\d+):(\d+))?(?: (.+))?$")
 TIME_BOUND = 60.0
 """Seconds one solve may take on a loaded 2-core CI machine (they take 0.2 to 5 s)."""
 TIME_LIMIT = 3.0
-"""--time-limit of the mutants and the bad inputs (a bad input is refused long before it)."""
+"""--time-limit of the bad inputs (each is refused long before it)."""
 VALID_TIME_LIMIT = 30.0
-"""--time-limit of the reproducers that must solve and prove (exit 0)."""
+"""--time-limit of the reproducers that must solve and prove (exit 0), and of the mutants
+(valid mutants of the GEMM example need a few seconds of solving and proving on a loaded
+machine; running out of the user's time limit is exit 1, not what this test is about)."""
 
 
 def solve(path: pathlib.Path | str, out: pathlib.Path, time_limit: float = TIME_LIMIT) -> tuple[int, str, float]:
@@ -150,7 +152,7 @@ def test_thousand_op_chain(tmp_path: pathlib.Path) -> None:
     cyc = p.read_text().replace("target:", "deps:\n  - {from: o999, to: o0}\ntarget:")
     p.write_text(cyc)
     code, err, secs = solve(p, tmp_path / "out")
-    assert code == 2 and "dependence cycle with zero iteration distance: o0 -> o1 ->" in err, err
+    assert code == 2 and "dependence cycle with zero iteration distance: o0 -> o1 -> o2 -> o3 -> o4 -> ... 991 more ..." in err, err
     assert secs < 30
 
 
@@ -219,7 +221,7 @@ def test_mutated_examples_exit_0_or_2(case: tuple[str, bytes], tmp_path_factory:
     p = tmp / "p.yaml"
     p.write_bytes(data)
     out = tmp / "out"
-    code, err, secs = solve(p, out)
+    code, err, secs = solve(p, out, VALID_TIME_LIMIT)
     check_contract(code, err, secs, out)
     if code == 2:
         assert err.startswith(str(p)) and "\nfix: " in err, f"{what}: {err}"
