@@ -88,7 +88,6 @@ def calibration(con, arch: str, sass: bool) -> list[dict]:
     from rich.table import Table
 
     from synth.search import search_gemm
-    from synth.search.model import estimate
     from synth.search.published import calibration_points
     from synth.search.rank import apply_sass, estimate_of, new_entry
     from synth.search.space import Point, make_context

@@ -2,14 +2,12 @@
 
 from __future__ import annotations
 
-import json
 import re
 
 import pytest
 
 from synth.arch import ARCHS, get_arch
-from synth.search import Point, search_gemm
-from synth.search import make_context, prune, enumerate_space
+from synth.search import Point, enumerate_space, make_context, prune, search_gemm
 from synth.search.published import best_published, calibration_points
 from synth.search.rank import estimate_of, new_entry
 from synth.search.timing import timed

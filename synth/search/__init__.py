@@ -4,7 +4,8 @@ Input: a shape ``M x N x K``, a dtype and an arch. Output: a :class:`SearchResul
 — the best configurations (tile, warps, stages) with their predicted time, the
 size of the space, how many points each constraint excluded, and where the
 reference configurations of CUTLASS and Triton (synth/data/reference_configs.yaml)
-rank. Nothing is compiled or timed unless ``--measure`` is given.
+rank. Nothing runs on a GPU unless ``--measure`` is given; with ``sass=N`` the N
+best kernels are compiled (nvcc, no GPU) to read their instruction mix.
 
 Phases, one module each (:func:`search_gemm` in ``tune.py`` runs them in order):
 
@@ -16,8 +17,12 @@ Phases, one module each (:func:`search_gemm` in ``tune.py`` runs them in order):
    before any evaluation, counting each exclusion under the first constraint it
    breaks; ``gemm.validate`` is the last constraint, so nothing it rejects is
    ever proposed.
-3. ``model.estimate`` ranks every legal point cheaply (lower bounds of the
-   k-tile interval taken from the expanded problem).
+3. ``model.estimate`` ranks every legal point cheaply: a performance model of
+   what limits the GEMM (tensor cores and instruction issue per SM
+   sub-partition, shared memory, L2 and DRAM traffic with the grid's
+   rasterization, Little's law on the stages, barriers, waves, sustained
+   clock), with the instruction mix estimated from the tiling
+   (``sassmix.estimated_mix``).
 4. ``rank.Refiner``: best-first, the most promising points are scheduled and their
    k-tile interval replaces the bound (every point pins stages and order, so
    this is the exact least timing of that schedule, ``synth.sim.best_timing``;
@@ -25,12 +30,16 @@ Phases, one module each (:func:`search_gemm` in ``tune.py`` runs them in order):
    never below the unsolved one, so once the ``top`` best are all solved they are
    the model's best (``complete``). Timings are cached per (arch, tile, warps,
    stages, trip count), so they are shared between shapes.
-5. ``references.rank_references`` and ``explain``: where CUTLASS's and Triton's
+5. ``sassmix.sass_mix`` (optional): the best candidates are compiled and their
+   instruction mix, read from the SASS main loop, replaces the estimate.
+6. ``references.rank_references`` and ``explain``: where CUTLASS's and Triton's
    configurations rank, and why #1 wins.
 
 Around them: ``distribute`` (many shapes in processes or on Dask), ``shapes``
-(CSV input), ``outputs`` (write folders, measure on a GPU), ``report`` (JSON and
-rich tables), ``cli`` (``synth search gemm``), ``results`` (the dataclasses).
+(CSV input), ``outputs`` (write folders, measure on a GPU and rank by
+measurement), ``report`` (JSON and rich tables), ``cli`` (``synth search
+gemm``), ``results`` (the dataclasses), ``published`` (the published figures
+that bound and calibrate the model).
 
 Determinism: the space, the constraints and the model are pure; ties are broken
 by a fixed key; the pinned CUTLASS-like schedules (stages and order fixed by
@@ -38,9 +47,9 @@ by a fixed key; the pinned CUTLASS-like schedules (stages and order fixed by
 exactly, with no time limit involved. Only ``elapsed_s`` and the cache counters differ
 between runs (they are excluded from equality).
 
-Left out on purpose: split-K and stream-K, CTA rasterization (L2 reuse), epilogue
-fusion, non-f16 operands (``synth.gemm`` does not expand them yet), and
-measuring candidates (``--measure`` times the top ones when a GPU is there).
+Left out on purpose: split-K and stream-K, swizzled CTA rasterization (the grid
+is row-major), epilogue fusion, non-f16 operands (``synth.gemm`` does not expand
+them yet).
 """
 
 from __future__ import annotations
@@ -48,6 +57,8 @@ from __future__ import annotations
 from .cli import add_search_arguments, cli_search
 from .distribute import search_many
 from .outputs import gpu_available, measure, write_candidates
+from .published import best_published, calibration_points
+from .sassmix import InstructionMix, estimated_mix, sass_mix
 from .references import REFERENCE_FILE, RefConfig, load_references, reference_points
 from .report import print_result, search_result_to_json
 from .results import Candidate, Measurement, Progress, ReferenceRank, SearchResult
@@ -62,4 +73,5 @@ __all__ = ["search_gemm", "search_many", "read_shapes_csv", "search_result_to_js
            "enumerate_space", "prune", "is_legal", "make_context", "load_references", "reference_points",
            "RefConfig", "REFERENCE_FILE", "add_search_arguments", "cli_search", "print_result", "write_candidates",
            "gpu_available", "measure", "clear_cache", "time_now", "BM_SPACE", "BN_SPACE", "BK_SPACE",
-           "WARPS_SPACE", "STAGES_SPACE", "T_REF", "MAX_SOLVES", "PER_SOLVE_LIMIT"]
+           "WARPS_SPACE", "STAGES_SPACE", "T_REF", "MAX_SOLVES", "PER_SOLVE_LIMIT", "best_published",
+           "calibration_points", "InstructionMix", "estimated_mix", "sass_mix"]

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Optional
 
-from .rank import Entry, key
+from .rank import Entry
 from .space import Context
 
 
