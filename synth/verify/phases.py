@@ -339,7 +339,9 @@ def _wait_obligations(p: HopperProgram, ref: Ref, tag: str) -> list[HObligation]
         ms = ph.members(s.barrier, sl, w)
         late = [And(r, Not(ph.rank_before(e, m, enc, ref))) for m, e, r, _ in ms]
         got, exp, dlv = ph.arrivals(ms), ph.expected(ms), ph.delivered(ms)
-        f = And(ph.exec(enc, ref), w >= 0, Or(got < b.count, dlv < exp, *late))
+        # a phase short of arrivals or bytes never completes; one over them completes early and
+        # leaves the surplus to the next phase, which then never matches its own count
+        f = And(ph.exec(enc, ref), w >= 0, Or(got != b.count, dlv != exp, *late))
         return f, {"x": x, "slot": sl, "phase": w, "got": got, "expected": exp, "delivered": dlv}
 
     def ahead(ph: Phases):
