@@ -232,3 +232,19 @@ def test_cli_measure_without_gpu_says_once(capsys, tmp_path):
     cap = capsys.readouterr()
     assert rc in (0, 1)
     assert cap.out.count("no GPU here") == 1 and "prediction" in cap.out
+
+
+def test_published_figures_file_errors_are_located(tmp_path):
+    from synth.errors import SynthError
+    from synth.search.published import best_published
+
+    bad = tmp_path / "p.yaml"
+    bad.write_text("best:\n  sm_80: {tflops: 1\n")
+    with pytest.raises(SynthError) as exc:
+        best_published("sm_80", str(bad))
+    assert exc.value.loc.file == str(bad) and exc.value.loc.line >= 2
+    bad.write_text("best: {}\npoints: []\n")
+    with pytest.raises(SynthError, match="sm_80"):
+        best_published("sm_80", str(bad))
+    assert {p.arch for p in calibration_points()} == {"sm_80"}
+    assert all(p.source and p.tflops > 0 for p in calibration_points())

@@ -40,15 +40,28 @@ def _doc(path: str) -> dict:
 
     try:
         with open(path, encoding="utf-8") as fh:
-            return yaml.safe_load(fh)
+            doc = yaml.safe_load(fh)
     except OSError as exc:
         raise SynthError(Loc(path), f"cannot read published GEMM figures: {exc.strerror}",
                          "restore synth/data/published_gemm.yaml") from None
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        loc = Loc(path, mark.line + 1, mark.column + 1) if mark is not None else Loc(path)
+        raise SynthError(loc, f"published GEMM figures are not valid YAML: {exc}",
+                         "restore synth/data/published_gemm.yaml") from None
+    if not isinstance(doc, dict) or not isinstance(doc.get("best"), dict) or not isinstance(doc.get("points"), list):
+        raise SynthError(Loc(path), "published GEMM figures need a 'best' mapping and a 'points' list",
+                         "restore synth/data/published_gemm.yaml")
+    return doc
 
 
 def best_published(arch: str, path: str = PUBLISHED_FILE) -> tuple[float, str]:
-    """(TFLOP/s, source) of the best published dense f16 GEMM figure on ``arch``."""
-    d = _doc(path)["best"][arch]
+    """(TFLOP/s, source) of the best published dense f16 GEMM figure on ``arch``; SynthError if none."""
+    best = _doc(path)["best"]
+    d = best.get(arch)
+    if not isinstance(d, dict) or "tflops" not in d or "source" not in d:
+        raise SynthError(Loc(path), f"no published figure (tflops, source) for {arch!r}",
+                         f"add best.{arch} to synth/data/published_gemm.yaml")
     return float(d["tflops"]), " ".join(str(d["source"]).split())
 
 
