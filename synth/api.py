@@ -120,7 +120,7 @@ def _key_loc(path: str, key: str) -> Loc:
 
 
 def verify(target, *, time_limit: float = 60.0, certificate: Optional[str] = None,
-           progress: Optional[Callable[[int, int], None]] = None):
+           progress: Optional[Progress] = None):
     """Prove every wait of a program again (``synth verify``); returns :class:`synth.verify.Report`.
 
     ``target`` is a :class:`~synth.program.Program`, a ``program.json`` or an
@@ -128,14 +128,16 @@ def verify(target, *, time_limit: float = 60.0, certificate: Optional[str] = Non
     :data:`PROVE_QUERY_LIMIT` s). With ``certificate`` the SMT-LIB2 files and
     manifest are written to that folder (created atomically; an existing one is
     replaced only if synth wrote it). ``report.ok`` is False when a wait is
-    refuted or unproven; ``report.render()`` explains it.
+    refuted or unproven; ``report.render()`` explains it. ``progress`` is
+    called as ``progress("prove", done, total)`` per obligation.
     """
     from .verify import load_program, verify_program, write_certificate
 
     _check_limits(time_limit)
     deadline = time.monotonic() + time_limit
     program = load_program(os.fspath(target)) if isinstance(target, (str, os.PathLike)) else target
-    report = verify_program(program, time_limit=PROVE_QUERY_LIMIT, deadline=deadline, progress=progress)
+    report = verify_program(program, time_limit=PROVE_QUERY_LIMIT, deadline=deadline,
+                            progress=None if progress is None else lambda done, total: progress("prove", done, total))
     if certificate is not None:
         from .outdir import publish
 

@@ -548,8 +548,7 @@ def cmd_verify(args, ui: _Ui) -> Outcome:
     from .api import verify
 
     with ui.progress() as prog:
-        report = verify(args.target, time_limit=args.time_limit, certificate=args.certificate,
-                        progress=lambda d, t: prog("prove", d, t))
+        report = verify(args.target, time_limit=args.time_limit, certificate=args.certificate, progress=prog)
     out = Outcome(result={"program": report.program.name, "ok": bool(report.ok),
                           "obligations": _obligation_counts(report),
                           "waits": _waits_json(report.program, report),

@@ -210,3 +210,9 @@ def test_kernel_on_the_gpu_matches_the_emulator(gemm_folder):
     assert np.allclose(gpu(A, B), emu(A, B), atol=1e-2, rtol=1e-2)
     with pytest.raises(kernel.KernelError, match="K = 128"):
         gpu(A[:, :128], B[:, :128])
+
+
+def test_verify_reports_progress_like_solve(two_stage):
+    seen = []
+    assert api.verify(two_stage[0].program, time_limit=30, progress=lambda *a: seen.append(a)).ok
+    assert {p for p, _, _ in seen} == {"prove"} and seen[-1][1] == seen[-1][2] > 0
