@@ -38,6 +38,9 @@ MAX_UNITS = 64
 """Units of the target."""
 MAX_DEPS = 10_000
 """Explicit ``deps:`` entries."""
+MAX_EDGES = 100_000
+"""Dependence edges the buffers make (every reader of a buffer depends on every writer):
+a thousand ops that all read and write one buffer would make two million."""
 
 MAX_LATENCY = 100_000
 """Cycles from issue to result of an op (``latency``, a dep's ``latency``)."""
@@ -82,6 +85,7 @@ TABLE: tuple[tuple[str, str, str], ...] = (
     ("buffers", f"1 .. {MAX_BUFFERS}", "MAX_BUFFERS"),
     ("units", f"1 .. {MAX_UNITS}", "MAX_UNITS"),
     ("deps", f"0 .. {MAX_DEPS}", "MAX_DEPS"),
+    ("dependence edges", f"<= {MAX_EDGES}", "MAX_EDGES"),
     ("latency (op, dep)", f"0 .. {MAX_LATENCY}", "MAX_LATENCY"),
     ("issue", f"1 .. {MAX_ISSUE}", "MAX_ISSUE"),
     ("unit count", f"1 .. {MAX_UNIT_COUNT}", "MAX_UNIT_COUNT"),

@@ -24,6 +24,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from functools import cached_property
 
+from .bounds import MAX_EDGES
 from .errors import SynthError
 from .problem import Problem
 
@@ -78,15 +79,20 @@ class Graph:
 
 
 def build_graph(problem: Problem) -> Graph:
-    """All dependence edges of ``problem``; raises on a zero-distance cycle."""
+    """All dependence edges of ``problem``; raises on a zero-distance cycle, and when the
+    buffers would make more than :data:`~synth.bounds.MAX_EDGES` edges."""
     ops = problem.ops
     carried = {b.name for b in problem.buffers if b.carried}
+    writers: dict[str, list[int]] = {}
+    for a_idx, prod in enumerate(ops):
+        for buf in dict.fromkeys(prod.writes):
+            writers.setdefault(buf, []).append(a_idx)
+    _check_edge_count(problem, writers, carried)
     edges: list[Edge] = []
     for b_idx, op in enumerate(ops):
         for buf in op.reads:
-            for a_idx, prod in enumerate(ops):
-                if buf not in prod.writes:
-                    continue
+            for a_idx in writers.get(buf, ()):
+                prod = ops[a_idx]
                 dist = 0 if a_idx < b_idx else 1
                 edges.append(Edge(a_idx, b_idx, dist, prod.latency, "raw", buf))
                 # The write that follows (or is) this read must wait for it.
@@ -95,21 +101,41 @@ def build_graph(problem: Problem) -> Graph:
                                       buffered=buf not in carried))
                 else:
                     edges.append(Edge(b_idx, a_idx, 1, 0, "war", buf, buffered=buf not in carried))
-    for buf in carried:
-        writers = [i for i, o in enumerate(ops) if buf in o.writes]
-        for x in writers:
-            for y in writers:
+    for buf in (b.name for b in problem.buffers if b.carried):  # problem order: deterministic
+        ws = writers.get(buf, [])
+        for x in ws:
+            for y in ws:
                 if x < y:
                     edges.append(Edge(x, y, 0, 0, "waw", buf))
                     edges.append(Edge(y, x, 1, 0, "waw", buf))
-    names = [o.name for o in ops]
     for d in problem.deps:
-        a, b = names.index(d.src), names.index(d.dst)
+        a, b = problem.op_index(d.src), problem.op_index(d.dst)
         lat = ops[a].latency if d.latency is None else d.latency
         edges.append(Edge(a, b, d.distance, lat, "explicit"))
     graph = Graph(len(ops), tuple(dict.fromkeys(edges)))
     _check_zero_cycles(problem, graph)
     return graph
+
+
+def _check_edge_count(problem: Problem, writers: dict[str, list[int]], carried: set[str]) -> None:
+    """Refuse bodies whose buffers alone make more edges than the bound (every reader of a
+    buffer depends on every writer): the model and the checks are per edge."""
+    readers: dict[str, int] = {}
+    for op in problem.ops:
+        for buf in op.reads:
+            readers[buf] = readers.get(buf, 0) + 1
+    total = 0
+    worst: tuple[int, str] = (0, "")
+    for buf, ws in writers.items():
+        n = 2 * readers.get(buf, 0) * len(ws) + (2 * len(ws) * len(ws) if buf in carried else 0)
+        total += n
+        worst = max(worst, (n, buf))
+    if total > MAX_EDGES:
+        n, buf = worst
+        raise SynthError(problem.buffer(buf).loc if buf else None,
+                         f"the body has about {total} dependence edges, more than the {MAX_EDGES} allowed "
+                         f"(buffer '{buf}' alone: {readers.get(buf, 0)} readers x {len(writers[buf])} writers)",
+                         "give the ops their own buffers, or split the loop (see docs/bounds.md)")
 
 
 def _check_zero_cycles(problem: Problem, graph: Graph) -> None:

@@ -225,3 +225,16 @@ def test_mutated_examples_exit_0_or_2(case: tuple[str, bytes], tmp_path_factory:
     check_contract(code, err, secs, out)
     if code == 2:
         assert err.startswith(str(p)) and "\nfix: " in err, f"{what}: {err}"
+
+
+def test_one_buffer_shared_by_a_thousand_ops(tmp_path: pathlib.Path) -> None:
+    # Every reader of a buffer depends on every writer: 10^6 pairs are refused up front.
+    lines = ["name: allx", "loop: {var: i, trip_count: 4}", "buffers:", "  X: {space: shared, bytes: 4}", "ops:"]
+    lines += [f"  - {{name: o{j}, unit: alu, reads: [X], writes: [X], latency: 1}}" for j in range(1000)]
+    lines += ["target:", "  shared_bytes: 64", "  units:", "    alu: {}"]
+    p = tmp_path / "allx.yaml"
+    p.write_text("\n".join(lines) + "\n")
+    out = tmp_path / "out"
+    code, err, secs = solve(p, out)
+    check_contract(code, err, secs, out, (2,))
+    assert err.startswith(f"{p}:4:3: error: the body has about 2000000 dependence edges"), err
