@@ -67,8 +67,11 @@ class Phases:
     """Terms of one query over a Hopper program: one encoder per role instance."""
 
     def __init__(self, program: HopperProgram, *, trip: Optional[int] = None,
-                 overrides: Optional[dict[str, dict[int, Expr]]] = None) -> None:
+                 overrides: Optional[dict[str, dict[int, Expr]]] = None,
+                 lags: Optional[dict[str, int]] = None) -> None:
         self.p = program
+        self.lags = lags or {}
+        """Per role, steps subtracted from its step in the deadlock ranking (:meth:`rank_before`)."""
         self.trip = trip
         self.overrides = overrides or {}
         self.roles = {r.name: r for r in program.roles}
@@ -220,10 +223,12 @@ class Phases:
         return Or(cases)
 
     def rank_before(self, e1: Encoder, r1: Ref, e2: Encoder, r2: Ref):
-        """(step, role, position) of instance 1 is below that of instance 2."""
+        """(step - lag of its role, role, position) of instance 1 is below that of instance 2."""
         o1, o2 = self.order[r1.role], self.order[r2.role]
         tie = o1 < o2 or (o1 == o2 and r1.part == r2.part and r1.pos < r2.pos)
-        return Or(e1.j < e2.j, And(e1.j == e2.j, z3.BoolVal(tie)))
+        a = e1.j - self.lags.get(r1.role, 0)
+        b = e2.j - self.lags.get(r2.role, 0)
+        return Or(a < b, And(a == b, z3.BoolVal(tie)))
 
 
 def _state(s):
@@ -611,8 +616,8 @@ class HopperReport:
 
 
 def _solve(p: HopperProgram, ob: HObligation, time_limit: float, trip: Optional[int],
-           overrides: Optional[dict] = None):
-    ph = Phases(p, trip=trip, overrides=overrides)
+           overrides: Optional[dict] = None, lags: Optional[dict] = None):
+    ph = Phases(p, trip=trip, overrides=overrides, lags=lags)
     f, detail = ob.build(ph)
     s = z3.SimpleSolver()
     s.set("timeout", max(1, int(time_limit * 1000)))
@@ -668,11 +673,11 @@ def _stmt_of(p: HopperProgram, ob: HObligation):
 
 
 def prove_hopper_obligation(p: HopperProgram, ob: HObligation, time_limit: float = 10.0,
-                            trip: Optional[int] = None) -> ObligationResult:
+                            trip: Optional[int] = None, lags: Optional[dict] = None) -> ObligationResult:
     """Prove one obligation; a refutation carries a counterexample in the program's terms."""
     t0 = time.perf_counter()
     try:
-        status, s, ph, detail = _solve(p, ob, time_limit, trip)
+        status, s, ph, detail = _solve(p, ob, time_limit, trip, lags=lags)
     except Unsupported as e:
         return ObligationResult(ob.id, ob.kind, ob.wait, None, ob.part, ob.description, "refuted",
                                 time.perf_counter() - t0, reason=f"wellformed: {e}")
@@ -701,7 +706,8 @@ def verify_hopper(p: HopperProgram, *, time_limit: float = 10.0, tightness: bool
         raise SynthError(None, f"program {p.name}: opaque predicates are not supported in Hopper programs",
                          "write the predicate as a condition in the loop variable and T")
     obs = enumerate_hopper(p)
-    results = [prove_hopper_obligation(p, ob, time_limit, trip_count) for ob in obs]
+    lags = _ranking(p, [ob for ob in obs if ob.kind == "no_deadlock"], time_limit, trip_count)
+    results = [prove_hopper_obligation(p, ob, time_limit, trip_count, lags) for ob in obs]
     verdicts = []
     for r in p.roles:
         for idx, w in enumerate(r.program.waits):
@@ -714,6 +720,22 @@ def verify_hopper(p: HopperProgram, *, time_limit: float = 10.0, tightness: bool
             verdicts.append(WgmmaVerdict(r.name, idx, status, tight, reason))
     ok = all(x.status == "proven" for x in results)
     return HopperReport(ok, p, tuple(results), tuple(verdicts), time.perf_counter() - t0)
+
+
+LAGS = (0, 1, -1, 2, -2)
+"""Lags tried per role (after the first) for the deadlock ranking; 5 ** 2 combinations at most."""
+
+
+def _ranking(p: HopperProgram, obs: list[HObligation], time_limit: float, trip: Optional[int]) -> dict:
+    """Role lags under which every ``no_deadlock`` obligation holds (all zero when none does: the
+    refutations are then reported under the plain (step, role, position) order)."""
+    import itertools
+    others = [r.name for r in p.roles[1:]][:2]
+    for combo in itertools.product(LAGS, repeat=len(others)):
+        lags = dict(zip(others, combo))
+        if all(_solve(p, ob, time_limit, trip, lags=lags)[0] == "proven" for ob in obs):
+            return lags
+    return {}
 
 
 def _tightness(p: HopperProgram, role: str, idx: int, obs: list[HObligation], time_limit: float,

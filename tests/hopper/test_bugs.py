@@ -1,0 +1,238 @@
+"""Issue 16's bug table: each bug as a small Hopper program that synth refutes with a
+counterexample in the program's terms, and its corrected form proven for every T >= 1.
+The explicit-state oracle (real mbarrier semantics) judges both forms at small T."""
+
+from dataclasses import replace
+
+import pytest
+
+from synth.completion import ArriveStmt, Barrier, BarrierRef, PipelineState, TryWaitStmt, Tx
+from synth.expr import Num, Var, parse
+from synth.hopper.loop import HopperLoop, Load
+from synth.lower.barriers import lower_hopper
+from synth.program import Access, CommitStmt, OpStmt, Part, WaitStmt
+from synth.verify.oracle_phases import run
+from synth.verify.phases import verify_hopper
+
+LOADS = (Load("load_A", "A", 16384), Load("load_B", "B", 8192))
+
+
+def gemm(stages=2, k=1, consumers=1, loads=LOADS):
+    return lower_hopper(HopperLoop("gemm", loads, "mma", stages, k, consumers))
+
+
+def edit(p, role, part, fn):
+    prog = p.role(role).program
+    parts = tuple(replace(pt, stmts=tuple(fn(list(pt.stmts)))) if pt.name == part else pt for pt in prog.parts)
+    return p.with_role(role, replace(prog, parts=parts))
+
+
+def set_wait(p, role, idx, count):
+    prog = p.role(role).program
+    waits = list(prog.waits)
+    waits[idx] = replace(waits[idx], in_flight=parse(str(count)))
+    return p.with_role(role, replace(prog, waits=tuple(waits)))
+
+
+def refuted(p, classes, trips=range(1, 5)):
+    """Refuted by the prover (one of ``classes``, with a counterexample) and by the oracle."""
+    r = verify_hopper(p, time_limit=20, tightness=False)
+    assert not r.ok
+    bad = [o for o in r.obligations if o.status == "refuted" and o.kind in classes]
+    assert bad, r.render()
+    assert all(o.counterexample is not None or o.reason for o in bad)
+    cex = next(o.counterexample for o in bad if o.counterexample is not None)
+    assert cex.trip_count >= 1 and cex.part in ("body", "prologue", "epilogue")
+    seen = set()
+    for T in trips:
+        seen |= run(p, T).classes
+    assert seen, "the oracle finds no violation"
+    return r, cex, seen
+
+
+def proven(p, trips=range(1, 5)):
+    r = verify_hopper(p, time_limit=20, tightness=True)
+    assert r.ok, r.render()
+    for T in trips:
+        assert not run(p, T).violations, (T, run(p, T).violations)
+    return r
+
+
+def test_parity_alias_two_phases_behind():
+    """CUTLASS PR #3654: without the producer's wait on "empty" the producer laps the consumer; a
+    consumer two phases behind sees the parity of a later phase."""
+    good = gemm(stages=2, k=0)
+    bad = edit(good, "producer", "body", lambda st: st[1:])
+    r, cex, seen = refuted(bad, {"parity", "slot_reuse"})
+    assert "parity" in r.refuted_classes()
+    assert seen & {"parity", "slot_reuse", "raw", "arrivals", "tx_bytes"}
+    proven(good)
+
+
+def test_expect_tx_left_on_predicated_off_load():
+    """CUTLASS #2641: expect_tx announces a load's bytes, the load is predicated off: hang."""
+    loads = (Load("load_A", "A", 16384), Load("load_B", "B", 8192, "k < T - 1"))
+    good = gemm(loads=loads)
+    bad = edit(good, "producer", "body", lambda st: [replace(s, tx=tuple(Tx(t.bytes) for t in s.tx))
+                                                     if isinstance(s, ArriveStmt) else s for s in st])
+    r, cex, seen = refuted(bad, {"tx_bytes"})
+    tx = next(o for o in r.obligations if o.kind == "tx_bytes" and o.status == "refuted"
+              and o.counterexample is not None and "delivered" in o.counterexample.summary)
+    assert "24576 bytes expected, 16384 delivered" in tx.counterexample.summary
+    assert tx.counterexample.trip_count == 1
+    assert "no_deadlock" in seen
+    proven(good)
+
+
+def test_init_count_differs_from_arrivals_per_phase():
+    """CUTLASS #2404: "empty" initialized for two consumer warp groups, one arrives per phase."""
+    good = gemm(stages=2, k=1)
+    bad = replace(good, barriers=tuple(replace(b, count=2) if b.name == "empty" else b for b in good.barriers))
+    r, cex, seen = refuted(bad, {"arrivals"})
+    assert "1 of 2 arrivals" in " ".join(o.counterexample.summary for o in r.obligations
+                                         if o.counterexample is not None)
+    assert "no_deadlock" in seen
+
+
+def test_wrong_wgmma_wait_count_and_tightness():
+    """CUTLASS PR #2502: wait_group K + 1 lets the release free a slot a wgmma still reads."""
+    good = gemm(stages=3, k=1)
+    bad = set_wait(good, "consumer", 0, 2)
+    r, cex, seen = refuted(bad, {"release_after_wgmma"})
+    assert seen & {"release_after_wgmma"}
+    ok = proven(good)
+    assert all(v.tight for v in ok.waits), ok.render()
+
+
+def test_release_before_wgmma_completes():
+    """CUTLASS #2508, Triton #11047, NVIDIA/Fuser #3573 #3863: the arrive on "empty" is placed
+    before the wait_group that completes the wgmma reading the slot."""
+    good = gemm(stages=2, k=0)
+
+    def swap(st):
+        k = next(n for n, s in enumerate(st) if isinstance(s, WaitStmt))
+        return st[:k] + [st[k + 1], st[k]] + st[k + 2:]
+    bad = edit(good, "consumer", "body", swap)
+    r, cex, seen = refuted(bad, {"release_after_wgmma"})
+    assert "release_after_wgmma" in seen
+    assert cex.trip_count == 1
+
+
+def test_phase_never_flips():
+    """Triton #2868 #6354, facebookexperimental/triton #3658: the consumer never releases."""
+    good = gemm(stages=2, k=0)
+    bad = edit(good, "consumer", "body", lambda st: [s for s in st if not isinstance(s, ArriveStmt)])
+    r, cex, seen = refuted(bad, {"no_deadlock", "arrivals"})
+    assert "no_deadlock" in seen
+    dl = [o for o in r.obligations if o.kind == "no_deadlock" and o.status == "refuted"]
+    assert dl and min(o.counterexample.trip_count for o in dl) == 3  # the first wait on a released slot
+
+
+def _one_iteration_program(fixed: bool):
+    """tile-ai/tilelang #2566: the producer announces bytes with expect_tx (no arrival) and
+    arrives for iteration k one step later; the last arrival sits in an epilogue that only
+    loops of two or more iterations run."""
+    good = gemm(stages=2, k=0)
+    S = 2
+    i = Var("i")
+    tx = tuple(Tx(ld.bytes) for ld in LOADS)
+
+    ip1 = parse("i + 1")
+    prologue = [TryWaitStmt("empty", PipelineState(i, S, 1)), ArriveStmt("full", PipelineState(i, S, 0), 0, tx)] + \
+        [OpStmt(ld.op, i, None, None, (), (Access(ld.buffer, i, parse(f"i % {S}")),),
+                BarrierRef("full", PipelineState(i, S, 0), ld.bytes)) for ld in LOADS]
+    body = [TryWaitStmt("empty", PipelineState(ip1, S, 1)), ArriveStmt("full", PipelineState(i, S, 0)),
+            ArriveStmt("full", PipelineState(ip1, S, 0), 0, tx)] + \
+        [OpStmt(ld.op, ip1, None, None, (), (Access(ld.buffer, ip1, parse(f"(i + 1) % {S}")),),
+                BarrierRef("full", PipelineState(ip1, S, 0), ld.bytes)) for ld in LOADS]
+    last = parse("i + T - 1")
+    guard = None if fixed else parse("2 <= i + T")
+    epilogue = [ArriveStmt("full", PipelineState(last, S, 0), 1, (), guard)]
+    prog = good.role("producer").program
+    parts = (Part("prologue", "i", parse("min(T, 1)"), tuple(prologue)),
+             Part("body", "i", parse("max(T - 1, 0)"), tuple(body)),
+             Part("epilogue", "i", Num(1), tuple(epilogue)))
+    return good.with_role("producer", replace(prog, parts=parts))
+
+
+def test_one_iteration_loop_deadlocks():
+    bad = _one_iteration_program(fixed=False)
+    r, cex, seen = refuted(bad, {"arrivals", "no_deadlock"})
+    assert min(o.counterexample.trip_count for o in r.obligations
+               if o.status == "refuted" and o.counterexample is not None) == 1
+    assert "no_deadlock" in run(bad, 1).classes
+    assert not run(bad, 2).violations and not run(bad, 3).violations  # trip >= 2 works
+    proven(_one_iteration_program(fixed=True))
+
+
+def _flip_every_iteration(ring_parity: bool):
+    """tile-ai/tilelang #3087: the consumer signals a one-slot barrier "done" every iteration; the
+    producer, before refilling a slot, waits on it with the ring's parity (k / stages) % 2 instead
+    of the barrier's own (every iteration)."""
+    S = 2
+    good = gemm(stages=S, k=0)
+    p = replace(good, barriers=good.barriers + (Barrier("done", 1, 1, "empty", ("A", "B")),))
+    st = PipelineState(parse("i - 1"), S if ring_parity else 1, 0)
+    p = edit(p, "producer", "body", lambda s: [TryWaitStmt("done", st, parse("1 <= i"))] + s[1:])
+    p = edit(p, "consumer", "body", lambda s: [x if not isinstance(x, ArriveStmt) else
+                                               ArriveStmt("done", PipelineState(Var("i"), 1, 0)) for x in s])
+    return replace(p, setup=p.setup[:2] + (replace(p.setup[0], barrier="done"),) + p.setup[2:],
+                   teardown=p.teardown + (replace(p.teardown[0], barrier="done"),))
+
+
+def test_ring_parity_on_a_barrier_that_flips_every_iteration():
+    bad = _flip_every_iteration(ring_parity=True)
+    r, cex, seen = refuted(bad, {"parity", "slot_reuse"})
+    assert "parity" in r.refuted_classes()
+    proven(_flip_every_iteration(ring_parity=False))
+
+
+def _split_groups(count: int):
+    """tile-ai/tilelang #2505: one stage's wgmma split in two commit groups; the wait count is
+    the logical distance in groups of the unsplit stage."""
+    good = gemm(stages=3, k=1)
+
+    def split(st):
+        out = []
+        for s in st:
+            if isinstance(s, OpStmt) and s.op == "mma":
+                out += [s, CommitStmt(0, 0), replace(s, group=1)]
+            elif isinstance(s, CommitStmt):
+                out.append(CommitStmt(0, 1))
+            else:
+                out.append(s)
+        return out
+    p = edit(good, "consumer", "body", split)
+    return set_wait(p, "consumer", 0, count)
+
+
+def test_split_commit_groups():
+    bad = _split_groups(3)   # 1 stage in flight + both groups of the current stage
+    refuted(bad, {"release_after_wgmma"})
+    r = proven(_split_groups(2))
+    assert r.waits[0].tight
+
+
+def test_report_lists_obligations_by_class():
+    r = verify_hopper(gemm(stages=3, k=2, consumers=2), time_limit=20)
+    assert r.ok
+    classes = r.by_class()
+    for cls in ("parity", "arrivals", "tx_bytes", "no_deadlock", "release_after_wgmma", "wgmma_wait",
+                "slot_reuse", "fence"):
+        assert classes[cls]["proven"] >= 1, cls
+    assert "all obligations proven" in r.render()
+
+
+def test_missing_init_fence_and_inval():
+    good = gemm()
+    bad = replace(good, setup=good.setup[:2], teardown=good.teardown[:1])
+    r = verify_hopper(bad, time_limit=20, tightness=False)
+    assert {o.id for o in r.obligations if o.status == "refuted"} >= {"fence:init:full", "fence:init:empty",
+                                                                      "fence:inval:empty"}
+
+
+@pytest.mark.parametrize("T", [1, 2, 3])
+def test_every_trip_count_fixed(T):
+    """The symbolic proof agrees with a proof at each fixed trip count."""
+    r = verify_hopper(gemm(stages=3, k=1), time_limit=20, tightness=False, trip_count=T)
+    assert r.ok
