@@ -13,6 +13,7 @@ import re
 
 from .bounds import MAX_STAGE, MAX_WEIGHT
 from .errors import Loc, SynthError
+from .graph import build_graph, check_pins
 from .problem import Loop, Objective, Op, Pins, Problem
 from .yamlnodes import LDict, LList, check_bound, check_keys, require, suggest, want_int
 
@@ -43,8 +44,6 @@ def check_problem(problem: Problem, locs: dict[str, Loc] | None = None) -> None:
     the target).
     """
     locs = locs or {}
-    from .graph import build_graph, check_pins
-
     written = {b for op in problem.ops for b in op.writes}
     for buf in problem.buffers:
         if buf.name not in written:
