@@ -42,7 +42,7 @@ class Result:
 
 
 class TimeLimitReached(SynthError):
-    """The whole-command time limit ran out before a phase could start (the CLI exits 1)."""
+    """The whole-command time limit ran out before scheduling could start (the CLI exits 1)."""
 
 
 Progress = Callable[[str, int, int], None]
@@ -71,9 +71,10 @@ def run(problem: Problem, *, time_limit: float = 60.0, workers: int = 2, verify:
     ``deadline`` (a :func:`time.monotonic` instant) when given. CP-SAT gets
     :data:`SOLVER_SHARE` of what is left when a proof follows it (all of it
     otherwise), each Z3 query at most :data:`PROVE_QUERY_LIMIT` seconds and
-    none past the deadline. A phase that cannot start because the deadline has
-    passed raises :class:`TimeLimitReached`; a query cut short leaves its wait
-    ``unknown`` (``Result.proven`` is then False).
+    none past the deadline. When the deadline has passed before scheduling
+    can start, :class:`TimeLimitReached` is raised; once there is a schedule,
+    the lowering (bounded by the problem's size) always runs, and a proof
+    query cut short leaves its wait ``unknown`` (``Result.proven`` is False).
 
     Pure apart from solver time: nothing is written. Raises :class:`SynthError`
     for user errors (including infeasible problems).
@@ -106,13 +107,11 @@ def run(problem: Problem, *, time_limit: float = 60.0, workers: int = 2, verify:
         schedule = timed("schedule", lambda: solve_schedule(problem, graph, time_limit=budget, workers=workers))
     from .lower import lower
 
-    left("lowering")
     program = timed("lower", lambda: lower(problem, graph, schedule))
     report = None
     if verify:
         from .verify import verify_program
 
-        left("proving")
         t0 = time.monotonic()
         report = verify_program(program, time_limit=PROVE_QUERY_LIMIT, deadline=end,
                                 progress=lambda done, total: say("prove", done, total))
