@@ -164,8 +164,9 @@ def _run_stmt(program: Program, st: _SimState, s: Stmt, env: dict[str, int], sha
         if (a.buffer, v) in st.visible:
             pass
         elif (a.buffer, v) in st.landed:
-            return (f"RAW: {s.op} reads {a.buffer} k-tile {_show(a.version, v, part)} (slot "
-                    f"{_show(a.slot, int(evaluate(a.slot, env)), part)}) that the last wait completed in this "
+            sym = isinstance(program.trip_count, str)
+            return (f"RAW: {s.op} reads {a.buffer} k-tile {_show(a.version, v, part, sym)} (slot "
+                    f"{_show(a.slot, int(evaluate(a.slot, env)), part, sym)}) that the last wait completed in this "
                     "thread; the other threads' cp.async into it must be visible")
         else:
             raise ValueError(f"{part} step {i}: {s.op} reads {a.buffer} version {v} before any wait retires "
@@ -178,7 +179,8 @@ def _run_stmt(program: Program, st: _SimState, s: Stmt, env: dict[str, int], sha
         slot = int(evaluate(a.slot, env))
         if (a.buffer, slot) in st.read_slots:
             rd = st.read_slots[(a.buffer, slot)]
-            return (f"WAR: {s.op} overwrites {a.buffer} slot {_show(a.slot, slot, part)} that {rd} read since "
+            sym = isinstance(program.trip_count, str)
+            return (f"WAR: {s.op} overwrites {a.buffer} slot {_show(a.slot, slot, part, sym)} that {rd} read since "
                     "the last barrier; every warp must have finished reading it")
         v = int(evaluate(a.version, env))
         if op.is_async:
@@ -196,9 +198,10 @@ def _pending(st: _SimState) -> set:
     return {x for g in st.groups for x in g} | set(st.uncommitted)
 
 
-def _show(e: Expr, value: int, part: str) -> str:
-    """``e`` as written in the body (it holds for every iteration), its value elsewhere."""
-    return to_str(e) if part == "body" else str(value)
+def _show(e: Expr, value: int, part: str, symbolic: bool) -> str:
+    """``e`` as written in the body and with a symbolic trip count (it holds for every iteration
+    and trip count; the kernel's unrolled steps define ``i``), its value elsewhere."""
+    return to_str(e) if part == "body" or symbolic else str(value)
 
 
 __all__ = ["Barrier", "barriers", "step_env", "extent", "max_extent", "trip_samples"]

@@ -532,13 +532,13 @@ class _Writer:
                 continue
             self.run(part, run, ind, step)
             run = []
+            if b is not None:  # before the guard: barriers() assumes it runs whether or not the statement does
+                self.w(f"synth_syncthreads(); // sync:{self.nsync} {b.why}", ind)
+                self.nsync += 1
             gi = ind
             if guard is not None:
                 self.w(f"if ({guard}) {{", ind)
                 gi = ind + 1
-            if b is not None:
-                self.w(f"synth_syncthreads(); // sync:{self.nsync} {b.why}", gi)
-                self.nsync += 1
             if isinstance(s, CommitStmt):
                 self.w(f"synth_cp_async_commit();  // commit group {s.group} of queue {s.queue}", gi)
             elif isinstance(s, WaitStmt):
