@@ -5,6 +5,8 @@ from __future__ import annotations
 import re
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from synth.arch import ARCHS, get_arch
 from synth.search import Point, enumerate_space, make_context, prune, search_gemm
@@ -248,3 +250,31 @@ def test_published_figures_file_errors_are_located(tmp_path):
         best_published("sm_80", str(bad))
     assert {p.arch for p in calibration_points()} == {"sm_80"}
     assert all(p.source and p.tflops > 0 for p in calibration_points())
+
+
+def test_timing_a_point_never_lowers_its_prediction():
+    """Best-first refinement is exact only if a timed estimate is never below the untimed one."""
+    import random
+
+    rng = random.Random(7)
+    for shape in ((4096, 4096, 4096), (1000, 777, 1024), (8192, 64, 8192)):
+        ctx = make_context(*shape, "f16", "sm_80")
+        legal, _, _ = prune(ctx, enumerate_space())
+        for p in rng.sample(legal, 40):
+            e = new_entry(ctx, p)
+            t, _ = timed(ctx, p, 10.0, 1)
+            if t.ii is not None:
+                assert estimate_of(ctx, p, e.res, t).time_us >= e.est.time_us - 1e-9, (shape, p.label)
+
+
+
+@settings(max_examples=5, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(M=st.integers(1, 1024).map(lambda x: 8 * x), N=st.integers(1, 1024).map(lambda x: 8 * x),
+       K=st.integers(1, 1024).map(lambda x: 8 * x))
+def test_random_shapes_stay_under_the_cap_with_sane_explanations(M, N, K):
+    res = search_gemm(M, N, K, top=3, references=False)
+    cap, _ = best_published("sm_80")
+    for c in res.candidates:
+        assert 0 < c.tflops <= cap and c.time_us > 0
+        assert not NEG.search(c.why), c.why
+        assert sum(v for k, v in c.terms if k != "latency") >= 0
