@@ -134,6 +134,7 @@ def test_oversized_file(tmp_path: pathlib.Path) -> None:
     assert code == 2 and "more than the 262144 allowed" in err and secs < 10, err
 
 
+@pytest.mark.slow
 def test_thousand_op_chain(tmp_path: pathlib.Path) -> None:
     # The zero-distance cycle check used to recurse once per op (RecursionError).
     n = 1000
@@ -227,6 +228,7 @@ def test_mutated_examples_exit_0_or_2(case: tuple[str, bytes], tmp_path_factory:
         assert err.startswith(str(p)) and "\nfix: " in err, f"{what}: {err}"
 
 
+@pytest.mark.slow
 def test_one_buffer_shared_by_a_thousand_ops(tmp_path: pathlib.Path) -> None:
     # Every reader of a buffer depends on every writer: 10^6 pairs are refused up front.
     lines = ["name: allx", "loop: {var: i, trip_count: 4}", "buffers:", "  X: {space: shared, bytes: 4}", "ops:"]
