@@ -1,34 +1,33 @@
-"""nvcc/ptxas and SASS checks of kernel.cu (no GPU needed).
+"""nvcc/ptxas and SASS checks of kernel.cu (no GPU needed), read with synth.emit.sass.
 
 * ptxas -v: compiles for sm_80 and sm_90, no spills, no stack, at most 255
   registers, no static shared memory (all of it is the dynamic size the schedule
   gives);
-* cuobjdump -sass: in the body loop (the one backward branch), every
+* cuobjdump -sass: in the body loop (the backward branch with the HMMAs), every
   ``cp.async.wait_group N`` is a ``DEPBAR.LE SB0, N`` with the program's body
   counts, every ``commit_group`` an ``LDGDEPBAR``, and the ``LDGSTS`` per k-tile
   are the cp.async the program issues per iteration; over the whole kernel the
   wait immediates are the text's;
 * CUTLASS's default configuration (128x256x64, 8 warps, 3 stages) and Triton's
   tutorial default (128x128x64, 4 warps, 3 stages) compile without spills, also
-  at ``-maxrregcount`` = ``gemm.register_estimate`` (sm_80).
+  at ``-maxrregcount`` = ``gemm.register_estimate`` (sm_80);
+* issue 9's targets for the main loop, the comparison with CUTLASS, and the
+  schedule surviving ptxas (the order of LDGSTS, LDSM, HMMA, DEPBAR, BAR.SYNC
+  against program.json), for a static and a symbolic trip count.
 """
 
 from __future__ import annotations
 
 import functools
-import glob
-import os
 import pathlib
 import re
-import shutil
-import subprocess
 import sys
-import tempfile
 from collections import Counter
 
 import pytest
 
 from gemm_fixtures import NVCC, gemm_problem, program_for
+from synth.emit import sass as sa
 from synth.emit.cuda import emit_kernel, kernel_info
 from synth.expr import evaluate
 from synth.gemm import register_estimate, tiling
@@ -48,101 +47,47 @@ CONFIGS = {
     "triton-default": dict(stages=3, warps=4, BM=128, BN=128, BK=64, M=1024, N=1024, K=1024),
 }
 CASES = [(key, arch) for key in CONFIGS for arch in ("sm_80", "sm_90")]
-
-
-def _tool(name: str):
-    found = shutil.which(name)
-    if found:
-        return found
-    for root in sys.path:
-        hits = glob.glob(os.path.join(root, "nvidia", "*", "bin", name)) + \
-            glob.glob(os.path.join(root, "nvidia", "*", "*", "bin", name))
-        if hits:
-            return hits[0]
-    return None
-
-
-CUOBJDUMP = _tool("cuobjdump")
+CUOBJDUMP = sa.tool("cuobjdump")
 
 
 @functools.lru_cache(maxsize=None)
 def build(key: str, arch: str, maxrreg: int = 0):
-    """(problem, schedule, program, text, ptxas log, sass) of CONFIGS[key] for ``arch``; with
-    ``maxrreg`` the kernel is compiled without its launch bounds at ``-maxrregcount maxrreg``."""
+    """(problem, schedule, program, text, Compiled) of CONFIGS[key] for ``arch`` (cached on disk by
+    synth.emit.sass); with ``maxrreg`` the kernel is compiled without its launch bounds at
+    ``-maxrregcount maxrreg``."""
     p = gemm_problem(**CONFIGS[key])
     s, prog = program_for(p)
     text = emit_kernel(p, s, prog)
-    flags = []
+    flags: tuple[str, ...] = ()
     if maxrreg:
         bounds = "#define SYNTH_LAUNCH_BOUNDS(n) __launch_bounds__(n, 1)"
         assert bounds in text
         text = text.replace(bounds, "#define SYNTH_LAUNCH_BOUNDS(n)")
-        flags = [f"-maxrregcount={maxrreg}"]
-    d = tempfile.mkdtemp(prefix="synth-sass-")
-    src, cubin = os.path.join(d, "kernel.cu"), os.path.join(d, "kernel.cubin")
-    with open(src, "w") as fh:
-        fh.write(text)
-    proc = subprocess.run([NVCC, f"-arch={arch}", "-cubin", "-O3", "-Xptxas", "-v", *flags, "-o", cubin, src],
-                          capture_output=True, text=True, timeout=300)
-    assert proc.returncode == 0, proc.stderr[-4000:]
-    sass = None
-    if CUOBJDUMP and not maxrreg:
-        sass = subprocess.run([CUOBJDUMP, "-sass", cubin], capture_output=True, text=True, timeout=120).stdout
-    shutil.rmtree(d, ignore_errors=True)
-    return p, s, prog, text, proc.stderr + proc.stdout, sass
-
-
-def ptxas_figures(log: str) -> dict[str, int]:
-    regs = re.search(r"Used (\d+) registers", log)
-    spill = re.search(r"(\d+) bytes spill stores, (\d+) bytes spill loads", log)
-    stack = re.search(r"(\d+) bytes stack frame", log)
-    smem = re.search(r"(\d+) bytes smem", log)
-    assert regs and spill and stack, log
-    return {"registers": int(regs.group(1)), "spill_stores": int(spill.group(1)),
-            "spill_loads": int(spill.group(2)), "stack": int(stack.group(1)),
-            "static_smem": int(smem.group(1)) if smem else 0}
-
-
-INSN = re.compile(r"/\*([0-9a-f]{4,})\*/\s+(.*?)\s*;")
-
-
-def sass_insns(sass: str) -> list[tuple[int, str]]:
-    return [(int(a, 16), ins) for a, ins in INSN.findall(sass)]
-
-
-def body_loop(insns):
-    """Instructions of the (single) loop: from the backward branch's target to the branch."""
-    back = []
-    for addr, ins in insns:
-        m = re.search(r"\bBRA\s+(?:`\(\.L_x_\d+\)|)?(0x[0-9a-f]+)", ins)
-        if m and int(m.group(1), 16) < addr:
-            back.append((int(m.group(1), 16), addr))
-    back = [b for b in back if b[1] - b[0] > 16]  # not the trailing self-loop after EXIT
-    assert len(back) == 1, back
-    lo, hi = back[0]
-    return [ins for addr, ins in insns if lo <= addr <= hi]
+        flags = (f"-maxrregcount={maxrreg}",)
+    return p, s, prog, text, sa.compile_cuda(text, arch, flags)
 
 
 def waits_of(insns) -> list[int]:
-    return [int(m.group(1), 16) for ins in insns if (m := re.search(r"DEPBAR\.LE SB0, (0x[0-9a-f]+)", ins))]
+    return [int(m.group(1), 0) for x in insns if x.opcode.startswith("DEPBAR")
+            and (m := re.search(r"SB0,\s*(0x[0-9a-f]+|\d+)", x.operands))]
 
 
-def count(insns, op: str) -> int:
-    return sum(1 for ins in insns if re.match(rf"(@!?P\d+\s+)?{op}\b", ins))
+def count(insns, opcode: str) -> int:
+    """Instructions whose opcode is ``opcode`` or starts with ``opcode.``."""
+    return sum(1 for x in insns if x.opcode == opcode or x.opcode.startswith(opcode + "."))
 
 
 @pytest.mark.slow
 @pytest.mark.parametrize("key, arch", CASES)
 def test_ptxas_resources(key, arch):
-    p, s, prog, text, log, _ = build(key, arch)
-    f = ptxas_figures(log)
-    print(f"{key} {arch}: {f}")
-    assert f["spill_stores"] == 0 and f["spill_loads"] == 0, log
-    assert f["stack"] == 0, log
-    assert f["registers"] <= 255
-    assert f["static_smem"] == 0  # all shared memory is dynamic, sized from the schedule
-    assert kernel_info(p, s, prog).smem_bytes == sum(
-        b.bytes * s.mult(b.name) for b in p.buffers if b.space == "shared")
+    p, s, prog, text, comp = build(key, arch)
+    print(f"{key} {arch}: {comp.registers} registers")
+    assert comp.spill_stores == 0 and comp.spill_loads == 0, comp.log
+    assert comp.stack == 0, comp.log
+    assert comp.registers <= 255
+    assert comp.static_smem == 0  # all shared memory is dynamic
+    info = kernel_info(p, s, prog)
+    assert info.pipeline_smem_bytes == sum(b.bytes * s.mult(b.name) for b in p.buffers if b.space == "shared")
 
 
 @pytest.mark.slow
@@ -154,21 +99,20 @@ def test_register_estimate_is_enough_without_spills(key, arch):
     p = gemm_problem(**CONFIGS[key])
     est = register_estimate(p.gemm)
     assert est == 232
-    *_, log, _ = build(key, arch, maxrreg=est)
-    f = ptxas_figures(log)
-    print(f"{key} {arch} at -maxrregcount {est}: {f}")
-    assert f["registers"] <= est
-    assert f["spill_stores"] == 0 and f["spill_loads"] == 0 and f["stack"] == 0, log
+    *_, comp = build(key, arch, maxrreg=est)
+    print(f"{key} {arch} at -maxrregcount {est}: {comp.registers} registers")
+    assert comp.registers <= est
+    assert comp.spill_stores == 0 and comp.spill_loads == 0 and comp.stack == 0, comp.log
 
 
 @pytest.mark.slow
 @pytest.mark.skipif(CUOBJDUMP is None, reason="cuobjdump not found: pip install nvidia-cuda-cuobjdump")
 @pytest.mark.parametrize("key, arch", CASES)
 def test_sass_waits_and_copies_match_the_program(key, arch):
-    p, s, prog, text, _, sass = build(key, arch)
+    p, s, prog, text, comp = build(key, arch)
     info = kernel_info(p, s, prog)
-    insns = sass_insns(sass)
-    loop = body_loop(insns)
+    every = sa.parse_sass(comp.sass)
+    loop = sa.main_loop(every)
     u = info.body_unroll
     # per k-tile: the program's cp.async (LDGSTS), commits (LDGDEPBAR), waits (DEPBAR.LE SB0, N)
     assert count(loop, "LDGSTS") == u * info.cp_async_per_iteration
@@ -178,7 +122,6 @@ def test_sass_waits_and_copies_match_the_program(key, arch):
     assert count(loop, "BAR.SYNC") == u * body_bars
     # the whole kernel: the text's wait immediates, nothing merged or dropped
     text_waits = [int(x) for x in re.findall(r"synth_cp_async_wait<(\d+)>\(\);", text)]
-    every = [ins for _, ins in insns]
     assert Counter(waits_of(every)) == Counter(text_waits)
     n_sync = len(re.findall(r"^\s*synth_syncthreads\(\); // sync:", text, re.M))
     t = tiling(p.gemm)
@@ -201,7 +144,6 @@ HMMA_DRIFT = 8
 @functools.lru_cache(maxsize=None)
 def target_build(key: str, symbolic: bool = False):
     """The config's kernel for K = 4096 (``symbolic``: for every K, the trip count T >= 1 at run time)."""
-    from synth.emit import sass as sa
     from synth.gemm import GemmConfig, expand_gemm
 
     if symbolic:
@@ -230,8 +172,6 @@ def test_main_loop_meets_the_targets(key, symbolic):
     use, no HMMA-free run holding more than a third of the LDGSTS, 128-bit C stores, no spills; live
     instructions per HMMA at most CUTLASS's as measured by benchmarks/sass_vs_cutlass.py (2.48, 2.48, 2.06
     with nvcc 13.0; compared with CUTLASS compiled here when nvidia-cutlass is installed)."""
-    from synth.emit import sass as sa
-
     p, s, prog, comp, insns, loop = target_build(key, symbolic)
     t = tiling(p.gemm)
     st = sa.loop_stats(loop, t.MI * t.NI * t.KI)
@@ -249,8 +189,6 @@ def test_main_loop_meets_the_targets(key, symbolic):
 @pytest.mark.skipif(CUOBJDUMP is None, reason="cuobjdump not found: pip install nvidia-cuda-cuobjdump")
 @pytest.mark.parametrize("key", TARGET_CONFIGS)
 def test_cutlass_comparison_when_installed(key):
-    from synth.emit import sass as sa
-
     sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1] / "benchmarks"))
     import sass_vs_cutlass as bench
 
