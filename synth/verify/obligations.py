@@ -19,14 +19,11 @@ that make "earlier" mean what it says.
 
 from __future__ import annotations
 
-import json
-import os
 from dataclasses import dataclass
 from typing import Optional
 
-from ..errors import Loc, SynthError
 from ..expr import ExprError, Expr, free_vars, is_bool, parse, to_str
-from ..program import PARTS, CommitStmt, OpStmt, Program, WaitStmt, program_from_json
+from ..program import PARTS, CommitStmt, OpStmt, Program, WaitStmt
 from . import encode as E
 
 KINDS = ("raw", "war", "waw", "count-nonnegative", "wellformed")
@@ -338,37 +335,6 @@ def _check_expr(path: str, e, allowed: set, want_bool: bool) -> None:
                            text)
 
 
-def load_program(path: str) -> Program:
-    """Read ``program.json`` (or the ``OUT/`` folder holding it); errors are :class:`SynthError`."""
-    file = os.path.join(path, "program.json") if os.path.isdir(path) else path
-    try:
-        with open(file, encoding="utf-8") as fh:
-            text = fh.read()
-    except FileNotFoundError:
-        raise SynthError(Loc(file), "no such file",
-                         "pass program.json or the output folder of 'synth solve'") from None
-    except OSError as e:
-        raise SynthError(Loc(file), f"cannot read: {e.strerror}", "check the path and its permissions") from None
-    try:
-        doc = json.loads(text)
-    except json.JSONDecodeError as e:
-        raise SynthError(Loc(file, e.lineno, e.colno), f"not valid JSON: {e.msg}",
-                         "fix the JSON syntax (program.json is written by 'synth solve')") from None
-    try:
-        _check_shape(doc)
-        program = program_from_json(doc)
-        validate_program(program)
-    except ProgramError as e:
-        raise SynthError(_locate(file, text, e.needle), f"{e.path}: {e.msg}", e.fix) from None
-    except ExprError as e:
-        raise SynthError(Loc(file), f"bad expression: {e}", "use C syntax: i + 3, (i < 1) ? 1 : 0") from None
-    except (KeyError, ValueError, TypeError, AttributeError) as e:
-        raise SynthError(Loc(file), f"malformed program: {e!s}",
-                         "regenerate it with 'synth solve' or 'synth lower', or compare with its schema in "
-                         "docs/verification.md") from None
-    return program
-
-
 _REQUIRED = {
     "": ("name", "loop", "max_stage", "ops", "buffers", "queues", "parts", "waits"),
     "loop": ("var", "trip_count", "min_trip_count"),
@@ -381,62 +347,6 @@ _REQUIRED = {
 _STMT_REQUIRED = {"op": ("op", "iteration"), "commit": ("queue", "group"), "wait": ("wait",)}
 
 
-def _check_shape(doc) -> None:
-    """Required keys and kinds, with a path for the error (the rest is checked after parsing)."""
-    if not isinstance(doc, dict):
-        raise ProgramError("(top level)", "expected a JSON object", "program.json is an object with \"waits\" etc.")
-    for k in _REQUIRED[""]:
-        if k not in doc:
-            raise ProgramError("(top level)", f"missing key {k!r}", f"add \"{k}\" (see docs/verification.md)")
-    if not isinstance(doc["loop"], dict):
-        raise ProgramError("loop", "expected an object", "write \"loop\": {\"var\": ..., ...}", '"loop"')
-    for k in _REQUIRED["loop"]:
-        if k not in doc["loop"]:
-            raise ProgramError("loop", f"missing key {k!r}", f"add \"{k}\" to \"loop\"", '"loop"')
-    for sec in ("ops", "buffers", "queues", "parts", "waits"):
-        if not isinstance(doc[sec], list):
-            raise ProgramError(sec, "expected a list", f"write \"{sec}\": [...]", f'"{sec}"')
-        for n, item in enumerate(doc[sec]):
-            if not isinstance(item, dict):
-                raise ProgramError(f"{sec}[{n}]", "expected an object", "see docs/verification.md", f'"{sec}"')
-            for k in _REQUIRED[sec]:
-                if k not in item:
-                    raise ProgramError(f"{sec}[{n}]", f"missing key {k!r}", f"add \"{k}\"", f'"{sec}"')
-    for n, w in enumerate(doc["waits"]):
-        if isinstance(w["in_flight"], bool) or not isinstance(w["in_flight"], (int, str)):
-            raise ProgramError(f"waits[{n}].in_flight", "expected an integer or an expression string",
-                               "write 2 or \"2 - i\"", '"in_flight"')
-        if isinstance(w["in_flight"], str):
-            _check_expr(f"waits[{n}].in_flight", w["in_flight"], _names(w["in_flight"]), False)
-        if w["part"] not in PARTS:
-            raise ProgramError(f"waits[{n}].part", f"unknown part {w['part']!r}", f"use one of {', '.join(PARTS)}",
-                               f'"{w["part"]}"')
-    for n, pt in enumerate(doc["parts"]):
-        if not isinstance(pt["stmts"], list):
-            raise ProgramError(f"parts[{n}].stmts", "expected a list", "write \"stmts\": [...]", '"stmts"')
-        for k, s in enumerate(pt["stmts"]):
-            kind = s.get("kind") if isinstance(s, dict) else None
-            if kind not in _STMT_REQUIRED:
-                raise ProgramError(f"parts[{n}].stmts[{k}]", f"unknown statement kind {kind!r}",
-                                   "use kind op, commit or wait", '"kind"')
-            for key in _STMT_REQUIRED[kind]:
-                if key not in s:
-                    raise ProgramError(f"parts[{n}].stmts[{k}]", f"missing key {key!r}", f"add \"{key}\"",
-                                       f'"kind": "{kind}"')
-            for key in ("iteration", "guard"):
-                if isinstance(s.get(key), str):
-                    _check_expr(f"parts[{n}].stmts[{k}].{key}", s[key], _names(s[key]), key == "guard")
-            for key in ("reads", "writes"):
-                for a, acc in enumerate(s.get(key, [])):
-                    for f in ("buffer", "version", "slot"):
-                        if not isinstance(acc, dict) or f not in acc:
-                            raise ProgramError(f"parts[{n}].stmts[{k}].{key}[{a}]", f"missing key {f!r}",
-                                               f"add \"{f}\"", f'"{key}"')
-                    for f in ("version", "slot"):
-                        if isinstance(acc[f], str):
-                            _check_expr(f"parts[{n}].stmts[{k}].{key}[{a}].{f}", acc[f], _names(acc[f]), False)
-
-
 def _names(text: str) -> set:
     try:
         return set(free_vars(parse(text)))
@@ -444,17 +354,5 @@ def _names(text: str) -> set:
         return set()
 
 
-def _locate(file: str, text: str, needle: str) -> Loc:
-    """Line and column of the first occurrence of ``needle`` (a JSON fragment) in ``text``."""
-    if needle:
-        for cand in (needle, needle.strip('"')):
-            pos = text.find(cand)
-            if pos >= 0:
-                line = text.count("\n", 0, pos) + 1
-                col = pos - (text.rfind("\n", 0, pos) + 1) + 1
-                return Loc(file, line, col)
-    return Loc(file)
-
-
 __all__ = ["Obligation", "KINDS", "enumerate_obligations", "blame", "wait_text", "validate_program",
-           "load_program", "ProgramError"]
+           "ProgramError"]

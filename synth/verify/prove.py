@@ -383,9 +383,12 @@ def verify_program(program: Program, *, time_limit: float = 10.0, tightness: boo
         elif status == "unknown":
             reason = next(r.reason for r in mine if r.status == "unknown")
         verdicts.append(WaitVerdict(idx, status, secs, cex, tight, reason))
-        if tight is not None:
-            new_reason = w.reason if tight else (f"{w.reason}; {reason}" if w.reason else reason)
-            waits[idx] = replace(w, tight=tight, reason=new_reason)
+        # The program's tight field always reflects this run's verdict, never what a file said.
+        if tight:
+            waits[idx] = replace(w, tight=True)
+        else:
+            waits[idx] = replace(w, tight=tight, reason=f"{w.reason}; {reason}" if w.reason and reason else
+                                 (reason or w.reason))
     glob = tuple(r for r in results if r.wait is None and r.status != "proven")
     ok = all(r.status == "proven" for r in results)
     return Report(ok, tuple(verdicts), tuple(results), glob, replace(program, waits=tuple(waits)),
