@@ -12,6 +12,8 @@ pytestmark = pytest.mark.skipif(bool(gen.tvm_available()), reason=gen.tvm_availa
 # TVM's expected output for two producers interleaved with their consumer commits both prologue copies
 # as one group per step but waits as if each were its own group (docs/check.md).
 REFUTED = {"tvm-producer-interleaving"}
+# Two async stages feeding each other with a double-buffered first buffer: RFC 0077's three-stage race.
+RACE = {"tvm-producer-interleaving", "tvm-two-async-stages"}
 
 
 def _write(tmp_path, name: str, text: str | None = None) -> str:
@@ -25,8 +27,10 @@ def test_tvm_pipelines(tmp_path, name):
     rc, doc, err = run_check(_write(tmp_path, name))
     res = doc["result"]
     assert res["source"] == "tvm"
-    if name in REFUTED:
-        assert rc == 1 and not res["ok"] and res["counts"]["refuted"] >= 1
+    if name in RACE:
+        assert rc == 1 and not res["ok"]
+        assert (res["counts"]["refuted"] >= 1) == (name in REFUTED)
+        assert res["global_failures"]
     else:
         assert rc == 0, err
         assert res["counts"] == {"proven": len(res["waits"]), "refuted": 0, "unknown": 0}
@@ -66,3 +70,11 @@ def test_lowering_a_body_wait_is_refuted(tmp_path):
     rc, out, _ = run_text(_write(tmp_path, "bad", text.replace('"async_wait_inflight_count": 2',
                                                                  '"async_wait_inflight_count": 3', 1)))
     assert rc == 1 and "RAW (stale read)" in out
+
+
+def test_two_async_stages_race_is_a_war_on_the_first_buffer(tmp_path):
+    """TVM double-buffers S1 although S2's async copy still reads S1[k % 2] when S1[(k + 2) % 2] is refilled."""
+    rc, out, _ = run_text(_write(tmp_path, "tvm-two-async-stages"))
+    assert rc == 1
+    assert "not charged to any wait" in out
+    assert "WAR (slot overwritten while read)" in out and "S1_store (iteration 2) overwrites S1 slot 0" in out

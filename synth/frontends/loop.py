@@ -57,6 +57,8 @@ class Event:
     line: int = 0
     text: str = ""
     """The source statement, for reports."""
+    reads: tuple = ()
+    """For an async write: the ``(buffer, slot)`` pairs the same op reads (an async stage fed by another)."""
 
 
 @dataclass(frozen=True)
@@ -215,10 +217,6 @@ def to_program(loop: Loop, min_trip: Optional[int] = None, trip_count: Optional[
                 raise _err(loop, e.line, f"{e.text or e.key} {part} the loop runs only when {to_str(e.guard)}",
                            "a predicated-off copy changes which write a slot holds last; copies predicated by "
                            "a condition (not by a zero-filling mask) are outside the model")
-    for e in loop.epilogue:
-        if e.kind == "write" and e.buffer in written:
-            raise _err(loop, e.line, f"an async copy after the loop ({e.text})",
-                       "copies after the pipelined loop are outside the model")
     # ---- body writers: one version per step, slot (k + c) % M ---------------------------
     body_c: dict[str, int] = {}
     writers: dict[str, list[str]] = {}
@@ -280,6 +278,28 @@ def to_program(loop: Loop, min_trip: Optional[int] = None, trip_count: Optional[
         before = any(x.kind == "write" and x.buffer == e.buffer for x in loop.body[:pos])
         top = pro_count[e.buffer] - (0 if before else 1)
         body_read_a.append(_last_version(top, d, m))
+    def body_version(pos: int, ev: Event, buffer: str, slot) -> int:
+        m = bufs[buffer]
+        d = _body_offset(loop, Event("read", ev.key, buffer, slot, line=ev.line, text=ev.text), m, mt)
+        before = any(x.kind == "write" and x.buffer == buffer for x in loop.body[:pos])
+        return _last_version(pro_count[buffer] - (0 if before else 1), d, m)
+
+    def pro_version(pos: int, buffer: str, slot: int) -> int:
+        m = bufs[buffer]
+        done = [x for x in loop.prologue[:pos] if x.kind == "write" and x.buffer == buffer]
+        per_writer = len(done) // max(1, len(writers[buffer]))
+        cand = [v for v in range(per_writer) if v % m == slot]
+        return cand[-1] if cand else slot - m  # never written: the producer never ran
+
+    def read_accesses(ev: Event, version_of) -> tuple:
+        out = []
+        for buffer, slot in ev.reads:
+            if buffer in written:
+                v = version_of(buffer, slot)
+                vx = Num(v) if isinstance(v, int) else v
+                out += [Access(buffer, vx, _slot_of(vx, bufs[buffer]), w) for w in writers[buffer]]
+        return tuple(out)
+
     read_stage: dict[str, int] = {}
     for e, a in zip(loop.body, body_read_a):
         if a is None:
@@ -331,7 +351,10 @@ def to_program(loop: Loop, min_trip: Optional[int] = None, trip_count: Optional[
                 acc = Access(ev.buffer, ver, _slot_of(ver, bufs[ev.buffer]))
                 if ev.kind == "write":
                     add_op(key, stg, True, ev.queue, part, ev)
-                    stmts.append(OpStmt(key, it, guard, group, (), (acc,)))
+                    vf = (lambda b, sl, pos=pos: pro_version(pos, b, sl)) if part == "prologue" else \
+                        (lambda b, sl, pos=pos, ev=ev: epi_version(pos, ev, b, sl))
+                    rd = read_accesses(ev, vf) if ev.reads else ()
+                    stmts.append(OpStmt(key, it, guard, group, rd, (acc,)))
                     pending.append(len(stmts) - 1)
                 else:
                     add_op(key, stg, False, None, part, ev)
@@ -364,11 +387,7 @@ def to_program(loop: Loop, min_trip: Optional[int] = None, trip_count: Optional[
             n = pro_seen.get((ev.buffer, ev.key), 0)
             pro_seen[(ev.buffer, ev.key)] = n + 1
             return n + stage[ev.key], n, stage[ev.key], ev.key
-        m = bufs[ev.buffer]
-        done = [x for x in loop.prologue[:pos] if x.kind == "write" and x.buffer == ev.buffer]
-        per_writer = len(done) // max(1, len(writers[ev.buffer]))
-        cand = [v for v in range(per_writer) if v % m == ev.slot]
-        version = cand[-1] if cand else ev.slot - m  # never written: the producer never ran
+        version = pro_version(pos, ev.buffer, ev.slot)
         if ev.key in read_stage:
             st = read_stage[ev.key]
             return version + st, version, st, ev.key
@@ -401,7 +420,8 @@ def to_program(loop: Loop, min_trip: Optional[int] = None, trip_count: Optional[
         if ev.kind == "write" and ev.buffer in written:
             add_op(ev.key, stage[ev.key], True, ev.queue, "body", ev)
             v = parse(f"i + {pro_count[ev.buffer]}")
-            body_stmts.append(OpStmt(ev.key, v, guard, group, (),
+            rd = read_accesses(ev, lambda b, sl, pos=pos, ev=ev: _rename(parse(f"k + {body_version(pos, ev, b, sl)}")))
+            body_stmts.append(OpStmt(ev.key, v, guard, group, rd,
                                      (Access(ev.buffer, v, _slot_of(v, bufs[ev.buffer])),)))
             pending.append(len(body_stmts) - 1)
         elif ev.kind == "read" and ev.buffer in written:
@@ -430,10 +450,30 @@ def to_program(loop: Loop, min_trip: Optional[int] = None, trip_count: Optional[
     # epilogue
     epi_placed: list[int] = []
 
+    epi_seen: dict[str, int] = {}
+
+    def epi_before(pos: int, buffer: str) -> int:
+        """Version offset of the last write of ``buffer`` before epilogue position ``pos`` (B + this)."""
+        n = len([x for x in loop.epilogue[:pos] if x.kind == "write" and x.buffer == buffer])
+        return pro_count[buffer] - 1 + n // max(1, len(writers[buffer]))
+
+    def epi_version(pos: int, ev: Event, buffer: str, slot) -> Expr:
+        m = bufs[buffer]
+        d = _epilogue_offset(loop, Event("read", ev.key, buffer, slot, line=ev.line, text=ev.text), m, mt)
+        return simplify(Bin("+", B, Num(_last_version(epi_before(pos, buffer), d, m))))
+
     def epi_where(ev: Event, pos: int):
         m = bufs[ev.buffer]
         d = _epilogue_offset(loop, ev, m, mt)
-        a = _last_version(pro_count[ev.buffer] - 1, d, m)
+        if ev.kind == "write":
+            j = epi_seen.get(ev.key, 0)
+            epi_seen[ev.key] = j + 1
+            if (pro_count[ev.buffer] + j - d) % m:
+                raise _err(loop, ev.line, f"{ev.text or ev.key} after the loop writes slot (B + {d}) % {m}, not "
+                           f"(B + {pro_count[ev.buffer] + j}) % {m}", "the buffer must rotate: write n lands in slot n % M")
+            epi_placed.append(j)
+            return j, simplify(Bin("+", B, Num(pro_count[ev.buffer] + j))), stage[ev.key], ev.key
+        a = _last_version(epi_before(pos, ev.buffer), d, m)
         version = simplify(Bin("+", B, Num(a)))
         if ev.key in read_stage:
             st = read_stage[ev.key]

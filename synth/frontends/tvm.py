@@ -66,6 +66,8 @@ def _conv(e, env: dict) -> Expr:
         return _conv(e.value, env)
     if n == "Call" and "likely" in str(getattr(e, "op", "")) and len(e.args) == 1:
         return _conv(e.args[0], env)
+    if n == "Call" and "if_then_else" in str(getattr(e, "op", "")) and len(e.args) == 3:
+        return simplify(Ite(_conv(e.args[0], env), _conv(e.args[1], env), _conv(e.args[2], env)))
     raise _Unsupported(f"{n} in an index or condition ({e})")
 
 
@@ -133,11 +135,19 @@ def _find_body(s, path: list, found: list) -> None:
 
 
 def _line(s) -> int:
-    sp = getattr(s, "span", None)
-    try:
-        return int(sp.line) if sp is not None and sp.line is not None else 0
-    except (AttributeError, TypeError, ValueError):
-        return 0
+    """The source line of ``s``, else of the first statement inside it that has one (0: none)."""
+    for _ in range(16):
+        sp = getattr(s, "span", None)
+        try:
+            if sp is not None and sp.line is not None and int(sp.line) > 0:
+                return int(sp.line)
+        except (AttributeError, TypeError, ValueError):
+            pass
+        kids = _children(s)
+        if not kids:
+            return 0
+        s = kids[0]
+    return 0
 
 
 class _Walker:
@@ -245,21 +255,21 @@ class _Walker:
         text = [x.strip() for x in str(s).splitlines() if x.strip()][-1]
         text = text if len(text) <= 100 else text[:97] + "..."
         shared_loads = [ld for ld in loads if self._shared(_buf(ld))]
-        if ctx.get("is_async"):
-            if shared_loads:
-                raise self.err(s, f"async store into {dest} reads shared buffer {_buf(shared_loads[0]).name}",
-                               "an async stage fed by another async stage is outside this importer")
-            if ctx.get("queue") is None:
-                raise self.err(s, "async_scope outside an async_commit_queue_scope with a constant queue",
-                               "pass the output of InjectSoftwarePipeline unchanged")
+        is_async = bool(ctx.get("is_async"))
+        if is_async and ctx.get("queue") is None:
+            raise self.err(s, "async_scope outside an async_commit_queue_scope with a constant queue",
+                           "pass the output of InjectSoftwarePipeline unchanged")
         for ld in shared_loads:
             self._buffer(_buf(ld))
-            self.events.append(Event("read", key, str(_buf(ld).name), self._slot(ld.indices, env, s),
-                                     guard=guard, line=_line(s), text=text))
+        reads = tuple((str(_buf(ld).name), self._slot(ld.indices, env, s)) for ld in shared_loads)
+        if not is_async or not self._shared(s.buffer):
+            for (name, slot) in reads:
+                self.events.append(Event("read", key, name, slot, guard=guard, line=_line(s), text=text))
         if self._shared(s.buffer):
             self._buffer(s.buffer)
-            self.events.append(Event("write", key, dest, self._slot(s.indices, env, s), bool(ctx.get("is_async")),
-                                     ctx.get("queue") or 0, guard=guard, line=_line(s), text=text))
+            self.events.append(Event("write", key, dest, self._slot(s.indices, env, s), is_async,
+                                     ctx.get("queue") or 0, guard=guard, line=_line(s), text=text,
+                                     reads=reads if is_async else ()))
 
     def _slot(self, indices, env: dict, s):
         if not indices:
@@ -342,7 +352,8 @@ def tvm_to_loop(mod, path: str = "<tvm>") -> Loop:
                 if not evaluate(g, {}):
                     continue
                 g = None
-            out.append(Event(e.kind, e.key, e.buffer, sl, e.is_async, e.queue, cnt, g, e.line, e.text))
+            rd = tuple((b, x if isinstance(x, int) else _num(simplify(substitute(x, ren)))) for b, x in e.reads)
+            out.append(Event(e.kind, e.key, e.buffer, sl, e.is_async, e.queue, cnt, g, e.line, e.text, rd))
         return tuple(out)
 
     extent = simplify(substitute(ext, ren))
@@ -363,6 +374,10 @@ def tvm_to_loop(mod, path: str = "<tvm>") -> Loop:
                 queues=tuple(f"async queue {q}" for q in queues), source="tvm", body_line=_line(body_for),
                 notes=(f"TVM TIR {path}: pipelined loop over {body_for.loop_var.name}, extent {extent}"
                        + (f" ({syms[0]} renamed T)" if syms else ""),))
+
+
+def _num(e):
+    return e.value if isinstance(e, Num) else e
 
 
 def tvmscript_to_loop(text: str, path: str) -> Loop:
