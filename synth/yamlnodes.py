@@ -67,14 +67,13 @@ _LINE_BREAK = re.compile("\r\n|\r|\n")
 class _Limits:
     """Nodes built so far while converting (aliases and merge keys expand)."""
 
-    def __init__(self, path: str) -> None:
-        self.path = path
+    def __init__(self) -> None:
         self.nodes = 0
 
 
 def _convert(path: str, node: yaml.Node, active: frozenset[int] = frozenset(), depth: int = 0,
              limits: _Limits | None = None) -> Any:
-    limits = limits or _Limits(path)
+    limits = limits or _Limits()
     limits.nodes += 1
     if limits.nodes > MAX_YAML_NODES:
         raise SynthError(_loc(path, node), f"the document expands to more than {MAX_YAML_NODES} YAML nodes "
