@@ -34,7 +34,11 @@ order), each at ``max(planned, previous issue, operands ready, unit free,
 blocking op done)``; the difference to the planned ``j * II + t_a`` is a stall.
 The loop ends when the last result is ready. Buffer slots are checked too: the
 write of a version that reuses a slot must come after the last read of the
-version it overwrites (after its completion for an async reader).
+version it overwrites (after its completion for an async reader). An op that
+reads and writes one buffer (an in-place update, ``acc[i]`` reading version
+``i - 1`` and writing version ``i``) may do so in one slot: one instance reads
+its operands before it writes its results, as :func:`synth.schedule.multiplicity`,
+the CP-SAT model and the lowering assume (an async one gets a second slot).
 """
 
 from __future__ import annotations
