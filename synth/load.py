@@ -3,7 +3,7 @@
 Every check that can be made without solving happens here or in
 :mod:`synth.graph`, and raises :class:`~synth.errors.SynthError` naming file,
 line and fix. ``kind: gemm`` documents are handed to :mod:`synth.gemm_doc`.
-Every document first passes the JSON Schema of :mod:`synth.schema`; every
+Every document first passes the JSON Schema of :mod:`synth.problem_schema`; every
 number is checked against its bound in :mod:`synth.bounds` (docs/bounds.md).
 """
 
@@ -292,3 +292,7 @@ def _at_most(n: int, hi: int, loc: Loc, what: str) -> None:
     if n > hi:
         raise SynthError(loc, f"{n} {what}, more than the {hi} allowed",
                          f"split the loop or merge {what} (see docs/bounds.md)")
+
+
+__all__ = ["load_problem", "load_problem_text", "problem_from_doc", "check_problem", "NAME_RE", "IDENT_RE",
+           "TOP_KEYS"]
