@@ -198,9 +198,9 @@ def to_program(loop: Loop, min_trip: Optional[int] = None, trip_count: Optional[
         loop = _fix_trip(loop, trip_count)
     elif trip_count is not None:
         b = _value_at(loop.body_extent, {})
-        if b is not None and loop.min_trip > trip_count:
-            raise _err(loop, loop.body_line, f"--trip-count {trip_count} but the loop has a constant trip count",
-                       "drop --trip-count: this loop's trip count is fixed in the IR")
+        if b != trip_count:
+            raise _err(loop, loop.body_line, f"--trip-count {trip_count}, but this loop's body runs {b} times, "
+                       "fixed in the IR", "drop --trip-count (or pass the IR of a loop with a symbolic bound)")
     mt = max(loop.min_trip, min_trip or 0)
     bufs = dict(loop.buffers)
     # ---- which buffers matter: those written by an async op --------------------------------
