@@ -1,0 +1,100 @@
+"""Tile configuration of the sm_90a GEMM and the Hopper loop it lowers to.
+
+A :class:`Sm90Config` fixes the CTA tile (``bm`` x ``bn``, ``bk`` = 64 so that a K-major
+f16 row of the tile is one 128-byte swizzle row), the pipeline depth ``stages``, the wgmma
+groups a consumer keeps in flight before releasing a slot (``k_pipe_mmas``, CUTLASS's
+``K_PIPE_MMAS``) and whether loads carry a predicate (``when``). Consumers are ``bm / 64``
+warp groups (cooperative: each owns 64 rows of the tile, ``m64nBNk16`` wgmma).
+
+Bounds (checked by :meth:`Sm90Config.check`): bm in {64, 128}; bn a multiple of 16 in
+16..256 (wgmma N and the TMA box limit); stages 1..16 with shared memory
+``stages * (bm + bn) * 128 + 1024`` bytes <= 232448 (227 KB, the sm_90 opt-in limit);
+0 <= k_pipe_mmas < stages.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Optional
+
+from ...hopper.ir import HopperProgram
+from ...hopper.loop import HopperLoop, Load
+from ...lower.barriers import lower_hopper
+
+BK = 64
+"""k-tile depth: 64 f16 = 128 bytes, one row of the 128-byte TMA/wgmma swizzle."""
+SMEM_LIMIT = 232448
+"""Dynamic shared memory per CTA on sm_90 (227 KB, opt-in)."""
+ALIGN_PAD = 1024
+"""Bytes added to the dynamic shared memory so the kernel can align its base to 1024 (swizzle atom)."""
+PRODUCER_REGS = 40
+"""``setmaxnreg.dec`` target of the producer warp group (CUTLASS's value)."""
+
+
+@dataclass(frozen=True)
+class Sm90Config:
+    bm: int = 128
+    bn: int = 128
+    stages: int = 4
+    k_pipe_mmas: int = 1
+    load_when: Optional[str] = None
+    """Predicate in ``k`` (the k-tile) and ``T`` for both loads (None: always). A k-tile whose
+    loads are predicated off contributes nothing (the consumer skips its wgmma)."""
+    bk: int = BK
+
+    @property
+    def consumers(self) -> int:
+        return self.bm // 64
+
+    @property
+    def threads(self) -> int:
+        return 128 * (1 + self.consumers)
+
+    @property
+    def a_slot_bytes(self) -> int:
+        return self.bm * self.bk * 2
+
+    @property
+    def b_slot_bytes(self) -> int:
+        return self.bn * self.bk * 2
+
+    @property
+    def smem_bytes(self) -> int:
+        """Dynamic shared memory to launch with: slots, 2 * stages barriers, alignment pad."""
+        return self.stages * (self.a_slot_bytes + self.b_slot_bytes) + 16 * self.stages + ALIGN_PAD
+
+    @property
+    def consumer_regs(self) -> int:
+        """``setmaxnreg.inc`` target: the registers the producer gives up, shared by the consumers
+        (a multiple of 8, at most 240)."""
+        total = 65536 // 128
+        return min(240, ((total - PRODUCER_REGS) // self.consumers) // 8 * 8)
+
+    def check(self) -> None:
+        """ValueError naming the bound a field breaks."""
+        if self.bk != BK:
+            raise ValueError(f"bk must be {BK} (one 128-byte swizzle row of f16)")
+        if self.bm not in (64, 128):
+            raise ValueError(f"bm {self.bm}: expected 64 or 128 (one or two consumer warp groups)")
+        if self.bn % 16 or not 16 <= self.bn <= 256:
+            raise ValueError(f"bn {self.bn}: expected a multiple of 16 in 16..256")
+        if not 1 <= self.stages <= 16:
+            raise ValueError(f"stages {self.stages} outside 1..16")
+        if not 0 <= self.k_pipe_mmas < self.stages:
+            raise ValueError(f"k_pipe_mmas {self.k_pipe_mmas} outside 0..stages - 1")
+        if self.smem_bytes > SMEM_LIMIT:
+            raise ValueError(f"{self.smem_bytes} bytes of shared memory exceed {SMEM_LIMIT}: use fewer stages")
+
+    def hopper_loop(self) -> HopperLoop:
+        """The main loop to lower: TMA loads of A and B (full box bytes), the wgmma op."""
+        loads = (Load("load_A", "A", self.a_slot_bytes, self.load_when),
+                 Load("load_B", "B", self.b_slot_bytes, self.load_when))
+        return HopperLoop("gemm_sm90", loads, "mma", self.stages, self.k_pipe_mmas, self.consumers)
+
+    def program(self) -> HopperProgram:
+        """The lowered warp-specialized program (pure; see :func:`synth.lower.barriers.lower_hopper`)."""
+        self.check()
+        return lower_hopper(self.hopper_loop())
+
+
+__all__ = ["Sm90Config", "BK", "SMEM_LIMIT", "PRODUCER_REGS"]

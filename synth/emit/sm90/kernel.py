@@ -1,0 +1,363 @@
+"""Write the sm_90a GEMM ``kernel.cu`` from a lowered Hopper program (docs/hopper_kernel.md).
+
+Input: an :class:`~.config.Sm90Config` and the :class:`~synth.hopper.ir.HopperProgram` of its
+loop (default: ``cfg.program()``; a mutant of it for the emulator's bug tests). Output: CUDA C++
+text. Every synchronization line comes from one statement of the program, in the program's
+order: ``try_wait`` -> ``synth_mbar_wait(bar, parity)`` with the parity
+``PipelineState.parity()`` of the statement, ``arrive`` -> ``arrive`` / ``arrive.expect_tx`` /
+``expect_tx`` with the statement's ``tx`` bytes (each gated by its load's predicate at
+``state.count``), TMA op statements -> ``cp.async.bulk.tensor.2d`` into the slot of their write
+access completing on their ``BarrierRef``, the wgmma op -> ``BK / 16`` ``wgmma.mma_async``
+reading the slots of its read accesses, ``commit`` / ``wait`` -> ``wgmma.commit_group`` /
+``wgmma.wait_group N`` with ``N`` the program's wait count, ``init`` / ``fence`` / ``inval``
+from setup and teardown. Nothing is re-derived here.
+
+The kernel is ``synth_gemm_sm90(tmA, tmB, C, C_in, M, N, K, ldc, alpha, beta)``: A is M x K and
+B is N x K, row-major f16 (K contiguous, both operands K-major), described by 2-D tensor maps
+(box ``BK x BM`` and ``BK x BN``, 128-byte swizzle, out-of-bound elements zero-filled); C is
+M x N f32 with row stride ``ldc``; ``C = alpha A B^T (+ beta C_in)``. Grid ``(ceil(N/BN),
+ceil(M/BM))``, block ``128 * (1 + BM/64)`` threads, dynamic shared memory ``cfg.smem_bytes``.
+The k-tile count ``T = ceil(K / BK)`` is a run-time value; ``K < 1`` writes nothing.
+The same text compiles with nvcc for sm_90a (inline PTX) and with g++ against
+``runtime/synth_emu_sm90.h`` (``-DSYNTH_EMULATE``).
+"""
+
+from __future__ import annotations
+
+from typing import Optional
+
+from ...completion import ArriveStmt, FenceStmt, InitStmt, InvalStmt, TryWaitStmt
+from ...expr import Expr, Num, parse, simplify, substitute
+from ...hopper.ir import HopperProgram
+from ...program import CommitStmt, OpStmt, Part, WaitStmt
+from ..cuda import c_expr
+from .config import Sm90Config
+
+KERNEL = "synth_gemm_sm90"
+
+_CUDA_API = r"""
+#include <cuda.h>
+#include <cstdint>
+#define SYNTH_DEV __device__ __forceinline__
+SYNTH_DEV uint32_t synth_smem_u32(const void* p) { return static_cast<uint32_t>(__cvta_generic_to_shared(p)); }
+SYNTH_DEV void synth_syncthreads() { __syncthreads(); }
+SYNTH_DEV void synth_mbar_init(uint64_t* b, unsigned n) {
+  asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;" :: "r"(synth_smem_u32(b)), "r"(n) : "memory"); }
+SYNTH_DEV void synth_mbar_inval(uint64_t* b) {
+  asm volatile("mbarrier.inval.shared::cta.b64 [%0];" :: "r"(synth_smem_u32(b)) : "memory"); }
+SYNTH_DEV void synth_fence_mbarrier_init() { asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory"); }
+SYNTH_DEV void synth_fence_proxy_async() { asm volatile("fence.proxy.async.shared::cta;" ::: "memory"); }
+SYNTH_DEV void synth_mbar_arrive(uint64_t* b) {
+  asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];" :: "r"(synth_smem_u32(b)) : "memory"); }
+SYNTH_DEV void synth_mbar_arrive_expect_tx(uint64_t* b, uint32_t bytes) {
+  asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" :: "r"(synth_smem_u32(b)), "r"(bytes)
+               : "memory"); }
+SYNTH_DEV void synth_mbar_expect_tx(uint64_t* b, uint32_t bytes) {
+  asm volatile("mbarrier.expect_tx.relaxed.cta.shared::cta.b64 [%0], %1;" :: "r"(synth_smem_u32(b)), "r"(bytes)
+               : "memory"); }
+SYNTH_DEV void synth_mbar_wait(uint64_t* b, uint32_t parity) {
+  asm volatile("{\n .reg .pred p;\n WAIT_%=:\n mbarrier.try_wait.parity.shared::cta.b64 p, [%0], %1;\n"
+               " @!p bra WAIT_%=;\n}" :: "r"(synth_smem_u32(b)), "r"(parity) : "memory"); }
+SYNTH_DEV void synth_tma_load_2d(void* dst, const CUtensorMap* map, int c0, int c1, uint64_t* b) {
+  asm volatile("cp.async.bulk.tensor.2d.shared::cluster.global.tile.mbarrier::complete_tx::bytes"
+               " [%0], [%1, {%2, %3}], [%4];"
+               :: "r"(synth_smem_u32(dst)), "l"(reinterpret_cast<uint64_t>(map)), "r"(c0), "r"(c1),
+                  "r"(synth_smem_u32(b)) : "memory"); }
+SYNTH_DEV void synth_wgmma_fence() { asm volatile("wgmma.fence.sync.aligned;" ::: "memory"); }
+SYNTH_DEV void synth_wgmma_commit() { asm volatile("wgmma.commit_group.sync.aligned;" ::: "memory"); }
+template <int N> SYNTH_DEV void synth_wgmma_wait_n() {
+  asm volatile("wgmma.wait_group.sync.aligned %0;" :: "n"(N) : "memory"); }
+template <int R> SYNTH_DEV void synth_setmaxnreg_dec() { asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;" :: "n"(R)); }
+template <int R> SYNTH_DEV void synth_setmaxnreg_inc() { asm volatile("setmaxnreg.inc.sync.aligned.u32 %0;" :: "n"(R)); }
+SYNTH_DEV float synth_shfl_xor(float v, int m) { return __shfl_xor_sync(0xffffffffu, v, m); }
+SYNTH_DEV void synth_stg4(float* p, float a, float b, float c, float d) {
+  *reinterpret_cast<float4*>(p) = make_float4(a, b, c, d); }
+SYNTH_DEV float4 synth_ldg4(const float* p) { return *reinterpret_cast<const float4*>(p); }
+"""
+
+
+def _wgmma_cuda(n: int) -> str:
+    regs = n // 2
+    outs = ", ".join(f"%{j}" for j in range(regs))
+    binds = ", ".join(f'"+f"(d[{j}])' for j in range(regs))
+    return (f"SYNTH_DEV void synth_wgmma_m64n{n}k16(float* d, uint64_t da, uint64_t db) {{\n"
+            f"  asm volatile(\"{{\\n .reg .pred p;\\n setp.ne.b32 p, 1, 0;\\n"
+            f" wgmma.mma_async.sync.aligned.m64n{n}k16.f32.f16.f16 {{{outs}}}, %{regs}, "
+            f"%{regs + 1}, p, 1, 1, 0, 0;\\n}}\"\n"
+            f"               : {binds}\n               : \"l\"(da), \"l\"(db) : \"memory\"); }}\n")
+
+
+def _wait_dispatch(max_n: int) -> str:
+    cases = " ".join(f"case {j}: synth_wgmma_wait_n<{j}>(); break;" for j in range(1, max_n + 1))
+    return ("SYNTH_DEV void synth_wgmma_wait(int n) {\n"
+            f"  switch (n) {{ {cases} default: synth_wgmma_wait_n<0>(); break; }}\n}}\n")
+
+
+def _cond(e: Optional[Expr]) -> Optional[str]:
+    return None if e is None else c_expr(e)
+
+
+class _Emit:
+    def __init__(self, cfg: Sm90Config, p: HopperProgram) -> None:
+        self.cfg, self.p = cfg, p
+        self.lines: list[str] = []
+        self.ops = {o.name: o for o in p.ops}
+        self.buffer_of_load = {}
+        self.loop_var = p.loop_var
+
+    def w(self, depth: int, text: str) -> None:
+        self.lines.append("  " * depth + text)
+
+    def bar(self, name: str, state) -> str:
+        b = self.p.barrier(name)
+        return f"&bar_{name}[({c_expr(state.index())}) % {b.slots}]"
+
+    def pred(self, op: str, at: Expr) -> Optional[str]:
+        """The C condition of op ``op``'s predicate at iteration ``at`` (None: always)."""
+        when = self.ops[op].when
+        if when is None:
+            return None
+        return c_expr(simplify(substitute(parse(when), {self.loop_var: at})))
+
+    def guarded(self, depth: int, guard: Optional[Expr], body: list[str]) -> None:
+        if guard is None:
+            for b in body:
+                self.w(depth, b)
+            return
+        self.w(depth, f"if ({c_expr(guard)}) {{")
+        for b in body:
+            self.w(depth + 1, b)
+        self.w(depth, "}")
+
+    def setup_stmt(self, depth: int, s) -> None:
+        if isinstance(s, InitStmt):
+            b = self.p.barrier(s.barrier)
+            self.guarded(depth, s.guard, [f"for (int s = 0; s < {b.slots}; ++s) synth_mbar_init(&bar_{b.name}[s], "
+                                          f"{b.count});  // init {b.name}[{b.slots}], count {b.count}"])
+        elif isinstance(s, InvalStmt):
+            b = self.p.barrier(s.barrier)
+            self.guarded(depth, s.guard, [f"for (int s = 0; s < {b.slots}; ++s) synth_mbar_inval(&bar_{b.name}[s]);"])
+        elif isinstance(s, FenceStmt):
+            fn = "synth_fence_mbarrier_init()" if s.fence == "mbarrier_init" else "synth_fence_proxy_async()"
+            self.guarded(depth, s.guard, [f"{fn};"])
+        else:
+            raise ValueError(f"statement {s!r} cannot appear in setup or teardown")
+
+    def stmt(self, depth: int, role: str, s, waits) -> None:
+        cfg = self.cfg
+        if isinstance(s, TryWaitStmt):
+            self.guarded(depth, s.guard, [f"synth_mbar_wait({self.bar(s.barrier, s.state)}, "
+                                          f"{c_expr(s.state.parity())});  // {s.barrier} count "
+                                          f"{c_expr(s.state.count)}"])
+        elif isinstance(s, ArriveStmt):
+            target = self.bar(s.barrier, s.state)
+            body = []
+            if s.tx:
+                terms = []
+                for t in s.tx:
+                    cond = None if t.gate is None else self.pred(t.gate, s.state.count)
+                    terms.append(f"{t.bytes}u" if cond is None else f"(({cond}) ? {t.bytes}u : 0u)")
+                body.append(f"const uint32_t tx_bytes = {' + '.join(terms)};")
+                fn = "synth_mbar_arrive_expect_tx" if s.arrivals else "synth_mbar_expect_tx"
+                body.append(f"{fn}({target}, tx_bytes);")
+                extra = s.arrivals - 1
+            else:
+                extra = s.arrivals
+                if not s.arrivals:
+                    return
+            body += [f"synth_mbar_arrive({target});"] * max(extra, 0)
+            if role != "producer":
+                body = ["if (wt == 0) {"] + ["  " + b for b in body] + ["}"]
+            self.guarded(depth, s.guard, body)
+        elif isinstance(s, OpStmt) and s.barrier is not None:
+            self.tma(depth, s)
+        elif isinstance(s, OpStmt):
+            self.mma(depth, s)
+        elif isinstance(s, CommitStmt):
+            self.guarded(depth, s.guard, ["synth_wgmma_commit();"])
+        elif isinstance(s, WaitStmt):
+            n = waits[s.wait].in_flight
+            text = (f"synth_wgmma_wait_n<{n.value}>();" if isinstance(n, Num) and n.value >= 0
+                    else f"synth_wgmma_wait({c_expr(n)});")
+            self.guarded(depth, s.guard, [text])
+        elif isinstance(s, (InitStmt, InvalStmt, FenceStmt)):
+            self.setup_stmt(depth, s)
+        else:
+            raise ValueError(f"unsupported statement {s!r}")
+
+    def tma(self, depth: int, s: OpStmt) -> None:
+        cfg = self.cfg
+        (acc,) = s.writes
+        if acc.buffer == "A":
+            dst, rows, origin, tmap = "sA", cfg.bm, "m0", "tmA"
+            slot_bytes = cfg.a_slot_bytes
+        elif acc.buffer == "B":
+            dst, rows, origin, tmap = "sB", cfg.bn, "n0", "tmB"
+            slot_bytes = cfg.b_slot_bytes
+        else:
+            raise ValueError(f"TMA into unknown buffer {acc.buffer!r}")
+        if s.barrier.bytes != slot_bytes:
+            raise ValueError(f"{s.op}: the program's complete_tx bytes {s.barrier.bytes} differ from the box "
+                             f"{cfg.bk} x {rows} f16 = {slot_bytes} bytes")
+        body = [f"synth_tma_load_2d({dst} + (({c_expr(acc.slot)}) % {cfg.stages}) * {slot_bytes}, &{tmap}, "
+                f"({c_expr(s.iteration)}) * {cfg.bk}, {origin}, {self.bar(s.barrier.barrier, s.barrier.state)});"
+                f"  // {s.op}: {slot_bytes} bytes"]
+        cond = self.pred(s.op, s.iteration)
+        if cond is not None:
+            body = [f"if ({cond}) {{"] + ["  " + b for b in body] + ["}"]
+        self.guarded(depth, s.guard, body)
+
+    def mma(self, depth: int, s: OpStmt) -> None:
+        cfg = self.cfg
+        slots = {a.buffer: c_expr(a.slot) for a in s.reads}
+        if set(slots) != {"A", "B"}:
+            raise ValueError(f"{s.op}: expected reads of A and B, got {sorted(slots)}")
+        conds = [c for c in (self.pred(a.producer, s.iteration) for a in s.reads if a.producer) if c]
+        body = ["synth_wgmma_fence();",
+                "{",
+                f"  const uint64_t da = synth_desc_k128(sA + (({slots['A']}) % {cfg.stages}) * {cfg.a_slot_bytes}"
+                f" + cw * {64 * 128});",
+                f"  const uint64_t db = synth_desc_k128(sB + (({slots['B']}) % {cfg.stages}) * {cfg.b_slot_bytes});",
+                "#pragma unroll",
+                f"  for (int kk = 0; kk < {cfg.bk // 16}; ++kk)",
+                f"    synth_wgmma_m64n{cfg.bn}k16(acc, da + 2 * kk, db + 2 * kk);  // +32 bytes per k16",
+                "}"]
+        if conds:
+            # adapter (docs/hopper_kernel.md): a k-tile whose loads are predicated off is not multiplied
+            body = [f"if ({' && '.join(conds)}) {{"] + ["  " + b for b in body] + ["}"]
+        self.guarded(depth, s.guard, body)
+
+    def part(self, depth: int, role: str, part: Part, waits) -> None:
+        self.w(depth, f"// ---- {role} {part.name}")
+        self.w(depth, f"for (int {part.var} = 0; {part.var} < {c_expr(part.extent)}; ++{part.var}) {{")
+        for s in part.stmts:
+            self.stmt(depth + 1, role, s, waits)
+        self.w(depth, "}")
+
+
+def emit_sm90_kernel(cfg: Sm90Config, program: Optional[HopperProgram] = None) -> str:
+    """The ``kernel.cu`` text of ``cfg`` with its synchronization taken from ``program``
+    (default: the proven lowering ``cfg.program()``). ValueError when the program is not of the
+    shape this emitter knows (roles ``producer`` of 1 warp group and ``consumer`` of
+    ``bm / 64``, TMA into buffers A and B, one wgmma op reading both)."""
+    cfg.check()
+    p = program if program is not None else cfg.program()
+    roles = {r.name: r for r in p.roles}
+    if set(roles) != {"producer", "consumer"} or roles["producer"].warpgroups != 1 or \
+            roles["consumer"].warpgroups != cfg.consumers:
+        raise ValueError(f"expected a producer role of 1 warp group and a consumer role of {cfg.consumers}")
+    if p.trip_count != "T":
+        raise ValueError("the kernel computes T = ceil(K / BK) at run time: the program needs a symbolic trip count T")
+    e = _Emit(cfg, p)
+    max_wait = cfg.stages
+    head = [
+        f"// synth: sm_90a GEMM {cfg.bm}x{cfg.bn}x{cfg.bk}, {cfg.stages} stages, K_PIPE_MMAS {cfg.k_pipe_mmas}, "
+        f"{cfg.consumers} consumer warp group(s) (cooperative), TMA 128B swizzle, wgmma m64n{cfg.bn}k16",
+        *(f"// {n}" for n in p.notes),
+        "// Synchronization emitted statement by statement from the Hopper program (docs/hopper_kernel.md).",
+        f"#define SYNTH_BM {cfg.bm}", f"#define SYNTH_BN {cfg.bn}", f"#define SYNTH_BK {cfg.bk}",
+        f"#define SYNTH_STAGES {cfg.stages}", f"#define SYNTH_THREADS {cfg.threads}",
+        f"#define SYNTH_SMEM_BYTES {cfg.smem_bytes}",
+        "#ifdef SYNTH_EMULATE",
+        '#include "synth_emu_sm90.h"',
+        "#else",
+        _CUDA_API.strip(),
+        _wgmma_cuda(cfg.bn).rstrip(),
+        "#endif",
+        _wait_dispatch(max_wait).rstrip(),
+        "// K-major operand, 128-byte swizzle: start >> 4, LBO 1 (unused), SBO 1024 bytes (8 rows), layout 1 (128B)",
+        "SYNTH_DEV uint64_t synth_desc_k128(const void* p) {",
+        "  return (uint64_t)((synth_smem_u32(p) & 0x3FFFF) >> 4) | ((uint64_t)1 << 16) | ((uint64_t)(1024 >> 4) << 32)"
+        " | ((uint64_t)1 << 62);",
+        "}",
+        "",
+        f"extern \"C\" __global__ void __launch_bounds__({cfg.threads}, 1)",
+        f"{KERNEL}(const __grid_constant__ CUtensorMap tmA, const __grid_constant__ CUtensorMap tmB,",
+        "               float* __restrict__ C, const float* __restrict__ C_in, int M, int N, int K, int ldc,",
+        "               float alpha, float beta) {",
+        "  extern __shared__ unsigned char synth_smem_raw[];",
+        "  unsigned char* smem = synth_smem_raw + ((1024 - (synth_smem_u32(synth_smem_raw) & 1023)) & 1023);",
+        "  unsigned char* sA = smem;",
+        f"  unsigned char* sB = smem + {cfg.stages * cfg.a_slot_bytes};",
+    ]
+    off = cfg.stages * (cfg.a_slot_bytes + cfg.b_slot_bytes)
+    for b in p.barriers:
+        head.append(f"  uint64_t* bar_{b.name} = reinterpret_cast<uint64_t*>(smem + {off});  // {b.kind}, "
+                    f"{b.slots} slots")
+        off += 8 * b.slots
+    if off + 1024 > cfg.smem_bytes:
+        raise ValueError("the program's barriers do not fit the shared memory of the configuration")
+    head += [
+        f"  const int T = (K + {cfg.bk - 1}) / {cfg.bk};  // k-tiles",
+        "  if (K < 1) return;",
+        "  const int wg = threadIdx.x / 128, wt = threadIdx.x % 128;",
+        f"  const int m0 = blockIdx.y * {cfg.bm}, n0 = blockIdx.x * {cfg.bn};",
+        "  // ---- setup",
+        "  if (threadIdx.x == 0) {",
+    ]
+    e.lines = head
+    for s in p.setup:
+        e.setup_stmt(2, s)
+    e.w(1, "}")
+    e.w(1, "synth_syncthreads();")
+    prod, cons = roles["producer"].program, roles["consumer"].program
+    e.w(1, "if (wg == 0) {")
+    e.w(2, f"synth_setmaxnreg_dec<{40}>();")
+    e.w(2, "if (wt == 0) {  // one elected thread issues the producer's statements")
+    for pt in prod.parts:
+        e.part(3, "producer", pt, prod.waits)
+    e.w(2, "}")
+    e.w(1, "} else {")
+    e.w(2, f"synth_setmaxnreg_inc<{cfg.consumer_regs}>();")
+    e.w(2, "const int cw = wg - 1;  // consumer warp group: rows cw * 64 .. + 63 of the tile")
+    e.w(2, f"float acc[{cfg.bn // 2}];")
+    e.w(2, "#pragma unroll")
+    e.w(2, f"for (int j = 0; j < {cfg.bn // 2}; ++j) acc[j] = 0.0f;")
+    for pt in cons.parts:
+        e.part(2, "consumer", pt, cons.waits)
+    e.lines += _epilogue(cfg)
+    e.w(1, "}")
+    e.w(1, "// ---- teardown")
+    e.w(1, "synth_syncthreads();")
+    e.w(1, "if (threadIdx.x == 0) {")
+    for s in p.teardown:
+        e.setup_stmt(2, s)
+    e.w(1, "}")
+    e.lines.append("}")
+    return "\n".join(e.lines) + "\n"
+
+
+def _epilogue(cfg: Sm90Config) -> list[str]:
+    """C = alpha acc (+ beta C_in): lanes of a pair swap halves so each holds 4 consecutive
+    columns of one row (one 128-bit store); ragged or unaligned edges store per element."""
+    return [
+        "    // ---- epilogue: quad pairs exchange so each lane owns 4 consecutive columns of one row",
+        "    const int lane = wt % 32, odd = lane & 1;",
+        "    const int row = m0 + cw * 64 + (wt / 32) * 16 + lane / 4 + (odd ? 8 : 0);",
+        "    const bool vec = (ldc % 4) == 0 && ((reinterpret_cast<uintptr_t>(C) & 15) == 0) &&",
+        "                     (C_in == nullptr || (reinterpret_cast<uintptr_t>(C_in) & 15) == 0);",
+        "#pragma unroll",
+        f"    for (int j = 0; j < {cfg.bn // 8}; ++j) {{",
+        "      const float s0 = odd ? acc[4 * j] : acc[4 * j + 2], s1 = odd ? acc[4 * j + 1] : acc[4 * j + 3];",
+        "      const float r0 = synth_shfl_xor(s0, 1), r1 = synth_shfl_xor(s1, 1);",
+        "      float v[4];",
+        "      if (odd) { v[0] = r0; v[1] = r1; v[2] = acc[4 * j + 2]; v[3] = acc[4 * j + 3]; }",
+        "      else { v[0] = acc[4 * j]; v[1] = acc[4 * j + 1]; v[2] = r0; v[3] = r1; }",
+        "      const int col = n0 + 8 * j + 4 * ((lane % 4) / 2);",
+        "      if (row >= M) continue;",
+        "      float* out = C + (size_t)row * ldc + col;",
+        "      const float* in = C_in == nullptr ? nullptr : C_in + (size_t)row * ldc + col;",
+        "      if (vec && col + 3 < N) {",
+        "        float4 c4 = make_float4(0.f, 0.f, 0.f, 0.f);",
+        "        if (in != nullptr) c4 = synth_ldg4(in);",
+        "        synth_stg4(out, alpha * v[0] + beta * c4.x, alpha * v[1] + beta * c4.y,",
+        "                   alpha * v[2] + beta * c4.z, alpha * v[3] + beta * c4.w);",
+        "      } else {",
+        "        for (int e = 0; e < 4; ++e)",
+        "          if (col + e < N) out[e] = alpha * v[e] + (in != nullptr ? beta * in[e] : 0.0f);",
+        "      }",
+        "    }",
+    ]
+
+
+__all__ = ["emit_sm90_kernel", "KERNEL"]
