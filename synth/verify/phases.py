@@ -583,6 +583,8 @@ class HopperReport:
     obligations: tuple[ObligationResult, ...]
     waits: tuple[WgmmaVerdict, ...]
     seconds: float = 0.0
+    lags: dict = field(default_factory=dict)
+    """Role lags of the deadlock ranking the no_deadlock proofs use (a hint; certificates record it)."""
 
     def by_class(self) -> dict[str, dict[str, int]]:
         """``{class: {proven: n, refuted: n, unknown: n}}``."""
@@ -672,6 +674,36 @@ def _stmt_of(p: HopperProgram, ob: HObligation):
     return p.role(ob.role).program.part(ob.part).stmts[ob.pos]
 
 
+def smt2_file(ob: HObligation, s: z3.Solver) -> str:
+    """The self-contained SMT-LIB2 file of an obligation (its negation; expected ``unsat``)."""
+    lines = s.to_smt2().splitlines()
+    if lines and lines[0].startswith(";"):
+        lines = lines[1:]
+    head = [f"; synth Hopper obligation {ob.id} ({ob.kind})", f"; {ob.description}",
+            "; this is the NEGATED obligation: unsat means the obligation holds", "(set-logic ALL)"]
+    return _canonical_lets("\n".join(head + lines) + "\n")
+
+
+def _canonical_lets(text: str) -> str:
+    """Z3 names let-bound terms after internal ids (``?x85``); number them by first appearance so
+    the same obligation always prints the same file."""
+    import re
+    names: dict[str, str] = {}
+
+    def sub(m):
+        return names.setdefault(m.group(0), f"{m.group(1)}t{len(names) + 1}")
+    return re.sub(r"([?$])x\d+\b", sub, text)
+
+
+def obligation_smt2(p: HopperProgram, ob: HObligation, lags: Optional[dict] = None) -> str:
+    """The file of ``ob`` built afresh from ``p`` (no solving): certificates compare it with theirs."""
+    ph = Phases(p, lags=lags)
+    f, _ = ob.build(ph)
+    s = z3.SimpleSolver()
+    s.add(*ph.domain(), *ph.defs, f)
+    return smt2_file(ob, s)
+
+
 def prove_hopper_obligation(p: HopperProgram, ob: HObligation, time_limit: float = 10.0,
                             trip: Optional[int] = None, lags: Optional[dict] = None) -> ObligationResult:
     """Prove one obligation; a refutation carries a counterexample in the program's terms."""
@@ -688,7 +720,7 @@ def prove_hopper_obligation(p: HopperProgram, ob: HObligation, time_limit: float
         reason = cex.summary
     elif status == "unknown":
         reason = f"solver returned unknown ({s.reason_unknown()}) within {time_limit:g} s"
-    text = "(set-logic ALL)\n" + s.to_smt2() if status != "refuted" else ""
+    text = smt2_file(ob, s) if status != "refuted" else ""
     return ObligationResult(ob.id, ob.kind, ob.wait, None, ob.part, ob.description, status,
                             time.perf_counter() - t0, text, cex, reason)
 
@@ -719,7 +751,7 @@ def verify_hopper(p: HopperProgram, *, time_limit: float = 10.0, tightness: bool
                 tight, reason = _tightness(p, r.name, idx, [ob for ob, _ in mine], time_limit, trip_count)
             verdicts.append(WgmmaVerdict(r.name, idx, status, tight, reason))
     ok = all(x.status == "proven" for x in results)
-    return HopperReport(ok, p, tuple(results), tuple(verdicts), time.perf_counter() - t0)
+    return HopperReport(ok, p, tuple(results), tuple(verdicts), time.perf_counter() - t0, lags)
 
 
 LAGS = (0, 1, -1, 2, -2)
@@ -753,5 +785,5 @@ def _tightness(p: HopperProgram, role: str, idx: int, obs: list[HObligation], ti
     return False, f"not tight: {to_str(plus[role][idx])} in flight is also correct"
 
 
-__all__ = ["verify_hopper", "enumerate_hopper", "prove_hopper_obligation", "HopperReport", "HObligation",
+__all__ = ["verify_hopper", "enumerate_hopper", "prove_hopper_obligation", "obligation_smt2", "smt2_file", "HopperReport", "HObligation",
            "WgmmaVerdict", "Phases", "CLASSES"]
