@@ -10,7 +10,6 @@ remainder follow the ops' definitions (``divsi`` truncates, ``floordivsi`` floor
 from __future__ import annotations
 
 import re
-from typing import Optional
 
 import z3
 

@@ -25,13 +25,13 @@ after it. :func:`to_program` maps that onto a :class:`~synth.program.Program`, w
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Optional, Union
 
 import z3
 
 from ..errors import Loc, SynthError
-from ..expr import Bin, Expr, Num, Var, affine, free_vars, parse, simplify, substitute, to_str, to_z3
+from ..expr import Bin, Expr, Num, Var, free_vars, parse, simplify, substitute, to_str, to_z3
 from ..program import Access, CommitStmt, OpStmt, Part, ProgBuffer, ProgOp, Program, Wait, WaitStmt
 
 KINDS = ("write", "read", "commit", "wait")
@@ -513,8 +513,6 @@ def to_program(loop: Loop, min_trip: Optional[int] = None, trip_count: Optional[
 
 
 def _fix_trip(loop: Loop, t: int) -> Loop:
-    from dataclasses import replace
-
     sym = loop.trip_symbol
     if t < loop.min_trip:
         raise _err(loop, loop.body_line, f"--trip-count {t} is below the smallest trip count this loop "

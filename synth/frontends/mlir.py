@@ -27,7 +27,7 @@ import re
 
 from .loop import Event, Loop
 from .mlirtext import Op
-from .scfloop import Walker, err, import_scf, short
+from .scfloop import Walker, import_scf, short
 
 COPY = "nvgpu.device_async_copy"
 READS = ("memref.load", "vector.load", "vector.transfer_read", "nvgpu.ldmatrix")

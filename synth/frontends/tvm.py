@@ -27,7 +27,7 @@ from __future__ import annotations
 from typing import Optional
 
 from ..errors import Loc, SynthError
-from ..expr import Bin, Call, Expr, Ite, Num, Un, Var, free_vars, parse, simplify, substitute, to_str
+from ..expr import Bin, Call, Expr, Ite, Num, Un, Var, evaluate, free_vars, parse, simplify, substitute, to_str
 from .loop import Event, Loop
 
 _BIN = {"Add": "+", "Sub": "-", "Mul": "*", "FloorDiv": "/", "FloorMod": "%", "Div": "/", "Mod": "%",
@@ -281,7 +281,6 @@ class _Walker:
 def _conj(a: Optional[Expr], b: Expr) -> Optional[Expr]:
     b = simplify(b)
     if not free_vars(b):
-        from ..expr import evaluate
         return a if evaluate(b, {}) else parse(False)
     return b if a is None else simplify(Bin("&&", a, b))
 
@@ -348,7 +347,6 @@ def tvm_to_loop(mod, path: str = "<tvm>") -> Loop:
             if isinstance(cnt, Num):
                 cnt = cnt.value
             if g is not None and not free_vars(g):
-                from ..expr import evaluate
                 if not evaluate(g, {}):
                     continue
                 g = None
@@ -359,7 +357,6 @@ def tvm_to_loop(mod, path: str = "<tvm>") -> Loop:
     extent = simplify(substitute(ext, ren))
     min_trip = 1
     if syms:
-        from ..expr import evaluate
         min_trip = next((t for t in range(0, 4097) if evaluate(extent, {"T": t}) >= 0), 1)
         min_trip = max(min_trip, 1)
     else:
