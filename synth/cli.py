@@ -546,7 +546,10 @@ def cmd_lower(args, ui: _Ui) -> Outcome:
 
 def cmd_verify(args, ui: _Ui) -> Outcome:
     from .api import verify
+    from .hopper.ir import is_hopper_file
 
+    if is_hopper_file(args.target):
+        return _verify_hopper(args, ui)
     with ui.progress() as prog:
         report = verify(args.target, time_limit=args.time_limit, certificate=args.certificate, progress=prog)
     out = Outcome(result={"program": report.program.name, "ok": bool(report.ok),
@@ -569,10 +572,33 @@ def cmd_verify(args, ui: _Ui) -> Outcome:
     return out
 
 
+def _verify_hopper(args, ui: _Ui) -> Outcome:
+    """``synth verify`` of a Hopper program.json (docs/hopper.md): obligations listed by class."""
+    from .hopper.ir import load_hopper
+    from .verify.phases import verify_hopper
+
+    report = verify_hopper(load_hopper(args.target), time_limit=args.time_limit)
+    out = Outcome(result=dict(report.to_json(), certificate=args.certificate))
+    if not ui.silent:
+        ui.print(report.render(), markup=False)
+    if not report.ok:
+        out.fail("refuted" if report.refuted_classes() else "unproven",
+                 f"{report.program.name}: not proven ({', '.join(sorted(report.refuted_classes())) or 'unknown'})",
+                 "the counterexample names the warp group, iteration, barrier, phase and bytes", Loc(args.target))
+    elif args.certificate:
+        from .verify.certificate_phases import write_hopper_certificate
+        write_hopper_certificate(report, args.certificate)
+    return out
+
+
 def cmd_certify(args, ui: _Ui) -> Outcome:
     from .api import certify
+    from .verify.certificate_phases import certify_hopper, is_hopper_certificate
 
-    res = certify(args.directory, time_limit=args.time_limit)
+    if is_hopper_certificate(args.directory):
+        res = certify_hopper(args.directory, timeout_s=args.time_limit)
+    else:
+        res = certify(args.directory, time_limit=args.time_limit)
     files = [_plain(f) for f in res.files]
     out = Outcome(result={"directory": args.directory, "ok": bool(res.ok), "solvers": _plain(res.solvers),
                           "files": files, "messages": list(res.messages)})

@@ -11,6 +11,7 @@ semantics and the ``program.json`` form (``"protocol": "mbarrier"``).
 from __future__ import annotations
 
 import json
+import os
 from dataclasses import dataclass
 from typing import Union
 
@@ -177,5 +178,50 @@ def validate_hopper(p: HopperProgram) -> None:
                 check(s, f"roles[{r.name}].parts[{pt.name}].stmts[{k}]")
 
 
-__all__ = ["Role", "HopperProgram", "hopper_to_json", "hopper_from_json", "is_hopper_doc", "dumps",
+MAX_BYTES = 256 * 1024
+"""Largest program.json read (as the problem loader's bound)."""
+
+
+def _file(path: str) -> str:
+    return os.path.join(path, "program.json") if os.path.isdir(path) else path
+
+
+def is_hopper_file(path: str) -> bool:
+    """Whether ``path`` (program.json or its folder) holds a Hopper program (False when unreadable)."""
+    try:
+        with open(_file(path), "rb") as fh:
+            data = fh.read(MAX_BYTES + 1)
+        return len(data) <= MAX_BYTES and is_hopper_doc(json.loads(data))
+    except (OSError, ValueError):
+        return False
+
+
+def load_hopper(path: str) -> HopperProgram:
+    """Read a Hopper ``program.json`` (or its folder); errors are :class:`~synth.errors.SynthError`."""
+    from ..errors import Loc, SynthError
+    from ..expr import ExprError
+    f = _file(path)
+    try:
+        with open(f, "rb") as fh:
+            data = fh.read(MAX_BYTES + 1)
+    except OSError as e:
+        raise SynthError(Loc(f), f"cannot read: {e.strerror}", "pass program.json or its folder") from None
+    if len(data) > MAX_BYTES:
+        raise SynthError(Loc(f), f"larger than {MAX_BYTES} bytes", "a Hopper program.json is a few KiB")
+    try:
+        doc = json.loads(data)
+    except ValueError as e:
+        raise SynthError(Loc(f), f"not valid JSON: {e}", "fix the JSON syntax") from None
+    try:
+        p = hopper_from_json(doc)
+        validate_hopper(p)
+    except HopperError as e:
+        raise SynthError(Loc(f), f"{e.path}: {e.msg}", e.fix) from None
+    except (KeyError, ValueError, TypeError, AttributeError, ExprError) as e:
+        raise SynthError(Loc(f), f"malformed Hopper program: {e!s}",
+                         "compare with the program.json form in docs/hopper.md") from None
+    return p
+
+
+__all__ = ["load_hopper", "is_hopper_file", "Role", "HopperProgram", "hopper_to_json", "hopper_from_json", "is_hopper_doc", "dumps",
            "validate_hopper", "HopperError", "PROTOCOL"]

@@ -81,8 +81,22 @@ def _equivalent(a: str, b: str, timeout_s: float) -> bool:
     return s.check() == z3.unsat
 
 
+def is_hopper_certificate(directory: str) -> bool:
+    """Whether ``directory`` (or its ``certificate/``) holds a Hopper certificate's manifest."""
+    for d in (directory, os.path.join(directory, "certificate")):
+        try:
+            with open(os.path.join(d, MANIFEST), encoding="utf-8") as fh:
+                return json.load(fh).get("format") == FORMAT
+        except (OSError, ValueError, AttributeError):
+            continue
+    return False
+
+
 def certify_hopper(directory: str, *, timeout_s: float = 60.0) -> CertifyResult:
-    """Re-check a Hopper certificate folder (see the module docstring)."""
+    """Re-check a Hopper certificate folder (or the folder holding ``certificate/``)."""
+    if not os.path.isfile(os.path.join(directory, MANIFEST)) and \
+            os.path.isfile(os.path.join(directory, "certificate", MANIFEST)):
+        directory = os.path.join(directory, "certificate")
     sv = tuple((k, str(x) if x else "missing") for k, x in solvers.versions().items())
 
     def fail(msg: str) -> CertifyResult:
@@ -138,4 +152,4 @@ def certify_hopper(directory: str, *, timeout_s: float = 60.0) -> CertifyResult:
     return CertifyResult(ok, tuple(files), (head,) + tuple(msgs), sv, os.path.join(directory, PROGRAM))
 
 
-__all__ = ["write_hopper_certificate", "certify_hopper", "FORMAT"]
+__all__ = ["write_hopper_certificate", "certify_hopper", "is_hopper_certificate", "FORMAT"]

@@ -596,6 +596,16 @@ class HopperReport:
     def refuted_classes(self) -> set[str]:
         return {o.kind for o in self.obligations if o.status == "refuted"}
 
+    def to_json(self) -> dict:
+        """The ``synth verify --json`` result: obligations by class, wgmma waits, failures."""
+        return {"program": self.program.name, "protocol": "mbarrier", "ok": bool(self.ok),
+                "obligations": self.by_class(),
+                "waits": [{"role": v.role, "index": v.index, "status": v.status, "tight": v.tight,
+                           "reason": v.reason} for v in self.waits],
+                "failures": [{"id": o.id, "class": o.kind, "status": o.status, "description": o.description,
+                              "reason": o.reason} for o in self.obligations if o.status != "proven"],
+                "ranking": dict(self.lags), "seconds": round(self.seconds, 4)}
+
     def render(self) -> str:
         n_ok = sum(1 for o in self.obligations if o.status == "proven")
         lines = [f"{self.program.name}: {'all obligations proven' if self.ok else 'NOT PROVEN'} "
