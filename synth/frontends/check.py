@@ -9,6 +9,7 @@ runs the matching front-end, :func:`check_loop` maps and proves
 from __future__ import annotations
 
 import os
+import re
 from dataclasses import dataclass
 from typing import Optional
 
@@ -20,6 +21,8 @@ from ..verify import Report, verify_program
 from .loop import Loop, SourceMap, to_program
 
 FORMS = ("triton", "tvm", "mlir")
+MAX_BYTES = 16 * 1024 * 1024
+"""Largest input read (16 MiB); a pipelined kernel's IR is a few hundred KiB at most."""
 
 
 def detect(text: str, path: str) -> str:
@@ -38,6 +41,9 @@ def detect(text: str, path: str) -> str:
 
 def read_text(path: str) -> str:
     try:
+        if os.path.getsize(path) > MAX_BYTES:
+            raise SynthError(Loc(path), f"file is larger than {MAX_BYTES // (1024 * 1024)} MiB",
+                             "pass the IR of one kernel")
         with open(path, encoding="utf-8") as fh:
             return fh.read()
     except FileNotFoundError:
@@ -102,6 +108,7 @@ class CheckResult:
                         lines.append(f"    {o.status}: {o.description}")
                         if o.counterexample is not None:
                             lines.append(o.counterexample.render("      "))
+                            lines += self._source_of(o.counterexample, "      ")
                         elif o.reason:
                             lines.append(f"      {o.reason}")
         if rep.global_failures:
@@ -110,6 +117,7 @@ class CheckResult:
                 lines.append(f"    {o.status}: {o.description}")
                 if o.counterexample is not None:
                     lines.append(o.counterexample.render("      "))
+                    lines += self._source_of(o.counterexample, "      ")
         lines.append("  ops (synth name <- source lines):")
         for name, where in self.source.ops.items():
             locs = ", ".join(f"{part} line {ln}" for part, ln, _ in where)
@@ -119,6 +127,21 @@ class CheckResult:
             lines.append("  mapped program:")
             lines += ["    " + x for x in program_text(p).splitlines()]
         return "\n".join(lines)
+
+    def _source_of(self, cex, indent: str) -> list:
+        """The source line of each statement the trace marks (``<--``), in the part it ran in."""
+        out = []
+        part = None
+        for t in cex.trace:
+            m = re.match(r"\s*step \d+ \((\w+), i = ", t)
+            if m:
+                part = m.group(1)
+            if "<--" in t:
+                name = t.strip().split(" ", 1)[0]
+                hits = [(p, ln, txt) for p, ln, txt in self.source.ops.get(name, []) if p == part]
+                for p, ln, txt in hits[:1]:
+                    out.append(f"{indent}source: {name} in the {p} is line {ln}: {txt}")
+        return out
 
     def to_json(self) -> dict:
         p = self.report.program
