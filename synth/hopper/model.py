@@ -1,0 +1,123 @@
+"""The Hopper GEMM main loop's choices, by CP-SAT: stages, K_PIPE_MMAS and consumer warp groups.
+
+Input: a :class:`~synth.gemm.GemmConfig` with ``arch: sm_90`` (tile ``BM x BN x BK``, dtype).
+Output: a :class:`HopperChoice` and the :class:`~synth.hopper.loop.HopperLoop` to lower
+(:func:`synth.lower.barriers.lower_hopper`): a TMA load per operand per k-tile (box bytes
+``BM * BK`` and ``BN * BK`` elements; the K residue is zero-filled by TMA and still counts its
+full box, so no load is predicated), a wgmma per k-tile, warp-specialized (one producer warp
+group). The trip count is symbolic (``T = ceil(K / BK) >= 1``): one program for every K.
+
+The model (docs/hopper.md, "Choosing the pipeline"): one Boolean per candidate
+``(stages S, K_PIPE_MMAS K, consumers C)``, exactly one chosen, under the shared-memory limit
+``S * (A box + B box) + 8 B per barrier * 2S <= smem_per_block`` (227 KiB on H100), minimizing
+the predicted cycles of the k-tile loop for ``T`` tiles:
+
+* ``mma`` = wgmma cycles of one k-tile = ``2 * BM * BN * BK / tensor flop per clk``, divided
+  among nothing (the tensor cores are shared by the consumer warp groups);
+* ``wait`` = the wgmma latency exposed per k-tile when ``K = 0`` (each wgmma is drained before
+  its release): ``lat_wgmma = 4 * lat_mma`` cycles, shared by ``C`` consumer warp groups that
+  alternate (one drains while the other issues), else 0;
+* ``fill`` = TMA round trip = ``lat_global + box bytes / 64 B per clk + 2 * barrier`` where a
+  barrier round trip is ``barrier_cycles``;
+* loads in flight while a consumer computes: ``min(S - K - 1, T)`` (the consumer holds ``K + 1``
+  slots; there are ``T`` loads in all), at least 1; per k-tile the loop needs ``max(mma + wait, fill / (S - K - 1))``;
+* total = ``fill + T * per-tile``; among equal totals fewer stages (less shared memory), then
+  fewer consumer warp groups.
+
+``C`` consumer warp groups split ``BM`` in ``m64`` slices: ``C`` must divide ``BM / 64``.
+Every number is bounded: 1 <= S <= 16, 0 <= K < S, C in 1..2.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Optional
+
+from ortools.sat.python import cp_model
+
+from ..arch import get_arch
+from ..gemm import GemmConfig
+from .loop import MAX_STAGES, HopperLoop, Load
+
+DTYPE_BYTES = {"f16": 2, "bf16": 2, "tf32": 4, "f32": 4}
+BARRIER_BYTES = 8
+TMA_BYTES_PER_CLK = 64
+
+
+@dataclass(frozen=True)
+class HopperChoice:
+    stages: int
+    k_pipe_mmas: int
+    consumers: int
+    cycles: int
+    """Predicted cycles of the k-tile loop at the model's ``T``."""
+    smem_bytes: int
+    status: str
+    """CP-SAT's status name (OPTIMAL when proven best)."""
+
+    def explain(self) -> str:
+        return (f"{self.stages} stages, K_PIPE_MMAS = {self.k_pipe_mmas}, {self.consumers} consumer warp group(s): "
+                f"{self.smem_bytes} B of shared memory, {self.cycles} predicted cycles ({self.status})")
+
+
+def _cost(cfg: GemmConfig, S: int, K: int, C: int, T: int) -> int:
+    arch = get_arch(cfg.arch)
+    b = DTYPE_BYTES[cfg.dtype]
+    box = (cfg.BM + cfg.BN) * cfg.BK * b
+    mma = -(-2 * cfg.BM * cfg.BN * cfg.BK // arch.tensor_f16_f32_flop_per_clk_sm)
+    wait = -(-4 * arch.lat_mma // C) if K == 0 else 0
+    fill = arch.lat_global + box // TMA_BYTES_PER_CLK + 2 * arch.barrier_cycles
+    per_tile = max(mma + wait, -(-fill // max(min(S - K - 1, T), 1)))
+    return fill + T * per_tile
+
+
+def choose(cfg: GemmConfig, *, time_limit: float = 10.0, stages: Optional[int] = None) -> HopperChoice:
+    """The CP-SAT choice for ``cfg`` (``stages`` pins S); ValueError when nothing fits."""
+    arch = get_arch(cfg.arch)
+    if cfg.dtype not in DTYPE_BYTES:
+        raise ValueError(f"dtype {cfg.dtype} has no TMA element size here")
+    b = DTYPE_BYTES[cfg.dtype]
+    stage_bytes = (cfg.BM + cfg.BN) * cfg.BK * b
+    T = max(cfg.trip_count, 1)
+    m = cp_model.CpModel()
+    cands = []
+    for S in range(1, MAX_STAGES + 1):
+        if stages is not None and S != stages:
+            continue
+        smem = S * stage_bytes + 2 * S * BARRIER_BYTES
+        if smem > arch.smem_per_block:
+            continue
+        for K in range(S):
+            for C in (1, 2):
+                if cfg.BM % (64 * C):
+                    continue
+                cands.append((S, K, C, smem, _cost(cfg, S, K, C, T)))
+    if not cands:
+        raise ValueError(f"no pipeline fits: one stage needs {stage_bytes} B of the {arch.smem_per_block} B "
+                         f"a CTA may use on {arch.name}")
+    pick = [m.NewBoolVar(f"c{n}") for n in range(len(cands))]
+    m.AddExactlyOne(pick)
+    m.Add(sum(p * c[3] for p, c in zip(pick, cands)) <= arch.smem_per_block)
+    # lexicographic: cycles, then shared memory, then consumers (scaled so ties never overflow)
+    scale_smem = 4
+    scale_cyc = (arch.smem_per_block + 1) * scale_smem
+    m.Minimize(sum(p * (c[4] * scale_cyc + c[3] * scale_smem + c[2]) for p, c in zip(pick, cands)))
+    solver = cp_model.CpSolver()
+    solver.parameters.max_time_in_seconds = time_limit
+    solver.parameters.num_workers = 1
+    st = solver.Solve(m)
+    if st not in (cp_model.OPTIMAL, cp_model.FEASIBLE):
+        raise ValueError(f"CP-SAT found no pipeline ({solver.StatusName(st)})")
+    S, K, C, smem, cyc = next(c for p, c in zip(pick, cands) if solver.Value(p))
+    return HopperChoice(S, K, C, cyc, smem, solver.StatusName(st))
+
+
+def hopper_loop(cfg: GemmConfig, choice: HopperChoice) -> HopperLoop:
+    """The main loop of ``cfg`` with ``choice``: TMA boxes for A and B, one wgmma per k-tile."""
+    b = DTYPE_BYTES[cfg.dtype]
+    return HopperLoop(cfg.problem_name(), (Load("tma_A", "A_s", cfg.BM * cfg.BK * b),
+                                           Load("tma_B", "B_s", cfg.BN * cfg.BK * b)),
+                      "wgmma", choice.stages, choice.k_pipe_mmas, choice.consumers, "T", 1)
+
+
+__all__ = ["choose", "hopper_loop", "HopperChoice", "DTYPE_BYTES"]
