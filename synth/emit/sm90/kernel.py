@@ -263,8 +263,8 @@ def emit_sm90_kernel(cfg: Sm90Config, program: Optional[HopperProgram] = None) -
         "#else",
         _CUDA_API.strip(),
         _wgmma_cuda(cfg.bn).rstrip(),
-        "#endif",
         _wait_dispatch(max_wait).rstrip(),
+        "#endif",
         "// K-major operand, 128-byte swizzle: start >> 4, LBO 1 (unused), SBO 1024 bytes (8 rows), layout 1 (128B)",
         "SYNTH_DEV uint64_t synth_desc_k128(const void* p) {",
         "  return (uint64_t)((synth_smem_u32(p) & 0x3FFFF) >> 4) | ((uint64_t)1 << 16) | ((uint64_t)(1024 >> 4) << 32)"

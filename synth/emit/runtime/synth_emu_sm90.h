@@ -1,0 +1,459 @@
+// synth_emu_sm90.h: a CPU emulator of the sm_90a API the synth Hopper GEMM uses
+// (docs/hopper_kernel.md). Header-only; included by kernel.cu under -DSYNTH_EMULATE.
+//
+// Every CUDA thread of a block is a coroutine (ucontext); one runs at a time and control
+// passes to the next thread (round robin, forward or reverse) at every synchronization call,
+// so the other warp groups run between any two of a thread's barrier, TMA or wgmma calls.
+// Adversarial semantics:
+//  * TMA: issuing poisons the destination box with 0xFF (f16 NaN); the box lands (zero-filled
+//    outside the tensor, complete_tx of the whole box on its mbarrier) only when a waiter on
+//    that barrier cannot pass otherwise, or when every thread is stuck: as late as allowed.
+//  * mbarrier: pending arrivals, tx-count (may go negative), phase count; try_wait.parity P
+//    passes iff phases_completed % 2 != P. A block where every live thread is blocked and no
+//    copy is in flight is a hang: reported with each waiter's barrier, parity and state.
+//  * wgmma: an op reads its shared-memory operands when a wait_group retires its group (as
+//    late as allowed), so a slot overwritten before the wait poisons the result; an op issued
+//    while a TMA into its operands is in flight yields NaN (read before the data landed).
+#pragma once
+#include <ucontext.h>
+#include <cmath>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <functional>
+#include <map>
+#include <string>
+#include <vector>
+
+#define __global__
+#define __device__
+#define __forceinline__ inline
+#define __launch_bounds__(...)
+#define __grid_constant__
+#define __shared__
+#define SYNTH_DEV inline
+
+struct synth_dim3 { unsigned x, y, z; };
+struct float4 { float x, y, z, w; };
+inline float4 make_float4(float a, float b, float c, float d) { return {a, b, c, d}; }
+
+struct CUtensorMap {
+  const void* base;
+  uint64_t dim[2];      // elements, innermost first
+  uint64_t stride1;     // bytes between rows (dim 1)
+  uint32_t box[2];      // box extent, innermost first
+  uint32_t elem_bytes;
+  uint32_t swizzle;     // bytes of the swizzle span: 128 (the only one supported)
+};
+
+namespace synth_emu {
+
+constexpr uint32_t SMEM_SIZE = 256 * 1024;
+constexpr uint32_t SMEM_BASE = 0x80;  // shared address of synth_smem_raw[0]: the kernel must align itself
+
+struct MBar { bool init = false; int count = 0, pending = 0; long tx = 0, phases = 0; };
+struct Copy { uint32_t dst; CUtensorMap map; int c0, c1; uint32_t bar; long seq; };
+struct Op { uint64_t da, db; int n; bool poisoned; float* d[128]; };
+struct WG {
+  int count = 0; long gen = 0; std::string kind; uint64_t da = 0, db = 0; int n = 0; int arg = 0;
+  float* d[128];
+  std::vector<Op> open; std::vector<std::vector<Op>> committed;
+};
+struct Warp { int count = 0; long gen = 0; float vals[32], res[32]; int mask = 0; };
+struct Thread { ucontext_t ctx; std::vector<char> stack; bool done = false; std::string waiting; };
+
+struct State {
+  std::vector<Thread> th; int cur = 0, nthreads = 0; bool reverse = false;
+  ucontext_t main_ctx; std::function<void()> body;
+  synth_dim3 block{0, 0, 0}, grid{1, 1, 1}, bdim{1, 1, 1};
+  std::map<uint32_t, MBar> bars; std::vector<Copy> copies; long seq = 0;
+  std::vector<WG> wgs; std::vector<Warp> warps;
+  int sync_count = 0; long sync_gen = 0; int live = 0;
+  long stuck = 0;
+  bool failed = false; std::string failure, kind;
+  long stat_landed = 0, stat_tx_bytes = 0, stat_wgmma = 0, stat_poisoned_ops = 0, stat_waw = 0, stat_arrivals = 0;
+};
+inline State& S() { static State s; return s; }
+
+}  // namespace synth_emu
+
+alignas(4096) inline unsigned char synth_smem_raw[synth_emu::SMEM_SIZE];
+
+#define threadIdx (synth_emu::thread_idx())
+#define blockIdx (synth_emu::S().block)
+#define blockDim (synth_emu::S().bdim)
+#define gridDim (synth_emu::S().grid)
+
+namespace synth_emu {
+
+inline synth_dim3 thread_idx() { return {unsigned(S().cur), 0, 0}; }
+
+[[noreturn]] inline void fail(const std::string& kind, const std::string& msg) {
+  State& s = S();
+  if (!s.failed) { s.failed = true; s.kind = kind; s.failure = msg; }
+  swapcontext(&s.th[s.cur].ctx, &s.main_ctx);
+  std::abort();  // never resumed
+}
+
+inline void progress() { S().stuck = 0; }
+
+inline void switch_next() {
+  State& s = S();
+  int n = s.nthreads, from = s.cur;
+  for (int k = 1; k <= n; ++k) {
+    int j = s.reverse ? ((from - k) % n + n) % n : (from + k) % n;
+    if (!s.th[j].done) {
+      if (j == from) return;
+      s.cur = j;
+      swapcontext(&s.th[from].ctx, &s.th[j].ctx);
+      return;
+    }
+  }
+  swapcontext(&s.th[from].ctx, &s.main_ctx);
+}
+
+inline void land_one(size_t k);
+inline std::string describe_waiters();
+
+// Block the current thread until cond() holds; detects a hang (every live thread stuck through
+// several rounds with no copy left to land).
+template <class F> inline void block_until(F cond, const std::string& what) {
+  State& s = S();
+  s.th[s.cur].waiting = what;
+  while (!cond()) {
+    if (++s.stuck > 4L * (s.live + 1)) {
+      if (!s.copies.empty()) { land_one(0); continue; }
+      fail("hang", "hang: every thread is blocked and no copy is in flight; " + describe_waiters());
+    }
+    switch_next();
+  }
+  s.th[s.cur].waiting.clear();
+}
+
+inline void yield_point() { switch_next(); }
+
+inline uint32_t smem_u32(const void* p) {
+  auto d = reinterpret_cast<const unsigned char*>(p) - synth_smem_raw;
+  if (d < 0 || d >= (long)SMEM_SIZE) fail("fault", "address outside shared memory");
+  return SMEM_BASE + uint32_t(d);
+}
+inline unsigned char* smem_ptr(uint32_t a) { return synth_smem_raw + (a - SMEM_BASE); }
+
+inline MBar& bar_at(uint32_t a, const char* op) {
+  auto it = S().bars.find(a);
+  if (it == S().bars.end() || !it->second.init)
+    fail("fault", std::string(op) + " on an uninitialized mbarrier at shared 0x" + std::to_string(a));
+  return it->second;
+}
+
+inline void maybe_complete(MBar& b) {
+  if (b.pending == 0 && b.tx == 0) { b.phases += 1; b.pending = b.count; b.tx = 0; progress(); }
+}
+
+inline float half_to_float(uint16_t h) {
+  uint32_t sign = (h >> 15) & 1, e = (h >> 10) & 31, m = h & 1023;
+  float v;
+  if (e == 0) v = std::ldexp(float(m), -24);
+  else if (e == 31) v = m ? NAN : INFINITY;
+  else v = std::ldexp(float(m | 1024), int(e) - 25);
+  return sign ? -v : v;
+}
+
+inline uint32_t swz128(uint32_t a) { return a ^ (((a >> 7) & 7) << 4); }
+
+inline void land_one(size_t k) {
+  State& s = S();
+  Copy c = s.copies[k];
+  s.copies.erase(s.copies.begin() + long(k));
+  const CUtensorMap& m = c.map;
+  for (uint32_t r = 0; r < m.box[1]; ++r)
+    for (uint32_t e = 0; e < m.box[0]; ++e) {
+      long gx = long(c.c0) + e, gy = long(c.c1) + r;
+      uint16_t v = 0;
+      if (gx >= 0 && gy >= 0 && uint64_t(gx) < m.dim[0] && uint64_t(gy) < m.dim[1])
+        std::memcpy(&v, static_cast<const unsigned char*>(m.base) + gy * m.stride1 + gx * 2, 2);
+      std::memcpy(smem_ptr(swz128(c.dst + r * 128 + e * 2)), &v, 2);
+    }
+  uint32_t bytes = m.box[0] * m.box[1] * m.elem_bytes;
+  s.stat_landed++; s.stat_tx_bytes += bytes;
+  MBar& b = bar_at(c.bar, "complete_tx");
+  b.tx -= bytes;
+  maybe_complete(b);
+  progress();
+}
+
+inline std::string describe_waiters() {
+  State& s = S();
+  std::map<std::string, int> by;
+  for (auto& t : s.th) if (!t.done && !t.waiting.empty()) by[t.waiting]++;
+  std::string out;
+  for (auto& [w, n] : by) out += std::to_string(n) + " thread(s) at " + w + "; ";
+  return out;
+}
+
+inline std::string bar_state(uint32_t a, const MBar& b) {
+  return "mbarrier 0x" + std::to_string(a) + " (phases completed " + std::to_string(b.phases) + ", pending arrivals " +
+         std::to_string(b.pending) + "/" + std::to_string(b.count) + ", tx " + std::to_string(b.tx) + ")";
+}
+
+// Warp-group collective: the 128th arrival performs `perform`; the others wait for it.
+template <class Rec, class F> inline void wg_collective(const char* kind, Rec record, F perform) {
+  State& s = S();
+  WG& w = s.wgs[s.cur / 128];
+  if (w.count == 0) w.kind = kind;
+  else if (w.kind != kind)
+    fail("fault", "warp group " + std::to_string(s.cur / 128) + ": thread " + std::to_string(s.cur) + " at " + kind +
+                      " while others are at " + w.kind);
+  record(w, s.cur % 128);
+  long my = w.gen;
+  if (++w.count == 128) { perform(w); w.count = 0; w.gen++; progress(); yield_point(); return; }
+  block_until([&] { return w.gen != my; }, std::string("warp group ") + std::to_string(s.cur / 128) + " " + kind);
+}
+
+inline void run_op(Op& op) {
+  State& s = S();
+  s.stat_wgmma++;
+  auto decode = [](uint64_t d, const char* which) {
+    if ((d >> 62) != 1) fail("fault", std::string("wgmma ") + which + ": only the 128-byte swizzle layout is emulated");
+    uint32_t start = uint32_t(d & 0x3FFF) << 4, sbo = uint32_t((d >> 32) & 0x3FFF) << 4;
+    return std::pair<uint32_t, uint32_t>(start, sbo);
+  };
+  auto [sa, sbo_a] = decode(op.da, "A");
+  auto [sb, sbo_b] = decode(op.db, "B");
+  auto elem = [&](uint32_t start, uint32_t sbo, int r, int k) {
+    uint32_t a = start + uint32_t(r / 8) * sbo + uint32_t(r % 8) * 128 + uint32_t(k) * 2;
+    uint32_t p = swz128(a);
+    if (p < SMEM_BASE || p + 2 > SMEM_BASE + SMEM_SIZE) fail("fault", "wgmma operand outside shared memory");
+    uint16_t h; std::memcpy(&h, smem_ptr(p), 2);
+    return half_to_float(h);
+  };
+  float A[64][16], B[256][16];
+  for (int r = 0; r < 64; ++r) for (int k = 0; k < 16; ++k) A[r][k] = elem(sa, sbo_a, r, k);
+  for (int r = 0; r < op.n; ++r) for (int k = 0; k < 16; ++k) B[r][k] = elem(sb, sbo_b, r, k);
+  for (int t = 0; t < 128; ++t) {
+    int w = t / 32, l = t % 32;
+    for (int i = 0; i < op.n / 2; ++i) {
+      int row = 16 * w + l / 4 + 8 * ((i >> 1) & 1), col = 8 * (i >> 2) + 2 * (l % 4) + (i & 1);
+      float acc = 0.0f;
+      for (int k = 0; k < 16; ++k) acc += A[row][k] * B[col][k];
+      op.d[t][i] = op.poisoned ? NAN : op.d[t][i] + acc;
+    }
+  }
+}
+
+inline bool overlaps_copy(uint32_t lo, uint32_t hi) {
+  for (auto& c : S().copies) {
+    uint32_t clo = c.dst, chi = c.dst + c.map.box[0] * c.map.box[1] * c.map.elem_bytes;
+    if (clo < hi && lo < chi) return true;
+  }
+  return false;
+}
+
+}  // namespace synth_emu
+
+// ---- the API of kernel.cu
+
+inline uint32_t synth_smem_u32(const void* p) { return synth_emu::smem_u32(p); }
+
+inline void synth_syncthreads() {
+  using namespace synth_emu;
+  State& s = S();
+  long my = s.sync_gen;
+  if (++s.sync_count >= s.live) { s.sync_count = 0; s.sync_gen++; progress(); yield_point(); return; }
+  block_until([&] { return s.sync_gen != my; }, "__syncthreads");
+}
+
+inline void synth_mbar_init(uint64_t* b, unsigned n) {
+  using namespace synth_emu;
+  uint32_t a = smem_u32(b);
+  if (a % 8) fail("fault", "misaligned mbarrier");
+  if (n < 1) fail("fault", "mbarrier.init with count 0");
+  MBar& m = S().bars[a];
+  m = MBar{true, int(n), int(n), 0, 0};
+}
+inline void synth_mbar_inval(uint64_t* b) {
+  using namespace synth_emu;
+  uint32_t a = smem_u32(b);
+  bar_at(a, "mbarrier.inval");
+  for (auto& c : S().copies)
+    if (c.bar == a) fail("fault", "mbarrier.inval while a TMA copy completing on it is in flight");
+  S().bars.erase(a);
+}
+inline void synth_fence_mbarrier_init() { synth_emu::yield_point(); }
+inline void synth_fence_proxy_async() { synth_emu::yield_point(); }
+
+inline void synth_mbar_expect_tx(uint64_t* b, uint32_t bytes) {
+  using namespace synth_emu;
+  MBar& m = bar_at(smem_u32(b), "mbarrier.expect_tx");
+  m.tx += bytes;
+  progress();
+  yield_point();
+}
+inline void synth_mbar_arrive(uint64_t* b) {
+  using namespace synth_emu;
+  MBar& m = bar_at(smem_u32(b), "mbarrier.arrive");
+  S().stat_arrivals++;
+  m.pending -= 1;
+  maybe_complete(m);
+  progress();
+  yield_point();
+}
+inline void synth_mbar_arrive_expect_tx(uint64_t* b, uint32_t bytes) {
+  using namespace synth_emu;
+  MBar& m = bar_at(smem_u32(b), "mbarrier.arrive.expect_tx");
+  m.tx += bytes;
+  S().stat_arrivals++;
+  m.pending -= 1;
+  maybe_complete(m);
+  progress();
+  yield_point();
+}
+inline void synth_mbar_wait(uint64_t* b, uint32_t parity) {
+  using namespace synth_emu;
+  State& s = S();
+  uint32_t a = smem_u32(b);
+  bar_at(a, "mbarrier.try_wait");
+  auto passed = [&] { return (s.bars[a].phases % 2) != long(parity & 1); };
+  // land this barrier's copies one at a time, only as far as the wait needs them
+  for (size_t k = 0; !passed() && k < s.copies.size();) {
+    if (s.copies[k].bar == a) land_one(k); else ++k;
+  }
+  block_until([&] {
+    for (size_t k = 0; !passed() && k < s.copies.size();) { if (s.copies[k].bar == a) land_one(k); else ++k; }
+    return passed();
+  }, "try_wait.parity " + std::to_string(parity & 1) + " on " + bar_state(a, s.bars[a]));
+  yield_point();
+}
+
+inline void synth_tma_load_2d(void* dst, const CUtensorMap* map, int c0, int c1, uint64_t* b) {
+  using namespace synth_emu;
+  State& s = S();
+  uint32_t d = smem_u32(dst), a = smem_u32(b);
+  bar_at(a, "cp.async.bulk.tensor");
+  if (map->swizzle != 128 || map->box[0] * map->elem_bytes != 128)
+    fail("fault", "TMA: only a 128-byte swizzle with a 128-byte inner box is emulated");
+  if (d % 1024) fail("fault", "TMA with 128-byte swizzle: destination not 1024-byte aligned");
+  uint32_t bytes = map->box[0] * map->box[1] * map->elem_bytes;
+  if (d + bytes > SMEM_BASE + SMEM_SIZE) fail("fault", "TMA destination outside shared memory");
+  if (overlaps_copy(d, d + bytes)) s.stat_waw++;
+  std::memset(smem_ptr(d), 0xFF, bytes);
+  s.copies.push_back(Copy{d, *map, c0, c1, a, s.seq++});
+  progress();
+  yield_point();
+}
+
+inline void synth_wgmma_fence() {
+  synth_emu::wg_collective("wgmma.fence", [](synth_emu::WG&, int) {}, [](synth_emu::WG&) {});
+}
+
+template <int N> inline void synth_wgmma_issue(float* d, uint64_t da, uint64_t db) {
+  using namespace synth_emu;
+  wg_collective("wgmma.mma_async",
+                [&](WG& w, int t) {
+                  if (w.count == 0) { w.da = da; w.db = db; }
+                  else if (w.da != da || w.db != db) fail("fault", "wgmma: threads of a warp group pass different descriptors");
+                  w.d[t] = d;
+                },
+                [&](WG& w) {
+                  Op op{w.da, w.db, N, false, {}};
+                  std::memcpy(op.d, w.d, sizeof(op.d));
+                  uint32_t sa = uint32_t(w.da & 0x3FFF) << 4, sb = uint32_t(w.db & 0x3FFF) << 4;
+                  if (overlaps_copy(sa & ~1023u, (sa & ~1023u) + 64 * 128) || overlaps_copy(sb & ~1023u, (sb & ~1023u) + N * 128)) {
+                    op.poisoned = true; S().stat_poisoned_ops++;
+                  }
+                  w.open.push_back(op);
+                });
+}
+#define SYNTH_WGMMA_SHAPE(N) \
+  inline void synth_wgmma_m64n##N##k16(float* d, uint64_t da, uint64_t db) { synth_wgmma_issue<N>(d, da, db); }
+SYNTH_WGMMA_SHAPE(16) SYNTH_WGMMA_SHAPE(32) SYNTH_WGMMA_SHAPE(48) SYNTH_WGMMA_SHAPE(64) SYNTH_WGMMA_SHAPE(80)
+SYNTH_WGMMA_SHAPE(96) SYNTH_WGMMA_SHAPE(112) SYNTH_WGMMA_SHAPE(128) SYNTH_WGMMA_SHAPE(144) SYNTH_WGMMA_SHAPE(160)
+SYNTH_WGMMA_SHAPE(176) SYNTH_WGMMA_SHAPE(192) SYNTH_WGMMA_SHAPE(208) SYNTH_WGMMA_SHAPE(224) SYNTH_WGMMA_SHAPE(240)
+SYNTH_WGMMA_SHAPE(256)
+
+inline void synth_wgmma_commit() {
+  using namespace synth_emu;
+  wg_collective("wgmma.commit_group", [](WG&, int) {}, [](WG& w) { w.committed.push_back(w.open); w.open.clear(); });
+}
+inline void synth_wgmma_wait(int n) {
+  using namespace synth_emu;
+  if (n < 0) fail("fault", "wgmma.wait_group with a negative count " + std::to_string(n));
+  wg_collective("wgmma.wait_group",
+                [&](WG& w, int t) {
+                  (void)t;
+                  if (w.count == 0) w.arg = n;
+                  else if (w.arg != n) fail("fault", "wgmma.wait_group: threads of a warp group wait different counts");
+                },
+                [](WG& w) {
+                  while (long(w.committed.size()) > w.arg) {
+                    for (auto& op : w.committed.front()) run_op(op);
+                    w.committed.erase(w.committed.begin());
+                  }
+                });
+}
+template <int N> inline void synth_wgmma_wait_n() { synth_wgmma_wait(N); }
+template <int R> inline void synth_setmaxnreg_dec() { synth_emu::yield_point(); }
+template <int R> inline void synth_setmaxnreg_inc() { synth_emu::yield_point(); }
+
+inline float synth_shfl_xor(float v, int mask) {
+  using namespace synth_emu;
+  State& s = S();
+  Warp& w = s.warps[s.cur / 32];
+  int lane = s.cur % 32;
+  w.vals[lane] = v; w.mask = mask;
+  long my = w.gen;
+  if (++w.count == 32) {
+    for (int l = 0; l < 32; ++l) w.res[l] = w.vals[l ^ (w.mask & 31)];
+    w.count = 0; w.gen++; progress();
+    return w.res[lane];
+  }
+  block_until([&] { return w.gen != my; }, "shfl.sync of warp " + std::to_string(s.cur / 32));
+  return w.res[lane];
+}
+inline void synth_stg4(float* p, float a, float b, float c, float d) {
+  if (reinterpret_cast<uintptr_t>(p) & 15) synth_emu::fail("fault", "misaligned 128-bit global store");
+  p[0] = a; p[1] = b; p[2] = c; p[3] = d;
+}
+inline float4 synth_ldg4(const float* p) {
+  if (reinterpret_cast<uintptr_t>(p) & 15) synth_emu::fail("fault", "misaligned 128-bit global load");
+  return {p[0], p[1], p[2], p[3]};
+}
+
+namespace synth_emu {
+
+inline void trampoline() {
+  State& s = S();
+  s.body();
+  s.th[s.cur].done = true;
+  s.live--;
+  if (s.sync_count > 0 && s.sync_count >= s.live) { s.sync_count = 0; s.sync_gen++; }
+  progress();
+  switch_next();
+}
+
+// Run one block of `threads` threads; false on a hang or fault (S().kind, S().failure).
+inline bool run_block(synth_dim3 block, int threads, bool reverse, std::function<void()> body) {
+  State& s = S();
+  s.block = block; s.bdim = {unsigned(threads), 1, 1}; s.reverse = reverse; s.body = std::move(body);
+  s.th.assign(threads, Thread{}); s.nthreads = threads; s.live = threads;
+  s.bars.clear(); s.copies.clear(); s.wgs.assign((threads + 127) / 128, WG{}); s.warps.assign((threads + 31) / 32, Warp{});
+  s.sync_count = 0; s.stuck = 0;
+  std::memset(synth_smem_raw, 0xFF, SMEM_SIZE);
+  for (int t = 0; t < threads; ++t) {
+    Thread& th = s.th[t];
+    th.stack.resize(256 * 1024);
+    getcontext(&th.ctx);
+    th.ctx.uc_stack.ss_sp = th.stack.data();
+    th.ctx.uc_stack.ss_size = th.stack.size();
+    th.ctx.uc_link = nullptr;
+    makecontext(&th.ctx, trampoline, 0);
+  }
+  s.cur = reverse ? threads - 1 : 0;
+  swapcontext(&s.main_ctx, &s.th[s.cur].ctx);
+  if (s.failed) return false;
+  while (!s.copies.empty()) land_one(0);
+  return true;
+}
+
+}  // namespace synth_emu

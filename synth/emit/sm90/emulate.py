@@ -1,0 +1,126 @@
+"""Run the sm_90a GEMM kernel on the CPU emulator (``runtime/synth_emu_sm90.h``).
+
+Input: a ``kernel.cu`` written by :func:`synth.emit.sm90.kernel.emit_sm90_kernel` (the same text
+nvcc compiles), a shape and a scheduling order. Output: :class:`Sm90Result` with C, the
+comparison with numpy and what the emulator saw (a hang is reported as such, with the waiting
+threads' barriers and parities). The binary is compiled with ``g++ -std=c++20 -O2
+-DSYNTH_EMULATE`` and cached under ``$SYNTH_EMU_CACHE/sm90`` (default ``~/.cache/synth/emu``) by the
+hash of the kernel, the runtime sources and the compiler; shapes and orders are run-time inputs.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import pathlib
+import shutil
+import subprocess
+import tempfile
+from dataclasses import dataclass, field
+from typing import Optional
+
+import numpy as np
+
+from ..emulate import EmulatorError, cache_dir
+from .kernel import KERNEL
+
+RUNTIME = pathlib.Path(__file__).resolve().parent.parent / "runtime"
+SOURCES = ("synth_emu_sm90.h", "sm90_harness.cpp")
+ORDERS = ("forward", "reverse")
+"""Round-robin orders of the threads: producer warp group first, or the consumers first."""
+TIMEOUT_S = 300
+"""A run that takes longer is stopped and reported (the emulator itself detects hangs)."""
+
+
+@dataclass(frozen=True)
+class Sm90Result:
+    C: np.ndarray
+    ref: np.ndarray
+    ok: bool
+    """Ran to the end, no NaN, |C - ref| <= 1e-2 + 1e-2 |ref| everywhere."""
+    kind: str
+    """'' when it ran to the end, 'hang' (every thread blocked, nothing in flight) or 'fault'."""
+    message: str
+    max_abs_err: float
+    nan_count: int
+    stats: dict = field(default_factory=dict)
+
+    def summary(self) -> str:
+        if self.kind:
+            return f"{self.kind}: {self.message}"
+        return f"ok={self.ok} max_abs_err={self.max_abs_err:.3g} nan={self.nan_count} stats={self.stats}"
+
+
+def binary(kernel_cu: str) -> pathlib.Path:
+    """The emulator binary of ``kernel_cu`` (compiled once, cached)."""
+    gxx = shutil.which("g++")
+    if gxx is None:
+        raise EmulatorError("g++ is not on PATH", "install g++ (C++20)")
+    h = hashlib.sha256()
+    for part in (kernel_cu, *(str((RUNTIME / s).read_text()) for s in SOURCES), gxx):
+        h.update(part.encode())
+        h.update(b"\0")
+    d = cache_dir() / "sm90"
+    d.mkdir(parents=True, exist_ok=True)
+    exe = d / f"gemm-{h.hexdigest()[:24]}"
+    if exe.exists():
+        return exe
+    with tempfile.TemporaryDirectory(prefix="synth-sm90-") as tmp:
+        (pathlib.Path(tmp) / "kernel.cu").write_text(kernel_cu)
+        out = pathlib.Path(tmp) / "a.out"
+        cmd = [gxx, "-std=c++20", "-O2", "-DSYNTH_EMULATE", "-w", f"-I{tmp}", f"-I{RUNTIME}",
+               str(RUNTIME / "sm90_harness.cpp"), "-o", str(out)]
+        proc = subprocess.run(cmd, capture_output=True, text=True, timeout=600)
+        if proc.returncode:
+            raise EmulatorError(f"g++ failed on the sm_90a kernel:\n{proc.stderr[-3000:]}", "fix the kernel source")
+        os.replace(out, exe)
+    return exe
+
+
+def emulate_sm90(kernel_cu: str, M: int, N: int, K: int, *, order: str = "forward", alpha: float = 1.0,
+                 beta: float = 0.0, with_c: bool = False, ldc: Optional[int] = None, seed: int = 0) -> Sm90Result:
+    """Run the kernel on A (M x K), B (N x K) f16 drawn from [-1, 1) and compare C with
+    ``alpha A @ B.T (+ beta C_in)`` in float64. C starts as NaN so an entry never written shows."""
+    if order not in ORDERS:
+        raise EmulatorError(f"order {order!r}: expected one of {ORDERS}")
+    ldc = N if ldc is None else ldc
+    if min(M, N) < 1 or K < 1 or ldc < N:
+        raise EmulatorError(f"shape M={M} N={N} K={K} ldc={ldc}: need M, N, K >= 1 and ldc >= N")
+    rng = np.random.default_rng(seed)
+    A = rng.uniform(-1, 1, (M, K)).astype(np.float16)
+    B = rng.uniform(-1, 1, (N, K)).astype(np.float16)
+    Cin = rng.uniform(-1, 1, (M, ldc)).astype(np.float32)
+    ref = alpha * (A.astype(np.float64) @ B.astype(np.float64).T)
+    if with_c:
+        ref = ref + beta * Cin[:, :N].astype(np.float64)
+    exe = binary(kernel_cu)
+    with tempfile.TemporaryDirectory(prefix="synth-sm90-run-") as tmp:
+        inp, outp = pathlib.Path(tmp) / "in.bin", pathlib.Path(tmp) / "out.bin"
+        head = np.array([M, N, K, ldc, K, K, int(with_c), int(order == "reverse")], np.int32)
+        with open(inp, "wb") as f:
+            f.write(head.tobytes())
+            f.write(np.array([alpha, beta], np.float32).tobytes())
+            f.write(A.view(np.uint16).tobytes())
+            f.write(B.view(np.uint16).tobytes())
+            if with_c:
+                f.write(Cin.tobytes())
+        try:
+            proc = subprocess.run([str(exe), str(inp), str(outp)], capture_output=True, text=True, timeout=TIMEOUT_S)
+        except subprocess.TimeoutExpired:
+            raise EmulatorError(f"the emulator ran past {TIMEOUT_S} s") from None
+        lines = [ln for ln in proc.stdout.splitlines() if ln.startswith("{")]
+        if not lines:
+            raise EmulatorError(f"the emulator crashed (status {proc.returncode}): {proc.stderr[-2000:]}")
+        info = json.loads(lines[-1])
+        C = np.fromfile(outp, np.float32).reshape(M, ldc)
+    Cv = C[:, :N].astype(np.float64)
+    nan = int(np.isnan(Cv).sum())
+    err = float(np.nanmax(np.abs(Cv - ref))) if nan < Cv.size else float("inf")
+    pad_ok = bool(np.isnan(C[:, N:]).all()) and not info["guard_written"]
+    ok = info["ok"] and nan == 0 and bool(np.all(np.abs(Cv - ref) <= 1e-2 + 1e-2 * np.abs(ref))) and pad_ok
+    stats = {k: info[k] for k in ("landed", "tx_bytes", "wgmma", "poisoned_ops", "waw", "arrivals")}
+    return Sm90Result(C, ref, ok, info["kind"], info["message"], err, nan, stats)
+
+
+__all__ = ["emulate_sm90", "Sm90Result", "binary", "ORDERS", "KERNEL"]
