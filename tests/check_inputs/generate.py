@@ -10,7 +10,8 @@ Programs (our own, modelled on each project's tests of its pipeliner):
 
 * Triton: the tutorial matmul at ``num_stages`` 2..5; a masked K loop that sums
   rows (``tl.range(..., num_stages=3)``); a gather-matmul whose row indices are
-  loaded one stage before the rows they select (two loads at different distances).
+  loaded one stage before the rows they select (two loads at different distances);
+  an attention loop (K and V tiles, two dots, online softmax).
 * TVM: one async producer with its consumer 1..3 stages later; the same with a
   symbolic extent; two producers committed together; two producers interleaved
   with their consumer (the shape of TVM's ``test_async_producer_interleaving``);
@@ -99,7 +100,29 @@ def _triton_kernels():
             acc = tl.dot(a, b, acc)
         tl.store(c_ptr + rm[:, None] * BN + rn[None, :], acc)
 
-    return {"matmul": matmul, "masked_rowsum": masked_rowsum, "gather_matmul": gather_matmul}
+    @triton.jit
+    def attention(q_ptr, k_ptr, v_ptr, o_ptr, N, BM: tl.constexpr, BN: tl.constexpr, D: tl.constexpr):
+        rm = tl.program_id(0) * BM + tl.arange(0, BM)
+        rn = tl.arange(0, BN)
+        rd = tl.arange(0, D)
+        q = tl.load(q_ptr + rm[:, None] * D + rd[None, :])
+        m_i = tl.zeros((BM,), dtype=tl.float32) - float("inf")
+        l_i = tl.zeros((BM,), dtype=tl.float32)
+        acc = tl.zeros((BM, D), dtype=tl.float32)
+        for start in range(0, N, BN):
+            kt = tl.load(k_ptr + (start + rn)[None, :] * D + rd[:, None])
+            s = tl.dot(q, kt)
+            m_new = tl.maximum(m_i, tl.max(s, 1))
+            p = tl.exp(s - m_new[:, None])
+            alpha = tl.exp(m_i - m_new)
+            l_i = l_i * alpha + tl.sum(p, 1)
+            v = tl.load(v_ptr + (start + rn)[:, None] * D + rd[None, :])
+            acc = tl.dot(p.to(tl.float16), v, acc * alpha[:, None])
+            m_i = m_new
+        tl.store(o_ptr + rm[:, None] * D + rd[None, :], acc / l_i[:, None])
+
+    return {"matmul": matmul, "masked_rowsum": masked_rowsum, "gather_matmul": gather_matmul,
+            "attention": attention}
 
 
 _TRITON = {
@@ -116,6 +139,9 @@ _TRITON = {
     "triton-gather-matmul-s3": ("gather_matmul", {
         "a_ptr": "*fp16", "b_ptr": "*fp16", "idx_ptr": "*i32", "c_ptr": "*fp32", "K": "i32", "stride_b": "i32",
         "BM": "constexpr", "BN": "constexpr", "BK": "constexpr"}, {"BM": 64, "BN": 64, "BK": 32}, 3),
+    "triton-attention-s3": ("attention", {
+        "q_ptr": "*fp16", "k_ptr": "*fp16", "v_ptr": "*fp16", "o_ptr": "*fp32", "N": "i32", "BM": "constexpr",
+        "BN": "constexpr", "D": "constexpr"}, {"BM": 64, "BN": 64, "D": 64}, 3),
 }
 
 
