@@ -81,9 +81,9 @@ def test_sm90_pipelines_are_outside_the_model(tmp_path):
     from triton.backends.compiler import GPUTarget
     from triton.compiler import ASTSource
 
-    kname, sig, const, stages = gen._TRITON["triton-matmul-s3"]
+    kname, sig, const, stages = gen.TRITON_PROGRAMS["triton-matmul-s3"]
     attrs = {(i,): [["tt.divisibility", 16]] for i, n in enumerate(sig) if sig[n] != "constexpr"}
-    k = triton.compile(ASTSource(gen._triton_kernels()[kname], sig, constexprs=const, attrs=attrs),
+    k = triton.compile(ASTSource(gen.triton_kernels()[kname], sig, constexprs=const, attrs=attrs),
                        target=GPUTarget("cuda", 90, 32), options={"num_stages": stages, "num_warps": 4})
     rc, _, err = run_text(_write(tmp_path, "sm90", k.asm["ttgir"]))
     assert rc == 2 and "ttng." in err and "outside the model" in err and "fix:" in err

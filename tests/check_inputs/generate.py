@@ -47,7 +47,7 @@ def triton_available() -> str:
 
 
 @functools.lru_cache(maxsize=None)
-def _triton_kernels():
+def triton_kernels():
     import triton
     import triton.language as tl
 
@@ -125,7 +125,7 @@ def _triton_kernels():
             "attention": attention}
 
 
-_TRITON = {
+TRITON_PROGRAMS = {
     # name: (kernel, signature, constexprs, num_stages)
     **{f"triton-matmul-s{s}": ("matmul", {
         "a_ptr": "*fp16", "b_ptr": "*fp16", "c_ptr": "*fp16", "M": "i32", "N": "i32", "K": "i32",
@@ -146,7 +146,7 @@ _TRITON = {
 
 
 def triton_names() -> list:
-    return sorted(_TRITON)
+    return sorted(TRITON_PROGRAMS)
 
 
 @functools.lru_cache(maxsize=None)
@@ -157,8 +157,8 @@ def triton_ttgir(name: str) -> str:
     from triton.backends.compiler import GPUTarget
     from triton.compiler import ASTSource
 
-    kname, sig, const, stages = _TRITON[name]
-    fn = _triton_kernels()[kname]
+    kname, sig, const, stages = TRITON_PROGRAMS[name]
+    fn = triton_kernels()[kname]
     names = list(sig)
     # the tutorial's launch specialises pointers and strides divisible by 16 (enables 16-byte cp.async)
     attrs = {(i,): [["tt.divisibility", 16]] for i, n in enumerate(names) if sig[n] != "constexpr"}
@@ -183,7 +183,7 @@ def tvm_available() -> str:
 
 
 @functools.lru_cache(maxsize=None)
-def _tvm_funcs():
+def tvm_funcs():
     from tvm.script import tirx as T
 
     def stream(stages):
@@ -297,7 +297,7 @@ def tvm_module(name: str):
     """The IRModule after InjectSoftwarePipeline."""
     import tvm
 
-    f = _tvm_funcs()[name]
+    f = tvm_funcs()[name]
     mod = tvm.IRModule.from_expr(f.with_attr("global_symbol", "main"))
     return tvm.s_tir.transform.InjectSoftwarePipeline()(mod)
 
@@ -369,7 +369,7 @@ module attributes {transform.with_named_sequence} {
 }
 """
 
-_MLIR = {
+MLIR_PROGRAMS = {
     "mlir-copy-depth2": (_COPY_LOOP, 2, 2, False),
     "mlir-copy-depth3": (_COPY_LOOP, 3, 3, False),
     "mlir-two-buffers-depth2-peeled": (_TWO_BUFFERS, 2, 2, True),
@@ -377,12 +377,12 @@ _MLIR = {
 
 
 def mlir_names() -> list:
-    return sorted(_MLIR)
+    return sorted(MLIR_PROGRAMS)
 
 
 def mlir_input(name: str) -> str:
     """The loop plus the transform script that multi-buffers and pipelines it."""
-    loop, factor, depth, peel = _MLIR[name]
+    loop, factor, depth, peel = MLIR_PROGRAMS[name]
     sched = _SCHEDULE.replace("FACTOR", str(factor)).replace("DEPTH", str(depth)).replace(
         " PEEL", ", peel_epilogue" if peel else "")
     return loop + sched
