@@ -470,7 +470,8 @@ def to_program(loop: Loop, min_trip: Optional[int] = None, trip_count: Optional[
             epi_seen[ev.key] = j + 1
             if (pro_count[ev.buffer] + j - d) % m:
                 raise _err(loop, ev.line, f"{ev.text or ev.key} after the loop writes slot (B + {d}) % {m}, not "
-                           f"(B + {pro_count[ev.buffer] + j}) % {m}", "the buffer must rotate: write n lands in slot n % M")
+                           f"(B + {pro_count[ev.buffer] + j}) % {m}",
+                           "the buffer must rotate: write n lands in slot n % M")
             epi_placed.append(j)
             return j, simplify(Bin("+", B, Num(pro_count[ev.buffer] + j))), stage[ev.key], ev.key
         a = _last_version(epi_before(pos, ev.buffer), d, m)
