@@ -68,3 +68,37 @@ def test_read_before_the_write_of_its_step_reads_the_older_version():
     assert r.ok
     read = next(s for s in r.program.part("body").stmts if getattr(s, "op", "") == "use")
     assert to_str(read.reads[0].version) == "i"
+
+
+def _two_async_stages(m1: int) -> Loop:
+    """S1 <- X (queue 0), S2 <- S1 (async, queue 1), Y <- S2: the layout TVM emits for async stages [0, 1]."""
+    def w1(slot):
+        return Event("write", "s1", "S1", slot, True, 0, text="S1 = X")
+
+    def w2(slot, rslot):
+        return Event("write", "s2", "S2", slot, True, 1, text="S2 = S1", reads=(("S1", rslot),))
+
+    def rd(slot):
+        return Event("read", "y", "S2", slot, text="Y = S2")
+
+    B = Var("T")
+    pro = (w1(0), Event("commit", queue=0), w1(1), Event("commit", queue=0), Event("wait", queue=0, count=1),
+           w2(0, 0), Event("commit", queue=1))
+    body = (w1(parse(f"(k + 2) % {m1}")), Event("commit", queue=0), Event("wait", queue=0, count=1),
+            w2(parse("(k + 1) % 2"), parse(f"(k + 1) % {m1}")), Event("commit", queue=1),
+            Event("wait", queue=1, count=1), rd(parse("k % 2")))
+    epi = (Event("wait", queue=0, count=0), w2(parse("(T + 1) % 2"), parse(f"(T + 1) % {m1}")),
+           Event("commit", queue=1), Event("wait", queue=1, count=1), rd(parse("T % 2")),
+           Event("wait", queue=1, count=0), rd(parse("(T + 1) % 2")))
+    return Loop("two-async-stages", "<test>", {"S1": m1, "S2": 2}, pro, body, epi, B, "T", 1, queues=("q0", "q1"))
+
+
+def test_async_stage_reading_a_double_buffer_races():
+    """RFC 0077's three-stage race: S1 refilled while S2's async copy may still read it (no wait guards it)."""
+    bad = check_loop(_two_async_stages(2))
+    assert not bad.ok and all(v.status == "proven" for v in bad.report.verdicts)
+    assert any(o.kind == "war" and o.status == "refuted" for o in bad.report.global_failures)
+    good = check_loop(_two_async_stages(3))
+    assert good.ok
+    s2 = good.program.op("s2")
+    assert s2.is_async and s2.stage == 1 and good.program.op("s1").stage == 0
