@@ -671,11 +671,30 @@ def _counterexample(p: HopperProgram, ob: HObligation, s: z3.Solver, ph: Phases,
         bits.append(f"{vals['expected']} bytes expected, {vals['delivered']} delivered")
     if "count" in vals:
         bits.append(f"count {vals['count']}")
-    who = f"{ob.role} (warp group{'s' if ob.role in ph.roles and ph.roles[ob.role].warpgroups > 1 else ''})" \
-        if ob.role in ph.roles else ob.role
+    who = ob.role
+    if ob.role in ph.roles:
+        n = ph.roles[ob.role].warpgroups
+        who = f"warp group {ob.role}" if n == 1 else f"each of the {n} warp groups of {ob.role}"
     summary = (f"{ob.kind}: with trip count {T}, {who} {ob.part} i = {i}: "
                f"{', '.join(bits) + ': ' if bits else ''}this fails: {ob.description}")
-    return Counterexample(ob.kind, T, j, ob.part, i, summary)
+    return Counterexample(ob.kind, T, j, ob.part, i, summary, _replay(p, T))
+
+
+REPLAY_MAX_T = 8
+"""Counterexamples up to this trip count are replayed by the oracle (its first violations are the trace)."""
+
+
+def _replay(p: HopperProgram, T: int) -> tuple[str, ...]:
+    """What the explicit-state oracle sees when it runs ``p`` at ``T`` (empty when ``T`` is large)."""
+    from .oracle_phases import run
+    if T > REPLAY_MAX_T:
+        return ()
+    res = run(p, T, max_states=50_000)
+    lines = [f"oracle at trip count {T}: {cls}: {msg}" for cls, msg in sorted(res.violations.items())]
+    if not lines:
+        lines = [f"oracle at trip count {T}: no violation in {res.states} states"
+                 + ("" if res.complete else " (search cut at its state limit)")]
+    return tuple(lines)
 
 
 def _stmt_of(p: HopperProgram, ob: HObligation):
