@@ -379,11 +379,14 @@ def stage_bound(problem, schedule) -> dict:
     """The stage bound the solver searched under, and whether the result reached it.
 
     A result that uses every allowed stage may be limited by the bound: a larger
-    ``schedule.max_stage`` (or ``min_trip_count``) might give a shorter II.
+    ``schedule.max_stage`` might give a shorter II.
     """
     from .model.constraints import stage_bounds
 
     bounds = stage_bounds(problem)
+    if not bounds:  # fully pinned stages on a symbolic loop: nothing was searched
+        return {"max_stage": schedule.max_stage, "source": "pinned schedule.stage", "used": schedule.max_stage,
+                "reached": False, "message": ""}
     tightest = min(bounds, key=lambda b: b.bound)
     pinned = problem.pins.stage is not None
     reached = not pinned and schedule.max_stage >= tightest.bound
@@ -392,8 +395,8 @@ def stage_bound(problem, schedule) -> dict:
            "shorter II" if reached else "")
     if reached and "default" in tightest.text:
         msg += " (set schedule.max_stage in the problem file)"
-    elif reached and "min_trip_count" in tightest.text:
-        msg += " (raise min_trip_count, if the loop always runs that long)"
+    elif reached and "trip_count" in tightest.text:
+        msg += " (more stages than iterations overlap nothing)"
     return {"max_stage": tightest.bound, "source": tightest.text, "used": schedule.max_stage,
             "reached": reached, "message": msg}
 

@@ -450,23 +450,23 @@ def expand_gemm(cfg: GemmConfig, path: str = "<memory>", locs: Optional[dict[str
         loc=here,
     )
     if pins is None:
-        pins = default_pins(cfg, here, min_ktiles)
+        pins = default_pins(cfg, here)
     loop = Loop("k", T, T, here) if min_ktiles is None else Loop("k", "T", min_ktiles, here)
     return Problem(name=cfg.problem_name(), loop=loop, buffers=tuple(bufs), ops=tuple(ops),
                    target=target,
                    pins=pins, objective=objective, gemm=cfg, path=path)
 
 
-def default_pins(cfg: GemmConfig, loc: Loc = Loc("<none>"), min_ktiles: Optional[int] = None) -> Pins:
+def default_pins(cfg: GemmConfig, loc: Loc = Loc("<none>")) -> Pins:
     """Pins for ``cfg.stages``: all stages (:func:`stage_pins`), the order (:func:`order_pins`)
     and async stage 0; with ``stages: auto`` only async stage 0 and
-    ``max_stage <= min(6, k-tiles - 1)`` (stages and order of every op free)."""
+    ``max_stage <= min(6, k-tiles of cfg.K - 1)`` (stages and order of every op free)."""
     st = stage_pins(cfg)
     if st is not None:
         return Pins(stage=st, order=order_pins(cfg), async_stages=(0,), max_stage=max(st), loc=loc,
                     stage_loc=loc, order_loc=loc)
-    least = cfg.trip_count if min_ktiles is None else min_ktiles
-    return Pins(async_stages=(0,), max_stage=min(MAX_AUTO_STAGE, max(least - 1, 0)), loc=loc)
+    # Deeper than the tuned shape's k-tile count overlaps nothing for that shape; any K stays correct.
+    return Pins(async_stages=(0,), max_stage=min(MAX_AUTO_STAGE, max(cfg.trip_count - 1, 0)), loc=loc)
 
 
 def _loc_of(locs: dict[str, Loc], key: str, path: str) -> Loc:

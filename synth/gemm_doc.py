@@ -20,7 +20,7 @@ from .problem import Objective, Pins, Problem
 from .sections import check_name, check_problem, parse_objective, parse_pins
 from .yamlnodes import LDict, check_bound, check_keys, require, suggest, want_int
 
-GEMM_KEYS = ("name", "description", "kind", "shape", "dtype", "tile", "warps", "stages", "arch",
+GEMM_KEYS = ("name", "description", "kind", "shape", "dtype", "tile", "warps", "stages", "arch", "min_k_tiles",
              "loop", "schedule", "objective", "target")
 """Top-level keys of a ``kind: gemm`` document (``loop`` only to say it is derived)."""
 
@@ -89,6 +89,9 @@ def problem_from_gemm_doc(doc: LDict, path: str) -> Problem:
 
     cfg = GemmConfig(dims["M"], dims["N"], dims["K"], dtype, tdims["BM"], tdims["BN"], tdims["BK"], warps,
                      stages, arch_name, name)
+    # The k-tile loop runs T = ceil(K / BK) times, T read at run time: one kernel for every K whose
+    # k-tile count is at least min_k_tiles (default 1: every K). shape.K names the shape tuned for.
+    min_k_tiles = want_int(doc, "min_k_tiles", "a gemm problem", lo=1, default=1, hi=cfg.trip_count)
 
     shared_bytes = registers_bytes = None
     if "target" in doc:
@@ -106,7 +109,7 @@ def problem_from_gemm_doc(doc: LDict, path: str) -> Problem:
     base = default_pins(cfg, doc.loc)
     pins = base
     if "schedule" in doc:
-        plain = expand_gemm(cfg, path, locs, base, Objective(), shared_bytes, registers_bytes)
+        plain = expand_gemm(cfg, path, locs, base, Objective(), shared_bytes, registers_bytes, min_k_tiles)
         user = parse_pins(doc["schedule"], doc, plain.ops, plain.loop)
         if user.stage is not None and stages is not None and max(user.stage) + 1 != stages:
             raise SynthError(user.stage_loc or user.loc, f"schedule.stage has {max(user.stage) + 1} stages but "
@@ -121,7 +124,7 @@ def problem_from_gemm_doc(doc: LDict, path: str) -> Problem:
                     loc=user.loc, stage_loc=user.stage_loc or base.stage_loc,
                     order_loc=user.order_loc or (base.order_loc if order is base.order else None))
     objective = parse_objective(doc.get("objective"), doc)
-    problem = expand_gemm(cfg, path, locs, pins, objective, shared_bytes, registers_bytes)
+    problem = expand_gemm(cfg, path, locs, pins, objective, shared_bytes, registers_bytes, min_k_tiles)
     check_problem(problem)
     return problem
 

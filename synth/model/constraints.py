@@ -33,9 +33,12 @@ class StageBound:
 
 def stage_bounds(problem: Problem) -> list[StageBound]:
     """The upper bounds on every op's stage, each a user-visible reason."""
-    mt = problem.loop.min_trip_count
-    out = [StageBound(("trip",), mt - 1,
-                      f"min_trip_count {mt} allows at most {mt} stages (max_stage + 1 <= min_trip_count)")]
+    out = []
+    if not problem.loop.symbolic and problem.pins.stage is None:
+        # Loops shorter than the pipeline lower fine; for a fixed trip count, stages beyond it overlap nothing.
+        mt = problem.loop.min_trip_count
+        out.append(StageBound(("trip",), mt - 1,
+                              f"trip_count {mt} allows at most {mt} stages (more would overlap nothing)"))
     if problem.pins.max_stage is not None:
         out.append(StageBound(("max_stage",), problem.pins.max_stage,
                               f"schedule.max_stage is {problem.pins.max_stage}"))

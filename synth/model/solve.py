@@ -57,8 +57,12 @@ class InternalError(RuntimeError):
 
 
 def stage_limit(problem: Problem) -> int:
-    """The tightest stage bound (``max_stage``, default 5, ``min_trip_count - 1``)."""
-    return max(min(b.bound for b in stage_bounds(problem)), 0)
+    """The tightest stage bound (``max_stage``, default 5, a fixed ``trip_count - 1``); the largest pinned
+    stage when fully pinned stages leave no bound."""
+    bounds = [b.bound for b in stage_bounds(problem)]
+    if not bounds:
+        return max(problem.pins.stage or (0,))
+    return max(min(bounds), 0)
 
 
 def uniform_schedule(problem: Problem, graph: Graph, n_ahead: int, *, use_async: bool = True) -> Optional[Schedule]:
@@ -98,7 +102,7 @@ def uniform_schedule(problem: Problem, graph: Graph, n_ahead: int, *, use_async:
     queue = tuple(problem.queue_of_unit(op.unit) if x else None for op, x in zip(ops, is_async))
     mult = multiplicity(problem, graph, tuple(stage), tuple(order), is_async)
     sched = Schedule(problem.name, tuple(stage), tuple(order), is_async, queue, mult)
-    if check_schedule(problem, graph, sched) or sched.max_stage + 1 > problem.loop.min_trip_count:
+    if check_schedule(problem, graph, sched) or any(sched.max_stage > b.bound for b in stage_bounds(problem)):
         return None
     return sched
 
@@ -523,8 +527,8 @@ def recheck(problem: Problem, graph: Graph, sched: Schedule) -> Schedule:
     from ..sim import best_timing, check_timing
 
     errs = check_schedule(problem, graph, sched)
-    if sched.max_stage + 1 > problem.loop.min_trip_count:
-        errs.append(f"{sched.max_stage + 1} stages exceed min_trip_count {problem.loop.min_trip_count}")
+    errs += [f"stage {sched.max_stage} breaks the bound: {b.text}" for b in stage_bounds(problem)
+             if sched.max_stage > b.bound]
     if errs:
         raise InternalError(f"solver returned an invalid schedule for {problem.name}: {'; '.join(errs)}")
     errs = check_timing(problem, graph, sched)

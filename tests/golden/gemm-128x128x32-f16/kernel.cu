@@ -4,7 +4,7 @@
 // CTA tile 128x128x32, 8 warps as 2x4 (warp tile 64x32: 4 m16 x 4 n8 x 2 k16 mma.sync per k-tile)
 // stages: load_0=0, load_1=0, s2r_A_0=1, s2r_B_0=1, mma_0=2, s2r_A_1=2, s2r_B_1=2, mma_1=2; order: [0, 4, 5, 6, 3, 1, 2, 7]; slots: A_s x3, B_s x3, A_f0 x1, A_f1 x1, B_f0 x1, B_f1 x1, C_r x1
 // shared memory: 49152 B dynamic (pipeline 49152 B, tiles XOR-swizzled in 16-byte chunks; C staging 20480 B)
-// k-tiles: 128 = prologue 2 + body 126 + epilogue 2 steps; body not unrolled
+// k-tiles: T = ceil(K / BK) at run time, at least 1: prologue min(T, 2) + body max(T - 2, 0) + epilogue 2 steps (proved for every T >= 1); body not unrolled
 // barriers: 3 placements (see the '// sync:' lines); body waits: [2]
 // launch: grid (ceil(N/BN), ceil(M/BM)), block SYNTH_THREADS, dynamic smem SYNTH_SMEM_BYTES.
 // run-time preconditions (else *status |= code, C untouched): 1 K < 1 or K % 8 != 0 (16-byte cp.async of A and B rows); 2 lda or ldb below K or not a multiple of 8; 4 ldc below N or not a multiple of 4 (128-bit C stores); 8 A, B, C or C_in not 16-byte aligned; 16 ceil(K / BK) differs from SYNTH_KTILES, the trip count the program was proved for (a kernel proved for a symbolic trip count: ceil(K / BK) below SYNTH_MIN_KTILES); 32 A or B spans 2^31 elements or more (the copies use 32-bit offsets)
@@ -93,8 +93,8 @@ SYNTH_DEVICE void synth_sts(T* p, T v) { *p = v; }
 #define SYNTH_BK 32
 #define SYNTH_THREADS 256
 #define SYNTH_SMEM_BYTES 49152
-#define SYNTH_KTILES 128
-#define SYNTH_MIN_KTILES 128
+#define SYNTH_KTILES 0
+#define SYNTH_MIN_KTILES 1
 #define SYNTH_ERR_K 1
 #define SYNTH_ERR_LD_AB 2
 #define SYNTH_ERR_LD_C 4
@@ -151,7 +151,7 @@ synth_gemm(const half* A, const half* B, float* C, const float* C_in, int M, int
     if (lda < K || ldb < K || lda % 8 != 0 || ldb % 8 != 0) err |= SYNTH_ERR_LD_AB;
     if (ldc < N || ldc % 4 != 0) err |= SYNTH_ERR_LD_C;
     if ((((uintptr_t)A | (uintptr_t)B | (uintptr_t)C | (uintptr_t)C_in) & 15) != 0) err |= SYNTH_ERR_ALIGN;
-    if (K >= 1 && (K + BK - 1) / BK != SYNTH_KTILES) err |= SYNTH_ERR_KTILES;
+    if (K >= 1 && (K + BK - 1) / BK < SYNTH_MIN_KTILES) err |= SYNTH_ERR_KTILES;
     if ((long long)M * lda >= 2147483647LL || (long long)N * ldb >= 2147483647LL) err |= SYNTH_ERR_SIZE;
     if (err != 0) {
       if (status != nullptr && blockIdx.x == 0 && blockIdx.y == 0 && threadIdx.x == 0) *status = err;
@@ -197,8 +197,10 @@ synth_gemm(const half* A, const half* B, float* C, const float* C_in, int M, int
   uint32_t B_f0[NI][2];     // B fragments of k16 step 0 (ldmatrix.x4)
   uint32_t B_f1[NI][2];     // B fragments of k16 step 1 (ldmatrix.x4)
 
-  // ---- prologue: 2 steps, fully unrolled
+  // ---- prologue: 2 steps, fully unrolled (step i runs when i < min(T, 2))
   {  // prologue i = 0
+    const int i = 0;
+    (void)i;
     synth_cp_async_16(smem + 0 + a_st + 0, A + a_off[0], k0_bytes);  // load_0: A chunk 0 of k-tile 0
     synth_cp_async_16(smem + 0 + b_st + 0, B + b_off[0], k0_bytes);  // load_0: B chunk 0 of k-tile 0
     synth_cp_async_commit();  // commit group 0 of queue 0
@@ -206,7 +208,9 @@ synth_gemm(const half* A, const half* B, float* C, const float* C_in, int M, int
     synth_cp_async_16(smem + 0 + b_st + 4096, B + b_off[1], k0_bytes);  // load_1: B chunk 1 of k-tile 0
     synth_cp_async_commit();  // commit group 1 of queue 0
   }
-  {  // prologue i = 1
+  if (1 < ((T) < (2) ? (T) : (2))) {  // prologue i = 1
+    const int i = 1;
+    (void)i;
     synth_cp_async_16(smem + 16384 + a_st + 0, A + a_off[0] + 1 * BK, 16);  // load_0: A chunk 0 of k-tile 1
     synth_cp_async_16(smem + 16384 + b_st + 0, B + b_off[0] + 1 * BK, 16);  // load_0: B chunk 0 of k-tile 1
     synth_cp_async_commit();  // commit group 0 of queue 0
@@ -214,7 +218,7 @@ synth_gemm(const half* A, const half* B, float* C, const float* C_in, int M, int
     synth_cp_async_16(smem + 16384 + b_st + 4096, B + b_off[1] + 1 * BK, 16);  // load_1: B chunk 1 of k-tile 1
     synth_cp_async_commit();  // commit group 1 of queue 0
     synth_cp_async_wait<2>();  // wait #0 before s2r_A_0: groups in flight <= 2
-    synth_syncthreads(); // sync:0 RAW: s2r_A_0 reads A_s k-tile 0 (slot 0) that the last wait completed in this thread; the other threads' cp.async into it must be visible
+    synth_syncthreads(); // sync:0 RAW: s2r_A_0 reads A_s k-tile i - 1 (slot 0) that the last wait completed in this thread; the other threads' cp.async into it must be visible
     synth_ldmatrix_x4(A_f0[0], smem + 0 + (a_ld ^ 0) + 0);  // s2r_A_0: k-tile 0, m16 tile 0
     synth_ldmatrix_x4(A_f0[1], smem + 0 + (a_ld ^ 0) + 1024);  // s2r_A_0: k-tile 0, m16 tile 1
     synth_ldmatrix_x4(A_f0[2], smem + 0 + (a_ld ^ 0) + 2048);  // s2r_A_0: k-tile 0, m16 tile 2
@@ -222,12 +226,12 @@ synth_gemm(const half* A, const half* B, float* C, const float* C_in, int M, int
     synth_ldmatrix_x4(*reinterpret_cast<uint32_t(*)[4]>(&B_f0[0][0]), smem + 0 + (b_ld ^ 0) + 0);  // s2r_B_0: k-tile 0, n16 tile 0
     synth_ldmatrix_x4(*reinterpret_cast<uint32_t(*)[4]>(&B_f0[2][0]), smem + 0 + (b_ld ^ 0) + 1024);  // s2r_B_0: k-tile 0, n16 tile 1
   }
-  // ---- body: 126 steps
+  // ---- body: max(T - 2, 0) steps
   int so_AB0 = 0;  // slot i + 0 (mod 3) times A_STRIDE, rotated each step
   int so_AB1 = 16384;  // slot i + 1 (mod 3) times A_STRIDE, rotated each step
   int so_AB2 = 32768;  // slot i + 2 (mod 3) times A_STRIDE, rotated each step
   SYNTH_NO_UNROLL
-  for (int i = 0; i < 126; ++i) {
+  for (int i = 0; i < (((T - 2)) > (0) ? ((T - 2)) : (0)); ++i) {
     synth_cp_async_16(smem + so_AB2 + a_st + 0, A + a_off[0] + 2 * BK, 16);  // load_0: A chunk 0 of k-tile i + 2
     synth_cp_async_16(smem + so_AB2 + b_st + 0, B + b_off[0] + 2 * BK, 16);  // load_0: B chunk 0 of k-tile i + 2
     synth_cp_async_commit();  // commit group 0 of queue 0
@@ -289,68 +293,82 @@ synth_gemm(const half* A, const half* B, float* C, const float* C_in, int M, int
   }
   // ---- epilogue: 2 steps, fully unrolled
   {  // epilogue i = 0
-    synth_cp_async_wait<2>();  // wait #2 before s2r_A_1: groups in flight <= 2
-    synth_ldmatrix_x4(A_f1[0], smem + 0 + (a_ld ^ 32) + 0);  // s2r_A_1: k-tile 126, m16 tile 0
-    synth_mma_16816(acc[0][0], A_f0[0], B_f0[0], acc[0][0]);  // mma_0: k-tile 126
-    synth_ldmatrix_x4(A_f1[1], smem + 0 + (a_ld ^ 32) + 1024);  // s2r_A_1: k-tile 126, m16 tile 1
-    synth_mma_16816(acc[0][1], A_f0[0], B_f0[1], acc[0][1]);
-    synth_ldmatrix_x4(A_f1[2], smem + 0 + (a_ld ^ 32) + 2048);  // s2r_A_1: k-tile 126, m16 tile 2
-    synth_mma_16816(acc[0][2], A_f0[0], B_f0[2], acc[0][2]);
-    synth_mma_16816(acc[0][3], A_f0[0], B_f0[3], acc[0][3]);
-    synth_ldmatrix_x4(A_f1[3], smem + 0 + (a_ld ^ 32) + 3072);  // s2r_A_1: k-tile 126, m16 tile 3
-    synth_mma_16816(acc[1][0], A_f0[1], B_f0[0], acc[1][0]);
-    synth_ldmatrix_x4(*reinterpret_cast<uint32_t(*)[4]>(&B_f1[0][0]), smem + 0 + (b_ld ^ 32) + 0);  // s2r_B_1: k-tile 126, n16 tile 0
-    synth_mma_16816(acc[1][1], A_f0[1], B_f0[1], acc[1][1]);
-    synth_ldmatrix_x4(*reinterpret_cast<uint32_t(*)[4]>(&B_f1[2][0]), smem + 0 + (b_ld ^ 32) + 1024);  // s2r_B_1: k-tile 126, n16 tile 1
-    synth_mma_16816(acc[1][2], A_f0[1], B_f0[2], acc[1][2]);
-    synth_mma_16816(acc[1][3], A_f0[1], B_f0[3], acc[1][3]);
-    synth_mma_16816(acc[2][0], A_f0[2], B_f0[0], acc[2][0]);
-    synth_mma_16816(acc[2][1], A_f0[2], B_f0[1], acc[2][1]);
-    synth_mma_16816(acc[2][2], A_f0[2], B_f0[2], acc[2][2]);
-    synth_mma_16816(acc[2][3], A_f0[2], B_f0[3], acc[2][3]);
-    synth_mma_16816(acc[3][0], A_f0[3], B_f0[0], acc[3][0]);
-    synth_mma_16816(acc[3][1], A_f0[3], B_f0[1], acc[3][1]);
-    synth_mma_16816(acc[3][2], A_f0[3], B_f0[2], acc[3][2]);
-    synth_mma_16816(acc[3][3], A_f0[3], B_f0[3], acc[3][3]);
+    const int i = 0;
+    (void)i;
+    if ((2 <= (T + i))) {
+      synth_cp_async_wait<2>();  // wait #2 before s2r_A_1: groups in flight <= 2
+    }
+    if ((2 <= (T + i))) {
+      synth_ldmatrix_x4(A_f1[0], smem + ((((i + T) - 2) % 3)) * A_STRIDE + (a_ld ^ 32) + 0);  // s2r_A_1: k-tile i + T - 2, m16 tile 0
+      synth_ldmatrix_x4(A_f1[1], smem + ((((i + T) - 2) % 3)) * A_STRIDE + (a_ld ^ 32) + 1024);  // s2r_A_1: k-tile i + T - 2, m16 tile 1
+      synth_ldmatrix_x4(A_f1[2], smem + ((((i + T) - 2) % 3)) * A_STRIDE + (a_ld ^ 32) + 2048);  // s2r_A_1: k-tile i + T - 2, m16 tile 2
+      synth_ldmatrix_x4(A_f1[3], smem + ((((i + T) - 2) % 3)) * A_STRIDE + (a_ld ^ 32) + 3072);  // s2r_A_1: k-tile i + T - 2, m16 tile 3
+    }
+    if ((2 <= (T + i))) {
+      synth_ldmatrix_x4(*reinterpret_cast<uint32_t(*)[4]>(&B_f1[0][0]), smem + ((((i + T) - 2) % 3)) * B_STRIDE + (b_ld ^ 32) + 0);  // s2r_B_1: k-tile i + T - 2, n16 tile 0
+      synth_ldmatrix_x4(*reinterpret_cast<uint32_t(*)[4]>(&B_f1[2][0]), smem + ((((i + T) - 2) % 3)) * B_STRIDE + (b_ld ^ 32) + 1024);  // s2r_B_1: k-tile i + T - 2, n16 tile 1
+    }
+    if ((2 <= (T + i))) {
+      synth_mma_16816(acc[0][0], A_f0[0], B_f0[0], acc[0][0]);  // mma_0: k-tile i + T - 2
+      synth_mma_16816(acc[0][1], A_f0[0], B_f0[1], acc[0][1]);
+      synth_mma_16816(acc[0][2], A_f0[0], B_f0[2], acc[0][2]);
+      synth_mma_16816(acc[0][3], A_f0[0], B_f0[3], acc[0][3]);
+      synth_mma_16816(acc[1][0], A_f0[1], B_f0[0], acc[1][0]);
+      synth_mma_16816(acc[1][1], A_f0[1], B_f0[1], acc[1][1]);
+      synth_mma_16816(acc[1][2], A_f0[1], B_f0[2], acc[1][2]);
+      synth_mma_16816(acc[1][3], A_f0[1], B_f0[3], acc[1][3]);
+      synth_mma_16816(acc[2][0], A_f0[2], B_f0[0], acc[2][0]);
+      synth_mma_16816(acc[2][1], A_f0[2], B_f0[1], acc[2][1]);
+      synth_mma_16816(acc[2][2], A_f0[2], B_f0[2], acc[2][2]);
+      synth_mma_16816(acc[2][3], A_f0[2], B_f0[3], acc[2][3]);
+      synth_mma_16816(acc[3][0], A_f0[3], B_f0[0], acc[3][0]);
+      synth_mma_16816(acc[3][1], A_f0[3], B_f0[1], acc[3][1]);
+      synth_mma_16816(acc[3][2], A_f0[3], B_f0[2], acc[3][2]);
+      synth_mma_16816(acc[3][3], A_f0[3], B_f0[3], acc[3][3]);
+    }
     synth_cp_async_wait<0>();  // wait #3 before s2r_A_0: groups in flight <= 0
-    synth_syncthreads(); // sync:2 RAW: s2r_A_0 reads A_s k-tile 127 (slot 1) that the last wait completed in this thread; the other threads' cp.async into it must be visible
-    synth_ldmatrix_x4(A_f0[0], smem + 16384 + (a_ld ^ 0) + 0);  // s2r_A_0: k-tile 127, m16 tile 0
-    synth_mma_16816(acc[0][0], A_f1[0], B_f1[0], acc[0][0]);  // mma_1: k-tile 126
-    synth_ldmatrix_x4(A_f0[1], smem + 16384 + (a_ld ^ 0) + 1024);  // s2r_A_0: k-tile 127, m16 tile 1
-    synth_mma_16816(acc[0][1], A_f1[0], B_f1[1], acc[0][1]);
-    synth_ldmatrix_x4(A_f0[2], smem + 16384 + (a_ld ^ 0) + 2048);  // s2r_A_0: k-tile 127, m16 tile 2
-    synth_mma_16816(acc[0][2], A_f1[0], B_f1[2], acc[0][2]);
-    synth_mma_16816(acc[0][3], A_f1[0], B_f1[3], acc[0][3]);
-    synth_ldmatrix_x4(A_f0[3], smem + 16384 + (a_ld ^ 0) + 3072);  // s2r_A_0: k-tile 127, m16 tile 3
-    synth_mma_16816(acc[1][0], A_f1[1], B_f1[0], acc[1][0]);
-    synth_ldmatrix_x4(*reinterpret_cast<uint32_t(*)[4]>(&B_f0[0][0]), smem + 16384 + (b_ld ^ 0) + 0);  // s2r_B_0: k-tile 127, n16 tile 0
-    synth_mma_16816(acc[1][1], A_f1[1], B_f1[1], acc[1][1]);
-    synth_ldmatrix_x4(*reinterpret_cast<uint32_t(*)[4]>(&B_f0[2][0]), smem + 16384 + (b_ld ^ 0) + 1024);  // s2r_B_0: k-tile 127, n16 tile 1
-    synth_mma_16816(acc[1][2], A_f1[1], B_f1[2], acc[1][2]);
-    synth_mma_16816(acc[1][3], A_f1[1], B_f1[3], acc[1][3]);
-    synth_mma_16816(acc[2][0], A_f1[2], B_f1[0], acc[2][0]);
-    synth_mma_16816(acc[2][1], A_f1[2], B_f1[1], acc[2][1]);
-    synth_mma_16816(acc[2][2], A_f1[2], B_f1[2], acc[2][2]);
-    synth_mma_16816(acc[2][3], A_f1[2], B_f1[3], acc[2][3]);
-    synth_mma_16816(acc[3][0], A_f1[3], B_f1[0], acc[3][0]);
-    synth_mma_16816(acc[3][1], A_f1[3], B_f1[1], acc[3][1]);
-    synth_mma_16816(acc[3][2], A_f1[3], B_f1[2], acc[3][2]);
-    synth_mma_16816(acc[3][3], A_f1[3], B_f1[3], acc[3][3]);
+    synth_syncthreads(); // sync:2 RAW: s2r_A_0 reads A_s k-tile i + T - 1 (slot (i + T - 1) % 3) that the last wait completed in this thread; the other threads' cp.async into it must be visible
+    synth_ldmatrix_x4(A_f0[0], smem + ((((i + T) - 1) % 3)) * A_STRIDE + (a_ld ^ 0) + 0);  // s2r_A_0: k-tile i + T - 1, m16 tile 0
+    synth_ldmatrix_x4(A_f0[1], smem + ((((i + T) - 1) % 3)) * A_STRIDE + (a_ld ^ 0) + 1024);  // s2r_A_0: k-tile i + T - 1, m16 tile 1
+    synth_ldmatrix_x4(A_f0[2], smem + ((((i + T) - 1) % 3)) * A_STRIDE + (a_ld ^ 0) + 2048);  // s2r_A_0: k-tile i + T - 1, m16 tile 2
+    synth_ldmatrix_x4(A_f0[3], smem + ((((i + T) - 1) % 3)) * A_STRIDE + (a_ld ^ 0) + 3072);  // s2r_A_0: k-tile i + T - 1, m16 tile 3
+    synth_ldmatrix_x4(*reinterpret_cast<uint32_t(*)[4]>(&B_f0[0][0]), smem + ((((i + T) - 1) % 3)) * B_STRIDE + (b_ld ^ 0) + 0);  // s2r_B_0: k-tile i + T - 1, n16 tile 0
+    synth_ldmatrix_x4(*reinterpret_cast<uint32_t(*)[4]>(&B_f0[2][0]), smem + ((((i + T) - 1) % 3)) * B_STRIDE + (b_ld ^ 0) + 1024);  // s2r_B_0: k-tile i + T - 1, n16 tile 1
+    if ((2 <= (T + i))) {
+      synth_mma_16816(acc[0][0], A_f1[0], B_f1[0], acc[0][0]);  // mma_1: k-tile i + T - 2
+      synth_mma_16816(acc[0][1], A_f1[0], B_f1[1], acc[0][1]);
+      synth_mma_16816(acc[0][2], A_f1[0], B_f1[2], acc[0][2]);
+      synth_mma_16816(acc[0][3], A_f1[0], B_f1[3], acc[0][3]);
+      synth_mma_16816(acc[1][0], A_f1[1], B_f1[0], acc[1][0]);
+      synth_mma_16816(acc[1][1], A_f1[1], B_f1[1], acc[1][1]);
+      synth_mma_16816(acc[1][2], A_f1[1], B_f1[2], acc[1][2]);
+      synth_mma_16816(acc[1][3], A_f1[1], B_f1[3], acc[1][3]);
+      synth_mma_16816(acc[2][0], A_f1[2], B_f1[0], acc[2][0]);
+      synth_mma_16816(acc[2][1], A_f1[2], B_f1[1], acc[2][1]);
+      synth_mma_16816(acc[2][2], A_f1[2], B_f1[2], acc[2][2]);
+      synth_mma_16816(acc[2][3], A_f1[2], B_f1[3], acc[2][3]);
+      synth_mma_16816(acc[3][0], A_f1[3], B_f1[0], acc[3][0]);
+      synth_mma_16816(acc[3][1], A_f1[3], B_f1[1], acc[3][1]);
+      synth_mma_16816(acc[3][2], A_f1[3], B_f1[2], acc[3][2]);
+      synth_mma_16816(acc[3][3], A_f1[3], B_f1[3], acc[3][3]);
+    }
   }
   {  // epilogue i = 1
+    const int i = 1;
+    (void)i;
     synth_cp_async_wait<0>();  // wait #2 before s2r_A_1: groups in flight <= 0
-    synth_ldmatrix_x4(A_f1[0], smem + 16384 + (a_ld ^ 32) + 0);  // s2r_A_1: k-tile 127, m16 tile 0
-    synth_mma_16816(acc[0][0], A_f0[0], B_f0[0], acc[0][0]);  // mma_0: k-tile 127
-    synth_ldmatrix_x4(A_f1[1], smem + 16384 + (a_ld ^ 32) + 1024);  // s2r_A_1: k-tile 127, m16 tile 1
+    synth_ldmatrix_x4(A_f1[0], smem + ((((i + T) - 2) % 3)) * A_STRIDE + (a_ld ^ 32) + 0);  // s2r_A_1: k-tile i + T - 2, m16 tile 0
+    synth_mma_16816(acc[0][0], A_f0[0], B_f0[0], acc[0][0]);  // mma_0: k-tile i + T - 2
+    synth_ldmatrix_x4(A_f1[1], smem + ((((i + T) - 2) % 3)) * A_STRIDE + (a_ld ^ 32) + 1024);  // s2r_A_1: k-tile i + T - 2, m16 tile 1
     synth_mma_16816(acc[0][1], A_f0[0], B_f0[1], acc[0][1]);
-    synth_ldmatrix_x4(A_f1[2], smem + 16384 + (a_ld ^ 32) + 2048);  // s2r_A_1: k-tile 127, m16 tile 2
+    synth_ldmatrix_x4(A_f1[2], smem + ((((i + T) - 2) % 3)) * A_STRIDE + (a_ld ^ 32) + 2048);  // s2r_A_1: k-tile i + T - 2, m16 tile 2
     synth_mma_16816(acc[0][2], A_f0[0], B_f0[2], acc[0][2]);
     synth_mma_16816(acc[0][3], A_f0[0], B_f0[3], acc[0][3]);
-    synth_ldmatrix_x4(A_f1[3], smem + 16384 + (a_ld ^ 32) + 3072);  // s2r_A_1: k-tile 127, m16 tile 3
+    synth_ldmatrix_x4(A_f1[3], smem + ((((i + T) - 2) % 3)) * A_STRIDE + (a_ld ^ 32) + 3072);  // s2r_A_1: k-tile i + T - 2, m16 tile 3
     synth_mma_16816(acc[1][0], A_f0[1], B_f0[0], acc[1][0]);
-    synth_ldmatrix_x4(*reinterpret_cast<uint32_t(*)[4]>(&B_f1[0][0]), smem + 16384 + (b_ld ^ 32) + 0);  // s2r_B_1: k-tile 127, n16 tile 0
+    synth_ldmatrix_x4(*reinterpret_cast<uint32_t(*)[4]>(&B_f1[0][0]), smem + ((((i + T) - 2) % 3)) * B_STRIDE + (b_ld ^ 32) + 0);  // s2r_B_1: k-tile i + T - 2, n16 tile 0
     synth_mma_16816(acc[1][1], A_f0[1], B_f0[1], acc[1][1]);
-    synth_ldmatrix_x4(*reinterpret_cast<uint32_t(*)[4]>(&B_f1[2][0]), smem + 16384 + (b_ld ^ 32) + 1024);  // s2r_B_1: k-tile 127, n16 tile 1
+    synth_ldmatrix_x4(*reinterpret_cast<uint32_t(*)[4]>(&B_f1[2][0]), smem + ((((i + T) - 2) % 3)) * B_STRIDE + (b_ld ^ 32) + 1024);  // s2r_B_1: k-tile i + T - 2, n16 tile 1
     synth_mma_16816(acc[1][2], A_f0[1], B_f0[2], acc[1][2]);
     synth_mma_16816(acc[1][3], A_f0[1], B_f0[3], acc[1][3]);
     synth_mma_16816(acc[2][0], A_f0[2], B_f0[0], acc[2][0]);
@@ -361,7 +379,7 @@ synth_gemm(const half* A, const half* B, float* C, const float* C_in, int M, int
     synth_mma_16816(acc[3][1], A_f0[3], B_f0[1], acc[3][1]);
     synth_mma_16816(acc[3][2], A_f0[3], B_f0[2], acc[3][2]);
     synth_mma_16816(acc[3][3], A_f0[3], B_f0[3], acc[3][3]);
-    synth_mma_16816(acc[0][0], A_f1[0], B_f1[0], acc[0][0]);  // mma_1: k-tile 127
+    synth_mma_16816(acc[0][0], A_f1[0], B_f1[0], acc[0][0]);  // mma_1: k-tile i + T - 2
     synth_mma_16816(acc[0][1], A_f1[0], B_f1[1], acc[0][1]);
     synth_mma_16816(acc[0][2], A_f1[0], B_f1[2], acc[0][2]);
     synth_mma_16816(acc[0][3], A_f1[0], B_f1[3], acc[0][3]);
