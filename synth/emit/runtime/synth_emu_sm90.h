@@ -61,7 +61,7 @@ struct WG {
   std::vector<Op> open; std::vector<std::vector<Op>> committed;
 };
 struct Warp { int count = 0; long gen = 0; float vals[32], res[32]; int mask = 0; };
-struct Thread { ucontext_t ctx; std::vector<char> stack; bool done = false; std::string waiting; };
+struct Thread { ucontext_t ctx; std::vector<char> stack; bool done = false; std::string waiting; uint32_t wait_bar = 0; };
 
 struct State {
   std::vector<Thread> th; int cur = 0, nthreads = 0; bool reverse = false;
@@ -71,6 +71,8 @@ struct State {
   std::vector<WG> wgs; std::vector<Warp> warps;
   int sync_count = 0; long sync_gen = 0; int live = 0;
   long stuck = 0;
+  std::vector<int> urgent;  // threads to run next: the waiters of a barrier whose phase just completed
+  int greedy = -1;           // a woken waiter keeps running until it blocks again
   bool failed = false; std::string failure, kind;
   long stat_landed = 0, stat_tx_bytes = 0, stat_wgmma = 0, stat_poisoned_ops = 0, stat_waw = 0, stat_arrivals = 0;
 };
@@ -101,6 +103,15 @@ inline void progress() { S().stuck = 0; }
 inline void switch_next() {
   State& s = S();
   int n = s.nthreads, from = s.cur;
+  while (!s.urgent.empty()) {
+    int j = s.urgent.front();
+    s.urgent.erase(s.urgent.begin());
+    if (j == from || s.th[j].done) continue;
+    s.cur = j;
+    s.greedy = j;
+    swapcontext(&s.th[from].ctx, &s.th[j].ctx);
+    return;
+  }
   for (int k = 1; k <= n; ++k) {
     int j = s.reverse ? ((from - k) % n + n) % n : (from + k) % n;
     if (!s.th[j].done) {
@@ -122,6 +133,7 @@ template <class F> inline void block_until(F cond, const std::string& what) {
   State& s = S();
   s.th[s.cur].waiting = what;
   while (!cond()) {
+    if (s.greedy == s.cur) s.greedy = -1;
     if (++s.stuck > 4L * (s.live + 1)) {
       if (!s.copies.empty()) { land_one(0); continue; }
       fail("hang", "hang: every thread is blocked and no copy is in flight; " + describe_waiters());
@@ -129,9 +141,13 @@ template <class F> inline void block_until(F cond, const std::string& what) {
     switch_next();
   }
   s.th[s.cur].waiting.clear();
+  s.th[s.cur].wait_bar = 0;
 }
 
-inline void yield_point() { switch_next(); }
+inline void yield_point() {
+  if (S().greedy == S().cur) return;
+  switch_next();
+}
 
 inline uint32_t smem_u32(const void* p) {
   auto d = reinterpret_cast<const unsigned char*>(p) - synth_smem_raw;
@@ -143,12 +159,19 @@ inline unsigned char* smem_ptr(uint32_t a) { return synth_smem_raw + (a - SMEM_B
 inline MBar& bar_at(uint32_t a, const char* op) {
   auto it = S().bars.find(a);
   if (it == S().bars.end() || !it->second.init)
-    fail("fault", std::string(op) + " on an uninitialized mbarrier at shared 0x" + std::to_string(a));
+    fail("fault", std::string(op) + " on an uninitialized mbarrier at shared offset " + std::to_string(a));
   return it->second;
 }
 
 inline void maybe_complete(MBar& b) {
-  if (b.pending == 0 && b.tx == 0) { b.phases += 1; b.pending = b.count; b.tx = 0; progress(); }
+  if (b.pending == 0 && b.tx == 0) {
+    b.phases += 1; b.pending = b.count; b.tx = 0; progress();
+    // the released side runs first: a producer refills a slot as soon as it is released
+    State& s = S();
+    for (int t = 0; t < s.nthreads; ++t)
+      if (!s.th[t].done && !s.th[t].waiting.empty() && s.th[t].wait_bar && &s.bars[s.th[t].wait_bar] == &b)
+        s.urgent.push_back(t);
+  }
 }
 
 inline float half_to_float(uint16_t h) {
@@ -193,7 +216,9 @@ inline std::string describe_waiters() {
 }
 
 inline std::string bar_state(uint32_t a, const MBar& b) {
-  return "mbarrier 0x" + std::to_string(a) + " (phases completed " + std::to_string(b.phases) + ", pending arrivals " +
+  char hex[32];
+  std::snprintf(hex, sizeof hex, "0x%x", unsigned(a));
+  return std::string("mbarrier at shared ") + hex + " (phases completed " + std::to_string(b.phases) + ", pending arrivals " +
          std::to_string(b.pending) + "/" + std::to_string(b.count) + ", tx " + std::to_string(b.tx) + ")";
 }
 
@@ -315,6 +340,7 @@ inline void synth_mbar_wait(uint64_t* b, uint32_t parity) {
   uint32_t a = smem_u32(b);
   bar_at(a, "mbarrier.try_wait");
   auto passed = [&] { return (s.bars[a].phases % 2) != long(parity & 1); };
+  s.th[s.cur].wait_bar = a;
   // land this barrier's copies one at a time, only as far as the wait needs them
   for (size_t k = 0; !passed() && k < s.copies.size();) {
     if (s.copies[k].bar == a) land_one(k); else ++k;
@@ -438,7 +464,7 @@ inline bool run_block(synth_dim3 block, int threads, bool reverse, std::function
   s.block = block; s.bdim = {unsigned(threads), 1, 1}; s.reverse = reverse; s.body = std::move(body);
   s.th.assign(threads, Thread{}); s.nthreads = threads; s.live = threads;
   s.bars.clear(); s.copies.clear(); s.wgs.assign((threads + 127) / 128, WG{}); s.warps.assign((threads + 31) / 32, Warp{});
-  s.sync_count = 0; s.stuck = 0;
+  s.sync_count = 0; s.stuck = 0; s.urgent.clear(); s.greedy = -1;
   std::memset(synth_smem_raw, 0xFF, SMEM_SIZE);
   for (int t = 0; t < threads; ++t) {
     Thread& th = s.th[t];

@@ -22,6 +22,7 @@ from typing import Optional
 
 import numpy as np
 
+from ...expr import evaluate, parse
 from ..emulate import EmulatorError, cache_dir
 from .kernel import KERNEL
 
@@ -79,9 +80,12 @@ def binary(kernel_cu: str) -> pathlib.Path:
 
 
 def emulate_sm90(kernel_cu: str, M: int, N: int, K: int, *, order: str = "forward", alpha: float = 1.0,
-                 beta: float = 0.0, with_c: bool = False, ldc: Optional[int] = None, seed: int = 0) -> Sm90Result:
+                 beta: float = 0.0, with_c: bool = False, ldc: Optional[int] = None, seed: int = 0,
+                 load_when: Optional[str] = None, bk: int = 64) -> Sm90Result:
     """Run the kernel on A (M x K), B (N x K) f16 drawn from [-1, 1) and compare C with
-    ``alpha A @ B.T (+ beta C_in)`` in float64. C starts as NaN so an entry never written shows."""
+    ``alpha A @ B.T (+ beta C_in)`` in float64. C starts as NaN so an entry never written shows.
+    ``load_when`` (the configuration's load predicate in ``k`` and ``T``): the reference sums only
+    the k-tiles (``bk`` wide) where it holds."""
     if order not in ORDERS:
         raise EmulatorError(f"order {order!r}: expected one of {ORDERS}")
     ldc = N if ldc is None else ldc
@@ -91,7 +95,14 @@ def emulate_sm90(kernel_cu: str, M: int, N: int, K: int, *, order: str = "forwar
     A = rng.uniform(-1, 1, (M, K)).astype(np.float16)
     B = rng.uniform(-1, 1, (N, K)).astype(np.float16)
     Cin = rng.uniform(-1, 1, (M, ldc)).astype(np.float32)
-    ref = alpha * (A.astype(np.float64) @ B.astype(np.float64).T)
+    A64, B64 = A.astype(np.float64), B.astype(np.float64)
+    if load_when is not None:
+        T = -(-K // bk)
+        pred = parse(load_when)
+        for k in range(T):
+            if not evaluate(pred, {"k": k, "T": T}):
+                A64[:, k * bk:(k + 1) * bk] = 0.0
+    ref = alpha * (A64 @ B64.T)
     if with_c:
         ref = ref + beta * Cin[:, :N].astype(np.float64)
     exe = binary(kernel_cu)
