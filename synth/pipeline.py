@@ -127,7 +127,7 @@ def run(problem: Problem, *, time_limit: float = 60.0, workers: int = 2, verify:
 
 def default_out_dir(problem: Problem) -> str:
     """``out/<name>``; the loader restricts names to safe identifiers, and this re-checks it."""
-    from .load import NAME_RE
+    from .sections import NAME_RE
 
     if not NAME_RE.match(problem.name):
         raise SynthError(Loc(problem.path),
