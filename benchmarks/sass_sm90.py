@@ -1,0 +1,183 @@
+"""SASS side by side for sm_90a: synth's TMA + mbarrier + wgmma kernel vs CUTLASS 3.x and Triton.
+
+Static proxies read from the binaries (no GPU): for the consumer's innermost k-loop (the
+backward branch holding the most HGMMA and no global store; NOP and ``@!PT`` excluded),
+instructions per HGMMA, the longest HGMMA-free run (wrapping around the loop), UTMALDG and SYNCS
+per k-tile (whole-kernel count of UTMALDG over the producer's loop), registers (ptxas: the
+launch value; setmaxnreg targets from USETMAXREG are listed separately), shared memory, spills.
+
+* synth: ``synth.emit.sm90`` (the kernel emitted from the proven Hopper program);
+* CUTLASS 3.x: ``CollectiveBuilder`` with ``KernelTmaWarpSpecializedCooperative`` and
+  ``KernelTmaWarpSpecializedPingpong``, f16 in, f32 accumulate and out, cluster 1x1x1, headers
+  from the ``nvidia-cutlass`` wheel;
+* Triton: the tutorial matmul (benchmarks/sass_vs_cutlass.py) for ``GPUTarget("cuda", 90, 32)``.
+
+All compiled with nvcc ``-arch=sm_90a -O3 -DNDEBUG`` (ptxas for Triton's PTX), cached by
+synth.emit.sass. Usage::
+
+    python benchmarks/sass_sm90.py [--no-cutlass] [--no-triton] [--tiles 128x128,128x256]
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import re
+import sys
+from collections import Counter
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+
+from synth.emit import sass  # noqa: E402
+from synth.emit.sm90.config import Sm90Config  # noqa: E402
+from synth.emit.sm90.kernel import emit_sm90_kernel  # noqa: E402
+
+FLAGS = ("-DNDEBUG",)
+
+CUTLASS3_SRC = r"""
+#include <cute/tensor.hpp>
+#include <cutlass/gemm/collective/collective_builder.hpp>
+#include <cutlass/epilogue/collective/collective_builder.hpp>
+#include <cutlass/gemm/kernel/gemm_universal.hpp>
+using namespace cute;
+using TileShape = Shape<_{BM}, _{BN}, _64>;
+using ClusterShape = Shape<_1, _1, _1>;
+using Epi = typename cutlass::epilogue::collective::CollectiveBuilder<
+    cutlass::arch::Sm90, cutlass::arch::OpClassTensorOp, TileShape, ClusterShape,
+    cutlass::epilogue::collective::EpilogueTileAuto, float, float,
+    float, cutlass::layout::RowMajor, 4, float, cutlass::layout::RowMajor, 4,
+    cutlass::epilogue::{EPI}>::CollectiveOp;
+using Main = typename cutlass::gemm::collective::CollectiveBuilder<
+    cutlass::arch::Sm90, cutlass::arch::OpClassTensorOp,
+    cutlass::half_t, cutlass::layout::RowMajor, 8, cutlass::half_t, cutlass::layout::ColumnMajor, 8, float,
+    TileShape, ClusterShape,
+    cutlass::gemm::collective::StageCountAutoCarveout<static_cast<int>(sizeof(typename Epi::SharedStorage))>,
+    cutlass::gemm::{SCHED}>::CollectiveOp;
+using GemmKernel = cutlass::gemm::kernel::GemmUniversal<Shape<int, int, int, int>, Main, Epi>;
+void* synth_bench_entry() {{ return reinterpret_cast<void*>(&cutlass::device_kernel<GemmKernel>); }}
+"""
+
+SCHEDULES = {"cooperative": ("KernelTmaWarpSpecializedCooperative", "TmaWarpSpecializedCooperative"),
+             "pingpong": ("KernelTmaWarpSpecializedPingpong", "TmaWarpSpecialized")}
+
+
+def consumer_loop(insns):
+    """The innermost loop with the most HGMMA and no STG (the consumer's main loop)."""
+    best, best_key = None, None
+    for ins in insns:
+        if ins.op != "BRA":
+            continue
+        m = re.search(r"(0x[0-9a-f]+)", ins.operands)
+        if not m or int(m.group(1), 16) >= ins.addr:
+            continue
+        lo = int(m.group(1), 16)
+        body = [x for x in insns if lo <= x.addr <= ins.addr]
+        n = sum(x.op == "HGMMA" for x in body)
+        if not n or any(x.op in ("STG", "STS", "UTMASTG") for x in body):
+            continue
+        key = (n, -len(body))
+        if best_key is None or key > best_key:
+            best, best_key = body, key
+    return best
+
+
+def figures(c: sass.Compiled, hgmma_per_ktile: int) -> dict:
+    insns = sass.parse_sass(c.sass)
+    ops = Counter(i.op for i in insns)
+    loop = consumer_loop(insns) or []
+    real = [x for x in loop if x.op != "NOP" and x.pred != "@!PT"]
+    n = sum(x.op == "HGMMA" for x in real)
+    run = longest = 0
+    if n:
+        seq = real + real
+        for x in seq:
+            run = 0 if x.op == "HGMMA" else run + 1
+            longest = max(longest, run)
+        longest = min(longest, len(real))
+    ktiles = n / hgmma_per_ktile if n else 0
+    setmax = sorted({x.operands for x in insns if x.op == "USETMAXREG"})
+    shapes = sorted({x.opcode for x in real if x.op == "HGMMA"})
+    return {
+        "hgmma_shape": ",".join(s.split(".")[1] for s in shapes) or "-",
+        "loop_hgmma": n,
+        "insn_per_hgmma": round(len(real) / n, 2) if n else float("nan"),
+        "longest_free": longest,
+        "syncs_per_ktile": round(sum(x.op == "SYNCS" for x in real) / ktiles, 2) if ktiles else float("nan"),
+        "utmaldg_total": ops["UTMALDG"],
+        "ldgsts": ops["LDGSTS"],
+        "hmma": ops["HMMA"],
+        "registers": c.registers,
+        "setmaxnreg": " ".join(setmax) or "-",
+        "spills": c.spill_stores + c.spill_loads,
+        "static_smem": c.static_smem,
+    }
+
+
+def synth_row(bm: int, bn: int, stages: int) -> tuple[str, dict]:
+    cfg = Sm90Config(bm, bn, stages, 1)
+    c = sass.compile_cuda(emit_sm90_kernel(cfg), "sm_90a", flags=FLAGS)
+    f = figures(c, cfg.bk // 16)
+    f["smem"] = cfg.smem_bytes
+    return f"synth {bm}x{bn}x64 s{stages} K_PIPE_MMAS 1", f
+
+
+def cutlass_row(bm: int, bn: int, sched: str) -> tuple[str, dict]:
+    from sass_vs_cutlass import cutlass_include
+    inc = cutlass_include()
+    if inc is None:
+        raise RuntimeError("nvidia-cutlass headers not found")
+    k, e = SCHEDULES[sched]
+    src = CUTLASS3_SRC.format(BM=bm, BN=bn, SCHED=k, EPI=e)
+    c = sass.compile_cuda(src, "sm_90a", flags=("-std=c++17", "--expt-relaxed-constexpr", *FLAGS),
+                          include_dirs=(inc,))
+    # k-tile = 64 deep = 4 HGMMA k16 per consumer warp group
+    f = figures(c, 4)
+    f["smem"] = "dynamic"
+    return f"CUTLASS {sched} {bm}x{bn}x64", f
+
+
+def triton_row(bm: int, bn: int) -> tuple[str, dict]:
+    from sass_vs_cutlass import triton_ptx
+    ptx = triton_ptx({"BM": bm, "BN": bn, "BK": 64, "warps": 8, "stages": 3}, "sm_90")
+    c = sass.compile_ptx(ptx, "sm_90a")
+    f = figures(c, 4)
+    f["smem"] = "dynamic"
+    return f"Triton tutorial {bm}x{bn}x64 w8 s3", f
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--tiles", default="128x128,128x256")
+    ap.add_argument("--no-cutlass", action="store_true")
+    ap.add_argument("--no-triton", action="store_true")
+    args = ap.parse_args(argv)
+    rows = []
+    for t in args.tiles.split(","):
+        bm, bn = (int(x) for x in t.split("x"))
+        stages = 4 if bn <= 128 else 3
+        rows.append(synth_row(bm, bn, stages))
+        if not args.no_cutlass:
+            for sched in SCHEDULES:
+                try:
+                    rows.append(cutlass_row(bm, bn, sched))
+                except Exception as exc:  # reported, not hidden
+                    rows.append((f"CUTLASS {sched} {bm}x{bn}x64", {"error": str(exc).splitlines()[0][:80]}))
+        if not args.no_triton:
+            try:
+                rows.append(triton_row(bm, bn))
+            except Exception as exc:
+                rows.append((f"Triton {bm}x{bn}x64", {"error": str(exc).splitlines()[0][:80]}))
+    cols = ["hgmma_shape", "loop_hgmma", "insn_per_hgmma", "longest_free", "syncs_per_ktile", "utmaldg_total",
+            "ldgsts", "hmma", "registers", "setmaxnreg", "spills", "smem"]
+    print("| kernel | " + " | ".join(cols) + " |")
+    print("|---" * (len(cols) + 1) + "|")
+    for name, f in rows:
+        if "error" in f:
+            print(f"| {name} | error: {f['error']} |")
+            continue
+        print(f"| {name} | " + " | ".join(str(f.get(c, "")) for c in cols) + " |")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
