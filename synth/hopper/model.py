@@ -21,8 +21,13 @@ the predicted cycles of the k-tile loop for ``T`` tiles:
   barrier round trip is ``barrier_cycles``;
 * loads in flight while a consumer computes: ``min(S - K - 1, T)`` (the consumer holds ``K + 1``
   slots; there are ``T`` loads in all), at least 1; per k-tile the loop needs ``max(mma + wait, fill / (S - K - 1))``;
-* total = ``fill + T * per-tile``; among equal totals fewer stages (less shared memory), then
-  fewer consumer warp groups.
+* warp specialization (``ws``): a producer warp group issues the copies, so the consumer's
+  k-tile carries no issue cost, but a refill waits for the consumer's release (two barrier
+  round trips in ``fill``); one warp group (``C = 1``, :func:`synth.lower.barriers.lower_hopper_single`)
+  issues ``arrive.expect_tx`` and the copies itself (``2 * barrier_cycles`` per k-tile) and
+  refills after its own ``wait_group`` (one barrier round trip in ``fill``);
+* total = ``fill + T * per-tile``; among equal totals less shared memory, then fewer consumer
+  warp groups, then warp specialization.
 
 ``C`` consumer warp groups split ``BM`` in ``m64`` slices: ``C`` must divide ``BM / 64``.
 Every number is bounded: 1 <= S <= 16, 0 <= K < S, C in 1..2.
@@ -54,20 +59,24 @@ class HopperChoice:
     smem_bytes: int
     status: str
     """CP-SAT's status name (OPTIMAL when proven best)."""
+    warp_specialized: bool = True
 
     def explain(self) -> str:
-        return (f"{self.stages} stages, K_PIPE_MMAS = {self.k_pipe_mmas}, {self.consumers} consumer warp group(s): "
+        ws = "warp-specialized" if self.warp_specialized else "one warp group"
+        return (f"{ws}, {self.stages} stages, K_PIPE_MMAS = {self.k_pipe_mmas}, {self.consumers} consumer warp "
+                f"group(s): "
                 f"{self.smem_bytes} B of shared memory, {self.cycles} predicted cycles ({self.status})")
 
 
-def _cost(cfg: GemmConfig, S: int, K: int, C: int, T: int) -> int:
+def _cost(cfg: GemmConfig, S: int, K: int, C: int, T: int, ws: bool = True) -> int:
     arch = get_arch(cfg.arch)
     b = DTYPE_BYTES[cfg.dtype]
     box = (cfg.BM + cfg.BN) * cfg.BK * b
     mma = -(-2 * cfg.BM * cfg.BN * cfg.BK // arch.tensor_f16_f32_flop_per_clk_sm)
     wait = -(-4 * arch.lat_mma // C) if K == 0 else 0
-    fill = arch.lat_global + box // TMA_BYTES_PER_CLK + 2 * arch.barrier_cycles
-    per_tile = max(mma + wait, -(-fill // max(min(S - K - 1, T), 1)))
+    fill = arch.lat_global + box // TMA_BYTES_PER_CLK + (2 if ws else 1) * arch.barrier_cycles
+    issue = 0 if ws else 2 * arch.barrier_cycles
+    per_tile = max(mma + wait + issue, -(-fill // max(min(S - K - 1, T), 1)))
     return fill + T * per_tile
 
 
@@ -89,9 +98,10 @@ def choose(cfg: GemmConfig, *, time_limit: float = 10.0, stages: Optional[int] =
             continue
         for K in range(S):
             for C in (1, 2):
-                if cfg.BM % (64 * C):
-                    continue
-                cands.append((S, K, C, smem, _cost(cfg, S, K, C, T)))
+                for ws in (True, False):
+                    if cfg.BM % (64 * C) or (not ws and C > 1):
+                        continue
+                    cands.append((S, K, C, smem, _cost(cfg, S, K, C, T, ws), ws))
     if not cands:
         raise ValueError(f"no pipeline fits: one stage needs {stage_bytes} B of the {arch.smem_per_block} B "
                          f"a CTA may use on {arch.name}")
@@ -101,15 +111,16 @@ def choose(cfg: GemmConfig, *, time_limit: float = 10.0, stages: Optional[int] =
     # lexicographic: cycles, then shared memory, then consumers (scaled so ties never overflow)
     scale_smem = 4
     scale_cyc = (arch.smem_per_block + 1) * scale_smem
-    m.Minimize(sum(p * (c[4] * scale_cyc + c[3] * scale_smem + c[2]) for p, c in zip(pick, cands)))
+    m.Minimize(sum(p * (c[4] * scale_cyc * 2 + c[3] * scale_smem * 2 + c[2] * 2 + (0 if c[5] else 1))
+                   for p, c in zip(pick, cands)))
     solver = cp_model.CpSolver()
     solver.parameters.max_time_in_seconds = time_limit
     solver.parameters.num_workers = 1
     st = solver.Solve(m)
     if st not in (cp_model.OPTIMAL, cp_model.FEASIBLE):
         raise ValueError(f"CP-SAT found no pipeline ({solver.StatusName(st)})")
-    S, K, C, smem, cyc = next(c for p, c in zip(pick, cands) if solver.Value(p))
-    return HopperChoice(S, K, C, cyc, smem, solver.StatusName(st))
+    S, K, C, smem, cyc, ws = next(c for p, c in zip(pick, cands) if solver.Value(p))
+    return HopperChoice(S, K, C, cyc, smem, solver.StatusName(st), ws)
 
 
 def hopper_loop(cfg: GemmConfig, choice: HopperChoice) -> HopperLoop:
@@ -120,4 +131,11 @@ def hopper_loop(cfg: GemmConfig, choice: HopperChoice) -> HopperLoop:
                       "wgmma", choice.stages, choice.k_pipe_mmas, choice.consumers, "T", 1)
 
 
-__all__ = ["choose", "hopper_loop", "HopperChoice", "DTYPE_BYTES"]
+def lower_choice(cfg: GemmConfig, choice: HopperChoice):
+    """The lowered :class:`~synth.hopper.ir.HopperProgram` of ``cfg`` under ``choice``."""
+    from ..lower.barriers import lower_hopper, lower_hopper_single
+    loop = hopper_loop(cfg, choice)
+    return lower_hopper(loop) if choice.warp_specialized else lower_hopper_single(loop)
+
+
+__all__ = ["choose", "hopper_loop", "lower_choice", "HopperChoice", "DTYPE_BYTES"]

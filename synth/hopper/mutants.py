@@ -81,7 +81,7 @@ def mutants(p: HopperProgram) -> list[tuple[str, HopperProgram, frozenset]]:
             waits = list(prog.waits)
             waits[idx] = replace(wt, in_flight=simplify(Bin("+", wt.in_flight, Num(1))))
             out.append((f"wait_group #{idx} + 1", p.with_role(r.name, replace(prog, waits=tuple(waits))),
-                        frozenset({"release_after_wgmma"})))
+                        frozenset({"release_after_wgmma", "slot_reuse"})))
             break
     return out
 

@@ -87,4 +87,57 @@ def lower_hopper(loop: HopperLoop) -> HopperProgram:
                          (Role("producer", 1, producer), Role("consumer", loop.consumers, consumer)), teardown, notes)
 
 
-__all__ = ["lower_hopper", "FULL", "EMPTY"]
+def lower_hopper_single(loop: HopperLoop) -> HopperProgram:
+    """The program of ``loop`` without warp specialization: one warp group issues the TMA copies
+    ``L = stages - k_pipe_mmas`` iterations ahead of its wgmma. Global step ``J`` loads iteration
+    ``J`` (when ``J < T``) after consuming iteration ``J - L`` (``try_wait`` on ``full``, wgmma,
+    ``commit_group``, ``wait_group K``): the slot the load reuses held ``J - S = (J - L) - K``,
+    whose wgmma that wait completed, so no ``empty`` barrier is needed. Parts: prologue
+    ``min(T, L)`` (loads only), body ``max(T - L, 0)``, epilogue ``L`` (guard ``L <= i + T``; the
+    last step drains with ``wait_group 0``). ``consumers`` must be 1."""
+    loop.check()
+    if loop.consumers != 1:
+        raise ValueError("a single warp group pipeline has one consumer warp group")
+    S, K = loop.stages, loop.k_pipe_mmas
+    L = S - K
+    T = loop.trip_count
+    tsym = T if isinstance(T, str) else None
+    i = Var("i")
+    tv: Expr = Var(tsym) if tsym else Num(int(T))
+    ops = tuple(ProgOp(ld.op, "tma", 0, True, None, ld.when) for ld in loop.loads) + \
+        (ProgOp(loop.mma, "wgmma", 0, True, 0, None),)
+    buffers = tuple(ProgBuffer(ld.buffer, "shared", S, ld.bytes) for ld in loop.loads)
+    barriers = (Barrier(FULL, S, 1, "full", tuple(ld.buffer for ld in loop.loads)),)
+
+    def load(it: Expr) -> list:
+        sl = simplify(Bin("%", it, Num(S)))
+        out = [ArriveStmt(FULL, PipelineState(it, S, 0), 1,
+                          tuple(Tx(ld.bytes, ld.op if ld.when is not None else None) for ld in loop.loads))]
+        return out + [OpStmt(ld.op, it, None, None, (), (Access(ld.buffer, it, sl),),
+                             BarrierRef(FULL, PipelineState(it, S, 0), ld.bytes)) for ld in loop.loads]
+
+    def consume(it: Expr, wait: int, guard) -> list:
+        sl = simplify(Bin("%", it, Num(S)))
+        reads = tuple(Access(ld.buffer, it, sl, ld.op) for ld in loop.loads)
+        return [TryWaitStmt(FULL, PipelineState(it, S, 0), guard), OpStmt(loop.mma, it, guard, 0, reads, ()),
+                CommitStmt(0, 0, guard), WaitStmt(wait, guard)]
+
+    ahead = simplify(Bin("+", i, Num(L)))
+    behind = simplify(Bin("+", i, Bin("-", tv, Num(L))))
+    eg = _guard(f"{L} <= i + {tsym if tsym else T}", loop, L)
+    parts = (Part("prologue", "i", parse(f"min({tsym if tsym else T}, {L})"), tuple(load(i))),
+             Part("body", "i", parse(f"max({tsym if tsym else T} - {L}, 0)"), tuple(consume(i, 0, None) + load(ahead))),
+             Part("epilogue", "i", Num(L), tuple(consume(behind, 1, eg))))
+    waits = (Wait("body", 0, Num(K), f"TMA refill of the slot of iteration i - {K}",
+                  reason=f"K_PIPE_MMAS = {K}: the wgmma of iteration i - {K} reads the slot the next load reuses"),
+             Wait("epilogue", 0, parse(f"(i == {L - 1}) ? 0 : {K}"), "drain",
+                  reason="the last step drains every wgmma group"))
+    role = Program(f"{loop.name}.mainloop", loop.loop_var, T, loop.min_trip_count, 0, ops, buffers, ("wgmma",),
+                   parts, waits)
+    notes = (f"single warp group: loads {L} iterations ahead, {S} stages, K_PIPE_MMAS = {K}",)
+    return HopperProgram(loop.name, loop.loop_var, T, loop.min_trip_count, ops, buffers, barriers,
+                         (InitStmt(FULL), FenceStmt("mbarrier_init")), (Role("mainloop", 1, role),),
+                         (InvalStmt(FULL),), notes)
+
+
+__all__ = ["lower_hopper", "lower_hopper_single", "FULL", "EMPTY"]

@@ -464,9 +464,14 @@ def _tma_obligations(p: HopperProgram, ref: Ref, tag: str) -> list[HObligation]:
             for a, racc in enumerate(rs.reads):
                 if racc.buffer != wacc.buffer:
                     continue
+                wait = None
+                if rref.role == ref.role:  # one warp group: the reader's wgmma FIFO orders the refill
+                    prog = p.role(ref.role).program
+                    if prog.op(rs.op).is_async:
+                        wait = blame(prog, ref.part, ref.pos, prog.commit_queue(rs.op))
                 out.append(HObligation(
                     f"slot_reuse:{tag}:w{k}<-{rref.role}:{rref.part}:{rref.pos}:r{a}", "slot_reuse", ref.role,
-                    ref.part, ref.pos, None,
+                    ref.part, ref.pos, wait,
                     f"{head} writes {wacc.buffer} version {to_str(wacc.version)} only after {rref.role}'s "
                     f"{rs.op} released version {to_str(wacc.version)} - {buf.multiplicity}",
                     _reuse_builder(p, ref, k, rref, a, buf.multiplicity)))
@@ -801,10 +806,10 @@ def _ranking(p: HopperProgram, obs: list[HObligation], time_limit: float, trip: 
 
 def _tightness(p: HopperProgram, role: str, idx: int, obs: list[HObligation], time_limit: float,
                trip: Optional[int]) -> tuple[Optional[bool], str]:
-    """Tight when ``N + 1`` breaks a release charged to the wait (the largest safe count)."""
+    """Tight when ``N + 1`` breaks a release (or, in one warp group, a refill) charged to the wait."""
     w = p.role(role).program.waits[idx]
     plus = {role: {idx: simplify(Bin("+", w.in_flight, Num(1)))}}
-    rel = [ob for ob in obs if ob.kind == "release_after_wgmma"]
+    rel = [ob for ob in obs if ob.kind in ("release_after_wgmma", "slot_reuse")]
     for ob in rel:
         status, *_ = _solve(p, ob, time_limit, trip, plus)
         if status == "refuted":

@@ -3,8 +3,7 @@
 import pytest
 
 from synth.gemm import GemmConfig
-from synth.hopper.model import _cost, choose, hopper_loop
-from synth.lower.barriers import lower_hopper
+from synth.hopper.model import _cost, choose, lower_choice
 from synth.verify.phases import verify_hopper
 
 
@@ -14,8 +13,9 @@ def test_choice_fits_and_is_best(bm, bn, bk, K):
     c = choose(cfg)
     assert c.smem_bytes <= 227 * 1024 and 0 <= c.k_pipe_mmas < c.stages
     T = cfg.trip_count
-    best = min(_cost(cfg, S, k, C, T) for S in range(1, 17) for k in range(S) for C in (1, 2)
-               if S * (bm + bn) * bk * 2 + 16 * S <= 227 * 1024 and bm % (64 * C) == 0)
+    best = min(_cost(cfg, S, k, C, T, ws) for S in range(1, 17) for k in range(S) for C in (1, 2)
+               for ws in (True, False)
+               if S * (bm + bn) * bk * 2 + 16 * S <= 227 * 1024 and bm % (64 * C) == 0 and (ws or C == 1))
     assert c.cycles == best
 
 
@@ -28,5 +28,8 @@ def test_one_stage_too_big_and_pinned_stages():
 def test_chosen_pipeline_lowers_and_proves():
     cfg = GemmConfig(4096, 4096, 4096, "f16", 128, 128, 64, arch="sm_90")
     c = choose(cfg, stages=3)
-    r = verify_hopper(lower_hopper(hopper_loop(cfg, c)), time_limit=20, tightness=False)
+    r = verify_hopper(lower_choice(cfg, c), time_limit=20, tightness=False)
     assert r.ok, r.render()
+    single = choose(GemmConfig(4096, 4096, 128, "f16", 64, 64, 64, arch="sm_90"))
+    assert verify_hopper(lower_choice(GemmConfig(4096, 4096, 128, "f16", 64, 64, 64, arch="sm_90"), single),
+                         time_limit=20, tightness=False).ok

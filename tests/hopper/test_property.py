@@ -8,7 +8,7 @@ from hypothesis import HealthCheck, given, settings, strategies as st
 from synth.hopper.ir import dumps, hopper_from_json
 from synth.hopper.loop import HopperLoop, Load
 from synth.hopper.mutants import mutants
-from synth.lower.barriers import lower_hopper
+from synth.lower.barriers import lower_hopper, lower_hopper_single
 from synth.verify.oracle_phases import run
 from synth.verify.phases import verify_hopper
 
@@ -23,11 +23,13 @@ def loops(draw, max_stages=3, max_consumers=2):
     n = draw(st.integers(1, 2))
     loads = tuple(Load(f"load_{c}", c, draw(st.sampled_from((4096, 8192, 16384, 16400))),
                        draw(st.sampled_from(PREDICATES))) for c in "AB"[:n])
-    return HopperLoop("rand", loads, "mma", stages, k, consumers)
+    ws = draw(st.booleans())
+    return HopperLoop("rand", loads, "mma", stages, k, consumers if ws else 1), ws
 
 
-def _judge(loop: HopperLoop, mutate: bool = False) -> None:
-    p = lower_hopper(loop)
+def _judge(case, mutate: bool = False) -> None:
+    loop, ws = case
+    p = lower_hopper(loop) if ws else lower_hopper_single(loop)
     assert hopper_from_json(__import__("json").loads(dumps(p))) == p
     r = verify_hopper(p, time_limit=30, tightness=False)
     assert r.ok, r.render()
@@ -59,5 +61,10 @@ def test_random_loops_and_mutants_slow(loop):
 
 
 def test_mutants_of_a_small_loop():
-    _judge(HopperLoop("small", (Load("load_A", "A", 8192), Load("load_B", "B", 8192, "k < T - 1")), "mma", 2, 1),
-           mutate=True)
+    small = HopperLoop("small", (Load("load_A", "A", 8192), Load("load_B", "B", 8192, "k < T - 1")), "mma", 2, 1)
+    _judge((small, True), mutate=True)
+
+
+def test_mutants_of_a_single_warp_group_loop():
+    one = HopperLoop("one", (Load("load_A", "A", 8192, "1 <= k"),), "mma", 3, 1)
+    _judge((one, False), mutate=True)
