@@ -30,6 +30,7 @@ def test_synchronization_comes_from_the_program():
     assert "16400u + 16384u" in emit_sm90_kernel(cfg, p.with_role("producer", replace(prod, parts=parts)))
 
 
+@pytest.mark.slow
 def test_the_program_is_proven():
     r = verify_hopper(Sm90Config(bm=128, bn=128, stages=4, k_pipe_mmas=1).program(), time_limit=60, tightness=False)
     assert r.ok, r.render()

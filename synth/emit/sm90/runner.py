@@ -1,0 +1,111 @@
+"""Launch the sm_90a GEMM on a GPU: tensor maps (``cuTensorMapEncodeTiled``) and the launch.
+
+CUDA Python (``cuda.bindings.driver``) is imported only when :func:`run_gpu` is called, so this
+module loads on machines without a GPU. The kernel is compiled with nvcc (``-arch=sm_90a -O3
+-cubin``) and loaded with ``cuModuleLoadData``. Tensor maps: A is M x K f16 row-major (dims
+``{K, M}``, row stride ``2 K`` bytes, box ``{64, BM}``), B is N x K (``{K, N}``, box ``{64,
+BN}``), 128-byte swizzle, out-of-bound elements zero-filled (``FLOAT_OOB_FILL_NONE``: zeros).
+K must be a multiple of 8 (TMA: global strides are multiples of 16 bytes). Not run in this
+repository's CI (no GPU there): the emulator (:mod:`.emulate`) is what checks the kernel.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import pathlib
+import subprocess
+import tempfile
+from typing import Optional
+
+import numpy as np
+
+from ..sass import tool
+from .config import Sm90Config
+from .kernel import KERNEL
+
+
+class GpuError(RuntimeError):
+    """A CUDA driver call failed (its name and error code in the message)."""
+
+
+def _check(res, what: str):
+    """The value of a CUDA Python call returning ``(error, *values)``; GpuError on an error."""
+    err, *rest = res if isinstance(res, tuple) else (res,)
+    if int(err) != 0:
+        raise GpuError(f"{what} failed: {err}")
+    return rest[0] if len(rest) == 1 else (tuple(rest) or None)
+
+
+def _cubin(kernel_cu: str) -> bytes:
+    nvcc = tool("nvcc")
+    if nvcc is None:
+        raise GpuError("nvcc is not on PATH")
+    with tempfile.TemporaryDirectory(prefix="synth-sm90-gpu-") as d:
+        src, out = pathlib.Path(d) / "kernel.cu", pathlib.Path(d) / "kernel.cubin"
+        src.write_text(kernel_cu)
+        proc = subprocess.run([nvcc, "-arch=sm_90a", "-O3", "-DNDEBUG", "-cubin", "-o", str(out), str(src)],
+                              capture_output=True, text=True, timeout=900)
+        if proc.returncode:
+            raise GpuError(f"nvcc failed:\n{proc.stderr[-3000:]}")
+        return out.read_bytes()
+
+
+def run_gpu(kernel_cu: str, cfg: Sm90Config, A: np.ndarray, B: np.ndarray, C_in: Optional[np.ndarray] = None,
+            alpha: float = 1.0, beta: float = 0.0) -> np.ndarray:
+    """``alpha A @ B.T (+ beta C_in)`` computed by the kernel on GPU 0 (a new M x N float32 array)."""
+    from cuda.bindings import driver as cu  # lazy: only where a GPU is used
+
+    A = np.ascontiguousarray(A, np.float16)
+    B = np.ascontiguousarray(B, np.float16)
+    M, K = A.shape
+    N = B.shape[0]
+    if B.shape[1] != K or K % 8 or K < 1:
+        raise ValueError(f"A is {A.shape}, B is {B.shape}: need N x K with the same K, K a multiple of 8")
+    _check(cu.cuInit(0), "cuInit")
+    dev = _check(cu.cuDeviceGet(0), "cuDeviceGet")
+    ctx = _check(cu.cuDevicePrimaryCtxRetain(dev), "cuDevicePrimaryCtxRetain")
+    _check(cu.cuCtxSetCurrent(ctx), "cuCtxSetCurrent")
+    mod = _check(cu.cuModuleLoadData(_cubin(kernel_cu)), "cuModuleLoadData")
+    fn = _check(cu.cuModuleGetFunction(mod, KERNEL.encode()), "cuModuleGetFunction")
+    _check(cu.cuFuncSetAttribute(fn, cu.CUfunction_attribute.CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
+                                 cfg.smem_bytes), "cuFuncSetAttribute")
+    bufs = []
+
+    def upload(x: np.ndarray):
+        p = _check(cu.cuMemAlloc(max(x.nbytes, 16)), "cuMemAlloc")
+        _check(cu.cuMemcpyHtoD(p, x.ctypes.data, x.nbytes), "cuMemcpyHtoD")
+        bufs.append(p)
+        return p
+
+    try:
+        dA, dB = upload(A), upload(B)
+        C = np.zeros((M, N), np.float32)
+        dC = upload(C)
+        dCin = upload(np.ascontiguousarray(C_in, np.float32)) if C_in is not None else 0
+
+        def tmap(ptr, rows: int, box_rows: int):
+            return _check(cu.cuTensorMapEncodeTiled(
+                cu.CUtensorMapDataType.CU_TENSOR_MAP_DATA_TYPE_FLOAT16, 2, int(ptr), [K, rows], [K * 2],
+                [cfg.bk, box_rows], [1, 1], cu.CUtensorMapInterleave.CU_TENSOR_MAP_INTERLEAVE_NONE,
+                cu.CUtensorMapSwizzle.CU_TENSOR_MAP_SWIZZLE_128B,
+                cu.CUtensorMapL2promotion.CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
+                cu.CUtensorMapFloatOOBfill.CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE), "cuTensorMapEncodeTiled")
+
+        tA, tB = tmap(dA, M, cfg.bm), tmap(dB, N, cfg.bn)
+        raw = [ctypes.create_string_buffer(bytes(ctypes.string_at(t.getPtr(), 128)), 128) for t in (tA, tB)]
+        vals = [ctypes.c_uint64(int(dC)), ctypes.c_uint64(int(dCin)), ctypes.c_int(M), ctypes.c_int(N),
+                ctypes.c_int(K), ctypes.c_int(N), ctypes.c_float(alpha), ctypes.c_float(beta)]
+        ptrs = (ctypes.c_void_p * 10)(*[ctypes.addressof(x) for x in raw + vals])
+        grid = ((N + cfg.bn - 1) // cfg.bn, (M + cfg.bm - 1) // cfg.bm, 1)
+        _check(cu.cuLaunchKernel(fn, *grid, cfg.threads, 1, 1, cfg.smem_bytes, 0, ctypes.addressof(ptrs), 0),
+               "cuLaunchKernel")
+        _check(cu.cuCtxSynchronize(), "cuCtxSynchronize")
+        _check(cu.cuMemcpyDtoH(C.ctypes.data, dC, C.nbytes), "cuMemcpyDtoH")
+        return C
+    finally:
+        for p in bufs:
+            cu.cuMemFree(p)
+        cu.cuDevicePrimaryCtxRelease(dev)
+
+
+__all__ = ["run_gpu", "GpuError"]
