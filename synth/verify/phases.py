@@ -171,7 +171,7 @@ class Phases:
         return Sum(terms)
 
     def delivered(self, ms):
-        return Sum([z3.If(r, z3.IntVal(ref.stmt.barrier.bytes), z3.IntVal(0))
+        return Sum([z3.If(r, z3.IntVal(ref.stmt.barrier.bytes * self.roles[ref.role].warpgroups), z3.IntVal(0))
                     for ref, _, r, _ in ms if isinstance(ref.stmt, OpStmt)])
 
     # -- order --------------------------------------------------------------------------------
@@ -398,7 +398,7 @@ def _arrive_obligations(p: HopperProgram, ref: Ref, tag: str) -> list[HObligatio
             {"x": x, "slot": sl, "phase": n}
 
     cls = "arrivals" if s.arrivals else "tx_bytes"
-    out.append(HObligation(f"{cls}:{tag}:count", "arrivals", ref.role, ref.part, ref.pos, None,
+    out.append(HObligation(f"arrivals:{tag}:count", "arrivals", ref.role, ref.part, ref.pos, None,
                            f"{head}: the phase it names gets exactly {b.count} arrival(s)", count))
     out.append(HObligation(f"{cls}:{tag}:order", cls, ref.role, ref.part, ref.pos, None,
                            f"{head}: lands in the phase it names (the previous phase is complete before it)", order))

@@ -65,6 +65,7 @@ def test_mutants_of_a_small_loop():
     _judge((small, True), mutate=True)
 
 
+@pytest.mark.slow
 def test_mutants_of_a_single_warp_group_loop():
-    one = HopperLoop("one", (Load("load_A", "A", 8192, "1 <= k"),), "mma", 3, 1)
+    one = HopperLoop("one", (Load("load_A", "A", 8192, "1 <= k"),), "mma", 2, 1)
     _judge((one, False), mutate=True)
