@@ -54,3 +54,4 @@ def test_compiles_for_sm90a(bm, bn, stages):
     assert names["HMMA"] == 0 and names["LDGSTS"] == 0
     assert names["USETMAXREG"] == 2
     assert c.spill_stores == 0 and c.spill_loads == 0 and c.stack == 0
+    assert "C7514" not in c.log, "ptxas serialized the wgmma pipeline"

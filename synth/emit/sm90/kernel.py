@@ -34,6 +34,8 @@ from ..cuda import c_expr
 from .config import Sm90Config
 
 KERNEL = "synth_gemm_sm90"
+UNROLL_MAX = 16
+"""Parts of a constant extent up to this are unrolled (wait counts become immediates)."""
 
 _CUDA_API = r"""
 #include <cuda.h>
@@ -104,6 +106,7 @@ class _Emit:
         self.ops = {o.name: o for o in p.ops}
         self.buffer_of_load = {}
         self.loop_var = p.loop_var
+        self.const: dict = {}
 
     def w(self, depth: int, text: str) -> None:
         self.lines.append("  " * depth + text)
@@ -176,7 +179,7 @@ class _Emit:
         elif isinstance(s, CommitStmt):
             self.guarded(depth, s.guard, ["synth_wgmma_commit();"])
         elif isinstance(s, WaitStmt):
-            n = waits[s.wait].in_flight
+            n = simplify(substitute(waits[s.wait].in_flight, self.const)) if self.const else waits[s.wait].in_flight
             text = (f"synth_wgmma_wait_n<{n.value}>();" if isinstance(n, Num) and n.value >= 0
                     else f"synth_wgmma_wait({c_expr(n)});")
             self.guarded(depth, s.guard, [text])
@@ -215,9 +218,8 @@ class _Emit:
         conds = [c for c in (self.pred(a.producer, s.iteration) for a in s.reads if a.producer) if c]
         body = ["synth_wgmma_fence();",
                 "{",
-                f"  const uint64_t da = synth_desc_k128(sA + (({slots['A']}) % {cfg.stages}) * {cfg.a_slot_bytes}"
-                f" + cw * {64 * 128});",
-                f"  const uint64_t db = synth_desc_k128(sB + (({slots['B']}) % {cfg.stages}) * {cfg.b_slot_bytes});",
+                f"  const uint64_t da = desc_a0 + (uint64_t)((({slots['A']}) % {cfg.stages}) * {cfg.a_slot_bytes >> 4});",
+                f"  const uint64_t db = desc_b0 + (uint64_t)((({slots['B']}) % {cfg.stages}) * {cfg.b_slot_bytes >> 4});",
                 "#pragma unroll",
                 f"  for (int kk = 0; kk < {cfg.bk // 16}; ++kk)",
                 f"    synth_wgmma_m64n{cfg.bn}k16(acc, da + 2 * kk, db + 2 * kk);  // +32 bytes per k16",
@@ -229,6 +231,18 @@ class _Emit:
 
     def part(self, depth: int, role: str, part: Part, waits) -> None:
         self.w(depth, f"// ---- {role} {part.name}")
+        if isinstance(part.extent, Num) and part.extent.value <= UNROLL_MAX:
+            # a constant-extent part (the drain) is unrolled so that every wgmma.wait_group count is an
+            # immediate: ptxas serializes all wgmma when a run-time count selects the wait
+            for c in range(part.extent.value):
+                self.w(depth, f"{{  // {part.var} = {c}")
+                self.w(depth + 1, f"const int {part.var} = {c};")
+                self.const = {part.var: Num(c)}
+                for s in part.stmts:
+                    self.stmt(depth + 1, role, s, waits)
+                self.const = {}
+                self.w(depth, "}")
+            return
         self.w(depth, f"for (int {part.var} = 0; {part.var} < {c_expr(part.extent)}; ++{part.var}) {{")
         for s in part.stmts:
             self.stmt(depth + 1, role, s, waits)
@@ -310,6 +324,8 @@ def emit_sm90_kernel(cfg: Sm90Config, program: Optional[HopperProgram] = None) -
     e.w(1, "} else {")
     e.w(2, f"synth_setmaxnreg_inc<{cfg.consumer_regs}>();")
     e.w(2, "const int cw = wg - 1;  // consumer warp group: rows cw * 64 .. + 63 of the tile")
+    e.w(2, "// descriptors of slot 0 (start address >> 4 in the low bits: a slot adds its bytes >> 4)")
+    e.w(2, f"const uint64_t desc_a0 = synth_desc_k128(sA + cw * {64 * 128}), desc_b0 = synth_desc_k128(sB);")
     e.w(2, f"float acc[{cfg.bn // 2}];")
     e.w(2, "#pragma unroll")
     e.w(2, f"for (int j = 0; j < {cfg.bn // 2}; ++j) acc[j] = 0.0f;")
@@ -338,11 +354,13 @@ def _epilogue(cfg: Sm90Config) -> list[str]:
         "                     (C_in == nullptr || (reinterpret_cast<uintptr_t>(C_in) & 15) == 0);",
         "#pragma unroll",
         f"    for (int j = 0; j < {cfg.bn // 8}; ++j) {{",
-        "      const float s0 = odd ? acc[4 * j] : acc[4 * j + 2], s1 = odd ? acc[4 * j + 1] : acc[4 * j + 3];",
-        "      const float r0 = synth_shfl_xor(s0, 1), r1 = synth_shfl_xor(s1, 1);",
+        "      // alpha first: ptxas serializes every wgmma when a shfl reads an accumulator register",
+        "      const float a0 = alpha * acc[4 * j], a1 = alpha * acc[4 * j + 1];",
+        "      const float a2 = alpha * acc[4 * j + 2], a3 = alpha * acc[4 * j + 3];",
+        "      const float r0 = synth_shfl_xor(odd ? a0 : a2, 1), r1 = synth_shfl_xor(odd ? a1 : a3, 1);",
         "      float v[4];",
-        "      if (odd) { v[0] = r0; v[1] = r1; v[2] = acc[4 * j + 2]; v[3] = acc[4 * j + 3]; }",
-        "      else { v[0] = acc[4 * j]; v[1] = acc[4 * j + 1]; v[2] = r0; v[3] = r1; }",
+        "      if (odd) { v[0] = r0; v[1] = r1; v[2] = a2; v[3] = a3; }",
+        "      else { v[0] = a0; v[1] = a1; v[2] = r0; v[3] = r1; }",
         "      const int col = n0 + 8 * j + 4 * ((lane % 4) / 2);",
         "      if (row >= M) continue;",
         "      float* out = C + (size_t)row * ldc + col;",
@@ -350,11 +368,10 @@ def _epilogue(cfg: Sm90Config) -> list[str]:
         "      if (vec && col + 3 < N) {",
         "        float4 c4 = make_float4(0.f, 0.f, 0.f, 0.f);",
         "        if (in != nullptr) c4 = synth_ldg4(in);",
-        "        synth_stg4(out, alpha * v[0] + beta * c4.x, alpha * v[1] + beta * c4.y,",
-        "                   alpha * v[2] + beta * c4.z, alpha * v[3] + beta * c4.w);",
+        "        synth_stg4(out, v[0] + beta * c4.x, v[1] + beta * c4.y, v[2] + beta * c4.z, v[3] + beta * c4.w);",
         "      } else {",
         "        for (int e = 0; e < 4; ++e)",
-        "          if (col + e < N) out[e] = alpha * v[e] + (in != nullptr ? beta * in[e] : 0.0f);",
+        "          if (col + e < N) out[e] = v[e] + (in != nullptr ? beta * in[e] : 0.0f);",
         "      }",
         "    }",
     ]
