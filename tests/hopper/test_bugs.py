@@ -239,3 +239,23 @@ def test_every_trip_count_fixed(T):
     """The symbolic proof agrees with a proof at each fixed trip count."""
     r = verify_hopper(gemm(stages=3, k=1), time_limit=20, tightness=False, trip_count=T)
     assert r.ok
+
+
+def test_generic_write_needs_proxy_fence():
+    """A synchronous (generic-proxy) write of a slot that a wgmma (async proxy) then reads needs
+    fence.proxy.async between them."""
+    from synth.completion import FenceStmt
+    from synth.program import ProgOp
+    good = gemm(stages=2, k=0)
+    p = replace(good, ops=good.ops + (ProgOp("fixup", "alu", 0, False, None, None),))
+    p = p.with_role("consumer", replace(p.role("consumer").program, ops=p.ops))
+
+    def add(fence):
+        def f(st):
+            k = next(n for n, s in enumerate(st) if isinstance(s, OpStmt))
+            fix = OpStmt("fixup", Var("i"), None, None, (), (Access("A", Var("i"), parse("i % 2")),))
+            return st[:k] + [fix] + ([FenceStmt("proxy_async")] if fence else []) + st[k:]
+        return edit(p, "consumer", "body", f)
+    bad = verify_hopper(add(False), time_limit=20, tightness=False)
+    assert [o.id for o in bad.obligations if o.status == "refuted"] == ["fence:proxy:consumer:body:1"]
+    assert verify_hopper(add(True), time_limit=20, tightness=False).ok
