@@ -437,6 +437,8 @@ inline float synth_shfl_xor(float v, int mask) {
   block_until([&] { return w.gen != my; }, "shfl.sync of warp " + std::to_string(s.cur / 32));
   return w.res[lane];
 }
+// a warp-uniform value (CUDA: broadcast from lane 0); the kernel passes one value per warp
+inline int synth_uniform(int v) { return v; }
 inline void synth_stg4(float* p, float a, float b, float c, float d) {
   if (reinterpret_cast<uintptr_t>(p) & 15) synth_emu::fail("fault", "misaligned 128-bit global store");
   p[0] = a; p[1] = b; p[2] = c; p[3] = d;

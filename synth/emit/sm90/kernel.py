@@ -72,6 +72,7 @@ template <int N> SYNTH_DEV void synth_wgmma_wait_n() {
 template <int R> SYNTH_DEV void synth_setmaxnreg_dec() { asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;" :: "n"(R)); }
 template <int R> SYNTH_DEV void synth_setmaxnreg_inc() { asm volatile("setmaxnreg.inc.sync.aligned.u32 %0;" :: "n"(R)); }
 SYNTH_DEV float synth_shfl_xor(float v, int m) { return __shfl_xor_sync(0xffffffffu, v, m); }
+SYNTH_DEV int synth_uniform(int v) { return __shfl_sync(0xffffffffu, v, 0); }
 SYNTH_DEV void synth_stg4(float* p, float a, float b, float c, float d) {
   *reinterpret_cast<float4*>(p) = make_float4(a, b, c, d); }
 SYNTH_DEV float4 synth_ldg4(const float* p) { return *reinterpret_cast<const float4*>(p); }
@@ -304,7 +305,8 @@ def emit_sm90_kernel(cfg: Sm90Config, program: Optional[HopperProgram] = None) -
     head += [
         f"  const int T = (K + {cfg.bk - 1}) / {cfg.bk};  // k-tiles",
         "  if (K < 1) return;",
-        "  const int wg = threadIdx.x / 128, wt = threadIdx.x % 128;",
+        "  // the warp group index made warp-uniform (a broadcast) so descriptor arithmetic stays in uniform registers",
+        "  const int wg = synth_uniform(threadIdx.x / 128), wt = threadIdx.x % 128;",
         f"  const int m0 = blockIdx.y * {cfg.bm}, n0 = blockIdx.x * {cfg.bn};",
         "  // ---- setup",
         "  if (threadIdx.x == 0) {",
