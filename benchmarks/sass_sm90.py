@@ -157,7 +157,7 @@ def main(argv=None) -> int:
     rows = []
     for t in args.tiles.split(","):
         bm, bn = (int(x) for x in t.split("x"))
-        stages = 4 if bn <= 128 else 3
+        stages = 4
         rows.append(synth_row(bm, bn, stages))
         if not args.no_cutlass:
             for sched in SCHEDULES:

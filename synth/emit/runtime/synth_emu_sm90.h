@@ -155,8 +155,12 @@ inline uint32_t smem_u32(const void* p) {
   return SMEM_BASE + uint32_t(d);
 }
 inline unsigned char* smem_ptr(uint32_t a) { return synth_smem_raw + (a - SMEM_BASE); }
+inline void check_shared(uint32_t a, uint32_t n) {
+  if (a < SMEM_BASE || a + n > SMEM_BASE + SMEM_SIZE) fail("fault", "shared address outside shared memory");
+}
 
 inline MBar& bar_at(uint32_t a, const char* op) {
+  check_shared(a, 8);
   auto it = S().bars.find(a);
   if (it == S().bars.end() || !it->second.init)
     fail("fault", std::string(op) + " on an uninitialized mbarrier at shared offset " + std::to_string(a));
@@ -289,17 +293,16 @@ inline void synth_syncthreads() {
   block_until([&] { return s.sync_gen != my; }, "__syncthreads");
 }
 
-inline void synth_mbar_init(uint64_t* b, unsigned n) {
+inline void synth_mbar_init(uint32_t a, unsigned n) {
   using namespace synth_emu;
-  uint32_t a = smem_u32(b);
+  check_shared(a, 8);
   if (a % 8) fail("fault", "misaligned mbarrier");
   if (n < 1) fail("fault", "mbarrier.init with count 0");
   MBar& m = S().bars[a];
   m = MBar{true, int(n), int(n), 0, 0};
 }
-inline void synth_mbar_inval(uint64_t* b) {
+inline void synth_mbar_inval(uint32_t a) {
   using namespace synth_emu;
-  uint32_t a = smem_u32(b);
   bar_at(a, "mbarrier.inval");
   for (auto& c : S().copies)
     if (c.bar == a) fail("fault", "mbarrier.inval while a TMA copy completing on it is in flight");
@@ -308,25 +311,25 @@ inline void synth_mbar_inval(uint64_t* b) {
 inline void synth_fence_mbarrier_init() { synth_emu::yield_point(); }
 inline void synth_fence_proxy_async() { synth_emu::yield_point(); }
 
-inline void synth_mbar_expect_tx(uint64_t* b, uint32_t bytes) {
+inline void synth_mbar_expect_tx(uint32_t b, uint32_t bytes) {
   using namespace synth_emu;
-  MBar& m = bar_at(smem_u32(b), "mbarrier.expect_tx");
+  MBar& m = bar_at(b, "mbarrier.expect_tx");
   m.tx += bytes;
   progress();
   yield_point();
 }
-inline void synth_mbar_arrive(uint64_t* b) {
+inline void synth_mbar_arrive(uint32_t b) {
   using namespace synth_emu;
-  MBar& m = bar_at(smem_u32(b), "mbarrier.arrive");
+  MBar& m = bar_at(b, "mbarrier.arrive");
   S().stat_arrivals++;
   m.pending -= 1;
   maybe_complete(m);
   progress();
   yield_point();
 }
-inline void synth_mbar_arrive_expect_tx(uint64_t* b, uint32_t bytes) {
+inline void synth_mbar_arrive_expect_tx(uint32_t b, uint32_t bytes) {
   using namespace synth_emu;
-  MBar& m = bar_at(smem_u32(b), "mbarrier.arrive.expect_tx");
+  MBar& m = bar_at(b, "mbarrier.arrive.expect_tx");
   m.tx += bytes;
   S().stat_arrivals++;
   m.pending -= 1;
@@ -334,10 +337,9 @@ inline void synth_mbar_arrive_expect_tx(uint64_t* b, uint32_t bytes) {
   progress();
   yield_point();
 }
-inline void synth_mbar_wait(uint64_t* b, uint32_t parity) {
+inline void synth_mbar_wait(uint32_t a, uint32_t parity) {
   using namespace synth_emu;
   State& s = S();
-  uint32_t a = smem_u32(b);
   bar_at(a, "mbarrier.try_wait");
   auto passed = [&] { return (s.bars[a].phases % 2) != long(parity & 1); };
   s.th[s.cur].wait_bar = a;
@@ -352,10 +354,9 @@ inline void synth_mbar_wait(uint64_t* b, uint32_t parity) {
   yield_point();
 }
 
-inline void synth_tma_load_2d(void* dst, const CUtensorMap* map, int c0, int c1, uint64_t* b) {
+inline void synth_tma_load_2d(uint32_t d, const CUtensorMap* map, int c0, int c1, uint32_t a) {
   using namespace synth_emu;
   State& s = S();
-  uint32_t d = smem_u32(dst), a = smem_u32(b);
   bar_at(a, "cp.async.bulk.tensor");
   if (map->swizzle != 128 || map->box[0] * map->elem_bytes != 128)
     fail("fault", "TMA: only a 128-byte swizzle with a 128-byte inner box is emulated");

@@ -43,28 +43,25 @@ _CUDA_API = r"""
 #define SYNTH_DEV __device__ __forceinline__
 SYNTH_DEV uint32_t synth_smem_u32(const void* p) { return static_cast<uint32_t>(__cvta_generic_to_shared(p)); }
 SYNTH_DEV void synth_syncthreads() { __syncthreads(); }
-SYNTH_DEV void synth_mbar_init(uint64_t* b, unsigned n) {
-  asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;" :: "r"(synth_smem_u32(b)), "r"(n) : "memory"); }
-SYNTH_DEV void synth_mbar_inval(uint64_t* b) {
-  asm volatile("mbarrier.inval.shared::cta.b64 [%0];" :: "r"(synth_smem_u32(b)) : "memory"); }
+SYNTH_DEV void synth_mbar_init(uint32_t b, unsigned n) {
+  asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;" :: "r"(b), "r"(n) : "memory"); }
+SYNTH_DEV void synth_mbar_inval(uint32_t b) {
+  asm volatile("mbarrier.inval.shared::cta.b64 [%0];" :: "r"(b) : "memory"); }
 SYNTH_DEV void synth_fence_mbarrier_init() { asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory"); }
 SYNTH_DEV void synth_fence_proxy_async() { asm volatile("fence.proxy.async.shared::cta;" ::: "memory"); }
-SYNTH_DEV void synth_mbar_arrive(uint64_t* b) {
-  asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];" :: "r"(synth_smem_u32(b)) : "memory"); }
-SYNTH_DEV void synth_mbar_arrive_expect_tx(uint64_t* b, uint32_t bytes) {
-  asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" :: "r"(synth_smem_u32(b)), "r"(bytes)
-               : "memory"); }
-SYNTH_DEV void synth_mbar_expect_tx(uint64_t* b, uint32_t bytes) {
-  asm volatile("mbarrier.expect_tx.relaxed.cta.shared::cta.b64 [%0], %1;" :: "r"(synth_smem_u32(b)), "r"(bytes)
-               : "memory"); }
-SYNTH_DEV void synth_mbar_wait(uint64_t* b, uint32_t parity) {
+SYNTH_DEV void synth_mbar_arrive(uint32_t b) {
+  asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];" :: "r"(b) : "memory"); }
+SYNTH_DEV void synth_mbar_arrive_expect_tx(uint32_t b, uint32_t bytes) {
+  asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" :: "r"(b), "r"(bytes) : "memory"); }
+SYNTH_DEV void synth_mbar_expect_tx(uint32_t b, uint32_t bytes) {
+  asm volatile("mbarrier.expect_tx.relaxed.cta.shared::cta.b64 [%0], %1;" :: "r"(b), "r"(bytes) : "memory"); }
+SYNTH_DEV void synth_mbar_wait(uint32_t b, uint32_t parity) {
   asm volatile("{\n .reg .pred p;\n WAIT_%=:\n mbarrier.try_wait.parity.shared::cta.b64 p, [%0], %1;\n"
-               " @!p bra WAIT_%=;\n}" :: "r"(synth_smem_u32(b)), "r"(parity) : "memory"); }
-SYNTH_DEV void synth_tma_load_2d(void* dst, const CUtensorMap* map, int c0, int c1, uint64_t* b) {
+               " @!p bra WAIT_%=;\n}" :: "r"(b), "r"(parity) : "memory"); }
+SYNTH_DEV void synth_tma_load_2d(uint32_t dst, const CUtensorMap* map, int c0, int c1, uint32_t b) {
   asm volatile("cp.async.bulk.tensor.2d.shared::cluster.global.tile.mbarrier::complete_tx::bytes"
                " [%0], [%1, {%2, %3}], [%4];"
-               :: "r"(synth_smem_u32(dst)), "l"(reinterpret_cast<uint64_t>(map)), "r"(c0), "r"(c1),
-                  "r"(synth_smem_u32(b)) : "memory"); }
+               :: "r"(dst), "l"(reinterpret_cast<uint64_t>(map)), "r"(c0), "r"(c1), "r"(b) : "memory"); }
 SYNTH_DEV void synth_wgmma_fence() { asm volatile("wgmma.fence.sync.aligned;" ::: "memory"); }
 SYNTH_DEV void synth_wgmma_commit() { asm volatile("wgmma.commit_group.sync.aligned;" ::: "memory"); }
 template <int N> SYNTH_DEV void synth_wgmma_wait_n() {
@@ -114,7 +111,7 @@ class _Emit:
 
     def bar(self, name: str, state) -> str:
         b = self.p.barrier(name)
-        return f"&bar_{name}[({c_expr(state.index())}) % {b.slots}]"
+        return f"bar_{name} + 8 * (({c_expr(state.index())}) % {b.slots})"
 
     def pred(self, op: str, at: Expr) -> Optional[str]:
         """The C condition of op ``op``'s predicate at iteration ``at`` (None: always)."""
@@ -136,11 +133,11 @@ class _Emit:
     def setup_stmt(self, depth: int, s) -> None:
         if isinstance(s, InitStmt):
             b = self.p.barrier(s.barrier)
-            self.guarded(depth, s.guard, [f"for (int s = 0; s < {b.slots}; ++s) synth_mbar_init(&bar_{b.name}[s], "
+            self.guarded(depth, s.guard, [f"for (int s = 0; s < {b.slots}; ++s) synth_mbar_init(bar_{b.name} + 8 * s, "
                                           f"{b.count});  // init {b.name}[{b.slots}], count {b.count}"])
         elif isinstance(s, InvalStmt):
             b = self.p.barrier(s.barrier)
-            self.guarded(depth, s.guard, [f"for (int s = 0; s < {b.slots}; ++s) synth_mbar_inval(&bar_{b.name}[s]);"])
+            self.guarded(depth, s.guard, [f"for (int s = 0; s < {b.slots}; ++s) synth_mbar_inval(bar_{b.name} + 8 * s);"])
         elif isinstance(s, FenceStmt):
             fn = "synth_fence_mbarrier_init()" if s.fence == "mbarrier_init" else "synth_fence_proxy_async()"
             self.guarded(depth, s.guard, [f"{fn};"])
@@ -281,8 +278,8 @@ def emit_sm90_kernel(cfg: Sm90Config, program: Optional[HopperProgram] = None) -
         _wait_dispatch(max_wait).rstrip(),
         "#endif",
         "// K-major operand, 128-byte swizzle: start >> 4, LBO 1 (unused), SBO 1024 bytes (8 rows), layout 1 (128B)",
-        "SYNTH_DEV uint64_t synth_desc_k128(const void* p) {",
-        "  return (uint64_t)((synth_smem_u32(p) & 0x3FFFF) >> 4) | ((uint64_t)1 << 16) | ((uint64_t)(1024 >> 4) << 32)"
+        "SYNTH_DEV uint64_t synth_desc_k128(uint32_t a) {",
+        "  return (uint64_t)((a & 0x3FFFF) >> 4) | ((uint64_t)1 << 16) | ((uint64_t)(1024 >> 4) << 32)"
         " | ((uint64_t)1 << 62);",
         "}",
         "",
@@ -292,12 +289,13 @@ def emit_sm90_kernel(cfg: Sm90Config, program: Optional[HopperProgram] = None) -
         "               float alpha, float beta) {",
         "  extern __shared__ unsigned char synth_smem_raw[];",
         "  unsigned char* smem = synth_smem_raw + ((1024 - (synth_smem_u32(synth_smem_raw) & 1023)) & 1023);",
-        "  unsigned char* sA = smem;",
-        f"  unsigned char* sB = smem + {cfg.stages * cfg.a_slot_bytes};",
+        "  // shared-memory addresses (32-bit, the state space of every TMA, mbarrier and descriptor operand)",
+        "  const uint32_t sA = synth_smem_u32(smem);",
+        f"  const uint32_t sB = sA + {cfg.stages * cfg.a_slot_bytes};",
     ]
     off = cfg.stages * (cfg.a_slot_bytes + cfg.b_slot_bytes)
     for b in p.barriers:
-        head.append(f"  uint64_t* bar_{b.name} = reinterpret_cast<uint64_t*>(smem + {off});  // {b.kind}, "
+        head.append(f"  const uint32_t bar_{b.name} = sA + {off};  // {b.kind}, "
                     f"{b.slots} slots")
         off += 8 * b.slots
     if off + 1024 > cfg.smem_bytes:
