@@ -59,4 +59,6 @@ def test_injected_bug_fails(cfg, name):
         assert not r.ok, (name, order)
         assert r.kind == "hang" or r.nan_count > 0 or r.max_abs_err > 1e-2, r.summary()
         if r.kind == "hang":
-            assert "try_wait.parity" in r.message and "mbarrier" in r.message
+            assert "try_wait.parity" in r.message and "mbarrier full[" in r.message, r.message
+        if name.startswith("bytes"):
+            assert r.kind == "hang" and f"tx {name.split()[1].lstrip('+')})" in r.message, r.message

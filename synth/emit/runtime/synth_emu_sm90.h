@@ -61,13 +61,13 @@ struct WG {
   std::vector<Op> open; std::vector<std::vector<Op>> committed;
 };
 struct Warp { int count = 0; long gen = 0; float vals[32], res[32]; int mask = 0; };
-struct Thread { ucontext_t ctx; std::vector<char> stack; bool done = false; std::string waiting; uint32_t wait_bar = 0; };
+struct Thread { ucontext_t ctx; std::vector<char> stack; bool done = false; std::string waiting; uint32_t wait_bar = 0; uint32_t wait_parity = 0; };
 
 struct State {
   std::vector<Thread> th; int cur = 0, nthreads = 0; bool reverse = false;
   ucontext_t main_ctx; std::function<void()> body;
   synth_dim3 block{0, 0, 0}, grid{1, 1, 1}, bdim{1, 1, 1};
-  std::map<uint32_t, MBar> bars; std::vector<Copy> copies; long seq = 0;
+  std::map<uint32_t, MBar> bars; std::map<uint32_t, std::string> bar_names; std::vector<Copy> copies; long seq = 0;
   std::vector<WG> wgs; std::vector<Warp> warps;
   int sync_count = 0; long sync_gen = 0; int live = 0;
   long stuck = 0;
@@ -210,21 +210,30 @@ inline void land_one(size_t k) {
   progress();
 }
 
+inline std::string bar_state(uint32_t a, const MBar& b) {
+  char hex[32];
+  std::snprintf(hex, sizeof hex, "0x%x", unsigned(a));
+  auto nm = S().bar_names.find(a);
+  std::string who = nm != S().bar_names.end() ? nm->second + " (shared " + hex + ")" : std::string("shared ") + hex;
+  return "mbarrier " + who + " (phases completed " + std::to_string(b.phases) + ", pending arrivals " +
+         std::to_string(b.pending) + "/" + std::to_string(b.count) + ", tx " + std::to_string(b.tx) + ")";
+}
+
 inline std::string describe_waiters() {
   State& s = S();
   std::map<std::string, int> by;
-  for (auto& t : s.th) if (!t.done && !t.waiting.empty()) by[t.waiting]++;
+  for (auto& t : s.th) {
+    if (t.done || t.waiting.empty()) continue;
+    if (t.wait_bar && s.bars.count(t.wait_bar))  // the barrier's state now, not when the wait began
+      by["try_wait.parity " + std::to_string(t.wait_parity) + " on " + bar_state(t.wait_bar, s.bars[t.wait_bar])]++;
+    else
+      by[t.waiting]++;
+  }
   std::string out;
   for (auto& [w, n] : by) out += std::to_string(n) + " thread(s) at " + w + "; ";
   return out;
 }
 
-inline std::string bar_state(uint32_t a, const MBar& b) {
-  char hex[32];
-  std::snprintf(hex, sizeof hex, "0x%x", unsigned(a));
-  return std::string("mbarrier at shared ") + hex + " (phases completed " + std::to_string(b.phases) + ", pending arrivals " +
-         std::to_string(b.pending) + "/" + std::to_string(b.count) + ", tx " + std::to_string(b.tx) + ")";
-}
 
 // Warp-group collective: the 128th arrival performs `perform`; the others wait for it.
 template <class Rec, class F> inline void wg_collective(const char* kind, Rec record, F perform) {
@@ -301,6 +310,10 @@ inline void synth_mbar_init(uint32_t a, unsigned n) {
   MBar& m = S().bars[a];
   m = MBar{true, int(n), int(n), 0, 0};
 }
+// the kernel names its barriers for the emulator's reports (not part of the CUDA API)
+inline void synth_emu_name_barrier(uint32_t a, const char* name, int slot) {
+  synth_emu::S().bar_names[a] = std::string(name) + "[" + std::to_string(slot) + "]";
+}
 inline void synth_mbar_inval(uint32_t a) {
   using namespace synth_emu;
   bar_at(a, "mbarrier.inval");
@@ -343,6 +356,7 @@ inline void synth_mbar_wait(uint32_t a, uint32_t parity) {
   bar_at(a, "mbarrier.try_wait");
   auto passed = [&] { return (s.bars[a].phases % 2) != long(parity & 1); };
   s.th[s.cur].wait_bar = a;
+  s.th[s.cur].wait_parity = parity & 1;
   // land this barrier's copies one at a time, only as far as the wait needs them
   for (size_t k = 0; !passed() && k < s.copies.size();) {
     if (s.copies[k].bar == a) land_one(k); else ++k;
@@ -350,7 +364,7 @@ inline void synth_mbar_wait(uint32_t a, uint32_t parity) {
   block_until([&] {
     for (size_t k = 0; !passed() && k < s.copies.size();) { if (s.copies[k].bar == a) land_one(k); else ++k; }
     return passed();
-  }, "try_wait.parity " + std::to_string(parity & 1) + " on " + bar_state(a, s.bars[a]));
+  }, "try_wait.parity");
   yield_point();
 }
 
@@ -466,7 +480,7 @@ inline bool run_block(synth_dim3 block, int threads, bool reverse, std::function
   State& s = S();
   s.block = block; s.bdim = {unsigned(threads), 1, 1}; s.reverse = reverse; s.body = std::move(body);
   s.th.assign(threads, Thread{}); s.nthreads = threads; s.live = threads;
-  s.bars.clear(); s.copies.clear(); s.wgs.assign((threads + 127) / 128, WG{}); s.warps.assign((threads + 31) / 32, Warp{});
+  s.bars.clear(); s.bar_names.clear(); s.copies.clear(); s.wgs.assign((threads + 127) / 128, WG{}); s.warps.assign((threads + 31) / 32, Warp{});
   s.sync_count = 0; s.stuck = 0; s.urgent.clear(); s.greedy = -1;
   std::memset(synth_smem_raw, 0xFF, SMEM_SIZE);
   for (int t = 0; t < threads; ++t) {

@@ -134,7 +134,11 @@ class _Emit:
         if isinstance(s, InitStmt):
             b = self.p.barrier(s.barrier)
             self.guarded(depth, s.guard, [f"for (int s = 0; s < {b.slots}; ++s) synth_mbar_init(bar_{b.name} + 8 * s, "
-                                          f"{b.count});  // init {b.name}[{b.slots}], count {b.count}"])
+                                          f"{b.count});  // init {b.name}[{b.slots}], count {b.count}",
+                                          "#ifdef SYNTH_EMULATE",
+                                          f"for (int s = 0; s < {b.slots}; ++s) synth_emu_name_barrier("
+                                          f"bar_{b.name} + 8 * s, \"{b.name}\", s);",
+                                          "#endif"])
         elif isinstance(s, InvalStmt):
             b = self.p.barrier(s.barrier)
             self.guarded(depth, s.guard, [f"for (int s = 0; s < {b.slots}; ++s) synth_mbar_inval(bar_{b.name} + 8 * s);"])
