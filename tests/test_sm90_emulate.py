@@ -41,6 +41,14 @@ def test_ldc_padding_untouched_and_predicated_ktiles():
         assert r.ok, (K, r.summary())
 
 
+@pytest.mark.slow
+def test_one_consumer_n256_and_two_consumers_k_pipe_2():
+    for cfg, (M, N, K) in ((Sm90Config(bm=64, bn=256, stages=3, k_pipe_mmas=1), (70, 300, 200)),
+                           (Sm90Config(bm=128, bn=128, stages=4, k_pipe_mmas=2), (130, 129, 520))):
+        r = emulate_sm90(emit_sm90_kernel(cfg), M, N, K, order="reverse", with_c=True, beta=0.25)
+        assert r.ok, (cfg, r.summary())
+
+
 def _mutant(cfg, name):
     (mp,) = [m for n, m, _ in mutants(cfg.program()) if n == name]
     return emit_sm90_kernel(cfg, mp)
@@ -50,6 +58,7 @@ def _mutant(cfg, name):
 @pytest.mark.parametrize("cfg,name", [
     (CFG, "parity flipped"), (CFG, "bytes +16"), (CFG, "bytes -16"), (CFG, "release before wait_group"),
     (CFG, "wait_group #0 + 1"), (PRED, "expect_tx left on a predicated-off load"),
+    (CFG, "arrive.expect_tx without arrive"), (CFG, "arrival added"), (CFG, "release removed"),
 ])
 def test_injected_bug_fails(cfg, name):
     src = _mutant(cfg, name)

@@ -381,4 +381,18 @@ def _epilogue(cfg: Sm90Config) -> list[str]:
     ]
 
 
-__all__ = ["emit_sm90_kernel", "KERNEL"]
+def emit_proven(cfg: Sm90Config, *, time_limit: float = 60.0):
+    """``(kernel.cu text, HopperReport)`` for ``cfg.program()`` once :func:`synth.verify.phases.verify_hopper`
+    proves it for every ``T >= 1``; SynthError naming the refuted obligations otherwise (nothing emitted)."""
+    from ...errors import SynthError
+    from ...verify.phases import verify_hopper
+
+    p = cfg.program()
+    report = verify_hopper(p, time_limit=time_limit, tightness=False)
+    if not report.ok:
+        raise SynthError(None, f"the Hopper program of {cfg} is not proven:\n{report.render()}",
+                         "use another configuration or raise the time limit")
+    return emit_sm90_kernel(cfg, p), report
+
+
+__all__ = ["emit_sm90_kernel", "emit_proven", "KERNEL"]
