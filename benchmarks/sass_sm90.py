@@ -10,7 +10,8 @@ launch value; setmaxnreg targets from USETMAXREG are listed separately), shared 
 * CUTLASS 3.x: ``CollectiveBuilder`` with ``KernelTmaWarpSpecializedCooperative`` and
   ``KernelTmaWarpSpecializedPingpong``, f16 in, f32 accumulate and out, cluster 1x1x1, headers
   from the ``nvidia-cutlass`` wheel;
-* Triton: the tutorial matmul (benchmarks/sass_vs_cutlass.py) for ``GPUTarget("cuda", 90, 32)``.
+* Triton: the tutorial matmul (benchmarks/sass_vs_cutlass.py, pointers) and a matmul loading
+  through tensor descriptors (TMA), both for ``GPUTarget("cuda", 90, 32)``, 8 warps, 3 stages.
 
 All compiled with nvcc ``-arch=sm_90a -O3 -DNDEBUG`` (ptxas for Triton's PTX), cached by
 synth.emit.sass. Usage::
@@ -138,14 +139,56 @@ def cutlass_row(bm: int, bn: int, sched: str) -> tuple[str, dict]:
 
 def triton_row(bm: int, bn: int) -> tuple[str, dict]:
     from sass_vs_cutlass import triton_ptx
-    ptx = triton_ptx({"BM": bm, "BN": bn, "BK": 64, "warps": 8, "stages": 3}, "sm_90")
-    # Triton 3.9 writes PTX ISA 9.4; nvcc 13.0's ptxas reads up to 9.0: the same ptxas for every row,
-    # so the version line is lowered (the kernel uses nothing newer; ptxas refuses it otherwise)
-    ptx = re.sub(r"^\.version \d+\.\d+", ".version 9.0", ptx, count=1, flags=re.M)
-    c = sass.compile_ptx(ptx, "sm_90a")
+    c = _assemble_triton(triton_ptx({"BM": bm, "BN": bn, "BK": 64, "warps": 8, "stages": 3}, "sm_90"))
     f = figures(c, 4)
     f["smem"] = "dynamic"
     return f"Triton tutorial {bm}x{bn}x64 w8 s3", f
+
+
+def triton_tma_ptx(bm: int, bn: int) -> str:
+    """Triton with tensor descriptors (TMA loads), 8 warps, 3 stages, f32 out, for sm_90."""
+    import warnings
+    warnings.filterwarnings("ignore")
+    import triton
+    import triton.language as tl
+    from triton.backends.compiler import GPUTarget
+    from triton.compiler import ASTSource
+
+    @triton.jit
+    def mm_tma(a_ptr, b_ptr, c_ptr, M, N, K, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr):
+        pid_m = tl.program_id(0)
+        pid_n = tl.program_id(1)
+        a_desc = tl.make_tensor_descriptor(a_ptr, shape=[M, K], strides=[K, 1], block_shape=[BLOCK_M, BLOCK_K])
+        b_desc = tl.make_tensor_descriptor(b_ptr, shape=[N, K], strides=[K, 1], block_shape=[BLOCK_N, BLOCK_K])
+        acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
+        for k in range(0, tl.cdiv(K, BLOCK_K)):
+            a = a_desc.load([pid_m * BLOCK_M, k * BLOCK_K])
+            b = b_desc.load([pid_n * BLOCK_N, k * BLOCK_K])
+            acc = tl.dot(a, b.T, acc)
+        offs_m = pid_m * BLOCK_M + tl.arange(0, BLOCK_M)
+        offs_n = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)
+        tl.store(c_ptr + offs_m[:, None] * N + offs_n[None, :], acc,
+                 mask=(offs_m[:, None] < M) & (offs_n[None, :] < N))
+
+    sig = {"a_ptr": "*fp16", "b_ptr": "*fp16", "c_ptr": "*fp32", "M": "i32", "N": "i32", "K": "i32",
+           "BLOCK_M": "constexpr", "BLOCK_N": "constexpr", "BLOCK_K": "constexpr"}
+    names = list(sig)
+    attrs = {(names.index(n),): [["tt.divisibility", 16]] for n in ("a_ptr", "b_ptr", "c_ptr", "M", "N", "K")}
+    src = ASTSource(fn=mm_tma, signature=sig, constexprs={"BLOCK_M": bm, "BLOCK_N": bn, "BLOCK_K": 64}, attrs=attrs)
+    k = triton.compile(src, target=GPUTarget("cuda", 90, 32), options={"num_warps": 8, "num_stages": 3})
+    return k.asm["ptx"]
+
+
+def _assemble_triton(ptx: str) -> sass.Compiled:
+    # Triton 3.9 writes PTX ISA 9.4; nvcc 13.0's ptxas reads up to 9.0: the same ptxas for every row,
+    # so the version line is lowered (the kernels use nothing newer; ptxas would refuse them otherwise)
+    return sass.compile_ptx(re.sub(r"^\.version \d+\.\d+", ".version 9.0", ptx, count=1, flags=re.M), "sm_90a")
+
+
+def triton_tma_row(bm: int, bn: int) -> tuple[str, dict]:
+    f = figures(_assemble_triton(triton_tma_ptx(bm, bn)), 4)
+    f["smem"] = "dynamic"
+    return f"Triton descriptors (TMA) {bm}x{bn}x64 w8 s3", f
 
 
 def main(argv=None) -> int:
@@ -166,10 +209,11 @@ def main(argv=None) -> int:
                 except Exception as exc:  # reported, not hidden
                     rows.append((f"CUTLASS {sched} {bm}x{bn}x64", {"error": str(exc).splitlines()[0][:80]}))
         if not args.no_triton:
-            try:
-                rows.append(triton_row(bm, bn))
-            except Exception as exc:
-                rows.append((f"Triton {bm}x{bn}x64", {"error": str(exc).splitlines()[0][:80]}))
+            for fn, label in ((triton_row, "Triton tutorial"), (triton_tma_row, "Triton descriptors")):
+                try:
+                    rows.append(fn(bm, bn))
+                except Exception as exc:
+                    rows.append((f"{label} {bm}x{bn}x64", {"error": str(exc).splitlines()[0][:80]}))
     cols = ["hgmma_shape", "loop_hgmma", "insn_per_hgmma", "longest_free", "syncs_per_ktile", "utmaldg_total",
             "ldgsts", "hmma", "registers", "setmaxnreg", "spills", "smem"]
     print("| kernel | " + " | ".join(cols) + " |")
