@@ -49,6 +49,13 @@ def test_one_consumer_n256_and_two_consumers_k_pipe_2():
         assert r.ok, (cfg, r.summary())
 
 
+def test_bf16():
+    src = emit_sm90_kernel(Sm90Config(bm=128, bn=64, stages=3, dtype="bf16"))
+    r = emulate_sm90(src, 130, 100, 300, dtype="bf16", with_c=True, beta=0.5)
+    assert r.ok, r.summary()
+    assert not emulate_sm90(src, 130, 100, 300, dtype="f16").ok  # the emulator reads the kernel's type
+
+
 def _mutant(cfg, name):
     (mp,) = [m for n, m, _ in mutants(cfg.program()) if n == name]
     return emit_sm90_kernel(cfg, mp)

@@ -57,3 +57,11 @@ def test_compiles_for_sm90a(bm, bn, stages):
     assert names["USETMAXREG"] == 2
     assert c.spill_stores == 0 and c.spill_loads == 0 and c.stack == 0
     assert "C7514" not in c.log, "ptxas serialized the wgmma pipeline"
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(sass.tool("nvcc") is None or sass.tool("cuobjdump") is None, reason="nvcc/cuobjdump needed")
+def test_bf16_compiles():
+    c = sass.compile_cuda(emit_sm90_kernel(Sm90Config(128, 128, 4, 1, dtype="bf16")), "sm_90a", flags=("-DNDEBUG",))
+    assert {i.opcode for i in sass.parse_sass(c.sass) if i.op == "HGMMA"} == {"HGMMA.64x128x16.F32.BF16"}
+    assert "C7514" not in c.log and c.spill_stores == 0

@@ -54,7 +54,7 @@ constexpr uint32_t SMEM_BASE = 0x80;  // shared address of synth_smem_raw[0]: th
 
 struct MBar { bool init = false; int count = 0, pending = 0; long tx = 0, phases = 0; };
 struct Copy { uint32_t dst; CUtensorMap map; int c0, c1; uint32_t bar; long seq; };
-struct Op { uint64_t da, db; int n; bool poisoned; float* d[128]; };
+struct Op { uint64_t da, db; int n; bool poisoned; float* d[128]; bool bf16 = false; };
 struct WG {
   int count = 0; long gen = 0; std::string kind; uint64_t da = 0, db = 0; int n = 0; int arg = 0;
   float* d[128];
@@ -187,6 +187,13 @@ inline float half_to_float(uint16_t h) {
   return sign ? -v : v;
 }
 
+inline float bf16_to_float(uint16_t h) {
+  uint32_t u = uint32_t(h) << 16;
+  float v;
+  std::memcpy(&v, &u, 4);
+  return v;
+}
+
 inline uint32_t swz128(uint32_t a) { return a ^ (((a >> 7) & 7) << 4); }
 
 inline void land_one(size_t k) {
@@ -264,7 +271,7 @@ inline void run_op(Op& op) {
     uint32_t p = swz128(a);
     if (p < SMEM_BASE || p + 2 > SMEM_BASE + SMEM_SIZE) fail("fault", "wgmma operand outside shared memory");
     uint16_t h; std::memcpy(&h, smem_ptr(p), 2);
-    return half_to_float(h);
+    return op.bf16 ? bf16_to_float(h) : half_to_float(h);
   };
   float A[64][16], B[256][16];
   for (int r = 0; r < 64; ++r) for (int k = 0; k < 16; ++k) A[r][k] = elem(sa, sbo_a, r, k);
@@ -388,7 +395,7 @@ inline void synth_wgmma_fence() {
   synth_emu::wg_collective("wgmma.fence", [](synth_emu::WG&, int) {}, [](synth_emu::WG&) {});
 }
 
-template <int N> inline void synth_wgmma_issue(float* d, uint64_t da, uint64_t db) {
+template <int N> inline void synth_wgmma_issue(float* d, uint64_t da, uint64_t db, bool bf16) {
   using namespace synth_emu;
   wg_collective("wgmma.mma_async",
                 [&](WG& w, int t) {
@@ -397,7 +404,7 @@ template <int N> inline void synth_wgmma_issue(float* d, uint64_t da, uint64_t d
                   w.d[t] = d;
                 },
                 [&](WG& w) {
-                  Op op{w.da, w.db, N, false, {}};
+                  Op op{w.da, w.db, N, false, {}, bf16};
                   std::memcpy(op.d, w.d, sizeof(op.d));
                   uint32_t sa = uint32_t(w.da & 0x3FFF) << 4, sb = uint32_t(w.db & 0x3FFF) << 4;
                   if (overlaps_copy(sa & ~1023u, (sa & ~1023u) + 64 * 128) || overlaps_copy(sb & ~1023u, (sb & ~1023u) + N * 128)) {
@@ -407,7 +414,8 @@ template <int N> inline void synth_wgmma_issue(float* d, uint64_t da, uint64_t d
                 });
 }
 #define SYNTH_WGMMA_SHAPE(N) \
-  inline void synth_wgmma_m64n##N##k16(float* d, uint64_t da, uint64_t db) { synth_wgmma_issue<N>(d, da, db); }
+  inline void synth_wgmma_m64n##N##k16(float* d, uint64_t da, uint64_t db) { synth_wgmma_issue<N>(d, da, db, false); } \
+  inline void synth_wgmma_bf16_m64n##N##k16(float* d, uint64_t da, uint64_t db) { synth_wgmma_issue<N>(d, da, db, true); }
 SYNTH_WGMMA_SHAPE(16) SYNTH_WGMMA_SHAPE(32) SYNTH_WGMMA_SHAPE(48) SYNTH_WGMMA_SHAPE(64) SYNTH_WGMMA_SHAPE(80)
 SYNTH_WGMMA_SHAPE(96) SYNTH_WGMMA_SHAPE(112) SYNTH_WGMMA_SHAPE(128) SYNTH_WGMMA_SHAPE(144) SYNTH_WGMMA_SHAPE(160)
 SYNTH_WGMMA_SHAPE(176) SYNTH_WGMMA_SHAPE(192) SYNTH_WGMMA_SHAPE(208) SYNTH_WGMMA_SHAPE(224) SYNTH_WGMMA_SHAPE(240)

@@ -27,6 +27,8 @@ SMEM_LIMIT = 232448
 """Dynamic shared memory per CTA on sm_90 (227 KB, opt-in)."""
 ALIGN_PAD = 1024
 """Bytes added to the dynamic shared memory so the kernel can align its base to 1024 (swizzle atom)."""
+DTYPES = ("f16", "bf16")
+"""Element types of A and B (2 bytes each: the tile and byte counts do not depend on it)."""
 PRODUCER_REGS = 40
 """``setmaxnreg.dec`` target of the producer warp group (CUTLASS's value)."""
 
@@ -41,6 +43,8 @@ class Sm90Config:
     """Predicate in ``k`` (the k-tile) and ``T`` for both loads (None: always). A k-tile whose
     loads are predicated off contributes nothing (the consumer skips its wgmma)."""
     bk: int = BK
+    dtype: str = "f16"
+    """Element type of A and B: ``f16`` or ``bf16`` (f32 accumulation either way)."""
 
     @property
     def consumers(self) -> int:
@@ -72,6 +76,8 @@ class Sm90Config:
 
     def check(self) -> None:
         """ValueError naming the bound a field breaks."""
+        if self.dtype not in DTYPES:
+            raise ValueError(f"dtype {self.dtype!r}: expected one of {DTYPES}")
         if self.bk != BK:
             raise ValueError(f"bk must be {BK} (one 128-byte swizzle row of f16)")
         if self.bm not in (64, 128):
@@ -97,4 +103,4 @@ class Sm90Config:
         return lower_hopper(self.hopper_loop())
 
 
-__all__ = ["Sm90Config", "BK", "SMEM_LIMIT", "PRODUCER_REGS"]
+__all__ = ["Sm90Config", "BK", "SMEM_LIMIT", "PRODUCER_REGS", "DTYPES"]

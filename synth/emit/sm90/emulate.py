@@ -53,6 +53,17 @@ class Sm90Result:
         return f"ok={self.ok} max_abs_err={self.max_abs_err:.3g} nan={self.nan_count} stats={self.stats}"
 
 
+def bf16_bits(x: np.ndarray) -> np.ndarray:
+    """float32 -> bfloat16 bits, rounded to nearest even (finite inputs)."""
+    u = x.astype(np.float32).view(np.uint32).astype(np.uint64)
+    return ((u + 0x7FFF + ((u >> 16) & 1)) >> 16).astype(np.uint16)
+
+
+def bf16_value(bits: np.ndarray) -> np.ndarray:
+    """bfloat16 bits -> float32 values (exact)."""
+    return (bits.astype(np.uint32) << 16).view(np.float32)
+
+
 def binary(kernel_cu: str) -> pathlib.Path:
     """The emulator binary of ``kernel_cu`` (compiled once, cached)."""
     gxx = shutil.which("g++")
@@ -81,19 +92,28 @@ def binary(kernel_cu: str) -> pathlib.Path:
 
 def emulate_sm90(kernel_cu: str, M: int, N: int, K: int, *, order: str = "forward", alpha: float = 1.0,
                  beta: float = 0.0, with_c: bool = False, ldc: Optional[int] = None, seed: int = 0,
-                 load_when: Optional[str] = None, bk: int = 64) -> Sm90Result:
+                 load_when: Optional[str] = None, bk: int = 64, dtype: str = "f16") -> Sm90Result:
     """Run the kernel on A (M x K), B (N x K) f16 drawn from [-1, 1) and compare C with
     ``alpha A @ B.T (+ beta C_in)`` in float64. C starts as NaN so an entry never written shows.
     ``load_when`` (the configuration's load predicate in ``k`` and ``T``): the reference sums only
-    the k-tiles (``bk`` wide) where it holds."""
+    the k-tiles (``bk`` wide) where it holds. ``dtype`` ``bf16``: A and B are rounded to bfloat16
+    (nearest even) and passed as its bits."""
     if order not in ORDERS:
         raise EmulatorError(f"order {order!r}: expected one of {ORDERS}")
     ldc = N if ldc is None else ldc
     if min(M, N) < 1 or K < 1 or ldc < N:
         raise EmulatorError(f"shape M={M} N={N} K={K} ldc={ldc}: need M, N, K >= 1 and ldc >= N")
     rng = np.random.default_rng(seed)
-    A = rng.uniform(-1, 1, (M, K)).astype(np.float16)
-    B = rng.uniform(-1, 1, (N, K)).astype(np.float16)
+    if dtype not in ("f16", "bf16"):
+        raise EmulatorError(f"dtype {dtype!r}: expected f16 or bf16")
+    A32 = rng.uniform(-1, 1, (M, K)).astype(np.float32)
+    B32 = rng.uniform(-1, 1, (N, K)).astype(np.float32)
+    if dtype == "f16":
+        A, B = A32.astype(np.float16), B32.astype(np.float16)
+        A_bits, B_bits = A.view(np.uint16), B.view(np.uint16)
+    else:
+        A_bits, B_bits = bf16_bits(A32), bf16_bits(B32)
+        A, B = bf16_value(A_bits), bf16_value(B_bits)
     Cin = rng.uniform(-1, 1, (M, ldc)).astype(np.float32)
     A64, B64 = A.astype(np.float64), B.astype(np.float64)
     if load_when is not None:
@@ -112,8 +132,8 @@ def emulate_sm90(kernel_cu: str, M: int, N: int, K: int, *, order: str = "forwar
         with open(inp, "wb") as f:
             f.write(head.tobytes())
             f.write(np.array([alpha, beta], np.float32).tobytes())
-            f.write(A.view(np.uint16).tobytes())
-            f.write(B.view(np.uint16).tobytes())
+            f.write(A_bits.tobytes())
+            f.write(B_bits.tobytes())
             if with_c:
                 f.write(Cin.tobytes())
         try:
@@ -134,4 +154,4 @@ def emulate_sm90(kernel_cu: str, M: int, N: int, K: int, *, order: str = "forwar
     return Sm90Result(C, ref, ok, info["kind"], info["message"], err, nan, stats)
 
 
-__all__ = ["emulate_sm90", "Sm90Result", "binary", "ORDERS", "KERNEL"]
+__all__ = ["emulate_sm90", "Sm90Result", "binary", "ORDERS", "KERNEL", "bf16_bits", "bf16_value"]

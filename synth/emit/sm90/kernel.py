@@ -13,7 +13,7 @@ reading the slots of its read accesses, ``commit`` / ``wait`` -> ``wgmma.commit_
 from setup and teardown. Nothing is re-derived here.
 
 The kernel is ``synth_gemm_sm90(tmA, tmB, C, C_in, M, N, K, ldc, alpha, beta)``: A is M x K and
-B is N x K, row-major f16 (K contiguous, both operands K-major), described by 2-D tensor maps
+B is N x K, row-major f16 or bf16 (``cfg.dtype``; K contiguous, both operands K-major), described by 2-D tensor maps
 (box ``BK x BM`` and ``BK x BN``, 128-byte swizzle, out-of-bound elements zero-filled); C is
 M x N f32 with row stride ``ldc``; ``C = alpha A B^T (+ beta C_in)``. Grid ``(ceil(N/BN),
 ceil(M/BM))``, block ``128 * (1 + BM/64)`` threads, dynamic shared memory ``cfg.smem_bytes``.
@@ -76,13 +76,18 @@ SYNTH_DEV float4 synth_ldg4(const float* p) { return *reinterpret_cast<const flo
 """
 
 
-def _wgmma_cuda(n: int) -> str:
+def _wgmma_name(cfg: Sm90Config) -> str:
+    return f"synth_wgmma_m64n{cfg.bn}k16" if cfg.dtype == "f16" else f"synth_wgmma_bf16_m64n{cfg.bn}k16"
+
+
+def _wgmma_cuda(cfg: Sm90Config) -> str:
+    n, t = cfg.bn, cfg.dtype
     regs = n // 2
     outs = ", ".join(f"%{j}" for j in range(regs))
     binds = ", ".join(f'"+f"(d[{j}])' for j in range(regs))
-    return (f"SYNTH_DEV void synth_wgmma_m64n{n}k16(float* d, uint64_t da, uint64_t db) {{\n"
+    return (f"SYNTH_DEV void {_wgmma_name(cfg)}(float* d, uint64_t da, uint64_t db) {{\n"
             f"  asm volatile(\"{{\\n .reg .pred p;\\n setp.ne.b32 p, 1, 0;\\n"
-            f" wgmma.mma_async.sync.aligned.m64n{n}k16.f32.f16.f16 {{{outs}}}, %{regs}, "
+            f" wgmma.mma_async.sync.aligned.m64n{n}k16.f32.{t}.{t} {{{outs}}}, %{regs}, "
             f"%{regs + 1}, p, 1, 1, 0, 0;\\n}}\"\n"
             f"               : {binds}\n               : \"l\"(da), \"l\"(db) : \"memory\"); }}\n")
 
@@ -224,7 +229,7 @@ class _Emit:
                 f"  const uint64_t db = desc_b0 + (uint64_t)((({slots['B']}) % {cfg.stages}) * {cfg.b_slot_bytes >> 4});",
                 "#pragma unroll",
                 f"  for (int kk = 0; kk < {cfg.bk // 16}; ++kk)",
-                f"    synth_wgmma_m64n{cfg.bn}k16(acc, da + 2 * kk, db + 2 * kk);  // +32 bytes per k16",
+                f"    {_wgmma_name(cfg)}(acc, da + 2 * kk, db + 2 * kk);  // +32 bytes per k16",
                 "}"]
         if conds:
             # adapter (docs/hopper_kernel.md): a k-tile whose loads are predicated off is not multiplied
@@ -268,7 +273,7 @@ def emit_sm90_kernel(cfg: Sm90Config, program: Optional[HopperProgram] = None) -
     max_wait = cfg.stages
     head = [
         f"// synth: sm_90a GEMM {cfg.bm}x{cfg.bn}x{cfg.bk}, {cfg.stages} stages, K_PIPE_MMAS {cfg.k_pipe_mmas}, "
-        f"{cfg.consumers} consumer warp group(s) (cooperative), TMA 128B swizzle, wgmma m64n{cfg.bn}k16",
+        f"{cfg.consumers} consumer warp group(s) (cooperative), TMA 128B swizzle, wgmma m64n{cfg.bn}k16 {cfg.dtype}",
         *(f"// {n}" for n in p.notes),
         "// Synchronization emitted statement by statement from the Hopper program (docs/hopper_kernel.md).",
         f"#define SYNTH_BM {cfg.bm}", f"#define SYNTH_BN {cfg.bn}", f"#define SYNTH_BK {cfg.bk}",
@@ -278,7 +283,7 @@ def emit_sm90_kernel(cfg: Sm90Config, program: Optional[HopperProgram] = None) -
         '#include "synth_emu_sm90.h"',
         "#else",
         _CUDA_API.strip(),
-        _wgmma_cuda(cfg.bn).rstrip(),
+        _wgmma_cuda(cfg).rstrip(),
         _wait_dispatch(max_wait).rstrip(),
         "#endif",
         "// K-major operand, 128-byte swizzle: start >> 4, LBO 1 (unused), SBO 1024 bytes (8 rows), layout 1 (128B)",

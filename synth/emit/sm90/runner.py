@@ -21,6 +21,7 @@ import numpy as np
 
 from ..sass import tool
 from .config import Sm90Config
+from .emulate import bf16_bits
 from .kernel import KERNEL
 
 
@@ -52,11 +53,17 @@ def _cubin(kernel_cu: str) -> bytes:
 
 def run_gpu(kernel_cu: str, cfg: Sm90Config, A: np.ndarray, B: np.ndarray, C_in: Optional[np.ndarray] = None,
             alpha: float = 1.0, beta: float = 0.0) -> np.ndarray:
-    """``alpha A @ B.T (+ beta C_in)`` computed by the kernel on GPU 0 (a new M x N float32 array)."""
+    """``alpha A @ B.T (+ beta C_in)`` computed by the kernel on GPU 0 (a new M x N float32 array).
+    A is M x K and B is N x K: float16 for ``cfg.dtype == "f16"``; for ``bf16``, bfloat16 bits as
+    uint16 or values rounded to bfloat16."""
     from cuda.bindings import driver as cu  # lazy: only where a GPU is used
 
-    A = np.ascontiguousarray(A, np.float16)
-    B = np.ascontiguousarray(B, np.float16)
+    if cfg.dtype == "f16":
+        A = np.ascontiguousarray(A, np.float16)
+        B = np.ascontiguousarray(B, np.float16)
+    else:  # bf16: uint16 arrays are taken as bfloat16 bits, anything else is rounded to bfloat16
+        A = np.ascontiguousarray(A if A.dtype == np.uint16 else bf16_bits(np.asarray(A, np.float32)))
+        B = np.ascontiguousarray(B if B.dtype == np.uint16 else bf16_bits(np.asarray(B, np.float32)))
     M, K = A.shape
     N = B.shape[0]
     if B.shape[1] != K or K % 8 or K < 1:
@@ -85,7 +92,8 @@ def run_gpu(kernel_cu: str, cfg: Sm90Config, A: np.ndarray, B: np.ndarray, C_in:
 
         def tmap(ptr, rows: int, box_rows: int):
             return _check(cu.cuTensorMapEncodeTiled(
-                cu.CUtensorMapDataType.CU_TENSOR_MAP_DATA_TYPE_FLOAT16, 2, int(ptr), [K, rows], [K * 2],
+                cu.CUtensorMapDataType.CU_TENSOR_MAP_DATA_TYPE_FLOAT16 if cfg.dtype == "f16"
+                else cu.CUtensorMapDataType.CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, 2, int(ptr), [K, rows], [K * 2],
                 [cfg.bk, box_rows], [1, 1], cu.CUtensorMapInterleave.CU_TENSOR_MAP_INTERLEAVE_NONE,
                 cu.CUtensorMapSwizzle.CU_TENSOR_MAP_SWIZZLE_128B,
                 cu.CUtensorMapL2promotion.CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
