@@ -108,6 +108,20 @@ def test_labels_stay_legible_at_100_ops() -> None:
     assert 'font-size="7' in svg or "font: 7" in svg or "font-size: 7" in svg
 
 
+def test_very_long_bodies_draw_the_first_rows_and_say_how_many_are_left_out() -> None:
+    from synth.emit.timeline import MAX_OP_ROWS
+
+    p = random_problem(5, MAX_OP_ROWS + 12)
+    g = build_graph(p)
+    s = random_schedule(p, g, 5)
+    svg = timeline_svg(p, s, n_iters=2, program=lower(p, g, s))
+    assert "(12 more ops not drawn)" in _texts(svg)
+    first = p.ops[s.body_order()[0]].name
+    last = p.ops[s.body_order()[-1]].name
+    assert re.search(rf"\b{re.escape(first)}  s\d", _texts(svg))
+    assert not re.search(rf"\b{re.escape(last)}  s\d", _texts(svg))
+
+
 def test_random_programs_with_predicates_draw() -> None:
     """Guards, gated commits, symbolic trip counts: every lowered program's events are computed."""
     drawn = 0

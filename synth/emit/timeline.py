@@ -41,6 +41,9 @@ RC = {"svg.hashsalt": "synth", "svg.fonttype": "none", "font.size": 7}
 """matplotlib settings for drawing and saving: text stays text in the SVG, ids are deterministic."""
 MAX_WIDTH_INCHES = 40.0
 """The figure never gets wider than this (long loops are compressed, labels are not)."""
+MAX_OP_ROWS = 160
+"""At most this many op rows are drawn (the first in body order); the title says how many were left out.
+Drawing time grows with the rows: 160 keep a solve's outputs within seconds."""
 
 
 @dataclass(frozen=True)
@@ -178,6 +181,11 @@ def _figure(problem: Problem, schedule: Schedule, program: Optional[Program], n_
     ii = timing.ii
     events, n_iters = timeline_events(problem, schedule, program, n_iters)
     body = [problem.ops[a] for a in schedule.body_order()]
+    hidden = max(len(body) - MAX_OP_ROWS, 0)
+    if hidden:
+        body = body[:MAX_OP_ROWS]
+        drawn = {op.name for op in body}
+        events = [e for e in events if e.kind in ("group", "qwait") or e.row in drawn]
     queues = sorted({int(e.row[1:]) for e in events if e.kind in ("group", "qwait")})
     # Sub-rows of a queue lane: greedy interval packing of its groups.
     lanes: list[tuple[str, int]] = []
@@ -274,7 +282,8 @@ def _figure(problem: Problem, schedule: Schedule, program: Optional[Program], n_
         n_stages = schedule.max_stage + 1
         cyc = (f"{timing.cycles} cycles for T={problem.loop.trip_count}" if timing.cycles is not None
                else f"cycles = ({problem.loop.trip_count} - 1) * {ii} + {timing.tail}")
-        ax.set_title(f"{problem.name}: II = {ii}, {n_stages} stage{'s' if n_stages > 1 else ''}, {cyc}",
+        more = f" ({hidden} more ops not drawn)" if hidden else ""
+        ax.set_title(f"{problem.name}: II = {ii}, {n_stages} stage{'s' if n_stages > 1 else ''}, {cyc}{more}",
                      loc="left")
         handles = [Patch(color=cmap(v % 10), label=f"iter {v}") for v in range(n_iters)]
         handles.append(Patch(facecolor="white", edgecolor="black", hatch="//", label="async op"))
