@@ -1,0 +1,1 @@
+"""Hopper protocol tests (a package, so their module names do not clash with tests/test_*.py)."""
