@@ -139,8 +139,37 @@ class HopperError(ValueError):
         self.path, self.msg, self.fix = path, msg, fix
 
 
+def _expr(path: str, e, allowed: set, want_bool: bool) -> None:
+    from ..expr import ExprError, check_expr, free_vars, is_bool, parse, to_str
+    if isinstance(e, (str, int)):
+        try:
+            e = parse(e)
+        except ExprError as err:
+            raise HopperError(path, f"bad expression {e!r}: {err}", "use C syntax: i + 3, 1 <= i") from None
+    why = check_expr(e)
+    if why is not None:
+        raise HopperError(path, f"{to_str(e)!r}: {why}", "use C syntax with constant positive divisors: i % 4")
+    extra = free_vars(e) - allowed
+    if extra:
+        raise HopperError(path, f"{to_str(e)!r} uses unknown name(s) {', '.join(sorted(extra))}",
+                          f"only {', '.join(sorted(allowed)) or 'constants'} may appear here")
+    if is_bool(e) != want_bool:
+        raise HopperError(path, f"{to_str(e)!r} is {'an integer' if want_bool else 'a condition'}",
+                          "write a condition such as 1 <= i" if want_bool else "write an integer expression")
+
+
 def validate_hopper(p: HopperProgram) -> None:
-    """Raise :class:`HopperError` on names the verifier cannot resolve or counts out of range."""
+    """Raise :class:`HopperError` on names the verifier cannot resolve, malformed expressions
+    (names outside the part's variable and the trip symbol, conditions where integers belong,
+    division by anything but a positive constant) or counts out of range."""
+    from ..completion import BARRIER_STMTS
+    from ..program import CommitStmt, WaitStmt
+    tsym = {p.trip_count} if isinstance(p.trip_count, str) else set()
+    if isinstance(p.trip_count, int) and p.trip_count < 1 or p.min_trip_count < 1:
+        raise HopperError("loop", "trip counts start at 1", "use min_trip_count >= 1")
+    for o in p.ops:
+        if o.when not in (None, "opaque"):
+            _expr(f"ops[{o.name}].when", o.when, {p.loop_var} | tsym, True)
     bars = {b.name: b for b in p.barriers}
     if len(bars) != len(p.barriers):
         raise HopperError("barriers", "duplicate barrier names", "give every barrier a distinct name")
@@ -170,12 +199,65 @@ def validate_hopper(p: HopperProgram) -> None:
         check(s, f"setup[{k}]")
     for k, s in enumerate(p.teardown):
         check(s, f"teardown[{k}]")
+    bufs_all = {b.name: b for b in p.buffers}
+    opnames = {o.name: o for o in p.ops}
     for r in p.roles:
-        if r.warpgroups < 1:
-            raise HopperError(f"roles[{r.name}].warpgroups", "a role needs at least one warp group", "use 1")
-        for pt in r.program.parts:
+        if not 1 <= r.warpgroups <= 4:
+            raise HopperError(f"roles[{r.name}].warpgroups", "a role has 1 to 4 warp groups", "use 1")
+        prog = r.program
+        names = [pt.name for pt in prog.parts]
+        if len(set(names)) != len(names) or any(n not in ("prologue", "body", "epilogue") for n in names):
+            raise HopperError(f"roles[{r.name}].parts", f"parts must be distinct among prologue, body, epilogue, "
+                              f"got {names}", "name the parts prologue, body, epilogue")
+        seen: set = set()
+        for pt in prog.parts:
+            _expr(f"roles[{r.name}].parts[{pt.name}].extent", pt.extent, tsym, False)
+            allowed = {pt.var} | tsym
             for k, s in enumerate(pt.stmts):
-                check(s, f"roles[{r.name}].parts[{pt.name}].stmts[{k}]")
+                where = f"roles[{r.name}].parts[{pt.name}].stmts[{k}]"
+                check(s, where)
+                if s.guard is not None:
+                    _expr(f"{where}.guard", s.guard, allowed, True)
+                if isinstance(s, BARRIER_STMTS) and hasattr(s, "state"):
+                    _expr(f"{where}.state.count", s.state.count, allowed, False)
+                if isinstance(s, OpStmt):
+                    if s.op not in opnames:
+                        raise HopperError(f"{where}.op", f"unknown op {s.op!r}", "use an op listed in \"ops\"")
+                    _expr(f"{where}.iteration", s.iteration, allowed, False)
+                    if s.barrier is not None:
+                        _expr(f"{where}.barrier.state.count", s.barrier.state.count, allowed, False)
+                    for kind, accs in (("reads", s.reads), ("writes", s.writes)):
+                        for a, acc in enumerate(accs):
+                            if acc.buffer not in bufs_all:
+                                raise HopperError(f"{where}.{kind}[{a}].buffer", f"unknown buffer {acc.buffer!r}",
+                                                  "use a buffer listed in \"buffers\"")
+                            if acc.producer is not None and acc.producer not in opnames:
+                                raise HopperError(f"{where}.{kind}[{a}].producer",
+                                                  f"unknown producer {acc.producer!r}", "name an op")
+                            _expr(f"{where}.{kind}[{a}].version", acc.version, allowed, False)
+                            _expr(f"{where}.{kind}[{a}].slot", acc.slot, allowed, False)
+                    if opnames[s.op].is_async and s.barrier is None and s.group is None:
+                        raise HopperError(f"{where}.group", f"async op {s.op} has neither a group nor a barrier",
+                                          "give a wgmma a commit group or a TMA its barrier")
+                elif isinstance(s, CommitStmt):
+                    if any(g not in opnames for g in s.gate):
+                        raise HopperError(f"{where}.gate", "a gate names an unknown op", "name ops of this group")
+                    if not 0 <= s.queue < len(prog.queues):
+                        raise HopperError(f"{where}.queue", f"commit to unknown queue {s.queue}",
+                                          f"use a queue in 0..{len(prog.queues) - 1}")
+                elif isinstance(s, WaitStmt):
+                    if not 0 <= s.wait < len(prog.waits) or s.wait in seen:
+                        raise HopperError(f"{where}.wait", f"wait index {s.wait} out of range or used twice",
+                                          "give each wait_group statement its own entry in \"waits\"")
+                    seen.add(s.wait)
+                    w = prog.waits[s.wait]
+                    if w.part != pt.name or not 0 <= w.queue < len(prog.queues):
+                        raise HopperError(f"roles[{r.name}].waits[{s.wait}]", "part or queue does not match its "
+                                          "statement", f"set part {pt.name!r} and a queue in range")
+                    _expr(f"roles[{r.name}].waits[{s.wait}].in_flight", w.in_flight, allowed, False)
+        if len(seen) != len(prog.waits):
+            raise HopperError(f"roles[{r.name}].waits", "a wait has no wait_group statement",
+                              "remove the entry or add its statement")
 
 
 MAX_BYTES = 256 * 1024

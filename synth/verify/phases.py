@@ -799,8 +799,11 @@ def _ranking(p: HopperProgram, obs: list[HObligation], time_limit: float, trip: 
     others = [r.name for r in p.roles[1:]][:2]
     for combo in itertools.product(LAGS, repeat=len(others)):
         lags = dict(zip(others, combo))
-        if all(_solve(p, ob, time_limit, trip, lags=lags)[0] == "proven" for ob in obs):
-            return lags
+        try:
+            if all(_solve(p, ob, time_limit, trip, lags=lags)[0] == "proven" for ob in obs):
+                return lags
+        except Unsupported:
+            return {}
     return {}
 
 
@@ -811,7 +814,10 @@ def _tightness(p: HopperProgram, role: str, idx: int, obs: list[HObligation], ti
     plus = {role: {idx: simplify(Bin("+", w.in_flight, Num(1)))}}
     rel = [ob for ob in obs if ob.kind in ("release_after_wgmma", "slot_reuse")]
     for ob in rel:
-        status, *_ = _solve(p, ob, time_limit, trip, plus)
+        try:
+            status, *_ = _solve(p, ob, time_limit, trip, plus)
+        except Unsupported:
+            return None, "tightness unknown: the program is outside the encoding"
         if status == "refuted":
             return True, f"tight: with {to_str(plus[role][idx])} in flight, {ob.description} fails"
     if not rel:

@@ -68,3 +68,40 @@ def test_lowering_runs_every_iteration_once(T):
         assert [x.kind for x in seq].count("wgmma") == T
         releases = [x for x in seq if x.kind == "arrive"]
         assert sorted(v for r in releases for (_, v) in r.release[:1]) == list(range(T))
+
+
+def test_tampered_programs_never_traceback(tmp_path):
+    """Random edits of a program.json: either a SynthError naming the file, or a verdict."""
+    import copy
+    import random
+
+    from synth.lower.barriers import lower_hopper_single
+    from synth.verify.phases import verify_hopper
+    base = json.loads(dumps(lower_hopper_single(HopperLoop("g", (Load("load_A", "A", 4096),), "mma", 2, 1))))
+    vals = [None, True, 0, -1, 2 ** 40, "x", "i / 0", "i % 0", "T", "i + j", [], {}, 1.5, "(", "i < 2", "i"]
+
+    def paths(d, pre=()):
+        items = d.items() if isinstance(d, dict) else enumerate(d) if isinstance(d, list) else ()
+        for k, v in items:
+            yield pre + (k,)
+            yield from paths(v, pre + (k,))
+    ps = list(paths(base))
+    rnd = random.Random(7)
+    f = tmp_path / "program.json"
+    for _ in range(40):
+        d = copy.deepcopy(base)
+        path = rnd.choice(ps)
+        cur = d
+        for k in path[:-1]:
+            cur = cur[k]
+        if isinstance(cur, dict) and rnd.random() < 0.3:
+            del cur[path[-1]]
+        else:
+            cur[path[-1]] = rnd.choice(vals)
+        f.write_text(json.dumps(d))
+        try:
+            q = load_hopper(str(f))
+        except SynthError as e:
+            assert "program.json" in str(e.loc.file)
+            continue
+        verify_hopper(q, time_limit=3, tightness=False)
