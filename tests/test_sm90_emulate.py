@@ -23,6 +23,7 @@ PRED = Sm90Config(bm=64, bn=64, stages=4, k_pipe_mmas=2, load_when="k < T - 1")
     (128, 64, 130, "reverse", True),     # T = 3 = stages, K off the tile (TMA zero fill)
     (200, 136, 448, "forward", True),    # T = 7 > stages, M and N off the tile grid
     (33, 17, 40, "reverse", False),      # odd N: the scalar edge of the 128-bit epilogue
+    (150, 80, 520, "random", True),      # a random thread at every switch (seeded)
 ])
 def test_matches_numpy(M, N, K, order, with_c):
     r = emulate_sm90(emit_sm90_kernel(CFG), M, N, K, order=order, with_c=with_c, alpha=0.5, beta=-1.5)
@@ -70,7 +71,7 @@ def _mutant(cfg, name):
 def test_injected_bug_fails(cfg, name):
     src = _mutant(cfg, name)
     assert src != emit_sm90_kernel(cfg)
-    for order in ("forward", "reverse"):
+    for order in ("forward", "reverse", "random"):
         r = emulate_sm90(src, 100, 72, 448, order=order, load_when=cfg.load_when)
         assert not r.ok, (name, order)
         assert r.kind == "hang" or r.nan_count > 0 or r.max_abs_err > 1e-2, r.summary()

@@ -1,5 +1,5 @@
 // main() of the sm_90a emulator: runs kernel.cu's synth_gemm_sm90 over the grid, block after block.
-// argv[1]: input (int32 M N K ldc lda ldb with_c reverse, float alpha beta, A, B as f16 bits, C_in);
+// argv[1]: input (int32 M N K ldc lda ldb with_c order (0 forward, 1 reverse, 2 + seed random), float alpha beta, A, B as f16 bits, C_in);
 // argv[2]: C written as f32. One JSON line on stdout: ok, kind ("hang"/"fault"), message, stats.
 #include "kernel.cu"
 #include <fstream>
@@ -9,7 +9,7 @@ int main(int argc, char** argv) {
   std::ifstream in(argv[1], std::ios::binary);
   int32_t h[8]; float ab[2];
   in.read(reinterpret_cast<char*>(h), sizeof h); in.read(reinterpret_cast<char*>(ab), sizeof ab);
-  const int M = h[0], N = h[1], K = h[2], ldc = h[3], lda = h[4], ldb = h[5], with_c = h[6], reverse = h[7];
+  const int M = h[0], N = h[1], K = h[2], ldc = h[3], lda = h[4], ldb = h[5], with_c = h[6], order = h[7];
   std::vector<uint16_t> A(size_t(M) * lda), B(size_t(N) * ldb);
   std::vector<float> Cin(with_c ? size_t(M) * ldc : 0);
   std::vector<float> C(size_t(M) * ldc + 4, NAN);
@@ -24,7 +24,7 @@ int main(int argc, char** argv) {
   bool ok = true;
   for (unsigned by = 0; by < gy && ok; ++by)
     for (unsigned bx = 0; bx < gx && ok; ++bx)
-      ok = synth_emu::run_block({bx, by, 0}, SYNTH_THREADS, reverse != 0, [&] {
+      ok = synth_emu::run_block({bx, by, 0}, SYNTH_THREADS, order, [&] {
         synth_gemm_sm90(tmA, tmB, C.data(), with_c ? Cin.data() : nullptr, M, N, K, ldc, ab[0], ab[1]);
       });
   std::ofstream out(argv[2], std::ios::binary);

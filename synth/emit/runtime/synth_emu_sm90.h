@@ -2,12 +2,12 @@
 // (docs/hopper_kernel.md). Header-only; included by kernel.cu under -DSYNTH_EMULATE.
 //
 // Every CUDA thread of a block is a coroutine (ucontext); one runs at a time and control
-// passes to the next thread (round robin, forward or reverse) at every synchronization call,
+// passes to the next thread (round robin, forward or reverse, or a seeded random pick) at every synchronization call,
 // so the other warp groups run between any two of a thread's barrier, TMA or wgmma calls.
 // Adversarial semantics:
 //  * TMA: issuing poisons the destination box with 0xFF (f16 NaN); the box lands (zero-filled
 //    outside the tensor, complete_tx of the whole box on its mbarrier) only when a waiter on
-//    that barrier cannot pass otherwise, or when every thread is stuck: as late as allowed.
+//    that barrier cannot pass otherwise, or when every thread is blocked: as late as allowed.
 //  * mbarrier: pending arrivals, tx-count (may go negative), phase count; try_wait.parity P
 //    passes iff phases_completed % 2 != P. A block where every live thread is blocked and no
 //    copy is in flight is a hang: reported with each waiter's barrier, parity and state.
@@ -23,6 +23,7 @@
 #include <cstring>
 #include <functional>
 #include <map>
+#include <random>
 #include <string>
 #include <vector>
 
@@ -61,16 +62,19 @@ struct WG {
   std::vector<Op> open; std::vector<std::vector<Op>> committed;
 };
 struct Warp { int count = 0; long gen = 0; float vals[32], res[32]; int mask = 0; };
-struct Thread { ucontext_t ctx; std::vector<char> stack; bool done = false; std::string waiting; uint32_t wait_bar = 0; uint32_t wait_parity = 0; };
+struct Thread { ucontext_t ctx; std::vector<char> stack; bool done = false; std::string waiting; uint32_t wait_bar = 0; uint32_t wait_parity = 0; long failed_at = -1; };
 
 struct State {
-  std::vector<Thread> th; int cur = 0, nthreads = 0; bool reverse = false;
+  std::vector<Thread> th; int cur = 0, nthreads = 0; bool reverse = false; bool random = false;
+  std::mt19937 rng{0};
   ucontext_t main_ctx; std::function<void()> body;
   synth_dim3 block{0, 0, 0}, grid{1, 1, 1}, bdim{1, 1, 1};
   std::map<uint32_t, MBar> bars; std::map<uint32_t, std::string> bar_names; std::vector<Copy> copies; long seq = 0;
   std::vector<WG> wgs; std::vector<Warp> warps;
   int sync_count = 0; long sync_gen = 0; int live = 0;
   long stuck = 0;
+  long epoch = 0;        // counts state changes that may let a blocked thread pass
+  int failed_in_epoch = 0;  // live threads whose wait failed since the last state change
   std::vector<int> urgent;  // threads to run next: the waiters of a barrier whose phase just completed
   int greedy = -1;           // a woken waiter keeps running until it blocks again
   bool failed = false; std::string failure, kind;
@@ -98,7 +102,7 @@ inline synth_dim3 thread_idx() { return {unsigned(S().cur), 0, 0}; }
   std::abort();  // never resumed
 }
 
-inline void progress() { S().stuck = 0; }
+inline void progress() { S().stuck = 0; S().epoch++; S().failed_in_epoch = 0; }
 
 inline void switch_next() {
   State& s = S();
@@ -111,6 +115,16 @@ inline void switch_next() {
     s.greedy = j;
     swapcontext(&s.th[from].ctx, &s.th[j].ctx);
     return;
+  }
+  if (s.random) {
+    for (int tries = 0; tries < 4 * n; ++tries) {
+      int j = int(s.rng() % unsigned(n));
+      if (s.th[j].done) continue;
+      if (j == from) return;
+      s.cur = j;
+      swapcontext(&s.th[from].ctx, &s.th[j].ctx);
+      return;
+    }
   }
   for (int k = 1; k <= n; ++k) {
     int j = s.reverse ? ((from - k) % n + n) % n : (from + k) % n;
@@ -127,14 +141,17 @@ inline void switch_next() {
 inline void land_one(size_t k);
 inline std::string describe_waiters();
 
-// Block the current thread until cond() holds; detects a hang (every live thread stuck through
-// several rounds with no copy left to land).
+// Block the current thread until cond() holds; detects a hang: every live thread found its wait
+// unsatisfied since the last state change (conditions change only with one) and no copy is left to land.
 template <class F> inline void block_until(F cond, const std::string& what) {
   State& s = S();
   s.th[s.cur].waiting = what;
   while (!cond()) {
     if (s.greedy == s.cur) s.greedy = -1;
-    if (++s.stuck > 4L * (s.live + 1)) {
+    Thread& me = s.th[s.cur];
+    if (me.failed_at != s.epoch) { me.failed_at = s.epoch; s.failed_in_epoch++; }
+    // a hang: every live thread found its wait unsatisfied since the last state change
+    if (s.failed_in_epoch >= s.live) {
       if (!s.copies.empty()) { land_one(0); continue; }
       fail("hang", "hang: every thread is blocked and no copy is in flight; " + describe_waiters());
     }
@@ -316,6 +333,7 @@ inline void synth_mbar_init(uint32_t a, unsigned n) {
   if (n < 1) fail("fault", "mbarrier.init with count 0");
   MBar& m = S().bars[a];
   m = MBar{true, int(n), int(n), 0, 0};
+  progress();
 }
 // the kernel names its barriers for the emulator's reports (not part of the CUDA API)
 inline void synth_emu_name_barrier(uint32_t a, const char* name, int slot) {
@@ -327,6 +345,7 @@ inline void synth_mbar_inval(uint32_t a) {
   for (auto& c : S().copies)
     if (c.bar == a) fail("fault", "mbarrier.inval while a TMA copy completing on it is in flight");
   S().bars.erase(a);
+  progress();
 }
 inline void synth_fence_mbarrier_init() { synth_emu::yield_point(); }
 inline void synth_fence_proxy_async() { synth_emu::yield_point(); }
@@ -484,12 +503,14 @@ inline void trampoline() {
 }
 
 // Run one block of `threads` threads; false on a hang or fault (S().kind, S().failure).
-inline bool run_block(synth_dim3 block, int threads, bool reverse, std::function<void()> body) {
+// order: 0 forward, 1 reverse, 2 + seed: a random thread at every switch (seeded, deterministic)
+inline bool run_block(synth_dim3 block, int threads, int order, std::function<void()> body) {
+  bool reverse = order == 1;
   State& s = S();
-  s.block = block; s.bdim = {unsigned(threads), 1, 1}; s.reverse = reverse; s.body = std::move(body);
+  s.block = block; s.bdim = {unsigned(threads), 1, 1}; s.reverse = reverse; s.random = order >= 2; s.rng.seed(unsigned(order >= 2 ? order - 2 : 0) * 7919u + block.x * 31u + block.y); s.body = std::move(body);
   s.th.assign(threads, Thread{}); s.nthreads = threads; s.live = threads;
   s.bars.clear(); s.bar_names.clear(); s.copies.clear(); s.wgs.assign((threads + 127) / 128, WG{}); s.warps.assign((threads + 31) / 32, Warp{});
-  s.sync_count = 0; s.stuck = 0; s.urgent.clear(); s.greedy = -1;
+  s.sync_count = 0; s.stuck = 0; s.failed_in_epoch = 0; s.epoch++; s.urgent.clear(); s.greedy = -1;
   std::memset(synth_smem_raw, 0xFF, SMEM_SIZE);
   for (int t = 0; t < threads; ++t) {
     Thread& th = s.th[t];

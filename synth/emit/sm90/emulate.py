@@ -28,8 +28,9 @@ from .kernel import KERNEL
 
 RUNTIME = pathlib.Path(__file__).resolve().parent.parent / "runtime"
 SOURCES = ("synth_emu_sm90.h", "sm90_harness.cpp")
-ORDERS = ("forward", "reverse")
-"""Round-robin orders of the threads: producer warp group first, or the consumers first."""
+ORDERS = ("forward", "reverse", "random")
+"""Thread orders: round robin with the producer warp group first, or the consumers first, or a random
+thread at every switch (seeded by ``seed``: deterministic)."""
 TIMEOUT_S = 300
 """A run that takes longer is stopped and reported (the emulator itself detects hangs)."""
 
@@ -128,7 +129,8 @@ def emulate_sm90(kernel_cu: str, M: int, N: int, K: int, *, order: str = "forwar
     exe = binary(kernel_cu)
     with tempfile.TemporaryDirectory(prefix="synth-sm90-run-") as tmp:
         inp, outp = pathlib.Path(tmp) / "in.bin", pathlib.Path(tmp) / "out.bin"
-        head = np.array([M, N, K, ldc, K, K, int(with_c), int(order == "reverse")], np.int32)
+        head = np.array([M, N, K, ldc, K, K, int(with_c), ORDERS.index(order) + (seed % 1000 if order == "random" else 0)],
+                        np.int32)
         with open(inp, "wb") as f:
             f.write(head.tobytes())
             f.write(np.array([alpha, beta], np.float32).tobytes())
