@@ -6,8 +6,11 @@ import shutil
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from synth.emit.sm90.config import Sm90Config
+from synth.emit.emulate import EmulatorError
 from synth.emit.sm90.emulate import emulate_sm90
 from synth.emit.sm90.kernel import emit_sm90_kernel
 from synth.hopper.mutants import mutants
@@ -20,7 +23,7 @@ PRED = Sm90Config(bm=64, bn=64, stages=4, k_pipe_mmas=2, load_when="k < T - 1")
 
 @pytest.mark.parametrize("M,N,K,order,with_c", [
     (100, 72, 64, "forward", False),     # one k-tile: T < stages
-    (128, 64, 130, "reverse", True),     # T = 3 = stages, K off the tile (TMA zero fill)
+    (128, 64, 136, "reverse", True),     # T = 3 = stages, K off the tile (TMA zero fill)
     (200, 136, 448, "forward", True),    # T = 7 > stages, M and N off the tile grid
     (33, 17, 40, "reverse", False),      # odd N: the scalar edge of the 128-bit epilogue
     (150, 80, 520, "random", True),      # a random thread at every switch (seeded)
@@ -32,12 +35,17 @@ def test_matches_numpy(M, N, K, order, with_c):
     assert r.stats["poisoned_ops"] == 0 and r.stats["waw"] == 0
 
 
+def test_k_not_a_multiple_of_8_is_refused():
+    with pytest.raises(EmulatorError, match="multiple of 16"):
+        emulate_sm90(emit_sm90_kernel(CFG), 64, 64, 100)
+
+
 def test_ldc_padding_untouched_and_predicated_ktiles():
     r = emulate_sm90(emit_sm90_kernel(CFG), 70, 64, 200, ldc=68)
     assert r.ok, r.summary()
     assert np.isnan(r.C[:, 64:]).all()
     src = emit_sm90_kernel(PRED)
-    for K in (64, 300):  # one k-tile (predicated off: C = 0) and 5
+    for K in (64, 296):  # one k-tile (predicated off: C = 0) and 5
         r = emulate_sm90(src, 64, 64, K, load_when=PRED.load_when)
         assert r.ok, (K, r.summary())
 
@@ -52,9 +60,9 @@ def test_one_consumer_n256_and_two_consumers_k_pipe_2():
 
 def test_bf16():
     src = emit_sm90_kernel(Sm90Config(bm=128, bn=64, stages=3, dtype="bf16"))
-    r = emulate_sm90(src, 130, 100, 300, dtype="bf16", with_c=True, beta=0.5)
+    r = emulate_sm90(src, 130, 100, 296, dtype="bf16", with_c=True, beta=0.5)
     assert r.ok, r.summary()
-    assert not emulate_sm90(src, 130, 100, 300, dtype="f16").ok  # the emulator reads the kernel's type
+    assert not emulate_sm90(src, 130, 100, 296, dtype="f16").ok  # the emulator reads the kernel's type
 
 
 def _mutant(cfg, name):
@@ -79,3 +87,14 @@ def test_injected_bug_fails(cfg, name):
             assert "try_wait.parity" in r.message and "mbarrier full[" in r.message, r.message
         if name.startswith("bytes"):
             assert r.kind == "hang" and f"tx {name.split()[1].lstrip('+')})" in r.message, r.message
+
+
+@pytest.mark.slow
+@settings(max_examples=4, deadline=None)
+@given(bm=st.sampled_from([64, 128]), bn=st.sampled_from([16, 48, 96, 160]), stages=st.integers(1, 5),
+       k_pipe=st.integers(0, 4), M=st.integers(1, 140), N=st.integers(1, 200), K=st.integers(1, 88).map(lambda k: 8 * k),
+       order=st.sampled_from(["forward", "reverse", "random"]))
+def test_random_configs_and_shapes(bm, bn, stages, k_pipe, M, N, K, order):
+    cfg = Sm90Config(bm=bm, bn=bn, stages=stages, k_pipe_mmas=min(k_pipe, stages - 1))
+    r = emulate_sm90(emit_sm90_kernel(cfg), M, N, K, order=order, with_c=True, beta=0.5)
+    assert r.ok, (cfg, M, N, K, order, r.summary())

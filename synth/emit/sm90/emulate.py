@@ -104,6 +104,9 @@ def emulate_sm90(kernel_cu: str, M: int, N: int, K: int, *, order: str = "forwar
     ldc = N if ldc is None else ldc
     if min(M, N) < 1 or K < 1 or ldc < N:
         raise EmulatorError(f"shape M={M} N={N} K={K} ldc={ldc}: need M, N, K >= 1 and ldc >= N")
+    if K % 8:
+        raise EmulatorError(f"K={K}: a tensor map's row stride (2 K bytes) must be a multiple of 16",
+                            "use K a multiple of 8 (cuTensorMapEncodeTiled refuses other strides)")
     rng = np.random.default_rng(seed)
     if dtype not in ("f16", "bf16"):
         raise EmulatorError(f"dtype {dtype!r}: expected f16 or bf16")
