@@ -25,13 +25,13 @@ import argparse
 import os
 import re
 import sys
-from collections import Counter
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 from synth.emit import sass  # noqa: E402
 from synth.emit.sm90.config import Sm90Config  # noqa: E402
 from synth.emit.sm90.kernel import emit_sm90_kernel  # noqa: E402
+from synth.emit.sm90.sass_mix import figures  # noqa: E402
 
 FLAGS = ("-DNDEBUG",)
 
@@ -60,58 +60,6 @@ void* synth_bench_entry() {{ return reinterpret_cast<void*>(&cutlass::device_ker
 
 SCHEDULES = {"cooperative": ("KernelTmaWarpSpecializedCooperative", "TmaWarpSpecializedCooperative"),
              "pingpong": ("KernelTmaWarpSpecializedPingpong", "TmaWarpSpecialized")}
-
-
-def consumer_loop(insns):
-    """The innermost loop with the most HGMMA and no STG (the consumer's main loop)."""
-    best, best_key = None, None
-    for ins in insns:
-        if ins.op != "BRA":
-            continue
-        m = re.search(r"(0x[0-9a-f]+)", ins.operands)
-        if not m or int(m.group(1), 16) >= ins.addr:
-            continue
-        lo = int(m.group(1), 16)
-        body = [x for x in insns if lo <= x.addr <= ins.addr]
-        n = sum(x.op == "HGMMA" for x in body)
-        if not n or any(x.op in ("STG", "STS", "UTMASTG") for x in body):
-            continue
-        key = (n, -len(body))
-        if best_key is None or key > best_key:
-            best, best_key = body, key
-    return best
-
-
-def figures(c: sass.Compiled, hgmma_per_ktile: int) -> dict:
-    insns = sass.parse_sass(c.sass)
-    ops = Counter(i.op for i in insns)
-    loop = consumer_loop(insns) or []
-    real = [x for x in loop if x.op != "NOP" and x.pred != "@!PT"]
-    n = sum(x.op == "HGMMA" for x in real)
-    run = longest = 0
-    if n:
-        seq = real + real
-        for x in seq:
-            run = 0 if x.op == "HGMMA" else run + 1
-            longest = max(longest, run)
-        longest = min(longest, len(real))
-    ktiles = n / hgmma_per_ktile if n else 0
-    setmax = sorted({x.operands for x in insns if x.op == "USETMAXREG"})
-    shapes = sorted({x.opcode for x in real if x.op == "HGMMA"})
-    return {
-        "hgmma_shape": ",".join(s.split(".")[1] for s in shapes) or "-",
-        "loop_hgmma": n,
-        "insn_per_hgmma": round(len(real) / n, 2) if n else float("nan"),
-        "longest_free": longest,
-        "syncs_per_ktile": round(sum(x.op == "SYNCS" for x in real) / ktiles, 2) if ktiles else float("nan"),
-        "utmaldg_total": ops["UTMALDG"],
-        "ldgsts": ops["LDGSTS"],
-        "hmma": ops["HMMA"],
-        "registers": c.registers,
-        "setmaxnreg": " ".join(setmax) or "-",
-        "spills": c.spill_stores + c.spill_loads,
-        "static_smem": c.static_smem,
-    }
 
 
 def synth_row(bm: int, bn: int, stages: int) -> tuple[str, dict]:

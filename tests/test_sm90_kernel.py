@@ -10,6 +10,7 @@ from synth.completion import ArriveStmt
 from synth.emit import sass
 from synth.emit.sm90.config import Sm90Config
 from synth.emit.sm90.kernel import emit_proven, emit_sm90_kernel
+from synth.emit.sm90.sass_mix import figures
 
 
 def test_synchronization_comes_from_the_program():
@@ -57,6 +58,8 @@ def test_compiles_for_sm90a(bm, bn, stages):
     assert names["USETMAXREG"] == 2
     assert c.spill_stores == 0 and c.spill_loads == 0 and c.stack == 0
     assert "C7514" not in c.log, "ptxas serialized the wgmma pipeline"
+    f = figures(c, 4)  # issue 17's targets: CUTLASS cooperative has 11.25 and 28 at both tiles
+    assert f["insn_per_hgmma"] <= 11.25 and f["longest_free"] <= 28, f
 
 
 @pytest.mark.slow

@@ -481,6 +481,7 @@ inline float synth_shfl_xor(float v, int mask) {
 }
 // a warp-uniform value (CUDA: broadcast from lane 0); the kernel passes one value per warp
 inline int synth_uniform(int v) { return v; }
+inline uint32_t synth_pinned_uniform(uint32_t v) { return v; }
 inline void synth_stg4(float* p, float a, float b, float c, float d) {
   if (reinterpret_cast<uintptr_t>(p) & 15) synth_emu::fail("fault", "misaligned 128-bit global store");
   p[0] = a; p[1] = b; p[2] = c; p[3] = d;

@@ -70,6 +70,8 @@ template <int R> SYNTH_DEV void synth_setmaxnreg_dec() { asm volatile("setmaxnre
 template <int R> SYNTH_DEV void synth_setmaxnreg_inc() { asm volatile("setmaxnreg.inc.sync.aligned.u32 %0;" :: "n"(R)); }
 SYNTH_DEV float synth_shfl_xor(float v, int m) { return __shfl_xor_sync(0xffffffffu, v, m); }
 SYNTH_DEV int synth_uniform(int v) { return __shfl_sync(0xffffffffu, v, 0); }
+// a value held in a register from here on (ptxas may not rematerialize it), warp-uniform
+SYNTH_DEV uint32_t synth_pinned_uniform(uint32_t v) { asm volatile("" : "+r"(v)); return __shfl_sync(0xffffffffu, v, 0); }
 SYNTH_DEV void synth_stg4(float* p, float a, float b, float c, float d) {
   *reinterpret_cast<float4*>(p) = make_float4(a, b, c, d); }
 SYNTH_DEV float4 synth_ldg4(const float* p) { return *reinterpret_cast<const float4*>(p); }
@@ -96,10 +98,6 @@ def _wait_dispatch(max_n: int) -> str:
     cases = " ".join(f"case {j}: synth_wgmma_wait_n<{j}>(); break;" for j in range(1, max_n + 1))
     return ("SYNTH_DEV void synth_wgmma_wait(int n) {\n"
             f"  switch (n) {{ {cases} default: synth_wgmma_wait_n<0>(); break; }}\n}}\n")
-
-
-def _cond(e: Optional[Expr]) -> Optional[str]:
-    return None if e is None else c_expr(e)
 
 
 class _Emit:
@@ -154,7 +152,6 @@ class _Emit:
             raise ValueError(f"statement {s!r} cannot appear in setup or teardown")
 
     def stmt(self, depth: int, role: str, s, waits) -> None:
-        cfg = self.cfg
         if isinstance(s, TryWaitStmt):
             self.guarded(depth, s.guard, [f"synth_mbar_wait({self.bar(s.barrier, s.state)}, "
                                           f"{c_expr(s.state.parity())});  // {s.barrier} count "
@@ -299,7 +296,8 @@ def emit_sm90_kernel(cfg: Sm90Config, program: Optional[HopperProgram] = None) -
         "  extern __shared__ unsigned char synth_smem_raw[];",
         "  unsigned char* smem = synth_smem_raw + ((1024 - (synth_smem_u32(synth_smem_raw) & 1023)) & 1023);",
         "  // shared-memory addresses (32-bit, the state space of every TMA, mbarrier and descriptor operand)",
-        "  const uint32_t sA = synth_smem_u32(smem);",
+        "  // pinned: otherwise ptxas recomputes the shared window base at every loop head (S2UR SR_CgaCtaId)",
+        "  const uint32_t sA = synth_pinned_uniform(synth_smem_u32(smem));",
         f"  const uint32_t sB = sA + {cfg.stages * cfg.a_slot_bytes};",
     ]
     off = cfg.stages * (cfg.a_slot_bytes + cfg.b_slot_bytes)
