@@ -151,6 +151,11 @@ class Phases:
             if kind not in kinds or _barrier(ref.stmt) != barrier:
                 continue
             st = _state(ref.stmt).stages
+            if st == b.slots:  # the slot is the ring index: one instance, count n * st + sl
+                x = n * st + sl
+                enc = self.at(ref, x)
+                out.append((ref, enc, self.exec(enc, ref), x))
+                continue
             for t in range(st):
                 x = n * st + t
                 enc = self.at(ref, x)
@@ -201,7 +206,7 @@ class Phases:
         for w, e, runs in self.earlier_waits(enc, ref, barrier):
             wsl, wn = self.waited(w, self.count(e, w))
             cases.append(And(runs, wsl == sl, wn >= n))
-        if hops:
+        if hops and len(self.roles) > 1:  # a hop goes through another role's arrival
             for w, e, runs in self.earlier_waits(enc, ref):
                 wsl, wn = self.waited(w, self.count(e, w))
                 for aref, ae, ar, _ in self.members(w.stmt.barrier, wsl, wn, ("arrive",)):
@@ -212,9 +217,9 @@ class Phases:
 
     def after(self, aenc: Encoder, aref: Ref, wenc: Encoder, wref: Ref):
         """Instance ``A`` runs after wait ``W`` has passed."""
+        if aref.role == wref.role:  # one thread: after in program order, or before it
+            return self.po_before(wenc, wref, aenc, aref)
         cases = []
-        if aref.role == wref.role:
-            cases.append(self.po_before(wenc, wref, aenc, aref))
         for w2, e2, runs in self.earlier_waits(aenc, aref):
             sl2, n2 = self.waited(w2, self.count(e2, w2))
             for a2, ae2, ar2, _ in self.members(w2.stmt.barrier, sl2, n2, ("arrive",)):

@@ -94,7 +94,6 @@ def test_init_count_differs_from_arrivals_per_phase():
     assert "no_deadlock" in seen
 
 
-@pytest.mark.slow
 def test_wrong_wgmma_wait_count_and_tightness():
     """CUTLASS PR #2502: wait_group K + 1 lets the release free a slot a wgmma still reads."""
     good = gemm(stages=3, k=1)
@@ -156,7 +155,6 @@ def _one_iteration_program(fixed: bool):
     return good.with_role("producer", replace(prog, parts=parts))
 
 
-@pytest.mark.slow
 def test_one_iteration_loop_deadlocks():
     bad = _one_iteration_program(fixed=False)
     r, cex, seen = refuted(bad, {"arrivals", "no_deadlock"})
@@ -208,7 +206,6 @@ def _split_groups(count: int):
     return set_wait(p, "consumer", 0, count)
 
 
-@pytest.mark.slow
 def test_split_commit_groups():
     bad = _split_groups(3)   # 1 stage in flight + both groups of the current stage
     refuted(bad, {"release_after_wgmma"})

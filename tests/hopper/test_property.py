@@ -54,15 +54,15 @@ def _judge(case, mutate: bool = False) -> None:
             assert found & classes, (name, found)
 
 
-@settings(max_examples=3, deadline=None, suppress_health_check=list(HealthCheck), derandomize=True)
+@settings(max_examples=6, deadline=None, suppress_health_check=list(HealthCheck), derandomize=True)
 @given(loops(max_stages=2, max_consumers=1))
 def test_random_loops_proven_and_oracle_agrees(loop):
     _judge(loop)
 
 
 @pytest.mark.slow
-@settings(max_examples=12, deadline=None, suppress_health_check=list(HealthCheck), derandomize=True)
-@given(loops())
+@settings(max_examples=16, deadline=None, suppress_health_check=list(HealthCheck), derandomize=True)
+@given(loops(max_stages=4))
 def test_random_loops_and_mutants_slow(loop):
     _judge(loop, mutate=True)
 
@@ -72,7 +72,6 @@ def test_mutants_of_a_small_loop():
     _judge((small, True), mutate=True)
 
 
-@pytest.mark.slow
 def test_mutants_of_a_single_warp_group_loop():
     one = HopperLoop("one", (Load("load_A", "A", 8192, "1 <= k"),), "mma", 2, 1)
     _judge((one, False), mutate=True)
