@@ -589,8 +589,10 @@ def _verify_hopper(args, ui: _Ui) -> Outcome:
                  f"{report.program.name}: not proven ({', '.join(sorted(report.refuted_classes())) or 'unknown'})",
                  "the counterexample names the warp group, iteration, barrier, phase and bytes", Loc(args.target))
     elif args.certificate:
+        from .outdir import publish
         from .verify.certificate_phases import write_hopper_certificate
-        write_hopper_certificate(report, args.certificate)
+
+        publish(args.certificate, lambda tmp: write_hopper_certificate(report, tmp), flag="--certificate")
     return out
 
 
