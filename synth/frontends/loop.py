@@ -111,8 +111,11 @@ def _prove(claim, facts, loop: Loop, line: int, what: str) -> None:
         return
     detail = ""
     if r == z3.sat:
+        # Only the integer constants: a model may also interpret div/mod by zero with huge terms.
         m = s.model()
-        detail = " (fails at " + ", ".join(f"{d.name()} = {m[d]}" for d in m.decls()) + ")"
+        vals = [f"{d.name()} = {m[d]}" for d in sorted(m.decls(), key=lambda d: d.name())
+                if d.arity() == 0 and z3.is_int_value(m[d])]
+        detail = f" (fails at {', '.join(vals)})" if vals else ""
     raise _err(loop, line, f"{what} is outside the model{detail}",
                "only rotating multi-buffers are supported: slot (k + c) % M in the loop, (B + d) % M after it")
 
