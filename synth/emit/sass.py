@@ -221,19 +221,26 @@ def parse_sass(sass: str, function: Optional[str] = None) -> list[Insn]:
     return out
 
 
-def main_loop(insns: Sequence[Insn]) -> list[Insn]:
-    """The instructions of the loop whose backward branch spans the most ``HMMA``
-    (from the branch target to the branch). Raises :class:`SassError` when no
-    loop holds an HMMA."""
-    best, best_n = None, 0
-    for k, ins in enumerate(insns):
+def backward_loops(insns: Sequence[Insn]) -> list[list[Insn]]:
+    """Every loop of the listing: for each backward ``BRA``, the instructions from its target to it."""
+    loops = []
+    for ins in insns:
         if ins.op != "BRA":
             continue
         m = re.search(r"(0x[0-9a-f]+)", ins.operands)
         if not m or int(m.group(1), 16) >= ins.addr:
             continue
         lo = int(m.group(1), 16)
-        body = [x for x in insns if lo <= x.addr <= ins.addr]
+        loops.append([x for x in insns if lo <= x.addr <= ins.addr])
+    return loops
+
+
+def main_loop(insns: Sequence[Insn]) -> list[Insn]:
+    """The instructions of the loop whose backward branch spans the most ``HMMA``
+    (from the branch target to the branch). Raises :class:`SassError` when no
+    loop holds an HMMA."""
+    best, best_n = None, 0
+    for body in backward_loops(insns):
         n = sum(1 for x in body if x.op == "HMMA")
         if n > best_n:
             best, best_n = body, n
@@ -370,4 +377,5 @@ def kernel_mix(problem, schedule, program, arch: str = "sm_80") -> LoopStats:
 
 
 __all__ = ["Compiled", "Insn", "LoopStats", "SassError", "compile_cuda", "compile_ptx", "parse_sass", "main_loop",
+           "backward_loops",
            "loop_stats", "stg_widths", "kernel_mix", "tool", "cache_dir", "INT_OPS", "UNIFORM_OPS", "NVCC_FLAGS", "ORDER_OPS"]

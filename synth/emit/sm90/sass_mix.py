@@ -9,7 +9,6 @@ operands, spills. Static proxies, not timings (benchmarks/sass_sm90.py, docs/hop
 
 from __future__ import annotations
 
-import re
 from collections import Counter
 from typing import Optional
 
@@ -19,14 +18,7 @@ from .. import sass
 def consumer_loop(insns) -> Optional[list]:
     """The innermost loop with the most HGMMA and no STG (the consumer's main loop)."""
     best, best_key = None, None
-    for ins in insns:
-        if ins.op != "BRA":
-            continue
-        m = re.search(r"(0x[0-9a-f]+)", ins.operands)
-        if not m or int(m.group(1), 16) >= ins.addr:
-            continue
-        lo = int(m.group(1), 16)
-        body = [x for x in insns if lo <= x.addr <= ins.addr]
+    for body in sass.backward_loops(insns):
         n = sum(x.op == "HGMMA" for x in body)
         if not n or any(x.op in ("STG", "STS", "UTMASTG") for x in body):
             continue
