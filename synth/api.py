@@ -124,17 +124,32 @@ def verify(target, *, time_limit: float = 60.0, certificate: Optional[str] = Non
     """Prove every wait of a program again (``synth verify``); returns :class:`synth.verify.Report`.
 
     ``target`` is a :class:`~synth.program.Program`, a ``program.json`` or an
-    output folder. ``time_limit`` bounds the whole call (each Z3 query at most
+    output folder; a Hopper program (``"protocol": "mbarrier"``, or a
+    :class:`~synth.hopper.ir.HopperProgram`) gives a
+    :class:`~synth.verify.phases.HopperReport` instead (docs/hopper.md). ``time_limit`` bounds the whole call (each Z3 query at most
     :data:`PROVE_QUERY_LIMIT` s). With ``certificate`` the SMT-LIB2 files and
     manifest are written to that folder (created atomically; an existing one is
     replaced only if synth wrote it). ``report.ok`` is False when a wait is
     refuted or unproven; ``report.render()`` explains it. ``progress`` is
     called as ``progress("prove", done, total)`` per obligation.
     """
+    from .hopper.ir import HopperProgram, is_hopper_file, load_hopper
     from .verify import load_program, verify_program, write_certificate
 
     _check_limits(time_limit)
     deadline = time.monotonic() + time_limit
+    if isinstance(target, (str, os.PathLike)) and is_hopper_file(os.fspath(target)):
+        target = load_hopper(os.fspath(target))
+    if isinstance(target, HopperProgram):  # docs/hopper.md: a HopperReport, obligations by class
+        from .verify.certificate_phases import write_hopper_certificate
+        from .verify.phases import verify_hopper
+
+        report = verify_hopper(target, time_limit=min(PROVE_QUERY_LIMIT, time_limit))
+        if certificate is not None and report.ok:
+            from .outdir import publish
+
+            publish(os.fspath(certificate), lambda tmp: write_hopper_certificate(report, tmp), flag="--certificate")
+        return report
     program = load_program(os.fspath(target)) if isinstance(target, (str, os.PathLike)) else target
     report = verify_program(program, time_limit=PROVE_QUERY_LIMIT, deadline=deadline,
                             progress=None if progress is None else lambda done, total: progress("prove", done, total))

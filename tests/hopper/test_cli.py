@@ -42,3 +42,19 @@ def test_verify_refuted_and_malformed(tmp_path):
     f.write_text(json.dumps(doc))
     r = synth("verify", str(f))
     assert r.returncode == 2 and "Traceback" not in r.stderr and "barriers.slots" in r.stderr
+
+
+def test_python_api_verifies_hopper_programs(tmp_path):
+    from synth import api
+
+    p = lower_hopper(HopperLoop("g", (Load("load_A", "A", 16384),), "mma", 2, 1))
+    assert api.verify(p, time_limit=60).ok
+    f = tmp_path / "program.json"
+    f.write_text(dumps(p))
+    report = api.verify(str(f), time_limit=60, certificate=str(tmp_path / "cert"))
+    assert report.ok and (tmp_path / "cert").is_dir()
+    doc = json.loads(dumps(p))
+    doc["roles"][1]["waits"][0]["in_flight"] = 2
+    f.write_text(json.dumps(doc))
+    bad = api.verify(str(f), time_limit=60)
+    assert not bad.ok and "release_after_wgmma" in bad.refuted_classes()
