@@ -51,7 +51,10 @@ class PipelineState:
         return {"count": to_str(self.count), "stages": self.stages, "phase": self.phase}
 
 
-def state_from_json(d: dict) -> PipelineState:
+def state_from_json(d: dict, *, waits: bool = True) -> PipelineState:
+    """A :class:`PipelineState`; ``waits=False`` for an arrive or a TMA's ``complete_tx``, which act on
+    the barrier's current phase and take no parity: their ``phase`` must then be 0, so an edited one is
+    refused instead of ignored."""
     c = d["count"]
     if isinstance(c, bool) or not isinstance(c, (str, int)):
         raise ValueError(f"state.count: expected an expression, got {c!r}")
@@ -61,6 +64,9 @@ def state_from_json(d: dict) -> PipelineState:
             raise ValueError(f"state.{name}: expected an integer, got {v!r}")
     if st < 1 or ph not in (0, 1):
         raise ValueError(f"state: stages must be >= 1 and phase 0 or 1, got {st}, {ph}")
+    if not waits and ph:
+        raise ValueError(f"state.phase is {ph}, but an arrive or complete_tx acts on the current phase and "
+                         "takes no parity: write phase 0")
     return PipelineState(parse(c), st, ph)
 
 
@@ -98,7 +104,7 @@ def barrier_ref_from_json(d: dict) -> BarrierRef:
     b = d["bytes"]
     if isinstance(b, bool) or not isinstance(b, int) or b < 0:
         raise ValueError(f"barrier.bytes: expected a non-negative integer, got {b!r}")
-    return BarrierRef(_name(d["barrier"]), state_from_json(d["state"]), b)
+    return BarrierRef(_name(d["barrier"]), state_from_json(d["state"], waits=False), b)
 
 
 @dataclass(frozen=True)
@@ -199,7 +205,7 @@ def barrier_stmt_from_json(d: dict):
                 raise ValueError(f"tx.bytes: expected a non-negative integer, got {b!r}")
             gate = t.get("gate")
             tx.append(Tx(b, None if gate is None else _name(gate)))
-        return ArriveStmt(_name(d["barrier"]), state_from_json(d["state"]), n, tuple(tx), _guard(d))
+        return ArriveStmt(_name(d["barrier"]), state_from_json(d["state"], waits=False), n, tuple(tx), _guard(d))
     if kind == "try_wait":
         return TryWaitStmt(_name(d["barrier"]), state_from_json(d["state"]), _guard(d))
     if kind == "fence":

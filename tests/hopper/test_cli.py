@@ -58,3 +58,25 @@ def test_python_api_verifies_hopper_programs(tmp_path):
     f.write_text(json.dumps(doc))
     bad = api.verify(str(f), time_limit=60)
     assert not bad.ok and "release_after_wgmma" in bad.refuted_classes()
+
+
+def test_a_parity_on_an_arrive_or_complete_tx_is_refused_not_ignored(tmp_path):
+    # arrive and complete_tx act on the current phase: an edited phase there changes nothing the
+    # prover sees, so the loader refuses it rather than proving a program that says something else.
+    p = lower_hopper(HopperLoop("g", (Load("load_A", "A", 16384),), "mma", 3, 1))
+    base = json.loads(dumps(p))
+    edits = []
+    for r, role in enumerate(base["roles"]):
+        for q, part in enumerate(role["parts"]):
+            for k, s in enumerate(part["stmts"]):
+                if s["kind"] == "arrive" or (s["kind"] == "op" and s.get("barrier")):
+                    edits.append((r, q, k))
+    assert any(base["roles"][r]["parts"][q]["stmts"][k]["kind"] == "op" for r, q, k in edits)
+    for r, q, k in edits:
+        doc = json.loads(json.dumps(base))
+        s = doc["roles"][r]["parts"][q]["stmts"][k]
+        (s["state"] if s["kind"] == "arrive" else s["barrier"]["state"])["phase"] = 1
+        f = tmp_path / "program.json"
+        f.write_text(json.dumps(doc))
+        out = synth("verify", str(f))
+        assert out.returncode == 2 and "takes no parity" in out.stderr and "Traceback" not in out.stderr
