@@ -91,10 +91,24 @@ def lower(problem, schedule=None):
     :class:`SynthError` saying to set ``stages:`` or to solve.
     """
     from .graph import build_graph
+    from .hopper.problem import HopperGemm
     from .lower import lower as lower_program
     from .schedule import schedule_from_pins
 
     p = _problem(problem)
+    if isinstance(p, HopperGemm):  # the Hopper loop: a HopperProgram of the pinned (or given) choice
+        from .hopper.flow import kernel_config
+
+        if schedule is None:
+            if p.stages is None or p.k_pipe_mmas is None:
+                raise SynthError(_key_loc(p.path, "stages" if p.stages is None else "k_pipe_mmas"),
+                                 "'synth lower' lowers the pipeline as given, but this Hopper problem leaves "
+                                 f"{'stages' if p.stages is None else 'k_pipe_mmas'} to the solver",
+                                 "set stages: N and k_pipe_mmas: K, or run 'synth solve'")
+            from .hopper.model import HopperChoice
+
+            schedule = HopperChoice(p.stages, p.k_pipe_mmas, p.consumers, 0, p.smem_bytes(p.stages), "pinned")
+        return kernel_config(p, schedule).program()
     graph = build_graph(p)
     if schedule is None:
         if p.gemm is not None and p.pins.stage is None:
@@ -178,9 +192,12 @@ def certify(directory: str, *, time_limit: float = 120.0):
     """
     from .verify import certify as certify_dir
     from .verify.certificate import MANIFEST
+    from .verify.certificate_phases import certify_hopper, is_hopper_certificate
 
     _check_limits(time_limit)
     d = certificate_dir(os.fspath(directory))
+    if is_hopper_certificate(d):
+        return certify_hopper(d, timeout_s=time_limit)
     n = 1
     try:
         with open(os.path.join(d, MANIFEST), encoding="utf-8") as fh:
@@ -207,6 +224,17 @@ def emit(source, *, target: str = "cuda") -> str:
     Nothing is written (the command writes kernel.cu; see docs/outputs.md).
     """
     problem, schedule, program = _parts(source)
+    from .hopper.problem import HopperGemm
+
+    if isinstance(problem, HopperGemm):
+        if target != "cuda":
+            raise SynthError(Loc(problem.path), f"a Hopper folder (mainloop: tma_wgmma) has no {target} export: "
+                             "TVM's and MLIR's pipelining annotations describe cp.async loops",
+                             "use --target cuda; the stages and k_pipe_mmas are in schedule.json")
+        from .hopper.flow import kernel_config
+        from .emit.sm90.kernel import emit_sm90_kernel
+
+        return emit_sm90_kernel(kernel_config(problem, schedule), program)
     if target == "tvm":
         from .emit.tvm import tvm_annotations
 

@@ -358,6 +358,10 @@ def cmd_solve(args, ui: _Ui) -> Outcome:
         prog("write", 1, 1)
     phases = [("load", t_load)] + list(result.phases) + [("write", time.monotonic() - t0)]
     wall = time.monotonic() - t_start
+    from .hopper.flow import HopperResult
+
+    if isinstance(result, HopperResult):
+        return _solve_hopper(ui, result, out, files, phases, wall)
     bound = stage_bound(problem, result.schedule)
     outcome = Outcome(result=_solve_json(result, out, files, phases, wall, bound))
     if bound["reached"]:
@@ -372,6 +376,33 @@ def cmd_solve(args, ui: _Ui) -> Outcome:
         if not ui.json:
             print(result.report.render(), file=sys.stderr)
             print(f"error: {outcome.errors[-1]['message']}", file=sys.stderr)
+    return outcome
+
+
+def _solve_hopper(ui: _Ui, result, out: str, files: list[str], phases, wall: float) -> Outcome:
+    """The report of ``synth solve`` on a Hopper problem: the choice, the obligations by class."""
+    from .hopper.flow import choice_to_json
+
+    rep = result.report
+    outcome = Outcome(result={"problem": result.problem.name, "out": out, "files": files, "mainloop": "tma_wgmma",
+                              "schedule": choice_to_json(result.problem, result.choice),
+                              "verified": None if rep is None else bool(rep.ok),
+                              "verify": None if rep is None else rep.to_json(),
+                              "phases": [{"name": n, "seconds": round(s, 4)} for n, s in phases],
+                              "wall_seconds": round(wall, 4)})
+    if not ui.silent:
+        g, c = result.problem, result.choice
+        ui.print(f"{g.name}: Hopper main loop (TMA + mbarrier + wgmma), tile {g.BM}x{g.BN}x{g.BK} {g.dtype}, "
+                 f"{c.explain()}", markup=False)
+        if rep is not None:
+            ui.print(rep.render(), markup=False)
+        ui.print(f"wall time {wall:.2f} s: " + ", ".join(f"{n} {t:.2f} s" for n, t in phases))
+        ui.print(f"wrote {out}/: {', '.join(files)}")
+    if rep is not None and not rep.ok:
+        outcome.fail("refuted" if rep.refuted_classes() else "unproven",
+                     f"the Hopper program is not proven ({', '.join(sorted(rep.refuted_classes())) or 'unknown'}); "
+                     "no kernel.cu was written", "see verify.txt, or raise --time-limit if a proof was unknown",
+                     Loc(os.path.join(out, "verify.txt")))
     return outcome
 
 
@@ -535,6 +566,14 @@ def cmd_lower(args, ui: _Ui) -> Outcome:
     from .program import program_to_json
 
     program = lower(load(args.problem))
+    from .hopper.ir import HopperProgram
+
+    if isinstance(program, HopperProgram):
+        from .hopper.ir import hopper_to_json
+        from .hopper.printer import hopper_text
+
+        ui.text(hopper_text(program))
+        return Outcome(result={"program": hopper_to_json(program)})
     ui.text(program_text(program))
     if ui.verbose and not ui.silent:
         from .expr import to_str

@@ -16,17 +16,23 @@ from .arch import ARCHS, get_arch
 from .bounds import MAX_BYTES, MAX_GEMM_DIM, MAX_GEMM_STAGES, MAX_TILE_K, MAX_TILE_MN
 from .errors import Loc, SynthError
 from .gemm import DTYPES, GemmConfig, default_pins, expand_gemm
+from .hopper.problem import MAINLOOPS, HopperGemm, hopper_gemm_from_doc
 from .problem import Objective, Pins, Problem
 from .sections import check_name, check_problem, parse_objective, parse_pins
 from .yamlnodes import LDict, check_bound, check_keys, require, suggest, want_int
 
-GEMM_KEYS = ("name", "description", "kind", "shape", "dtype", "tile", "warps", "stages", "arch", "min_k_tiles",
-             "loop", "schedule", "objective", "target")
+GEMM_KEYS = ("name", "description", "kind", "shape", "dtype", "tile", "warps", "stages", "arch", "mainloop",
+             "k_pipe_mmas", "min_k_tiles", "loop", "schedule", "objective", "target")
 """Top-level keys of a ``kind: gemm`` document (``loop`` only to say it is derived)."""
 
 
-def problem_from_gemm_doc(doc: LDict, path: str) -> Problem:
-    """A ``kind: gemm`` document (an :class:`~synth.yamlnodes.LDict`) to a checked Problem."""
+def problem_from_gemm_doc(doc: LDict, path: str) -> "Problem | HopperGemm":
+    """A ``kind: gemm`` document (an :class:`~synth.yamlnodes.LDict`) to a checked Problem.
+
+    With ``mainloop: tma_wgmma`` (the default for ``arch: sm_90``) the result is a
+    :class:`~synth.hopper.problem.HopperGemm` instead: the Hopper flow's problem
+    (docs/hopper_kernel.md); ``mainloop: cp_async`` keeps the Ampere loop on any arch.
+    """
     locs: dict[str, Loc] = {"": doc.loc}
     for k in doc:
         locs[k] = doc.val_loc[k]
@@ -44,6 +50,30 @@ def problem_from_gemm_doc(doc: LDict, path: str) -> Problem:
     for k in ("M", "N", "K"):
         dims[k] = want_int(shape, k, "shape", lo=1, hi=MAX_GEMM_DIM)
         locs[f"shape.{k}"] = shape.val_loc[k]
+
+    arch_name = doc.get("arch", "sm_80")
+    if not isinstance(arch_name, str):
+        raise SynthError(doc.val_loc["arch"], f"arch {arch_name!r} is not a name", "write arch: sm_80")
+    try:
+        arch = get_arch(arch_name)
+    except KeyError:
+        names = list(ARCHS)
+        raise SynthError(doc.val_loc["arch"], f"unknown arch {arch_name!r}",
+                         f"synth targets {', '.join(names)} (cp.async needs sm_80 or newer); "
+                         f"{suggest(arch_name, names)}") from None
+
+    mainloop = doc.get("mainloop", "tma_wgmma" if arch_name == "sm_90" else "cp_async")
+    if mainloop not in MAINLOOPS:
+        raise SynthError(doc.val_loc["mainloop"], f"unknown mainloop {mainloop!r}",
+                         f"use one of {', '.join(MAINLOOPS)}; {suggest(str(mainloop), MAINLOOPS)}")
+    if mainloop == "tma_wgmma":
+        if arch_name != "sm_90":
+            raise SynthError(doc.val_loc["mainloop"], f"mainloop: tma_wgmma needs TMA and wgmma, which {arch_name} does not have",
+                             "use arch: sm_90, or mainloop: cp_async")
+        return hopper_gemm_from_doc(doc, path, name or _hopper_name(dims, doc), dims, arch_name)
+    if "k_pipe_mmas" in doc:
+        raise SynthError(doc.key_loc["k_pipe_mmas"], "k_pipe_mmas belongs to the Hopper main loop (wgmma groups)",
+                         "remove k_pipe_mmas:, or use arch: sm_90 with mainloop: tma_wgmma")
 
     dtype = doc.get("dtype", "f16")
     if not isinstance(dtype, str):
@@ -75,17 +105,6 @@ def problem_from_gemm_doc(doc: LDict, path: str) -> Problem:
         raise SynthError(doc.val_loc["stages"], f"stages is {stages}", "use at least 1 stage, or auto")
     else:
         check_bound(stages, MAX_GEMM_STAGES, doc.val_loc["stages"], "stages")
-
-    arch_name = doc.get("arch", "sm_80")
-    if not isinstance(arch_name, str):
-        raise SynthError(doc.val_loc["arch"], f"arch {arch_name!r} is not a name", "write arch: sm_80")
-    try:
-        arch = get_arch(arch_name)
-    except KeyError:
-        names = list(ARCHS)
-        raise SynthError(doc.val_loc["arch"], f"unknown arch {arch_name!r}",
-                         f"synth targets {', '.join(names)} (cp.async needs sm_80 or newer); "
-                         f"{suggest(arch_name, names)}") from None
 
     cfg = GemmConfig(dims["M"], dims["N"], dims["K"], dtype, tdims["BM"], tdims["BN"], tdims["BK"], warps,
                      stages, arch_name, name)
@@ -127,6 +146,14 @@ def problem_from_gemm_doc(doc: LDict, path: str) -> Problem:
     problem = expand_gemm(cfg, path, locs, pins, objective, shared_bytes, registers_bytes, min_k_tiles)
     check_problem(problem)
     return problem
+
+
+def _hopper_name(dims: dict, doc: LDict) -> str:
+    """The default name of an unnamed Hopper gemm problem (as :meth:`GemmConfig.problem_name`)."""
+    tile = doc.get("tile") if isinstance(doc.get("tile"), LDict) else {}
+    bm, bn = tile.get("BM", 128), tile.get("BN", 128)
+    st, kp = doc.get("stages", "auto"), doc.get("k_pipe_mmas", "auto")
+    return f"gemm-{dims['M']}x{dims['N']}x{dims['K']}-{doc.get('dtype', 'f16')}-{bm}x{bn}x64-s{st}-k{kp}-sm_90"
 
 
 __all__ = ["GEMM_KEYS", "problem_from_gemm_doc"]

@@ -230,12 +230,15 @@ def load(out: str, *, backend: str = "auto") -> Kernel:
     or configuration is refused. Raises :class:`SynthError`.
     """
     from .emit.cuda import kernel_info
+    from .hopper.problem import HopperGemm
     from .pipeline import load_output
 
     if backend not in BACKENDS:
         raise SynthError(None, f"unknown backend {backend!r}", f"use one of {', '.join(BACKENDS)}")
     out = os.fspath(out)
     problem, schedule, program = load_output(out)
+    if isinstance(problem, HopperGemm):
+        return _load_hopper(out, problem, schedule, program, backend)
     if problem.gemm is None:
         raise SynthError(Loc(problem.path), f"problem '{problem.name}' is not a GEMM; only kind: gemm folders "
                          "have a kernel", "solve a kind: gemm problem")
@@ -266,4 +269,107 @@ def load(out: str, *, backend: str = "auto") -> Kernel:
     return Kernel(path, source, facts, backend)
 
 
-__all__ = ["load", "Kernel", "KernelFacts", "KernelError", "facts_of", "gpu_ready", "BACKENDS"]
+class HopperKernel:
+    """The sm_90a kernel of a Hopper folder: ``kernel(A, B, C=None, *, alpha=1.0, beta=0.0)``.
+
+    A is ``M x K`` and B ``N x K`` (C = A B^T): float16 for ``dtype: f16``; for ``bf16``, uint16
+    arrays are bfloat16 bit patterns and float arrays are rounded to bfloat16 (nearest even). Any
+    ``K >= 1`` that is a multiple of 8 (TMA's 16-byte row stride); M, N free. The ``emulator``
+    backend runs it on the CPU emulator of :mod:`synth.emit.sm90.emulate` (TMA boxes land as late
+    as their barriers allow, wgmma operands are read as late as ``wait_group`` allows: a hang or a
+    stale read is a :class:`KernelError`); ``cuda`` launches it on the GPU with tensor maps
+    (:func:`synth.emit.sm90.runner.run_gpu`, CUDA Python needed).
+    """
+
+    def __init__(self, path: str, source: str, config, backend: str, name: str) -> None:
+        self.path = path
+        self.source = source
+        self.config = config
+        self.backend = backend
+        self.name = name
+        self.last_info: Optional[dict] = None
+        """The emulator's report of the last call (emulator backend)."""
+
+    def __repr__(self) -> str:
+        c = self.config
+        return (f"<synth.kernel.HopperKernel {self.name}: {c.bm}x{c.bn}x{c.bk} tiles {c.dtype}, {c.stages} stages, "
+                f"K any multiple of 8, backend {self.backend}>")
+
+    def _operand(self, name: str, x) -> np.ndarray:
+        loc = Loc(self.path)
+        if not isinstance(x, np.ndarray) or x.ndim != 2:
+            raise KernelError(loc, f"{name} must be a 2-D numpy array", f"pass np.asarray({name})")
+        if self.config.dtype == "f16":
+            if x.dtype != np.float16:
+                raise KernelError(loc, f"{name} has dtype {x.dtype}; the kernel reads float16",
+                                  f"convert it: {name}.astype(np.float16)")
+            return np.ascontiguousarray(x).view(np.uint16)
+        from .emit.sm90.emulate import bf16_bits
+
+        if x.dtype == np.uint16:
+            return np.ascontiguousarray(x)
+        if x.dtype.kind != "f":
+            raise KernelError(loc, f"{name} has dtype {x.dtype}; the kernel reads bfloat16",
+                              "pass float values (rounded to bfloat16) or uint16 bfloat16 bit patterns")
+        return bf16_bits(np.asarray(x, np.float32))
+
+    def __call__(self, A, B, C=None, *, alpha: float = 1.0, beta: float = 0.0) -> np.ndarray:
+        loc = Loc(self.path)
+        a, b = self._operand("A", A), self._operand("B", B)
+        (M, K), (N, KB) = a.shape, b.shape
+        if KB != K:
+            raise KernelError(loc, f"A is {M} x {K} but B is {N} x {KB}: B must be N x K (C = A @ B.T)",
+                              "pass B transposed (np.ascontiguousarray(B.T)) if it is K x N")
+        if not (1 <= M <= INT_MAX and 1 <= N <= INT_MAX and 1 <= K <= INT_MAX) or K % 8:
+            raise KernelError(loc, f"M = {M}, N = {N}, K = {K}: need non-empty matrices and K a multiple of 8 "
+                              "(TMA row strides are multiples of 16 bytes)", "pad K with zeros to a multiple of 8")
+        for nm, v in (("alpha", alpha), ("beta", beta)):
+            if not np.isfinite(float(v)):
+                raise KernelError(loc, f"{nm} = {v} is not finite", f"pass a finite {nm}")
+        if C is None and float(beta) != 0.0:
+            raise KernelError(loc, f"beta = {beta} needs C", "pass C (M x N float32) or beta=0")
+        if C is not None and (not isinstance(C, np.ndarray) or C.dtype != np.float32 or C.shape != (M, N)):
+            raise KernelError(loc, f"C must be an {M} x {N} float32 array", "pass np.asarray(C, dtype=np.float32)")
+        if self.backend == "cuda":
+            from .emit.sm90.runner import run_gpu
+
+            return run_gpu(self.source, self.config, a, b, C, float(alpha), float(beta))
+        from .emit.sm90.emulate import EmulatorError, run_emulated
+
+        try:
+            out, info = run_emulated(self.source, a, b, C, alpha=float(alpha), beta=float(beta))
+        except EmulatorError as e:
+            raise KernelError(loc, f"the emulator could not run the kernel: {e}", "see docs/emulator.md") from None
+        self.last_info = info
+        if info.get("kind") or not info.get("ok", False):
+            raise KernelError(loc, f"the emulator reports: {info.get('kind') or 'a hazard'}: {info.get('message', '')}",
+                              "run 'synth verify' on the folder; see docs/emulator.md")
+        return np.ascontiguousarray(out[:, :N])
+
+
+def _load_hopper(out: str, problem, choice, program, backend: str) -> HopperKernel:
+    from .hopper.flow import kernel_config
+    from .emit.sm90.kernel import emit_sm90_kernel
+
+    path = os.path.join(out, "kernel.cu")
+    if not os.path.isfile(path):
+        raise SynthError(Loc(out), f"'{out}' has no kernel.cu", f"run 'synth emit {out} --target cuda'")
+    with open(path, encoding="utf-8") as fh:
+        source = fh.read()
+    cfg = kernel_config(problem, choice)
+    if source != emit_sm90_kernel(cfg, program):
+        raise SynthError(Loc(path), "kernel.cu is not the kernel synth emits for this folder's proven program "
+                         "(edited, or from another folder)", f"re-emit it with 'synth emit {out} --target cuda'")
+    from .emit.sm90.runner import gpu_status
+
+    if backend == "auto":
+        backend = "cuda" if gpu_status()[0] else "emulator"
+    elif backend == "cuda":
+        ok, why = gpu_status()
+        if not ok:
+            raise SynthError(None, f"no sm_90 GPU available: {why}",
+                             "run on a machine with an H100/H200 and pip install '.[gpu]', or use backend='emulator'")
+    return HopperKernel(path, source, cfg, backend, problem.name)
+
+
+__all__ = ["load", "Kernel", "HopperKernel", "KernelFacts", "KernelError", "facts_of", "gpu_ready", "BACKENDS"]

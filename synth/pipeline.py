@@ -77,10 +77,19 @@ def run(problem: Problem, *, time_limit: float = 60.0, workers: int = 2, verify:
     query cut short leaves its wait ``unknown`` (``Result.proven`` is False).
 
     Pure apart from solver time: nothing is written. Raises :class:`SynthError`
-    for user errors (including infeasible problems).
+    for user errors (including infeasible problems). A Hopper problem
+    (:class:`~synth.hopper.problem.HopperGemm`, ``mainloop: tma_wgmma``) takes the
+    Hopper flow and gives a :class:`~synth.hopper.flow.HopperResult`.
     """
     say = progress or (lambda phase, done, total: None)
     end = deadline if deadline is not None else time.monotonic() + time_limit
+    from .hopper.problem import HopperGemm
+
+    if isinstance(problem, HopperGemm):
+        from .hopper.flow import run_hopper
+
+        return run_hopper(problem, deadline=end, verify=verify, emit=emit, progress=progress,
+                          query_limit=PROVE_QUERY_LIMIT)
     phases: list[tuple[str, float]] = []
 
     def left(phase: str) -> float:
@@ -144,12 +153,34 @@ def write_outputs(result: Result, out_dir: str, *, force: bool = False) -> list[
     an existing folder is replaced only with ``force`` and only when synth wrote
     every file in it. Returns the written paths (relative to ``out_dir``).
     """
+    from .hopper.flow import HopperResult
     from .outdir import publish
     from .printer import program_text
 
     files: list[str] = []
-    publish(out_dir, lambda tmp: files.extend(_write_all(result, tmp, program_text)), force=force)
+    write = _write_hopper if isinstance(result, HopperResult) else (lambda r, d: _write_all(r, d, program_text))
+    publish(out_dir, lambda tmp: files.extend(write(result, tmp)), force=force)
     return files
+
+
+def _write_hopper(result, d: str) -> list[str]:
+    from .emit.timeline_hopper import render_hopper_timeline
+    from .hopper.flow import output_files
+
+    files = output_files(result)
+    files["timeline.svg"], png = render_hopper_timeline(result.program)
+    for name, text in files.items():
+        with open(os.path.join(d, name), "w", encoding="utf-8") as fh:
+            fh.write(text)
+    with open(os.path.join(d, "timeline.png"), "wb") as fh:
+        fh.write(png)
+    written = sorted(list(files) + ["timeline.png"])
+    if result.report is not None and result.report.ok:
+        from .verify.certificate_phases import write_hopper_certificate
+
+        write_hopper_certificate(result.report, os.path.join(d, "certificate"))
+        written.append("certificate/")
+    return sorted(written)
 
 
 def _write_all(result: Result, d: str, program_text) -> list[str]:
@@ -190,7 +221,11 @@ def _problem_source(problem: Problem) -> str:
 
 
 def load_output(out_dir: str) -> tuple[Problem, Schedule, Program]:
-    """Read back an output folder written by :func:`write_outputs` (for ``synth emit``/``run``)."""
+    """Read back an output folder written by :func:`write_outputs` (for ``synth emit``/``run``).
+
+    A Hopper folder gives ``(HopperGemm, HopperChoice, HopperProgram)`` instead, each re-derived
+    and checked against the others (:func:`synth.hopper.flow.load_hopper_output`).
+    """
     from .load import load_problem
     from .schedule import schedule_from_json
     from .verify import load_program
@@ -201,6 +236,13 @@ def load_output(out_dir: str) -> tuple[Problem, Schedule, Program]:
                              "pass a folder written by 'synth solve'")
     problem = load_problem(os.path.join(out_dir, "problem.yaml"))
     problem = replace(problem, path=os.path.join(out_dir, "problem.yaml"))
+    from .hopper.problem import HopperGemm
+
+    if isinstance(problem, HopperGemm):
+        from .hopper.flow import load_hopper_output
+
+        out = load_hopper_output(out_dir, problem)
+        return out.problem, out.choice, out.program
     with open(os.path.join(out_dir, "schedule.json"), encoding="utf-8") as fh:
         schedule = schedule_from_json(problem, json.load(fh))
     program = load_program(os.path.join(out_dir, "program.json"))

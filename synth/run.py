@@ -107,6 +107,10 @@ def run_output(out_dir: str, *, repeats: int = 20, seed: int = 0) -> RunReport:
 
     path = os.path.join(out_dir, "kernel.cu")
     problem, schedule, program = load_output(out_dir)
+    from .hopper.problem import HopperGemm
+
+    if isinstance(problem, HopperGemm):
+        return _run_hopper(out_dir, problem, repeats, seed)
     cfg = config_from_problem(problem)
     if not os.path.isfile(path):
         raise SynthError(Loc(out_dir), f"'{out_dir}' has no kernel.cu", f"run 'synth emit {out_dir} --target cuda'")
@@ -183,6 +187,49 @@ def run_output(out_dir: str, *, repeats: int = 20, seed: int = 0) -> RunReport:
     return RunReport(problem.name, dev.name(), M, N, K, ok, max_err, ms, tflops, spec.peak_tflops_f16,
                      cu_ms, (2.0 * M * N * K / (cu_ms * 1e-3) / 1e12) if cu_ms else None, via, regs,
                      info.smem_bytes)
+
+
+def _run_hopper(out_dir: str, problem, repeats: int, seed: int) -> RunReport:
+    """``synth run`` of a Hopper folder: the checked kernel (:func:`synth.kernel.load`) launched on an
+    sm_90 GPU through CUDA Python, checked against numpy, timed, and cuBLAS timed on the same operands."""
+    import numpy as np
+
+    from .arch import get_arch
+    from .kernel import load
+
+    kernel = load(out_dir, backend="emulator")  # the folder's checks; the launch below uses the GPU
+    from .emit.sm90.runner import GpuError, gpu_status, time_gpu
+
+    ready, why = gpu_status()
+    if not ready:
+        raise _no_gpu(why)
+
+    M, N, K = problem.M, problem.N, problem.K
+    rng = np.random.default_rng(seed)
+    A = rng.uniform(-1, 1, size=(M, K)).astype(np.float16)
+    B = rng.uniform(-1, 1, size=(N, K)).astype(np.float16)
+    if problem.dtype == "bf16":
+        from .emit.sm90.emulate import bf16_bits, bf16_value
+
+        A, B = bf16_bits(A.astype(np.float32)), bf16_bits(B.astype(np.float32))
+        A32, B32 = bf16_value(A).astype(np.float32), bf16_value(B).astype(np.float32)
+    else:
+        A32, B32 = A.astype(np.float32), B.astype(np.float32)
+    try:
+        C, times, regs, device = time_gpu(kernel.source, kernel.config, A, B, repeats=max(repeats, 1))
+    except GpuError as exc:
+        raise _no_gpu(str(exc)) from None
+    ref = A32 @ B32.T
+    diff = np.abs(C - ref)
+    ok = bool(np.all(np.isfinite(C)) and np.all(diff <= ATOL + RTOL * np.abs(ref)))
+    max_err = float(diff.max()) if np.all(np.isfinite(C)) else float("inf")
+    ms = float(np.median(times))
+    cu_ms, via = _cublas_ms(A32.astype(np.float16), B32.astype(np.float16), repeats) \
+        if problem.dtype == "f16" else (None, None)
+    spec = get_arch(problem.arch)
+    flop = 2.0 * M * N * K
+    return RunReport(problem.name, device, M, N, K, ok, max_err, ms, flop / (ms * 1e-3) / 1e12, spec.peak_tflops_f16,
+                     cu_ms, (flop / (cu_ms * 1e-3) / 1e12) if cu_ms else None, via, regs, kernel.config.smem_bytes)
 
 
 def _cublas_ms(A, B, repeats: int) -> tuple[Optional[float], Optional[str]]:

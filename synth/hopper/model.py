@@ -19,8 +19,10 @@ the predicted cycles of the k-tile loop for ``T`` tiles:
   alternate (one drains while the other issues), else 0;
 * ``fill`` = TMA round trip = ``lat_global + box bytes / 64 B per clk + 2 * barrier`` where a
   barrier round trip is ``barrier_cycles``;
-* loads in flight while a consumer computes: ``min(S - K - 1, T)`` (the consumer holds ``K + 1``
-  slots; there are ``T`` loads in all), at least 1; per k-tile the loop needs ``max(mma + wait, fill / (S - K - 1))``;
+* loads in flight while a consumer computes: ``ahead = min(S - K - 1, T)`` (the consumer holds
+  ``K + 1`` slots; there are ``T`` loads in all); per k-tile the loop needs
+  ``max(mma + wait, fill / ahead)``, or ``mma + wait + fill`` when ``ahead = 0`` (no slot is free
+  while the consumer computes, so nothing overlaps: one stage, or ``K = S - 1``);
 * warp specialization (``ws``): a producer warp group issues the copies, so the consumer's
   k-tile carries no issue cost, but a refill waits for the consumer's release (two barrier
   round trips in ``fill``); one warp group (``C = 1``, :func:`synth.lower.barriers.lower_hopper_single`)
@@ -76,13 +78,24 @@ def _cost(cfg: GemmConfig, S: int, K: int, C: int, T: int, ws: bool = True) -> i
     wait = -(-4 * arch.lat_mma // C) if K == 0 else 0
     fill = arch.lat_global + box // TMA_BYTES_PER_CLK + (2 if ws else 1) * arch.barrier_cycles
     issue = 0 if ws else 2 * arch.barrier_cycles
-    per_tile = max(mma + wait + issue, -(-fill // max(min(S - K - 1, T), 1)))
+    ahead = min(S - K - 1, T)
+    # no slot free while a consumer computes: the next load starts only after the release
+    per_tile = mma + wait + issue + fill if ahead <= 0 else max(mma + wait + issue, -(-fill // ahead))
     return fill + T * per_tile
 
 
-def choose(cfg: GemmConfig, *, time_limit: float = 10.0, stages: Optional[int] = None) -> HopperChoice:
-    """The CP-SAT choice for ``cfg`` (``stages`` pins S); ValueError when nothing fits."""
+def choose(cfg: GemmConfig, *, time_limit: float = 10.0, stages: Optional[int] = None,
+           k_pipe_mmas: Optional[int] = None, consumers: Optional[int] = None,
+           warp_specialized: Optional[bool] = None, smem_limit: Optional[int] = None,
+           reserve_bytes: int = 0) -> HopperChoice:
+    """The CP-SAT choice for ``cfg``; ValueError when nothing fits.
+
+    ``stages``, ``k_pipe_mmas``, ``consumers`` and ``warp_specialized`` pin that choice (None: free);
+    ``smem_limit`` replaces the arch's per-CTA limit and ``reserve_bytes`` is added to every
+    candidate's shared memory (the kernel's alignment pad).
+    """
     arch = get_arch(cfg.arch)
+    limit = arch.smem_per_block if smem_limit is None else smem_limit
     if cfg.dtype not in DTYPE_BYTES:
         raise ValueError(f"dtype {cfg.dtype} has no TMA element size here")
     b = DTYPE_BYTES[cfg.dtype]
@@ -93,24 +106,30 @@ def choose(cfg: GemmConfig, *, time_limit: float = 10.0, stages: Optional[int] =
     for S in range(1, MAX_STAGES + 1):
         if stages is not None and S != stages:
             continue
-        smem = S * stage_bytes + 2 * S * BARRIER_BYTES
-        if smem > arch.smem_per_block:
+        smem = S * stage_bytes + 2 * S * BARRIER_BYTES + reserve_bytes
+        if smem > limit:
             continue
         for K in range(S):
+            if k_pipe_mmas is not None and K != k_pipe_mmas:
+                continue
             for C in (1, 2):
+                if consumers is not None and C != consumers:
+                    continue
                 for ws in (True, False):
                     if cfg.BM % (64 * C) or (not ws and C > 1):
                         continue
+                    if warp_specialized is not None and ws != warp_specialized:
+                        continue
                     cands.append((S, K, C, smem, _cost(cfg, S, K, C, T, ws), ws))
     if not cands:
-        raise ValueError(f"no pipeline fits: one stage needs {stage_bytes} B of the {arch.smem_per_block} B "
-                         f"a CTA may use on {arch.name}")
+        raise ValueError(f"no pipeline fits: one stage needs {stage_bytes + 2 * BARRIER_BYTES + reserve_bytes} B "
+                         f"of the {limit} B a CTA may use on {arch.name} (with the pins given)")
     pick = [m.NewBoolVar(f"c{n}") for n in range(len(cands))]
     m.AddExactlyOne(pick)
-    m.Add(sum(p * c[3] for p, c in zip(pick, cands)) <= arch.smem_per_block)
+    m.Add(sum(p * c[3] for p, c in zip(pick, cands)) <= limit)
     # lexicographic: cycles, then shared memory, then consumers (scaled so ties never overflow)
     scale_smem = 4
-    scale_cyc = (arch.smem_per_block + 1) * scale_smem
+    scale_cyc = (limit + 1) * scale_smem
     m.Minimize(sum(p * (c[4] * scale_cyc * 2 + c[3] * scale_smem * 2 + c[2] * 2 + (0 if c[5] else 1))
                    for p, c in zip(pick, cands)))
     solver = cp_model.CpSolver()

@@ -45,6 +45,8 @@ class Sm90Config:
     bk: int = BK
     dtype: str = "f16"
     """Element type of A and B: ``f16`` or ``bf16`` (f32 accumulation either way)."""
+    name: str = "gemm_sm90"
+    """The lowered program's name (the problem's, in an output folder)."""
 
     @property
     def consumers(self) -> int:
@@ -95,7 +97,7 @@ class Sm90Config:
         """The main loop to lower: TMA loads of A and B (full box bytes), the wgmma op."""
         loads = (Load("load_A", "A", self.a_slot_bytes, self.load_when),
                  Load("load_B", "B", self.b_slot_bytes, self.load_when))
-        return HopperLoop("gemm_sm90", loads, "mma", self.stages, self.k_pipe_mmas, self.consumers)
+        return HopperLoop(self.name, loads, "mma", self.stages, self.k_pipe_mmas, self.consumers)
 
     def program(self) -> HopperProgram:
         """The lowered warp-specialized program (pure; see :func:`synth.lower.barriers.lower_hopper`)."""

@@ -91,6 +91,47 @@ def binary(kernel_cu: str) -> pathlib.Path:
     return exe
 
 
+def run_emulated(kernel_cu: str, A_bits: np.ndarray, B_bits: np.ndarray, C_in: Optional[np.ndarray] = None, *,
+                 alpha: float = 1.0, beta: float = 0.0, order: str = "forward", seed: int = 0,
+                 ldc: Optional[int] = None) -> tuple[np.ndarray, dict]:
+    """Run the kernel once on the emulator: A (M x K) and B (N x K) as 16-bit patterns (uint16: f16 or
+    bf16 bits, as the kernel's dtype reads them), ``C_in`` (M x ldc float32) when given. Returns
+    ``(C, info)``: C is M x ``ldc`` float32 starting as NaN, ``info`` the emulator's report (``ok``,
+    ``kind`` '' / 'hang' / 'fault', ``message``, counters). EmulatorError when it cannot run."""
+    if order not in ORDERS:
+        raise EmulatorError(f"order {order!r}: expected one of {ORDERS}")
+    A_bits = np.ascontiguousarray(A_bits, np.uint16)
+    B_bits = np.ascontiguousarray(B_bits, np.uint16)
+    M, K = A_bits.shape
+    N = B_bits.shape[0]
+    ldc = N if ldc is None else ldc
+    if B_bits.shape[1] != K or min(M, N, K) < 1 or ldc < N or K % 8:
+        raise EmulatorError(f"A is {A_bits.shape}, B is {B_bits.shape}, ldc {ldc}: need N x K with the same K >= 1, "
+                            "K a multiple of 8 and ldc >= N")
+    exe = binary(kernel_cu)
+    with tempfile.TemporaryDirectory(prefix="synth-sm90-run-") as tmp:
+        inp, outp = pathlib.Path(tmp) / "in.bin", pathlib.Path(tmp) / "out.bin"
+        head = np.array([M, N, K, ldc, K, K, int(C_in is not None),
+                         ORDERS.index(order) + (seed % 1000 if order == "random" else 0)], np.int32)
+        with open(inp, "wb") as f:
+            f.write(head.tobytes())
+            f.write(np.array([alpha, beta], np.float32).tobytes())
+            f.write(A_bits.tobytes())
+            f.write(B_bits.tobytes())
+            if C_in is not None:
+                f.write(np.ascontiguousarray(C_in, np.float32).reshape(M, ldc).tobytes())
+        try:
+            proc = subprocess.run([str(exe), str(inp), str(outp)], capture_output=True, text=True, timeout=TIMEOUT_S)
+        except subprocess.TimeoutExpired:
+            raise EmulatorError(f"the emulator ran past {TIMEOUT_S} s") from None
+        lines = [ln for ln in proc.stdout.splitlines() if ln.startswith("{")]
+        if not lines:
+            raise EmulatorError(f"the emulator crashed (status {proc.returncode}): {proc.stderr[-2000:]}")
+        info = json.loads(lines[-1])
+        C = np.fromfile(outp, np.float32).reshape(M, ldc)
+    return C, info
+
+
 def emulate_sm90(kernel_cu: str, M: int, N: int, K: int, *, order: str = "forward", alpha: float = 1.0,
                  beta: float = 0.0, with_c: bool = False, ldc: Optional[int] = None, seed: int = 0,
                  load_when: Optional[str] = None, bk: int = 64, dtype: str = "f16") -> Sm90Result:
@@ -129,27 +170,8 @@ def emulate_sm90(kernel_cu: str, M: int, N: int, K: int, *, order: str = "forwar
     ref = alpha * (A64 @ B64.T)
     if with_c:
         ref = ref + beta * Cin[:, :N].astype(np.float64)
-    exe = binary(kernel_cu)
-    with tempfile.TemporaryDirectory(prefix="synth-sm90-run-") as tmp:
-        inp, outp = pathlib.Path(tmp) / "in.bin", pathlib.Path(tmp) / "out.bin"
-        head = np.array([M, N, K, ldc, K, K, int(with_c), ORDERS.index(order) + (seed % 1000 if order == "random" else 0)],
-                        np.int32)
-        with open(inp, "wb") as f:
-            f.write(head.tobytes())
-            f.write(np.array([alpha, beta], np.float32).tobytes())
-            f.write(A_bits.tobytes())
-            f.write(B_bits.tobytes())
-            if with_c:
-                f.write(Cin.tobytes())
-        try:
-            proc = subprocess.run([str(exe), str(inp), str(outp)], capture_output=True, text=True, timeout=TIMEOUT_S)
-        except subprocess.TimeoutExpired:
-            raise EmulatorError(f"the emulator ran past {TIMEOUT_S} s") from None
-        lines = [ln for ln in proc.stdout.splitlines() if ln.startswith("{")]
-        if not lines:
-            raise EmulatorError(f"the emulator crashed (status {proc.returncode}): {proc.stderr[-2000:]}")
-        info = json.loads(lines[-1])
-        C = np.fromfile(outp, np.float32).reshape(M, ldc)
+    C, info = run_emulated(kernel_cu, A_bits, B_bits, Cin if with_c else None, alpha=alpha, beta=beta,
+                           order=order, seed=seed, ldc=ldc)
     Cv = C[:, :N].astype(np.float64)
     nan = int(np.isnan(Cv).sum())
     err = float(np.nanmax(np.abs(Cv - ref))) if nan < Cv.size else float("inf")
@@ -159,4 +181,4 @@ def emulate_sm90(kernel_cu: str, M: int, N: int, K: int, *, order: str = "forwar
     return Sm90Result(C, ref, ok, info["kind"], info["message"], err, nan, stats)
 
 
-__all__ = ["emulate_sm90", "Sm90Result", "binary", "ORDERS", "KERNEL", "bf16_bits", "bf16_value"]
+__all__ = ["emulate_sm90", "run_emulated", "Sm90Result", "binary", "ORDERS", "KERNEL", "bf16_bits", "bf16_value"]

@@ -51,11 +51,39 @@ def _cubin(kernel_cu: str) -> bytes:
         return out.read_bytes()
 
 
+def gpu_status() -> tuple[bool, str]:
+    """``(True, device name)`` when CUDA Python loads the driver and GPU 0 is an sm_90 device, else
+    ``(False, why not)``. Never raises."""
+    try:
+        from cuda.bindings import driver as cu  # lazy: only where a GPU is used
+    except ImportError as exc:
+        return False, f"CUDA Python (cuda.bindings) is not installed ({exc})"
+    try:
+        _check(cu.cuInit(0), "cuInit")
+        dev = _check(cu.cuDeviceGet(0), "cuDeviceGet")
+        major = _check(cu.cuDeviceGetAttribute(
+            cu.CUdevice_attribute.CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR, dev), "cuDeviceGetAttribute")
+        name = _check(cu.cuDeviceGetName(256, dev), "cuDeviceGetName")
+        name = name.split(b"\0", 1)[0].decode(errors="replace") if isinstance(name, bytes) else str(name)
+    except Exception as exc:  # noqa: BLE001 - no driver, no device: the reason is the message
+        return False, f"{type(exc).__name__}: {str(exc)[:200]}"
+    if int(major) != 9:
+        return False, f"{name} is not an sm_90 GPU (compute capability {major}.x)"
+    return True, name
+
+
 def run_gpu(kernel_cu: str, cfg: Sm90Config, A: np.ndarray, B: np.ndarray, C_in: Optional[np.ndarray] = None,
             alpha: float = 1.0, beta: float = 0.0) -> np.ndarray:
     """``alpha A @ B.T (+ beta C_in)`` computed by the kernel on GPU 0 (a new M x N float32 array).
     A is M x K and B is N x K: float16 for ``cfg.dtype == "f16"``; for ``bf16``, bfloat16 bits as
     uint16 or values rounded to bfloat16."""
+    return time_gpu(kernel_cu, cfg, A, B, C_in, alpha, beta, repeats=0)[0]
+
+
+def time_gpu(kernel_cu: str, cfg: Sm90Config, A: np.ndarray, B: np.ndarray, C_in: Optional[np.ndarray] = None,
+             alpha: float = 1.0, beta: float = 0.0, *, repeats: int = 20) -> tuple[np.ndarray, list, int, str]:
+    """As :func:`run_gpu`, then ``repeats`` more launches timed with CUDA events (warm L2). Returns
+    ``(C of the first launch, [ms per timed launch], registers per thread, device name)``."""
     from cuda.bindings import driver as cu  # lazy: only where a GPU is used
 
     if cfg.dtype == "f16":
@@ -105,15 +133,34 @@ def run_gpu(kernel_cu: str, cfg: Sm90Config, A: np.ndarray, B: np.ndarray, C_in:
                 ctypes.c_int(K), ctypes.c_int(N), ctypes.c_float(alpha), ctypes.c_float(beta)]
         ptrs = (ctypes.c_void_p * 10)(*[ctypes.addressof(x) for x in raw + vals])
         grid = ((N + cfg.bn - 1) // cfg.bn, (M + cfg.bm - 1) // cfg.bm, 1)
-        _check(cu.cuLaunchKernel(fn, *grid, cfg.threads, 1, 1, cfg.smem_bytes, 0, ctypes.addressof(ptrs), 0),
-               "cuLaunchKernel")
+        def launch():
+            _check(cu.cuLaunchKernel(fn, *grid, cfg.threads, 1, 1, cfg.smem_bytes, 0, ctypes.addressof(ptrs), 0),
+                   "cuLaunchKernel")
+
+        launch()
         _check(cu.cuCtxSynchronize(), "cuCtxSynchronize")
         _check(cu.cuMemcpyDtoH(C.ctypes.data, dC, C.nbytes), "cuMemcpyDtoH")
-        return C
+        times = []
+        if repeats:
+            start = _check(cu.cuEventCreate(0), "cuEventCreate")
+            stop = _check(cu.cuEventCreate(0), "cuEventCreate")
+            for _ in range(repeats):
+                _check(cu.cuEventRecord(start, 0), "cuEventRecord")
+                launch()
+                _check(cu.cuEventRecord(stop, 0), "cuEventRecord")
+                _check(cu.cuEventSynchronize(stop), "cuEventSynchronize")
+                times.append(float(_check(cu.cuEventElapsedTime(start, stop), "cuEventElapsedTime")))
+            cu.cuEventDestroy(start)
+            cu.cuEventDestroy(stop)
+        regs = int(_check(cu.cuFuncGetAttribute(cu.CUfunction_attribute.CU_FUNC_ATTRIBUTE_NUM_REGS, fn),
+                          "cuFuncGetAttribute"))
+        name = _check(cu.cuDeviceGetName(256, dev), "cuDeviceGetName")
+        name = name.split(b"\0", 1)[0].decode(errors="replace") if isinstance(name, bytes) else str(name)
+        return C, times, regs, name
     finally:
         for p in bufs:
             cu.cuMemFree(p)
         cu.cuDevicePrimaryCtxRelease(dev)
 
 
-__all__ = ["run_gpu", "GpuError"]
+__all__ = ["run_gpu", "time_gpu", "gpu_status", "GpuError"]

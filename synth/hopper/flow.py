@@ -1,0 +1,228 @@
+"""The Hopper flow of ``synth solve``: problem -> choice -> program -> {proof, kernel}, as pure steps.
+
+For a ``kind: gemm`` problem with ``mainloop: tma_wgmma`` (a :class:`~synth.hopper.problem.HopperGemm`):
+
+1. **choose** (:func:`choose_pipeline`): CP-SAT picks ``stages`` and ``k_pipe_mmas`` under the
+   shared-memory limit, for the kernel's shape of pipeline (warp-specialized, ``BM / 64``
+   cooperative consumer warp groups; :func:`synth.hopper.model.choose`, docs/hopper.md);
+2. **lower** (:func:`kernel_config`, :meth:`Sm90Config.program`): the warp-specialized barrier
+   protocol for every ``T >= 1`` (:func:`synth.lower.barriers.lower_hopper`);
+3. **prove** (:func:`synth.verify.phases.verify_hopper`): every obligation, wgmma wait tightness;
+4. **emit** (:func:`synth.emit.sm90.kernel.emit_sm90_kernel`): kernel.cu for sm_90a, from the
+   proven program only.
+
+:func:`output_files` gives the text of each file of the output folder (the writer in
+:mod:`synth.pipeline` publishes them); :func:`load_hopper_output` reads a folder back and
+re-derives what it can: the program must be the lowering of ``problem.yaml`` under
+``schedule.json``'s choice, so an edited ``program.json`` or ``schedule.json`` is refused rather
+than trusted.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from dataclasses import dataclass
+from typing import Callable, Optional
+
+from ..errors import Loc, SynthError
+from ..gemm import GemmConfig
+from .ir import HopperProgram
+from .model import HopperChoice, choose
+from .problem import ALIGN_PAD, HopperGemm, hopper_gemm_yaml
+
+SCHEDULE_FORMAT = "synth-hopper-schedule/1"
+"""``schedule.json`` of a Hopper folder."""
+MAINLOOP = "tma_wgmma"
+
+Progress = Callable[[str, int, int], None]
+
+
+@dataclass(frozen=True)
+class HopperResult:
+    """Everything ``synth solve`` computes for a Hopper GEMM problem."""
+
+    problem: HopperGemm
+    choice: HopperChoice
+    config: object
+    """The kernel's :class:`~synth.emit.sm90.config.Sm90Config`."""
+    program: HopperProgram
+    report: Optional[object] = None
+    """:class:`~synth.verify.phases.HopperReport`; None when verification was skipped."""
+    kernel: Optional[str] = None
+    """kernel.cu (sm_90a), emitted only from a proven program (or with verification skipped)."""
+    phases: tuple[tuple[str, float], ...] = ()
+
+    @property
+    def proven(self) -> bool:
+        return self.report is None or bool(self.report.ok)
+
+
+def gemm_config(g: HopperGemm) -> GemmConfig:
+    """The :class:`GemmConfig` view of ``g`` the cost model reads (tile, dtype, arch, K)."""
+    return GemmConfig(g.M, g.N, g.K, g.dtype, g.BM, g.BN, g.BK, g.warps, g.stages, g.arch, g.name)
+
+
+def choose_pipeline(g: HopperGemm, *, time_limit: float = 10.0) -> HopperChoice:
+    """CP-SAT's ``stages`` / ``k_pipe_mmas`` for ``g`` (pins respected); SynthError when nothing fits."""
+    try:
+        return choose(gemm_config(g), time_limit=time_limit, stages=g.stages, k_pipe_mmas=g.k_pipe_mmas,
+                      consumers=g.consumers, warp_specialized=True, smem_limit=g.shared_limit,
+                      reserve_bytes=ALIGN_PAD)
+    except ValueError as e:
+        raise SynthError(g.loc("stages"), f"no Hopper pipeline for {g.name}: {e}",
+                         "use fewer stages, a smaller tile, or raise target.shared_bytes") from None
+
+
+def kernel_config(g: HopperGemm, choice: HopperChoice):
+    """The :class:`~synth.emit.sm90.config.Sm90Config` of ``g`` under ``choice`` (checked)."""
+    from ..emit.sm90.config import Sm90Config
+
+    cfg = Sm90Config(bm=g.BM, bn=g.BN, stages=choice.stages, k_pipe_mmas=choice.k_pipe_mmas, dtype=g.dtype,
+                     name=g.name)
+    try:
+        cfg.check()
+    except ValueError as e:
+        raise SynthError(g.loc(""), f"the kernel cannot take this choice: {e}", "use another tile or stages") from None
+    return cfg
+
+
+def run_hopper(g: HopperGemm, *, deadline: float, verify: bool = True, emit: bool = True,
+               progress: Optional[Progress] = None, query_limit: float = 10.0) -> HopperResult:
+    """Choose, lower, prove and emit (see the module docstring). Pure apart from solver time.
+
+    ``deadline`` is a :func:`time.monotonic` instant; CP-SAT gets at most a third of what is left.
+    The kernel is emitted only when the program is proven (or ``verify`` is False).
+    """
+    say = progress or (lambda phase, done, total: None)
+    phases: list[tuple[str, float]] = []
+
+    def timed(phase: str, fn):
+        t0 = time.monotonic()
+        say(phase, 0, 1)
+        out = fn()
+        phases.append((phase, time.monotonic() - t0))
+        say(phase, 1, 1)
+        return out
+
+    budget = max(0.5, (deadline - time.monotonic()) / 3)
+    choice = timed("schedule", lambda: choose_pipeline(g, time_limit=budget))
+    cfg = kernel_config(g, choice)
+    program = timed("lower", cfg.program)
+    report = None
+    if verify:
+        from ..verify.phases import verify_hopper
+
+        limit = max(0.5, min(query_limit, deadline - time.monotonic()))
+        report = timed("prove", lambda: verify_hopper(program, time_limit=limit))
+    kernel = None
+    if emit and (report is None or report.ok):
+        from ..emit.sm90.kernel import emit_sm90_kernel
+
+        kernel = timed("emit", lambda: emit_sm90_kernel(cfg, program))
+    return HopperResult(g, choice, cfg, program, report, kernel, tuple(phases))
+
+
+def choice_to_json(g: HopperGemm, c: HopperChoice) -> dict:
+    """``schedule.json`` of a Hopper folder (docs/outputs.md)."""
+    return {"format": SCHEDULE_FORMAT, "problem": g.name, "mainloop": MAINLOOP, "stages": c.stages,
+            "k_pipe_mmas": c.k_pipe_mmas, "consumer_warpgroups": c.consumers,
+            "warp_specialized": c.warp_specialized, "predicted_cycles": c.cycles,
+            "predicted_for_k_tiles": g.trip_count, "shared_bytes": c.smem_bytes, "status": c.status}
+
+
+def choice_from_json(g: HopperGemm, doc, path: str) -> HopperChoice:
+    """The choice of a Hopper ``schedule.json``; SynthError when a field is missing, out of bounds or
+    disagrees with the problem. Only ``stages`` and ``k_pipe_mmas`` are read as choices; the rest is
+    derived again (consumers from the tile, shared memory from the stages)."""
+    loc = Loc(path)
+    if not isinstance(doc, dict) or doc.get("format") != SCHEDULE_FORMAT:
+        raise SynthError(loc, f"not a Hopper schedule (format {SCHEDULE_FORMAT})", "re-run 'synth solve'")
+    vals = {}
+    for key, lo, hi in (("stages", 1, g.max_stages()), ("k_pipe_mmas", 0, 15)):
+        v = doc.get(key)
+        if type(v) is not int or not lo <= v <= hi:
+            raise SynthError(loc, f"{key} {v!r} is not an integer in {lo}..{hi}", "re-run 'synth solve'")
+        vals[key] = v
+    if vals["k_pipe_mmas"] >= vals["stages"]:
+        raise SynthError(loc, f"k_pipe_mmas {vals['k_pipe_mmas']} must be below stages {vals['stages']}",
+                         "re-run 'synth solve'")
+    for key in ("stages", "k_pipe_mmas"):
+        pin = getattr(g, key)
+        if pin is not None and pin != vals[key]:
+            raise SynthError(loc, f"{key} {vals[key]} differs from the problem's {key}: {pin}", "re-run 'synth solve'")
+    cyc = doc.get("predicted_cycles")
+    return HopperChoice(vals["stages"], vals["k_pipe_mmas"], g.consumers, cyc if type(cyc) is int else 0,
+                        g.smem_bytes(vals["stages"]), str(doc.get("status", "")), True)
+
+
+def output_files(result: HopperResult) -> dict[str, str]:
+    """The text files of a Hopper output folder, by name (certificate/ and the timeline aside)."""
+    from .ir import dumps
+    from .printer import hopper_text
+
+    g = result.problem
+    files = {"schedule.json": json.dumps(choice_to_json(g, result.choice), indent=2) + "\n",
+             "program.json": dumps(result.program),
+             "program.txt": hopper_text(result.program),
+             "problem.yaml": problem_source(g)}
+    if result.kernel is not None:
+        files["kernel.cu"] = result.kernel
+    if result.report is not None:
+        files["verify.txt"] = result.report.render() + "\n"
+    return files
+
+
+def problem_source(g: HopperGemm) -> str:
+    """The problem file as given, or a file reproducing ``g``."""
+    if g.path and os.path.isfile(g.path):
+        with open(g.path, encoding="utf-8") as fh:
+            return fh.read()
+    return hopper_gemm_yaml(g)
+
+
+@dataclass(frozen=True)
+class HopperOutput:
+    """A Hopper output folder read back: every part re-derived and checked against the others."""
+
+    problem: HopperGemm
+    choice: HopperChoice
+    config: object
+    program: HopperProgram
+
+
+def load_hopper_output(out_dir: str, problem: HopperGemm) -> HopperOutput:
+    """Read ``schedule.json`` and ``program.json`` of a folder whose ``problem.yaml`` gave ``problem``.
+
+    The program must equal the lowering of the problem under the schedule's choice (what
+    ``synth solve`` wrote); anything else is refused with a SynthError.
+    """
+    from .ir import load_hopper
+
+    spath = os.path.join(out_dir, "schedule.json")
+    try:
+        with open(spath, encoding="utf-8") as fh:
+            doc = json.load(fh)
+    except (OSError, ValueError) as e:
+        raise SynthError(Loc(spath), f"cannot read: {e}", "re-run 'synth solve'") from None
+    choice = choice_from_json(problem, doc, spath)
+    cfg = kernel_config(problem, choice)
+    program = load_hopper(os.path.join(out_dir, "program.json"))
+    if program != cfg.program():
+        raise SynthError(Loc(os.path.join(out_dir, "program.json")),
+                         "program.json is not the lowering of problem.yaml under schedule.json (edited, or from "
+                         "another folder)", "re-run 'synth solve'; 'synth verify' checks an edited program on its own")
+    return HopperOutput(problem, choice, cfg, program)
+
+
+def emit_from_output(out: HopperOutput) -> str:
+    """kernel.cu of a folder read back (its program re-derived, so the text is synth's own)."""
+    from ..emit.sm90.kernel import emit_sm90_kernel
+
+    return emit_sm90_kernel(out.config, out.program)
+
+
+__all__ = ["HopperResult", "HopperOutput", "run_hopper", "choose_pipeline", "kernel_config", "gemm_config",
+           "choice_to_json", "choice_from_json", "output_files", "problem_source", "load_hopper_output",
+           "emit_from_output", "SCHEDULE_FORMAT"]

@@ -1,0 +1,204 @@
+"""A ``kind: gemm`` problem on the Hopper main loop (``mainloop: tma_wgmma``), validated.
+
+The loader (:mod:`synth.gemm_doc`) hands a ``kind: gemm`` document here when its main loop is
+``tma_wgmma`` (the default for ``arch: sm_90``). :func:`hopper_gemm_from_doc` checks every key
+against what the sm_90a kernel (docs/hopper_kernel.md) can be: a CTA tile ``BM x BN x 64``
+(``BM`` 64 or 128: one or two consumer warp groups of ``m64`` rows each; ``BN`` a multiple of 16
+in 16..256, the wgmma N and the TMA box limit), f16 or bf16 operands, a producer warp group and
+``BM / 64`` consumer warp groups, ``stages`` and ``k_pipe_mmas`` pinned or chosen by CP-SAT, and
+the shared memory ``stages * (BM + BN) * 128 + 16 * stages + 1024`` bytes within 227 KiB (or the
+file's ``target.shared_bytes``). The result is a :class:`HopperGemm`, the first stage of the
+Hopper flow (:mod:`synth.hopper.flow`): problem -> choice -> program -> {proof, kernel}.
+
+Keys of the Ampere flow that have no meaning here are refused with a fix rather than ignored:
+``schedule`` (op pins), ``objective``, ``min_k_tiles`` (the Hopper program is proven for every
+``T >= 1``), ``target.registers_bytes`` (registers are split by ``setmaxnreg``) and a ``warps``
+that differs from ``4 * (1 + BM / 64)``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Optional
+
+from ..errors import Loc, SynthError
+from ..yamlnodes import LDict, check_keys, want_int
+from .loop import MAX_STAGES
+
+MAINLOOPS = ("tma_wgmma", "cp_async")
+"""``mainloop:`` values: the Hopper TMA + mbarrier + wgmma loop, or the Ampere cp.async + mma.sync loop."""
+DTYPES = ("f16", "bf16")
+"""Operand types of the Hopper kernel (f32 accumulation)."""
+BK = 64
+"""k-tile depth: 64 two-byte elements are one 128-byte swizzle row."""
+BM_CHOICES = (64, 128)
+SMEM_LIMIT = 232448
+"""Dynamic shared memory per CTA on sm_90 (227 KiB, the opt-in maximum)."""
+ALIGN_PAD = 1024
+"""Bytes the kernel adds so it can align its shared-memory base to the 1024-byte swizzle atom."""
+BARRIER_BYTES = 16
+"""Shared memory of one stage's two mbarriers (full and empty, 8 bytes each)."""
+
+
+@dataclass(frozen=True)
+class HopperGemm:
+    """A validated Hopper GEMM problem: ``C = alpha A B^T (+ beta C_in)``, A M x K, B N x K."""
+
+    name: str
+    M: int
+    N: int
+    K: int
+    dtype: str = "f16"
+    BM: int = 128
+    BN: int = 128
+    stages: Optional[int] = None
+    """Pipeline depth; None: CP-SAT chooses."""
+    k_pipe_mmas: Optional[int] = None
+    """wgmma groups a consumer keeps in flight before releasing a slot; None: CP-SAT chooses."""
+    shared_limit: int = SMEM_LIMIT
+    """Shared memory the kernel may use (``target.shared_bytes`` or 227 KiB)."""
+    arch: str = "sm_90"
+    path: str = "<memory>"
+    locs: dict = field(default_factory=dict, compare=False, hash=False, repr=False)
+    """``key -> Loc`` of the document's values (errors point at them)."""
+
+    BK: int = BK
+
+    @property
+    def consumers(self) -> int:
+        return self.BM // 64
+
+    @property
+    def warps(self) -> int:
+        return 4 * (1 + self.consumers)
+
+    @property
+    def trip_count(self) -> int:
+        """k-tiles of ``shape.K`` (the kernel itself takes any ``K``)."""
+        return -(-self.K // self.BK)
+
+    def stage_bytes(self) -> int:
+        """Shared memory of one stage: an A and a B slot and their two barriers."""
+        return (self.BM + self.BN) * self.BK * 2 + BARRIER_BYTES
+
+    def smem_bytes(self, stages: int) -> int:
+        return stages * self.stage_bytes() + ALIGN_PAD
+
+    def max_stages(self) -> int:
+        """Most stages within ``shared_limit`` and the 16-stage bound (0 when not even one fits)."""
+        return max(0, min(MAX_STAGES, (self.shared_limit - ALIGN_PAD) // self.stage_bytes()))
+
+    def loc(self, key: str) -> Loc:
+        return self.locs.get(key) or self.locs.get("") or Loc(self.path)
+
+
+def _loc(d: LDict, key: str) -> Loc:
+    return d.val_loc.get(key, d.loc) if isinstance(d, LDict) else Loc("<memory>")
+
+
+def _refuse(doc: LDict, key: str, why: str, fix: str) -> None:
+    if key in doc:
+        raise SynthError(doc.key_loc[key], why, fix)
+
+
+def _auto_or_int(doc: LDict, key: str, lo: int, hi: int, what: str) -> Optional[int]:
+    if key not in doc or doc[key] == "auto":
+        return None
+    v = doc[key]
+    if isinstance(v, bool) or not isinstance(v, int):
+        raise SynthError(doc.val_loc[key], f"{key} must be an integer or auto, not {v!r}",
+                         f"write {key}: auto, or a whole number for {what}")
+    if not lo <= v <= hi:
+        raise SynthError(doc.val_loc[key], f"{key} is {v}, outside {lo}..{hi} ({what})",
+                         f"use a value in {lo}..{hi}, or auto")
+    return v
+
+
+def hopper_gemm_from_doc(doc: LDict, path: str, name: str, dims: dict, arch: str) -> HopperGemm:
+    """The :class:`HopperGemm` of a ``kind: gemm`` document with ``mainloop: tma_wgmma``.
+
+    ``name``, ``dims`` (``M``, ``N``, ``K``) and ``arch`` were already checked by the caller.
+    Raises :class:`~synth.errors.SynthError` at the offending value.
+    """
+    locs: dict = {"": doc.loc, **{k: doc.val_loc[k] for k in doc}}
+    _refuse(doc, "schedule", "schedule: pins ops of the cp.async main loop; the Hopper main loop (mainloop: "
+            "tma_wgmma) has no such ops", "pin stages: and k_pipe_mmas: instead, or set mainloop: cp_async")
+    _refuse(doc, "objective", "objective: weighs terms of the cp.async latency model; the Hopper main loop "
+            "has its own cost model (docs/hopper.md)", "remove objective:, or set mainloop: cp_async")
+    _refuse(doc, "min_k_tiles", "the Hopper program is proven for every k-tile count T >= 1, so min_k_tiles "
+            "has nothing to restrict", "remove min_k_tiles:")
+    dtype = doc.get("dtype", "f16")
+    if dtype not in DTYPES:
+        raise SynthError(_loc(doc, "dtype"), f"dtype {dtype!r}: the Hopper main loop takes f16 or bf16 operands "
+                         "(f32 accumulation)", "use dtype: f16 or dtype: bf16")
+    tdims = {"BM": 128, "BN": 128, "BK": BK}
+    tile = doc.get("tile")
+    if tile is not None:
+        if not isinstance(tile, LDict):
+            raise SynthError(doc.val_loc["tile"], "'tile' must be a mapping", "write tile: {BM: 128, BN: 128, BK: 64}")
+        check_keys(tile, ("BM", "BN", "BK"), "tile")
+        for k in tile:
+            tdims[k] = want_int(tile, k, "tile", lo=1, hi=256)
+            locs[f"tile.{k}"] = tile.val_loc[k]
+    if tdims["BK"] != BK:
+        raise SynthError(locs.get("tile.BK", doc.loc), f"tile.BK {tdims['BK']}: the Hopper main loop loads k-tiles "
+                         f"of {BK} elements (one 128-byte swizzle row of 2-byte operands)",
+                         f"use BK: {BK}, or mainloop: cp_async")
+    if tdims["BM"] not in BM_CHOICES:
+        raise SynthError(locs.get("tile.BM", doc.loc), f"tile.BM {tdims['BM']}: the Hopper kernel has one consumer "
+                         "warp group per 64 rows, one or two of them", "use BM: 64 or BM: 128")
+    if tdims["BN"] % 16 or not 16 <= tdims["BN"] <= 256:
+        raise SynthError(locs.get("tile.BN", doc.loc), f"tile.BN {tdims['BN']}: wgmma's N and the TMA box take "
+                         "a multiple of 16 in 16..256", "use BN: 64, 128, 192 or 256 (any multiple of 16 up to 256)")
+    if "warps" in doc:
+        w = want_int(doc, "warps", "a gemm problem", lo=1, hi=16)
+        want = 4 * (1 + tdims["BM"] // 64)
+        if w != want:
+            raise SynthError(doc.val_loc["warps"], f"warps {w}: the Hopper kernel runs one producer warp group and "
+                             f"{tdims['BM'] // 64} consumer warp group(s) for BM {tdims['BM']}, {want} warps",
+                             f"remove warps:, or write warps: {want}")
+    stages = _auto_or_int(doc, "stages", 1, MAX_STAGES, "slots per operand")
+    k_pipe = _auto_or_int(doc, "k_pipe_mmas", 0, MAX_STAGES - 1, "wgmma groups kept in flight before a release")
+    if stages is not None and k_pipe is not None and k_pipe >= stages:
+        raise SynthError(doc.val_loc["k_pipe_mmas"], f"k_pipe_mmas {k_pipe} with {stages} stages: a consumer "
+                         "holding as many groups as there are slots starves the producer",
+                         f"use k_pipe_mmas below {stages}, or auto")
+    limit = SMEM_LIMIT
+    if "target" in doc:
+        td = doc["target"]
+        if not isinstance(td, LDict):
+            raise SynthError(doc.val_loc["target"], "'target' must be a mapping", "write target: {shared_bytes: 98304}")
+        check_keys(td, ("shared_bytes", "registers_bytes"), "a gemm problem's target")
+        _refuse(td, "registers_bytes", "the Hopper kernel's registers are split by setmaxnreg (docs/hopper_kernel.md)",
+                "remove target.registers_bytes")
+        sb = want_int(td, "shared_bytes", "target", lo=0, default=None, hi=SMEM_LIMIT)
+        if sb is not None:
+            limit = sb
+            locs["target.shared_bytes"] = td.val_loc["shared_bytes"]
+    if dims["K"] % 8:
+        raise SynthError(locs.get("shape", doc.loc), f"shape.K {dims['K']}: TMA needs the row stride of A and B "
+                         "(2 K bytes) to be a multiple of 16", "use K a multiple of 8")
+    g = HopperGemm(name, dims["M"], dims["N"], dims["K"], dtype, tdims["BM"], tdims["BN"], stages, k_pipe, limit,
+                   arch, path, locs)
+    if g.max_stages() < 1:
+        raise SynthError(g.loc("target.shared_bytes"), f"one stage needs {g.smem_bytes(1)} B of shared memory, "
+                         f"above the {limit} B allowed", "raise target.shared_bytes or use a smaller tile")
+    if stages is not None and g.smem_bytes(stages) > limit:
+        raise SynthError(g.loc("stages"), f"{stages} stages need {g.smem_bytes(stages)} B of shared memory, above "
+                         f"the {limit} B allowed", f"use at most {g.max_stages()} stages, or auto")
+    return g
+
+
+def hopper_gemm_yaml(g: HopperGemm) -> str:
+    """A problem file reproducing ``g`` (for folders of problems built in memory)."""
+    lines = [f"name: {g.name}", "kind: gemm", f"shape: {{M: {g.M}, N: {g.N}, K: {g.K}}}", f"dtype: {g.dtype}",
+             f"tile: {{BM: {g.BM}, BN: {g.BN}, BK: {g.BK}}}", f"arch: {g.arch}", "mainloop: tma_wgmma",
+             f"stages: {'auto' if g.stages is None else g.stages}",
+             f"k_pipe_mmas: {'auto' if g.k_pipe_mmas is None else g.k_pipe_mmas}"]
+    if g.shared_limit != SMEM_LIMIT:
+        lines.append(f"target: {{shared_bytes: {g.shared_limit}}}")
+    return "\n".join(lines) + "\n"
+
+
+__all__ = ["HopperGemm", "hopper_gemm_from_doc", "hopper_gemm_yaml", "MAINLOOPS", "DTYPES", "SMEM_LIMIT",
+           "ALIGN_PAD", "BK"]
