@@ -564,7 +564,7 @@ def _figure(program: HopperProgram, events: list[HopperEvent], T: int, n_iters: 
                  "exec": dict(height=0.5, edgecolor="black", linewidth=0.3),
                  "queued": dict(height=0.1, linewidth=0),
                  "wait": dict(height=0.5, edgecolor="grey", linewidth=0.3, hatch="////"),
-                 "wgwait": dict(height=0.5, edgecolor="grey", linewidth=0.3, hatch="...."),
+                 "wgwait": dict(height=0.5, edgecolor="grey", linewidth=0.3, hatch="\\\\\\\\"),
                  "open": dict(height=0.22, linewidth=0),
                  "phase": dict(height=0.45, linewidth=0),
                  "hang": dict(height=0.6, linewidth=0)}
@@ -613,7 +613,7 @@ def _figure(program: HopperProgram, events: list[HopperEvent], T: int, n_iters: 
         extra = [("wgmma", Patch(facecolor="grey", edgecolor="black", linewidth=0.3,
                                  label="wgmma group executing (thin: committed, queued)")),
                  ("wait", Patch(facecolor="white", edgecolor="grey", hatch="////", label="try_wait blocked")),
-                 ("wgwait", Patch(facecolor="white", edgecolor="grey", hatch="....", label="wait_group blocked")),
+                 ("wgwait", Patch(facecolor="white", edgecolor="grey", hatch="\\\\\\\\", label="wait_group blocked")),
                  ("arrive", Line2D([], [], marker="v", label="arrive / expect_tx", **marker)),
                  ("release", Line2D([], [], marker="^", label="release (arrive on empty)", **marker)),
                  ("phase", Line2D([], [], marker="D", label="phase completes (ph n, parity)", **marker))]
@@ -622,7 +622,7 @@ def _figure(program: HopperProgram, events: list[HopperEvent], T: int, n_iters: 
             handles.append(Patch(color=(0.9, 0, 0), alpha=0.45, label="hang"))
         if n_bad:
             handles.append(Line2D([], [], marker="X", color="w", markerfacecolor=(0.85, 0, 0), label="violation"))
-        fig.legend(handles=handles, loc="upper right", fontsize=6, ncol=min(len(handles), 8), frameon=False)
+        fig.legend(handles=handles, loc="upper right", fontsize=6, ncol=min(len(handles), 7), frameon=False)
         if n_bad:
             msgs = [e.label for e in events if e.kind == "violation"][:3]
             fig.text(0.01, 0.005, "\n".join(m if len(m) < 160 else m[:157] + "..." for m in msgs), fontsize=5,
