@@ -443,16 +443,26 @@ def simulate(program: HopperProgram, trip: Optional[int] = None,
     return T, events
 
 
-def hopper_timeline_events(program: HopperProgram, *, trip: Optional[int] = None, n_iters: int = 6,
-                           latency: Optional[HopperLatency] = None) -> list[HopperEvent]:
-    """The events drawn for ``program`` at trip count ``trip`` (default :func:`default_trip`): those
-    of k-tiles ``0 .. n_iters - 1`` (every tile when ``n_iters >= trip``), events without a tile that
-    start before the last of them ends, and every ``hang`` and ``violation``. Pure and deterministic
-    (see :func:`simulate`); ValueError when ``trip`` or ``n_iters`` (1..:data:`MAX_ITERS`) is out of
-    bounds."""
+def drawn_iters(program: HopperProgram, T: int, n_iters: Optional[int]) -> int:
+    """The k-tiles drawn: ``n_iters`` (1..:data:`MAX_ITERS`, ValueError otherwise), by default
+    ``min(T, max(6, stages + 2))`` (the whole run at the default trip count)."""
+    if n_iters is None:
+        return min(T, max(6, stages_of(program) + 2), MAX_ITERS)
     if isinstance(n_iters, bool) or not isinstance(n_iters, int) or not 1 <= n_iters <= MAX_ITERS:
         raise ValueError(f"n_iters {n_iters!r}: expected an integer in 1..{MAX_ITERS}")
-    _, events = simulate(program, trip, latency)
+    return n_iters
+
+
+def hopper_timeline_events(program: HopperProgram, *, trip: Optional[int] = None, n_iters: Optional[int] = None,
+                           latency: Optional[HopperLatency] = None) -> list[HopperEvent]:
+    """The events drawn for ``program`` at trip count ``trip`` (default :func:`default_trip`): those
+    of k-tiles ``0 .. n_iters - 1`` (default :func:`drawn_iters`; every tile when ``n_iters >= trip``),
+    events without a tile that start before the last of them ends, and every ``hang`` and
+    ``violation``. Pure and deterministic (see :func:`simulate`); ValueError when ``trip`` or
+    ``n_iters`` is out of bounds."""
+    T = _check_trip(program, trip)
+    n_iters = drawn_iters(program, T, n_iters)
+    _, events = simulate(program, T, latency)
     kept = [e for e in events if 0 <= e.iteration < n_iters]
     horizon = max((e.end for e in kept), default=0)
     return [e for e in events if 0 <= e.iteration < n_iters or e.kind in ("hang", "violation")
@@ -633,7 +643,7 @@ def _figure(program: HopperProgram, events: list[HopperEvent], T: int, n_iters: 
     return fig
 
 
-def render_hopper_timeline(program: HopperProgram, *, trip: Optional[int] = None, n_iters: int = 6,
+def render_hopper_timeline(program: HopperProgram, *, trip: Optional[int] = None, n_iters: Optional[int] = None,
                            latency: Optional[HopperLatency] = None) -> tuple[str, bytes]:
     """``(svg text, png bytes)`` of the protocol picture of ``program`` (:func:`hopper_timeline_events`
     at the same arguments): one row per warp group (waits, arrivals, releases, hangs) with its TMA
@@ -645,6 +655,7 @@ def render_hopper_timeline(program: HopperProgram, *, trip: Optional[int] = None
 
     lat = latency or HopperLatency()
     T = _check_trip(program, trip)
+    n_iters = drawn_iters(program, T, n_iters)
     events = hopper_timeline_events(program, trip=T, n_iters=n_iters, latency=lat)
     fig = _figure(program, events, T, n_iters, lat)
     with matplotlib.rc_context(RC):
@@ -658,4 +669,4 @@ def render_hopper_timeline(program: HopperProgram, *, trip: Optional[int] = None
 
 
 __all__ = ["hopper_timeline_events", "render_hopper_timeline", "simulate", "HopperEvent", "HopperLatency",
-           "default_trip", "stages_of", "k_pipe_mmas_of", "MAX_TRIP", "MAX_ITERS"]
+           "default_trip", "drawn_iters", "stages_of", "k_pipe_mmas_of", "MAX_TRIP", "MAX_ITERS"]

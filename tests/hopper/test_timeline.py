@@ -144,6 +144,17 @@ def test_bounds_are_refused():
     assert default_trip(WS4) == 6 and default_trip(replace(WS4, min_trip_count=9)) == 9
 
 
+def test_default_draws_the_whole_default_run():
+    """5 stages: T = 7 by default, and all 7 k-tiles are drawn (refill of slot 0 and the drain included)."""
+    p5 = Sm90Config(bm=128, bn=128, stages=5, k_pipe_mmas=1).program()
+    events = hopper_timeline_events(p5)
+    assert {e.iteration for e in _by(events, "wgmma")} == set(range(7))
+    assert [e.iteration for e in _by(events, "release", "consumer 1")] == list(range(7))
+    assert len(hopper_timeline_events(p5, trip=20)) < len(simulate(p5, 20)[1])
+    svg, _ = render_hopper_timeline(p5)
+    assert "T = 7" in _texts(svg) and "drawn" not in _texts(svg) and "empty[4]" in _texts(svg)
+
+
 @pytest.mark.parametrize("name,T,kind,cls", [
     ("release removed", 6, "hang", None),
     ("bytes +16", 1, "hang", None),
