@@ -429,11 +429,18 @@ def expand_gemm(cfg: GemmConfig, path: str = "<memory>", locs: Optional[dict[str
     smem_clk = 512 // arch.smem_bytes_per_clk  # cycles of the shared port per 512-byte warp access
     # cp.async: LDGSTS per thread x warps, one 512-byte warp instruction each, split into P shares
     P = load_shares(cfg)
-    ld = [(len(share_chunks(t.a_chunks_per_thread, P, j)) + len(share_chunks(t.b_chunks_per_thread, P, j)))
-          * cfg.warps * smem_clk for j in range(P)]
+    chunks = [len(share_chunks(t.a_chunks_per_thread, P, j)) + len(share_chunks(t.b_chunks_per_thread, P, j))
+              for j in range(P)]
+    port = [c * cfg.warps * smem_clk for c in chunks]
+    # docs/latency_model.md, "Op figures of a gemm problem": a share occupies the copy unit for the longer of
+    # its shared-port time and its bytes at the SM's share of the L2 bandwidth (every SM streams its tiles)
+    ld = [max(p, copy_l2_cycles(c * cfg.threads * 16, arch)) for p, c in zip(port, chunks)]
     # per k16 step, ldmatrix.x4 per warp: MI for A, NI/2 for B
     s2r_a = t.MI * cfg.warps * smem_clk
     s2r_b = (t.NI // 2) * cfg.warps * smem_clk
+    # a fragment is ready lat_shared after the whole k16 step's shared traffic has passed the port: both
+    # operands' ldmatrix and the step's share of the copies, issued interleaved by lockstep warps
+    s2r_lat = arch.lat_shared + s2r_a + s2r_b + math.ceil(sum(port) / t.KI)
     # per k16 step, mma: MI*NI per warp, 2048 FMA each, fma_per_clk_sm/4 per sub-partition
     mma_issue = math.ceil(t.MI * t.NI * cfg.warps * 2048 / (arch.fma_per_clk_sm * sub / 4))
     ops = [Op(f"load_{j}", "cp_async", (), ("A_s", "B_s"), arch.lat_global + ld[j], ld[j], loc=here)
@@ -441,8 +448,8 @@ def expand_gemm(cfg: GemmConfig, path: str = "<memory>", locs: Optional[dict[str
     for kk in range(t.KI):
         fa, fb = frag_buffer("A", kk), frag_buffer("B", kk)
         ops += [
-            Op(f"s2r_A_{kk}", "lsu", ("A_s",), (fa,), arch.lat_shared + s2r_a, s2r_a, loc=here),
-            Op(f"s2r_B_{kk}", "lsu", ("B_s",), (fb,), arch.lat_shared + s2r_b, s2r_b, loc=here),
+            Op(f"s2r_A_{kk}", "lsu", ("A_s",), (fa,), s2r_lat, s2r_a, loc=here),
+            Op(f"s2r_B_{kk}", "lsu", ("B_s",), (fb,), s2r_lat, s2r_b, loc=here),
             Op(f"mma_{kk}", "tensor", (fa, fb, "C_r"), ("C_r",), arch.lat_mma, mma_issue, loc=here),
         ]
     reg_budget = (arch.max_registers_per_thread - REG_OVERHEAD) * 4
@@ -458,6 +465,13 @@ def expand_gemm(cfg: GemmConfig, path: str = "<memory>", locs: Optional[dict[str
     return Problem(name=cfg.problem_name(), loop=loop, buffers=tuple(bufs), ops=tuple(ops),
                    target=target,
                    pins=pins, objective=objective, gemm=cfg, path=path)
+
+
+def copy_l2_cycles(nbytes: int, arch: ArchSpec) -> int:
+    """Cycles ``nbytes`` of one CTA's copies take at the SM's share of the L2 bandwidth,
+    ``ceil(nbytes * sm_count / l2_bytes_per_clk)``: every SM streams its tiles at once in a GEMM
+    of many CTAs (docs/latency_model.md, "Op figures of a gemm problem")."""
+    return math.ceil(nbytes * arch.sm_count / arch.l2_bytes_per_clk)
 
 
 def default_pins(cfg: GemmConfig, loc: Loc = Loc("<none>")) -> Pins:
@@ -490,4 +504,4 @@ def config_from_problem(problem: Problem) -> GemmConfig:
 
 __all__ = ["GemmConfig", "Tiling", "tiling", "warp_layout", "validate", "expand_gemm", "default_pins",
            "stage_pins", "order_pins", "op_names", "load_shares", "share_chunks", "frag_buffer", "smem_slots", "register_estimate",
-           "config_from_problem", "DTYPES", "REG_OVERHEAD"]
+           "config_from_problem", "copy_l2_cycles", "DTYPES", "REG_OVERHEAD"]

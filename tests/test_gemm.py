@@ -7,7 +7,7 @@ import pytest
 from conftest import PROBLEMS
 from synth.arch import ARCHS, get_arch
 from synth.errors import SynthError
-from synth.gemm import (REG_OVERHEAD, GemmConfig, expand_gemm, load_shares, op_names, order_pins,
+from synth.gemm import (REG_OVERHEAD, GemmConfig, copy_l2_cycles, expand_gemm, load_shares, op_names, order_pins,
                         register_estimate, share_chunks, smem_slots, stage_pins, tiling, validate, warp_layout)
 from synth.graph import build_graph
 from synth.load import load_problem, load_problem_text
@@ -171,9 +171,13 @@ def test_expand_gemm_builds_the_k_tile_loop():
     assert sum(o.issue for o in p.ops if o.unit == "tensor") == 128 * 128 * 32 // 1024
     assert mma.latency == a100.lat_mma  # streamed into the next step's mma on the same accumulators
     assert p.op("s2r_A_0").issue == 4 * 8 * 4  # MI ldmatrix.x4 per warp, 8 warps, 4 cycles each
-    assert p.op("s2r_A_0").latency == a100.lat_shared + p.op("s2r_A_0").issue
-    assert p.op("load_0").issue == (1 + 1) * 8 * 4  # 1 + 1 cp.async per thread, 8 warps, 4 cycles each
-    assert p.op("load_0").latency >= a100.lat_global
+    assert p.op("s2r_B_0").issue == 2 * 8 * 4  # NI / 2 ldmatrix.x4 per warp
+    # a fragment waits for the k16 step's shared traffic: both operands' ldmatrix and half the copies' port time
+    assert p.op("s2r_A_0").latency == p.op("s2r_B_0").latency == a100.lat_shared + 128 + 64 + (2 * 2 * 8 * 4) // 2
+    # 1 + 1 cp.async per thread: 8192 B at the SM's share of the L2 bandwidth (108 SMs, 5120 B/clk), above
+    # their shared-port time (2 x 8 warps x 4 cycles)
+    assert p.op("load_0").issue == copy_l2_cycles(8192, a100) == 173 > (1 + 1) * 8 * 4
+    assert p.op("load_0").latency == a100.lat_global + 173
     assert p.pins.stage == (0, 0, 2, 2, 3, 3, 3, 3) and p.pins.async_stages == (0,) and p.pins.max_stage == 3
     assert p.pins.order == order_pins(cfg)
     g = build_graph(p)
@@ -189,7 +193,7 @@ def test_expand_gemm_builds_the_k_tile_loop():
 def test_four_k16_steps_reuse_each_fragment_buffer_twice():
     p = expand_gemm(GemmConfig(4096, 4096, 4096, BM=128, BN=256, BK=64, warps=8, stages=3))
     assert len(p.ops) == 4 + 3 * 4  # four load shares: 1 A and 2 B chunks per thread each
-    assert [o.issue for o in p.ops if o.unit == "cp_async"] == [3 * 8 * 4] * 4
+    assert [o.issue for o in p.ops if o.unit == "cp_async"] == [copy_l2_cycles(3 * 256 * 16, get_arch("sm_80"))] * 4
     g = build_graph(p)
     hard = {(p.ops[e.src].name, p.ops[e.dst].name, e.distance) for e in g.constraints() if e.kind == "war"}
     # s2r_A_2 overwrites A_f0: mma_0 must have read it first (same k-tile)
@@ -240,6 +244,7 @@ tile: {BM: 128, BN: 128, BK: 32}
 warps: 4
 stages: auto
 arch: sm_90
+mainloop: cp_async
 """
 
 
@@ -262,10 +267,10 @@ def test_gemm_doc_defaults_and_auto():
     (GOOD.replace("shape: {M: 256, N: 256, K: 256}", "shape: {M: 256, N: 256}"), 3, 8, "missing 'K'"),
     (GOOD.replace("shape: {M: 256,", "shape: {Q: 1, M: 256,"), 3, 9, "unknown key 'Q'"),
     (GOOD.replace("warps: 4", "warps: 3"), 6, 8, "1, 2, 4, 8 or 16"),
-    (GOOD + "loop: {var: k, trip_count: 8}\n", 9, 1, "derived from shape.K"),
-    (GOOD.replace("stages: auto", "stages: 3") + "schedule: {stage: [0, 0, 1, 1, 1, 1, 1, 1]}\n", 9, 19,
+    (GOOD + "loop: {var: k, trip_count: 8}\n", 10, 1, "derived from shape.K"),
+    (GOOD.replace("stages: auto", "stages: 3") + "schedule: {stage: [0, 0, 1, 1, 1, 1, 1, 1]}\n", 10, 19,
      "has 2 stages but stages is 3"),
-    (GOOD + "target: {shared_bytes: 999999}\n", 9, 24, "exceeds"),
+    (GOOD + "target: {shared_bytes: 999999}\n", 10, 24, "exceeds"),
 ])
 def test_gemm_doc_errors_are_located(text, line, col, msg):
     with pytest.raises(SynthError) as ei:

@@ -138,6 +138,37 @@ def add_dependences(m: Model, v: Vars, problem: Problem, graph: Graph) -> None:
               f"{ii}*(stage[{nb}] + {e.distance} - stage[{na}]) + t[{nb}] - t[{na}] >= {need}", [lit])
 
 
+def writer_pairs(problem: Problem) -> list[tuple[int, int, str]]:
+    """``(a, b, buffer)`` for ops ``a < b`` on one async unit that both write ``buffer`` (load shares of
+    one tile): :func:`add_writer_order` keeps them in program order."""
+    out = []
+    for buf in problem.buffers:
+        ws = [a for a, op in enumerate(problem.ops) if buf.name in op.writes and problem.target.unit(op.unit).is_async]
+        out += [(a, b, buf.name) for i, a in enumerate(ws) for b in ws[i + 1:]
+                if problem.ops[a].unit == problem.ops[b].unit]
+    return out
+
+
+def writer_order_ok(problem: Problem, stage, order) -> bool:
+    """Whether every pair of :func:`writer_pairs` issues in program order (``(s_a, o_a) < (s_b, o_b)``)."""
+    return all((stage[a], order[a]) < (stage[b], order[b]) for a, b, _ in writer_pairs(problem))
+
+
+def add_writer_order(m: Model, v: Vars, problem: Problem, graph: Graph) -> None:
+    """Async writers ``a < b`` of one buffer on one unit issue in program order for the same iteration:
+    ``s_b >= s_a`` and ``II * (s_b - s_a) + t_b - t_a >= 0`` (with ``a < b`` an equal offset keeps ``a``
+    first). The lowering (``synth.lower.requirements.producer_edges``) waits for a version's last writer
+    in program order; its group then closes after every other writer's, so one wait covers them all.
+    """
+    for a, b, buf in writer_pairs(problem):
+        na, nb = problem.ops[a].name, problem.ops[b].name
+        lit = m.family(("writer_order", a, b), f"{na} and {nb} both write {buf}: the earlier in program order "
+                                               "issues first (the lowering waits for the last writer)")
+        m.add(v.stage[b] >= v.stage[a], f"stage[{nb}] >= stage[{na}]", [lit])
+        m.add(v.ii * (v.stage[b] - v.stage[a]) + v.t[b] - v.t[a] >= 0,
+              f"{v.ii}*(stage[{nb}] - stage[{na}]) + t[{nb}] - t[{na}] >= 0", [lit])
+
+
 def add_units(m: Model, v: Vars, problem: Problem, graph: Graph) -> None:
     """At most ``count`` busy intervals ``[t_a, t_a + issue_a)`` of a unit overlap (NoOverlap / Cumulative)."""
     for u in problem.target.units:
@@ -259,7 +290,7 @@ def add_primary_cap(m: Model, v: Vars, expr, cap: Optional[int]) -> None:
         m.add(expr <= cap, f"primary objective <= {cap}")
 
 
-FAMILIES = (add_stage_bounds, add_async, add_pins, add_dependences, add_units, add_blocking,
+FAMILIES = (add_stage_bounds, add_async, add_pins, add_dependences, add_writer_order, add_units, add_blocking,
             add_multiplicity, add_capacity, add_tail, add_symmetry)
 
 
@@ -269,6 +300,7 @@ def build_model(m: Model, v: Vars, problem: Problem, graph: Graph) -> None:
     add_async(m, v, problem, graph)
     add_pins(m, v, problem, graph)
     add_dependences(m, v, problem, graph)
+    add_writer_order(m, v, problem, graph)
     add_units(m, v, problem, graph)
     add_blocking(m, v, problem, graph)
     add_multiplicity(m, v, problem, graph)

@@ -40,7 +40,7 @@ from ..errors import Infeasible, Loc, SynthError
 from ..graph import Graph
 from ..problem import Problem
 from ..schedule import Schedule, SolveInfo, Timing, buffer_bytes, check_schedule, lift_stages, multiplicity, same_step_order
-from .constraints import build_model, stage_bounds, stage_domain_hi
+from .constraints import build_model, stage_bounds, stage_domain_hi, writer_order_ok
 from .objective import (Encoded, Key, ObjectiveSpec, add_objective, decode_bound, ii_big, ii_lower_bound, key,
                         ii_floors, tail_floor, tail_lower_bound)
 from .vars import Model, Vars, new_vars
@@ -389,7 +389,8 @@ class _Search:
         except ValueError:
             heur = []
         for h in heur:
-            offer(h)
+            if writer_order_ok(p, h.stage, h.order):
+                offer(h)
         cap: Optional[int] = None
         static_one = not spec.symbolic and T == 1
         if best is None or spec.w_lat == 0 or static_one:
