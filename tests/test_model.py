@@ -16,6 +16,7 @@ from synth.errors import Infeasible
 from synth.graph import Graph, build_graph
 from synth.load import load_problem, load_problem_text
 from synth.model import solve, uniform_schedule
+from synth.model.constraints import writer_order_ok, writer_pairs
 from synth.model.objective import ObjectiveSpec, key
 from synth.model.solve import schedule_key, stage_limit
 from synth.problem import Objective, Pins, Problem
@@ -130,6 +131,8 @@ def _all_schedules(p: Problem, g: Graph):
         for perm in itertools.permutations(range(n)):
             order = tuple(perm)
             if any(stage[e.dst] + e.distance - stage[e.src] == 0 and order[e.src] >= order[e.dst] for e in edges):
+                continue
+            if not writer_order_ok(p, stage, order):  # the model's schedule space (add_writer_order)
                 continue
             ks = sorted({stage[a] for a in async_ops})
             for bits in itertools.product((False, True), repeat=len(ks)):
@@ -353,3 +356,29 @@ def test_long_loop_keeps_few_stages_and_solves_fast() -> None:
     s = solve(p, g, time_limit=10)
     assert time.monotonic() - t0 < 10 and s.info is not None and s.info.status == "OPTIMAL"
     assert check_timing(p, g, s) == []
+
+
+# ---------------------------------------------------------------------------- writers of one buffer
+
+
+def test_async_writers_of_one_buffer_keep_program_order() -> None:
+    """Load shares writing one tile issue in program order for the same iteration (the lowering waits for
+    a version's last writer in program order): solved gemm schedules keep them so, their programs lower,
+    and a pinned order that swaps them is refused, naming both ops."""
+    from synth.gemm import GemmConfig, expand_gemm
+    from synth.lower import lower
+
+    p = expand_gemm(GemmConfig(4096, 4096, 4096, BM=128, BN=128, BK=32, warps=4))
+    assert ("load_0", "load_1") in {(p.ops[a].name, p.ops[b].name) for a, b, _ in writer_pairs(p)}
+    g = build_graph(p)
+    s = solve(p, g, time_limit=30)
+    assert writer_order_ok(p, s.stage, s.order)
+    lo = [a for a, op in enumerate(p.ops) if op.name.startswith("load_")]
+    assert [(s.stage[a], s.order[a]) for a in lo] == sorted((s.stage[a], s.order[a]) for a in lo)
+    lower(p, g, s)  # the program's waits cover every share
+    order = list(s.order)
+    order[lo[0]], order[lo[1]] = order[lo[1]], order[lo[0]]
+    bad = replace(p, pins=replace(p.pins, stage=s.stage, order=tuple(order), max_stage=s.max_stage))
+    with pytest.raises(Infeasible) as exc:
+        solve(bad, build_graph(bad), time_limit=10)
+    assert "load_0 and load_1 both write" in str(exc.value)
