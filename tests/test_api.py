@@ -44,7 +44,11 @@ def gemm_folder(tmp_path_factory):
 
 def test_the_package_exposes_api_and_kernel_lazily():
     assert synth.api is api and synth.kernel is kernel
-    assert synth.__version__ == "0.2.0"
+    import pathlib
+    import tomllib
+
+    meta = tomllib.loads((pathlib.Path(__file__).resolve().parents[1] / "pyproject.toml").read_text())
+    assert synth.__version__ == meta["project"]["version"]
     with pytest.raises(AttributeError):
         synth.no_such_thing  # noqa: B018
 
