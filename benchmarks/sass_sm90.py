@@ -70,6 +70,20 @@ def synth_row(bm: int, bn: int, stages: int) -> tuple[str, dict]:
     return f"synth {bm}x{bn}x64 s{stages} K_PIPE_MMAS 1", f
 
 
+def synth_solve_row(bm: int, bn: int, size: int = 4096) -> tuple[str, dict]:
+    """The kernel ``synth solve`` writes for a ``size``^3 f16 problem with this tile (CP-SAT's choice)."""
+    from synth.hopper.flow import choose_pipeline, kernel_config
+    from synth.hopper.problem import HopperGemm
+
+    g = HopperGemm("bench", size, size, size, "f16", bm, bn)
+    choice = choose_pipeline(g)
+    cfg = kernel_config(g, choice)
+    c = sass.compile_cuda(emit_sm90_kernel(cfg, cfg.program()), "sm_90a", flags=FLAGS)
+    f = figures(c, cfg.bk // 16)
+    f["smem"] = cfg.smem_bytes
+    return f"synth solve {bm}x{bn}x64 (chose s{choice.stages} K_PIPE_MMAS {choice.k_pipe_mmas})", f
+
+
 def cutlass_row(bm: int, bn: int, sched: str) -> tuple[str, dict]:
     from sass_vs_cutlass import cutlass_include
     inc = cutlass_include()
@@ -150,6 +164,7 @@ def main(argv=None) -> int:
         bm, bn = (int(x) for x in t.split("x"))
         stages = 4
         rows.append(synth_row(bm, bn, stages))
+        rows.append(synth_solve_row(bm, bn))
         if not args.no_cutlass:
             for sched in SCHEDULES:
                 try:

@@ -185,3 +185,21 @@ def test_tma_wgmma_needs_sm90_and_k_pipe_mmas_needs_it(tmp_path):
     f.write_text("kind: gemm\nshape: {M: 256, N: 256, K: 100}\narch: sm_90\n")
     r = synth("solve", f)
     assert r.returncode == 2 and "multiple of 8" in r.stderr
+
+
+def test_the_solved_kernel_compiles_for_sm90a_and_meets_the_sass_targets(solved):
+    from collections import Counter
+
+    from synth.emit import sass
+    from synth.emit.sm90.sass_mix import figures
+
+    if sass.tool("nvcc") is None or sass.tool("cuobjdump") is None:
+        pytest.skip("nvcc/cuobjdump needed")
+    out, res = solved
+    c = sass.compile_cuda((out / "kernel.cu").read_text(), "sm_90a", flags=("-DNDEBUG",))
+    names = Counter(i.op for i in sass.parse_sass(c.sass))
+    assert names["UTMALDG"] and names["HGMMA"] and names["SYNCS"]
+    assert names["HMMA"] == 0 and names["LDGSTS"] == 0
+    assert c.spill_stores == 0 and c.spill_loads == 0 and "C7514" not in c.log
+    f = figures(c, 4)  # issue 17: at most CUTLASS cooperative's 11.25 instructions per HGMMA, run <= 28
+    assert f["insn_per_hgmma"] <= 11.25 and f["longest_free"] <= 28, f
