@@ -88,6 +88,10 @@ def run(problem: Problem, *, time_limit: float = 60.0, workers: int = 2, verify:
     if isinstance(problem, HopperGemm):
         from .hopper.flow import run_hopper
 
+        if end <= time.monotonic():
+            raise TimeLimitReached(Loc(problem.path), "the time limit ran out before scheduling could start",
+                                   "raise --time-limit")
+
         return run_hopper(problem, deadline=end, verify=verify, emit=emit, progress=progress,
                           query_limit=PROVE_QUERY_LIMIT)
     phases: list[tuple[str, float]] = []
