@@ -44,7 +44,7 @@ def auto_build(key: str):
     p = expand_gemm(GemmConfig(4096, 4096, 4096, **CONFIGS[key]))
     assert p.pins.stage is None and p.pins.order is None  # stages: auto
     g = build_graph(p)
-    s = solve(p, g, time_limit=60.0, workers=2)
+    s = solve(p, g, time_limit=60.0, workers=1)  # one worker: CP-SAT is deterministic
     prog = lower(p, g, s)
     comp = sa.compile_cuda(emit_kernel(p, s, prog), "sm_80")
     insns = sa.parse_sass(comp.sass)
@@ -72,8 +72,8 @@ WEAVING_GAP = pytest.mark.xfail(strict=True, reason=(
     "known gap (docs/latency_model.md, 'What is not modeled'): the model times an ldmatrix op placed "
     "after an mma as overlapping it, but the emitter weaves an op only into the next mma it does not "
     "feed, so an ldmatrix feeding the next mma (or ending the body after a barrier) is issued after "
-    "the previous mma's HMMAs: 128x128x32w4 ends its body with 9 instructions without HMMA, "
-    "128x256x64w8 issues s2r_A_2 4 HMMAs before its use"))
+    "the previous mma's HMMAs: 128x128x32w4 ends its body with 9 to 12 instructions without HMMA "
+    "(which of its tied optima CP-SAT returns), 128x256x64w8 issues an ldmatrix 4 or 5 HMMAs before its use"))
 
 
 @WEAVING_GAP
