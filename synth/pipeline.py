@@ -263,4 +263,5 @@ def gemm_yaml(cfg, name: str) -> str:
             f"tile: {{BM: {cfg.BM}, BN: {cfg.BN}, BK: {cfg.BK}}}\n"
             f"warps: {cfg.warps}\n"
             f"stages: {stages}\n"
-            f"arch: {cfg.arch}\n")
+            f"arch: {cfg.arch}\n"
+            "mainloop: cp_async\n")

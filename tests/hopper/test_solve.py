@@ -203,3 +203,14 @@ def test_the_solved_kernel_compiles_for_sm90a_and_meets_the_sass_targets(solved)
     assert c.spill_stores == 0 and c.spill_loads == 0 and "C7514" not in c.log
     f = figures(c, 4)  # issue 17: at most CUTLASS cooperative's 11.25 instructions per HGMMA, run <= 28
     assert f["insn_per_hgmma"] <= 11.25 and f["longest_free"] <= 28, f
+
+
+def test_a_cp_async_folder_on_sm90_written_from_memory_reads_back(tmp_path):
+    """search writes folders of in-memory sm_90 problems: their problem.yaml must keep mainloop: cp_async."""
+    from synth import kernel
+    from synth.gemm import GemmConfig, expand_gemm
+
+    p = expand_gemm(GemmConfig(256, 256, 256, arch="sm_90", stages=3, warps=4, BK=32, name="s90"))
+    api.solve(p, out=str(tmp_path / "o"), time_limit=120)
+    assert "mainloop: cp_async" in (tmp_path / "o" / "problem.yaml").read_text()
+    assert isinstance(kernel.load(str(tmp_path / "o"), backend="emulator"), kernel.Kernel)
