@@ -385,7 +385,8 @@ def estimate(arch: ArchSpec, M: int, N: int, K: int, BM: int, BN: int, BK: int, 
         t = round_terms(arch, res, mix, k, ii_c, tr.l2_hit)
         rc, what = combine(t)
         loop = T * rc
-        fill = t["L"] + max(0, tail_c - ii_c)
+        # never below the untimed fill: a solved ii above the bound must not shorten the tail's excess
+        fill = t["L"] + max(0, tail_c - ii_c, res.tail_at(res.ii_bound) - res.ii_bound)
         epi = arch.lat_global + k * epilogue_bytes / (arch.l2_bytes_per_clk / arch.sm_count)
         return loop, fill + epi, what, rc, t
 
