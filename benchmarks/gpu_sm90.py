@@ -31,6 +31,7 @@ from synth.emit.sm90.kernel import emit_sm90_kernel  # noqa: E402
 from synth.emit.sm90.runner import gpu_status, time_gpu  # noqa: E402
 from synth.hopper.flow import choose_pipeline, kernel_config  # noqa: E402
 from synth.hopper.problem import HopperGemm  # noqa: E402
+from synth.run import cublas_ms  # noqa: E402
 from synth.verify.phases import verify_hopper  # noqa: E402
 
 TOL = {"f16": 1e-2, "bf16": 5e-2}
@@ -51,19 +52,6 @@ def build(size: int, dtype: str, bm: int, bn: int):
     return cfg, emit_sm90_kernel(cfg, program), t1 - t0, t2 - t1
 
 
-def cublas_ms(torch, a, b, repeats: int) -> float:
-    torch.matmul(a, b.t())
-    times = []
-    for _ in range(repeats):
-        s, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        s.record()
-        torch.matmul(a, b.t())
-        e.record()
-        e.synchronize()
-        times.append(s.elapsed_time(e))
-    return statistics.median(times)
-
-
 def measure(size: int, dtype: str, cfg, kernel_cu: str, repeats: int) -> dict:
     import numpy as np
     import torch
@@ -79,7 +67,7 @@ def measure(size: int, dtype: str, cfg, kernel_cu: str, repeats: int) -> dict:
     err = float(np.abs(C - ref).max())
     ok = bool(np.all(np.abs(C - ref) <= TOL[dtype] + TOL[dtype] * np.abs(ref)))
     ms = statistics.median(times)
-    cms = cublas_ms(torch, a, b, repeats)
+    cms, _ = cublas_ms(A, B, repeats, dtype)
     flop = 2.0 * size ** 3
     return {"device": device, "ms": ms, "tflops": flop / ms / 1e9, "cublas_tflops": flop / cms / 1e9,
             "ok": ok, "max_err": err, "registers": regs}

@@ -59,6 +59,22 @@ class KernelFacts:
         return K >= 1 and K % 8 == 0 and (self.ktiles == 0 or -(-K // self.BK) == self.ktiles)
 
 
+def check_epilogue(loc: Loc, C, M: int, N: int, alpha, beta) -> Optional[np.ndarray]:
+    """C (contiguous) or None after checking ``alpha``, ``beta`` and C's shape; raises :class:`KernelError`."""
+    for name, v in (("alpha", alpha), ("beta", beta)):
+        if not np.isfinite(float(v)):
+            raise KernelError(loc, f"{name} = {v} is not finite", f"pass a finite {name}")
+    if C is None:
+        if float(beta) != 0.0:
+            raise KernelError(loc, f"beta = {beta} needs C", "pass C (M x N float32) or beta=0")
+        return None
+    if not isinstance(C, np.ndarray) or C.dtype != np.float32 or C.shape != (M, N):
+        got = f"{C.shape} {C.dtype}" if isinstance(C, np.ndarray) else type(C).__name__
+        raise KernelError(loc, f"C must be an {M} x {N} float32 array, got {got}",
+                          "pass np.asarray(C, dtype=np.float32) of shape (M, N)")
+    return np.ascontiguousarray(C)
+
+
 class Kernel:
     """``kernel(A, B, C=None, *, alpha=1.0, beta=0.0) -> numpy.ndarray`` (see the module docstring)."""
 
@@ -108,18 +124,7 @@ class Kernel:
             raise KernelError(loc, f"K = {K}: this kernel was proved for {self.facts.ktiles} k-tiles of "
                               f"{self.facts.BK}, so K must be in {self.k_range()}",
                               "solve a kind: gemm problem with this K and load its folder")
-        for name, v in (("alpha", alpha), ("beta", beta)):
-            if not np.isfinite(float(v)):
-                raise KernelError(loc, f"{name} = {v} is not finite", f"pass a finite {name}")
-        if C is None:
-            if float(beta) != 0.0:
-                raise KernelError(loc, f"beta = {beta} needs C", "pass C (M x N float32) or beta=0")
-        else:
-            if not isinstance(C, np.ndarray) or C.dtype != np.float32 or C.shape != (M, N):
-                got = f"{C.shape} {C.dtype}" if isinstance(C, np.ndarray) else type(C).__name__
-                raise KernelError(loc, f"C must be an {M} x {N} float32 array, got {got}",
-                                  "pass np.asarray(C, dtype=np.float32) of shape (M, N)")
-            C = np.ascontiguousarray(C)
+        C = check_epilogue(loc, C, M, N, alpha, beta)
         return np.ascontiguousarray(A), np.ascontiguousarray(B), C, (M, N, K)
 
     def __call__(self, A, B, C=None, *, alpha: float = 1.0, beta: float = 0.0) -> np.ndarray:
@@ -259,14 +264,19 @@ def load(out: str, *, backend: str = "auto") -> Kernel:
         raise SynthError(Loc(path), f"kernel.cu does not match the folder's program: {', '.join(diff)}",
                          f"re-emit it with 'synth emit {out} --target cuda'")
     facts = KernelFacts(problem.name, facts.BM, facts.BN, facts.BK, facts.ktiles, facts.threads, facts.smem_bytes)
+    return Kernel(path, source, facts, _backend(backend, gpu_ready, "CUDA GPU", "an NVIDIA GPU"))
+
+
+def _backend(backend: str, ready, what: str, where: str) -> str:
+    """``backend`` with ``auto`` resolved by ``ready()``; SynthError when ``cuda`` is asked for and not ready."""
     if backend == "auto":
-        backend = "cuda" if gpu_ready()[0] else "emulator"
-    elif backend == "cuda":
-        ok, why = gpu_ready()
+        return "cuda" if ready()[0] else "emulator"
+    if backend == "cuda":
+        ok, why = ready()
         if not ok:
-            raise SynthError(None, f"no CUDA GPU available: {why}",
-                             "run on a machine with an NVIDIA GPU and pip install '.[gpu]', or use backend='emulator'")
-    return Kernel(path, source, facts, backend)
+            raise SynthError(None, f"no {what} available: {why}",
+                             f"run on a machine with {where} and pip install '.[gpu]', or use backend='emulator'")
+    return backend
 
 
 class HopperKernel:
@@ -323,13 +333,7 @@ class HopperKernel:
         if not (1 <= M <= INT_MAX and 1 <= N <= INT_MAX and 1 <= K <= INT_MAX) or K % 8:
             raise KernelError(loc, f"M = {M}, N = {N}, K = {K}: need non-empty matrices and K a multiple of 8 "
                               "(TMA row strides are multiples of 16 bytes)", "pad K with zeros to a multiple of 8")
-        for nm, v in (("alpha", alpha), ("beta", beta)):
-            if not np.isfinite(float(v)):
-                raise KernelError(loc, f"{nm} = {v} is not finite", f"pass a finite {nm}")
-        if C is None and float(beta) != 0.0:
-            raise KernelError(loc, f"beta = {beta} needs C", "pass C (M x N float32) or beta=0")
-        if C is not None and (not isinstance(C, np.ndarray) or C.dtype != np.float32 or C.shape != (M, N)):
-            raise KernelError(loc, f"C must be an {M} x {N} float32 array", "pass np.asarray(C, dtype=np.float32)")
+        C = check_epilogue(loc, C, M, N, alpha, beta)
         if self.backend == "cuda":
             from .emit.sm90.runner import run_gpu
 
@@ -362,14 +366,7 @@ def _load_hopper(out: str, problem, choice, program, backend: str) -> HopperKern
                          "(edited, or from another folder)", f"re-emit it with 'synth emit {out} --target cuda'")
     from .emit.sm90.runner import gpu_status
 
-    if backend == "auto":
-        backend = "cuda" if gpu_status()[0] else "emulator"
-    elif backend == "cuda":
-        ok, why = gpu_status()
-        if not ok:
-            raise SynthError(None, f"no sm_90 GPU available: {why}",
-                             "run on a machine with an H100/H200 and pip install '.[gpu]', or use backend='emulator'")
-    return HopperKernel(path, source, cfg, backend, problem.name)
+    return HopperKernel(path, source, cfg, _backend(backend, gpu_status, "sm_90 GPU", "an H100/H200"), problem.name)
 
 
 __all__ = ["load", "Kernel", "HopperKernel", "KernelFacts", "KernelError", "facts_of", "gpu_ready", "BACKENDS"]

@@ -167,18 +167,23 @@ def write_outputs(result: Result, out_dir: str, *, force: bool = False) -> list[
     return files
 
 
+def _write_files(d: str, files: dict[str, str], png: bytes) -> list[str]:
+    """Write the text files and ``timeline.png`` into ``d``; their names, sorted."""
+    for name, text in files.items():
+        with open(os.path.join(d, name), "w", encoding="utf-8") as fh:
+            fh.write(text)
+    with open(os.path.join(d, "timeline.png"), "wb") as fh:
+        fh.write(png)
+    return sorted(list(files) + ["timeline.png"])
+
+
 def _write_hopper(result, d: str) -> list[str]:
     from .emit.timeline_hopper import render_hopper_timeline
     from .hopper.flow import output_files
 
     files = output_files(result)
     files["timeline.svg"], png = render_hopper_timeline(result.program)
-    for name, text in files.items():
-        with open(os.path.join(d, name), "w", encoding="utf-8") as fh:
-            fh.write(text)
-    with open(os.path.join(d, "timeline.png"), "wb") as fh:
-        fh.write(png)
-    written = sorted(list(files) + ["timeline.png"])
+    written = _write_files(d, files, png)
     if result.report is not None and result.report.ok:
         from .verify.certificate_phases import write_hopper_certificate
 
@@ -198,12 +203,7 @@ def _write_all(result: Result, d: str, program_text) -> list[str]:
     from .emit.timeline import render_timeline
 
     files["timeline.svg"], png = render_timeline(result.problem, result.schedule, result.program)
-    for name, text in files.items():
-        with open(os.path.join(d, name), "w", encoding="utf-8") as fh:
-            fh.write(text)
-    with open(os.path.join(d, "timeline.png"), "wb") as fh:
-        fh.write(png)
-    written = sorted(list(files) + ["timeline.png"])
+    written = _write_files(d, files, png)
     if result.report is not None:
         from .verify import write_certificate
 

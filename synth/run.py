@@ -65,7 +65,7 @@ class RunReport:
             f"{100 * self.fraction_of_peak:.0f}% of the {self.peak_tflops:.0f} TFLOP/s tensor peak",
         ]
         if self.cublas_tflops:
-            lines.append(f"  cuBLAS ({self.cublas_via}, f16 output): {self.cublas_ms:.3f} ms, "
+            lines.append(f"  cuBLAS ({self.cublas_via}): {self.cublas_ms:.3f} ms, "
                          f"{self.cublas_tflops:.1f} TFLOP/s; synth reaches {100 * self.fraction_of_cublas:.0f}%")
         else:
             lines.append("  cuBLAS: not measured (install torch or cupy)")
@@ -180,7 +180,7 @@ def run_output(out_dir: str, *, repeats: int = 20, seed: int = 0) -> RunReport:
             times.append(stop.time_since(start))
         ms = float(np.median(times))
         tflops = 2.0 * M * N * K / (ms * 1e-3) / 1e12
-        cu_ms, via = _cublas_ms(A, B, repeats)
+        cu_ms, via = cublas_ms(A, B, repeats)
     finally:
         ctx.pop()
     spec = get_arch(cfg.arch)
@@ -224,22 +224,29 @@ def _run_hopper(out_dir: str, problem, repeats: int, seed: int) -> RunReport:
     ok = bool(np.all(np.isfinite(C)) and np.all(diff <= ATOL + RTOL * np.abs(ref)))
     max_err = float(diff.max()) if np.all(np.isfinite(C)) else float("inf")
     ms = float(np.median(times))
-    cu_ms, via = _cublas_ms(A32.astype(np.float16), B32.astype(np.float16), repeats) \
-        if problem.dtype == "f16" else (None, None)
+    cu_ms, via = cublas_ms(A, B, repeats, problem.dtype)
     spec = get_arch(problem.arch)
     flop = 2.0 * M * N * K
     return RunReport(problem.name, device, M, N, K, ok, max_err, ms, flop / (ms * 1e-3) / 1e12, spec.peak_tflops_f16,
                      cu_ms, (flop / (cu_ms * 1e-3) / 1e12) if cu_ms else None, via, regs, kernel.config.smem_bytes)
 
 
-def _cublas_ms(A, B, repeats: int) -> tuple[Optional[float], Optional[str]]:
-    """Median ms of cuBLAS's f16 GEMM (f32 accumulate, f16 output) via torch or cupy, if importable."""
+def cublas_ms(A, B, repeats: int, dtype: str = "f16") -> tuple[Optional[float], Optional[str]]:
+    """Median ms of cuBLAS's ``A @ B.T`` (f32 accumulate, output in the operands' type) via torch or
+    cupy, if importable; ``(None, None)`` otherwise. A and B are float16 arrays, or for ``dtype``
+    ``bf16`` bfloat16 bit patterns (uint16; torch only)."""
     try:
         import torch  # noqa: PLC0415
 
         if torch.cuda.is_available():
-            a = torch.from_numpy(A).cuda()
-            b = torch.from_numpy(B).cuda()
+            import numpy as np
+
+            if dtype == "bf16":
+                a = torch.from_numpy(A.view(np.int16)).view(torch.bfloat16).cuda()
+                b = torch.from_numpy(B.view(np.int16)).view(torch.bfloat16).cuda()
+            else:
+                a = torch.from_numpy(A).cuda()
+                b = torch.from_numpy(B).cuda()
             torch.matmul(a, b.t())
             times = []
             for _ in range(max(repeats, 1)):
@@ -252,6 +259,8 @@ def _cublas_ms(A, B, repeats: int) -> tuple[Optional[float], Optional[str]]:
             return sorted(times)[len(times) // 2], "torch"
     except Exception:  # noqa: BLE001 - optional comparison only
         pass
+    if dtype != "f16":
+        return None, None
     try:
         import cupy  # noqa: PLC0415
 
@@ -270,4 +279,4 @@ def _cublas_ms(A, B, repeats: int) -> tuple[Optional[float], Optional[str]]:
         return None, None
 
 
-__all__ = ["RunReport", "run_output", "NO_GPU_FIX"]
+__all__ = ["RunReport", "run_output", "cublas_ms", "NO_GPU_FIX"]
