@@ -1,0 +1,761 @@
+"""The independent re-check of a Hopper program (``"protocol": "mbarrier"``): every obligation
+re-derived from the bytes of ``program.json`` and asked of Z3 and cvc5.
+
+:func:`check_hopper_program` reads the file with :mod:`synth.trusted.hopper_program`, derives
+the obligations below as SMT-LIB2 texts (the negated claim; ``unsat`` proves it) over the trip
+count ``T`` (``T >= min_trip_count``, or ``T = n``) and a free anchor step ``j``, quantifier-free
+linear integer arithmetic with ``div``/``mod`` by constants, and asks both solvers each text.
+
+Semantics (docs/hopper.md): each warp group of a role runs the role's parts in sequence; global
+step ``k`` numbers their iterations; an instance runs where ``k`` lies in its part, its guard holds
+at ``i = k - off`` and, for an op, the op's ``when`` holds at ``k - stage``. A statement with state
+``(count, stages, phase)`` on a barrier of ``slots`` slots names slot ``(x mod stages) mod slots``
+and phase ``x div stages`` (``x`` its count); a ``try_wait`` waits for phase
+``x div stages - phase``. Every count and access version is ``step + c`` for a constant ``c``
+found by evaluation and proved for every ``T`` (``wellformed``): the instance of a statement
+whose count is ``x`` runs at step ``x - c``, so every partner is a term in ``j`` and ``T``.
+
+"Phase ``n`` of a slot is complete before instance ``P``" is shown by a wait of ``P``'s warp
+group at most ``D`` steps earlier (``D = 1 +`` the largest stages or slots) on that slot for a
+phase ``>= n``, or by one hop: such an earlier wait, on any barrier, whose phase has an arrival
+``A`` (arrivals >= 1) of another role that runs, with such a wait before ``A``. "``A`` happens
+after wait ``W`` passed": ``A`` later in ``W``'s role, or an earlier wait of ``A``'s role whose
+phase has an arrival of ``W``'s role later than ``W``. Reading "a passed wait means its phase
+completed" is justified by induction on time with the ``parity``, ``arrivals`` and ``tx_bytes``
+obligations (docs/trust.md, "Hopper programs").
+
+Classes: ``wellformed``, ``parity``, ``arrivals``, ``tx_bytes``, ``no_deadlock`` (every
+arrival and copy of a waited phase ranks below the wait in ``(step - lag(role), role,
+position)``; the lags are searched here), ``release_after_wgmma``, ``wgmma_wait``,
+``slot_reuse``, ``raw`` (also: a read version whose copy should run is written by some copy),
+``fence``.
+
+Part of the trusted base: imports nothing from synth outside ``synth.trusted``.
+"""
+
+from __future__ import annotations
+
+import itertools
+import time
+from dataclasses import dataclass, field
+from typing import Optional
+
+from . import expr as X
+from . import solvers
+from .hopper_program import HopperInputError, HProgram, HStmt, read_hopper_bytes
+
+CLASSES = ("wellformed", "parity", "arrivals", "tx_bytes", "no_deadlock", "release_after_wgmma", "wgmma_wait",
+           "slot_reuse", "raw", "fence")
+LAGS = (0, 1, -1, 2, -2)
+"""Lags tried per role after the first (at most two roles searched) for the deadlock ranking."""
+
+
+@dataclass(frozen=True)
+class HopperObligation:
+    id: str
+    kind: str
+    description: str
+    smt2: str = field(repr=False)
+
+
+@dataclass(frozen=True)
+class HopperCheck:
+    id: str
+    kind: str
+    description: str
+    z3: str
+    cvc5: str
+    ok: bool
+
+
+@dataclass(frozen=True)
+class TrustedHopperResult:
+    ok: bool
+    obligations: tuple
+    """One :class:`HopperCheck` per obligation (empty when the file is refused)."""
+    messages: tuple
+    """A summary line first, then each failure."""
+    lags: tuple = ()
+    """``(role, lag)`` of the deadlock ranking that was checked."""
+    seconds: float = 0.0
+    sha256: str = ""
+
+    def render(self) -> str:
+        return "\n".join(self.messages[:1] + tuple(f"  {m}" for m in self.messages[1:]))
+
+
+# ---------------------------------------------------------------------------------------------
+# evaluation (offsets are found at a sample point, then proved for every T)
+# ---------------------------------------------------------------------------------------------
+
+def _ev(e: tuple, env: dict):
+    tag = e[0]
+    if tag in ("num", "bool"):
+        return e[1]
+    if tag == "var":
+        return env[e[1]]
+    if tag == "un":
+        a = _ev(e[2], env)
+        return -a if e[1] == "-" else not a
+    if tag == "ite":
+        return _ev(e[2], env) if _ev(e[1], env) else _ev(e[3], env)
+    if tag == "call":
+        vals = [_ev(a, env) for a in e[2]]
+        return min(vals) if e[1] == "min" else max(vals)
+    a, b, op = _ev(e[2], env), _ev(e[3], env), e[1]
+    return {"+": lambda: a + b, "-": lambda: a - b, "*": lambda: a * b, "/": lambda: a // b, "%": lambda: a % b,
+            "<": lambda: a < b, "<=": lambda: a <= b, ">": lambda: a > b, ">=": lambda: a >= b,
+            "==": lambda: a == b, "!=": lambda: a != b, "&&": lambda: a and b, "||": lambda: a or b}[op]()
+
+
+def _offsets(p: HProgram) -> dict:
+    """``{(role, part, pos, key): c}`` with ``key`` ``count``, ``("r", a)``, ``("w", a)``: the value minus
+    the step at the first sample point where the statement is enabled (0 when none is found; the
+    ``wellformed`` obligations prove the offsets for every ``T``)."""
+    trips = [p.trip] if p.trip is not None else list(range(p.min_trip, p.min_trip + 48))
+    out: dict = {}
+    for r in p.roles:
+        for pt in r.parts:
+            for s in pt.stmts:
+                keys = []
+                if s.state is not None:
+                    keys.append(("count", s.state.count))
+                keys += [(("r", a), acc.version) for a, acc in enumerate(s.reads)]
+                keys += [(("w", a), acc.version) for a, acc in enumerate(s.writes)]
+                if not keys:
+                    continue
+                at = _sample(p, r, pt, s, trips)
+                for key, e in keys:
+                    out[(r.name, pt.name, s.pos, key)] = 0 if at is None else _ev(e, at[0]) - at[1]
+    return out
+
+
+def _sample(p: HProgram, r, pt, s: HStmt, trips: list):
+    for T in trips:
+        tenv = {p.tsym: T} if p.tsym else {}
+        off = 0
+        for q in r.parts:
+            if q.name == pt.name:
+                break
+            off += _ev(q.extent, tenv)
+        for i in range(min(_ev(pt.extent, tenv), 16)):
+            env = dict(tenv, **{pt.var: i})
+            if s.guard is None or _ev(s.guard, env):
+                return env, off + i
+    return None
+
+
+# ---------------------------------------------------------------------------------------------
+# one SMT-LIB2 file
+# ---------------------------------------------------------------------------------------------
+
+def _and(*xs: str) -> str:
+    xs = tuple(x for x in xs if x != "true")
+    if "false" in xs:
+        return "false"
+    return "true" if not xs else (xs[0] if len(xs) == 1 else f"(and {' '.join(xs)})")
+
+
+def _or(xs) -> str:
+    xs = [x for x in xs if x != "false"]
+    if "true" in xs:
+        return "true"
+    return "false" if not xs else (xs[0] if len(xs) == 1 else f"(or {' '.join(xs)})")
+
+
+def _not(x: str) -> str:
+    return {"true": "false", "false": "true"}.get(x, f"(not {x})")
+
+
+def _sum(xs) -> str:
+    xs = [x for x in xs if x != "0"]
+    return "0" if not xs else (xs[0] if len(xs) == 1 else f"(+ {' '.join(xs)})")
+
+
+def _add(t: str, c: int) -> str:
+    return t if c == 0 else (f"(+ {t} {c})" if c > 0 else f"(- {t} {-c})")
+
+
+@dataclass(frozen=True)
+class _Member:
+    stmt: HStmt
+    k: str
+    cond: str
+    x: str
+
+
+class _File:
+    """Named definitions of one file (``define-fun``), in the order they are needed."""
+
+    def __init__(self, p: HProgram, offs: dict, lags: dict, D: int) -> None:
+        self.p, self.offs, self.lags, self.D = p, offs, lags, D
+        self.defs: dict[str, str] = {}
+        self.steps: dict[str, str] = {"j": "j"}
+
+    def define(self, name: str, sort: str, body) -> str:
+        if name not in self.defs:
+            text = body() if callable(body) else body
+            self.defs[name] = f"(define-fun {name} () {sort} {text})"
+        return name
+
+    def step(self, term: str) -> str:
+        if term not in self.steps:
+            name = f"k{len(self.steps)}"
+            self.steps[term] = name
+            self.define(name, "Int", term)
+        return self.steps[term]
+
+    def named(self, prefix: str, sort: str, text: str) -> str:
+        """A name for the term ``text`` (one per distinct text)."""
+        key = f"{prefix}|{text}"
+        if key not in self.steps:
+            self.steps[key] = f"{prefix}{len(self.steps)}"
+            self.define(self.steps[key], sort, text)
+        return self.steps[key]
+
+    def rel(self, r: int) -> str:
+        """The step ``j + r``."""
+        return self.step(_add("j", r))
+
+    # -- parts and statements -------------------------------------------------------------------
+    def ext(self, role: str, part: str) -> str:
+        pt = self.p.role(role).part(part)
+        return self.define(f"ext.{role}.{part}", "Int", lambda: X.smt(pt.extent, self._tenv()))
+
+    def off(self, role: str, part: str) -> str:
+        before = []
+        for q in self.p.role(role).parts:
+            if q.name == part:
+                break
+            before.append(self.ext(role, q.name))
+        return "0" if not before else self.define(f"off.{role}.{part}", "Int", _sum(before))
+
+    def _tenv(self) -> dict:
+        return {self.p.tsym: "T"} if self.p.tsym else {}
+
+    def inp(self, role: str, part: str, k: str) -> str:
+        o, e = self.off(role, part), self.ext(role, part)
+        return self.define(f"in.{role}.{part}.{k}", "Bool", f"(and (<= {o} {k}) (< {k} (+ {o} {e})))")
+
+    def env(self, s: HStmt, k: str) -> dict:
+        pt = self.p.role(s.role).part(s.part)
+        i = self.define(f"i.{s.role}.{s.part}.{k}", "Int", f"(- {k} {self.off(s.role, s.part)})")
+        return dict(self._tenv(), **{pt.var: i})
+
+    def at(self, s: HStmt, e: tuple, k: str) -> str:
+        return X.smt(e, self.env(s, k))
+
+    def enabled(self, s: HStmt, k: str) -> str:
+        def body():
+            g = self.inp(s.role, s.part, k)
+            return g if s.guard is None else f"(and {g} {self.at(s, s.guard, k)})"
+        return self.define(f"e.{s.role}.{s.part}.{s.pos}.{k}", "Bool", body)
+
+    def when(self, op: str, k: str) -> str:
+        o = self.p.ops[op]
+        if o.when is None:
+            return "true"
+        env = dict(self._tenv(), **{self.p.loop_var: _add(k, -o.stage)})
+        return self.define(f"w.{op}.{k}", "Bool", lambda: X.smt(o.when, env))
+
+    def when_at(self, op: str, x: str) -> str:
+        """``op``'s predicate at iteration ``x`` (a term)."""
+        o = self.p.ops[op]
+        if o.when is None:
+            return "true"
+        return X.smt(o.when, dict(self._tenv(), **{self.p.loop_var: x}))
+
+    def runs(self, s: HStmt, k: str) -> str:
+        if s.kind in ("op", "tma"):
+            w = self.when(s.op, k)
+            if w == "true":
+                return self.enabled(s, k)
+            return self.define(f"x.{s.role}.{s.part}.{s.pos}.{k}", "Bool", f"(and {self.enabled(s, k)} {w})")
+        if s.kind == "commit" and s.gate:
+            gates = " ".join(self.when(g, k) for g in s.gate)
+            return self.define(f"x.{s.role}.{s.part}.{s.pos}.{k}", "Bool",
+                               f"(and {self.enabled(s, k)} (or false {gates}))")
+        return self.enabled(s, k)
+
+    def count(self, s: HStmt, k: str) -> str:
+        return self.define(f"c.{s.role}.{s.part}.{s.pos}.{k}", "Int", lambda: self.at(s, s.state.count, k))
+
+    def offset(self, s: HStmt, key) -> int:
+        return self.offs[(s.role, s.part, s.pos, key)]
+
+    def slot_of(self, s: HStmt, x: str) -> str:
+        st, slots = s.state.stages, self.p.barriers[s.barrier].slots
+        if slots == 1:
+            return "0"
+        return f"(mod {x} {st})" if st == slots else f"(mod (mod {x} {st}) {slots})"
+
+    def phase_of(self, s: HStmt, x: str) -> str:
+        return x if s.state.stages == 1 else f"(div {x} {s.state.stages})"
+
+    def slot(self, s: HStmt, k: str) -> str:
+        return self.define(f"sl.{s.role}.{s.part}.{s.pos}.{k}", "Int", lambda: self.slot_of(s, self.count(s, k)))
+
+    def phase(self, s: HStmt, k: str) -> str:
+        """The phase a statement names (arrive, TMA) or waits for (try_wait)."""
+        def body():
+            ph = self.phase_of(s, self.count(s, k))
+            return _add(ph, -s.state.phase) if s.kind == "try_wait" else ph
+        return self.define(f"ph.{s.role}.{s.part}.{s.pos}.{k}", "Int", body)
+
+    # -- phases ---------------------------------------------------------------------------------
+    def members(self, barrier: str, sl: str, n: str, arrivals_only: bool = False) -> list[_Member]:
+        """Every statement instance naming phase ``n`` of slot ``sl`` of ``barrier``."""
+        b = self.p.barriers[barrier]
+        out = []
+        for s in _stmts(self.p):
+            if s.barrier != barrier or s.kind not in ("arrive", "tma"):
+                continue
+            if arrivals_only and (s.kind != "arrive" or s.arrivals == 0):
+                continue
+            st = s.state.stages
+            c = self.offset(s, "count")
+            if st == b.slots:
+                x = self.named("x", "Int", f"(+ (* {n} {st}) {sl})" if st > 1 else n)
+                k = self.step(_add(x, -c))
+                out.append(_Member(s, k, self.runs(s, k), x))
+                continue
+            for t in range(st):
+                x = self.named("x", "Int", f"(+ (* {n} {st}) {t})")
+                k = self.step(_add(x, -c))
+                out.append(_Member(s, k, _and(f"(= {sl} {t % b.slots})", self.runs(s, k)), x))
+        return out
+
+    def arrivals(self, ms: list[_Member]) -> str:
+        wg = {r.name: r.warpgroups for r in self.p.roles}
+        return _sum([f"(ite {m.cond} {m.stmt.arrivals * wg[m.stmt.role]} 0)" for m in ms
+                     if m.stmt.kind == "arrive" and m.stmt.arrivals])
+
+    def expected(self, ms: list[_Member]) -> str:
+        terms = []
+        for m in ms:
+            if m.stmt.kind != "arrive":
+                continue
+            for t in m.stmt.tx:
+                cond = m.cond if t.gate is None else _and(m.cond, self.when_at(t.gate, m.x))
+                terms.append(f"(ite {cond} {t.bytes} 0)")
+        return _sum(terms)
+
+    def delivered(self, ms: list[_Member]) -> str:
+        return _sum([f"(ite {m.cond} {m.stmt.bytes} 0)" for m in ms if m.stmt.kind == "tma"])
+
+    # -- order ----------------------------------------------------------------------------------
+    def earlier_waits(self, s: HStmt, k: str, barrier: Optional[str] = None):
+        """``(wait, its step)`` for try_waits of ``s``'s role at most ``D`` steps before ``(s, k)``."""
+        out = []
+        for w in _role_stmts(self.p, s.role):
+            if w.kind != "try_wait" or (barrier is not None and w.barrier != barrier):
+                continue
+            for d in range(self.D + 1):
+                if d == 0 and not (w.part == s.part and w.pos < s.pos):
+                    continue
+                out.append((w, self.step(_add(k, -d))))
+        return out
+
+    def complete_before(self, barrier: str, sl: str, n: str, s: HStmt, k: str, hops: int = 1) -> str:
+        cases = [f"(< {n} 0)"]
+        for w, kw in self.earlier_waits(s, k, barrier):
+            cases.append(_and(self.runs(w, kw), f"(= {self.slot(w, kw)} {sl})", f"(>= {self.phase(w, kw)} {n})"))
+        if hops:
+            for w, kw in self.earlier_waits(s, k):
+                wn = self.phase(w, kw)
+                for m in self.members(w.barrier, self.slot(w, kw), wn, arrivals_only=True):
+                    if m.stmt.role == s.role:
+                        continue
+                    inner = self.complete_before(barrier, sl, n, m.stmt, m.k, hops - 1)
+                    cases.append(_and(self.runs(w, kw), f"(>= {wn} 0)", m.cond, inner))
+        return _or(cases)
+
+    @staticmethod
+    def po_before(s1: HStmt, k1: str, s2: HStmt, k2: str) -> str:
+        """Instance 1 comes before instance 2 in one warp group's program order."""
+        return f"(<= {k1} {k2})" if s1.part == s2.part and s1.pos < s2.pos else f"(< {k1} {k2})"
+
+    def after(self, a: HStmt, ka: str, w: HStmt, kw: str) -> str:
+        """Arrival ``(a, ka)`` happens after wait ``(w, kw)`` passed."""
+        if a.role == w.role:
+            return self.po_before(w, kw, a, ka)
+        cases = []
+        for w2, k2 in self.earlier_waits(a, ka):
+            n2 = self.phase(w2, k2)
+            for m in self.members(w2.barrier, self.slot(w2, k2), n2, arrivals_only=True):
+                if m.stmt.role == w.role:
+                    cases.append(_and(self.runs(w2, k2), f"(>= {n2} 0)", m.cond, self.po_before(w, kw, m.stmt, m.k)))
+        return _or(cases)
+
+    def rank_before(self, m: HStmt, km: str, w: HStmt, kw: str) -> str:
+        rm, rw = self.p.role(m.role).index, self.p.role(w.role).index
+        tie = rm < rw or (rm == rw and m.part == w.part and m.pos < w.pos)
+        a, b = _add(km, -self.lags.get(m.role, 0)), _add(kw, -self.lags.get(w.role, 0))
+        return f"(<= {a} {b})" if tie else f"(< {a} {b})"
+
+    # -- wgmma groups ---------------------------------------------------------------------------
+    def done(self, s: HStmt, r: int, at: HStmt) -> str:
+        """The op instance ``s`` at step ``j + r`` is finished when ``at`` (at step ``j``, same role) runs."""
+        if s.group is None:
+            return "true" if _before((r, s.part, s.pos), (0, at.part, at.pos)) else "false"
+        part = self.p.role(s.role).part(s.part)
+        c = next(q for q in part.stmts[s.pos + 1:] if q.kind == "commit" and q.group == s.group
+                 and q.queue == self.p.ops[s.op].queue)
+        return _and(self.runs(c, self.rel(r)), self.forced(s.role, c.queue, (r, c.part, c.pos), (0, at.part, at.pos)))
+
+    def forced(self, role: str, q: int, a: tuple, b: tuple) -> str:
+        """The group committed to ``q`` at point ``a`` is complete at point ``b`` (FIFO, as late as allowed)."""
+        if not _before(a, b):
+            return "false"
+        rl = self.p.role(role)
+        total, disj, n = "0", [], 0
+        for r, s in _between(rl, a, b):
+            if s.kind == "commit" and s.queue == q:
+                n += 1
+                total = self.define(f"n.{role}.{a[1]}.{a[2]}.{a[0]}.{n}", "Int",
+                                    f"(+ {total} (ite {self.runs(s, self.rel(r))} 1 0))")
+            elif s.kind == "wait" and rl.waits[s.wait].queue == q:
+                k = self.rel(r)
+                cnt = self.at(s, rl.waits[s.wait].in_flight, k)
+                disj.append(_and(self.runs(s, k), f"(>= {total} {cnt})"))
+        return _or(disj)
+
+    def text(self, head: list[str], claim: str) -> str:
+        dom = f"(>= T {self.p.min_trip})" if self.p.tsym else f"(= T {self.p.trip})"
+        lines = [f"; {h}" for h in head]
+        lines += ["; the NEGATED claim: unsat means the claim holds", "(set-logic ALL)",
+                  "(declare-const T Int)", "(declare-const j Int)"]
+        lines += list(self.defs.values())
+        lines += [f"(assert {dom})", f"(assert {claim})", "(check-sat)"]
+        return "\n".join(lines) + "\n"
+
+
+def _before(a: tuple, b: tuple) -> bool:
+    return a[0] < b[0] or (a[0] == b[0] and a[1] == b[1] and a[2] < b[2])
+
+
+def _between(role, a: tuple, b: tuple):
+    for r in range(a[0], b[0] + 1):
+        for part in role.parts:
+            if (r == a[0] and part.name != a[1]) or (r == b[0] and part.name != b[1]):
+                continue
+            lo = a[2] if r == a[0] else -1
+            hi = b[2] if r == b[0] else len(part.stmts)
+            for s in part.stmts[lo + 1:hi]:
+                yield r, s
+
+
+def _role_stmts(p: HProgram, role: str) -> list[HStmt]:
+    return [s for pt in p.role(role).parts for s in pt.stmts]
+
+
+def _stmts(p: HProgram) -> list[HStmt]:
+    return [s for r in p.roles for s in _role_stmts(p, r.name)]
+
+
+# ---------------------------------------------------------------------------------------------
+# the obligations
+# ---------------------------------------------------------------------------------------------
+
+def _tag(s: HStmt) -> str:
+    return f"{s.role}:{s.part}:{s.pos}"
+
+
+def _what(s: HStmt) -> str:
+    if s.kind == "arrive":
+        return "arrive.expect_tx" if s.tx and s.arrivals else ("expect_tx" if s.tx else "arrive")
+    return {"tma": f"TMA {s.op}", "try_wait": "try_wait"}.get(s.kind, s.kind)
+
+
+def derive_hopper(p: HProgram, lags: Optional[dict] = None) -> list[HopperObligation]:
+    """Every obligation of ``p`` (the deadlock ranking with role ``lags``), in a stable order."""
+    lags = lags or {}
+    offs = _offsets(p)
+    D = 1 + max([b.slots for b in p.barriers.values()] +
+                [s.state.stages for s in _stmts(p) if s.state is not None] + [1])
+    out: list[HopperObligation] = []
+
+    def emit(oid: str, kind: str, desc: str, build) -> None:
+        f = _File(p, offs, lags, D)
+        claim = build(f)
+        out.append(HopperObligation(oid, kind, desc, f.text(
+            [f"synth trusted Hopper obligation {oid} ({kind})", desc,
+             f"program {p.name}, program.json sha256 {p.sha256}"], claim)))
+
+    emit("wellformed:extents", "wellformed", "every part's extent is >= 0",
+         lambda f: _or([f"(< {f.ext(r.name, pt.name)} 0)" for r in p.roles for pt in r.parts]))
+    for r in p.roles:
+        for pt in r.parts:
+            emit(f"wellformed:{r.name}:{pt.name}", "wellformed",
+                 f"{r.name} {pt.name}: every state count and access version is the step plus its constant; an op "
+                 "runs iteration step - stage, writes the version of its iteration, and each slot is version mod "
+                 "multiplicity", lambda f, r=r, pt=pt: _wellformed(f, p, r, pt))
+    for s in _stmts(p):
+        tag, head = _tag(s), f"{s.role} {s.part} statement {s.pos}: {_what(s)}"
+        if s.kind == "try_wait":
+            _wait_obligations(p, s, tag, f"{head} {s.barrier}", emit)
+        elif s.kind == "arrive":
+            _arrive_obligations(p, s, tag, f"{head} {s.barrier}", emit)
+        elif s.kind == "tma":
+            _tma_obligations(p, s, tag, f"{head} -> {s.barrier}", emit)
+        elif s.kind == "wait":
+            w = p.role(s.role).waits[s.wait]
+            emit(f"wgmma_wait:{tag}", "wgmma_wait", f"{head} (wait_group #{s.wait}) has a count >= 0 wherever it runs",
+                 lambda f, s=s, w=w: _and(f.runs(s, "j"), f"(< {f.at(s, w.in_flight, 'j')} 0)"))
+        if s.kind == "op":
+            _raw_obligations(p, s, tag, head, emit)
+    _fence_obligations(p, emit)
+    return out
+
+
+def _wellformed(f: _File, p: HProgram, r, pt) -> str:
+    bad = []
+    for s in pt.stmts:
+        e = f.enabled(s, "j")
+        if s.state is not None:
+            bad.append(_and(e, f"(not (= {f.count(s, 'j')} {_add('j', f.offset(s, 'count'))}))"))
+        if s.kind not in ("op", "tma"):
+            continue
+        it = f.at(s, s.iteration, "j")
+        bad.append(_and(e, f"(not (= {it} {_add('j', -p.ops[s.op].stage)}))"))
+        for key, accs in (("r", s.reads), ("w", s.writes)):
+            for a, acc in enumerate(accs):
+                ver = f.at(s, acc.version, "j")
+                bad.append(_and(e, f"(not (= {ver} {_add('j', f.offset(s, (key, a)))}))"))
+                bad.append(_and(e, f"(not (= {f.at(s, acc.slot, 'j')} (mod {ver} {p.mult[acc.buffer]})))"))
+                if key == "w":
+                    bad.append(_and(e, f"(not (= {ver} {it}))"))
+    return _and(f.inp(r.name, pt.name, "j"), _or(bad))
+
+
+def _wait_obligations(p: HProgram, s: HStmt, tag: str, head: str, emit) -> None:
+    b = p.barriers[s.barrier]
+
+    def base(f: _File):
+        return f.runs(s, "j"), f.slot(s, "j"), f.phase(s, "j")
+
+    def ahead(f: _File) -> str:
+        run, sl, w = base(f)
+        return _and(run, f"(>= {w} 1)", _not(f.complete_before(s.barrier, sl, _add(w, -1), s, "j")))
+
+    def behind(f: _File) -> str:
+        run, sl, w = base(f)
+        ms = f.members(s.barrier, sl, f.define("wn.next", "Int", _add(w, 1)), arrivals_only=True)
+        ordered = _or([_and(m.cond, f.after(m.stmt, m.k, s, "j")) for m in ms])
+        return _and(run, _or([m.cond for m in ms]), _not(ordered))
+
+    def arrivals(f: _File) -> str:
+        run, sl, w = base(f)
+        return _and(run, f"(>= {w} 0)", f"(not (= {f.arrivals(f.members(s.barrier, sl, w))} {b.count}))")
+
+    def tx(f: _File) -> str:
+        run, sl, w = base(f)
+        ms = f.members(s.barrier, sl, w)
+        return _and(run, f"(>= {w} 0)", f"(not (= {f.expected(ms)} {f.delivered(ms)}))")
+
+    def deadlock(f: _File) -> str:
+        run, sl, w = base(f)
+        ms = f.members(s.barrier, sl, w)
+        late = [_and(m.cond, _not(f.rank_before(m.stmt, m.k, s, "j"))) for m in ms]
+        return _and(run, f"(>= {w} 0)", _or([f"(not (= {f.arrivals(ms)} {b.count}))",
+                                              f"(not (= {f.expected(ms)} {f.delivered(ms)}))"] + late))
+
+    emit(f"parity:{tag}:ahead", "parity", f"{head}: the phase before the one it waits for is complete when it "
+         "starts (it never runs one phase ahead)", ahead)
+    emit(f"parity:{tag}:behind", "parity", f"{head}: the phase after the one it waits for cannot complete before "
+         "it passes (it is never two phases behind)", behind)
+    emit(f"arrivals:{tag}", "arrivals", f"{head}: the phase it waits for gets exactly {b.count} arrival(s)", arrivals)
+    emit(f"tx_bytes:{tag}", "tx_bytes", f"{head}: the phase it waits for gets exactly the bytes it expects", tx)
+    emit(f"no_deadlock:{tag}", "no_deadlock", f"{head}: its phase gets its arrivals and bytes, each from an instance "
+         "ranked below the wait", deadlock)
+
+
+def _arrive_obligations(p: HProgram, s: HStmt, tag: str, head: str, emit) -> None:
+    b = p.barriers[s.barrier]
+
+    def count(f: _File) -> str:
+        ms = f.members(s.barrier, f.slot(s, "j"), f.phase(s, "j"))
+        return _and(f.runs(s, "j"), f"(not (= {f.arrivals(ms)} {b.count}))")
+
+    def order(f: _File) -> str:
+        n = f.phase(s, "j")
+        return _and(f.runs(s, "j"), f"(>= {n} 1)",
+                    _not(f.complete_before(s.barrier, f.slot(s, "j"), _add(n, -1), s, "j")))
+
+    emit(f"arrivals:{tag}:count", "arrivals", f"{head}: the phase it names gets exactly {b.count} arrival(s)", count)
+    emit(f"{'arrivals' if s.arrivals else 'tx_bytes'}:{tag}:order", "arrivals" if s.arrivals else "tx_bytes",
+         f"{head}: lands in the phase it names (the previous phase is complete before it)", order)
+    if not s.arrivals:
+        def armed(f: _File) -> str:
+            sl, n = f.slot(s, "j"), f.phase(s, "j")
+            later = []
+            for a in _role_stmts(p, s.role):
+                if a.kind != "arrive" or a.barrier != s.barrier or not a.arrivals:
+                    continue
+                for d in range(f.D + 1):
+                    if d == 0 and not (a.part == s.part and a.pos > s.pos):
+                        continue
+                    k = f.rel(d)
+                    later.append(_and(f.runs(a, k), f"(= {f.slot(a, k)} {sl})", f"(= {f.phase(a, k)} {n})"))
+            return _and(f.runs(s, "j"), _not(_or(later)))
+        emit(f"tx_bytes:{tag}:armed", "tx_bytes", f"{head}: an arrival of its warp group on the same phase follows it "
+             "(its bytes are expected before the phase can complete)", armed)
+    if b.kind != "empty":
+        return
+    for rd in _role_stmts(p, s.role):
+        if rd.kind != "op":
+            continue
+        for a, acc in enumerate(rd.reads):
+            if acc.buffer not in b.guards:
+                continue
+
+            def build(f: _File, rd=rd, a=a) -> str:
+                r = f.offset(s, "count") - f.offset(rd, ("r", a))
+                return _and(f.runs(s, "j"), f.runs(rd, f.rel(r)), _not(f.done(rd, r, s)))
+            emit(f"release_after_wgmma:{tag}<-{rd.part}:{rd.pos}:r{a}", "release_after_wgmma",
+                 f"{head} releases the version its count names only after {rd.op}'s read of {acc.buffer} of that version is "
+                 "complete in its warp group", build)
+
+
+def _tma_obligations(p: HProgram, s: HStmt, tag: str, head: str, emit) -> None:
+    def order(f: _File) -> str:
+        n = f.phase(s, "j")
+        return _and(f.runs(s, "j"), f"(>= {n} 1)",
+                    _not(f.complete_before(s.barrier, f.slot(s, "j"), _add(n, -1), s, "j")))
+
+    emit(f"tx_bytes:{tag}:order", "tx_bytes", f"{head}: its complete_tx lands in the phase it names", order)
+    for wa, wacc in enumerate(s.writes):
+        M = p.mult[wacc.buffer]
+        for rd in _stmts(p):
+            if rd.kind != "op":
+                continue
+            for a, racc in enumerate(rd.reads):
+                if racc.buffer != wacc.buffer:
+                    continue
+
+                def build(f: _File, wa=wa, rd=rd, a=a, M=M, buf=wacc.buffer) -> str:
+                    cw = f.offset(s, ("w", wa))
+                    v = _add("j", cw)
+                    kr = f.rel(cw - M - f.offset(rd, ("r", a)))
+                    cases = []
+                    if rd.role == s.role:
+                        cases.append(f.done(rd, cw - M - f.offset(rd, ("r", a)), s))
+                    for e in p.barriers.values():
+                        if e.kind != "empty" or buf not in e.guards:
+                            continue
+                        for rel in _role_stmts(p, rd.role):
+                            if rel.kind != "arrive" or rel.barrier != e.name or not rel.arrivals:
+                                continue
+                            x = f.define(f"old.{wa}.{M}", "Int", _add(v, -M))
+                            krel = f.rel(cw - M - f.offset(rel, "count"))
+                            cases.append(_and(f.runs(rel, krel), f.complete_before(
+                                e.name, f.slot_of(rel, x), f.phase_of(rel, x), s, "j")))
+                    return _and(f.runs(s, "j"), f"(>= {v} {M})", f.runs(rd, kr), _not(_or(cases)))
+                emit(f"slot_reuse:{tag}:w{wa}<-{_tag(rd)}:r{a}", "slot_reuse",
+                     f"{head} writes {wacc.buffer} version V only after {rd.role}'s {rd.op} is done with version "
+                     f"V - {M} (its release is covered by a wait of the copy's warp group, or its own wgmma FIFO)",
+                     build)
+
+
+def _raw_obligations(p: HProgram, s: HStmt, tag: str, head: str, emit) -> None:
+    for a, acc in enumerate(s.reads):
+        tmas = [(t, wa) for t in _stmts(p) if t.kind == "tma" and t.op == acc.producer
+                for wa, w in enumerate(t.writes) if w.buffer == acc.buffer]
+        if not tmas:
+            continue
+
+        def build(f: _File, a=a, tmas=tmas, producer=acc.producer) -> str:
+            cr = f.offset(s, ("r", a))
+            v = f.define(f"ver.{a}", "Int", _add("j", cr))
+            bad, written = [], []
+            for t, wa in tmas:
+                kt = f.rel(cr - f.offset(t, ("w", wa)))
+                written.append(f.enabled(t, kt))
+                bad.append(_and(f.runs(t, kt), _not(f.complete_before(t.barrier, f.slot(t, kt), f.phase(t, kt),
+                                                                      s, "j"))))
+            bad.append(_and(f.when_at(producer, v), _not(_or(written))))
+            return _and(f.runs(s, "j"), _or(bad))
+        emit(f"raw:{tag}:r{a}", "raw", f"{head} reads {acc.buffer} only after a wait of its warp group covers the "
+             f"phase its copy by {acc.producer} completes on (and some copy writes that version)", build)
+
+
+def _fence_obligations(p: HProgram, emit) -> None:
+    def const(bad: bool):
+        return lambda f: "true" if bad else "false"
+    inits = [k for k, (kind, _) in enumerate(p.setup) if kind == "init"]
+    fences = [k for k, (kind, v) in enumerate(p.setup) if kind == "fence" and v == "mbarrier_init"]
+    invals = {v for kind, v in p.teardown if kind == "inval"}
+    for b in p.barriers:
+        mine = [k for k in inits if p.setup[k][1] == b]
+        fenced = bool(mine) and any(x > max(mine) for x in fences)
+        emit(f"fence:init:{b}", "fence", f"barrier {b} is initialized in setup and a fence.mbarrier_init follows "
+             "its init", const(not fenced))
+        emit(f"fence:inval:{b}", "fence", f"barrier {b} is invalidated in teardown", const(b not in invals))
+    for r in p.roles:
+        for pt in r.parts:
+            for s in pt.stmts:
+                if s.kind != "op" or p.ops[s.op].is_async or not s.writes:
+                    continue
+                bufs = {w.buffer for w in s.writes}
+                for s2 in pt.stmts[s.pos + 1:]:
+                    if s2.kind == "fence":
+                        break
+                    if s2.kind in ("op", "tma") and p.ops[s2.op].is_async and bufs & {a.buffer for a in s2.reads}:
+                        emit(f"fence:proxy:{_tag(s)}", "fence", f"{r.name} {pt.name}: {s.op}'s generic-proxy write "
+                             f"is fenced (fence.proxy.async) before {s2.op} reads it", const(True))
+                        break
+
+
+# ---------------------------------------------------------------------------------------------
+# checking
+# ---------------------------------------------------------------------------------------------
+
+def _search_lags(p: HProgram, timeout_s: float) -> dict:
+    """Role lags under which Z3 proves every no_deadlock obligation (all zero when none does)."""
+    others = [r.name for r in p.roles[1:]][:2]
+    for combo in itertools.product(LAGS, repeat=len(others)):
+        lags = dict(zip(others, combo))
+        if all(solvers.z3_answer(o.smt2, timeout_s) == "unsat" for o in derive_hopper(p, lags)
+               if o.kind == "no_deadlock"):
+            return lags
+    return {r: 0 for r in others}
+
+
+def check_hopper_program(data: bytes, *, timeout_s: float = 60.0) -> TrustedHopperResult:
+    """Re-derive every obligation of the Hopper ``program.json`` in ``data`` and ask Z3 and cvc5 each
+    (``timeout_s`` per solver call). ``ok`` iff the file is accepted and both solvers answer
+    ``unsat`` to every obligation. Never raises on bad input: a refused file gives ``ok`` False
+    with the reason (JSON path, problem, fix) in ``messages``."""
+    t0 = time.perf_counter()
+    try:
+        p = read_hopper_bytes(data)
+    except HopperInputError as e:
+        return TrustedHopperResult(False, (), (f"independent Hopper check FAILED: program.json refused: {e} "
+                                               f"(fix: {e.fix})",), seconds=time.perf_counter() - t0)
+    missing = solvers.missing()
+    if missing:
+        return TrustedHopperResult(False, (), (f"independent Hopper check FAILED: missing solver(s): "
+                                               f"{', '.join(missing)}",), sha256=p.sha256)
+    try:
+        lags = _search_lags(p, timeout_s)
+        obs = derive_hopper(p, lags)
+    except (KeyError, ValueError, ZeroDivisionError, RecursionError) as e:  # evaluation outside the model
+        return TrustedHopperResult(False, (), (f"independent Hopper check FAILED: {p.name}: cannot derive the "
+                                               f"obligations: {e!s}",), sha256=p.sha256)
+    checks = []
+    for o in obs:
+        z = solvers.z3_answer(o.smt2, timeout_s)
+        c = solvers.cvc5_answer(o.smt2, timeout_s)
+        checks.append(HopperCheck(o.id, o.kind, o.description, z, c, z == "unsat" and c == "unsat"))
+    ok = all(c.ok for c in checks)
+    rank = ", ".join(f"{k} {v:+d}" for k, v in lags.items()) or "none needed"
+    head = (f"independent Hopper check {'OK' if ok else 'FAILED'}: {sum(c.ok for c in checks)}/{len(checks)} "
+            f"obligations of {p.name} re-derived by synth.trusted and unsat with z3 and cvc5 "
+            f"(deadlock ranking lags: {rank})")
+    fails = [f"{c.id} [{c.kind}]: {c.description} (z3 {c.z3}, cvc5 {c.cvc5})" for c in checks if not c.ok]
+    return TrustedHopperResult(ok, tuple(checks), tuple([head] + fails), tuple(lags.items()),
+                               time.perf_counter() - t0, p.sha256)
+
+
+__all__ = ["check_hopper_program", "derive_hopper", "TrustedHopperResult", "HopperCheck", "HopperObligation",
+           "CLASSES"]
