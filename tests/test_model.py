@@ -382,3 +382,39 @@ def test_async_writers_of_one_buffer_keep_program_order() -> None:
     with pytest.raises(Infeasible) as exc:
         solve(bad, build_graph(bad), time_limit=10)
     assert "load_0 and load_1 both write" in str(exc.value)
+
+
+def test_gemm_schedules_leave_the_emitter_a_host_for_every_ldmatrix_and_copy() -> None:
+    """kind: gemm with the order free: every ldmatrix and copy has an mma after it in the body that it
+    does not feed in the same step, and copies are separated by an mma (add_weaving); program order,
+    whose first ldmatrix directly precedes the mma it feeds, does not."""
+    from synth.gemm import GemmConfig, expand_gemm
+    from synth.model.constraints import weave_rules, weaving_applies, weaving_ok
+
+    p = expand_gemm(GemmConfig(4096, 4096, 4096, BM=128, BN=128, BK=32, warps=4))
+    g = build_graph(p)
+    assert weaving_applies(p)
+    r = weave_rules(p, g)
+    names = lambda xs: sorted(p.ops[a].name for a in xs)  # noqa: E731
+    assert names(r.hosts) == ["mma_0", "mma_1"] and names(r.copies) == ["load_0", "load_1"]
+    assert names(r.guests) == ["load_0", "load_1", "s2r_A_0", "s2r_A_1", "s2r_B_0", "s2r_B_1"]
+    s = solve(p, g, time_limit=30)
+    assert weaving_ok(p, g, s.stage, s.order)
+    assert not any("weaving" in n for n in s.info.notes)
+    assert not weaving_ok(p, g, (0, 0, 1, 1, 1, 1, 1, 1), tuple(range(len(p.ops))))
+    # a pinned order is the user's: no weaving constraint
+    assert not weaving_applies(replace(p, pins=replace(p.pins, order=tuple(range(len(p.ops))))))
+
+
+def test_gemm_solves_without_weaving_when_no_schedule_obeys_it() -> None:
+    """Every op pinned to one stage: the first k16 slice's ldmatrix has no mma between it and the mma it
+    feeds, so no schedule obeys the weaving; the solver says so in a note and solves without it."""
+    from synth.gemm import GemmConfig, expand_gemm
+    from synth.model.constraints import weaving_ok
+
+    p = expand_gemm(GemmConfig(4096, 4096, 4096, BM=128, BN=128, BK=32, warps=4))
+    p = replace(p, pins=replace(p.pins, stage=(0,) * len(p.ops), max_stage=1))
+    g = build_graph(p)
+    s = solve(p, g, time_limit=30)
+    assert any("weaving" in n for n in s.info.notes)
+    assert not weaving_ok(p, g, s.stage, s.order) and check_schedule(p, g, s) == []

@@ -169,6 +169,123 @@ def add_writer_order(m: Model, v: Vars, problem: Problem, graph: Graph) -> None:
               f"{v.ii}*(stage[{nb}] - stage[{na}]) + t[{nb}] - t[{na}] >= 0", [lit])
 
 
+def weaving_applies(problem: Problem) -> bool:
+    """Whether :func:`add_weaving` constrains ``problem``: a ``kind: gemm`` problem (its CUDA emitter
+    weaves) whose order is not pinned, with a tensor unit."""
+    return (problem.gemm is not None and problem.pins.order is None
+            and any(op.unit == WEAVE_HOST_UNIT for op in problem.ops))
+
+
+WEAVE_HOST_UNIT = "tensor"
+"""The unit whose ops (the mma of a k16 step) host the ldmatrix and copies the CUDA emitter weaves."""
+
+
+@dataclass(frozen=True)
+class WeaveRules:
+    """The ops :func:`add_weaving` constrains (indices into ``problem.ops``)."""
+
+    hosts: tuple[int, ...]
+    """Ops on :data:`WEAVE_HOST_UNIT`."""
+    guests: tuple[int, ...]
+    """Ops that need a host after them: async copies and every op feeding a host."""
+    feeds: tuple[tuple[int, int, int], ...]
+    """``(b, c, d)``: RAW edge of distance ``d`` from guest ``b`` to host ``c`` (none with one host)."""
+    copies: tuple[int, ...]
+    """Async copies: no two without a host between them."""
+
+
+def weave_rules(problem: Problem, graph: Graph) -> WeaveRules:
+    """The hosts, guests, feeding edges and copies of :func:`add_weaving`."""
+    ops = problem.ops
+    hosts = tuple(a for a, op in enumerate(ops) if op.unit == WEAVE_HOST_UNIT)
+    feeds = tuple(sorted({(e.src, e.dst, e.distance) for e in graph.constraints()
+                          if e.kind == "raw" and e.dst in hosts and e.src not in hosts}))
+    if len(hosts) < 2:
+        # one mma per k-tile (BK = 16): its fragments are one register set, so the next k-tile's ldmatrix
+        # follows the mma that reads them (a hard WAR edge) and cannot precede it as a guest
+        feeds = ()
+    copies = tuple(a for a, op in enumerate(ops) if problem.target.unit(op.unit).is_async)
+    guests = tuple(sorted(set(copies) | {b for b, _, _ in feeds}))
+    return WeaveRules(hosts, guests, feeds, copies)
+
+
+def weaving_ok(problem: Problem, graph: Graph, stage, order) -> bool:
+    """Whether a schedule (stages, body positions) obeys :func:`add_weaving` (True when it does not apply)."""
+    if not weaving_applies(problem):
+        return True
+    r = weave_rules(problem, graph)
+
+    def between(a: int, b: int) -> bool:
+        return any(order[a] < order[h] < order[b] for h in r.hosts)
+
+    if any(not any(order[b] < order[h] for h in r.hosts) for b in r.guests):
+        return False
+    if any(stage[c] + d == stage[b] and not any(order[b] < order[h] < order[c] for h in r.hosts if h != c)
+           for b, c, d in r.feeds):
+        return False
+    return all(between(a, b) if order[a] < order[b] else between(b, a)
+               for i, a in enumerate(r.copies) for b in r.copies[i + 1:])
+
+
+def precedes(m: Model, v: Vars, problem: Problem, a: int, b: int):
+    """``prec[a, b]``: 1 exactly when ``a`` precedes ``b`` in the body (``t_b - t_a >= [a > b]``)."""
+    if (b, a) in v.prec:
+        return v.prec[(b, a)].Not()
+    if (a, b) not in v.prec:
+        lit = m.bool(f"prec[{problem.ops[a].name},{problem.ops[b].name}]")
+        gap = 1 if a > b else 0
+        m.m.Add(v.t[b] - v.t[a] >= gap).OnlyEnforceIf(lit)
+        m.m.Add(v.t[b] - v.t[a] <= gap - 1).OnlyEnforceIf(lit.Not())
+        v.prec[(a, b)] = lit
+    return v.prec[(a, b)]
+
+
+def add_weaving(m: Model, v: Vars, problem: Problem, graph: Graph) -> None:
+    """The CUDA emitter's weaving (``kind: gemm``, order not pinned; docs/latency_model.md, constraint 8).
+
+    The emitter interleaves an ldmatrix or a copy with the mma.sync of the next tensor op after it in the
+    body (its *host*) unless it feeds that op; otherwise it stands alone and in-order issue puts it after
+    the previous mma's HMMAs, which the offsets here cannot express. So, with ``prec`` the body order:
+
+    * every guest (async copy, op feeding a host) has a host after it: ``OR_h prec[b, h]``;
+    * a guest ``b`` feeding host ``c`` in the same step (``s_c + d = s_b``) has another host between them:
+      ``OR_{h != c} (prec[b, h] AND prec[h, c])``;
+    * two copies have a host between them (each HMMA-free stretch holds one copy op).
+    """
+    if not weaving_applies(problem):
+        return
+    r = weave_rules(problem, graph)
+    if not r.guests:
+        return
+    lit = m.family(("weaving",), "the CUDA emitter's weaving: every ldmatrix and copy has an mma after it "
+                                 "that it does not feed, and copies are separated by an mma")
+    mid: dict[tuple[int, int, int], object] = {}
+
+    def between(a: int, h: int, b: int):
+        if (a, h, b) not in mid:
+            z = m.bool(f"between[{problem.ops[a].name},{problem.ops[h].name},{problem.ops[b].name}]")
+            m.m.AddImplication(z, precedes(m, v, problem, a, h))
+            m.m.AddImplication(z, precedes(m, v, problem, h, b))
+            mid[(a, h, b)] = z
+        return mid[(a, h, b)]
+
+    for b in r.guests:
+        m.m.AddBoolOr([precedes(m, v, problem, b, h) for h in r.hosts if h != b]).OnlyEnforceIf(lit)
+    for b, c, d in r.feeds:
+        same = m.bool(f"same_step[{problem.ops[b].name},{problem.ops[c].name}]")
+        m.m.Add(v.stage[c] + d - v.stage[b] == 0).OnlyEnforceIf(same)
+        m.m.Add(v.stage[c] + d - v.stage[b] != 0).OnlyEnforceIf(same.Not())
+        m.m.AddBoolOr([same.Not()] + [between(b, h, c) for h in r.hosts if h != c]).OnlyEnforceIf(lit)
+    for i, a in enumerate(r.copies):
+        for b in r.copies[i + 1:]:
+            ab = precedes(m, v, problem, a, b)
+            m.m.AddBoolOr([ab.Not()] + [between(a, h, b) for h in r.hosts]).OnlyEnforceIf(lit)
+            m.m.AddBoolOr([ab] + [between(b, h, a) for h in r.hosts]).OnlyEnforceIf(lit)
+    if m.log:
+        m.formulas.append("weaving: every guest has a host after it, a same-step feeder a host between, "
+                          "copies a host between them")
+
+
 def add_units(m: Model, v: Vars, problem: Problem, graph: Graph) -> None:
     """At most ``count`` busy intervals ``[t_a, t_a + issue_a)`` of a unit overlap (NoOverlap / Cumulative)."""
     for u in problem.target.units:
@@ -290,17 +407,20 @@ def add_primary_cap(m: Model, v: Vars, expr, cap: Optional[int]) -> None:
         m.add(expr <= cap, f"primary objective <= {cap}")
 
 
-FAMILIES = (add_stage_bounds, add_async, add_pins, add_dependences, add_writer_order, add_units, add_blocking,
+FAMILIES = (add_stage_bounds, add_async, add_pins, add_dependences, add_writer_order, add_weaving, add_units, add_blocking,
             add_multiplicity, add_capacity, add_tail, add_symmetry)
 
 
-def build_model(m: Model, v: Vars, problem: Problem, graph: Graph) -> None:
-    """Post every family, in this order (the table of contents of the model)."""
+def build_model(m: Model, v: Vars, problem: Problem, graph: Graph, weave: bool = True) -> None:
+    """Post every family, in this order (the table of contents of the model); ``weave=False`` leaves
+    out :func:`add_weaving` (the fallback when it makes a problem infeasible)."""
     add_stage_bounds(m, v, problem, graph)
     add_async(m, v, problem, graph)
     add_pins(m, v, problem, graph)
     add_dependences(m, v, problem, graph)
     add_writer_order(m, v, problem, graph)
+    if weave:
+        add_weaving(m, v, problem, graph)
     add_units(m, v, problem, graph)
     add_blocking(m, v, problem, graph)
     add_multiplicity(m, v, problem, graph)

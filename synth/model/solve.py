@@ -40,7 +40,8 @@ from ..errors import Infeasible, Loc, SynthError
 from ..graph import Graph
 from ..problem import Problem
 from ..schedule import Schedule, SolveInfo, Timing, buffer_bytes, check_schedule, lift_stages, multiplicity, same_step_order
-from .constraints import build_model, stage_bounds, stage_domain_hi, writer_order_ok
+from .constraints import (build_model, stage_bounds, stage_domain_hi, weaving_applies, weaving_ok,
+                          writer_order_ok)
 from .objective import (Encoded, Key, ObjectiveSpec, add_objective, decode_bound, ii_big, ii_lower_bound, key,
                         ii_floors, tail_floor, tail_lower_bound)
 from .vars import Model, Vars, new_vars
@@ -170,7 +171,9 @@ class _Built:
 
 
 class _Search:
-    def __init__(self, problem: Problem, graph: Graph, time_limit: float, workers: int, log: bool) -> None:
+    def __init__(self, problem: Problem, graph: Graph, time_limit: float, workers: int, log: bool,
+                 weave: bool = True) -> None:
+        self.weave = weave
         self.problem = problem
         self.graph = graph
         self.spec = ObjectiveSpec.of(problem)
@@ -188,7 +191,7 @@ class _Search:
     def build(self, ii: int, *, optimize: bool, cap: Optional[int]) -> _Built:
         mdl = Model(self.log)
         v = new_vars(mdl, self.problem, self.graph, ii, self.stage_hi)
-        build_model(mdl, v, self.problem, self.graph)
+        build_model(mdl, v, self.problem, self.graph, weave=self.weave)
         enc = add_objective(mdl, v, self.spec) if optimize else None
         if cap is not None:
             q = v.shared_quantum
@@ -389,7 +392,7 @@ class _Search:
         except ValueError:
             heur = []
         for h in heur:
-            if writer_order_ok(p, h.stage, h.order):
+            if writer_order_ok(p, h.stage, h.order) and (not self.weave or weaving_ok(p, g, h.stage, h.order)):
                 offer(h)
         cap: Optional[int] = None
         static_one = not spec.symbolic and T == 1
@@ -518,8 +521,19 @@ def solve(problem: Problem, graph: Graph, *, time_limit: float = 20.0, workers: 
     Raises :class:`~synth.errors.Infeasible` naming the clashing constraints, and
     :class:`InternalError` if the independent checks reject the result.
     """
-    search = _Search(problem, graph, time_limit, workers, log)
-    sched = search.run()
+    start = time.monotonic()
+    weave = weaving_applies(problem) and stage_limit(problem) >= 1
+    try:
+        sched = _Search(problem, graph, time_limit, workers, log, weave=weave).run()
+    except Infeasible:
+        if not weave:
+            raise
+        # the emitter's weaving is a preference of the gemm kernel, never a reason to refuse a problem
+        left = max(1.0, time_limit - (time.monotonic() - start))
+        sched = _Search(problem, graph, left, workers, log, weave=False).run()
+        assert sched.info is not None
+        sched = replace(sched, info=replace(sched.info, notes=sched.info.notes + (
+            "no schedule obeys the CUDA emitter's weaving (docs/latency_model.md, constraint 8); solved without it",)))
     return recheck(problem, graph, sched)
 
 

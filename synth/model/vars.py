@@ -99,6 +99,8 @@ class Vars:
     shared_hi: int = 0
     before: dict[tuple[int, int], IntVar] = field(default_factory=dict)
     """``before[a, b]``: 1 when ``a`` precedes ``b`` in the body (forced when it does)."""
+    prec: dict[tuple[int, int], IntVar] = field(default_factory=dict)
+    """``prec[a, b]``: 1 exactly when ``a`` precedes ``b`` in the body (both directions enforced)."""
 
     def tau(self, a: int) -> Lin:
         """Position key of op ``a`` in the body: ``n * t_a + a`` (distinct, order-preserving)."""
