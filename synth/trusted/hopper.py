@@ -487,8 +487,8 @@ def derive_hopper(p: HProgram, lags: Optional[dict] = None) -> list[HopperObliga
     for r in p.roles:
         for pt in r.parts:
             emit(f"wellformed:{r.name}:{pt.name}", "wellformed",
-                 f"{r.name} {pt.name}: every state count and access version is the step plus its constant; an op "
-                 "runs iteration step - stage, writes the version of its iteration, and each slot is version mod "
+                 f"{r.name} {pt.name}: every state count and access version is the step plus its constant; a "
+                 "predicated op runs iteration step - stage; an op writes the version of its iteration, and each slot is version mod "
                  "multiplicity", lambda f, r=r, pt=pt: _wellformed(f, p, r, pt))
     for s in _stmts(p):
         tag, head = _tag(s), f"{s.role} {s.part} statement {s.pos}: {_what(s)}"
@@ -517,7 +517,8 @@ def _wellformed(f: _File, p: HProgram, r, pt) -> str:
         if s.kind not in ("op", "tma"):
             continue
         it = f.at(s, s.iteration, "j")
-        bad.append(_and(e, f"(not (= {it} {_add('j', -p.ops[s.op].stage)}))"))
+        if p.ops[s.op].when is not None:  # a predicate is read at step - stage: that must be the iteration
+            bad.append(_and(e, f"(not (= {it} {_add('j', -p.ops[s.op].stage)}))"))
         for key, accs in (("r", s.reads), ("w", s.writes)):
             for a, acc in enumerate(accs):
                 ver = f.at(s, acc.version, "j")

@@ -12,9 +12,9 @@ obligation of :func:`synth.verify.phases.enumerate_hopper` holding its negation 
 :func:`certify_hopper` reads the folder only: the program's hash, the obligations re-derived
 from ``program.json`` (same ids, and each file's formula proven equal by Z3 to the obligation
 built afresh with the manifest's ranking, which is a hint: any ranking whose files are unsat proves freedom
-from deadlock), each file's hash, and Z3's and cvc5's answers. Unlike ``cp.async``
-certificates, the derivation is synth's prover's own (:mod:`synth.verify.phases`), not the
-independent checker of :mod:`synth.trusted`, which does not know barrier phases yet.
+from deadlock), each file's hash, and Z3's and cvc5's answers; then the independent checker
+(:func:`synth.trusted.hopper.check_hopper_program`) re-derives every obligation from the same
+``program.json`` bytes with its own encoding and asks Z3 and cvc5: the certificate fails when it fails.
 """
 
 from __future__ import annotations
@@ -26,6 +26,7 @@ import re
 from ..hopper.ir import dumps, hopper_from_json
 from ..trusted import solvers
 from ..trusted.certify import MANIFEST, PROGRAM, CertifyFile, CertifyResult, sha256
+from ..trusted.hopper import check_hopper_program
 from .phases import HopperReport, enumerate_hopper, obligation_smt2
 
 FORMAT = "synth-certificate-hopper/1"
@@ -146,10 +147,13 @@ def certify_hopper(directory: str, *, timeout_s: float = 60.0) -> CertifyResult:
         files.append(CertifyFile(ob.id, name, ob.kind, None, z, c, hash_ok, ok, msg))
         if not ok:
             msgs.append(f"{ob.id}: {msg}")
-    ok = all(f.ok for f in files) and len(files) == len(obs)
+    # the independent verdict: synth.trusted re-derives every obligation from the same bytes
+    independent = check_hopper_program(data, timeout_s=timeout_s)
+    ok = all(f.ok for f in files) and len(files) == len(obs) and independent.ok
     head = (f"certificate {'OK' if ok else 'FAILED'}: {sum(f.ok for f in files)}/{len(obs)} obligations of "
             f"{program.name} unsat by z3 and cvc5")
-    return CertifyResult(ok, tuple(files), (head,) + tuple(msgs), sv, os.path.join(directory, PROGRAM))
+    return CertifyResult(ok, tuple(files), (head,) + tuple(msgs) + independent.messages, sv,
+                         os.path.join(directory, PROGRAM))
 
 
 __all__ = ["write_hopper_certificate", "certify_hopper", "is_hopper_certificate", "FORMAT"]
