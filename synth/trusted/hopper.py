@@ -46,6 +46,10 @@ from .hopper_program import HopperInputError, HProgram, HStmt, read_hopper_bytes
 
 CLASSES = ("wellformed", "parity", "arrivals", "tx_bytes", "no_deadlock", "release_after_wgmma", "wgmma_wait",
            "slot_reuse", "raw", "fence")
+MAX_DEFINITIONS = 20000
+"""Named terms of one file; a program needing more is refused as outside the checker's bounds."""
+MAX_OBLIGATIONS = 3000
+"""Obligations of one program (the lowered GEMM programs have 30 to 50)."""
 LAGS = (0, 1, -1, 2, -2)
 """Lags tried per role after the first (at most two roles searched) for the deadlock ranking."""
 
@@ -176,6 +180,10 @@ def _add(t: str, c: int) -> str:
     return t if c == 0 else (f"(+ {t} {c})" if c > 0 else f"(- {t} {-c})")
 
 
+class _TooLarge(ValueError):
+    """A program outside the checker's size bounds."""
+
+
 @dataclass(frozen=True)
 class _Member:
     stmt: HStmt
@@ -194,6 +202,8 @@ class _File:
 
     def define(self, name: str, sort: str, body) -> str:
         if name not in self.defs:
+            if len(self.defs) >= MAX_DEFINITIONS:
+                raise _TooLarge(f"an obligation needs more than {MAX_DEFINITIONS} named terms")
             text = body() if callable(body) else body
             self.defs[name] = f"(define-fun {name} () {sort} {text})"
         return name
@@ -476,6 +486,8 @@ def derive_hopper(p: HProgram, lags: Optional[dict] = None) -> list[HopperObliga
     out: list[HopperObligation] = []
 
     def emit(oid: str, kind: str, desc: str, build) -> None:
+        if len(out) >= MAX_OBLIGATIONS:
+            raise _TooLarge(f"more than {MAX_OBLIGATIONS} obligations")
         f = _File(p, offs, lags, D)
         claim = build(f)
         out.append(HopperObligation(oid, kind, desc, f.text(
@@ -740,9 +752,10 @@ def check_hopper_program(data: bytes, *, timeout_s: float = 60.0) -> TrustedHopp
     try:
         lags = _search_lags(p, timeout_s)
         obs = derive_hopper(p, lags)
-    except (KeyError, ValueError, ZeroDivisionError, RecursionError) as e:  # evaluation outside the model
-        return TrustedHopperResult(False, (), (f"independent Hopper check FAILED: {p.name}: cannot derive the "
-                                               f"obligations: {e!s}",), sha256=p.sha256)
+    except (_TooLarge, RecursionError) as e:
+        return TrustedHopperResult(False, (), (f"independent Hopper check FAILED: {p.name}: program outside the "
+                                               f"checker's bounds: {e!s} (split the loop or use fewer stages)",),
+                                   sha256=p.sha256)
     checks = []
     for o in obs:
         z = solvers.z3_answer(o.smt2, timeout_s)

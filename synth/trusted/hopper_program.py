@@ -34,7 +34,7 @@ MAX_DEPTH = 16
 """JSON nesting (a Hopper program nests 9 levels)."""
 BOUNDS = {
     "trip_count": (1, 2 ** 31 - 1), "stage": (0, 63), "multiplicity": (1, 1024), "bytes_per_slot": (0, 2 ** 31 - 1),
-    "latency": (0, 10 ** 9), "queue": (0, 63), "slots": (1, 64), "count": (1, 4096), "stages": (1, 1024),
+    "latency": (0, 10 ** 9), "queue": (0, 63), "slots": (1, 64), "count": (1, 4096), "stages": (1, 64),
     "phase": (0, 1), "bytes": (0, 2 ** 20 - 1), "arrivals": (0, 4096), "warpgroups": (1, 4), "group": (0, 10 ** 6),
     "wait": (0, 999),
 }
