@@ -402,6 +402,12 @@ def test_gemm_schedules_leave_the_emitter_a_host_for_every_ldmatrix_and_copy() -
     assert weaving_ok(p, g, s.stage, s.order)
     assert not any("weaving" in n for n in s.info.notes)
     assert not weaving_ok(p, g, (0, 0, 1, 1, 1, 1, 1, 1), tuple(range(len(p.ops))))
+    # the CUTLASS-shaped incumbents obey it, at every depth from 2 to the stage bound + 1
+    from synth.model.solve import gemm_schedules
+
+    shaped = gemm_schedules(p, g)
+    assert [x.max_stage + 1 for x in shaped] == list(range(2, stage_limit(p) + 2))
+    assert all(weaving_ok(p, g, x.stage, x.order) and check_schedule(p, g, x) == [] for x in shaped[1:])
     # a pinned order is the user's: no weaving constraint
     assert not weaving_applies(replace(p, pins=replace(p.pins, order=tuple(range(len(p.ops))))))
 

@@ -142,6 +142,34 @@ def heuristic_schedules(problem: Problem, graph: Graph, ns: Optional[range] = No
     return out
 
 
+def gemm_schedules(problem: Problem, graph: Graph) -> list[Schedule]:
+    """Timed CUTLASS-shaped schedules (:func:`synth.gemm.stage_pins` and :func:`synth.gemm.order_pins`,
+    ``MmaMultistage``'s order) at every depth the stage bound allows, for a ``kind: gemm`` problem whose
+    stages and order are free: incumbents that obey the weaving, which the uniform schedules (program
+    order) never do. Pinned async stages and capacities are respected; invalid ones are left out."""
+    from ..gemm import GemmConfig, order_pins, stage_pins
+
+    cfg, pins = problem.gemm, problem.pins
+    if not isinstance(cfg, GemmConfig) or pins.stage is not None or pins.order is not None:
+        return []
+    out: list[Schedule] = []
+    for depth in range(2, stage_limit(problem) + 2):
+        shaped = replace(cfg, stages=depth)
+        stage, order = stage_pins(shaped), order_pins(shaped)
+        if stage is None or order is None or len(stage) != len(problem.ops):
+            continue
+        astages = set(pins.async_stages) if pins.async_stages is not None else {0}
+        is_async = tuple(stage[a] in astages and problem.target.unit(op.unit).is_async
+                         for a, op in enumerate(problem.ops))
+        queue = tuple(problem.queue_of_unit(op.unit) if x else None for op, x in zip(problem.ops, is_async))
+        sched = Schedule(problem.name, stage, order, is_async, queue,
+                         multiplicity(problem, graph, stage, order, is_async))
+        if check_schedule(problem, graph, sched) or any(sched.max_stage > b.bound for b in stage_bounds(problem)):
+            continue
+        out.append(timed(problem, graph, sched))
+    return out
+
+
 def best_uniform(problem: Problem, graph: Graph, ns: Optional[range] = None) -> Optional[Schedule]:
     """The best of :func:`heuristic_schedules` under the problem's objective."""
     spec = ObjectiveSpec.of(problem)
@@ -391,6 +419,10 @@ class _Search:
             heur = heuristic_schedules(p, g, deadline=self.start + 0.3 * (self.deadline - self.start))
         except ValueError:
             heur = []
+        try:
+            heur += gemm_schedules(p, g)
+        except ValueError:
+            pass
         for h in heur:
             if writer_order_ok(p, h.stage, h.order) and (not self.weave or weaving_ok(p, g, h.stage, h.order)):
                 offer(h)
@@ -568,5 +600,5 @@ def recheck(problem: Problem, graph: Graph, sched: Schedule) -> Schedule:
     return sched
 
 
-__all__ = ["solve", "recheck", "uniform_schedule", "heuristic_schedules", "best_uniform", "InternalError",
+__all__ = ["solve", "recheck", "uniform_schedule", "heuristic_schedules", "gemm_schedules", "best_uniform", "InternalError",
            "stage_limit"]
