@@ -734,6 +734,13 @@ def _search_lags(p: HProgram, timeout_s: float) -> dict:
     return {r: 0 for r in others}
 
 
+def _ask(o: HopperObligation, timeout_s: float) -> HopperCheck:
+    z = solvers.z3_answer(o.smt2, timeout_s)
+    # a refutation by Z3 fails the program whatever cvc5 says: do not spend its time limit on it
+    c = solvers.cvc5_answer(o.smt2, timeout_s) if z == "unsat" else "not asked"
+    return HopperCheck(o.id, o.kind, o.description, z, c, z == "unsat" and c == "unsat")
+
+
 def check_hopper_program(data: bytes, *, timeout_s: float = 60.0) -> TrustedHopperResult:
     """Re-derive every obligation of the Hopper ``program.json`` in ``data`` and ask Z3 and cvc5 each
     (``timeout_s`` per solver call). ``ok`` iff the file is accepted and both solvers answer
@@ -750,17 +757,21 @@ def check_hopper_program(data: bytes, *, timeout_s: float = 60.0) -> TrustedHopp
         return TrustedHopperResult(False, (), (f"independent Hopper check FAILED: missing solver(s): "
                                                f"{', '.join(missing)}",), sha256=p.sha256)
     try:
+        first = derive_hopper(p)
+        # the offsets every other obligation relies on: when they fail, the others mean nothing
+        wf = [_ask(o, timeout_s) for o in first if o.kind == "wellformed"]
+        if not all(c.ok for c in wf):
+            fails = [f"{c.id} [{c.kind}]: {c.description} (z3 {c.z3}, cvc5 {c.cvc5})" for c in wf if not c.ok]
+            return TrustedHopperResult(False, tuple(wf), tuple(
+                [f"independent Hopper check FAILED: {p.name} is not well formed; the other {len(first) - len(wf)} "
+                 "obligations were not asked"] + fails), (), time.perf_counter() - t0, p.sha256)
         lags = _search_lags(p, timeout_s)
         obs = derive_hopper(p, lags)
     except (_TooLarge, RecursionError) as e:
         return TrustedHopperResult(False, (), (f"independent Hopper check FAILED: {p.name}: program outside the "
                                                f"checker's bounds: {e!s} (split the loop or use fewer stages)",),
                                    sha256=p.sha256)
-    checks = []
-    for o in obs:
-        z = solvers.z3_answer(o.smt2, timeout_s)
-        c = solvers.cvc5_answer(o.smt2, timeout_s)
-        checks.append(HopperCheck(o.id, o.kind, o.description, z, c, z == "unsat" and c == "unsat"))
+    checks = wf + [_ask(o, timeout_s) for o in obs if o.kind != "wellformed"]
     ok = all(c.ok for c in checks)
     rank = ", ".join(f"{k} {v:+d}" for k, v in lags.items()) or "none needed"
     head = (f"independent Hopper check {'OK' if ok else 'FAILED'}: {sum(c.ok for c in checks)}/{len(checks)} "
