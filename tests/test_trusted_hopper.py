@@ -110,6 +110,20 @@ def test_refuted_mutants_are_rejected_more_shapes(program) -> None:
     assert _compare_mutants(program()) >= 4
 
 
+def test_an_arrival_for_phase_minus_one_is_rejected() -> None:
+    """A release of count i - 1 without its guard arrives at i = 0 for phase -1, which lands in
+    phase 0 (the oracle sees it); the phase each arrival names must be >= 0."""
+    from synth.verify.oracle_phases import run
+    doc = json.loads(dumps(Sm90Config(bm=64, stages=3, k_pipe_mmas=0).program()))
+    rel = _stmt(doc, "consumer", "arrive")
+    assert rel["state"]["count"] == "i" and rel["guard"] is None
+    rel["state"]["count"] = "i - 1"
+    r = check_hopper_program(json.dumps(doc).encode(), timeout_s=TIMEOUT)
+    assert not r.ok and "arrivals:consumer:body:4:order" in {c.id for c in r.obligations if not c.ok}
+    from synth.hopper.ir import hopper_from_json
+    assert "arrivals" in run(hopper_from_json(doc), 1).violations
+
+
 # -- tampering ----------------------------------------------------------------------------------
 
 def _doc():

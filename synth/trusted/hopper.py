@@ -592,12 +592,14 @@ def _arrive_obligations(p: HProgram, s: HStmt, tag: str, head: str, emit) -> Non
 
     def order(f: _File) -> str:
         n = f.phase(s, "j")
-        return _and(f.runs(s, "j"), f"(>= {n} 1)",
-                    _not(f.complete_before(s.barrier, f.slot(s, "j"), _add(n, -1), s, "j")))
+        # a phase below 0 does not exist: such an instance acts on phase 0 or later
+        return _and(f.runs(s, "j"), _or([f"(< {n} 0)", _and(f"(>= {n} 1)", _not(f.complete_before(
+            s.barrier, f.slot(s, "j"), _add(n, -1), s, "j")))]))
 
     emit(f"arrivals:{tag}:count", "arrivals", f"{head}: the phase it names gets exactly {b.count} arrival(s)", count)
     emit(f"{'arrivals' if s.arrivals else 'tx_bytes'}:{tag}:order", "arrivals" if s.arrivals else "tx_bytes",
-         f"{head}: lands in the phase it names (the previous phase is complete before it)", order)
+         f"{head}: lands in the phase it names (it names a phase >= 0, and the previous phase is complete "
+         "before it)", order)
     if not s.arrivals:
         def armed(f: _File) -> str:
             sl, n = f.slot(s, "j"), f.phase(s, "j")
@@ -633,10 +635,12 @@ def _arrive_obligations(p: HProgram, s: HStmt, tag: str, head: str, emit) -> Non
 def _tma_obligations(p: HProgram, s: HStmt, tag: str, head: str, emit) -> None:
     def order(f: _File) -> str:
         n = f.phase(s, "j")
-        return _and(f.runs(s, "j"), f"(>= {n} 1)",
-                    _not(f.complete_before(s.barrier, f.slot(s, "j"), _add(n, -1), s, "j")))
+        # a phase below 0 does not exist: such an instance acts on phase 0 or later
+        return _and(f.runs(s, "j"), _or([f"(< {n} 0)", _and(f"(>= {n} 1)", _not(f.complete_before(
+            s.barrier, f.slot(s, "j"), _add(n, -1), s, "j")))]))
 
-    emit(f"tx_bytes:{tag}:order", "tx_bytes", f"{head}: its complete_tx lands in the phase it names", order)
+    emit(f"tx_bytes:{tag}:order", "tx_bytes", f"{head}: its complete_tx lands in the phase it names (>= 0; the previous phase is complete "
+         "before it)", order)
     for wa, wacc in enumerate(s.writes):
         M = p.mult[wacc.buffer]
         for rd in _stmts(p):
