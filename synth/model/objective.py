@@ -164,6 +164,17 @@ def stage_ranges(problem: Problem, stage_limit: int) -> list[tuple[int, int]]:
     return [(0, stage_limit)] * len(problem.ops)
 
 
+def edge_gap(problem: Problem, e) -> int:
+    """Least ``T_b - T_a`` (absolute issue times, distance included) of a hard edge ``a -> b``: its latency,
+    and at least ``issue_a`` when both ops are on one unit of count 1 (NoOverlap modulo II: with lag
+    ``D = 0`` b follows a in the body, so ``t_b >= t_a + issue_a``; with ``D >= 1``,
+    ``D * II + t_b - t_a >= II - (II - issue_a)``)."""
+    a, b = problem.ops[e.src], problem.ops[e.dst]
+    if e.src != e.dst and a.unit == b.unit and problem.target.unit(a.unit).count == 1:
+        return max(e.latency, a.issue)
+    return e.latency
+
+
 def relaxation(problem: Problem, graph: Graph, ii: int, ranges: list[tuple[int, int]]) -> Optional[list[int]]:
     """Least absolute times ``T_a`` of the relaxation at ``ii`` (Bellman-Ford), or None if infeasible."""
     ops = problem.ops
@@ -172,7 +183,7 @@ def relaxation(problem: Problem, graph: Graph, ii: int, ranges: list[tuple[int, 
     hi = [(ranges[a][1] + 1) * ii - ops[a].issue for a in range(n)]
     if any(lo[a] > hi[a] for a in range(n)):
         return None
-    edges = [(e.src, e.dst, e.latency - e.distance * ii) for e in graph.constraints()]
+    edges = [(e.src, e.dst, edge_gap(problem, e) - e.distance * ii) for e in graph.constraints()]
     T = lo[:]
     for _ in range(n + 1):
         changed = False
@@ -272,8 +283,8 @@ def tail_floor(problem: Problem, graph: Graph) -> int:
     for _ in range(n + 1):
         changed = False
         for e in zero:
-            if T[e.src] + e.latency > T[e.dst]:
-                T[e.dst] = T[e.src] + e.latency
+            if T[e.src] + edge_gap(problem, e) > T[e.dst]:
+                T[e.dst] = T[e.src] + edge_gap(problem, e)
                 changed = True
         if not changed:
             break

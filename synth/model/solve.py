@@ -216,7 +216,7 @@ class _Search:
     def left(self) -> float:
         return self.deadline - time.monotonic()
 
-    def build(self, ii: int, *, optimize: bool, cap: Optional[int]) -> _Built:
+    def build(self, ii: int, *, optimize: bool, cap: Optional[int], tail_cap: Optional[int] = None) -> _Built:
         mdl = Model(self.log)
         v = new_vars(mdl, self.problem, self.graph, ii, self.stage_hi)
         build_model(mdl, v, self.problem, self.graph, weave=self.weave)
@@ -225,6 +225,8 @@ class _Search:
             q = v.shared_quantum
             prim = self.spec.w_st * v.max_stage + self.spec.w_sh * q * v.shared_units
             mdl.add(prim <= cap, f"primary <= {cap}")
+        if tail_cap is not None:
+            mdl.add(v.tail <= tail_cap, f"tail <= {tail_cap} (else the incumbent is better)")
         if self.log:
             print(f"-- model at II={ii}:")
             for f in mdl.formulas:
@@ -251,9 +253,9 @@ class _Search:
         return s
 
     def solve_at(self, ii: int, *, optimize: bool, cap: Optional[int] = None, hint: Optional[Schedule] = None,
-                 limit: Optional[float] = None) -> _Run:
+                 limit: Optional[float] = None, tail_cap: Optional[int] = None) -> _Run:
         t0 = time.monotonic()
-        b = self.build(ii, optimize=optimize, cap=cap)
+        b = self.build(ii, optimize=optimize, cap=cap, tail_cap=tail_cap)
         for lit, _ in b.mdl.families.values():
             b.mdl.m.Add(lit == 1)
         self.hint(b, hint)
@@ -505,7 +507,7 @@ class _Search:
             if (primary_lb(ii, tl, st_lb, sh_ii), spec.latency_value(ii, tl)) > best_key[:2]:
                 ii += 1
                 continue
-            r = self.solve_at(ii, optimize=True, cap=cap, hint=best)
+            r = self.solve_at(ii, optimize=True, cap=cap, hint=best, tail_cap=self.tail_cap(ii, best_key[0]))
             if r.sched is not None:
                 offer(r.sched, exact=r.status == "OPTIMAL")
             if r.status == "FEASIBLE" and r.primary_bound is not None:
@@ -514,6 +516,15 @@ class _Search:
                 unresolved.append(primary_lb(ii, tl, st_lb, sh_ii))
             ii += 1
         return self.finish(best, best_key, best_exact, unresolved, lb_ii, tfloor)
+
+    def tail_cap(self, ii: int, best_primary: int) -> Optional[int]:
+        """The largest tail a schedule at ``ii`` may have and still tie the incumbent's primary objective
+        (static trip count, latency weighted, no negative weight; else None): stages and shared memory add
+        ``>= 0``, so ``w_lat * ((T - 1) * ii + tail) <= best_primary``."""
+        sp = self.spec
+        if sp.symbolic or sp.w_lat <= 0 or sp.w_st < 0 or sp.w_sh < 0:
+            return None
+        return (best_primary - sp.w_lat * (sp.trip - 1) * ii) // sp.w_lat
 
     def finish(self, best: Optional[Schedule], best_key: Optional[Key], exact: bool, unresolved: list[int],
                lb_ii: int, tfloor: int) -> Schedule:
