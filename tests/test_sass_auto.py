@@ -40,8 +40,9 @@ CUTLASS_PER_HMMA = {"128x128x32w4": 2.48, "128x256x64w8": 2.06}
 
 
 @functools.lru_cache(maxsize=None)
-def auto_build(key: str):
-    p = expand_gemm(GemmConfig(4096, 4096, 4096, **CONFIGS[key]))
+def auto_build(key: str, symbolic: bool = False):
+    """The auto kernel for K = 4096 (``symbolic``: for every K, the trip count T >= 1 at run time)."""
+    p = expand_gemm(GemmConfig(4096, 4096, 4096, **CONFIGS[key]), min_ktiles=1 if symbolic else None)
     assert p.pins.stage is None and p.pins.order is None  # stages: auto
     g = build_graph(p)
     s = solve(p, g, time_limit=60.0, workers=1)  # one worker: CP-SAT is deterministic
@@ -52,11 +53,12 @@ def auto_build(key: str):
     return p, s, comp, insns, sa.loop_stats(sa.main_loop(insns), t.MI * t.NI * t.KI)
 
 
+@pytest.mark.parametrize("symbolic", (False, True), ids=("static-T", "symbolic-T"))
 @pytest.mark.parametrize("key", CONFIGS)
-def test_auto_schedule_meets_the_targets(key):
+def test_auto_schedule_meets_the_targets(key, symbolic):
     """Solved, lowered and emitted (the emitter re-checks every wait) with 2+ shared slots; then every
     target of the issue on the main loop's SASS."""
-    p, s, comp, insns, st = auto_build(key)
+    p, s, comp, insns, st = auto_build(key, symbolic)
     print(key, f"{s.max_stage + 1} stages, {s.mult('A_s')} slots, II {s.timing.ii}", st)
     assert s.info.status == "OPTIMAL"
     assert s.mult("A_s") >= 2 and s.mult("B_s") >= 2  # the next k-tile's copies overlap this one's reads
