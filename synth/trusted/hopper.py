@@ -500,8 +500,8 @@ def derive_hopper(p: HProgram, lags: Optional[dict] = None) -> list[HopperObliga
         for pt in r.parts:
             emit(f"wellformed:{r.name}:{pt.name}", "wellformed",
                  f"{r.name} {pt.name}: every state count and access version is the step plus its constant; a "
-                 "predicated op runs iteration step - stage; an op writes the version of its iteration, and each slot is version mod "
-                 "multiplicity", lambda f, r=r, pt=pt: _wellformed(f, p, r, pt))
+                 "predicated op runs iteration step - stage; an op writes the version of its iteration; each "
+                 "slot is version mod multiplicity", lambda f, r=r, pt=pt: _wellformed(f, p, r, pt))
     for s in _stmts(p):
         tag, head = _tag(s), f"{s.role} {s.part} statement {s.pos}: {_what(s)}"
         if s.kind == "try_wait":
@@ -597,6 +597,9 @@ def _arrive_obligations(p: HProgram, s: HStmt, tag: str, head: str, emit) -> Non
             s.barrier, f.slot(s, "j"), _add(n, -1), s, "j")))]))
 
     emit(f"arrivals:{tag}:count", "arrivals", f"{head}: the phase it names gets exactly {b.count} arrival(s)", count)
+    if s.tx:
+        emit(f"tx_bytes:{tag}:count", "tx_bytes", f"{head}: the phase it names gets exactly the bytes it expects",
+             _bytes_builder(s))
     emit(f"{'arrivals' if s.arrivals else 'tx_bytes'}:{tag}:order", "arrivals" if s.arrivals else "tx_bytes",
          f"{head}: lands in the phase it names (it names a phase >= 0, and the previous phase is complete "
          "before it)", order)
@@ -628,8 +631,17 @@ def _arrive_obligations(p: HProgram, s: HStmt, tag: str, head: str, emit) -> Non
                 r = f.offset(s, "count") - f.offset(rd, ("r", a))
                 return _and(f.runs(s, "j"), f.runs(rd, f.rel(r)), _not(f.done(rd, r, s)))
             emit(f"release_after_wgmma:{tag}<-{rd.part}:{rd.pos}:r{a}", "release_after_wgmma",
-                 f"{head} releases the version its count names only after {rd.op}'s read of {acc.buffer} of that version is "
-                 "complete in its warp group", build)
+                 f"{head} releases the version its count names only after {rd.op}'s read of {acc.buffer} of "
+                 "that version is complete in its warp group", build)
+
+
+def _bytes_builder(s: HStmt):
+    """The phase ``s`` names (waited for or not) gets exactly its expected bytes: no copy of it can
+    land in a later phase."""
+    def build(f: _File) -> str:
+        ms = f.members(s.barrier, f.slot(s, "j"), f.phase(s, "j"))
+        return _and(f.runs(s, "j"), f"(not (= {f.expected(ms)} {f.delivered(ms)}))")
+    return build
 
 
 def _tma_obligations(p: HProgram, s: HStmt, tag: str, head: str, emit) -> None:
@@ -639,8 +651,10 @@ def _tma_obligations(p: HProgram, s: HStmt, tag: str, head: str, emit) -> None:
         return _and(f.runs(s, "j"), _or([f"(< {n} 0)", _and(f"(>= {n} 1)", _not(f.complete_before(
             s.barrier, f.slot(s, "j"), _add(n, -1), s, "j")))]))
 
-    emit(f"tx_bytes:{tag}:order", "tx_bytes", f"{head}: its complete_tx lands in the phase it names (>= 0; the previous phase is complete "
-         "before it)", order)
+    emit(f"tx_bytes:{tag}:order", "tx_bytes", f"{head}: its complete_tx lands in the phase it names (>= 0; the "
+         "previous phase is complete before it)", order)
+    emit(f"tx_bytes:{tag}:count", "tx_bytes", f"{head}: the phase it names gets exactly the bytes it expects",
+         _bytes_builder(s))
     for wa, wacc in enumerate(s.writes):
         M = p.mult[wacc.buffer]
         for rd in _stmts(p):
