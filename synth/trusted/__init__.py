@@ -9,7 +9,10 @@ its SMT-LIB2 formula, and checks a certificate against them with Z3 and cvc5
 * :mod:`~synth.trusted.obligations` -- the obligations and their files;
 * :mod:`~synth.trusted.solvers` -- Z3 and cvc5 on one text;
 * :mod:`~synth.trusted.certify` -- checking a certificate folder;
-* :mod:`~synth.trusted.check` -- verdicts of a program (no certificate).
+* :mod:`~synth.trusted.check` -- verdicts of a program (no certificate);
+* :mod:`~synth.trusted.hopper_program`, :mod:`~synth.trusted.hopper` -- Hopper programs
+  (``"protocol": "mbarrier"``): a strict reader and an independent encoding of every
+  obligation class, asked of Z3 and cvc5 (what ``synth certify`` adds to a Hopper certificate).
 
 No module here imports anything from synth outside this package; the tests check that.
 """

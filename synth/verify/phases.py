@@ -399,7 +399,8 @@ def _arrive_obligations(p: HopperProgram, ref: Ref, tag: str) -> list[HObligatio
         enc = ph.base[ref.role]
         x = ph.count(enc, ref)
         sl, n = ph.slot_phase(ref, x)
-        return And(ph.exec(enc, ref), n >= 1, Not(ph.done_before(s.barrier, sl, n - 1, enc, ref))), \
+        # a phase below 0 does not exist: such an arrival really lands in phase 0 (or later)
+        return And(ph.exec(enc, ref), Or(n < 0, And(n >= 1, Not(ph.done_before(s.barrier, sl, n - 1, enc, ref))))), \
             {"x": x, "slot": sl, "phase": n}
 
     cls = "arrivals" if s.arrivals else "tx_bytes"
@@ -455,7 +456,8 @@ def _tma_obligations(p: HopperProgram, ref: Ref, tag: str) -> list[HObligation]:
         enc = ph.base[ref.role]
         x = ph.count(enc, ref)
         sl, n = ph.slot_phase(ref, x)
-        return And(ph.exec(enc, ref), n >= 1, Not(ph.done_before(s.barrier.barrier, sl, n - 1, enc, ref))), \
+        return And(ph.exec(enc, ref), Or(n < 0, And(n >= 1, Not(ph.done_before(s.barrier.barrier, sl, n - 1, enc,
+                                                                                  ref))))), \
             {"x": x, "slot": sl, "phase": n}
 
     out.append(HObligation(f"tx_bytes:{tag}:order", "tx_bytes", ref.role, ref.part, ref.pos, None,

@@ -256,3 +256,23 @@ def test_generic_write_needs_proxy_fence():
     bad = verify_hopper(add(False), time_limit=20, tightness=False)
     assert [o.id for o in bad.obligations if o.status == "refuted"] == ["fence:proxy:consumer:body:1"]
     assert verify_hopper(add(True), time_limit=20, tightness=False).ok
+
+
+def test_an_arrival_naming_phase_minus_one_is_refuted():
+    """A release counted ``i - 1`` with no ``i >= 1`` guard names phase -1 at ``i = 0``: the arrival
+    really lands in phase 0, one too many there. Found by the independent checker (synth/trusted):
+    the prover used to skip phases below 0."""
+    from synth.emit.sm90.config import Sm90Config
+
+    p = Sm90Config(bm=64, stages=3, k_pipe_mmas=0).program()
+
+    def shift(stmts):
+        out, done = [], False
+        for s in stmts:
+            if isinstance(s, ArriveStmt) and s.barrier.startswith("empty") and not done:
+                s, done = replace(s, state=replace(s.state, count=parse("i - 1"))), True
+            out.append(s)
+        return out
+
+    part = p.role("consumer").program.parts[0].name
+    refuted(edit(p, "consumer", part, shift), {"arrivals"}, trips=range(1, 3))
