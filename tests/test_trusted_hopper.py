@@ -101,7 +101,7 @@ def test_refuted_mutants_are_rejected(program) -> None:
 
 @pytest.mark.slow
 @pytest.mark.parametrize("program", [
-    pytest.param(lambda: Sm90Config(bm=128, stages=5, k_pipe_mmas=4).program(), id="ws-5-4"),
+    pytest.param(lambda: Sm90Config(bm=128, stages=3, k_pipe_mmas=2).program(), id="ws-3-2"),
     pytest.param(lambda: Sm90Config(bm=64, stages=1, k_pipe_mmas=0).program(), id="ws-1-0"),
     pytest.param(lambda: Sm90Config(bm=64, stages=2, k_pipe_mmas=0).program(), id="ws-2-0"),
     pytest.param(lambda: lower_hopper_single(HopperLoop("g", LOADS[:1], "mma", 2, 0)), id="single-2-0"),
