@@ -170,6 +170,12 @@ def check_file(path: str, *, trip_count: Optional[int] = None, min_trip_count: O
     if os.path.isdir(path):
         raise SynthError(Loc(path), "is a folder", "pass one file")
     text = read_text(path)
+    if form in (None, "triton"):
+        from .ttgir_hopper import check_hopper, is_hopper_ttgir
+
+        if is_hopper_ttgir(text):  # sm_90 TMA + mbarrier + wgmma: the Hopper prover (docs/check.md)
+            return check_hopper(text, path, trip_count=trip_count, min_trip_count=min_trip_count,
+                                time_limit=time_limit, tightness=tightness)
     return check_loop(import_loop(text, path, form), trip_count=trip_count, min_trip_count=min_trip_count,
                       time_limit=time_limit, tightness=tightness)
 

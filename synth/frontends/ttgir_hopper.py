@@ -1,0 +1,1045 @@
+"""Triton TTGIR for sm_90 (TMA + mbarrier + wgmma pipelining) -> :class:`~synth.hopper.ir.HopperProgram`.
+
+Input: ``compiled_kernel.asm["ttgir"]`` of a kernel Triton's software pipeliner
+pipelined for ``GPUTarget("cuda", 90, 32)`` with tensor descriptors: one ``scf.for``
+holding ``ttng.async_tma_copy_global_to_local`` / ``ttng.wait_barrier``. The result is
+a Hopper program of one role (``mainloop``, one warp group: Triton issues the copies and
+the wgmma from the same warps, the shape of :func:`synth.lower.barriers.lower_hopper_single`)
+that :func:`synth.verify.phases.verify_hopper` proves for every trip count. Mapping:
+
+* ``ttg.local_alloc`` of ``NxMxi64`` used by ``ttng.init_barrier`` -> a ``full`` barrier of
+  ``N`` slots (init count from ``init_barrier``; every slot initialized before the loop with
+  the same count, else no ``init`` statement and the ``fence`` class refutes). Other
+  allocations written by TMA -> buffers of ``N`` slots (``ttg.memdesc_index`` selects one).
+* ``ttng.barrier_expect %bar, BYTES, %pred`` -> ``arrive`` with ``arrivals`` 1 and ``tx``
+  ``BYTES``, guarded by ``%pred``: Triton lowers it to ``@(thread 0 && pred)
+  mbarrier.arrive.expect_tx`` (BarrierOpToLLVM.cpp, ``BarrierExpectConversion``), so a
+  false predicate skips the arrival and the bytes together.
+* ``ttng.async_tma_copy_global_to_local %desc[...] %slot, %bar, %pred`` -> a TMA op
+  statement writing the slot and completing the full box bytes (the destination memdesc's
+  shape times its element size) on the barrier, guarded by ``%pred``.
+* ``ttng.wait_barrier %bar, %phase`` -> ``try_wait`` with the :class:`PipelineState` fitted
+  from the SSA slot and phase values; ``ttng.warp_group_dot ... {isAsync = true}`` -> the
+  wgmma op (reading the TMA slots it is given, directly or through ``ttg.memdesc_trans`` /
+  subslices) and ``commit_group``; a synchronous one adds ``wait_group 0``;
+  ``ttng.warp_group_dot_wait {pendings = N}`` -> ``wait_group N``; ``ttng.inval_barrier``
+  of every slot after the loop -> ``inval``.
+
+Counts (the ``PipelineState.count`` of each statement) follow the rules of
+docs/check.md for ``cp.async``: the ``n``-th TMA write of a buffer (program order,
+prologue first) is version ``n`` and must land in slot ``n % N``; the ``n``-th
+``barrier_expect`` on a barrier names count ``n`` and must use slot ``n % N``; a TMA's
+completion, a ``wait_barrier`` and a wgmma read name the last ``barrier_expect`` (resp.
+TMA write) of their slot before them in program order. A wait's parity is then checked
+against that count: ``(count / N) % 2`` gives phase 0, the opposite parity phase 1 (the
+phase before), and a parity that is sometimes one and sometimes the other splits the wait
+into two guarded statements, so the prover judges each. Slot indices and phase bits
+carried in ``iter_args`` are fitted on the first iterations (``a*k + b``, ``(k + b) % N``,
+``((k + b) / N) % 2``) and proven by induction with Z3 (all at once); predicates become
+guards, rendered from their Z3 terms and checked equal to them.
+
+Outside the model (SynthError, exit 2): barriers allocated or initialized inside the loop
+(``num_stages = 1``), ``cp.async`` or other async ops in the same loop, TMA stores,
+``ttng.arrive_barrier``, a TMA, wait or wgmma reading a slot after the loop, slots that
+do not rotate, a phase or predicate that cannot be fitted or rendered.
+Assumed (not in TTGIR; Triton's lowering inserts them): the CTA barrier after the inits
+and ``fence.proxy.async`` before the first TMA, modelled as the init fence.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from dataclasses import dataclass, field
+from typing import Optional
+
+import z3
+
+from ..completion import (ArriveStmt, Barrier, BarrierRef, FenceStmt, InitStmt, InvalStmt, PipelineState,
+                          TryWaitStmt, Tx)
+from ..errors import Loc, SynthError
+from ..expr import Num, Var, parse, to_z3
+from ..hopper.ir import HopperError, HopperProgram, Role, validate_hopper
+from ..program import Access, CommitStmt, OpStmt, Part, ProgBuffer, ProgOp, Program, Wait, WaitStmt
+from .arith import is_sym
+from .mlirtext import Op, int_type, parse_module, walk
+from .scfloop import Walker, err, find_block, fit, fit_at, short, valid
+from .ttgir import VIEW_OPS
+
+TMA = "ttng.async_tma_copy_global_to_local"
+WAIT = "ttng.wait_barrier"
+EXPECT = "ttng.barrier_expect"
+DOT = "ttng.warp_group_dot"
+DOT_WAIT = "ttng.warp_group_dot_wait"
+INIT = "ttng.init_barrier"
+INVAL = "ttng.inval_barrier"
+EVENT_OPS = (TMA, WAIT, EXPECT, DOT, DOT_WAIT, INIT, INVAL, "ttg.async_copy_global_to_local", "ttg.local_load",
+             "ttng.arrive_barrier", "ttg.async_wait", "ttg.async_commit_group")
+ELEM_BYTES = {"f16": 2, "bf16": 2, "f32": 4, "tf32": 4, "f64": 8, "i8": 1, "i16": 2, "i32": 4, "i64": 8,
+              "f8E4M3FN": 1, "f8E5M2": 1, "f8E4M3FNUZ": 1, "f8E5M2FNUZ": 1, "f8E4M3B11FNUZ": 1}
+MAX_SLOTS = 16
+"""Most slots of a barrier or buffer (Triton's num_stages is small; synth's Hopper bound)."""
+FIX = "pass the TTGIR of a kernel Triton pipelined for sm_90 with tensor descriptors and num_stages >= 2"
+
+
+def is_hopper_ttgir(text: str) -> bool:
+    """Whether a TTGIR text holds sm_90 TMA / mbarrier pipelining (this front-end's input)."""
+    return any(t in text for t in (TMA, WAIT, "triton_nvidia_gpu.async_tma_copy_global_to_local",
+                                   "triton_nvidia_gpu.wait_barrier"))
+
+
+@dataclass
+class HEvent:
+    """One statement of the source that matters to the protocol (slots are ints or Z3 terms)."""
+
+    kind: str
+    """init | inval | expect | tma | wait | dot | dotwait"""
+    line: int
+    text: str
+    buf: str = ""
+    slot: object = None
+    bar: str = ""
+    bar_slot: object = None
+    pred: object = True
+    bytes: int = 0
+    count: int = 0
+    phase: object = None
+    reads: tuple = ()
+    is_async: bool = True
+
+
+def _memdesc(text: str, path: str, line: int, which: int = -1) -> tuple[list, str]:
+    """Shape and element type of the ``which``-th ``memdesc<...>`` / ``tensordesc<...>`` of a line."""
+    ms = re.findall(r"(?:memdesc|tensordesc)<([\dx]+)x([A-Za-z]\w*)", text)
+    if not ms:
+        raise err(path, line, "cannot read the shared memory type of this op", "print the TTGIR with its types")
+    dims, elem = ms[which]
+    return [int(x) for x in dims.split("x")], elem
+
+
+def _xor_like(op: Op, args: list):
+    """``arith.xori/andi/ori`` of an integer and the constant 1 (a phase bit), exactly; None otherwise."""
+    a, b = args
+    if any(isinstance(x, bool) or (is_sym(x) and z3.is_bool(x)) or x is None for x in (a, b)):
+        return None
+    if isinstance(a, int) and isinstance(b, int):
+        return {"arith.xori": a ^ b, "arith.andi": a & b, "arith.ori": a | b}[op.name]
+    x, c = (a, b) if isinstance(b, int) else (b, a)
+    if c != 1 or not is_sym(x):
+        return None
+    # two's complement bit 0 of x is x % 2 (Z3's % by a positive constant is non-negative)
+    return {"arith.xori": x + 1 - 2 * (x % 2), "arith.andi": x % 2, "arith.ori": x + 1 - x % 2}[op.name]
+
+
+class HopperWalker(Walker):
+    """The ``ttg`` / ``ttng`` ops of sm_90 TMA pipelining (module docstring)."""
+
+    event_ops = EVENT_OPS
+
+    def __init__(self, path: str, bind: dict) -> None:
+        super().__init__(path, {})
+        self.bind = bind
+        self.elem: dict = {}
+
+    def _view(self, op: Op, env: dict, k: int):
+        v = env.get(op.operands[k]) if len(op.operands) > k else None
+        if isinstance(v, tuple) and v[0] == "buf":
+            v = ("view", v[1], 0, ())
+        self.need_view(op, v)
+        return v
+
+    def dialect(self, op: Op, env: dict, events: list, where: str) -> bool:
+        n = op.name
+        if op.results and op.results[0] in self.bind:
+            env[op.results[0]] = self.bind[op.results[0]]
+            return True
+        if n in ("arith.xori", "arith.andi", "arith.ori") and int_type(op) and len(op.operands) == 2:
+            v = _xor_like(op, [env.get(o) for o in op.operands])
+            if v is not None:
+                env[op.results[0]] = v
+                return True
+            return False
+        if n == "ttg.local_alloc":
+            if where == "in the loop":
+                raise err(self.path, op.line, "ttg.local_alloc inside the pipelined loop (Triton's num_stages = 1 "
+                          "output: every iteration allocates, loads, waits and frees; nothing is pipelined)",
+                          "compile with num_stages >= 2 to get a pipelined loop")
+            name = op.results[0].lstrip("%") if op.results else f"buf{op.line}"
+            shape, elem = _memdesc(op.text, self.path, op.line)
+            self.buffers.setdefault(name, 1)
+            self.shapes[name] = shape
+            self.elem[name] = elem
+            env[op.results[0]] = ("buf", name)
+            return True
+        if n in ("ttg.memdesc_index", "ttg.memdesc_subview"):
+            base = env.get(op.operands[0]) if op.operands else None
+            if not (isinstance(base, tuple) and base[0] == "buf"):
+                env[op.results[0]] = None
+                return True
+            if len(op.operands) > 1:
+                idx = env.get(op.operands[1])
+            else:
+                m = re.search(r"\[(-?\d+)", op.rest())
+                idx = int(m.group(1)) if m else None
+            self.buffers[base[1]] = (self.shapes.get(base[1]) or [1])[0]
+            env[op.results[0]] = ("view", base[1], idx, ())
+            return True
+        if n in VIEW_OPS:
+            base = env.get(op.operands[0]) if op.operands else None
+            if isinstance(base, tuple) and base[0] in ("view", "buf"):
+                base = base if base[0] == "view" else ("view", base[1], 0, ())
+                tag = base[3]
+                if n == "ttg.memdesc_subslice":
+                    m = re.search(r"\[([\d,\s]+)\]", op.rest())
+                    tag = tag + ((m.group(1).replace(" ", ""),) if m else ("?",))
+                env[op.results[0]] = ("view", base[1], base[2], tag)
+            return True
+        if n in (INIT, INVAL):
+            if where == "in the loop":
+                raise err(self.path, op.line, f"{n} inside the pipelined loop (barriers live across the loop in "
+                          "a pipelined kernel; this is Triton's num_stages = 1 output)",
+                          "compile with num_stages >= 2 to get a pipelined loop")
+            v = self._view(op, env, 0)
+            m = re.search(r",\s*(\d+)\s*(?::|$)", op.text)
+            if n == INIT and not m:
+                raise err(self.path, op.line, "ttng.init_barrier without an arrival count", FIX)
+            events.append(HEvent("init" if n == INIT else "inval", op.line, short(op), bar=v[1], bar_slot=v[2],
+                                 count=int(m.group(1)) if n == INIT else 0))
+            return True
+        if n == EXPECT:
+            v = self._view(op, env, 0)
+            m = re.search(r"%[\w$.#-]+\s*,\s*(\d+)\s*(?:,|:|$)", op.text)
+            if not m:
+                raise err(self.path, op.line, "cannot read the byte count of ttng.barrier_expect", FIX)
+            pred = env.get(op.operands[1]) if len(op.operands) > 1 else True
+            events.append(HEvent("expect", op.line, short(op), bar=v[1], bar_slot=v[2], bytes=int(m.group(1)),
+                                 pred=pred))
+            return True
+        if n == TMA:
+            if len(op.operands) < 3:
+                raise err(self.path, op.line, "cannot read the operands of this TMA copy", FIX)
+            # operands: descriptor, coordinates..., destination, barrier, predicate
+            dst_i = next((k for k in range(1, len(op.operands))
+                          if isinstance(env.get(op.operands[k]), tuple)), None)
+            if dst_i is None or dst_i + 1 >= len(op.operands):
+                raise err(self.path, op.line, "cannot tell the destination slot and barrier of this TMA copy",
+                          "the destination and the barrier must be views of shared allocations")
+            dst = self._view(op, env, dst_i)
+            bar = self._view(op, env, dst_i + 1)
+            pred = env.get(op.operands[dst_i + 2]) if dst_i + 2 < len(op.operands) else True
+            shape, elem = _memdesc(op.text, self.path, op.line)
+            box = re.search(r"tensordesc<([\dx]+)x([A-Za-z]\w*)", op.text)
+            if box and (math.prod(int(x) for x in box.group(1).split("x")), box.group(2)) != (math.prod(shape), elem):
+                raise err(self.path, op.line, f"the TMA box {box.group(1)}x{box.group(2)} and its destination "
+                          f"{'x'.join(map(str, shape))}x{elem} differ in size", FIX)
+            if elem not in ELEM_BYTES:
+                raise err(self.path, op.line, f"element type {elem} of the TMA box is not known",
+                          f"use one of {', '.join(sorted(ELEM_BYTES))}")
+            events.append(HEvent("tma", op.line, short(op), buf=dst[1], slot=dst[2], bar=bar[1], bar_slot=bar[2],
+                                 pred=pred, bytes=math.prod(shape) * ELEM_BYTES[elem]))
+            return True
+        if n == WAIT:
+            v = self._view(op, env, 0)
+            if len(op.operands) < 2:
+                raise err(self.path, op.line, "ttng.wait_barrier without a phase", FIX)
+            pred = env.get(op.operands[2]) if len(op.operands) > 2 else True
+            events.append(HEvent("wait", op.line, short(op), bar=v[1], bar_slot=v[2], phase=env.get(op.operands[1]),
+                                 pred=pred))
+            return True
+        if n == DOT:
+            reads = tuple((v[1], v[2] if v[0] == "view" else 0) for o in op.operands[:2] for v in [env.get(o)]
+                          if isinstance(v, tuple) and v[0] in ("view", "buf"))
+            events.append(HEvent("dot", op.line, short(op), reads=reads,
+                                 is_async=str(op.attrs.get("isAsync", "false")) == "true"))
+            for r in op.results[:1]:
+                env[r] = None
+            return True
+        if n == DOT_WAIT:
+            if "pendings" not in op.attrs:
+                raise err(self.path, op.line, "ttng.warp_group_dot_wait without {pendings = N}",
+                          "print the TTGIR with attributes")
+            events.append(HEvent("dotwait", op.line, short(op), count=int(op.attrs["pendings"])))
+            for r in op.results:
+                env[r] = None
+            return True
+        if n in ("ttg.local_dealloc", "ttng.fence_async_shared"):
+            return True
+        if n in ("ttg.async_copy_global_to_local", "ttg.async_commit_group", "ttg.async_wait"):
+            raise err(self.path, op.line, f"{n}: cp.async in the same loop as TMA copies is outside the model of "
+                      "this check", "check a kernel whose pipelined loads are all tensor-descriptor (TMA) loads")
+        if n.startswith("ttng.") and any(t in n for t in ("async", "tma", "barrier", "dot", "mma", "tmem")):
+            raise err(self.path, op.line, f"{n} is outside the model of the sm_90 TMA pipeline check",
+                      "see docs/check.md, 'Triton Hopper TTGIR', for the ops it reads")
+        return False
+
+
+# ----------------------------------------------------------------------------------------------
+# fits of carried values (slot indices and phase bits), proven by induction
+
+def _fit(seq: list, mods: list):
+    """``fit`` of :mod:`.scfloop`, or ``("par", b, N)``: ``((k + b) / N) % 2`` for ``k >= 1``."""
+    f = fit(seq, mods)
+    if f is not None or len(seq) < 4 or any(not isinstance(x, int) or isinstance(x, bool) for x in seq[1:]):
+        return f
+    for N in sorted(set(mods) | {1}):
+        for b in range(2 * N):
+            if all(seq[k] == ((k + b) // N) % 2 for k in range(1, len(seq))):
+                return ("par", b, N)
+    return None
+
+
+def _at(f, k):
+    if f[0] == "par":
+        return ((k + f[1]) / f[2]) % 2 if is_sym(k) else ((k + f[1]) // f[2]) % 2
+    return fit_at(f, k)
+
+
+def _same(y, nxt, k) -> bool:
+    if isinstance(nxt, tuple):
+        if not (isinstance(y, tuple) and y[0] == "view" and y[1] == nxt[1] and y[3] == nxt[3]) or y[2] is None:
+            return False
+        return valid(_z(y[2]) == nxt[2], [k >= 1])
+    if y is None or isinstance(y, tuple) or (is_sym(y) and z3.is_bool(y)):
+        return False
+    return valid(_z(y) == nxt, [k >= 1])
+
+
+def _z(x):
+    if is_sym(x):
+        return z3.If(x, z3.IntVal(1), z3.IntVal(0)) if z3.is_bool(x) else x
+    return z3.IntVal(int(x))
+
+
+def _zb(x):
+    if is_sym(x):
+        return x if z3.is_bool(x) else x != 0
+    return z3.BoolVal(bool(x))
+
+
+# ----------------------------------------------------------------------------------------------
+# Z3 terms -> synth expressions (guards)
+
+def render(t, names: dict) -> str:
+    """A synth expression (docs: synth/expr.py) equal to the Z3 term ``t``; ValueError if it has none."""
+    t = z3.simplify(t)
+    return _render(t, names)
+
+
+def _render(t, names: dict) -> str:
+    if z3.is_true(t):
+        return "(0 == 0)"
+    if z3.is_false(t):
+        return "(0 != 0)"
+    if z3.is_int_value(t):
+        v = t.as_long()
+        return str(v) if v >= 0 else f"(0 - {-v})"
+    if z3.is_const(t):
+        if t.decl().name() not in names:
+            raise ValueError(f"unknown value {t}")
+        return names[t.decl().name()]
+    k = t.decl().kind()
+    a = [_render(c, names) for c in t.children()]
+    binop = {z3.Z3_OP_LT: "<", z3.Z3_OP_LE: "<=", z3.Z3_OP_GT: ">", z3.Z3_OP_GE: ">=", z3.Z3_OP_SUB: "-"}
+    if k in binop and len(a) == 2:
+        return f"({a[0]} {binop[k]} {a[1]})"
+    if k == z3.Z3_OP_ADD:
+        return "(" + " + ".join(a) + ")"
+    if k == z3.Z3_OP_MUL:
+        return "(" + " * ".join(a) + ")"
+    if k == z3.Z3_OP_UMINUS:
+        return f"(0 - {a[0]})"
+    if k in (z3.Z3_OP_IDIV, z3.Z3_OP_MOD):
+        d = t.children()[1]
+        if not (z3.is_int_value(d) and d.as_long() > 0):
+            raise ValueError(f"division by a non-constant in {t}")
+        return f"({a[0]} {'/' if k == z3.Z3_OP_IDIV else '%'} {a[1]})"
+    if k == z3.Z3_OP_ITE:
+        return f"({a[0]} ? {a[1]} : {a[2]})"
+    if k == z3.Z3_OP_NOT:
+        return f"(!{a[0]})"
+    if k == z3.Z3_OP_AND:
+        return "(" + " && ".join(a) + ")"
+    if k == z3.Z3_OP_OR:
+        return "(" + " || ".join(a) + ")"
+    if k in (z3.Z3_OP_EQ, z3.Z3_OP_DISTINCT) and len(a) == 2:
+        if z3.is_bool(t.children()[0]):
+            eq = f"(({a[0]} && {a[1]}) || (!{a[0]} && !{a[1]}))"
+            return eq if k == z3.Z3_OP_EQ else f"(!{eq})"
+        return f"({a[0]} {'==' if k == z3.Z3_OP_EQ else '!='} {a[1]})"
+    if k == z3.Z3_OP_IMPLIES:
+        return f"((!{a[0]}) || {a[1]})"
+    if k == z3.Z3_OP_XOR:
+        return f"(({a[0]} && !{a[1]}) || (!{a[0]} && {a[1]}))"
+    raise ValueError(f"cannot write {t.decl().name()} as a synth expression")
+
+
+# ----------------------------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class HopperImport:
+    """The mapped program and where each of its statements comes from."""
+
+    program: HopperProgram
+    path: str
+    loop_line: int
+    sources: dict = field(default_factory=dict)
+    """``(part, position)`` of the mainloop role -> (source line, text)."""
+    notes: tuple = ()
+
+
+@dataclass
+class _Ctx:
+    path: str
+    k: object
+    T: object
+    iv_known: bool
+
+
+def ttgir_to_hopper(text: str, path: str, *, min_trip_count: Optional[int] = None) -> HopperImport:
+    """Read an sm_90 pipelined TTGIR module (module docstring); SynthError for what is outside the model."""
+    text = text.replace("triton_gpu.", "ttg.").replace("triton_nvidia_gpu.", "ttng.")
+    mod = parse_module(text, path)
+    is_pipe = (TMA, WAIT)
+    loops = [op for op in walk(mod) if op.name == "scf.for" and op.regions
+             and any(x.name in is_pipe for x in walk(op.regions[0]))]
+    if not loops:
+        raise err(path, 0, "no pipelined loop: no scf.for holds a ttng.async_tma_copy_global_to_local or "
+                  "ttng.wait_barrier", FIX)
+    if len(loops) > 1:
+        raise err(path, loops[1].line, "several pipelined loops (or a nested one) in one module",
+                  "pass a kernel with one pipelined loop")
+    lp = loops[0]
+    block = find_block(mod, lp)
+    pos = next(i for i, op in enumerate(block) if op is lp)
+    m = re.search(r"scf\.for\s+(%[\w$.-]+)\s*=\s*(%[\w$.-]+(?:#\d+)?)\s+to\s+(%[\w$.-]+(?:#\d+)?)\s+step\s+"
+                  r"(%[\w$.-]+(?:#\d+)?)", lp.text)
+    if not m:
+        raise err(path, lp.line, "cannot read this scf.for header", "print the IR with MLIR's default printer")
+    iv, lb, ub, st = m.groups()
+    iters = re.findall(r"(%[\w$.-]+)\s*=\s*(%[\w$.-]+(?:#\d+)?)", lp.text[lp.text.find("iter_args"):]) \
+        if "iter_args" in lp.text else []
+    # pass 1: is the upper bound a constant?
+    probe: dict = {}
+    HopperWalker(path, {}).block(block[:pos], probe, [], "before the loop")
+    T = z3.Int("T")
+    ubv = probe.get(ub)
+    fixed = isinstance(ubv, int) and not isinstance(ubv, bool)
+    bind = {} if fixed else {ub: T}
+    w = HopperWalker(path, bind)
+    env: dict = dict(bind)
+    pro: list = []
+    w.block(block[:pos], env, pro, "before the loop")
+    lbv, stv = env.get(lb), env.get(st)
+    if not (isinstance(lbv, int) and isinstance(stv, int)) or isinstance(lbv, bool) or stv <= 0:
+        raise err(path, lp.line, "the pipelined loop's lower bound and step must be constants (step > 0)", FIX)
+    if not fixed and (lbv, stv) != (0, 1):
+        raise err(path, lp.line, f"the pipelined loop runs from {lbv} with step {stv} to a bound that is not a "
+                  "constant", "pass a loop from 0 with step 1 (as Triton emits for `range(0, n)`)")
+    trip: object = max(0, math.ceil((ubv - lbv) / stv)) if fixed else T
+    if fixed and trip < 1:
+        raise err(path, lp.line, f"the pipelined loop runs {trip} times", "a Hopper pipeline needs T >= 1")
+
+    names = [a for a, _ in iters]
+    inits = [env.get(i) for _, i in iters]
+    body = lp.regions[0]
+    mods = sorted({x for x in w.buffers.values() if x > 1})
+    nsim = max(8, 3 * max(mods + [1]) + 2)
+    seqs: list = [[] for _ in names]
+    cur = list(inits)
+    runs = []
+    for kk in range(nsim):
+        e2 = dict(env)
+        e2[iv] = lbv + kk * stv
+        for nme, v in zip(names, cur):
+            e2[nme] = v
+        evs: list = []
+        w.block(body, e2, evs, "in the loop")
+        runs.append(evs)
+        for i, v in enumerate(cur):
+            seqs[i].append(v)
+        cur = e2.get("__yield__", [None] * len(names))
+    mods = sorted({x for x in w.buffers.values() if x > 1})
+    fits = []
+    for seq in seqs:
+        if all(isinstance(v, tuple) and v[0] == "view" for v in seq):
+            same = len({(v[1], v[3]) for v in seq[1:]}) == 1
+            f = _fit([v[2] for v in seq], mods) if same else None
+            fits.append(("view", seq[1][1], seq[1][3], f) if f else None)
+        elif all(isinstance(v, int) and not isinstance(v, bool) for v in seq):
+            fits.append(_fit(seq, mods))
+        else:
+            fits.append(None)
+    k = z3.Int("k")
+    while True:  # induction: assume every fit at k, prove each yield is the fit at k + 1; drop failures
+        e3 = dict(env)
+        e3[iv] = lbv + k * stv
+        for i, nme in enumerate(names):
+            f = fits[i]
+            if f is None:
+                e3[nme] = z3.Int(f"free_{i}") if isinstance(inits[i], int) and not isinstance(inits[i], bool) \
+                    else None
+            elif f[0] == "view":
+                e3[nme] = ("view", f[1], _at(f[3], k), f[2])
+            else:
+                e3[nme] = _at(f, k)
+        sym: list = []
+        w.block(body, e3, sym, "in the loop")
+        ys = e3.get("__yield__", [None] * len(names))
+        changed = False
+        for i, f in enumerate(fits):
+            if f is None:
+                continue
+            nxt = ("view", f[1], _at(f[3], k + 1), f[2]) if f[0] == "view" else _at(f, k + 1)
+            if not _same(ys[i], nxt, k):
+                fits[i] = None
+                changed = True
+        if not changed:
+            break
+    epi: list = []
+    env_after = dict(env)
+    for r in lp.results:
+        env_after[r] = None
+    w.block(block[pos + 1:], env_after, epi, "after the loop")
+    ctx = _Ctx(path, k, T, fixed)
+    return _build(ctx, w, lp, pro, sym, runs, epi, trip, min_trip_count, _func_name(mod, lp))
+
+
+def _func_name(mod: list, lp: Op) -> str:
+    for op in walk(mod):
+        if op.name in ("tt.func", "func.func") and op.regions and find_block(op.regions[0], lp):
+            m = re.search(r"@([\w$.]+)", op.text)
+            if m:
+                return m.group(1)
+    return "kernel"
+
+
+def _const_slot(ctx: _Ctx, e: HEvent, what: str, slot) -> int:
+    if not isinstance(slot, int) or isinstance(slot, bool):
+        raise err(ctx.path, e.line, f"{what} of {e.text} before or after the loop is not a constant",
+                  "indirect or data-dependent slot indices are outside the model")
+    return slot
+
+
+def _rot(ctx: _Ctx, e: HEvent, vals: list, symval, m: int) -> int:
+    """``c`` with a body slot (``vals`` per concrete run, ``symval`` at ``k``) ``== (k + c) % m``
+    (every concrete run, and Z3 for ``k >= 1``)."""
+    if any(not isinstance(v, int) or isinstance(v, bool) for v in vals):
+        raise err(ctx.path, e.line, f"slot index of {e.text} is not a constant per iteration (indirect or "
+                  "data-dependent)", "indirect slot indices are outside the model")
+    c = vals[0] % m
+    if symval is None or any(v != (j + c) % m for j, v in enumerate(vals)) or \
+            not valid(_z(symval) == (ctx.k + c) % m, [ctx.k >= 1]):
+        raise err(ctx.path, e.line, f"slot index of {e.text} is not (k + c) % {m} in iteration k (could not be "
+                  "derived from the loop's induction variable or iter_args)",
+                  "only rotating slot indices are supported")
+    return c
+
+
+def _last(e: int, c: int, m: int) -> int:
+    """The largest ``a <= e`` with ``a % m == c % m``."""
+    return e - ((e - c) % m)
+
+
+def _guard(ctx: _Ctx, e: HEvent, pred, runs_preds: Optional[list], var: str):
+    """The guard Expr of a predicate (None: always), rendered and checked equal to the Z3 term."""
+    if pred is None:
+        raise err(ctx.path, e.line, f"the predicate of {e.text} is not known (it depends on a value synth does "
+                  "not model)", "predicates must be functions of the induction variable and the trip count")
+    p = _zb(pred)
+    if runs_preds is not None:
+        for j, rp in enumerate(runs_preds):
+            if rp is None or not valid(_zb(rp) == z3.substitute(p, (ctx.k, z3.IntVal(j))), [ctx.T >= 1]):
+                raise err(ctx.path, e.line, f"the predicate of {e.text} in iteration {j} differs from the one "
+                          "synth derived for every iteration", "predicates must be functions of k and T")
+    p = z3.simplify(p)
+    if z3.is_true(p):
+        return None
+    try:
+        s = render(p, {"k": var, "T": "T"})
+        g = parse(s)
+    except Exception as x:  # noqa: BLE001 -- ValueError or ExprError: reported as outside the model
+        raise err(ctx.path, e.line, f"the predicate of {e.text} cannot be written as a guard ({x})",
+                  "predicates must be affine conditions on k and T") from None
+    back = to_z3(g, {var: ctx.k, "T": ctx.T})
+    if not valid(back == p, []):
+        raise err(ctx.path, e.line, f"the predicate of {e.text} could not be rendered exactly", FIX)
+    return g
+
+
+def _and(a, b):
+    if a is None:
+        return b
+    if b is None:
+        return a
+    from ..expr import to_str
+    return parse(f"({to_str(a)}) && ({to_str(b)})")
+
+
+def _build(ctx: _Ctx, w: HopperWalker, lp: Op, pro: list, body: list, runs: list, epi: list, trip,
+           min_trip: Optional[int], name: str) -> HopperImport:
+    path = ctx.path
+    for e in epi:
+        if e.kind in ("tma", "expect", "wait", "init") or (e.kind == "dot" and e.reads):
+            raise err(path, e.line, f"{e.text} after the pipelined loop is outside the model (Triton's sm_90 "
+                      "pipeliner does not peel its epilogue)", FIX)
+    inits = [e for e in pro if e.kind == "init"]
+    bars = sorted({e.bar for e in pro + body + epi if e.kind in ("init", "inval", "expect", "wait")}
+                  | {e.bar for e in pro + body if e.kind == "tma"})
+    tma_bufs = sorted({e.buf for e in pro + body if e.kind == "tma"})
+    if not any(e.kind == "tma" for e in body):
+        raise err(path, lp.line, "the pipelined loop issues no TMA copy", FIX)
+    if set(bars) & set(tma_bufs):
+        raise err(path, lp.line, "a shared allocation is used both as a barrier and as a TMA destination", FIX)
+    slots = {}
+    for b in bars + tma_bufs:
+        s = w.buffers.get(b, 1)
+        if not 1 <= s <= MAX_SLOTS:
+            raise err(path, lp.line, f"{b} has {s} slots", f"at most {MAX_SLOTS} slots are supported")
+        slots[b] = s
+    # ---- setup: every slot of a barrier initialized once with the same count
+    init_count: dict = {}
+    setup: list = []
+    seen_use = False
+    for e in pro:
+        if e.kind == "init":
+            if seen_use:
+                raise err(path, e.line, "ttng.init_barrier after the barriers are used", FIX)
+            s = _const_slot(ctx, e, "barrier slot", e.bar_slot)
+            init_count.setdefault(e.bar, {})
+            if s in init_count[e.bar]:
+                raise err(path, e.line, f"slot {s} of {e.bar} is initialized twice", FIX)
+            init_count[e.bar][s] = e.count
+        elif e.kind != "inval":
+            seen_use = True
+    barriers = []
+    for b in bars:
+        counts = init_count.get(b, {})
+        if len(set(counts.values())) > 1:
+            raise err(path, lp.line, f"the slots of barrier {b} are initialized with different counts "
+                      f"{sorted(set(counts.values()))}", "initialize every slot with the same arrival count")
+        count = next(iter(counts.values()), 1)
+        if not 1 <= count <= 1024:
+            raise err(path, lp.line, f"barrier {b} init count {count} out of range", "use 1..1024")
+        guards = tuple(sorted({e.buf for e in pro + body if e.kind == "tma" and e.bar == b}))
+        barriers.append(Barrier(b, slots[b], count, "full", guards))
+        if set(counts) == set(range(slots[b])):
+            setup.append(InitStmt(b))
+    if setup:
+        setup.append(FenceStmt("mbarrier_init"))
+    teardown = []
+    for b in bars:
+        inv = {_const_slot(ctx, e, "barrier slot", e.bar_slot) for e in epi if e.kind == "inval" and e.bar == b}
+        if inv == set(range(slots[b])):
+            teardown.append(InvalStmt(b))
+    # ---- versions: prologue writes / expects per buffer / barrier
+    p_writes = {b: 0 for b in tma_bufs}
+    p_expects = {b: 0 for b in bars}
+    for e in pro:
+        if e.kind == "tma":
+            p_writes[e.buf] += 1
+        elif e.kind == "expect":
+            p_expects[e.bar] += 1
+    P = max(p_writes.values())
+    tsym = None if ctx.iv_known and isinstance(trip, int) and not is_sym(trip) else "T"
+    tv = Var("T") if tsym else Num(int(trip))
+    ops: dict = {}
+    for b in tma_bufs:
+        ops[f"tma_{b}"] = ProgOp(f"tma_{b}", "tma", P - p_writes[b], True, None, None)
+    buffers = []
+    for b in tma_bufs:
+        box = {e.bytes for e in pro + body if e.kind == "tma" and e.buf == b}
+        if len(box) != 1:
+            raise err(path, lp.line, f"TMA copies into {b} have different box sizes {sorted(box)}", FIX)
+        buffers.append(ProgBuffer(b, "shared", slots[b], box.pop()))
+    sources: dict = {}
+    waits: list = []
+    # ---- body
+    stmts: list = []
+    n_writes = {b: 0 for b in tma_bufs}     # body writes so far in this iteration
+    n_expects = {b: 0 for b in bars}
+    dot_stage = None
+    n_dot = 0
+
+    def count_of(bar: str, c: int) -> int:
+        """Offset ``a``: the last expect on slot ``(k + c) % M`` before here names count ``k + a``."""
+        e_ = p_expects[bar] + (n_expects[bar] - 1)
+        return _last(e_, c, slots[bar])
+
+    def add(stmt, e: HEvent, part: str, out: list) -> None:
+        sources[(part, len(out))] = (e.line, e.text)
+        out.append(stmt)
+
+    for n_ev, e in enumerate(body):
+        if e.kind == "expect":
+            if n_expects[e.bar]:
+                raise err(path, e.line, f"two ttng.barrier_expect on {e.bar} in one iteration", FIX)
+            c = _rot(ctx, e, [r[n_ev].bar_slot for r in runs], e.bar_slot, slots[e.bar])
+            if c != p_expects[e.bar] % slots[e.bar]:
+                raise err(path, e.line, f"barrier_expect number n on {e.bar} does not use slot n % "
+                          f"{slots[e.bar]} (slot (k + {c}) % {slots[e.bar]}, {p_expects[e.bar]} before the loop)",
+                          "only barriers whose slots rotate with the pipeline are supported")
+            n_expects[e.bar] += 1
+            g = _guard(ctx, e, e.pred, [r[n_ev].pred for r in runs], "i")
+            add(ArriveStmt(e.bar, PipelineState(parse(f"i + {p_expects[e.bar]}"), slots[e.bar], 0), 1,
+                           (Tx(e.bytes),), g), e, "body", stmts)
+        elif e.kind == "tma":
+            c = _rot(ctx, e, [r[n_ev].slot for r in runs], e.slot, slots[e.buf])
+            if c != p_writes[e.buf] % slots[e.buf]:
+                raise err(path, e.line, f"TMA write number n into {e.buf} does not land in slot n % {slots[e.buf]}",
+                          "only rotating multi-buffers are supported")
+            if n_writes[e.buf]:
+                raise err(path, e.line, f"two TMA copies into {e.buf} in one iteration", FIX)
+            n_writes[e.buf] += 1
+            cb = _rot(ctx, e, [r[n_ev].bar_slot for r in runs], e.bar_slot, slots[e.bar])
+            a = count_of(e.bar, cb)
+            g = _guard(ctx, e, e.pred, [r[n_ev].pred for r in runs], "i")
+            ver = parse(f"i + {p_writes[e.buf]}")
+            add(OpStmt(f"tma_{e.buf}", ver, g, None, (),
+                       (Access(e.buf, ver, parse(f"(i + {p_writes[e.buf]}) % {slots[e.buf]}")),),
+                       BarrierRef(e.bar, PipelineState(parse(f"i + {a}"), slots[e.bar], 0), e.bytes)),
+                e, "body", stmts)
+        elif e.kind == "wait":
+            cb = _rot(ctx, e, [r[n_ev].bar_slot for r in runs], e.bar_slot, slots[e.bar])
+            a = count_of(e.bar, cb)
+            g = _guard(ctx, e, e.pred, [r[n_ev].pred for r in runs], "i")
+            for st in _wait_states(ctx, e, n_ev, runs, a, slots[e.bar]):
+                add(TryWaitStmt(e.bar, st[0], _and(g, st[1])), e, "body", stmts)
+        elif e.kind == "dot":
+            acc = []
+            for j, (b, _s) in enumerate(e.reads):
+                if b not in tma_bufs:
+                    continue  # a buffer no async copy writes: nothing to wait for
+                c = _rot(ctx, e, [r[n_ev].reads[j][1] for r in runs], e.reads[j][1], slots[b])
+                a = _last(p_writes[b] + n_writes[b] - 1, c, slots[b])
+                acc.append((b, a))
+            stg = {P - a for _, a in acc}
+            if len(stg) > 1:
+                raise err(path, e.line, "the wgmma reads TMA slots of different iterations", FIX)
+            if not acc:
+                raise err(path, e.line, "this wgmma reads no TMA-written slot", FIX)
+            st_ = stg.pop()
+            if dot_stage is not None and dot_stage != st_:
+                raise err(path, e.line, "wgmma ops of one iteration read different iterations", FIX)
+            dot_stage = st_
+            opn = "wgmma" if n_dot == 0 else f"wgmma_{n_dot}"
+            n_dot += 1
+            ops[opn] = ProgOp(opn, "wgmma", st_, True, 0, None)
+            reads = tuple(Access(b, parse(f"i + {a}"), parse(f"(i + {a}) % {slots[b]}"), f"tma_{b}") for b, a in acc)
+            add(OpStmt(opn, parse(f"i + {P - st_}"), None, 0, reads, ()), e, "body", stmts)
+            add(CommitStmt(0, 0), e, "body", stmts)
+            if not e.is_async:
+                waits.append(Wait("body", 0, Num(0), opn, reason="synchronous warp_group_dot"))
+                add(WaitStmt(len(waits) - 1), e, "body", stmts)
+        elif e.kind == "dotwait":
+            waits.append(Wait("body", 0, Num(e.count), "the next statement", reason=e.text))
+            add(WaitStmt(len(waits) - 1), e, "body", stmts)
+    if n_dot == 0:
+        raise err(path, lp.line, "the pipelined loop has no ttng.warp_group_dot", FIX)
+    for b in tma_bufs:
+        if not n_writes[b]:
+            raise err(path, lp.line, f"{b} is written by TMA only before the loop", FIX)
+    # ---- prologue: each statement at its step s, guarded i == s (counts i + const)
+    pstmts: list = []
+    pw = {b: 0 for b in tma_bufs}
+    pe = {b: 0 for b in bars}
+    last_expect_slot: dict = {}
+    last_write_slot: dict = {}
+    planned = []
+    for e in pro:
+        if e.kind in ("init", "inval"):
+            continue
+        if e.kind == "tma":
+            s_ = _const_slot(ctx, e, "slot", e.slot)
+            if s_ != pw[e.buf] % slots[e.buf]:
+                raise err(path, e.line, f"TMA write number {pw[e.buf]} into {e.buf} lands in slot {s_}, not "
+                          f"{pw[e.buf] % slots[e.buf]}", "only rotating multi-buffers are supported")
+            step = pw[e.buf] + ops[f"tma_{e.buf}"].stage
+            bs = _const_slot(ctx, e, "barrier slot", e.bar_slot)
+            cnt = last_expect_slot.get((e.bar, bs), bs - slots[e.bar])
+            planned.append((step, e, ("tma", pw[e.buf], cnt)))
+            last_write_slot[(e.buf, s_)] = pw[e.buf]
+            pw[e.buf] += 1
+        elif e.kind == "expect":
+            bs = _const_slot(ctx, e, "barrier slot", e.bar_slot)
+            if bs != pe[e.bar] % slots[e.bar]:
+                raise err(path, e.line, f"barrier_expect number {pe[e.bar]} on {e.bar} uses slot {bs}", FIX)
+            last_expect_slot[(e.bar, bs)] = pe[e.bar]
+            planned.append((None, e, ("expect", pe[e.bar])))
+            pe[e.bar] += 1
+        elif e.kind == "wait":
+            bs = _const_slot(ctx, e, "barrier slot", e.bar_slot)
+            ph = e.phase
+            if not isinstance(ph, int) or isinstance(ph, bool):
+                raise err(path, e.line, "the phase of this wait before the loop is not a constant", FIX)
+            cnt = last_expect_slot.get((e.bar, bs), bs - slots[e.bar])
+            planned.append((None, e, ("wait", cnt, 0 if ph % 2 == (cnt // slots[e.bar]) % 2 else 1)))
+        elif e.kind == "dot":
+            vers = []
+            for b, s_ in e.reads:
+                if b in tma_bufs:
+                    s_ = _const_slot(ctx, e, "slot", s_)
+                    vers.append((b, last_write_slot.get((b, s_), s_ - slots[b])))
+            if dot_stage is None or not vers or len({v for _, v in vers}) > 1:
+                raise err(path, e.line, "a wgmma before the loop that synth cannot place", FIX)
+            planned.append((vers[0][1] + dot_stage, e, ("dot", vers)))
+        elif e.kind == "dotwait":
+            planned.append((None, e, ("dotwait", e.count)))
+    # non-op statements run at the step of the next op statement (or the last one)
+    nxt = None
+    resolved = []
+    for step, e, what in reversed(planned):
+        if step is not None:
+            nxt = step
+        resolved.append((step if step is not None else nxt, e, what))
+    resolved.reverse()
+    prev = 0
+    out = []
+    for step, e, what in resolved:
+        step = prev if step is None else step
+        if step < prev or not 0 <= step < max(P, 1):
+            raise err(path, e.line, f"{e.text} before the loop is out of pipeline order (step {step})", FIX)
+        prev = step
+        out.append((step, e, what))
+    for step, e, what in out:
+        at = parse(f"i == {step}")
+        g = _guard(ctx, e, e.pred, None, "i") if e.kind in ("tma", "expect", "wait") else None
+        g = _and(at, g)
+        d = lambda v: parse(f"i + {v - step}")  # noqa: E731 -- a count at this step, as i + c
+        if what[0] == "expect":
+            add(ArriveStmt(e.bar, PipelineState(d(what[1]), slots[e.bar], 0), 1, (Tx(e.bytes),), g), e,
+                "prologue", pstmts)
+        elif what[0] == "tma":
+            ver = d(what[1])
+            add(OpStmt(f"tma_{e.buf}", ver, g, None, (),
+                       (Access(e.buf, ver, parse(f"(i + {what[1] - step}) % {slots[e.buf]}")),),
+                       BarrierRef(e.bar, PipelineState(d(what[2]), slots[e.bar], 0), e.bytes)), e, "prologue",
+                pstmts)
+        elif what[0] == "wait":
+            add(TryWaitStmt(e.bar, PipelineState(d(what[1]), slots[e.bar], what[2]), g), e, "prologue", pstmts)
+        elif what[0] == "dot":
+            reads = tuple(Access(b, d(v), parse(f"(i + {v - step}) % {slots[b]}"), f"tma_{b}") for b, v in what[1])
+            add(OpStmt("wgmma", d(what[1][0][1]), g, 0, reads, ()), e, "prologue", pstmts)
+            add(CommitStmt(0, 0, g), e, "prologue", pstmts)
+        elif what[0] == "dotwait":
+            waits.append(Wait("prologue", 0, Num(what[1]), "the next statement", reason=e.text))
+            add(WaitStmt(len(waits) - 1, g), e, "prologue", pstmts)
+    # ---- epilogue
+    estmts: list = []
+    for e in epi:
+        if e.kind == "dotwait":
+            waits.append(Wait("epilogue", 0, Num(e.count), "the end of the kernel", reason=e.text))
+            add(WaitStmt(len(waits) - 1), e, "epilogue", estmts)
+    parts = []
+    if pstmts:
+        parts.append(Part("prologue", "i", Num(P), tuple(pstmts)))
+    parts.append(Part("body", "i", tv, tuple(stmts)))
+    if estmts:
+        parts.append(Part("epilogue", "i", Num(1), tuple(estmts)))
+    # renumber waits in statement order per part (prologue, body, epilogue)
+    order = [s.wait for pt in parts for s in pt.stmts if isinstance(s, WaitStmt)]
+    remap = {old: new for new, old in enumerate(order)}
+    parts = [Part(pt.name, pt.var, pt.extent, tuple(WaitStmt(remap[s.wait], s.guard) if isinstance(s, WaitStmt)
+                                                    else s for s in pt.stmts)) for pt in parts]
+    waits = [waits[old] for old in order]
+    mt = max(1, min_trip or 1)
+    tc = "T" if tsym else int(trip)
+    opl = tuple(ops.values())
+    role = Program(f"{name}.mainloop", "k", tc, mt, max(o.stage for o in opl), opl, tuple(buffers), ("wgmma",),
+                   tuple(parts), tuple(waits))
+    notes = (f"Triton sm_90 TTGIR {path}: loop at line {lp.line}, {P} prologue step(s), one warp group",)
+    prog = HopperProgram(name, "k", tc, mt, opl, tuple(buffers), tuple(barriers), tuple(setup),
+                         (Role("mainloop", 1, role),), tuple(teardown), notes)
+    try:
+        validate_hopper(prog)
+    except HopperError as x:
+        raise err(path, lp.line, f"the mapped program is malformed: {x.path}: {x.msg}", x.fix) from None
+    return HopperImport(prog, path, lp.line, sources, notes)
+
+
+def _wait_states(ctx: _Ctx, e: HEvent, n_ev: int, runs: list, a: int, m: int) -> list:
+    """``(PipelineState, guard)`` pairs of a body wait whose count is ``k + a`` on a barrier of ``m`` slots:
+    phase 0 where its parity is ``((k + a) / m) % 2``, phase 1 (the phase before) where it is the other."""
+    k = ctx.k
+    vals = [r[n_ev].phase for r in runs]
+    if any(not isinstance(v, int) or isinstance(v, bool) for v in vals) or e.phase is None:
+        raise err(ctx.path, e.line, f"the phase of {e.text} is not a constant per iteration",
+                  "the phase must be carried in iter_args or computed from the induction variable")
+    par = lambda x: ((x + a) // m) % 2  # noqa: E731
+    zpar = ((k + a) / m) % 2
+    ph = _z(e.phase) % 2
+    st = lambda p: PipelineState(parse(f"i + {a}"), m, p)  # noqa: E731
+    for p in (0, 1):
+        if all(v % 2 == (par(j) + p) % 2 for j, v in enumerate(vals)) and valid(ph == (zpar + p) % 2, [k >= 1]):
+            return [(st(p), None)]
+    # mixed: split on the fitted parity (the concrete runs decide k = 0)
+    try:
+        f = _fit([v % 2 for v in vals], sorted({m, 1, 2}))
+    except Exception:  # noqa: BLE001
+        f = None
+    if f is None or not valid(ph == _at(f, k) % 2, [k >= 1]) or vals[0] % 2 != _at(f, 0) % 2:
+        raise err(ctx.path, e.line, f"the phase of {e.text} is not a function of the iteration synth can fit "
+                  "(a*k + b, (k + b) % N or ((k + b) / N) % 2)", "carry the phase bit in iter_args as Triton does")
+    fe = {"aff": lambda: f"({f[1]} * i + {f[2]})", "mod": lambda: f"((i + {f[1]}) % {f[2]})",
+          "par": lambda: f"(((i + {f[1]}) / {f[2]}) % 2)"}[f[0]]()
+    same = parse(f"({fe}) % 2 == ((i + {a}) / {m}) % 2")
+    other = parse(f"({fe}) % 2 != ((i + {a}) / {m}) % 2")
+    return [(st(0), same), (st(1), other)]
+
+
+# ----------------------------------------------------------------------------------------------
+# the obligation the Hopper prover does not state: every TMA lands before the teardown
+
+def teardown_obligations(p: HopperProgram, trip: Optional[int] = None) -> list:
+    """Class ``teardown``: every TMA copy that runs is observed before the teardown's ``mbarrier.inval``:
+    the ``try_wait`` instance (phase field 0) whose count is the copy's runs. Otherwise the copy may still
+    be in flight when the barrier is invalidated and its shared memory reused after the loop (Triton
+    reuses it in the epilogue). A sufficient condition; one Z3 query per TMA statement (the negation:
+    some copy instance runs and, for every wait statement on its barrier, the instance with the copy's
+    count -- unique, the count being ``i + c`` -- does not run); ``unsat`` proves it."""
+    import time
+    from ..expr import to_str
+    from ..verify.report import Counterexample, ObligationResult
+    out = []
+    T = z3.Int("T")
+    facts = [T == trip] if trip is not None else [T >= p.min_trip_count] if isinstance(p.trip_count, str) \
+        else [T == int(p.trip_count)]
+    for role in p.roles:
+        parts = role.program.parts
+        waits = [(wpt, ws) for wpt in parts for ws in wpt.stmts if isinstance(ws, TryWaitStmt)]
+        for pt in parts:
+            for pos, s in enumerate(pt.stmts):
+                if not (isinstance(s, OpStmt) and s.barrier is not None):
+                    continue
+                t0 = time.perf_counter()
+                i = z3.Int("i")
+                env = {pt.var: i, "T": T}
+                c = to_z3(s.barrier.state.count, env)
+                solver = z3.Solver()
+                solver.set("timeout", 10000)
+                solver.add(*facts, 0 <= i, i < to_z3(pt.extent, env))
+                if s.guard is not None:
+                    solver.add(to_z3(s.guard, env))
+                for n, (wpt, ws) in enumerate(waits):
+                    if ws.barrier != s.barrier.barrier or ws.state.phase != 0 or \
+                            ws.state.stages != s.barrier.state.stages:
+                        continue
+                    iw = z3.Int(f"iw{n}")
+                    wenv = {wpt.var: iw, "T": T}
+                    cw = to_z3(ws.state.count, wenv)
+                    if not valid(z3.simplify(cw - iw) == z3.substitute(cw - iw, (iw, z3.IntVal(0))), []):
+                        continue  # not i + c: this wait covers nothing here (conservative)
+                    runs = [iw >= 0, iw < to_z3(wpt.extent, wenv)]
+                    if ws.guard is not None:
+                        runs.append(to_z3(ws.guard, wenv))
+                    solver.add(cw == c, z3.Not(z3.And(*runs)))
+                desc = (f"{role.name} {pt.name}: TMA {s.op} -> {s.barrier.barrier}[{to_str(s.barrier.state.index())}] "
+                        f"lands before the teardown: the wait for the phase it completes on runs")
+                r = solver.check()
+                status = "proven" if r == z3.unsat else "refuted" if r == z3.sat else "unknown"
+                cex, reason = None, ""
+                if r == z3.sat:
+                    for bound in range(p.min_trip_count, p.min_trip_count + 12):  # the smallest trip count
+                        solver.push()
+                        solver.add(T <= bound)
+                        if solver.check() == z3.sat:
+                            break
+                        solver.pop()
+                    m = solver.model()
+                    tv, iv, cv = (m.eval(x, model_completion=True).as_long() for x in (T, i, c))
+                    st, b = s.barrier.state.stages, p.barrier(s.barrier.barrier)
+                    reason = (f"teardown: with trip count {tv}, warp group {role.name} {pt.name} i = {iv}: TMA "
+                              f"{s.op} of count {cv} completes on {b.name}[{(cv % st) % b.slots}] phase {cv // st}, "
+                              f"which no wait observes: the copy may still be in flight at mbarrier.inval and when "
+                              f"the shared memory is reused after the loop")
+                    cex = Counterexample("teardown", tv, -1, pt.name, iv, reason)
+                elif r != z3.sat and r != z3.unsat:
+                    reason = "solver returned unknown within 10 s"
+                out.append(ObligationResult(f"teardown:{role.name}:{pt.name}:{pos}", "teardown", None, None, pt.name,
+                                            desc, status, time.perf_counter() - t0, counterexample=cex,
+                                            reason=reason))
+    return out
+
+
+@dataclass(frozen=True)
+class HopperCheck:
+    """``synth check`` of an sm_90 TTGIR: the mapped program, the prover's report (plus ``teardown``)
+    and the source line of each statement; the same interface as :class:`~synth.frontends.check.CheckResult`."""
+
+    imported: HopperImport
+    report: object
+    """A :class:`~synth.verify.phases.HopperReport` whose obligations include the ``teardown`` class."""
+
+    @property
+    def ok(self) -> bool:
+        return bool(self.report.ok)
+
+    def _source(self, ob_id: str) -> Optional[tuple]:
+        bits = ob_id.split(":")
+        if len(bits) >= 4 and bits[3].isdigit():
+            return self.imported.sources.get((bits[2], int(bits[3])))
+        return None
+
+    def render(self, verbose: bool = False) -> str:
+        """The report by class, each failure with the source line of its statement."""
+        imp, rep = self.imported, self.report
+        p = imp.program
+        trip = p.trip_count if isinstance(p.trip_count, int) else f"{p.trip_count} >= {p.min_trip_count}"
+        lines = [f"{imp.path}: Triton sm_90 TMA + mbarrier + wgmma pipeline, loop at line {imp.loop_line}, "
+                 f"trip count {trip}: {'PROVEN' if rep.ok else 'NOT PROVEN'}"]
+        for ln in rep.render().splitlines():
+            lines.append("  " + ln)
+            m = re.match(r"(refuted|unknown) \[(\w+)\] (.*)", ln)
+            if m:
+                ob = next((o for o in rep.obligations if o.status == m.group(1) and o.description == m.group(3)),
+                          None)
+                src = self._source(ob.id) if ob is not None else None
+                if src:
+                    lines.append(f"      source: line {src[0]}: {src[1]}")
+        lines.append("  statements (part position <- source line):")
+        for (part, pos), (line, text) in sorted(imp.sources.items(), key=lambda x: (x[1][0], x[0][1])):
+            lines.append(f"    {part} {pos}: line {line}: {text}")
+        if verbose:
+            from ..hopper.printer import hopper_text
+            lines.append("  mapped program:")
+            lines += ["    " + x for x in hopper_text(p).splitlines()]
+        return "\n".join(lines)
+
+    def to_json(self) -> dict:
+        """HopperReport.to_json() plus the file, the loop line and each failure's source line."""
+        d = dict(self.report.to_json())
+        p = self.imported.program
+        counts = {"proven": 0, "refuted": 0, "unknown": 0}
+        for o in self.report.obligations:
+            counts[o.status] += 1
+        d.update({"counts": counts, "file": self.imported.path, "source": "triton-sm90", "loop_line": self.imported.loop_line,
+                  "trip_count": p.trip_count, "min_trip_count": p.min_trip_count})
+        for f in d.get("failures", []):
+            src = self._source(f["id"])
+            f["line"], f["text"] = (src if src else (None, None))
+        return d
+
+
+def check_hopper(text: str, path: str, *, trip_count: Optional[int] = None, min_trip_count: Optional[int] = None,
+                 time_limit: float = 10.0, tightness: bool = True) -> HopperCheck:
+    """Map an sm_90 TTGIR (:func:`ttgir_to_hopper`) and prove it with
+    :func:`synth.verify.phases.verify_hopper` plus :func:`teardown_obligations`."""
+    from dataclasses import replace
+    from ..verify.phases import verify_hopper
+    for flag, v in (("--trip-count", trip_count), ("--min-trip-count", min_trip_count)):
+        if v is not None and v < 1:
+            raise SynthError(Loc(path), f"{flag} {v}: a Hopper pipeline is checked for trip counts >= 1",
+                             f"use {flag} 1 or more")
+    imp = ttgir_to_hopper(text, path, min_trip_count=min_trip_count)
+    p = imp.program
+    if trip_count is not None and isinstance(p.trip_count, int) and trip_count != p.trip_count:
+        raise SynthError(Loc(path, imp.loop_line, 1), f"the loop runs {p.trip_count} times, not {trip_count}",
+                         "drop --trip-count")
+    rep = verify_hopper(p, time_limit=time_limit, tightness=tightness, trip_count=trip_count)
+    extra = teardown_obligations(p, trip_count)
+    obs = tuple(rep.obligations) + tuple(extra)
+    rep = replace(rep, ok=bool(rep.ok) and all(o.status == "proven" for o in extra), obligations=obs)
+    return HopperCheck(imp, rep)
+
+
+__all__ = ["ttgir_to_hopper", "is_hopper_ttgir", "check_hopper", "teardown_obligations", "HopperImport", "HopperCheck",
+           "HopperWalker", "render"]

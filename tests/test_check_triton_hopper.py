@@ -1,0 +1,326 @@
+"""``synth check`` on Triton's sm_90 TMA + mbarrier + wgmma pipelines (docs/check.md, "Triton Hopper TTGIR").
+
+The saved inputs ``tests/check_inputs/triton_hopper_*.ttgir`` are Triton 3.9's TTGIR of the kernels
+below (``python tests/test_check_triton_hopper.py`` writes them again); the tests read them, so they
+need no Triton. One test compiles a kernel afresh when Triton is installed and compares the mapped
+program with the saved one.
+"""
+
+from __future__ import annotations
+
+import pathlib
+import re
+import sys
+
+import pytest
+
+sys.path.insert(0, str(pathlib.Path(__file__).parent))
+from check_inputs.helpers import run_check, run_text  # noqa: E402
+
+INPUTS = pathlib.Path(__file__).parent / "check_inputs"
+REFUSED = INPUTS / "triton_hopper_refused"
+"""Inputs outside the model (a folder, so the sweep over saved inputs in test_check_errors.py skips them)."""
+STAGES = (2, 3, 4, 5)
+
+try:  # the kernels, only to regenerate the saved inputs (a @triton.jit function must live in a file)
+    import triton
+    import triton.language as tl
+
+    @triton.jit
+    def mm_tma(a_ptr, b_ptr, c_ptr, M, N, K, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr):
+        pid_m = tl.program_id(0)
+        pid_n = tl.program_id(1)
+        a_desc = tl.make_tensor_descriptor(a_ptr, shape=[M, K], strides=[K, 1], block_shape=[BLOCK_M, BLOCK_K])
+        b_desc = tl.make_tensor_descriptor(b_ptr, shape=[N, K], strides=[K, 1], block_shape=[BLOCK_N, BLOCK_K])
+        acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
+        for k in range(0, tl.cdiv(K, BLOCK_K)):
+            a = a_desc.load([pid_m * BLOCK_M, k * BLOCK_K])
+            b = b_desc.load([pid_n * BLOCK_N, k * BLOCK_K])
+            acc = tl.dot(a, b.T, acc)
+        offs_m = pid_m * BLOCK_M + tl.arange(0, BLOCK_M)
+        offs_n = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)
+        tl.store(c_ptr + offs_m[:, None] * N + offs_n[None, :], acc,
+                 mask=(offs_m[:, None] < M) & (offs_n[None, :] < N))
+
+    @triton.jit
+    def mm_one_tma(a_ptr, b_ptr, c_ptr, M, N, K, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
+                   BLOCK_K: tl.constexpr):
+        # one TMA load in the loop; B is one tile loaded before it (its shared copy is never refilled)
+        pid_m = tl.program_id(0)
+        pid_n = tl.program_id(1)
+        a_desc = tl.make_tensor_descriptor(a_ptr, shape=[M, K], strides=[K, 1], block_shape=[BLOCK_M, BLOCK_K])
+        offs_n = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)
+        offs_k = tl.arange(0, BLOCK_K)
+        b = tl.load(b_ptr + offs_n[None, :] * BLOCK_K + offs_k[:, None])
+        acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
+        for k in range(0, tl.cdiv(K, BLOCK_K)):
+            a = a_desc.load([pid_m * BLOCK_M, k * BLOCK_K])
+            acc = tl.dot(a, b, acc)
+        offs_m = pid_m * BLOCK_M + tl.arange(0, BLOCK_M)
+        tl.store(c_ptr + offs_m[:, None] * N + offs_n[None, :], acc,
+                 mask=(offs_m[:, None] < M) & (offs_n[None, :] < N))
+
+    @triton.jit
+    def mm_tma_and_cp_async(a_ptr, b_ptr, c_ptr, M, N, K, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
+                            BLOCK_K: tl.constexpr):
+        # A by TMA, B by pointer loads: Triton pipelines B with cp.async in the same loop
+        pid_m = tl.program_id(0)
+        pid_n = tl.program_id(1)
+        a_desc = tl.make_tensor_descriptor(a_ptr, shape=[M, K], strides=[K, 1], block_shape=[BLOCK_M, BLOCK_K])
+        acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
+        offs_n = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)
+        offs_k = tl.arange(0, BLOCK_K)
+        for k in range(0, tl.cdiv(K, BLOCK_K)):
+            a = a_desc.load([pid_m * BLOCK_M, k * BLOCK_K])
+            b = tl.load(b_ptr + offs_n[None, :] * K + (k * BLOCK_K + offs_k)[:, None])
+            acc = tl.dot(a, b, acc)
+        offs_m = pid_m * BLOCK_M + tl.arange(0, BLOCK_M)
+        tl.store(c_ptr + offs_m[:, None] * N + offs_n[None, :], acc,
+                 mask=(offs_m[:, None] < M) & (offs_n[None, :] < N))
+except ImportError:  # pragma: no cover - Triton is optional
+    triton = None
+
+
+def triton_tma_ttgir(fn, stages: int, bk: int = 64, bm: int = 128, bn: int = 128) -> str:
+    """TTGIR of ``fn`` for sm_90 (as benchmarks/sass_sm90.py::triton_tma_ptx, 8 warps, f16 in, f32 out)."""
+    import warnings
+
+    from triton.backends.compiler import GPUTarget
+    from triton.compiler import ASTSource
+    warnings.filterwarnings("ignore")
+    sig = {"a_ptr": "*fp16", "b_ptr": "*fp16", "c_ptr": "*fp32", "M": "i32", "N": "i32", "K": "i32",
+           "BLOCK_M": "constexpr", "BLOCK_N": "constexpr", "BLOCK_K": "constexpr"}
+    names = list(sig)
+    attrs = {(names.index(n),): [["tt.divisibility", 16]] for n in ("a_ptr", "b_ptr", "c_ptr", "M", "N", "K")}
+    src = ASTSource(fn=fn, signature=sig, constexprs={"BLOCK_M": bm, "BLOCK_N": bn, "BLOCK_K": bk}, attrs=attrs)
+    k = triton.compile(src, target=GPUTarget("cuda", 90, 32), options={"num_warps": 8, "num_stages": stages})
+    return k.asm["ttgir"]
+
+
+def generate() -> None:
+    """Write the saved inputs (needs Triton)."""
+    REFUSED.mkdir(exist_ok=True)
+    for s in STAGES:
+        (INPUTS / f"triton_hopper_s{s}.ttgir").write_text(triton_tma_ttgir(mm_tma, s))
+    (INPUTS / "triton_hopper_s3_bk32.ttgir").write_text(triton_tma_ttgir(mm_tma, 3, bk=32))
+    (INPUTS / "triton_hopper_one_tma_s3.ttgir").write_text(triton_tma_ttgir(mm_one_tma, 3))
+    (REFUSED / "triton_hopper_s1.ttgir").write_text(triton_tma_ttgir(mm_tma, 1))
+    (REFUSED / "triton_hopper_tma_and_cp_async_s3.ttgir").write_text(triton_tma_ttgir(mm_tma_and_cp_async, 3))
+
+
+def _text(name: str) -> str:
+    return (INPUTS / name).read_text()
+
+
+def _write(tmp_path, text: str, name: str = "mutant.ttgir") -> str:
+    p = tmp_path / name
+    p.write_text(text)
+    return str(p)
+
+
+# ---------------------------------------------------------------------------------------------
+# Triton's pipelines are proven for every trip count
+
+PROVEN = [f"triton_hopper_s{s}.ttgir" for s in STAGES] + ["triton_hopper_s3_bk32.ttgir",
+                                                         "triton_hopper_one_tma_s3.ttgir"]
+
+
+@pytest.mark.parametrize("name", PROVEN)
+def test_triton_pipelines_are_proven_for_every_trip_count(name):
+    rc, doc, err = run_check(str(INPUTS / name))
+    assert rc == 0, err
+    r = doc["result"]
+    assert r["ok"] and r["protocol"] == "mbarrier" and r["source"] == "triton-sm90"
+    assert r["trip_count"] == "T" and r["min_trip_count"] == 1  # symbolic: every T >= 1
+    assert r["counts"]["refuted"] == r["counts"]["unknown"] == 0
+    for cls in ("arrivals", "tx_bytes", "parity", "no_deadlock", "raw", "slot_reuse", "fence", "teardown"):
+        assert r["obligations"][cls]["proven"] >= 1, cls
+    body = [w for w in r["waits"] if w["status"] == "proven" and w["tight"]]
+    assert len(body) == 1  # wait_group 1 in the loop is tight; the final wait_group 0 drains
+
+
+@pytest.mark.parametrize("stages", STAGES)
+def test_mapped_program_has_the_pipeline_shape(stages):
+    from synth.frontends.ttgir_hopper import ttgir_to_hopper
+    from synth.hopper.printer import hopper_text
+    p = ttgir_to_hopper(_text(f"triton_hopper_s{stages}.ttgir"), "x.ttgir").program
+    assert [(b.slots, b.count, b.kind) for b in p.barriers] == [(stages, 1, "full")]
+    assert sorted((b.multiplicity, b.bytes_per_slot) for b in p.buffers) == [(stages, 16384)] * 2
+    role = p.roles[0]
+    assert (role.name, role.warpgroups) == ("mainloop", 1)
+    assert role.program.part("prologue").extent.value == stages - 1
+    text = hopper_text(p)
+    assert f"arrive.expect_tx acc[(i + {stages - 1}) % {stages}], 32768 B" in text
+    assert f"try_wait.parity acc[i % {stages}], i / {stages} % 2" in text
+    assert f"!(T <= {stages - 1} + i)" in text  # the refill's predicate k < T - (stages - 1)
+    assert "wgmma.wait_group 1" in text and "wgmma.wait_group 0" in text
+
+
+def test_bk32_boxes_are_half_the_bytes():
+    from synth.frontends.ttgir_hopper import ttgir_to_hopper
+    p = ttgir_to_hopper(_text("triton_hopper_s3_bk32.ttgir"), "x").program
+    assert {b.bytes_per_slot for b in p.buffers} == {128 * 32 * 2}
+
+
+def test_fixed_trip_count_and_minimum(tmp_path):
+    path = str(INPUTS / "triton_hopper_s3.ttgir")
+    for args in (("--trip-count", "1"), ("--trip-count", "4"), ("--min-trip-count", "3")):
+        rc, doc, err = run_check(path, *args)
+        assert rc == 0, (args, err)
+    rc, _, err = run_text(path, "--trip-count", "0")
+    assert rc == 2 and "trip counts >= 1" in err
+
+
+def test_human_report_lists_classes_and_source_lines():
+    rc, out, err = run_text(str(INPUTS / "triton_hopper_s3.ttgir"))
+    assert rc == 0, err
+    assert "PROVEN" in out and "tx_bytes:" in out and "teardown:" in out
+    assert re.search(r"body \d+: line \d+: ttng\.wait_barrier", out)
+
+
+@pytest.mark.skipif(triton is None, reason="Triton is not installed")
+def test_fresh_triton_output_maps_like_the_saved_one():
+    from synth.frontends.ttgir_hopper import ttgir_to_hopper
+    from synth.hopper.printer import hopper_text
+
+    def shape(text: str) -> str:
+        return "\n".join(x for x in hopper_text(ttgir_to_hopper(text, "x").program).splitlines()
+                         if not x.startswith("# Triton"))
+    assert shape(triton_tma_ttgir(mm_tma, 3)) == shape(_text("triton_hopper_s3.ttgir"))
+
+
+# ---------------------------------------------------------------------------------------------
+# mutants: refuted with a counterexample naming the class
+
+def _body(lines: list) -> tuple[int, int]:
+    a = next(i for i, x in enumerate(lines) if "scf.for" in x)
+    return a, next(i for i in range(a, len(lines)) if "scf.yield" in lines[i])
+
+
+def _in_body(text: str, pat: str, rep: str) -> str:
+    lines = text.splitlines()
+    a, b = _body(lines)
+    out = lines[:a] + [re.sub(pat, rep, x) for x in lines[a:b]] + lines[b:]
+    assert out != lines, pat
+    return "\n".join(out)
+
+
+def _tma_predicate_one_more(text: str, stages: int) -> str:
+    """The refill copies predicated ``k < T - (stages - 2)`` (one iteration too many), their
+    barrier_expect left at ``k < T - (stages - 1)``."""
+    lines = text.splitlines()
+    a, b = _body(lines)
+    iv, ub = re.search(r"scf\.for (%\w+) = %\w+ to (%\w+)", lines[a]).groups()
+    tma = [i for i in range(a, b) if "async_tma_copy_global_to_local" in lines[i]]
+    pred = re.search(r"(%\w+) :", lines[tma[0]]).group(1)
+    for i in tma:
+        lines[i] = lines[i].replace(f"{pred} :", "%mut_p :")
+    lines[a + 1:a + 1] = [f"      %mut_c = arith.constant {stages - 2} : i32",
+                          f"      %mut_t = arith.subi {ub}, %mut_c : i32",
+                          f"      %mut_p = arith.cmpi slt, {iv}, %mut_t : i32"]
+    return "\n".join(lines)
+
+
+MUTANTS = {
+    "pendings_2": (lambda t, s: _in_body(t, r"pendings = 1 :", "pendings = 2 :"), "slot_reuse"),
+    "phase_xor_removed": (lambda t, s: _in_body(t, r"arith\.xori (%\w+), %c1_i32", r"arith.addi \1, %c0_i32"),
+                          "parity"),
+    "expect_bytes_16384": (lambda t, s: _in_body(t, r"(ttng\.barrier_expect %\w+, )32768", r"\g<1>16384"),
+                           "tx_bytes"),
+    "tma_predicate_one_more": (_tma_predicate_one_more, "teardown"),
+    "wait_barrier_removed": (lambda t, s: _in_body(t, r"^\s*ttng\.wait_barrier .*$", ""), "raw"),
+}
+
+
+@pytest.mark.parametrize("mutant", sorted(MUTANTS))
+def test_mutants_are_refuted_with_their_class(tmp_path, mutant):
+    make, cls = MUTANTS[mutant]
+    rc, doc, err = run_check(_write(tmp_path, make(_text("triton_hopper_s3.ttgir"), 3)))
+    assert rc == 1, err
+    r = doc["result"]
+    assert not r["ok"] and r["obligations"][cls]["refuted"] >= 1, r["obligations"]
+    fails = [f for f in r["failures"] if f["class"] == cls]
+    assert fails and all(f["line"] for f in fails)  # each names its source line
+    rc, out, _ = run_text(_write(tmp_path, make(_text("triton_hopper_s3.ttgir"), 3)))
+    assert rc == 1 and "NOT PROVEN" in out
+    assert re.search(rf"{cls}: with trip count \d+, warp group mainloop \w+ i = \d+", out), out
+
+
+@pytest.mark.parametrize("stages", (2, 5))
+def test_mutants_at_other_depths(tmp_path, stages):
+    text = _text(f"triton_hopper_s{stages}.ttgir")
+    for mutant in ("pendings_2", "expect_bytes_16384", "tma_predicate_one_more"):
+        make, cls = MUTANTS[mutant]
+        rc, doc, err = run_check(_write(tmp_path, make(text, stages)))
+        assert rc == 1 and doc["result"]["obligations"][cls]["refuted"] >= 1, (mutant, err)
+
+
+def test_stricter_wait_is_still_proven(tmp_path):
+    rc, doc, err = run_check(_write(tmp_path, _in_body(_text("triton_hopper_s3.ttgir"), r"pendings = 1 :",
+                                                       "pendings = 0 :")))
+    assert rc == 0, err
+
+
+def test_pendings_2_counterexample_names_the_refill(tmp_path):
+    make, _ = MUTANTS["pendings_2"]
+    rc, out, _ = run_text(_write(tmp_path, make(_text("triton_hopper_s3.ttgir"), 3)))
+    assert "TMA tma_a_4" in out and "released version i + 2 - 3" in out
+    m = re.search(r"source: line (\d+): ttng\.async_tma_copy_global_to_local", out)
+    assert m and "async_tma_copy_global_to_local" in _text("triton_hopper_s3.ttgir").splitlines()[int(m[1]) - 1]
+
+
+# ---------------------------------------------------------------------------------------------
+# outside the model, malformed input: exit 2 with file:line and a fix
+
+def _refused(path: str, *needles: str, line: bool = True) -> None:
+    rc, _, err = run_text(path)
+    assert rc == 2, err
+    assert re.search(r":\d+:\d+: error: " if line else r": error: ", err), err
+    assert "fix:" in err and "Traceback" not in err
+    for n in needles:
+        assert n in err, (n, err)
+
+
+def test_num_stages_1_is_refused():
+    _refused(str(REFUSED / "triton_hopper_s1.ttgir"), "num_stages = 1", "num_stages >= 2")
+
+
+def test_tma_with_cp_async_is_refused():
+    _refused(str(REFUSED / "triton_hopper_tma_and_cp_async_s3.ttgir"), "cp.async")
+
+
+def test_data_dependent_slot_is_refused(tmp_path):
+    text = _in_body(_text("triton_hopper_s3.ttgir"), r"(%a_45 = ttg\.memdesc_index %a_4\[)%\w+\]", r"\1%K]")
+    _refused(_write(tmp_path, text), "slot index", "indirect")
+
+
+def test_unfittable_phase_is_refused(tmp_path):
+    # the phase becomes (k / 5) % 2 on a barrier of 3 slots: none of the fitted forms
+    text = _text("triton_hopper_s3.ttgir")
+    lines = text.splitlines()
+    a, b = _body(lines)
+    iv = re.search(r"scf\.for (%\w+)", lines[a]).group(1)
+    k = next(i for i in range(a, b) if "ttng.wait_barrier" in lines[i])
+    lines[k] = re.sub(r"(ttng\.wait_barrier %\w+, )%\w+", r"\1%mut_sq", lines[k])
+    lines[k:k] = ["      %mut_c5 = arith.constant 5 : i32", f"      %mut_d = arith.divsi {iv}, %mut_c5 : i32",
+                  "      %mut_sq = arith.remsi %mut_d, %c2_i32 : i32"]
+    _refused(_write(tmp_path, "\n".join(lines)), "phase", "wait_barrier")
+
+
+def test_truncated_and_garbled_inputs(tmp_path):
+    text = _text("triton_hopper_s3.ttgir")
+    _refused(_write(tmp_path, text[: text.index("scf.yield")]), "unbalanced", line=False)
+    _refused(_write(tmp_path, re.sub(r"(ttng\.barrier_expect %\w+), 32768,", r"\1,", text)), "byte count")
+    _refused(_write(tmp_path, text.replace("ttng.warp_group_dot_wait %acc_37, %a_36, %acc_35 {pendings = 1 : i32}",
+                                           "ttng.warp_group_dot_wait %acc_37, %a_36, %acc_35")), "pendings")
+
+
+def test_uninitialized_barrier_slot_is_refuted(tmp_path):
+    text = _text("triton_hopper_s3.ttgir")
+    lines = [x for x in text.splitlines() if not re.match(r"\s*ttng\.init_barrier %acc_8,", x)]
+    rc, doc, err = run_check(_write(tmp_path, "\n".join(lines)))
+    assert rc == 1 and doc["result"]["obligations"]["fence"]["refuted"] >= 1, err
+
+
+if __name__ == "__main__":
+    generate()
