@@ -255,6 +255,24 @@ def test_mutants_at_other_depths(tmp_path, stages):
         assert rc == 1 and doc["result"]["obligations"][cls]["refuted"] >= 1, (mutant, err)
 
 
+@pytest.mark.parametrize("stages", STAGES)
+def test_oracle_agrees_on_small_trip_counts(stages):
+    """The explicit-state oracle (real mbarrier / wgmma semantics, one T) on the mapped programs: Triton's
+    has no violation; each mutant the oracle can see (not the dangling copy at the teardown, which it
+    does not model) has one by T = 6."""
+    from synth.frontends.ttgir_hopper import ttgir_to_hopper
+    from synth.verify.oracle_phases import run
+    text = _text(f"triton_hopper_s{stages}.ttgir")
+    p = ttgir_to_hopper(text, "x").program
+    for T in range(1, 7):
+        r = run(p, T, max_states=50_000)
+        assert r.complete and not r.violations, (T, r.violations)
+    if stages == 3:
+        for mutant in ("pendings_2", "phase_xor_removed", "expect_bytes_16384", "wait_barrier_removed"):
+            m = ttgir_to_hopper(MUTANTS[mutant][0](text, stages), "x").program
+            assert any(run(m, T, max_states=50_000).violations for T in range(1, 7)), mutant
+
+
 def test_stricter_wait_is_still_proven(tmp_path):
     rc, doc, err = run_check(_write(tmp_path, _in_body(_text("triton_hopper_s3.ttgir"), r"pendings = 1 :",
                                                        "pendings = 0 :")))
@@ -282,7 +300,7 @@ def _refused(path: str, *needles: str, line: bool = True) -> None:
 
 
 def test_num_stages_1_is_refused():
-    _refused(str(REFUSED / "triton_hopper_s1.ttgir"), "num_stages = 1", "num_stages >= 2")
+    _refused(str(REFUSED / "triton_hopper_s1.ttgir"), "num_stages = 1", "nothing is pipelined", "num_stages >= 2")
 
 
 def test_tma_with_cp_async_is_refused():
@@ -313,6 +331,12 @@ def test_truncated_and_garbled_inputs(tmp_path):
     _refused(_write(tmp_path, re.sub(r"(ttng\.barrier_expect %\w+), 32768,", r"\1,", text)), "byte count")
     _refused(_write(tmp_path, text.replace("ttng.warp_group_dot_wait %acc_37, %a_36, %acc_35 {pendings = 1 : i32}",
                                            "ttng.warp_group_dot_wait %acc_37, %a_36, %acc_35")), "pendings")
+
+
+def test_undefined_wgmma_operand_is_refused(tmp_path):
+    text = _text("triton_hopper_s3.ttgir")
+    lines = [x for x in text.splitlines() if not re.match(r"\s*%a_36 = ttg\.memdesc_index", x)]
+    _refused(_write(tmp_path, "\n".join(lines)), "%a_36", "not defined")
 
 
 def test_uninitialized_barrier_slot_is_refuted(tmp_path):

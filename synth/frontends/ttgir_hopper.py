@@ -161,9 +161,10 @@ class HopperWalker(Walker):
             return False
         if n == "ttg.local_alloc":
             if where == "in the loop":
-                raise err(self.path, op.line, "ttg.local_alloc inside the pipelined loop (Triton's num_stages = 1 "
-                          "output: every iteration allocates, loads, waits and frees; nothing is pipelined)",
-                          "compile with num_stages >= 2 to get a pipelined loop")
+                raise err(self.path, op.line, "ttg.local_alloc inside the loop: every iteration allocates, loads, "
+                          "waits and frees, nothing is pipelined (Triton's output for num_stages = 1, or for a TMA "
+                          "load it does not pipeline)", "compile with num_stages >= 2 a loop whose TMA loads feed "
+                          "a tl.dot")
             name = op.results[0].lstrip("%") if op.results else f"buf{op.line}"
             shape, elem = _memdesc(op.text, self.path, op.line)
             self.buffers.setdefault(name, 1)
@@ -196,9 +197,9 @@ class HopperWalker(Walker):
             return True
         if n in (INIT, INVAL):
             if where == "in the loop":
-                raise err(self.path, op.line, f"{n} inside the pipelined loop (barriers live across the loop in "
-                          "a pipelined kernel; this is Triton's num_stages = 1 output)",
-                          "compile with num_stages >= 2 to get a pipelined loop")
+                raise err(self.path, op.line, f"{n} inside the loop: barriers of a pipelined loop live across it "
+                          "(this is Triton's output when it does not pipeline the loop, e.g. num_stages = 1)",
+                          "compile with num_stages >= 2 a loop whose TMA loads feed a tl.dot")
             v = self._view(op, env, 0)
             m = re.search(r",\s*(\d+)\s*(?::|$)", op.text)
             if n == INIT and not m:
@@ -247,6 +248,10 @@ class HopperWalker(Walker):
                                  pred=pred))
             return True
         if n == DOT:
+            for o in op.operands[:2]:
+                if o not in env:
+                    raise err(self.path, op.line, f"{n} reads {o}, which is not defined before it",
+                              "pass the whole printed module")
             reads = tuple((v[1], v[2] if v[0] == "view" else 0) for o in op.operands[:2] for v in [env.get(o)]
                           if isinstance(v, tuple) and v[0] in ("view", "buf"))
             events.append(HEvent("dot", op.line, short(op), reads=reads,
