@@ -273,6 +273,17 @@ def test_oracle_agrees_on_small_trip_counts(stages):
             assert any(run(m, T, max_states=50_000).violations for T in range(1, 7)), mutant
 
 
+def test_loop_from_one_to_the_same_bound_leaves_a_copy_in_flight(tmp_path):
+    # T = bound - 1 iterations, but the prologue still loads two tiles when bound > 1: at T = 1 the second
+    # is never waited for
+    text = re.sub(r"(scf\.for %\w+ = )%c0_i32", r"\1%c1_i32", _text("triton_hopper_s3.ttgir"), count=1)
+    rc, doc, err = run_check(_write(tmp_path, text))
+    assert rc == 1, err
+    r = doc["result"]
+    assert set(r["obligations"]) and {f["class"] for f in r["failures"]} == {"teardown"}
+    assert all(f["line"] and "async_tma_copy_global_to_local" in f["text"] for f in r["failures"])
+
+
 def test_stricter_wait_is_still_proven(tmp_path):
     rc, doc, err = run_check(_write(tmp_path, _in_body(_text("triton_hopper_s3.ttgir"), r"pendings = 1 :",
                                                        "pendings = 0 :")))

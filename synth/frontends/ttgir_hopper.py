@@ -429,7 +429,11 @@ def ttgir_to_hopper(text: str, path: str, *, min_trip_count: Optional[int] = Non
     T = z3.Int("T")
     ubv = probe.get(ub)
     fixed = isinstance(ubv, int) and not isinstance(ubv, bool)
-    bind = {} if fixed else {ub: T}
+    lb0, st0 = probe.get(lb), probe.get(st)
+    if not fixed and not (isinstance(lb0, int) and not isinstance(lb0, bool) and st0 == 1):
+        raise err(path, lp.line, "the pipelined loop's bound is not a constant and its lower bound is not a "
+                  "constant or its step is not 1", "pass a loop `range(c, n)` with a constant c (step 1)")
+    bind = {} if fixed else {ub: T + lb0}  # T iterations: the upper bound is lb + T
     w = HopperWalker(path, bind)
     env: dict = dict(bind)
     pro: list = []
@@ -437,9 +441,6 @@ def ttgir_to_hopper(text: str, path: str, *, min_trip_count: Optional[int] = Non
     lbv, stv = env.get(lb), env.get(st)
     if not (isinstance(lbv, int) and isinstance(stv, int)) or isinstance(lbv, bool) or stv <= 0:
         raise err(path, lp.line, "the pipelined loop's lower bound and step must be constants (step > 0)", FIX)
-    if not fixed and (lbv, stv) != (0, 1):
-        raise err(path, lp.line, f"the pipelined loop runs from {lbv} with step {stv} to a bound that is not a "
-                  "constant", "pass a loop from 0 with step 1 (as Triton emits for `range(0, n)`)")
     trip: object = max(0, math.ceil((ubv - lbv) / stv)) if fixed else T
     if fixed and trip < 1:
         raise err(path, lp.line, f"the pipelined loop runs {trip} times", "a Hopper pipeline needs T >= 1")
