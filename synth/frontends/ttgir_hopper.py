@@ -584,14 +584,18 @@ def _and(a, b):
 def _build(ctx: _Ctx, w: HopperWalker, lp: Op, pro: list, body: list, runs: list, epi: list, trip,
            min_trip: Optional[int], name: str) -> HopperImport:
     path = ctx.path
+    tma_bufs = sorted({e.buf for e in pro + body if e.kind == "tma"})
     for e in epi:
-        if e.kind in ("tma", "expect", "wait", "init") or (e.kind == "dot" and e.reads):
+        if e.kind in ("tma", "expect", "wait", "init") or (e.kind == "dot" and
+                                                             any(b in tma_bufs for b, _ in e.reads)):
             raise err(path, e.line, f"{e.text} after the pipelined loop is outside the model (Triton's sm_90 "
                       "pipeliner does not peel its epilogue)", FIX)
-    inits = [e for e in pro if e.kind == "init"]
+    for e in pro:
+        if e.kind == "inval":
+            raise err(path, e.line, f"{e.text} before the pipelined loop: a barrier invalidated before the loop "
+                      "that uses it is outside the model", FIX)
     bars = sorted({e.bar for e in pro + body + epi if e.kind in ("init", "inval", "expect", "wait")}
                   | {e.bar for e in pro + body if e.kind == "tma"})
-    tma_bufs = sorted({e.buf for e in pro + body if e.kind == "tma"})
     if not any(e.kind == "tma" for e in body):
         raise err(path, lp.line, "the pipelined loop issues no TMA copy", FIX)
     if set(bars) & set(tma_bufs):
@@ -615,7 +619,7 @@ def _build(ctx: _Ctx, w: HopperWalker, lp: Op, pro: list, body: list, runs: list
             if s in init_count[e.bar]:
                 raise err(path, e.line, f"slot {s} of {e.bar} is initialized twice", FIX)
             init_count[e.bar][s] = e.count
-        elif e.kind != "inval":
+        else:
             seen_use = True
     barriers = []
     for b in bars:
