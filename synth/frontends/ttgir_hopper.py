@@ -583,6 +583,7 @@ def _and(a, b):
 
 def _build(ctx: _Ctx, w: HopperWalker, lp: Op, pro: list, body: list, runs: list, epi: list, trip,
            min_trip: Optional[int], name: str) -> HopperImport:
+    """The Hopper program of the loop's events (module docstring: counts, steps, guards)."""
     path = ctx.path
     tma_bufs = sorted({e.buf for e in pro + body if e.kind == "tma"})
     for e in epi:
@@ -606,9 +607,59 @@ def _build(ctx: _Ctx, w: HopperWalker, lp: Op, pro: list, body: list, runs: list
         if not 1 <= s <= MAX_SLOTS:
             raise err(path, lp.line, f"{b} has {s} slots", f"at most {MAX_SLOTS} slots are supported")
         slots[b] = s
-    # ---- setup: every slot of a barrier initialized once with the same count
+    barriers, setup, teardown = _barriers(ctx, lp, pro, body, epi, bars, slots)
+    p_writes = {b: sum(1 for e in pro if e.kind == "tma" and e.buf == b) for b in tma_bufs}
+    p_expects = {b: sum(1 for e in pro if e.kind == "expect" and e.bar == b) for b in bars}
+    P = max(p_writes.values())
+    ops = {f"tma_{b}": ProgOp(f"tma_{b}", "tma", P - p_writes[b], True, None, None) for b in tma_bufs}
+    buffers = []
+    for b in tma_bufs:
+        box = {e.bytes for e in pro + body if e.kind == "tma" and e.buf == b}
+        if len(box) != 1:
+            raise err(path, lp.line, f"TMA copies into {b} have different box sizes {sorted(box)}", FIX)
+        buffers.append(ProgBuffer(b, "shared", slots[b], box.pop()))
+    lay = _Layout(ctx, slots, tma_bufs, bars, p_writes, p_expects, P, ops)
+    stmts = _body_part(lay, lp, body, runs)
+    pstmts = _prologue_part(lay, pro)
+    estmts: list = []
+    for e in epi:
+        if e.kind == "dotwait":
+            lay.waits.append(Wait("epilogue", 0, Num(e.count), "the end of the kernel", reason=e.text))
+            lay.add(WaitStmt(len(lay.waits) - 1), e, "epilogue", estmts)
+    fixed = ctx.iv_known and isinstance(trip, int) and not is_sym(trip)
+    parts = []
+    if pstmts:
+        parts.append(Part("prologue", "i", Num(P), tuple(pstmts)))
+    parts.append(Part("body", "i", Num(int(trip)) if fixed else Var("T"), tuple(stmts)))
+    if estmts:
+        parts.append(Part("epilogue", "i", Num(1), tuple(estmts)))
+    # renumber the waits in statement order (prologue, body, epilogue)
+    order = [s.wait for pt in parts for s in pt.stmts if isinstance(s, WaitStmt)]
+    remap = {old: new for new, old in enumerate(order)}
+    parts = [Part(pt.name, pt.var, pt.extent, tuple(WaitStmt(remap[s.wait], s.guard) if isinstance(s, WaitStmt)
+                                                    else s for s in pt.stmts)) for pt in parts]
+    waits = [lay.waits[old] for old in order]
+    mt = max(1, min_trip or 1)
+    tc = int(trip) if fixed else "T"
+    opl = tuple(ops.values())
+    role = Program(f"{name}.mainloop", "k", tc, mt, max(o.stage for o in opl), opl, tuple(buffers), ("wgmma",),
+                   tuple(parts), tuple(waits))
+    notes = (f"Triton sm_90 TTGIR {path}: loop at line {lp.line}, {P} prologue step(s), one warp group",)
+    prog = HopperProgram(name, "k", tc, mt, opl, tuple(buffers), tuple(barriers), tuple(setup),
+                         (Role("mainloop", 1, role),), tuple(teardown), notes)
+    try:
+        validate_hopper(prog)
+    except HopperError as x:
+        raise err(path, lp.line, f"the mapped program is malformed: {x.path}: {x.msg}", x.fix) from None
+    return HopperImport(prog, path, lp.line, lay.sources, notes)
+
+
+def _barriers(ctx: _Ctx, lp: Op, pro: list, body: list, epi: list, bars: list, slots: dict):
+    """``(barriers, setup, teardown)``: a barrier's ``init`` when every slot is initialized once, with the
+    same count, before its first use (then the init fence); its ``inval`` when every slot is invalidated
+    after the loop."""
+    path = ctx.path
     init_count: dict = {}
-    setup: list = []
     seen_use = False
     for e in pro:
         if e.kind == "init":
@@ -621,7 +672,7 @@ def _build(ctx: _Ctx, w: HopperWalker, lp: Op, pro: list, body: list, runs: list
             init_count[e.bar][s] = e.count
         else:
             seen_use = True
-    barriers = []
+    barriers, setup, teardown = [], [], []
     for b in bars:
         counts = init_count.get(b, {})
         if len(set(counts.values())) > 1:
@@ -634,146 +685,140 @@ def _build(ctx: _Ctx, w: HopperWalker, lp: Op, pro: list, body: list, runs: list
         barriers.append(Barrier(b, slots[b], count, "full", guards))
         if set(counts) == set(range(slots[b])):
             setup.append(InitStmt(b))
-    if setup:
-        setup.append(FenceStmt("mbarrier_init"))
-    teardown = []
-    for b in bars:
         inv = {_const_slot(ctx, e, "barrier slot", e.bar_slot) for e in epi if e.kind == "inval" and e.bar == b}
         if inv == set(range(slots[b])):
             teardown.append(InvalStmt(b))
-    # ---- versions: prologue writes / expects per buffer / barrier
-    p_writes = {b: 0 for b in tma_bufs}
-    p_expects = {b: 0 for b in bars}
-    for e in pro:
-        if e.kind == "tma":
-            p_writes[e.buf] += 1
-        elif e.kind == "expect":
-            p_expects[e.bar] += 1
-    P = max(p_writes.values())
-    tsym = None if ctx.iv_known and isinstance(trip, int) and not is_sym(trip) else "T"
-    tv = Var("T") if tsym else Num(int(trip))
-    ops: dict = {}
-    for b in tma_bufs:
-        ops[f"tma_{b}"] = ProgOp(f"tma_{b}", "tma", P - p_writes[b], True, None, None)
-    buffers = []
-    for b in tma_bufs:
-        box = {e.bytes for e in pro + body if e.kind == "tma" and e.buf == b}
-        if len(box) != 1:
-            raise err(path, lp.line, f"TMA copies into {b} have different box sizes {sorted(box)}", FIX)
-        buffers.append(ProgBuffer(b, "shared", slots[b], box.pop()))
-    sources: dict = {}
-    waits: list = []
-    # ---- body
+    if setup:
+        setup.append(FenceStmt("mbarrier_init"))
+    return barriers, setup, teardown
+
+
+@dataclass
+class _Layout:
+    """What the parts share: slot counts, prologue writes / expects per buffer / barrier, the prologue's
+    steps ``P``, the ops, the wgmma waits, the wgmma stage and each statement's source line."""
+
+    ctx: _Ctx
+    slots: dict
+    tma_bufs: list
+    bars: list
+    p_writes: dict
+    p_expects: dict
+    P: int
+    ops: dict
+    sources: dict = field(default_factory=dict)
+    waits: list = field(default_factory=list)
+    dot_stage: Optional[int] = None
+
+    def add(self, stmt, e: HEvent, part: str, out: list) -> None:
+        self.sources[(part, len(out))] = (e.line, e.text)
+        out.append(stmt)
+
+
+def _body_part(lay: _Layout, lp: Op, body: list, runs: list) -> list:
+    """The body's statements (iteration ``k`` is ``i``; counts ``i + c``)."""
+    ctx, path, slots, P = lay.ctx, lay.ctx.path, lay.slots, lay.P
     stmts: list = []
-    n_writes = {b: 0 for b in tma_bufs}     # body writes so far in this iteration
-    n_expects = {b: 0 for b in bars}
-    dot_stage = None
+    n_writes = {b: 0 for b in lay.tma_bufs}     # writes / expects so far in this iteration
+    n_expects = {b: 0 for b in lay.bars}
     n_dot = 0
 
     def count_of(bar: str, c: int) -> int:
         """Offset ``a``: the last expect on slot ``(k + c) % M`` before here names count ``k + a``."""
-        e_ = p_expects[bar] + (n_expects[bar] - 1)
-        return _last(e_, c, slots[bar])
-
-    def add(stmt, e: HEvent, part: str, out: list) -> None:
-        sources[(part, len(out))] = (e.line, e.text)
-        out.append(stmt)
+        return _last(lay.p_expects[bar] + n_expects[bar] - 1, c, slots[bar])
 
     for n_ev, e in enumerate(body):
+        preds = [r[n_ev].pred for r in runs]
         if e.kind == "expect":
             if n_expects[e.bar]:
                 raise err(path, e.line, f"two ttng.barrier_expect on {e.bar} in one iteration", FIX)
             c = _rot(ctx, e, [r[n_ev].bar_slot for r in runs], e.bar_slot, slots[e.bar])
-            if c != p_expects[e.bar] % slots[e.bar]:
+            if c != lay.p_expects[e.bar] % slots[e.bar]:
                 raise err(path, e.line, f"barrier_expect number n on {e.bar} does not use slot n % "
-                          f"{slots[e.bar]} (slot (k + {c}) % {slots[e.bar]}, {p_expects[e.bar]} before the loop)",
-                          "only barriers whose slots rotate with the pipeline are supported")
+                          f"{slots[e.bar]} (slot (k + {c}) % {slots[e.bar]}, {lay.p_expects[e.bar]} before the "
+                          "loop)", "only barriers whose slots rotate with the pipeline are supported")
             n_expects[e.bar] += 1
-            g = _guard(ctx, e, e.pred, [r[n_ev].pred for r in runs], "i")
-            add(ArriveStmt(e.bar, PipelineState(parse(f"i + {p_expects[e.bar]}"), slots[e.bar], 0), 1,
-                           (Tx(e.bytes),), g), e, "body", stmts)
+            lay.add(ArriveStmt(e.bar, PipelineState(parse(f"i + {lay.p_expects[e.bar]}"), slots[e.bar], 0), 1,
+                               (Tx(e.bytes),), _guard(ctx, e, e.pred, preds, "i")), e, "body", stmts)
         elif e.kind == "tma":
+            pw = lay.p_writes[e.buf]
             c = _rot(ctx, e, [r[n_ev].slot for r in runs], e.slot, slots[e.buf])
-            if c != p_writes[e.buf] % slots[e.buf]:
+            if c != pw % slots[e.buf]:
                 raise err(path, e.line, f"TMA write number n into {e.buf} does not land in slot n % {slots[e.buf]}",
                           "only rotating multi-buffers are supported")
             if n_writes[e.buf]:
                 raise err(path, e.line, f"two TMA copies into {e.buf} in one iteration", FIX)
             n_writes[e.buf] += 1
-            cb = _rot(ctx, e, [r[n_ev].bar_slot for r in runs], e.bar_slot, slots[e.bar])
-            a = count_of(e.bar, cb)
-            g = _guard(ctx, e, e.pred, [r[n_ev].pred for r in runs], "i")
-            ver = parse(f"i + {p_writes[e.buf]}")
-            add(OpStmt(f"tma_{e.buf}", ver, g, None, (),
-                       (Access(e.buf, ver, parse(f"(i + {p_writes[e.buf]}) % {slots[e.buf]}")),),
-                       BarrierRef(e.bar, PipelineState(parse(f"i + {a}"), slots[e.bar], 0), e.bytes)),
-                e, "body", stmts)
+            a = count_of(e.bar, _rot(ctx, e, [r[n_ev].bar_slot for r in runs], e.bar_slot, slots[e.bar]))
+            ver = parse(f"i + {pw}")
+            lay.add(OpStmt(f"tma_{e.buf}", ver, _guard(ctx, e, e.pred, preds, "i"), None, (),
+                           (Access(e.buf, ver, parse(f"(i + {pw}) % {slots[e.buf]}")),),
+                           BarrierRef(e.bar, PipelineState(parse(f"i + {a}"), slots[e.bar], 0), e.bytes)),
+                    e, "body", stmts)
         elif e.kind == "wait":
-            cb = _rot(ctx, e, [r[n_ev].bar_slot for r in runs], e.bar_slot, slots[e.bar])
-            a = count_of(e.bar, cb)
-            g = _guard(ctx, e, e.pred, [r[n_ev].pred for r in runs], "i")
-            for st in _wait_states(ctx, e, n_ev, runs, a, slots[e.bar]):
-                add(TryWaitStmt(e.bar, st[0], _and(g, st[1])), e, "body", stmts)
+            a = count_of(e.bar, _rot(ctx, e, [r[n_ev].bar_slot for r in runs], e.bar_slot, slots[e.bar]))
+            g = _guard(ctx, e, e.pred, preds, "i")
+            for st, sg in _wait_states(ctx, e, n_ev, runs, a, slots[e.bar]):
+                lay.add(TryWaitStmt(e.bar, st, _and(g, sg)), e, "body", stmts)
         elif e.kind == "dot":
             acc = []
             for j, (b, _s) in enumerate(e.reads):
-                if b not in tma_bufs:
+                if b not in lay.tma_bufs:
                     continue  # a buffer no async copy writes: nothing to wait for
                 c = _rot(ctx, e, [r[n_ev].reads[j][1] for r in runs], e.reads[j][1], slots[b])
-                a = _last(p_writes[b] + n_writes[b] - 1, c, slots[b])
-                acc.append((b, a))
-            stg = {P - a for _, a in acc}
-            if len(stg) > 1:
-                raise err(path, e.line, "the wgmma reads TMA slots of different iterations", FIX)
+                acc.append((b, _last(lay.p_writes[b] + n_writes[b] - 1, c, slots[b])))
             if not acc:
                 raise err(path, e.line, "this wgmma reads no TMA-written slot", FIX)
-            st_ = stg.pop()
-            if dot_stage is not None and dot_stage != st_:
-                raise err(path, e.line, "wgmma ops of one iteration read different iterations", FIX)
-            dot_stage = st_
+            stg = {P - a for _, a in acc}
+            if len(stg) > 1 or (lay.dot_stage is not None and lay.dot_stage not in stg):
+                raise err(path, e.line, "the wgmma ops of one iteration read TMA slots of different iterations", FIX)
+            lay.dot_stage = stg.pop()
             opn = "wgmma" if n_dot == 0 else f"wgmma_{n_dot}"
             n_dot += 1
-            ops[opn] = ProgOp(opn, "wgmma", st_, True, 0, None)
+            lay.ops[opn] = ProgOp(opn, "wgmma", lay.dot_stage, True, 0, None)
             reads = tuple(Access(b, parse(f"i + {a}"), parse(f"(i + {a}) % {slots[b]}"), f"tma_{b}") for b, a in acc)
-            add(OpStmt(opn, parse(f"i + {P - st_}"), None, 0, reads, ()), e, "body", stmts)
-            add(CommitStmt(0, 0), e, "body", stmts)
+            lay.add(OpStmt(opn, parse(f"i + {P - lay.dot_stage}"), None, 0, reads, ()), e, "body", stmts)
+            lay.add(CommitStmt(0, 0), e, "body", stmts)
             if not e.is_async:
-                waits.append(Wait("body", 0, Num(0), opn, reason="synchronous warp_group_dot"))
-                add(WaitStmt(len(waits) - 1), e, "body", stmts)
+                lay.waits.append(Wait("body", 0, Num(0), opn, reason="synchronous warp_group_dot"))
+                lay.add(WaitStmt(len(lay.waits) - 1), e, "body", stmts)
         elif e.kind == "dotwait":
-            waits.append(Wait("body", 0, Num(e.count), "the next statement", reason=e.text))
-            add(WaitStmt(len(waits) - 1), e, "body", stmts)
+            lay.waits.append(Wait("body", 0, Num(e.count), "the next statement", reason=e.text))
+            lay.add(WaitStmt(len(lay.waits) - 1), e, "body", stmts)
     if n_dot == 0:
         raise err(path, lp.line, "the pipelined loop has no ttng.warp_group_dot", FIX)
-    for b in tma_bufs:
+    for b in lay.tma_bufs:
         if not n_writes[b]:
             raise err(path, lp.line, f"{b} is written by TMA only before the loop", FIX)
-    # ---- prologue: each statement at its step s, guarded i == s (counts i + const)
-    pstmts: list = []
-    pw = {b: 0 for b in tma_bufs}
-    pe = {b: 0 for b in bars}
-    last_expect_slot: dict = {}
-    last_write_slot: dict = {}
+    return stmts
+
+
+def _prologue_part(lay: _Layout, pro: list) -> list:
+    """The prologue's statements: Triton unrolls it, so each statement runs at its step ``s`` (a TMA:
+    its version plus its op's stage; a wgmma: the version it reads plus the wgmma stage; any other
+    statement: the step of the next op statement), guarded ``i == s``, its counts written ``i + c``."""
+    ctx, path, slots = lay.ctx, lay.ctx.path, lay.slots
+    pw = {b: 0 for b in lay.tma_bufs}
+    pe = {b: 0 for b in lay.bars}
+    last_expect: dict = {}
+    last_write: dict = {}
     planned = []
     for e in pro:
-        if e.kind in ("init", "inval"):
-            continue
         if e.kind == "tma":
             s_ = _const_slot(ctx, e, "slot", e.slot)
             if s_ != pw[e.buf] % slots[e.buf]:
                 raise err(path, e.line, f"TMA write number {pw[e.buf]} into {e.buf} lands in slot {s_}, not "
                           f"{pw[e.buf] % slots[e.buf]}", "only rotating multi-buffers are supported")
-            step = pw[e.buf] + ops[f"tma_{e.buf}"].stage
             bs = _const_slot(ctx, e, "barrier slot", e.bar_slot)
-            cnt = last_expect_slot.get((e.bar, bs), bs - slots[e.bar])
-            planned.append((step, e, ("tma", pw[e.buf], cnt)))
-            last_write_slot[(e.buf, s_)] = pw[e.buf]
+            cnt = last_expect.get((e.bar, bs), bs - slots[e.bar])
+            planned.append((pw[e.buf] + lay.ops[f"tma_{e.buf}"].stage, e, ("tma", pw[e.buf], cnt)))
+            last_write[(e.buf, s_)] = pw[e.buf]
             pw[e.buf] += 1
         elif e.kind == "expect":
             bs = _const_slot(ctx, e, "barrier slot", e.bar_slot)
             if bs != pe[e.bar] % slots[e.bar]:
                 raise err(path, e.line, f"barrier_expect number {pe[e.bar]} on {e.bar} uses slot {bs}", FIX)
-            last_expect_slot[(e.bar, bs)] = pe[e.bar]
+            last_expect[(e.bar, bs)] = pe[e.bar]
             planned.append((None, e, ("expect", pe[e.bar])))
             pe[e.bar] += 1
         elif e.kind == "wait":
@@ -781,89 +826,49 @@ def _build(ctx: _Ctx, w: HopperWalker, lp: Op, pro: list, body: list, runs: list
             ph = e.phase
             if not isinstance(ph, int) or isinstance(ph, bool):
                 raise err(path, e.line, "the phase of this wait before the loop is not a constant", FIX)
-            cnt = last_expect_slot.get((e.bar, bs), bs - slots[e.bar])
+            cnt = last_expect.get((e.bar, bs), bs - slots[e.bar])
             planned.append((None, e, ("wait", cnt, 0 if ph % 2 == (cnt // slots[e.bar]) % 2 else 1)))
         elif e.kind == "dot":
-            vers = []
-            for b, s_ in e.reads:
-                if b in tma_bufs:
-                    s_ = _const_slot(ctx, e, "slot", s_)
-                    vers.append((b, last_write_slot.get((b, s_), s_ - slots[b])))
-            if dot_stage is None or not vers or len({v for _, v in vers}) > 1:
+            vers = [(b, last_write.get((b, s_), s_ - slots[b])) for b, s_ in
+                    ((b, _const_slot(ctx, e, "slot", s_)) for b, s_ in e.reads if b in lay.tma_bufs)]
+            if lay.dot_stage is None or not vers or len({v for _, v in vers}) > 1:
                 raise err(path, e.line, "a wgmma before the loop that synth cannot place", FIX)
-            planned.append((vers[0][1] + dot_stage, e, ("dot", vers)))
+            planned.append((vers[0][1] + lay.dot_stage, e, ("dot", vers)))
         elif e.kind == "dotwait":
             planned.append((None, e, ("dotwait", e.count)))
-    # non-op statements run at the step of the next op statement (or the last one)
-    nxt = None
-    resolved = []
-    for step, e, what in reversed(planned):
-        if step is not None:
-            nxt = step
-        resolved.append((step if step is not None else nxt, e, what))
-    resolved.reverse()
+    nxt = None  # a statement without a step of its own runs at the step of the next op statement
+    for n in range(len(planned) - 1, -1, -1):
+        step, e, what = planned[n]
+        nxt = step if step is not None else nxt
+        planned[n] = (nxt, e, what)
+    out: list = []
     prev = 0
-    out = []
-    for step, e, what in resolved:
+    for step, e, what in planned:
         step = prev if step is None else step
-        if step < prev or not 0 <= step < max(P, 1):
+        if step < prev or not 0 <= step < max(lay.P, 1):
             raise err(path, e.line, f"{e.text} before the loop is out of pipeline order (step {step})", FIX)
         prev = step
-        out.append((step, e, what))
-    for step, e, what in out:
-        at = parse(f"i == {step}")
-        g = _guard(ctx, e, e.pred, None, "i") if e.kind in ("tma", "expect", "wait") else None
-        g = _and(at, g)
+        g = _and(parse(f"i == {step}"),
+                 _guard(ctx, e, e.pred, None, "i") if e.kind in ("tma", "expect", "wait") else None)
         d = lambda v: parse(f"i + {v - step}")  # noqa: E731 -- a count at this step, as i + c
         if what[0] == "expect":
-            add(ArriveStmt(e.bar, PipelineState(d(what[1]), slots[e.bar], 0), 1, (Tx(e.bytes),), g), e,
-                "prologue", pstmts)
+            lay.add(ArriveStmt(e.bar, PipelineState(d(what[1]), slots[e.bar], 0), 1, (Tx(e.bytes),), g), e,
+                    "prologue", out)
         elif what[0] == "tma":
             ver = d(what[1])
-            add(OpStmt(f"tma_{e.buf}", ver, g, None, (),
-                       (Access(e.buf, ver, parse(f"(i + {what[1] - step}) % {slots[e.buf]}")),),
-                       BarrierRef(e.bar, PipelineState(d(what[2]), slots[e.bar], 0), e.bytes)), e, "prologue",
-                pstmts)
+            lay.add(OpStmt(f"tma_{e.buf}", ver, g, None, (), (Access(e.buf, ver, parse(
+                f"(i + {what[1] - step}) % {slots[e.buf]}")),), BarrierRef(e.bar, PipelineState(
+                    d(what[2]), slots[e.bar], 0), e.bytes)), e, "prologue", out)
         elif what[0] == "wait":
-            add(TryWaitStmt(e.bar, PipelineState(d(what[1]), slots[e.bar], what[2]), g), e, "prologue", pstmts)
+            lay.add(TryWaitStmt(e.bar, PipelineState(d(what[1]), slots[e.bar], what[2]), g), e, "prologue", out)
         elif what[0] == "dot":
             reads = tuple(Access(b, d(v), parse(f"(i + {v - step}) % {slots[b]}"), f"tma_{b}") for b, v in what[1])
-            add(OpStmt("wgmma", d(what[1][0][1]), g, 0, reads, ()), e, "prologue", pstmts)
-            add(CommitStmt(0, 0, g), e, "prologue", pstmts)
-        elif what[0] == "dotwait":
-            waits.append(Wait("prologue", 0, Num(what[1]), "the next statement", reason=e.text))
-            add(WaitStmt(len(waits) - 1, g), e, "prologue", pstmts)
-    # ---- epilogue
-    estmts: list = []
-    for e in epi:
-        if e.kind == "dotwait":
-            waits.append(Wait("epilogue", 0, Num(e.count), "the end of the kernel", reason=e.text))
-            add(WaitStmt(len(waits) - 1), e, "epilogue", estmts)
-    parts = []
-    if pstmts:
-        parts.append(Part("prologue", "i", Num(P), tuple(pstmts)))
-    parts.append(Part("body", "i", tv, tuple(stmts)))
-    if estmts:
-        parts.append(Part("epilogue", "i", Num(1), tuple(estmts)))
-    # renumber waits in statement order per part (prologue, body, epilogue)
-    order = [s.wait for pt in parts for s in pt.stmts if isinstance(s, WaitStmt)]
-    remap = {old: new for new, old in enumerate(order)}
-    parts = [Part(pt.name, pt.var, pt.extent, tuple(WaitStmt(remap[s.wait], s.guard) if isinstance(s, WaitStmt)
-                                                    else s for s in pt.stmts)) for pt in parts]
-    waits = [waits[old] for old in order]
-    mt = max(1, min_trip or 1)
-    tc = "T" if tsym else int(trip)
-    opl = tuple(ops.values())
-    role = Program(f"{name}.mainloop", "k", tc, mt, max(o.stage for o in opl), opl, tuple(buffers), ("wgmma",),
-                   tuple(parts), tuple(waits))
-    notes = (f"Triton sm_90 TTGIR {path}: loop at line {lp.line}, {P} prologue step(s), one warp group",)
-    prog = HopperProgram(name, "k", tc, mt, opl, tuple(buffers), tuple(barriers), tuple(setup),
-                         (Role("mainloop", 1, role),), tuple(teardown), notes)
-    try:
-        validate_hopper(prog)
-    except HopperError as x:
-        raise err(path, lp.line, f"the mapped program is malformed: {x.path}: {x.msg}", x.fix) from None
-    return HopperImport(prog, path, lp.line, sources, notes)
+            lay.add(OpStmt("wgmma", d(what[1][0][1]), g, 0, reads, ()), e, "prologue", out)
+            lay.add(CommitStmt(0, 0, g), e, "prologue", out)
+        else:
+            lay.waits.append(Wait("prologue", 0, Num(what[1]), "the next statement", reason=e.text))
+            lay.add(WaitStmt(len(lay.waits) - 1, g), e, "prologue", out)
+    return out
 
 
 def _wait_states(ctx: _Ctx, e: HEvent, n_ev: int, runs: list, a: int, m: int) -> list:
