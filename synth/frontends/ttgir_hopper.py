@@ -38,6 +38,10 @@ carried in ``iter_args`` are fitted on the first iterations (``a*k + b``, ``(k +
 ``((k + b) / N) % 2``) and proven by induction with Z3 (all at once); predicates become
 guards, rendered from their Z3 terms and checked equal to them.
 
+:func:`check_hopper` proves the program with ``verify_hopper`` and adds the class ``teardown``
+(:func:`teardown_obligations`: every TMA copy that runs is observed by a wait before the
+teardown's ``inval``), which the Hopper prover does not state.
+
 Outside the model (SynthError, exit 2): barriers allocated or initialized inside the loop
 (``num_stages = 1``), ``cp.async`` or other async ops in the same loop, TMA stores,
 ``ttng.arrive_barrier``, a TMA, wait or wgmma reading a slot after the loop, slots that
@@ -1026,8 +1030,9 @@ class HopperCheck:
         counts = {"proven": 0, "refuted": 0, "unknown": 0}
         for o in self.report.obligations:
             counts[o.status] += 1
-        d.update({"counts": counts, "file": self.imported.path, "source": "triton-sm90", "loop_line": self.imported.loop_line,
-                  "trip_count": p.trip_count, "min_trip_count": p.min_trip_count})
+        d.update({"counts": counts, "file": self.imported.path, "source": "triton-sm90",
+                  "loop_line": self.imported.loop_line, "trip_count": p.trip_count,
+                  "min_trip_count": p.min_trip_count})
         for f in d.get("failures", []):
             src = self._source(f["id"])
             f["line"], f["text"] = (src if src else (None, None))
