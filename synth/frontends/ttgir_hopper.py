@@ -38,9 +38,9 @@ carried in ``iter_args`` are fitted on the first iterations (``a*k + b``, ``(k +
 ``((k + b) / N) % 2``) and proven by induction with Z3 (all at once); predicates become
 guards, rendered from their Z3 terms and checked equal to them.
 
-:func:`check_hopper` proves the program with ``verify_hopper`` and adds the class ``teardown``
-(:func:`teardown_obligations`: every TMA copy that runs is observed by a wait before the
-teardown's ``inval``), which the Hopper prover does not state.
+:func:`check_hopper` proves the program with ``verify_hopper``, whose class ``teardown`` (every
+TMA copy that runs is observed by a wait before the teardown's ``inval``) catches a copy that
+Triton's epilogue would race with.
 
 Outside the model (SynthError, exit 2): barriers allocated or initialized inside the loop
 (``num_stages = 1``), ``cp.async`` or other async ops in the same loop, TMA stores,
@@ -905,80 +905,6 @@ def _wait_states(ctx: _Ctx, e: HEvent, n_ev: int, runs: list, a: int, m: int) ->
     return [(st(0), same), (st(1), other)]
 
 
-# ----------------------------------------------------------------------------------------------
-# the obligation the Hopper prover does not state: every TMA lands before the teardown
-
-def teardown_obligations(p: HopperProgram, trip: Optional[int] = None) -> list:
-    """Class ``teardown``: every TMA copy that runs is observed before the teardown's ``mbarrier.inval``:
-    the ``try_wait`` instance (phase field 0) whose count is the copy's runs. Otherwise the copy may still
-    be in flight when the barrier is invalidated and its shared memory reused after the loop (Triton
-    reuses it in the epilogue). A sufficient condition; one Z3 query per TMA statement (the negation:
-    some copy instance runs and, for every wait statement on its barrier, the instance with the copy's
-    count -- unique, the count being ``i + c`` -- does not run); ``unsat`` proves it."""
-    import time
-    from ..expr import to_str
-    from ..verify.report import Counterexample, ObligationResult
-    out = []
-    T = z3.Int("T")
-    facts = [T == trip] if trip is not None else [T >= p.min_trip_count] if isinstance(p.trip_count, str) \
-        else [T == int(p.trip_count)]
-    for role in p.roles:
-        parts = role.program.parts
-        waits = [(wpt, ws) for wpt in parts for ws in wpt.stmts if isinstance(ws, TryWaitStmt)]
-        for pt in parts:
-            for pos, s in enumerate(pt.stmts):
-                if not (isinstance(s, OpStmt) and s.barrier is not None):
-                    continue
-                t0 = time.perf_counter()
-                i = z3.Int("i")
-                env = {pt.var: i, "T": T}
-                c = to_z3(s.barrier.state.count, env)
-                solver = z3.Solver()
-                solver.set("timeout", 10000)
-                solver.add(*facts, 0 <= i, i < to_z3(pt.extent, env))
-                if s.guard is not None:
-                    solver.add(to_z3(s.guard, env))
-                for n, (wpt, ws) in enumerate(waits):
-                    if ws.barrier != s.barrier.barrier or ws.state.phase != 0 or \
-                            ws.state.stages != s.barrier.state.stages:
-                        continue
-                    iw = z3.Int(f"iw{n}")
-                    wenv = {wpt.var: iw, "T": T}
-                    cw = to_z3(ws.state.count, wenv)
-                    if not valid(z3.simplify(cw - iw) == z3.substitute(cw - iw, (iw, z3.IntVal(0))), []):
-                        continue  # not i + c: this wait covers nothing here (conservative)
-                    runs = [iw >= 0, iw < to_z3(wpt.extent, wenv)]
-                    if ws.guard is not None:
-                        runs.append(to_z3(ws.guard, wenv))
-                    solver.add(cw == c, z3.Not(z3.And(*runs)))
-                desc = (f"{role.name} {pt.name}: TMA {s.op} -> {s.barrier.barrier}[{to_str(s.barrier.state.index())}] "
-                        f"lands before the teardown: the wait for the phase it completes on runs")
-                r = solver.check()
-                status = "proven" if r == z3.unsat else "refuted" if r == z3.sat else "unknown"
-                cex, reason = None, ""
-                if r == z3.sat:
-                    for bound in range(p.min_trip_count, p.min_trip_count + 12):  # the smallest trip count
-                        solver.push()
-                        solver.add(T <= bound)
-                        if solver.check() == z3.sat:
-                            break
-                        solver.pop()
-                    m = solver.model()
-                    tv, iv, cv = (m.eval(x, model_completion=True).as_long() for x in (T, i, c))
-                    st, b = s.barrier.state.stages, p.barrier(s.barrier.barrier)
-                    reason = (f"teardown: with trip count {tv}, warp group {role.name} {pt.name} i = {iv}: TMA "
-                              f"{s.op} of count {cv} completes on {b.name}[{(cv % st) % b.slots}] phase {cv // st}, "
-                              f"which no wait observes: the copy may still be in flight at mbarrier.inval and when "
-                              f"the shared memory is reused after the loop")
-                    cex = Counterexample("teardown", tv, -1, pt.name, iv, reason)
-                elif r != z3.sat and r != z3.unsat:
-                    reason = "solver returned unknown within 10 s"
-                out.append(ObligationResult(f"teardown:{role.name}:{pt.name}:{pos}", "teardown", None, None, pt.name,
-                                            desc, status, time.perf_counter() - t0, counterexample=cex,
-                                            reason=reason))
-    return out
-
-
 @dataclass(frozen=True)
 class HopperCheck:
     """``synth check`` of an sm_90 TTGIR: the mapped program, the prover's report (plus ``teardown``)
@@ -1042,8 +968,7 @@ class HopperCheck:
 def check_hopper(text: str, path: str, *, trip_count: Optional[int] = None, min_trip_count: Optional[int] = None,
                  time_limit: float = 10.0, tightness: bool = True) -> HopperCheck:
     """Map an sm_90 TTGIR (:func:`ttgir_to_hopper`) and prove it with
-    :func:`synth.verify.phases.verify_hopper` plus :func:`teardown_obligations`."""
-    from dataclasses import replace
+    :func:`synth.verify.phases.verify_hopper` (its ``teardown`` class catches a copy no wait observes)."""
     from ..verify.phases import verify_hopper
     for flag, v in (("--trip-count", trip_count), ("--min-trip-count", min_trip_count)):
         if v is not None and v < 1:
@@ -1054,12 +979,8 @@ def check_hopper(text: str, path: str, *, trip_count: Optional[int] = None, min_
     if trip_count is not None and isinstance(p.trip_count, int) and trip_count != p.trip_count:
         raise SynthError(Loc(path, imp.loop_line, 1), f"the loop runs {p.trip_count} times, not {trip_count}",
                          "drop --trip-count")
-    rep = verify_hopper(p, time_limit=time_limit, tightness=tightness, trip_count=trip_count)
-    extra = teardown_obligations(p, trip_count)
-    obs = tuple(rep.obligations) + tuple(extra)
-    rep = replace(rep, ok=bool(rep.ok) and all(o.status == "proven" for o in extra), obligations=obs)
-    return HopperCheck(imp, rep)
+    return HopperCheck(imp, verify_hopper(p, time_limit=time_limit, tightness=tightness, trip_count=trip_count))
 
 
-__all__ = ["ttgir_to_hopper", "is_hopper_ttgir", "check_hopper", "teardown_obligations", "HopperImport", "HopperCheck",
+__all__ = ["ttgir_to_hopper", "is_hopper_ttgir", "check_hopper", "HopperImport", "HopperCheck",
            "HopperWalker", "render"]

@@ -21,7 +21,9 @@ Violations, by the prover's class names (:mod:`synth.verify.phases`):
 * ``release_after_wgmma`` / ``slot_reuse``: a TMA is issued onto a slot an issued wgmma
   may still read (the reader's thread had released that version already / had not);
 * ``raw``: an op reads a slot that does not hold the landed version it needs;
-* ``wgmma_wait``: a ``wait_group`` with a negative count.
+* ``wgmma_wait``: a ``wait_group`` with a negative count;
+* ``teardown``: every thread is done while a TMA may still be in flight (it lands after
+  ``mbarrier.inval``, on shared memory the CTA may reuse).
 
 ``fence`` and ``wellformed`` are syntactic; the oracle leaves them to the prover.
 """
@@ -200,6 +202,11 @@ def run(program: HopperProgram, T: int, max_states: int = 400_000) -> HopperOrac
             break
         st = stack.pop()
         pcs, fifos, opens, barrs, flying, mem = st
+        if flying and all(pc >= len(seqs[t]) for t, pc in enumerate(pcs)):
+            t, pc = min(flying)
+            ins = seqs[t][pc]
+            bad("teardown", f"{names[t]} at {ins.where}: its TMA on {ins.barrier}[{ins.slot}] phase {ins.phase} may "
+                            "still be in flight when every thread is done (mbarrier.inval, shared memory reused)")
         succ = []
         memd = dict(mem)
         # async events: TMA landings

@@ -50,7 +50,7 @@ from .obligations import blame
 from .report import Counterexample, ObligationResult
 
 CLASSES = ("parity", "arrivals", "tx_bytes", "no_deadlock", "release_after_wgmma", "wgmma_wait", "slot_reuse",
-           "raw", "fence", "wellformed")
+           "raw", "fence", "teardown", "wellformed")
 
 
 @dataclass(frozen=True)
@@ -462,6 +462,9 @@ def _tma_obligations(p: HopperProgram, ref: Ref, tag: str) -> list[HObligation]:
 
     out.append(HObligation(f"tx_bytes:{tag}:order", "tx_bytes", ref.role, ref.part, ref.pos, None,
                            f"{head}: its complete_tx lands in the phase it names", order))
+    out.append(HObligation(f"teardown:{tag}", "teardown", ref.role, ref.part, ref.pos, None,
+                           f"{head}: lands before the teardown (a wait on the phase it completes runs)",
+                           _teardown_builder(p, ref)))
     for k, wacc in enumerate(s.writes):
         buf = p_buffer(p, wacc.buffer)
         for rref in _all_refs(p):
@@ -483,6 +486,28 @@ def _tma_obligations(p: HopperProgram, ref: Ref, tag: str) -> list[HObligation]:
                     f"{rs.op} released version {to_str(wacc.version)} - {buf.multiplicity}",
                     _reuse_builder(p, ref, k, rref, a, buf.multiplicity)))
     return out
+
+
+def _teardown_builder(p: HopperProgram, ref: Ref):
+    """Some ``try_wait`` (any role; phase field 0, the TMA's ``stages``) of the copy's count runs: else the
+    copy may still be in flight at ``mbarrier.inval`` and when the CTA reuses its shared memory. A
+    sufficient condition: a wait whose count is not the step plus a constant is not counted."""
+    def build(ph: Phases):
+        enc = ph.base[ref.role]
+        x = ph.count(enc, ref)
+        st = ref.stmt.barrier.state
+        seen = []
+        for w in _all_refs(p):
+            ws = w.stmt
+            if isinstance(ws, TryWaitStmt) and ws.barrier == ref.stmt.barrier.barrier and \
+                    ws.state.stages == st.stages and ws.state.phase == 0:
+                try:
+                    we = ph.at(w, x)
+                except Unsupported:
+                    continue
+                seen.append(ph.exec(we, w))
+        return And(ph.exec(enc, ref), Not(Or(seen)) if seen else z3.BoolVal(True)), {"x": x}
+    return build
 
 
 def p_buffer(p: HopperProgram, name: str):
