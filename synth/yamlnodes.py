@@ -139,7 +139,8 @@ def _scalar(path: str, node: yaml.Node) -> Any:
                          f"shorten it ({_BOUNDS})")
     try:
         return yaml.constructor.SafeConstructor().construct_object(node, deep=True)
-    except (yaml.YAMLError, ValueError, TypeError, OverflowError) as exc:
+    except (yaml.YAMLError, ValueError, TypeError, OverflowError, AttributeError) as exc:
+        # AttributeError: PyYAML's timestamp constructor on an explicit !!timestamp that is not one
         why = getattr(exc, "problem", None) or str(exc) or type(exc).__name__
         kind = node.tag[len(_CORE):]
         raise SynthError(loc, f"cannot read value {text[:40]!r} as {kind}: {why}",

@@ -240,3 +240,12 @@ def test_one_buffer_shared_by_a_thousand_ops(tmp_path: pathlib.Path) -> None:
     code, err, secs = solve(p, out)
     check_contract(code, err, secs, out, (2,))
     assert err.startswith(f"{p}:4:3: error: the body has about 2000000 dependence edges"), err
+
+
+def test_an_explicit_timestamp_that_is_not_one_is_a_clean_error(tmp_path: pathlib.Path) -> None:
+    # PyYAML's timestamp constructor raises AttributeError on "!!timestamp 2020-99-99" (found by the fuzzer)
+    p = tmp_path / "p.yaml"
+    p.write_text("!!timestamp 2020-99-99# a comment\n")
+    code, err, secs = solve(p, tmp_path / "out")
+    check_contract(code, err, secs, tmp_path / "out", allowed=(2,))
+    assert err.startswith(str(p)) and "\nfix: " in err
