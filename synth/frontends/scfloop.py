@@ -190,6 +190,69 @@ def _same(y, nxt, k) -> bool:
     return valid(_z(y) == nxt, [k >= 1])
 
 
+def fit_carried(w, body: list, env: dict, names: list, inits: list, iv_at, iv: str, fit_fn, at_fn, same_fn):
+    """Run the loop body concretely for its first iterations, fit each carried value (``iter_args``)
+    with ``fit_fn(sequence, mods)``, and keep the fits proven by induction with Z3: assuming every
+    fit at ``k`` (``at_fn(fit, k)``), each yielded value equals the fit at ``k + 1`` (``same_fn``);
+    a fit that fails is dropped and the rest proven again. ``iv_at(k)`` is the induction variable at
+    iteration ``k`` (an int, or a Z3 term when ``k`` is). Returns ``(runs, symbolic events, fits, k)``:
+    the events of each concrete iteration, those of iteration ``k`` and the fit per carried value
+    (``None`` when none holds; ``("view", buffer, tags, fit)`` for a slot view)."""
+    mods = sorted({m for m in w.buffers.values() if m > 1})
+    nsim = max(8, 3 * max(mods + [1]) + 2)
+    seqs: list = [[] for _ in names]
+    cur = list(inits)
+    runs = []
+    for kk in range(nsim):
+        e2 = dict(env)
+        e2[iv] = iv_at(kk)
+        for nme, v in zip(names, cur):
+            e2[nme] = v
+        evs: list = []
+        w.block(body, e2, evs, "in the loop")
+        runs.append(evs)
+        for i, v in enumerate(cur):
+            seqs[i].append(v)
+        cur = e2.get("__yield__", [None] * len(names))
+    mods = sorted({m for m in w.buffers.values() if m > 1})
+    fits = []
+    for seq in seqs:
+        if all(isinstance(v, tuple) and v[0] == "view" for v in seq):
+            same = len({(v[1], v[3]) for v in seq[1:]}) == 1
+            f = fit_fn([v[2] for v in seq], mods) if same else None
+            fits.append(("view", seq[1][1], seq[1][3], f) if f else None)
+        elif all(isinstance(v, int) and not isinstance(v, bool) for v in seq):
+            fits.append(fit_fn(seq, mods))
+        else:
+            fits.append(None)
+    k = z3.Int("k")
+    while True:
+        e3 = dict(env)
+        e3[iv] = iv_at(k)
+        for i, nme in enumerate(names):
+            f = fits[i]
+            if f is None:
+                e3[nme] = z3.Int(f"free_{i}") if isinstance(inits[i], int) else None
+            elif f[0] == "view":
+                e3[nme] = ("view", f[1], at_fn(f[3], k), f[2])
+            else:
+                e3[nme] = at_fn(f, k)
+        sym_events: list = []
+        w.block(body, e3, sym_events, "in the loop")
+        ys = e3.get("__yield__", [None] * len(names))
+        changed = False
+        for i, f in enumerate(fits):
+            if f is None:
+                continue
+            nxt = ("view", f[1], at_fn(f[3], k + 1), f[2]) if f[0] == "view" else at_fn(f, k + 1)
+            if not same_fn(ys[i], nxt, k):
+                fits[i] = None
+                changed = True
+        if not changed:
+            break
+    return runs, sym_events, fits, k
+
+
 def import_scf(text: str, path: str, walker: Walker, is_copy, source: str, what: str, fix: str) -> Loop:
     """The :class:`Loop` of the one ``scf.for`` holding ops for which ``is_copy(op)`` holds."""
     mod = parse_module(text, path)
@@ -224,58 +287,10 @@ def import_scf(text: str, path: str, walker: Walker, is_copy, source: str, what:
     names = [a for a, _ in iters]
     inits = [env.get(i) for _, i in iters]
     body = lp.regions[0]
-    mods = sorted({m for m in w.buffers.values() if m > 1})
-    nsim = max(8, 3 * max(mods + [1]) + 2)
-    seqs: list = [[] for _ in names]
-    cur = list(inits)
-    runs = []
-    for kk in range(nsim):
-        e2 = dict(env)
-        e2[iv] = lbv + kk * stv if known else None
-        for nme, v in zip(names, cur):
-            e2[nme] = v
-        evs: list = []
-        w.block(body, e2, evs, "in the loop")
-        runs.append(evs)
-        for i, v in enumerate(cur):
-            seqs[i].append(v)
-        cur = e2.get("__yield__", [None] * len(names))
-    mods = sorted({m for m in w.buffers.values() if m > 1})
-    fits = []
-    for seq in seqs:
-        if all(isinstance(v, tuple) and v[0] == "view" for v in seq):
-            same = len({(v[1], v[3]) for v in seq[1:]}) == 1
-            f = fit([v[2] for v in seq], mods) if same else None
-            fits.append(("view", seq[1][1], seq[1][3], f) if f else None)
-        elif all(isinstance(v, int) and not isinstance(v, bool) for v in seq):
-            fits.append(fit(seq, mods))
-        else:
-            fits.append(None)
-    k = z3.Int("k")
-    while True:
-        e3 = dict(env)
-        e3[iv] = lbv + k * stv if known else z3.Int("iv")
-        for i, nme in enumerate(names):
-            f = fits[i]
-            if f is None:
-                e3[nme] = z3.Int(f"free_{i}") if isinstance(inits[i], int) else None
-            elif f[0] == "view":
-                e3[nme] = ("view", f[1], fit_at(f[3], k), f[2])
-            else:
-                e3[nme] = fit_at(f, k)
-        sym_events: list = []
-        w.block(body, e3, sym_events, "in the loop")
-        ys = e3.get("__yield__", [None] * len(names))
-        changed = False
-        for i, f in enumerate(fits):
-            if f is None:
-                continue
-            nxt = ("view", f[1], fit_at(f[3], k + 1), f[2]) if f[0] == "view" else fit_at(f, k + 1)
-            if not _same(ys[i], nxt, k):
-                fits[i] = None
-                changed = True
-        if not changed:
-            break
+    runs, sym_events, fits, k = fit_carried(
+        w, body, env, names, inits,
+        lambda kk: (lbv + kk * stv if known else None) if isinstance(kk, int) else
+        (lbv + kk * stv if known else z3.Int("iv")), iv, fit, fit_at, _same)
     body_events = []
     for n_ev, ev in enumerate(sym_events):
         if ev.kind in ("write", "read"):
@@ -332,4 +347,4 @@ def _func_name(mod: list, lp: Op) -> str:
     return "kernel"
 
 
-__all__ = ["Walker", "import_scf", "find_block", "short", "err", "fit", "fit_at", "valid"]
+__all__ = ["fit_carried", "Walker", "import_scf", "find_block", "short", "err", "fit", "fit_at", "valid"]

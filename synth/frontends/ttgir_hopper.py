@@ -67,7 +67,7 @@ from ..hopper.ir import HopperError, HopperProgram, Role, validate_hopper
 from ..program import Access, CommitStmt, OpStmt, Part, ProgBuffer, ProgOp, Program, Wait, WaitStmt
 from .arith import is_sym
 from .mlirtext import Op, int_type, parse_module, walk
-from .scfloop import Walker, err, find_block, fit, fit_at, short, valid
+from .scfloop import Walker, err, find_block, fit, fit_at, fit_carried, short, valid
 from .ttgir import VIEW_OPS
 
 TMA = "ttng.async_tma_copy_global_to_local"
@@ -452,59 +452,7 @@ def ttgir_to_hopper(text: str, path: str, *, min_trip_count: Optional[int] = Non
     names = [a for a, _ in iters]
     inits = [env.get(i) for _, i in iters]
     body = lp.regions[0]
-    mods = sorted({x for x in w.buffers.values() if x > 1})
-    nsim = max(8, 3 * max(mods + [1]) + 2)
-    seqs: list = [[] for _ in names]
-    cur = list(inits)
-    runs = []
-    for kk in range(nsim):
-        e2 = dict(env)
-        e2[iv] = lbv + kk * stv
-        for nme, v in zip(names, cur):
-            e2[nme] = v
-        evs: list = []
-        w.block(body, e2, evs, "in the loop")
-        runs.append(evs)
-        for i, v in enumerate(cur):
-            seqs[i].append(v)
-        cur = e2.get("__yield__", [None] * len(names))
-    mods = sorted({x for x in w.buffers.values() if x > 1})
-    fits = []
-    for seq in seqs:
-        if all(isinstance(v, tuple) and v[0] == "view" for v in seq):
-            same = len({(v[1], v[3]) for v in seq[1:]}) == 1
-            f = _fit([v[2] for v in seq], mods) if same else None
-            fits.append(("view", seq[1][1], seq[1][3], f) if f else None)
-        elif all(isinstance(v, int) and not isinstance(v, bool) for v in seq):
-            fits.append(_fit(seq, mods))
-        else:
-            fits.append(None)
-    k = z3.Int("k")
-    while True:  # induction: assume every fit at k, prove each yield is the fit at k + 1; drop failures
-        e3 = dict(env)
-        e3[iv] = lbv + k * stv
-        for i, nme in enumerate(names):
-            f = fits[i]
-            if f is None:
-                e3[nme] = z3.Int(f"free_{i}") if isinstance(inits[i], int) and not isinstance(inits[i], bool) \
-                    else None
-            elif f[0] == "view":
-                e3[nme] = ("view", f[1], _at(f[3], k), f[2])
-            else:
-                e3[nme] = _at(f, k)
-        sym: list = []
-        w.block(body, e3, sym, "in the loop")
-        ys = e3.get("__yield__", [None] * len(names))
-        changed = False
-        for i, f in enumerate(fits):
-            if f is None:
-                continue
-            nxt = ("view", f[1], _at(f[3], k + 1), f[2]) if f[0] == "view" else _at(f, k + 1)
-            if not _same(ys[i], nxt, k):
-                fits[i] = None
-                changed = True
-        if not changed:
-            break
+    runs, sym, fits, k = fit_carried(w, body, env, names, inits, lambda kk: lbv + kk * stv, iv, _fit, _at, _same)
     epi: list = []
     env_after = dict(env)
     for r in lp.results:
