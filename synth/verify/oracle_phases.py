@@ -143,6 +143,10 @@ def threads_of(program: HopperProgram, T: int) -> list[tuple[str, list[Ins]]]:
                         else:
                             seq.append(Ins("op", where + f" {s.op} iteration {it}", reads=reads, writes=writes))
                     elif isinstance(s, CommitStmt):
+                        # a gated commit happens only when one of its gating ops runs (as for cp.async)
+                        if s.gate and not any(holds(g, int(evaluate(o.iteration, env))) for g in s.gate
+                                              for o in part.stmts if isinstance(o, OpStmt) and o.op == g):
+                            continue
                         seq.append(Ins("commit", where))
                     elif isinstance(s, WaitStmt):
                         n = int(evaluate(p.waits[s.wait].in_flight, env))
