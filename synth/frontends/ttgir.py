@@ -47,6 +47,39 @@ def _key(kind: str, view) -> str:
     return f"{kind}_{view[1]}{tag}"
 
 
+def slot_view(walker: Walker, op: Op, env: dict, whole_buffer: bool = False) -> bool:
+    """Bind the result of a slot selection (``ttg.memdesc_index`` / ``memdesc_subview``: slot ``%i`` of a
+    ``local_alloc`` whose leading dimension is the slot count) or of a view op (subslice, transpose,
+    reinterpret, reshape: same buffer and slot, a subslice tagged) to ``("view", buffer, slot, tags)``.
+    ``whole_buffer``: a view op of the allocation itself is its slot 0. False for any other op."""
+    n = op.name
+    if n in ("ttg.memdesc_index", "ttg.memdesc_subview"):
+        base = env.get(op.operands[0]) if op.operands else None
+        if not (isinstance(base, tuple) and base[0] == "buf"):
+            env[op.results[0]] = None
+            return True
+        idx = env.get(op.operands[1]) if len(op.operands) > 1 else None
+        if len(op.operands) < 2:
+            m = re.search(r"\[(-?\d+)", op.rest())
+            idx = int(m.group(1)) if m else None
+        shape = walker.shapes.get(base[1]) or [1]
+        walker.buffers[base[1]] = shape[0]  # memdesc_index selects along the leading dimension
+        env[op.results[0]] = ("view", base[1], idx, ())
+        return True
+    if n in VIEW_OPS:
+        base = env.get(op.operands[0]) if op.operands else None
+        if whole_buffer and isinstance(base, tuple) and base[0] == "buf":
+            base = ("view", base[1], 0, ())
+        if isinstance(base, tuple) and base[0] == "view":
+            tag = base[3]
+            if n == "ttg.memdesc_subslice":
+                m = re.search(r"\[([\d,\s]+)\]", op.rest())
+                tag = tag + ((m.group(1).replace(" ", ""),) if m else ("?",))
+            env[op.results[0]] = ("view", base[1], base[2], tag)
+        return True
+    return False
+
+
 class TritonWalker(Walker):
     """The ``ttg`` ops of sm_80 pipelining (module docstring)."""
 
@@ -60,27 +93,7 @@ class TritonWalker(Walker):
             self.shapes[name] = _shape(op)
             env[op.results[0]] = ("buf", name)
             return True
-        if n in ("ttg.memdesc_index", "ttg.memdesc_subview"):
-            base = env.get(op.operands[0]) if op.operands else None
-            if not (isinstance(base, tuple) and base[0] == "buf"):
-                env[op.results[0]] = None
-                return True
-            idx = env.get(op.operands[1]) if len(op.operands) > 1 else None
-            if len(op.operands) < 2:
-                m = re.search(r"\[(-?\d+)", op.rest())
-                idx = int(m.group(1)) if m else None
-            shape = self.shapes.get(base[1]) or [1]
-            self.buffers[base[1]] = shape[0]  # memdesc_index selects along the leading dimension
-            env[op.results[0]] = ("view", base[1], idx, ())
-            return True
-        if n in VIEW_OPS:
-            base = env.get(op.operands[0]) if op.operands else None
-            if isinstance(base, tuple) and base[0] == "view":
-                tag = base[3]
-                if n == "ttg.memdesc_subslice":
-                    m = re.search(r"\[([\d,\s]+)\]", op.rest())
-                    tag = tag + ((m.group(1).replace(" ", ""),) if m else ("?",))
-                env[op.results[0]] = ("view", base[1], base[2], tag)
+        if slot_view(self, op, env):
             return True
         if n == COPY:
             view = env.get(op.operands[1]) if len(op.operands) > 1 else None
@@ -129,4 +142,4 @@ def ttgir_to_loop(text: str, path: str) -> Loop:
                       "pass the TTGIR of a kernel compiled with num_stages >= 2 for sm_80 (cp.async)")
 
 
-__all__ = ["ttgir_to_loop", "TritonWalker"]
+__all__ = ["ttgir_to_loop", "TritonWalker", "slot_view", "VIEW_OPS"]

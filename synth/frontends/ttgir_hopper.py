@@ -68,7 +68,7 @@ from ..program import Access, CommitStmt, OpStmt, Part, ProgBuffer, ProgOp, Prog
 from .arith import is_sym
 from .mlirtext import Op, int_type, parse_module, walk
 from .scfloop import Walker, err, find_block, fit, fit_at, fit_carried, short, valid
-from .ttgir import VIEW_OPS
+from .ttgir import slot_view
 
 TMA = "ttng.async_tma_copy_global_to_local"
 WAIT = "ttng.wait_barrier"
@@ -176,28 +176,7 @@ class HopperWalker(Walker):
             self.elem[name] = elem
             env[op.results[0]] = ("buf", name)
             return True
-        if n in ("ttg.memdesc_index", "ttg.memdesc_subview"):
-            base = env.get(op.operands[0]) if op.operands else None
-            if not (isinstance(base, tuple) and base[0] == "buf"):
-                env[op.results[0]] = None
-                return True
-            if len(op.operands) > 1:
-                idx = env.get(op.operands[1])
-            else:
-                m = re.search(r"\[(-?\d+)", op.rest())
-                idx = int(m.group(1)) if m else None
-            self.buffers[base[1]] = (self.shapes.get(base[1]) or [1])[0]
-            env[op.results[0]] = ("view", base[1], idx, ())
-            return True
-        if n in VIEW_OPS:
-            base = env.get(op.operands[0]) if op.operands else None
-            if isinstance(base, tuple) and base[0] in ("view", "buf"):
-                base = base if base[0] == "view" else ("view", base[1], 0, ())
-                tag = base[3]
-                if n == "ttg.memdesc_subslice":
-                    m = re.search(r"\[([\d,\s]+)\]", op.rest())
-                    tag = tag + ((m.group(1).replace(" ", ""),) if m else ("?",))
-                env[op.results[0]] = ("view", base[1], base[2], tag)
+        if slot_view(self, op, env, whole_buffer=True):
             return True
         if n in (INIT, INVAL):
             if where == "in the loop":
