@@ -34,17 +34,25 @@ def _guard(text: str, loop: HopperLoop, always_from: int) -> "Expr | None":
     return None if loop.min_trip_count >= always_from else parse(text)
 
 
+def _loop_decls(loop: HopperLoop):
+    """``(trip symbol or None, trip count expression, ops, buffers)`` shared by both lowerings: one
+    TMA op per load, the wgmma op, a buffer of ``stages`` slots per load."""
+    T = loop.trip_count
+    tsym = T if isinstance(T, str) else None
+    tv: Expr = Var(tsym) if tsym else Num(int(T))
+    ops = tuple(ProgOp(ld.op, "tma", 0, True, None, ld.when) for ld in loop.loads) + \
+        (ProgOp(loop.mma, "wgmma", 0, True, 0, None),)
+    buffers = tuple(ProgBuffer(ld.buffer, "shared", loop.stages, ld.bytes) for ld in loop.loads)
+    return tsym, tv, ops, buffers
+
+
 def lower_hopper(loop: HopperLoop) -> HopperProgram:
     """The warp-specialized program of ``loop`` (ValueError on a loop outside its bounds)."""
     loop.check()
     S, K = loop.stages, loop.k_pipe_mmas
     T = loop.trip_count
-    tsym = T if isinstance(T, str) else None
+    tsym, tv, ops, buffers = _loop_decls(loop)
     i = Var("i")
-    tv: Expr = Var(tsym) if tsym else Num(int(T))
-    ops = tuple(ProgOp(ld.op, "tma", 0, True, None, ld.when) for ld in loop.loads) + \
-        (ProgOp(loop.mma, "wgmma", 0, True, 0, None),)
-    buffers = tuple(ProgBuffer(ld.buffer, "shared", S, ld.bytes) for ld in loop.loads)
     guards = tuple(ld.buffer for ld in loop.loads)
     barriers = (Barrier(FULL, S, 1, "full", guards), Barrier(EMPTY, S, loop.consumers, "empty", guards))
     slot = simplify(Bin("%", i, Num(S)))
@@ -101,12 +109,8 @@ def lower_hopper_single(loop: HopperLoop) -> HopperProgram:
     S, K = loop.stages, loop.k_pipe_mmas
     L = S - K
     T = loop.trip_count
-    tsym = T if isinstance(T, str) else None
+    tsym, tv, ops, buffers = _loop_decls(loop)
     i = Var("i")
-    tv: Expr = Var(tsym) if tsym else Num(int(T))
-    ops = tuple(ProgOp(ld.op, "tma", 0, True, None, ld.when) for ld in loop.loads) + \
-        (ProgOp(loop.mma, "wgmma", 0, True, 0, None),)
-    buffers = tuple(ProgBuffer(ld.buffer, "shared", S, ld.bytes) for ld in loop.loads)
     barriers = (Barrier(FULL, S, 1, "full", tuple(ld.buffer for ld in loop.loads)),)
 
     def load(it: Expr) -> list:
