@@ -291,12 +291,14 @@ class HopperKernel:
     (:func:`synth.emit.sm90.runner.run_gpu`, CUDA Python needed).
     """
 
-    def __init__(self, path: str, source: str, config, backend: str, name: str) -> None:
+    def __init__(self, path: str, source: str, config, backend: str, problem) -> None:
         self.path = path
         self.source = source
         self.config = config
         self.backend = backend
-        self.name = name
+        self.problem = problem
+        """The folder's :class:`~synth.hopper.problem.HopperGemm`."""
+        self.name = problem.name
         self.last_info: Optional[dict] = None
         """The emulator's report of the last call (emulator backend)."""
 
@@ -366,7 +368,7 @@ def _load_hopper(out: str, problem, choice, program, backend: str) -> HopperKern
                          "(edited, or from another folder)", f"re-emit it with 'synth emit {out} --target cuda'")
     from .emit.sm90.runner import gpu_status
 
-    return HopperKernel(path, source, cfg, _backend(backend, gpu_status, "sm_90 GPU", "an H100/H200"), problem.name)
+    return HopperKernel(path, source, cfg, _backend(backend, gpu_status, "sm_90 GPU", "an H100/H200"), problem)
 
 
 __all__ = ["load", "Kernel", "HopperKernel", "KernelFacts", "KernelError", "facts_of", "gpu_ready", "BACKENDS"]

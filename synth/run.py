@@ -105,12 +105,12 @@ def run_output(out_dir: str, *, repeats: int = 20, seed: int = 0) -> RunReport:
     from .gemm import config_from_problem
     from .pipeline import load_output
 
+    from .hopper.ir import is_hopper_file
+
+    if is_hopper_file(out_dir):  # the folder is read and checked once, by synth.kernel.load
+        return _run_hopper(out_dir, repeats, seed)
     path = os.path.join(out_dir, "kernel.cu")
     problem, schedule, program = load_output(out_dir)
-    from .hopper.problem import HopperGemm
-
-    if isinstance(problem, HopperGemm):
-        return _run_hopper(out_dir, problem, repeats, seed)
     cfg = config_from_problem(problem)
     if not os.path.isfile(path):
         raise SynthError(Loc(out_dir), f"'{out_dir}' has no kernel.cu", f"run 'synth emit {out_dir} --target cuda'")
@@ -189,7 +189,7 @@ def run_output(out_dir: str, *, repeats: int = 20, seed: int = 0) -> RunReport:
                      info.smem_bytes)
 
 
-def _run_hopper(out_dir: str, problem, repeats: int, seed: int) -> RunReport:
+def _run_hopper(out_dir: str, repeats: int, seed: int) -> RunReport:
     """``synth run`` of a Hopper folder: the checked kernel (:func:`synth.kernel.load`) launched on an
     sm_90 GPU through CUDA Python, checked against numpy, timed, and cuBLAS timed on the same operands."""
     import numpy as np
@@ -198,6 +198,7 @@ def _run_hopper(out_dir: str, problem, repeats: int, seed: int) -> RunReport:
     from .kernel import load
 
     kernel = load(out_dir, backend="emulator")  # the folder's checks; the launch below uses the GPU
+    problem = kernel.problem
     from .emit.sm90.runner import GpuError, gpu_status, time_gpu
 
     ready, why = gpu_status()
