@@ -8,8 +8,9 @@ First it prints the calibration table: each published figure of
 synth/data/published_gemm.yaml (CUTLASS's profiler documentation, cuBLAS and the
 Triton tutorial on A100) beside the model's prediction for the same shape (the
 named configuration for CUTLASS, the search's winner for cuBLAS, the best of the
-Triton tutorial's configurations for Triton) and the error; target: within 15 %
-each, and the same ordering. Then the shape sweep.
+Triton tutorial's configurations for Triton), predicted as the source's harness
+measured it (its clock and per-call overhead, ``synth.search.calibrate``), and
+the error; target: within 15 % each, and the same ordering. Then the shape sweep.
 
 For each of ten shapes (square 512..8192, skinny, K-heavy) it runs the search
 and prints: the search time, the winner (tile, warps, stages, predicted time and
@@ -84,56 +85,31 @@ def fit_mix(con, arch: str) -> int:
 
 
 def calibration(con, arch: str, sass: bool) -> list[dict]:
-    """Predicted vs published for every point of synth/data/published_gemm.yaml on ``arch``."""
+    """Predicted vs published for every point of synth/data/published_gemm.yaml on ``arch``.
+
+    Each point is predicted as its harness measured it (clock, per-call overhead):
+    ``synth.search.calibrate``, docs/search.md section 8.
+    """
     from rich.table import Table
 
-    from synth.search import search_gemm
-    from synth.search.published import calibration_points
-    from synth.search.rank import apply_sass, estimate_of, new_entry
-    from synth.search.space import Point, make_context
-    from synth.search.timing import timed
+    from synth.search.calibrate import TARGET, calibrate, summary
 
-    rows = []
-    for pt in calibration_points():
-        if pt.arch != arch:
-            continue
-        if pt.config is not None:
-            ctx = make_context(*pt.shape, "f16", arch)
-            p = Point(*pt.config)
-            e = new_entry(ctx, p)
-            e.solved, _ = timed(ctx, p, 10.0, 1)
-            e.est = estimate_of(ctx, p, e.res, e.solved)
-            if sass:
-                apply_sass(ctx, e)
-            pred, what = e.est.tflops, p.label
-        else:
-            res = search_gemm(*pt.shape, arch=arch, top=1, sass=sass)
-            if pt.library == "triton":
-                r = next(r for r in res.references if r.name == "best triton tutorial")
-                pred, what = r.tflops, f"best Triton-list {'x'.join(map(str, r.tile))} w{r.warps} s{r.stages}"
-            else:
-                pred, what = res.winner.tflops, f"winner {res.winner.label}"
-        rows.append({"name": pt.name, "shape": list(pt.shape), "published": pt.tflops, "predicted": round(pred, 1),
-                     "error": round(pred / pt.tflops - 1, 4), "compared": what, "source": pt.source})
-    t = Table(title=f"calibration on {arch}: predicted vs published TFLOP/s (target: within 15 %)",
+    cal = calibrate(arch, sass)
+    t = Table(title=f"calibration on {arch}: predicted vs published TFLOP/s (target: within {TARGET:.0%})",
               title_justify="left")
-    for c in ("point", "shape", "published", "predicted", "error", "compared with"):
+    for c in ("point", "shape", "published", "predicted", "error", "harness (clock, overhead)", "compared with"):
         t.add_column(c)
-    for r in rows:
-        t.add_row(r["name"], "x".join(map(str, r["shape"])), f"{r['published']:.1f}", f"{r['predicted']:.1f}",
-                  f"{r['error']:+.1%}", r["compared"])
+    for r in cal:
+        t.add_row(r.name, "x".join(map(str, r.shape)), f"{r.published:.1f}", f"{r.predicted:.1f}",
+                  f"{r.error:+.1%}", f"{r.harness} ({r.clock_ghz:g} GHz, {r.overhead_us:.1f} us)", r.compared)
     con.print(t)
-    if rows:
-        within = sum(1 for r in rows if abs(r["error"]) <= 0.15)
-        pub = sorted(range(len(rows)), key=lambda i: rows[i]["published"])
-        pred = sorted(range(len(rows)), key=lambda i: rows[i]["predicted"])
-        # pairs whose published figures differ by more than 15 %: does the model order them the same way?
-        pairs = [(i, j) for i in range(len(rows)) for j in range(len(rows))
-                 if rows[j]["published"] > 1.15 * rows[i]["published"]]
-        agree = sum(1 for i, j in pairs if rows[j]["predicted"] > rows[i]["predicted"])
-        con.print(f"within 15 %: {within}/{len(rows)}; same total ordering as published: {pub == pred}; "
-                  f"pairs more than 15 % apart ordered as published: {agree}/{len(pairs)}")
-    return rows
+    if cal:
+        s = summary(cal)
+        con.print(f"within {TARGET:.0%}: {s.within}/{s.total}; same total ordering as published: {s.same_order}; "
+                  f"pairs more than {TARGET:.0%} apart ordered as published: {s.pairs_agree}/{s.pairs}")
+    return [{"name": r.name, "shape": list(r.shape), "published": r.published, "predicted": round(r.predicted, 1),
+             "error": round(r.error, 4), "harness": r.harness, "clock_ghz": r.clock_ghz,
+             "overhead_us": round(r.overhead_us, 2), "compared": r.compared, "source": r.source} for r in cal]
 
 
 def _ref_cell(r) -> str:

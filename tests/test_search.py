@@ -315,14 +315,14 @@ def test_cli_json_and_prediction_notice(capsys, tmp_path):
     from synth.search import gpu_available
 
     gpu = gpu_available()[0]
-    assert rc == (0 if gpu else 1)  # --measure without a GPU exits 1, as 'synth run' does
+    assert rc == 0  # issue 11: --measure without a GPU says the figures are predictions and exits 0
     env = json.loads(out)
     assert env["format"] == "synth-json" and env["command"] == "search"
     doc = env["result"]
     assert doc["shape"] == {"M": 2048, "N": 2048, "K": 2048} and len(doc["candidates"]) == 5
     if not gpu:
         assert doc["predictions_only"] and any("prediction" in n for n in doc["notes"])
-        assert [e["code"] for e in env["errors"]] == ["no_gpu"]
+        assert env["errors"] == [] and len(env["warnings"]) == 1
     rc = main(["search", "gemm", "--M", "2048", "--N", "2048", "--time-limit", "20"])
     assert rc == 2 and "--K" in capsys.readouterr().err
 
@@ -335,7 +335,7 @@ def test_cli_table(capsys):
     rc = main(["search", "gemm", "--M", "4096", "--N", "4096", "--K", "4096", "--time-limit", "20", "--measure",
                "--no-sass"])
     out = capsys.readouterr().out
-    assert rc == (0 if gpu_available()[0] else 1)
+    assert rc == 0  # issue 11: with or without a GPU
     assert "pred µs" in out and "TFLOP/s" in out and "why #1" in out and "excluded before evaluation" in out
     assert "cutlass default" in out and "triton default" in out and "stages (smem slots)" in out
     if not gpu_available()[0]:

@@ -9,6 +9,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from synth.arch import ARCHS, get_arch
+from synth.errors import SynthError
 from synth.search import Point, enumerate_space, make_context, prune, search_gemm
 from synth.search.published import best_published, calibration_points
 from synth.search.rank import estimate_of, new_entry
@@ -91,22 +92,68 @@ def test_explanations_are_never_negative_or_self_referential(shape):
 
 
 def test_calibration_points_are_within_the_stated_error():
-    """docs/search.md, section 7: the named CUTLASS point and the large-shape cuBLAS points within 15 %."""
-    from synth.search.model import estimate
-    from synth.search.space import Point as P
+    """docs/search.md, section 8: every published point as its harness measured it; 6 of 7 within 15 %,
+    the one miss (cuBLAS 2048^3) within 20 %, and pairs far apart mostly ordered as published."""
+    from synth.search.calibrate import TARGET, calibrate, summary
 
-    pts = {p.name: p for p in calibration_points()}
-    cut = pts["CUTLASS profiler, 256x128x32 s3"]
-    ctx = make_context(*cut.shape, "f16", cut.arch)
-    p = P(*cut.config)
-    e = new_entry(ctx, p)
-    t, _ = timed(ctx, p, 10.0, 1)
-    pred = estimate(ctx.arch, *cut.shape, p.BM, p.BN, p.BK, e.res, ii=t.ii, tail=t.tail).tflops
-    assert abs(pred / cut.tflops - 1) <= 0.15, pred
-    for name in ("cuBLAS 1024^3", "cuBLAS 3072^3", "cuBLAS MAMF 6912x16384x2048"):
-        pt = pts[name]
-        best = search_gemm(*pt.shape, arch=pt.arch, top=1, references=False).candidates[0].tflops
-        assert abs(best / pt.tflops - 1) <= 0.15, (name, best, pt.tflops)
+    rows = calibrate("sm_80")
+    assert len(rows) == len([p for p in calibration_points() if p.arch == "sm_80"]) == 7
+    misses = {r.name for r in rows if abs(r.error) > TARGET}
+    assert misses <= {"cuBLAS 2048^3"}, [(r.name, round(r.error, 3)) for r in rows]
+    assert all(abs(r.error) <= 0.20 for r in rows), [(r.name, round(r.error, 3)) for r in rows]
+    s = summary(rows)
+    assert s.within >= 6 and s.pairs_agree >= s.pairs - 2, s
+    flush = [r for r in rows if r.harness == "do_bench_flush"]
+    assert flush and all(r.clock_ghz == 1.41 and 3.0 < r.overhead_us < 10.24 for r in flush)
+
+
+def test_cutlass_profiler_figure_needs_more_than_the_sustained_clock():
+    """The harness file's reason for the CUTLASS point's boost clock, recomputed: some SM runs at least
+    ceil(CTAs / SMs) CTAs, each at most 2048 FLOP/clk; at 1.305 GHz that takes longer than was measured."""
+    from synth.arch import get_arch
+    from synth.search.published import harnesses
+
+    pt = {p.name: p for p in calibration_points()}["CUTLASS profiler, 256x128x32 s3"]
+    assert harnesses()[pt.harness].clock == "boost"
+    a = get_arch("sm_80")
+    (M, N, K), (BM, BN, BK, _, _) = pt.shape, pt.config
+    ctas = -(-M // BM) * -(-N // BN)
+    cycles = -(-ctas // a.sm_count) * (K // BK) * (2 * BM * BN * BK / a.tensor_f16_f32_flop_per_clk_sm)
+    measured_s = 2 * M * N * K / (pt.tflops * 1e12)
+    assert cycles / (a.sustained_clock_ghz * 1e9) > measured_s > cycles / (a.boost_clock_ghz * 1e9)
+
+
+def test_harness_file_errors_are_located(tmp_path):
+    from synth.search import published as pub
+
+    text = open(pub.PUBLISHED_FILE, encoding="utf-8").read()
+    cases = [("harness: mamf_loop", "harness: nosuch", "unknown harness 'nosuch'"),
+             ("- [256, 256, 256, 2.978909]", "- [256, 256, -1, 2.9]", "floor row"),
+             ("clock: sustained", "clock: turbo", "needs 'clock'")]
+    for i, (old, new, match) in enumerate(cases):
+        bad = tmp_path / f"p{i}.yaml"  # the reader caches by path
+        bad.write_text(text.replace(old, new))
+        with pytest.raises(SynthError, match=match):
+            pub.calibration_points(str(bad))
+
+
+def test_a_harness_changes_clock_and_overhead_only():
+    import dataclasses
+
+    from synth.arch import get_arch
+    from synth.search.calibrate import harness_arch
+    from synth.search.published import harnesses
+
+    a = get_arch("sm_80")
+    assert harness_arch("sm_80", None) is a
+    b = harness_arch("sm_80", harnesses()["do_bench_flush"], 7.5)
+    assert b.clock_ghz == a.boost_clock_ghz and b.launch_us == 7.5
+    assert dataclasses.replace(b, sustained_clock_ghz=a.sustained_clock_ghz, launch_us=a.launch_us) == a
+    fast = search_gemm(2048, 2048, 2048, arch=b, top=1, references=False).candidates[0]
+    slow = search_gemm(2048, 2048, 2048, arch="sm_80", top=1, references=False).candidates[0]
+    assert fast.tflops > slow.tflops
+    with pytest.raises(SynthError, match="unknown arch"):
+        make_context(64, 64, 64, "f16", dataclasses.replace(a, name="sm_99"))
 
 
 def test_model_terms_are_reported():

@@ -115,7 +115,7 @@ def cli_search(args: argparse.Namespace) -> int:
                     res = measure(res, folders, progress=prog)
             elif not docs:  # say it once, not once per shape
                 note = (f"--measure: no GPU here ({gpu_why}); every figure is a prediction of the "
-                        "performance model, not a measurement (exit status 0)")
+                        "performance model, not a measurement")
         doc = search_result_to_json(res)
         doc["folders"] = folders
         if note:

@@ -1,8 +1,9 @@
 """Published GEMM figures that calibrate and bound the performance model.
 
 Input: synth/data/published_gemm.yaml. Output: the best published figure per
-arch (:func:`best_published`, the cap no prediction may exceed) and the named
-calibration points (:func:`calibration_points`), each with its source.
+arch (:func:`best_published`, the cap no prediction may exceed), the named
+calibration points (:func:`calibration_points`), each with its source, and the
+timing harnesses they were measured with (:func:`harnesses`).
 """
 
 from __future__ import annotations
@@ -32,6 +33,21 @@ class PublishedPoint:
     library: str = "cublas"
     """``cutlass`` (config named), ``cublas`` (compare with the search's winner) or ``triton``
     (compare with the best of the Triton tutorial's configurations)."""
+    harness: str = ""
+    """The name of the :class:`Harness` that measured it ("": the arch's sustained clock and launch_us)."""
+
+
+@dataclass(frozen=True)
+class Harness:
+    """How a source timed its kernels: the clock the GPU ran at and what each call adds."""
+
+    name: str
+    clock: str
+    """``boost`` (the datasheet's boost clock) or ``sustained`` (``ArchSpec.sustained_clock_ghz``)."""
+    source: str
+    floor: tuple[tuple[tuple[int, int, int], float], ...] = ()
+    """The source's own figures at its smallest shapes, ``((M, N, K), TFLOP/s)``: the per-call overhead
+    is the least (published time - model kernel time) over them; empty: the arch's ``launch_us``."""
 
 
 @functools.lru_cache(maxsize=None)
@@ -65,17 +81,39 @@ def best_published(arch: str, path: str = PUBLISHED_FILE) -> tuple[float, str]:
     return float(d["tflops"]), " ".join(str(d["source"]).split())
 
 
+def harnesses(path: str = PUBLISHED_FILE) -> dict[str, Harness]:
+    """The timing harnesses of the published figures, by name; SynthError on a malformed entry."""
+    out = {}
+    for name, d in (_doc(path).get("harnesses") or {}).items():
+        fix = "restore synth/data/published_gemm.yaml"
+        if not isinstance(d, dict) or d.get("clock") not in ("boost", "sustained") or not d.get("source"):
+            raise SynthError(Loc(path), f"harness {name!r} needs 'clock' (boost or sustained) and 'source'", fix)
+        floor = []
+        for row in d.get("floor") or ():
+            if not (isinstance(row, list) and len(row) == 4 and all(isinstance(x, (int, float)) for x in row)
+                    and all(int(x) > 0 for x in row[:3]) and row[3] > 0):
+                raise SynthError(Loc(path), f"harness {name!r}: floor row {row!r} is not [M, N, K, TFLOP/s]", fix)
+            floor.append(((int(row[0]), int(row[1]), int(row[2])), float(row[3])))
+        out[str(name)] = Harness(str(name), d["clock"], " ".join(str(d["source"]).split()), tuple(floor))
+    return out
+
+
 def calibration_points(path: str = PUBLISHED_FILE) -> list[PublishedPoint]:
-    """The named published measurements, in file order."""
+    """The named published measurements, in file order; SynthError naming an unknown harness."""
     out = []
+    known = harnesses(path)
     for d in _doc(path)["points"]:
         cfg = d.get("config")
         conf = None if not cfg else (int(cfg["BM"]), int(cfg["BN"]), int(cfg["BK"]), int(cfg["warps"]),
                                      int(cfg["stages"]))
         lib = d.get("library") or ("cutlass" if conf else "cublas")
+        harness = str(d.get("harness") or "")
+        if harness and harness not in known:
+            raise SynthError(Loc(path), f"point {d.get('name')!r} names an unknown harness {harness!r}",
+                             f"use one of {', '.join(known) or '(none defined)'}")
         out.append(PublishedPoint(str(d["name"]), str(d["arch"]), tuple(int(x) for x in d["shape"]),
-                                  float(d["tflops"]), " ".join(str(d["source"]).split()), conf, lib))
+                                  float(d["tflops"]), " ".join(str(d["source"]).split()), conf, lib, harness))
     return out
 
 
-__all__ = ["PublishedPoint", "best_published", "calibration_points", "PUBLISHED_FILE"]
+__all__ = ["PublishedPoint", "Harness", "best_published", "calibration_points", "harnesses", "PUBLISHED_FILE"]

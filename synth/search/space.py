@@ -72,9 +72,13 @@ class Context:
     elem: int = 2
 
 
-def make_context(M: int, N: int, K: int, dtype: str, arch: str) -> Context:
-    """The :class:`Context` of a search; raises :class:`SynthError` on a bad size, dtype or arch."""
-    from ..arch import ARCHS, get_arch
+def make_context(M: int, N: int, K: int, dtype: str, arch) -> Context:
+    """The :class:`Context` of a search; raises :class:`SynthError` on a bad size, dtype or arch.
+
+    ``arch``: a name of :data:`synth.arch.ARCHS`, or an :class:`~synth.arch.ArchSpec` (a known
+    arch with other clock or launch figures, as the calibration against published timings uses).
+    """
+    from ..arch import ARCHS, ArchSpec, get_arch
     from ..gemm import DTYPES
 
     for name, v in (("M", M), ("N", N), ("K", K)):
@@ -84,8 +88,8 @@ def make_context(M: int, N: int, K: int, dtype: str, arch: str) -> Context:
         raise SynthError(None, f"dtype {dtype!r} is not supported by the GEMM expansion",
                          f"use --dtype {' or '.join(DTYPES)}")
     try:
-        spec = get_arch(arch)
-    except KeyError:
+        spec = arch if isinstance(arch, ArchSpec) and arch.name in ARCHS else get_arch(arch)
+    except (KeyError, TypeError):
         raise SynthError(None, f"unknown arch {arch!r}", f"use --arch {' | '.join(ARCHS)}") from None
     return Context(M, N, K, dtype, spec, 2)
 

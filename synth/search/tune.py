@@ -23,7 +23,7 @@ MAX_SOLVES = 256
 """At most this many schedule timings per search (a few dozen are typical; each takes milliseconds)."""
 
 
-def search_gemm(M: int, N: int, K: int, *, dtype: str = "f16", arch: str = "sm_80", time_limit: float = 30.0,
+def search_gemm(M: int, N: int, K: int, *, dtype: str = "f16", arch="sm_80", time_limit: float = 30.0,
                 workers: int = 2, top: int = 5, progress: Optional[Progress] = None,
                 max_solves: int = MAX_SOLVES, references: bool = True, sass: int = 0) -> SearchResult:
     """Search tiles, warps and stages for ``M x N x K``; the ``top`` best, best first.
@@ -36,6 +36,7 @@ def search_gemm(M: int, N: int, K: int, *, dtype: str = "f16", arch: str = "sm_8
     SASS (``sassmix.sass_mix``, cached on disk: the kernels do not depend on the
     shape, so a second search compiles nothing); the candidates are re-sorted by
     the new estimates. Without nvcc a note says so and the estimated mix is kept.
+    ``arch``: an arch name, or an :class:`~synth.arch.ArchSpec` of a known arch (other clocks).
     Raises :class:`SynthError` on a bad shape, dtype or arch, ``top < 1``, or an empty legal space.
     """
     t0 = time.monotonic()
@@ -50,7 +51,7 @@ def search_gemm(M: int, N: int, K: int, *, dtype: str = "f16", arch: str = "sm_8
     say("space", len(space), len(space))
     if not legal:
         worst = max(first.items(), key=lambda kv: kv[1])
-        raise SynthError(None, f"no legal configuration for {M}x{N}x{K} {dtype} on {arch}: every point breaks a "
+        raise SynthError(None, f"no legal configuration for {M}x{N}x{K} {dtype} on {ctx.arch.name}: every point breaks a "
                          f"constraint (most often {worst[0]})",
                          "pad K to a multiple of 8" if worst[0] == "cp.async-16B" else "try another arch")
     entries = {}
