@@ -9,7 +9,9 @@ number is checked against its bound in :mod:`synth.bounds` (docs/bounds.md).
 
 from __future__ import annotations
 
+import os
 import re
+from typing import Optional
 
 from .bounds import (MAX_BUFFERS, MAX_BYTES, MAX_DEPS, MAX_DISTANCE, MAX_ISSUE, MAX_LATENCY, MAX_OPS,
                      MAX_TRIP_COUNT, MAX_UNIT_COUNT, MAX_UNITS)
@@ -23,6 +25,15 @@ from .yamlnodes import (LDict, LList, check_keys, empty_ldict, read_yaml, read_y
                         want_int)
 
 TOP_KEYS = ("name", "description", "loop", "buffers", "ops", "deps", "target", "schedule", "objective")
+
+
+def given_source(path: str) -> Optional[str]:
+    """The text of the problem file at ``path`` as the user gave it (so an output folder is
+    self-contained), or None when there is no such file (a problem built in memory)."""
+    if not path or not os.path.isfile(path):
+        return None
+    with open(path, encoding="utf-8") as fh:
+        return fh.read()
 
 
 def load_problem(path: str) -> Problem:
@@ -294,5 +305,5 @@ def _at_most(n: int, hi: int, loc: Loc, what: str) -> None:
                          f"split the loop or merge {what} (see docs/bounds.md)")
 
 
-__all__ = ["load_problem", "load_problem_text", "problem_from_doc", "check_problem", "NAME_RE", "IDENT_RE",
+__all__ = ["given_source", "load_problem", "load_problem_text", "problem_from_doc", "check_problem", "NAME_RE", "IDENT_RE",
            "TOP_KEYS"]

@@ -216,9 +216,11 @@ def _write_all(result: Result, d: str, program_text) -> list[str]:
 
 def _problem_source(problem: Problem) -> str:
     """The problem file as given (so an output folder is self-contained), or its gemm config."""
-    if problem.path and os.path.isfile(problem.path):
-        with open(problem.path, encoding="utf-8") as fh:
-            return fh.read()
+    from .load import given_source
+
+    text = given_source(problem.path)
+    if text is not None:
+        return text
     if problem.gemm is not None:
         return gemm_yaml(problem.gemm, problem.name)
     return f"# generated problem {problem.name}; no source file\n"

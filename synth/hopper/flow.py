@@ -176,10 +176,10 @@ def output_files(result: HopperResult) -> dict[str, str]:
 
 def problem_source(g: HopperGemm) -> str:
     """The problem file as given, or a file reproducing ``g``."""
-    if g.path and os.path.isfile(g.path):
-        with open(g.path, encoding="utf-8") as fh:
-            return fh.read()
-    return hopper_gemm_yaml(g)
+    from ..load import given_source
+
+    text = given_source(g.path)
+    return text if text is not None else hopper_gemm_yaml(g)
 
 
 @dataclass(frozen=True)
