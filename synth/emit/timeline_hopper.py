@@ -41,10 +41,9 @@ import io
 from dataclasses import dataclass, fields
 from typing import Optional
 
-from ..completion import ArriveStmt, TryWaitStmt
-from ..expr import evaluate, parse
+from ..expr import evaluate
+from ..hopper.instances import role_instances
 from ..hopper.ir import HopperProgram
-from ..program import CommitStmt, OpStmt, WaitStmt
 
 MAX_TRIP = 4096
 """Largest trip count simulated (the run is linear in it; only the first k-tiles are drawn)."""
@@ -121,25 +120,6 @@ class HopperEvent:
     """``wgwait``: its ``N``; ``wgmma``: the group's index in its warp group."""
 
 
-@dataclass(frozen=True)
-class _Ins:
-    kind: str
-    where: str
-    tile: int = -1
-    barrier: str = ""
-    slot: int = 0
-    phase: int = 0
-    need: int = 0
-    parity: int = 0
-    arrivals: int = 0
-    bytes: int = 0
-    count: int = 0
-    op: str = ""
-    reads: tuple = ()
-    writes: tuple = ()
-    release: tuple = ()
-
-
 def stages_of(program: HopperProgram) -> int:
     """The pipeline depth: the most slots of a barrier (1 without barriers)."""
     return max((b.slots for b in program.barriers), default=1)
@@ -174,67 +154,6 @@ def _lanes(program: HopperProgram) -> list[tuple[str, object]]:
     return out
 
 
-def _instances(program: HopperProgram, T: int, role) -> list[_Ins]:
-    """The statement instances one warp group of ``role`` runs at trip count ``T``, in order."""
-    tsym = program.trip_count if isinstance(program.trip_count, str) else None
-    tenv = {tsym: T} if tsym else {}
-    whens = {o.name: (None if o.when in (None, "opaque") else parse(o.when)) for o in program.ops}
-    is_async = {o.name: o.is_async for o in program.ops}
-    bars = {b.name: b for b in program.barriers}
-
-    def holds(op: str, it: int) -> bool:
-        w = whens.get(op)
-        return True if w is None else bool(evaluate(w, dict(tenv, **{program.loop_var: it})))
-
-    def slot(bname: str, state, env) -> tuple[int, int, int]:
-        x = int(evaluate(state.count, env))
-        return x, (x % state.stages) % bars[bname].slots, x // state.stages
-
-    seq: list[_Ins] = []
-    prog = role.program
-    for part in prog.parts:
-        for i in range(max(int(evaluate(part.extent, tenv)), 0)):
-            env = dict(tenv, **{part.var: i})
-            where = f"{role.name} {part.name} i = {i}"
-            for s in part.stmts:
-                if s.guard is not None and not evaluate(s.guard, env):
-                    continue
-                if isinstance(s, TryWaitStmt):
-                    x, sl, n = slot(s.barrier, s.state, env)
-                    seq.append(_Ins("wait", where, x, s.barrier, sl, n - s.state.phase, n - s.state.phase + 1,
-                                    int(evaluate(s.state.parity(), env))))
-                elif isinstance(s, ArriveStmt):
-                    x, sl, n = slot(s.barrier, s.state, env)
-                    nbytes = sum(t.bytes for t in s.tx if t.gate is None or holds(t.gate, x))
-                    rel = tuple((buf, x) for buf in bars[s.barrier].guards) if bars[s.barrier].kind == "empty" else ()
-                    seq.append(_Ins("arrive", where, x, s.barrier, sl, n, arrivals=s.arrivals, bytes=nbytes,
-                                    release=rel))
-                elif isinstance(s, OpStmt):
-                    it = int(evaluate(s.iteration, env))
-                    if not holds(s.op, it):
-                        continue
-                    reads = tuple((a.buffer, int(evaluate(a.slot, env)), int(evaluate(a.version, env)))
-                                  for a in s.reads
-                                  if a.producer is None or holds(a.producer, int(evaluate(a.version, env))))
-                    writes = tuple((a.buffer, int(evaluate(a.slot, env)), int(evaluate(a.version, env)))
-                                   for a in s.writes)
-                    if s.barrier is not None:
-                        x, sl, n = slot(s.barrier.barrier, s.barrier.state, env)
-                        seq.append(_Ins("tma", where, it, s.barrier.barrier, sl, n, bytes=s.barrier.bytes, op=s.op,
-                                        reads=reads, writes=writes))
-                    else:
-                        seq.append(_Ins("wgmma" if is_async[s.op] else "op", where, it, op=s.op, reads=reads,
-                                        writes=writes))
-                elif isinstance(s, CommitStmt):
-                    if s.gate and not any(holds(g, int(evaluate(o.iteration, env))) for g in s.gate
-                                          for o in part.stmts if isinstance(o, OpStmt) and o.op == g):
-                        continue
-                    seq.append(_Ins("commit", where))
-                elif isinstance(s, WaitStmt):
-                    seq.append(_Ins("wgwait", where, count=int(evaluate(prog.waits[s.wait].in_flight, env))))
-    return seq
-
-
 def _check_trip(program: HopperProgram, trip: Optional[int]) -> int:
     T = default_trip(program) if trip is None else trip
     if isinstance(T, bool) or not isinstance(T, int):
@@ -256,7 +175,7 @@ def simulate(program: HopperProgram, trip: Optional[int] = None,
     lat = latency or HopperLatency()
     lanes = _lanes(program)
     names = [n for n, _ in lanes]
-    seqs = [_instances(program, T, r) for _, r in lanes]
+    seqs = [role_instances(program, T, r) for _, r in lanes]
     bars = {b.name: b for b in program.barriers}
     # barrier slot -> [completed, pending, tx, first activity of the open phase, tile of its last contributor,
     # completion of the previous phase]

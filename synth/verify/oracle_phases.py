@@ -31,34 +31,9 @@ Violations, by the prover's class names (:mod:`synth.verify.phases`):
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Optional
 
-from ..completion import ArriveStmt, TryWaitStmt
-from ..expr import evaluate, parse
+from ..hopper.instances import Instance, role_instances
 from ..hopper.ir import HopperProgram
-from ..program import CommitStmt, OpStmt, WaitStmt
-
-
-@dataclass(frozen=True)
-class Ins:
-    """One statement instance of a thread."""
-
-    kind: str
-    """``wait`` (try_wait), ``arrive``, ``tma``, ``op`` (sync), ``wgmma``, ``commit``, ``wgwait``."""
-    where: str
-    """``role part i = ..`` for messages."""
-    barrier: str = ""
-    slot: int = 0
-    phase: int = 0
-    """Arrive / tma: the phase index its state names. Wait: the completed count it needs."""
-    parity: int = 0
-    arrivals: int = 0
-    bytes: int = 0
-    count: int = 0
-    reads: tuple = ()
-    writes: tuple = ()
-    release: tuple = ()
-    """Arrive on an ``empty`` barrier: the (buffer, version) pairs it releases."""
 
 
 @dataclass
@@ -75,82 +50,11 @@ class HopperOracleResult:
         return set(self.violations)
 
 
-def _slot(b, state, env) -> tuple[int, int]:
-    x = int(evaluate(state.count, env))
-    return (x % state.stages) % b.slots, x // state.stages
-
-
-def threads_of(program: HopperProgram, T: int) -> list[tuple[str, list[Ins]]]:
+def threads_of(program: HopperProgram, T: int) -> list[tuple[str, list[Instance]]]:
     """The statement instances of each thread (role warp groups), in program order."""
-    tsym = program.trip_count if isinstance(program.trip_count, str) else None
-    tenv = {tsym: T} if tsym else {}
-    whens = {o.name: (None if o.when in (None, "opaque") else parse(o.when)) for o in program.ops}
-    ops = {o.name: o for o in program.ops}
-    bars = {b.name: b for b in program.barriers}
-
-    def holds(op: str, it: int) -> bool:
-        w = whens.get(op)
-        if w is None:
-            return True
-        env = dict(tenv)
-        env[program.loop_var] = it
-        return bool(evaluate(w, env))
-
     out = []
     for role in program.roles:
-        p = role.program
-        seq: list[Ins] = []
-        for part in p.parts:
-            extent = int(evaluate(part.extent, tenv))
-            for i in range(max(extent, 0)):
-                env = dict(tenv)
-                env[part.var] = i
-                where = f"{role.name} {part.name} i = {i}"
-                for s in part.stmts:
-                    if s.guard is not None and not evaluate(s.guard, env):
-                        continue
-                    if isinstance(s, TryWaitStmt):
-                        b = bars[s.barrier]
-                        sl, n = _slot(b, s.state, env)
-                        par = int(evaluate(s.state.parity(), env))
-                        seq.append(Ins("wait", where, s.barrier, sl, n - s.state.phase + 1, par))
-                    elif isinstance(s, ArriveStmt):
-                        b = bars[s.barrier]
-                        sl, n = _slot(b, s.state, env)
-                        x = int(evaluate(s.state.count, env))
-                        nbytes = sum(t.bytes for t in s.tx if t.gate is None or holds(t.gate, x))
-                        rel = tuple((buf, x) for buf in b.guards) if b.kind == "empty" else ()
-                        seq.append(Ins("arrive", where, s.barrier, sl, n, arrivals=s.arrivals, bytes=nbytes,
-                                       release=rel))
-                    elif isinstance(s, OpStmt):
-                        it = int(evaluate(s.iteration, env))
-                        if not holds(s.op, it):
-                            continue
-                        # a read whose producer did not run at that version has nothing to wait for (as
-                        # for cp.async): the slot keeps what it holds
-                        reads = tuple((a.buffer, int(evaluate(a.slot, env)), int(evaluate(a.version, env)))
-                                      for a in s.reads
-                                      if a.producer is None or holds(a.producer, int(evaluate(a.version, env))))
-                        writes = tuple((a.buffer, int(evaluate(a.slot, env)), int(evaluate(a.version, env)))
-                                       for a in s.writes)
-                        if s.barrier is not None:
-                            b = bars[s.barrier.barrier]
-                            sl, n = _slot(b, s.barrier.state, env)
-                            seq.append(Ins("tma", where + f" {s.op} iteration {it}", s.barrier.barrier, sl, n,
-                                           bytes=s.barrier.bytes, reads=reads, writes=writes))
-                        elif ops[s.op].is_async:
-                            seq.append(Ins("wgmma", where + f" {s.op} iteration {it}", reads=reads, writes=writes))
-                        else:
-                            seq.append(Ins("op", where + f" {s.op} iteration {it}", reads=reads, writes=writes))
-                    elif isinstance(s, CommitStmt):
-                        # a gated commit happens only when one of its gating ops runs (as for cp.async)
-                        if s.gate and not any(holds(g, int(evaluate(o.iteration, env))) for g in s.gate
-                                              for o in part.stmts if isinstance(o, OpStmt) and o.op == g):
-                            continue
-                        seq.append(Ins("commit", where))
-                    elif isinstance(s, WaitStmt):
-                        n = int(evaluate(p.waits[s.wait].in_flight, env))
-                        seq.append(Ins("wgwait", where, count=n))
+        seq = role_instances(program, T, role)
         for w in range(role.warpgroups):
             out.append((f"{role.name}[{w}]" if role.warpgroups > 1 else role.name, seq))
     return out
@@ -209,7 +113,7 @@ def run(program: HopperProgram, T: int, max_states: int = 400_000) -> HopperOrac
         if flying and all(pc >= len(seqs[t]) for t, pc in enumerate(pcs)):
             t, pc = min(flying)
             ins = seqs[t][pc]
-            bad("teardown", f"{names[t]} at {ins.where}: its TMA on {ins.barrier}[{ins.slot}] phase {ins.phase} may "
+            bad("teardown", f"{names[t]} at {ins.at}: its TMA on {ins.barrier}[{ins.slot}] phase {ins.phase} may "
                             "still be in flight when every thread is done (mbarrier.inval, shared memory reused)")
         succ = []
         memd = dict(mem)
@@ -220,7 +124,7 @@ def run(program: HopperProgram, T: int, max_states: int = 400_000) -> HopperOrac
             m2 = dict(memd)
             for (buf, sl, v) in ins.writes:
                 m2[(buf, sl)] = v
-            arrive_on(b2, (ins.barrier, ins.slot), 0, ins.bytes, ins.phase, ins.where, True)
+            arrive_on(b2, (ins.barrier, ins.slot), 0, ins.bytes, ins.phase, ins.at, True)
             succ.append((pcs, fifos, opens, tuple(b2), flying - {(t, pc)}, frozenset(m2.items())))
         # wgmma group completions (FIFO per thread)
         for t, f in enumerate(fifos):
@@ -240,27 +144,27 @@ def run(program: HopperProgram, T: int, max_states: int = 400_000) -> HopperOrac
             if ins.kind == "wait":
                 c = barrs[bidx[(ins.barrier, ins.slot)]][0]
                 if c % 2 == ins.parity:
-                    blocked.append(f"{names[t]} at {ins.where}: try_wait on {ins.barrier}[{ins.slot}] "
+                    blocked.append(f"{names[t]} at {ins.at}: try_wait on {ins.barrier}[{ins.slot}] "
                                    f"(parity {ins.parity}, {c} phases completed)")
                     continue
-                if c != ins.phase:
-                    bad("parity", f"{names[t]} at {ins.where}: try_wait.parity {ins.parity} on "
-                                  f"{ins.barrier}[{ins.slot}] means {ins.phase} completed phases but passes "
+                if c != ins.need:
+                    bad("parity", f"{names[t]} at {ins.at}: try_wait.parity {ins.parity} on "
+                                  f"{ins.barrier}[{ins.slot}] means {ins.need} completed phases but passes "
                                   f"with {c}")
                 succ.append((p2, fifos, opens, barrs, flying, mem))
             elif ins.kind == "arrive":
                 b2 = list(barrs)
                 if ins.bytes:
-                    arrive_on(b2, (ins.barrier, ins.slot), 0, ins.bytes, ins.phase, f"{names[t]} at {ins.where}",
+                    arrive_on(b2, (ins.barrier, ins.slot), 0, ins.bytes, ins.phase, f"{names[t]} at {ins.at}",
                               False)
                 if ins.arrivals:
                     arrive_on(b2, (ins.barrier, ins.slot), ins.arrivals, 0, ins.phase,
-                              f"{names[t]} at {ins.where}", False)
+                              f"{names[t]} at {ins.at}", False)
                 succ.append((p2, fifos, opens, tuple(b2), flying, mem))
             elif ins.kind in ("tma", "op", "wgmma"):
                 for (buf, sl, v) in ins.reads:
                     if memd.get((buf, sl)) != v:
-                        bad("raw", f"{names[t]} at {ins.where}: reads {buf}[{sl}] version {v} but the slot holds "
+                        bad("raw", f"{names[t]} at {ins.at}: reads {buf}[{sl}] version {v} but the slot holds "
                                    f"{'nothing landed' if memd.get((buf, sl)) is None else 'version %d' % memd[(buf, sl)]}"
                                    f" (its TMA may not have landed)")
                 for (buf, sl, v) in ins.writes:
@@ -269,7 +173,7 @@ def run(program: HopperProgram, T: int, max_states: int = 400_000) -> HopperOrac
                         for (rb, rs, rv) in readers:
                             if rb == buf and rs == sl:
                                 cls = "release_after_wgmma" if released(u, pcs[u], rb, rv) else "slot_reuse"
-                                bad(cls, f"{names[t]} at {ins.where}: writes {buf}[{sl}] (version {v}) while "
+                                bad(cls, f"{names[t]} at {ins.at}: writes {buf}[{sl}] (version {v}) while "
                                          f"{names[u]}'s wgmma reading version {rv} may still be in flight"
                                          + (" although that slot was released" if cls == "release_after_wgmma"
                                             else ""))
@@ -294,9 +198,9 @@ def run(program: HopperProgram, T: int, max_states: int = 400_000) -> HopperOrac
                 succ.append((p2, tuple(f2), tuple(o2), barrs, flying, mem))
             elif ins.kind == "wgwait":
                 if ins.count < 0:
-                    bad("wgmma_wait", f"{names[t]} at {ins.where}: wait_group {ins.count} < 0")
+                    bad("wgmma_wait", f"{names[t]} at {ins.at}: wait_group {ins.count} < 0")
                 if len(fifos[t]) > max(ins.count, 0):
-                    blocked.append(f"{names[t]} at {ins.where}: wait_group {ins.count}")
+                    blocked.append(f"{names[t]} at {ins.at}: wait_group {ins.count}")
                     continue
                 succ.append((p2, fifos, opens, barrs, flying, mem))
         if not succ:
@@ -316,4 +220,4 @@ def check(program: HopperProgram, trips, max_states: int = 400_000) -> dict[int,
     return {T: run(program, T, max_states) for T in trips}
 
 
-__all__ = ["run", "check", "threads_of", "HopperOracleResult", "Ins"]
+__all__ = ["run", "check", "threads_of", "HopperOracleResult"]
