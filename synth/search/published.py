@@ -9,6 +9,7 @@ timing harnesses they were measured with (:func:`harnesses`).
 from __future__ import annotations
 
 import functools
+import math
 import os
 from dataclasses import dataclass
 from typing import Optional
@@ -75,23 +76,33 @@ def best_published(arch: str, path: str = PUBLISHED_FILE) -> tuple[float, str]:
     """(TFLOP/s, source) of the best published dense f16 GEMM figure on ``arch``; SynthError if none."""
     best = _doc(path)["best"]
     d = best.get(arch)
-    if not isinstance(d, dict) or "tflops" not in d or "source" not in d:
+    if not isinstance(d, dict) or not _positive(d.get("tflops"), float) or not d.get("source"):
         raise SynthError(Loc(path), f"no published figure (tflops, source) for {arch!r}",
                          f"add best.{arch} to synth/data/published_gemm.yaml")
     return float(d["tflops"]), " ".join(str(d["source"]).split())
 
 
+def _positive(x, kind=int) -> bool:
+    """``x`` is a positive int (``kind=int``) or a positive finite number (``kind=float``)."""
+    ok = isinstance(x, int) if kind is int else isinstance(x, (int, float)) and math.isfinite(x)
+    return ok and not isinstance(x, bool) and x > 0
+
+
 def harnesses(path: str = PUBLISHED_FILE) -> dict[str, Harness]:
     """The timing harnesses of the published figures, by name; SynthError on a malformed entry."""
     out = {}
-    for name, d in (_doc(path).get("harnesses") or {}).items():
+    hs = _doc(path).get("harnesses") or {}
+    if not isinstance(hs, dict):
+        raise SynthError(Loc(path), "'harnesses' must be a mapping of name -> {clock, source, floor}",
+                         "restore synth/data/published_gemm.yaml")
+    for name, d in hs.items():
         fix = "restore synth/data/published_gemm.yaml"
         if not isinstance(d, dict) or d.get("clock") not in ("boost", "sustained") or not d.get("source"):
             raise SynthError(Loc(path), f"harness {name!r} needs 'clock' (boost or sustained) and 'source'", fix)
         floor = []
         for row in d.get("floor") or ():
-            if not (isinstance(row, list) and len(row) == 4 and all(isinstance(x, (int, float)) for x in row)
-                    and all(int(x) > 0 for x in row[:3]) and row[3] > 0):
+            if not (isinstance(row, list) and len(row) == 4 and all(_positive(x) for x in row[:3])
+                    and _positive(row[3], float)):
                 raise SynthError(Loc(path), f"harness {name!r}: floor row {row!r} is not [M, N, K, TFLOP/s]", fix)
             floor.append(((int(row[0]), int(row[1]), int(row[2])), float(row[3])))
         out[str(name)] = Harness(str(name), d["clock"], " ".join(str(d["source"]).split()), tuple(floor))
@@ -102,8 +113,17 @@ def calibration_points(path: str = PUBLISHED_FILE) -> list[PublishedPoint]:
     """The named published measurements, in file order; SynthError naming an unknown harness."""
     out = []
     known = harnesses(path)
-    for d in _doc(path)["points"]:
-        cfg = d.get("config")
+    fix = "restore synth/data/published_gemm.yaml"
+    for n, d in enumerate(_doc(path)["points"]):
+        shape, cfg = (d.get("shape"), d.get("config")) if isinstance(d, dict) else (None, None)
+        ok = (isinstance(d, dict) and isinstance(d.get("name"), str) and isinstance(d.get("arch"), str)
+              and isinstance(shape, list) and len(shape) == 3 and all(_positive(x) for x in shape)
+              and _positive(d.get("tflops"), float) and d.get("source")
+              and (cfg is None or (isinstance(cfg, dict)
+                                   and all(_positive(cfg.get(k)) for k in ("BM", "BN", "BK", "warps", "stages")))))
+        if not ok:
+            raise SynthError(Loc(path), f"published point #{n + 1} needs name, arch, shape [M, N, K] (positive "
+                             "integers), tflops > 0, source and optionally config {BM, BN, BK, warps, stages}", fix)
         conf = None if not cfg else (int(cfg["BM"]), int(cfg["BN"]), int(cfg["BK"]), int(cfg["warps"]),
                                      int(cfg["stages"]))
         lib = d.get("library") or ("cutlass" if conf else "cublas")
