@@ -130,7 +130,7 @@ def test_harness_file_errors_are_located(tmp_path):
     cases = [("harness: mamf_loop", "harness: nosuch", "unknown harness 'nosuch'"),
              ("- [256, 256, 256, 2.978909]", "- [256, 256, -1, 2.9]", "floor row"),
              ("clock: sustained", "clock: turbo", "needs 'clock'"),
-             ("harnesses:\n", "harnesses: []\nx:\n", "must be a mapping"),
+             ("harnesses:\n", "harnesses: [1]\nx:\n", "must be a mapping"),
              ("shape: [512, 512, 512]", "shape: [512, 512]", "published point #2 needs"),
              ("tflops: 21.8", "tflops: .inf", "published point #2 needs"),
              ("- [384, 384, 384, 11.0592]", "- [384, 384, 1e999, 11.0592]", "floor row")]
