@@ -67,7 +67,7 @@ def test_every_class_is_derived_and_the_ranking_is_reported() -> None:
     kinds = {c.kind for c in r.obligations}
     assert kinds <= set(CLASSES)
     assert kinds >= {"wellformed", "parity", "arrivals", "tx_bytes", "no_deadlock", "release_after_wgmma",
-                     "wgmma_wait", "slot_reuse", "raw", "fence"}
+                     "wgmma_wait", "slot_reuse", "raw", "fence", "teardown"}
     assert dict(r.lags) == {"consumer": 0} and "deadlock ranking" in r.messages[0]
 
 
@@ -280,3 +280,161 @@ def test_hopper_checker_imports_nothing_else_of_synth() -> None:
             "print('OK' if r.ok and not bad else f'FAIL {bad} {r.render()}')\n")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert out.stdout.strip() == "OK", out.stdout + out.stderr
+
+
+# -- teardown: every copy is observed before mbarrier.inval ---------------------------------------
+
+def _both(doc):
+    """(trusted result, ids it fails, ids synth's prover does not prove) of a mutated program."""
+    from synth.hopper.ir import hopper_from_json
+    r = check_hopper_program(json.dumps(doc).encode(), timeout_s=TIMEOUT)
+    v = verify_hopper(hopper_from_json(doc), time_limit=20, tightness=False)
+    assert r.ok == v.ok
+    return r, {c.id for c in r.obligations if not c.ok}, {o.id for o in v.obligations if o.status != "proven"}
+
+
+def _last_full_wait(doc):
+    """(part, position) of the last try_wait on "full" of the last role that has one."""
+    for r in reversed(doc["roles"]):
+        for pt in reversed(r["parts"]):
+            for k in reversed(range(len(pt["stmts"]))):
+                if pt["stmts"][k]["kind"] == "try_wait" and pt["stmts"][k]["barrier"] == "full":
+                    return pt, k
+    raise AssertionError("no wait on full")
+
+
+def _last(pt) -> str:
+    """A guard true only in the part's last iteration."""
+    return f"i == {pt['extent']} - 1"
+
+
+def _tma_tags(doc) -> set:
+    return {f"teardown:{r['role']}:{pt['part']}:{k}" for r in doc["roles"] for pt in r["parts"]
+            for k, s in enumerate(pt["stmts"]) if s["kind"] == "op" and s.get("barrier")}
+
+
+SHAPES = [
+    pytest.param(lambda: Sm90Config(bm=128, stages=2, k_pipe_mmas=1).program(), id="ws"),
+    pytest.param(lambda: lower_hopper_single(HopperLoop("g", LOADS, "mma", 3, 1)), id="single"),
+]
+
+
+@pytest.mark.parametrize("program", SHAPES)
+def test_teardown_is_proven_for_every_copy(program) -> None:
+    doc = json.loads(dumps(program()))
+    r = check_hopper_program(json.dumps(doc).encode(), timeout_s=TIMEOUT)
+    assert r.ok, r.render()
+    assert {c.id for c in r.obligations if c.kind == "teardown"} == _tma_tags(doc)
+
+
+@pytest.mark.parametrize("program", SHAPES)
+def test_dropping_the_last_wait_before_teardown_is_refuted_by_both(program) -> None:
+    doc = json.loads(dumps(program()))
+    pt, k = _last_full_wait(doc)
+    w = pt["stmts"][k]
+    w["guard"] = f"!({_last(pt)})" if w["guard"] is None else f"({w['guard']}) && !({_last(pt)})"
+    r, mine, synths = _both(doc)
+    assert not r.ok
+    td = {i for i in mine if i.startswith("teardown:")}
+    assert td and td <= _tma_tags(doc) and td == {i for i in synths if i.startswith("teardown:")}, (mine, synths)
+
+
+def test_a_copy_nobody_waits_for_fails_only_teardown() -> None:
+    """The last k-tile's wait and wgmma guarded off: nothing reads the copy, so only the teardown
+    class sees it land after mbarrier.inval (load_B, predicated k < T - 1, does not run there)."""
+    doc = json.loads(dumps(lower_hopper_single(HopperLoop("g", LOADS, "mma", 3, 1))))
+    ep = doc["roles"][0]["parts"][-1]
+    for s in ep["stmts"]:
+        s["guard"] = f"({s['guard']}) && !({_last(ep)})" if s["guard"] else f"!({_last(ep)})"
+    r, mine, synths = _both(doc)
+    assert mine == synths == {"teardown:mainloop:prologue:1", "teardown:mainloop:body:5"}, (mine, synths)
+    assert "the copy is observed before the teardown's mbarrier.inval" in r.render()
+
+
+@pytest.mark.parametrize("program", SHAPES)
+def test_inval_moved_before_the_final_wait_is_refuted_by_both(program) -> None:
+    doc = json.loads(dumps(program()))
+    pt, k = _last_full_wait(doc)
+    role = next(r["role"] for r in doc["roles"] if any(p is pt for p in r["parts"]))
+    pt["stmts"].insert(k, {"kind": "inval", "barrier": "full", "guard": _last(pt)})
+    kept = json.loads(json.dumps(doc))
+    doc["teardown"] = [t for t in doc["teardown"] if t["barrier"] != "full"]
+    r, mine, synths = _both(doc)
+    inval = f"teardown:{role}:{pt['part']}:{k}"
+    assert "fence:inval:full" in mine & synths
+    assert f"{inval}<-{role}:{pt['part']}:{k + 1}" in mine, mine  # the final wait runs after the inval
+    # with the teardown's inval kept, the one in the role still comes before the final wait
+    r = check_hopper_program(json.dumps(kept).encode(), timeout_s=TIMEOUT)
+    assert {c.id for c in r.obligations if not c.ok} == {i for i in mine if i.startswith("teardown:")}
+
+
+def test_inval_after_the_final_wait_of_one_warp_group_is_accepted() -> None:
+    doc = json.loads(dumps(lower_hopper_single(HopperLoop("g", LOADS, "mma", 3, 1))))
+    ep = doc["roles"][0]["parts"][-1]
+    ep["stmts"].append({"kind": "inval", "barrier": "full", "guard": _last(ep)})
+    r = check_hopper_program(json.dumps(doc).encode(), timeout_s=TIMEOUT)
+    assert r.ok, r.render()
+    assert any(c.id.startswith("teardown:mainloop:epilogue:4<-") for c in r.obligations)
+    # two consumer warp groups: one may invalidate while the other still waits
+    doc = json.loads(dumps(Sm90Config(bm=128, stages=2, k_pipe_mmas=1).program()))
+    body = next(r for r in doc["roles"] if r["role"] == "consumer")["parts"][0]
+    body["stmts"].append({"kind": "inval", "barrier": "full", "guard": _last(body)})
+    r = check_hopper_program(json.dumps(doc).encode(), timeout_s=TIMEOUT)
+    assert {c.id for c in r.obligations if not c.ok} == {f"teardown:consumer:body:{len(body['stmts']) - 1}"
+                                                          "<-consumer:body:0"}, r.render()
+
+
+def test_a_certificate_without_teardown_obligations_is_refused(tmp_path, monkeypatch) -> None:
+    """synth's side of a certificate is compared with synth's own derivation; the independent
+    checker derives the teardown class from program.json whatever the manifest lists."""
+    from dataclasses import replace
+    from synth.verify import certificate_phases as cp
+    doc = json.loads(dumps(lower_hopper_single(HopperLoop("g", LOADS, "mma", 3, 1))))
+    ep = doc["roles"][0]["parts"][-1]
+    for s in ep["stmts"]:
+        s["guard"] = f"({s['guard']}) && !({_last(ep)})" if s["guard"] else f"!({_last(ep)})"
+    from synth.hopper.ir import hopper_from_json
+    p = hopper_from_json(doc)
+    report = verify_hopper(p, time_limit=20, tightness=False)
+    assert report.refuted_classes() == {"teardown"}
+    # a prover that forgot the class: the certificate holds every other obligation, all unsat
+    real = cp.enumerate_hopper
+    monkeypatch.setattr(cp, "enumerate_hopper", lambda q: [o for o in real(q) if o.kind != "teardown"])
+    cp.write_hopper_certificate(replace(report, ok=True), str(tmp_path / "c"), cvc5_check=False)
+    res = cp.certify_hopper(str(tmp_path / "c"))
+    text = res.render()
+    assert not res.ok and "independent Hopper check FAILED" in text and "teardown:mainloop:body:5" in text, text
+    monkeypatch.undo()
+    # and the manifest of a sound certificate with its teardown entries removed is refused
+    good = lower_hopper(HopperLoop("g", LOADS, "mma", 2, 1))
+    cp.write_hopper_certificate(verify_hopper(good, time_limit=20, tightness=False), str(tmp_path / "d"),
+                                cvc5_check=False)
+    man = json.loads((tmp_path / "d" / "manifest.json").read_text())
+    man["obligations"] = [e for e in man["obligations"] if e["kind"] != "teardown"]
+    (tmp_path / "d" / "manifest.json").write_text(json.dumps(man))
+    assert not cp.certify_hopper(str(tmp_path / "d")).ok
+
+
+# -- wgmma wait_group tightness ---------------------------------------------------------------------
+
+def test_wgmma_tightness_agrees_with_synths_prover() -> None:
+    for p in (Sm90Config(bm=64, stages=3, k_pipe_mmas=1).program(),
+              lower_hopper_single(HopperLoop("g", LOADS, "mma", 3, 1))):
+        r = _check(p)
+        mine = [(w.role, w.index, w.tight) for w in r.waits]
+        assert mine == [(v.role, v.index, v.tight) for v in verify_hopper(p, time_limit=20).waits]
+        assert any(t for _, _, t in mine) and all(w.reason in r.messages for w in r.waits)
+
+
+def test_a_false_tightness_claim_fails_and_a_true_one_passes() -> None:
+    doc = json.loads(dumps(lower_hopper_single(HopperLoop("g", LOADS, "mma", 3, 1))))
+    waits = doc["roles"][0]["waits"]
+    waits[0]["tight"], waits[1]["tight"] = True, False  # the body's wait is tight, the drain is not
+    r = check_hopper_program(json.dumps(doc).encode(), timeout_s=TIMEOUT)
+    assert r.ok and [w.tight for w in r.waits] == [True, False], r.render()
+    waits[1]["tight"] = True
+    r = check_hopper_program(json.dumps(doc).encode(), timeout_s=TIMEOUT)
+    assert not r.ok and all(c.ok for c in r.obligations), r.render()
+    assert 'claims "tight": true' in r.render() and "wait_group #1 of mainloop epilogue" in r.render()
+    r = check_hopper_program(json.dumps(doc).encode(), timeout_s=TIMEOUT, tightness=False)
+    assert not r.ok and "not checked" in r.render()

@@ -37,7 +37,7 @@ from __future__ import annotations
 
 import itertools
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Optional
 
 from . import expr as X
@@ -45,7 +45,7 @@ from . import solvers
 from .hopper_program import HopperInputError, HProgram, HStmt, read_hopper_bytes
 
 CLASSES = ("wellformed", "parity", "arrivals", "tx_bytes", "no_deadlock", "release_after_wgmma", "wgmma_wait",
-           "slot_reuse", "raw", "fence")
+           "slot_reuse", "raw", "fence", "teardown")
 MAX_DEFINITIONS = 20000
 """Named terms of one file; a program needing more is refused as outside the checker's bounds."""
 MAX_OBLIGATIONS = 3000
@@ -73,6 +73,25 @@ class HopperCheck:
 
 
 @dataclass(frozen=True)
+class WaitTightness:
+    """Whether a wgmma ``wait_group N`` is the largest safe count (its safety is the obligations')."""
+
+    role: str
+    index: int
+    part: str
+    tight: Optional[bool]
+    """True: ``N + 1`` refutes a release or refill obligation; False: ``N + 1`` is also safe; None: unknown."""
+    reason: str
+    claimed: Optional[bool]
+    """The file's ``tight`` (a claim, tested here)."""
+
+    @property
+    def ok(self) -> bool:
+        """False only when the file claims tightness that is not shown."""
+        return self.claimed is not True or self.tight is True
+
+
+@dataclass(frozen=True)
 class TrustedHopperResult:
     ok: bool
     obligations: tuple
@@ -83,6 +102,8 @@ class TrustedHopperResult:
     """``(role, lag)`` of the deadlock ranking that was checked."""
     seconds: float = 0.0
     sha256: str = ""
+    waits: tuple = ()
+    """One :class:`WaitTightness` per wgmma wait (when every obligation holds)."""
 
     def render(self) -> str:
         return "\n".join(self.messages[:1] + tuple(f"  {m}" for m in self.messages[1:]))
@@ -199,6 +220,15 @@ class _File:
         self.p, self.offs, self.lags, self.D = p, offs, lags, D
         self.defs: dict[str, str] = {}
         self.steps: dict[str, str] = {"j": "j"}
+        self.free: list[str] = []
+        """Step variables beside ``j`` (declared, unconstrained)."""
+
+    def free_step(self, name: str) -> str:
+        """A second free step (an obligation about two unrelated instances)."""
+        if name not in self.free:
+            self.free.append(name)
+            self.steps[name] = name
+        return name
 
     def define(self, name: str, sort: str, body) -> str:
         if name not in self.defs:
@@ -335,6 +365,25 @@ class _File:
                 out.append(_Member(s, k, _and(f"(= {sl} {t % b.slots})", self.runs(s, k)), x))
         return out
 
+    def waiters(self, barrier: str, sl: str, n: str) -> list[str]:
+        """One condition per ``try_wait`` instance (any role) that waits for phase ``n`` of slot ``sl``
+        of ``barrier``: that it runs (its count ``x`` has ``x div stages - phase = n``)."""
+        b = self.p.barriers[barrier]
+        out = []
+        for w in _stmts(self.p):
+            if w.kind != "try_wait" or w.barrier != barrier:
+                continue
+            st, c = w.state.stages, self.offset(w, "count")
+            base = _add(n, w.state.phase)
+            if st == b.slots:
+                x = self.named("x", "Int", f"(+ (* {base} {st}) {sl})" if st > 1 else base)
+                out.append(self.runs(w, self.step(_add(x, -c))))
+                continue
+            for t in range(st):
+                x = self.named("x", "Int", f"(+ (* {base} {st}) {t})")
+                out.append(_and(f"(= {sl} {t % b.slots})", self.runs(w, self.step(_add(x, -c)))))
+        return out
+
     def arrivals(self, ms: list[_Member]) -> str:
         wg = {r.name: r.warpgroups for r in self.p.roles}
         return _sum([f"(ite {m.cond} {m.stmt.arrivals * wg[m.stmt.role]} 0)" for m in ms
@@ -397,6 +446,22 @@ class _File:
                     cases.append(_and(self.runs(w2, k2), f"(>= {n2} 0)", m.cond, self.po_before(w, kw, m.stmt, m.k)))
         return _or(cases)
 
+    def precedes_wait(self, s: HStmt, ks: str, v: HStmt, kv: str) -> str:
+        """Instance ``(s, ks)`` of another role happens before ``(v, kv)``: it is, or comes before in its
+        warp group, an arrival of the phase of a wait of ``v``'s warp group that passed earlier (the
+        phase needs every warp group's arrival, so this holds for each warp group of ``s``'s role)."""
+        cases = []
+        for w, kw in self.earlier_waits(v, kv):
+            n = self.phase(w, kw)
+            for m in self.members(w.barrier, self.slot(w, kw), n, arrivals_only=True):
+                if m.stmt.role != s.role:
+                    continue
+                le = self.po_before(s, ks, m.stmt, m.k)
+                if m.stmt is s:
+                    le = _or([le, f"(= {ks} {m.k})"])
+                cases.append(_and(self.runs(w, kw), f"(>= {n} 0)", m.cond, le))
+        return _or(cases)
+
     def rank_before(self, m: HStmt, km: str, w: HStmt, kw: str) -> str:
         rm, rw = self.p.role(m.role).index, self.p.role(w.role).index
         tie = rm < rw or (rm == rw and m.part == w.part and m.pos < w.pos)
@@ -434,7 +499,7 @@ class _File:
         dom = f"(>= T {self.p.min_trip})" if self.p.tsym else f"(= T {self.p.trip})"
         lines = [f"; {h}" for h in head]
         lines += ["; the NEGATED claim: unsat means the claim holds", "(set-logic ALL)",
-                  "(declare-const T Int)", "(declare-const j Int)"]
+                  "(declare-const T Int)", "(declare-const j Int)"] + [f"(declare-const {v} Int)" for v in self.free]
         lines += list(self.defs.values())
         lines += [f"(assert {dom})", f"(assert {claim})", "(check-sat)"]
         return "\n".join(lines) + "\n"
@@ -474,7 +539,7 @@ def _tag(s: HStmt) -> str:
 def _what(s: HStmt) -> str:
     if s.kind == "arrive":
         return "arrive.expect_tx" if s.tx and s.arrivals else ("expect_tx" if s.tx else "arrive")
-    return {"tma": f"TMA {s.op}", "try_wait": "try_wait"}.get(s.kind, s.kind)
+    return {"tma": f"TMA {s.op}", "try_wait": "try_wait", "inval": "mbarrier.inval"}.get(s.kind, s.kind)
 
 
 def derive_hopper(p: HProgram, lags: Optional[dict] = None) -> list[HopperObligation]:
@@ -510,6 +575,9 @@ def derive_hopper(p: HProgram, lags: Optional[dict] = None) -> list[HopperObliga
             _arrive_obligations(p, s, tag, f"{head} {s.barrier}", emit)
         elif s.kind == "tma":
             _tma_obligations(p, s, tag, f"{head} -> {s.barrier}", emit)
+            _observed_obligation(s, tag, f"{head} -> {s.barrier}", emit)
+        elif s.kind == "inval":
+            _inval_obligations(p, s, tag, f"{head} {s.barrier}", emit)
         elif s.kind == "wait":
             w = p.role(s.role).waits[s.wait]
             emit(f"wgmma_wait:{tag}", "wgmma_wait", f"{head} (wait_group #{s.wait}) has a count >= 0 wherever it runs",
@@ -710,6 +778,45 @@ def _raw_obligations(p: HProgram, s: HStmt, tag: str, head: str, emit) -> None:
              f"phase its copy by {acc.producer} completes on (and some copy writes that version)", build)
 
 
+def _observed_obligation(s: HStmt, tag: str, head: str, emit) -> None:
+    """``teardown``: a copy that runs completes on a phase some ``try_wait`` (any role) waits for, and
+    that wait runs. All roles end before the teardown's ``mbarrier.inval`` (a CTA barrier), a passed
+    wait means its phase completed (``parity``, ``arrivals``), and a phase completes only when every
+    byte it expects has landed (``tx_bytes``): so the copy landed before the invalidation and before
+    the CTA reuses its shared memory. Without such a wait it may still be in flight."""
+    def build(f: _File) -> str:
+        n = f.phase(s, "j")
+        seen = _and(f"(>= {n} 0)", _or(f.waiters(s.barrier, f.slot(s, "j"), n)))
+        return _and(f.runs(s, "j"), _not(seen))
+    emit(f"teardown:{tag}", "teardown", f"{head}: the copy is observed before the teardown's mbarrier.inval (a "
+         "try_wait waiting for the phase it completes on runs)", build)
+
+
+def _inval_obligations(p: HProgram, v: HStmt, tag: str, head: str, emit) -> None:
+    """``teardown`` of an ``mbarrier.inval`` inside a role: every instance of an arrive, a ``try_wait``
+    or an inval on its barrier (any role, itself included) runs before it: earlier in the inval's warp
+    group (a role of one warp group), or, for another role, it is (or precedes) an arrival of the
+    phase of a wait the inval's warp group passed at most ``D`` steps earlier. A TMA needs no
+    obligation of its own: its copy lands before the phase it completes on completes, and a wait
+    for that phase runs (``teardown`` of the TMA) and, by these obligations, before the inval."""
+    for s in _stmts(p):
+        if s.barrier != v.barrier or s.kind not in ("arrive", "try_wait", "inval"):
+            continue
+
+        def build(f: _File, s=s) -> str:
+            u = f.free_step("u")
+            if s.role != v.role:
+                before = f.precedes_wait(s, u, v, "j")
+            elif p.role(v.role).warpgroups > 1:
+                before = "false"  # the role's other warp group may still use the barrier
+            else:
+                before = f.po_before(s, u, v, "j")
+            same = "(= u j)" if s is v else "false"
+            return _and(f.runs(v, "j"), f.runs(s, u), _not(same), _not(before))
+        emit(f"teardown:{tag}<-{_tag(s)}", "teardown", f"{head} runs after every {_what(s)} of {s.role} {s.part} "
+             f"statement {s.pos} on {s.barrier}", build)
+
+
 def _fence_obligations(p: HProgram, emit) -> None:
     def const(bad: bool):
         return lambda f: "true" if bad else "false"
@@ -752,6 +859,40 @@ def _search_lags(p: HProgram, timeout_s: float) -> dict:
     return {r: 0 for r in others}
 
 
+def wgmma_tightness(p: HProgram, timeout_s: float) -> tuple:
+    """A :class:`WaitTightness` per wgmma wait of ``p`` (whose obligations are proven): ``N + 1``
+    is substituted for its count and the ``release_after_wgmma`` and ``slot_reuse`` obligations whose
+    text changes are asked of Z3; one satisfiable means ``N + 1`` lets a slot be released or refilled
+    while a wgmma may still read it, so ``N`` is tight. None changes: no release or refill depends on
+    the wait (it drains the queue, or is redundant)."""
+    kinds = ("release_after_wgmma", "slot_reuse")
+    base = {o.id: o.smt2 for o in derive_hopper(p) if o.kind in kinds}
+    out = []
+    for r in p.roles:
+        for idx, w in enumerate(r.waits):
+            waits = list(r.waits)
+            waits[idx] = replace(w, in_flight=("bin", "+", w.in_flight, ("num", 1)))
+            q = replace(p, roles=tuple(replace(x, waits=tuple(waits)) if x.name == r.name else x for x in p.roles))
+            changed = [o for o in derive_hopper(q) if o.kind in kinds and o.smt2 != base.get(o.id)]
+            what = f"wait_group #{idx} of {r.name} {w.part}"
+            if not changed:
+                out.append(WaitTightness(r.name, idx, w.part, False, f"{what}: not tight: no release or refill "
+                                         "depends on it (it drains the queue or is redundant)", w.claimed_tight))
+                continue
+            answers = [(o, solvers.z3_answer(o.smt2, timeout_s)) for o in changed]
+            bad = next((o for o, a in answers if a == "sat"), None)
+            if bad is not None:
+                out.append(WaitTightness(r.name, idx, w.part, True, f"{what}: tight: with N + 1 in flight "
+                                         f"{bad.id} fails", w.claimed_tight))
+            elif all(a == "unsat" for _, a in answers):
+                out.append(WaitTightness(r.name, idx, w.part, False, f"{what}: not tight: N + 1 in flight is also "
+                                         "safe", w.claimed_tight))
+            else:
+                out.append(WaitTightness(r.name, idx, w.part, None, f"{what}: tightness unknown (z3 gave no answer "
+                                         f"within {timeout_s:g} s)", w.claimed_tight))
+    return tuple(out)
+
+
 def _ask(o: HopperObligation, timeout_s: float) -> HopperCheck:
     z = solvers.z3_answer(o.smt2, timeout_s)
     # a refutation by Z3 fails the program whatever cvc5 says: do not spend its time limit on it
@@ -759,11 +900,13 @@ def _ask(o: HopperObligation, timeout_s: float) -> HopperCheck:
     return HopperCheck(o.id, o.kind, o.description, z, c, z == "unsat" and c == "unsat")
 
 
-def check_hopper_program(data: bytes, *, timeout_s: float = 60.0) -> TrustedHopperResult:
+def check_hopper_program(data: bytes, *, timeout_s: float = 60.0, tightness: bool = True) -> TrustedHopperResult:
     """Re-derive every obligation of the Hopper ``program.json`` in ``data`` and ask Z3 and cvc5 each
-    (``timeout_s`` per solver call). ``ok`` iff the file is accepted and both solvers answer
-    ``unsat`` to every obligation. Never raises on bad input: a refused file gives ``ok`` False
-    with the reason (JSON path, problem, fix) in ``messages``."""
+    (``timeout_s`` per solver call). ``ok`` iff the file is accepted, both solvers answer ``unsat``
+    to every obligation and no wgmma wait claims (``"tight": true``) a tightness the check does not
+    show. With ``tightness`` (and every obligation proven) each wgmma wait's tightness is reported
+    (:func:`wgmma_tightness`). Never raises on bad input: a refused file gives ``ok`` False with the
+    reason (JSON path, problem, fix) in ``messages``."""
     t0 = time.perf_counter()
     try:
         p = read_hopper_bytes(data)
@@ -790,15 +933,22 @@ def check_hopper_program(data: bytes, *, timeout_s: float = 60.0) -> TrustedHopp
                                                f"checker's bounds: {e!s} (split the loop or use fewer stages)",),
                                    sha256=p.sha256)
     checks = wf + [_ask(o, timeout_s) for o in obs if o.kind != "wellformed"]
-    ok = all(c.ok for c in checks)
+    proven = all(c.ok for c in checks)
+    waits = wgmma_tightness(p, timeout_s) if proven and tightness else ()
+    # a claim of tightness is tested, never believed: unchecked (tightness off) it fails too
+    unchecked = [] if waits or not proven else [(r.name, k) for r in p.roles for k, w in enumerate(r.waits)
+                                  if w.claimed_tight is True]
+    ok = proven and all(w.ok for w in waits) and not unchecked
     rank = ", ".join(f"{k} {v:+d}" for k, v in lags.items()) or "none needed"
     head = (f"independent Hopper check {'OK' if ok else 'FAILED'}: {sum(c.ok for c in checks)}/{len(checks)} "
             f"obligations of {p.name} re-derived by synth.trusted and unsat with z3 and cvc5 "
             f"(deadlock ranking lags: {rank})")
     fails = [f"{c.id} [{c.kind}]: {c.description} (z3 {c.z3}, cvc5 {c.cvc5})" for c in checks if not c.ok]
-    return TrustedHopperResult(ok, tuple(checks), tuple([head] + fails), tuple(lags.items()),
-                               time.perf_counter() - t0, p.sha256)
+    fails += [f"the file claims \"tight\": true, but {w.reason}" for w in waits if not w.ok]
+    fails += [f"wait_group #{k} of {role} claims \"tight\": true, which was not checked" for role, k in unchecked]
+    return TrustedHopperResult(ok, tuple(checks), tuple([head] + [w.reason for w in waits] + fails),
+                               tuple(lags.items()), time.perf_counter() - t0, p.sha256, waits)
 
 
-__all__ = ["check_hopper_program", "derive_hopper", "TrustedHopperResult", "HopperCheck", "HopperObligation",
-           "CLASSES"]
+__all__ = ["check_hopper_program", "derive_hopper", "wgmma_tightness", "TrustedHopperResult", "HopperCheck",
+           "HopperObligation", "WaitTightness", "CLASSES"]

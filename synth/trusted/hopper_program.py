@@ -12,7 +12,8 @@ the field does not exist, and an arrive's or a TMA's ``phase`` must be 0, since 
 on the current phase); each statement's step offset (``count = step + c``, found by
 evaluation and then proved for every ``T`` as a ``wellformed`` obligation); an access's
 ``slot`` (checked against ``version mod multiplicity`` by the same obligation). The
-``before``, ``tight`` and ``reason`` fields of waits and the ``notes`` are never used.
+``before`` and ``reason`` fields of waits and the ``notes`` are never used; a wait's ``tight``
+is kept as a claim (:attr:`HWait.claimed_tight`) that the checker tests, never trusts.
 
 Part of the trusted base: imports nothing from synth outside ``synth.trusted``.
 """
@@ -78,7 +79,8 @@ class Tx:
 @dataclass(frozen=True)
 class HStmt:
     """A statement of a role's part; ``kind`` is ``op``, ``tma`` (an op completing on a barrier),
-    ``commit``, ``wait``, ``arrive``, ``try_wait`` or ``fence``."""
+    ``commit``, ``wait``, ``arrive``, ``try_wait``, ``inval`` (``mbarrier.inval`` inside a role,
+    judged by the ``teardown`` class) or ``fence``."""
 
     kind: str
     role: str
@@ -114,6 +116,8 @@ class HWait:
     part: str
     queue: int
     in_flight: tuple
+    claimed_tight: Optional[bool] = None
+    """The file's ``tight``: a claim checked by the tightness test, never used as a fact."""
 
 
 @dataclass(frozen=True)
@@ -322,7 +326,8 @@ def _build(doc, digest: str) -> HProgram:
     every statement of an op is of one of these shapes; a read of a buffer some op writes names
     such a producer; each wait entry has exactly one statement, in its part, on a listed queue;
     an arrive with ``tx`` bytes is in a role of one warp group; setup holds inits and fences,
-    teardown invalidations and fences, none guarded."""
+    teardown invalidations and fences, none guarded (an ``inval`` may also stand in a role's part:
+    the ``teardown`` obligations judge when it runs)."""
     top = _obj(doc, [], ("protocol", "name", "loop", "ops", "buffers", "barriers", "setup", "roles", "teardown"),
                ("notes",))
     if top["protocol"] != "mbarrier":
@@ -491,7 +496,8 @@ def _role(r, at: list, index: int, var: str, tv: set, ops: dict, mult: dict, bar
         if wd["tight"] is not None:
             _bool(wd["tight"], wat + ["tight"])
         pvar = next(p.var for p in parts if p.name == wait_at[w])
-        waits.append(HWait(wait_at[w], q, _expr(wd["in_flight"], wat + ["in_flight"], {pvar} | tv, "Int")))
+        waits.append(HWait(wait_at[w], q, _expr(wd["in_flight"], wat + ["in_flight"], {pvar} | tv, "Int"),
+                           wd["tight"]))
     return HRole(name, index, wg, len(queues), tuple(parts), tuple(waits))
 
 
@@ -594,13 +600,19 @@ def _stmt(s, at: list, role: str, part: str, k: int, raw: list, allowed: set, op
         if not arrivals and not tx:
             _fail(at, "an arrive with no arrival and no bytes does nothing", "remove it")
         return HStmt("arrive", guard=guard, barrier=b, state=st, arrivals=arrivals, tx=tuple(tx), **base)
+    if kind == "inval":
+        _obj(s, at, ("kind", "barrier", "guard"))
+        b = _name(s["barrier"], at + ["barrier"])
+        if b not in bars:
+            _fail(at + ["barrier"], f"unknown barrier {b!r}", "declare it in \"barriers\"")
+        return HStmt("inval", guard=_guard(s["guard"], at + ["guard"], allowed), barrier=b, **base)
     if kind == "fence":
         _obj(s, at, ("kind", "fence", "guard"))
         if s["fence"] != "proxy_async":
             _fail(at + ["fence"], f"fence {s['fence']!r} in a role", "the init fence belongs in setup")
         return HStmt("fence", guard=_guard(s["guard"], at + ["guard"], allowed), fence="proxy_async", **base)
     _fail(at + ["kind"], f"unknown statement kind {json.dumps(kind, default=str)[:40]}",
-          "use op, commit, wait, arrive, try_wait or fence")
+          "use op, commit, wait, arrive, try_wait, inval or fence")
     raise AssertionError  # unreachable: _fail raises
 
 
