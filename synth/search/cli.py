@@ -33,6 +33,9 @@ def add_search_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--K", type=int, help="the reduction size")
     parser.add_argument("--dtype", default="f16", help="operand type (default %(default)s)")
     parser.add_argument("--arch", default="sm_80", help="sm_80 | sm_86 | sm_89 | sm_90 (default %(default)s)")
+    parser.add_argument("--mainloop", default=None, metavar="LOOP",
+                        help="tma_wgmma (the Hopper TMA + wgmma kernel, sm_90's default) or cp_async "
+                             "(cp.async + mma.sync, every arch's default but sm_90), as the problem key mainloop")
     parser.add_argument("--top", type=int, default=None, metavar="K",
                         help="write the K best configurations' folders (problem.yaml, schedule, program, "
                              "certificate, kernel.cu) under --out; without it the 5 best are ranked, nothing written")
@@ -83,7 +86,7 @@ def cli_search(args: argparse.Namespace) -> int:
         raise SynthError(None, f"--top {write_k}: nothing to write", "use --top 1 or more")
     top = write_k or 5
     kw = dict(dtype=args.dtype, arch=args.arch, time_limit=args.time_limit, top=top,
-              sass=0 if getattr(args, "no_sass", False) else SASS_TOP)
+              sass=0 if getattr(args, "no_sass", False) else SASS_TOP, mainloop=getattr(args, "mainloop", None))
 
     if len(shapes) == 1:
         with _progress_bar(err, enabled=show_progress) as prog:

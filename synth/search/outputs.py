@@ -20,7 +20,10 @@ def write_candidates(result: SearchResult, out_dir: str, *, k: Optional[int] = N
                      workers: int = 2, force: bool = False, progress: Optional[Progress] = None) -> list[str]:
     """Run solve -> lower -> verify -> emit for the ``k`` best and write one folder each under ``out_dir``.
 
-    Folder names: ``NN-<problem name>``. Returns the folders written.
+    Folder names: ``NN-<problem name>``. A ``tma_wgmma`` candidate goes through the Hopper flow
+    (:func:`synth.hopper.flow.run_hopper`: problem.yaml with ``mainloop: tma_wgmma`` and its pinned
+    ``stages`` / ``k_pipe_mmas``, schedule.json, program, certificate, kernel.cu for sm_90a).
+    Returns the folders written.
     """
     from ..gemm import expand_gemm
     from ..pipeline import run, write_outputs
@@ -34,7 +37,9 @@ def write_candidates(result: SearchResult, out_dir: str, *, k: Optional[int] = N
     written = []
     for i, c in enumerate(cands):
         say("write", i, len(cands))
-        problem = expand_gemm(c.config)
+        # a Hopper candidate's config is its HopperGemm (stages and k_pipe_mmas pinned): synth.pipeline.run
+        # takes the Hopper flow for it, as synth solve does
+        problem = c.config if c.mainloop == "tma_wgmma" else expand_gemm(c.config)
         res = run(problem, time_limit=time_limit, workers=workers)
         folder = os.path.join(out_dir, f"{c.rank:02d}-{problem.name}")
         write_outputs(res, folder, force=force)

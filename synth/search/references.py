@@ -22,6 +22,40 @@ REFERENCE_FILE = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__
                               "reference_configs.yaml")
 
 
+HOPPER_SECTION = "sm90_cutlass3"
+
+
+@dataclass(frozen=True)
+class HopperRef:
+    """A Hopper reference kernel: tile, stages (None: CUTLASS's StageCountAuto, the most that fit) and
+    K_PIPE_MMAS."""
+
+    name: str
+    BM: int
+    BN: int
+    BK: int
+    stages: Optional[int]
+    k_pipe_mmas: int
+
+
+def load_hopper_references(path: str = REFERENCE_FILE) -> list[HopperRef]:
+    """The ``sm90_cutlass3`` configurations of the reference file (docs/search.md, section 10)."""
+    import yaml
+
+    try:
+        with open(path, encoding="utf-8") as fh:
+            doc = yaml.safe_load(fh)
+    except OSError as exc:
+        raise SynthError(Loc(path), f"cannot read reference configurations: {exc.strerror}",
+                         "restore synth/data/reference_configs.yaml") from None
+    out = []
+    for d in (doc.get(HOPPER_SECTION) or {}).get("configs", []):
+        st = d.get("stages", "auto")
+        out.append(HopperRef(str(d["name"]), int(d["BM"]), int(d["BN"]), int(d["BK"]),
+                             None if st == "auto" else int(st), int(d.get("k_pipe_mmas", 1))))
+    return out
+
+
 @dataclass(frozen=True)
 class RefConfig:
     """One reference configuration as its library writes it."""
@@ -50,6 +84,8 @@ def load_references(path: str = REFERENCE_FILE) -> dict[str, object]:
 
     out: dict[str, object] = {}
     for k, v in doc.items():
+        if k == HOPPER_SECTION:
+            continue  # the Hopper main loop's references: load_hopper_references
         if k == "defaults":
             out[k] = {name: conv(d["config"]) for name, d in v.items()}
         else:

@@ -18,8 +18,8 @@ def search_result_to_json(result: SearchResult) -> dict:
 
     def cand(c: Candidate) -> dict:
         return {
-            "rank": c.rank, "name": c.config.problem_name(), "BM": c.BM, "BN": c.BN, "BK": c.BK,
-            "warps": c.warps, "stages": c.stages, "smem_slots": c.smem_slots,
+            "rank": c.rank, "name": c.name, "mainloop": c.mainloop, "BM": c.BM, "BN": c.BN, "BK": c.BK,
+            "warps": c.warps, "stages": c.stages, "k_pipe_mmas": c.k_pipe_mmas, "smem_slots": c.smem_slots,
             "predicted_us": round(c.time_us, 3), "tflops": round(c.tflops, 2),
             "smem_bytes": c.smem_bytes, "regs_per_thread": c.regs_per_thread, "ctas_per_sm": c.ctas_per_sm,
             "occupancy_limit": c.occupancy_limit, "ctas": c.ctas, "waves": c.waves,
@@ -33,6 +33,7 @@ def search_result_to_json(result: SearchResult) -> dict:
 
     def ref(r: ReferenceRank) -> dict:
         return {"name": r.name, "tile": list(r.tile), "warps": r.warps, "slots": r.slots, "stages": r.stages,
+                "k_pipe_mmas": r.k_pipe_mmas,
                 "rank": r.rank, "predicted_us": None if r.time_us is None else round(r.time_us, 3),
                 "ratio": None if r.ratio is None else round(r.ratio, 4), "excluded": r.excluded,
                 "tflops": None if r.tflops is None else round(r.tflops, 2),
@@ -41,6 +42,7 @@ def search_result_to_json(result: SearchResult) -> dict:
 
     return {
         "shape": {"M": result.M, "N": result.N, "K": result.K}, "dtype": result.dtype, "arch": result.arch,
+        "mainloop": result.mainloop,
         "candidates": [cand(c) for c in result.candidates],
         "space_size": result.space_size, "feasible": result.feasible,
         "excluded": dict(result.excluded), "violations": dict(result.violations),
@@ -62,18 +64,22 @@ def print_result(con, res: SearchResult, *, verbose: bool = False, folders: Sequ
     from rich.table import Table
 
     measured = {m.label: m for m in res.measured}
-    title = (f"synth search gemm {res.M}x{res.N}x{res.K} {res.dtype} {res.arch}: "
-             f"{res.feasible} of {res.space_size} configurations legal, {res.solved} scheduled and timed, "
+    hopper = res.mainloop == "tma_wgmma"
+    done = "evaluated by the Hopper pipeline model" if hopper else "scheduled and timed"
+    title = (f"synth search gemm {res.M}x{res.N}x{res.K} {res.dtype} {res.arch} ({res.mainloop} main loop): "
+             f"{res.feasible} of {res.space_size} configurations legal, {res.solved} {done}, "
              f"{res.elapsed_s:.1f} s")
     t = Table(title=title, title_justify="left")
-    cols = ["#", "tile BMxBNxBK", "warps", "stages (smem slots)", "smem KiB", "regs", "CTA/SM", "waves",
-            "k-tile cyc (solver)", "pred µs", "TFLOP/s", "bound"]
+    cols = ["#", "tile BMxBNxBK", "warps", "stages (K_PIPE_MMAS)" if hopper else "stages (smem slots)", "smem KiB",
+            "regs", "CTA/SM", "waves", "k-tile cyc (pipeline)" if hopper else "k-tile cyc (solver)", "pred µs",
+            "TFLOP/s", "bound"]
     if measured:
         cols += ["meas. ms", "meas. TFLOP/s", "model error"]
     for c in cols:
         t.add_column(c, justify="right" if c not in ("tile BMxBNxBK", "bound") else "left")
     for c in res.candidates:
-        row = [str(c.rank), f"{c.BM}x{c.BN}x{c.BK}", str(c.warps), f"{c.stages} ({c.smem_slots})",
+        row = [str(c.rank), f"{c.BM}x{c.BN}x{c.BK}", str(c.warps),
+               f"{c.stages} ({c.k_pipe_mmas if hopper else c.smem_slots})",
                f"{c.smem_bytes / 1024:.0f}", str(c.regs_per_thread), str(c.ctas_per_sm),
                f"{c.waves} ({c.wave_efficiency:.0%})", "-" if c.ktile_cycles is None else str(c.ktile_cycles),
                f"{c.time_us:.1f}", f"{c.tflops:.1f}", c.bound]

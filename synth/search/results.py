@@ -64,6 +64,11 @@ class Candidate:
     mix_source: str = "estimate"
     """``sass``: the instruction mix was read from the compiled kernel; ``estimate``: from the tiling."""
     instructions_per_hmma: float = 0.0
+    mainloop: str = "cp_async"
+    """``cp_async`` (cp.async + mma.sync, ``config`` a GemmConfig) or ``tma_wgmma`` (the Hopper main loop,
+    ``config`` a :class:`~synth.hopper.problem.HopperGemm`)."""
+    k_pipe_mmas: Optional[int] = None
+    """wgmma groups a consumer keeps in flight before releasing a slot (``tma_wgmma`` only)."""
 
     @property
     def point(self) -> Point:
@@ -71,7 +76,15 @@ class Candidate:
         return Point(c.BM, c.BN, c.BK, c.warps, c.stages)
 
     @property
+    def name(self) -> str:
+        """The problem name (and output folder suffix) of the configuration."""
+        c = self.config
+        return c.name if self.mainloop == "tma_wgmma" else c.problem_name()
+
+    @property
     def label(self) -> str:
+        if self.mainloop == "tma_wgmma":
+            return f"{self.BM}x{self.BN}x{self.BK} s{self.stages} k{self.k_pipe_mmas}"
         return self.point.label
 
     @property
@@ -119,6 +132,8 @@ class ReferenceRank:
     (same BM, BN, warps and slots, BK halved until legal) as (BM, BN, BK, warps, stages)."""
     tflops: Optional[float] = None
     """Predicted TFLOP/s of the ranked configuration."""
+    k_pipe_mmas: Optional[int] = None
+    """The Hopper references' ``K_PIPE_MMAS`` (None for the cp.async loop)."""
 
 
 @dataclass(frozen=True)
@@ -172,6 +187,8 @@ class SearchResult:
     measured: tuple[Measurement, ...] = field(default=(), compare=False)
     ranked_by: str = field(default="model", compare=False)
     """``model``, or ``measurement`` after :func:`synth.search.measure`."""
+    mainloop: str = "cp_async"
+    """The main loop searched: ``cp_async`` or ``tma_wgmma`` (sm_90's default, docs/search.md section 10)."""
 
     @property
     def winner(self) -> Optional[Candidate]:

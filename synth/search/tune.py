@@ -14,6 +14,7 @@ from typing import Optional
 
 from ..errors import SynthError
 from .explain import why_other, why_winner
+from .hopper_search import hopper_context, resolve_mainloop, search_hopper
 from .rank import Refiner, alive, apply_sass, key, new_entry, ranker, to_candidate
 from .references import rank_references
 from .results import Progress, ReferenceRank, SearchResult, progress_or_silent
@@ -25,7 +26,8 @@ MAX_SOLVES = 256
 
 def search_gemm(M: int, N: int, K: int, *, dtype: str = "f16", arch="sm_80", time_limit: float = 30.0,
                 workers: int = 2, top: int = 5, progress: Optional[Progress] = None,
-                max_solves: int = MAX_SOLVES, references: bool = True, sass: int = 0) -> SearchResult:
+                max_solves: int = MAX_SOLVES, references: bool = True, sass: int = 0,
+                mainloop: Optional[str] = None) -> SearchResult:
     """Search tiles, warps and stages for ``M x N x K``; the ``top`` best, best first.
 
     ``time_limit`` bounds the whole search (wall clock); each solver call gets at
@@ -37,9 +39,17 @@ def search_gemm(M: int, N: int, K: int, *, dtype: str = "f16", arch="sm_80", tim
     shape, so a second search compiles nothing); the candidates are re-sorted by
     the new estimates. Without nvcc a note says so and the estimated mix is kept.
     ``arch``: an arch name, or an :class:`~synth.arch.ArchSpec` of a known arch (other clocks).
-    Raises :class:`SynthError` on a bad shape, dtype or arch, ``top < 1``, or an empty legal space.
+    ``mainloop``: ``cp_async`` (cp.async + mma.sync, every arch) or ``tma_wgmma`` (the Hopper
+    TMA + mbarrier + wgmma kernel, sm_90 only; :func:`synth.search.hopper_search.search_hopper`,
+    docs/search.md section 10); None: ``tma_wgmma`` on sm_90, else ``cp_async`` (as the problem
+    key ``mainloop``). The Hopper search ignores ``time_limit``, ``workers``, ``max_solves`` and
+    ``sass`` (its pipeline model is exact and cheap; it reads no SASS).
+    Raises :class:`SynthError` on a bad shape, dtype, arch or mainloop, ``top < 1``, or an empty legal space.
     """
     t0 = time.monotonic()
+    if resolve_mainloop(getattr(arch, "name", arch), mainloop) == "tma_wgmma":
+        return search_hopper(hopper_context(M, N, K, dtype, arch), top=top, references=references,
+                             progress=progress, t0=t0)
     ctx = make_context(M, N, K, dtype, arch)
     if top < 1:
         raise SynthError(None, f"--top {top}: nothing to rank", "use --top 1 or more")

@@ -1,0 +1,419 @@
+"""The Hopper main loop's search space and performance model (``mainloop: tma_wgmma``, sm_90).
+
+Input: a :class:`~synth.search.space.Context` on ``sm_90`` and a :class:`HopperPoint` (CTA tile
+``BM x BN x 64``, ``stages``, ``k_pipe_mmas``). Output: the points of the space
+(:func:`enumerate_hopper_space`), the legal ones with exclusion counts per named constraint
+(:func:`prune_hopper`), and each legal point's :class:`HopperEstimate` (:func:`estimate_hopper`).
+docs/search.md, section 10, gives every term and its source.
+
+The points are exactly the kernels ``synth solve`` builds for a ``kind: gemm`` problem with
+``mainloop: tma_wgmma`` (:class:`synth.hopper.problem.HopperGemm`, docs/hopper_kernel.md):
+a producer warp group and ``BM / 64`` cooperative consumer warp groups, ``stages`` and
+``k_pipe_mmas`` pinned. One CTA's k-tile loop is timed by the Hopper pipeline model itself
+(:func:`synth.hopper.model.choose` with every choice pinned: the TMA round trip hidden by the
+loads in flight, the wgmma drain when ``k_pipe_mmas = 0``), and the SM-level terms are added
+here: tensor cores at the wgmma rate, L2 and DRAM traffic with the grid's rasterization
+(:func:`synth.search.model.traffic`), occupancy, waves, fill, epilogue and launch.
+
+Pure: every function returns the same value for the same arguments (the pipeline model's
+cycles are cached per process; they do not depend on ``M`` or ``N``).
+"""
+
+from __future__ import annotations
+
+import functools
+import itertools
+import math
+from dataclasses import dataclass
+from typing import Callable, Optional, Sequence
+
+HOPPER_BM_SPACE = (64, 128)
+HOPPER_BN_SPACE = tuple(range(16, 257, 16))
+HOPPER_STAGES_SPACE = tuple(range(1, 17))
+HOPPER_KPIPE_SPACE = tuple(range(0, 16))
+HOPPER_BK = 64
+C_BYTES = 4
+"""The Hopper kernel writes C as f32 (docs/hopper_kernel.md)."""
+T_LINEAR = 16
+"""From this many k-tiles on, the pipeline model's cycles are linear in ``T`` (its loads in flight,
+``min(stages - k_pipe_mmas - 1, T)``, no longer depend on ``T`` since ``stages <= 16``)."""
+SETUP_BARRIERS = 3
+"""CTA barriers outside the k-loop: after the mbarrier init (with its fence), before the
+invalidation, and one for the epilogue's hand-over (docs/hopper_kernel.md, "Setup / teardown")."""
+
+
+@dataclass(frozen=True)
+class HopperPoint:
+    """One Hopper kernel configuration (shape independent)."""
+
+    BM: int
+    BN: int
+    stages: int
+    k_pipe_mmas: int
+
+    @property
+    def BK(self) -> int:
+        return HOPPER_BK
+
+    @property
+    def consumers(self) -> int:
+        return self.BM // 64
+
+    @property
+    def warps(self) -> int:
+        """A producer warp group and ``BM / 64`` consumer warp groups."""
+        return 4 * (1 + self.consumers)
+
+    @property
+    def group(self) -> tuple[int, int]:
+        """(BM, BN): configurations are ranked per tile, each at its best stages and k_pipe_mmas."""
+        return (self.BM, self.BN)
+
+    @property
+    def label(self) -> str:
+        return f"{self.BM}x{self.BN}x{self.BK} s{self.stages} k{self.k_pipe_mmas}"
+
+    def smem_bytes(self) -> int:
+        """Dynamic shared memory of the kernel: slots, two mbarriers per stage, the alignment pad."""
+        from ..hopper.problem import ALIGN_PAD
+
+        return self.stages * ((self.BM + self.BN) * self.BK * 2 + 16) + ALIGN_PAD
+
+    def problem(self, M: int, N: int, K: int, dtype: str):
+        """The :class:`~synth.hopper.problem.HopperGemm` of this point (stages and k_pipe_mmas pinned)."""
+        from ..hopper.problem import HopperGemm
+
+        name = (f"gemm-{M}x{N}x{K}-{dtype}-{self.BM}x{self.BN}x{self.BK}-s{self.stages}-k{self.k_pipe_mmas}"
+                f"-sm_90")
+        return HopperGemm(name, M, N, K, dtype, self.BM, self.BN, self.stages, self.k_pipe_mmas)
+
+
+# ---------------------------------------------------------------------------
+# constraints
+
+
+@dataclass(frozen=True)
+class HopperConstraint:
+    name: str
+    formula: str
+    """The constraint as written in docs/search.md, section 10."""
+    check: Callable[[object, HopperPoint], Optional[str]]
+    """None when the point satisfies it, else why not."""
+
+
+def _c_kpipe(ctx, p: HopperPoint) -> Optional[str]:
+    if p.k_pipe_mmas >= p.stages:
+        return (f"k_pipe_mmas {p.k_pipe_mmas} with {p.stages} stages: a consumer holding every slot "
+                "starves the producer")
+    return None
+
+
+def _c_tma(ctx, p: HopperPoint) -> Optional[str]:
+    if ctx.K % 8:
+        return f"K = {ctx.K}: TMA needs the row stride of A and B (2 K bytes) to be a multiple of 16"
+    return None
+
+
+def _c_smem(ctx, p: HopperPoint) -> Optional[str]:
+    from ..hopper.problem import SMEM_LIMIT
+
+    if p.smem_bytes() > SMEM_LIMIT:
+        return f"{p.stages} stages need {p.smem_bytes()} B of shared memory, above the {SMEM_LIMIT} B of sm_90"
+    return None
+
+
+def _c_kernel(ctx, p: HopperPoint) -> Optional[str]:
+    from ..emit.sm90.config import Sm90Config
+
+    try:
+        Sm90Config(bm=p.BM, bn=p.BN, stages=p.stages, k_pipe_mmas=p.k_pipe_mmas, dtype=ctx.dtype).check()
+    except ValueError as e:
+        return str(e)
+    return None
+
+
+HOPPER_CONSTRAINTS: tuple[HopperConstraint, ...] = (
+    HopperConstraint("k_pipe_mmas<stages", "k_pipe_mmas < stages", _c_kpipe),
+    HopperConstraint("tma-16B", "K % 8 == 0", _c_tma),
+    HopperConstraint("shared-memory", "stages * ((BM + BN) * 128 + 16) + 1024 <= 232448", _c_smem),
+    HopperConstraint("Sm90Config.check", "synth.emit.sm90.config.Sm90Config(...).check() passes", _c_kernel),
+)
+
+
+def enumerate_hopper_space() -> list[HopperPoint]:
+    """Every point: BM in {64, 128}, BN in 16..256 step 16, stages 1..16, k_pipe_mmas 0..15 (8192).
+
+    ``stages`` is not bounded by the k-tiles of K: the Hopper program is proven for every ``T >= 1``
+    and the pipeline model counts ``min(stages - k_pipe_mmas - 1, T)`` loads in flight."""
+    return [HopperPoint(bm, bn, s, k) for bm, bn, s, k in
+            itertools.product(HOPPER_BM_SPACE, HOPPER_BN_SPACE, HOPPER_STAGES_SPACE, HOPPER_KPIPE_SPACE)]
+
+
+def prune_hopper(ctx, points: Sequence[HopperPoint]) -> tuple[list[HopperPoint], dict[str, int], dict[str, int]]:
+    """Legal points, counts per first-broken constraint and per broken constraint.
+
+    ``Sm90Config.check`` (the kernel's own bounds) adjudicates only the points every named
+    constraint accepts, so its count shows what they miss: zero.
+    """
+    first = {c.name: 0 for c in HOPPER_CONSTRAINTS}
+    anyv = {c.name: 0 for c in HOPPER_CONSTRAINTS}
+    legal: list[HopperPoint] = []
+    for p in points:
+        fails: list[str] = []
+        for c in HOPPER_CONSTRAINTS:
+            if fails and c.name == "Sm90Config.check":
+                continue
+            if c.check(ctx, p) is not None:
+                fails.append(c.name)
+        for name in fails:
+            anyv[name] += 1
+        if fails:
+            first[fails[0]] += 1
+        else:
+            legal.append(p)
+    return legal, first, anyv
+
+
+def is_legal_hopper(ctx, p: HopperPoint) -> Optional[str]:
+    """None when ``p`` is legal for the context's shape, else ``constraint: why``."""
+    for c in HOPPER_CONSTRAINTS:
+        why = c.check(ctx, p)
+        if why is not None:
+            return f"{c.name}: {why}"
+    return None
+
+
+# ---------------------------------------------------------------------------
+# one CTA's k-loop: the Hopper pipeline model
+
+
+@functools.lru_cache(maxsize=None)
+def _loop_cycles(dtype: str, BM: int, BN: int, stages: int, k_pipe: int, T: int) -> tuple[int, str]:
+    from ..gemm import GemmConfig
+    from ..hopper.model import choose
+    from ..hopper.problem import ALIGN_PAD
+
+    cfg = GemmConfig(BM, BN, T * HOPPER_BK, dtype, BM, BN, HOPPER_BK, 4 * (1 + BM // 64), stages, "sm_90")
+    c = choose(cfg, stages=stages, k_pipe_mmas=k_pipe, consumers=BM // 64, warp_specialized=True,
+               reserve_bytes=ALIGN_PAD)
+    return c.cycles, c.status
+
+
+@dataclass(frozen=True)
+class Pipeline:
+    """One CTA's k-tile loop alone, as :func:`synth.hopper.model.choose` predicts it (all choices pinned)."""
+
+    fill: int
+    """Cycles before the first k-tile's data has landed (one TMA round trip)."""
+    per_tile: float
+    """Cycles per k-tile at the shape's ``T`` (the TMA round trip over the loads in flight, or the wgmma
+    time with its drain, whichever is longer; everything serial when no load can be in flight)."""
+    cycles: int
+    """``fill + T * per_tile``: the model's total for ``T`` k-tiles."""
+    status: str
+    """CP-SAT's status of the pinned choice (OPTIMAL)."""
+
+
+def pipeline(dtype: str, BM: int, BN: int, stages: int, k_pipe: int, T: int) -> Pipeline:
+    """The pipeline model's cycles of ``T`` k-tiles, split into fill and per-tile cycles.
+
+    The model's total is ``fill + T * per_tile`` with ``fill`` independent of ``T``; from
+    :data:`T_LINEAR` k-tiles on ``per_tile`` is constant, so two evaluations (16 and 17 k-tiles)
+    give both exactly; below it ``per_tile = (cycles(T) - fill) / T``.
+    """
+    c16, status = _loop_cycles(dtype, BM, BN, stages, k_pipe, T_LINEAR)
+    c17, _ = _loop_cycles(dtype, BM, BN, stages, k_pipe, T_LINEAR + 1)
+    per = c17 - c16
+    fill = c16 - T_LINEAR * per
+    if T >= T_LINEAR:
+        return Pipeline(fill, float(per), fill + T * per, status)
+    cyc, status = _loop_cycles(dtype, BM, BN, stages, k_pipe, T)
+    return Pipeline(fill, (cyc - fill) / T, cyc, status)
+
+
+@functools.lru_cache(maxsize=None)
+def _auto(dtype: str, BM: int, BN: int, T: int) -> tuple[int, int]:
+    from ..gemm import GemmConfig
+    from ..hopper.model import choose
+    from ..hopper.problem import ALIGN_PAD
+
+    cfg = GemmConfig(BM, BN, T * HOPPER_BK, dtype, BM, BN, HOPPER_BK, 4 * (1 + BM // 64), None, "sm_90")
+    c = choose(cfg, consumers=BM // 64, warp_specialized=True, reserve_bytes=ALIGN_PAD)
+    return c.stages, c.k_pipe_mmas
+
+
+def auto_point(ctx, BM: int, BN: int) -> Optional[HopperPoint]:
+    """The point ``synth solve`` builds for the tile with ``stages: auto`` and ``k_pipe_mmas: auto``:
+    the CP-SAT choice of :func:`synth.hopper.model.choose` for the shape's ``T`` (least k-loop cycles,
+    then least shared memory), pinned to the kernel's shape (warp-specialized, ``BM / 64`` consumers,
+    the alignment pad reserved). None when no pipeline of the tile fits."""
+    try:
+        s, k = _auto(ctx.dtype, BM, BN, -(-ctx.K // HOPPER_BK))
+    except ValueError:
+        return None
+    return HopperPoint(BM, BN, s, k)
+
+
+def clear_hopper_cache() -> None:
+    """Forget the cached pipeline-model cycles and choices (tests)."""
+    _loop_cycles.cache_clear()
+    _auto.cache_clear()
+
+
+def pipeline_evaluations() -> int:
+    """CP-SAT calls of the pipeline model run by this process so far."""
+    return _loop_cycles.cache_info().misses + _auto.cache_info().misses
+
+
+# ---------------------------------------------------------------------------
+# the SM and the grid
+
+
+def launch_registers(arch, threads: int) -> int:
+    """Registers per thread at launch: ``__launch_bounds__(threads, 1)`` lets ptxas take the whole register
+    file (``setmaxnreg`` then moves them from the producer to the consumers), in whole units of 8."""
+    return min(arch.max_registers_per_thread, arch.registers_per_sm // threads) // 8 * 8
+
+
+def hopper_occupancy(arch, p: HopperPoint) -> tuple[int, str]:
+    """CTAs per SM and what limits it (``registers`` for every point of this kernel)."""
+    from .model import REG_ALLOC_UNIT, SMEM_RESERVED_PER_CTA
+
+    threads = 32 * p.warps
+    regs_warp = math.ceil(launch_registers(arch, threads) * 32 / REG_ALLOC_UNIT) * REG_ALLOC_UNIT
+    limits = [
+        (arch.registers_per_sm // (regs_warp * p.warps), "registers"),
+        (arch.smem_per_sm // (p.smem_bytes() + SMEM_RESERVED_PER_CTA), "smem"),
+        (arch.max_threads_per_sm // threads, "threads"),
+        (arch.max_ctas_per_sm, "cta slots"),
+    ]
+    return min(limits, key=lambda x: x[0])
+
+
+@dataclass(frozen=True)
+class HopperEstimate:
+    """The predicted time of one Hopper configuration on one shape, with every term.
+
+    Field names follow :class:`synth.search.model.Estimate` where the meaning is the same, so the
+    explanations (:mod:`synth.search.explain`) read both.
+    """
+
+    time_us: float
+    tflops: float
+    ctas: int
+    ctas_per_sm: int
+    occupancy_limit: str
+    regs_per_thread: int
+    waves: int
+    wave_efficiency: float
+    k_tiles: int
+    ii: float
+    """One CTA's cycles per k-tile alone (the pipeline model's)."""
+    mma_cycles: int
+    """wgmma cycles of one k-tile at the full tensor rate of the SM."""
+    round_cycles: int
+    active_ctas_per_sm: int
+    wave_cycles: int
+    loop_cycles: int
+    fixed_cycles: int
+    compute_us: float
+    dram_us: float
+    bound: str
+    """tensor | l2 | dram | latency (the pipeline's TMA round trip or wgmma drain) | dram overall."""
+    padding: float
+    fill_cycles: int
+    """The pipeline model's fill: one TMA round trip."""
+    loads_in_flight: int
+    """``min(stages - k_pipe_mmas - 1, T)``: TMA loads a consumer's k-tile overlaps."""
+    status: str
+    terms: tuple[tuple[str, float], ...] = ()
+    l2_hit: float = 0.0
+
+
+def round_terms_hopper(arch, p: HopperPoint, k: int, pipe: Pipeline, l2_hit: float) -> dict[str, float]:
+    """Per-round cycles of every term for ``k`` co-resident CTAs each advancing one k-tile."""
+    tile_bytes = (p.BM + p.BN) * p.BK * 2
+    mma = 2 * p.BM * p.BN * p.BK / arch.tensor_f16_f32_flop_per_clk_sm
+    dram_per_sm = arch.dram_gb_s * 1e9 * arch.dram_efficiency / (arch.clock_ghz * 1e9) / arch.sm_count
+    return {"tensor": k * mma, "l2": k * tile_bytes / (arch.l2_bytes_per_clk / arch.sm_count),
+            "dram": k * tile_bytes * (1.0 - l2_hit) / dram_per_sm, "pipeline": pipe.per_tile,
+            "fill": float(pipe.fill)}
+
+
+def combine_hopper(t: dict[str, float]) -> tuple[float, str]:
+    """``(round cycles, binding term)``: the throughput limits overlap as in the sm_80 model (an L4 norm,
+    :data:`synth.search.model.OVERLAP_NORM`); one CTA's own pipeline is a floor (its latency overlaps
+    the other CTAs' work, not its own)."""
+    from .model import OVERLAP_NORM
+
+    limits = (("tensor", t["tensor"]), ("l2", t["l2"]), ("dram", t["dram"]))
+    name, top = max(limits, key=lambda x: x[1])
+    busy = sum(v ** OVERLAP_NORM for _, v in limits) ** (1.0 / OVERLAP_NORM) if top > 0 else 0.0
+    if t["pipeline"] > busy:
+        return t["pipeline"], "latency"
+    return busy, name
+
+
+def estimate_hopper(ctx, p: HopperPoint) -> HopperEstimate:
+    """Predicted kernel time of ``p`` on the context's shape (docs/search.md, section 10)."""
+    from .model import OUT_BYTES, traffic
+
+    arch = ctx.arch
+    M, N, K = ctx.M, ctx.N, ctx.K
+    T = -(-K // p.BK)
+    pipe = pipeline(ctx.dtype, p.BM, p.BN, p.stages, p.k_pipe_mmas, T)
+    tm, tn = -(-M // p.BM), -(-N // p.BN)
+    ctas = tm * tn
+    r, limit = hopper_occupancy(arch, p)
+    r = max(r, 1)
+    per_wave = arch.sm_count * r
+    full, rem = divmod(ctas, per_wave)
+    tr = traffic(arch, M, N, K, p.BM, p.BN, per_wave)
+    dram_bytes = tr.dram_bytes + M * N * (C_BYTES - OUT_BYTES)
+    l2_per_sm = arch.l2_bytes_per_clk / arch.sm_count
+
+    def wave(k: int):
+        t = round_terms_hopper(arch, p, k, pipe, tr.l2_hit)
+        rc, what = combine_hopper(t)
+        setup = SETUP_BARRIERS * arch.barrier_cycles
+        epi = arch.lat_global + k * p.BM * p.BN * C_BYTES / l2_per_sm
+        return T * rc, setup + pipe.fill + epi, what, rc, t
+
+    loop_cyc = fixed_cyc = 0.0
+    bound, round_c, k_bind, terms = "latency", pipe.per_tile, r, {}
+    if full:
+        lw, fw, bound, round_c, terms = wave(r)
+        loop_cyc += full * lw
+        fixed_cyc += full * fw
+    if rem:
+        k_last = -(-rem // arch.sm_count)
+        lw, fw, what, rc_last, t_last = wave(k_last)
+        loop_cyc += lw
+        fixed_cyc += fw
+        if not full:
+            bound, round_c, k_bind, terms = what, rc_last, k_last, t_last
+    waves = full + (1 if rem else 0)
+    compute_us = (loop_cyc + fixed_cyc) / (arch.clock_ghz * 1e9) * 1e6
+    dram_us = dram_bytes / (arch.dram_gb_s * arch.dram_efficiency * 1e9) * 1e6
+    if dram_us > compute_us:
+        bound = "dram"
+    time_us = max(compute_us, dram_us) + arch.launch_us
+    wl, wf, _, _, _ = wave(r)
+    shown = ("tensor", "l2", "dram", "pipeline", "fill")
+    return HopperEstimate(
+        time_us=time_us, tflops=2.0 * M * N * K / (time_us * 1e-6) / 1e12, ctas=ctas, ctas_per_sm=r,
+        occupancy_limit=limit, regs_per_thread=launch_registers(arch, 32 * p.warps), waves=waves,
+        wave_efficiency=ctas / (waves * per_wave), k_tiles=T, ii=pipe.per_tile,
+        mma_cycles=math.ceil(2 * p.BM * p.BN * p.BK / arch.tensor_f16_f32_flop_per_clk_sm),
+        round_cycles=int(round(round_c)), active_ctas_per_sm=k_bind, wave_cycles=int(round(wl + wf)),
+        loop_cycles=int(round(loop_cyc)), fixed_cycles=int(round(fixed_cyc)), compute_us=compute_us,
+        dram_us=dram_us, bound=bound, padding=1.0 - (M * N) / (tm * p.BM * tn * p.BN), fill_cycles=pipe.fill,
+        loads_in_flight=max(0, min(p.stages - p.k_pipe_mmas - 1, T)), status=pipe.status,
+        terms=tuple((n, round(terms[n], 1)) for n in shown if n in terms), l2_hit=round(tr.l2_hit, 4))
+
+
+__all__ = ["HopperPoint", "HopperConstraint", "HOPPER_CONSTRAINTS", "HopperEstimate", "Pipeline",
+           "enumerate_hopper_space", "prune_hopper", "is_legal_hopper", "pipeline", "hopper_occupancy",
+           "launch_registers", "estimate_hopper", "auto_point", "round_terms_hopper", "combine_hopper", "clear_hopper_cache",
+           "pipeline_evaluations", "HOPPER_BM_SPACE", "HOPPER_BN_SPACE", "HOPPER_STAGES_SPACE",
+           "HOPPER_KPIPE_SPACE", "HOPPER_BK", "C_BYTES", "T_LINEAR"]

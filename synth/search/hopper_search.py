@@ -1,0 +1,234 @@
+"""``search_gemm`` on the Hopper main loop (sm_90, ``mainloop: tma_wgmma``): rank, explain, reference.
+
+Input: a checked :class:`~synth.search.space.Context` on ``sm_90``. Output: a
+:class:`~synth.search.results.SearchResult` whose candidates are Hopper kernels
+(:class:`~synth.hopper.problem.HopperGemm` configs with ``stages`` and ``k_pipe_mmas`` pinned),
+ranked by :func:`synth.search.hopper.estimate_hopper` (docs/search.md, section 10).
+
+Each tile ``BM x BN`` is ranked at the pipeline model's own choice of ``stages`` and
+``k_pipe_mmas`` for the shape (:func:`synth.search.hopper.auto_point`, what ``synth solve`` builds
+with ``stages: auto``). That choice minimizes one CTA's k-loop cycles; every other SM-level term
+is the same for every depth of a tile when they all run the same number of CTAs per SM (the
+kernel's ``setmaxnreg`` split makes that one CTA for every legal point), so it is also the
+tile's best prediction. A tile whose depths differ in occupancy has every legal point estimated.
+Nothing here is timed or compiled; the ranking is deterministic (a fixed tie key).
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, replace
+from typing import Optional
+
+from ..errors import SynthError
+from .explain import difference, loop_rate
+from .hopper import (HopperEstimate, HopperPoint, auto_point, enumerate_hopper_space, estimate_hopper,
+                     hopper_occupancy, is_legal_hopper, pipeline_evaluations, prune_hopper)
+from .results import Candidate, Progress, ReferenceRank, SearchResult, progress_or_silent
+
+
+@dataclass(frozen=True)
+class HopperEntry:
+    """One evaluated Hopper point and its estimate."""
+
+    point: HopperPoint
+    est: HopperEstimate
+
+
+def resolve_mainloop(arch_name: str, mainloop: Optional[str]) -> str:
+    """The main loop to search: ``mainloop``, or the arch's default (``tma_wgmma`` on sm_90, as
+    ``synth solve``'s problem key). Raises :class:`SynthError` on an unknown value or a Hopper loop
+    on an arch without TMA and wgmma."""
+    from ..hopper.problem import MAINLOOPS
+
+    if mainloop is None:
+        return "tma_wgmma" if arch_name == "sm_90" else "cp_async"
+    if mainloop not in MAINLOOPS:
+        raise SynthError(None, f"unknown mainloop {mainloop!r}", f"use --mainloop {' or --mainloop '.join(MAINLOOPS)}")
+    if mainloop == "tma_wgmma" and arch_name != "sm_90":
+        raise SynthError(None, f"mainloop tma_wgmma needs TMA and wgmma, which {arch_name} does not have",
+                         "use --arch sm_90, or --mainloop cp_async")
+    return mainloop
+
+
+def hopper_key(e: HopperEntry) -> tuple:
+    """Ranking key: predicted time; on ties less shared memory, fewer stages, fewer wgmma groups held,
+    then the tile."""
+    p = e.point
+    return (round(e.est.time_us, 9), p.smem_bytes(), p.stages, p.k_pipe_mmas, p.BM, p.BN)
+
+
+def evaluate_tiles(ctx, legal: list[HopperPoint], say: Progress) -> dict[HopperPoint, HopperEntry]:
+    """The evaluated points: per tile the pipeline model's choice, or every legal point of a tile whose
+    depths differ in CTAs per SM (or whose choice is not legal)."""
+    by_tile: dict[tuple[int, int], list[HopperPoint]] = {}
+    for p in legal:
+        by_tile.setdefault(p.group, []).append(p)
+    legal_set = set(legal)
+    out: dict[HopperPoint, HopperEntry] = {}
+    tiles = sorted(by_tile)
+    for i, (bm, bn) in enumerate(tiles):
+        pts = by_tile[(bm, bn)]
+        q = auto_point(ctx, bm, bn)
+        occ = {hopper_occupancy(ctx.arch, p)[0] for p in pts}
+        for p in ([q] if q in legal_set and len(occ) == 1 else pts):
+            out[p] = HopperEntry(p, estimate_hopper(ctx, p))
+        say("model", i + 1, len(tiles))
+    return out
+
+
+def _best_per_tile(entries) -> dict[tuple[int, int], HopperEntry]:
+    best: dict[tuple[int, int], HopperEntry] = {}
+    for e in entries:
+        g = e.point.group
+        if g not in best or hopper_key(e) < hopper_key(best[g]):
+            best[g] = e
+    return best
+
+
+def _ranker(best: dict[tuple[int, int], HopperEntry]):
+    keys = sorted((hopper_key(e), g) for g, e in best.items())
+
+    def rank(e: HopperEntry) -> int:
+        k = hopper_key(e)
+        return 1 + sum(1 for kh, g in keys if g != e.point.group and kh < k)
+
+    return rank
+
+
+def describe_hopper(ctx, e: HopperEntry) -> str:
+    """What bounds a Hopper configuration, in one clause."""
+    est, p = e.est, e.point
+    peak = ctx.arch.tensor_f16_f32_flop_per_clk_sm
+    return (f"{est.bound}-bound: {est.ctas} CTAs in {est.waves} wave{'s' if est.waves != 1 else ''} at "
+            f"{est.ctas_per_sm}/SM ({est.occupancy_limit}-limited, last wave {est.wave_efficiency:.0%} full), "
+            f"main loop at {loop_rate(e) / peak:.0%} of the wgmma peak; one CTA's k-tile takes {est.ii:.0f} "
+            f"cycles in the pipeline model ({est.mma_cycles} of wgmma; {p.stages} stages, K_PIPE_MMAS "
+            f"{p.k_pipe_mmas}: {est.loads_in_flight} TMA load{'s' if est.loads_in_flight != 1 else ''} in flight "
+            f"against a {est.fill_cycles}-cycle round trip)")
+
+
+def why_hopper_winner(ctx, e: HopperEntry, ties: int, runner: Optional[HopperEntry]) -> str:
+    """Why ``e`` ranks first; ``runner`` is the best entry of another tile (never ``e``'s own)."""
+    text = describe_hopper(ctx, e)
+    if ties:
+        text += (f"; {ties} other tile{'s' if ties > 1 else ''} tie{'s' if ties == 1 else ''} at this prediction "
+                 "(ties go to less shared memory, then fewer stages)")
+    if runner is None or runner.point.group == e.point.group:
+        return text
+    gain = runner.est.time_us / e.est.time_us - 1
+    if gain <= 1e-9:
+        return text + f"; the best other tile ({runner.point.label}) is predicted equal and ranked after it"
+    pct = f"{gain:.1%}" if gain >= 0.001 else f"{gain:.3%}"
+    return text + f"; beats the best other tile ({runner.point.label}) by {pct}: {difference(e, runner)}"
+
+
+def why_hopper_other(ctx, e: HopperEntry, winner: HopperEntry) -> str:
+    """Why ``e`` ranks after ``winner``."""
+    loss = e.est.time_us / winner.est.time_us - 1
+    if loss <= 1e-12:
+        return describe_hopper(ctx, e) + "; ties with #1 (ranked after it by shared memory, stages, then the tile)"
+    pct = f"{loss:.1%}" if loss >= 0.001 else f"{loss:.3%}"
+    return describe_hopper(ctx, e) + f"; {pct} slower than #1, which {difference(winner, e)}"
+
+
+def hopper_candidate(ctx, e: HopperEntry, rank: int, why: str) -> Candidate:
+    """The :class:`Candidate` of a ranked Hopper entry (``config``: its pinned HopperGemm)."""
+    p, est = e.point, e.est
+    return Candidate(
+        rank=rank, config=p.problem(ctx.M, ctx.N, ctx.K, ctx.dtype), time_us=est.time_us, tflops=est.tflops,
+        smem_bytes=p.smem_bytes(), smem_slots=p.stages, regs_per_thread=est.regs_per_thread,
+        ctas_per_sm=est.ctas_per_sm, occupancy_limit=est.occupancy_limit, ctas=est.ctas, waves=est.waves,
+        wave_efficiency=round(est.wave_efficiency, 6), k_tiles=est.k_tiles, ktile_cycles=int(round(est.ii)),
+        ktile_bound=est.mma_cycles, round_cycles=est.round_cycles, bound=est.bound, solver_status=est.status,
+        why=why, terms=est.terms, l2_hit=est.l2_hit, latency_cycles=float(est.fill_cycles), mix_source="none",
+        instructions_per_hmma=0.0, mainloop="tma_wgmma", k_pipe_mmas=p.k_pipe_mmas)
+
+
+def rank_hopper_references(ctx, entries: dict[HopperPoint, HopperEntry], best, winner: Optional[HopperEntry]
+                           ) -> list[ReferenceRank]:
+    """Where CUTLASS 3's cooperative kernels (``sm90_cutlass3`` of the reference file) rank.
+
+    ``stages: auto`` is the most stages that fit; with fewer k-tiles than that the pipeline still
+    has them (the program is proven for every ``T``). A reference that is not legal is reported
+    with the first constraint it breaks.
+    """
+    from ..hopper.problem import HopperGemm
+    from .references import load_hopper_references
+
+    rank_of = _ranker(best)
+    out = []
+    for ref in load_hopper_references():
+        g = HopperGemm("ref", ctx.M, ctx.N, ctx.K, ctx.dtype, ref.BM, ref.BN)
+        stages = ref.stages if ref.stages is not None else g.max_stages()
+        k = min(ref.k_pipe_mmas, max(stages - 1, 0))
+        p = HopperPoint(ref.BM, ref.BN, stages, k)
+        why = "shared-memory: not even one stage fits" if stages < 1 else is_legal_hopper(ctx, p)
+        if ref.BK != p.BK:
+            why = f"Sm90Config.check: bk must be {p.BK}"
+        if why is not None:
+            out.append(ReferenceRank(ref.name, (ref.BM, ref.BN, ref.BK), p.warps, stages, None, None, None, None,
+                                     why, k_pipe_mmas=k))
+            continue
+        e = entries.get(p) or HopperEntry(p, estimate_hopper(ctx, p))
+        ratio = e.est.time_us / winner.est.time_us if winner is not None else None
+        out.append(ReferenceRank(ref.name, (ref.BM, ref.BN, ref.BK), p.warps, stages, stages, rank_of(e),
+                                 e.est.time_us, ratio, None, None, e.est.tflops, k_pipe_mmas=k))
+    return out
+
+
+def search_hopper(ctx, *, top: int = 5, references: bool = True, progress: Optional[Progress] = None,
+                  t0: Optional[float] = None) -> SearchResult:
+    """Rank the Hopper kernels for the context's shape; the ``top`` best tiles, best first.
+
+    Raises :class:`SynthError` when ``top < 1`` or no point is legal (K not a multiple of 8).
+    """
+    t0 = time.monotonic() if t0 is None else t0
+    if top < 1:
+        raise SynthError(None, f"--top {top}: nothing to rank", "use --top 1 or more")
+    say = progress_or_silent(progress)
+    calls0 = pipeline_evaluations()
+    space = enumerate_hopper_space()
+    say("space", 0, len(space))
+    legal, first, anyv = prune_hopper(ctx, space)
+    say("space", len(space), len(space))
+    if not legal:
+        worst = max(first.items(), key=lambda kv: kv[1] if kv[0] != "k_pipe_mmas<stages" else -1)
+        raise SynthError(None, f"no legal Hopper configuration for {ctx.M}x{ctx.N}x{ctx.K} {ctx.dtype} on sm_90 "
+                         f"(most often {worst[0]})",
+                         "pad K to a multiple of 8" if worst[0] == "tma-16B" else "use --mainloop cp_async")
+    entries = evaluate_tiles(ctx, legal, say)
+    best = _best_per_tile(entries.values())
+    order = sorted(best.values(), key=hopper_key)
+    rank_of = _ranker(best)
+    chosen = order[:top]
+    winner = chosen[0] if chosen else None
+    cands = []
+    if winner is not None:
+        ties = sum(1 for e in order[1:] if round(e.est.time_us, 9) == round(winner.est.time_us, 9))
+        runner = order[1] if len(order) > 1 else None
+        for e in chosen:
+            why = why_hopper_winner(ctx, e, ties, runner) if e is winner else why_hopper_other(ctx, e, winner)
+            cands.append(hopper_candidate(ctx, e, rank_of(e), why))
+    refs = rank_hopper_references(ctx, entries, best, winner) if references else []
+    return SearchResult(
+        M=ctx.M, N=ctx.N, K=ctx.K, dtype=ctx.dtype, arch=ctx.arch.name, candidates=tuple(cands),
+        space_size=len(space), feasible=len(legal), excluded=tuple(first.items()), violations=tuple(anyv.items()),
+        solved=len(entries), complete=bool(cands), references=tuple(refs), notes=(),
+        elapsed_s=time.monotonic() - t0, solver_calls=pipeline_evaluations() - calls0, mainloop="tma_wgmma")
+
+
+def hopper_context(M: int, N: int, K: int, dtype: str, arch):
+    """The :class:`~synth.search.space.Context` of a Hopper search (f16 or bf16 operands)."""
+    from ..hopper.problem import DTYPES
+    from .space import make_context
+
+    ctx = make_context(M, N, K, "f16", arch)
+    if dtype not in DTYPES:
+        raise SynthError(None, f"dtype {dtype!r}: the Hopper main loop takes f16 or bf16 operands (f32 accumulation)",
+                         "use --dtype f16 or --dtype bf16")
+    return replace(ctx, dtype=dtype)
+
+
+__all__ = ["search_hopper", "resolve_mainloop", "hopper_context", "HopperEntry", "hopper_key", "evaluate_tiles",
+           "describe_hopper", "why_hopper_winner", "why_hopper_other", "hopper_candidate", "rank_hopper_references"]
