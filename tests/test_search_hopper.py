@@ -1,0 +1,256 @@
+"""synth search gemm on sm_90: the Hopper kernels synth emits (TMA + mbarrier + wgmma), ranked by default
+(docs/search.md, section 10); the Ampere cp.async loop stays reachable with --mainloop cp_async."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+from dataclasses import replace
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from synth.arch import get_arch
+from synth.emit.sm90.config import Sm90Config
+from synth.errors import SynthError
+from synth.hopper.problem import SMEM_LIMIT, HopperGemm
+from synth.search import search_gemm, search_result_to_json
+from synth.search.hopper import (HOPPER_CONSTRAINTS, HopperPoint, enumerate_hopper_space, estimate_hopper, pipeline,
+                                 prune_hopper)
+from synth.search.hopper_search import hopper_context
+from synth.search.published import best_published
+
+SQUARES = [(512, 512, 512), (1024, 1024, 1024), (2048, 2048, 2048), (4096, 4096, 4096), (8192, 8192, 8192)]
+SKINNY = [(64, 8192, 4096), (8192, 64, 8192), (32, 4096, 8192), (4096, 16, 4096)]
+NEG = re.compile(r"(?<![\w.])-\d")
+
+
+def _kernel_accepts(p: HopperPoint, dtype: str = "f16") -> bool:
+    try:
+        Sm90Config(bm=p.BM, bn=p.BN, stages=p.stages, k_pipe_mmas=p.k_pipe_mmas, dtype=dtype).check()
+    except ValueError:
+        return False
+    return True
+
+
+def test_sm90_search_ranks_the_hopper_kernels_by_default():
+    res = search_gemm(4096, 4096, 4096, arch="sm_90", top=5)
+    assert res.mainloop == "tma_wgmma" and res.complete and res.arch == "sm_90"
+    assert [c.rank for c in res.candidates] == [1, 2, 3, 4, 5]
+    assert len({(c.BM, c.BN) for c in res.candidates}) == 5
+    times = [c.time_us for c in res.candidates]
+    assert times == sorted(times)
+    for c in res.candidates:
+        assert c.mainloop == "tma_wgmma" and isinstance(c.config, HopperGemm)
+        assert c.BK == 64 and c.BM in (64, 128) and c.BN % 16 == 0 and 16 <= c.BN <= 256
+        assert 0 <= c.k_pipe_mmas < c.stages <= 16 and c.warps == 4 * (1 + c.BM // 64)
+        assert c.smem_bytes == c.config.smem_bytes(c.stages) <= SMEM_LIMIT
+        assert c.ktile_cycles >= c.ktile_bound > 0 and c.ctas_per_sm >= 1 and c.why
+    w = res.winner
+    # the winner's pipeline is what synth solve builds for its tile with stages: auto
+    from synth.hopper.flow import choose_pipeline
+
+    auto = choose_pipeline(replace(w.config, stages=None, k_pipe_mmas=None))
+    assert (auto.stages, auto.k_pipe_mmas) == (w.stages, w.k_pipe_mmas)
+    doc = search_result_to_json(res)
+    assert doc["mainloop"] == "tma_wgmma"
+    c0 = doc["candidates"][0]
+    assert c0["mainloop"] == "tma_wgmma" and c0["k_pipe_mmas"] == w.k_pipe_mmas and c0["stages"] == w.stages
+    assert c0["name"] == w.config.name and "-s%d-k%d-" % (w.stages, w.k_pipe_mmas) in c0["name"]
+    # the Ampere loop is still reachable on sm_90, at mma.sync's 2/3 of the wgmma rate: slower
+    amp = search_gemm(2048, 2048, 2048, arch="sm_90", top=1, mainloop="cp_async", references=False)
+    hop = search_gemm(2048, 2048, 2048, arch="sm_90", top=1, references=False)
+    assert amp.mainloop == "cp_async" and amp.winner.mainloop == "cp_async" and amp.winner.k_pipe_mmas is None
+    assert hop.winner.tflops > amp.winner.tflops
+
+
+@settings(max_examples=8, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(M=st.integers(1, 9000), N=st.integers(1, 9000), K=st.integers(1, 9000))
+def test_the_space_is_exactly_what_the_kernel_accepts(M, N, K):
+    ctx = hopper_context(M, N, K, "f16", "sm_90")
+    space = enumerate_hopper_space()
+    legal, first, anyv = prune_hopper(ctx, space)
+    assert len(space) == 2 * 16 * 16 * 16 == len(set(space))
+    assert sum(first.values()) == len(space) - len(legal)
+    assert first["Sm90Config.check"] == 0, "the named constraints must catch everything the kernel refuses"
+    assert all(anyv[k] >= first[k] for k in first) and set(first) == {c.name for c in HOPPER_CONSTRAINTS}
+    if K % 8:
+        assert not legal and first["tma-16B"] > 0
+        return
+    assert set(legal) == {p for p in space if _kernel_accepts(p)}
+    for p in legal[::97]:
+        g = HopperGemm("x", M, N, K, "f16", p.BM, p.BN, p.stages, p.k_pipe_mmas)
+        assert p.smem_bytes() == g.smem_bytes(p.stages) <= SMEM_LIMIT and p.stages <= g.max_stages()
+
+
+@pytest.mark.parametrize("shapes", [SQUARES, SKINNY])
+def test_no_prediction_above_the_best_published_figure(shapes):
+    cap, _ = best_published("sm_90")
+    peak = get_arch("sm_90").peak_tflops_f16
+    for shape in shapes:
+        res = search_gemm(*shape, arch="sm_90", top=3, references=False)
+        for c in res.candidates:  # the winner is the fastest prediction of any legal configuration
+            assert 0 < c.tflops <= cap < peak, (shape, c.label, c.tflops, cap)
+
+
+@pytest.mark.parametrize("shape", [(4096, 4096, 4096), (8192, 64, 8192), (1024, 1024, 16384)])
+def test_deeper_pipelines_never_rank_below_stage_1_for_long_k(shape):
+    """For K >= 1024 a pipeline with a load in flight (stages - k_pipe_mmas - 1 >= 1) is predicted
+    faster than the tile's 1-stage kernel, and the tile's best 3+-stage kernel faster than any
+    1- or 2-stage one."""
+    ctx = hopper_context(*shape, "f16", "sm_90")
+    legal, _, _ = prune_hopper(ctx, enumerate_hopper_space())
+    tiles = {(bm, bn) for bm in (64, 128) for bn in (16, 64, 128, 256)}
+    by_tile: dict = {}
+    for p in legal:
+        if p.group in tiles:
+            by_tile.setdefault(p.group, {})[p] = estimate_hopper(ctx, p)
+    assert set(by_tile) == tiles
+    for g, est in by_tile.items():
+        one = est[HopperPoint(g[0], g[1], 1, 0)].time_us
+        for p, e in est.items():
+            if p.stages - p.k_pipe_mmas - 1 >= 1:
+                assert e.time_us < one, (g, p, e.time_us, one)
+        deep = min(e.time_us for p, e in est.items() if p.stages >= 3)
+        for p, e in est.items():
+            if p.stages <= 2:  # equal only where the whole kernel is at its DRAM roofline
+                assert deep < e.time_us or (deep == e.time_us and e.bound == "dram"), (g, p)
+    res = search_gemm(*shape, arch="sm_90", top=5, references=False)
+    assert all(c.stages >= 3 for c in res.candidates)
+
+
+@pytest.mark.parametrize("shape", [(4096, 4096, 4096), (1000, 1000, 1000), (8192, 64, 8192), (2048, 512, 1024)])
+def test_explanations_are_never_negative_or_self_referential(shape):
+    res = search_gemm(*shape, arch="sm_90", top=5)
+    w = res.winner
+    for c in res.candidates:
+        assert not NEG.search(c.why), c.why
+        assert "by -" not in c.why and "saves -" not in c.why
+    m = re.search(r"best other tile \((\d+)x(\d+)x(\d+) s\d+ k\d+\)", w.why)
+    assert m, w.why
+    assert tuple(map(int, m.groups()))[:2] != (w.BM, w.BN), w.why
+    for c in res.candidates[1:]:
+        assert c.time_us >= w.time_us and "slower than #1" in c.why or "ties with #1" in c.why
+
+
+def test_cutlass3_cooperative_kernels_are_ranked_as_references():
+    res = search_gemm(4096, 4096, 4096, arch="sm_90", top=3)
+    refs = {r.name: r for r in res.references}
+    r = refs["cutlass3 cooperative 128x128"]
+    g = HopperGemm("x", 4096, 4096, 4096, "f16", 128, 128)
+    assert r.tile == (128, 128, 64) and r.stages == g.max_stages() == 7 and r.k_pipe_mmas == 1 and r.warps == 12
+    for r in refs.values():
+        assert r.excluded is None and r.rank >= 1 and r.ratio >= 1.0 - 1e-9 and r.tflops > 0
+    doc = search_result_to_json(res)
+    assert {d["name"]: d["k_pipe_mmas"] for d in doc["references"]}["cutlass3 cooperative 128x256"] == 1
+
+
+def test_model_terms():
+    arch = get_arch("sm_90")
+    ctx = hopper_context(4096, 4096, 4096, "f16", "sm_90")
+    p = HopperPoint(128, 256, 4, 1)
+    e = estimate_hopper(ctx, p)
+    assert e.ctas == 32 * 16 and e.ctas_per_sm == 1 and e.occupancy_limit == "registers"
+    assert e.waves == 4 and e.wave_efficiency == pytest.approx(512 / (4 * 132))
+    assert e.mma_cycles == 2 * 128 * 256 * 64 // arch.tensor_f16_f32_flop_per_clk_sm == 1024
+    terms = dict(e.terms)
+    assert terms["tensor"] == 1024 and terms["l2"] == pytest.approx(384 * 128 / (5120 / 132), abs=0.1)
+    # the TMA round trip of the pipeline model (docs/hopper.md): DRAM latency + box at 64 B/clk + 2 barriers
+    assert e.fill_cycles == arch.lat_global + 384 * 128 // 64 + 2 * arch.barrier_cycles
+    assert e.ii >= e.mma_cycles and e.loads_in_flight == 2
+    # one stage: nothing in flight, the round trip is paid every k-tile
+    one = estimate_hopper(ctx, HopperPoint(128, 256, 1, 0))
+    assert one.ii >= e.mma_cycles + e.fill_cycles and one.bound == "latency" and one.time_us > 1.5 * e.time_us
+    # the pipeline model's cycles split exactly into fill + T * per-tile, for short and long loops
+    for T in (1, 5, 16, 64):
+        pl = pipeline("f16", 128, 128, 5, 1, T)
+        assert pl.cycles == pytest.approx(pl.fill + T * pl.per_tile)
+    # wave quantization: 132 CTAs fill one wave, one more CTA costs a second wave
+    one_wave = estimate_hopper(hopper_context(128 * 12, 256 * 11, 4096, "f16", "sm_90"), p)
+    two = estimate_hopper(hopper_context(128 * 12 + 1, 256 * 11, 4096, "f16", "sm_90"), p)
+    assert (one_wave.waves, two.waves) == (1, 2) and two.time_us > 1.5 * one_wave.time_us
+
+
+def test_the_search_is_deterministic():
+    a = search_gemm(3000, 2000, 1000, arch="sm_90", top=4)
+    b = search_gemm(3000, 2000, 1000, arch="sm_90", top=4)
+    assert a == b and search_result_to_json(a)["candidates"] == search_result_to_json(b)["candidates"]
+
+
+def test_bad_arguments_are_clear_errors():
+    with pytest.raises(SynthError, match="unknown mainloop") as e:
+        search_gemm(512, 512, 512, arch="sm_90", mainloop="wgmma")
+    assert "--mainloop tma_wgmma" in e.value.fix
+    with pytest.raises(SynthError, match="TMA and wgmma") as e:
+        search_gemm(512, 512, 512, arch="sm_80", mainloop="tma_wgmma")
+    assert "--arch sm_90" in e.value.fix
+    with pytest.raises(SynthError, match="f16 or bf16"):
+        search_gemm(512, 512, 512, arch="sm_90", dtype="tf32")
+    with pytest.raises(SynthError, match="tma-16B") as e:
+        search_gemm(512, 512, 1001, arch="sm_90")
+    assert "multiple of 8" in e.value.fix
+    with pytest.raises(SynthError, match="positive"):
+        search_gemm(512, 0, 512, arch="sm_90")
+    with pytest.raises(SynthError, match="--top"):
+        search_gemm(512, 512, 512, arch="sm_90", top=0)
+    assert search_gemm(512, 512, 512, arch="sm_90", dtype="bf16", top=1).winner.config.dtype == "bf16"
+
+
+def test_cli_json_table_and_flags(capsys, tmp_path):
+    from synth.cli import main
+    from synth.search import gpu_available
+
+    rc = main(["search", "gemm", "--M", "2048", "--N", "2048", "--K", "2048", "--arch", "sm_90", "--json",
+               "--measure", "--out", str(tmp_path / "o")])
+    env = json.loads(capsys.readouterr().out)
+    assert rc == 0
+    doc = env["result"]
+    assert doc["mainloop"] == "tma_wgmma" and len(doc["candidates"]) == 5
+    assert all(c["mainloop"] == "tma_wgmma" and c["k_pipe_mmas"] < c["stages"] for c in doc["candidates"])
+    if not gpu_available()[0]:
+        assert doc["predictions_only"] and len(env["warnings"]) == 1 and "prediction" in env["warnings"][0]
+    rc = main(["search", "gemm", "--M", "2048", "--N", "2048", "--K", "2048", "--arch", "sm_90"])
+    out = capsys.readouterr().out
+    assert rc == 0 and "tma_wgmma main loop" in out and "stages (K_PIPE_MMAS)" in out and "why #1" in out
+    assert "cutlass3 cooperative 128x128" in out
+    rc = main(["search", "gemm", "--M", "512", "--N", "512", "--K", "512", "--arch", "sm_90", "--mainloop",
+               "cp_async", "--json", "--no-sass", "--time-limit", "10"])
+    assert rc == 0 and json.loads(capsys.readouterr().out)["result"]["mainloop"] == "cp_async"
+    for argv, fix in ((["--arch", "sm_90", "--mainloop", "nope"], "--mainloop tma_wgmma"),
+                      (["--arch", "sm_86", "--mainloop", "tma_wgmma"], "--arch sm_90"),
+                      (["--arch", "sm_90", "--dtype", "f32"], "--dtype bf16")):
+        rc = main(["search", "gemm", "--M", "512", "--N", "512", "--K", "512", *argv])
+        err = capsys.readouterr().err
+        assert rc == 2 and fix in err and "Traceback" not in err, (argv, err)
+
+
+@pytest.mark.slow
+def test_top_1_writes_a_hopper_folder_that_verifies_and_compiles(tmp_path, capsys):
+    from synth.cli import main
+    from synth.emit import sass
+    from synth.load import load_problem
+
+    out = tmp_path / "s"
+    rc = main(["search", "gemm", "--M", "512", "--N", "384", "--K", "1024", "--arch", "sm_90", "--top", "1",
+               "--out", str(out), "-q"])
+    assert rc == 0
+    (folder,) = list(out.iterdir())
+    assert folder.name.startswith("01-gemm-512x384x1024-f16-") and folder.name.endswith("-sm_90")
+    for name in ("problem.yaml", "schedule.json", "program.json", "verify.txt", "kernel.cu", "certificate"):
+        assert (folder / name).exists(), name
+    g = load_problem(str(folder / "problem.yaml"))
+    assert isinstance(g, HopperGemm) and g.stages is not None and g.k_pipe_mmas is not None
+    assert "mainloop: tma_wgmma" in (folder / "problem.yaml").read_text()
+    sched = json.loads((folder / "schedule.json").read_text())
+    assert (sched["mainloop"], sched["stages"], sched["k_pipe_mmas"]) == ("tma_wgmma", g.stages, g.k_pipe_mmas)
+    assert main(["verify", str(folder)]) == 0
+    capsys.readouterr()
+    if sass.tool("nvcc") is not None and sass.tool("cuobjdump") is not None:
+        c = sass.compile_cuda((folder / "kernel.cu").read_text(), "sm_90a", flags=("-DNDEBUG",))
+        assert "HGMMA" in c.sass and "UTMALDG" in c.sass
+    rc = main(["search", "gemm", "--M", "512", "--N", "384", "--K", "1024", "--arch", "sm_90", "--top", "1",
+               "--out", str(out), "-q"])
+    assert rc == 2 and "--force" in capsys.readouterr().err
+    assert os.listdir(out) == [folder.name]
