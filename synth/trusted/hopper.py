@@ -28,7 +28,10 @@ Classes: ``wellformed``, ``parity``, ``arrivals``, ``tx_bytes``, ``no_deadlock``
 arrival and copy of a waited phase ranks below the wait in ``(step - lag(role), role,
 position)``; the lags are searched here), ``release_after_wgmma``, ``wgmma_wait``,
 ``slot_reuse``, ``raw`` (also: a read version whose copy should run is written by some copy),
-``fence``.
+``fence``, ``teardown`` (every copy that runs is observed by a ``try_wait`` for its phase, so it
+lands before ``mbarrier.inval``; an ``inval`` inside a role runs after every use of its barrier).
+When all hold, :func:`wgmma_tightness` reports whether each ``wait_group N`` is the largest safe
+count; a ``"tight": true`` in the file that it does not confirm fails the check.
 
 Part of the trusted base: imports nothing from synth outside ``synth.trusted``.
 """
