@@ -28,6 +28,12 @@ first shape runs with a cold cache (the "one shape" figure); the sweep shares
 schedule timings between shapes, as ``search_many`` does per process.
 
 Targets: one shape < 30 s on 2 cores; the 10-shape sweep < 3 min.
+
+With ``--arch sm_90`` the search ranks the Hopper kernels (``mainloop: tma_wgmma``,
+docs/search.md section 10; ``--mainloop cp_async`` for the mma.sync loop): the table
+then gives the winner's stages and K_PIPE_MMAS, where CUTLASS 3's cooperative 128x128x64
+and 128x256x64 kernels rank, and, as the baseline measured in the same run, the best
+prediction of the cp.async + mma.sync loop on the same arch (``cp_async winner``).
 """
 
 from __future__ import annotations
@@ -127,6 +133,7 @@ def _ref_cell(r) -> str:
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--arch", default="sm_80")
+    ap.add_argument("--mainloop", default=None, help="tma_wgmma | cp_async (default: the arch's, as synth search)")
     ap.add_argument("--workers", type=int, default=2, help="CP-SAT workers per search, for free-order schedules (default 2)")
     ap.add_argument("--processes", type=int, default=1,
                     help="also time the sweep with search_many on this many local processes (default: skip)")
@@ -153,29 +160,43 @@ def main(argv=None) -> int:
     for i, shape in enumerate(SHAPES):
         t0 = time.monotonic()
         res = search_gemm(*shape, arch=args.arch, workers=args.workers, time_limit=args.time_limit, top=5,
-                          sass=args.sass)
+                          sass=args.sass, mainloop=args.mainloop)
         dt = time.monotonic() - t0
         refs = {r.name: r for r in res.references}
+        if res.mainloop == "tma_wgmma":  # the mma.sync loop on the same arch, as the baseline
+            base = search_gemm(*shape, arch=args.arch, workers=args.workers, time_limit=args.time_limit, top=1,
+                               references=False, mainloop="cp_async")
+            refs["cp_async winner"] = base.winner
         rows.append((shape, dt, res, refs))
         doc = search_result_to_json(res)
         doc["search_s"] = round(dt, 3)
         doc["cold_cache"] = i == 0
+        if "cp_async winner" in refs:
+            b = refs["cp_async winner"]
+            doc["cp_async_winner"] = {"name": b.name, "predicted_us": round(b.time_us, 3), "tflops": round(b.tflops, 2)}
         docs.append(doc)
         con.print(f"[{i + 1}/{len(SHAPES)}] {shape[0]}x{shape[1]}x{shape[2]}: {dt:.1f} s", style="dim")
     sweep_s = time.monotonic() - t_sweep
 
-    t = Table(title=f"synth search gemm on {args.arch}, pinned schedules timed exactly "
+    hopper = rows[0][2].mainloop == "tma_wgmma"
+    what = "Hopper kernels (TMA + wgmma), pipeline model" if hopper else "pinned schedules timed exactly"
+    t = Table(title=f"synth search gemm on {args.arch}, {what} "
                     "(figures are model predictions, not measurements)", title_justify="left")
-    for c in ("shape MxNxK", "search s", "timings", "winner", "stages (slots)", "pred µs", "TFLOP/s",
-              "bound", "CUTLASS default", "Triton default", "best CUTLASS-list", "best Triton-list"):
+    refcols = (("cutlass3 cooperative 128x128", "cutlass3 cooperative 128x256", "cp_async winner") if hopper else
+               ("cutlass default", "triton default", "best cutlass sm80", "best triton tutorial"))
+    for c in ("shape MxNxK", "search s", "solver calls", "winner", "stages (K_PIPE)" if hopper else "stages (slots)",
+              "pred µs", "TFLOP/s", "bound") + refcols:
         t.add_column(c)
     for shape, dt, res, refs in rows:
         w = res.winner
+        cells = []
+        for name in refcols:
+            r = refs.get(name)
+            cells.append(f"{r.label}  {r.tflops:.1f} TFLOP/s" if name == "cp_async winner" and r else _ref_cell(r))
         t.add_row(f"{shape[0]}x{shape[1]}x{shape[2]}", f"{dt:.1f}", str(res.solver_calls),
-                  f"{w.BM}x{w.BN}x{w.BK} w{w.warps}", f"{w.stages} ({w.smem_slots})", f"{w.time_us:.1f}",
-                  f"{w.tflops:.1f}", w.bound, _ref_cell(refs.get("cutlass default")),
-                  _ref_cell(refs.get("triton default")), _ref_cell(refs.get("best cutlass sm80")),
-                  _ref_cell(refs.get("best triton tutorial")))
+                  f"{w.BM}x{w.BN}x{w.BK} w{w.warps}",
+                  f"{w.stages} ({w.k_pipe_mmas if hopper else w.smem_slots})", f"{w.time_us:.1f}",
+                  f"{w.tflops:.1f}", w.bound, *cells)
     con.print(t)
     first = rows[0][1]
     worst = max(r[1] for r in rows)
@@ -187,7 +208,7 @@ def main(argv=None) -> int:
         clear_cache()
         t0 = time.monotonic()
         many = search_many(SHAPES, processes=args.processes, arch=args.arch, workers=1,
-                           time_limit=args.time_limit, top=5)
+                           time_limit=args.time_limit, top=5, mainloop=args.mainloop)
         dt = time.monotonic() - t0
         same = [m.winner.point == r[2].winner.point for m, r in zip(many, rows)]
         con.print(f"search_many on {args.processes} processes: {dt:.1f} s; "

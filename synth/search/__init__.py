@@ -35,6 +35,11 @@ Phases, one module each (:func:`search_gemm` in ``tune.py`` runs them in order):
 6. ``references.rank_references`` and ``explain``: where CUTLASS's and Triton's
    configurations rank, and why #1 wins.
 
+On sm_90 the default main loop is Hopper's (``mainloop: tma_wgmma``): ``hopper`` (its space,
+constraints and model: the pipeline model of :mod:`synth.hopper.model` per CTA, tensor cores at
+the wgmma rate, L2/DRAM traffic, occupancy, waves) and ``hopper_search`` (ranking, reasons,
+CUTLASS 3 references) replace phases 1-6; ``mainloop="cp_async"`` keeps the phases above.
+
 Around them: ``distribute`` (many shapes in processes or on Dask), ``shapes``
 (CSV input), ``outputs`` (write folders, measure on a GPU and rank by
 measurement), ``report`` (JSON and rich tables), ``cli`` (``synth search
@@ -67,6 +72,9 @@ from .space import (BK_SPACE, BM_SPACE, BN_SPACE, CONSTRAINTS, STAGES_SPACE, T_R
                     Context, Point, enumerate_space, is_legal, make_context, prune)
 from .timing import PER_SOLVE_LIMIT, clear_cache, time_now
 from .tune import MAX_SOLVES, search_gemm
+from .hopper import HOPPER_CONSTRAINTS, HopperEstimate, HopperPoint, enumerate_hopper_space, estimate_hopper, \
+    prune_hopper
+from .hopper_search import hopper_context, resolve_mainloop, search_hopper
 
 __all__ = ["search_gemm", "search_many", "read_shapes_csv", "search_result_to_json", "SearchResult", "Candidate",
            "ReferenceRank", "Measurement", "Progress", "Point", "Context", "Constraint", "CONSTRAINTS",
@@ -74,4 +82,6 @@ __all__ = ["search_gemm", "search_many", "read_shapes_csv", "search_result_to_js
            "RefConfig", "REFERENCE_FILE", "add_search_arguments", "cli_search", "print_result", "write_candidates",
            "gpu_available", "measure", "clear_cache", "time_now", "BM_SPACE", "BN_SPACE", "BK_SPACE",
            "WARPS_SPACE", "STAGES_SPACE", "T_REF", "MAX_SOLVES", "PER_SOLVE_LIMIT", "best_published",
-           "calibration_points", "InstructionMix", "estimated_mix", "sass_mix"]
+           "calibration_points", "InstructionMix", "estimated_mix", "sass_mix", "search_hopper", "hopper_context",
+           "resolve_mainloop", "HopperPoint", "HopperEstimate", "HOPPER_CONSTRAINTS", "enumerate_hopper_space",
+           "prune_hopper", "estimate_hopper"]

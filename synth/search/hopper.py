@@ -414,6 +414,6 @@ def estimate_hopper(ctx, p: HopperPoint) -> HopperEstimate:
 
 __all__ = ["HopperPoint", "HopperConstraint", "HOPPER_CONSTRAINTS", "HopperEstimate", "Pipeline",
            "enumerate_hopper_space", "prune_hopper", "is_legal_hopper", "pipeline", "hopper_occupancy",
-           "launch_registers", "estimate_hopper", "auto_point", "round_terms_hopper", "combine_hopper", "clear_hopper_cache",
-           "pipeline_evaluations", "HOPPER_BM_SPACE", "HOPPER_BN_SPACE", "HOPPER_STAGES_SPACE",
+           "launch_registers", "estimate_hopper", "auto_point", "round_terms_hopper", "combine_hopper",
+           "clear_hopper_cache", "pipeline_evaluations", "HOPPER_BM_SPACE", "HOPPER_BN_SPACE", "HOPPER_STAGES_SPACE",
            "HOPPER_KPIPE_SPACE", "HOPPER_BK", "C_BYTES", "T_LINEAR"]
