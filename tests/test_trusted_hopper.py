@@ -208,6 +208,12 @@ def test_wrong_types_huge_numbers_and_unknown_keys_are_refused() -> None:
     doc = _doc()
     doc["protocol"] = "cp.async"
     _refused(doc, "protocol")
+    for inval, needle in (({"kind": "inval", "barrier": "nope", "guard": None}, "unknown barrier"),
+                          ({"kind": "inval", "barrier": "full", "guard": None, "phase": 0}, "unknown key"),
+                          ({"kind": "inval", "barrier": "full", "guard": "k < 2"}, "unknown name")):
+        doc = _doc()
+        doc["roles"][1]["parts"][0]["stmts"].append(inval)  # an inval may stand in a role, well formed
+        _refused(doc, needle)
     doc = _doc()
     del doc["roles"][0]["waits"]
     _refused(doc, "missing key")

@@ -545,8 +545,9 @@ def _what(s: HStmt) -> str:
     return {"tma": f"TMA {s.op}", "try_wait": "try_wait", "inval": "mbarrier.inval"}.get(s.kind, s.kind)
 
 
-def derive_hopper(p: HProgram, lags: Optional[dict] = None) -> list[HopperObligation]:
-    """Every obligation of ``p`` (the deadlock ranking with role ``lags``), in a stable order."""
+def derive_hopper(p: HProgram, lags: Optional[dict] = None, kinds: Optional[tuple] = None) -> list[HopperObligation]:
+    """Every obligation of ``p`` (the deadlock ranking with role ``lags``), in a stable order; only
+    those of ``kinds`` when given."""
     lags = lags or {}
     offs = _offsets(p)
     D = 1 + max([b.slots for b in p.barriers.values()] +
@@ -554,6 +555,8 @@ def derive_hopper(p: HProgram, lags: Optional[dict] = None) -> list[HopperObliga
     out: list[HopperObligation] = []
 
     def emit(oid: str, kind: str, desc: str, build) -> None:
+        if kinds is not None and kind not in kinds:
+            return
         if len(out) >= MAX_OBLIGATIONS:
             raise _TooLarge(f"more than {MAX_OBLIGATIONS} obligations")
         f = _File(p, offs, lags, D)
@@ -869,15 +872,20 @@ def wgmma_tightness(p: HProgram, timeout_s: float) -> tuple:
     while a wgmma may still read it, so ``N`` is tight. None changes: no release or refill depends on
     the wait (it drains the queue, or is redundant)."""
     kinds = ("release_after_wgmma", "slot_reuse")
-    base = {o.id: o.smt2 for o in derive_hopper(p) if o.kind in kinds}
+    base = {o.id: o.smt2 for o in derive_hopper(p, kinds=kinds)}
     out = []
     for r in p.roles:
         for idx, w in enumerate(r.waits):
             waits = list(r.waits)
             waits[idx] = replace(w, in_flight=("bin", "+", w.in_flight, ("num", 1)))
             q = replace(p, roles=tuple(replace(x, waits=tuple(waits)) if x.name == r.name else x for x in p.roles))
-            changed = [o for o in derive_hopper(q) if o.kind in kinds and o.smt2 != base.get(o.id)]
             what = f"wait_group #{idx} of {r.name} {w.part}"
+            try:
+                changed = [o for o in derive_hopper(q, kinds=kinds) if o.smt2 != base.get(o.id)]
+            except (_TooLarge, RecursionError):
+                out.append(WaitTightness(r.name, idx, w.part, None, f"{what}: tightness unknown (N + 1 is outside "
+                                         "the checker's bounds)", w.claimed_tight))
+                continue
             if not changed:
                 out.append(WaitTightness(r.name, idx, w.part, False, f"{what}: not tight: no release or refill "
                                          "depends on it (it drains the queue or is redundant)", w.claimed_tight))
