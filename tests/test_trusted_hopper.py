@@ -444,3 +444,19 @@ def test_a_false_tightness_claim_fails_and_a_true_one_passes() -> None:
     assert 'claims "tight": true' in r.render() and "wait_group #1 of mainloop epilogue" in r.render()
     r = check_hopper_program(json.dumps(doc).encode(), timeout_s=TIMEOUT, tightness=False)
     assert not r.ok and "not checked" in r.render()
+
+
+def test_triton_programs_agree_on_teardown() -> None:
+    """Triton 3.9's TTGIR (tests/check_inputs): proven, tightness as synth's prover says; the loop
+    started at 1 with the prologue's two loads kept leaves a copy nobody waits for at T = 1."""
+    import re
+    from synth.frontends.ttgir_hopper import ttgir_to_hopper
+    text = (pathlib.Path(__file__).resolve().parent / "check_inputs" / "triton_hopper_s3.ttgir").read_text()
+    p = ttgir_to_hopper(text, "x").program
+    r = _check(p)
+    assert r.ok, r.render()
+    assert {c.id for c in r.obligations if c.kind == "teardown"} == _tma_tags(json.loads(dumps(p)))
+    assert [w.tight for w in r.waits] == [w.tight for w in verify_hopper(p, time_limit=20).waits] == [True, False]
+    bad = ttgir_to_hopper(re.sub(r"(scf\.for %\w+ = )%c0_i32", r"\1%c1_i32", text, count=1), "x").program
+    r, mine, synths = _both(json.loads(dumps(bad)))
+    assert mine == synths == {"teardown:mainloop:prologue:4", "teardown:mainloop:prologue:5"}, (mine, synths)
