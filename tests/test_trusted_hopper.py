@@ -69,6 +69,7 @@ def test_every_class_is_derived_and_the_ranking_is_reported() -> None:
     assert kinds >= {"wellformed", "parity", "arrivals", "tx_bytes", "no_deadlock", "release_after_wgmma",
                      "wgmma_wait", "slot_reuse", "raw", "fence", "teardown"}
     assert dict(r.lags) == {"consumer": 0} and "deadlock ranking" in r.messages[0]
+    assert r.by_class()["teardown"] == (2, 2) and "teardown 2/2" in r.messages[0]  # one per TMA statement
 
 
 def test_five_stage_two_consumer_program_is_fast() -> None:

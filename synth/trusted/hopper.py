@@ -111,6 +111,15 @@ class TrustedHopperResult:
     def render(self) -> str:
         return "\n".join(self.messages[:1] + tuple(f"  {m}" for m in self.messages[1:]))
 
+    def by_class(self) -> dict:
+        """``{class: (held, asked)}`` in :data:`CLASSES` order, for the classes the program has."""
+        out = {}
+        for k in CLASSES:
+            mine = [c for c in self.obligations if c.kind == k]
+            if mine:
+                out[k] = (sum(c.ok for c in mine), len(mine))
+        return out
+
 
 # ---------------------------------------------------------------------------------------------
 # evaluation (offsets are found at a sample point, then proved for every T)
@@ -951,9 +960,10 @@ def check_hopper_program(data: bytes, *, timeout_s: float = 60.0, tightness: boo
                                   if w.claimed_tight is True]
     ok = proven and all(w.ok for w in waits) and not unchecked
     rank = ", ".join(f"{k} {v:+d}" for k, v in lags.items()) or "none needed"
+    classes = ", ".join(f"{k} {a}/{b}" for k, (a, b) in TrustedHopperResult(ok, tuple(checks), ()).by_class().items())
     head = (f"independent Hopper check {'OK' if ok else 'FAILED'}: {sum(c.ok for c in checks)}/{len(checks)} "
-            f"obligations of {p.name} re-derived by synth.trusted and unsat with z3 and cvc5 "
-            f"(deadlock ranking lags: {rank})")
+            f"obligations of {p.name} re-derived by synth.trusted and unsat with z3 and cvc5 ({classes}; "
+            f"deadlock ranking lags: {rank})")
     fails = [f"{c.id} [{c.kind}]: {c.description} (z3 {c.z3}, cvc5 {c.cvc5})" for c in checks if not c.ok]
     fails += [f"the file claims \"tight\": true, but {w.reason}" for w in waits if not w.ok]
     fails += [f"wait_group #{k} of {role} claims \"tight\": true, which was not checked" for role, k in unchecked]
