@@ -227,17 +227,17 @@ def test_cli_json_table_and_flags(capsys, tmp_path):
 
 
 @pytest.mark.slow
-def test_top_1_writes_a_hopper_folder_that_verifies_and_compiles(tmp_path, capsys):
+def test_top_1_writes_a_hopper_folder_that_verifies_certifies_and_compiles(tmp_path, capsys):
     from synth.cli import main
     from synth.emit import sass
     from synth.load import load_problem
 
     out = tmp_path / "s"
-    rc = main(["search", "gemm", "--M", "512", "--N", "384", "--K", "1024", "--arch", "sm_90", "--top", "1",
+    rc = main(["search", "gemm", "--M", "2048", "--N", "2048", "--K", "256", "--arch", "sm_90", "--top", "1",
                "--out", str(out), "-q"])
     assert rc == 0
     (folder,) = list(out.iterdir())
-    assert folder.name.startswith("01-gemm-512x384x1024-f16-") and folder.name.endswith("-sm_90")
+    assert folder.name.startswith("01-gemm-2048x2048x256-f16-") and folder.name.endswith("-sm_90")
     for name in ("problem.yaml", "schedule.json", "program.json", "verify.txt", "kernel.cu", "certificate"):
         assert (folder / name).exists(), name
     g = load_problem(str(folder / "problem.yaml"))
@@ -246,11 +246,13 @@ def test_top_1_writes_a_hopper_folder_that_verifies_and_compiles(tmp_path, capsy
     sched = json.loads((folder / "schedule.json").read_text())
     assert (sched["mainloop"], sched["stages"], sched["k_pipe_mmas"]) == ("tma_wgmma", g.stages, g.k_pipe_mmas)
     assert main(["verify", str(folder)]) == 0
+    assert main(["certify", str(folder)]) == 0
+    assert main(["emit", str(folder), "--target", "cuda"]) == 0  # kernel.cu re-derived: unchanged
     capsys.readouterr()
     if sass.tool("nvcc") is not None and sass.tool("cuobjdump") is not None:
         c = sass.compile_cuda((folder / "kernel.cu").read_text(), "sm_90a", flags=("-DNDEBUG",))
         assert "HGMMA" in c.sass and "UTMALDG" in c.sass
-    rc = main(["search", "gemm", "--M", "512", "--N", "384", "--K", "1024", "--arch", "sm_90", "--top", "1",
+    rc = main(["search", "gemm", "--M", "2048", "--N", "2048", "--K", "256", "--arch", "sm_90", "--top", "1",
                "--out", str(out), "-q"])
     assert rc == 2 and "--force" in capsys.readouterr().err
     assert os.listdir(out) == [folder.name]
