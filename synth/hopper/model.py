@@ -70,7 +70,26 @@ class HopperChoice:
                 f"{self.smem_bytes} B of shared memory, {self.cycles} predicted cycles ({self.status})")
 
 
-def _cost(cfg: GemmConfig, S: int, K: int, C: int, T: int, ws: bool = True) -> int:
+@dataclass(frozen=True)
+class LoopCost:
+    """The model's cycles of a k-tile loop: ``fill + T * per_tile``."""
+
+    fill: int
+    """One TMA round trip before the first k-tile can start (independent of ``T``)."""
+    per_tile: int
+    """Cycles per k-tile at this ``T`` (constant once ``T >= stages - k_pipe_mmas - 1``)."""
+    T: int
+
+    @property
+    def cycles(self) -> int:
+        return self.fill + self.T * self.per_tile
+
+
+def loop_cost(cfg: GemmConfig, stages: int, k_pipe_mmas: int, consumers: int, T: int,
+              warp_specialized: bool = True) -> LoopCost:
+    """The model's cost (module docstring) of one pipeline choice for ``T >= 1`` k-tiles of ``cfg``'s
+    tile; the objective :func:`choose` minimizes. Shared memory is not checked here."""
+    S, K, C, ws = stages, k_pipe_mmas, consumers, warp_specialized
     arch = get_arch(cfg.arch)
     b = DTYPE_BYTES[cfg.dtype]
     box = (cfg.BM + cfg.BN) * cfg.BK * b
@@ -81,7 +100,7 @@ def _cost(cfg: GemmConfig, S: int, K: int, C: int, T: int, ws: bool = True) -> i
     ahead = min(S - K - 1, T)
     # no slot free while a consumer computes: the next load starts only after the release
     per_tile = mma + wait + issue + fill if ahead <= 0 else max(mma + wait + issue, -(-fill // ahead))
-    return fill + T * per_tile
+    return LoopCost(fill, per_tile, T)
 
 
 def choose(cfg: GemmConfig, *, time_limit: float = 10.0, stages: Optional[int] = None,
@@ -120,7 +139,7 @@ def choose(cfg: GemmConfig, *, time_limit: float = 10.0, stages: Optional[int] =
                         continue
                     if warp_specialized is not None and ws != warp_specialized:
                         continue
-                    cands.append((S, K, C, smem, _cost(cfg, S, K, C, T, ws), ws))
+                    cands.append((S, K, C, smem, loop_cost(cfg, S, K, C, T, ws).cycles, ws))
     if not cands:
         raise ValueError(f"no pipeline fits: one stage needs {stage_bytes + 2 * BARRIER_BYTES + reserve_bytes} B "
                          f"of the {limit} B a CTA may use on {arch.name} (with the pins given)")
@@ -157,4 +176,4 @@ def lower_choice(cfg: GemmConfig, choice: HopperChoice):
     return lower_hopper(loop) if choice.warp_specialized else lower_hopper_single(loop)
 
 
-__all__ = ["choose", "hopper_loop", "lower_choice", "HopperChoice", "DTYPE_BYTES"]
+__all__ = ["choose", "hopper_loop", "lower_choice", "loop_cost", "HopperChoice", "LoopCost", "DTYPE_BYTES"]

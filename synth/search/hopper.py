@@ -34,9 +34,6 @@ HOPPER_KPIPE_SPACE = tuple(range(0, 16))
 HOPPER_BK = 64
 C_BYTES = 4
 """The Hopper kernel writes C as f32 (docs/hopper_kernel.md)."""
-T_LINEAR = 16
-"""From this many k-tiles on, the pipeline model's cycles are linear in ``T`` (its loads in flight,
-``min(stages - k_pipe_mmas - 1, T)``, no longer depend on ``T`` since ``stages <= 16``)."""
 SETUP_BARRIERS = 3
 """CTA barriers outside the k-loop: after the mbarrier init (with its fence), before the
 invalidation, and one for the epilogue's hand-over (docs/hopper_kernel.md, "Setup / teardown")."""
@@ -187,21 +184,10 @@ def is_legal_hopper(ctx, p: HopperPoint) -> Optional[str]:
 # one CTA's k-loop: the Hopper pipeline model
 
 
-@functools.lru_cache(maxsize=None)
-def _loop_cycles(dtype: str, BM: int, BN: int, stages: int, k_pipe: int, T: int) -> tuple[int, str]:
-    from ..gemm import GemmConfig
-    from ..hopper.model import choose
-    from ..hopper.problem import ALIGN_PAD
-
-    cfg = GemmConfig(BM, BN, T * HOPPER_BK, dtype, BM, BN, HOPPER_BK, 4 * (1 + BM // 64), stages, "sm_90")
-    c = choose(cfg, stages=stages, k_pipe_mmas=k_pipe, consumers=BM // 64, warp_specialized=True,
-               reserve_bytes=ALIGN_PAD)
-    return c.cycles, c.status
-
-
 @dataclass(frozen=True)
 class Pipeline:
-    """One CTA's k-tile loop alone, as :func:`synth.hopper.model.choose` predicts it (all choices pinned)."""
+    """One CTA's k-tile loop alone, as :func:`synth.hopper.model.loop_cost` predicts it (the objective
+    :func:`synth.hopper.model.choose` minimizes, for one pinned choice)."""
 
     fill: int
     """Cycles before the first k-tile's data has landed (one TMA round trip)."""
@@ -210,25 +196,20 @@ class Pipeline:
     time with its drain, whichever is longer; everything serial when no load can be in flight)."""
     cycles: int
     """``fill + T * per_tile``: the model's total for ``T`` k-tiles."""
-    status: str
-    """CP-SAT's status of the pinned choice (OPTIMAL)."""
+    status: str = "OPTIMAL"
+    """The cost of one fully pinned choice is exact (kept for the JSON's ``solver_status``)."""
 
 
+@functools.lru_cache(maxsize=None)
 def pipeline(dtype: str, BM: int, BN: int, stages: int, k_pipe: int, T: int) -> Pipeline:
-    """The pipeline model's cycles of ``T`` k-tiles, split into fill and per-tile cycles.
+    """The pipeline model's cycles of ``T`` k-tiles, split into fill and per-tile cycles
+    (warp-specialized, ``BM / 64`` consumer warp groups, as the kernel is built)."""
+    from ..gemm import GemmConfig
+    from ..hopper.model import loop_cost
 
-    The model's total is ``fill + T * per_tile`` with ``fill`` independent of ``T``; from
-    :data:`T_LINEAR` k-tiles on ``per_tile`` is constant, so two evaluations (16 and 17 k-tiles)
-    give both exactly; below it ``per_tile = (cycles(T) - fill) / T``.
-    """
-    c16, status = _loop_cycles(dtype, BM, BN, stages, k_pipe, T_LINEAR)
-    c17, _ = _loop_cycles(dtype, BM, BN, stages, k_pipe, T_LINEAR + 1)
-    per = c17 - c16
-    fill = c16 - T_LINEAR * per
-    if T >= T_LINEAR:
-        return Pipeline(fill, float(per), fill + T * per, status)
-    cyc, status = _loop_cycles(dtype, BM, BN, stages, k_pipe, T)
-    return Pipeline(fill, (cyc - fill) / T, cyc, status)
+    cfg = GemmConfig(BM, BN, T * HOPPER_BK, dtype, BM, BN, HOPPER_BK, 4 * (1 + BM // 64), stages, "sm_90")
+    c = loop_cost(cfg, stages, k_pipe, BM // 64, T, warp_specialized=True)
+    return Pipeline(c.fill, float(c.per_tile), c.cycles)
 
 
 @functools.lru_cache(maxsize=None)
@@ -256,13 +237,14 @@ def auto_point(ctx, BM: int, BN: int) -> Optional[HopperPoint]:
 
 def clear_hopper_cache() -> None:
     """Forget the cached pipeline-model cycles and choices (tests)."""
-    _loop_cycles.cache_clear()
+    pipeline.cache_clear()
     _auto.cache_clear()
 
 
 def pipeline_evaluations() -> int:
-    """CP-SAT calls of the pipeline model run by this process so far."""
-    return _loop_cycles.cache_info().misses + _auto.cache_info().misses
+    """CP-SAT calls of the pipeline model run by this process so far (one per tile and ``T``, for the
+    ``stages: auto`` choice; a pinned point's cost is evaluated directly)."""
+    return _auto.cache_info().misses
 
 
 # ---------------------------------------------------------------------------
@@ -416,4 +398,4 @@ __all__ = ["HopperPoint", "HopperConstraint", "HOPPER_CONSTRAINTS", "HopperEstim
            "enumerate_hopper_space", "prune_hopper", "is_legal_hopper", "pipeline", "hopper_occupancy",
            "launch_registers", "estimate_hopper", "auto_point", "round_terms_hopper", "combine_hopper",
            "clear_hopper_cache", "pipeline_evaluations", "HOPPER_BM_SPACE", "HOPPER_BN_SPACE", "HOPPER_STAGES_SPACE",
-           "HOPPER_KPIPE_SPACE", "HOPPER_BK", "C_BYTES", "T_LINEAR"]
+           "HOPPER_KPIPE_SPACE", "HOPPER_BK", "C_BYTES"]

@@ -3,7 +3,7 @@
 import pytest
 
 from synth.gemm import GemmConfig
-from synth.hopper.model import _cost, choose, lower_choice
+from synth.hopper.model import choose, loop_cost, lower_choice
 from synth.verify.phases import verify_hopper
 
 
@@ -13,7 +13,7 @@ def test_choice_fits_and_is_best(bm, bn, bk, K):
     c = choose(cfg)
     assert c.smem_bytes <= 227 * 1024 and 0 <= c.k_pipe_mmas < c.stages
     T = cfg.trip_count
-    best = min(_cost(cfg, S, k, C, T, ws) for S in range(1, 17) for k in range(S) for C in (1, 2)
+    best = min(loop_cost(cfg, S, k, C, T, ws).cycles for S in range(1, 17) for k in range(S) for C in (1, 2)
                for ws in (True, False)
                if S * (bm + bn) * bk * 2 + 16 * S <= 227 * 1024 and bm % (64 * C) == 0 and (ws or C == 1))
     assert c.cycles == best
