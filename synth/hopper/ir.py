@@ -162,7 +162,7 @@ def validate_hopper(p: HopperProgram) -> None:
     """Raise :class:`HopperError` on names the verifier cannot resolve, malformed expressions
     (names outside the part's variable and the trip symbol, conditions where integers belong,
     division by anything but a positive constant) or counts out of range."""
-    from ..completion import BARRIER_STMTS
+    from ..completion import BARRIER_STMTS, InitStmt, InvalStmt
     from ..program import CommitStmt, WaitStmt
     tsym = {p.trip_count} if isinstance(p.trip_count, str) else set()
     if isinstance(p.trip_count, int) and p.trip_count < 1 or p.min_trip_count < 1:
@@ -215,6 +215,12 @@ def validate_hopper(p: HopperProgram) -> None:
             allowed = {pt.var} | tsym
             for k, s in enumerate(pt.stmts):
                 where = f"roles[{r.name}].parts[{pt.name}].stmts[{k}]"
+                if isinstance(s, (InitStmt, InvalStmt)):
+                    # the prover's obligations place a barrier's life between setup and teardown; one
+                    # initialized or invalidated while warp groups run is outside what it proves
+                    raise HopperError(where, f"mbarrier.{s.kind} inside a role: synth proves barriers "
+                                      "initialized in \"setup\" and invalidated in \"teardown\" only",
+                                      f"move the {s.kind} of {s.barrier} to \"{'setup' if s.kind == 'init' else 'teardown'}\"")
                 check(s, where)
                 if s.guard is not None:
                     _expr(f"{where}.guard", s.guard, allowed, True)
