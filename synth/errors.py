@@ -41,9 +41,9 @@ class SynthError(Exception):
         if self.loc and self.loc.line > 0:
             src = _source_line(self.loc.file, self.loc.line)
             if src is not None:
-                src = _printable(src.rstrip("\r\n"))
+                src, col = _window(_printable(src.rstrip("\r\n")), max(self.loc.col - 1, 0))
                 # Keep tabs in the caret's indent so it lines up under the same column.
-                pad = "".join("\t" if ch == "\t" else " " for ch in src[: max(self.loc.col - 1, 0)])
+                pad = "".join("\t" if ch == "\t" else " " for ch in src[:col])
                 lines.append("    " + src)
                 lines.append("    " + pad + "^")
         if self.fix:
@@ -78,6 +78,21 @@ def _source_line(path: str, line: int) -> str | None:
         return None
     lines = re.split("\r\n|\r|\n", text)
     return lines[line - 1] if 0 < line <= len(lines) else None
+
+
+SHOWN_COLUMNS = 120
+"""An offending line longer than this (minified JSON, say) is shown as this many columns around the error."""
+
+
+def _window(src: str, col: int) -> tuple[str, int]:
+    """``(shown text, caret column in it)``: the whole line, or :data:`SHOWN_COLUMNS` around ``col``
+    with ``...`` marking what was cut."""
+    if len(src) <= SHOWN_COLUMNS:
+        return src, col
+    start = max(0, min(col - SHOWN_COLUMNS // 2, len(src) - SHOWN_COLUMNS))
+    head = "..." if start > 0 else ""
+    tail = "..." if start + SHOWN_COLUMNS < len(src) else ""
+    return head + src[start:start + SHOWN_COLUMNS] + tail, col - start + len(head)
 
 
 def _printable(src: str) -> str:

@@ -214,6 +214,20 @@ def test_render_keeps_tabs_under_the_caret(tmp_path):
     assert out[2] == "    ^"
 
 
+@pytest.mark.parametrize("col", [1, 50, 2000, 4001])
+def test_render_shows_a_window_of_a_long_line_with_the_caret_on_the_error(tmp_path, col):
+    """A minified JSON file is one long line: the error shows at most 120 columns of it (plus "...")
+    around the column, and the caret still points at the offending character."""
+    path = tmp_path / "p.json"
+    text = "".join(chr(ord("a") + (i * 7) % 26) for i in range(4001))
+    path.write_text(text + "\n")
+    out = SynthError(Loc(str(path), 1, col), "bad").render().split("\n")
+    shown, caret = out[1][4:], out[2][4:]
+    assert len(shown) <= 126 and caret.strip() == "^"
+    assert shown[len(caret) - 1] == text[col - 1]
+    assert shown.startswith("...") == (col > 61) and shown.endswith("...") == (col < 4001 - 60)
+
+
 def test_error_without_location_renders():
     assert SynthError(None, "boom", "do less").render() == "error: boom\nfix: do less"
     assert str(SynthError(Loc("f.yaml"), "boom")) == "f.yaml: error: boom"
