@@ -173,6 +173,21 @@ def test_model_terms():
     assert (one_wave.waves, two.waves) == (1, 2) and two.time_us > 1.5 * one_wave.time_us
 
 
+def test_a_faster_ampere_loop_is_pointed_out_unless_the_loop_was_asked_for():
+    """Small grid, long K: the default sm_90 search says the cp.async loop is predicted faster (its
+    winner's figures are the cp_async search's own); asking for tma_wgmma, or a shape where the
+    Hopper loop wins, gives no such note."""
+    shape = (256, 256, 16384)
+    res = search_gemm(*shape, arch="sm_90", top=1)
+    alt = search_gemm(*shape, arch="sm_90", top=1, mainloop="cp_async", references=False)
+    assert res.mainloop == "tma_wgmma" and alt.candidates[0].time_us < res.candidates[0].time_us
+    note = [n for n in res.notes if "--mainloop cp_async" in n]
+    assert len(note) == 1 and alt.candidates[0].label in note[0], res.notes
+    assert not any("--mainloop cp_async" in n
+                   for n in search_gemm(*shape, arch="sm_90", top=1, mainloop="tma_wgmma").notes)
+    assert not any("--mainloop cp_async" in n for n in search_gemm(4096, 4096, 4096, arch="sm_90", top=1).notes)
+
+
 def test_the_search_is_deterministic():
     a = search_gemm(3000, 2000, 1000, arch="sm_90", top=4)
     b = search_gemm(3000, 2000, 1000, arch="sm_90", top=4)

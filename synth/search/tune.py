@@ -24,6 +24,30 @@ MAX_SOLVES = 256
 """At most this many schedule timings per search (a few dozen are typical; each takes milliseconds)."""
 
 
+def _note_faster_ampere_loop(res: SearchResult, arch, time_limit: float, workers: int,
+                              max_solves: int) -> SearchResult:
+    """``res`` (a Hopper search the user did not pin to ``tma_wgmma``) with a note when the
+    cp.async loop's best configuration is predicted faster for the shape (small grids, long K)."""
+    from dataclasses import replace
+
+    from ..gemm import DTYPES
+
+    if not res.candidates or res.dtype not in DTYPES:
+        return res
+    try:
+        alt = search_gemm(res.M, res.N, res.K, dtype=res.dtype, arch=arch, time_limit=min(time_limit, 10.0),
+                          workers=workers, top=1, max_solves=max_solves, references=False, mainloop="cp_async")
+    except SynthError:
+        return res
+    a, h = alt.candidates[0], res.candidates[0]
+    if a.time_us >= h.time_us:
+        return res
+    note = (f"the cp.async + mma.sync main loop is predicted faster for this shape: {a.label} at "
+            f"{a.tflops:.1f} TFLOP/s ({a.time_us:.1f} us) against {h.tflops:.1f} ({h.time_us:.1f} us); "
+            "rerun with --mainloop cp_async to rank and write those kernels")
+    return replace(res, notes=res.notes + (note,))
+
+
 def search_gemm(M: int, N: int, K: int, *, dtype: str = "f16", arch="sm_80", time_limit: float = 30.0,
                 workers: int = 2, top: int = 5, progress: Optional[Progress] = None,
                 max_solves: int = MAX_SOLVES, references: bool = True, sass: int = 0,
@@ -43,13 +67,18 @@ def search_gemm(M: int, N: int, K: int, *, dtype: str = "f16", arch="sm_80", tim
     TMA + mbarrier + wgmma kernel, sm_90 only; :func:`synth.search.hopper_search.search_hopper`,
     docs/search.md section 10); None: ``tma_wgmma`` on sm_90, else ``cp_async`` (as the problem
     key ``mainloop``). The Hopper search ignores ``time_limit``, ``workers``, ``max_solves`` and
-    ``sass`` (its pipeline model is exact and cheap; it reads no SASS).
+    ``sass`` (its pipeline model is exact and cheap; it reads no SASS). When the Hopper loop is the
+    default rather than asked for, the cp.async loop's best is also predicted (within ``time_limit``,
+    at most 10 s) and a note says so when it is faster.
     Raises :class:`SynthError` on a bad shape, dtype, arch or mainloop, ``top < 1``, or an empty legal space.
     """
     t0 = time.monotonic()
     if resolve_mainloop(getattr(arch, "name", arch), mainloop) == "tma_wgmma":
-        return search_hopper(hopper_context(M, N, K, dtype, arch), top=top, references=references,
-                             progress=progress, t0=t0)
+        res = search_hopper(hopper_context(M, N, K, dtype, arch), top=top, references=references,
+                            progress=progress, t0=t0)
+        if mainloop is None:
+            res = _note_faster_ampere_loop(res, arch, time_limit, workers, max_solves)
+        return res
     ctx = make_context(M, N, K, dtype, arch)
     if top < 1:
         raise SynthError(None, f"--top {top}: nothing to rank", "use --top 1 or more")
