@@ -66,6 +66,12 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 
+SMEM_RESERVED_PER_CTA = 1024
+"""Shared memory the system reserves per resident CTA (sm_80 and later; CUDA occupancy calculator)."""
+REG_ALLOC_UNIT = 256
+"""Registers are allocated per warp in units of 256 (8 per thread; CUDA occupancy calculator)."""
+
+
 @dataclass(frozen=True)
 class ArchSpec:
     name: str
@@ -199,4 +205,4 @@ def get_arch(name: str) -> ArchSpec:
         raise KeyError(f"unknown arch {name!r} (known: {', '.join(ARCHS)})") from None
 
 
-__all__ = ["ArchSpec", "ARCHS", "get_arch"]
+__all__ = ["ArchSpec", "ARCHS", "get_arch", "REG_ALLOC_UNIT", "SMEM_RESERVED_PER_CTA"]

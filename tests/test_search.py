@@ -16,7 +16,8 @@ from synth.search import (CONSTRAINTS, STAGES_SPACE, Point, clear_cache, enumera
                           read_shapes_csv, reference_points, search_gemm, search_many, search_result_to_json)
 from synth.search import make_context as _context
 from synth.search import prune as _prune
-from synth.search.model import REG_ALLOC_UNIT, estimate, occupancy, resources
+from synth.arch import REG_ALLOC_UNIT
+from synth.search.model import estimate, occupancy, resources
 
 
 # ---------------------------------------------------------------------------

@@ -259,7 +259,7 @@ def launch_registers(arch, threads: int) -> int:
 
 def hopper_occupancy(arch, p: HopperPoint) -> tuple[int, str]:
     """CTAs per SM and what limits it (``registers`` for every point of this kernel)."""
-    from .model import REG_ALLOC_UNIT, SMEM_RESERVED_PER_CTA
+    from ..arch import REG_ALLOC_UNIT, SMEM_RESERVED_PER_CTA
 
     threads = 32 * p.warps
     regs_warp = math.ceil(launch_registers(arch, threads) * 32 / REG_ALLOC_UNIT) * REG_ALLOC_UNIT

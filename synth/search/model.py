@@ -53,12 +53,7 @@ import math
 from dataclasses import dataclass
 from typing import Optional
 
-from ..arch import ArchSpec
-
-SMEM_RESERVED_PER_CTA = 1024
-"""Shared memory the system reserves per resident CTA (sm_80 and later)."""
-REG_ALLOC_UNIT = 256
-"""Registers are allocated per warp in units of 256 (8 per thread)."""
+from ..arch import REG_ALLOC_UNIT, SMEM_RESERVED_PER_CTA, ArchSpec
 OUT_BYTES = 2
 """C is written as f16."""
 L2_USABLE = 0.5

@@ -164,7 +164,7 @@ def _c_regs(ctx: Context, p: Point) -> Optional[str]:
 
 
 def _c_regs_sm(ctx: Context, p: Point) -> Optional[str]:
-    from .model import REG_ALLOC_UNIT
+    from ..arch import REG_ALLOC_UNIT
 
     _, regs = slots_regs(p)
     per_cta = math.ceil(regs * 32 / REG_ALLOC_UNIT) * REG_ALLOC_UNIT * p.warps
