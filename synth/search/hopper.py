@@ -27,6 +27,8 @@ import math
 from dataclasses import dataclass
 from typing import Callable, Optional, Sequence
 
+from .model import WaveEstimate
+
 HOPPER_BM_SPACE = (64, 128)
 HOPPER_BN_SPACE = tuple(range(16, 257, 16))
 HOPPER_STAGES_SPACE = tuple(range(1, 17))
@@ -152,23 +154,9 @@ def prune_hopper(ctx, points: Sequence[HopperPoint]) -> tuple[list[HopperPoint],
     ``Sm90Config.check`` (the kernel's own bounds) adjudicates only the points every named
     constraint accepts, so its count shows what they miss: zero.
     """
-    first = {c.name: 0 for c in HOPPER_CONSTRAINTS}
-    anyv = {c.name: 0 for c in HOPPER_CONSTRAINTS}
-    legal: list[HopperPoint] = []
-    for p in points:
-        fails: list[str] = []
-        for c in HOPPER_CONSTRAINTS:
-            if fails and c.name == "Sm90Config.check":
-                continue
-            if c.check(ctx, p) is not None:
-                fails.append(c.name)
-        for name in fails:
-            anyv[name] += 1
-        if fails:
-            first[fails[0]] += 1
-        else:
-            legal.append(p)
-    return legal, first, anyv
+    from .space import tally
+
+    return tally(ctx, points, HOPPER_CONSTRAINTS, lambda fails, name: name == "Sm90Config.check")
 
 
 def is_legal_hopper(ctx, p: HopperPoint) -> Optional[str]:
@@ -273,36 +261,15 @@ def hopper_occupancy(arch, p: HopperPoint) -> tuple[int, str]:
 
 
 @dataclass(frozen=True)
-class HopperEstimate:
-    """The predicted time of one Hopper configuration on one shape, with every term.
+class HopperEstimate(WaveEstimate):
+    """The predicted time of one Hopper configuration on one shape, with every term (``bound``:
+    tensor | l2 | dram | latency, the pipeline's TMA round trip or wgmma drain | dram overall)."""
 
-    Field names follow :class:`synth.search.model.Estimate` where the meaning is the same, so the
-    explanations (:mod:`synth.search.explain`) read both.
-    """
-
-    time_us: float
-    tflops: float
-    ctas: int
-    ctas_per_sm: int
-    occupancy_limit: str
     regs_per_thread: int
-    waves: int
-    wave_efficiency: float
-    k_tiles: int
     ii: float
     """One CTA's cycles per k-tile alone (the pipeline model's)."""
     mma_cycles: int
     """wgmma cycles of one k-tile at the full tensor rate of the SM."""
-    round_cycles: int
-    active_ctas_per_sm: int
-    wave_cycles: int
-    loop_cycles: int
-    fixed_cycles: int
-    compute_us: float
-    dram_us: float
-    bound: str
-    """tensor | l2 | dram | latency (the pipeline's TMA round trip or wgmma drain) | dram overall."""
-    padding: float
     fill_cycles: int
     """The pipeline model's fill: one TMA round trip."""
     loads_in_flight: int

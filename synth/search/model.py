@@ -251,8 +251,9 @@ def traffic(arch: ArchSpec, M: int, N: int, K: int, BM: int, BN: int, per_wave: 
 
 
 @dataclass(frozen=True)
-class Estimate:
-    """The predicted time of one configuration on one shape, with every term."""
+class WaveEstimate:
+    """What every predicted time has, for either main loop: waves of co-resident CTAs, each
+    advancing a k-tile per round (the explanations, :mod:`synth.search.explain`, read these)."""
 
     time_us: float
     tflops: float
@@ -264,8 +265,6 @@ class Estimate:
     wave_efficiency: float
     """CTAs / (waves x SMs x CTAs per SM): 1.0 when the last wave is full."""
     k_tiles: int
-    ii: int
-    """k-tile interval of one CTA alone (the schedule's when timed, else the lower bound)."""
     round_cycles: int
     """Cycles for each of the ``active_ctas_per_sm`` co-resident CTAs to advance one k-tile
     (in a full wave; in the only wave when there is no full one)."""
@@ -284,6 +283,14 @@ class Estimate:
     """What dominates the round: tensor | issue | smem | l2 | dram | latency | exposed (or dram overall)."""
     padding: float
     """Fraction of the computed tile area outside M x N (wasted work)."""
+
+
+@dataclass(frozen=True)
+class Estimate(WaveEstimate):
+    """The predicted time of one cp.async + mma.sync configuration on one shape, with every term."""
+
+    ii: int
+    """k-tile interval of one CTA alone (the schedule's when timed, else the lower bound)."""
     solved: bool
     terms: tuple[tuple[str, float], ...] = ()
     """Per-round cycles of each term (``core`` split into tensor and issue) in the binding wave."""
@@ -420,5 +427,5 @@ def estimate(arch: ArchSpec, M: int, N: int, K: int, BM: int, BN: int, BK: int, 
                     instructions_per_hmma=round(getattr(mix, "per_hmma", 0.0), 3))
 
 
-__all__ = ["Resources", "Estimate", "Traffic", "resources", "occupancy", "estimate", "traffic", "round_terms",
+__all__ = ["Resources", "WaveEstimate", "Estimate", "Traffic", "resources", "occupancy", "estimate", "traffic", "round_terms",
            "combine", "problem_bounds", "L2_USABLE", "OVERLAP_NORM"]

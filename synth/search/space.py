@@ -216,15 +216,25 @@ def prune(ctx: Context, points: Sequence[Point]) -> tuple[list[Point], dict[str,
     that need a warp tiling; ``gemm.validate`` adjudicates only the points all
     named constraints accept (so its count shows what they miss: zero).
     """
-    first = {c.name: 0 for c in CONSTRAINTS}
-    anyv = {c.name: 0 for c in CONSTRAINTS}
-    legal: list[Point] = []
+    def skip(fails: list[str], name: str) -> bool:
+        return (fails[0] in _STRUCTURAL or name == "gemm.validate") and name not in ("k-tiles", "threads")
+
+    return tally(ctx, points, CONSTRAINTS, skip)
+
+
+def tally(ctx, points: Sequence, constraints: Sequence, skip: Callable[[list[str], str], bool]):
+    """``(legal points, counts per first-broken constraint, counts per broken constraint)``:
+    each point checked against ``constraints`` in order (each with ``name`` and ``check(ctx, p)``,
+    None when satisfied); once a point breaks one, a constraint for which ``skip(broken so far,
+    name)`` holds is not checked."""
+    first = {c.name: 0 for c in constraints}
+    anyv = {c.name: 0 for c in constraints}
+    legal: list = []
     for p in points:
         fails: list[str] = []
-        for c in CONSTRAINTS:
-            if fails and (fails[0] in _STRUCTURAL or c.name == "gemm.validate"):
-                if c.name not in ("k-tiles", "threads"):
-                    continue
+        for c in constraints:
+            if fails and skip(fails, c.name):
+                continue
             if c.check(ctx, p) is not None:
                 fails.append(c.name)
         for name in fails:
