@@ -305,7 +305,7 @@ def combine_hopper(t: dict[str, float]) -> tuple[float, str]:
 
 def estimate_hopper(ctx, p: HopperPoint) -> HopperEstimate:
     """Predicted kernel time of ``p`` on the context's shape (docs/search.md, section 10)."""
-    from .model import OUT_BYTES, traffic
+    from .model import OUT_BYTES, sum_waves, traffic
 
     arch = ctx.arch
     M, N, K = ctx.M, ctx.N, ctx.K
@@ -328,19 +328,7 @@ def estimate_hopper(ctx, p: HopperPoint) -> HopperEstimate:
         epi = arch.lat_global + k * p.BM * p.BN * C_BYTES / l2_per_sm
         return T * rc, setup + pipe.fill + epi, what, rc, t
 
-    loop_cyc = fixed_cyc = 0.0
-    bound, round_c, k_bind, terms = "latency", pipe.per_tile, r, {}
-    if full:
-        lw, fw, bound, round_c, terms = wave(r)
-        loop_cyc += full * lw
-        fixed_cyc += full * fw
-    if rem:
-        k_last = -(-rem // arch.sm_count)
-        lw, fw, what, rc_last, t_last = wave(k_last)
-        loop_cyc += lw
-        fixed_cyc += fw
-        if not full:
-            bound, round_c, k_bind, terms = what, rc_last, k_last, t_last
+    loop_cyc, fixed_cyc, bound, round_c, k_bind, terms = sum_waves(full, rem, arch.sm_count, r, wave, pipe.per_tile)
     waves = full + (1 if rem else 0)
     compute_us = (loop_cyc + fixed_cyc) / (arch.clock_ghz * 1e9) * 1e6
     dram_us = dram_bytes / (arch.dram_gb_s * arch.dram_efficiency * 1e9) * 1e6

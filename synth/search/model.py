@@ -359,6 +359,28 @@ def combine(t: dict[str, float]) -> tuple[float, str]:
     return work, busy_name
 
 
+def sum_waves(full: int, rem: int, sm_count: int, r: int, wave, idle_round: float):
+    """``(loop cycles, fixed cycles, bound, round cycles, CTAs per SM, terms)`` of ``full`` waves at ``r``
+    CTAs per SM and a last wave of ``rem`` CTAs spread over ``sm_count`` SMs (``ceil(rem / SMs)`` per SM);
+    the bound, round, CTAs per SM and terms are the full waves', or the last wave's when there is no full
+    one. ``wave(k)`` gives ``(main-loop cycles, fixed cycles, bound, round cycles, terms)`` of a wave with
+    ``k`` CTAs per SM; ``idle_round`` stands for the round when there is no wave at all."""
+    loop_cyc = fixed_cyc = 0.0
+    bound, round_c, k_bind, terms = "latency", idle_round, r, {}
+    if full:
+        lw, fw, bound, round_c, terms = wave(r)
+        loop_cyc += full * lw
+        fixed_cyc += full * fw
+    if rem:
+        k_last = -(-rem // sm_count)
+        lw, fw, what, rc_last, t_last = wave(k_last)
+        loop_cyc += lw
+        fixed_cyc += fw
+        if not full:
+            bound, round_c, k_bind, terms = what, rc_last, k_last, t_last
+    return loop_cyc, fixed_cyc, bound, round_c, k_bind, terms
+
+
 def estimate(arch: ArchSpec, M: int, N: int, K: int, BM: int, BN: int, BK: int, res: Resources, *,
              ii: Optional[int] = None, tail: Optional[int] = None, mix=None) -> Estimate:
     """Predicted kernel time of a configuration with resources ``res`` on ``M x N x K``.
@@ -392,19 +414,7 @@ def estimate(arch: ArchSpec, M: int, N: int, K: int, BM: int, BN: int, BK: int, 
         epi = arch.lat_global + k * epilogue_bytes / (arch.l2_bytes_per_clk / arch.sm_count)
         return loop, fill + epi, what, rc, t
 
-    loop_cyc = fixed_cyc = 0.0
-    bound, round_c, k_bind, terms = "latency", float(ii_c), r, {}
-    if full:
-        lw, fw, bound, round_c, terms = wave(r)
-        loop_cyc += full * lw
-        fixed_cyc += full * fw
-    if rem:
-        k_last = -(-rem // arch.sm_count)
-        lw, fw, what, rc_last, t_last = wave(k_last)
-        loop_cyc += lw
-        fixed_cyc += fw
-        if not full:
-            bound, round_c, k_bind, terms = what, rc_last, k_last, t_last
+    loop_cyc, fixed_cyc, bound, round_c, k_bind, terms = sum_waves(full, rem, arch.sm_count, r, wave, float(ii_c))
     cyc = loop_cyc + fixed_cyc
     waves = full + (1 if rem else 0)
     clock_hz = arch.clock_ghz * 1e9
@@ -428,4 +438,4 @@ def estimate(arch: ArchSpec, M: int, N: int, K: int, BM: int, BN: int, BK: int, 
 
 
 __all__ = ["Resources", "WaveEstimate", "Estimate", "Traffic", "resources", "occupancy", "estimate", "traffic", "round_terms",
-           "combine", "problem_bounds", "L2_USABLE", "OVERLAP_NORM"]
+           "combine", "sum_waves", "problem_bounds", "L2_USABLE", "OVERLAP_NORM"]

@@ -38,22 +38,36 @@ class HopperRef:
     k_pipe_mmas: int
 
 
-def load_hopper_references(path: str = REFERENCE_FILE) -> list[HopperRef]:
-    """The ``sm90_cutlass3`` configurations of the reference file (docs/search.md, section 10)."""
+def _reference_doc(path: str, build):
+    """``build(doc)`` of the reference file's YAML; a located SynthError when the file cannot be read,
+    is not YAML, or lacks what ``build`` reads (a missing key, a value that is not an integer)."""
     import yaml
 
+    fix = "restore synth/data/reference_configs.yaml"
     try:
         with open(path, encoding="utf-8") as fh:
             doc = yaml.safe_load(fh)
     except OSError as exc:
-        raise SynthError(Loc(path), f"cannot read reference configurations: {exc.strerror}",
-                         "restore synth/data/reference_configs.yaml") from None
-    out = []
-    for d in (doc.get(HOPPER_SECTION) or {}).get("configs", []):
-        st = d.get("stages", "auto")
-        out.append(HopperRef(str(d["name"]), int(d["BM"]), int(d["BN"]), int(d["BK"]),
-                             None if st == "auto" else int(st), int(d.get("k_pipe_mmas", 1))))
-    return out
+        raise SynthError(Loc(path), f"cannot read reference configurations: {exc.strerror}", fix) from None
+    except yaml.YAMLError as exc:
+        raise SynthError(Loc(path), f"reference configurations are not valid YAML: {exc}", fix) from None
+    try:
+        return build(doc)
+    except (KeyError, TypeError, ValueError, AttributeError) as exc:
+        raise SynthError(Loc(path), f"malformed reference configurations ({type(exc).__name__}: {exc})", fix) from None
+
+
+def load_hopper_references(path: str = REFERENCE_FILE) -> list[HopperRef]:
+    """The ``sm90_cutlass3`` configurations of the reference file (docs/search.md, section 10)."""
+    def build(doc) -> list[HopperRef]:
+        out = []
+        for d in (doc.get(HOPPER_SECTION) or {}).get("configs", []):
+            st = d.get("stages", "auto")
+            out.append(HopperRef(str(d["name"]), int(d["BM"]), int(d["BN"]), int(d["BK"]),
+                                 None if st == "auto" else int(st), int(d.get("k_pipe_mmas", 1))))
+        return out
+
+    return _reference_doc(path, build)
 
 
 @dataclass(frozen=True)
@@ -70,27 +84,21 @@ class RefConfig:
 
 def load_references(path: str = REFERENCE_FILE) -> dict[str, object]:
     """``{"cutlass_sm80_f16": [RefConfig...], "triton_matmul_tutorial": [...], "defaults": {"cutlass": RefConfig, ...}}``."""
-    import yaml
-
-    try:
-        with open(path, encoding="utf-8") as fh:
-            doc = yaml.safe_load(fh)
-    except OSError as exc:
-        raise SynthError(Loc(path), f"cannot read reference configurations: {exc.strerror}",
-                         "restore synth/data/reference_configs.yaml") from None
-
     def conv(d: dict) -> RefConfig:
         return RefConfig(int(d["BM"]), int(d["BN"]), int(d["BK"]), int(d["warps"]), int(d["stages"]))
 
-    out: dict[str, object] = {}
-    for k, v in doc.items():
-        if k == HOPPER_SECTION:
-            continue  # the Hopper main loop's references: load_hopper_references
-        if k == "defaults":
-            out[k] = {name: conv(d["config"]) for name, d in v.items()}
-        else:
-            out[k] = [conv(d) for d in v["configs"]]
-    return out
+    def build(doc) -> dict[str, object]:
+        out: dict[str, object] = {}
+        for k, v in doc.items():
+            if k == HOPPER_SECTION:
+                continue  # the Hopper main loop's references: load_hopper_references
+            if k == "defaults":
+                out[k] = {name: conv(d["config"]) for name, d in v.items()}
+            else:
+                out[k] = [conv(d) for d in v["configs"]]
+        return out
+
+    return _reference_doc(path, build)
 
 
 def reference_points(ref: RefConfig, M: int, N: int, K: int, *, dtype: str = "f16",
