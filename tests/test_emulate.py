@@ -242,6 +242,8 @@ SHAPES = {
     "cutlass-default": dict(M=128, N=256, K=256, BM=128, BN=256, BK=64, warps=8, stages=3),
     # Triton's tutorial default 128x128x64, 4 warps, 3 stages, on a ragged shape
     "triton-default-200x136x200": dict(M=200, N=136, K=200, BM=128, BN=128, BK=64, warps=4, stages=3),
+    # 10 x 3 tiles: two bands of the grouped rasterization (8 rows, then 2), ragged in M and N
+    "raster-10x3-tiles": dict(M=32 * 9 + 5, N=3 * 32 - 8, K=48, BM=32, BN=32, BK=16, warps=1, stages=2),
 }
 SYNC_LINE = re.compile(r"^[ \t]*synth_syncthreads\(\); // sync:(\d+)\b.*\n", re.M)
 
@@ -305,7 +307,7 @@ def kernel_with_wait_raised(shape: str, index: int) -> str:
 
 
 @pytest.mark.parametrize("shape", ("128x128x128", "200x136x96", "64x256x160", "cutlass-default",
-                                   "triton-default-200x136x200"))
+                                   "triton-default-200x136x200", "raster-10x3-tiles"))
 @pytest.mark.parametrize("policy", ("forward", "reverse"))
 def test_emitted_gemm_matches_numpy(shape, policy):
     r = run_gemm(shape, policy=policy)

@@ -27,6 +27,7 @@ PRED = Sm90Config(bm=64, bn=64, stages=4, k_pipe_mmas=2, load_when="k < T - 1")
     (200, 136, 448, "forward", True),    # T = 7 > stages, M and N off the tile grid
     (33, 17, 40, "reverse", False),      # odd N: the scalar edge of the 128-bit epilogue
     (150, 80, 520, "random", True),      # a random thread at every switch (seeded)
+    (128 * 9 + 3, 72, 64, "forward", False),  # 10 x 2 tiles: two bands of the grouped rasterization
 ])
 def test_matches_numpy(M, N, K, order, with_c):
     r = emulate_sm90(emit_sm90_kernel(CFG), M, N, K, order=order, with_c=with_c, alpha=0.5, beta=-1.5)

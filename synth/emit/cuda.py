@@ -54,6 +54,7 @@ from ..problem import Problem
 from ..program import CommitStmt, OpStmt, Part, Program, WaitStmt
 from ..schedule import Schedule
 from .barriers import Barrier, barriers, extent, max_extent, step_env, trip_samples
+from .raster import cuda_lines as raster_lines
 
 RUNTIME_DIR = os.path.join(os.path.dirname(__file__), "runtime")
 API_HEADER = os.path.join(RUNTIME_DIR, "synth_cuda_api.h")
@@ -389,7 +390,8 @@ class _Writer:
         self.w("const int tid = threadIdx.x;", 1)
         self.w("const int lane = (int)synth_lane_id();", 1)
         self.w("const int warp = tid / 32, warp_m = warp / WN, warp_n = warp % WN;", 1)
-        self.w("const int m0 = blockIdx.y * BM, n0 = blockIdx.x * BN;", 1)
+        for line in raster_lines("BM", "BN"):
+            self.w(line, 1)
         self.w("// loop-invariant addressing, computed once:", 1)
         self.w("// ldmatrix row address of m16 (n16) tile 0 at k16 step 0 in slot 0", 1)
         self.w("const int a_ld = A_BASE + swz(warp_m * WTM + (lane & 15), lane >> 4);", 1)

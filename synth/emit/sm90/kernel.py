@@ -31,6 +31,7 @@ from ...expr import Expr, Num, parse, simplify, substitute
 from ...hopper.ir import HopperProgram
 from ...program import CommitStmt, OpStmt, Part, WaitStmt
 from ..cuda import c_expr
+from ..raster import cuda_lines as raster_lines
 from .config import Sm90Config
 
 KERNEL = "synth_gemm_sm90"
@@ -312,7 +313,7 @@ def emit_sm90_kernel(cfg: Sm90Config, program: Optional[HopperProgram] = None) -
         "  if (K < 1) return;",
         "  // the warp group index made warp-uniform (a broadcast) so descriptor arithmetic stays in uniform registers",
         "  const int wg = synth_uniform(threadIdx.x / 128), wt = threadIdx.x % 128;",
-        f"  const int m0 = blockIdx.y * {cfg.bm}, n0 = blockIdx.x * {cfg.bn};",
+        *("  " + line for line in raster_lines(cfg.bm, cfg.bn)),
         "  // ---- setup",
         "  if (threadIdx.x == 0) {",
     ]

@@ -163,7 +163,13 @@ synth_gemm(const half* A, const half* B, float* C, const float* C_in, int M, int
   const int tid = threadIdx.x;
   const int lane = (int)synth_lane_id();
   const int warp = tid / 32, warp_m = warp / WN, warp_n = warp % WN;
-  const int m0 = blockIdx.y * BM, n0 = blockIdx.x * BN;
+  // grouped rasterization (synth.emit.raster): CTAs in launch order walk down bands of 8 tile
+  // rows, so a wave's A band and B columns are reused from the L2
+  const int synth_pid = blockIdx.y * gridDim.x + blockIdx.x, synth_in_group = 8 * gridDim.x;
+  const int synth_first_m = (synth_pid / synth_in_group) * 8;
+  const int synth_rows = (int)gridDim.y - synth_first_m < 8 ? (int)gridDim.y - synth_first_m : 8;
+  const int m0 = (synth_first_m + (synth_pid % synth_in_group) % synth_rows) * BM;
+  const int n0 = ((synth_pid % synth_in_group) / synth_rows) * BN;
   // loop-invariant addressing, computed once:
   // ldmatrix row address of m16 (n16) tile 0 at k16 step 0 in slot 0
   const int a_ld = A_BASE + swz(warp_m * WTM + (lane & 15), lane >> 4);
