@@ -54,6 +54,7 @@ from dataclasses import dataclass
 from typing import Optional
 
 from ..arch import REG_ALLOC_UNIT, SMEM_RESERVED_PER_CTA, ArchSpec
+from ..emit.raster import GROUP_M
 OUT_BYTES = 2
 """C is written as f16."""
 L2_USABLE = 0.5
@@ -213,7 +214,7 @@ def occupancy(arch: ArchSpec, res: Resources) -> tuple[int, str]:
 
 @dataclass(frozen=True)
 class Traffic:
-    """Bytes a kernel moves, with the grid's rasterization (row-major: consecutive CTAs share A rows)."""
+    """Bytes a kernel moves, with the grid's grouped rasterization (:mod:`synth.emit.raster`)."""
 
     l2_bytes: int
     """L2 -> SM: every CTA loads its A rows and B columns for all k-tiles."""
@@ -223,31 +224,49 @@ class Traffic:
     """1 - DRAM operand reads / L2 -> SM bytes."""
     b_passes: int
     """How many times B is read from DRAM (1 when it stays in L2 between waves)."""
+    a_passes: float = 1.0
+    """How many times A is read from DRAM on average (1 when a band's A rows stay in L2 while the band
+    sweeps the columns)."""
 
 
-def traffic(arch: ArchSpec, M: int, N: int, K: int, BM: int, BN: int, per_wave: int) -> Traffic:
+def traffic(arch: ArchSpec, M: int, N: int, K: int, BM: int, BN: int, per_wave: int,
+            group_m: int = GROUP_M) -> Traffic:
     """L2 and DRAM bytes of the grid ``ceil(M/BM) x ceil(N/BN)`` run ``per_wave`` CTAs at a time.
 
-    Row-major rasterization (``blockIdx.x`` along N, as synth's kernel): a wave
-    covers ``min(per_wave, tn)`` B columns and whole A rows, so A is read from
-    DRAM once; B once if it fits in :data:`L2_USABLE` of the L2 next to a wave's
-    A rows, else once per wave (each wave sweeps its B columns again).
+    Grouped rasterization (:mod:`synth.emit.raster`, as synth's kernels; ``group_m = 1`` is
+    row-major): CTAs in launch order walk down bands of ``group_m`` tile rows, so a wave of
+    ``P`` CTAs covers ``r = min(tm, max(group_m, ceil(P / tn)))`` tile rows and
+    ``c = min(tn, ceil(P / r))`` tile columns. With :data:`L2_USABLE` of the L2 for operands:
+
+    * B is read from DRAM once when all of it fits next to a wave's A rows; otherwise once per
+      band of ``r`` rows (each band sweeps every column): ``ceil(tm / r)`` times;
+    * A is read once when a band's A rows fit next to a wave's B columns (the band's next wave
+      finds them), otherwise once per wave for the rows it covers.
+
+    Each is at most what the CTAs load themselves (every CTA from DRAM).
     """
     tm, tn = -(-M // BM), -(-N // BN)
     ctas = tm * tn
     Kp = K * 2
     l2 = ctas * (BM + BN) * Kp
+    P = min(per_wave, ctas)
     waves = -(-ctas // per_wave)
+    r = min(tm, max(min(group_m, tm), -(-P // tn)))
+    c = min(tn, -(-P // r))
     a_bytes, b_bytes = M * Kp, N * Kp
-    band = -(-min(per_wave, ctas) // tn) * BM * Kp
-    if b_bytes + band <= L2_USABLE * arch.l2_bytes:
-        passes = 1
+    room = L2_USABLE * arch.l2_bytes
+    if b_bytes + r * BM * Kp <= room:
+        b_passes, b_read = 1, b_bytes
     else:
-        passes = waves
-    b_read = min(passes * min(per_wave, tn) * BN * Kp, tm * b_bytes) if passes > 1 else b_bytes
-    dram_ops = a_bytes + b_read
+        b_passes = -(-tm // r)
+        b_read = min(b_passes * b_bytes, ctas * BN * Kp)
+    if r * BM * Kp + c * BN * Kp <= room or c >= tn:
+        a_read = a_bytes
+    else:
+        a_read = min(waves * r * BM * Kp, ctas * BM * Kp)
+    dram_ops = a_read + b_read
     return Traffic(l2_bytes=l2, dram_bytes=dram_ops + M * N * OUT_BYTES,
-                   l2_hit=max(0.0, 1.0 - dram_ops / l2), b_passes=passes)
+                   l2_hit=max(0.0, 1.0 - dram_ops / l2), b_passes=b_passes, a_passes=a_read / a_bytes)
 
 
 @dataclass(frozen=True)
