@@ -313,7 +313,6 @@ def emit_sm90_kernel(cfg: Sm90Config, program: Optional[HopperProgram] = None) -
         "  if (K < 1) return;",
         "  // the warp group index made warp-uniform (a broadcast) so descriptor arithmetic stays in uniform registers",
         "  const int wg = synth_uniform(threadIdx.x / 128), wt = threadIdx.x % 128;",
-        *("  " + line for line in raster_lines(cfg.bm, cfg.bn)),
         "  // ---- setup",
         "  if (threadIdx.x == 0) {",
     ]
@@ -326,6 +325,11 @@ def emit_sm90_kernel(cfg: Sm90Config, program: Optional[HopperProgram] = None) -
     e.w(1, "if (wg == 0) {")
     e.w(2, f"synth_setmaxnreg_dec<{40}>();")
     e.w(2, "if (wt == 0) {  // one elected thread issues the producer's statements")
+    # each role computes its tile where it needs it (the producer before its loads, the consumers
+    # before their epilogue): m0 and n0 live across no consumer main loop, whose SASS then keeps
+    # the uniform registers it had
+    for line in raster_lines(cfg.bm, cfg.bn):
+        e.w(3, line)
     for pt in prod.parts:
         e.part(3, "producer", pt, prod.waits)
     e.w(2, "}")
@@ -339,6 +343,8 @@ def emit_sm90_kernel(cfg: Sm90Config, program: Optional[HopperProgram] = None) -
     e.w(2, f"for (int j = 0; j < {cfg.bn // 2}; ++j) acc[j] = 0.0f;")
     for pt in cons.parts:
         e.part(2, "consumer", pt, cons.waits)
+    for line in raster_lines(cfg.bm, cfg.bn):
+        e.w(2, line)
     e.lines += _epilogue(cfg)
     e.w(1, "}")
     e.w(1, "// ---- teardown")
