@@ -17,7 +17,7 @@ from .space import Context
 def loop_rate(e: Entry) -> float:
     """Main-loop FLOP per cycle of one SM: the active CTAs each finishing a k-tile per round."""
     p, est = e.point, e.est
-    return 2.0 * p.BM * p.BN * p.BK * est.active_ctas_per_sm / max(est.round_cycles, 1)
+    return 2.0 * p.BM * p.BN * p.BK * est.active_ctas_per_sm / max(est.round_exact or est.round_cycles, 1)
 
 
 def describe(ctx: Context, e: Entry) -> str:
@@ -79,19 +79,33 @@ def difference(ea: Entry, eb: Entry) -> str:
         if a.waves != b.waves:
             cause = f"{a.waves} wave{'s' if a.waves != 1 else ''} instead of {b.waves}"
         else:
-            cause = (f"{loop_rate(ea):.0f} instead of {loop_rate(eb):.0f} FLOP/cycle per SM in the k-loop: "
-                     f"{a.bound}-bound at {a.active_ctas_per_sm} CTA/SM vs {b.bound}-bound at "
-                     f"{b.active_ctas_per_sm} CTA/SM")
+            ra, rb = _distinct(loop_rate(ea), loop_rate(eb))
+            cause = f"{ra} instead of {rb} FLOP/cycle per SM in the k-loop; "
+            if a.bound == b.bound and a.active_ctas_per_sm == b.active_ctas_per_sm:
+                cause += f"both {a.bound}-bound at {a.active_ctas_per_sm} CTA/SM"
+            else:
+                cause += (f"{a.bound}-bound at {a.active_ctas_per_sm} CTA/SM against {b.bound}-bound at "
+                          f"{b.active_ctas_per_sm}")
             if abs(a.padding - b.padding) > 0.01:
-                cause += f", {a.padding:.0%} vs {b.padding:.0%} of the tile area padding"
-        (gains if dl > 0 else costs).append((abs(dl), f"{abs(dl):,} main-loop cycles ({cause})"))
+                cause += f"; {a.padding:.0%} against {b.padding:.0%} of the tile area is padding"
+        what = "main-loop cycles"
+        (gains if dl > 0 else costs).append((abs(dl), what, f" ({cause})"))
     if df:
-        (gains if df > 0 else costs).append((abs(df), f"{abs(df):,} cycles of pipeline fill, drain and epilogue"))
+        (gains if df > 0 else costs).append((abs(df), "cycles of pipeline fill, drain and epilogue", ""))
     if not gains:
         return "equal prediction"
     gains.sort(key=lambda f: -f[0])
-    text = "saves " + "; ".join(f for _, f in gains)
+    text = "saves " + "; ".join(f"{n:,} {what}{cause}" for n, what, cause in gains)
     if costs:
         costs.sort(key=lambda f: -f[0])
-        text += " (for " + "; ".join(f for _, f in costs) + " more)"
+        text += ", and spends " + "; ".join(f"{n:,} more {what}{cause}" for n, what, cause in costs)
     return text
+
+
+def _distinct(x: float, y: float) -> tuple[str, str]:
+    """``x`` and ``y`` printed with the fewest decimals (0 to 2) that tell them apart."""
+    for d in range(3):
+        sx, sy = f"{x:.{d}f}", f"{y:.{d}f}"
+        if sx != sy:
+            return sx, sy
+    return sx, sy

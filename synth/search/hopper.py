@@ -277,6 +277,8 @@ class HopperEstimate(WaveEstimate):
     status: str
     terms: tuple[tuple[str, float], ...] = ()
     l2_hit: float = 0.0
+    round_exact: float = 0.0
+    """``round_cycles`` before rounding (the explanations compare rates with it)."""
 
 
 def round_terms_hopper(arch, p: HopperPoint, k: int, pipe: Pipeline, l2_hit: float) -> dict[str, float]:
@@ -342,7 +344,7 @@ def estimate_hopper(ctx, p: HopperPoint) -> HopperEstimate:
         occupancy_limit=limit, regs_per_thread=launch_registers(arch, 32 * p.warps), waves=waves,
         wave_efficiency=ctas / (waves * per_wave), k_tiles=T, ii=pipe.per_tile,
         mma_cycles=math.ceil(2 * p.BM * p.BN * p.BK / arch.tensor_f16_f32_flop_per_clk_sm),
-        round_cycles=int(round(round_c)), active_ctas_per_sm=k_bind, wave_cycles=int(round(wl + wf)),
+        round_cycles=int(round(round_c)), round_exact=float(round_c), active_ctas_per_sm=k_bind, wave_cycles=int(round(wl + wf)),
         loop_cycles=int(round(loop_cyc)), fixed_cycles=int(round(fixed_cyc)), compute_us=compute_us,
         dram_us=dram_us, bound=bound, padding=1.0 - (M * N) / (tm * p.BM * tn * p.BN), fill_cycles=pipe.fill,
         loads_in_flight=max(0, min(p.stages - p.k_pipe_mmas - 1, T)), status=pipe.status,

@@ -318,6 +318,8 @@ class Estimate(WaveEstimate):
     """Mean load latency at that hit rate (cycles)."""
     mix_source: str = "estimate"
     """Where the instruction mix came from: ``sass`` or ``estimate``."""
+    round_exact: float = 0.0
+    """``round_cycles`` before rounding (the explanations compare rates with it)."""
     instructions_per_hmma: float = 0.0
 
 
@@ -447,7 +449,7 @@ def estimate(arch: ArchSpec, M: int, N: int, K: int, BM: int, BN: int, BK: int, 
     shown = ("tensor", "issue", "smem", "l2", "dram", "exposed", "barrier", "latency")
     return Estimate(time_us=time_us, tflops=tflops, ctas=ctas, ctas_per_sm=r, occupancy_limit=limit,
                     waves=waves, wave_efficiency=ctas / (waves * per_wave), k_tiles=T, ii=ii_c,
-                    round_cycles=int(round(round_c)), active_ctas_per_sm=k_bind, wave_cycles=int(round(wl + wf)),
+                    round_cycles=int(round(round_c)), round_exact=float(round_c), active_ctas_per_sm=k_bind, wave_cycles=int(round(wl + wf)),
                     loop_cycles=int(round(loop_cyc)), fixed_cycles=int(round(fixed_cyc)), compute_us=compute_us,
                     dram_us=dram_us, bound=bound, padding=1.0 - (M * N) / (tm * BM * tn * BN), solved=solved,
                     terms=tuple((n, round(terms[n], 1)) for n in shown if n in terms),
