@@ -267,16 +267,18 @@ def run(out: str, *, repeats: int = 20):
 
 
 def search(M: int, N: int, K: int, *, arch: str = "sm_80", dtype: str = "f16", top: int = 5,
-           time_limit: float = 30.0, workers: int = 2, progress: Optional[Progress] = None):
+           time_limit: float = 30.0, workers: int = 2, progress: Optional[Progress] = None,
+           mainloop: Optional[str] = None):
     """Search GEMM pipelines for ``M x N x K`` (``synth search gemm``); returns :class:`SearchResult`.
 
-    ``time_limit`` bounds the whole search; ``result.candidates`` are best first.
+    ``time_limit`` bounds the whole search; ``result.candidates`` are best first. ``mainloop``:
+    ``tma_wgmma`` or ``cp_async`` (``--mainloop``); None: the arch's default (the Hopper loop on sm_90).
     """
     from .search import search_gemm
 
     _check_limits(time_limit, workers)
     return search_gemm(M, N, K, dtype=dtype, arch=arch, time_limit=time_limit, workers=workers, top=top,
-                       progress=progress)
+                       progress=progress, mainloop=mainloop)
 
 
 def _check_limits(time_limit: float, workers: Union[int, None] = None) -> None:
