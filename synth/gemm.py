@@ -409,12 +409,7 @@ def expand_gemm(cfg: GemmConfig, path: str = "<memory>", locs: Optional[dict[str
     (``T < stages``). Raises :class:`SynthError` on the first :func:`validate` issue.
     """
     locs = locs or {}
-    if min_ktiles is not None and min_ktiles < 1:
-        raise SynthError(locs.get("", Loc(path)), f"min_ktiles is {min_ktiles}", "use at least 1 k-tile")
-    issues = [i for i in _issues(cfg) if min_ktiles is None or not i.fixed_k_only]
-    if issues:
-        i = issues[0]
-        raise SynthError(_loc_of(locs, i.key, path), i.msg, i.fix)
+    check_config(cfg, path, locs, min_ktiles)
     arch = get_arch(cfg.arch)
     t = tiling(cfg)
     here = locs.get("", Loc(path))
@@ -474,6 +469,20 @@ def copy_l2_cycles(nbytes: int, arch: ArchSpec) -> int:
     return math.ceil(nbytes * arch.sm_count / arch.l2_bytes_per_clk)
 
 
+def check_config(cfg: GemmConfig, path: str = "<memory>", locs: Optional[dict[str, Loc]] = None,
+                 min_ktiles: Optional[int] = None) -> None:
+    """Raise :class:`SynthError` at the offending key (``locs``: dotted YAML keys to locations) on the
+    first :func:`validate` issue of ``cfg`` (with ``min_ktiles``, a symbolic trip count, issues that
+    hold only for the tuned K are skipped); :func:`default_pins` and :func:`expand_gemm` need a valid one."""
+    locs = locs or {}
+    if min_ktiles is not None and min_ktiles < 1:
+        raise SynthError(locs.get("", Loc(path)), f"min_ktiles is {min_ktiles}", "use at least 1 k-tile")
+    issues = [i for i in _issues(cfg) if min_ktiles is None or not i.fixed_k_only]
+    if issues:
+        i = issues[0]
+        raise SynthError(_loc_of(locs, i.key, path), i.msg, i.fix)
+
+
 def default_pins(cfg: GemmConfig, loc: Loc = Loc("<none>")) -> Pins:
     """Pins for ``cfg.stages``: all stages (:func:`stage_pins`), the order (:func:`order_pins`)
     and async stage 0; with ``stages: auto`` only async stage 0 and
@@ -502,6 +511,6 @@ def config_from_problem(problem: Problem) -> GemmConfig:
     return problem.gemm
 
 
-__all__ = ["GemmConfig", "Tiling", "tiling", "warp_layout", "validate", "expand_gemm", "default_pins",
+__all__ = ["GemmConfig", "Tiling", "tiling", "warp_layout", "validate", "check_config", "expand_gemm", "default_pins",
            "stage_pins", "order_pins", "op_names", "load_shares", "share_chunks", "frag_buffer", "smem_slots", "register_estimate",
            "config_from_problem", "copy_l2_cycles", "DTYPES", "REG_OVERHEAD"]

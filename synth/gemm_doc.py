@@ -15,7 +15,7 @@ from __future__ import annotations
 from .arch import ARCHS, get_arch
 from .bounds import MAX_BYTES, MAX_GEMM_DIM, MAX_GEMM_STAGES, MAX_TILE_K, MAX_TILE_MN
 from .errors import Loc, SynthError
-from .gemm import DTYPES, GemmConfig, default_pins, expand_gemm
+from .gemm import DTYPES, GemmConfig, check_config, default_pins, expand_gemm
 from .hopper.problem import MAINLOOPS, HopperGemm, hopper_gemm_from_doc
 from .problem import Objective, Pins, Problem
 from .sections import check_name, check_problem, parse_objective, parse_pins
@@ -125,6 +125,7 @@ def problem_from_gemm_doc(doc: LDict, path: str) -> "Problem | HopperGemm":
                              f"use at most {arch.smem_per_block}, or omit it")
         registers_bytes = want_int(td, "registers_bytes", "target", lo=0, default=None, hi=MAX_BYTES)
 
+    check_config(cfg, path, locs, min_k_tiles)  # default_pins needs a legal tiling
     base = default_pins(cfg, doc.loc)
     pins = base
     if "schedule" in doc:

@@ -263,6 +263,9 @@ def test_gemm_doc_defaults_and_auto():
     (GOOD.replace("stages: auto", "stages: 0"), 7, 9, "stages is 0"),
     (GOOD.replace("arch: sm_90", "arch: sm_70"), 8, 7, "unknown arch"),
     (GOOD.replace("BK: 32", "BK: 24"), 5, 30, "power of two"),
+    # a power of two below 16 with pinned stages reached the default pins before the check (exit 3)
+    (GOOD.replace("BK: 32", "BK: 8").replace("stages: auto", "stages: 3"), 5, 30, "power of two"),
+    (GOOD.replace("BK: 32", "BK: 1").replace("stages: auto", "stages: 3"), 5, 30, "power of two"),
     (GOOD.replace("K: 256}", "K: 250}"), 3, 28, "multiple of 8"),
     (GOOD.replace("shape: {M: 256, N: 256, K: 256}", "shape: {M: 256, N: 256}"), 3, 8, "missing 'K'"),
     (GOOD.replace("shape: {M: 256,", "shape: {Q: 1, M: 256,"), 3, 9, "unknown key 'Q'"),

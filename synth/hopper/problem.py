@@ -40,6 +40,16 @@ BARRIER_BYTES = 16
 """Shared memory of one stage's two mbarriers (full and empty, 8 bytes each)."""
 
 
+def consumers_of(BM: int) -> int:
+    """Consumer warp groups of the kernel for a ``BM``-row tile: one per 64 rows (wgmma m64)."""
+    return BM // 64
+
+
+def warps_of(BM: int) -> int:
+    """Warps of the kernel for a ``BM``-row tile: a producer warp group and the consumers'."""
+    return 4 * (1 + consumers_of(BM))
+
+
 @dataclass(frozen=True)
 class HopperGemm:
     """A validated Hopper GEMM problem: ``C = alpha A B^T (+ beta C_in)``, A M x K, B N x K."""
@@ -66,11 +76,11 @@ class HopperGemm:
 
     @property
     def consumers(self) -> int:
-        return self.BM // 64
+        return consumers_of(self.BM)
 
     @property
     def warps(self) -> int:
-        return 4 * (1 + self.consumers)
+        return warps_of(self.BM)
 
     @property
     def trip_count(self) -> int:
@@ -200,5 +210,5 @@ def hopper_gemm_yaml(g: HopperGemm) -> str:
     return "\n".join(lines) + "\n"
 
 
-__all__ = ["HopperGemm", "hopper_gemm_from_doc", "hopper_gemm_yaml", "MAINLOOPS", "DTYPES", "SMEM_LIMIT",
+__all__ = ["HopperGemm", "consumers_of", "warps_of", "hopper_gemm_from_doc", "hopper_gemm_yaml", "MAINLOOPS", "DTYPES", "SMEM_LIMIT",
            "ALIGN_PAD", "BK"]

@@ -33,7 +33,7 @@ HOPPER_BM_SPACE = (64, 128)
 HOPPER_BN_SPACE = tuple(range(16, 257, 16))
 HOPPER_STAGES_SPACE = tuple(range(1, 17))
 HOPPER_KPIPE_SPACE = tuple(range(0, 16))
-HOPPER_BK = 64
+HOPPER_BK = 64  # the Hopper kernel's BK (synth.hopper.problem.BK)
 C_BYTES = 4
 """The Hopper kernel writes C as f32 (docs/hopper_kernel.md)."""
 SETUP_BARRIERS = 3
@@ -56,12 +56,16 @@ class HopperPoint:
 
     @property
     def consumers(self) -> int:
-        return self.BM // 64
+        from ..hopper.problem import consumers_of
+
+        return consumers_of(self.BM)
 
     @property
     def warps(self) -> int:
         """A producer warp group and ``BM / 64`` consumer warp groups."""
-        return 4 * (1 + self.consumers)
+        from ..hopper.problem import warps_of
+
+        return warps_of(self.BM)
 
     @property
     def group(self) -> tuple[int, int]:
