@@ -2,13 +2,24 @@
 
 ``pytest --update-golden`` rewrites golden files (tests/golden/...) instead of
 comparing against them; review the rewrite in the diff.
+
+Property tests (hypothesis) draw the same examples on every run by default, so a
+run of the suite (CI's included) is reproducible; ``SYNTH_HYPOTHESIS=explore``
+draws new examples each run, which is how to hunt for new failures while
+developing (a failure it finds prints the example to add as an ``@example``).
 """
 
 from __future__ import annotations
 
+import os
 import pathlib
 
 import pytest
+from hypothesis import settings
+
+settings.register_profile("reproducible", derandomize=True)
+settings.register_profile("explore", derandomize=False)
+settings.load_profile("explore" if os.environ.get("SYNTH_HYPOTHESIS") == "explore" else "reproducible")
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 PROBLEMS = ROOT / "problems"
