@@ -109,36 +109,9 @@ def triton_row(bm: int, bn: int) -> tuple[str, dict]:
 
 def triton_tma_ptx(bm: int, bn: int) -> str:
     """Triton with tensor descriptors (TMA loads), 8 warps, 3 stages, f32 out, for sm_90."""
-    import warnings
-    warnings.filterwarnings("ignore")
-    import triton
-    import triton.language as tl
-    from triton.backends.compiler import GPUTarget
-    from triton.compiler import ASTSource
+    from triton_sm90 import compile_sm90, mm_tma
 
-    @triton.jit
-    def mm_tma(a_ptr, b_ptr, c_ptr, M, N, K, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr):
-        pid_m = tl.program_id(0)
-        pid_n = tl.program_id(1)
-        a_desc = tl.make_tensor_descriptor(a_ptr, shape=[M, K], strides=[K, 1], block_shape=[BLOCK_M, BLOCK_K])
-        b_desc = tl.make_tensor_descriptor(b_ptr, shape=[N, K], strides=[K, 1], block_shape=[BLOCK_N, BLOCK_K])
-        acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
-        for k in range(0, tl.cdiv(K, BLOCK_K)):
-            a = a_desc.load([pid_m * BLOCK_M, k * BLOCK_K])
-            b = b_desc.load([pid_n * BLOCK_N, k * BLOCK_K])
-            acc = tl.dot(a, b.T, acc)
-        offs_m = pid_m * BLOCK_M + tl.arange(0, BLOCK_M)
-        offs_n = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)
-        tl.store(c_ptr + offs_m[:, None] * N + offs_n[None, :], acc,
-                 mask=(offs_m[:, None] < M) & (offs_n[None, :] < N))
-
-    sig = {"a_ptr": "*fp16", "b_ptr": "*fp16", "c_ptr": "*fp32", "M": "i32", "N": "i32", "K": "i32",
-           "BLOCK_M": "constexpr", "BLOCK_N": "constexpr", "BLOCK_K": "constexpr"}
-    names = list(sig)
-    attrs = {(names.index(n),): [["tt.divisibility", 16]] for n in ("a_ptr", "b_ptr", "c_ptr", "M", "N", "K")}
-    src = ASTSource(fn=mm_tma, signature=sig, constexprs={"BLOCK_M": bm, "BLOCK_N": bn, "BLOCK_K": 64}, attrs=attrs)
-    k = triton.compile(src, target=GPUTarget("cuda", 90, 32), options={"num_warps": 8, "num_stages": 3})
-    return k.asm["ptx"]
+    return compile_sm90(mm_tma, 3, bm=bm, bn=bn).asm["ptx"]
 
 
 def _assemble_triton(ptx: str) -> sass.Compiled:

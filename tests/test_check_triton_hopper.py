@@ -22,79 +22,17 @@ REFUSED = INPUTS / "triton_hopper_refused"
 """Inputs outside the model (a folder, so the sweep over saved inputs in test_check_errors.py skips them)."""
 STAGES = (2, 3, 4, 5)
 
-try:  # the kernels, only to regenerate the saved inputs (a @triton.jit function must live in a file)
-    import triton
-    import triton.language as tl
-
-    @triton.jit
-    def mm_tma(a_ptr, b_ptr, c_ptr, M, N, K, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr):
-        pid_m = tl.program_id(0)
-        pid_n = tl.program_id(1)
-        a_desc = tl.make_tensor_descriptor(a_ptr, shape=[M, K], strides=[K, 1], block_shape=[BLOCK_M, BLOCK_K])
-        b_desc = tl.make_tensor_descriptor(b_ptr, shape=[N, K], strides=[K, 1], block_shape=[BLOCK_N, BLOCK_K])
-        acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
-        for k in range(0, tl.cdiv(K, BLOCK_K)):
-            a = a_desc.load([pid_m * BLOCK_M, k * BLOCK_K])
-            b = b_desc.load([pid_n * BLOCK_N, k * BLOCK_K])
-            acc = tl.dot(a, b.T, acc)
-        offs_m = pid_m * BLOCK_M + tl.arange(0, BLOCK_M)
-        offs_n = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)
-        tl.store(c_ptr + offs_m[:, None] * N + offs_n[None, :], acc,
-                 mask=(offs_m[:, None] < M) & (offs_n[None, :] < N))
-
-    @triton.jit
-    def mm_one_tma(a_ptr, b_ptr, c_ptr, M, N, K, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
-                   BLOCK_K: tl.constexpr):
-        # one TMA load in the loop; B is one tile loaded before it (its shared copy is never refilled)
-        pid_m = tl.program_id(0)
-        pid_n = tl.program_id(1)
-        a_desc = tl.make_tensor_descriptor(a_ptr, shape=[M, K], strides=[K, 1], block_shape=[BLOCK_M, BLOCK_K])
-        offs_n = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)
-        offs_k = tl.arange(0, BLOCK_K)
-        b = tl.load(b_ptr + offs_n[None, :] * BLOCK_K + offs_k[:, None])
-        acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
-        for k in range(0, tl.cdiv(K, BLOCK_K)):
-            a = a_desc.load([pid_m * BLOCK_M, k * BLOCK_K])
-            acc = tl.dot(a, b, acc)
-        offs_m = pid_m * BLOCK_M + tl.arange(0, BLOCK_M)
-        tl.store(c_ptr + offs_m[:, None] * N + offs_n[None, :], acc,
-                 mask=(offs_m[:, None] < M) & (offs_n[None, :] < N))
-
-    @triton.jit
-    def mm_tma_and_cp_async(a_ptr, b_ptr, c_ptr, M, N, K, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
-                            BLOCK_K: tl.constexpr):
-        # A by TMA, B by pointer loads: Triton pipelines B with cp.async in the same loop
-        pid_m = tl.program_id(0)
-        pid_n = tl.program_id(1)
-        a_desc = tl.make_tensor_descriptor(a_ptr, shape=[M, K], strides=[K, 1], block_shape=[BLOCK_M, BLOCK_K])
-        acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
-        offs_n = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)
-        offs_k = tl.arange(0, BLOCK_K)
-        for k in range(0, tl.cdiv(K, BLOCK_K)):
-            a = a_desc.load([pid_m * BLOCK_M, k * BLOCK_K])
-            b = tl.load(b_ptr + offs_n[None, :] * K + (k * BLOCK_K + offs_k)[:, None])
-            acc = tl.dot(a, b, acc)
-        offs_m = pid_m * BLOCK_M + tl.arange(0, BLOCK_M)
-        tl.store(c_ptr + offs_m[:, None] * N + offs_n[None, :], acc,
-                 mask=(offs_m[:, None] < M) & (offs_n[None, :] < N))
+try:  # the kernels (benchmarks/triton_sm90.py), only to regenerate the saved inputs and compare with them
+    sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent.parent / "benchmarks"))
+    from triton_sm90 import compile_sm90, mm_one_tma, mm_tma, mm_tma_and_cp_async
+    HAVE_TRITON = True
 except ImportError:  # pragma: no cover - Triton is optional
-    triton = None
+    HAVE_TRITON = False
 
 
 def triton_tma_ttgir(fn, stages: int, bk: int = 64, bm: int = 128, bn: int = 128) -> str:
-    """TTGIR of ``fn`` for sm_90 (as benchmarks/sass_sm90.py::triton_tma_ptx, 8 warps, f16 in, f32 out)."""
-    import warnings
-
-    from triton.backends.compiler import GPUTarget
-    from triton.compiler import ASTSource
-    warnings.filterwarnings("ignore")
-    sig = {"a_ptr": "*fp16", "b_ptr": "*fp16", "c_ptr": "*fp32", "M": "i32", "N": "i32", "K": "i32",
-           "BLOCK_M": "constexpr", "BLOCK_N": "constexpr", "BLOCK_K": "constexpr"}
-    names = list(sig)
-    attrs = {(names.index(n),): [["tt.divisibility", 16]] for n in ("a_ptr", "b_ptr", "c_ptr", "M", "N", "K")}
-    src = ASTSource(fn=fn, signature=sig, constexprs={"BLOCK_M": bm, "BLOCK_N": bn, "BLOCK_K": bk}, attrs=attrs)
-    k = triton.compile(src, target=GPUTarget("cuda", 90, 32), options={"num_warps": 8, "num_stages": stages})
-    return k.asm["ttgir"]
+    """TTGIR of ``fn`` for sm_90 (8 warps, f16 in, f32 out), as benchmarks/sass_sm90.py compiles it."""
+    return compile_sm90(fn, stages, bk=bk, bm=bm, bn=bn).asm["ttgir"]
 
 
 def generate() -> None:
@@ -178,7 +116,7 @@ def test_human_report_lists_classes_and_source_lines():
     assert re.search(r"body \d+: line \d+: ttng\.wait_barrier", out)
 
 
-@pytest.mark.skipif(triton is None, reason="Triton is not installed")
+@pytest.mark.skipif(not HAVE_TRITON, reason="Triton is not installed")
 def test_fresh_triton_output_maps_like_the_saved_one():
     from synth.frontends.ttgir_hopper import ttgir_to_hopper
     from synth.hopper.printer import hopper_text
