@@ -69,6 +69,8 @@ MAX_TILE_K = 128
 """``tile.BK``."""
 MAX_GEMM_STAGES = MAX_STAGE + 1
 """``stages`` of a ``kind: gemm`` problem."""
+MAX_SPLIT_K = 64
+"""``split_k`` of a ``kind: gemm`` problem (``gridDim.z`` of the kernel; also at most the k-tile count)."""
 
 MAX_EXPR_TOKENS = 256
 """Tokens of one expression (``when:``, wait counts in ``program.json``)."""
@@ -99,6 +101,7 @@ TABLE: tuple[tuple[str, str, str], ...] = (
     ("gemm tile BM, BN", f"16 .. {MAX_TILE_MN}", "MAX_TILE_MN"),
     ("gemm tile BK", f"16 .. {MAX_TILE_K}", "MAX_TILE_K"),
     ("gemm stages", f"1 .. {MAX_GEMM_STAGES}", "MAX_GEMM_STAGES"),
+    ("gemm split_k", f"1 .. {MAX_SPLIT_K}", "MAX_SPLIT_K"),
     ("expression tokens", f"<= {MAX_EXPR_TOKENS}", "MAX_EXPR_TOKENS"),
     ("expression nesting", f"<= {MAX_EXPR_DEPTH}", "MAX_EXPR_DEPTH"),
 )

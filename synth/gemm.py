@@ -61,6 +61,7 @@ from dataclasses import dataclass
 from typing import Optional
 
 from .arch import ArchSpec, get_arch
+from .bounds import MAX_SPLIT_K
 from .errors import Loc, SynthError
 from .problem import Buffer, Loop, Objective, Op, Pins, Problem, Target, Unit
 
@@ -117,10 +118,19 @@ class GemmConfig:
     """Pipeline depth (``max_stage + 1``); None: the solver chooses."""
     arch: str = "sm_80"
     name: Optional[str] = None
+    split_k: int = 1
+    """K splits (``gridDim.z``): CTA ``z`` of a tile computes k-tiles ``[z T / S, (z + 1) T / S)`` and the
+    tile's last CTA to finish sums the partial tiles (docs/cuda_kernel.md, "Split-K"); 1: no split."""
 
     @property
     def trip_count(self) -> int:
+        """k-tiles of the whole K: ``ceil(K / BK)``."""
         return -(-self.K // self.BK)
+
+    @property
+    def split_trip_count(self) -> int:
+        """k-tiles of the shortest split, the loop one CTA runs: ``ceil(K / BK) // split_k``."""
+        return self.trip_count // self.split_k
 
     @property
     def threads(self) -> int:
@@ -130,8 +140,9 @@ class GemmConfig:
         if self.name:
             return self.name
         st = "auto" if self.stages is None else str(self.stages)
+        split = f"-split{self.split_k}" if self.split_k != 1 else ""
         return (f"gemm-{self.M}x{self.N}x{self.K}-{self.dtype}-{self.BM}x{self.BN}x{self.BK}"
-                f"-w{self.warps}-s{st}-{self.arch}")
+                f"-w{self.warps}-s{st}{split}-{self.arch}")
 
 
 @dataclass(frozen=True)
@@ -347,6 +358,12 @@ def _issues(cfg: GemmConfig) -> list[_Issue]:
                 f"use {k} 64, 128 or 256")
     if cfg.warps not in (1, 2, 4, 8, 16):
         bad("warps", f"warps = {cfg.warps}: use 1, 2, 4, 8 or 16 warps per CTA", "use warps: 4 or 8")
+    if not 1 <= cfg.split_k <= MAX_SPLIT_K:
+        bad("split_k", f"split_k = {cfg.split_k} is outside 1 .. {MAX_SPLIT_K}", "use split_k: 1 (no split) to "
+            f"{MAX_SPLIT_K}")
+    elif cfg.K >= 1 and cfg.BK >= 1 and cfg.split_k > cfg.trip_count:
+        bad("split_k", f"split_k = {cfg.split_k} exceeds the {cfg.trip_count} k-tiles of K = {cfg.K} / BK = "
+            f"{cfg.BK}: a split would get no k-tile", f"use split_k at most {cfg.trip_count}")
     if out:
         return out
     if warp_layout(cfg.warps, cfg.BM, cfg.BN) is None:
@@ -360,15 +377,18 @@ def _issues(cfg: GemmConfig) -> list[_Issue]:
                 f"per thread for {cfg.threads} threads", "use fewer warps or a larger tile")
     if arch is None:
         return out
-    T = cfg.trip_count
+    T = cfg.split_trip_count
     pins = stage_pins(cfg)
     if cfg.stages is not None:
         if cfg.stages < 1:
             bad("stages", f"stages = {cfg.stages}", "use at least 1, or auto")
             return out
         if cfg.stages > T:
-            bad("stages", f"{cfg.stages} stages exceed the {T} k-tiles of K = {cfg.K} / BK = {cfg.BK} (the "
-                "pipelined loop needs at least one body step)", f"use at most {T} stages, or a larger K",
+            what = (f"the {T} k-tiles of K = {cfg.K} / BK = {cfg.BK}" if cfg.split_k == 1 else
+                    f"the {T} k-tiles of each of the {cfg.split_k} splits of K = {cfg.K} / BK = {cfg.BK}")
+            bad("stages", f"{cfg.stages} stages exceed {what} (the "
+                "pipelined loop needs at least one body step)", f"use at most {T} stages, or a larger K"
+                + (" or a smaller split_k" if cfg.split_k > 1 else ""),
                 fixed_k_only=True)
     slots = smem_slots(pins) if pins else 1
     need = slots * (t.a_bytes + t.b_bytes)
@@ -413,7 +433,7 @@ def expand_gemm(cfg: GemmConfig, path: str = "<memory>", locs: Optional[dict[str
     arch = get_arch(cfg.arch)
     t = tiling(cfg)
     here = locs.get("", Loc(path))
-    T = cfg.trip_count
+    T = cfg.split_trip_count
 
     bufs = [Buffer("A_s", "shared", t.a_bytes, loc=here), Buffer("B_s", "shared", t.b_bytes, loc=here)]
     for op, regs in (("A", t.a_frag_regs), ("B", t.b_frag_regs)):
@@ -486,13 +506,13 @@ def check_config(cfg: GemmConfig, path: str = "<memory>", locs: Optional[dict[st
 def default_pins(cfg: GemmConfig, loc: Loc = Loc("<none>")) -> Pins:
     """Pins for ``cfg.stages``: all stages (:func:`stage_pins`), the order (:func:`order_pins`)
     and async stage 0; with ``stages: auto`` only async stage 0 and
-    ``max_stage <= min(6, k-tiles of cfg.K - 1)`` (stages and order of every op free)."""
+    ``max_stage <= min(6, k-tiles of one split of cfg.K - 1)`` (stages and order of every op free)."""
     st = stage_pins(cfg)
     if st is not None:
         return Pins(stage=st, order=order_pins(cfg), async_stages=(0,), max_stage=max(st), loc=loc,
                     stage_loc=loc, order_loc=loc)
     # Deeper than the tuned shape's k-tile count overlaps nothing for that shape; any K stays correct.
-    return Pins(async_stages=(0,), max_stage=min(MAX_AUTO_STAGE, max(cfg.trip_count - 1, 0)), loc=loc)
+    return Pins(async_stages=(0,), max_stage=min(MAX_AUTO_STAGE, max(cfg.split_trip_count - 1, 0)), loc=loc)
 
 
 def _loc_of(locs: dict[str, Loc], key: str, path: str) -> Loc:

@@ -13,7 +13,7 @@ configuration (tiling, alignment, shared memory, registers) and builds the loop.
 from __future__ import annotations
 
 from .arch import ARCHS, get_arch
-from .bounds import MAX_BYTES, MAX_GEMM_DIM, MAX_GEMM_STAGES, MAX_TILE_K, MAX_TILE_MN
+from .bounds import MAX_BYTES, MAX_GEMM_DIM, MAX_GEMM_STAGES, MAX_SPLIT_K, MAX_TILE_K, MAX_TILE_MN
 from .errors import Loc, SynthError
 from .gemm import DTYPES, GemmConfig, check_config, default_pins, expand_gemm
 from .hopper.problem import MAINLOOPS, HopperGemm, hopper_gemm_from_doc
@@ -21,7 +21,7 @@ from .problem import Objective, Pins, Problem
 from .sections import check_name, check_problem, parse_objective, parse_pins
 from .yamlnodes import LDict, check_bound, check_keys, require, suggest, want_int
 
-GEMM_KEYS = ("name", "description", "kind", "shape", "dtype", "tile", "warps", "stages", "arch", "mainloop",
+GEMM_KEYS = ("name", "description", "kind", "shape", "dtype", "tile", "warps", "stages", "split_k", "arch", "mainloop",
              "k_pipe_mmas", "min_k_tiles", "loop", "schedule", "objective", "target")
 """Top-level keys of a ``kind: gemm`` document (``loop`` only to say it is derived)."""
 
@@ -106,11 +106,16 @@ def problem_from_gemm_doc(doc: LDict, path: str) -> "Problem | HopperGemm":
     else:
         check_bound(stages, MAX_GEMM_STAGES, doc.val_loc["stages"], "stages")
 
+    split_k = want_int(doc, "split_k", "a gemm problem", lo=1, default=1, hi=MAX_SPLIT_K)
+    if "split_k" in doc:
+        locs["split_k"] = doc.val_loc["split_k"]
     cfg = GemmConfig(dims["M"], dims["N"], dims["K"], dtype, tdims["BM"], tdims["BN"], tdims["BK"], warps,
-                     stages, arch_name, name)
-    # The k-tile loop runs T = ceil(K / BK) times, T read at run time: one kernel for every K whose
-    # k-tile count is at least min_k_tiles (default 1: every K). shape.K names the shape tuned for.
-    min_k_tiles = want_int(doc, "min_k_tiles", "a gemm problem", lo=1, default=1, hi=cfg.trip_count)
+                     stages, arch_name, name, split_k)
+    # The k-tile loop runs T = ceil(K / BK) / split_k times (each split's share), T read at run time: one
+    # kernel for every K whose splits have at least min_k_tiles k-tiles each (default 1: every K).
+    # shape.K names the shape tuned for.
+    check_config(cfg, path, locs, 1)
+    min_k_tiles = want_int(doc, "min_k_tiles", "a gemm problem", lo=1, default=1, hi=cfg.split_trip_count)
 
     shared_bytes = registers_bytes = None
     if "target" in doc:

@@ -265,5 +265,6 @@ def gemm_yaml(cfg, name: str) -> str:
             f"tile: {{BM: {cfg.BM}, BN: {cfg.BN}, BK: {cfg.BK}}}\n"
             f"warps: {cfg.warps}\n"
             f"stages: {stages}\n"
-            f"arch: {cfg.arch}\n"
+            + (f"split_k: {cfg.split_k}\n" if cfg.split_k != 1 else "")
+            + f"arch: {cfg.arch}\n"
             "mainloop: cp_async\n")

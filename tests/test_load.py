@@ -312,6 +312,7 @@ def test_schema_states_the_same_bounds():
     g = d["gemm"]["properties"]
     assert g["shape"]["properties"]["K"]["maximum"] == bounds.MAX_GEMM_DIM
     assert g["tile"]["properties"]["BK"]["maximum"] == bounds.MAX_TILE_K
+    assert g["split_k"]["maximum"] == bounds.MAX_SPLIT_K
 
 
 def test_schema_is_valid_2020_12_and_accepts_every_example():

@@ -135,6 +135,8 @@ def hopper_gemm_from_doc(doc: LDict, path: str, name: str, dims: dict, arch: str
             "tma_wgmma) has no such ops", "pin stages: and k_pipe_mmas: instead, or set mainloop: cp_async")
     _refuse(doc, "objective", "objective: weighs terms of the cp.async latency model; the Hopper main loop "
             "has its own cost model (docs/hopper.md)", "remove objective:, or set mainloop: cp_async")
+    _refuse(doc, "split_k", "split_k: is emitted for the cp.async main loop only; the Hopper kernel computes "
+            "each tile over all of K", "remove split_k:, or set mainloop: cp_async")
     _refuse(doc, "min_k_tiles", "the Hopper program is proven for every k-tile count T >= 1, so min_k_tiles "
             "has nothing to restrict", "remove min_k_tiles:")
     dtype = doc.get("dtype", "f16")
