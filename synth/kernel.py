@@ -52,11 +52,25 @@ class KernelFacts:
     ktiles: int
     threads: int
     smem_bytes: int
+    split_k: int = 1
+    """``SYNTH_SPLIT_K``: the launch's ``gridDim.z`` (1 for a kernel.cu that does not state it)."""
+    min_ktiles: int = 1
+    """``SYNTH_MIN_KTILES``: the fewest k-tiles a split of a symbolic-trip-count kernel was proved for."""
 
     def k_allowed(self, K: int) -> bool:
-        """K gives this kernel's k-tile count and 16-byte rows (``ktiles == 0``: a kernel proved for a
-        symbolic trip count takes any K; one below its SYNTH_MIN_KTILES reports status 16)."""
-        return K >= 1 and K % 8 == 0 and (self.ktiles == 0 or -(-K // self.BK) == self.ktiles)
+        """K gives this kernel's k-tile count (each split's, with split-K) and 16-byte rows (``ktiles == 0``:
+        a kernel proved for a symbolic trip count takes every K whose splits get SYNTH_MIN_KTILES k-tiles)."""
+        T = -(-K // self.BK)
+        if self.ktiles == 0:
+            return K >= 1 and K % 8 == 0 and T >= self.min_ktiles * self.split_k
+        return K >= 1 and K % 8 == 0 and T == self.ktiles * self.split_k
+
+    def split_buffers(self, M: int, N: int) -> tuple[int, int]:
+        """``(workspace floats, tickets)`` a launch on an ``M x N`` C needs (both 0 without split-K)."""
+        from .emit.splitk import ticket_count, workspace_floats
+
+        return (workspace_floats(M, N, self.BM, self.BN, self.split_k),
+                ticket_count(M, N, self.BM, self.BN, self.split_k))
 
 
 def check_epilogue(loc: Loc, C, M: int, N: int, alpha, beta) -> Optional[np.ndarray]:
@@ -96,10 +110,14 @@ class Kernel:
         """The values of K this kernel takes, as text."""
         f = self.facts
         if f.ktiles == 0:
-            return "any multiple of 8"
-        lo = (f.ktiles - 1) * f.BK + 1
+            least = f.min_ktiles * f.split_k
+            if least <= 1:
+                return "any multiple of 8"
+            lo = (least - 1) * f.BK + 1
+            return f"multiples of 8 from {lo + (-lo) % 8}"
+        lo = (f.ktiles * f.split_k - 1) * f.BK + 1
         lo += (-lo) % 8
-        return f"{lo} .. {f.ktiles * f.BK} (multiples of 8)"
+        return f"{lo} .. {f.ktiles * f.split_k * f.BK} (multiples of 8)"
 
     def check(self, A, B, C=None, *, alpha: float = 1.0, beta: float = 0.0):
         """The checked, contiguous arrays ``(A, B, C or None)`` and ``(M, N, K)``; raises :class:`KernelError`."""
@@ -121,18 +139,26 @@ class Kernel:
         if not (1 <= M <= INT_MAX and 1 <= N <= INT_MAX):
             raise KernelError(loc, f"M = {M}, N = {N}: both must be in 1 .. {INT_MAX}", "pass non-empty matrices")
         if not self.facts.k_allowed(K):
-            raise KernelError(loc, f"K = {K}: this kernel was proved for {self.facts.ktiles} k-tiles of "
-                              f"{self.facts.BK}, so K must be in {self.k_range()}",
+            f = self.facts
+            proved = (f"{f.ktiles} k-tiles" if f.ktiles else f"at least {f.min_ktiles} k-tile(s)") + f" of {f.BK}"
+            split = f" in each of {f.split_k} splits of K" if f.split_k > 1 else ""
+            raise KernelError(loc, f"K = {K}: this kernel was proved for {proved}{split}, so K must be: "
+                              f"{self.k_range()}",
                               "solve a kind: gemm problem with this K and load its folder")
         C = check_epilogue(loc, C, M, N, alpha, beta)
         return np.ascontiguousarray(A), np.ascontiguousarray(B), C, (M, N, K)
 
     def __call__(self, A, B, C=None, *, alpha: float = 1.0, beta: float = 0.0) -> np.ndarray:
         A, B, C, (M, N, K) = self.check(A, B, C, alpha=alpha, beta=beta)
+        # the kernel stores C rows in 16-byte vectors (ldc % 4 == 0): pad the rows, hand back M x N
+        ldc = N + (-N) % 4
+        if C is not None and ldc != N:
+            C = np.pad(C, ((0, 0), (0, ldc - N)))
         if self.backend == "cuda":
-            out, status = self._run_gpu(A, B, C, M, N, K, float(alpha), float(beta))
+            out, status = self._run_gpu(A, B, C, M, N, K, ldc, float(alpha), float(beta))
         else:
-            out, status = self._run_emulator(A, B, C, M, N, K, float(alpha), float(beta))
+            out, status = self._run_emulator(A, B, C, M, N, K, ldc, float(alpha), float(beta))
+        out = np.ascontiguousarray(out[:, :N])
         if status:
             from .emit.cuda import STATUS_CODES
 
@@ -142,15 +168,19 @@ class Kernel:
         return out
 
     def _grid(self, M: int, N: int) -> tuple[int, int, int]:
-        return (-(-N // self.facts.BN), -(-M // self.facts.BM), 1)
+        return (-(-N // self.facts.BN), -(-M // self.facts.BM), self.facts.split_k)
 
-    def _run_emulator(self, A, B, C, M, N, K, alpha, beta):
+    def _run_emulator(self, A, B, C, M, N, K, ldc, alpha, beta):
         from .emit.emulate import GEMM_KERNEL, Buf, compile_and_run
 
-        out = np.zeros((M, N), np.float32)
+        out = np.zeros((M, ldc), np.float32)
         status = np.zeros(1, np.int32)
         args = [Buf("A", A), Buf("B", B), Buf("C", out, out=True), Buf("C_in", C) if C is not None else None,
-                M, N, K, K, K, N, alpha, beta, Buf("status", status, out=True)]
+                M, N, K, K, K, ldc, alpha, beta]
+        ws, tickets = self.facts.split_buffers(M, N)
+        if self.facts.split_k > 1:
+            args += [Buf("workspace", np.full(ws, np.nan, np.float32)), Buf("tickets", np.zeros(tickets, np.uint32))]
+        args.append(Buf("status", status, out=True))
         run = compile_and_run(self.source, GEMM_KERNEL, args, grid=self._grid(M, N),
                               block=(self.facts.threads, 1, 1), smem_bytes=self.facts.smem_bytes)
         self.last_run = run
@@ -159,19 +189,23 @@ class Kernel:
                               "run 'synth verify' on the folder; see docs/emulator.md")
         return run.outputs["C"], int(run.outputs["status"][0])
 
-    def _run_gpu(self, A, B, C, M, N, K, alpha, beta):
+    def _run_gpu(self, A, B, C, M, N, K, ldc, alpha, beta):
         drv, fn, ctx = self._gpu_function()
         ctx.push()
         try:
             dA, dB = drv.to_device(A), drv.to_device(B)
-            out = np.zeros((M, N), np.float32)
+            out = np.zeros((M, ldc), np.float32)
             dC = drv.mem_alloc(out.nbytes)
             dCin = drv.to_device(C) if C is not None else np.intp(0)
             status = np.zeros(1, np.int32)
             dS = drv.to_device(status)
-            fn(dA, dB, dC, dCin, np.int32(M), np.int32(N), np.int32(K), np.int32(K), np.int32(K), np.int32(N),
-               np.float32(alpha), np.float32(beta), dS, block=(self.facts.threads, 1, 1), grid=self._grid(M, N),
-               shared=self.facts.smem_bytes)
+            split = []
+            if self.facts.split_k > 1:
+                ws, tickets = self.facts.split_buffers(M, N)
+                split = [drv.mem_alloc(ws * 4), drv.to_device(np.zeros(tickets, np.uint32))]
+            fn(dA, dB, dC, dCin, np.int32(M), np.int32(N), np.int32(K), np.int32(K), np.int32(K), np.int32(ldc),
+               np.float32(alpha), np.float32(beta), *split, dS, block=(self.facts.threads, 1, 1),
+               grid=self._grid(M, N), shared=self.facts.smem_bytes)
             drv.Context.synchronize()
             drv.memcpy_dtoh(out, dC)
             drv.memcpy_dtoh(status, dS)
@@ -215,7 +249,7 @@ def facts_of(source: str, path: str = "kernel.cu") -> KernelFacts:
         raise KernelError(Loc(path), f"kernel.cu does not state {', '.join('SYNTH_' + k for k in missing)}",
                           "emit it with 'synth emit OUT --target cuda'")
     return KernelFacts(os.path.basename(os.path.dirname(os.path.abspath(path))), m["BM"], m["BN"], m["BK"],
-                       m["KTILES"], m["THREADS"], m["SMEM_BYTES"])
+                       m["KTILES"], m["THREADS"], m["SMEM_BYTES"], m.get("SPLIT_K", 1), m.get("MIN_KTILES", 1))
 
 
 def gpu_ready() -> tuple[bool, str]:
@@ -256,14 +290,15 @@ def load(out: str, *, backend: str = "auto") -> Kernel:
     info = kernel_info(problem, schedule, program)
     cfg = problem.gemm
     want = {"BM": cfg.BM, "BN": cfg.BN, "BK": cfg.BK, "KTILES": info.ktiles, "THREADS": info.threads,
-            "SMEM_BYTES": info.smem_bytes}
+            "SMEM_BYTES": info.smem_bytes, "SPLIT_K": cfg.split_k}
     got = {"BM": facts.BM, "BN": facts.BN, "BK": facts.BK, "KTILES": facts.ktiles, "THREADS": facts.threads,
-           "SMEM_BYTES": facts.smem_bytes}
+           "SMEM_BYTES": facts.smem_bytes, "SPLIT_K": facts.split_k}
     diff = [f"SYNTH_{k} {got[k]} (program: {want[k]})" for k in want if got[k] != want[k]]
     if diff:
         raise SynthError(Loc(path), f"kernel.cu does not match the folder's program: {', '.join(diff)}",
                          f"re-emit it with 'synth emit {out} --target cuda'")
-    facts = KernelFacts(problem.name, facts.BM, facts.BN, facts.BK, facts.ktiles, facts.threads, facts.smem_bytes)
+    facts = KernelFacts(problem.name, facts.BM, facts.BN, facts.BK, facts.ktiles, facts.threads, facts.smem_bytes,
+                        facts.split_k, facts.min_ktiles)
     return Kernel(path, source, facts, _backend(backend, gpu_ready, "CUDA GPU", "an NVIDIA GPU"))
 
 

@@ -142,15 +142,23 @@ def run_output(out_dir: str, *, repeats: int = 20, seed: int = 0) -> RunReport:
         rng = np.random.default_rng(seed)
         A = rng.uniform(-1, 1, size=(M, K)).astype(np.float16)
         B = rng.uniform(-1, 1, size=(N, K)).astype(np.float16)
-        C = np.zeros((M, N), dtype=np.float32)
+        ldc = N + (-N) % 4  # the kernel stores C rows in 16-byte vectors
+        C = np.zeros((M, ldc), dtype=np.float32)
         status = np.zeros(1, dtype=np.int32)
         dA, dB, dC = drv.to_device(A), drv.to_device(B), drv.mem_alloc(C.nbytes)
         dS = drv.to_device(status)
         grid = info.grid
         block = (info.threads, 1, 1)
-        # synth_gemm(A, B, C, C_in, M, N, K, lda, ldb, ldc, alpha, beta, status): C = A B^T, no C_in
+        # synth_gemm(A, B, C, C_in, M, N, K, lda, ldb, ldc, alpha, beta, [workspace, tickets,] status):
+        # C = A B^T, no C_in; split-K's tickets are zeroed once, and each launch leaves them zeroed
+        split = []
+        if cfg.split_k > 1:
+            from .emit.splitk import ticket_count, workspace_floats
+
+            split = [drv.mem_alloc(4 * workspace_floats(M, N, cfg.BM, cfg.BN, cfg.split_k)),
+                     drv.to_device(np.zeros(ticket_count(M, N, cfg.BM, cfg.BN, cfg.split_k), np.uint32))]
         args = (dA, dB, dC, np.intp(0), np.int32(M), np.int32(N), np.int32(K), np.int32(K), np.int32(K),
-                np.int32(N), np.float32(1.0), np.float32(0.0), dS)
+                np.int32(ldc), np.float32(1.0), np.float32(0.0), *split, dS)
 
         def launch():
             fn(*args, block=block, grid=grid, shared=info.smem_bytes)
@@ -165,6 +173,7 @@ def run_output(out_dir: str, *, repeats: int = 20, seed: int = 0) -> RunReport:
             why = "; ".join(w for code, (_, w) in STATUS_CODES.items() if status[0] & code)
             raise SynthError(Loc(path), f"kernel.cu refused the launch (status {int(status[0])}): {why}",
                              "re-emit the kernel for this problem ('synth emit')")
+        C = C[:, :N]
         ref = A.astype(np.float32) @ B.astype(np.float32).T
         diff = np.abs(C - ref)
         ok = bool(np.all(np.isfinite(C)) and np.all(diff <= ATOL + RTOL * np.abs(ref)))

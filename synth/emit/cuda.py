@@ -55,6 +55,8 @@ from ..program import CommitStmt, OpStmt, Part, Program, WaitStmt
 from ..schedule import Schedule
 from .barriers import Barrier, barriers, extent, max_extent, step_env, trip_samples
 from .raster import cuda_lines as raster_lines
+from .splitk import SPLIT_STATUS, index_lines as split_index_lines, range_lines as split_range_lines
+from .splitk import reduction_lines as split_reduction_lines
 
 RUNTIME_DIR = os.path.join(os.path.dirname(__file__), "runtime")
 API_HEADER = os.path.join(RUNTIME_DIR, "synth_cuda_api.h")
@@ -70,8 +72,11 @@ STATUS_CODES = {
     4: ("SYNTH_ERR_LD_C", "ldc below N or not a multiple of 4 (128-bit C stores)"),
     8: ("SYNTH_ERR_ALIGN", "A, B, C or C_in not 16-byte aligned"),
     16: ("SYNTH_ERR_KTILES", "ceil(K / BK) differs from SYNTH_KTILES, the trip count the program was proved for "
-             "(a kernel proved for a symbolic trip count: ceil(K / BK) below SYNTH_MIN_KTILES)"),
+             "(a kernel proved for a symbolic trip count: ceil(K / BK) below SYNTH_MIN_KTILES; with split-K, "
+             "times SYNTH_SPLIT_K: every split runs at least that many)"),
     32: ("SYNTH_ERR_SIZE", "A or B spans 2^31 elements or more (the copies use 32-bit offsets)"),
+    SPLIT_STATUS: ("SYNTH_ERR_SPLIT", "gridDim.z differs from SYNTH_SPLIT_K, or a split-K launch lacks its "
+                   "workspace or tickets (or the workspace is not 16-byte aligned)"),
 }
 """Bits of the code the kernel writes to ``*status`` when a run-time precondition fails."""
 
@@ -216,7 +221,7 @@ def kernel_info(problem: Problem, schedule: Schedule, program: Program) -> Kerne
                         len(share_chunks(t.b_chunks_per_thread, P, j))
                 if isinstance(s, CommitStmt):
                     commits += 1
-    grid = (-(-cfg.N // cfg.BN), -(-cfg.M // cfg.BM), 1)
+    grid = (-(-cfg.N // cfg.BN), -(-cfg.M // cfg.BM), cfg.split_k)
     ktiles = 0 if isinstance(program.trip_count, str) else program.trip_count  # 0: any (symbolic T)
     return KernelInfo(max(pipe, stage), cfg.threads, grid, ktiles, 1, bars, tuple(waits["body"]),
                       tuple(waits["prologue"]), tuple(waits["epilogue"]), cp, commits, pipe, stage)
@@ -268,6 +273,7 @@ class _Writer:
         self.st_linear = (cfg.threads // cpr) % 8 == 0 if cpr >= 8 else cfg.threads % 64 == 0
         self.symbolic = isinstance(program.trip_count, str)
         self.T = program.trip_count if self.symbolic else "T"
+        self.split = cfg.split_k
         self.loads_in_body = any(isinstance(s, OpStmt) and LOAD_RE.match(s.op) for s in program.part("body").stmts)
 
     def frag_buffers(self):
@@ -307,7 +313,14 @@ class _Writer:
                    f"{extent(p, p.part('body'))} + epilogue {extent(p, p.part('epilogue'))} steps; body not unrolled")
         self.w(f"// barriers: {len(info.barriers)} placements (see the '// sync:' lines); "
                f"body waits: {list(info.body_waits)}")
-        self.w("// launch: grid (ceil(N/BN), ceil(M/BM)), block SYNTH_THREADS, dynamic smem SYNTH_SMEM_BYTES.")
+        if self.split > 1:
+            self.w(f"// split-K: {self.split} splits (gridDim.z); each CTA runs the loop over its share of the "
+                   "k-tiles, the tile's last CTA sums the partials in split order (synth.emit.splitk)")
+            self.w("// launch: grid (ceil(N/BN), ceil(M/BM), SYNTH_SPLIT_K), block SYNTH_THREADS, dynamic smem "
+                   "SYNTH_SMEM_BYTES; workspace: ceil(M/BM) * ceil(N/BN) * SYNTH_SPLIT_K * BM * BN floats; "
+                   "tickets: ceil(M/BM) * ceil(N/BN) unsigned, zeroed before the first launch (left zeroed)")
+        else:
+            self.w("// launch: grid (ceil(N/BN), ceil(M/BM)), block SYNTH_THREADS, dynamic smem SYNTH_SMEM_BYTES.")
         self.w("// run-time preconditions (else *status |= code, C untouched): " +
                "; ".join(f"{code} {why}" for code, (_, why) in STATUS_CODES.items()))
         self.w("#include <stdint.h>")
@@ -324,7 +337,7 @@ class _Writer:
         self.w()
         for k, v in (("M", cfg.M), ("N", cfg.N), ("K", cfg.K), ("BM", cfg.BM), ("BN", cfg.BN), ("BK", cfg.BK),
                      ("THREADS", cfg.threads), ("SMEM_BYTES", info.smem_bytes),
-                     ("KTILES", info.ktiles), ("MIN_KTILES", p.min_trip_count)):
+                     ("KTILES", info.ktiles), ("MIN_KTILES", p.min_trip_count), ("SPLIT_K", self.split)):
             self.w(f"#define SYNTH_{k} {v}")
         for code, (name, _) in STATUS_CODES.items():
             self.w(f"#define {name} {code}")
@@ -362,7 +375,11 @@ class _Writer:
         p, t = self.p, self.t
         self.w('extern "C" __global__ void SYNTH_LAUNCH_BOUNDS(SYNTH_THREADS)')
         self.w("synth_gemm(const half* A, const half* B, float* C, const float* C_in, int M, int N, int K,")
-        self.w("           int lda, int ldb, int ldc, float alpha, float beta, int* status) {")
+        if self.split > 1:
+            self.w("           int lda, int ldb, int ldc, float alpha, float beta, float* workspace, "
+                   "unsigned* tickets, int* status) {")
+        else:
+            self.w("           int lda, int ldb, int ldc, float alpha, float beta, int* status) {")
         self.w("using namespace synth_kernel;", 1)
         self.w("{  // run-time preconditions, uniform over the grid: report and return before touching memory", 1)
         self.w("int err = 0;", 2)
@@ -371,15 +388,20 @@ class _Writer:
         self.w("if (ldc < N || ldc % 4 != 0) err |= SYNTH_ERR_LD_C;", 2)
         self.w("if ((((uintptr_t)A | (uintptr_t)B | (uintptr_t)C | (uintptr_t)C_in) & 15) != 0) "
                "err |= SYNTH_ERR_ALIGN;", 2)
+        per = " * SYNTH_SPLIT_K" if self.split > 1 else ""  # every split runs at least (exactly) the proved count
         if self.symbolic:
-            self.w("if (K >= 1 && (K + BK - 1) / BK < SYNTH_MIN_KTILES) err |= SYNTH_ERR_KTILES;", 2)
+            self.w(f"if (K >= 1 && (K + BK - 1) / BK < SYNTH_MIN_KTILES{per}) err |= SYNTH_ERR_KTILES;", 2)
         else:
-            self.w("if (K >= 1 && (K + BK - 1) / BK != SYNTH_KTILES) err |= SYNTH_ERR_KTILES;", 2)
+            self.w(f"if (K >= 1 && (K + BK - 1) / BK != SYNTH_KTILES{per}) err |= SYNTH_ERR_KTILES;", 2)
+        self.w("if (gridDim.z != SYNTH_SPLIT_K) err |= SYNTH_ERR_SPLIT;", 2)
+        if self.split > 1:
+            self.w("if (workspace == nullptr || tickets == nullptr || ((uintptr_t)workspace & 15) != 0) "
+                   "err |= SYNTH_ERR_SPLIT;", 2)
         self.w("if ((long long)M * lda >= 2147483647LL || (long long)N * ldb >= 2147483647LL) err |= SYNTH_ERR_SIZE;",
                2)
         self.w("if (err != 0) {", 2)
-        self.w("if (status != nullptr && blockIdx.x == 0 && blockIdx.y == 0 && threadIdx.x == 0) *status = err;",
-               3)
+        self.w("if (status != nullptr && blockIdx.x == 0 && blockIdx.y == 0 && blockIdx.z == 0 && threadIdx.x == 0) "
+               "*status = err;", 3)
         self.w("return;", 3)
         self.w("}", 2)
         self.w("}", 1)
@@ -390,7 +412,10 @@ class _Writer:
         self.w("const int tid = threadIdx.x;", 1)
         self.w("const int lane = (int)synth_lane_id();", 1)
         self.w("const int warp = tid / 32, warp_m = warp / WN, warp_n = warp % WN;", 1)
-        for line in raster_lines("BM", "BN"):
+        if self.split > 1:
+            for line in split_index_lines():
+                self.w(line, 1)
+        for line in raster_lines("BM", "BN", *(["synth_tile"] if self.split > 1 else [])):
             self.w(line, 1)
         self.w("// loop-invariant addressing, computed once:", 1)
         self.w("// ldmatrix row address of m16 (n16) tile 0 at k16 step 0 in slot 0", 1)
@@ -401,9 +426,16 @@ class _Writer:
         self.w("// later copy is a full 16 bytes. Rows past M (N) are read from row M - 1 (N - 1): they only", 1)
         self.w("// feed C rows (columns) that are never stored.", 1)
         self.w("const int ld_r = tid / CPR, ld_kc = tid % CPR;", 1)
-        self.w(f"const int {self.T} = (K + BK - 1) / BK;  // k-tiles", 1)
-        self.w(f"const int pad = {self.T} * BK - K;", 1)
-        self.w("const int k0_bytes = ld_kc * 8 >= pad ? 16 : 0;  // this thread's chunks of k-tile 0", 1)
+        if self.split > 1:
+            for line in split_range_lines(self.T):
+                self.w(line, 1)
+            self.w("const int pad = T_all * BK - K;", 1)
+            self.w("const int k0_bytes = kt0 > 0 || ld_kc * 8 >= pad ? 16 : 0;  // this thread's chunks of the "
+                   "split's first k-tile (only split 0 holds the partial one)", 1)
+        else:
+            self.w(f"const int {self.T} = (K + BK - 1) / BK;  // k-tiles", 1)
+            self.w(f"const int pad = {self.T} * BK - K;", 1)
+            self.w("const int k0_bytes = ld_kc * 8 >= pad ? 16 : 0;  // this thread's chunks of k-tile 0", 1)
         for mat, rows, ld in (("A", "M", "lda"), ("B", "N", "ldb")):
             x = mat.lower()
             self.w(f"int {x}_off[{mat}_CHUNKS];  // chunk c of the current k-tile: elements from {mat} (advanced by "
@@ -416,7 +448,8 @@ class _Writer:
             self.w(f"SYNTH_UNROLL for (int c = 0; c < {mat}_CHUNKS; ++c) {{", 1)
             origin = "m0" if mat == "A" else "n0"
             self.w(f"const int r = {origin} + ld_r + c * LD_ROWS;", 2)
-            self.w(f"{x}_off[c] = (r < {rows} ? r : {rows} - 1) * {ld} + ld_kc * 8 - pad;", 2)
+            start = " + kt0 * BK" if self.split > 1 else ""
+            self.w(f"{x}_off[c] = (r < {rows} ? r : {rows} - 1) * {ld} + ld_kc * 8 - pad{start};", 2)
             if not self.st_linear:
                 self.w(f"{x}_st[c] = {mat}_BASE + swz(ld_r + c * LD_ROWS, ld_kc);", 2)
             self.w("}", 1)
@@ -701,6 +734,12 @@ class _Writer:
         self.w("// time (8-byte fragment stores, 16-byte row loads), 128-bit global loads and stores", 1)
         self.w("synth_cp_async_wait<0>();  // store: no copy may land in the staging area", 1)
         self.w("synth_syncthreads();  // store: every warp has finished reading the pipeline's slots", 1)
+        if self.split > 1:
+            depth = 1
+            for line in split_reduction_lines():
+                opens = line.count("{") - line.count("}")
+                self.w(line, depth + min(opens, 0))
+                depth += opens
         self.w("float* const c_stage = reinterpret_cast<float*>(smem) + warp * (16 * C_LD);", 1)
         self.w("SYNTH_UNROLL for (int mi = 0; mi < MI; ++mi) {", 1)
         self.w("SYNTH_UNROLL for (int ni = 0; ni < NI; ++ni) {", 2)

@@ -35,10 +35,13 @@ from typing import Mapping, Sequence, Union
 import numpy as np
 
 from ..errors import SynthError
+from .splitk import ticket_count, workspace_floats
 
 RUNTIME = pathlib.Path(__file__).resolve().parent / "runtime"
 POLICIES = ("forward", "reverse", "interleave", "parallel")
 """Thread scheduling policies of the emulator; ``"default"`` means ``"reverse"``."""
+BLOCK_ORDERS = ("forward", "reverse", "shuffle")
+"""Orders the emulator runs a grid's blocks in: launch order, its reverse, or shuffled (``"shuffle:SEED"``)."""
 GEMM_KERNEL = "synth_gemm"
 CXXFLAGS = ("-std=c++20", "-O2", "-pthread", "-DSYNTH_EMULATE")
 
@@ -287,15 +290,19 @@ def _prune(directory: pathlib.Path, keep: int = CACHE_KEEP) -> None:
 def compile_and_run(kernel_cu: str, kernel_name: str, args: Sequence[Arg], *,
                     grid: tuple[int, int, int], block: tuple[int, int, int], smem_bytes: int,
                     policy: str = "default", defines: Mapping[str, object] | None = None,
-                    workdir: str | None = None, timeout: float = 300.0) -> EmuRun:
+                    workdir: str | None = None, timeout: float = 300.0, order: str = "forward") -> EmuRun:
     """Compile ``kernel_cu`` against the emulator and launch ``kernel_name(*args)``.
 
-    A fatal emulation error (deadlock, divergent warp-collective op, access
+    Blocks run one at a time in ``order`` (:data:`BLOCK_ORDERS`: ``"forward"``, ``"reverse"`` or
+    ``"shuffle:SEED"``). A fatal emulation error (deadlock, divergent warp-collective op, access
     outside shared memory or the buffers) or a crash is returned in
     ``EmuRun.errors``, not raised; only a compile error raises.
     """
     if policy != "default" and policy not in POLICIES:
         raise EmulatorError(f"unknown policy {policy!r}", fix=f"use one of default, {', '.join(POLICIES)}")
+    kind, _, seed = order.partition(":")
+    if kind not in BLOCK_ORDERS or (kind == "shuffle") != bool(seed) or (seed and not seed.isdigit()):
+        raise EmulatorError(f"unknown block order {order!r}", fix="use forward, reverse or shuffle:SEED")
     binary, csec = compile_kernel(kernel_cu, kernel_name, args, defines)
     own = workdir is None
     run_dir = pathlib.Path(tempfile.mkdtemp(prefix="synth-emu-run-") if own else workdir)  # type: ignore[arg-type]
@@ -305,7 +312,7 @@ def compile_and_run(kernel_cu: str, kernel_name: str, args: Sequence[Arg], *,
             (run_dir / "kernel.cu").write_text(kernel_cu)
             (run_dir / "emu_launch.inc").write_text(launch_inc(kernel_name, args))
         lines = [f"grid {grid[0]} {grid[1]} {grid[2]}", f"block {block[0]} {block[1]} {block[2]}",
-                 f"smem {smem_bytes}", f"policy {policy}", f"timeout {timeout}"]
+                 f"smem {smem_bytes}", f"policy {policy}", f"timeout {timeout}", f"order {kind} {seed}".rstrip()]
         for i, a in enumerate(args):
             if isinstance(a, Buf):
                 arr = np.ascontiguousarray(a.array)
@@ -366,7 +373,8 @@ def gemm_inputs(M: int, N: int, K: int, seed: int = 0) -> tuple[np.ndarray, np.n
 def emulate_gemm(kernel_cu: str, M: int, N: int, K: int, *, BM: int, BN: int, warps: int, smem_bytes: int,
                  seed: int = 0, policy: str = "default", workdir: str | None = None,
                  timeout: float = 300.0, alpha: float = 1.0, beta: float = 0.0, with_c: bool = False,
-                 lda: int | None = None, ldb: int | None = None, ldc: int | None = None) -> EmuResult:
+                 lda: int | None = None, ldb: int | None = None, ldc: int | None = None,
+                 order: str = "forward", splits: int | None = None) -> EmuResult:
     """Run ``synth_gemm`` from ``kernel_cu`` and check ``C = alpha A B^T (+ beta C_in)``.
 
     A is M x K (row stride ``lda``, default K) f16, B is N x K (``ldb``) f16 ("TN"),
@@ -374,9 +382,14 @@ def emulate_gemm(kernel_cu: str, M: int, N: int, K: int, *, BM: int, BN: int, wa
     ``C_in`` (same strides), else nullptr. Grid (ceil(N/BN), ceil(M/BM)), block
     32 * warps threads. Padding columns of C (``ldc > N``) must stay untouched.
     ``EmuResult.status`` is what the kernel reported (a precondition's code, 0 if none).
+    A split-K kernel (``SYNTH_SPLIT_K > 1``) gets ``gridDim.z = splits`` (default its own) and a
+    NaN-filled workspace and zeroed tickets, which it must leave zeroed (else not ``ok``).
+    Blocks run in ``order`` (:func:`compile_and_run`).
     """
     lda, ldb, ldc = lda or K, ldb or K, ldc or N
     _check_launch(kernel_cu, BM, BN, warps, smem_bytes)
+    split_k = kernel_macros(kernel_cu).get("SPLIT_K", 1)
+    splits = split_k if splits is None else splits
     A, B = gemm_inputs(M, N, K, seed)
     rng = np.random.default_rng(seed + 1)
     # buffers at least as wide as the data even when a stride is (deliberately) too small
@@ -390,10 +403,14 @@ def emulate_gemm(kernel_cu: str, M: int, N: int, K: int, *, BM: int, BN: int, wa
     status = np.zeros(1, np.int32)
     args: list[Arg] = [Buf("A", Ap), Buf("B", Bp), Buf("C", C0, out=True)]
     args.append(Buf("C_in", Cin) if Cin is not None else None)
-    args += [M, N, K, lda, ldb, ldc, float(alpha), float(beta), Buf("status", status, out=True)]
+    args += [M, N, K, lda, ldb, ldc, float(alpha), float(beta)]
+    if split_k > 1:
+        args += [Buf("workspace", np.full(max(workspace_floats(M, N, BM, BN, split_k), 4), np.nan, np.float32)),
+                 Buf("tickets", np.zeros(max(ticket_count(M, N, BM, BN, split_k), 1), np.uint32), out=True)]
+    args.append(Buf("status", status, out=True))
     run = compile_and_run(mark_main_loop(kernel_cu), GEMM_KERNEL, args,
-                          grid=(-(-N // BN), -(-M // BM), 1), block=(32 * warps, 1, 1), smem_bytes=smem_bytes,
-                          policy=policy, workdir=workdir, timeout=timeout)
+                          grid=(-(-N // BN), -(-M // BM), splits), block=(32 * warps, 1, 1), smem_bytes=smem_bytes,
+                          policy=policy, workdir=workdir, timeout=timeout, order=order)
     ref = alpha * (A.astype(np.float32) @ B.astype(np.float32).T)
     if Cin is not None:
         ref = ref + beta * Cin[:, :N]
@@ -403,7 +420,8 @@ def emulate_gemm(kernel_cu: str, M: int, N: int, K: int, *, BM: int, BN: int, wa
     nan_count = int(np.count_nonzero(~np.isfinite(C)))
     diff = np.abs(C.astype(np.float64) - ref)
     max_abs_err = float(np.max(diff)) if nan_count == 0 and C.size else float("inf")
-    ok = (nan_count == 0 and not run.errors and not pad_touched
+    tickets_left = int(np.count_nonzero(run.outputs["tickets"])) if "tickets" in run.outputs else 0
+    ok = (nan_count == 0 and not run.errors and not pad_touched and tickets_left == 0
           and bool(np.all(diff <= F16_ATOL + F16_RTOL * np.abs(ref))))
     st = run.outputs.get("status", np.zeros(1, np.int32))
     return EmuResult(C=C, max_abs_err=max_abs_err, ok=ok, nan_count=nan_count, early_reads=run.early_reads,

@@ -55,6 +55,22 @@ SYNTH_DEVICE uint32_t synth_lane_id() {
   return l;
 }
 
+// Split-K (docs/cuda_kernel.md, "Split-K"): the partial tiles go through the L2 (.cg: never a
+// stale L1 line), ordered by a fence on each side of the tile's ticket.
+SYNTH_DEVICE void synth_threadfence() { __threadfence(); }
+
+SYNTH_DEVICE void synth_st_cg_f32x4(float* p, float a, float b, float c, float d) {
+  asm volatile("st.global.cg.v4.f32 [%0], {%1, %2, %3, %4};\n" :: "l"(p), "f"(a), "f"(b), "f"(c), "f"(d)
+               : "memory");
+}
+
+SYNTH_DEVICE void synth_ld_cg_f32x4(float (&r)[4], const float* p) {
+  asm volatile("ld.global.cg.v4.f32 {%0, %1, %2, %3}, [%4];\n"
+               : "=f"(r[0]), "=f"(r[1]), "=f"(r[2]), "=f"(r[3]) : "l"(p) : "memory");
+}
+
+SYNTH_DEVICE unsigned synth_atomic_add_u32(unsigned* p, unsigned v) { return atomicAdd(p, v); }
+
 // Plain shared-memory load and store (the emulator instruments them: synth_emu.h).
 template <class T>
 SYNTH_DEVICE T synth_lds(const T* p) { return *p; }

@@ -13,7 +13,8 @@
 //
 // Provided: synth_cp_async_16, synth_cp_async_commit, synth_cp_async_wait<N>,
 // synth_syncthreads (and __syncthreads), synth_ldmatrix_x4, synth_mma_16816,
-// synth_lane_id, threadIdx / blockIdx / blockDim / gridDim, half, __global__,
+// synth_lane_id, synth_threadfence, synth_st_cg_f32x4, synth_ld_cg_f32x4,
+// synth_atomic_add_u32 (split-K), threadIdx / blockIdx / blockDim / gridDim, half, __global__,
 // __shared__, __align__, __device__, __forceinline__, SYNTH_DEVICE, the
 // dynamic shared buffer `synth_smem`, and for hand-written kernels
 // synth_lds<T> / synth_sts<T> (instrumented shared loads/stores) and
@@ -219,6 +220,17 @@ inline void synth_sts(T* p, T v) {
   static_assert(sizeof(T) == 2 || sizeof(T) == 4 || sizeof(T) == 8 || sizeof(T) == 16, "2/4/8/16-byte stores");
   synth_emu::sts(p, &v, (int)sizeof(T));
 }
+
+/// __threadfence() (membar.gl). The emulator checks the split-K protocol with it: a block's
+/// global stores are fenced before its ticket (release), and another block's stores are read only
+/// after a fence that follows this block's ticket (acquire).
+void synth_threadfence();
+/// st.global.cg.v4.f32 [p], {a, b, c, d} (16-byte aligned, inside a global buffer).
+void synth_st_cg_f32x4(float* p, float a, float b, float c, float d);
+/// ld.global.cg.v4.f32 {r}, [p].
+void synth_ld_cg_f32x4(float (&r)[4], const float* p);
+/// atomicAdd(p, v) on a 32-bit unsigned in global memory: the old value.
+unsigned synth_atomic_add_u32(unsigned* p, unsigned v);
 
 inline float __half2float(half h) { return synth_emu::h2f(h.bits); }
 inline half __float2half(float f) { return half{synth_emu::f2h(f)}; }

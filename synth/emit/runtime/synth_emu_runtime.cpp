@@ -21,9 +21,12 @@
 #include <fstream>
 #include <memory>
 #include <mutex>
+#include <random>
 #include <sstream>
 #include <string>
 #include <thread>
+#include <unordered_map>
+#include <unordered_set>
 #include <vector>
 
 thread_local uint3 threadIdx{0, 0, 0};
@@ -77,6 +80,7 @@ struct Stats {
   uint64_t blocks = 0, threads = 0;
   uint64_t cp_async = 0, commits = 0, waits = 0, barriers = 0, ldmatrix = 0, mma = 0;
   uint64_t lds = 0, sts = 0;
+  uint64_t gld = 0, gst = 0, atomics = 0;  // split-K workspace loads/stores (16 B) and ticket atomics
   uint64_t early_reads = 0;      // read of a chunk whose cp.async has not landed
   uint64_t unsync_reads = 0;     // read of data landed/stored by another thread in the same barrier interval
   uint64_t war_hazards = 0;      // write into a chunk another thread read in the same barrier interval
@@ -84,6 +88,7 @@ struct Stats {
   uint64_t uncommitted_at_exit = 0;  // threads that exited with an open (uncommitted) group
   uint64_t pending_at_exit = 0;      // committed groups never waited for (harmless; reported)
   uint64_t wait_over_7 = 0;          // wait_group N with N > 7 (PTX limit)
+  uint64_t unordered_global = 0;     // workspace accesses that break the fence / ticket protocol
   uint64_t max_wait_n = 0;
   uint64_t max_groups_in_flight = 0;
   BankCounter bank[kNumBankCats];
@@ -104,6 +109,13 @@ struct Runtime {
   };
   std::vector<Region> globals;
   void (*on_fatal)() = nullptr;  // writes stats.json before a fatal exit
+  // block order of a launch: 0 forward (x fastest, then y, then z), 1 reverse, 2 shuffled by `order_seed`
+  int order = 0;
+  unsigned order_seed = 0;
+  // the split-K release/acquire protocol (docs/emulator.md): which block wrote each 16-byte global
+  // chunk through synth_st_cg_f32x4, and which blocks published their writes (fence, then ticket)
+  std::unordered_map<uintptr_t, long long> gwriter;
+  std::unordered_set<long long> published;
 };
 
 inline Runtime& rt() {
@@ -172,6 +184,8 @@ struct ThreadCtx {
   std::vector<PendingCopy> open;                // the open (uncommitted) group
   std::deque<std::vector<PendingCopy>> groups;  // committed, not yet landed (FIFO)
   std::vector<LogEntry> log[kNumLogged];        // accesses since the last barrier
+  uint64_t unfenced = 0;     // global stores not yet followed by synth_threadfence
+  uint64_t fence_mark = 0;   // the block's ticket count at this thread's last synth_threadfence
 };
 
 inline thread_local ThreadCtx* tl_ctx = nullptr;
@@ -228,6 +242,8 @@ struct Block {
   int finished_threads = 0;
   std::condition_variable done_cv;
   bool warned_exit = false;
+  uint64_t tickets = 0;  // ticket atomics this block took
+  long long lin = 0;     // linear block index (x fastest)
   // parallel scheduling
   std::unique_ptr<std::barrier<BlockBarrierDone>> bbar;
   std::vector<std::unique_ptr<std::barrier<WarpBarrierDone>>> wbar;
@@ -638,8 +654,9 @@ inline ThreadCtx& ctx() {
 
 #define SYNTH_EMU_SUM_FIELDS(X)                                                                          \
   X(blocks) X(threads) X(cp_async) X(commits) X(waits) X(barriers) X(ldmatrix) X(mma) X(lds) X(sts)       \
+  X(gld) X(gst) X(atomics)                                                                               \
   X(early_reads) X(unsync_reads) X(war_hazards) X(waw_hazards) X(uncommitted_at_exit) X(pending_at_exit) \
-  X(wait_over_7)
+  X(wait_over_7) X(unordered_global)
 #define SYNTH_EMU_MAX_FIELDS(X) X(max_wait_n) X(max_groups_in_flight)
 
 inline void merge_stats(Stats& into, const Stats& s) {
@@ -666,12 +683,19 @@ void launch_erased(Body body, void* closure, dim3 grid, dim3 block, size_t smem_
   if (nthr <= 0 || nthr > 1024) fatal(fmt("block of %d threads (1..1024 allowed)", nthr));
   if (smem_bytes > SYNTH_EMU_SMEM_MAX) fatal(fmt("%zu bytes of dynamic shared memory (max %d)", smem_bytes,
                                                 SYNTH_EMU_SMEM_MAX));
-  for (unsigned bz = 0; bz < grid.z; ++bz)
-    for (unsigned by = 0; by < grid.y; ++by)
-      for (unsigned bx = 0; bx < grid.x; ++bx) {
+  // blocks run one at a time, in the launch order (x fastest) or its reverse, or shuffled: a kernel
+  // must not depend on which block of a grid runs first (split-K: which CTA of a tile is last)
+  std::vector<long long> order((size_t)grid.x * grid.y * grid.z);
+  for (size_t i = 0; i < order.size(); ++i) order[i] = (long long)i;
+  if (R.order == 1) std::reverse(order.begin(), order.end());
+  if (R.order == 2) std::shuffle(order.begin(), order.end(), std::mt19937(R.order_seed));
+  for (long long lin : order) {
+        const unsigned bx = (unsigned)(lin % grid.x), by = (unsigned)(lin / grid.x % grid.y),
+                       bz = (unsigned)(lin / grid.x / grid.y);
         // uninitialized shared memory reads as NaN
         std::memset(synth_smem, 0xFF, sizeof synth_smem);
         Block blk(R.policy, dim3(bx, by, bz), nthr, smem_bytes);
+        blk.lin = lin;
         std::vector<std::thread> threads;
         threads.reserve(nthr);
         {
@@ -713,7 +737,7 @@ void launch_erased(Body body, void* closure, dim3 grid, dim3 block, size_t smem_
           std::lock_guard<std::mutex> g(R.mu);
           merge_stats(R.st, blk.st);
         }
-      }
+  }
 }
 
 }  // namespace synth_emu
@@ -792,6 +816,113 @@ void synth_syncthreads() {
   c.blk->barrier(c);
 }
 
+// ---- split-K: global workspace and tickets (docs/emulator.md, "Split-K") ----------------------
+namespace synth_emu {
+inline void protocol_error(const std::string& msg) {
+  std::lock_guard<std::mutex> g(rt().mu);
+  rt().st.unordered_global++;
+  note(rt().errors, msg);
+}
+inline void check_global(const void* p, size_t n, size_t align, const char* what, const Block& b, int tid) {
+  if ((uintptr_t)p % align != 0)
+    fatal(fmt("%s: %s address %p is not %zu-byte aligned", b.where(tid).c_str(), what, p, align));
+  if (!in_globals(p, n))
+    fatal(fmt("%s: %s of %zu bytes at %p is outside every global buffer", b.where(tid).c_str(), what, n, p));
+}
+}  // namespace synth_emu
+
+/// __threadfence(): this thread's earlier global stores are ordered before its later memory
+/// operations for every other block (release before a ticket, acquire after one).
+void synth_threadfence() {
+  using namespace synth_emu;
+  ThreadCtx& c = ctx();
+  std::lock_guard<std::mutex> g(c.blk->mu);
+  c.unfenced = 0;
+  c.fence_mark = c.blk->tickets;
+}
+
+/// st.global.cg.v4.f32: 16 bytes to global memory (L2); other blocks may read them only after this
+/// block published them (a fence in every storing thread, then the block's ticket).
+void synth_st_cg_f32x4(float* p, float a, float b, float c2, float d) {
+  using namespace synth_emu;
+  ThreadCtx& c = ctx();
+  Block& blk = *c.blk;
+  check_global(p, 16, 16, "st.global.cg", blk, c.tid);
+  const float v[4] = {a, b, c2, d};
+  std::memcpy(p, v, 16);
+  {
+    std::lock_guard<std::mutex> g(blk.mu);
+    blk.st.gst++;
+    c.unfenced++;
+  }
+  std::lock_guard<std::mutex> g(rt().mu);
+  rt().gwriter[(uintptr_t)p] = blk.lin;
+}
+
+/// ld.global.cg.v4.f32: 16 bytes from global memory (L2). Reading what another block stored needs
+/// that block published (fence, then ticket) and this thread fenced after this block's ticket.
+void synth_ld_cg_f32x4(float (&r)[4], const float* p) {
+  using namespace synth_emu;
+  ThreadCtx& c = ctx();
+  Block& blk = *c.blk;
+  check_global(p, 16, 16, "ld.global.cg", blk, c.tid);
+  long long writer = -1;
+  bool published = false;
+  {
+    std::lock_guard<std::mutex> g(rt().mu);
+    auto it = rt().gwriter.find((uintptr_t)p);
+    if (it != rt().gwriter.end()) {
+      writer = it->second;
+      published = rt().published.count(writer) != 0;
+    }
+  }
+  uint64_t tickets, mark;
+  {
+    std::lock_guard<std::mutex> g(blk.mu);
+    blk.st.gld++;
+    tickets = blk.tickets;
+    mark = c.fence_mark;
+  }
+  if (writer < 0)
+    protocol_error(fmt("%s: ld.global.cg at %p reads 16 bytes no block of this launch stored", blk.where(c.tid).c_str(),
+                       (const void*)p));
+  else if (writer != blk.lin && !published)
+    protocol_error(fmt("%s: ld.global.cg at %p reads what block %lld stored before it took its ticket",
+                       blk.where(c.tid).c_str(), (const void*)p, writer));
+  else if (writer != blk.lin && (tickets == 0 || mark < tickets))
+    protocol_error(fmt("%s: ld.global.cg at %p reads what block %lld stored without a __threadfence after this "
+                       "block's ticket (no acquire)", blk.where(c.tid).c_str(), (const void*)p, writer));
+  std::memcpy(r, p, 16);
+}
+
+/// atomicAdd on a 32-bit unsigned global: returns the old value. The block's ticket: every global
+/// store of the block must be fenced by its thread before it.
+unsigned synth_atomic_add_u32(unsigned* p, unsigned v) {
+  using namespace synth_emu;
+  ThreadCtx& c = ctx();
+  Block& blk = *c.blk;
+  check_global(p, 4, 4, "atomicAdd", blk, c.tid);
+  int unfenced_tid = -1;
+  {
+    std::lock_guard<std::mutex> g(blk.mu);
+    blk.st.atomics++;
+    for (const ThreadCtx& t : blk.th)
+      if (t.unfenced != 0) {
+        unfenced_tid = t.tid;
+        break;
+      }
+    blk.tickets++;
+  }
+  if (unfenced_tid >= 0)
+    protocol_error(fmt("%s: atomicAdd (ticket) while thread %d has global stores not followed by __threadfence "
+                       "(another block may see the ticket before the data)", blk.where(c.tid).c_str(), unfenced_tid));
+  std::lock_guard<std::mutex> g(rt().mu);
+  if (unfenced_tid < 0) rt().published.insert(blk.lin);
+  const unsigned old = *p;
+  *p = old + v;
+  return old;
+}
+
 /// ldmatrix.sync.aligned.m8n8.x4.shared.b16: lane l supplies the address of
 /// row l%8 of matrix l/8; r[m] receives row lane/4, columns 2*(lane%4)+{0,1}
 /// of matrix m.
@@ -862,6 +993,7 @@ void synth_emu::sts(void* p, const void* in, int n) {
 //     smem BYTES
 //     policy forward|reverse|interleave|parallel|default
 //     timeout SECONDS
+//     order forward|reverse|shuffle SEED   (optional; default forward)
 //     arg buf NAME ELEM_BYTES NBYTES IN_FILE|- OUT_FILE|-
 //     arg int VALUE
 //     arg float VALUE
@@ -974,6 +1106,16 @@ Runner::Runner(int argc, char** argv) : impl_(new Impl) {
     else if (key == "block") ls >> I.block.x >> I.block.y >> I.block.z;
     else if (key == "smem") ls >> I.smem;
     else if (key == "timeout") ls >> rt().timeout_s;
+    else if (key == "order") {
+      std::string o;
+      ls >> o;
+      if (o == "forward") rt().order = 0;
+      else if (o == "reverse") rt().order = 1;
+      else if (o == "shuffle") {
+        rt().order = 2;
+        ls >> rt().order_seed;
+      } else Impl::die("unknown block order " + o);
+    }
     else if (key == "policy") {
       std::string p;
       ls >> p;

@@ -7,7 +7,7 @@
 // k-tiles: T = ceil(K / BK) at run time, at least 1: prologue min(T, 2) + body max(T - 2, 0) + epilogue 2 steps (proved for every T >= 1); body not unrolled
 // barriers: 3 placements (see the '// sync:' lines); body waits: [2]
 // launch: grid (ceil(N/BN), ceil(M/BM)), block SYNTH_THREADS, dynamic smem SYNTH_SMEM_BYTES.
-// run-time preconditions (else *status |= code, C untouched): 1 K < 1 or K % 8 != 0 (16-byte cp.async of A and B rows); 2 lda or ldb below K or not a multiple of 8; 4 ldc below N or not a multiple of 4 (128-bit C stores); 8 A, B, C or C_in not 16-byte aligned; 16 ceil(K / BK) differs from SYNTH_KTILES, the trip count the program was proved for (a kernel proved for a symbolic trip count: ceil(K / BK) below SYNTH_MIN_KTILES); 32 A or B spans 2^31 elements or more (the copies use 32-bit offsets)
+// run-time preconditions (else *status |= code, C untouched): 1 K < 1 or K % 8 != 0 (16-byte cp.async of A and B rows); 2 lda or ldb below K or not a multiple of 8; 4 ldc below N or not a multiple of 4 (128-bit C stores); 8 A, B, C or C_in not 16-byte aligned; 16 ceil(K / BK) differs from SYNTH_KTILES, the trip count the program was proved for (a kernel proved for a symbolic trip count: ceil(K / BK) below SYNTH_MIN_KTILES; with split-K, times SYNTH_SPLIT_K: every split runs at least that many); 32 A or B spans 2^31 elements or more (the copies use 32-bit offsets); 64 gridDim.z differs from SYNTH_SPLIT_K, or a split-K launch lacks its workspace or tickets (or the workspace is not 16-byte aligned)
 #include <stdint.h>
 #ifdef SYNTH_EMULATE
 #include "synth_emu.h"
@@ -69,6 +69,22 @@ SYNTH_DEVICE uint32_t synth_lane_id() {
   return l;
 }
 
+// Split-K (docs/cuda_kernel.md, "Split-K"): the partial tiles go through the L2 (.cg: never a
+// stale L1 line), ordered by a fence on each side of the tile's ticket.
+SYNTH_DEVICE void synth_threadfence() { __threadfence(); }
+
+SYNTH_DEVICE void synth_st_cg_f32x4(float* p, float a, float b, float c, float d) {
+  asm volatile("st.global.cg.v4.f32 [%0], {%1, %2, %3, %4};\n" :: "l"(p), "f"(a), "f"(b), "f"(c), "f"(d)
+               : "memory");
+}
+
+SYNTH_DEVICE void synth_ld_cg_f32x4(float (&r)[4], const float* p) {
+  asm volatile("ld.global.cg.v4.f32 {%0, %1, %2, %3}, [%4];\n"
+               : "=f"(r[0]), "=f"(r[1]), "=f"(r[2]), "=f"(r[3]) : "l"(p) : "memory");
+}
+
+SYNTH_DEVICE unsigned synth_atomic_add_u32(unsigned* p, unsigned v) { return atomicAdd(p, v); }
+
 // Plain shared-memory load and store (the emulator instruments them: synth_emu.h).
 template <class T>
 SYNTH_DEVICE T synth_lds(const T* p) { return *p; }
@@ -95,12 +111,14 @@ SYNTH_DEVICE void synth_sts(T* p, T v) { *p = v; }
 #define SYNTH_SMEM_BYTES 49152
 #define SYNTH_KTILES 0
 #define SYNTH_MIN_KTILES 1
+#define SYNTH_SPLIT_K 1
 #define SYNTH_ERR_K 1
 #define SYNTH_ERR_LD_AB 2
 #define SYNTH_ERR_LD_C 4
 #define SYNTH_ERR_ALIGN 8
 #define SYNTH_ERR_KTILES 16
 #define SYNTH_ERR_SIZE 32
+#define SYNTH_ERR_SPLIT 64
 
 namespace synth_kernel {
 constexpr int BM = 128;
@@ -152,9 +170,10 @@ synth_gemm(const half* A, const half* B, float* C, const float* C_in, int M, int
     if (ldc < N || ldc % 4 != 0) err |= SYNTH_ERR_LD_C;
     if ((((uintptr_t)A | (uintptr_t)B | (uintptr_t)C | (uintptr_t)C_in) & 15) != 0) err |= SYNTH_ERR_ALIGN;
     if (K >= 1 && (K + BK - 1) / BK < SYNTH_MIN_KTILES) err |= SYNTH_ERR_KTILES;
+    if (gridDim.z != SYNTH_SPLIT_K) err |= SYNTH_ERR_SPLIT;
     if ((long long)M * lda >= 2147483647LL || (long long)N * ldb >= 2147483647LL) err |= SYNTH_ERR_SIZE;
     if (err != 0) {
-      if (status != nullptr && blockIdx.x == 0 && blockIdx.y == 0 && threadIdx.x == 0) *status = err;
+      if (status != nullptr && blockIdx.x == 0 && blockIdx.y == 0 && blockIdx.z == 0 && threadIdx.x == 0) *status = err;
       return;
     }
   }

@@ -1,0 +1,208 @@
+"""Split-K (``split_k: S``): the problem key, the kernel it emits, and the kernel run on the CPU emulator.
+
+What a user sees: a problem with ``split_k`` loads (or fails at the key, with a fix); its kernel
+computes the same C as numpy for ragged shapes, uneven splits and every order the CTAs may finish
+in, bit for bit the same C in every order; the tickets are left zeroed; and a kernel whose
+release/acquire protocol is broken (a fence, the reset, the last-CTA test) fails on the emulator.
+"""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+
+import numpy as np
+import pytest
+
+from gemm_fixtures import NVCC, program_for
+from synth.emit.cuda import STATUS_CODES, emit_kernel, kernel_info
+from synth.emit.splitk import split_range, ticket_count, workspace_floats
+from synth.errors import SynthError
+from synth.gemm import GemmConfig, expand_gemm
+from synth.load import load_problem_text
+
+needs_gxx = pytest.mark.skipif(shutil.which("g++") is None, reason="g++ is needed for the CPU emulator")
+
+DOC = """\
+name: sk
+kind: gemm
+shape: {M: 2048, N: 2048, K: 2048}
+tile: {BM: 128, BN: 128, BK: 32}
+warps: 4
+stages: 3
+split_k: 2
+arch: sm_80
+"""
+
+
+def _kernel(split_k: int, *, BM=64, BN=64, BK=32, warps=4, stages=3, K=512):
+    p = expand_gemm(GemmConfig(M=512, N=512, K=K, BM=BM, BN=BN, BK=BK, warps=warps, stages=stages,
+                               split_k=split_k), min_ktiles=1)
+    s, prog = program_for(p)
+    return p, s, prog, emit_kernel(p, s, prog)
+
+
+# ---------------------------------------------------------------------------
+# the problem key
+
+
+def test_split_k_loads_and_names_the_problem():
+    p = load_problem_text(DOC, "sk.yaml")
+    assert p.gemm.split_k == 2 and p.gemm.split_trip_count == 32
+    unnamed = load_problem_text(DOC.replace("name: sk\n", ""), "sk.yaml")
+    assert "-split2-" in unnamed.name
+
+
+@pytest.mark.parametrize("value, words", [
+    ("0", "below the minimum 1"), ("65", "above the maximum 64"), ("two", "must be an integer"),
+    ("true", "must be an integer"),
+])
+def test_split_k_out_of_bounds_fails_at_the_key(value, words):
+    with pytest.raises(SynthError) as e:
+        load_problem_text(DOC.replace("split_k: 2", f"split_k: {value}"), "sk.yaml")
+    assert e.value.loc.line == 7, str(e.value)
+    assert e.value.fix
+
+
+def test_split_k_above_the_k_tiles_fails_at_the_key():
+    with pytest.raises(SynthError) as e:
+        load_problem_text(DOC.replace("K: 2048}", "K: 96}").replace("split_k: 2", "split_k: 4"), "sk.yaml")
+    assert e.value.loc.line == 7 and "3 k-tiles" in str(e.value) and "at most 3" in e.value.fix
+
+
+def test_splits_shorter_than_the_pipeline_load():
+    # 4 k-tiles in 2 splits of 2, 3 stages: the program is proved for every trip count, short ones included
+    p = load_problem_text(DOC.replace("K: 2048}", "K: 128}"), "sk.yaml")
+    assert p.gemm.split_trip_count == 2 and p.loop.min_trip_count == 1
+
+
+def test_hopper_loop_refuses_split_k():
+    doc = DOC.replace("arch: sm_80", "arch: sm_90").replace("BK: 32", "BK: 64")
+    with pytest.raises(SynthError) as e:
+        load_problem_text(doc, "sk.yaml")
+    assert e.value.loc.line == 7 and "mainloop: cp_async" in e.value.fix
+
+
+def test_split_ranges_cover_k_once_and_are_never_empty():
+    for T in range(1, 70):
+        for S in range(1, min(T, 64) + 1):
+            ranges = [split_range(z, T, S) for z in range(S)]
+            assert ranges[0][0] == 0 and ranges[-1][1] == T
+            assert all(a[1] == b[0] for a, b in zip(ranges, ranges[1:]))
+            assert all(T // S <= e - b <= -(-T // S) for b, e in ranges)
+
+
+# ---------------------------------------------------------------------------
+# the kernel text
+
+
+def test_unsplit_kernel_keeps_its_signature_and_split_kernel_adds_two_buffers():
+    p1, s1, g1, one = _kernel(1)
+    p2, s2, g2, two = _kernel(3)
+    assert "float beta, int* status)" in one and "workspace" not in one.split("synth_gemm(")[1].split(")")[0]
+    assert "float beta, float* workspace, unsigned* tickets, int* status)" in two
+    assert "#define SYNTH_SPLIT_K 1" in one and "#define SYNTH_SPLIT_K 3" in two
+    assert kernel_info(p1, s1, g1).grid[2] == 1 and kernel_info(p2, s2, g2).grid == (8, 8, 3)
+    assert "SYNTH_MIN_KTILES * SYNTH_SPLIT_K" in two
+    assert STATUS_CODES[64][0] == "SYNTH_ERR_SPLIT"
+
+
+def test_buffer_sizes():
+    assert workspace_floats(130, 200, 128, 128, 1) == 0 and ticket_count(130, 200, 128, 128, 1) == 0
+    assert workspace_floats(130, 200, 128, 128, 3) == 2 * 2 * 3 * 128 * 128
+    assert ticket_count(130, 200, 128, 128, 3) == 4
+
+
+@pytest.mark.skipif(NVCC is None, reason="nvcc is needed to compile the kernel")
+def test_split_kernel_compiles_for_sm80_without_spills(tmp_path):
+    *_, text = _kernel(2, BM=128, BN=128, warps=4)
+    (tmp_path / "k.cu").write_text(text)
+    out = subprocess.run([NVCC, "-arch=sm_80", "-cubin", "-O3", "-Xptxas", "-v", "-o", str(tmp_path / "k.cubin"),
+                          str(tmp_path / "k.cu")], capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0, out.stderr
+    assert "0 bytes spill stores" in out.stderr, out.stderr
+
+
+# ---------------------------------------------------------------------------
+# on the emulator
+
+MUTANTS = {
+    "release fence dropped": ("synth_threadfence();  // release", "(void)0;  //"),
+    "acquire fence dropped": ("synth_threadfence();  // acquire", "(void)0;  //"),
+    "ticket not reset": ("if (ticket == SYNTH_SPLIT_K - 1) tickets[synth_tile] = 0u;", ""),
+    "first CTA sums": ("ticket == SYNTH_SPLIT_K - 1 ? 1 : 0", "ticket == 0 ? 1 : 0"),
+    "split skips its first k-tile": ("const int kt0 = (int)((long long)split * T_all / SYNTH_SPLIT_K);",
+                                     "const int kt0 = (int)((long long)split * T_all / SYNTH_SPLIT_K) + (split > 0);"),
+}
+
+
+def _emulate(p, s, prog, text, M, N, K, **kw):
+    from synth.emit.emulate import emulate_gemm
+
+    cfg = p.gemm
+    return emulate_gemm(text, M, N, K, BM=cfg.BM, BN=cfg.BN, warps=cfg.warps,
+                        smem_bytes=kernel_info(p, s, prog).smem_bytes, **kw)
+
+
+@needs_gxx
+def test_split_kernel_is_right_and_the_same_bits_in_every_block_order():
+    p, s, prog, text = _kernel(3)
+    runs = {order: _emulate(p, s, prog, text, 70, 130, 296, order=order, with_c=True, alpha=1.5, beta=-0.5,
+                            ldc=132)
+            for order in ("forward", "reverse", "shuffle:11")}
+    for order, r in runs.items():
+        assert r.clean and r.status == 0, (order, r.summary())
+        assert r.stats["atomics"] == 2 * 3 * 3 and r.stats["unordered_global"] == 0
+    assert all(np.array_equal(runs["forward"].C, r.C) for r in runs.values())
+
+
+@needs_gxx
+@pytest.mark.parametrize("split_k, K", [(4, 264), (9, 264), (2, 8 * 32)])
+def test_uneven_and_one_tile_splits(split_k, K):
+    # 264 = 8 k-tiles of 32 plus a partial one: 9 k-tiles over 4 splits (2, 2, 2, 3), over 9 (one each)
+    p, s, prog, text = _kernel(split_k, stages=2)
+    r = _emulate(p, s, prog, text, 65, 64, K, order="reverse")
+    assert r.clean and r.status == 0, r.summary()
+
+
+@needs_gxx
+def test_too_few_k_tiles_or_a_wrong_grid_is_refused_and_c_untouched():
+    p, s, prog, text = _kernel(4)
+    short = _emulate(p, s, prog, text, 64, 64, 96)  # 3 k-tiles for 4 splits
+    assert short.status == 16 and short.nan_count == short.C.size
+    grid = _emulate(p, s, prog, text, 64, 64, 256, splits=2)
+    assert grid.status == 64 and grid.nan_count == grid.C.size
+
+
+@needs_gxx
+@pytest.mark.slow
+@pytest.mark.parametrize("name", sorted(MUTANTS))
+def test_broken_protocol_fails_on_the_emulator(name):
+    p, s, prog, text = _kernel(2)
+    old, new = MUTANTS[name]
+    assert old in text
+    r = _emulate(p, s, prog, text.replace(old, new), 70, 132, 296, order="reverse")
+    assert not r.clean, name
+
+
+@needs_gxx
+def test_solved_folder_runs_through_the_python_api(tmp_path):
+    import synth.kernel
+    from synth.api import solve
+
+    doc = tmp_path / "sk.yaml"
+    doc.write_text(DOC.replace("BM: 128, BN: 128", "BM: 64, BN: 64").replace("split_k: 2", "split_k: 3"))
+    out = tmp_path / "out"
+    solve(str(doc), out=str(out))
+    assert "split_k: 3" in (out / "problem.yaml").read_text()
+    kern = synth.kernel.load(str(out), backend="emulator")
+    rng = np.random.default_rng(3)
+    A = rng.uniform(-1, 1, (70, 200)).astype(np.float16)
+    B = rng.uniform(-1, 1, (90, 200)).astype(np.float16)  # N = 90: the API pads C's rows to 92 for the kernel
+    Cin = rng.uniform(-1, 1, (70, 90)).astype(np.float32)
+    C = kern(A, B, Cin, alpha=2.0, beta=0.5)
+    assert C.shape == (70, 90) and C.flags.c_contiguous
+    assert np.allclose(C, 2.0 * (A.astype(np.float32) @ B.astype(np.float32).T) + 0.5 * Cin, atol=1e-3)
+    with pytest.raises(SynthError) as e:
+        kern(A[:, :64].copy(), B[:, :64].copy())  # 2 k-tiles for 3 splits
+    assert "3 splits" in str(e.value)
