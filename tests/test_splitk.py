@@ -123,6 +123,19 @@ def test_split_kernel_compiles_for_sm80_without_spills(tmp_path):
     assert "0 bytes spill stores" in out.stderr, out.stderr
 
 
+@pytest.mark.skipif(NVCC is None, reason="nvcc is needed to compile the kernel")
+def test_the_main_loop_sass_is_the_unsplit_one():
+    from synth.emit.sass import kernel_mix
+
+    mixes = []
+    for split_k in (1, 3):
+        p = expand_gemm(GemmConfig(M=2048, N=2048, K=2048, BM=128, BN=128, BK=32, warps=4, stages=3,
+                                   split_k=split_k), min_ktiles=1)
+        s, prog = program_for(p)
+        mixes.append(kernel_mix(p, s, prog))
+    assert mixes[0] == mixes[1] and mixes[0].hmma == 64
+
+
 # ---------------------------------------------------------------------------
 # on the emulator
 
