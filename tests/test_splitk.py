@@ -136,6 +136,17 @@ def test_the_main_loop_sass_is_the_unsplit_one():
     assert mixes[0] == mixes[1] and mixes[0].hmma == 64
 
 
+def test_exports_say_the_loop_is_one_split():
+    from synth.emit.mlir import mlir_pipelined_loop
+    from synth.emit.tvm import tvm_annotations
+
+    p, s, _, _ = _kernel(3)
+    for text in (tvm_annotations(p, s), mlir_pipelined_loop(p, s)):
+        assert "splits K into 3 parts" in text
+    p1, s1, _, _ = _kernel(1)
+    assert "split-K" not in tvm_annotations(p1, s1)
+
+
 # ---------------------------------------------------------------------------
 # on the emulator
 

@@ -28,6 +28,7 @@ import re
 
 from ..problem import Problem
 from ..schedule import Schedule
+from .tvm import split_note
 
 STAGE_ATTR = "__test_pipelining_stage__"
 ORDER_ATTR = "__test_pipelining_op_order__"
@@ -56,6 +57,7 @@ def mlir_pipelined_loop(problem: Problem, schedule: Schedule) -> str:
         "//   mlir-opt --allow-unregistered-dialect --test-scf-pipelining this.mlir",
         f"// ops in program order: {', '.join(names)}",
         f"// pipelined body order: {', '.join(names[i] for i in schedule.body_order())}",
+        *([f"// {split_note(problem)}"] if split_note(problem) else []),
         '"builtin.module"() ({',
     ]
     fn_args = "(index)" if sym else "()"

@@ -49,6 +49,9 @@ def tvm_annotations(problem: Problem, schedule: Schedule, loop: str = "k") -> st
     note = _queue_note(problem, schedule)
     if note:
         lines.append(f"# note: {note}")
+    split = split_note(problem)
+    if split:
+        lines.append(f"# {split}")
     lines.append(_annotate(loop, STAGE_KEY, schedule.stage))
     lines.append(_annotate(loop, ORDER_KEY, schedule.order))
     if schedule.async_stages:
@@ -56,6 +59,15 @@ def tvm_annotations(problem: Problem, schedule: Schedule, loop: str = "k") -> st
     else:
         lines.append("# no async stages: every op runs synchronously")
     return "\n".join(lines) + "\n"
+
+
+def split_note(problem: Problem) -> str:
+    """For a ``split_k: S > 1`` gemm problem, what the pipelined loop is a part of (else empty)."""
+    S = getattr(problem.gemm, "split_k", 1)
+    if S <= 1:
+        return ""
+    return (f"split-K: the kernel splits K into {S} parts (gridDim.z); this is the loop of one part: split the k "
+            f"loop by [{S}, None] (rfactor, or bind the outer loop to blockIdx.z) and pipeline the inner one")
 
 
 def _annotate(loop: str, key: str, values: tuple[int, ...]) -> str:
