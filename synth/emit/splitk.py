@@ -13,8 +13,8 @@ holds the partial k-tile. Then each CTA
 2. takes the tile's **ticket** (one ``atomicAdd`` by thread 0);
 3. exits, unless its ticket is ``S - 1``: the last CTA of the tile resets the ticket
    to 0 (so the next launch finds it zeroed), fences (acquire), sums the S partials
-   **in split order** (its own from registers: the same bits it stored) and stores C
-   as an unsplit kernel does.
+   **in split order**, each read back from the workspace (its own too: one accumulator
+   array, no spill), and stores C as an unsplit kernel does.
 
 No CTA waits for another, so no launch order or residency can deadlock it, and the
 sum's order does not depend on which CTA finishes last: the result is the same bits
@@ -93,20 +93,18 @@ def reduction_lines() -> list[str]:
         "synth_syncthreads();  // the flag is read before the C staging reuses its bytes",
         "if (!last) return;",
         "synth_threadfence();  // acquire: the other splits' partials after their tickets",
+        "// acc = p0 + p1 + ... in split order, every partial read back (this CTA's too): the same bits",
+        "// whichever CTA is last, and no second accumulator array (registers)",
+        "SYNTH_UNROLL for (int mi = 0; mi < MI; ++mi)",
+        "SYNTH_UNROLL for (int ni = 0; ni < NI; ++ni)",
+        "synth_ld_cg_f32x4(acc[mi][ni], ws + (mi * NI + ni) * (THREADS * 4));",
+        "SYNTH_NO_UNROLL for (int z = 1; z < SYNTH_SPLIT_K; ++z) {",
         "SYNTH_UNROLL for (int mi = 0; mi < MI; ++mi)",
         "SYNTH_UNROLL for (int ni = 0; ni < NI; ++ni) {",
-        "const float* const w = ws + (mi * NI + ni) * (THREADS * 4);",
-        "float s[4], v[4];",
-        "if (split == 0) { s[0] = acc[mi][ni][0]; s[1] = acc[mi][ni][1]; s[2] = acc[mi][ni][2]; "
-        "s[3] = acc[mi][ni][3]; }",
-        "else synth_ld_cg_f32x4(s, w);",
-        "for (int z = 1; z < SYNTH_SPLIT_K; ++z) {",
-        "if (z == split) { v[0] = acc[mi][ni][0]; v[1] = acc[mi][ni][1]; v[2] = acc[mi][ni][2]; "
-        "v[3] = acc[mi][ni][3]; }",
-        "else synth_ld_cg_f32x4(v, w + (size_t)z * (BM * BN));",
-        "s[0] += v[0]; s[1] += v[1]; s[2] += v[2]; s[3] += v[3];",
+        "float v[4];",
+        "synth_ld_cg_f32x4(v, ws + (size_t)z * (BM * BN) + (mi * NI + ni) * (THREADS * 4));",
+        "acc[mi][ni][0] += v[0]; acc[mi][ni][1] += v[1]; acc[mi][ni][2] += v[2]; acc[mi][ni][3] += v[3];",
         "}",
-        "acc[mi][ni][0] = s[0]; acc[mi][ni][1] = s[1]; acc[mi][ni][2] = s[2]; acc[mi][ni][3] = s[3];",
         "}",
         "}",
     ]
