@@ -13,8 +13,8 @@ measured it (its clock and per-call overhead, ``synth.search.calibrate``), and
 the error; target: within 15 % each, and the same ordering. Then the shape sweep.
 
 For each of ten shapes (square 512..8192, skinny, K-heavy) it runs the search
-and prints: the search time, the winner (tile, warps, stages, predicted time and
-TFLOP/s), and the rank and predicted-time ratio (default / winner) of
+and prints: the search time, the winner (tile, warps, stages, K split, predicted time
+and TFLOP/s), and the rank and predicted-time ratio (default / winner) of
 
 * CUTLASS's default sm80 f16 configuration (128x256x64, 8 warps, 3 stages) and
 * Triton's default (the matmul tutorial's 128x128x64, 4 warps, 3 stages),
@@ -185,7 +185,7 @@ def main(argv=None) -> int:
     refcols = (("cutlass3 cooperative 128x128", "cutlass3 cooperative 128x256", "cp_async winner") if hopper else
                ("cutlass default", "triton default", "best cutlass sm80", "best triton tutorial"))
     for c in ("shape MxNxK", "search s", "solver calls", "winner", "stages (K_PIPE)" if hopper else "stages (slots)",
-              "pred µs", "TFLOP/s", "bound") + refcols:
+              "split K", "pred µs", "TFLOP/s", "bound") + refcols:
         t.add_column(c)
     for shape, dt, res, refs in rows:
         w = res.winner
@@ -195,7 +195,7 @@ def main(argv=None) -> int:
             cells.append(f"{r.label}  {r.tflops:.1f} TFLOP/s" if name == "cp_async winner" and r else _ref_cell(r))
         t.add_row(f"{shape[0]}x{shape[1]}x{shape[2]}", f"{dt:.1f}", str(res.solver_calls),
                   f"{w.BM}x{w.BN}x{w.BK} w{w.warps}",
-                  f"{w.stages} ({w.k_pipe_mmas if hopper else w.smem_slots})", f"{w.time_us:.1f}",
+                  f"{w.stages} ({w.k_pipe_mmas if hopper else w.smem_slots})", str(w.split_k), f"{w.time_us:.1f}",
                   f"{w.tflops:.1f}", w.bound, *cells)
     con.print(t)
     first = rows[0][1]

@@ -17,28 +17,32 @@ Phases, one module each (:func:`search_gemm` in ``tune.py`` runs them in order):
    before any evaluation, counting each exclusion under the first constraint it
    breaks; ``gemm.validate`` is the last constraint, so nothing it rejects is
    ever proposed.
-3. ``model.estimate`` ranks every legal point cheaply: a performance model of
+3. ``space.split_points``: each legal point's split-K variants (``split_k`` in
+   :data:`SPLIT_SPACE`, every split's loop at least ``stages`` k-tiles), which share
+   its resources, schedule timing and SASS; each starts at a cheap lower bound of its
+   estimate (``model.split_lower_bounds``) and is estimated when that bound could rank it.
+4. ``model.estimate`` ranks every legal point cheaply: a performance model of
    what limits the GEMM (tensor cores and instruction issue per SM
    sub-partition, shared memory, L2 and DRAM traffic with the grid's
    rasterization, Little's law on the stages, barriers, waves, sustained
-   clock), with the instruction mix estimated from the tiling
-   (``sassmix.estimated_mix``).
-4. ``rank.Refiner``: best-first, the most promising points are scheduled and their
+   clock, and for a split the partial tiles' reduction through L2), with the
+   instruction mix estimated from the tiling (``sassmix.estimated_mix``).
+5. ``rank.Refiner``: best-first, the most promising points are scheduled and their
    k-tile interval replaces the bound (every point pins stages and order, so
    this is the exact least timing of that schedule, ``synth.sim.best_timing``;
    ``synth.model.solve`` for a free order; ``timing.py``). A solved estimate is
    never below the unsolved one, so once the ``top`` best are all solved they are
    the model's best (``complete``). Timings are cached per (arch, tile, warps,
    stages, trip count), so they are shared between shapes.
-5. ``sassmix.sass_mix`` (optional): the best candidates are compiled and their
+6. ``sassmix.sass_mix`` (optional): the best candidates are compiled and their
    instruction mix, read from the SASS main loop, replaces the estimate.
-6. ``references.rank_references`` and ``explain``: where CUTLASS's and Triton's
+7. ``references.rank_references`` and ``explain``: where CUTLASS's and Triton's
    configurations rank, and why #1 wins.
 
 On sm_90 the default main loop is Hopper's (``mainloop: tma_wgmma``): ``hopper`` (its space,
 constraints and model: the pipeline model of :mod:`synth.hopper.model` per CTA, tensor cores at
 the wgmma rate, L2/DRAM traffic, occupancy, waves) and ``hopper_search`` (ranking, reasons,
-CUTLASS 3 references) replace phases 1-6; ``mainloop="cp_async"`` keeps the phases above.
+CUTLASS 3 references) replace phases 1-7 (the Hopper kernel does not split K); ``mainloop="cp_async"`` keeps the phases above.
 
 Around them: ``distribute`` (many shapes in processes or on Dask), ``shapes``
 (CSV input), ``outputs`` (write folders, measure on a GPU and rank by
@@ -52,9 +56,8 @@ by a fixed key; the pinned CUTLASS-like schedules (stages and order fixed by
 exactly, with no time limit involved. Only ``elapsed_s`` and the cache counters differ
 between runs (they are excluded from equality).
 
-Left out on purpose: split-K and stream-K, swizzled CTA rasterization (the grid
-is row-major), epilogue fusion, non-f16 operands (``synth.gemm`` does not expand
-them yet).
+Left out on purpose: stream-K, epilogue fusion, non-f16 operands (``synth.gemm``
+does not expand them yet). (The grid's rasterization is grouped, as the kernels'.)
 """
 
 from __future__ import annotations
@@ -68,8 +71,9 @@ from .references import REFERENCE_FILE, RefConfig, load_references, reference_po
 from .report import print_result, search_result_to_json
 from .results import Candidate, Measurement, Progress, ReferenceRank, SearchResult
 from .shapes import read_shapes_csv
-from .space import (BK_SPACE, BM_SPACE, BN_SPACE, CONSTRAINTS, STAGES_SPACE, T_REF, WARPS_SPACE, Constraint,
-                    Context, Point, enumerate_space, is_legal, make_context, prune)
+from .space import (BK_SPACE, BM_SPACE, BN_SPACE, CONSTRAINTS, SPLIT_CONSTRAINT, SPLIT_SPACE, STAGES_SPACE, T_REF,
+                    WARPS_SPACE, Constraint, Context, Point, enumerate_space, is_legal, make_context, prune,
+                    split_issue, split_points)
 from .timing import PER_SOLVE_LIMIT, clear_cache, time_now
 from .tune import MAX_SOLVES, search_gemm
 from .hopper import HOPPER_CONSTRAINTS, HopperEstimate, HopperPoint, enumerate_hopper_space, estimate_hopper, \
@@ -81,7 +85,7 @@ __all__ = ["search_gemm", "search_many", "read_shapes_csv", "search_result_to_js
            "enumerate_space", "prune", "is_legal", "make_context", "load_references", "reference_points",
            "RefConfig", "REFERENCE_FILE", "add_search_arguments", "cli_search", "print_result", "write_candidates",
            "gpu_available", "measure", "clear_cache", "time_now", "BM_SPACE", "BN_SPACE", "BK_SPACE",
-           "WARPS_SPACE", "STAGES_SPACE", "T_REF", "MAX_SOLVES", "PER_SOLVE_LIMIT", "best_published",
+           "WARPS_SPACE", "STAGES_SPACE", "SPLIT_SPACE", "SPLIT_CONSTRAINT", "split_issue", "split_points", "T_REF", "MAX_SOLVES", "PER_SOLVE_LIMIT", "best_published",
            "calibration_points", "InstructionMix", "estimated_mix", "sass_mix", "search_hopper", "hopper_context",
            "resolve_mainloop", "HopperPoint", "HopperEstimate", "HOPPER_CONSTRAINTS", "enumerate_hopper_space",
            "prune_hopper", "estimate_hopper"]

@@ -38,25 +38,38 @@ sustained clock:
 A wave runs ``T`` rounds plus the pipeline fill (one load latency and the
 schedule's tail) and the epilogue; the last wave runs with fewer CTAs per SM;
 the kernel adds the launch overhead, and is never below its DRAM roofline.
-DRAM bytes follow the grid's row-major rasterization: A once, B once when it
-stays in half the L2 between waves, else once per wave.
+DRAM bytes follow the grid's grouped rasterization: A once, B once when it
+stays in half the L2 between waves, else once per band; C once, as f32.
+
+**Split-K** (``split_k = S > 1``, docs/search.md section 3, "Split-K"): the grid has
+``S`` CTAs per tile, each running ``ceil(T / S)`` k-tiles at most (waves over
+``tiles x S`` CTAs); after its loop each CTA writes its f32 partial tile to the
+workspace through L2, fences and draws the tile's ticket (an atomic in L2), and
+the last one reads the other ``S - 1`` partials and runs the epilogue
+(:func:`reduction`). When the workspace does not fit the L2 left to it, each
+partial write evicts a dirty line of an earlier one: that share of the writes
+runs at the DRAM rate, and its bytes count in the DRAM roofline.
 
 Left out on purpose (and said so in docs/search.md): latency growth under load
 (queueing), bank conflicts (the kernel swizzles), register spills (ptxas'
-count is reported, not modelled), split-K, power throttling beyond the
+count is reported, not modelled), stream-K, power throttling beyond the
 sustained clock, and wgmma on sm_90 (kernels here use mma.sync).
 """
 
 from __future__ import annotations
 
+import functools
 import math
 from dataclasses import dataclass
-from typing import Optional
+from typing import Optional, Sequence
 
 from ..arch import REG_ALLOC_UNIT, SMEM_RESERVED_PER_CTA, ArchSpec
 from ..emit.raster import GROUP_M
-OUT_BYTES = 2
-"""C is written as f16."""
+OUT_BYTES = 4
+"""C is written as f32 (docs/cuda_kernel.md: ``C`` is ``float*``); the optional ``C_in`` is not read by a
+``beta = 0`` call (the published harnesses' ``C = A B``), so it is not counted."""
+PARTIAL_BYTES = 4
+"""A split-K partial tile is f32: ``BM x BN x 4`` bytes per CTA (docs/cuda_kernel.md, "Split-K")."""
 L2_USABLE = 0.5
 """Fraction of the L2 a GEMM's operands may keep between waves (A100's L2 is two halves that
 duplicate shared lines; the rest holds C and other traffic): an assumption of this model."""
@@ -277,7 +290,7 @@ class WaveEstimate:
     time_us: float
     tflops: float
     ctas: int
-    """Grid size: ceil(M/BM) x ceil(N/BN)."""
+    """Grid size: ceil(M/BM) x ceil(N/BN) (times ``split_k`` for a split-K estimate)."""
     ctas_per_sm: int
     occupancy_limit: str
     waves: int
@@ -321,6 +334,19 @@ class Estimate(WaveEstimate):
     round_exact: float = 0.0
     """``round_cycles`` before rounding (the explanations compare rates with it)."""
     instructions_per_hmma: float = 0.0
+    split_k: int = 1
+    """K splits: ``ctas`` is ``tiles x split_k`` (1: no split, no workspace)."""
+    tiles: int = 0
+    """Output tiles: ceil(M/BM) x ceil(N/BN)."""
+    split_k_tiles: int = 0
+    """k-tiles of the longest split, the loop every wave runs: ``ceil(k_tiles / split_k)``."""
+    busiest_ctas: int = 0
+    """CTAs the busiest SM runs over the kernel: ``ceil(ctas / SMs)``."""
+    reduction_cycles: int = 0
+    """Split-K only: cycles of the partial writes, the ticket hand-off and the partial reads, summed over the
+    waves (the busiest SM's; included in ``fixed_cycles``)."""
+    workspace_bytes: int = 0
+    """Split-K only: the f32 partials, ``tiles x split_k x BM x BN x 4`` bytes."""
 
 
 def round_terms(arch: ArchSpec, res: Resources, mix, k: int, ii: int, l2_hit: float) -> dict[str, float]:
@@ -402,45 +428,184 @@ def sum_waves(full: int, rem: int, sm_count: int, r: int, wave, idle_round: floa
     return loop_cyc, fixed_cyc, bound, round_c, k_bind, terms
 
 
+@functools.lru_cache(maxsize=4096)
+def last_ctas(k: int, split_k: int, sms: int) -> int:
+    """How many of the ``k`` co-resident CTAs of the busiest of ``sms`` SMs reduce their tile.
+
+    Without a split every CTA stores its own tile (``k``). With ``S`` splits, the splits of a tile run
+    on different SMs and finish together (lockstep), so each CTA draws its tile's last ticket with
+    probability ``1 / S``: the result is the largest ``j`` for which at least one SM is expected to hold
+    ``j`` or more last CTAs (``sms x P(Binomial(k, 1/S) >= j) >= 1``), at least 1.
+    """
+    if split_k <= 1:
+        return k
+    q = 1.0 / split_k
+    pmf = [math.comb(k, i) * q ** i * (1 - q) ** (k - i) for i in range(k + 1)]
+    best, tail = 1, 0.0
+    for j in range(k, 0, -1):
+        tail += pmf[j]
+        if sms * tail >= 1.0:
+            best = j
+            break
+    return best
+
+
+def reduction(arch: ArchSpec, BM: int, BN: int, split_k: int, k: int, sms: int, write_spill: float = 0.0,
+              read_spill: float = 0.0) -> dict[str, float]:
+    """Split-K cycles of a wave at ``k`` CTAs per SM after the main loop (docs/search.md, "Split-K").
+
+    * ``write``: the ``k`` CTAs store their f32 partials (``BM BN 4`` bytes each) at the SM's share of
+      the L2 bandwidth; the ``write_spill`` fraction that evicts a dirty partial (a workspace larger
+      than the L2 left to it) at the SM's share of the DRAM bandwidth instead;
+    * ``handoff``: ``__threadfence()`` (the partial's stores acknowledged by L2: one L2 latency),
+      ``__syncthreads()`` (one barrier) and the ticket ``atomicAdd`` (performed in L2, its value
+      returned: one more L2 latency);
+    * ``read``: the busiest SM's last CTAs (:func:`last_ctas`) each read ``S - 1`` partials at the SM's
+      L2 share (``read_spill`` of them from DRAM), one load latency per partial (they are added in
+      split order); the f32 adds (``BM BN`` per partial at 64 lanes/clk/SM) hide under the reads.
+
+    ``lasts``: the CTAs that then run the epilogue. Zero cycles (and ``lasts = k``) when ``split_k == 1``.
+    """
+    if split_k <= 1:
+        return {"write": 0.0, "handoff": 0.0, "read": 0.0, "lasts": float(k)}
+    part = BM * BN * PARTIAL_BYTES
+    l2_sm = arch.l2_bytes_per_clk / arch.sm_count
+    dram_sm = arch.dram_gb_s * 1e9 * arch.dram_efficiency / (arch.clock_ghz * 1e9) / arch.sm_count
+    j = last_ctas(k, split_k, sms)
+    write = k * part * ((1.0 - write_spill) / l2_sm + write_spill / dram_sm)
+    handoff = 2.0 * arch.lat_l2 + arch.barrier_cycles
+    read = (j * (split_k - 1) * part * ((1.0 - read_spill) / l2_sm + read_spill / dram_sm)
+            + (split_k - 1) * ((1.0 - read_spill) * arch.lat_l2 + read_spill * arch.lat_global))
+    return {"write": write, "handoff": handoff, "read": read, "lasts": float(j)}
+
+
+def workspace_spill(arch: ArchSpec, tiles: int, split_k: int, BM: int, BN: int, per_wave: int) -> tuple[float, float, int]:
+    """``(write spill, read spill, extra DRAM bytes)`` of a split-K workspace (0 without a split).
+
+    The operands keep :data:`L2_USABLE` of the L2; the partials get the rest (``room``). The first
+    ``room`` bytes of partials are absorbed by L2; past it each partial written evicts a dirty one to
+    DRAM (write spill ``(workspace - room) / workspace``). A partial is read in the wave that wrote it,
+    so the reads miss only when one wave's partials exceed the room.
+    """
+    if split_k <= 1:
+        return 0.0, 0.0, 0
+    part = BM * BN * PARTIAL_BYTES
+    room = (1.0 - L2_USABLE) * arch.l2_bytes
+    ws = tiles * split_k * part
+    wave_ws = min(tiles * split_k, per_wave) * part
+    w = max(0.0, ws - room) / ws
+    r = max(0.0, wave_ws - room) / wave_ws
+    extra = max(0.0, ws - room) + r * tiles * (split_k - 1) * part
+    return w, r, int(round(extra))
+
+
+def split_lower_bounds(arch: ArchSpec, M: int, N: int, K: int, BM: int, BN: int, BK: int, res: Resources,
+                       splits: Sequence[int], *, ii: Optional[int] = None, mix=None) -> list[float]:
+    """For each ``split_k`` of ``splits``, a lower bound (µs) of :func:`estimate`'s ``time_us`` with the
+    same arguments, in a few arithmetic operations (the search estimates a split only when its bound
+    could rank it).
+
+    Each round is at least its largest throughput term, and ``core``, ``smem``, ``l2`` and ``dram`` grow
+    with the CTAs per SM (``ceil(k warps / 4) solo``, the others linearly), so the busiest SM's main loop
+    takes at least ``ceil(T / S)`` times the sum of those over its waves; each wave adds at least the
+    fill's smaller latency and the schedule's tail excess, the epilogue's DRAM latency and, split, the
+    hand-off and one latency plus one partial read per other split; the partial writes add the busiest
+    SM's partial bytes at the L2 share. The DRAM roofline is :func:`estimate`'s own (same traffic and
+    workspace).
+    """
+    mix = mix if mix is not None else res.mix
+    ii_c = max(res.ii_bound, ii or 0)
+    T = -(-K // BK)
+    tiles = -(-M // BM) * -(-N // BN)
+    r = max(occupancy(arch, res)[0], 1)
+    per_wave = arch.sm_count * r
+    warps = res.threads // 32
+    solo = mix.solo(arch.hmma_cycles, arch.issue_per_clk_smsp)
+    l2_sm = arch.l2_bytes_per_clk / arch.sm_count
+    bw = arch.dram_gb_s * arch.dram_efficiency * 1e9
+    dram_sm = bw / (arch.clock_ghz * 1e9) / arch.sm_count
+    on_chip = max((res.ldsm_bytes + res.tile_bytes) / arch.smem_bytes_per_clk, res.tile_bytes / l2_sm)
+    lat = min(arch.lat_l2, arch.lat_global)
+    per_wave_fixed = lat + max(0, res.tail_at(ii_c) - ii_c, res.tail_at(res.ii_bound) - res.ii_bound) + arch.lat_global
+    part = BM * BN * PARTIAL_BYTES
+    out = []
+    for split_k in splits:
+        S = max(1, split_k)
+        ctas = tiles * S
+        full, rem = divmod(ctas, per_wave)
+        k_last = -(-rem // arch.sm_count)
+        waves = full + (1 if rem else 0)
+        busiest = full * r + k_last
+        tr = traffic(arch, M, N, K, BM, BN, max(1, per_wave // S))
+        core = (full * -(-r * warps // 4) + (-(-k_last * warps // 4) if rem else 0)) * solo
+        per_cta = max(on_chip, res.tile_bytes * (1.0 - tr.l2_hit) / dram_sm)
+        fixed = waves * per_wave_fixed
+        if S > 1:
+            fixed += waves * (2 * arch.lat_l2 + arch.barrier_cycles + (S - 1) * (lat + part / l2_sm))
+            fixed += busiest * part / l2_sm
+        compute_us = (-(-T // S) * max(core, busiest * per_cta) + fixed) / (arch.clock_ghz * 1e9) * 1e6
+        ws_dram = workspace_spill(arch, tiles, S, BM, BN, per_wave)[2]
+        out.append(max(compute_us, (tr.dram_bytes + ws_dram) / bw * 1e6) + arch.launch_us)
+    return out
+
+
 def estimate(arch: ArchSpec, M: int, N: int, K: int, BM: int, BN: int, BK: int, res: Resources, *,
-             ii: Optional[int] = None, tail: Optional[int] = None, mix=None) -> Estimate:
+             ii: Optional[int] = None, tail: Optional[int] = None, mix=None, split_k: int = 1) -> Estimate:
     """Predicted kernel time of a configuration with resources ``res`` on ``M x N x K``.
 
     ``ii``/``tail``: the schedule's timing (``cycles = (T - 1) ii + tail``); the
     problem's lower bounds stand in for them when absent, and bound them from
     below when present, so a timed estimate is never faster than the untimed one.
+    The timing of a split's loop is the same (``ii`` and ``tail`` do not depend on the
+    trip count once it reaches the stages: docs/search.md, "Split-K").
     ``mix``: the kernel's SASS instruction mix (default: ``res.mix``, estimated).
+    ``split_k``: K splits (``1 <= split_k <= ceil(K / BK)``): waves over ``tiles x split_k``
+    CTAs of at most ``ceil(T / split_k)`` k-tiles, plus :func:`reduction` per wave.
     """
     mix = mix if mix is not None else res.mix
     solved = ii is not None
     ii_c = max(res.ii_bound, ii or 0)
     tail_c = max(res.tail_at(ii_c), tail or 0, ii_c)
     T = -(-K // BK)
+    S = max(1, split_k)
+    Ts = -(-T // S)
     tm, tn = -(-M // BM), -(-N // BN)
-    ctas = tm * tn
+    tiles = tm * tn
+    ctas = tiles * S
     r, limit = occupancy(arch, res)
     r = max(r, 1)
     per_wave = arch.sm_count * r
     full, rem = divmod(ctas, per_wave)
-    tr = traffic(arch, M, N, K, BM, BN, per_wave)
+    tr = traffic(arch, M, N, K, BM, BN, max(1, per_wave // S))
+    w_spill, r_spill, ws_dram = workspace_spill(arch, tiles, S, BM, BN, per_wave)
+    sms = min(arch.sm_count, ctas)
     epilogue_bytes = BM * BN * OUT_BYTES
+
+    fill_excess = max(0, tail_c - ii_c, res.tail_at(res.ii_bound) - res.ii_bound)
+    l2_per_sm = arch.l2_bytes_per_clk / arch.sm_count
+    memo: dict[int, tuple] = {}
 
     def wave(k: int) -> tuple[float, float, str, float, dict]:
         """(main-loop cycles, fixed cycles, bound, round cycles, terms) of a wave with k CTAs per SM."""
-        t = round_terms(arch, res, mix, k, ii_c, tr.l2_hit)
-        rc, what = combine(t)
-        loop = T * rc
-        # never below the untimed fill: a solved ii above the bound must not shorten the tail's excess
-        fill = t["L"] + max(0, tail_c - ii_c, res.tail_at(res.ii_bound) - res.ii_bound)
-        epi = arch.lat_global + k * epilogue_bytes / (arch.l2_bytes_per_clk / arch.sm_count)
-        return loop, fill + epi, what, rc, t
+        if k not in memo:
+            t = round_terms(arch, res, mix, k, ii_c, tr.l2_hit)
+            rc, what = combine(t)
+            # never below the untimed fill: a solved ii above the bound must not shorten the tail's excess
+            fill = t["L"] + fill_excess
+            red = reduction(arch, BM, BN, S, k, sms, w_spill, r_spill)
+            red_c = red["write"] + red["handoff"] + red["read"]
+            epi = arch.lat_global + red["lasts"] * epilogue_bytes / l2_per_sm
+            memo[k] = (Ts * rc, fill + red_c + epi, what, rc, t, red_c)
+        return memo[k][:5]
 
     loop_cyc, fixed_cyc, bound, round_c, k_bind, terms = sum_waves(full, rem, arch.sm_count, r, wave, float(ii_c))
+    red_total = (full * memo[r][5] if full else 0.0) + (memo[-(-rem // arch.sm_count)][5] if rem else 0.0)
     cyc = loop_cyc + fixed_cyc
     waves = full + (1 if rem else 0)
     clock_hz = arch.clock_ghz * 1e9
     compute_us = cyc / clock_hz * 1e6
-    dram_us = tr.dram_bytes / (arch.dram_gb_s * arch.dram_efficiency * 1e9) * 1e6
+    dram_bytes = tr.dram_bytes + ws_dram
+    dram_us = dram_bytes / (arch.dram_gb_s * arch.dram_efficiency * 1e9) * 1e6
     if dram_us > compute_us:
         bound = "dram"
     time_us = max(compute_us, dram_us) + arch.launch_us
@@ -455,8 +620,12 @@ def estimate(arch: ArchSpec, M: int, N: int, K: int, BM: int, BN: int, BK: int, 
                     terms=tuple((n, round(terms[n], 1)) for n in shown if n in terms),
                     l2_hit=round(tr.l2_hit, 4), latency_cycles=round(terms.get("L", 0.0), 1),
                     mix_source=getattr(mix, "source", "estimate"),
-                    instructions_per_hmma=round(getattr(mix, "per_hmma", 0.0), 3))
+                    instructions_per_hmma=round(getattr(mix, "per_hmma", 0.0), 3),
+                    split_k=S, tiles=tiles, split_k_tiles=Ts, busiest_ctas=-(-ctas // arch.sm_count),
+                    reduction_cycles=int(round(red_total)),
+                    workspace_bytes=tiles * S * BM * BN * PARTIAL_BYTES if S > 1 else 0)
 
 
 __all__ = ["Resources", "WaveEstimate", "Estimate", "Traffic", "resources", "occupancy", "estimate", "traffic", "round_terms",
-           "combine", "sum_waves", "problem_bounds", "L2_USABLE", "OVERLAP_NORM"]
+           "combine", "sum_waves", "problem_bounds", "last_ctas", "reduction", "workspace_spill", "split_lower_bounds", "L2_USABLE",
+           "OVERLAP_NORM", "OUT_BYTES", "PARTIAL_BYTES"]

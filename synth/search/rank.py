@@ -14,12 +14,21 @@ from __future__ import annotations
 
 import heapq
 import time
-from dataclasses import dataclass
-from typing import Callable, Iterable, Optional
+from dataclasses import dataclass, field
+from typing import Callable, Iterable, Optional, Sequence
 
 from .results import Candidate, Progress
 from .space import Context, Point
 from .timing import PER_SOLVE_LIMIT, Timed, resources_of, timed
+
+
+@dataclass(frozen=True)
+class Bound:
+    """A lower bound of a split entry's estimate (:func:`synth.search.model.split_lower_bound`), standing
+    in for it until the entry could rank (:meth:`Refiner.exact`); it has what :func:`key` reads."""
+
+    time_us: float
+    k_tiles: int
 
 
 @dataclass
@@ -29,14 +38,22 @@ class Entry:
     point: Point
     res: object
     est: object
+    """The model's :class:`~synth.search.model.Estimate`, or a :class:`Bound` of it (lazy split entries)."""
     solved: Optional[Timed] = None
     mix: object = None
     """The SASS :class:`~synth.search.sassmix.InstructionMix` once compiled (None: the estimated one)."""
+    keyed: Optional[tuple] = field(default=None, repr=False, compare=False)
+    """``(est, key)``: :func:`key` of the estimate it was computed for (ranking calls it often)."""
 
     @property
     def infeasible(self) -> bool:
         """Timed and found infeasible: dropped from every ranking."""
         return self.solved is not None and self.solved.status == "INFEASIBLE"
+
+    @property
+    def estimated(self) -> bool:
+        """The estimate is the model's (not a :class:`Bound` of it)."""
+        return not isinstance(self.est, Bound)
 
 
 def estimate_of(ctx: Context, p: Point, res, solved: Optional[Timed] = None, mix=None):
@@ -45,7 +62,8 @@ def estimate_of(ctx: Context, p: Point, res, solved: Optional[Timed] = None, mix
     from .model import estimate
 
     ii, tail = (solved.ii, solved.tail) if solved is not None else (None, None)
-    return estimate(ctx.arch, ctx.M, ctx.N, ctx.K, p.BM, p.BN, p.BK, res, ii=ii, tail=tail, mix=mix)
+    return estimate(ctx.arch, ctx.M, ctx.N, ctx.K, p.BM, p.BN, p.BK, res, ii=ii, tail=tail, mix=mix,
+                    split_k=p.split_k)
 
 
 def apply_sass(ctx: Context, e: Entry) -> str:
@@ -54,7 +72,7 @@ def apply_sass(ctx: Context, e: Entry) -> str:
 
     if e.mix is not None:
         return ""
-    mix, why = sass_mix(e.point, ctx.arch.name)
+    mix, why = sass_mix(e.point.base, ctx.arch.name)  # a split runs the same main loop
     if mix is None:
         return why
     e.mix = mix
@@ -68,11 +86,27 @@ def new_entry(ctx: Context, p: Point) -> Entry:
     return Entry(p, res, estimate_of(ctx, p, res))
 
 
+def lazy_split_entries(ctx: Context, base: Entry, points: Sequence[Point]) -> list[Entry]:
+    """Untimed entries for split variants ``points`` of ``base.point``, each holding a :class:`Bound`
+    of its estimate (:func:`synth.search.model.split_lower_bounds`) until :meth:`Refiner.exact`."""
+    from .model import split_lower_bounds
+
+    p0 = base.point
+    bounds = split_lower_bounds(ctx.arch, ctx.M, ctx.N, ctx.K, p0.BM, p0.BN, p0.BK, base.res,
+                                [q.split_k for q in points])
+    T = -(-ctx.K // p0.BK)
+    return [Entry(q, base.res, Bound(lb, T)) for q, lb in zip(points, bounds)]
+
+
 def key(e: Entry) -> tuple:
-    """Ranking key: predicted time; on ties fewer k-tiles (fewer barriers and waits, which the model
-    leaves out), less shared memory, fewer stages, fewer warps, then the tile."""
+    """Ranking key: predicted time; on ties fewer K splits (no workspace), fewer k-tiles (fewer barriers
+    and waits, which the model leaves out), less shared memory, fewer stages, fewer warps, then the tile."""
+    if e.keyed is not None and e.keyed[0] is e.est:
+        return e.keyed[1]
     p = e.point
-    return (round(e.est.time_us, 9), e.est.k_tiles, e.res.smem_bytes, p.stages, p.warps, p.BM, p.BN, p.BK)
+    k = (round(e.est.time_us, 9), p.split_k, e.est.k_tiles, e.res.smem_bytes, p.stages, p.warps, p.BM, p.BN, p.BK)
+    e.keyed = (e.est, k)
+    return k
 
 
 def alive(entries: Iterable[Entry]) -> list[Entry]:
@@ -114,9 +148,18 @@ class Refiner:
         self.truncated = False
         self.unavailable = ""
         self.infeasible = 0
+        self.estimated = 0
+
+    def exact(self, e: Entry) -> None:
+        """Replace a lazy entry's :class:`Bound` by the model's estimate (with its timing, if any)."""
+        if not e.estimated:
+            e.est = estimate_of(self.ctx, e.point, e.res, e.solved if e.solved and e.solved.ii is not None else None,
+                                e.mix)
+            self.estimated += 1
 
     def refine(self, e: Entry) -> bool:
         """Time ``e`` (or take it from the cache); False when no more timing is allowed."""
+        self.exact(e)
         if e.solved is not None:
             return True
         left = self.deadline - time.monotonic()
@@ -147,6 +190,10 @@ class Refiner:
             _, i, e = heapq.heappop(heap)
             if e.point.group in seen:
                 continue  # a worse stage count of a tile already ranked
+            if not e.estimated:
+                self.exact(e)
+                heapq.heappush(heap, (key(e), i, e))
+                continue
             if e.solved is None:
                 if self.refine(e):
                     if e.infeasible:
@@ -162,17 +209,28 @@ class Refiner:
         return out, exact
 
     def runner_up(self, winner: Entry, order: list[Entry]) -> Optional[Entry]:
-        """The best entry with another tile ``BM x BN x BK`` (timed when the budget allows)."""
+        """The best entry with another tile ``BM x BN x BK`` (timed when the budget allows: at most 8
+        timings; estimated, never a :class:`Bound`)."""
         tile = winner.point.group[:3]
-        pool: list[Entry] = []
-        for _ in range(8):
-            pool = [e for e in alive(order) if e.point.group[:3] != tile]
-            if not pool:
-                return None
-            best = min(pool, key=key)
-            if best.solved is not None or not self.refine(best):
-                return best
-        return min(pool, key=key)
+        heap = [(key(e), i, e) for i, e in enumerate(alive(order)) if e.point.group[:3] != tile]
+        heapq.heapify(heap)
+        timings = 0
+        while heap:
+            _, i, e = heapq.heappop(heap)
+            if e.infeasible:
+                continue
+            if not e.estimated:
+                self.exact(e)
+            elif e.solved is not None or timings >= 8 or not self.refine(e):
+                if not heap or key(e) <= heap[0][0]:
+                    return e
+                timings = 8  # no more timing: only the estimates decide from here
+            else:
+                timings += 1
+                if e.infeasible:
+                    continue
+            heapq.heappush(heap, (key(e), i, e))
+        return None
 
 
 def to_candidate(ctx: Context, e: Entry, rank: int, why: str) -> Candidate:
@@ -188,4 +246,5 @@ def to_candidate(ctx: Context, e: Entry, rank: int, why: str) -> Candidate:
         round_cycles=est.round_cycles, bound=est.bound,
         solver_status=e.solved.status if e.solved is not None else None, why=why,
         terms=est.terms, l2_hit=est.l2_hit, latency_cycles=est.latency_cycles, mix_source=est.mix_source,
-        instructions_per_hmma=est.instructions_per_hmma)
+        instructions_per_hmma=est.instructions_per_hmma, split_k_tiles=est.split_k_tiles,
+        reduction_cycles=est.reduction_cycles, workspace_bytes=est.workspace_bytes)

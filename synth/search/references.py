@@ -148,9 +148,6 @@ def rank_references(ctx: Context, entries: dict[Point, Entry], top: list[Entry],
     def point_of(ref: RefConfig) -> tuple[Optional[Point], Optional[str]]:
         return reference_points(ref, ctx.M, ctx.N, ctx.K, dtype=ctx.dtype, arch=ctx.arch.name)
 
-    def rank_entry(e: Entry) -> int:
-        return ranker(entries.values())(e)
-
     def ratio(e: Entry) -> Optional[float]:
         return e.est.time_us / win.est.time_us if win else None
 
@@ -160,7 +157,8 @@ def rank_references(ctx: Context, entries: dict[Point, Entry], top: list[Entry],
             why = why or (e.solved.note if e is not None and e.solved is not None else None)
             return ReferenceRank(name, (ref.BM, ref.BN, ref.BK), ref.warps, ref.slots, None, None, None, None, why)
         p = e.point
-        return ReferenceRank(name, (ref.BM, ref.BN, ref.BK), ref.warps, ref.slots, p.stages, rank_entry(e),
+        # rank 0 until the final ranks below (a rank needs every entry's final estimate)
+        return ReferenceRank(name, (ref.BM, ref.BN, ref.BK), ref.warps, ref.slots, p.stages, 0,
                              e.est.time_us, ratio(e), why,
                              (p.BM, p.BN, p.BK, p.warps, p.stages) if stand_in else None)
 
@@ -192,6 +190,7 @@ def rank_references(ctx: Context, entries: dict[Point, Entry], top: list[Entry],
             out.append(row(title, pool[best[0].point], best[0], None))
     # later refinements move entries: recompute ranks and ratios with the final estimates
     final = []
+    rank_entry = ranker(entries.values()) if any(r.rank is not None for r in out) else None
     for r in out:
         if r.rank is not None:
             bm, bn, bk, w, s = r.ranked_as or (r.tile[0], r.tile[1], r.tile[2], r.warps, r.stages)

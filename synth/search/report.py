@@ -19,16 +19,18 @@ def search_result_to_json(result: SearchResult) -> dict:
     def cand(c: Candidate) -> dict:
         return {
             "rank": c.rank, "name": c.name, "mainloop": c.mainloop, "BM": c.BM, "BN": c.BN, "BK": c.BK,
-            "warps": c.warps, "stages": c.stages, "k_pipe_mmas": c.k_pipe_mmas, "smem_slots": c.smem_slots,
+            "warps": c.warps, "stages": c.stages, "k_pipe_mmas": c.k_pipe_mmas, "split_k": c.split_k,
+            "smem_slots": c.smem_slots,
             "predicted_us": round(c.time_us, 3), "tflops": round(c.tflops, 2),
             "smem_bytes": c.smem_bytes, "regs_per_thread": c.regs_per_thread, "ctas_per_sm": c.ctas_per_sm,
             "occupancy_limit": c.occupancy_limit, "ctas": c.ctas, "waves": c.waves,
-            "wave_efficiency": round(c.wave_efficiency, 4), "k_tiles": c.k_tiles,
+            "wave_efficiency": round(c.wave_efficiency, 4), "k_tiles": c.k_tiles, "split_k_tiles": c.split_k_tiles,
             "ktile_cycles": c.ktile_cycles, "ktile_bound": c.ktile_bound, "round_cycles": c.round_cycles,
             "bound": c.bound, "solver_status": c.solver_status, "why": c.why,
             "model": {"terms_cycles_per_round": dict(c.terms), "l2_hit": c.l2_hit,
                       "latency_cycles": c.latency_cycles, "mix_source": c.mix_source,
-                      "instructions_per_hmma": c.instructions_per_hmma},
+                      "instructions_per_hmma": c.instructions_per_hmma,
+                      "reduction_cycles": c.reduction_cycles, "workspace_bytes": c.workspace_bytes},
         }
 
     def ref(r: ReferenceRank) -> dict:
@@ -44,7 +46,7 @@ def search_result_to_json(result: SearchResult) -> dict:
         "shape": {"M": result.M, "N": result.N, "K": result.K}, "dtype": result.dtype, "arch": result.arch,
         "mainloop": result.mainloop,
         "candidates": [cand(c) for c in result.candidates],
-        "space_size": result.space_size, "feasible": result.feasible,
+        "space_size": result.space_size, "feasible": result.feasible, "split_points": result.split_points,
         "excluded": dict(result.excluded), "violations": dict(result.violations),
         "solved": result.solved, "solver_calls": result.solver_calls, "complete": result.complete,
         "references": [ref(r) for r in result.references], "notes": list(result.notes),
@@ -66,12 +68,14 @@ def print_result(con, res: SearchResult, *, verbose: bool = False, folders: Sequ
     measured = {m.label: m for m in res.measured}
     hopper = res.mainloop == "tma_wgmma"
     done = "evaluated by the Hopper pipeline model" if hopper else "scheduled and timed"
+    splits = f" (and {res.split_points} split-K variants)" if res.split_points else ""
     title = (f"synth search gemm {res.M}x{res.N}x{res.K} {res.dtype} {res.arch} ({res.mainloop} main loop): "
-             f"{res.feasible} of {res.space_size} configurations legal, {res.solved} {done}, "
+             f"{res.feasible} of {res.space_size} configurations legal{splits}, {res.solved} {done}, "
              f"{res.elapsed_s:.1f} s")
     t = Table(title=title, title_justify="left")
-    cols = ["#", "tile BMxBNxBK", "warps", "stages (K_PIPE_MMAS)" if hopper else "stages (smem slots)", "smem KiB",
-            "regs", "CTA/SM", "waves", "k-tile cyc (pipeline)" if hopper else "k-tile cyc (solver)", "pred µs",
+    cols = ["#", "tile BMxBNxBK", "warps", "stages (K_PIPE_MMAS)" if hopper else "stages (smem slots)"]
+    cols += [] if hopper else ["split K"]
+    cols += ["smem KiB", "regs", "CTA/SM", "waves", "k-tile cyc (pipeline)" if hopper else "k-tile cyc (solver)", "pred µs",
             "TFLOP/s", "bound"]
     if measured:
         cols += ["meas. ms", "meas. TFLOP/s", "model error"]
@@ -79,8 +83,9 @@ def print_result(con, res: SearchResult, *, verbose: bool = False, folders: Sequ
         t.add_column(c, justify="right" if c not in ("tile BMxBNxBK", "bound") else "left")
     for c in res.candidates:
         row = [str(c.rank), f"{c.BM}x{c.BN}x{c.BK}", str(c.warps),
-               f"{c.stages} ({c.k_pipe_mmas if hopper else c.smem_slots})",
-               f"{c.smem_bytes / 1024:.0f}", str(c.regs_per_thread), str(c.ctas_per_sm),
+               f"{c.stages} ({c.k_pipe_mmas if hopper else c.smem_slots})"]
+        row += [] if hopper else [str(c.split_k)]
+        row += [f"{c.smem_bytes / 1024:.0f}", str(c.regs_per_thread), str(c.ctas_per_sm),
                f"{c.waves} ({c.wave_efficiency:.0%})", "-" if c.ktile_cycles is None else str(c.ktile_cycles),
                f"{c.time_us:.1f}", f"{c.tflops:.1f}", c.bound]
         if measured:

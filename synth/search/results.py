@@ -69,11 +69,22 @@ class Candidate:
     ``config`` a :class:`~synth.hopper.problem.HopperGemm`)."""
     k_pipe_mmas: Optional[int] = None
     """wgmma groups a consumer keeps in flight before releasing a slot (``tma_wgmma`` only)."""
+    split_k_tiles: int = 0
+    """k-tiles of the longest split (``k_tiles`` without a split; 0 for ``tma_wgmma``)."""
+    reduction_cycles: int = 0
+    """Split-K: the busiest SM's cycles of partial writes, ticket and partial reads, over all waves."""
+    workspace_bytes: int = 0
+    """Split-K: bytes of f32 partial tiles (``tiles x split_k x BM x BN x 4``); 0 without a split."""
+
+    @property
+    def split_k(self) -> int:
+        """K splits of the configuration (``config.split_k``; 1 for ``tma_wgmma``, which never splits)."""
+        return getattr(self.config, "split_k", 1)
 
     @property
     def point(self) -> Point:
         c = self.config
-        return Point(c.BM, c.BN, c.BK, c.warps, c.stages)
+        return Point(c.BM, c.BN, c.BK, c.warps, c.stages, self.split_k)
 
     @property
     def name(self) -> str:
@@ -189,6 +200,9 @@ class SearchResult:
     """``model``, or ``measurement`` after :func:`synth.search.measure`."""
     mainloop: str = "cp_async"
     """The main loop searched: ``cp_async`` or ``tma_wgmma`` (sm_90's default, docs/search.md section 10)."""
+    split_points: int = 0
+    """Legal split-K variants (``split_k > 1``) of the feasible configurations that the model also ranked
+    (``cp_async`` only; not counted in ``space_size`` or ``feasible``)."""
 
     @property
     def winner(self) -> Optional[Candidate]:

@@ -24,6 +24,10 @@ BN_SPACE = (16, 32, 64, 128, 256)
 BK_SPACE = (16, 32, 64, 128)
 WARPS_SPACE = (1, 2, 4, 8)
 STAGES_SPACE = tuple(range(1, 12))
+SPLIT_SPACE = (1, 2, 3, 4, 6, 8, 12, 16)
+"""K splits tried for each legal configuration (``split_k``, docs/search.md section 3, "Split-K"): the
+divisors-friendly counts CUTLASS's split-K examples and Triton's ``SPLIT_K`` use, up to 16 (a split of
+fewer k-tiles than the stages is illegal anyway; :data:`synth.bounds.MAX_SPLIT_K` is 64)."""
 T_REF = 64
 """Solve k-loops of more than ``T_REF`` k-tiles at ``T_REF``: the interval does not
 depend on the trip count, and ``cycles = (T - 1) ii + tail`` extrapolates."""
@@ -38,25 +42,36 @@ class Point:
     BK: int
     warps: int
     stages: int
+    split_k: int = 1
+    """K splits (``gridDim.z``); 1: no split. A split runs the same pipelined loop (same schedule,
+    resources and SASS) over fewer k-tiles, so those are looked up by :attr:`base`."""
 
     @property
     def label(self) -> str:
-        return f"{self.BM}x{self.BN}x{self.BK} w{self.warps} s{self.stages}"
+        split = f" split{self.split_k}" if self.split_k != 1 else ""
+        return f"{self.BM}x{self.BN}x{self.BK} w{self.warps} s{self.stages}{split}"
+
+    @property
+    def base(self) -> "Point":
+        """The point without its split: what is scheduled, timed and compiled."""
+        return self if self.split_k == 1 else Point(self.BM, self.BN, self.BK, self.warps, self.stages)
 
     @property
     def group(self) -> tuple[int, int, int, int]:
-        """(BM, BN, BK, warps): configurations are ranked per group, each at its best stage count."""
+        """(BM, BN, BK, warps): configurations are ranked per group, each at its best stage count and split."""
         return (self.BM, self.BN, self.BK, self.warps)
 
     def config(self, M: int, N: int, K: int, dtype: str, arch: str):
         """The :class:`synth.gemm.GemmConfig` of this point for a shape."""
         from ..gemm import GemmConfig
 
-        return GemmConfig(M, N, K, dtype, self.BM, self.BN, self.BK, self.warps, self.stages, arch)
+        return GemmConfig(M, N, K, dtype, self.BM, self.BN, self.BK, self.warps, self.stages, arch,
+                          split_k=self.split_k)
 
     def loop_config(self, k_tiles: int, dtype: str, arch: str):
-        """The config of one CTA's tile running a k-loop of ``k_tiles`` k-tiles (``M = BM``, ``N = BN``)."""
-        return self.config(self.BM, self.BN, k_tiles * self.BK, dtype, arch)
+        """The config of one CTA's tile running a k-loop of ``k_tiles`` k-tiles (``M = BM``, ``N = BN``,
+        no split)."""
+        return self.base.config(self.BM, self.BN, k_tiles * self.BK, dtype, arch)
 
 
 @dataclass(frozen=True)
@@ -246,11 +261,57 @@ def tally(ctx, points: Sequence, constraints: Sequence, skip: Callable[[list[str
     return legal, first, anyv
 
 
+def split_issue(ctx: Context, p: Point) -> Optional[str]:
+    """None when ``p.split_k`` is legal for ``p`` (a point legal with ``split_k = 1``), else why not.
+
+    ``synth.gemm.validate`` requires ``split_k <= ceil(K / BK)`` and that every split's loop,
+    ``ceil(K / BK) // split_k`` k-tiles, reaches the pinned stages; the search also keeps to
+    :data:`SPLIT_SPACE`. The rest of a split point's legality is its base point's: the tile, slots,
+    registers and threads do not depend on the split.
+    """
+    from ..bounds import MAX_SPLIT_K
+
+    if p.split_k not in SPLIT_SPACE or p.split_k > MAX_SPLIT_K:
+        return f"split_k = {p.split_k} is not one of {SPLIT_SPACE}"
+    T = -(-ctx.K // p.BK)
+    if p.split_k > T:
+        return f"split_k = {p.split_k} exceeds the {T} k-tiles of K"
+    if T // p.split_k < p.stages:
+        return (f"{p.stages} stages exceed the {T // p.split_k} k-tiles of each of the {p.split_k} splits "
+                "(the pipelined loop needs a body step)")
+    return None
+
+
+SPLIT_CONSTRAINT = Constraint(
+    "split-k", "split_k in SPLIT_SPACE, split_k <= ceil(K / BK), ceil(K / BK) // split_k >= stages", split_issue)
+"""The split dimension's constraint, checked on configurations legal without a split."""
+
+
+def split_points(ctx: Context, legal: Sequence[Point]) -> tuple[dict[Point, list[Point]], int]:
+    """The split variants (``split_k > 1`` of :data:`SPLIT_SPACE`) of each legal point, and how many
+    were excluded by :func:`split_issue`. Only the cp.async main loop splits K (the Hopper loop refuses it)."""
+    out: dict[Point, list[Point]] = {}
+    excluded = 0
+    for p in legal:
+        for s in SPLIT_SPACE[1:]:
+            q = Point(p.BM, p.BN, p.BK, p.warps, p.stages, s)
+            if split_issue(ctx, q) is None:
+                out.setdefault(p, []).append(q)
+            else:
+                excluded += 1
+    return out, excluded
+
+
 def is_legal(p: Point, M: int, N: int, K: int, *, dtype: str = "f16", arch: str = "sm_80") -> Optional[str]:
-    """None when ``p`` is in the legal space of the shape, else the first constraint it breaks (``name: why``)."""
+    """None when ``p`` is in the legal space of the shape, else the first constraint it breaks (``name: why``);
+    a split point is legal when its :attr:`Point.base` is and :func:`split_issue` accepts its split."""
     ctx = make_context(M, N, K, dtype, arch)
     for c in CONSTRAINTS:
-        why = c.check(ctx, p)
+        why = c.check(ctx, p.base)
         if why is not None:
             return f"{c.name}: {why}"
+    if p.split_k != 1:
+        why = split_issue(ctx, p)
+        if why is not None:
+            return f"{SPLIT_CONSTRAINT.name}: {why}"
     return None

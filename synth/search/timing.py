@@ -8,7 +8,10 @@ status)`` (:func:`timed`: cached; :func:`time_now`: uncached).
 Every point pins its stages and body order, so its timing is the exact least
 timing of that schedule (``synth.sim.best_timing``); only a free order goes to
 ``synth.model.solve``. Both caches are keyed by arch, dtype and point (and the
-trip count), so shapes share them; :func:`clear_cache` empties them.
+trip count), so shapes share them; :func:`clear_cache` empties them. A split point
+(``split_k > 1``) shares its :attr:`~synth.search.space.Point.base`'s entries: a
+split runs the same pinned loop over fewer k-tiles, and ``(ii, tail)`` does not
+depend on the trip count once it reaches the stages (docs/search.md, "Split-K").
 """
 
 from __future__ import annotations
@@ -47,9 +50,10 @@ def clear_cache() -> None:
 
 
 def resources_of(ctx: Context, p: Point):
-    """:class:`synth.search.model.Resources` of ``p`` (independent of the shape; cached)."""
+    """:class:`synth.search.model.Resources` of ``p`` (independent of the shape and the split; cached)."""
     from .model import resources
 
+    p = p.base
     key = (ctx.arch.name, ctx.dtype, p)
     with _LOCK:
         hit = _RESOURCES.get(key)
@@ -64,7 +68,9 @@ def timed(ctx: Context, p: Point, time_limit: float, workers: int) -> tuple[Time
     """The (ii, tail) of ``p``'s schedule (cached); second value: whether it was computed now.
 
     Unavailable solvers and FEASIBLE results under a shortened time limit are not cached.
+    A split point gets its base point's timing (timed at the whole K's trip count).
     """
+    p = p.base
     T = min(-(-ctx.K // p.BK), T_REF)
     key = (ctx.arch.name, ctx.dtype, p, T, workers)
     with _LOCK:

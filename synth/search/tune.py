@@ -15,10 +15,10 @@ from typing import Optional
 from ..errors import SynthError
 from .explain import why_other, why_winner
 from .hopper_search import hopper_context, resolve_mainloop, search_hopper
-from .rank import Refiner, alive, apply_sass, key, new_entry, ranker, to_candidate
+from .rank import Refiner, alive, apply_sass, key, lazy_split_entries, new_entry, ranker, to_candidate
 from .references import rank_references
 from .results import Progress, ReferenceRank, SearchResult, progress_or_silent
-from .space import enumerate_space, make_context, prune
+from .space import enumerate_space, make_context, prune, split_points
 
 MAX_SOLVES = 256
 """At most this many schedule timings per search (a few dozen are typical; each takes milliseconds)."""
@@ -52,7 +52,7 @@ def search_gemm(M: int, N: int, K: int, *, dtype: str = "f16", arch="sm_80", tim
                 workers: int = 2, top: int = 5, progress: Optional[Progress] = None,
                 max_solves: int = MAX_SOLVES, references: bool = True, sass: int = 0,
                 mainloop: Optional[str] = None) -> SearchResult:
-    """Search tiles, warps and stages for ``M x N x K``; the ``top`` best, best first.
+    """Search tiles, warps, stages and K splits for ``M x N x K``; the ``top`` best, best first.
 
     ``time_limit`` bounds the whole search (wall clock); each solver call gets at
     most ``min(10 s, what is left)``. ``workers`` is CP-SAT's worker count.
@@ -99,6 +99,13 @@ def search_gemm(M: int, N: int, K: int, *, dtype: str = "f16", arch="sm_80", tim
         if i % 64 == 0:
             say("model", i, len(legal))
     say("model", len(legal), len(legal))
+    # split-K variants share their base point's resources and timing; each starts at a cheap lower bound
+    # of its estimate and is estimated only when that bound could rank it (Refiner.exact)
+    splits, _ = split_points(ctx, legal)
+    for p, qs in splits.items():
+        for e in lazy_split_entries(ctx, entries[p], qs):
+            entries[e.point] = e
+    n_splits = sum(len(qs) for qs in splits.values())
 
     refiner = Refiner(ctx, deadline=t0 + time_limit, max_solves=max_solves, workers=workers, say=say)
     ranked_top, complete = refiner.best_of(entries.values(), top)
@@ -131,8 +138,9 @@ def search_gemm(M: int, N: int, K: int, *, dtype: str = "f16", arch="sm_80", tim
     if winner is not None:
         ties = len({e.point.group for e in order if key(e)[0] == key(winner)[0]} - {winner.point.group})
         runner = refiner.runner_up(winner, order)
+        unsplit = entries.get(winner.point.base)
         for e in ranked_top:
-            why = why_winner(ctx, e, ties, runner) if e is winner else why_other(ctx, e, winner)
+            why = why_winner(ctx, e, ties, runner, unsplit) if e is winner else why_other(ctx, e, winner)
             cands.append(to_candidate(ctx, e, rank_of(e), why))
     excluded = dict(first)
     if refiner.infeasible:
@@ -140,6 +148,6 @@ def search_gemm(M: int, N: int, K: int, *, dtype: str = "f16", arch="sm_80", tim
     return SearchResult(
         M=M, N=N, K=K, dtype=dtype, arch=ctx.arch.name, candidates=tuple(cands), space_size=len(space),
         feasible=len(legal), excluded=tuple(excluded.items()), violations=tuple(anyv.items()),
-        solved=sum(1 for e in entries.values() if e.solved is not None and e.solved.ii is not None),
+        solved=len({p.base for p, e in entries.items() if e.solved is not None and e.solved.ii is not None}),
         complete=complete and bool(cands), references=tuple(refs), notes=tuple(notes),
-        elapsed_s=time.monotonic() - t0, solver_calls=refiner.calls)
+        elapsed_s=time.monotonic() - t0, solver_calls=refiner.calls, split_points=n_splits)
