@@ -2,8 +2,9 @@
 
 Input: an :class:`~synth.arch.ArchSpec`, a GEMM shape, one configuration's
 :class:`Resources` and optionally the schedule's timing (``ii``, ``tail``) and the
-kernel's :class:`~synth.search.sassmix.InstructionMix` read from its SASS.
-Output: an :class:`Estimate`: predicted time and every term it came from.
+kernel's :class:`~synth.search.sassmix.InstructionMix` read from its SASS, and its K
+split. Output: an :class:`Estimate`: predicted time and every term it came from (and
+:func:`split_lower_bounds`, a cheap lower bound of it per split).
 
 One **round** is each of the ``k`` CTAs resident on an SM advancing one k-tile.
 Co-resident CTAs are modelled in **lockstep**: they start together, meet the same
