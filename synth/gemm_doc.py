@@ -159,7 +159,8 @@ def _hopper_name(dims: dict, doc: LDict) -> str:
     tile = doc.get("tile") if isinstance(doc.get("tile"), LDict) else {}
     bm, bn = tile.get("BM", 128), tile.get("BN", 128)
     st, kp = doc.get("stages", "auto"), doc.get("k_pipe_mmas", "auto")
-    return f"gemm-{dims['M']}x{dims['N']}x{dims['K']}-{doc.get('dtype', 'f16')}-{bm}x{bn}x64-s{st}-k{kp}-sm_90"
+    split = f"-split{doc['split_k']}" if doc.get("split_k", 1) != 1 else ""
+    return f"gemm-{dims['M']}x{dims['N']}x{dims['K']}-{doc.get('dtype', 'f16')}-{bm}x{bn}x64-s{st}-k{kp}{split}-sm_90"
 
 
 __all__ = ["GEMM_KEYS", "problem_from_gemm_doc"]

@@ -339,8 +339,9 @@ class HopperKernel:
 
     def __repr__(self) -> str:
         c = self.config
+        ks = "K any multiple of 8" if c.split_k == 1 else f"split-K {c.split_k}, K a multiple of 8 above {(c.split_k - 1) * c.bk}"
         return (f"<synth.kernel.HopperKernel {self.name}: {c.bm}x{c.bn}x{c.bk} tiles {c.dtype}, {c.stages} stages, "
-                f"K any multiple of 8, backend {self.backend}>")
+                f"{ks}, backend {self.backend}>")
 
     def _operand(self, name: str, x) -> np.ndarray:
         loc = Loc(self.path)
@@ -370,6 +371,10 @@ class HopperKernel:
         if not (1 <= M <= INT_MAX and 1 <= N <= INT_MAX and 1 <= K <= INT_MAX) or K % 8:
             raise KernelError(loc, f"M = {M}, N = {N}, K = {K}: need non-empty matrices and K a multiple of 8 "
                               "(TMA row strides are multiples of 16 bytes)", "pad K with zeros to a multiple of 8")
+        split = self.config.split_k
+        if -(-K // self.config.bk) < split:
+            raise KernelError(loc, f"K = {K} has {-(-K // self.config.bk)} k-tile(s) of {self.config.bk}; this kernel "
+                              f"splits K in {split}, and every split needs one", f"pass K > {(split - 1) * self.config.bk}")
         C = check_epilogue(loc, C, M, N, alpha, beta)
         if self.backend == "cuda":
             from .emit.sm90.runner import run_gpu

@@ -76,11 +76,13 @@ def test_splits_shorter_than_the_pipeline_load():
     assert p.gemm.split_trip_count == 2 and p.loop.min_trip_count == 1
 
 
-def test_hopper_loop_refuses_split_k():
-    doc = DOC.replace("arch: sm_80", "arch: sm_90").replace("BK: 32", "BK: 64")
+def test_hopper_loop_takes_split_k_up_to_its_k_tiles():
+    doc = DOC.replace("arch: sm_80", "arch: sm_90").replace("BK: 32", "BK: 64").replace("warps: 4\n", "")
+    g = load_problem_text(doc.replace("name: sk\n", ""), "sk.yaml")
+    assert g.split_k == 2 and "-split2-" in g.name
     with pytest.raises(SynthError) as e:
-        load_problem_text(doc, "sk.yaml")
-    assert e.value.loc.line == 7 and "mainloop: cp_async" in e.value.fix
+        load_problem_text(doc.replace("K: 2048}", "K: 64}"), "sk.yaml")
+    assert e.value.loc.line == 6 and "at most 1" in e.value.fix
 
 
 def test_split_ranges_cover_k_once_and_are_never_empty():
@@ -231,3 +233,84 @@ def test_solved_folder_runs_through_the_python_api(tmp_path):
     with pytest.raises(SynthError) as e:
         kern(A[:, :64].copy(), B[:, :64].copy())  # 2 k-tiles for 3 splits
     assert "3 splits" in str(e.value)
+
+
+# ---------------------------------------------------------------------------
+# the Hopper kernel (TMA + wgmma): the same protocol, the consumers' named barrier in place of __syncthreads
+
+HOPPER_MUTANTS = {
+    "release fence dropped": ("synth_threadfence();  // release", "(void)0;  //"),
+    "acquire fence dropped": ("synth_threadfence();  // acquire", "(void)0;  //"),
+    "ticket not reset": ("if (ticket == SYNTH_SPLIT_K - 1) tickets[synth_tile] = 0u;", ""),
+    "first CTA sums": ("cw == 0 && wt == 0 && ticket == SYNTH_SPLIT_K - 1", "cw == 0 && wt == 0 && ticket == 0"),
+    "split skips its first k-tile": ("(kt0 + i) * 64", "(kt0 + i + (split > 0)) * 64"),
+}
+
+
+def _sm90(split_k: int, **kw):
+    from synth.emit.sm90.config import Sm90Config
+    from synth.emit.sm90.kernel import emit_sm90_kernel
+
+    return emit_sm90_kernel(Sm90Config(bm=kw.pop("bm", 128), bn=kw.pop("bn", 64), stages=kw.pop("stages", 3),
+                                       split_k=split_k, **kw))
+
+
+@needs_gxx
+def test_hopper_split_kernel_is_right_and_the_same_bits_in_every_block_order():
+    from synth.emit.sm90.emulate import emulate_sm90
+
+    text = _sm90(3)
+    runs = {o: emulate_sm90(text, 130, 70, 520, block_order=o, with_c=True, alpha=1.5, beta=0.5, ldc=72)
+            for o in ("forward", "reverse", "shuffle:4")}
+    for o, r in runs.items():
+        assert r.ok and r.stats["tickets_left"] == 0, (o, r.summary())
+    assert all(np.array_equal(runs["forward"].C, r.C, equal_nan=True) for r in runs.values())  # NaN: ldc padding
+
+
+@needs_gxx
+@pytest.mark.slow
+@pytest.mark.parametrize("name", sorted(HOPPER_MUTANTS))
+def test_hopper_broken_protocol_fails_on_the_emulator(name):
+    from synth.emit.sm90.emulate import emulate_sm90
+
+    old, new = HOPPER_MUTANTS[name]
+    text = _sm90(2)
+    assert old in text
+    assert not emulate_sm90(text.replace(old, new), 130, 70, 520, block_order="reverse", ldc=72).ok, name
+
+
+@pytest.mark.skipif(NVCC is None, reason="nvcc is needed to compile the kernel")
+def test_hopper_split_kernel_compiles_and_keeps_the_consumer_loop():
+    from synth.emit import sass
+    from synth.emit.sm90.sass_mix import figures
+
+    figs = []
+    for split_k in (1, 3):
+        c = sass.compile_cuda(_sm90(split_k, bn=128, stages=4), arch="sm_90a")
+        assert c.spill_stores == 0 and c.spill_loads == 0
+        figs.append(figures(c, 4))
+    assert figs[0]["loop_hgmma"] == figs[1]["loop_hgmma"] == 16
+    assert figs[1]["insn_per_hgmma"] <= figs[0]["insn_per_hgmma"] + 0.25
+    assert figs[1]["longest_free"] <= 28  # the consumer-loop target of the unsplit kernels (docs/hopper_kernel.md)
+
+
+@needs_gxx
+def test_hopper_split_folder_runs_through_the_python_api(tmp_path):
+    import synth.kernel
+    from synth.api import solve
+
+    doc = tmp_path / "hsk.yaml"
+    doc.write_text(DOC.replace("arch: sm_80", "arch: sm_90").replace("BK: 32", "BK: 64").replace("warps: 4\n", "")
+                   .replace("BN: 128", "BN: 64").replace("split_k: 2", "split_k: 3"))
+    out = tmp_path / "out"
+    solve(str(doc), out=str(out))
+    assert "split_k: 3" in (out / "problem.yaml").read_text()
+    kern = synth.kernel.load(str(out), backend="emulator")
+    rng = np.random.default_rng(5)
+    A = rng.uniform(-1, 1, (70, 264)).astype(np.float16)
+    B = rng.uniform(-1, 1, (90, 264)).astype(np.float16)
+    C = kern(A, B)
+    assert np.allclose(C, A.astype(np.float32) @ B.astype(np.float32).T, atol=1e-3)
+    with pytest.raises(SynthError) as e:
+        kern(A[:, :128].copy(), B[:, :128].copy())  # 2 k-tiles for 3 splits
+    assert "splits K in 3" in str(e.value)

@@ -46,23 +46,28 @@ def ticket_count(M: int, N: int, BM: int, BN: int, splits: int) -> int:
     return 0 if splits <= 1 else -(-M // BM) * -(-N // BN)
 
 
-def index_lines() -> list[str]:
+LINEAR = "((int)blockIdx.z * (int)gridDim.y + (int)blockIdx.y) * (int)gridDim.x + (int)blockIdx.x"
+"""The CTA's index in launch order (``blockIdx.x`` fastest)."""
+
+
+def index_lines(linear: str = LINEAR) -> list[str]:
     """CUDA statements defining ``const int split, synth_tile``: this CTA's split and its tile's
-    launch-order index (the input of the grouped rasterization)."""
+    launch-order index (the input of the grouped rasterization); ``linear`` is the C expression of
+    the CTA's launch-order index (default :data:`LINEAR`)."""
     return [
         "// split-K (synth.emit.splitk): CTA L in launch order computes split L % SYNTH_SPLIT_K of tile",
         "// L / SYNTH_SPLIT_K, so the splits of a tile run side by side",
-        "const int synth_lin = ((int)blockIdx.z * (int)gridDim.y + (int)blockIdx.y) * (int)gridDim.x + "
-        "(int)blockIdx.x;",
+        f"const int synth_lin = {linear};",
         "const int split = synth_lin % SYNTH_SPLIT_K, synth_tile = synth_lin / SYNTH_SPLIT_K;",
     ]
 
 
-def range_lines(trip: str) -> list[str]:
-    """CUDA statements defining ``T_all`` (k-tiles of K), ``kt0`` (this split's first k-tile) and ``trip``
-    (its k-tile count); they need ``split`` and ``K``."""
+def range_lines(trip: str, bk="BK", all_tiles: bool = True) -> list[str]:
+    """CUDA statements defining ``T_all`` (k-tiles of K, unless ``all_tiles`` is False: defined before),
+    ``kt0`` (this split's first k-tile) and ``trip`` (its k-tile count); they need ``split``, ``K`` and
+    the k-tile depth ``bk`` (a C expression or number)."""
     return [
-        "const int T_all = (K + BK - 1) / BK;  // k-tiles of the whole K",
+        *([f"const int T_all = (K + {bk} - 1) / {bk};  // k-tiles of the whole K"] if all_tiles else []),
         "const int kt0 = (int)((long long)split * T_all / SYNTH_SPLIT_K);  // this split's first k-tile",
         f"const int {trip} = (int)((long long)(split + 1) * T_all / SYNTH_SPLIT_K) - kt0;  // its k-tiles",
     ]
@@ -110,5 +115,5 @@ def reduction_lines() -> list[str]:
     ]
 
 
-__all__ = ["SPLIT_STATUS", "split_range", "workspace_floats", "ticket_count", "index_lines", "range_lines",
+__all__ = ["SPLIT_STATUS", "LINEAR", "split_range", "workspace_floats", "ticket_count", "index_lines", "range_lines",
            "reduction_lines"]

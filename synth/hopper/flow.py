@@ -61,7 +61,7 @@ class HopperResult:
 
 def gemm_config(g: HopperGemm) -> GemmConfig:
     """The :class:`GemmConfig` view of ``g`` the cost model reads (tile, dtype, arch, K)."""
-    return GemmConfig(g.M, g.N, g.K, g.dtype, g.BM, g.BN, g.BK, g.warps, g.stages, g.arch, g.name)
+    return GemmConfig(g.M, g.N, g.K, g.dtype, g.BM, g.BN, g.BK, g.warps, g.stages, g.arch, g.name, g.split_k)
 
 
 def choose_pipeline(g: HopperGemm, *, time_limit: float = 10.0) -> HopperChoice:
@@ -80,7 +80,7 @@ def kernel_config(g: HopperGemm, choice: HopperChoice):
     from ..emit.sm90.config import Sm90Config
 
     cfg = Sm90Config(bm=g.BM, bn=g.BN, stages=choice.stages, k_pipe_mmas=choice.k_pipe_mmas, dtype=g.dtype,
-                     name=g.name)
+                     name=g.name, split_k=g.split_k)
     try:
         cfg.check()
     except ValueError as e:
@@ -129,7 +129,7 @@ def choice_to_json(g: HopperGemm, c: HopperChoice) -> dict:
     return {"format": SCHEDULE_FORMAT, "problem": g.name, "mainloop": MAINLOOP, "stages": c.stages,
             "k_pipe_mmas": c.k_pipe_mmas, "consumer_warpgroups": c.consumers,
             "warp_specialized": c.warp_specialized, "predicted_cycles": c.cycles,
-            "predicted_for_k_tiles": g.trip_count, "shared_bytes": c.smem_bytes, "status": c.status}
+            "predicted_for_k_tiles": g.trip_count // g.split_k, "shared_bytes": c.smem_bytes, "status": c.status}
 
 
 def choice_from_json(g: HopperGemm, doc, path: str) -> HopperChoice:

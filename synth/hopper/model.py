@@ -119,7 +119,7 @@ def choose(cfg: GemmConfig, *, time_limit: float = 10.0, stages: Optional[int] =
         raise ValueError(f"dtype {cfg.dtype} has no TMA element size here")
     b = DTYPE_BYTES[cfg.dtype]
     stage_bytes = (cfg.BM + cfg.BN) * cfg.BK * b
-    T = max(cfg.trip_count, 1)
+    T = max(cfg.split_trip_count, 1)  # one CTA's loop: one split's k-tiles
     m = cp_model.CpModel()
     cands = []
     for S in range(1, MAX_STAGES + 1):

@@ -21,6 +21,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Optional
 
+from ..bounds import MAX_SPLIT_K
 from ..errors import Loc, SynthError
 from ..yamlnodes import LDict, check_keys, want_int
 from .loop import MAX_STAGES
@@ -73,6 +74,8 @@ class HopperGemm:
     """``key -> Loc`` of the document's values (errors point at them)."""
 
     BK: int = BK
+    split_k: int = 1
+    """K splits (``gridDim.z``, docs/hopper_kernel.md "Split-K"); 1: none."""
 
     @property
     def consumers(self) -> int:
@@ -135,8 +138,6 @@ def hopper_gemm_from_doc(doc: LDict, path: str, name: str, dims: dict, arch: str
             "tma_wgmma) has no such ops", "pin stages: and k_pipe_mmas: instead, or set mainloop: cp_async")
     _refuse(doc, "objective", "objective: weighs terms of the cp.async latency model; the Hopper main loop "
             "has its own cost model (docs/hopper.md)", "remove objective:, or set mainloop: cp_async")
-    _refuse(doc, "split_k", "split_k: is emitted for the cp.async main loop only; the Hopper kernel computes "
-            "each tile over all of K", "remove split_k:, or set mainloop: cp_async")
     _refuse(doc, "min_k_tiles", "the Hopper program is proven for every k-tile count T >= 1, so min_k_tiles "
             "has nothing to restrict", "remove min_k_tiles:")
     dtype = doc.get("dtype", "f16")
@@ -190,8 +191,13 @@ def hopper_gemm_from_doc(doc: LDict, path: str, name: str, dims: dict, arch: str
     if dims["K"] % 8:
         raise SynthError(locs.get("shape", doc.loc), f"shape.K {dims['K']}: TMA needs the row stride of A and B "
                          "(2 K bytes) to be a multiple of 16", "use K a multiple of 8")
+    split_k = want_int(doc, "split_k", "a gemm problem", lo=1, default=1, hi=MAX_SPLIT_K)
+    tiles = -(-dims["K"] // BK)
+    if split_k > tiles:
+        raise SynthError(doc.val_loc["split_k"], f"split_k = {split_k} exceeds the {tiles} k-tiles of K = {dims['K']} "
+                         f"/ BK = {BK}: a split would get no k-tile", f"use split_k at most {tiles}")
     g = HopperGemm(name, dims["M"], dims["N"], dims["K"], dtype, tdims["BM"], tdims["BN"], stages, k_pipe, limit,
-                   arch, path, locs)
+                   arch, path, locs, split_k=split_k)
     if g.max_stages() < 1:
         raise SynthError(g.loc("target.shared_bytes"), f"one stage needs {g.smem_bytes(1)} B of shared memory, "
                          f"above the {limit} B allowed", "raise target.shared_bytes or use a smaller tile")
@@ -207,6 +213,8 @@ def hopper_gemm_yaml(g: HopperGemm) -> str:
              f"tile: {{BM: {g.BM}, BN: {g.BN}, BK: {g.BK}}}", f"arch: {g.arch}", "mainloop: tma_wgmma",
              f"stages: {'auto' if g.stages is None else g.stages}",
              f"k_pipe_mmas: {'auto' if g.k_pipe_mmas is None else g.k_pipe_mmas}"]
+    if g.split_k != 1:
+        lines.append(f"split_k: {g.split_k}")
     if g.shared_limit != SMEM_LIMIT:
         lines.append(f"target: {{shared_bytes: {g.shared_limit}}}")
     return "\n".join(lines) + "\n"

@@ -1,15 +1,22 @@
 // main() of the sm_90a emulator: runs kernel.cu's synth_gemm_sm90 over the grid, block after block.
-// argv[1]: input (int32 M N K ldc lda ldb with_c order (0 forward, 1 reverse, 2 + seed random), float alpha beta, A, B as f16 bits, C_in);
+// argv[1]: input (int32 M N K ldc lda ldb with_c order (0 forward, 1 reverse, 2 + seed random) block_order
+// (0 launch order, 1 reversed, 2 + seed shuffled), float alpha beta, A, B as f16 bits, C_in);
 // argv[2]: C written as f32. One JSON line on stdout: ok, kind ("hang"/"fault"), message, stats.
 #include "kernel.cu"
+#ifndef SYNTH_SPLIT_K
+#define SYNTH_SPLIT_K 1  // a kernel.cu written before split-K
+#endif
+#include <algorithm>
 #include <fstream>
+#include <random>
 
 int main(int argc, char** argv) {
   if (argc != 3) { std::fprintf(stderr, "usage: harness IN OUT\n"); return 2; }
   std::ifstream in(argv[1], std::ios::binary);
-  int32_t h[8]; float ab[2];
+  int32_t h[9]; float ab[2];
   in.read(reinterpret_cast<char*>(h), sizeof h); in.read(reinterpret_cast<char*>(ab), sizeof ab);
   const int M = h[0], N = h[1], K = h[2], ldc = h[3], lda = h[4], ldb = h[5], with_c = h[6], order = h[7];
+  const int block_order = h[8];  // 0 launch order, 1 reversed, 2 + seed shuffled
   std::vector<uint16_t> A(size_t(M) * lda), B(size_t(N) * ldb);
   std::vector<float> Cin(with_c ? size_t(M) * ldc : 0);
   std::vector<float> C(size_t(M) * ldc + 4, NAN);
@@ -20,22 +27,39 @@ int main(int argc, char** argv) {
   CUtensorMap tmA{A.data(), {uint64_t(K), uint64_t(M)}, uint64_t(lda) * 2, {SYNTH_BK, SYNTH_BM}, 2, 128};
   CUtensorMap tmB{B.data(), {uint64_t(K), uint64_t(N)}, uint64_t(ldb) * 2, {SYNTH_BK, SYNTH_BN}, 2, 128};
   const unsigned gx = (N + SYNTH_BN - 1) / SYNTH_BN, gy = (M + SYNTH_BM - 1) / SYNTH_BM;
-  synth_emu::S().grid = {gx, gy, 1};
+  const unsigned gz = SYNTH_SPLIT_K;
+  synth_emu::S().grid = {gx, gy, gz};
+  // split-K: a NaN-filled workspace and zeroed tickets, which a launch must leave zeroed
+  std::vector<float> ws(SYNTH_SPLIT_K > 1 ? size_t(gx) * gy * gz * SYNTH_BM * SYNTH_BN : 0, NAN);
+  std::vector<unsigned> tickets(SYNTH_SPLIT_K > 1 ? size_t(gx) * gy : 0, 0u);
+  std::vector<long long> blocks(size_t(gx) * gy * gz);
+  for (size_t i = 0; i < blocks.size(); ++i) blocks[i] = (long long)i;
+  if (block_order == 1) std::reverse(blocks.begin(), blocks.end());
+  if (block_order >= 2) std::shuffle(blocks.begin(), blocks.end(), std::mt19937(unsigned(block_order - 2)));
   bool ok = true;
-  for (unsigned by = 0; by < gy && ok; ++by)
-    for (unsigned bx = 0; bx < gx && ok; ++bx)
-      ok = synth_emu::run_block({bx, by, 0}, SYNTH_THREADS, order, [&] {
-        synth_gemm_sm90(tmA, tmB, C.data(), with_c ? Cin.data() : nullptr, M, N, K, ldc, ab[0], ab[1]);
-      });
+  for (size_t i = 0; i < blocks.size() && ok; ++i) {
+    const unsigned bx = unsigned(blocks[i] % gx), by = unsigned(blocks[i] / gx % gy), bz = unsigned(blocks[i] / gx / gy);
+    ok = synth_emu::run_block({bx, by, bz}, SYNTH_THREADS, order, [&] {
+#if SYNTH_SPLIT_K > 1
+      synth_gemm_sm90(tmA, tmB, C.data(), with_c ? Cin.data() : nullptr, M, N, K, ldc, ab[0], ab[1], ws.data(),
+                      tickets.data());
+#else
+      synth_gemm_sm90(tmA, tmB, C.data(), with_c ? Cin.data() : nullptr, M, N, K, ldc, ab[0], ab[1]);
+#endif
+    });
+  }
+  long tickets_left = 0;
+  for (unsigned t : tickets) tickets_left += t != 0;
   std::ofstream out(argv[2], std::ios::binary);
   out.write(reinterpret_cast<const char*>(C.data()), (C.size() - 4) * 4);
   auto& s = synth_emu::S();
   std::string msg;
   for (char c : s.failure) msg += (c == '"' || c == '\\') ? ' ' : c;
   std::printf("{\"ok\": %s, \"kind\": \"%s\", \"message\": \"%s\", \"guard_written\": %s, \"landed\": %ld, "
-              "\"tx_bytes\": %ld, \"wgmma\": %ld, \"poisoned_ops\": %ld, \"waw\": %ld, \"arrivals\": %ld}\n",
+              "\"tx_bytes\": %ld, \"wgmma\": %ld, \"poisoned_ops\": %ld, \"waw\": %ld, \"arrivals\": %ld, "
+              "\"tickets_left\": %ld}\n",
               ok ? "true" : "false", s.kind.c_str(), msg.c_str(),
               (std::isnan(C[C.size() - 4]) ? "false" : "true"), s.stat_landed, s.stat_tx_bytes, s.stat_wgmma,
-              s.stat_poisoned_ops, s.stat_waw, s.stat_arrivals);
+              s.stat_poisoned_ops, s.stat_waw, s.stat_arrivals, tickets_left);
   return ok ? 0 : 3;
 }

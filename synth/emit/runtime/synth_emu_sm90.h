@@ -79,6 +79,15 @@ struct State {
   int greedy = -1;           // a woken waiter keeps running until it blocks again
   bool failed = false; std::string failure, kind;
   long stat_landed = 0, stat_tx_bytes = 0, stat_wgmma = 0, stat_poisoned_ops = 0, stat_waw = 0, stat_arrivals = 0;
+  // named barriers (bar.sync / bar.red id, n): arrivals, generation, the OR of the predicates
+  struct Named { int count = 0, expected = 0; long gen = 0; bool acc = false, result = false; };
+  std::map<int, Named> named;
+  // split-K (docs/emulator.md, "Split-K"): writer block of each 16-byte global chunk stored with
+  // st.global.cg, the blocks that published theirs (fence, then ticket), per-thread fence state
+  long long block_lin = 0; unsigned long tickets_taken = 0;
+  std::map<uintptr_t, long long> gwriter; std::map<long long, bool> published;
+  std::vector<long> unfenced, fence_mark;
+  long stat_protocol_errors = 0;
 };
 inline State& S() { static State s; return s; }
 
@@ -486,6 +495,68 @@ inline void synth_stg4(float* p, float a, float b, float c, float d) {
   if (reinterpret_cast<uintptr_t>(p) & 15) synth_emu::fail("fault", "misaligned 128-bit global store");
   p[0] = a; p[1] = b; p[2] = c; p[3] = d;
 }
+inline int synth_block_linear() {
+  auto& s = synth_emu::S();
+  return int((s.block.z * s.grid.y + s.block.y) * s.grid.x + s.block.x);
+}
+// bar.red.or.pred id, n, p: the named barrier of n threads, returning the OR of their predicates
+inline bool synth_bar_red_or(int id, int n, bool p) {
+  using namespace synth_emu;
+  State& s = S();
+  if (id <= 0 || id > 15 || n <= 0 || n % 32 || n > s.nthreads) fail("fault", "bad named barrier (id 1..15, n a multiple of 32)");
+  State::Named& b = s.named[id];
+  if (b.expected == 0) b.expected = n;
+  else if (b.expected != n) fail("fault", "bar.sync " + std::to_string(id) + " with different thread counts");
+  long my = b.gen;
+  b.acc = b.acc || p;
+  if (++b.count >= n) {
+    b.result = b.acc; b.acc = false; b.count = 0; b.expected = 0; b.gen++;
+    progress(); yield_point(); return b.result;
+  }
+  block_until([&] { return s.named[id].gen != my; }, "bar.sync " + std::to_string(id));
+  return s.named[id].result;
+}
+inline void synth_bar_sync(int id, int n) { synth_bar_red_or(id, n, false); }
+inline void synth_threadfence() {
+  auto& s = synth_emu::S();
+  s.unfenced[s.cur] = 0; s.fence_mark[s.cur] = long(s.tickets_taken);
+  synth_emu::yield_point();
+}
+inline void synth_emu_protocol_error(const std::string& msg) {
+  auto& s = synth_emu::S();
+  if (s.stat_protocol_errors++ == 0) synth_emu::fail("protocol", msg);
+}
+inline void synth_st_cg_f32x4(float* p, float a, float b, float c, float d) {
+  auto& s = synth_emu::S();
+  if (reinterpret_cast<uintptr_t>(p) & 15) synth_emu::fail("fault", "misaligned st.global.cg");
+  p[0] = a; p[1] = b; p[2] = c; p[3] = d;
+  s.gwriter[reinterpret_cast<uintptr_t>(p)] = s.block_lin; s.unfenced[s.cur]++;
+  synth_emu::yield_point();
+}
+inline void synth_ld_cg_f32x4(float* r, const float* p) {
+  auto& s = synth_emu::S();
+  if (reinterpret_cast<uintptr_t>(p) & 15) synth_emu::fail("fault", "misaligned ld.global.cg");
+  auto it = s.gwriter.find(reinterpret_cast<uintptr_t>(p));
+  if (it == s.gwriter.end()) synth_emu_protocol_error("ld.global.cg reads 16 bytes no block of this launch stored");
+  else if (it->second != s.block_lin && !s.published[it->second])
+    synth_emu_protocol_error("ld.global.cg reads what block " + std::to_string(it->second) + " stored before its ticket");
+  else if (it->second != s.block_lin && (s.tickets_taken == 0 || s.fence_mark[s.cur] < long(s.tickets_taken)))
+    synth_emu_protocol_error("ld.global.cg reads another block's partial without a __threadfence after this block's ticket");
+  r[0] = p[0]; r[1] = p[1]; r[2] = p[2]; r[3] = p[3];
+  synth_emu::yield_point();
+}
+inline unsigned synth_atomic_add_u32(unsigned* p, unsigned v) {
+  auto& s = synth_emu::S();
+  if (reinterpret_cast<uintptr_t>(p) & 3) synth_emu::fail("fault", "misaligned atomicAdd");
+  bool fenced = true;
+  for (long u : s.unfenced) fenced = fenced && u == 0;
+  if (!fenced) synth_emu_protocol_error("atomicAdd (ticket) while a thread of the block has global stores not followed by __threadfence");
+  s.published[s.block_lin] = true; s.tickets_taken++;
+  const unsigned old = *p;
+  *p = old + v;
+  synth_emu::yield_point();
+  return old;
+}
 inline float4 synth_ldg4(const float* p) {
   if (reinterpret_cast<uintptr_t>(p) & 15) synth_emu::fail("fault", "misaligned 128-bit global load");
   return {p[0], p[1], p[2], p[3]};
@@ -512,6 +583,8 @@ inline bool run_block(synth_dim3 block, int threads, int order, std::function<vo
   s.th.assign(threads, Thread{}); s.nthreads = threads; s.live = threads;
   s.bars.clear(); s.bar_names.clear(); s.copies.clear(); s.wgs.assign((threads + 127) / 128, WG{}); s.warps.assign((threads + 31) / 32, Warp{});
   s.sync_count = 0; s.stuck = 0; s.failed_in_epoch = 0; s.epoch++; s.urgent.clear(); s.greedy = -1;
+  s.named.clear(); s.tickets_taken = 0; s.block_lin = (long long)((block.z * s.grid.y + block.y) * s.grid.x + block.x);
+  s.unfenced.assign(threads, 0); s.fence_mark.assign(threads, 0);
   std::memset(synth_smem_raw, 0xFF, SMEM_SIZE);
   for (int t = 0; t < threads; ++t) {
     Thread& th = s.th[t];

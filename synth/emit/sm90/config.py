@@ -9,7 +9,7 @@ warp groups (cooperative: each owns 64 rows of the tile, ``m64nBNk16`` wgmma).
 Bounds (checked by :meth:`Sm90Config.check`): bm in {64, 128}; bn a multiple of 16 in
 16..256 (wgmma N and the TMA box limit); stages 1..16 with shared memory
 ``stages * (bm + bn) * 128 + 1024`` bytes <= 232448 (227 KB, the sm_90 opt-in limit);
-0 <= k_pipe_mmas < stages.
+0 <= k_pipe_mmas < stages; split_k 1..64 (``synth.bounds.MAX_SPLIT_K``), without a load predicate.
 """
 
 from __future__ import annotations
@@ -17,6 +17,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Optional
 
+from ...bounds import MAX_SPLIT_K
 from ...hopper.ir import HopperProgram
 from ...hopper.loop import HopperLoop, Load
 from ...lower.barriers import lower_hopper
@@ -47,6 +48,9 @@ class Sm90Config:
     """Element type of A and B: ``f16`` or ``bf16`` (f32 accumulation either way)."""
     name: str = "gemm_sm90"
     """The lowered program's name (the problem's, in an output folder)."""
+    split_k: int = 1
+    """K splits (``gridDim.z``); each CTA runs the proven loop over its share of the k-tiles and the
+    tile's last CTA sums the partials (docs/hopper_kernel.md, "Split-K"); 1: no split."""
 
     @property
     def consumers(self) -> int:
@@ -90,6 +94,10 @@ class Sm90Config:
             raise ValueError(f"stages {self.stages} outside 1..16")
         if not 0 <= self.k_pipe_mmas < self.stages:
             raise ValueError(f"k_pipe_mmas {self.k_pipe_mmas} outside 0..stages - 1")
+        if not 1 <= self.split_k <= MAX_SPLIT_K:
+            raise ValueError(f"split_k {self.split_k} outside 1..{MAX_SPLIT_K}")
+        if self.split_k > 1 and self.load_when is not None:
+            raise ValueError("a load predicate names k and T of the whole loop; split-K runs parts of it")
         if self.smem_bytes > SMEM_LIMIT:
             raise ValueError(f"{self.smem_bytes} bytes of shared memory exceed {SMEM_LIMIT}: use fewer stages")
 

@@ -93,13 +93,20 @@ def binary(kernel_cu: str) -> pathlib.Path:
 
 def run_emulated(kernel_cu: str, A_bits: np.ndarray, B_bits: np.ndarray, C_in: Optional[np.ndarray] = None, *,
                  alpha: float = 1.0, beta: float = 0.0, order: str = "forward", seed: int = 0,
-                 ldc: Optional[int] = None) -> tuple[np.ndarray, dict]:
+                 ldc: Optional[int] = None, block_order: str = "forward") -> tuple[np.ndarray, dict]:
     """Run the kernel once on the emulator: A (M x K) and B (N x K) as 16-bit patterns (uint16: f16 or
     bf16 bits, as the kernel's dtype reads them), ``C_in`` (M x ldc float32) when given. Returns
     ``(C, info)``: C is M x ``ldc`` float32 starting as NaN, ``info`` the emulator's report (``ok``,
-    ``kind`` '' / 'hang' / 'fault', ``message``, counters). EmulatorError when it cannot run."""
+    ``kind`` '' / 'hang' / 'fault' / 'protocol', ``message``, counters, ``tickets_left``). Blocks run one
+    at a time in ``block_order``: ``forward`` (launch order), ``reverse`` or ``shuffle:SEED``; a split-K
+    kernel (``SYNTH_SPLIT_K > 1``) gets ``gridDim.z`` splits, a NaN-filled workspace and zeroed tickets.
+    EmulatorError when it cannot run."""
     if order not in ORDERS:
         raise EmulatorError(f"order {order!r}: expected one of {ORDERS}")
+    kind, _, bseed = block_order.partition(":")
+    if kind not in ("forward", "reverse", "shuffle") or (kind == "shuffle") != bseed.isdigit():
+        raise EmulatorError(f"block order {block_order!r}: expected forward, reverse or shuffle:SEED")
+    border = {"forward": 0, "reverse": 1}.get(kind, 2 + int(bseed or 0) % 100000)
     A_bits = np.ascontiguousarray(A_bits, np.uint16)
     B_bits = np.ascontiguousarray(B_bits, np.uint16)
     M, K = A_bits.shape
@@ -112,7 +119,7 @@ def run_emulated(kernel_cu: str, A_bits: np.ndarray, B_bits: np.ndarray, C_in: O
     with tempfile.TemporaryDirectory(prefix="synth-sm90-run-") as tmp:
         inp, outp = pathlib.Path(tmp) / "in.bin", pathlib.Path(tmp) / "out.bin"
         head = np.array([M, N, K, ldc, K, K, int(C_in is not None),
-                         ORDERS.index(order) + (seed % 1000 if order == "random" else 0)], np.int32)
+                         ORDERS.index(order) + (seed % 1000 if order == "random" else 0), border], np.int32)
         with open(inp, "wb") as f:
             f.write(head.tobytes())
             f.write(np.array([alpha, beta], np.float32).tobytes())
@@ -134,12 +141,13 @@ def run_emulated(kernel_cu: str, A_bits: np.ndarray, B_bits: np.ndarray, C_in: O
 
 def emulate_sm90(kernel_cu: str, M: int, N: int, K: int, *, order: str = "forward", alpha: float = 1.0,
                  beta: float = 0.0, with_c: bool = False, ldc: Optional[int] = None, seed: int = 0,
-                 load_when: Optional[str] = None, bk: int = 64, dtype: str = "f16") -> Sm90Result:
+                 load_when: Optional[str] = None, bk: int = 64, dtype: str = "f16",
+                 block_order: str = "forward") -> Sm90Result:
     """Run the kernel on A (M x K), B (N x K) f16 drawn from [-1, 1) and compare C with
     ``alpha A @ B.T (+ beta C_in)`` in float64. C starts as NaN so an entry never written shows.
     ``load_when`` (the configuration's load predicate in ``k`` and ``T``): the reference sums only
     the k-tiles (``bk`` wide) where it holds. ``dtype`` ``bf16``: A and B are rounded to bfloat16
-    (nearest even) and passed as its bits."""
+    (nearest even) and passed as its bits. ``block_order``: as :func:`run_emulated`."""
     if order not in ORDERS:
         raise EmulatorError(f"order {order!r}: expected one of {ORDERS}")
     ldc = N if ldc is None else ldc
@@ -171,13 +179,14 @@ def emulate_sm90(kernel_cu: str, M: int, N: int, K: int, *, order: str = "forwar
     if with_c:
         ref = ref + beta * Cin[:, :N].astype(np.float64)
     C, info = run_emulated(kernel_cu, A_bits, B_bits, Cin if with_c else None, alpha=alpha, beta=beta,
-                           order=order, seed=seed, ldc=ldc)
+                           order=order, seed=seed, ldc=ldc, block_order=block_order)
     Cv = C[:, :N].astype(np.float64)
     nan = int(np.isnan(Cv).sum())
     err = float(np.nanmax(np.abs(Cv - ref))) if nan < Cv.size else float("inf")
     pad_ok = bool(np.isnan(C[:, N:]).all()) and not info["guard_written"]
-    ok = info["ok"] and nan == 0 and bool(np.all(np.abs(Cv - ref) <= 1e-2 + 1e-2 * np.abs(ref))) and pad_ok
-    stats = {k: info[k] for k in ("landed", "tx_bytes", "wgmma", "poisoned_ops", "waw", "arrivals")}
+    ok = (info["ok"] and nan == 0 and bool(np.all(np.abs(Cv - ref) <= 1e-2 + 1e-2 * np.abs(ref))) and pad_ok
+          and info["tickets_left"] == 0)
+    stats = {k: info[k] for k in ("landed", "tx_bytes", "wgmma", "poisoned_ops", "waw", "arrivals", "tickets_left")}
     return Sm90Result(C, ref, ok, info["kind"], info["message"], err, nan, stats)
 
 

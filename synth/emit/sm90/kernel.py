@@ -32,9 +32,12 @@ from ...hopper.ir import HopperProgram
 from ...program import CommitStmt, OpStmt, Part, WaitStmt
 from ..cuda import c_expr
 from ..raster import cuda_lines as raster_lines
+from ..splitk import index_lines as split_index_lines, range_lines as split_range_lines
 from .config import Sm90Config
 
 KERNEL = "synth_gemm_sm90"
+SPLIT_BARRIER = 1
+"""Named barrier (``bar.sync``) of the consumer warp groups in the split-K reduction (0 is __syncthreads)."""
 UNROLL_MAX = 16
 """Parts of a constant extent up to this are unrolled (wait counts become immediates)."""
 
@@ -76,6 +79,25 @@ SYNTH_DEV uint32_t synth_pinned_uniform(uint32_t v) { asm volatile("" : "+r"(v))
 SYNTH_DEV void synth_stg4(float* p, float a, float b, float c, float d) {
   *reinterpret_cast<float4*>(p) = make_float4(a, b, c, d); }
 SYNTH_DEV float4 synth_ldg4(const float* p) { return *reinterpret_cast<const float4*>(p); }
+SYNTH_DEV void synth_bar_sync(int id, int n) { asm volatile("bar.sync %0, %1;" :: "r"(id), "r"(n) : "memory"); }
+SYNTH_DEV bool synth_bar_red_or(int id, int n, bool p) {
+  int r;
+  asm volatile("{\n .reg .pred q, r;\n setp.ne.b32 q, %1, 0;\n bar.red.or.pred r, %2, %3, q;\n selp.b32 %0, 1, 0, r;\n}"
+               : "=r"(r) : "r"((int)p), "r"(id), "r"(n) : "memory");
+  return r != 0; }
+SYNTH_DEV void synth_threadfence() { __threadfence(); }
+// the CTA's launch-order index, read afresh (volatile: not merged with an earlier read, so not kept live)
+SYNTH_DEV int synth_block_linear() {
+  unsigned x, y, z, nx, ny;
+  asm volatile("mov.u32 %0, %%ctaid.x;\n mov.u32 %1, %%ctaid.y;\n mov.u32 %2, %%ctaid.z;\n"
+               " mov.u32 %3, %%nctaid.x;\n mov.u32 %4, %%nctaid.y;" : "=r"(x), "=r"(y), "=r"(z), "=r"(nx), "=r"(ny));
+  return (int)((z * ny + y) * nx + x); }
+SYNTH_DEV void synth_st_cg_f32x4(float* p, float a, float b, float c, float d) {
+  asm volatile("st.global.cg.v4.f32 [%0], {%1, %2, %3, %4};" :: "l"(p), "f"(a), "f"(b), "f"(c), "f"(d) : "memory"); }
+SYNTH_DEV void synth_ld_cg_f32x4(float* r, const float* p) {
+  asm volatile("ld.global.cg.v4.f32 {%0, %1, %2, %3}, [%4];" : "=f"(r[0]), "=f"(r[1]), "=f"(r[2]), "=f"(r[3]) : "l"(p)
+               : "memory"); }
+SYNTH_DEV unsigned synth_atomic_add_u32(unsigned* p, unsigned v) { return atomicAdd(p, v); }
 """
 
 
@@ -207,8 +229,9 @@ class _Emit:
         if s.barrier.bytes != slot_bytes:
             raise ValueError(f"{s.op}: the program's complete_tx bytes {s.barrier.bytes} differ from the box "
                              f"{cfg.bk} x {rows} f16 = {slot_bytes} bytes")
+        k_tile = c_expr(s.iteration) if cfg.split_k == 1 else f"kt0 + {c_expr(s.iteration)}"
         body = [f"synth_tma_load_2d({dst} + (({c_expr(acc.slot)}) % {cfg.stages}) * {slot_bytes}, &{tmap}, "
-                f"({c_expr(s.iteration)}) * {cfg.bk}, {origin}, {self.bar(s.barrier.barrier, s.barrier.state)});"
+                f"({k_tile}) * {cfg.bk}, {origin}, {self.bar(s.barrier.barrier, s.barrier.state)});"
                 f"  // {s.op}: {slot_bytes} bytes"]
         cond = self.pred(s.op, s.iteration)
         if cond is not None:
@@ -276,7 +299,7 @@ def emit_sm90_kernel(cfg: Sm90Config, program: Optional[HopperProgram] = None) -
         "// Synchronization emitted statement by statement from the Hopper program (docs/hopper_kernel.md).",
         f"#define SYNTH_BM {cfg.bm}", f"#define SYNTH_BN {cfg.bn}", f"#define SYNTH_BK {cfg.bk}",
         f"#define SYNTH_STAGES {cfg.stages}", f"#define SYNTH_THREADS {cfg.threads}",
-        f"#define SYNTH_SMEM_BYTES {cfg.smem_bytes}",
+        f"#define SYNTH_SMEM_BYTES {cfg.smem_bytes}", f"#define SYNTH_SPLIT_K {cfg.split_k}",
         "#ifdef SYNTH_EMULATE",
         '#include "synth_emu_sm90.h"',
         "#else",
@@ -293,7 +316,8 @@ def emit_sm90_kernel(cfg: Sm90Config, program: Optional[HopperProgram] = None) -
         f"extern \"C\" __global__ void __launch_bounds__({cfg.threads}, 1)",
         f"{KERNEL}(const __grid_constant__ CUtensorMap tmA, const __grid_constant__ CUtensorMap tmB,",
         "               float* __restrict__ C, const float* __restrict__ C_in, int M, int N, int K, int ldc,",
-        "               float alpha, float beta) {",
+        "               float alpha, float beta) {" if cfg.split_k == 1 else
+        "               float alpha, float beta, float* __restrict__ workspace, unsigned* __restrict__ tickets) {",
         "  extern __shared__ unsigned char synth_smem_raw[];",
         "  unsigned char* smem = synth_smem_raw + ((1024 - (synth_smem_u32(synth_smem_raw) & 1023)) & 1023);",
         "  // shared-memory addresses (32-bit, the state space of every TMA, mbarrier and descriptor operand)",
@@ -308,9 +332,17 @@ def emit_sm90_kernel(cfg: Sm90Config, program: Optional[HopperProgram] = None) -
         off += 8 * b.slots
     if off + 1024 > cfg.smem_bytes:
         raise ValueError("the program's barriers do not fit the shared memory of the configuration")
+    if cfg.split_k == 1:
+        head += [f"  const int T = (K + {cfg.bk - 1}) / {cfg.bk};  // k-tiles", "  if (K < 1) return;"]
+    else:
+        # the split and its k-tiles here; each role computes its tile (synth_tile, m0, n0) where it uses it
+        head += [
+            f"  const int T_all = (K + {cfg.bk - 1}) / {cfg.bk};  // k-tiles of the whole K",
+            "  // every split gets at least one k-tile, and a split-K launch has its grid and buffers, or nothing runs",
+            "  if (K < 1 || T_all < SYNTH_SPLIT_K || gridDim.z != SYNTH_SPLIT_K || workspace == nullptr ||",
+            "      tickets == nullptr || (reinterpret_cast<uintptr_t>(workspace) & 15) != 0) return;",
+        ]
     head += [
-        f"  const int T = (K + {cfg.bk - 1}) / {cfg.bk};  // k-tiles",
-        "  if (K < 1) return;",
         "  // the warp group index made warp-uniform (a broadcast) so descriptor arithmetic stays in uniform registers",
         "  const int wg = synth_uniform(threadIdx.x / 128), wt = threadIdx.x % 128;",
         "  // ---- setup",
@@ -325,10 +357,18 @@ def emit_sm90_kernel(cfg: Sm90Config, program: Optional[HopperProgram] = None) -
     e.w(1, "if (wg == 0) {")
     e.w(2, f"synth_setmaxnreg_dec<{40}>();")
     e.w(2, "if (wt == 0) {  // one elected thread issues the producer's statements")
+    # each role reads its split where it needs it (as its tile): the producer before its loads; the
+    # consumers before the loop only for T, and again after it, so that no split value lives across the
+    # consumer loop (they would take uniform registers its descriptors need, and ptxas would recompute those)
+    index = split_index_lines("synth_block_linear()")
+    split_lines = [*index, *split_range_lines("T", cfg.bk, all_tiles=False)] if cfg.split_k > 1 else []
+    for line in split_lines:
+        e.w(3, line)
     # each role computes its tile where it needs it (the producer before its loads, the consumers
     # before their epilogue): m0 and n0 live across no consumer main loop, whose SASS then keeps
     # the uniform registers it had
-    for line in raster_lines(cfg.bm, cfg.bn):
+    tile = ["synth_tile"] if cfg.split_k > 1 else []
+    for line in raster_lines(cfg.bm, cfg.bn, *tile):
         e.w(3, line)
     for pt in prod.parts:
         e.part(3, "producer", pt, prod.waits)
@@ -336,6 +376,13 @@ def emit_sm90_kernel(cfg: Sm90Config, program: Optional[HopperProgram] = None) -
     e.w(1, "} else {")
     e.w(2, f"synth_setmaxnreg_inc<{cfg.consumer_regs}>();")
     e.w(2, "const int cw = wg - 1;  // consumer warp group: rows cw * 64 .. + 63 of the tile")
+    if cfg.split_k > 1:
+        e.w(2, "int T;  // this split's k-tiles")
+        e.w(2, "{")
+        for line in index + split_range_lines("T_split", cfg.bk, all_tiles=False):
+            e.w(3, line)
+        e.w(3, "T = T_split;")
+        e.w(2, "}")
     e.w(2, "// descriptors of slot 0 (start address >> 4 in the low bits: a slot adds its bytes >> 4)")
     e.w(2, f"const uint64_t desc_a0 = synth_desc_k128(sA + cw * {64 * 128}), desc_b0 = synth_desc_k128(sB);")
     e.w(2, f"float acc[{cfg.bn // 2}];")
@@ -343,9 +390,18 @@ def emit_sm90_kernel(cfg: Sm90Config, program: Optional[HopperProgram] = None) -
     e.w(2, f"for (int j = 0; j < {cfg.bn // 2}; ++j) acc[j] = 0.0f;")
     for pt in cons.parts:
         e.part(2, "consumer", pt, cons.waits)
-    for line in raster_lines(cfg.bm, cfg.bn):
+    if cfg.split_k > 1:
+        for line in index:
+            e.w(2, line)
+    for line in raster_lines(cfg.bm, cfg.bn, *tile):
         e.w(2, line)
-    e.lines += _epilogue(cfg)
+    if cfg.split_k > 1:
+        e.lines += _split_reduction(cfg)
+        e.w(2, "if (last) {")
+        e.lines += ["  " + line for line in _epilogue(cfg)]
+        e.w(2, "}")
+    else:
+        e.lines += _epilogue(cfg)
     e.w(1, "}")
     e.w(1, "// ---- teardown")
     e.w(1, "synth_syncthreads();")
@@ -355,6 +411,43 @@ def emit_sm90_kernel(cfg: Sm90Config, program: Optional[HopperProgram] = None) -
     e.w(1, "}")
     e.lines.append("}")
     return "\n".join(e.lines) + "\n"
+
+
+def _split_reduction(cfg: Sm90Config) -> list[str]:
+    """Split-K (docs/hopper_kernel.md): the consumers store their partial tile to the workspace, the
+    tile's last CTA (ticket) reads every partial back and sums them in split order into ``acc``; ``last``
+    says whether this CTA is it (the others skip the epilogue and meet the producer at the teardown)."""
+    ct = 128 * cfg.consumers
+    return [
+        "    // ---- split-K: partial tile to the workspace; the tile's last CTA to arrive sums them in split order",
+        f"    float* const ws = workspace + (size_t)synth_tile * SYNTH_SPLIT_K * {cfg.bm * cfg.bn} + (cw * 128 + wt) * 4;",
+        "#pragma unroll",
+        f"    for (int j = 0; j < {cfg.bn // 8}; ++j)",
+        f"      synth_st_cg_f32x4(ws + (size_t)split * {cfg.bm * cfg.bn} + j * {ct * 4}, acc[4 * j], acc[4 * j + 1],",
+        "                        acc[4 * j + 2], acc[4 * j + 3]);",
+        "    synth_threadfence();  // release: this thread's partial before the ticket",
+        "    unsigned ticket = 0u;",
+        f"    synth_bar_sync({SPLIT_BARRIER}, {ct});  // every consumer thread's partial is fenced",
+        "    if (cw == 0 && wt == 0) {",
+        "      ticket = synth_atomic_add_u32(tickets + synth_tile, 1u);",
+        "      if (ticket == SYNTH_SPLIT_K - 1) tickets[synth_tile] = 0u;  // every split has arrived: zeroed for the next launch",
+        "    }",
+        f"    const bool last = synth_bar_red_or({SPLIT_BARRIER}, {ct}, cw == 0 && wt == 0 && ticket == SYNTH_SPLIT_K - 1);",
+        "    if (last) {",
+        "      synth_threadfence();  // acquire: the other splits' partials after their tickets",
+        "#pragma unroll",
+        f"      for (int j = 0; j < {cfg.bn // 8}; ++j) synth_ld_cg_f32x4(&acc[4 * j], ws + j * {ct * 4});",
+        "#pragma unroll 1",
+        "      for (int z = 1; z < SYNTH_SPLIT_K; ++z) {",
+        "#pragma unroll",
+        f"        for (int j = 0; j < {cfg.bn // 8}; ++j) {{",
+        "          float v[4];",
+        f"          synth_ld_cg_f32x4(v, ws + (size_t)z * {cfg.bm * cfg.bn} + j * {ct * 4});",
+        "          acc[4 * j] += v[0]; acc[4 * j + 1] += v[1]; acc[4 * j + 2] += v[2]; acc[4 * j + 3] += v[3];",
+        "        }",
+        "      }",
+        "    }",
+    ]
 
 
 def _epilogue(cfg: Sm90Config) -> list[str]:

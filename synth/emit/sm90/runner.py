@@ -131,8 +131,14 @@ def time_gpu(kernel_cu: str, cfg: Sm90Config, A: np.ndarray, B: np.ndarray, C_in
         raw = [ctypes.create_string_buffer(bytes(ctypes.string_at(t.getPtr(), 128)), 128) for t in (tA, tB)]
         vals = [ctypes.c_uint64(int(dC)), ctypes.c_uint64(int(dCin)), ctypes.c_int(M), ctypes.c_int(N),
                 ctypes.c_int(K), ctypes.c_int(N), ctypes.c_float(alpha), ctypes.c_float(beta)]
-        ptrs = (ctypes.c_void_p * 10)(*[ctypes.addressof(x) for x in raw + vals])
-        grid = ((N + cfg.bn - 1) // cfg.bn, (M + cfg.bm - 1) // cfg.bm, 1)
+        if cfg.split_k > 1:  # split-K: a workspace, and tickets zeroed once (every launch leaves them zeroed)
+            from ..splitk import ticket_count, workspace_floats
+
+            ws = upload(np.zeros(workspace_floats(M, N, cfg.bm, cfg.bn, cfg.split_k), np.float32))
+            tickets = upload(np.zeros(ticket_count(M, N, cfg.bm, cfg.bn, cfg.split_k), np.uint32))
+            vals += [ctypes.c_uint64(int(ws)), ctypes.c_uint64(int(tickets))]
+        ptrs = (ctypes.c_void_p * (2 + len(vals)))(*[ctypes.addressof(x) for x in raw + vals])
+        grid = ((N + cfg.bn - 1) // cfg.bn, (M + cfg.bm - 1) // cfg.bm, cfg.split_k)
         def launch():
             _check(cu.cuLaunchKernel(fn, *grid, cfg.threads, 1, 1, cfg.smem_bytes, 0, ctypes.addressof(ptrs), 0),
                    "cuLaunchKernel")
