@@ -136,8 +136,8 @@ def ranker(entries: Iterable[Entry]) -> Callable[[Entry], int]:
 class Refiner:
     """Times entries best first within a budget of ``max_solves`` timings and a wall-clock ``deadline``.
 
-    Counters (read by the caller for notes): ``solves`` (timings taken, cached or
-    not), ``calls`` (computed now), ``infeasible`` (dropped by :meth:`best_of`),
+    Counters (read by the caller for notes): ``solves`` (configurations timed, cached or
+    not; a split shares its base point's timing and counts once with it), ``calls`` (computed now), ``infeasible`` (dropped by :meth:`best_of`),
     ``truncated`` (the budget ran out) and ``unavailable`` (why no solver, or "").
     """
 
@@ -149,6 +149,7 @@ class Refiner:
         self.unavailable = ""
         self.infeasible = 0
         self.estimated = 0
+        self.bases: set[Point] = set()
 
     def exact(self, e: Entry) -> None:
         """Replace a lazy entry's :class:`Bound` by the model's estimate (with its timing, if any)."""
@@ -158,18 +159,23 @@ class Refiner:
             self.estimated += 1
 
     def refine(self, e: Entry) -> bool:
-        """Time ``e`` (or take it from the cache); False when no more timing is allowed."""
+        """Time ``e`` (or take it from the cache); False when no more timing is allowed. A split entry whose
+        base point this search has timed already takes that timing without counting against the budget."""
         self.exact(e)
         if e.solved is not None:
             return True
+        base = e.point.base
+        again = base in self.bases
         left = self.deadline - time.monotonic()
-        if self.solves >= self.max_solves or left <= 0.05 or self.unavailable:
+        if not again and (self.solves >= self.max_solves or left <= 0.05 or self.unavailable):
             self.truncated = not self.unavailable
             return False
-        s, ran = timed(self.ctx, e.point, min(PER_SOLVE_LIMIT, left), self.workers)
-        self.solves += 1
+        s, ran = timed(self.ctx, e.point, min(PER_SOLVE_LIMIT, max(left, 0.05)), self.workers)
+        if not again:
+            self.bases.add(base)
+            self.solves += 1
+            self.say("solve", self.solves, self.max_solves)
         self.calls += int(ran)
-        self.say("solve", self.solves, self.max_solves)
         if s.status == "UNAVAILABLE":
             self.unavailable = s.note
             return False
