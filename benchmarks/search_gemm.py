@@ -195,7 +195,7 @@ def main(argv=None) -> int:
             cells.append(f"{r.label}  {r.tflops:.1f} TFLOP/s" if name == "cp_async winner" and r else _ref_cell(r))
         t.add_row(f"{shape[0]}x{shape[1]}x{shape[2]}", f"{dt:.1f}", str(res.solver_calls),
                   f"{w.BM}x{w.BN}x{w.BK} w{w.warps}",
-                  f"{w.stages} ({w.k_pipe_mmas if hopper else w.smem_slots})", "-" if hopper else str(w.split_k), f"{w.time_us:.1f}",
+                  f"{w.stages} ({w.k_pipe_mmas if hopper else w.smem_slots})", str(w.split_k), f"{w.time_us:.1f}",
                   f"{w.tflops:.1f}", w.bound, *cells)
     con.print(t)
     first = rows[0][1]

@@ -68,6 +68,9 @@ def test_split_one_is_the_unsplit_model_and_splits_cost_a_reduction():
     r2 = reduction(ctx.arch, 128, 128, 2, 1, 108)
     r4 = reduction(ctx.arch, 128, 128, 4, 1, 108)
     assert r2["write"] == r4["write"] > 0 and r4["read"] > r2["read"] > 0 and r2["handoff"] > 2 * ctx.arch.lat_l2
+    # the last CTA reads all S partials back, its own too (docs/cuda_kernel.md, "Split-K")
+    part_cycles = 128 * 128 * PARTIAL_BYTES / (ctx.arch.l2_bytes_per_clk / ctx.arch.sm_count)
+    assert r4["read"] - r2["read"] == pytest.approx(2 * (part_cycles + ctx.arch.lat_l2))
     assert reduction(ctx.arch, 128, 128, 1, 2, 108) == {"write": 0.0, "handoff": 0.0, "read": 0.0, "lasts": 2.0}
     # a workspace larger than the L2 left to it spills its writes to DRAM, and its bytes count there
     w, r, extra = workspace_spill(ctx.arch, 256, 8, 128, 128, 216)
@@ -124,13 +127,20 @@ def test_many_tiles_do_not_split():
     assert "split" not in res.winner.why
 
 
-def test_hopper_candidates_never_split_and_sm90_cp_async_does():
+def test_sm90_splits_both_main_loops_where_tiles_are_few():
+    """The Hopper kernel splits K as the sm_80 one does (docs/hopper_kernel.md, "Split-K"): its search ranks
+    splits too (keeping each tile's pipeline choice), and neither loop splits at 8192^3."""
     res = search_gemm(256, 256, 16384, arch="sm_90", top=2, references=False)
-    assert res.mainloop == "tma_wgmma" and res.split_points == 0
-    assert all(c.split_k == 1 for c in res.candidates)
-    assert all(c["split_k"] == 1 for c in search_result_to_json(res)["candidates"])
+    w = res.winner
+    assert res.mainloop == "tma_wgmma" and res.split_points > 0 and w.split_k > 1 and w.config.split_k == w.split_k
+    assert f" split{w.split_k}" in w.label and f"-split{w.split_k}-sm_90" in w.name
+    assert "ways in K because 16 tiles on 132 SMs" in w.why and "the split cuts the prediction from" in w.why
+    assert w.reduction_cycles > 0 and w.workspace_bytes == 16 * w.split_k * w.BM * w.BN * PARTIAL_BYTES
+    assert search_result_to_json(res)["candidates"][0]["split_k"] == w.split_k
     cp = search_gemm(256, 256, 16384, arch="sm_90", top=1, references=False, mainloop="cp_async")
     assert cp.split_points > 0 and cp.winner.split_k > 1
+    big = search_gemm(8192, 8192, 8192, arch="sm_90", top=3, references=False)
+    assert all(c.split_k == 1 for c in big.candidates)
 
 
 def test_cli_top_one_with_a_split_writes_a_folder_that_loads_and_verifies(tmp_path, capsys):

@@ -36,6 +36,9 @@ HOPPER_KPIPE_SPACE = tuple(range(0, 16))
 HOPPER_BK = 64  # the Hopper kernel's BK (synth.hopper.problem.BK)
 C_BYTES = 4
 """The Hopper kernel writes C as f32 (docs/hopper_kernel.md)."""
+HOPPER_SPLIT_BARRIERS = 2
+"""CTA-level barriers of the Hopper kernel's split-K hand-off: named barrier 1 after the release fence,
+and the same barrier as ``bar.red.or`` after the ticket (docs/hopper_kernel.md, "Split-K")."""
 SETUP_BARRIERS = 3
 """CTA barriers outside the k-loop: after the mbarrier init (with its fence), before the
 invalidation, and one for the epilogue's hand-over (docs/hopper_kernel.md, "Setup / teardown")."""
@@ -49,6 +52,8 @@ class HopperPoint:
     BN: int
     stages: int
     k_pipe_mmas: int
+    split_k: int = 1
+    """K splits (docs/hopper_kernel.md, "Split-K"); 1: none. A split keeps its tile's pipeline choice."""
 
     @property
     def BK(self) -> int:
@@ -69,12 +74,18 @@ class HopperPoint:
 
     @property
     def group(self) -> tuple[int, int]:
-        """(BM, BN): configurations are ranked per tile, each at its best stages and k_pipe_mmas."""
+        """(BM, BN): configurations are ranked per tile, each at its best stages, k_pipe_mmas and split."""
         return (self.BM, self.BN)
 
     @property
     def label(self) -> str:
-        return f"{self.BM}x{self.BN}x{self.BK} s{self.stages} k{self.k_pipe_mmas}"
+        split = f" split{self.split_k}" if self.split_k != 1 else ""
+        return f"{self.BM}x{self.BN}x{self.BK} s{self.stages} k{self.k_pipe_mmas}{split}"
+
+    @property
+    def base(self) -> "HopperPoint":
+        """The point without its split."""
+        return self if self.split_k == 1 else HopperPoint(self.BM, self.BN, self.stages, self.k_pipe_mmas)
 
     def smem_bytes(self) -> int:
         """Dynamic shared memory of the kernel: slots, two mbarriers per stage, the alignment pad."""
@@ -86,9 +97,11 @@ class HopperPoint:
         """The :class:`~synth.hopper.problem.HopperGemm` of this point (stages and k_pipe_mmas pinned)."""
         from ..hopper.problem import HopperGemm
 
+        split = f"-split{self.split_k}" if self.split_k != 1 else ""
         name = (f"gemm-{M}x{N}x{K}-{dtype}-{self.BM}x{self.BN}x{self.BK}-s{self.stages}-k{self.k_pipe_mmas}"
-                f"-sm_90")
-        return HopperGemm(name, M, N, K, dtype, self.BM, self.BN, self.stages, self.k_pipe_mmas)
+                f"{split}-sm_90")
+        return HopperGemm(name, M, N, K, dtype, self.BM, self.BN, self.stages, self.k_pipe_mmas,
+                          split_k=self.split_k)
 
 
 # ---------------------------------------------------------------------------
@@ -164,11 +177,30 @@ def prune_hopper(ctx, points: Sequence[HopperPoint]) -> tuple[list[HopperPoint],
 
 
 def is_legal_hopper(ctx, p: HopperPoint) -> Optional[str]:
-    """None when ``p`` is legal for the context's shape, else ``constraint: why``."""
+    """None when ``p`` is legal for the context's shape, else ``constraint: why`` (a split point: its base
+    point's constraints, then :func:`hopper_split_issue`)."""
     for c in HOPPER_CONSTRAINTS:
-        why = c.check(ctx, p)
+        why = c.check(ctx, p.base)
         if why is not None:
             return f"{c.name}: {why}"
+    if p.split_k != 1:
+        why = hopper_split_issue(ctx, p)
+        if why is not None:
+            return f"split-k: {why}"
+    return None
+
+
+def hopper_split_issue(ctx, p: HopperPoint) -> Optional[str]:
+    """None when ``p.split_k`` is legal (in :data:`synth.search.space.SPLIT_SPACE`, at most the k-tiles
+    ``ceil(K / 64)``: the Hopper program is proven for every trip count, so a split needs one k-tile,
+    not the stages), else why not."""
+    from .space import SPLIT_SPACE
+
+    if p.split_k not in SPLIT_SPACE:
+        return f"split_k = {p.split_k} is not one of {SPLIT_SPACE}"
+    T = -(-ctx.K // HOPPER_BK)
+    if p.split_k > T:
+        return f"split_k = {p.split_k} exceeds the {T} k-tiles of K"
     return None
 
 
@@ -283,6 +315,14 @@ class HopperEstimate(WaveEstimate):
     l2_hit: float = 0.0
     round_exact: float = 0.0
     """``round_cycles`` before rounding (the explanations compare rates with it)."""
+    split_k: int = 1
+    tiles: int = 0
+    split_k_tiles: int = 0
+    """k-tiles of the longest split (``k_tiles`` without a split)."""
+    busiest_ctas: int = 0
+    reduction_cycles: int = 0
+    """Split-K: the busiest SM's cycles of partial writes, ticket and partial reads over the waves."""
+    workspace_bytes: int = 0
 
 
 def round_terms_hopper(arch, p: HopperPoint, k: int, pipe: Pipeline, l2_hit: float) -> dict[str, float]:
@@ -310,31 +350,42 @@ def combine_hopper(t: dict[str, float]) -> tuple[float, str]:
 
 
 def estimate_hopper(ctx, p: HopperPoint) -> HopperEstimate:
-    """Predicted kernel time of ``p`` on the context's shape (docs/search.md, section 10)."""
-    from .model import OUT_BYTES, sum_waves, traffic
+    """Predicted kernel time of ``p`` on the context's shape (docs/search.md, section 10); a split point
+    (``split_k = S > 1``) runs ``tiles x S`` CTAs of at most ``ceil(T / S)`` k-tiles and pays the sm_80
+    model's reduction per wave (:func:`synth.search.model.reduction`, with the kernel's two barriers)."""
+    from .model import OUT_BYTES, PARTIAL_BYTES, reduction, sum_waves, traffic, workspace_spill
 
     arch = ctx.arch
     M, N, K = ctx.M, ctx.N, ctx.K
     T = -(-K // p.BK)
-    pipe = pipeline(ctx.dtype, p.BM, p.BN, p.stages, p.k_pipe_mmas, T)
+    S = p.split_k
+    Ts = -(-T // S)
+    pipe = pipeline(ctx.dtype, p.BM, p.BN, p.stages, p.k_pipe_mmas, Ts)
     tm, tn = -(-M // p.BM), -(-N // p.BN)
-    ctas = tm * tn
+    tiles = tm * tn
+    ctas = tiles * S
     r, limit = hopper_occupancy(arch, p)
     r = max(r, 1)
     per_wave = arch.sm_count * r
     full, rem = divmod(ctas, per_wave)
-    tr = traffic(arch, M, N, K, p.BM, p.BN, per_wave)
-    dram_bytes = tr.dram_bytes + M * N * (C_BYTES - OUT_BYTES)
+    tr = traffic(arch, M, N, K, p.BM, p.BN, max(1, per_wave // S))
+    w_spill, r_spill, ws_dram = workspace_spill(arch, tiles, S, p.BM, p.BN, per_wave)
+    dram_bytes = tr.dram_bytes + M * N * (C_BYTES - OUT_BYTES) + ws_dram
     l2_per_sm = arch.l2_bytes_per_clk / arch.sm_count
+    sms = min(arch.sm_count, ctas)
+    reduced: dict[int, float] = {}
 
     def wave(k: int):
         t = round_terms_hopper(arch, p, k, pipe, tr.l2_hit)
         rc, what = combine_hopper(t)
         setup = SETUP_BARRIERS * arch.barrier_cycles
-        epi = arch.lat_global + k * p.BM * p.BN * C_BYTES / l2_per_sm
-        return T * rc, setup + pipe.fill + epi, what, rc, t
+        red = reduction(arch, p.BM, p.BN, S, k, sms, w_spill, r_spill, barriers=HOPPER_SPLIT_BARRIERS)
+        reduced[k] = red["write"] + red["handoff"] + red["read"]
+        epi = arch.lat_global + red["lasts"] * p.BM * p.BN * C_BYTES / l2_per_sm
+        return Ts * rc, setup + pipe.fill + reduced[k] + epi, what, rc, t
 
     loop_cyc, fixed_cyc, bound, round_c, k_bind, terms = sum_waves(full, rem, arch.sm_count, r, wave, pipe.per_tile)
+    red_total = (full * reduced[r] if full else 0.0) + (reduced[-(-rem // arch.sm_count)] if rem else 0.0)
     waves = full + (1 if rem else 0)
     compute_us = (loop_cyc + fixed_cyc) / (arch.clock_ghz * 1e9) * 1e6
     dram_us = dram_bytes / (arch.dram_gb_s * arch.dram_efficiency * 1e9) * 1e6
@@ -352,11 +403,13 @@ def estimate_hopper(ctx, p: HopperPoint) -> HopperEstimate:
         loop_cycles=int(round(loop_cyc)), fixed_cycles=int(round(fixed_cyc)), compute_us=compute_us,
         dram_us=dram_us, bound=bound, padding=1.0 - (M * N) / (tm * p.BM * tn * p.BN), fill_cycles=pipe.fill,
         loads_in_flight=max(0, min(p.stages - p.k_pipe_mmas - 1, T)), status=pipe.status,
-        terms=tuple((n, round(terms[n], 1)) for n in shown if n in terms), l2_hit=round(tr.l2_hit, 4))
+        terms=tuple((n, round(terms[n], 1)) for n in shown if n in terms), l2_hit=round(tr.l2_hit, 4),
+        split_k=S, tiles=tiles, split_k_tiles=Ts, busiest_ctas=-(-ctas // arch.sm_count),
+        reduction_cycles=int(round(red_total)), workspace_bytes=tiles * S * p.BM * p.BN * PARTIAL_BYTES if S > 1 else 0)
 
 
 __all__ = ["HopperPoint", "HopperConstraint", "HOPPER_CONSTRAINTS", "HopperEstimate", "Pipeline",
            "enumerate_hopper_space", "prune_hopper", "is_legal_hopper", "pipeline", "hopper_occupancy",
            "launch_registers", "estimate_hopper", "auto_point", "round_terms_hopper", "combine_hopper",
            "clear_hopper_cache", "pipeline_evaluations", "HOPPER_BM_SPACE", "HOPPER_BN_SPACE", "HOPPER_STAGES_SPACE",
-           "HOPPER_KPIPE_SPACE", "HOPPER_BK", "C_BYTES"]
+           "HOPPER_KPIPE_SPACE", "HOPPER_BK", "C_BYTES", "HOPPER_SPLIT_BARRIERS", "hopper_split_issue"]

@@ -23,7 +23,7 @@ from typing import Optional
 from ..errors import SynthError
 from .explain import difference, loop_rate
 from .hopper import (HopperEstimate, HopperPoint, auto_point, enumerate_hopper_space, estimate_hopper,
-                     hopper_occupancy, is_legal_hopper, pipeline_evaluations, prune_hopper)
+                     hopper_occupancy, hopper_split_issue, is_legal_hopper, pipeline_evaluations, prune_hopper)
 from .results import Candidate, Progress, ReferenceRank, SearchResult, progress_or_silent
 
 
@@ -52,15 +52,18 @@ def resolve_mainloop(arch_name: str, mainloop: Optional[str]) -> str:
 
 
 def hopper_key(e: HopperEntry) -> tuple:
-    """Ranking key: predicted time; on ties less shared memory, fewer stages, fewer wgmma groups held,
-    then the tile."""
+    """Ranking key: predicted time; on ties fewer K splits, less shared memory, fewer stages, fewer wgmma
+    groups held, then the tile."""
     p = e.point
-    return (round(e.est.time_us, 9), p.smem_bytes(), p.stages, p.k_pipe_mmas, p.BM, p.BN)
+    return (round(e.est.time_us, 9), p.split_k, p.smem_bytes(), p.stages, p.k_pipe_mmas, p.BM, p.BN)
 
 
 def evaluate_tiles(ctx, legal: list[HopperPoint], say: Progress) -> dict[HopperPoint, HopperEntry]:
     """The evaluated points: per tile the pipeline model's choice, or every legal point of a tile whose
-    depths differ in CTAs per SM (or whose choice is not legal)."""
+    depths differ in CTAs per SM (or whose choice is not legal); each with its legal K splits
+    (:func:`synth.search.hopper.hopper_split_issue`), which keep the choice made for the whole K."""
+    from .space import SPLIT_SPACE
+
     by_tile: dict[tuple[int, int], list[HopperPoint]] = {}
     for p in legal:
         by_tile.setdefault(p.group, []).append(p)
@@ -73,6 +76,10 @@ def evaluate_tiles(ctx, legal: list[HopperPoint], say: Progress) -> dict[HopperP
         occ = {hopper_occupancy(ctx.arch, p)[0] for p in pts}
         for p in ([q] if q in legal_set and len(occ) == 1 else pts):
             out[p] = HopperEntry(p, estimate_hopper(ctx, p))
+            for s in SPLIT_SPACE[1:]:
+                ps = replace(p, split_k=s)
+                if hopper_split_issue(ctx, ps) is None:
+                    out[ps] = HopperEntry(ps, estimate_hopper(ctx, ps))
         say("model", i + 1, len(tiles))
     return out
 
@@ -100,7 +107,9 @@ def describe_hopper(ctx, e: HopperEntry) -> str:
     """What bounds a Hopper configuration, in one clause."""
     est, p = e.est, e.point
     peak = ctx.arch.tensor_f16_f32_flop_per_clk_sm
-    return (f"{est.bound}-bound: {est.ctas} CTAs in {est.waves} wave{'s' if est.waves != 1 else ''} at "
+    grid = (f"{est.tiles} tiles split {est.split_k} ways in K, {est.ctas} CTAs of at most {est.split_k_tiles} "
+            "k-tiles," if est.split_k > 1 else f"{est.ctas} CTAs")
+    return (f"{est.bound}-bound: {grid} in {est.waves} wave{'s' if est.waves != 1 else ''} at "
             f"{est.ctas_per_sm}/SM ({est.occupancy_limit}-limited, last wave {est.wave_efficiency:.0%} full), "
             f"main loop at {loop_rate(e) / peak:.0%} of the wgmma peak; one CTA's k-tile takes {est.ii:.0f} "
             f"cycles in the pipeline model ({est.mma_cycles} of wgmma; {p.stages} stages, K_PIPE_MMAS "
@@ -108,9 +117,30 @@ def describe_hopper(ctx, e: HopperEntry) -> str:
             f"against a {est.fill_cycles}-cycle round trip)")
 
 
+def why_hopper_split(ctx, e: HopperEntry) -> str:
+    """Why ``e``'s K split pays (empty without a split): the busiest SM's CTAs and k-tiles without and with
+    it, the reduction, and the prediction of the same point unsplit."""
+    est = e.est
+    if est.split_k <= 1:
+        return ""
+    one = estimate_hopper(ctx, e.point.base)
+    text = (f"split {est.split_k} ways in K because {one.ctas} tiles on {ctx.arch.sm_count} SMs at "
+            f"{one.ctas_per_sm}/SM put {one.busiest_ctas} CTA{'s' if one.busiest_ctas != 1 else ''} of "
+            f"{one.k_tiles} k-tiles ({one.busiest_ctas * one.k_tiles} in all) on the busiest SM; split, "
+            f"{est.ctas} CTAs put {est.busiest_ctas} of at most {est.split_k_tiles} "
+            f"({est.busiest_ctas * est.split_k_tiles} in all) there, for {est.reduction_cycles:,} cycles of "
+            "reduction (f32 partials through L2, the tile's ticket)")
+    if one.time_us > est.time_us:
+        text += f"; the split cuts the prediction from {one.time_us:.1f} us unsplit to {est.time_us:.1f} us"
+    return text
+
+
 def why_hopper_winner(ctx, e: HopperEntry, ties: int, runner: Optional[HopperEntry]) -> str:
     """Why ``e`` ranks first; ``runner`` is the best entry of another tile (never ``e``'s own)."""
     text = describe_hopper(ctx, e)
+    split = why_hopper_split(ctx, e)
+    if split:
+        text += "; " + split
     if ties:
         text += (f"; {ties} other tile{'s' if ties > 1 else ''} tie{'s' if ties == 1 else ''} at this prediction "
                  "(ties go to less shared memory, then fewer stages)")
@@ -142,7 +172,9 @@ def hopper_candidate(ctx, e: HopperEntry, rank: int, why: str) -> Candidate:
         wave_efficiency=round(est.wave_efficiency, 6), k_tiles=est.k_tiles, ktile_cycles=int(round(est.ii)),
         ktile_bound=est.mma_cycles, round_cycles=est.round_cycles, bound=est.bound, solver_status=est.status,
         why=why, terms=est.terms, l2_hit=est.l2_hit, latency_cycles=float(est.fill_cycles), mix_source="none",
-        instructions_per_hmma=0.0, mainloop="tma_wgmma", k_pipe_mmas=p.k_pipe_mmas)
+        instructions_per_hmma=0.0, mainloop="tma_wgmma", k_pipe_mmas=p.k_pipe_mmas,
+        split_k_tiles=est.split_k_tiles, reduction_cycles=est.reduction_cycles,
+        workspace_bytes=est.workspace_bytes)
 
 
 def rank_hopper_references(ctx, entries: dict[HopperPoint, HopperEntry], best, winner: Optional[HopperEntry]
@@ -215,7 +247,8 @@ def search_hopper(ctx, *, top: int = 5, references: bool = True, progress: Optio
         M=ctx.M, N=ctx.N, K=ctx.K, dtype=ctx.dtype, arch=ctx.arch.name, candidates=tuple(cands),
         space_size=len(space), feasible=len(legal), excluded=tuple(first.items()), violations=tuple(anyv.items()),
         solved=len(entries), complete=bool(cands), references=tuple(refs), notes=(),
-        elapsed_s=time.monotonic() - t0, solver_calls=pipeline_evaluations() - calls0, mainloop="tma_wgmma")
+        elapsed_s=time.monotonic() - t0, solver_calls=pipeline_evaluations() - calls0, mainloop="tma_wgmma",
+        split_points=sum(1 for p in entries if p.split_k > 1))
 
 
 def hopper_context(M: int, N: int, K: int, dtype: str, arch):
@@ -231,4 +264,4 @@ def hopper_context(M: int, N: int, K: int, dtype: str, arch):
 
 
 __all__ = ["search_hopper", "resolve_mainloop", "hopper_context", "HopperEntry", "hopper_key", "evaluate_tiles",
-           "describe_hopper", "why_hopper_winner", "why_hopper_other", "hopper_candidate", "rank_hopper_references"]
+           "describe_hopper", "why_hopper_split", "why_hopper_winner", "why_hopper_other", "hopper_candidate", "rank_hopper_references"]

@@ -46,7 +46,7 @@ stays in half the L2 between waves, else once per band; C once, as f32.
 ``S`` CTAs per tile, each running ``ceil(T / S)`` k-tiles at most (waves over
 ``tiles x S`` CTAs); after its loop each CTA writes its f32 partial tile to the
 workspace through L2, fences and draws the tile's ticket (an atomic in L2), and
-the last one reads the other ``S - 1`` partials and runs the epilogue
+the last one reads all ``S`` partials back (its own too) and runs the epilogue
 (:func:`reduction`). When the workspace does not fit the L2 left to it, each
 partial write evicts a dirty line of an earlier one: that share of the writes
 runs at the DRAM rate, and its bytes count in the DRAM roofline.
@@ -71,6 +71,9 @@ OUT_BYTES = 4
 ``beta = 0`` call (the published harnesses' ``C = A B``), so it is not counted."""
 PARTIAL_BYTES = 4
 """A split-K partial tile is f32: ``BM x BN x 4`` bytes per CTA (docs/cuda_kernel.md, "Split-K")."""
+SPLIT_BARRIERS = 3
+"""``__syncthreads()`` per CTA in the split-K hand-off: after the release fence, after thread 0's ticket,
+after the flag is read (``synth.emit.splitk.reduction_lines``)."""
 L2_USABLE = 0.5
 """Fraction of the L2 a GEMM's operands may keep between waves (A100's L2 is two halves that
 duplicate shared lines; the rest holds C and other traffic): an assumption of this model."""
@@ -452,18 +455,21 @@ def last_ctas(k: int, split_k: int, sms: int) -> int:
 
 
 def reduction(arch: ArchSpec, BM: int, BN: int, split_k: int, k: int, sms: int, write_spill: float = 0.0,
-              read_spill: float = 0.0) -> dict[str, float]:
+              read_spill: float = 0.0, barriers: int = SPLIT_BARRIERS) -> dict[str, float]:
     """Split-K cycles of a wave at ``k`` CTAs per SM after the main loop (docs/search.md, "Split-K").
 
     * ``write``: the ``k`` CTAs store their f32 partials (``BM BN 4`` bytes each) at the SM's share of
       the L2 bandwidth; the ``write_spill`` fraction that evicts a dirty partial (a workspace larger
       than the L2 left to it) at the SM's share of the DRAM bandwidth instead;
-    * ``handoff``: ``__threadfence()`` (the partial's stores acknowledged by L2: one L2 latency),
-      ``__syncthreads()`` (one barrier) and the ticket ``atomicAdd`` (performed in L2, its value
-      returned: one more L2 latency);
-    * ``read``: the busiest SM's last CTAs (:func:`last_ctas`) each read ``S - 1`` partials at the SM's
-      L2 share (``read_spill`` of them from DRAM), one load latency per partial (they are added in
-      split order); the f32 adds (``BM BN`` per partial at 64 lanes/clk/SM) hide under the reads.
+    * ``handoff``: ``__threadfence()`` (release: the partial's stores acknowledged by L2, one L2
+      latency), the ticket ``atomicAdd`` by thread 0 (performed in L2, its value returned: one more L2
+      latency) and the ``barriers`` CTA barriers around it (three ``__syncthreads()`` on sm_80,
+      docs/cuda_kernel.md, "Split-K"; the Hopper kernel's named barrier and ``bar.red.or``: two);
+    * ``read``: the busiest SM's last CTAs (:func:`last_ctas`) fence again (acquire: the ticket's reset
+      acknowledged, one L2 latency) and read the ``S`` partials back (their own too) at the SM's L2
+      share (``read_spill`` of them from DRAM), one load latency per partial (the kernel's loop over
+      the splits is not unrolled, each split's loads are); the f32 adds (``BM BN`` per partial at 64
+      lanes/clk/SM) hide under the reads.
 
     ``lasts``: the CTAs that then run the epilogue. Zero cycles (and ``lasts = k``) when ``split_k == 1``.
     """
@@ -474,14 +480,16 @@ def reduction(arch: ArchSpec, BM: int, BN: int, split_k: int, k: int, sms: int, 
     dram_sm = arch.dram_gb_s * 1e9 * arch.dram_efficiency / (arch.clock_ghz * 1e9) / arch.sm_count
     j = last_ctas(k, split_k, sms)
     write = k * part * ((1.0 - write_spill) / l2_sm + write_spill / dram_sm)
-    handoff = 2.0 * arch.lat_l2 + arch.barrier_cycles
-    read = (j * (split_k - 1) * part * ((1.0 - read_spill) / l2_sm + read_spill / dram_sm)
-            + (split_k - 1) * ((1.0 - read_spill) * arch.lat_l2 + read_spill * arch.lat_global))
+    handoff = 2.0 * arch.lat_l2 + barriers * arch.barrier_cycles
+    read = (arch.lat_l2 + j * split_k * part * ((1.0 - read_spill) / l2_sm + read_spill / dram_sm)
+            + split_k * ((1.0 - read_spill) * arch.lat_l2 + read_spill * arch.lat_global))
     return {"write": write, "handoff": handoff, "read": read, "lasts": float(j)}
 
 
 def workspace_spill(arch: ArchSpec, tiles: int, split_k: int, BM: int, BN: int, per_wave: int) -> tuple[float, float, int]:
     """``(write spill, read spill, extra DRAM bytes)`` of a split-K workspace (0 without a split).
+
+    The extra bytes: the spilled writes and, when the reads miss, every partial the last CTAs read.
 
     The operands keep :data:`L2_USABLE` of the L2; the partials get the rest (``room``). The first
     ``room`` bytes of partials are absorbed by L2; past it each partial written evicts a dirty one to
@@ -496,7 +504,7 @@ def workspace_spill(arch: ArchSpec, tiles: int, split_k: int, BM: int, BN: int, 
     wave_ws = min(tiles * split_k, per_wave) * part
     w = max(0.0, ws - room) / ws
     r = max(0.0, wave_ws - room) / wave_ws
-    extra = max(0.0, ws - room) + r * tiles * (split_k - 1) * part
+    extra = max(0.0, ws - room) + r * tiles * split_k * part
     return w, r, int(round(extra))
 
 
@@ -510,7 +518,7 @@ def split_lower_bounds(arch: ArchSpec, M: int, N: int, K: int, BM: int, BN: int,
     with the CTAs per SM (``ceil(k warps / 4) solo``, the others linearly), so the busiest SM's main loop
     takes at least ``ceil(T / S)`` times the sum of those over its waves; each wave adds at least the
     fill's smaller latency and the schedule's tail excess, the epilogue's DRAM latency and, split, the
-    hand-off and one latency plus one partial read per other split; the partial writes add the busiest
+    hand-off, the acquire fence and one latency plus one partial read per split; the partial writes add the busiest
     SM's partial bytes at the L2 share. The DRAM roofline is :func:`estimate`'s own (same traffic and
     workspace).
     """
@@ -542,7 +550,7 @@ def split_lower_bounds(arch: ArchSpec, M: int, N: int, K: int, BM: int, BN: int,
         per_cta = max(on_chip, res.tile_bytes * (1.0 - tr.l2_hit) / dram_sm)
         fixed = waves * per_wave_fixed
         if S > 1:
-            fixed += waves * (2 * arch.lat_l2 + arch.barrier_cycles + (S - 1) * (lat + part / l2_sm))
+            fixed += waves * (3 * arch.lat_l2 + SPLIT_BARRIERS * arch.barrier_cycles + S * (lat + part / l2_sm))
             fixed += busiest * part / l2_sm
         compute_us = (-(-T // S) * max(core, busiest * per_cta) + fixed) / (arch.clock_ghz * 1e9) * 1e6
         ws_dram = workspace_spill(arch, tiles, S, BM, BN, per_wave)[2]
@@ -629,4 +637,4 @@ def estimate(arch: ArchSpec, M: int, N: int, K: int, BM: int, BN: int, BK: int, 
 
 __all__ = ["Resources", "WaveEstimate", "Estimate", "Traffic", "resources", "occupancy", "estimate", "traffic", "round_terms",
            "combine", "sum_waves", "problem_bounds", "last_ctas", "reduction", "workspace_spill", "split_lower_bounds", "L2_USABLE",
-           "OVERLAP_NORM", "OUT_BYTES", "PARTIAL_BYTES"]
+           "OVERLAP_NORM", "OUT_BYTES", "PARTIAL_BYTES", "SPLIT_BARRIERS"]

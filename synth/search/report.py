@@ -73,8 +73,7 @@ def print_result(con, res: SearchResult, *, verbose: bool = False, folders: Sequ
              f"{res.feasible} of {res.space_size} configurations legal{splits}, {res.solved} {done}, "
              f"{res.elapsed_s:.1f} s")
     t = Table(title=title, title_justify="left")
-    cols = ["#", "tile BMxBNxBK", "warps", "stages (K_PIPE_MMAS)" if hopper else "stages (smem slots)"]
-    cols += [] if hopper else ["split K"]
+    cols = ["#", "tile BMxBNxBK", "warps", "stages (K_PIPE_MMAS)" if hopper else "stages (smem slots)", "split K"]
     cols += ["smem KiB", "regs", "CTA/SM", "waves", "k-tile cyc (pipeline)" if hopper else "k-tile cyc (solver)", "pred µs",
             "TFLOP/s", "bound"]
     if measured:
@@ -84,7 +83,7 @@ def print_result(con, res: SearchResult, *, verbose: bool = False, folders: Sequ
     for c in res.candidates:
         row = [str(c.rank), f"{c.BM}x{c.BN}x{c.BK}", str(c.warps),
                f"{c.stages} ({c.k_pipe_mmas if hopper else c.smem_slots})"]
-        row += [] if hopper else [str(c.split_k)]
+        row += [str(c.split_k)]
         row += [f"{c.smem_bytes / 1024:.0f}", str(c.regs_per_thread), str(c.ctas_per_sm),
                f"{c.waves} ({c.wave_efficiency:.0%})", "-" if c.ktile_cycles is None else str(c.ktile_cycles),
                f"{c.time_us:.1f}", f"{c.tflops:.1f}", c.bound]

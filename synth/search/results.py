@@ -70,7 +70,7 @@ class Candidate:
     k_pipe_mmas: Optional[int] = None
     """wgmma groups a consumer keeps in flight before releasing a slot (``tma_wgmma`` only)."""
     split_k_tiles: int = 0
-    """k-tiles of the longest split (``k_tiles`` without a split; 0 for ``tma_wgmma``)."""
+    """k-tiles of the longest split (``k_tiles`` without a split)."""
     reduction_cycles: int = 0
     """Split-K: the busiest SM's cycles of partial writes, ticket and partial reads, over all waves."""
     workspace_bytes: int = 0
@@ -78,7 +78,7 @@ class Candidate:
 
     @property
     def split_k(self) -> int:
-        """K splits of the configuration (``config.split_k``; 1 for ``tma_wgmma``, which never splits)."""
+        """K splits of the configuration (``config.split_k``: a GemmConfig's or a HopperGemm's)."""
         return getattr(self.config, "split_k", 1)
 
     @property
@@ -95,7 +95,8 @@ class Candidate:
     @property
     def label(self) -> str:
         if self.mainloop == "tma_wgmma":
-            return f"{self.BM}x{self.BN}x{self.BK} s{self.stages} k{self.k_pipe_mmas}"
+            split = f" split{self.split_k}" if self.split_k != 1 else ""
+            return f"{self.BM}x{self.BN}x{self.BK} s{self.stages} k{self.k_pipe_mmas}{split}"
         return self.point.label
 
     @property
@@ -202,7 +203,7 @@ class SearchResult:
     """The main loop searched: ``cp_async`` or ``tma_wgmma`` (sm_90's default, docs/search.md section 10)."""
     split_points: int = 0
     """Legal split-K variants (``split_k > 1``) of the feasible configurations that the model also ranked
-    (``cp_async`` only; not counted in ``space_size`` or ``feasible``)."""
+    (not counted in ``space_size`` or ``feasible``; the Hopper search's: of the evaluated points)."""
 
     @property
     def winner(self) -> Optional[Candidate]:
