@@ -192,3 +192,26 @@ def test_shallow_pipelines_rank_below_deep_ones_with_splits_too(shape):
                 assert t > min(deep), (shape, g, s, t, min(deep))
                 checked += 1
     assert checked > 40
+
+
+def test_hopper_splits_are_proposed_exactly_where_the_problem_loader_accepts_them(tmp_path):
+    """A Hopper split is legal iff split_k <= ceil(K / 64) (every split gets a k-tile): what loading the
+    candidate's problem.yaml accepts."""
+    from synth.errors import SynthError
+    from synth.hopper.problem import hopper_gemm_yaml
+    from synth.load import load_problem
+    from synth.search import hopper_context
+    from synth.search.hopper import HopperPoint, hopper_split_issue
+
+    for K in (64, 200, 512, 1000):
+        ctx = hopper_context(256, 256, K, "f16", "sm_90")
+        for s in SPLIT_SPACE[1:]:
+            p = HopperPoint(128, 128, 4, 1, s)
+            f = tmp_path / f"k{K}-s{s}.yaml"
+            f.write_text(hopper_gemm_yaml(p.problem(256, 256, K, "f16")))
+            try:
+                load_problem(str(f))
+                ok = True
+            except SynthError:
+                ok = False
+            assert ok == (hopper_split_issue(ctx, p) is None) == (s <= -(-K // 64)), (K, s, ok)

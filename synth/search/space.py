@@ -289,7 +289,8 @@ SPLIT_CONSTRAINT = Constraint(
 
 def split_points(ctx: Context, legal: Sequence[Point]) -> tuple[dict[Point, list[Point]], int]:
     """The split variants (``split_k > 1`` of :data:`SPLIT_SPACE`) of each legal point, and how many
-    were excluded by :func:`split_issue`. Only the cp.async main loop splits K (the Hopper loop refuses it)."""
+    were excluded by :func:`split_issue` (the cp.async loop's; the Hopper search has its own,
+    :func:`synth.search.hopper.hopper_split_issue`)."""
     out: dict[Point, list[Point]] = {}
     excluded = 0
     for p in legal:
