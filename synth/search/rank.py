@@ -7,7 +7,10 @@ they rank in (:func:`key`), 1-based ranks (:func:`ranker`) and, through a
 
 A timed estimate is never below the untimed one (the model's lower bound), so
 best-first refinement stops as soon as the ``k`` best are all timed: they are
-then the model's best. Ties are broken by a fixed key, so rankings are deterministic.
+then the model's best. A split-K entry starts one step further down: a
+:class:`Bound` of its untimed estimate (:func:`lazy_split_entries`), replaced by the
+estimate when it reaches the front (:meth:`Refiner.exact`), then timed with its base
+point's schedule. Ties are broken by a fixed key, so rankings are deterministic.
 """
 
 from __future__ import annotations

@@ -3,7 +3,8 @@
 Input: a shape ``M x N x K``, a dtype and an arch name (:func:`make_context`
 checks them). Output: the points of the space (:func:`enumerate_space`, a fixed
 order), and for a shape the legal ones with how many points each constraint
-excluded (:func:`prune`) or why one point is illegal (:func:`is_legal`).
+excluded (:func:`prune`) or why one point is illegal (:func:`is_legal`), and each
+legal point's split-K variants (:func:`split_points`, :data:`SPLIT_SPACE`).
 
 Every function here is pure (the per-point slots/registers lookup is cached):
 nothing is scheduled or timed.
