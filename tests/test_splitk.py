@@ -112,7 +112,7 @@ def test_unsplit_kernel_keeps_its_signature_and_split_kernel_adds_two_buffers():
 def test_buffer_sizes():
     assert workspace_floats(130, 200, 128, 128, 1) == 0 and ticket_count(130, 200, 128, 128, 1) == 0
     assert workspace_floats(130, 200, 128, 128, 3) == 2 * 2 * 3 * 128 * 128
-    assert ticket_count(130, 200, 128, 128, 3) == 4
+    assert ticket_count(130, 200, 128, 128, 3) == 2 * 4
 
 
 @pytest.mark.skipif(NVCC is None, reason="nvcc is needed to compile the kernel")
@@ -156,8 +156,13 @@ def test_exports_say_the_loop_is_one_split():
 MUTANTS = {
     "release fence dropped": ("synth_threadfence();  // release", "(void)0;  //"),
     "acquire fence dropped": ("synth_threadfence();  // acquire", "(void)0;  //"),
-    "ticket not reset": ("if (ticket == SYNTH_SPLIT_K - 1) tickets[synth_tile] = 0u;", ""),
-    "first CTA sums": ("ticket == SYNTH_SPLIT_K - 1 ? 1 : 0", "ticket == 0 ? 1 : 0"),
+    "no wait for the count": ("while (synth_ld_acquire_u32(counters + 1) < SYNTH_SPLIT_K - 1) {",
+                              "if (synth_ld_acquire_u32(counters + 1) < SYNTH_SPLIT_K - 1) {"),
+    "a weaker wait": ("while (synth_ld_acquire_u32(counters + 1) < SYNTH_SPLIT_K - 1) {",
+                      "while (synth_ld_acquire_u32(counters + 1) < SYNTH_SPLIT_K - 2) {"),
+    "counter not reset": ("counters[0] = 0u;", ""),
+    "first arrival sums": ("== SYNTH_SPLIT_K - 1 ? 1 : 0", "== 0 ? 1 : 0"),
+    "own term at the wrong place": ("if (split == 0) { s[0] = x.x;", "if (split == 1) { s[0] = x.x;"),
     "split skips its first k-tile": ("const int kt0 = (int)((long long)split * T_all / SYNTH_SPLIT_K);",
                                      "const int kt0 = (int)((long long)split * T_all / SYNTH_SPLIT_K) + (split > 0);"),
 }
@@ -179,7 +184,10 @@ def test_split_kernel_is_right_and_the_same_bits_in_every_block_order():
             for order in ("forward", "reverse", "shuffle:11")}
     for order, r in runs.items():
         assert r.clean and r.status == 0, (order, r.summary())
-        assert r.stats["atomics"] == 2 * 3 * 3 and r.stats["unordered_global"] == 0
+        # 6 tiles of 3 splits: 18 arrivals and 12 published counts; per tile 2 partials stored and read
+        # back, only their vectors inside C (70 x 130: 70 * 132 / 4 of them in all)
+        assert r.stats["atomics"] == 18 + 12 and r.stats["unordered_global"] == 0
+        assert r.stats["gst"] == r.stats["gld"] == 2 * 70 * 132 // 4
     assert all(np.array_equal(runs["forward"].C, r.C) for r in runs.values())
 
 
@@ -205,11 +213,12 @@ def test_too_few_k_tiles_or_a_wrong_grid_is_refused_and_c_untouched():
 @pytest.mark.slow
 @pytest.mark.parametrize("name", sorted(MUTANTS))
 def test_broken_protocol_fails_on_the_emulator(name):
-    p, s, prog, text = _kernel(2)
+    p, s, prog, text = _kernel(3)  # launch order: the last CTA to arrive is split 2
     old, new = MUTANTS[name]
     assert old in text
-    r = _emulate(p, s, prog, text.replace(old, new), 70, 132, 296, order="reverse")
-    assert not r.clean, name
+    runs = [_emulate(p, s, prog, text.replace(old, new), 70, 132, 296, order=o, timeout=60)
+            for o in ("forward", "reverse")]  # the last CTA to arrive is split 2, then split 0
+    assert not all(r.clean for r in runs), name
 
 
 @needs_gxx
@@ -241,8 +250,11 @@ def test_solved_folder_runs_through_the_python_api(tmp_path):
 HOPPER_MUTANTS = {
     "release fence dropped": ("synth_threadfence();  // release", "(void)0;  //"),
     "acquire fence dropped": ("synth_threadfence();  // acquire", "(void)0;  //"),
-    "ticket not reset": ("if (ticket == SYNTH_SPLIT_K - 1) tickets[synth_tile] = 0u;", ""),
-    "first CTA sums": ("cw == 0 && wt == 0 && ticket == SYNTH_SPLIT_K - 1", "cw == 0 && wt == 0 && ticket == 0"),
+    "no wait for the count": ("while (synth_ld_acquire_u32(counters + 1) < SYNTH_SPLIT_K - 1) {",
+                              "if (synth_ld_acquire_u32(counters + 1) < SYNTH_SPLIT_K - 1) {"),
+    "counter not reset": ("counters[0] = 0u;", ""),
+    "first arrival sums": ("== SYNTH_SPLIT_K - 1;", "== 0;"),
+    "own term at the wrong place": ("if (split == 0) { s[0] = v[0];", "if (split == 1) { s[0] = v[0];"),
     "split skips its first k-tile": ("(kt0 + i) * 64", "(kt0 + i + (split > 0)) * 64"),
 }
 
@@ -274,9 +286,10 @@ def test_hopper_broken_protocol_fails_on_the_emulator(name):
     from synth.emit.sm90.emulate import emulate_sm90
 
     old, new = HOPPER_MUTANTS[name]
-    text = _sm90(2)
+    text = _sm90(3)
     assert old in text
-    assert not emulate_sm90(text.replace(old, new), 130, 70, 520, block_order="reverse", ldc=72).ok, name
+    assert not all(emulate_sm90(text.replace(old, new), 130, 70, 520, block_order=o, ldc=72).ok
+                   for o in ("forward", "reverse")), name
 
 
 @pytest.mark.skipif(NVCC is None, reason="nvcc is needed to compile the kernel")

@@ -56,7 +56,9 @@ from ..schedule import Schedule
 from .barriers import Barrier, barriers, extent, max_extent, step_env, trip_samples
 from .raster import cuda_lines as raster_lines
 from .splitk import SPLIT_STATUS, index_lines as split_index_lines, range_lines as split_range_lines
-from .splitk import reduction_lines as split_reduction_lines
+from .splitk import arrival_lines as split_arrival_lines, fold_lines as split_fold_lines
+from .splitk import partial_store as split_partial_store, publish_lines as split_publish_lines
+from .splitk import wait_lines as split_wait_lines
 
 RUNTIME_DIR = os.path.join(os.path.dirname(__file__), "runtime")
 API_HEADER = os.path.join(RUNTIME_DIR, "synth_cuda_api.h")
@@ -315,10 +317,10 @@ class _Writer:
                f"body waits: {list(info.body_waits)}")
         if self.split > 1:
             self.w(f"// split-K: {self.split} splits (gridDim.z); each CTA runs the loop over its share of the "
-                   "k-tiles, the tile's last CTA sums the partials in split order (synth.emit.splitk)")
+                   "k-tiles, the tile's last CTA to arrive sums the partials in split order (synth.emit.splitk)")
             self.w("// launch: grid (ceil(N/BN), ceil(M/BM), SYNTH_SPLIT_K), block SYNTH_THREADS, dynamic smem "
                    "SYNTH_SMEM_BYTES; workspace: ceil(M/BM) * ceil(N/BN) * SYNTH_SPLIT_K * BM * BN floats; "
-                   "tickets: ceil(M/BM) * ceil(N/BN) unsigned, zeroed before the first launch (left zeroed)")
+                   "tickets: 2 * ceil(M/BM) * ceil(N/BN) unsigned, zeroed before the first launch (left zeroed)")
         else:
             self.w("// launch: grid (ceil(N/BN), ceil(M/BM)), block SYNTH_THREADS, dynamic smem SYNTH_SMEM_BYTES.")
         self.w("// run-time preconditions (else *status |= code, C untouched): " +
@@ -734,42 +736,66 @@ class _Writer:
         self.w("// time (8-byte fragment stores, 16-byte row loads), 128-bit global loads and stores", 1)
         self.w("synth_cp_async_wait<0>();  // store: no copy may land in the staging area", 1)
         self.w("synth_syncthreads();  // store: every warp has finished reading the pipeline's slots", 1)
-        if self.split > 1:
-            depth = 1
-            for line in split_reduction_lines():
-                opens = line.count("{") - line.count("}")
-                self.w(line, depth + min(opens, 0))
-                depth += opens
         self.w("float* const c_stage = reinterpret_cast<float*>(smem) + warp * (16 * C_LD);", 1)
-        self.w("SYNTH_UNROLL for (int mi = 0; mi < MI; ++mi) {", 1)
-        self.w("SYNTH_UNROLL for (int ni = 0; ni < NI; ++ni) {", 2)
-        self.w("float* const p = c_stage + (lane >> 2) * C_LD + ni * 8 + (lane & 3) * 2;", 3)
-        self.w("synth_sts(reinterpret_cast<f32x2*>(p), f32x2{acc[mi][ni][0], acc[mi][ni][1]});", 3)
-        self.w("synth_sts(reinterpret_cast<f32x2*>(p + 8 * C_LD), f32x2{acc[mi][ni][2], acc[mi][ni][3]});", 3)
+        if self.split == 1:
+            self.bands(self.c_store)
+            return
+        self.w("{  // split-K: this block's split and tile shadow those read before the main loop", 1)
+        self.lines_at(split_arrival_lines(), 2)
+        self.w("if (!last) {  // store this split's partial tile; the last CTA to arrive sums them", 2)
+        self.bands(lambda ind: self.w(split_partial_store("x", "row - m0", "col - n0"), ind), ind=3)
+        self.lines_at(split_publish_lines(), 3)
         self.w("}", 2)
-        self.w("synth_syncthreads();  // store: the band is in shared memory", 2)
-        self.w("SYNTH_UNROLL for (int v = 0; v < WTN / 8; ++v) {", 2)
-        self.w("const int idx = v * 32 + lane, r = idx / (WTN / 4), c4 = idx % (WTN / 4);", 3)
-        self.w("const f32x4 x = synth_lds(reinterpret_cast<const f32x4*>(c_stage + r * C_LD + c4 * 4));", 3)
-        self.w("const int row = m0 + warp_m * WTM + mi * 16 + r, col = n0 + warp_n * WTN + c4 * 4;", 3)
-        self.w("if (row < M && col < N) {", 3)
-        self.w("const long long o = (long long)row * ldc + col;", 4)
-        self.w("f32x4 y = {alpha * x.x, alpha * x.y, alpha * x.z, alpha * x.w};", 4)
-        self.w("if (col + 4 <= N) {", 4)
-        self.w("if (C_in != nullptr) {", 5)
-        self.w("const f32x4 c = *reinterpret_cast<const f32x4*>(C_in + o);", 6)
-        self.w("y.x += beta * c.x; y.y += beta * c.y; y.z += beta * c.z; y.w += beta * c.w;", 6)
-        self.w("}", 5)
-        self.w("*reinterpret_cast<f32x4*>(C + o) = y;", 5)
-        self.w("} else {  // the last, partial vector of a row (N % 4 != 0): 1 to 3 scalars", 4)
-        for e, f in enumerate("xyz"):
-            self.w(f"if (col + {e} < N) C[o + {e}] = y.{f} + (C_in != nullptr ? beta * C_in[o + {e}] : 0.0f);", 5)
-        self.w("}", 4)
-        self.w("}", 3)
-        self.w("}", 2)
-        self.w("synth_syncthreads();  // store: the band is read before the next one overwrites it", 2)
+        self.lines_at(split_wait_lines(), 2)
+        self.bands(self.c_store, ind=2)
         self.w("}", 1)
 
+    def lines_at(self, lines: list[str], ind: int) -> None:
+        """``lines`` (``{``/``}`` balanced) indented by brace depth from ``ind``."""
+        depth = ind
+        for line in lines:
+            opens = line.count("{") - line.count("}")
+            self.w(line, depth + min(opens, 0))
+            depth += opens
+
+    def bands(self, action, ind: int = 1) -> None:
+        """The staging loop: per m16 band, the accumulators to shared memory, then per 16-byte vector ``x``
+        of a tile row inside C (``row``, ``col``) the statements ``action(indent)`` writes."""
+        self.w("SYNTH_UNROLL for (int mi = 0; mi < MI; ++mi) {", ind)
+        self.w("SYNTH_UNROLL for (int ni = 0; ni < NI; ++ni) {", ind + 1)
+        self.w("float* const p = c_stage + (lane >> 2) * C_LD + ni * 8 + (lane & 3) * 2;", ind + 2)
+        self.w("synth_sts(reinterpret_cast<f32x2*>(p), f32x2{acc[mi][ni][0], acc[mi][ni][1]});", ind + 2)
+        self.w("synth_sts(reinterpret_cast<f32x2*>(p + 8 * C_LD), f32x2{acc[mi][ni][2], acc[mi][ni][3]});", ind + 2)
+        self.w("}", ind + 1)
+        self.w("synth_syncthreads();  // store: the band is in shared memory", ind + 1)
+        self.w("SYNTH_UNROLL for (int v = 0; v < WTN / 8; ++v) {", ind + 1)
+        self.w("const int idx = v * 32 + lane, r = idx / (WTN / 4), c4 = idx % (WTN / 4);", ind + 2)
+        const = "" if self.split > 1 else "const "
+        self.w(f"{const}f32x4 x = synth_lds(reinterpret_cast<const f32x4*>(c_stage + r * C_LD + c4 * 4));", ind + 2)
+        self.w("const int row = m0 + warp_m * WTM + mi * 16 + r, col = n0 + warp_n * WTN + c4 * 4;", ind + 2)
+        self.w("if (row < M && col < N) {", ind + 2)
+        action(ind + 3)
+        self.w("}", ind + 2)
+        self.w("}", ind + 1)
+        self.w("synth_syncthreads();  // store: the band is read before the next one overwrites it", ind + 1)
+        self.w("}", ind)
+
+    def c_store(self, ind: int) -> None:
+        if self.split > 1:
+            self.lines_at(split_fold_lines("x", "row - m0", "col - n0"), ind)
+        self.w("const long long o = (long long)row * ldc + col;", ind)
+        self.w("f32x4 y = {alpha * x.x, alpha * x.y, alpha * x.z, alpha * x.w};", ind)
+        self.w("if (col + 4 <= N) {", ind)
+        self.w("if (C_in != nullptr) {", ind + 1)
+        self.w("const f32x4 c = *reinterpret_cast<const f32x4*>(C_in + o);", ind + 2)
+        self.w("y.x += beta * c.x; y.y += beta * c.y; y.z += beta * c.z; y.w += beta * c.w;", ind + 2)
+        self.w("}", ind + 1)
+        self.w("*reinterpret_cast<f32x4*>(C + o) = y;", ind + 1)
+        self.w("} else {  // the last, partial vector of a row (N % 4 != 0): 1 to 3 scalars", ind)
+        for e, f in enumerate("xyz"):
+            self.w(f"if (col + {e} < N) C[o + {e}] = y.{f} + (C_in != nullptr ? beta * C_in[o + {e}] : 0.0f);",
+                   ind + 1)
+        self.w("}", ind)
 
 __all__ = ["emit_kernel", "kernel_info", "staging_bytes", "KernelInfo", "Barrier", "barriers", "api_header",
            "c_expr", "STATUS_CODES", "LDSM_LEAD"]

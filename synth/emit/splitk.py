@@ -8,19 +8,24 @@ and run in the same wave. Split ``z`` runs the whole proved pipeline over k-tile
 ``[z T / S, (z + 1) T / S)`` of ``T = ceil(K / BK)`` (:func:`split_range`); split 0
 holds the partial k-tile. Then each CTA
 
-1. stores its f32 partial tile to the workspace (slot ``z`` of the tile's ``S``),
-   16-byte ``st.global.cg`` in fragment order (coalesced), and fences (release);
-2. takes the tile's **ticket** (one ``atomicAdd`` by thread 0);
-3. exits, unless its ticket is ``S - 1``: the last CTA of the tile resets the ticket
-   to 0 (so the next launch finds it zeroed), fences (acquire), sums the S partials
-   **in split order**, each read back from the workspace (its own too: one accumulator
-   array, no spill), and stores C as an unsplit kernel does.
+1. counts itself in the tile's **arrival** counter (one ``atomicAdd`` by thread 0);
+2. unless it arrived last: stores its f32 partial tile to slot ``z`` of the tile's
+   ``S`` workspace slots, through the C store's shared-memory staging (16-byte
+   ``st.global.cg`` of tile rows: coalesced, the tile's row-major layout), fences
+   (release), counts itself in the tile's **published** counter and exits;
+3. the last to arrive waits until the published counter reaches ``S - 1``: the
+   others arrived before it and, after arriving, only store and count, so this wait
+   ends whatever the launch order or residency. It resets both counters (the next
+   launch finds them zeroed) and fences (acquire);
+4. in the C store, each 16-byte vector becomes ``p0 + p1 + p2 + ...`` in split
+   order, its own term taken from the staging (the same bits it would have stored),
+   and is stored as an unsplit kernel stores it (``alpha``, ``beta``, ``C_in``).
 
-No CTA waits for another, so no launch order or residency can deadlock it, and the
-sum's order does not depend on which CTA finishes last: the result is the same bits
-on every run. The caller provides a workspace of :func:`workspace_floats` floats
-(16-byte aligned) and :func:`ticket_count` unsigned ints, zeroed once before the first
-launch; the kernel leaves them zeroed after a launch that completed.
+So a tile costs ``S - 1`` partial stores and ``S - 1`` partial loads (only of the rows
+and columns inside C), no register array beyond the accumulators, and the result is the
+same bits whichever CTA arrives last. The caller provides a workspace of :func:`workspace_floats` floats
+(16-byte aligned) and :func:`ticket_count` unsigned ints (two per tile), zeroed once
+before the first launch; the kernel leaves them zeroed after a launch that completed.
 """
 
 from __future__ import annotations
@@ -42,12 +47,13 @@ def workspace_floats(M: int, N: int, BM: int, BN: int, splits: int) -> int:
 
 
 def ticket_count(M: int, N: int, BM: int, BN: int, splits: int) -> int:
-    """Tickets (32-bit unsigned, zeroed) a launch with ``splits`` needs: one per tile (0 without a split)."""
-    return 0 if splits <= 1 else -(-M // BM) * -(-N // BN)
+    """Counters (32-bit unsigned, zeroed) a launch with ``splits`` needs: two per tile (0 without a split)."""
+    return 0 if splits <= 1 else 2 * -(-M // BM) * -(-N // BN)
 
 
-LINEAR = "((int)blockIdx.z * (int)gridDim.y + (int)blockIdx.y) * (int)gridDim.x + (int)blockIdx.x"
-"""The CTA's index in launch order (``blockIdx.x`` fastest)."""
+LINEAR = "synth_block_linear()"
+"""The CTA's index in launch order (``blockIdx.x`` fastest), read afresh by each call (the API's
+``synth_block_linear``: a volatile read, so the compiler keeps no earlier value of it live)."""
 
 
 def index_lines(linear: str = LINEAR) -> list[str]:
@@ -73,47 +79,74 @@ def range_lines(trip: str, bk="BK", all_tiles: bool = True) -> list[str]:
     ]
 
 
-def reduction_lines() -> list[str]:
-    """CUDA statements (unindented, one per line, ``{``/``}`` balanced) of steps 1-3 above, after the main
-    loop has drained (no copy in flight, every warp past the pipeline's slots): on exit every CTA but
-    the tile's last has returned, and the last one holds the tile's full sum in ``acc``."""
+def arrival_lines() -> list[str]:
+    """CUDA statements (unindented) after the main loop has drained (no copy in flight, every warp past the
+    pipeline's slots): this CTA's split and tile read afresh, the tile's workspace ``ws_tile`` and
+    counters ``counters``, and ``last``: whether this CTA arrived last (step 1 above)."""
     return [
-        "{  // split-K: partial tile to the workspace; the tile's last CTA to arrive sums them in split order",
-        "float* const ws = workspace + (size_t)synth_tile * SYNTH_SPLIT_K * (BM * BN) + tid * 4;",
-        "SYNTH_UNROLL for (int mi = 0; mi < MI; ++mi)",
-        "SYNTH_UNROLL for (int ni = 0; ni < NI; ++ni)",
-        "synth_st_cg_f32x4(ws + (size_t)split * (BM * BN) + (mi * NI + ni) * (THREADS * 4), acc[mi][ni][0], "
-        "acc[mi][ni][1], acc[mi][ni][2], acc[mi][ni][3]);",
-        "synth_threadfence();  // release: this thread's partial before the ticket",
-        "synth_syncthreads();  // every thread's partial is fenced",
+        "// ---- split-K (synth.emit.splitk): the tile's last CTA to arrive sums the partials in split order",
+        "// (read afresh: nothing of the split stays live across the main loop)",
+        "const int split = synth_block_linear() % SYNTH_SPLIT_K, synth_tile = synth_block_linear() / SYNTH_SPLIT_K;",
+        "unsigned* const counters = tickets + 2 * synth_tile;  // [0] CTAs arrived, [1] partials published",
+        "float* const ws_tile = workspace + (size_t)synth_tile * SYNTH_SPLIT_K * (BM * BN);  // slot z: split z",
         "int* const last_flag = reinterpret_cast<int*>(smem);",
-        "if (tid == 0) {",
-        "const unsigned ticket = synth_atomic_add_u32(tickets + synth_tile, 1u);",
-        "if (ticket == SYNTH_SPLIT_K - 1) tickets[synth_tile] = 0u;  // every split has arrived: zeroed for the "
-        "next launch",
-        "synth_sts(last_flag, ticket == SYNTH_SPLIT_K - 1 ? 1 : 0);",
-        "}",
+        "if (tid == 0) synth_sts(last_flag, synth_atomic_add_u32(counters, 1u) == SYNTH_SPLIT_K - 1 ? 1 : 0);",
         "synth_syncthreads();",
         "const int last = synth_lds(last_flag);",
         "synth_syncthreads();  // the flag is read before the C staging reuses its bytes",
-        "if (!last) return;",
-        "synth_threadfence();  // acquire: the other splits' partials after their tickets",
-        "// acc = p0 + p1 + ... in split order, every partial read back (this CTA's too): the same bits",
-        "// whichever CTA is last, and no second accumulator array (registers)",
-        "SYNTH_UNROLL for (int mi = 0; mi < MI; ++mi)",
-        "SYNTH_UNROLL for (int ni = 0; ni < NI; ++ni)",
-        "synth_ld_cg_f32x4(acc[mi][ni], ws + (mi * NI + ni) * (THREADS * 4));",
-        "SYNTH_NO_UNROLL for (int z = 1; z < SYNTH_SPLIT_K; ++z) {",
-        "SYNTH_UNROLL for (int mi = 0; mi < MI; ++mi)",
-        "SYNTH_UNROLL for (int ni = 0; ni < NI; ++ni) {",
-        "float v[4];",
-        "synth_ld_cg_f32x4(v, ws + (size_t)z * (BM * BN) + (mi * NI + ni) * (THREADS * 4));",
-        "acc[mi][ni][0] += v[0]; acc[mi][ni][1] += v[1]; acc[mi][ni][2] += v[2]; acc[mi][ni][3] += v[3];",
+    ]
+
+
+def partial_store(x: str, row: str, col: str) -> str:
+    """The statement storing the f32x4 ``x`` at tile-local ``row``, ``col`` to this split's slot (step 2)."""
+    return (f"synth_st_cg_f32x4(ws_tile + (size_t)split * (BM * BN) + (size_t)({row}) * BN + ({col}), "
+            f"{x}.x, {x}.y, {x}.z, {x}.w);")
+
+
+def publish_lines() -> list[str]:
+    """After every partial store of a CTA that did not arrive last: release them, count, exit (step 2)."""
+    return [
+        "synth_threadfence();  // release: this thread's partials before the count",
+        "synth_syncthreads();  // every thread's partials are fenced",
+        "if (tid == 0) synth_atomic_add_u32(counters + 1, 1u);  // published",
+        "return;",
+    ]
+
+
+def wait_lines() -> list[str]:
+    """The last CTA's wait for the others' partials, the counters' reset and the acquire (step 3)."""
+    return [
+        "if (tid == 0) {",
+        "// the other CTAs of the tile arrived before this one, and after arriving a CTA only stores and",
+        "// counts: this wait ends whatever the launch order or residency",
+        "while (synth_ld_acquire_u32(counters + 1) < SYNTH_SPLIT_K - 1) {",
         "}",
+        "counters[0] = 0u;  // zeroed for the next launch: no CTA of this tile touches them again",
+        "counters[1] = 0u;",
         "}",
+        "synth_syncthreads();",
+        "synth_threadfence();  // acquire: the other splits' partials after their count",
+    ]
+
+
+def fold_lines(x: str, row: str, col: str) -> list[str]:
+    """Statements replacing the f32x4 ``x`` (this CTA's partial at tile-local ``row``, ``col``) by
+    ``p0 + p1 + ...`` in split order, its own term taken from ``x`` (step 4)."""
+    return [
+        "{  // split-K: p0 + p1 + ... in split order: the same bits whichever CTA is last",
+        f"const float* const wp = ws_tile + (size_t)({row}) * BN + ({col});",
+        "float s[4], v[4];",
+        f"if (split == 0) {{ s[0] = {x}.x; s[1] = {x}.y; s[2] = {x}.z; s[3] = {x}.w; }}",
+        "else synth_ld_cg_f32x4(s, wp);",
+        "SYNTH_UNROLL for (int z = 1; z < SYNTH_SPLIT_K; ++z) {",
+        f"if (z == split) {{ v[0] = {x}.x; v[1] = {x}.y; v[2] = {x}.z; v[3] = {x}.w; }}",
+        "else synth_ld_cg_f32x4(v, wp + (size_t)z * (BM * BN));",
+        "s[0] += v[0]; s[1] += v[1]; s[2] += v[2]; s[3] += v[3];",
+        "}",
+        f"{x} = f32x4{{s[0], s[1], s[2], s[3]}};",
         "}",
     ]
 
 
 __all__ = ["SPLIT_STATUS", "LINEAR", "split_range", "workspace_floats", "ticket_count", "index_lines", "range_lines",
-           "reduction_lines"]
+           "arrival_lines", "partial_store", "publish_lines", "wait_lines", "fold_lines"]

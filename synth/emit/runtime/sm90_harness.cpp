@@ -31,7 +31,7 @@ int main(int argc, char** argv) {
   synth_emu::S().grid = {gx, gy, gz};
   // split-K: a NaN-filled workspace and zeroed tickets, which a launch must leave zeroed
   std::vector<float> ws(SYNTH_SPLIT_K > 1 ? size_t(gx) * gy * gz * SYNTH_BM * SYNTH_BN : 0, NAN);
-  std::vector<unsigned> tickets(SYNTH_SPLIT_K > 1 ? size_t(gx) * gy : 0, 0u);
+  std::vector<unsigned> tickets(SYNTH_SPLIT_K > 1 ? 2 * size_t(gx) * gy : 0, 0u);  // two counters per tile
   std::vector<long long> blocks(size_t(gx) * gy * gz);
   for (size_t i = 0; i < blocks.size(); ++i) blocks[i] = (long long)i;
   if (block_order == 1) std::reverse(blocks.begin(), blocks.end());

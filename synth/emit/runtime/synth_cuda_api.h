@@ -56,7 +56,7 @@ SYNTH_DEVICE uint32_t synth_lane_id() {
 }
 
 // Split-K (docs/cuda_kernel.md, "Split-K"): the partial tiles go through the L2 (.cg: never a
-// stale L1 line), ordered by a fence on each side of the tile's ticket.
+// stale L1 line), published by a fence and a count, read after an acquiring load of that count.
 SYNTH_DEVICE void synth_threadfence() { __threadfence(); }
 
 SYNTH_DEVICE void synth_st_cg_f32x4(float* p, float a, float b, float c, float d) {
@@ -70,6 +70,22 @@ SYNTH_DEVICE void synth_ld_cg_f32x4(float (&r)[4], const float* p) {
 }
 
 SYNTH_DEVICE unsigned synth_atomic_add_u32(unsigned* p, unsigned v) { return atomicAdd(p, v); }
+
+// The CTA's index in launch order (blockIdx.x fastest), read afresh: volatile, so the compiler neither
+// merges it with an earlier read nor keeps that value live across the main loop.
+SYNTH_DEVICE int synth_block_linear() {
+  unsigned x, y, z, nx, ny;
+  asm volatile("mov.u32 %0, %%ctaid.x;\n mov.u32 %1, %%ctaid.y;\n mov.u32 %2, %%ctaid.z;\n"
+               " mov.u32 %3, %%nctaid.x;\n mov.u32 %4, %%nctaid.y;\n"
+               : "=r"(x), "=r"(y), "=r"(z), "=r"(nx), "=r"(ny));
+  return (int)((z * ny + y) * nx + x);
+}
+
+SYNTH_DEVICE unsigned synth_ld_acquire_u32(const unsigned* p) {
+  unsigned v;
+  asm volatile("ld.acquire.gpu.global.u32 %0, [%1];\n" : "=r"(v) : "l"(p) : "memory");
+  return v;
+}
 
 // Plain shared-memory load and store (the emulator instruments them: synth_emu.h).
 template <class T>

@@ -14,7 +14,7 @@
 // Provided: synth_cp_async_16, synth_cp_async_commit, synth_cp_async_wait<N>,
 // synth_syncthreads (and __syncthreads), synth_ldmatrix_x4, synth_mma_16816,
 // synth_lane_id, synth_threadfence, synth_st_cg_f32x4, synth_ld_cg_f32x4,
-// synth_atomic_add_u32 (split-K), threadIdx / blockIdx / blockDim / gridDim, half, __global__,
+// synth_atomic_add_u32, synth_ld_acquire_u32 (split-K), threadIdx / blockIdx / blockDim / gridDim, half, __global__,
 // __shared__, __align__, __device__, __forceinline__, SYNTH_DEVICE, the
 // dynamic shared buffer `synth_smem`, and for hand-written kernels
 // synth_lds<T> / synth_sts<T> (instrumented shared loads/stores) and
@@ -222,8 +222,8 @@ inline void synth_sts(T* p, T v) {
 }
 
 /// __threadfence() (membar.gl). The emulator checks the split-K protocol with it: a block's
-/// global stores are fenced before its ticket (release), and another block's stores are read only
-/// after a fence that follows this block's ticket (acquire).
+/// global stores are fenced before the count that publishes them (release), and another block's
+/// stores are read only after this block observed that count and fenced (acquire).
 void synth_threadfence();
 /// st.global.cg.v4.f32 [p], {a, b, c, d} (16-byte aligned, inside a global buffer).
 void synth_st_cg_f32x4(float* p, float a, float b, float c, float d);
@@ -231,6 +231,10 @@ void synth_st_cg_f32x4(float* p, float a, float b, float c, float d);
 void synth_ld_cg_f32x4(float (&r)[4], const float* p);
 /// atomicAdd(p, v) on a 32-bit unsigned in global memory: the old value.
 unsigned synth_atomic_add_u32(unsigned* p, unsigned v);
+/// ld.acquire.gpu.u32 [p]: adversarially the oldest value of the counter this thread has not yet seen.
+unsigned synth_ld_acquire_u32(const unsigned* p);
+/// The block's index in launch order (blockIdx.x fastest).
+inline int synth_block_linear() { return (int)((blockIdx.z * gridDim.y + blockIdx.y) * gridDim.x + blockIdx.x); }
 
 inline float __half2float(half h) { return synth_emu::h2f(h.bits); }
 inline half __float2half(float f) { return half{synth_emu::f2h(f)}; }

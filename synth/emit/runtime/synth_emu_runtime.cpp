@@ -112,10 +112,18 @@ struct Runtime {
   // block order of a launch: 0 forward (x fastest, then y, then z), 1 reverse, 2 shuffled by `order_seed`
   int order = 0;
   unsigned order_seed = 0;
-  // the split-K release/acquire protocol (docs/emulator.md): which block wrote each 16-byte global
-  // chunk through synth_st_cg_f32x4, and which blocks published their writes (fence, then ticket)
-  std::unordered_map<uintptr_t, long long> gwriter;
-  std::unordered_set<long long> published;
+  // the split-K release/acquire protocol (docs/emulator.md, "Split-K"): who stored each 16-byte global
+  // chunk through synth_st_cg_f32x4 and through which count it was published (fence, then atomicAdd),
+  // and every value each counter took (an acquiring load may return any of them not older than the
+  // last one the thread saw: the emulator returns the oldest)
+  struct GStore {
+    long long block = -1;
+    bool published = false;
+    uintptr_t counter = 0;
+    unsigned value = 0;
+  };
+  std::unordered_map<uintptr_t, GStore> gstores;
+  std::unordered_map<uintptr_t, std::vector<unsigned>> history;
 };
 
 inline Runtime& rt() {
@@ -185,8 +193,11 @@ struct ThreadCtx {
   std::deque<std::vector<PendingCopy>> groups;  // committed, not yet landed (FIFO)
   std::vector<LogEntry> log[kNumLogged];        // accesses since the last barrier
   uint64_t unfenced = 0;     // global stores not yet followed by synth_threadfence
-  uint64_t fence_mark = 0;   // the block's ticket count at this thread's last synth_threadfence
+  uint64_t fence_mark = 0;   // the block's acquiring loads before this thread's last synth_threadfence
+  std::unordered_map<uintptr_t, size_t> seen;  // per counter: index of the next value an acquiring load returns
+  uint64_t stale_loads = 0;                    // consecutive acquiring loads that returned the newest value
 };
+constexpr uint64_t kMaxStaleLoads = 64;
 
 inline thread_local ThreadCtx* tl_ctx = nullptr;
 
@@ -242,8 +253,10 @@ struct Block {
   int finished_threads = 0;
   std::condition_variable done_cv;
   bool warned_exit = false;
-  uint64_t tickets = 0;  // ticket atomics this block took
-  long long lin = 0;     // linear block index (x fastest)
+  uint64_t acquires = 0;                            // acquiring loads by this block's threads
+  std::unordered_map<uintptr_t, unsigned> acquired;  // per counter: the newest value this block observed
+  std::vector<uintptr_t> unpublished;               // this block's global stores not yet published
+  long long lin = 0;                                // linear block index (x fastest)
   // parallel scheduling
   std::unique_ptr<std::barrier<BlockBarrierDone>> bbar;
   std::vector<std::unique_ptr<std::barrier<WarpBarrierDone>>> wbar;
@@ -832,17 +845,18 @@ inline void check_global(const void* p, size_t n, size_t align, const char* what
 }  // namespace synth_emu
 
 /// __threadfence(): this thread's earlier global stores are ordered before its later memory
-/// operations for every other block (release before a ticket, acquire after one).
+/// operations for every other block (release before a count, acquire after reading one).
 void synth_threadfence() {
   using namespace synth_emu;
   ThreadCtx& c = ctx();
   std::lock_guard<std::mutex> g(c.blk->mu);
   c.unfenced = 0;
-  c.fence_mark = c.blk->tickets;
+  c.fence_mark = c.blk->acquires;
 }
 
-/// st.global.cg.v4.f32: 16 bytes to global memory (L2); other blocks may read them only after this
-/// block published them (a fence in every storing thread, then the block's ticket).
+/// st.global.cg.v4.f32: 16 bytes to global memory (L2); other blocks may read them only once this block
+/// published them (a fence in every storing thread, then an atomicAdd on a counter) and they observed
+/// that count (an acquiring load, then a fence).
 void synth_st_cg_f32x4(float* p, float a, float b, float c2, float d) {
   using namespace synth_emu;
   ThreadCtx& c = ctx();
@@ -854,55 +868,59 @@ void synth_st_cg_f32x4(float* p, float a, float b, float c2, float d) {
     std::lock_guard<std::mutex> g(blk.mu);
     blk.st.gst++;
     c.unfenced++;
+    blk.unpublished.push_back((uintptr_t)p);
   }
   std::lock_guard<std::mutex> g(rt().mu);
-  rt().gwriter[(uintptr_t)p] = blk.lin;
+  rt().gstores[(uintptr_t)p] = Runtime::GStore{blk.lin, false, 0, 0};
 }
 
-/// ld.global.cg.v4.f32: 16 bytes from global memory (L2). Reading what another block stored needs
-/// that block published (fence, then ticket) and this thread fenced after this block's ticket.
+/// ld.global.cg.v4.f32: 16 bytes from global memory (L2). Another block's bytes need that block's
+/// publishing count observed by this block and a fence by this thread after that observation.
 void synth_ld_cg_f32x4(float (&r)[4], const float* p) {
   using namespace synth_emu;
   ThreadCtx& c = ctx();
   Block& blk = *c.blk;
   check_global(p, 16, 16, "ld.global.cg", blk, c.tid);
-  long long writer = -1;
-  bool published = false;
+  Runtime::GStore gs;
+  bool found = false;
   {
     std::lock_guard<std::mutex> g(rt().mu);
-    auto it = rt().gwriter.find((uintptr_t)p);
-    if (it != rt().gwriter.end()) {
-      writer = it->second;
-      published = rt().published.count(writer) != 0;
-    }
+    auto it = rt().gstores.find((uintptr_t)p);
+    if (it != rt().gstores.end()) gs = it->second, found = true;
   }
-  uint64_t tickets, mark;
+  unsigned seen = 0;
+  uint64_t acquires, mark;
   {
     std::lock_guard<std::mutex> g(blk.mu);
     blk.st.gld++;
-    tickets = blk.tickets;
+    acquires = blk.acquires;
     mark = c.fence_mark;
+    auto a = blk.acquired.find(gs.counter);
+    if (a != blk.acquired.end()) seen = a->second;
   }
-  if (writer < 0)
-    protocol_error(fmt("%s: ld.global.cg at %p reads 16 bytes no block of this launch stored", blk.where(c.tid).c_str(),
-                       (const void*)p));
-  else if (writer != blk.lin && !published)
-    protocol_error(fmt("%s: ld.global.cg at %p reads what block %lld stored before it took its ticket",
-                       blk.where(c.tid).c_str(), (const void*)p, writer));
-  else if (writer != blk.lin && (tickets == 0 || mark < tickets))
-    protocol_error(fmt("%s: ld.global.cg at %p reads what block %lld stored without a __threadfence after this "
-                       "block's ticket (no acquire)", blk.where(c.tid).c_str(), (const void*)p, writer));
+  const std::string at = blk.where(c.tid) + ": ld.global.cg at " + fmt("%p", (const void*)p);
+  if (!found)
+    protocol_error(at + " reads 16 bytes no block of this launch stored");
+  else if (gs.block != blk.lin && !gs.published)
+    protocol_error(at + fmt(" reads what block %lld stored and never published (fence, then a count)", gs.block));
+  else if (gs.block != blk.lin && seen < gs.value)
+    protocol_error(at + fmt(" reads what block %lld published at count %u, but this block has only observed %u "
+                            "(no wait for the count)", gs.block, gs.value, seen));
+  else if (gs.block != blk.lin && mark < acquires)
+    protocol_error(at + fmt(" reads what block %lld stored without a __threadfence after observing its count "
+                            "(no acquire)", gs.block));
   std::memcpy(r, p, 16);
 }
 
-/// atomicAdd on a 32-bit unsigned global: returns the old value. The block's ticket: every global
-/// store of the block must be fenced by its thread before it.
+/// atomicAdd on a 32-bit unsigned global: the old value. Publishes the block's earlier global stores
+/// (every storing thread must have fenced them) through the new count.
 unsigned synth_atomic_add_u32(unsigned* p, unsigned v) {
   using namespace synth_emu;
   ThreadCtx& c = ctx();
   Block& blk = *c.blk;
   check_global(p, 4, 4, "atomicAdd", blk, c.tid);
   int unfenced_tid = -1;
+  std::vector<uintptr_t> stores;
   {
     std::lock_guard<std::mutex> g(blk.mu);
     blk.st.atomics++;
@@ -911,16 +929,53 @@ unsigned synth_atomic_add_u32(unsigned* p, unsigned v) {
         unfenced_tid = t.tid;
         break;
       }
-    blk.tickets++;
+    stores.swap(blk.unpublished);
   }
   if (unfenced_tid >= 0)
-    protocol_error(fmt("%s: atomicAdd (ticket) while thread %d has global stores not followed by __threadfence "
-                       "(another block may see the ticket before the data)", blk.where(c.tid).c_str(), unfenced_tid));
+    protocol_error(fmt("%s: atomicAdd while thread %d has global stores not followed by __threadfence (another "
+                       "block may see the count before the data)", blk.where(c.tid).c_str(), unfenced_tid));
   std::lock_guard<std::mutex> g(rt().mu);
-  if (unfenced_tid < 0) rt().published.insert(blk.lin);
   const unsigned old = *p;
   *p = old + v;
+  auto& h = rt().history[(uintptr_t)p];
+  if (h.empty()) h.push_back(old);
+  h.push_back(old + v);
+  if (unfenced_tid < 0)
+    for (uintptr_t a : stores) rt().gstores[a] = Runtime::GStore{blk.lin, true, (uintptr_t)p, old + v};
   return old;
+}
+
+/// ld.acquire.gpu.u32: a value the counter took, adversarially the oldest one this thread has not
+/// yet seen (coherence allows any not older than the last it saw), so a wait loop runs through them.
+unsigned synth_ld_acquire_u32(const unsigned* p) {
+  using namespace synth_emu;
+  ThreadCtx& c = ctx();
+  Block& blk = *c.blk;
+  check_global(p, 4, 4, "ld.acquire", blk, c.tid);
+  unsigned value;
+  bool stuck = false;
+  {
+    std::lock_guard<std::mutex> g(rt().mu);
+    auto& h = rt().history[(uintptr_t)p];
+    if (h.empty()) h.push_back(*p);
+    size_t& i = c.seen[(uintptr_t)p];
+    value = h[std::min(i, h.size() - 1)];
+    if (i < h.size() - 1) {
+      ++i;
+      c.stale_loads = 0;
+    } else {
+      stuck = ++c.stale_loads > kMaxStaleLoads;
+    }
+  }
+  if (stuck)  // blocks run one at a time: the counter cannot move while this one waits
+    fatal(fmt("%s: waits on a counter at %p that no block run before it will change (it stays %u): on a GPU "
+              "this wait hangs unless a block that has not started yet moves it", blk.where(c.tid).c_str(),
+              (const void*)p, value));
+  std::lock_guard<std::mutex> g(blk.mu);
+  blk.acquires++;
+  unsigned& a = blk.acquired[(uintptr_t)p];
+  a = std::max(a, value);
+  return value;
 }
 
 /// ldmatrix.sync.aligned.m8n8.x4.shared.b16: lane l supplies the address of

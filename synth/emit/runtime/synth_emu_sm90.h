@@ -16,6 +16,7 @@
 //    while a TMA into its operands is in flight yields NaN (read before the data landed).
 #pragma once
 #include <ucontext.h>
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <cstdio>
@@ -84,9 +85,14 @@ struct State {
   std::map<int, Named> named;
   // split-K (docs/emulator.md, "Split-K"): writer block of each 16-byte global chunk stored with
   // st.global.cg, the blocks that published theirs (fence, then ticket), per-thread fence state
-  long long block_lin = 0; unsigned long tickets_taken = 0;
-  std::map<uintptr_t, long long> gwriter; std::map<long long, bool> published;
+  struct GStore { long long block = -1; bool published = false; uintptr_t counter = 0; unsigned value = 0; };
+  long long block_lin = 0; long acquires = 0; long stale_loads = 0;
+  std::map<uintptr_t, GStore> gstores;                   // who stored each 16 bytes, through which count published
+  std::map<uintptr_t, std::vector<unsigned>> history;    // every value each counter took
+  std::map<uintptr_t, unsigned> acquired;                // this block: the newest value observed per counter
+  std::vector<uintptr_t> unpublished;                    // this block's stores not yet published
   std::vector<long> unfenced, fence_mark;
+  std::vector<std::map<uintptr_t, size_t>> seen;         // per thread and counter: the next value to return
   long stat_protocol_errors = 0;
 };
 inline State& S() { static State s; return s; }
@@ -495,6 +501,7 @@ inline void synth_stg4(float* p, float a, float b, float c, float d) {
   if (reinterpret_cast<uintptr_t>(p) & 15) synth_emu::fail("fault", "misaligned 128-bit global store");
   p[0] = a; p[1] = b; p[2] = c; p[3] = d;
 }
+inline void synth_pin_u64(const uint64_t&) {}
 inline int synth_block_linear() {
   auto& s = synth_emu::S();
   return int((s.block.z * s.grid.y + s.block.y) * s.grid.x + s.block.x);
@@ -519,29 +526,40 @@ inline bool synth_bar_red_or(int id, int n, bool p) {
 inline void synth_bar_sync(int id, int n) { synth_bar_red_or(id, n, false); }
 inline void synth_threadfence() {
   auto& s = synth_emu::S();
-  s.unfenced[s.cur] = 0; s.fence_mark[s.cur] = long(s.tickets_taken);
+  s.unfenced[s.cur] = 0; s.fence_mark[s.cur] = s.acquires;
   synth_emu::yield_point();
 }
 inline void synth_emu_protocol_error(const std::string& msg) {
   auto& s = synth_emu::S();
   if (s.stat_protocol_errors++ == 0) synth_emu::fail("protocol", msg);
 }
+// st.global.cg.v4.f32: other blocks may read the bytes once this block published them (a fence in
+// every storing thread, then an atomicAdd on a counter) and they observed that count (then a fence)
 inline void synth_st_cg_f32x4(float* p, float a, float b, float c, float d) {
   auto& s = synth_emu::S();
   if (reinterpret_cast<uintptr_t>(p) & 15) synth_emu::fail("fault", "misaligned st.global.cg");
   p[0] = a; p[1] = b; p[2] = c; p[3] = d;
-  s.gwriter[reinterpret_cast<uintptr_t>(p)] = s.block_lin; s.unfenced[s.cur]++;
+  s.gstores[reinterpret_cast<uintptr_t>(p)] = {s.block_lin, false, 0, 0};
+  s.unpublished.push_back(reinterpret_cast<uintptr_t>(p));
+  s.unfenced[s.cur]++;
   synth_emu::yield_point();
 }
 inline void synth_ld_cg_f32x4(float* r, const float* p) {
   auto& s = synth_emu::S();
   if (reinterpret_cast<uintptr_t>(p) & 15) synth_emu::fail("fault", "misaligned ld.global.cg");
-  auto it = s.gwriter.find(reinterpret_cast<uintptr_t>(p));
-  if (it == s.gwriter.end()) synth_emu_protocol_error("ld.global.cg reads 16 bytes no block of this launch stored");
-  else if (it->second != s.block_lin && !s.published[it->second])
-    synth_emu_protocol_error("ld.global.cg reads what block " + std::to_string(it->second) + " stored before its ticket");
-  else if (it->second != s.block_lin && (s.tickets_taken == 0 || s.fence_mark[s.cur] < long(s.tickets_taken)))
-    synth_emu_protocol_error("ld.global.cg reads another block's partial without a __threadfence after this block's ticket");
+  auto it = s.gstores.find(reinterpret_cast<uintptr_t>(p));
+  if (it == s.gstores.end()) {
+    synth_emu_protocol_error("ld.global.cg reads 16 bytes no block of this launch stored");
+  } else if (const auto& g = it->second; g.block != s.block_lin) {
+    if (!g.published)
+      synth_emu_protocol_error("ld.global.cg reads what block " + std::to_string(g.block) + " never published");
+    else if (s.acquired[g.counter] < g.value)
+      synth_emu_protocol_error("ld.global.cg reads what block " + std::to_string(g.block) + " published at count " +
+                               std::to_string(g.value) + " before this block observed that count (no wait)");
+    else if (s.fence_mark[s.cur] < s.acquires)
+      synth_emu_protocol_error("ld.global.cg reads another block's partial without a __threadfence after observing "
+                               "its count (no acquire)");
+  }
   r[0] = p[0]; r[1] = p[1]; r[2] = p[2]; r[3] = p[3];
   synth_emu::yield_point();
 }
@@ -550,12 +568,39 @@ inline unsigned synth_atomic_add_u32(unsigned* p, unsigned v) {
   if (reinterpret_cast<uintptr_t>(p) & 3) synth_emu::fail("fault", "misaligned atomicAdd");
   bool fenced = true;
   for (long u : s.unfenced) fenced = fenced && u == 0;
-  if (!fenced) synth_emu_protocol_error("atomicAdd (ticket) while a thread of the block has global stores not followed by __threadfence");
-  s.published[s.block_lin] = true; s.tickets_taken++;
+  if (!fenced && !s.unpublished.empty())
+    synth_emu_protocol_error("atomicAdd while a thread of the block has global stores not followed by __threadfence");
   const unsigned old = *p;
   *p = old + v;
+  auto& h = s.history[reinterpret_cast<uintptr_t>(p)];
+  if (h.empty()) h.push_back(old);
+  h.push_back(old + v);
+  for (uintptr_t a : s.unpublished) s.gstores[a] = {s.block_lin, true, reinterpret_cast<uintptr_t>(p), old + v};
+  s.unpublished.clear();
   synth_emu::yield_point();
   return old;
+}
+// ld.acquire.gpu.u32: adversarially the oldest value of the counter this thread has not seen yet
+inline unsigned synth_ld_acquire_u32(const unsigned* p) {
+  auto& s = synth_emu::S();
+  if (reinterpret_cast<uintptr_t>(p) & 3) synth_emu::fail("fault", "misaligned ld.acquire");
+  auto& h = s.history[reinterpret_cast<uintptr_t>(p)];
+  if (h.empty()) h.push_back(*p);
+  size_t& i = s.seen[s.cur][reinterpret_cast<uintptr_t>(p)];
+  const unsigned value = h[std::min(i, h.size() - 1)];
+  if (i < h.size() - 1) {
+    ++i;
+    s.stale_loads = 0;
+  } else if (++s.stale_loads > 64) {
+    // blocks run one at a time: the counter cannot move while this one waits
+    synth_emu::fail("hang", "hang: a wait on a counter that no block run before this one will change (it stays " +
+                    std::to_string(value) + "): on a GPU it hangs unless a block that has not started moves it");
+  }
+  s.acquires++;
+  unsigned& a = s.acquired[reinterpret_cast<uintptr_t>(p)];
+  a = std::max(a, value);
+  synth_emu::yield_point();
+  return value;
 }
 inline float4 synth_ldg4(const float* p) {
   if (reinterpret_cast<uintptr_t>(p) & 15) synth_emu::fail("fault", "misaligned 128-bit global load");
@@ -583,8 +628,9 @@ inline bool run_block(synth_dim3 block, int threads, int order, std::function<vo
   s.th.assign(threads, Thread{}); s.nthreads = threads; s.live = threads;
   s.bars.clear(); s.bar_names.clear(); s.copies.clear(); s.wgs.assign((threads + 127) / 128, WG{}); s.warps.assign((threads + 31) / 32, Warp{});
   s.sync_count = 0; s.stuck = 0; s.failed_in_epoch = 0; s.epoch++; s.urgent.clear(); s.greedy = -1;
-  s.named.clear(); s.tickets_taken = 0; s.block_lin = (long long)((block.z * s.grid.y + block.y) * s.grid.x + block.x);
-  s.unfenced.assign(threads, 0); s.fence_mark.assign(threads, 0);
+  s.named.clear(); s.acquires = 0; s.stale_loads = 0; s.acquired.clear(); s.unpublished.clear();
+  s.block_lin = (long long)((block.z * s.grid.y + block.y) * s.grid.x + block.x);
+  s.unfenced.assign(threads, 0); s.fence_mark.assign(threads, 0); s.seen.assign(threads, {});
   std::memset(synth_smem_raw, 0xFF, SMEM_SIZE);
   for (int t = 0; t < threads; ++t) {
     Thread& th = s.th[t];

@@ -86,6 +86,8 @@ SYNTH_DEV bool synth_bar_red_or(int id, int n, bool p) {
                : "=r"(r) : "r"((int)p), "r"(id), "r"(n) : "memory");
   return r != 0; }
 SYNTH_DEV void synth_threadfence() { __threadfence(); }
+// a value computed once and held (ptxas may not rematerialize it)
+SYNTH_DEV void synth_pin_u64(const uint64_t& v) { asm volatile("" : "+l"(const_cast<uint64_t&>(v))); }
 // the CTA's launch-order index, read afresh (volatile: not merged with an earlier read, so not kept live)
 SYNTH_DEV int synth_block_linear() {
   unsigned x, y, z, nx, ny;
@@ -98,6 +100,8 @@ SYNTH_DEV void synth_ld_cg_f32x4(float* r, const float* p) {
   asm volatile("ld.global.cg.v4.f32 {%0, %1, %2, %3}, [%4];" : "=f"(r[0]), "=f"(r[1]), "=f"(r[2]), "=f"(r[3]) : "l"(p)
                : "memory"); }
 SYNTH_DEV unsigned synth_atomic_add_u32(unsigned* p, unsigned v) { return atomicAdd(p, v); }
+SYNTH_DEV unsigned synth_ld_acquire_u32(const unsigned* p) {
+  unsigned v; asm volatile("ld.acquire.gpu.global.u32 %0, [%1];" : "=r"(v) : "l"(p) : "memory"); return v; }
 """
 
 
@@ -385,6 +389,10 @@ def emit_sm90_kernel(cfg: Sm90Config, program: Optional[HopperProgram] = None) -
         e.w(2, "}")
     e.w(2, "// descriptors of slot 0 (start address >> 4 in the low bits: a slot adds its bytes >> 4)")
     e.w(2, f"const uint64_t desc_a0 = synth_desc_k128(sA + cw * {64 * 128}), desc_b0 = synth_desc_k128(sB);")
+    # held, not rematerialized: otherwise ptxas may recompute them from sA / sB every k-tile (it did once the
+    # split-K epilogue took uniform registers of its own)
+    e.w(2, "synth_pin_u64(desc_a0);")
+    e.w(2, "synth_pin_u64(desc_b0);")
     e.w(2, f"float acc[{cfg.bn // 2}];")
     e.w(2, "#pragma unroll")
     e.w(2, f"for (int j = 0; j < {cfg.bn // 2}; ++j) acc[j] = 0.0f;")
@@ -396,10 +404,7 @@ def emit_sm90_kernel(cfg: Sm90Config, program: Optional[HopperProgram] = None) -
     for line in raster_lines(cfg.bm, cfg.bn, *tile):
         e.w(2, line)
     if cfg.split_k > 1:
-        e.lines += _split_reduction(cfg)
-        e.w(2, "if (last) {")
-        e.lines += ["  " + line for line in _epilogue(cfg)]
-        e.w(2, "}")
+        e.lines += _split_epilogue(cfg)
     else:
         e.lines += _epilogue(cfg)
     e.w(1, "}")
@@ -413,52 +418,52 @@ def emit_sm90_kernel(cfg: Sm90Config, program: Optional[HopperProgram] = None) -
     return "\n".join(e.lines) + "\n"
 
 
-def _split_reduction(cfg: Sm90Config) -> list[str]:
-    """Split-K (docs/hopper_kernel.md): the consumers store their partial tile to the workspace, the
-    tile's last CTA (ticket) reads every partial back and sums them in split order into ``acc``; ``last``
-    says whether this CTA is it (the others skip the epilogue and meet the producer at the teardown)."""
+def _split_epilogue(cfg: Sm90Config) -> list[str]:
+    """Split-K (docs/hopper_kernel.md): the consumers learn whether their CTA arrived last at the tile
+    (one thread counts it, ``bar.red.or`` tells the others); the others store their partial tile (after
+    ``alpha``, in tile rows: 16-byte ``st.global.cg``), release it and count it; the last waits for
+    their count and runs the epilogue with each vector summed in split order."""
     ct = 128 * cfg.consumers
+    one = "cw == 0 && wt == 0"
     return [
-        "    // ---- split-K: partial tile to the workspace; the tile's last CTA to arrive sums them in split order",
-        f"    float* const ws = workspace + (size_t)synth_tile * SYNTH_SPLIT_K * {cfg.bm * cfg.bn} + (cw * 128 + wt) * 4;",
-        "#pragma unroll",
-        f"    for (int j = 0; j < {cfg.bn // 8}; ++j)",
-        f"      synth_st_cg_f32x4(ws + (size_t)split * {cfg.bm * cfg.bn} + j * {ct * 4}, acc[4 * j], acc[4 * j + 1],",
-        "                        acc[4 * j + 2], acc[4 * j + 3]);",
-        "    synth_threadfence();  // release: this thread's partial before the ticket",
-        "    unsigned ticket = 0u;",
-        f"    synth_bar_sync({SPLIT_BARRIER}, {ct});  // every consumer thread's partial is fenced",
-        "    if (cw == 0 && wt == 0) {",
-        "      ticket = synth_atomic_add_u32(tickets + synth_tile, 1u);",
-        "      if (ticket == SYNTH_SPLIT_K - 1) tickets[synth_tile] = 0u;  // every split has arrived: zeroed for the next launch",
-        "    }",
-        f"    const bool last = synth_bar_red_or({SPLIT_BARRIER}, {ct}, cw == 0 && wt == 0 && ticket == SYNTH_SPLIT_K - 1);",
-        "    if (last) {",
-        "      synth_threadfence();  // acquire: the other splits' partials after their tickets",
-        "#pragma unroll",
-        f"      for (int j = 0; j < {cfg.bn // 8}; ++j) synth_ld_cg_f32x4(&acc[4 * j], ws + j * {ct * 4});",
-        "#pragma unroll 1",
-        "      for (int z = 1; z < SYNTH_SPLIT_K; ++z) {",
-        "#pragma unroll",
-        f"        for (int j = 0; j < {cfg.bn // 8}; ++j) {{",
-        "          float v[4];",
-        f"          synth_ld_cg_f32x4(v, ws + (size_t)z * {cfg.bm * cfg.bn} + j * {ct * 4});",
-        "          acc[4 * j] += v[0]; acc[4 * j + 1] += v[1]; acc[4 * j + 2] += v[2]; acc[4 * j + 3] += v[3];",
+        "    // ---- split-K (synth.emit.splitk): the tile's last CTA to arrive sums the partials in split order",
+        "    unsigned* const counters = tickets + 2 * synth_tile;  // [0] CTAs arrived, [1] partials published",
+        f"    float* const ws_tile = workspace + (size_t)synth_tile * SYNTH_SPLIT_K * {cfg.bm * cfg.bn};",
+        "    bool arrived_last = false;",
+        f"    if ({one}) arrived_last = synth_atomic_add_u32(counters, 1u) == SYNTH_SPLIT_K - 1;",
+        f"    const bool last = synth_bar_red_or({SPLIT_BARRIER}, {ct}, arrived_last);",
+        "    if (!last) {  // store this split's partial tile, release it, count it",
+        *("  " + line for line in _epilogue(cfg, "partial")),
+        "      synth_threadfence();  // release: this thread's partials before the count",
+        f"      synth_bar_sync({SPLIT_BARRIER}, {ct});  // every consumer thread's partials are fenced",
+        f"      if ({one}) synth_atomic_add_u32(counters + 1, 1u);  // published",
+        "    } else {",
+        f"      if ({one}) {{",
+        "        // the other CTAs of the tile arrived before this one and after arriving only store and count:",
+        "        // this wait ends whatever the launch order or residency",
+        "        while (synth_ld_acquire_u32(counters + 1) < SYNTH_SPLIT_K - 1) {",
         "        }",
+        "        counters[0] = 0u;  // zeroed for the next launch: no CTA of this tile touches them again",
+        "        counters[1] = 0u;",
         "      }",
+        f"      synth_bar_sync({SPLIT_BARRIER}, {ct});",
+        "      synth_threadfence();  // acquire: the other splits' partials after their count",
+        *("  " + line for line in _epilogue(cfg, "fold")),
         "    }",
     ]
 
 
-def _epilogue(cfg: Sm90Config) -> list[str]:
+def _epilogue(cfg: Sm90Config, split: str = "") -> list[str]:
     """C = alpha acc (+ beta C_in): lanes of a pair swap halves so each holds 4 consecutive
-    columns of one row (one 128-bit store); ragged or unaligned edges store per element."""
-    return [
+    columns of one row (one 128-bit store); ragged or unaligned edges store per element.
+    ``split`` ``partial``: store each vector inside C to this split's workspace slot instead;
+    ``fold``: first replace it by the split-order sum of every split's (:func:`synth.emit.splitk.fold_lines`)."""
+    head = [
         "    // ---- epilogue: quad pairs exchange so each lane owns 4 consecutive columns of one row",
         "    const int lane = wt % 32, odd = lane & 1;",
         "    const int row = m0 + cw * 64 + (wt / 32) * 16 + lane / 4 + (odd ? 8 : 0);",
-        "    const bool vec = (ldc % 4) == 0 && ((reinterpret_cast<uintptr_t>(C) & 15) == 0) &&",
-        "                     (C_in == nullptr || (reinterpret_cast<uintptr_t>(C_in) & 15) == 0);",
+    ]
+    loop = [
         "#pragma unroll",
         f"    for (int j = 0; j < {cfg.bn // 8}; ++j) {{",
         "      // alpha first: ptxas serializes every wgmma when a shfl reads an accumulator register",
@@ -469,7 +474,37 @@ def _epilogue(cfg: Sm90Config) -> list[str]:
         "      if (odd) { v[0] = r0; v[1] = r1; v[2] = a2; v[3] = a3; }",
         "      else { v[0] = a0; v[1] = a1; v[2] = r0; v[3] = r1; }",
         "      const int col = n0 + 8 * j + 4 * ((lane % 4) / 2);",
+    ]
+    if split == "partial":
+        return head + loop + [
+            "      if (row >= M || col >= N) continue;",
+            f"      synth_st_cg_f32x4(ws_tile + (size_t)split * {cfg.bm * cfg.bn} + (size_t)(row - m0) * {cfg.bn} + "
+            "(col - n0), v[0], v[1], v[2], v[3]);",
+            "    }",
+        ]
+    fold = []
+    if split == "fold":
+        fold = [
+            "      if (col < N) {  // split-K: p0 + p1 + ... in split order: the same bits whichever CTA is last",
+            f"        const float* const wp = ws_tile + (size_t)(row - m0) * {cfg.bn} + (col - n0);",
+            "        float s[4], w[4];",
+            "        if (split == 0) { s[0] = v[0]; s[1] = v[1]; s[2] = v[2]; s[3] = v[3]; }",
+            "        else synth_ld_cg_f32x4(s, wp);",
+            "#pragma unroll",
+            "        for (int z = 1; z < SYNTH_SPLIT_K; ++z) {",
+            "          if (z == split) { w[0] = v[0]; w[1] = v[1]; w[2] = v[2]; w[3] = v[3]; }",
+            f"          else synth_ld_cg_f32x4(w, wp + (size_t)z * {cfg.bm * cfg.bn});",
+            "          s[0] += w[0]; s[1] += w[1]; s[2] += w[2]; s[3] += w[3];",
+            "        }",
+            "        v[0] = s[0]; v[1] = s[1]; v[2] = s[2]; v[3] = s[3];",
+            "      }",
+        ]
+    return head + [
+        "    const bool vec = (ldc % 4) == 0 && ((reinterpret_cast<uintptr_t>(C) & 15) == 0) &&",
+        "                     (C_in == nullptr || (reinterpret_cast<uintptr_t>(C_in) & 15) == 0);",
+    ] + loop + [
         "      if (row >= M) continue;",
+    ] + fold + [
         "      float* out = C + (size_t)row * ldc + col;",
         "      const float* in = C_in == nullptr ? nullptr : C_in + (size_t)row * ldc + col;",
         "      if (vec && col + 3 < N) {",
