@@ -64,13 +64,17 @@ def test_split_one_is_the_unsplit_model_and_splits_cost_a_reduction():
     assert two.workspace_bytes == 256 * 2 * 128 * 128 * PARTIAL_BYTES
     assert 0 < two.reduction_cycles < four.reduction_cycles
     assert two.busiest_ctas == 5 and one.busiest_ctas == 3  # 512 and 256 CTAs on 108 SMs
-    # the reduction's terms: every CTA writes its partial, the last reads the S - 1 others
+    # the reduction's terms: a CTA stores its partial unless it arrives last, and then it loads the S - 1
+    # others (docs/cuda_kernel.md, "Split-K"); the busiest SM is the one holding the most last CTAs
+    part_cycles = 128 * 128 * PARTIAL_BYTES / (ctx.arch.l2_bytes_per_clk / ctx.arch.sm_count)
     r2 = reduction(ctx.arch, 128, 128, 2, 1, 108)
     r4 = reduction(ctx.arch, 128, 128, 4, 1, 108)
-    assert r2["write"] == r4["write"] > 0 and r4["read"] > r2["read"] > 0 and r2["handoff"] > 2 * ctx.arch.lat_l2
-    # the last CTA reads all S partials back, its own too (docs/cuda_kernel.md, "Split-K")
-    part_cycles = 128 * 128 * PARTIAL_BYTES / (ctx.arch.l2_bytes_per_clk / ctx.arch.sm_count)
-    assert r4["read"] - r2["read"] == pytest.approx(2 * (part_cycles + ctx.arch.lat_l2))
+    assert r2["lasts"] == r4["lasts"] == 1 and r2["write"] == r4["write"] == 0  # 108 SMs: one holds a last CTA
+    assert r4["read"] - r2["read"] == pytest.approx(2 * part_cycles) and r2["handoff"] > 2 * ctx.arch.lat_l2
+    # 4 CTAs per SM of 4 splits: some SM is expected to hold 3 last CTAs (108 P(Bin(4, 1/4) >= 3) = 5.5)
+    mixed = reduction(ctx.arch, 128, 128, 4, 4, 108)
+    assert mixed["lasts"] == 3 and mixed["write"] == pytest.approx(part_cycles)
+    assert mixed["read"] == pytest.approx(2 * ctx.arch.lat_l2 + 3 * 3 * part_cycles)
     assert reduction(ctx.arch, 128, 128, 1, 2, 108) == {"write": 0.0, "handoff": 0.0, "read": 0.0, "lasts": 2.0}
     # a workspace larger than the L2 left to it spills its writes to DRAM, and its bytes count there
     w, r, extra = workspace_spill(ctx.arch, 256, 8, 128, 128, 216)

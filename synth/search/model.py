@@ -44,12 +44,13 @@ stays in half the L2 between waves, else once per band; C once, as f32.
 
 **Split-K** (``split_k = S > 1``, docs/search.md section 3, "Split-K"): the grid has
 ``S`` CTAs per tile, each running ``ceil(T / S)`` k-tiles at most (waves over
-``tiles x S`` CTAs); after its loop each CTA writes its f32 partial tile to the
-workspace through L2, fences and draws the tile's ticket (an atomic in L2), and
-the last one reads all ``S`` partials back (its own too) and runs the epilogue
-(:func:`reduction`). When the workspace does not fit the L2 left to it, each
-partial write evicts a dirty line of an earlier one: that share of the writes
-runs at the DRAM rate, and its bytes count in the DRAM roofline.
+``tiles x S`` CTAs); after its loop each CTA counts its arrival (an atomic in L2);
+every CTA but the tile's last to arrive writes its f32 partial tile to the
+workspace through L2, fences and counts it; the last waits for those counts, reads
+the ``S - 1`` partials and runs the epilogue (:func:`reduction`). When the written
+partials do not fit the L2 left to them, each partial write evicts a dirty line of
+an earlier one: that share of the writes runs at the DRAM rate, and its bytes count
+in the DRAM roofline.
 
 Left out on purpose (and said so in docs/search.md): latency growth under load
 (queueing), bank conflicts (the kernel swizzles), register spills (ptxas'
@@ -72,8 +73,8 @@ OUT_BYTES = 4
 PARTIAL_BYTES = 4
 """A split-K partial tile is f32: ``BM x BN x 4`` bytes per CTA (docs/cuda_kernel.md, "Split-K")."""
 SPLIT_BARRIERS = 3
-"""``__syncthreads()`` per CTA in the split-K hand-off: after the release fence, after thread 0's ticket,
-after the flag is read (``synth.emit.splitk.reduction_lines``)."""
+"""``__syncthreads()`` per CTA in the split-K hand-off besides the C staging's: two around the arrival flag,
+one after the release fence or after the last CTA's wait (``synth.emit.splitk``)."""
 L2_USABLE = 0.5
 """Fraction of the L2 a GEMM's operands may keep between waves (A100's L2 is two halves that
 duplicate shared lines; the rest holds C and other traffic): an assumption of this model."""
@@ -458,18 +459,19 @@ def reduction(arch: ArchSpec, BM: int, BN: int, split_k: int, k: int, sms: int, 
               read_spill: float = 0.0, barriers: int = SPLIT_BARRIERS) -> dict[str, float]:
     """Split-K cycles of a wave at ``k`` CTAs per SM after the main loop (docs/search.md, "Split-K").
 
-    * ``write``: the ``k`` CTAs store their f32 partials (``BM BN 4`` bytes each) at the SM's share of
-      the L2 bandwidth; the ``write_spill`` fraction that evicts a dirty partial (a workspace larger
-      than the L2 left to it) at the SM's share of the DRAM bandwidth instead;
-    * ``handoff``: ``__threadfence()`` (release: the partial's stores acknowledged by L2, one L2
-      latency), the ticket ``atomicAdd`` by thread 0 (performed in L2, its value returned: one more L2
-      latency) and the ``barriers`` CTA barriers around it (three ``__syncthreads()`` on sm_80,
-      docs/cuda_kernel.md, "Split-K"; the Hopper kernel's named barrier and ``bar.red.or``: two);
-    * ``read``: the busiest SM's last CTAs (:func:`last_ctas`) fence again (acquire: the ticket's reset
-      acknowledged, one L2 latency) and read the ``S`` partials back (their own too) at the SM's L2
-      share (``read_spill`` of them from DRAM), one load latency per partial (the kernel's loop over
-      the splits is not unrolled, each split's loads are); the f32 adds (``BM BN`` per partial at 64
-      lanes/clk/SM) hide under the reads.
+    * ``write``: the busiest SM's CTAs that did not arrive last (``k - j``, ``j`` from :func:`last_ctas`:
+      a CTA either stores its partial or, arriving last, loads the others) store their f32 partials
+      (``BM BN 4`` bytes each) at the SM's share of the L2 bandwidth; the ``write_spill`` fraction that evicts a dirty partial (written partials beyond the L2 left to
+      them) at the SM's share of the DRAM bandwidth instead;
+    * ``handoff``: the arrival ``atomicAdd`` by thread 0 (performed in L2, its value returned: one L2
+      latency), then ``__threadfence()`` and the published count (release: the stores acknowledged by
+      L2, one more L2 latency), and the ``barriers`` CTA barriers (three ``__syncthreads()`` on sm_80,
+      docs/cuda_kernel.md, "Split-K"; the Hopper kernel's ``bar.red.or`` and named barrier: two);
+    * ``read``: the busiest SM's last CTAs (:func:`last_ctas`) see the count and fence (acquire, one L2
+      latency) and read the other ``S - 1`` partials at the SM's L2 share (``read_spill`` of them from
+      DRAM) in the C store, one load latency (the kernel's loop over the splits is unrolled: their loads
+      are in flight together); the f32 adds (``BM BN`` per partial at 64 lanes/clk/SM) hide under the
+      reads.
 
     ``lasts``: the CTAs that then run the epilogue. Zero cycles (and ``lasts = k``) when ``split_k == 1``.
     """
@@ -479,10 +481,12 @@ def reduction(arch: ArchSpec, BM: int, BN: int, split_k: int, k: int, sms: int, 
     l2_sm = arch.l2_bytes_per_clk / arch.sm_count
     dram_sm = arch.dram_gb_s * 1e9 * arch.dram_efficiency / (arch.clock_ghz * 1e9) / arch.sm_count
     j = last_ctas(k, split_k, sms)
-    write = k * part * ((1.0 - write_spill) / l2_sm + write_spill / dram_sm)
+    # a CTA either stores its partial (it did not arrive last) or loads the S - 1 others (it did): the busiest
+    # SM holds the most last CTAs (j), the rest of its k store
+    write = (k - j) * part * ((1.0 - write_spill) / l2_sm + write_spill / dram_sm)
     handoff = 2.0 * arch.lat_l2 + barriers * arch.barrier_cycles
-    read = (arch.lat_l2 + j * split_k * part * ((1.0 - read_spill) / l2_sm + read_spill / dram_sm)
-            + split_k * ((1.0 - read_spill) * arch.lat_l2 + read_spill * arch.lat_global))
+    read = (arch.lat_l2 + j * (split_k - 1) * part * ((1.0 - read_spill) / l2_sm + read_spill / dram_sm)
+            + (1.0 - read_spill) * arch.lat_l2 + read_spill * arch.lat_global)
     return {"write": write, "handoff": handoff, "read": read, "lasts": float(j)}
 
 
@@ -491,20 +495,22 @@ def workspace_spill(arch: ArchSpec, tiles: int, split_k: int, BM: int, BN: int, 
 
     The extra bytes: the spilled writes and, when the reads miss, every partial the last CTAs read.
 
-    The operands keep :data:`L2_USABLE` of the L2; the partials get the rest (``room``). The first
-    ``room`` bytes of partials are absorbed by L2; past it each partial written evicts a dirty one to
-    DRAM (write spill ``(workspace - room) / workspace``). A partial is read in the wave that wrote it,
-    so the reads miss only when one wave's partials exceed the room.
+    ``S - 1`` of a tile's ``S`` CTAs write a partial (the last to arrive keeps its own). The operands keep
+    :data:`L2_USABLE` of the L2; the partials get the rest (``room``). The first ``room`` bytes written
+    are absorbed by L2; past it each partial written evicts a dirty one to DRAM (write spill
+    ``(written - room) / written``). A partial is read in the wave that wrote it, so the reads miss only
+    when one wave's partials exceed the room.
     """
     if split_k <= 1:
         return 0.0, 0.0, 0
     part = BM * BN * PARTIAL_BYTES
     room = (1.0 - L2_USABLE) * arch.l2_bytes
-    ws = tiles * split_k * part
-    wave_ws = min(tiles * split_k, per_wave) * part
+    share = (split_k - 1) / split_k
+    ws = tiles * (split_k - 1) * part
+    wave_ws = min(tiles * split_k, per_wave) * share * part
     w = max(0.0, ws - room) / ws
     r = max(0.0, wave_ws - room) / wave_ws
-    extra = max(0.0, ws - room) + r * tiles * split_k * part
+    extra = max(0.0, ws - room) + r * ws
     return w, r, int(round(extra))
 
 
@@ -518,8 +524,8 @@ def split_lower_bounds(arch: ArchSpec, M: int, N: int, K: int, BM: int, BN: int,
     with the CTAs per SM (``ceil(k warps / 4) solo``, the others linearly), so the busiest SM's main loop
     takes at least ``ceil(T / S)`` times the sum of those over its waves; each wave adds at least the
     fill's smaller latency and the schedule's tail excess, the epilogue's DRAM latency and, split, the
-    hand-off, the acquire fence and one latency plus one partial read per split; the partial writes add the busiest
-    SM's partial bytes at the L2 share. The DRAM roofline is :func:`estimate`'s own (same traffic and
+    hand-off, the acquire fence and one load latency; the partials add one per CTA of the busiest SM at the
+    L2 share (a CTA stores its own or loads ``S - 1 >= 1``). The DRAM roofline is :func:`estimate`'s own (same traffic and
     workspace).
     """
     mix = mix if mix is not None else res.mix
@@ -550,8 +556,8 @@ def split_lower_bounds(arch: ArchSpec, M: int, N: int, K: int, BM: int, BN: int,
         per_cta = max(on_chip, res.tile_bytes * (1.0 - tr.l2_hit) / dram_sm)
         fixed = waves * per_wave_fixed
         if S > 1:
-            fixed += waves * (3 * arch.lat_l2 + SPLIT_BARRIERS * arch.barrier_cycles + S * (lat + part / l2_sm))
-            fixed += busiest * part / l2_sm
+            fixed += waves * (3 * arch.lat_l2 + SPLIT_BARRIERS * arch.barrier_cycles + lat)
+            fixed += busiest * part / l2_sm  # each CTA moves at least one partial (stores its own, or loads S - 1)
         compute_us = (-(-T // S) * max(core, busiest * per_cta) + fixed) / (arch.clock_ghz * 1e9) * 1e6
         ws_dram = workspace_spill(arch, tiles, S, BM, BN, per_wave)[2]
         out.append(max(compute_us, (tr.dram_bytes + ws_dram) / bw * 1e6) + arch.launch_us)
