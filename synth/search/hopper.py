@@ -315,14 +315,6 @@ class HopperEstimate(WaveEstimate):
     l2_hit: float = 0.0
     round_exact: float = 0.0
     """``round_cycles`` before rounding (the explanations compare rates with it)."""
-    split_k: int = 1
-    tiles: int = 0
-    split_k_tiles: int = 0
-    """k-tiles of the longest split (``k_tiles`` without a split)."""
-    busiest_ctas: int = 0
-    reduction_cycles: int = 0
-    """Split-K: the busiest SM's cycles of partial writes, ticket and partial reads over the waves."""
-    workspace_bytes: int = 0
 
 
 def round_terms_hopper(arch, p: HopperPoint, k: int, pipe: Pipeline, l2_hit: float) -> dict[str, float]:

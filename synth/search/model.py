@@ -62,7 +62,7 @@ from __future__ import annotations
 
 import functools
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Optional, Sequence
 
 from ..arch import REG_ALLOC_UNIT, SMEM_RESERVED_PER_CTA, ArchSpec
@@ -320,6 +320,19 @@ class WaveEstimate:
     """What dominates the round: tensor | issue | smem | l2 | dram | latency | exposed (or dram overall)."""
     padding: float
     """Fraction of the computed tile area outside M x N (wasted work)."""
+    split_k: int = field(default=1, kw_only=True)
+    """K splits: ``ctas`` is ``tiles x split_k`` (1: no split, no workspace)."""
+    tiles: int = field(default=0, kw_only=True)
+    """Output tiles: ceil(M/BM) x ceil(N/BN)."""
+    split_k_tiles: int = field(default=0, kw_only=True)
+    """k-tiles of the longest split, the loop every wave runs: ``ceil(k_tiles / split_k)``."""
+    busiest_ctas: int = field(default=0, kw_only=True)
+    """CTAs the busiest SM runs over the kernel: ``ceil(ctas / SMs)``."""
+    reduction_cycles: int = field(default=0, kw_only=True)
+    """Split-K only: cycles of the partial writes, the hand-offs and the partial reads, summed over the
+    waves (the busiest SM's; included in ``fixed_cycles``)."""
+    workspace_bytes: int = field(default=0, kw_only=True)
+    """Split-K only: the workspace to allocate, ``tiles x split_k x BM x BN x 4`` bytes."""
 
 
 @dataclass(frozen=True)
@@ -339,19 +352,6 @@ class Estimate(WaveEstimate):
     round_exact: float = 0.0
     """``round_cycles`` before rounding (the explanations compare rates with it)."""
     instructions_per_hmma: float = 0.0
-    split_k: int = 1
-    """K splits: ``ctas`` is ``tiles x split_k`` (1: no split, no workspace)."""
-    tiles: int = 0
-    """Output tiles: ceil(M/BM) x ceil(N/BN)."""
-    split_k_tiles: int = 0
-    """k-tiles of the longest split, the loop every wave runs: ``ceil(k_tiles / split_k)``."""
-    busiest_ctas: int = 0
-    """CTAs the busiest SM runs over the kernel: ``ceil(ctas / SMs)``."""
-    reduction_cycles: int = 0
-    """Split-K only: cycles of the partial writes, the ticket hand-off and the partial reads, summed over the
-    waves (the busiest SM's; included in ``fixed_cycles``)."""
-    workspace_bytes: int = 0
-    """Split-K only: the f32 partials, ``tiles x split_k x BM x BN x 4`` bytes."""
 
 
 def round_terms(arch: ArchSpec, res: Resources, mix, k: int, ii: int, l2_hit: float) -> dict[str, float]:
