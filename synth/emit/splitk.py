@@ -1,4 +1,8 @@
-"""Split-K in the sm_80 kernel: which k-tiles a CTA runs, and how a tile's partial sums meet.
+"""Split-K in synth's GEMM kernels: which k-tiles a CTA runs, and how a tile's partial sums meet.
+
+The sm_80 kernel (:mod:`synth.emit.cuda`) takes every statement below; the sm_90a kernel
+(:mod:`synth.emit.sm90.kernel`) takes the split's index and k-tile range and follows the same
+protocol in its own epilogue (its consumers' named barrier in place of ``__syncthreads``).
 
 With ``split_k: S > 1`` (docs/cuda_kernel.md, "Split-K") the grid is
 ``(ceil(N / BN), ceil(M / BM), S)``. CTA ``L`` in launch order (``blockIdx.x``
