@@ -221,17 +221,22 @@ def test_broken_protocol_fails_on_the_emulator(name):
     assert not _emulate(p, s, prog, text.replace(old, new), 70, 64, 296, order=order, timeout=60).clean, name
 
 
-@needs_gxx
-def test_solved_folder_runs_through_the_python_api(tmp_path):
+def _solved_kernel(tmp_path, text: str):
+    """``synth solve`` on ``text`` (a split_k: 3 problem), its folder loaded as a kernel on the emulator."""
     import synth.kernel
     from synth.api import solve
 
     doc = tmp_path / "sk.yaml"
-    doc.write_text(DOC.replace("BM: 128, BN: 128", "BM: 64, BN: 64").replace("split_k: 2", "split_k: 3"))
+    doc.write_text(text)
     out = tmp_path / "out"
     solve(str(doc), out=str(out))
     assert "split_k: 3" in (out / "problem.yaml").read_text()
-    kern = synth.kernel.load(str(out), backend="emulator")
+    return synth.kernel.load(str(out), backend="emulator")
+
+
+@needs_gxx
+def test_solved_folder_runs_through_the_python_api(tmp_path):
+    kern = _solved_kernel(tmp_path, DOC.replace("BM: 128, BN: 128", "BM: 64, BN: 64").replace("split_k: 2", "split_k: 3"))
     rng = np.random.default_rng(3)
     A = rng.uniform(-1, 1, (70, 200)).astype(np.float16)
     B = rng.uniform(-1, 1, (90, 200)).astype(np.float16)  # N = 90: the API pads C's rows to 92 for the kernel
@@ -308,16 +313,8 @@ def test_hopper_split_kernel_compiles_and_keeps_the_consumer_loop():
 
 @needs_gxx
 def test_hopper_split_folder_runs_through_the_python_api(tmp_path):
-    import synth.kernel
-    from synth.api import solve
-
-    doc = tmp_path / "hsk.yaml"
-    doc.write_text(DOC.replace("arch: sm_80", "arch: sm_90").replace("BK: 32", "BK: 64").replace("warps: 4\n", "")
-                   .replace("BN: 128", "BN: 64").replace("split_k: 2", "split_k: 3"))
-    out = tmp_path / "out"
-    solve(str(doc), out=str(out))
-    assert "split_k: 3" in (out / "problem.yaml").read_text()
-    kern = synth.kernel.load(str(out), backend="emulator")
+    kern = _solved_kernel(tmp_path, DOC.replace("arch: sm_80", "arch: sm_90").replace("BK: 32", "BK: 64")
+                          .replace("warps: 4\n", "").replace("BN: 128", "BN: 64").replace("split_k: 2", "split_k: 3"))
     rng = np.random.default_rng(5)
     A = rng.uniform(-1, 1, (70, 264)).astype(np.float16)
     B = rng.uniform(-1, 1, (90, 264)).astype(np.float16)
