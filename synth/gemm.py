@@ -433,6 +433,11 @@ def expand_gemm(cfg: GemmConfig, path: str = "<memory>", locs: Optional[dict[str
     arch = get_arch(cfg.arch)
     t = tiling(cfg)
     here = locs.get("", Loc(path))
+    if min_ktiles is None and cfg.split_k > 1 and cfg.trip_count % cfg.split_k:
+        raise SynthError(_loc_of(locs, "split_k", path), f"split_k = {cfg.split_k} does not divide the "
+                         f"{cfg.trip_count} k-tiles of K = {cfg.K}: splits of a loop proved for one fixed trip "
+                         "count would not all run it, so no K of this shape could be served",
+                         "give min_ktiles (a trip count read at run time), or a split_k that divides the k-tiles")
     T = cfg.split_trip_count
 
     bufs = [Buffer("A_s", "shared", t.a_bytes, loc=here), Buffer("B_s", "shared", t.b_bytes, loc=here)]

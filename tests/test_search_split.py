@@ -164,6 +164,9 @@ def test_cli_top_one_with_a_split_writes_a_folder_that_loads_and_verifies(tmp_pa
     p = load_problem(str(folder / "problem.yaml"))
     assert p.gemm.split_k == split
     assert main(["verify", str(folder)]) == 0
+    # the folder's kernel serves its own K (256 k-tiles need not divide by the split): a loop proved for
+    # every trip count, as synth solve on the folder's problem.yaml gives
+    assert "#define SYNTH_KTILES 0" in (folder / "kernel.cu").read_text()
     capsys.readouterr()
     rc = main(["search", "gemm", "--M", "256", "--N", "256", "--K", "16384", "--json", "--no-sass"])
     doc = json.loads(capsys.readouterr().out)["result"]

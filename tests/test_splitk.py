@@ -85,6 +85,14 @@ def test_hopper_loop_takes_split_k_up_to_its_k_tiles():
     assert e.value.loc.line == 6 and "at most 1" in e.value.fix
 
 
+def test_a_fixed_trip_count_needs_a_split_that_divides_the_k_tiles():
+    # Python API only (problem files always read T at run time): splits of 256 k-tiles into 6 have 42 or 43
+    with pytest.raises(SynthError) as e:
+        expand_gemm(GemmConfig(M=256, N=256, K=16384, BM=64, BN=64, BK=64, stages=3, split_k=6))
+    assert "does not divide the 256 k-tiles" in str(e.value) and "min_ktiles" in e.value.fix
+    assert expand_gemm(GemmConfig(M=256, N=256, K=16384, BM=64, BN=64, BK=64, stages=3, split_k=4)).loop.trip_count == 64
+
+
 def test_split_ranges_cover_k_once_and_are_never_empty():
     for T in range(1, 70):
         for S in range(1, min(T, 64) + 1):

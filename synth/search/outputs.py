@@ -39,7 +39,9 @@ def write_candidates(result: SearchResult, out_dir: str, *, k: Optional[int] = N
         say("write", i, len(cands))
         # a Hopper candidate's config is its HopperGemm (stages and k_pipe_mmas pinned): synth.pipeline.run
         # takes the Hopper flow for it, as synth solve does
-        problem = c.config if c.mainloop == "tma_wgmma" else expand_gemm(c.config)
+        # the cp.async loop with a symbolic trip count, as synth solve reads the folder's problem.yaml back:
+        # one kernel for every K (and every split of it), not only this shape's
+        problem = c.config if c.mainloop == "tma_wgmma" else expand_gemm(c.config, min_ktiles=1)
         res = run(problem, time_limit=time_limit, workers=workers)
         folder = os.path.join(out_dir, f"{c.rank:02d}-{problem.name}")
         write_outputs(res, folder, force=force)
