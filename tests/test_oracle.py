@@ -153,7 +153,7 @@ def _trips(p: Program) -> list[int]:
 
 SEEDS = st.integers(min_value=0, max_value=10 ** 7)
 FAST = settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-SLOW = settings(max_examples=70, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+SLOW = settings(max_examples=50, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 
 
 # --------------------------------------------------------------------------------------------

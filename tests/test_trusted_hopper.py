@@ -43,7 +43,7 @@ def test_lowered_warp_specialized_programs_are_accepted(bm: int, bn: int, stages
 
 @pytest.mark.slow
 @pytest.mark.parametrize("bm", [64, 128])
-@pytest.mark.parametrize("stages", [1, 2, 3, 4, 5])
+@pytest.mark.parametrize("stages", [1, 2, 3, 4])  # 5 stages: test_lowered_warp_specialized_programs_are_accepted
 def test_every_k_pipe_mmas_is_accepted(bm: int, stages: int) -> None:
     for k in range(stages):
         _accepted(Sm90Config(bm=bm, bn=128, stages=stages, k_pipe_mmas=k).program())

@@ -432,7 +432,7 @@ def test_random_lowered_programs_prove(seed: int, n_ops: int, predicated: bool) 
 
 
 @pytest.mark.slow
-@settings(max_examples=45, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=35, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(st.integers(0, 10 ** 6), st.integers(2, 12), st.booleans())
 def test_random_lowered_programs_prove_and_are_tight(seed: int, n_ops: int, predicated: bool) -> None:
     p = _random_lowered(seed, n_ops, predicated)

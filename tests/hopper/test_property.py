@@ -61,7 +61,7 @@ def test_random_loops_proven_and_oracle_agrees(loop):
 
 
 @pytest.mark.slow
-@settings(max_examples=10, deadline=None, suppress_health_check=list(HealthCheck), derandomize=True)
+@settings(max_examples=7, deadline=None, suppress_health_check=list(HealthCheck), derandomize=True)
 @given(loops(max_stages=3))
 def test_random_loops_and_mutants_slow(loop):
     _judge(loop, mutate=True)
