@@ -934,14 +934,22 @@ unsigned synth_atomic_add_u32(unsigned* p, unsigned v) {
   if (unfenced_tid >= 0)
     protocol_error(fmt("%s: atomicAdd while thread %d has global stores not followed by __threadfence (another "
                        "block may see the count before the data)", blk.where(c.tid).c_str(), unfenced_tid));
-  std::lock_guard<std::mutex> g(rt().mu);
-  const unsigned old = *p;
-  *p = old + v;
-  auto& h = rt().history[(uintptr_t)p];
-  if (h.empty()) h.push_back(old);
-  h.push_back(old + v);
-  if (unfenced_tid < 0)
-    for (uintptr_t a : stores) rt().gstores[a] = Runtime::GStore{blk.lin, true, (uintptr_t)p, old + v};
+  unsigned old;
+  {
+    std::lock_guard<std::mutex> g(rt().mu);
+    old = *p;
+    *p = old + v;
+    auto& h = rt().history[(uintptr_t)p];
+    if (h.empty()) h.push_back(old);
+    h.push_back(old + v);
+    if (unfenced_tid < 0)
+      for (uintptr_t a : stores) rt().gstores[a] = Runtime::GStore{blk.lin, true, (uintptr_t)p, old + v};
+  }
+  // the value an atomic reads is observed as an acquiring load's is (a fence after it acquires)
+  std::lock_guard<std::mutex> gb(blk.mu);
+  blk.acquires++;
+  unsigned& a = blk.acquired[(uintptr_t)p];
+  a = std::max(a, old);
   return old;
 }
 

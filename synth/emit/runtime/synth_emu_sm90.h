@@ -577,6 +577,9 @@ inline unsigned synth_atomic_add_u32(unsigned* p, unsigned v) {
   h.push_back(old + v);
   for (uintptr_t a : s.unpublished) s.gstores[a] = {s.block_lin, true, reinterpret_cast<uintptr_t>(p), old + v};
   s.unpublished.clear();
+  s.acquires++;  // the value an atomic reads is observed as an acquiring load's is (a fence after it acquires)
+  unsigned& seen = s.acquired[reinterpret_cast<uintptr_t>(p)];
+  seen = std::max(seen, old);
   synth_emu::yield_point();
   return old;
 }
