@@ -55,19 +55,15 @@ def ticket_count(M: int, N: int, BM: int, BN: int, splits: int) -> int:
     return 0 if splits <= 1 else 2 * -(-M // BM) * -(-N // BN)
 
 
-LINEAR = "synth_block_linear()"
-"""The CTA's index in launch order (``blockIdx.x`` fastest), read afresh by each call (the API's
-``synth_block_linear``: a volatile read, so the compiler keeps no earlier value of it live)."""
-
-
-def index_lines(linear: str = LINEAR) -> list[str]:
+def index_lines() -> list[str]:
     """CUDA statements defining ``const int split, synth_tile``: this CTA's split and its tile's
-    launch-order index (the input of the grouped rasterization); ``linear`` is the C expression of
-    the CTA's launch-order index (default :data:`LINEAR`)."""
+    launch-order index (the input of the grouped rasterization), from the CTA's launch-order index read
+    afresh (the API's ``synth_block_linear``: a volatile read, so the compiler keeps no earlier value of
+    it live across the main loop)."""
     return [
         "// split-K (synth.emit.splitk): CTA L in launch order computes split L % SYNTH_SPLIT_K of tile",
         "// L / SYNTH_SPLIT_K, so the splits of a tile run side by side",
-        f"const int synth_lin = {linear};",
+        "const int synth_lin = synth_block_linear();",
         "const int split = synth_lin % SYNTH_SPLIT_K, synth_tile = synth_lin / SYNTH_SPLIT_K;",
     ]
 
@@ -88,9 +84,9 @@ def arrival_lines() -> list[str]:
     pipeline's slots): this CTA's split and tile read afresh, the tile's workspace ``ws_tile`` and
     counters ``counters``, and ``last``: whether this CTA arrived last (step 1 above)."""
     return [
-        "// ---- split-K (synth.emit.splitk): the tile's last CTA to arrive sums the partials in split order",
-        "// (read afresh: nothing of the split stays live across the main loop)",
-        "const int split = synth_block_linear() % SYNTH_SPLIT_K, synth_tile = synth_block_linear() / SYNTH_SPLIT_K;",
+        "// ---- the tile's last CTA to arrive sums the partials in split order; the split is read afresh:",
+        "// nothing of it stays live across the main loop",
+        *index_lines(),
         "unsigned* const counters = tickets + 2 * synth_tile;  // [0] CTAs arrived, [1] partials published",
         "float* const ws_tile = workspace + (size_t)synth_tile * SYNTH_SPLIT_K * (BM * BN);  // slot z: split z",
         "int* const last_flag = reinterpret_cast<int*>(smem);",
@@ -152,5 +148,5 @@ def fold_lines(x: str, row: str, col: str) -> list[str]:
     ]
 
 
-__all__ = ["SPLIT_STATUS", "LINEAR", "split_range", "workspace_floats", "ticket_count", "index_lines", "range_lines",
+__all__ = ["SPLIT_STATUS", "split_range", "workspace_floats", "ticket_count", "index_lines", "range_lines",
            "arrival_lines", "partial_store", "publish_lines", "wait_lines", "fold_lines"]

@@ -364,7 +364,7 @@ def emit_sm90_kernel(cfg: Sm90Config, program: Optional[HopperProgram] = None) -
     # each role reads its split where it needs it (as its tile): the producer before its loads; the
     # consumers before the loop only for T, and again after it, so that no split value lives across the
     # consumer loop (they would take uniform registers its descriptors need, and ptxas would recompute those)
-    index = split_index_lines("synth_block_linear()")
+    index = split_index_lines()
     split_lines = [*index, *split_range_lines("T", cfg.bk, all_tiles=False)] if cfg.split_k > 1 else []
     for line in split_lines:
         e.w(3, line)
