@@ -121,6 +121,11 @@ class GemmConfig:
     split_k: int = 1
     """K splits (``gridDim.z``): CTA ``z`` of a tile computes k-tiles ``[z T / S, (z + 1) T / S)`` and the
     tile's last CTA to finish sums the partial tiles (docs/cuda_kernel.md, "Split-K"); 1: no split."""
+    stream_k: bool = False
+    """Stream-K (docs/cuda_kernel.md, "Stream-K"): a 1-D grid of any size ``G`` (the launcher's choice, one
+    wave) shares the ``tiles x ceil(K / BK)`` k-tile iterations evenly; CTA ``c`` runs iterations
+    ``[c I / G, (c + 1) I / G)``, crossing tiles, and a tile's partial sums meet as split-K's do. Excludes
+    ``split_k > 1``; the loop is proved for every trip count from 1."""
 
     @property
     def trip_count(self) -> int:
@@ -140,7 +145,7 @@ class GemmConfig:
         if self.name:
             return self.name
         st = "auto" if self.stages is None else str(self.stages)
-        split = f"-split{self.split_k}" if self.split_k != 1 else ""
+        split = f"-split{self.split_k}" if self.split_k != 1 else ("-streamk" if self.stream_k else "")
         return (f"gemm-{self.M}x{self.N}x{self.K}-{self.dtype}-{self.BM}x{self.BN}x{self.BK}"
                 f"-w{self.warps}-s{st}{split}-{self.arch}")
 
@@ -361,6 +366,9 @@ def _issues(cfg: GemmConfig) -> list[_Issue]:
     if not 1 <= cfg.split_k <= MAX_SPLIT_K:
         bad("split_k", f"split_k = {cfg.split_k} is outside 1 .. {MAX_SPLIT_K}", "use split_k: 1 (no split) to "
             f"{MAX_SPLIT_K}")
+    elif cfg.stream_k and cfg.split_k != 1:
+        bad("stream_k", f"stream_k and split_k = {cfg.split_k} both decompose K: stream-K already splits "
+            "tiles' k-ranges across CTAs as the work requires", "use stream_k: true or split_k, not both")
     elif cfg.K >= 1 and cfg.BK >= 1 and cfg.split_k > cfg.trip_count:
         bad("split_k", f"split_k = {cfg.split_k} exceeds the {cfg.trip_count} k-tiles of K = {cfg.K} / BK = "
             f"{cfg.BK}: a split would get no k-tile", f"use split_k at most {cfg.trip_count}")
@@ -438,6 +446,11 @@ def expand_gemm(cfg: GemmConfig, path: str = "<memory>", locs: Optional[dict[str
                          f"{cfg.trip_count} k-tiles of K = {cfg.K}: splits of a loop proved for one fixed trip "
                          "count would not all run it, so no K of this shape could be served",
                          "give min_ktiles (a trip count read at run time), or a split_k that divides the k-tiles")
+    if min_ktiles != 1 and cfg.stream_k:
+        raise SynthError(_loc_of(locs, "stream_k", path), "a stream-K CTA runs the loop over any number of "
+                         f"k-tiles from 1 (its share of a tile), so the loop must be proved for every trip count "
+                         f"from 1, not {'one fixed trip count' if min_ktiles is None else f'from {min_ktiles}'}",
+                         "remove min_k_tiles (the default, 1)")
     T = cfg.split_trip_count
 
     bufs = [Buffer("A_s", "shared", t.a_bytes, loc=here), Buffer("B_s", "shared", t.b_bytes, loc=here)]

@@ -21,7 +21,7 @@ from .problem import Objective, Pins, Problem
 from .sections import check_name, check_problem, parse_objective, parse_pins
 from .yamlnodes import LDict, check_bound, check_keys, require, suggest, want_int
 
-GEMM_KEYS = ("name", "description", "kind", "shape", "dtype", "tile", "warps", "stages", "split_k", "arch", "mainloop",
+GEMM_KEYS = ("name", "description", "kind", "shape", "dtype", "tile", "warps", "stages", "split_k", "stream_k", "arch", "mainloop",
              "k_pipe_mmas", "min_k_tiles", "loop", "schedule", "objective", "target")
 """Top-level keys of a ``kind: gemm`` document (``loop`` only to say it is derived)."""
 
@@ -109,13 +109,20 @@ def problem_from_gemm_doc(doc: LDict, path: str) -> "Problem | HopperGemm":
     split_k = want_int(doc, "split_k", "a gemm problem", lo=1, default=1, hi=MAX_SPLIT_K)
     if "split_k" in doc:
         locs["split_k"] = doc.val_loc["split_k"]
+    stream_k = doc.get("stream_k", False)
+    if not isinstance(stream_k, bool):
+        raise SynthError(doc.val_loc["stream_k"], f"stream_k must be true or false, not {stream_k!r}",
+                         "write stream_k: true (or remove it)")
+    if "stream_k" in doc:
+        locs["stream_k"] = doc.val_loc["stream_k"]
     cfg = GemmConfig(dims["M"], dims["N"], dims["K"], dtype, tdims["BM"], tdims["BN"], tdims["BK"], warps,
-                     stages, arch_name, name, split_k)
+                     stages, arch_name, name, split_k, stream_k)
     # The k-tile loop runs T = ceil(K / BK) / split_k times (each split's share), T read at run time: one
     # kernel for every K whose splits have at least min_k_tiles k-tiles each (default 1: every K).
     # shape.K names the shape tuned for.
     check_config(cfg, path, locs, 1)
-    min_k_tiles = want_int(doc, "min_k_tiles", "a gemm problem", lo=1, default=1, hi=cfg.split_trip_count)
+    min_k_tiles = want_int(doc, "min_k_tiles", "a gemm problem", lo=1, default=1,
+                           hi=1 if stream_k else cfg.split_trip_count)
 
     shared_bytes = registers_bytes = None
     if "target" in doc:

@@ -140,6 +140,9 @@ def hopper_gemm_from_doc(doc: LDict, path: str, name: str, dims: dict, arch: str
             "has its own cost model (docs/hopper.md)", "remove objective:, or set mainloop: cp_async")
     _refuse(doc, "min_k_tiles", "the Hopper program is proven for every k-tile count T >= 1, so min_k_tiles "
             "has nothing to restrict", "remove min_k_tiles:")
+    if doc.get("stream_k", False) is not False:  # stream_k: false says what the Hopper kernel does
+        _refuse(doc, "stream_k", "stream-K is built for the cp.async main loop only (docs/cuda_kernel.md, "
+            "\"Stream-K\"); the Hopper kernel splits K with split_k", "use split_k: S, or set mainloop: cp_async")
     dtype = doc.get("dtype", "f16")
     if dtype not in DTYPES:
         raise SynthError(_loc(doc, "dtype"), f"dtype {dtype!r}: the Hopper main loop takes f16 or bf16 operands "
