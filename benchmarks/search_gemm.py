@@ -149,6 +149,7 @@ def main(argv=None) -> int:
     from rich.table import Table
 
     from synth.search import clear_cache, search_gemm, search_many, search_result_to_json
+    from synth.search.report import split_cell
 
     con = Console(highlight=False, width=None if sys.stdout.isatty() else 200)
     if args.fit_mix:
@@ -185,7 +186,7 @@ def main(argv=None) -> int:
     refcols = (("cutlass3 cooperative 128x128", "cutlass3 cooperative 128x256", "cp_async winner") if hopper else
                ("cutlass default", "triton default", "best cutlass sm80", "best triton tutorial"))
     for c in ("shape MxNxK", "search s", "solver calls", "winner", "stages (K_PIPE)" if hopper else "stages (slots)",
-              "split K", "pred µs", "TFLOP/s", "bound") + refcols:
+              "split K (or stream-K)", "pred µs", "TFLOP/s", "bound") + refcols:
         t.add_column(c)
     for shape, dt, res, refs in rows:
         w = res.winner
@@ -195,7 +196,7 @@ def main(argv=None) -> int:
             cells.append(f"{r.label}  {r.tflops:.1f} TFLOP/s" if name == "cp_async winner" and r else _ref_cell(r))
         t.add_row(f"{shape[0]}x{shape[1]}x{shape[2]}", f"{dt:.1f}", str(res.solver_calls),
                   f"{w.BM}x{w.BN}x{w.BK} w{w.warps}",
-                  f"{w.stages} ({w.k_pipe_mmas if hopper else w.smem_slots})", str(w.split_k), f"{w.time_us:.1f}",
+                  f"{w.stages} ({w.k_pipe_mmas if hopper else w.smem_slots})", split_cell(w), f"{w.time_us:.1f}",
                   f"{w.tflops:.1f}", w.bound, *cells)
     con.print(t)
     first = rows[0][1]

@@ -266,5 +266,6 @@ def gemm_yaml(cfg, name: str) -> str:
             f"warps: {cfg.warps}\n"
             f"stages: {stages}\n"
             + (f"split_k: {cfg.split_k}\n" if cfg.split_k != 1 else "")
+            + ("stream_k: true\n" if getattr(cfg, "stream_k", False) else "")
             + f"arch: {cfg.arch}\n"
             "mainloop: cp_async\n")

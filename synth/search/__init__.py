@@ -20,12 +20,14 @@ Phases, one module each (:func:`search_gemm` in ``tune.py`` runs them in order):
 3. ``space.split_points``: each legal point's split-K variants (``split_k`` in
    :data:`SPLIT_SPACE`, every split's loop at least ``stages`` k-tiles), which share
    its resources, schedule timing and SASS; each starts at a cheap lower bound of its
-   estimate (``model.split_lower_bounds``) and is estimated when that bound could rank it.
+   estimate (``model.split_lower_bounds``) and is estimated when that bound could rank it;
+   likewise each legal point's stream-K variant (``space.stream_k_points``: one wave of CTAs
+   sharing all k-tiles, ``model.estimate_stream_k``, bound ``model.stream_k_lower_bound``).
 4. ``model.estimate`` ranks every legal point cheaply: a performance model of
    what limits the GEMM (tensor cores and instruction issue per SM
    sub-partition, shared memory, L2 and DRAM traffic with the grid's
    rasterization, Little's law on the stages, barriers, waves, sustained
-   clock, and for a split the partial tiles' reduction through L2), with the
+   clock, and for a split or stream-K the partial tiles' reduction through L2), with the
    instruction mix estimated from the tiling (``sassmix.estimated_mix``).
 5. ``rank.Refiner``: best-first, the most promising points are scheduled and their
    k-tile interval replaces the bound (every point pins stages and order, so
@@ -56,7 +58,7 @@ by a fixed key; the pinned CUTLASS-like schedules (stages and order fixed by
 exactly, with no time limit involved. Only ``elapsed_s`` and the cache counters differ
 between runs (they are excluded from equality).
 
-Left out on purpose: stream-K, epilogue fusion, non-f16 operands (``synth.gemm``
+Left out on purpose: stream-K on the Hopper main loop (its kernel splits K with ``split_k``), epilogue fusion, non-f16 operands (``synth.gemm``
 does not expand them yet). (The grid's rasterization is grouped, as the kernels'.)
 """
 
@@ -73,7 +75,7 @@ from .results import Candidate, Measurement, Progress, ReferenceRank, SearchResu
 from .shapes import read_shapes_csv
 from .space import (BK_SPACE, BM_SPACE, BN_SPACE, CONSTRAINTS, SPLIT_CONSTRAINT, SPLIT_SPACE, STAGES_SPACE, T_REF,
                     WARPS_SPACE, Constraint, Context, Point, enumerate_space, is_legal, make_context, prune,
-                    split_issue, split_points)
+                    split_issue, split_points, stream_k_points)
 from .timing import PER_SOLVE_LIMIT, clear_cache, time_now
 from .tune import MAX_SOLVES, search_gemm
 from .hopper import HOPPER_CONSTRAINTS, HopperEstimate, HopperPoint, enumerate_hopper_space, estimate_hopper, \
@@ -85,7 +87,7 @@ __all__ = ["search_gemm", "search_many", "read_shapes_csv", "search_result_to_js
            "enumerate_space", "prune", "is_legal", "make_context", "load_references", "reference_points",
            "RefConfig", "REFERENCE_FILE", "add_search_arguments", "cli_search", "print_result", "write_candidates",
            "gpu_available", "measure", "clear_cache", "time_now", "BM_SPACE", "BN_SPACE", "BK_SPACE",
-           "WARPS_SPACE", "STAGES_SPACE", "SPLIT_SPACE", "SPLIT_CONSTRAINT", "split_issue", "split_points", "T_REF", "MAX_SOLVES", "PER_SOLVE_LIMIT", "best_published",
+           "WARPS_SPACE", "STAGES_SPACE", "SPLIT_SPACE", "SPLIT_CONSTRAINT", "split_issue", "split_points", "stream_k_points", "T_REF", "MAX_SOLVES", "PER_SOLVE_LIMIT", "best_published",
            "calibration_points", "InstructionMix", "estimated_mix", "sass_mix", "search_hopper", "hopper_context",
            "resolve_mainloop", "HopperPoint", "HopperEstimate", "HOPPER_CONSTRAINTS", "enumerate_hopper_space",
            "prune_hopper", "estimate_hopper"]

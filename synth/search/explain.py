@@ -26,27 +26,45 @@ def describe(ctx: Context, e: Entry) -> str:
     peak = ctx.arch.tensor_f16_f32_flop_per_clk_sm * ctx.arch.mma_sync_fraction
     mix = f", {est.instructions_per_hmma:.2f} instructions per HMMA ({est.mix_source})" \
         if est.instructions_per_hmma else ""
-    grid = (f"{est.tiles} tiles split {est.split_k} ways in K, {est.ctas} CTAs of at most {est.split_k_tiles} "
-            "k-tiles," if est.split_k > 1 else f"{est.ctas} CTAs")
+    if getattr(est, "stream_k", False):
+        grid = (f"{est.tiles} tiles of {est.k_tiles} k-tiles shared by {est.ctas} stream-K CTAs of at most "
+                f"{est.split_k_tiles} k-tiles,")
+    elif est.split_k > 1:
+        grid = f"{est.tiles} tiles split {est.split_k} ways in K, {est.ctas} CTAs of at most {est.split_k_tiles} k-tiles,"
+    else:
+        grid = f"{est.ctas} CTAs"
     return (f"{est.bound}-bound: {grid} in {est.waves} wave{'s' if est.waves != 1 else ''} at "
             f"{est.ctas_per_sm}/SM ({est.occupancy_limit}-limited, last wave {est.wave_efficiency:.0%} full), "
             f"main loop at {loop_rate(e) / peak:.0%} of the mma.sync peak{mix}")
 
 
 def why_split(ctx: Context, e: Entry, unsplit: Optional[Entry] = None) -> str:
-    """Why ``e``'s K split pays (empty without a split): the busiest SM's CTAs and k-tiles without and
-    with the split, the reduction it costs, and the gain over the same configuration unsplit.
+    """Why ``e``'s K split or stream-K pays (empty without either): the busiest SM's CTAs and k-tiles without
+    and with it, the reduction it costs, and the gain over the same configuration unsplit.
 
     ``unsplit``: the entry of ``e.point.base``; it is re-estimated with ``e``'s timing and mix (the same
     loop), so the comparison is between two equally timed predictions.
     """
     est = e.est
-    if est.split_k <= 1:
+    stream = getattr(est, "stream_k", False)
+    if est.split_k <= 1 and not stream:
         return ""
     base = e.point.base
     res = unsplit.res if unsplit is not None else e.res
     one = estimate_of(ctx, base, res, e.solved, e.mix)
     sms = ctx.arch.sm_count
+    if stream:
+        text = (f"stream-K because {one.ctas} tiles on {sms} SMs at {one.ctas_per_sm}/SM put {one.busiest_ctas} "
+                f"CTA{'s' if one.busiest_ctas != 1 else ''} of {one.k_tiles} k-tiles "
+                f"({one.busiest_ctas * one.k_tiles} in all) on the busiest SM; stream-K's {est.ctas} CTAs, one "
+                f"wave, share the {est.tiles * est.k_tiles} k-tiles: {est.busiest_ctas} of at most "
+                f"{est.split_k_tiles} ({est.busiest_ctas * est.split_k_tiles} in all) there, in up to "
+                f"{est.segments} segments each, {est.partial_tiles} tiles summed from partials, for "
+                f"{est.reduction_cycles:,} cycles of reduction (f32 partials through L2, the tile's ticket)")
+        if one.time_us > est.time_us:
+            a, b = _distinct(one.time_us, est.time_us)
+            text += f"; stream-K cuts the prediction from {a} us unsplit to {b} us"
+        return text
     text = (f"split {est.split_k} ways in K because {one.ctas} tiles on {sms} SMs at {one.ctas_per_sm}/SM put "
             f"{one.busiest_ctas} CTA{'s' if one.busiest_ctas != 1 else ''} of {one.k_tiles} k-tiles "
             f"({one.busiest_ctas * one.k_tiles} in all) on the busiest SM; split, {est.ctas} CTAs put "
@@ -72,7 +90,8 @@ def why_winner(ctx: Context, e: Entry, ties: int, runner: Optional[Entry], unspl
         text += "; " + split
     if ties:
         text += (f"; {ties} other configuration{'s' if ties > 1 else ''} tie{'s' if ties == 1 else ''} "
-                 "at this prediction (ties go to fewer K splits, fewer k-tiles, then less shared memory, fewer stages)")
+                 "at this prediction (ties go to no stream-K, fewer K splits, fewer k-tiles, then less shared memory, "
+                 "fewer stages)")
     if runner is None or runner.point.group[:3] == e.point.group[:3]:
         return text
     gain = runner.est.time_us / e.est.time_us - 1
@@ -87,8 +106,8 @@ def why_other(ctx: Context, e: Entry, winner: Entry) -> str:
     """Why ``e`` ranks after ``winner``."""
     loss = e.est.time_us / winner.est.time_us - 1
     if loss <= 1e-12:
-        return describe(ctx, e) + ("; ties with #1 (ranked after it by fewer K splits, fewer k-tiles, less shared "
-                                   "memory, fewer stages)")
+        return describe(ctx, e) + ("; ties with #1 (ranked after it by no stream-K, fewer K splits, fewer k-tiles, "
+                                   "less shared memory, fewer stages)")
     return describe(ctx, e) + f"; {_pct(loss)} slower than #1, which {difference(winner, e)}"
 
 

@@ -332,7 +332,14 @@ class WaveEstimate:
     """Split-K only: cycles of the partial writes, the hand-offs and the partial reads, summed over the
     waves (the busiest SM's; included in ``fixed_cycles``)."""
     workspace_bytes: int = field(default=0, kw_only=True)
-    """Split-K only: the workspace to allocate, ``tiles x split_k x BM x BN x 4`` bytes."""
+    """Split-K: the workspace to allocate, ``tiles x split_k x BM x BN x 4`` bytes; stream-K: ``2 G BM BN 4``."""
+    stream_k: bool = field(default=False, kw_only=True)
+    """Stream-K (docs/search.md section 3, "Stream-K"): ``ctas`` is the one wave's ``G`` CTAs sharing the
+    ``tiles x k_tiles`` iterations, ``split_k_tiles`` the most k-tiles one CTA runs."""
+    partial_tiles: int = field(default=0, kw_only=True)
+    """Stream-K: tiles shared by two or more CTAs (summed from f32 partials); 0 otherwise."""
+    segments: int = field(default=0, kw_only=True)
+    """Stream-K: the most segments (tiles touched) of one CTA; 0 otherwise."""
 
 
 @dataclass(frozen=True)
@@ -455,63 +462,133 @@ def last_ctas(k: int, split_k: int, sms: int) -> int:
     return best
 
 
+def partial_cycles(arch: ArchSpec, BM: int, BN: int, count: float, spill: float = 0.0) -> float:
+    """Cycles for one SM to move ``count`` f32 partial tiles (``BM BN 4`` bytes each) to or from the workspace:
+    at the SM's share of the L2 bandwidth, the ``spill`` fraction (bytes past the L2 left to the workspace,
+    :func:`workspace_spill`) at its share of the DRAM bandwidth."""
+    l2_sm = arch.l2_bytes_per_clk / arch.sm_count
+    dram_sm = arch.dram_gb_s * 1e9 * arch.dram_efficiency / (arch.clock_ghz * 1e9) / arch.sm_count
+    return count * BM * BN * PARTIAL_BYTES * ((1.0 - spill) / l2_sm + spill / dram_sm)
+
+
+def handoff_cycles(arch: ArchSpec, barriers: int = SPLIT_BARRIERS) -> float:
+    """A partial tile's hand-off: the arrival ``atomicAdd`` (performed in L2, its value returned: one L2 latency),
+    the release ``__threadfence()`` before the published count (one more) and ``barriers`` CTA barriers."""
+    return 2.0 * arch.lat_l2 + barriers * arch.barrier_cycles
+
+
+def fold_latency(arch: ArchSpec, read_spill: float = 0.0) -> float:
+    """The latencies of a tile's last CTA summing partials: the acquire fence after its wait (one L2 latency) and
+    one load latency for the partial loads in flight together (``read_spill`` of them from DRAM)."""
+    return arch.lat_l2 + (1.0 - read_spill) * arch.lat_l2 + read_spill * arch.lat_global
+
+
 def reduction(arch: ArchSpec, BM: int, BN: int, split_k: int, k: int, sms: int, write_spill: float = 0.0,
               read_spill: float = 0.0, barriers: int = SPLIT_BARRIERS) -> dict[str, float]:
     """Split-K cycles of a wave at ``k`` CTAs per SM after the main loop (docs/search.md, "Split-K").
 
     * ``write``: the busiest SM's CTAs that did not arrive last (``k - j``, ``j`` from :func:`last_ctas`:
       a CTA either stores its partial or, arriving last, loads the others) store their f32 partials
-      (``BM BN 4`` bytes each) at the SM's share of the L2 bandwidth; the ``write_spill`` fraction that evicts a dirty partial (written partials beyond the L2 left to
-      them) at the SM's share of the DRAM bandwidth instead;
-    * ``handoff``: the arrival ``atomicAdd`` by thread 0 (performed in L2, its value returned: one L2
-      latency), then ``__threadfence()`` and the published count (release: the stores acknowledged by
-      L2, one more L2 latency), and the ``barriers`` CTA barriers (three ``__syncthreads()`` on sm_80,
-      docs/cuda_kernel.md, "Split-K"; the Hopper kernel's ``bar.red.or`` and named barrier: two);
-    * ``read``: the busiest SM's last CTAs (:func:`last_ctas`) see the count and fence (acquire, one L2
-      latency) and read the other ``S - 1`` partials at the SM's L2 share (``read_spill`` of them from
-      DRAM) in the C store, one load latency (the kernel's loop over the splits is unrolled: their loads
-      are in flight together); the f32 adds (``BM BN`` per partial at 64 lanes/clk/SM) hide under the
-      reads.
+      (:func:`partial_cycles`, ``write_spill`` of them past the L2 left to the workspace);
+    * ``handoff``: :func:`handoff_cycles` (three ``__syncthreads()`` on sm_80, docs/cuda_kernel.md,
+      "Split-K"; the Hopper kernel's ``bar.red.or`` and named barrier: two);
+    * ``read``: the busiest SM's last CTAs (:func:`last_ctas`) see the count, fence and read the other
+      ``S - 1`` partials in the C store (:func:`fold_latency` and :func:`partial_cycles`; the kernel's loop
+      over the splits is unrolled: their loads are in flight together); the f32 adds (``BM BN`` per partial
+      at 64 lanes/clk/SM) hide under the reads.
 
     ``lasts``: the CTAs that then run the epilogue. Zero cycles (and ``lasts = k``) when ``split_k == 1``.
     """
     if split_k <= 1:
         return {"write": 0.0, "handoff": 0.0, "read": 0.0, "lasts": float(k)}
-    part = BM * BN * PARTIAL_BYTES
-    l2_sm = arch.l2_bytes_per_clk / arch.sm_count
-    dram_sm = arch.dram_gb_s * 1e9 * arch.dram_efficiency / (arch.clock_ghz * 1e9) / arch.sm_count
     j = last_ctas(k, split_k, sms)
     # a CTA either stores its partial (it did not arrive last) or loads the S - 1 others (it did): the busiest
     # SM holds the most last CTAs (j), the rest of its k store
-    write = (k - j) * part * ((1.0 - write_spill) / l2_sm + write_spill / dram_sm)
-    handoff = 2.0 * arch.lat_l2 + barriers * arch.barrier_cycles
-    read = (arch.lat_l2 + j * (split_k - 1) * part * ((1.0 - read_spill) / l2_sm + read_spill / dram_sm)
-            + (1.0 - read_spill) * arch.lat_l2 + read_spill * arch.lat_global)
-    return {"write": write, "handoff": handoff, "read": read, "lasts": float(j)}
+    write = partial_cycles(arch, BM, BN, k - j, write_spill)
+    read = fold_latency(arch, read_spill) + partial_cycles(arch, BM, BN, j * (split_k - 1), read_spill)
+    return {"write": write, "handoff": handoff_cycles(arch, barriers), "read": read, "lasts": float(j)}
+
+
+def spill(arch: ArchSpec, written: float, wave_written: float) -> tuple[float, float, int]:
+    """``(write spill, read spill, extra DRAM bytes)`` of ``written`` bytes of f32 partials over a kernel, of
+    which ``wave_written`` are written (and read back) within one wave.
+
+    The operands keep :data:`L2_USABLE` of the L2; the partials get the rest (``room``). The first ``room``
+    bytes written are absorbed by L2; past it each partial written evicts a dirty one to DRAM (write spill
+    ``(written - room) / written``). A partial is read in the wave that wrote it, so the reads miss only when
+    one wave's partials exceed the room. The extra bytes: the spilled writes and, when the reads miss, every
+    partial read.
+    """
+    if written <= 0:
+        return 0.0, 0.0, 0
+    room = (1.0 - L2_USABLE) * arch.l2_bytes
+    w = max(0.0, written - room) / written
+    r = max(0.0, wave_written - room) / wave_written if wave_written > 0 else 0.0
+    return w, r, int(round(max(0.0, written - room) + r * written))
 
 
 def workspace_spill(arch: ArchSpec, tiles: int, split_k: int, BM: int, BN: int, per_wave: int) -> tuple[float, float, int]:
-    """``(write spill, read spill, extra DRAM bytes)`` of a split-K workspace (0 without a split).
-
-    The extra bytes: the spilled writes and, when the reads miss, every partial the last CTAs read.
-
-    ``S - 1`` of a tile's ``S`` CTAs write a partial (the last to arrive keeps its own). The operands keep
-    :data:`L2_USABLE` of the L2; the partials get the rest (``room``). The first ``room`` bytes written
-    are absorbed by L2; past it each partial written evicts a dirty one to DRAM (write spill
-    ``(written - room) / written``). A partial is read in the wave that wrote it, so the reads miss only
-    when one wave's partials exceed the room.
-    """
+    """:func:`spill` of a split-K workspace (0 without a split): ``S - 1`` of a tile's ``S`` CTAs write a
+    partial (the last to arrive keeps its own), a wave of ``per_wave`` CTAs its share of them."""
     if split_k <= 1:
         return 0.0, 0.0, 0
     part = BM * BN * PARTIAL_BYTES
-    room = (1.0 - L2_USABLE) * arch.l2_bytes
     share = (split_k - 1) / split_k
-    ws = tiles * (split_k - 1) * part
-    wave_ws = min(tiles * split_k, per_wave) * share * part
-    w = max(0.0, ws - room) / ws
-    r = max(0.0, wave_ws - room) / wave_ws
-    extra = max(0.0, ws - room) + r * ws
-    return w, r, int(round(extra))
+    return spill(arch, tiles * (split_k - 1) * part, min(tiles * split_k, per_wave) * share * part)
+
+
+def bound_parts(arch: ArchSpec, res: Resources, ii: Optional[int] = None, mix=None) -> tuple[float, float, float, float]:
+    """What the lower bounds of :func:`split_lower_bounds` and :func:`stream_k_lower_bound` share: ``(solo,
+    on_chip, dram_sm, fixed)``: one warp's ``solo`` cycles per k-tile (the mix's issue simulation), one CTA's
+    on-chip cycles per k-tile (shared port or L2 share, the larger), the SM's DRAM bytes per cycle, and the least
+    fixed cycles of a pipeline run (the smaller load latency, the schedule's tail excess, the C store's DRAM
+    latency)."""
+    mix = mix if mix is not None else res.mix
+    ii_c = max(res.ii_bound, ii or 0)
+    solo = mix.solo(arch.hmma_cycles, arch.issue_per_clk_smsp)
+    l2_sm = arch.l2_bytes_per_clk / arch.sm_count
+    dram_sm = arch.dram_gb_s * arch.dram_efficiency * 1e9 / (arch.clock_ghz * 1e9) / arch.sm_count
+    on_chip = max((res.ldsm_bytes + res.tile_bytes) / arch.smem_bytes_per_clk, res.tile_bytes / l2_sm)
+    fixed = (min(arch.lat_l2, arch.lat_global) + max(0, res.tail_at(ii_c) - ii_c, res.tail_at(res.ii_bound)
+                                                       - res.ii_bound) + arch.lat_global)
+    return solo, on_chip, dram_sm, fixed
+
+
+def stream_k_lower_bound(arch: ArchSpec, M: int, N: int, K: int, BM: int, BN: int, BK: int, res: Resources, *,
+                         ii: Optional[int] = None, mix=None) -> float:
+    """A lower bound (µs) of :func:`estimate_stream_k`'s ``time_us`` with the same arguments, in a few arithmetic
+    operations (the search estimates a stream-K variant only when this could rank it).
+
+    Every CTA runs at least ``floor(I / G)`` k-tiles and some SM holds ``ceil(G / SMs)`` CTAs, whose rounds are
+    at least their largest throughput term (:func:`split_lower_bounds`); a CTA runs at least one segment (one
+    fill, one store latency) and each of that SM's CTAs stores at least one tile (C or a partial) at the L2
+    share; the DRAM roofline is at least :func:`stream_k_traffic`'s (the workspace's spill only adds).
+    (A segment's store latency: ``lat_global`` for C, the hand-off for a partial; the bound takes the smaller.)
+    A tile has at least ``ceil(T / ceil(I / G))`` contributors ``n``: when ``n > 1`` the SM of the CTA that folds
+    it also loads ``n - 1`` partials and stores C (``n`` tiles at the L2 share) after its own C store latency.
+    """
+    T = -(-K // BK)
+    tiles = -(-M // BM) * -(-N // BN)
+    r = max(occupancy(arch, res)[0], 1)
+    G = stream_k_grid(arch, M, N, K, BM, BN, BK, r)
+    k = -(-G // arch.sm_count)
+    solo, on_chip, dram_sm, fixed = bound_parts(arch, res, ii, mix)
+    tr = stream_k_traffic(arch, M, N, K, BM, BN)
+    per_cta = max(on_chip, res.tile_bytes * (1.0 - tr.l2_hit) / dram_sm)
+    core = -(-k * (res.threads // 32) // 4) * solo
+    # a segment ends in a C store (its DRAM latency) or a partial's hand-off, whichever is shorter
+    store = min(arch.lat_global, handoff_cycles(arch))
+    least = tiles * T // G
+    cyc = least * max(core, k * per_cta) + fixed - arch.lat_global + store + partial_cycles(arch, BM, BN, k)
+    # a tile has at least ceil(T / ceil(I / G)) contributors; the one that folds it loads the others' partials and
+    # stores C, on an SM of at least floor(G / SMs) CTAs
+    n = -(-T // -(-tiles * T // G))
+    if n > 1:
+        k0 = max(1, G // arch.sm_count)
+        core0 = -(-k0 * (res.threads // 32) // 4) * solo
+        cyc = max(cyc, least * max(core0, k0 * per_cta) + fixed + partial_cycles(arch, BM, BN, n))
+    compute_us = cyc / (arch.clock_ghz * 1e9) * 1e6
+    return max(compute_us, tr.dram_bytes / (arch.dram_gb_s * arch.dram_efficiency * 1e9) * 1e6) + arch.launch_us
 
 
 def split_lower_bounds(arch: ArchSpec, M: int, N: int, K: int, BM: int, BN: int, BK: int, res: Resources,
@@ -528,20 +605,15 @@ def split_lower_bounds(arch: ArchSpec, M: int, N: int, K: int, BM: int, BN: int,
     L2 share (a CTA stores its own or loads ``S - 1 >= 1``). The DRAM roofline is :func:`estimate`'s own (same traffic and
     workspace).
     """
-    mix = mix if mix is not None else res.mix
-    ii_c = max(res.ii_bound, ii or 0)
     T = -(-K // BK)
     tiles = -(-M // BM) * -(-N // BN)
     r = max(occupancy(arch, res)[0], 1)
     per_wave = arch.sm_count * r
     warps = res.threads // 32
-    solo = mix.solo(arch.hmma_cycles, arch.issue_per_clk_smsp)
+    solo, on_chip, dram_sm, per_wave_fixed = bound_parts(arch, res, ii, mix)
     l2_sm = arch.l2_bytes_per_clk / arch.sm_count
     bw = arch.dram_gb_s * arch.dram_efficiency * 1e9
-    dram_sm = bw / (arch.clock_ghz * 1e9) / arch.sm_count
-    on_chip = max((res.ldsm_bytes + res.tile_bytes) / arch.smem_bytes_per_clk, res.tile_bytes / l2_sm)
     lat = min(arch.lat_l2, arch.lat_global)
-    per_wave_fixed = lat + max(0, res.tail_at(ii_c) - ii_c, res.tail_at(res.ii_bound) - res.ii_bound) + arch.lat_global
     part = BM * BN * PARTIAL_BYTES
     out = []
     for split_k in splits:
@@ -564,8 +636,197 @@ def split_lower_bounds(arch: ArchSpec, M: int, N: int, K: int, BM: int, BN: int,
     return out
 
 
+# ---------------------------------------------------------------------------
+# stream-K (docs/search.md section 3, "Stream-K")
+
+
+def stream_k_traffic(arch: ArchSpec, M: int, N: int, K: int, BM: int, BN: int) -> Traffic:
+    """L2 and DRAM bytes of a stream-K grid: every tile's A rows and B columns over all of K, as :func:`traffic`.
+
+    All tiles run in the one wave, and at any moment the CTAs are on tiles spread over the whole grouped order,
+    each at its own k-tile (CTA ``c`` starts ``c I / G`` iterations in). So no band of tiles shares a k-slice
+    while it is in L2, as a wave of the unsplit kernel does: A and B are read from DRAM once when both fit the
+    :data:`L2_USABLE` room together (every later read then hits); otherwise each read after the first hits with
+    the chance that its line is still there, ``room / (A + B)`` (a working set read with no locality; an
+    assumption of this model), and misses otherwise. C is written once, as f32.
+    """
+    tm, tn = -(-M // BM), -(-N // BN)
+    Kp = K * 2
+    l2 = tm * tn * (BM + BN) * Kp
+    ops = (M + N) * Kp
+    room = L2_USABLE * arch.l2_bytes
+    dram_ops = ops if ops <= room else ops + (l2 - ops) * (1.0 - room / ops)
+    dram_ops = min(float(l2), max(float(ops), dram_ops))
+    return Traffic(l2_bytes=l2, dram_bytes=int(round(dram_ops)) + M * N * OUT_BYTES,
+                   l2_hit=max(0.0, 1.0 - dram_ops / l2), b_passes=1, a_passes=dram_ops / ops)
+
+
+@functools.lru_cache(maxsize=512)
+def stream_k_plan(tiles: int, k_tiles: int, ctas: int) -> tuple[tuple[int, int, int, int, int, int, int], ...]:
+    """Per CTA of a stream-K launch of ``ctas`` CTAs over ``tiles`` tiles of ``k_tiles`` k-tiles (the kernel's
+    ranges, :mod:`synth.emit.streamk`): ``(k-tiles, segments, C stores, partial stores, folds, partial loads,
+    waits)``.
+
+    CTA ``c`` runs iterations ``[c I / G, (c + 1) I / G)``, one segment per tile they touch. A segment covering
+    its tile stores C. A tile shared by ``n >= 2`` CTAs is summed by its last contributor to arrive: each
+    contributor arrives when its segment ends, after the same number of lockstep rounds from its own start for
+    every CTA, so the one whose segment ends furthest into its range (the tile's first contributor, which runs
+    the tile's first k-tiles at the end of its range; ties to the lowest ``c``). It *folds*: loads the
+    ``n - 1`` partials and stores C, and it *waits* when a partner's segment ends with its own (that partner's
+    partial is stored only then). Every other contributor stores its partial.
+    """
+    from ..emit.streamk import contributors, cta_range
+
+    iters = tiles * k_tiles
+    rows = []
+    for c in range(ctas):
+        b, e = cta_range(c, iters, ctas)
+        segs = c_st = p_st = folds = p_ld = waits = 0
+        for t in range(b // k_tiles, (e - 1) // k_tiles + 1) if e > b else ():
+            segs += 1
+            lo, hi = t * k_tiles, (t + 1) * k_tiles
+            if b <= lo and e >= hi:
+                c_st += 1
+                continue
+            first, n = contributors(t, k_tiles, iters, ctas)
+            ends = []
+            for d in range(first, first + n):
+                bd, ed = cta_range(d, iters, ctas)
+                ends.append((min(ed, hi) - bd, -d))
+            last = -max(ends)[1]
+            if last == c:
+                folds += 1
+                c_st += 1
+                p_ld += n - 1
+                mine = min(e, hi) - b
+                waits += int(sum(1 for off, d in ends if off == mine and -d != c) > 0)
+            else:
+                p_st += 1
+        rows.append((e - b, segs, c_st, p_st, folds, p_ld, waits))
+    return tuple(rows)
+
+
+def stream_k_grid(arch: ArchSpec, M: int, N: int, K: int, BM: int, BN: int, BK: int, ctas_per_sm: int) -> int:
+    """The stream-K launch's ``G`` (:func:`synth.emit.streamk.grid_ctas`: one wave of resident CTAs, at most
+    one per k-tile iteration)."""
+    from ..emit.streamk import grid_ctas
+
+    return grid_ctas(M, N, K, BM, BN, BK, arch.sm_count, ctas_per_sm)
+
+
+@functools.lru_cache(maxsize=512)
+def stream_k_sms(tiles: int, k_tiles: int, ctas: int, sms: int) -> tuple[tuple, ...]:
+    """The SMs of a stream-K launch (:func:`stream_k_plan`), CTA ``c`` on SM ``c % sms``, as distinct summaries
+    ``(CTAs, distinct CTA rows, C stores, partial stores, partial loads)`` (SMs with the same summary take
+    the same time)."""
+    plan = stream_k_plan(tiles, k_tiles, ctas)
+    out = set()
+    for s in range(min(sms, ctas)):
+        mine = plan[s::sms]
+        out.add((len(mine), tuple(sorted(set(mine))), sum(r[2] for r in mine), sum(r[3] for r in mine),
+                 sum(r[5] for r in mine)))
+    return tuple(sorted(out))
+
+
+def stream_k_sm(arch: ArchSpec, BM: int, BN: int, summary: tuple, round_of, fill: float, w_spill: float,
+                r_spill: float) -> dict[str, float]:
+    """Cycles of one SM running its CTAs of a stream-K launch in lockstep (``summary``: one of
+    :func:`stream_k_sms`; docs/search.md, "Stream-K"). ``round_of(k)``: the round's cycles with ``k`` CTAs on
+    the SM; ``fill``: one segment's pipeline fill.
+
+    Latencies are one CTA's chain (the longest of the SM's): its k-tiles at the round, per segment the fill and
+    the store's latency (``lat_global`` for C), per partial store the hand-off (:func:`handoff_cycles`), per fold
+    the hand-off, :func:`fold_latency` and the C store, and per wait one partner's partial written at its SM's
+    L2 share. Bytes are the SM's: every C tile, partial stored and partial loaded by its CTAs, at its L2 share
+    (:func:`partial_cycles`; a C tile is ``BM BN 4`` bytes as a partial is). Keys: ``loop``, ``fill``,
+    ``epilogue``, ``reduction`` (latency and bytes of the partials), ``total``, ``ctas`` and ``round``.
+    """
+    k, rows, c_sum, p_sum, l_sum = summary
+    rc = round_of(k)
+    hand = handoff_cycles(arch)
+    fold = hand + fold_latency(arch, r_spill)
+    wait = partial_cycles(arch, BM, BN, 1, w_spill)
+    best = (-1.0, 0.0, 0.0, 0.0, 0.0)
+    for iters, segs, c_st, p_st, folds, p_ld, waits in rows:
+        loop, fl, epi = iters * rc, segs * fill, c_st * arch.lat_global
+        red = p_st * hand + folds * fold + waits * wait
+        chain = loop + fl + epi + red
+        if chain > best[0]:
+            best = (chain, loop, fl, epi, red)
+    c_bytes = partial_cycles(arch, BM, BN, c_sum)
+    red_bytes = partial_cycles(arch, BM, BN, p_sum, w_spill) + partial_cycles(arch, BM, BN, l_sum, r_spill)
+    chain, loop, fl, epi, red = best
+    return {"loop": loop, "fill": fl, "epilogue": epi + c_bytes, "reduction": red + red_bytes,
+            "total": chain + c_bytes + red_bytes, "ctas": float(k), "round": rc}
+
+
+def estimate_stream_k(arch: ArchSpec, M: int, N: int, K: int, BM: int, BN: int, BK: int, res: Resources, *,
+                      ii: Optional[int] = None, tail: Optional[int] = None, mix=None) -> Estimate:
+    """:func:`estimate` of the stream-K kernel (docs/search.md section 3, "Stream-K"): one wave of
+    ``G`` (:func:`stream_k_grid`) CTAs sharing the ``tiles x T`` k-tile iterations (:func:`stream_k_plan`),
+    the busiest SM's time (:func:`stream_k_sm` of :func:`stream_k_sms`: CTA ``c`` on SM ``c % SMs``) at the
+    sustained clock, the DRAM
+    roofline of :func:`stream_k_traffic` and the workspace's :func:`spill`, plus the launch."""
+    mix = mix if mix is not None else res.mix
+    solved = ii is not None
+    ii_c = max(res.ii_bound, ii or 0)
+    tail_c = max(res.tail_at(ii_c), tail or 0, ii_c)
+    T = -(-K // BK)
+    tm, tn = -(-M // BM), -(-N // BN)
+    tiles = tm * tn
+    r, limit = occupancy(arch, res)
+    r = max(r, 1)
+    G = stream_k_grid(arch, M, N, K, BM, BN, BK, r)
+    plan = stream_k_plan(tiles, T, G)
+    tr = stream_k_traffic(arch, M, N, K, BM, BN)
+    part = BM * BN * PARTIAL_BYTES
+    written = sum(row[3] for row in plan) * part
+    w_spill, r_spill, ws_dram = spill(arch, written, written)
+    fill_excess = max(0, tail_c - ii_c, res.tail_at(res.ii_bound) - res.ii_bound)
+    memo: dict[int, tuple] = {}
+
+    def round_of(k: int) -> float:
+        if k not in memo:
+            t = round_terms(arch, res, mix, k, ii_c, tr.l2_hit)
+            memo[k] = (combine(t), t)
+        return memo[k][0][0]
+
+    round_of(r)
+    fill = memo[r][1]["L"] + fill_excess
+    sms = [stream_k_sm(arch, BM, BN, sm, round_of, fill, w_spill, r_spill)
+           for sm in stream_k_sms(tiles, T, G, arch.sm_count)]
+    busy = max(sms, key=lambda d: d["total"])
+    k_b = int(busy["ctas"])
+    (rc, bound), terms = memo[k_b]
+    cyc = busy["total"]
+    clock_hz = arch.clock_ghz * 1e9
+    compute_us = cyc / clock_hz * 1e6
+    dram_bytes = tr.dram_bytes + ws_dram
+    dram_us = dram_bytes / (arch.dram_gb_s * arch.dram_efficiency * 1e9) * 1e6
+    if dram_us > compute_us:
+        bound = "dram"
+    time_us = max(compute_us, dram_us) + arch.launch_us
+    shown = ("tensor", "issue", "smem", "l2", "dram", "exposed", "barrier", "latency")
+    per_wave = arch.sm_count * r
+    return Estimate(time_us=time_us, tflops=2.0 * M * N * K / (time_us * 1e-6) / 1e12, ctas=G, ctas_per_sm=r,
+                    occupancy_limit=limit, waves=1, wave_efficiency=G / per_wave, k_tiles=T, ii=ii_c,
+                    round_cycles=int(round(rc)), round_exact=float(rc), active_ctas_per_sm=k_b,
+                    wave_cycles=int(round(cyc)), loop_cycles=int(round(busy["loop"])),
+                    fixed_cycles=int(round(cyc - busy["loop"])), compute_us=compute_us, dram_us=dram_us, bound=bound,
+                    padding=1.0 - (M * N) / (tm * BM * tn * BN), solved=solved,
+                    terms=tuple((n, round(terms[n], 1)) for n in shown if n in terms),
+                    l2_hit=round(tr.l2_hit, 4), latency_cycles=round(terms.get("L", 0.0), 1),
+                    mix_source=getattr(mix, "source", "estimate"),
+                    instructions_per_hmma=round(getattr(mix, "per_hmma", 0.0), 3),
+                    split_k=1, tiles=tiles, split_k_tiles=max(row[0] for row in plan),
+                    busiest_ctas=-(-G // arch.sm_count), reduction_cycles=int(round(busy["reduction"])),
+                    workspace_bytes=2 * G * part, stream_k=True,
+                    partial_tiles=sum(row[4] for row in plan), segments=max(row[1] for row in plan))
+
+
 def estimate(arch: ArchSpec, M: int, N: int, K: int, BM: int, BN: int, BK: int, res: Resources, *,
-             ii: Optional[int] = None, tail: Optional[int] = None, mix=None, split_k: int = 1) -> Estimate:
+             ii: Optional[int] = None, tail: Optional[int] = None, mix=None, split_k: int = 1,
+             stream_k: bool = False) -> Estimate:
     """Predicted kernel time of a configuration with resources ``res`` on ``M x N x K``.
 
     ``ii``/``tail``: the schedule's timing (``cycles = (T - 1) ii + tail``); the
@@ -576,7 +837,12 @@ def estimate(arch: ArchSpec, M: int, N: int, K: int, BM: int, BN: int, BK: int, 
     ``mix``: the kernel's SASS instruction mix (default: ``res.mix``, estimated).
     ``split_k``: K splits (``1 <= split_k <= ceil(K / BK)``): waves over ``tiles x split_k``
     CTAs of at most ``ceil(T / split_k)`` k-tiles, plus :func:`reduction` per wave.
+    ``stream_k``: the stream-K kernel instead (:func:`estimate_stream_k`; ``split_k`` must be 1).
     """
+    if stream_k:
+        if split_k != 1:
+            raise ValueError(f"stream_k excludes split_k = {split_k}")
+        return estimate_stream_k(arch, M, N, K, BM, BN, BK, res, ii=ii, tail=tail, mix=mix)
     mix = mix if mix is not None else res.mix
     solved = ii is not None
     ii_c = max(res.ii_bound, ii or 0)
@@ -643,4 +909,6 @@ def estimate(arch: ArchSpec, M: int, N: int, K: int, BM: int, BN: int, BK: int, 
 
 __all__ = ["Resources", "WaveEstimate", "Estimate", "Traffic", "resources", "occupancy", "estimate", "traffic", "round_terms",
            "combine", "sum_waves", "problem_bounds", "last_ctas", "reduction", "workspace_spill", "split_lower_bounds", "L2_USABLE",
+           "partial_cycles", "handoff_cycles", "fold_latency", "spill", "bound_parts", "stream_k_traffic",
+           "stream_k_plan", "stream_k_sms", "stream_k_grid", "stream_k_sm", "estimate_stream_k", "stream_k_lower_bound",
            "OVERLAP_NORM", "OUT_BYTES", "PARTIAL_BYTES", "SPLIT_BARRIERS"]

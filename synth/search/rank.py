@@ -10,7 +10,8 @@ best-first refinement stops as soon as the ``k`` best are all timed: they are
 then the model's best. A split-K entry starts one step further down: a
 :class:`Bound` of its untimed estimate (:func:`lazy_split_entries`), replaced by the
 estimate when it reaches the front (:meth:`Refiner.exact`), then timed with its base
-point's schedule. Ties are broken by a fixed key, so rankings are deterministic.
+point's schedule; a stream-K entry likewise (:func:`lazy_stream_k_entry`). Ties are broken by a fixed key,
+so rankings are deterministic.
 """
 
 from __future__ import annotations
@@ -66,7 +67,7 @@ def estimate_of(ctx: Context, p: Point, res, solved: Optional[Timed] = None, mix
 
     ii, tail = (solved.ii, solved.tail) if solved is not None else (None, None)
     return estimate(ctx.arch, ctx.M, ctx.N, ctx.K, p.BM, p.BN, p.BK, res, ii=ii, tail=tail, mix=mix,
-                    split_k=p.split_k)
+                    split_k=p.split_k, stream_k=p.stream_k)
 
 
 def apply_sass(ctx: Context, e: Entry) -> str:
@@ -101,13 +102,25 @@ def lazy_split_entries(ctx: Context, base: Entry, points: Sequence[Point]) -> li
     return [Entry(q, base.res, Bound(lb, T)) for q, lb in zip(points, bounds)]
 
 
+def lazy_stream_k_entry(ctx: Context, base: Entry) -> Entry:
+    """An untimed entry for the stream-K variant of ``base.point``, holding a :class:`Bound` of its estimate
+    (:func:`synth.search.model.stream_k_lower_bound`) until :meth:`Refiner.exact`."""
+    from .model import stream_k_lower_bound
+
+    p0 = base.point
+    lb = stream_k_lower_bound(ctx.arch, ctx.M, ctx.N, ctx.K, p0.BM, p0.BN, p0.BK, base.res)
+    q = Point(p0.BM, p0.BN, p0.BK, p0.warps, p0.stages, 1, True)
+    return Entry(q, base.res, Bound(lb, -(-ctx.K // p0.BK)))
+
+
 def key(e: Entry) -> tuple:
-    """Ranking key: predicted time; on ties fewer K splits (no workspace), fewer k-tiles (fewer barriers
-    and waits, which the model leaves out), less shared memory, fewer stages, fewer warps, then the tile."""
+    """Ranking key: predicted time; on ties no stream-K, then fewer K splits (no workspace), fewer k-tiles (fewer
+    barriers and waits, which the model leaves out), less shared memory, fewer stages, fewer warps, then the tile."""
     if e.keyed is not None and e.keyed[0] is e.est:
         return e.keyed[1]
     p = e.point
-    k = (round(e.est.time_us, 9), p.split_k, e.est.k_tiles, e.res.smem_bytes, p.stages, p.warps, p.BM, p.BN, p.BK)
+    k = (round(e.est.time_us, 9), p.stream_k, p.split_k, e.est.k_tiles, e.res.smem_bytes, p.stages, p.warps, p.BM,
+         p.BN, p.BK)
     e.keyed = (e.est, k)
     return k
 
@@ -256,4 +269,5 @@ def to_candidate(ctx: Context, e: Entry, rank: int, why: str) -> Candidate:
         solver_status=e.solved.status if e.solved is not None else None, why=why,
         terms=est.terms, l2_hit=est.l2_hit, latency_cycles=est.latency_cycles, mix_source=est.mix_source,
         instructions_per_hmma=est.instructions_per_hmma, split_k_tiles=est.split_k_tiles,
-        reduction_cycles=est.reduction_cycles, workspace_bytes=est.workspace_bytes)
+        reduction_cycles=est.reduction_cycles, workspace_bytes=est.workspace_bytes,
+        partial_tiles=getattr(est, "partial_tiles", 0))

@@ -20,6 +20,7 @@ def search_result_to_json(result: SearchResult) -> dict:
         return {
             "rank": c.rank, "name": c.name, "mainloop": c.mainloop, "BM": c.BM, "BN": c.BN, "BK": c.BK,
             "warps": c.warps, "stages": c.stages, "k_pipe_mmas": c.k_pipe_mmas, "split_k": c.split_k,
+            "stream_k": c.stream_k,
             "smem_slots": c.smem_slots,
             "predicted_us": round(c.time_us, 3), "tflops": round(c.tflops, 2),
             "smem_bytes": c.smem_bytes, "regs_per_thread": c.regs_per_thread, "ctas_per_sm": c.ctas_per_sm,
@@ -30,7 +31,8 @@ def search_result_to_json(result: SearchResult) -> dict:
             "model": {"terms_cycles_per_round": dict(c.terms), "l2_hit": c.l2_hit,
                       "latency_cycles": c.latency_cycles, "mix_source": c.mix_source,
                       "instructions_per_hmma": c.instructions_per_hmma,
-                      "reduction_cycles": c.reduction_cycles, "workspace_bytes": c.workspace_bytes},
+                      "reduction_cycles": c.reduction_cycles, "workspace_bytes": c.workspace_bytes,
+                      "grid_ctas": c.ctas, "partial_tiles": c.partial_tiles},
         }
 
     def ref(r: ReferenceRank) -> dict:
@@ -47,6 +49,7 @@ def search_result_to_json(result: SearchResult) -> dict:
         "mainloop": result.mainloop,
         "candidates": [cand(c) for c in result.candidates],
         "space_size": result.space_size, "feasible": result.feasible, "split_points": result.split_points,
+        "stream_k_points": result.stream_k_points,
         "excluded": dict(result.excluded), "violations": dict(result.violations),
         "solved": result.solved, "solver_calls": result.solver_calls, "complete": result.complete,
         "references": [ref(r) for r in result.references], "notes": list(result.notes),
@@ -60,6 +63,11 @@ def search_result_to_json(result: SearchResult) -> dict:
     }
 
 
+def split_cell(c: Candidate) -> str:
+    """The ``split K`` column of a candidate: its split count, or ``stream-K``."""
+    return "stream-K" if c.stream_k else str(c.split_k)
+
+
 def print_result(con, res: SearchResult, *, verbose: bool = False, folders: Sequence[str] = (),
                  note: Optional[str] = None) -> None:
     """The ranking table, the winner's reason, exclusions and reference ranks (rich)."""
@@ -68,7 +76,9 @@ def print_result(con, res: SearchResult, *, verbose: bool = False, folders: Sequ
     measured = {m.label: m for m in res.measured}
     hopper = res.mainloop == "tma_wgmma"
     done = "evaluated by the Hopper pipeline model" if hopper else "scheduled and timed"
-    splits = f" (and {res.split_points} split-K variants)" if res.split_points else ""
+    variants = [f"{res.split_points} split-K"] if res.split_points else []
+    variants += [f"{res.stream_k_points} stream-K"] if res.stream_k_points else []
+    splits = f" (and {' and '.join(variants)} variants)" if variants else ""
     title = (f"synth search gemm {res.M}x{res.N}x{res.K} {res.dtype} {res.arch} ({res.mainloop} main loop): "
              f"{res.feasible} of {res.space_size} configurations legal{splits}, {res.solved} {done}, "
              f"{res.elapsed_s:.1f} s")
@@ -83,7 +93,7 @@ def print_result(con, res: SearchResult, *, verbose: bool = False, folders: Sequ
     for c in res.candidates:
         row = [str(c.rank), f"{c.BM}x{c.BN}x{c.BK}", str(c.warps),
                f"{c.stages} ({c.k_pipe_mmas if hopper else c.smem_slots})"]
-        row += [str(c.split_k)]
+        row += [split_cell(c)]
         row += [f"{c.smem_bytes / 1024:.0f}", str(c.regs_per_thread), str(c.ctas_per_sm),
                f"{c.waves} ({c.wave_efficiency:.0%})", "-" if c.ktile_cycles is None else str(c.ktile_cycles),
                f"{c.time_us:.1f}", f"{c.tflops:.1f}", c.bound]

@@ -74,7 +74,10 @@ class Candidate:
     reduction_cycles: int = 0
     """Split-K: the busiest SM's cycles of partial writes, ticket and partial reads, over all waves."""
     workspace_bytes: int = 0
-    """Split-K: bytes of f32 partial tiles (``tiles x split_k x BM x BN x 4``); 0 without a split."""
+    """Split-K: bytes of f32 partial tiles (``tiles x split_k x BM x BN x 4``); stream-K: ``2 x ctas x BM x BN
+    x 4``; 0 otherwise."""
+    partial_tiles: int = 0
+    """Stream-K: tiles shared by two or more CTAs, summed from f32 partials; 0 otherwise."""
 
     @property
     def split_k(self) -> int:
@@ -82,9 +85,14 @@ class Candidate:
         return getattr(self.config, "split_k", 1)
 
     @property
+    def stream_k(self) -> bool:
+        """Whether the configuration is the stream-K kernel (``config.stream_k``; ``ctas`` is then its grid)."""
+        return bool(getattr(self.config, "stream_k", False))
+
+    @property
     def point(self) -> Point:
         c = self.config
-        return Point(c.BM, c.BN, c.BK, c.warps, c.stages, self.split_k)
+        return Point(c.BM, c.BN, c.BK, c.warps, c.stages, self.split_k, self.stream_k)
 
     @property
     def name(self) -> str:
@@ -204,6 +212,9 @@ class SearchResult:
     split_points: int = 0
     """Legal split-K variants (``split_k > 1``) of the feasible configurations that the model also ranked
     (not counted in ``space_size`` or ``feasible``; the Hopper search's: of the evaluated points)."""
+    stream_k_points: int = 0
+    """Stream-K variants (one per feasible configuration of the cp.async loop) that the model also ranked (not
+    counted in ``space_size``, ``feasible`` or ``split_points``; 0 for the Hopper search)."""
 
     @property
     def winner(self) -> Optional[Candidate]:

@@ -46,16 +46,21 @@ class Point:
     split_k: int = 1
     """K splits (``gridDim.z``); 1: no split. A split runs the same pipelined loop (same schedule,
     resources and SASS) over fewer k-tiles, so those are looked up by :attr:`base`."""
+    stream_k: bool = False
+    """Stream-K (docs/search.md section 3, "Stream-K"; excludes ``split_k > 1``): one wave of CTAs sharing
+    the k-tiles of all tiles, each running the same pipelined loop over its segments (looked up by :attr:`base`)."""
 
     @property
     def label(self) -> str:
-        split = f" split{self.split_k}" if self.split_k != 1 else ""
+        split = f" split{self.split_k}" if self.split_k != 1 else (" stream-K" if self.stream_k else "")
         return f"{self.BM}x{self.BN}x{self.BK} w{self.warps} s{self.stages}{split}"
 
     @property
     def base(self) -> "Point":
-        """The point without its split: what is scheduled, timed and compiled."""
-        return self if self.split_k == 1 else Point(self.BM, self.BN, self.BK, self.warps, self.stages)
+        """The point without its split or stream-K: what is scheduled, timed and compiled."""
+        if self.split_k == 1 and not self.stream_k:
+            return self
+        return Point(self.BM, self.BN, self.BK, self.warps, self.stages)
 
     @property
     def group(self) -> tuple[int, int, int, int]:
@@ -67,7 +72,7 @@ class Point:
         from ..gemm import GemmConfig
 
         return GemmConfig(M, N, K, dtype, self.BM, self.BN, self.BK, self.warps, self.stages, arch,
-                          split_k=self.split_k)
+                          split_k=self.split_k, stream_k=self.stream_k)
 
     def loop_config(self, k_tiles: int, dtype: str, arch: str):
         """The config of one CTA's tile running a k-loop of ``k_tiles`` k-tiles (``M = BM``, ``N = BN``,
@@ -304,14 +309,24 @@ def split_points(ctx: Context, legal: Sequence[Point]) -> tuple[dict[Point, list
     return out, excluded
 
 
+def stream_k_points(legal: Sequence[Point]) -> list[Point]:
+    """The stream-K variant of each legal point (``stream_k = True``, no split). It is legal wherever its base
+    point is: the kernel's loop is proved for every trip count from 1 (a segment runs at least one k-tile), its
+    tile, slots, registers and threads are the base point's, and ``synth.gemm.validate`` checks nothing else."""
+    return [Point(p.BM, p.BN, p.BK, p.warps, p.stages, 1, True) for p in legal if p.split_k == 1 and not p.stream_k]
+
+
 def is_legal(p: Point, M: int, N: int, K: int, *, dtype: str = "f16", arch: str = "sm_80") -> Optional[str]:
     """None when ``p`` is in the legal space of the shape, else the first constraint it breaks (``name: why``);
-    a split point is legal when its :attr:`Point.base` is and :func:`split_issue` accepts its split."""
+    a split point is legal when its :attr:`Point.base` is and :func:`split_issue` accepts its split, a stream-K
+    point when its base is (:func:`stream_k_points`)."""
     ctx = make_context(M, N, K, dtype, arch)
     for c in CONSTRAINTS:
         why = c.check(ctx, p.base)
         if why is not None:
             return f"{c.name}: {why}"
+    if p.stream_k and p.split_k != 1:
+        return f"stream_k: stream-K excludes split_k = {p.split_k}"
     if p.split_k != 1:
         why = split_issue(ctx, p)
         if why is not None:

@@ -15,10 +15,11 @@ from typing import Optional
 from ..errors import SynthError
 from .explain import why_other, why_winner
 from .hopper_search import hopper_context, resolve_mainloop, search_hopper
-from .rank import Refiner, alive, apply_sass, key, lazy_split_entries, new_entry, ranker, to_candidate
+from .rank import (Refiner, alive, apply_sass, key, lazy_split_entries, lazy_stream_k_entry, new_entry, ranker,
+                   to_candidate)
 from .references import rank_references
 from .results import Progress, ReferenceRank, SearchResult, progress_or_silent
-from .space import enumerate_space, make_context, prune, split_points
+from .space import enumerate_space, make_context, prune, split_points, stream_k_points
 
 MAX_SOLVES = 256
 """At most this many schedule timings per search (a few dozen are typical; each takes milliseconds)."""
@@ -52,7 +53,7 @@ def search_gemm(M: int, N: int, K: int, *, dtype: str = "f16", arch="sm_80", tim
                 workers: int = 2, top: int = 5, progress: Optional[Progress] = None,
                 max_solves: int = MAX_SOLVES, references: bool = True, sass: int = 0,
                 mainloop: Optional[str] = None) -> SearchResult:
-    """Search tiles, warps, stages and K splits for ``M x N x K``; the ``top`` best, best first.
+    """Search tiles, warps, stages, K splits and stream-K for ``M x N x K``; the ``top`` best, best first.
 
     ``time_limit`` bounds the whole search (wall clock); each solver call gets at
     most ``min(10 s, what is left)``. ``workers`` is CP-SAT's worker count.
@@ -106,6 +107,11 @@ def search_gemm(M: int, N: int, K: int, *, dtype: str = "f16", arch="sm_80", tim
         for e in lazy_split_entries(ctx, entries[p], qs):
             entries[e.point] = e
     n_splits = sum(len(qs) for qs in splits.values())
+    # stream-K variants likewise (one per legal point: its loop is proved for every trip count from 1)
+    streamk = stream_k_points(legal)
+    for q in streamk:
+        e = lazy_stream_k_entry(ctx, entries[q.base])
+        entries[e.point] = e
 
     refiner = Refiner(ctx, deadline=t0 + time_limit, max_solves=max_solves, workers=workers, say=say)
     ranked_top, complete = refiner.best_of(entries.values(), top)
@@ -150,4 +156,5 @@ def search_gemm(M: int, N: int, K: int, *, dtype: str = "f16", arch="sm_80", tim
         feasible=len(legal), excluded=tuple(excluded.items()), violations=tuple(anyv.items()),
         solved=len({p.base for p, e in entries.items() if e.solved is not None and e.solved.ii is not None}),
         complete=complete and bool(cands), references=tuple(refs), notes=tuple(notes),
-        elapsed_s=time.monotonic() - t0, solver_calls=refiner.calls, split_points=n_splits)
+        elapsed_s=time.monotonic() - t0, solver_calls=refiner.calls, split_points=n_splits,
+        stream_k_points=len(streamk))
