@@ -56,6 +56,8 @@ class KernelFacts:
     """``SYNTH_SPLIT_K``: the launch's ``gridDim.z`` (1 for a kernel.cu that does not state it)."""
     min_ktiles: int = 1
     """``SYNTH_MIN_KTILES``: the fewest k-tiles a split of a symbolic-trip-count kernel was proved for."""
+    stream_k: bool = False
+    """``SYNTH_STREAM_K 1``: a stream-K kernel (a 1-D grid of any size up to the k-tile iterations)."""
 
     def k_allowed(self, K: int) -> bool:
         """K gives this kernel's k-tile count (each split's, with split-K) and 16-byte rows (``ktiles == 0``:
@@ -65,12 +67,51 @@ class KernelFacts:
             return K >= 1 and K % 8 == 0 and T >= self.min_ktiles * self.split_k
         return K >= 1 and K % 8 == 0 and T == self.ktiles * self.split_k
 
-    def split_buffers(self, M: int, N: int) -> tuple[int, int]:
-        """``(workspace floats, tickets)`` a launch on an ``M x N`` C needs (both 0 without split-K)."""
-        from .emit.splitk import ticket_count, workspace_floats
+    def launch(self, M: int, N: int, K: int, ctas: int) -> "Launch":
+        """The :class:`Launch` of this kernel on an ``M x N x K`` product; ``ctas`` is a stream-K kernel's grid
+        (clamped to 1 .. its k-tile iterations; ignored by the others, whose grid is the tile grid)."""
+        from .emit import splitk, streamk
 
-        return (workspace_floats(M, N, self.BM, self.BN, self.split_k),
-                ticket_count(M, N, self.BM, self.BN, self.split_k))
+        tiles_n, tiles_m = -(-N // self.BN), -(-M // self.BM)
+        if self.stream_k:
+            G = max(1, min(ctas, tiles_n * tiles_m * -(-K // self.BK)))
+            return Launch((G, 1, 1), streamk.workspace_floats(self.BM, self.BN, G),
+                          streamk.ticket_count(M, N, self.BM, self.BN))
+        return Launch((tiles_n, tiles_m, self.split_k), splitk.workspace_floats(M, N, self.BM, self.BN, self.split_k),
+                      splitk.ticket_count(M, N, self.BM, self.BN, self.split_k))
+
+
+@dataclass(frozen=True)
+class Launch:
+    """How an sm_80 kernel is launched: ``synth_gemm(A, B, C, C_in, M, N, K, lda, ldb, ldc, alpha, beta,
+    [workspace, tickets,] status)`` on ``grid``, the buffers present when ``tickets > 0``."""
+
+    grid: tuple[int, int, int]
+    workspace_floats: int
+    """f32 elements of the workspace (split-K and stream-K; 16-byte aligned; contents free)."""
+    tickets: int
+    """32-bit counters, zeroed before the first launch (every launch leaves them zeroed); 0: no buffers."""
+
+    def buffers(self, alloc_floats, zeros_u32) -> list:
+        """The ``[workspace, tickets]`` arguments made by the caller's allocators (empty without them)."""
+        if self.tickets == 0:
+            return []
+        return [alloc_floats(max(self.workspace_floats, 4)), zeros_u32(self.tickets)]
+
+
+def device_ctas(drv, dev, fn, facts: KernelFacts) -> int:
+    """One wave of ``facts``' kernel on pycuda device ``dev`` (``fn`` its function): SMs x resident CTAs
+    (:func:`synth.emit.streamk.resident_ctas` with the device's limits and ``fn``'s registers)."""
+    from .emit.streamk import resident_ctas
+
+    a = drv.device_attribute
+    per_sm = resident_ctas(facts.threads, fn.get_attribute(drv.function_attribute.NUM_REGS), facts.smem_bytes,
+                           sm_smem=dev.get_attribute(a.MAX_SHARED_MEMORY_PER_MULTIPROCESSOR),
+                           sm_registers=dev.get_attribute(a.MAX_REGISTERS_PER_MULTIPROCESSOR),
+                           sm_threads=dev.get_attribute(a.MAX_THREADS_PER_MULTIPROCESSOR),
+                           sm_ctas=dev.get_attribute(a.MAX_BLOCKS_PER_MULTIPROCESSOR)
+                           if hasattr(a, "MAX_BLOCKS_PER_MULTIPROCESSOR") else 16)
+    return dev.get_attribute(a.MULTIPROCESSOR_COUNT) * per_sm
 
 
 def check_epilogue(loc: Loc, C, M: int, N: int, alpha, beta) -> Optional[np.ndarray]:
@@ -167,21 +208,18 @@ class Kernel:
                               "pass arrays the kernel's preconditions allow")
         return out
 
-    def _grid(self, M: int, N: int) -> tuple[int, int, int]:
-        return (-(-N // self.facts.BN), -(-M // self.facts.BM), self.facts.split_k)
-
     def _run_emulator(self, A, B, C, M, N, K, ldc, alpha, beta):
-        from .emit.emulate import GEMM_KERNEL, Buf, compile_and_run
+        from .emit.emulate import GEMM_KERNEL, STREAM_K_CTAS, Buf, compile_and_run
 
         out = np.zeros((M, ldc), np.float32)
         status = np.zeros(1, np.int32)
         args = [Buf("A", A), Buf("B", B), Buf("C", out, out=True), Buf("C_in", C) if C is not None else None,
                 M, N, K, K, K, ldc, alpha, beta]
-        ws, tickets = self.facts.split_buffers(M, N)
-        if self.facts.split_k > 1:
-            args += [Buf("workspace", np.full(ws, np.nan, np.float32)), Buf("tickets", np.zeros(tickets, np.uint32))]
+        launch = self.facts.launch(M, N, K, STREAM_K_CTAS)
+        args += launch.buffers(lambda n: Buf("workspace", np.full(n, np.nan, np.float32)),
+                               lambda n: Buf("tickets", np.zeros(n, np.uint32)))
         args.append(Buf("status", status, out=True))
-        run = compile_and_run(self.source, GEMM_KERNEL, args, grid=self._grid(M, N),
+        run = compile_and_run(self.source, GEMM_KERNEL, args, grid=launch.grid,
                               block=(self.facts.threads, 1, 1), smem_bytes=self.facts.smem_bytes)
         self.last_run = run
         if run.errors:
@@ -199,13 +237,11 @@ class Kernel:
             dCin = drv.to_device(C) if C is not None else np.intp(0)
             status = np.zeros(1, np.int32)
             dS = drv.to_device(status)
-            split = []
-            if self.facts.split_k > 1:
-                ws, tickets = self.facts.split_buffers(M, N)
-                split = [drv.mem_alloc(ws * 4), drv.to_device(np.zeros(tickets, np.uint32))]
+            launch = self.facts.launch(M, N, K, device_ctas(drv, drv.Context.get_device(), fn, self.facts))
+            extra = launch.buffers(lambda n: drv.mem_alloc(4 * n), lambda n: drv.to_device(np.zeros(n, np.uint32)))
             fn(dA, dB, dC, dCin, np.int32(M), np.int32(N), np.int32(K), np.int32(K), np.int32(K), np.int32(ldc),
-               np.float32(alpha), np.float32(beta), *split, dS, block=(self.facts.threads, 1, 1),
-               grid=self._grid(M, N), shared=self.facts.smem_bytes)
+               np.float32(alpha), np.float32(beta), *extra, dS, block=(self.facts.threads, 1, 1),
+               grid=launch.grid, shared=self.facts.smem_bytes)
             drv.Context.synchronize()
             drv.memcpy_dtoh(out, dC)
             drv.memcpy_dtoh(status, dS)
@@ -249,7 +285,8 @@ def facts_of(source: str, path: str = "kernel.cu") -> KernelFacts:
         raise KernelError(Loc(path), f"kernel.cu does not state {', '.join('SYNTH_' + k for k in missing)}",
                           "emit it with 'synth emit OUT --target cuda'")
     return KernelFacts(os.path.basename(os.path.dirname(os.path.abspath(path))), m["BM"], m["BN"], m["BK"],
-                       m["KTILES"], m["THREADS"], m["SMEM_BYTES"], m.get("SPLIT_K", 1), m.get("MIN_KTILES", 1))
+                       m["KTILES"], m["THREADS"], m["SMEM_BYTES"], m.get("SPLIT_K", 1), m.get("MIN_KTILES", 1),
+                       m.get("STREAM_K", 0) == 1)
 
 
 def gpu_ready() -> tuple[bool, str]:
@@ -290,15 +327,15 @@ def load(out: str, *, backend: str = "auto") -> Kernel:
     info = kernel_info(problem, schedule, program)
     cfg = problem.gemm
     want = {"BM": cfg.BM, "BN": cfg.BN, "BK": cfg.BK, "KTILES": info.ktiles, "THREADS": info.threads,
-            "SMEM_BYTES": info.smem_bytes, "SPLIT_K": cfg.split_k}
+            "SMEM_BYTES": info.smem_bytes, "SPLIT_K": cfg.split_k, "STREAM_K": int(cfg.stream_k)}
     got = {"BM": facts.BM, "BN": facts.BN, "BK": facts.BK, "KTILES": facts.ktiles, "THREADS": facts.threads,
-           "SMEM_BYTES": facts.smem_bytes, "SPLIT_K": facts.split_k}
+           "SMEM_BYTES": facts.smem_bytes, "SPLIT_K": facts.split_k, "STREAM_K": int(facts.stream_k)}
     diff = [f"SYNTH_{k} {got[k]} (program: {want[k]})" for k in want if got[k] != want[k]]
     if diff:
         raise SynthError(Loc(path), f"kernel.cu does not match the folder's program: {', '.join(diff)}",
                          f"re-emit it with 'synth emit {out} --target cuda'")
     facts = KernelFacts(problem.name, facts.BM, facts.BN, facts.BK, facts.ktiles, facts.threads, facts.smem_bytes,
-                        facts.split_k, facts.min_ktiles)
+                        facts.split_k, facts.min_ktiles, facts.stream_k)
     return Kernel(path, source, facts, _backend(backend, gpu_ready, "CUDA GPU", "an NVIDIA GPU"))
 
 
@@ -411,4 +448,5 @@ def _load_hopper(out: str, problem, choice, program, backend: str) -> HopperKern
     return HopperKernel(path, source, cfg, _backend(backend, gpu_status, "sm_90 GPU", "an H100/H200"), problem)
 
 
-__all__ = ["load", "Kernel", "HopperKernel", "KernelFacts", "KernelError", "facts_of", "gpu_ready", "BACKENDS"]
+__all__ = ["load", "Kernel", "HopperKernel", "KernelFacts", "KernelError", "Launch", "device_ctas", "facts_of",
+           "gpu_ready", "BACKENDS"]

@@ -117,6 +117,7 @@ def run_output(out_dir: str, *, repeats: int = 20, seed: int = 0) -> RunReport:
     with open(path, encoding="utf-8") as fh:
         source = fh.read()
     from .emit.cuda import kernel_info
+    from .kernel import device_ctas, facts_of
 
     info = kernel_info(problem, schedule, program)
     if info.ktiles and -(-cfg.K // cfg.BK) != info.ktiles:  # pragma: no cover - a config invariant
@@ -147,21 +148,17 @@ def run_output(out_dir: str, *, repeats: int = 20, seed: int = 0) -> RunReport:
         status = np.zeros(1, dtype=np.int32)
         dA, dB, dC = drv.to_device(A), drv.to_device(B), drv.mem_alloc(C.nbytes)
         dS = drv.to_device(status)
-        grid = info.grid
         block = (info.threads, 1, 1)
-        # synth_gemm(A, B, C, C_in, M, N, K, lda, ldb, ldc, alpha, beta, [workspace, tickets,] status):
-        # C = A B^T, no C_in; split-K's tickets are zeroed once, and each launch leaves them zeroed
-        split = []
-        if cfg.split_k > 1:
-            from .emit.splitk import ticket_count, workspace_floats
-
-            split = [drv.mem_alloc(4 * workspace_floats(M, N, cfg.BM, cfg.BN, cfg.split_k)),
-                     drv.to_device(np.zeros(ticket_count(M, N, cfg.BM, cfg.BN, cfg.split_k), np.uint32))]
+        # C = A B^T, no C_in (synth.kernel.Launch: the grid and split-K's or stream-K's buffers, whose tickets
+        # are zeroed once: each launch leaves them zeroed)
+        facts = facts_of(source, path)
+        plan = facts.launch(M, N, K, device_ctas(drv, dev, fn, facts))
+        extra = plan.buffers(lambda n: drv.mem_alloc(4 * n), lambda n: drv.to_device(np.zeros(n, np.uint32)))
         args = (dA, dB, dC, np.intp(0), np.int32(M), np.int32(N), np.int32(K), np.int32(K), np.int32(K),
-                np.int32(ldc), np.float32(1.0), np.float32(0.0), *split, dS)
+                np.int32(ldc), np.float32(1.0), np.float32(0.0), *extra, dS)
 
         def launch():
-            fn(*args, block=block, grid=grid, shared=info.smem_bytes)
+            fn(*args, block=block, grid=plan.grid, shared=info.smem_bytes)
 
         launch()
         drv.Context.synchronize()

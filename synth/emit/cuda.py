@@ -55,10 +55,8 @@ from ..program import CommitStmt, OpStmt, Part, Program, WaitStmt
 from ..schedule import Schedule
 from .barriers import Barrier, barriers, extent, max_extent, step_env, trip_samples
 from .raster import cuda_lines as raster_lines
-from .splitk import SPLIT_STATUS, index_lines as split_index_lines, range_lines as split_range_lines
-from .splitk import arrival_lines as split_arrival_lines, fold_lines as split_fold_lines
-from .splitk import partial_store as split_partial_store, publish_lines as split_publish_lines
-from .splitk import wait_lines as split_wait_lines
+from . import splitk, streamk
+from .splitk import SPLIT_STATUS
 
 RUNTIME_DIR = os.path.join(os.path.dirname(__file__), "runtime")
 API_HEADER = os.path.join(RUNTIME_DIR, "synth_cuda_api.h")
@@ -76,8 +74,10 @@ STATUS_CODES = {
     16: ("SYNTH_ERR_KTILES", "ceil(K / BK) differs from SYNTH_KTILES, the trip count the program was proved for "
              "(a kernel proved for a symbolic trip count: ceil(K / BK) below SYNTH_MIN_KTILES; with split-K, "
              "times SYNTH_SPLIT_K: every split runs at least that many)"),
-    32: ("SYNTH_ERR_SIZE", "A or B spans 2^31 elements or more (the copies use 32-bit offsets)"),
-    SPLIT_STATUS: ("SYNTH_ERR_SPLIT", "gridDim.z differs from SYNTH_SPLIT_K, or a split-K launch lacks its "
+    32: ("SYNTH_ERR_SIZE", "A or B spans 2^31 elements or more (the copies use 32-bit offsets), or a stream-K "
+         "grid times its k-tile iterations reaches 2^62"),
+    SPLIT_STATUS: ("SYNTH_ERR_SPLIT", "gridDim.z differs from SYNTH_SPLIT_K, a stream-K grid is not 1-D or has more "
+                   "CTAs than k-tile iterations, or a split-K or stream-K launch lacks its "
                    "workspace or tickets (or the workspace is not 16-byte aligned)"),
 }
 """Bits of the code the kernel writes to ``*status`` when a run-time precondition fails."""
@@ -125,6 +125,8 @@ class KernelInfo:
     """Dynamic shared memory: the larger of the pipeline's slots and the C staging area."""
     threads: int
     grid: tuple[int, int, int]
+    """The grid for the problem's own shape (a stream-K kernel's: one CTA per tile, 1-D; its launcher picks
+    any size up to the k-tile iterations, :meth:`synth.kernel.KernelFacts.launch`)."""
     ktiles: int
     """The static trip count the kernel was proved for; 0 for a symbolic one (``SYNTH_KTILES``: any K with
     ``ceil(K / BK) >= SYNTH_MIN_KTILES``)."""
@@ -224,6 +226,8 @@ def kernel_info(problem: Problem, schedule: Schedule, program: Program) -> Kerne
                 if isinstance(s, CommitStmt):
                     commits += 1
     grid = (-(-cfg.N // cfg.BN), -(-cfg.M // cfg.BM), cfg.split_k)
+    if cfg.stream_k:
+        grid = (grid[0] * grid[1], 1, 1)
     ktiles = 0 if isinstance(program.trip_count, str) else program.trip_count  # 0: any (symbolic T)
     return KernelInfo(max(pipe, stage), cfg.threads, grid, ktiles, 1, bars, tuple(waits["body"]),
                       tuple(waits["prologue"]), tuple(waits["epilogue"]), cp, commits, pipe, stage)
@@ -276,6 +280,9 @@ class _Writer:
         self.symbolic = isinstance(program.trip_count, str)
         self.T = program.trip_count if self.symbolic else "T"
         self.split = cfg.split_k
+        self.stream = cfg.stream_k
+        self.red = streamk if self.stream else (splitk if self.split > 1 else None)
+        """The protocol by which a tile's partial sums meet (None: every CTA computes whole tiles)."""
         self.loads_in_body = any(isinstance(s, OpStmt) and LOAD_RE.match(s.op) for s in program.part("body").stmts)
 
     def frag_buffers(self):
@@ -321,6 +328,13 @@ class _Writer:
             self.w("// launch: grid (ceil(N/BN), ceil(M/BM), SYNTH_SPLIT_K), block SYNTH_THREADS, dynamic smem "
                    "SYNTH_SMEM_BYTES; workspace: ceil(M/BM) * ceil(N/BN) * SYNTH_SPLIT_K * BM * BN floats; "
                    "tickets: 2 * ceil(M/BM) * ceil(N/BN) unsigned, zeroed before the first launch (left zeroed)")
+        elif self.stream:
+            self.w("// stream-K: a 1-D grid of G CTAs shares the tiles x ceil(K/BK) k-tile iterations evenly; a CTA's "
+                   "range crosses tiles, a tile's last contributor to arrive sums the partials in k order "
+                   "(synth.emit.streamk)")
+            self.w("// launch: grid (G, 1, 1), any G >= 1 (one wave: SMs x resident CTAs per SM), block SYNTH_THREADS, "
+                   "dynamic smem SYNTH_SMEM_BYTES; workspace: 2 * G * BM * BN floats; tickets: 2 * ceil(M/BM) * "
+                   "ceil(N/BN) unsigned, zeroed before the first launch (left zeroed)")
         else:
             self.w("// launch: grid (ceil(N/BN), ceil(M/BM)), block SYNTH_THREADS, dynamic smem SYNTH_SMEM_BYTES.")
         self.w("// run-time preconditions (else *status |= code, C untouched): " +
@@ -339,7 +353,8 @@ class _Writer:
         self.w()
         for k, v in (("M", cfg.M), ("N", cfg.N), ("K", cfg.K), ("BM", cfg.BM), ("BN", cfg.BN), ("BK", cfg.BK),
                      ("THREADS", cfg.threads), ("SMEM_BYTES", info.smem_bytes),
-                     ("KTILES", info.ktiles), ("MIN_KTILES", p.min_trip_count), ("SPLIT_K", self.split)):
+                     ("KTILES", info.ktiles), ("MIN_KTILES", p.min_trip_count), ("SPLIT_K", self.split),
+                     ("STREAM_K", int(self.stream))):
             self.w(f"#define SYNTH_{k} {v}")
         for code, (name, _) in STATUS_CODES.items():
             self.w(f"#define {name} {code}")
@@ -377,7 +392,7 @@ class _Writer:
         p, t = self.p, self.t
         self.w('extern "C" __global__ void SYNTH_LAUNCH_BOUNDS(SYNTH_THREADS)')
         self.w("synth_gemm(const half* A, const half* B, float* C, const float* C_in, int M, int N, int K,")
-        if self.split > 1:
+        if self.red is not None:
             self.w("           int lda, int ldb, int ldc, float alpha, float beta, float* workspace, "
                    "unsigned* tickets, int* status) {")
         else:
@@ -396,9 +411,15 @@ class _Writer:
         else:
             self.w(f"if (K >= 1 && (K + BK - 1) / BK != SYNTH_KTILES{per}) err |= SYNTH_ERR_KTILES;", 2)
         self.w("if (gridDim.z != SYNTH_SPLIT_K) err |= SYNTH_ERR_SPLIT;", 2)
-        if self.split > 1:
+        if self.stream:  # a 1-D grid of at most one CTA per iteration: every CTA's range is non-empty
+            self.w("if (gridDim.y != 1 || (long long)((M + BM - 1) / BM) * ((N + BN - 1) / BN) * ((K + BK - 1) / BK) "
+                   "< gridDim.x) err |= SYNTH_ERR_SPLIT;", 2)
+        if self.red is not None:
             self.w("if (workspace == nullptr || tickets == nullptr || ((uintptr_t)workspace & 15) != 0) "
                    "err |= SYNTH_ERR_SPLIT;", 2)
+        if self.stream:  # the iteration arithmetic multiplies an iteration index by gridDim.x in 64 bits
+            self.w("if ((long long)((M + BM - 1) / BM) * ((N + BN - 1) / BN) * ((K + BK - 1) / BK) >= "
+                   "(1LL << 62) / gridDim.x) err |= SYNTH_ERR_SIZE;", 2)
         self.w("if ((long long)M * lda >= 2147483647LL || (long long)N * ldb >= 2147483647LL) err |= SYNTH_ERR_SIZE;",
                2)
         self.w("if (err != 0) {", 2)
@@ -411,14 +432,21 @@ class _Writer:
         layout = ("slot s of A_s at s * A_STRIDE, of B_s at B_BASE + s * B_STRIDE (A and B of a slot adjacent)"
                   if self.paired else "A_s slots, then B_s slots")
         self.w(f"unsigned char* const smem = synth_smem;  // {layout}", 1)
-        self.w("const int tid = threadIdx.x;", 1)
-        self.w("const int lane = (int)synth_lane_id();", 1)
-        self.w("const int warp = tid / 32, warp_m = warp / WN, warp_n = warp % WN;", 1)
-        if self.split > 1:
-            for line in split_index_lines():
+        thread = ["const int tid = threadIdx.x;", "const int lane = (int)synth_lane_id();",
+                  "const int warp = tid / 32, warp_m = warp / WN, warp_n = warp % WN;"]
+        if self.stream:  # the thread's indices inside the segment loop: read again, not kept live across it
+            self.lines_at(streamk.loop_lines(self.T), 1)
+            self.loop_open = len(self.lines)
+            self.lines_at(thread, 1)
+            for line in raster_lines("BM", "BN", "synth_tile", "sk_tiles_n", "sk_tiles_m"):
                 self.w(line, 1)
-        for line in raster_lines("BM", "BN", *(["synth_tile"] if self.split > 1 else [])):
-            self.w(line, 1)
+        else:
+            self.lines_at(thread, 1)
+            if self.split > 1:
+                for line in splitk.index_lines():
+                    self.w(line, 1)
+            for line in raster_lines("BM", "BN", *(["synth_tile"] if self.split > 1 else [])):
+                self.w(line, 1)
         self.w("// loop-invariant addressing, computed once:", 1)
         self.w("// ldmatrix row address of m16 (n16) tile 0 at k16 step 0 in slot 0", 1)
         self.w("const int a_ld = A_BASE + swz(warp_m * WTM + (lane & 15), lane >> 4);", 1)
@@ -428,12 +456,13 @@ class _Writer:
         self.w("// later copy is a full 16 bytes. Rows past M (N) are read from row M - 1 (N - 1): they only", 1)
         self.w("// feed C rows (columns) that are never stored.", 1)
         self.w("const int ld_r = tid / CPR, ld_kc = tid % CPR;", 1)
-        if self.split > 1:
-            for line in split_range_lines(self.T):
-                self.w(line, 1)
+        if self.red is not None:
+            if not self.stream:
+                for line in splitk.range_lines(self.T):
+                    self.w(line, 1)
             self.w("const int pad = T_all * BK - K;", 1)
             self.w("const int k0_bytes = kt0 > 0 || ld_kc * 8 >= pad ? 16 : 0;  // this thread's chunks of the "
-                   "split's first k-tile (only split 0 holds the partial one)", 1)
+                   f"{'segment' if self.stream else 'split'}'s first k-tile (only k-tile 0 is partial)", 1)
         else:
             self.w(f"const int {self.T} = (K + BK - 1) / BK;  // k-tiles", 1)
             self.w(f"const int pad = {self.T} * BK - K;", 1)
@@ -450,7 +479,7 @@ class _Writer:
             self.w(f"SYNTH_UNROLL for (int c = 0; c < {mat}_CHUNKS; ++c) {{", 1)
             origin = "m0" if mat == "A" else "n0"
             self.w(f"const int r = {origin} + ld_r + c * LD_ROWS;", 2)
-            start = " + kt0 * BK" if self.split > 1 else ""
+            start = " + kt0 * BK" if self.red is not None else ""
             self.w(f"{x}_off[c] = (r < {rows} ? r : {rows} - 1) * {ld} + ld_kc * 8 - pad{start};", 2)
             if not self.st_linear:
                 self.w(f"{x}_st[c] = {mat}_BASE + swz(ld_r + c * LD_ROWS, ld_kc);", 2)
@@ -485,6 +514,9 @@ class _Writer:
                 self.w("}", 1)
         self.w()
         self.store()
+        if self.stream:  # the segment loop's body, indented one level
+            self.lines[self.loop_open:] = [("  " + ln) if ln else ln for ln in self.lines[self.loop_open:]]
+            self.w("}  // the next segment", 1)
         self.w("}")
 
     # -- the body loop
@@ -737,17 +769,24 @@ class _Writer:
         self.w("synth_cp_async_wait<0>();  // store: no copy may land in the staging area", 1)
         self.w("synth_syncthreads();  // store: every warp has finished reading the pipeline's slots", 1)
         self.w("float* const c_stage = reinterpret_cast<float*>(smem) + warp * (16 * C_LD);", 1)
-        if self.split == 1:
+        if self.red is None:
             self.bands(self.c_store)
             return
-        self.w("{  // split-K: this block's split and tile shadow those read before the main loop", 1)
-        self.lines_at(split_arrival_lines(), 2)
-        self.w("if (!last) {  // store this split's partial tile; the last CTA to arrive sums them", 2)
-        self.bands(lambda ind: self.w(split_partial_store("x", "row - m0", "col - n0"), ind), ind=3)
-        self.lines_at(split_publish_lines(), 3)
-        self.w("}", 2)
-        self.lines_at(split_wait_lines(), 2)
-        self.bands(self.c_store, ind=2)
+        what = "segment's tile and contributors" if self.stream else "split and tile shadow those read before the main loop"
+        self.w(f"{{  // {'stream' if self.stream else 'split'}-K: this block's {what}", 1)
+        self.lines_at(self.red.arrival_lines(), 2)
+        self.w("if (!last) {  // store this partial tile; the tile's last CTA to arrive sums them", 2)
+        self.bands(lambda ind: self.w(self.red.partial_store("x", "row - m0", "col - n0"), ind), ind=3)
+        self.lines_at(self.red.publish_lines(), 3)
+        if self.stream:  # the last CTA's sum in the else branch: the segment loop goes on after either
+            self.w("} else {", 2)
+            self.lines_at(self.red.wait_lines(), 3)
+            self.bands(self.c_store, ind=3)
+            self.w("}", 2)
+        else:
+            self.w("}", 2)
+            self.lines_at(self.red.wait_lines(), 2)
+            self.bands(self.c_store, ind=2)
         self.w("}", 1)
 
     def lines_at(self, lines: list[str], ind: int) -> None:
@@ -770,7 +809,7 @@ class _Writer:
         self.w("synth_syncthreads();  // store: the band is in shared memory", ind + 1)
         self.w("SYNTH_UNROLL for (int v = 0; v < WTN / 8; ++v) {", ind + 1)
         self.w("const int idx = v * 32 + lane, r = idx / (WTN / 4), c4 = idx % (WTN / 4);", ind + 2)
-        const = "" if self.split > 1 else "const "
+        const = "" if self.red is not None else "const "
         self.w(f"{const}f32x4 x = synth_lds(reinterpret_cast<const f32x4*>(c_stage + r * C_LD + c4 * 4));", ind + 2)
         self.w("const int row = m0 + warp_m * WTM + mi * 16 + r, col = n0 + warp_n * WTN + c4 * 4;", ind + 2)
         self.w("if (row < M && col < N) {", ind + 2)
@@ -781,8 +820,8 @@ class _Writer:
         self.w("}", ind)
 
     def c_store(self, ind: int) -> None:
-        if self.split > 1:
-            self.lines_at(split_fold_lines("x", "row - m0", "col - n0"), ind)
+        if self.red is not None:
+            self.lines_at(self.red.fold_lines("x", "row - m0", "col - n0"), ind)
         self.w("const long long o = (long long)row * ldc + col;", ind)
         self.w("f32x4 y = {alpha * x.x, alpha * x.y, alpha * x.z, alpha * x.w};", ind)
         self.w("if (col + 4 <= N) {", ind)

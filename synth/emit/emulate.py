@@ -36,6 +36,7 @@ import numpy as np
 
 from ..errors import SynthError
 from .splitk import ticket_count, workspace_floats
+from .streamk import ticket_count as sk_ticket_count, workspace_floats as sk_workspace_floats
 
 RUNTIME = pathlib.Path(__file__).resolve().parent / "runtime"
 POLICIES = ("forward", "reverse", "interleave", "parallel")
@@ -357,6 +358,8 @@ def compile_and_run(kernel_cu: str, kernel_name: str, args: Sequence[Arg], *,
 # GEMM
 # ---------------------------------------------------------------------------
 
+STREAM_K_CTAS = 7
+"""CTAs of an emulated stream-K launch by default: a prime, so ranges cross tiles at varied k-tiles."""
 F16_ATOL = 1e-2
 F16_RTOL = 1e-2
 """f16 inputs, f32 accumulation: |C - ref| <= atol + rtol * |ref| (order of summation differs)."""
@@ -374,7 +377,7 @@ def emulate_gemm(kernel_cu: str, M: int, N: int, K: int, *, BM: int, BN: int, wa
                  seed: int = 0, policy: str = "default", workdir: str | None = None,
                  timeout: float = 300.0, alpha: float = 1.0, beta: float = 0.0, with_c: bool = False,
                  lda: int | None = None, ldb: int | None = None, ldc: int | None = None,
-                 order: str = "forward", splits: int | None = None) -> EmuResult:
+                 order: str = "forward", splits: int | None = None, ctas: int | None = None) -> EmuResult:
     """Run ``synth_gemm`` from ``kernel_cu`` and check ``C = alpha A B^T (+ beta C_in)``.
 
     A is M x K (row stride ``lda``, default K) f16, B is N x K (``ldb``) f16 ("TN"),
@@ -384,12 +387,19 @@ def emulate_gemm(kernel_cu: str, M: int, N: int, K: int, *, BM: int, BN: int, wa
     ``EmuResult.status`` is what the kernel reported (a precondition's code, 0 if none).
     A split-K kernel (``SYNTH_SPLIT_K > 1``) gets ``gridDim.z = splits`` (default its own) and a
     NaN-filled workspace and zeroed tickets, which it must leave zeroed (else not ``ok``).
+    A stream-K kernel (``SYNTH_STREAM_K 1``) gets a 1-D grid of ``ctas`` CTAs (default
+    :data:`STREAM_K_CTAS`, at most one per k-tile iteration), the same workspace and tickets.
     Blocks run in ``order`` (:func:`compile_and_run`).
     """
     lda, ldb, ldc = lda or K, ldb or K, ldc or N
     _check_launch(kernel_cu, BM, BN, warps, smem_bytes)
     split_k = kernel_macros(kernel_cu).get("SPLIT_K", 1)
     splits = split_k if splits is None else splits
+    stream_k = kernel_macros(kernel_cu).get("STREAM_K", 0) == 1
+    grid = (-(-N // BN), -(-M // BM), splits)
+    if stream_k:
+        iters = grid[0] * grid[1] * -(-K // kernel_macros(kernel_cu).get("BK", 1))
+        grid = (min(STREAM_K_CTAS, iters) if ctas is None else ctas, 1, 1)
     A, B = gemm_inputs(M, N, K, seed)
     rng = np.random.default_rng(seed + 1)
     # buffers at least as wide as the data even when a stride is (deliberately) too small
@@ -407,9 +417,12 @@ def emulate_gemm(kernel_cu: str, M: int, N: int, K: int, *, BM: int, BN: int, wa
     if split_k > 1:
         args += [Buf("workspace", np.full(max(workspace_floats(M, N, BM, BN, split_k), 4), np.nan, np.float32)),
                  Buf("tickets", np.zeros(max(ticket_count(M, N, BM, BN, split_k), 1), np.uint32), out=True)]
+    elif stream_k:
+        args += [Buf("workspace", np.full(max(sk_workspace_floats(BM, BN, grid[0]), 4), np.nan, np.float32)),
+                 Buf("tickets", np.zeros(max(sk_ticket_count(M, N, BM, BN), 1), np.uint32), out=True)]
     args.append(Buf("status", status, out=True))
     run = compile_and_run(mark_main_loop(kernel_cu), GEMM_KERNEL, args,
-                          grid=(-(-N // BN), -(-M // BM), splits), block=(32 * warps, 1, 1), smem_bytes=smem_bytes,
+                          grid=grid, block=(32 * warps, 1, 1), smem_bytes=smem_bytes,
                           policy=policy, workdir=workdir, timeout=timeout, order=order)
     ref = alpha * (A.astype(np.float32) @ B.astype(np.float32).T)
     if Cin is not None:

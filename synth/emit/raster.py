@@ -24,17 +24,19 @@ def tile_of(pid: int, tiles_m: int, tiles_n: int, group_m: int = GROUP_M) -> tup
     return first_m + (pid % in_group) % rows, (pid % in_group) // rows
 
 
-def cuda_lines(bm, bn, pid: str = "blockIdx.y * gridDim.x + blockIdx.x") -> list[str]:
+def cuda_lines(bm, bn, pid: str = "blockIdx.y * gridDim.x + blockIdx.x", tiles_n: str = "gridDim.x",
+               tiles_m: str = "gridDim.y") -> list[str]:
     """CUDA statements (one per line, no indent) defining ``const int m0, n0``: the first row and column
-    of this CTA's tile, ``bm`` and ``bn`` being the tile's C expressions or numbers and ``pid`` the tile's
-    index in launch order (a C expression below ``gridDim.x * gridDim.y``)."""
+    of this CTA's tile, ``bm`` and ``bn`` being the tile's C expressions or numbers, ``pid`` the tile's
+    index in launch order (a C expression below ``tiles_n * tiles_m``) and ``tiles_n``, ``tiles_m`` the
+    tile columns and rows (C expressions; the grid's by default)."""
     return [
         f"// grouped rasterization (synth.emit.raster): CTAs in launch order walk down bands of {GROUP_M} tile",
         "// rows, so a wave's A band and B columns are reused from the L2",
         f"const int synth_pid = {pid}, synth_in_group = "
-        f"{GROUP_M} * gridDim.x;",
+        f"{GROUP_M} * {tiles_n};",
         f"const int synth_first_m = (synth_pid / synth_in_group) * {GROUP_M};",
-        f"const int synth_rows = (int)gridDim.y - synth_first_m < {GROUP_M} ? (int)gridDim.y - synth_first_m : "
+        f"const int synth_rows = (int){tiles_m} - synth_first_m < {GROUP_M} ? (int){tiles_m} - synth_first_m : "
         f"{GROUP_M};",
         f"const int m0 = (synth_first_m + (synth_pid % synth_in_group) % synth_rows) * {bm};",
         f"const int n0 = ((synth_pid % synth_in_group) / synth_rows) * {bn};",

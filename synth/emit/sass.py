@@ -236,17 +236,21 @@ def backward_loops(insns: Sequence[Insn]) -> list[list[Insn]]:
 
 
 def main_loop(insns: Sequence[Insn]) -> list[Insn]:
-    """The instructions of the loop whose backward branch spans the most ``HMMA``
-    (from the branch target to the branch). Raises :class:`SassError` when no
+    """The instructions of the innermost loop holding the most ``HMMA`` (from its header, the target of its
+    backward branches, to its last backward branch). Innermost: a loop around another ``HMMA`` loop (stream-K's
+    segment loop, a persistent kernel's tile loop) is not the main loop. Raises :class:`SassError` when no
     loop holds an HMMA."""
-    best, best_n = None, 0
-    for body in backward_loops(insns):
-        n = sum(1 for x in body if x.op == "HMMA")
-        if n > best_n:
-            best, best_n = body, n
-    if best is None:
+    by_header: dict[int, list[Insn]] = {}
+    for body in backward_loops(insns):  # several back edges to one header (a continue) are one loop
+        if len(body) > len(by_header.get(body[0].addr, [])):
+            by_header[body[0].addr] = body
+    hmma = {h: sum(1 for x in b if x.op == "HMMA") for h, b in by_header.items()}
+    loops = [b for h, b in by_header.items() if hmma[h]]
+    inner = [b for b in loops
+             if not any(o is not b and b[0].addr <= o[0].addr and o[-1].addr <= b[-1].addr for o in loops)]
+    if not inner:
         raise SassError("no loop with HMMA instructions in the SASS")
-    return best
+    return max(inner, key=lambda b: hmma[b[0].addr])
 
 
 def _regs(operand: str, width: int) -> set[int]:

@@ -62,7 +62,12 @@ def tvm_annotations(problem: Problem, schedule: Schedule, loop: str = "k") -> st
 
 
 def split_note(problem: Problem) -> str:
-    """For a ``split_k: S > 1`` gemm problem, what the pipelined loop is a part of (else empty)."""
+    """For a ``split_k: S > 1`` or ``stream_k: true`` gemm problem, what the pipelined loop is a part of
+    (else empty)."""
+    if getattr(problem.gemm, "stream_k", False):
+        return ("stream-K: a CTA runs this loop once per segment, over its share of one tile's k-tiles (any count "
+                "from 1); the trip count is the segment's, and the tile's partial sums meet after the loop "
+                "(CUTLASS's DecompositionMode::StreamK is the nearest)")
     S = getattr(problem.gemm, "split_k", 1)
     if S <= 1:
         return ""

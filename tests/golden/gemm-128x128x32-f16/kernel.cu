@@ -7,7 +7,7 @@
 // k-tiles: T = ceil(K / BK) at run time, at least 1: prologue min(T, 2) + body max(T - 2, 0) + epilogue 2 steps (proved for every T >= 1); body not unrolled
 // barriers: 3 placements (see the '// sync:' lines); body waits: [2]
 // launch: grid (ceil(N/BN), ceil(M/BM)), block SYNTH_THREADS, dynamic smem SYNTH_SMEM_BYTES.
-// run-time preconditions (else *status |= code, C untouched): 1 K < 1 or K % 8 != 0 (16-byte cp.async of A and B rows); 2 lda or ldb below K or not a multiple of 8; 4 ldc below N or not a multiple of 4 (128-bit C stores); 8 A, B, C or C_in not 16-byte aligned; 16 ceil(K / BK) differs from SYNTH_KTILES, the trip count the program was proved for (a kernel proved for a symbolic trip count: ceil(K / BK) below SYNTH_MIN_KTILES; with split-K, times SYNTH_SPLIT_K: every split runs at least that many); 32 A or B spans 2^31 elements or more (the copies use 32-bit offsets); 64 gridDim.z differs from SYNTH_SPLIT_K, or a split-K launch lacks its workspace or tickets (or the workspace is not 16-byte aligned)
+// run-time preconditions (else *status |= code, C untouched): 1 K < 1 or K % 8 != 0 (16-byte cp.async of A and B rows); 2 lda or ldb below K or not a multiple of 8; 4 ldc below N or not a multiple of 4 (128-bit C stores); 8 A, B, C or C_in not 16-byte aligned; 16 ceil(K / BK) differs from SYNTH_KTILES, the trip count the program was proved for (a kernel proved for a symbolic trip count: ceil(K / BK) below SYNTH_MIN_KTILES; with split-K, times SYNTH_SPLIT_K: every split runs at least that many); 32 A or B spans 2^31 elements or more (the copies use 32-bit offsets), or a stream-K grid times its k-tile iterations reaches 2^62; 64 gridDim.z differs from SYNTH_SPLIT_K, a stream-K grid is not 1-D or has more CTAs than k-tile iterations, or a split-K or stream-K launch lacks its workspace or tickets (or the workspace is not 16-byte aligned)
 #include <stdint.h>
 #ifdef SYNTH_EMULATE
 #include "synth_emu.h"
@@ -128,6 +128,7 @@ SYNTH_DEVICE void synth_sts(T* p, T v) { *p = v; }
 #define SYNTH_KTILES 0
 #define SYNTH_MIN_KTILES 1
 #define SYNTH_SPLIT_K 1
+#define SYNTH_STREAM_K 0
 #define SYNTH_ERR_K 1
 #define SYNTH_ERR_LD_AB 2
 #define SYNTH_ERR_LD_C 4
