@@ -88,7 +88,7 @@ def test_explanations_are_never_negative_or_self_referential(shape):
         assert "by -" not in c.why and "slower than #1: equal" not in c.why
         # never "1881 instead of 1881": a comparison shows the figures that differ
         assert not SAME.search(c.why), c.why
-    m = re.search(r"best other tile \((\d+)x(\d+)x(\d+) w\d+ s\d+(?: split\d+)?\)", w.why)
+    m = re.search(r"best other tile \((\d+)x(\d+)x(\d+) w\d+ s\d+(?: split\d+| stream-K)?\)", w.why)
     if m:
         assert tuple(map(int, m.groups())) != (w.BM, w.BN, w.BK), w.why
     for c in res.candidates[1:]:

@@ -12,7 +12,7 @@ import pytest
 
 from synth.gemm import validate
 from synth.search import (SPLIT_SPACE, Point, enumerate_space, is_legal, make_context, prune, search_gemm,
-                          search_result_to_json, split_issue, split_points)
+                          search_result_to_json, split_issue, split_points, stream_k_points)
 from synth.search.model import PARTIAL_BYTES, estimate, reduction, split_lower_bounds, workspace_spill
 from synth.search.rank import new_entry
 from synth.search.timing import time_now, timed
@@ -175,9 +175,9 @@ def test_cli_top_one_with_a_split_writes_a_folder_that_loads_and_verifies(tmp_pa
 
 @pytest.mark.parametrize("shape", [(4096, 4096, 4096), (8192, 64, 8192)])
 def test_shallow_pipelines_rank_below_deep_ones_with_splits_too(shape):
-    """test_search_model's stage sanity over the split variants as well: for K >= 1024, every 1- and 2-stage
-    configuration (any split) of a tile of at least 64x64, BK <= 64, 4 or 8 warps, is predicted slower than
-    the best 3+-stage configuration (any split) of the same tile and warps."""
+    """test_search_model's stage sanity over the split and stream-K variants as well: for K >= 1024, every 1- and
+    2-stage configuration (any split, or stream-K) of a tile of at least 64x64, BK <= 64, 4 or 8 warps, is
+    predicted slower than the best 3+-stage configuration (any split, or stream-K) of the same tile and warps."""
     ctx = make_context(*shape, "f16", "sm_80")
     legal, _, _ = prune(ctx, enumerate_space())
     keep = [p for p in legal if min(p.BM, p.BN) >= 64 and p.BK <= 64 and p.warps >= 4]
@@ -186,8 +186,9 @@ def test_shallow_pipelines_rank_below_deep_ones_with_splits_too(shape):
     for p in keep:
         e = new_entry(ctx, p)
         t, _ = timed(ctx, p, 10.0, 1)
-        for q in [p] + splits.get(p, []):
-            est = estimate(ctx.arch, *shape, q.BM, q.BN, q.BK, e.res, ii=t.ii, tail=t.tail, split_k=q.split_k)
+        for q in [p] + splits.get(p, []) + stream_k_points([p]):
+            est = estimate(ctx.arch, *shape, q.BM, q.BN, q.BK, e.res, ii=t.ii, tail=t.tail, split_k=q.split_k,
+                           stream_k=q.stream_k)
             groups.setdefault(p.group, []).append((q.stages, est.time_us))
     checked = 0
     for g, rows in groups.items():

@@ -678,31 +678,28 @@ def stream_k_plan(tiles: int, k_tiles: int, ctas: int) -> tuple[tuple[int, int, 
     from ..emit.streamk import contributors, cta_range
 
     iters = tiles * k_tiles
-    rows = []
-    for c in range(ctas):
-        b, e = cta_range(c, iters, ctas)
-        segs = c_st = p_st = folds = p_ld = waits = 0
-        for t in range(b // k_tiles, (e - 1) // k_tiles + 1) if e > b else ():
-            segs += 1
-            lo, hi = t * k_tiles, (t + 1) * k_tiles
-            if b <= lo and e >= hi:
-                c_st += 1
-                continue
-            first, n = contributors(t, k_tiles, iters, ctas)
-            ends = []
-            for d in range(first, first + n):
-                bd, ed = cta_range(d, iters, ctas)
-                ends.append((min(ed, hi) - bd, -d))
-            last = -max(ends)[1]
-            if last == c:
-                folds += 1
-                c_st += 1
-                p_ld += n - 1
-                mine = min(e, hi) - b
-                waits += int(sum(1 for off, d in ends if off == mine and -d != c) > 0)
-            else:
-                p_st += 1
-        rows.append((e - b, segs, c_st, p_st, folds, p_ld, waits))
+    span = [cta_range(c, iters, ctas) for c in range(ctas)]
+    segs, c_st, p_st, folds, p_ld, waits = ([0] * ctas for _ in range(6))
+    for t in range(tiles):
+        first, n = contributors(t, k_tiles, iters, ctas)
+        who = range(first, first + n)
+        for d in who:
+            segs[d] += 1
+        if n == 1:
+            c_st[first] += 1
+            continue
+        hi = (t + 1) * k_tiles
+        ends = [(min(span[d][1], hi) - span[d][0], -d) for d in who]
+        end, last = max(ends)
+        last = -last
+        folds[last] += 1
+        c_st[last] += 1
+        p_ld[last] += n - 1
+        waits[last] += int(any(off == end and -d != last for off, d in ends))
+        for d in who:
+            if d != last:
+                p_st[d] += 1
+    rows = [(span[c][1] - span[c][0], segs[c], c_st[c], p_st[c], folds[c], p_ld[c], waits[c]) for c in range(ctas)]
     return tuple(rows)
 
 
