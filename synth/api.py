@@ -138,7 +138,8 @@ def verify(target, *, time_limit: float = 60.0, certificate: Optional[str] = Non
     """Prove every wait of a program again (``synth verify``); returns :class:`synth.verify.Report`.
 
     ``target`` is a :class:`~synth.program.Program`, a ``program.json`` or an
-    output folder; a Hopper program (``"protocol": "mbarrier"``, or a
+    output folder (whose ``program.json`` must then be the lowering of its ``problem.yaml`` and
+    ``schedule.json`` up to the wait counts: :func:`synth.pipeline.check_lowered`); a Hopper program (``"protocol": "mbarrier"``, or a
     :class:`~synth.hopper.ir.HopperProgram`) gives a
     :class:`~synth.verify.phases.HopperReport` instead (docs/hopper.md). ``time_limit`` bounds the whole call (each Z3 query at most
     :data:`PROVE_QUERY_LIMIT` s). With ``certificate`` the SMT-LIB2 files and
@@ -164,6 +165,11 @@ def verify(target, *, time_limit: float = 60.0, certificate: Optional[str] = Non
 
             publish(os.fspath(certificate), lambda tmp: write_hopper_certificate(report, tmp), flag="--certificate")
         return report
+    if isinstance(target, (str, os.PathLike)) and os.path.isdir(target) and \
+            os.path.isfile(os.path.join(target, "problem.yaml")):
+        from .pipeline import load_output
+
+        load_output(os.fspath(target))  # a folder's three files must agree (SynthError at the one that does not)
     program = load_program(os.fspath(target)) if isinstance(target, (str, os.PathLike)) else target
     report = verify_program(program, time_limit=PROVE_QUERY_LIMIT, deadline=deadline,
                             progress=None if progress is None else lambda done, total: progress("prove", done, total))

@@ -249,10 +249,76 @@ def load_output(out_dir: str) -> tuple[Problem, Schedule, Program]:
 
         out = load_hopper_output(out_dir, problem)
         return out.problem, out.choice, out.program
-    with open(os.path.join(out_dir, "schedule.json"), encoding="utf-8") as fh:
-        schedule = schedule_from_json(problem, json.load(fh))
+    sched_path = os.path.join(out_dir, "schedule.json")
+    with open(sched_path, encoding="utf-8") as fh:
+        try:
+            doc = json.load(fh)
+        except ValueError as exc:
+            raise SynthError(Loc(sched_path), f"schedule.json is not JSON: {exc}", "re-run 'synth solve'") from None
+    schedule = _schedule_of(problem, doc, sched_path)
     program = load_program(os.path.join(out_dir, "program.json"))
+    check_lowered(problem, schedule, program, os.path.join(out_dir, "program.json"))
     return problem, schedule, program
+
+
+def _schedule_of(problem: Problem, doc, path: str) -> Schedule:
+    """schedule.json read back for ``problem``; a SynthError naming the first op or buffer that does not match."""
+    from .schedule import schedule_from_json
+
+    fix = "restore the folder's problem.yaml, or re-run 'synth solve' on the edited one"
+    try:
+        have = {o["name"] for o in doc["ops"]}
+        bufs = {b["name"] for b in doc["buffers"]}
+    except (KeyError, TypeError) as exc:
+        raise SynthError(Loc(path), f"schedule.json lacks {exc}", "re-run 'synth solve'") from None
+    for o in problem.ops:
+        if o.name not in have:
+            raise SynthError(Loc(path), f"schedule.json has no op '{o.name}' of problem.yaml: the schedule was "
+                             "solved for another problem", fix)
+    for b in problem.buffers:
+        if b.name not in bufs:
+            raise SynthError(Loc(path), f"schedule.json has no buffer '{b.name}' of problem.yaml", fix)
+    try:
+        return schedule_from_json(problem, doc)
+    except (KeyError, TypeError, ValueError) as exc:
+        raise SynthError(Loc(path), f"schedule.json cannot be read back: {exc!r}", "re-run 'synth solve'") from None
+
+
+def check_lowered(problem: Problem, schedule: Schedule, program: Program, path: str) -> None:
+    """Raise SynthError unless ``program`` is what lowering ``schedule`` of ``problem`` gives, up to the wait
+    counts (which ``synth verify`` proves, so a user may edit them): a folder whose problem.yaml, schedule.json
+    and program.json disagree would emit a kernel of one problem with another's pipeline."""
+    from .lower import STRATEGIES, lower
+
+    def shape(p: Program) -> Program:
+        return replace(p, name="", notes=(), waits=tuple(replace(w, in_flight=None, tight=None, reason="") for w in p.waits))
+
+    from .schedule import check_schedule
+
+    if isinstance(program.trip_count, int) and problem.loop.symbolic and \
+            program.trip_count >= problem.loop.min_trip_count:
+        # a program lowered for one trip count (the Python API's fixed-K gemm problems) of a problem file that
+        # reads T at run time: problem files cannot state a fixed trip count, so compare at that one
+        problem = replace(problem, loop=replace(problem.loop, trip_count=program.trip_count,
+                                                min_trip_count=program.trip_count))
+    graph = build_graph(problem)
+    bad = check_schedule(problem, graph, schedule)
+    if bad:
+        raise SynthError(Loc(os.path.join(os.path.dirname(path), "schedule.json")), "schedule.json is not a valid "
+                         f"schedule of the folder's problem.yaml: {bad[0]}",
+                         "restore the folder's problem.yaml, or re-run 'synth solve' on the edited one")
+    try:
+        want = [shape(lower(problem, graph, schedule, predicate_strategy=st)) for st in STRATEGIES]
+    except SynthError as exc:
+        raise SynthError(Loc(path), f"schedule.json does not fit problem.yaml: {exc.msg}",
+                         "restore the folder's files, or re-run 'synth solve'") from None
+    if shape(program) not in want:
+        ref = want[0]
+        what = next((f for f in ("trip_count", "min_trip_count", "max_stage", "ops", "buffers", "queues", "parts",
+                                 "waits") if getattr(shape(program), f) != getattr(ref, f)), "statements")
+        raise SynthError(Loc(path), f"program.json is not the lowering of the folder's problem.yaml and "
+                         f"schedule.json (its {what} differ): one of them was edited or comes from another folder",
+                         "restore the folder's files, or re-run 'synth solve' on problem.yaml")
 
 
 def gemm_yaml(cfg, name: str) -> str:
