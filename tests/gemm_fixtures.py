@@ -26,6 +26,26 @@ def gemm_problem(**kw):
     return expand_gemm(GemmConfig(**kw))
 
 
+def emitted_kernel(*, M=512, N=512, K=512, BM=64, BN=64, BK=32, warps=4, stages=3, **kw):
+    """``(problem, schedule, program, kernel.cu text)`` of a gemm proved for every trip count from 1
+    (``kw``: further GemmConfig fields, e.g. ``split_k``, ``stream_k``)."""
+    from synth.emit.cuda import emit_kernel
+
+    p = expand_gemm(GemmConfig(M=M, N=N, K=K, BM=BM, BN=BN, BK=BK, warps=warps, stages=stages, **kw), min_ktiles=1)
+    s, prog = program_for(p)
+    return p, s, prog, emit_kernel(p, s, prog)
+
+
+def emulate_emitted(p, s, prog, text, M, N, K, **kw):
+    """:func:`synth.emit.emulate.emulate_gemm` of ``text`` (the kernel of ``p``, ``s``, ``prog``) on ``M x N x K``."""
+    from synth.emit.cuda import kernel_info
+    from synth.emit.emulate import emulate_gemm
+
+    cfg = p.gemm
+    return emulate_gemm(text, M, N, K, BM=cfg.BM, BN=cfg.BN, warps=cfg.warps,
+                        smem_bytes=kernel_info(p, s, prog).smem_bytes, **kw)
+
+
 def program_for(problem, use_lower: bool = True):
     graph = build_graph(problem)
     sched = schedule_from_pins(problem, graph)

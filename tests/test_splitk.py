@@ -14,8 +14,8 @@ import subprocess
 import numpy as np
 import pytest
 
-from gemm_fixtures import NVCC, program_for
-from synth.emit.cuda import STATUS_CODES, emit_kernel, kernel_info
+from gemm_fixtures import NVCC, emitted_kernel, emulate_emitted, program_for
+from synth.emit.cuda import STATUS_CODES, kernel_info
 from synth.emit.splitk import split_range, ticket_count, workspace_floats
 from synth.errors import SynthError
 from synth.gemm import GemmConfig, expand_gemm
@@ -35,11 +35,8 @@ arch: sm_80
 """
 
 
-def _kernel(split_k: int, *, BM=64, BN=64, BK=32, warps=4, stages=3, K=512):
-    p = expand_gemm(GemmConfig(M=512, N=512, K=K, BM=BM, BN=BN, BK=BK, warps=warps, stages=stages,
-                               split_k=split_k), min_ktiles=1)
-    s, prog = program_for(p)
-    return p, s, prog, emit_kernel(p, s, prog)
+def _kernel(split_k: int, **kw):
+    return emitted_kernel(split_k=split_k, **kw)
 
 
 # ---------------------------------------------------------------------------
@@ -178,12 +175,7 @@ MUTANTS = {  # name: (text, its replacement, the block order that shows it)
 }
 
 
-def _emulate(p, s, prog, text, M, N, K, **kw):
-    from synth.emit.emulate import emulate_gemm
-
-    cfg = p.gemm
-    return emulate_gemm(text, M, N, K, BM=cfg.BM, BN=cfg.BN, warps=cfg.warps,
-                        smem_bytes=kernel_info(p, s, prog).smem_bytes, **kw)
+_emulate = emulate_emitted
 
 
 @needs_gxx

@@ -10,13 +10,12 @@ refused with C untouched; and a kernel whose protocol is broken fails on the emu
 from __future__ import annotations
 
 import shutil
-import subprocess
 
 import numpy as np
 import pytest
 from hypothesis import given, settings, strategies as st
 
-from gemm_fixtures import NVCC, program_for
+from gemm_fixtures import NVCC, emitted_kernel, emulate_emitted, program_for
 from synth.emit import streamk
 from synth.emit.cuda import emit_kernel, kernel_info
 from synth.errors import SynthError
@@ -37,11 +36,8 @@ arch: sm_80
 """
 
 
-def _kernel(stream_k: bool = True, *, BM=64, BN=64, BK=32, warps=4, stages=3, K=512):
-    p = expand_gemm(GemmConfig(M=512, N=512, K=K, BM=BM, BN=BN, BK=BK, warps=warps, stages=stages,
-                               stream_k=stream_k), min_ktiles=1)
-    s, prog = program_for(p)
-    return p, s, prog, emit_kernel(p, s, prog)
+def _kernel(stream_k: bool = True, **kw):
+    return emitted_kernel(stream_k=stream_k, **kw)
 
 
 # ---------------------------------------------------------------------------
@@ -181,12 +177,7 @@ MUTANTS = {  # name: (text, its replacement, the grid and block order that show 
 }
 
 
-def _emulate(p, s, prog, text, M, N, K, **kw):
-    from synth.emit.emulate import emulate_gemm
-
-    cfg = p.gemm
-    return emulate_gemm(text, M, N, K, BM=cfg.BM, BN=cfg.BN, warps=cfg.warps,
-                        smem_bytes=kernel_info(p, s, prog).smem_bytes, **kw)
+_emulate = emulate_emitted
 
 
 @needs_gxx
