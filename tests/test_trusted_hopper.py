@@ -4,6 +4,7 @@ nothing of synth outside synth.trusted. The tests may use synth's prover; the ch
 
 from __future__ import annotations
 
+import functools
 import json
 import pathlib
 import subprocess
@@ -42,11 +43,13 @@ def test_lowered_warp_specialized_programs_are_accepted(bm: int, bn: int, stages
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("bm", [64, 128])
 @pytest.mark.parametrize("stages", [1, 2, 3, 4])  # 5 stages: test_lowered_warp_specialized_programs_are_accepted
-def test_every_k_pipe_mmas_is_accepted(bm: int, stages: int) -> None:
+def test_every_k_pipe_mmas_is_accepted(stages: int) -> None:
+    """Every K_PIPE_MMAS of the stage count, one (bm = 64) and two (bm = 128) consumer warp groups
+    taking turns, so each stage count from 2 up meets both (1 stage: both, it has only k = 0)."""
     for k in range(stages):
-        _accepted(Sm90Config(bm=bm, bn=128, stages=stages, k_pipe_mmas=k).program())
+        for bm in ((64, 128) if stages == 1 else (64 if k % 2 == 0 else 128,)):
+            _accepted(Sm90Config(bm=bm, bn=128, stages=stages, k_pipe_mmas=k).program())
 
 
 @pytest.mark.parametrize("stages,k", [(1, 0), (2, 1), (3, 0), (4, 2), (5, 4)])
@@ -92,8 +95,12 @@ def _compare_mutants(p) -> int:
     return rejected
 
 
+# Each mutant costs a proof by synth's prover (with oracle replays) and one by the checker, so the
+# shapes are one per distinct feature: two consumer warp groups with predicated loads and
+# K_PIPE_MMAS 2 (ws-pred), one warp group with K_PIPE_MMAS 1 (single), one stage with K_PIPE_MMAS 0
+# (ws-1-0), one load and no wgmma wait in flight (single-2-0).
 @pytest.mark.parametrize("program", [
-    pytest.param(lambda: Sm90Config(bm=128, stages=3, k_pipe_mmas=1, load_when="k % 2 == 0").program(), id="ws-pred"),
+    pytest.param(lambda: Sm90Config(bm=128, stages=3, k_pipe_mmas=2, load_when="k % 2 == 0").program(), id="ws-pred"),
     pytest.param(lambda: lower_hopper_single(HopperLoop("g", LOADS, "mma", 3, 1)), id="single"),
 ])
 def test_refuted_mutants_are_rejected(program) -> None:
@@ -102,9 +109,7 @@ def test_refuted_mutants_are_rejected(program) -> None:
 
 @pytest.mark.slow
 @pytest.mark.parametrize("program", [
-    pytest.param(lambda: Sm90Config(bm=128, stages=3, k_pipe_mmas=2).program(), id="ws-3-2"),
     pytest.param(lambda: Sm90Config(bm=64, stages=1, k_pipe_mmas=0).program(), id="ws-1-0"),
-    pytest.param(lambda: Sm90Config(bm=64, stages=2, k_pipe_mmas=0).program(), id="ws-2-0"),
     pytest.param(lambda: lower_hopper_single(HopperLoop("g", LOADS[:1], "mma", 2, 0)), id="single-2-0"),
 ])
 def test_refuted_mutants_are_rejected_more_shapes(program) -> None:
@@ -127,8 +132,14 @@ def test_an_arrival_for_phase_minus_one_is_rejected() -> None:
 
 # -- tampering ----------------------------------------------------------------------------------
 
+@functools.lru_cache(maxsize=None)
+def _doc_text() -> str:
+    return dumps(Sm90Config(stages=2, k_pipe_mmas=1).program())
+
+
 def _doc():
-    return json.loads(dumps(Sm90Config(stages=2, k_pipe_mmas=1).program()))
+    """A fresh, mutable copy of one lowered program's JSON (lowered once)."""
+    return json.loads(_doc_text())
 
 
 def _refused(doc_or_bytes, *needles: str) -> None:
