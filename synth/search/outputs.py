@@ -22,8 +22,8 @@ def write_candidates(result: SearchResult, out_dir: str, *, k: Optional[int] = N
 
     Folder names: ``NN-<problem name>``. A ``tma_wgmma`` candidate goes through the Hopper flow
     (:func:`synth.hopper.flow.run_hopper`: problem.yaml with ``mainloop: tma_wgmma`` and its pinned
-    ``stages`` / ``k_pipe_mmas``, schedule.json, program, certificate, kernel.cu for sm_90a).
-    Returns the folders written.
+    ``stages`` / ``k_pipe_mmas``, schedule.json, program, certificate, kernel.cu for sm_90a); a split or
+    stream-K candidate's problem.yaml has ``split_k: S`` or ``stream_k: true``. Returns the folders written.
     """
     from ..gemm import expand_gemm
     from ..pipeline import run, write_outputs
@@ -40,7 +40,8 @@ def write_candidates(result: SearchResult, out_dir: str, *, k: Optional[int] = N
         # a Hopper candidate's config is its HopperGemm (stages and k_pipe_mmas pinned): synth.pipeline.run
         # takes the Hopper flow for it, as synth solve does
         # the cp.async loop with a symbolic trip count, as synth solve reads the folder's problem.yaml back:
-        # one kernel for every K (and every split of it), not only this shape's
+        # one kernel for every K (and every split of it), not only this shape's; stream-K needs exactly this (its
+        # segments run any number of k-tiles from 1), and the folder's problem.yaml says stream_k: true
         problem = c.config if c.mainloop == "tma_wgmma" else expand_gemm(c.config, min_ktiles=1)
         res = run(problem, time_limit=time_limit, workers=workers)
         folder = os.path.join(out_dir, f"{c.rank:02d}-{problem.name}")
