@@ -679,15 +679,14 @@ def stream_k_plan(tiles: int, k_tiles: int, ctas: int) -> tuple[tuple[int, int, 
 
     iters = tiles * k_tiles
     span = [cta_range(c, iters, ctas) for c in range(ctas)]
-    segs, c_st, p_st, folds, p_ld, waits = ([0] * ctas for _ in range(6))
-    for t in range(tiles):
+    # O(G), not O(tiles): a CTA's whole tiles are counted, only the tiles a range boundary cuts are visited
+    segs = [(e - 1) // k_tiles - b // k_tiles + 1 for b, e in span]
+    c_st = [max(0, e // k_tiles + b // -k_tiles) for b, e in span]
+    p_st, folds, p_ld, waits = ([0] * ctas for _ in range(4))
+    cut = sorted({b // k_tiles for b, _ in span if b % k_tiles})
+    for t in cut:  # every CTA range is non-empty (G <= I), so a cut tile has n >= 2 contributors
         first, n = contributors(t, k_tiles, iters, ctas)
         who = range(first, first + n)
-        for d in who:
-            segs[d] += 1
-        if n == 1:
-            c_st[first] += 1
-            continue
         hi = (t + 1) * k_tiles
         ends = [(min(span[d][1], hi) - span[d][0], -d) for d in who]
         end, last = max(ends)
