@@ -579,14 +579,17 @@ def stream_k_lower_bound(arch: ArchSpec, M: int, N: int, K: int, BM: int, BN: in
     # a segment ends in a C store (its DRAM latency) or a partial's hand-off, whichever is shorter
     store = min(arch.lat_global, handoff_cycles(arch))
     least = tiles * T // G
-    cyc = least * max(core, k * per_cta) + fixed - arch.lat_global + store + partial_cycles(arch, BM, BN, k)
+    l2_sm = arch.l2_bytes_per_clk / arch.sm_count
+    tile_store = BM * BN * min(OUT_BYTES, PARTIAL_BYTES) / l2_sm  # a C tile or a partial, whichever is smaller
+    cyc = least * max(core, k * per_cta) + fixed - arch.lat_global + store + k * tile_store
     # a tile has at least ceil(T / ceil(I / G)) contributors; the one that folds it loads the others' partials and
     # stores C, on an SM of at least floor(G / SMs) CTAs
     n = -(-T // -(-tiles * T // G))
     if n > 1:
         k0 = max(1, G // arch.sm_count)
         core0 = -(-k0 * (res.threads // 32) // 4) * solo
-        cyc = max(cyc, least * max(core0, k0 * per_cta) + fixed + partial_cycles(arch, BM, BN, n))
+        fold = partial_cycles(arch, BM, BN, n - 1) + BM * BN * OUT_BYTES / l2_sm
+        cyc = max(cyc, least * max(core0, k0 * per_cta) + fixed + fold)
     compute_us = cyc / (arch.clock_ghz * 1e9) * 1e6
     return max(compute_us, tr.dram_bytes / (arch.dram_gb_s * arch.dram_efficiency * 1e9) * 1e6) + arch.launch_us
 
@@ -733,8 +736,8 @@ def stream_k_sm(arch: ArchSpec, BM: int, BN: int, summary: tuple, round_of, fill
     Latencies are one CTA's chain (the longest of the SM's): its k-tiles at the round, per segment the fill and
     the store's latency (``lat_global`` for C), per partial store the hand-off (:func:`handoff_cycles`), per fold
     the hand-off, :func:`fold_latency` and the C store, and per wait one partner's partial written at its SM's
-    L2 share. Bytes are the SM's: every C tile, partial stored and partial loaded by its CTAs, at its L2 share
-    (:func:`partial_cycles`; a C tile is ``BM BN 4`` bytes as a partial is). Keys: ``loop``, ``fill``,
+    L2 share. Bytes are the SM's: every C tile (``BM BN`` x :data:`OUT_BYTES`), partial stored and partial loaded
+    by its CTAs (:func:`partial_cycles`), at its L2 share. Keys: ``loop``, ``fill``,
     ``epilogue``, ``reduction`` (latency and bytes of the partials), ``total``, ``ctas`` and ``round``.
     """
     k, rows, c_sum, p_sum, l_sum = summary
@@ -749,7 +752,7 @@ def stream_k_sm(arch: ArchSpec, BM: int, BN: int, summary: tuple, round_of, fill
         chain = loop + fl + epi + red
         if chain > best[0]:
             best = (chain, loop, fl, epi, red)
-    c_bytes = partial_cycles(arch, BM, BN, c_sum)
+    c_bytes = c_sum * BM * BN * OUT_BYTES / (arch.l2_bytes_per_clk / arch.sm_count)
     red_bytes = partial_cycles(arch, BM, BN, p_sum, w_spill) + partial_cycles(arch, BM, BN, l_sum, r_spill)
     chain, loop, fl, epi, red = best
     return {"loop": loop, "fill": fl, "epilogue": epi + c_bytes, "reduction": red + red_bytes,
