@@ -13,7 +13,7 @@ measured it (its clock and per-call overhead, ``synth.search.calibrate``), and
 the error; target: within 15 % each, and the same ordering. Then the shape sweep.
 
 For each of ten shapes (square 512..8192, skinny, K-heavy) it runs the search
-and prints: the search time, the winner (tile, warps, stages, K split, predicted time
+and prints: the search time, the winner (tile, warps, stages, K split or stream-K, predicted time
 and TFLOP/s), and the rank and predicted-time ratio (default / winner) of
 
 * CUTLASS's default sm80 f16 configuration (128x256x64, 8 warps, 3 stages) and
