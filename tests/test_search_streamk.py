@@ -158,3 +158,15 @@ def test_a_stream_k_winner_writes_a_folder_that_loads_and_verifies(square_2048, 
     assert p.gemm.stream_k and p.gemm.split_k == 1
     assert main(["verify", folder]) == 0
     capsys.readouterr()
+
+
+def test_ranks_count_predictions_not_bounds(square_2048):
+    """A lazy variant's bound is not a prediction: the listed candidates rank 1, 2, 3 in order (the stream-K
+    bounds, looser than split-K's, once pushed the winner of 2048^3 to rank 50 under groups never estimated)."""
+    from synth.search.rank import Bound, Entry, ranker
+
+    assert [c.rank for c in square_2048.candidates] == list(range(1, len(square_2048.candidates) + 1))
+    ctx = make_context(2048, 2048, 2048, "f16", "sm_80")
+    a = new_entry(ctx, Point(128, 128, 32, 4, 3))
+    lazy = Entry(Point(64, 64, 32, 4, 3, 1, True), a.res, Bound(a.est.time_us / 2, 64))
+    assert ranker([a, lazy])(a) == 1

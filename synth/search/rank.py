@@ -133,10 +133,14 @@ def alive(entries: Iterable[Entry]) -> list[Entry]:
 def ranker(entries: Iterable[Entry]) -> Callable[[Entry], int]:
     """``rank(e)``: 1 + the number of other (tile, warps) groups whose best prediction beats ``e``.
 
-    Infeasible entries are left out; the ranks are those of the entries' estimates now.
+    Infeasible entries are left out, and so are the lazy variants still holding a :class:`Bound`: a bound
+    is not a prediction (a group's base point always has one), and best-first refinement estimates every
+    variant whose bound could beat an entry that ranks. The ranks are those of the entries' estimates now.
     """
     best: dict[tuple, tuple] = {}
     for e in alive(entries):
+        if not e.estimated:
+            continue
         g, k = e.point.group, key(e)
         if g not in best or k < best[g]:
             best[g] = k
