@@ -274,3 +274,77 @@ def test_one_wave_on_a_device():
     assert split.launch(2048, 2048, 2048, G).grid == (16, 16, 3)
     assert synth.kernel.KernelFacts("k", 128, 128, 32, 0, 128, 65536).launch(200, 300, 64, G).buffers(
         list, list) == []
+
+
+class _DeviceArray:
+    """A fake pycuda device allocation: a numpy array the fake launch hands to the emulator."""
+
+    def __init__(self, array):
+        self.array = np.array(array, copy=True)
+
+
+def _fake_pycuda(source: str, threads: int, smem: int):
+    """``(drv, fn)``: the pycuda calls ``synth.kernel.Kernel._run_gpu`` makes, with the launch run on the CPU
+    emulator, so the CUDA backend's argument list, grid and buffers are checked without a GPU."""
+    from types import SimpleNamespace
+
+    from synth.emit.emulate import GEMM_KERNEL, Buf, compile_and_run
+
+    limits = {"MULTIPROCESSOR_COUNT": 108, "MAX_SHARED_MEMORY_PER_MULTIPROCESSOR": 164 * 1024,
+              "MAX_REGISTERS_PER_MULTIPROCESSOR": 65536, "MAX_THREADS_PER_MULTIPROCESSOR": 2048,
+              "MAX_BLOCKS_PER_MULTIPROCESSOR": 32}
+    launches = []
+
+    def fn(*args, block, grid, shared):
+        assert block == (threads, 1, 1) and shared == smem
+        emu = []
+        for i, a in enumerate(args):
+            if isinstance(a, _DeviceArray):
+                emu.append(Buf(f"b{i}", a.array, out=True))
+            elif isinstance(a, np.intp):
+                assert int(a) == 0
+                emu.append(None)
+            else:
+                emu.append(int(a) if isinstance(a, np.int32) else float(a))
+        run = compile_and_run(source, GEMM_KERNEL, emu, grid=grid, block=block, smem_bytes=shared)
+        assert not run.errors, run.errors
+        for i, a in enumerate(args):
+            if isinstance(a, _DeviceArray):
+                a.array[...] = run.outputs[f"b{i}"]
+        launches.append((grid, len(args)))
+
+    fn.get_attribute = lambda attr: 128
+    context = SimpleNamespace(synchronize=lambda: None,
+                              get_device=lambda: SimpleNamespace(get_attribute=limits.__getitem__))
+    drv = SimpleNamespace(
+        to_device=_DeviceArray, mem_alloc=lambda n: _DeviceArray(np.full(n // 4, np.nan, np.float32)),
+        memcpy_dtoh=lambda host, dev: host.__setitem__(..., dev.array.view(host.dtype).reshape(host.shape)),
+        Context=context, device_attribute=SimpleNamespace(**{k: k for k in limits}),
+        function_attribute=SimpleNamespace(NUM_REGS="NUM_REGS"))
+    return drv, fn, launches
+
+
+@needs_gxx
+@pytest.mark.parametrize("stream_k", [True, False])
+def test_the_cuda_backend_launches_what_the_kernel_takes(tmp_path, stream_k):
+    # Kernel._run_gpu with pycuda's calls answered by the emulator: the grid (one wave of 108 SMs x 16
+    # resident CTAs, capped at the 28 k-tile iterations for stream-K; the tile grid otherwise), the buffers and
+    # the argument order the kernel takes
+    from types import SimpleNamespace
+
+    import synth.kernel
+    from synth.api import solve
+
+    doc = DOC.replace("BM: 128, BN: 128", "BM: 64, BN: 64")
+    (tmp_path / "p.yaml").write_text(doc if stream_k else doc.replace("stream_k: true", "split_k: 2"))
+    solve(str(tmp_path / "p.yaml"), out=str(tmp_path / "out"))
+    kern = synth.kernel.load(str(tmp_path / "out"), backend="emulator")
+    drv, fn, launches = _fake_pycuda(kern.source, kern.facts.threads, kern.facts.smem_bytes)
+    kern.backend = "cuda"
+    kern._gpu = (drv, fn, SimpleNamespace(push=lambda: None, pop=lambda: None))
+    rng = np.random.default_rng(5)
+    A = rng.uniform(-1, 1, (70, 200)).astype(np.float16)
+    B = rng.uniform(-1, 1, (90, 200)).astype(np.float16)
+    C = kern(A, B)
+    assert np.allclose(C, A.astype(np.float32) @ B.astype(np.float32).T, atol=1e-3)
+    assert launches == [((28, 1, 1) if stream_k else (2, 2, 2), 15)]
