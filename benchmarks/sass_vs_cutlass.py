@@ -14,8 +14,11 @@ and the same flags (``-arch=sm_80 -cubin -O3 -Xptxas -v``):
   once proved for K = 4096 and once for every K (trip count ``T >= 1`` at run
   time, ``expand_gemm(min_ktiles=1)``), and, with ``--auto``, for ``stages:
   auto`` (the solver's choice, K = 4096);
+* with ``--stream-k``, CUTLASS 2.x's stream-K kernel (``device::GemmUniversal`` with
+  ``ThreadblockSwizzleStreamK``, alignment 8) and synth's ``stream_k: true`` kernel, whose
+  main loop sits inside a loop over tile segments;
 
-then finds each main loop (the backward branch holding the most HMMA) with
+then finds each main loop (the innermost loop holding the most HMMA) with
 ``cuobjdump -sass`` and prints, per k-tile: live instructions per HMMA (NOP and
 never-executed ``@!PT`` excluded), the longest run with no HMMA (cyclic), the
 fewest HMMAs between an LDSM and the first HMMA reading it, the largest share
@@ -23,7 +26,7 @@ of the k-tile's LDGSTS in one HMMA-free run, integer/address instructions, the
 k-tile loop's waits, C stores by width, registers, shared memory and spills.
 Static proxies read from the binary, measured without a GPU: no timing.
 
-    python benchmarks/sass_vs_cutlass.py [--auto] [--configs 128x128x32w4s3,...]
+    python benchmarks/sass_vs_cutlass.py [--auto] [--stream-k] [--configs 128x128x32w4s3,...]
 
 Compiles are cached (``~/.cache/synth/sass``): a second run costs no compile.
 """
@@ -60,6 +63,18 @@ using Gemm = cutlass::gemm::device::Gemm<
 template __global__ void cutlass::Kernel<Gemm::GemmKernel>(Gemm::GemmKernel::Params);
 """
 
+CUTLASS_STREAMK_SRC = """
+#include <cutlass/gemm/device/gemm_universal.h>
+#include <cutlass/gemm/threadblock/threadblock_swizzle_streamk.h>
+using Gemm = cutlass::gemm::device::GemmUniversal<
+    cutlass::half_t, cutlass::layout::RowMajor, cutlass::half_t, cutlass::layout::ColumnMajor,
+    float, cutlass::layout::RowMajor, float, cutlass::arch::OpClassTensorOp, cutlass::arch::Sm80,
+    cutlass::gemm::GemmShape<{BM}, {BN}, {BK}>, cutlass::gemm::GemmShape<{WTM}, {WTN}, {BK}>,
+    cutlass::gemm::GemmShape<16, 8, 16>, cutlass::epilogue::thread::LinearCombination<float, 4, float, float>,
+    cutlass::gemm::threadblock::ThreadblockSwizzleStreamK, {stages}, 8, 8>;
+template __global__ void cutlass::Kernel2<Gemm::GemmKernel>(Gemm::GemmKernel::Params);
+"""
+
 
 def cutlass_include():
     """The CUTLASS headers of the nvidia-cutlass wheel, or None."""
@@ -71,10 +86,10 @@ def cutlass_include():
     return d if os.path.isfile(os.path.join(d, "cutlass", "gemm", "device", "gemm.h")) else None
 
 
-def compile_cutlass(cfg: dict, arch: str) -> sass.Compiled:
+def compile_cutlass(cfg: dict, arch: str, stream_k: bool = False) -> sass.Compiled:
     inc = cutlass_include()
     wtm, wtn = warp_tile(cfg)
-    src = CUTLASS_SRC.format(WTM=wtm, WTN=wtn, **cfg)
+    src = (CUTLASS_STREAMK_SRC if stream_k else CUTLASS_SRC).format(WTM=wtm, WTN=wtn, **cfg)
     return sass.compile_cuda(src, arch, flags=("-std=c++17",), include_dirs=(inc,))
 
 
@@ -138,7 +153,7 @@ def triton_ptx(cfg: dict, arch: str) -> str:
     return k.asm["ptx"]
 
 
-def synth_kernel(cfg: dict, auto: bool, arch: str, any_k: bool = False) -> tuple[str, dict]:
+def synth_kernel(cfg: dict, auto: bool, arch: str, any_k: bool = False, stream_k: bool = False) -> tuple[str, dict]:
     from synth.emit.cuda import emit_kernel
     from synth.gemm import GemmConfig, expand_gemm
     from synth.graph import build_graph
@@ -146,8 +161,8 @@ def synth_kernel(cfg: dict, auto: bool, arch: str, any_k: bool = False) -> tuple
     from synth.schedule import schedule_from_pins
 
     g = GemmConfig(SHAPE["M"], SHAPE["N"], SHAPE["K"], BM=cfg["BM"], BN=cfg["BN"], BK=cfg["BK"],
-                   warps=cfg["warps"], stages=None if auto else cfg["stages"], arch=arch)
-    p = expand_gemm(g, min_ktiles=1 if any_k else None)
+                   warps=cfg["warps"], stages=None if auto else cfg["stages"], arch=arch, stream_k=stream_k)
+    p = expand_gemm(g, min_ktiles=1 if any_k or stream_k else None)
     graph = build_graph(p)
     if auto:
         from synth.model import solve
@@ -177,6 +192,7 @@ def main(argv=None) -> int:
     ap.add_argument("--configs", default=",".join(CONFIGS), help="comma-separated keys of CONFIGS")
     ap.add_argument("--arch", default="sm_80")
     ap.add_argument("--auto", action="store_true", help="also synth's stages: auto kernel (runs the solver)")
+    ap.add_argument("--stream-k", action="store_true", help="also CUTLASS 2.x's and synth's stream-K kernels")
     args = ap.parse_args(argv)
     console = Console(width=240)
     if sass.tool("nvcc") is None or sass.tool("cuobjdump") is None:
@@ -197,9 +213,11 @@ def main(argv=None) -> int:
                     "registers", "smem B", "spill st/ld"):
             tab.add_column(col)
         if cutlass_include():
-            c = compile_cutlass(cfg, args.arch)
             smem = (cfg["BM"] + cfg["BN"]) * cfg["BK"] * 2 * cfg["stages"]
-            tab.add_row(*row("CUTLASS 2.x device::Gemm", c, hpk, f"{smem} (dyn)"))
+            for sk in (False, True) if args.stream_k else (False,):
+                c = compile_cutlass(cfg, args.arch, sk)
+                tab.add_row(*row("CUTLASS 2.x " + ("GemmUniversal stream-K" if sk else "device::Gemm"), c, hpk,
+                                 f"{smem} (dyn)"))
         else:
             tab.add_row("CUTLASS: pip install nvidia-cutlass", *[""] * 10)
         try:
@@ -216,6 +234,12 @@ def main(argv=None) -> int:
                     f"slots), {'any K (T >= 1 at run time)' if any_k else 'K = 4096'}")
             tab.add_row(*row(name, sass.compile_cuda(text, args.arch), hpk,
                              f"{kernel_macros(text)['SMEM_BYTES']} (dyn)"))
+        if args.stream_k:
+            from synth.emit.emulate import kernel_macros
+
+            text, facts = synth_kernel(cfg, False, args.arch, True, stream_k=True)
+            tab.add_row(*row(f"synth stages: {cfg['stages']}, stream_k: true (any K)", sass.compile_cuda(text, args.arch),
+                             hpk, f"{kernel_macros(text)['SMEM_BYTES']} (dyn)"))
         console.print(tab)
     return 0
 
