@@ -53,26 +53,20 @@ def why_split(ctx: Context, e: Entry, unsplit: Optional[Entry] = None) -> str:
     res = unsplit.res if unsplit is not None else e.res
     one = estimate_of(ctx, base, res, e.solved, e.mix)
     sms = ctx.arch.sm_count
+    before = (f"{one.ctas} tiles on {sms} SMs at {one.ctas_per_sm}/SM put {one.busiest_ctas} "
+              f"CTA{'s' if one.busiest_ctas != 1 else ''} of {one.k_tiles} k-tiles "
+              f"({one.busiest_ctas * one.k_tiles} in all) on the busiest SM")
+    after = f"{est.busiest_ctas} of at most {est.split_k_tiles} ({est.busiest_ctas * est.split_k_tiles} in all)"
+    cost = f"{est.reduction_cycles:,} cycles of reduction (f32 partials through L2, the tile's ticket)"
     if stream:
-        text = (f"stream-K because {one.ctas} tiles on {sms} SMs at {one.ctas_per_sm}/SM put {one.busiest_ctas} "
-                f"CTA{'s' if one.busiest_ctas != 1 else ''} of {one.k_tiles} k-tiles "
-                f"({one.busiest_ctas * one.k_tiles} in all) on the busiest SM; stream-K's {est.ctas} CTAs, one "
-                f"wave, share the {est.tiles * est.k_tiles} k-tiles: {est.busiest_ctas} of at most "
-                f"{est.split_k_tiles} ({est.busiest_ctas * est.split_k_tiles} in all) there, in up to "
-                f"{est.segments} segments each, {est.partial_tiles} tiles summed from partials, for "
-                f"{est.reduction_cycles:,} cycles of reduction (f32 partials through L2, the tile's ticket)")
-        if one.time_us > est.time_us:
-            a, b = _distinct(one.time_us, est.time_us)
-            text += f"; stream-K cuts the prediction from {a} us unsplit to {b} us"
-        return text
-    text = (f"split {est.split_k} ways in K because {one.ctas} tiles on {sms} SMs at {one.ctas_per_sm}/SM put "
-            f"{one.busiest_ctas} CTA{'s' if one.busiest_ctas != 1 else ''} of {one.k_tiles} k-tiles "
-            f"({one.busiest_ctas * one.k_tiles} in all) on the busiest SM; split, {est.ctas} CTAs put "
-            f"{est.busiest_ctas} of at most {est.split_k_tiles} ({est.busiest_ctas * est.split_k_tiles} in all) "
-            f"there, for {est.reduction_cycles:,} cycles of reduction (f32 partials through L2, the tile's ticket)")
+        text = (f"stream-K because {before}; stream-K's {est.ctas} CTAs, one wave, share the "
+                f"{est.tiles * est.k_tiles} k-tiles: {after} there, in up to {est.segments} segments each, "
+                f"{est.partial_tiles} tiles summed from partials, for {cost}")
+    else:
+        text = f"split {est.split_k} ways in K because {before}; split, {est.ctas} CTAs put {after} there, for {cost}"
     if one.time_us > est.time_us:
         a, b = _distinct(one.time_us, est.time_us)
-        text += f"; the split cuts the prediction from {a} us unsplit to {b} us"
+        text += f"; {'stream-K' if stream else 'the split'} cuts the prediction from {a} us unsplit to {b} us"
     return text
 
 

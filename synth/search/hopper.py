@@ -27,7 +27,7 @@ import math
 from dataclasses import dataclass
 from typing import Callable, Optional, Sequence
 
-from .model import WaveEstimate
+from .model import WaveEstimate, kernel_time
 
 HOPPER_BM_SPACE = (64, 128)
 HOPPER_BN_SPACE = tuple(range(16, 257, 16))
@@ -379,11 +379,8 @@ def estimate_hopper(ctx, p: HopperPoint) -> HopperEstimate:
     loop_cyc, fixed_cyc, bound, round_c, k_bind, terms = sum_waves(full, rem, arch.sm_count, r, wave, pipe.per_tile)
     red_total = (full * reduced[r] if full else 0.0) + (reduced[-(-rem // arch.sm_count)] if rem else 0.0)
     waves = full + (1 if rem else 0)
-    compute_us = (loop_cyc + fixed_cyc) / (arch.clock_ghz * 1e9) * 1e6
-    dram_us = dram_bytes / (arch.dram_gb_s * arch.dram_efficiency * 1e9) * 1e6
-    if dram_us > compute_us:
-        bound = "dram"
-    time_us = max(compute_us, dram_us) + arch.launch_us
+    time_us, compute_us, dram_us = kernel_time(arch, loop_cyc + fixed_cyc, dram_bytes)
+    bound = "dram" if dram_us > compute_us else bound
     wl, wf, _, _, _ = wave(r)
     shown = ("tensor", "l2", "dram", "pipeline", "fill")
     return HopperEstimate(

@@ -554,6 +554,14 @@ def bound_parts(arch: ArchSpec, res: Resources, ii: Optional[int] = None, mix=No
     return solo, on_chip, dram_sm, fixed
 
 
+def kernel_time(arch: ArchSpec, busiest_sm_cycles: float, dram_bytes: float) -> tuple[float, float, float]:
+    """``(µs, compute µs, DRAM µs)``: the busiest SM's cycles at the sustained clock or the DRAM roofline of
+    ``dram_bytes``, whichever is longer, plus the launch (section 3, "Per shape")."""
+    compute_us = busiest_sm_cycles / (arch.clock_ghz * 1e9) * 1e6
+    dram_us = dram_bytes / (arch.dram_gb_s * arch.dram_efficiency * 1e9) * 1e6
+    return max(compute_us, dram_us) + arch.launch_us, compute_us, dram_us
+
+
 def stream_k_lower_bound(arch: ArchSpec, M: int, N: int, K: int, BM: int, BN: int, BK: int, res: Resources, *,
                          ii: Optional[int] = None, mix=None) -> float:
     """A lower bound (µs) of :func:`estimate_stream_k`'s ``time_us`` with the same arguments, in a few arithmetic
@@ -590,8 +598,7 @@ def stream_k_lower_bound(arch: ArchSpec, M: int, N: int, K: int, BM: int, BN: in
         core0 = -(-k0 * (res.threads // 32) // 4) * solo
         fold = partial_cycles(arch, BM, BN, n - 1) + BM * BN * OUT_BYTES / l2_sm
         cyc = max(cyc, least * max(core0, k0 * per_cta) + fixed + fold)
-    compute_us = cyc / (arch.clock_ghz * 1e9) * 1e6
-    return max(compute_us, tr.dram_bytes / (arch.dram_gb_s * arch.dram_efficiency * 1e9) * 1e6) + arch.launch_us
+    return kernel_time(arch, cyc, tr.dram_bytes)[0]
 
 
 def split_lower_bounds(arch: ArchSpec, M: int, N: int, K: int, BM: int, BN: int, BK: int, res: Resources,
@@ -615,7 +622,6 @@ def split_lower_bounds(arch: ArchSpec, M: int, N: int, K: int, BM: int, BN: int,
     warps = res.threads // 32
     solo, on_chip, dram_sm, per_wave_fixed = bound_parts(arch, res, ii, mix)
     l2_sm = arch.l2_bytes_per_clk / arch.sm_count
-    bw = arch.dram_gb_s * arch.dram_efficiency * 1e9
     lat = min(arch.lat_l2, arch.lat_global)
     part = BM * BN * PARTIAL_BYTES
     out = []
@@ -633,9 +639,8 @@ def split_lower_bounds(arch: ArchSpec, M: int, N: int, K: int, BM: int, BN: int,
         if S > 1:
             fixed += waves * (3 * arch.lat_l2 + SPLIT_BARRIERS * arch.barrier_cycles + lat)
             fixed += busiest * part / l2_sm  # each CTA moves at least one partial (stores its own, or loads S - 1)
-        compute_us = (-(-T // S) * max(core, busiest * per_cta) + fixed) / (arch.clock_ghz * 1e9) * 1e6
         ws_dram = workspace_spill(arch, tiles, S, BM, BN, per_wave)[2]
-        out.append(max(compute_us, (tr.dram_bytes + ws_dram) / bw * 1e6) + arch.launch_us)
+        out.append(kernel_time(arch, -(-T // S) * max(core, busiest * per_cta) + fixed, tr.dram_bytes + ws_dram)[0])
     return out
 
 
@@ -798,13 +803,8 @@ def estimate_stream_k(arch: ArchSpec, M: int, N: int, K: int, BM: int, BN: int, 
     k_b = int(busy["ctas"])
     (rc, bound), terms = memo[k_b]
     cyc = busy["total"]
-    clock_hz = arch.clock_ghz * 1e9
-    compute_us = cyc / clock_hz * 1e6
-    dram_bytes = tr.dram_bytes + ws_dram
-    dram_us = dram_bytes / (arch.dram_gb_s * arch.dram_efficiency * 1e9) * 1e6
-    if dram_us > compute_us:
-        bound = "dram"
-    time_us = max(compute_us, dram_us) + arch.launch_us
+    time_us, compute_us, dram_us = kernel_time(arch, cyc, tr.dram_bytes + ws_dram)
+    bound = "dram" if dram_us > compute_us else bound
     shown = ("tensor", "issue", "smem", "l2", "dram", "exposed", "barrier", "latency")
     per_wave = arch.sm_count * r
     return Estimate(time_us=time_us, tflops=2.0 * M * N * K / (time_us * 1e-6) / 1e12, ctas=G, ctas_per_sm=r,
@@ -882,13 +882,8 @@ def estimate(arch: ArchSpec, M: int, N: int, K: int, BM: int, BN: int, BK: int, 
     red_total = (full * memo[r][5] if full else 0.0) + (memo[-(-rem // arch.sm_count)][5] if rem else 0.0)
     cyc = loop_cyc + fixed_cyc
     waves = full + (1 if rem else 0)
-    clock_hz = arch.clock_ghz * 1e9
-    compute_us = cyc / clock_hz * 1e6
-    dram_bytes = tr.dram_bytes + ws_dram
-    dram_us = dram_bytes / (arch.dram_gb_s * arch.dram_efficiency * 1e9) * 1e6
-    if dram_us > compute_us:
-        bound = "dram"
-    time_us = max(compute_us, dram_us) + arch.launch_us
+    time_us, compute_us, dram_us = kernel_time(arch, cyc, tr.dram_bytes + ws_dram)
+    bound = "dram" if dram_us > compute_us else bound
     tflops = 2.0 * M * N * K / (time_us * 1e-6) / 1e12
     wl, wf, _, _, _ = wave(r)
     shown = ("tensor", "issue", "smem", "l2", "dram", "exposed", "barrier", "latency")
@@ -906,7 +901,7 @@ def estimate(arch: ArchSpec, M: int, N: int, K: int, BM: int, BN: int, BK: int, 
                     workspace_bytes=tiles * S * BM * BN * PARTIAL_BYTES if S > 1 else 0)
 
 
-__all__ = ["Resources", "WaveEstimate", "Estimate", "Traffic", "resources", "occupancy", "estimate", "traffic", "round_terms",
+__all__ = ["Resources", "kernel_time", "WaveEstimate", "Estimate", "Traffic", "resources", "occupancy", "estimate", "traffic", "round_terms",
            "combine", "sum_waves", "problem_bounds", "last_ctas", "reduction", "workspace_spill", "split_lower_bounds", "L2_USABLE",
            "partial_cycles", "handoff_cycles", "fold_latency", "spill", "bound_parts", "stream_k_traffic",
            "stream_k_plan", "stream_k_sms", "stream_k_grid", "stream_k_sm", "estimate_stream_k", "stream_k_lower_bound",
