@@ -53,27 +53,22 @@ CONFIGS = {
 SHAPE = dict(M=4096, N=4096, K=4096)
 
 CUTLASS_SRC = """
-#include <cutlass/gemm/device/gemm.h>
-using Gemm = cutlass::gemm::device::Gemm<
-    cutlass::half_t, cutlass::layout::RowMajor, cutlass::half_t, cutlass::layout::ColumnMajor,
-    float, cutlass::layout::RowMajor, float, cutlass::arch::OpClassTensorOp, cutlass::arch::Sm80,
-    cutlass::gemm::GemmShape<{BM}, {BN}, {BK}>, cutlass::gemm::GemmShape<{WTM}, {WTN}, {BK}>,
-    cutlass::gemm::GemmShape<16, 8, 16>, cutlass::epilogue::thread::LinearCombination<float, 4, float, float>,
-    cutlass::gemm::threadblock::GemmIdentityThreadblockSwizzle<>, {stages}>;
-template __global__ void cutlass::Kernel<Gemm::GemmKernel>(Gemm::GemmKernel::Params);
-"""
-
-CUTLASS_STREAMK_SRC = """
-#include <cutlass/gemm/device/gemm_universal.h>
+#include <cutlass/gemm/device/{header}.h>
 #include <cutlass/gemm/threadblock/threadblock_swizzle_streamk.h>
-using Gemm = cutlass::gemm::device::GemmUniversal<
+using Gemm = cutlass::gemm::device::{device}<
     cutlass::half_t, cutlass::layout::RowMajor, cutlass::half_t, cutlass::layout::ColumnMajor,
     float, cutlass::layout::RowMajor, float, cutlass::arch::OpClassTensorOp, cutlass::arch::Sm80,
     cutlass::gemm::GemmShape<{BM}, {BN}, {BK}>, cutlass::gemm::GemmShape<{WTM}, {WTN}, {BK}>,
     cutlass::gemm::GemmShape<16, 8, 16>, cutlass::epilogue::thread::LinearCombination<float, 4, float, float>,
-    cutlass::gemm::threadblock::ThreadblockSwizzleStreamK, {stages}, 8, 8>;
-template __global__ void cutlass::Kernel2<Gemm::GemmKernel>(Gemm::GemmKernel::Params);
+    cutlass::gemm::threadblock::{swizzle}, {stages}{align}>;
+template __global__ void cutlass::{entry}<Gemm::GemmKernel>(Gemm::GemmKernel::Params);
 """
+CUTLASS_KINDS = {
+    False: dict(header="gemm", device="Gemm", swizzle="GemmIdentityThreadblockSwizzle<>", align="", entry="Kernel"),
+    True: dict(header="gemm_universal", device="GemmUniversal", swizzle="ThreadblockSwizzleStreamK", align=", 8, 8",
+               entry="Kernel2"),
+}
+"""The data-parallel ``device::Gemm`` and the stream-K ``device::GemmUniversal`` (alignment 8)."""
 
 
 def cutlass_include():
@@ -89,7 +84,7 @@ def cutlass_include():
 def compile_cutlass(cfg: dict, arch: str, stream_k: bool = False) -> sass.Compiled:
     inc = cutlass_include()
     wtm, wtn = warp_tile(cfg)
-    src = (CUTLASS_STREAMK_SRC if stream_k else CUTLASS_SRC).format(WTM=wtm, WTN=wtn, **cfg)
+    src = CUTLASS_SRC.format(WTM=wtm, WTN=wtn, **CUTLASS_KINDS[stream_k], **cfg)
     return sass.compile_cuda(src, arch, flags=("-std=c++17",), include_dirs=(inc,))
 
 
