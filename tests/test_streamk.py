@@ -283,20 +283,22 @@ class _DeviceArray:
         self.array = np.array(array, copy=True)
 
 
-def _fake_pycuda(source: str, threads: int, smem: int):
-    """``(drv, fn)``: the pycuda calls ``synth.kernel.Kernel._run_gpu`` makes, with the launch run on the CPU
-    emulator, so the CUDA backend's argument list, grid and buffers are checked without a GPU."""
+A100 = {"MULTIPROCESSOR_COUNT": 108, "MAX_SHARED_MEMORY_PER_MULTIPROCESSOR": 164 * 1024,
+        "MAX_REGISTERS_PER_MULTIPROCESSOR": 65536, "MAX_THREADS_PER_MULTIPROCESSOR": 2048,
+        "MAX_BLOCKS_PER_MULTIPROCESSOR": 32}
+
+
+def _fake_pycuda(source: str):
+    """``(drv, compiler, launches)``: the pycuda calls ``synth.kernel`` and ``synth run`` make, answered on the CPU
+    (a launch runs ``source`` on the emulator; the device is an A100's limits), so the CUDA paths' argument lists,
+    grids and buffers are checked without a GPU. ``launches`` records each launch's grid and argument count."""
     from types import SimpleNamespace
 
     from synth.emit.emulate import GEMM_KERNEL, Buf, compile_and_run
 
-    limits = {"MULTIPROCESSOR_COUNT": 108, "MAX_SHARED_MEMORY_PER_MULTIPROCESSOR": 164 * 1024,
-              "MAX_REGISTERS_PER_MULTIPROCESSOR": 65536, "MAX_THREADS_PER_MULTIPROCESSOR": 2048,
-              "MAX_BLOCKS_PER_MULTIPROCESSOR": 32}
     launches = []
 
     def fn(*args, block, grid, shared):
-        assert block == (threads, 1, 1) and shared == smem
         emu = []
         for i, a in enumerate(args):
             if isinstance(a, _DeviceArray):
@@ -314,14 +316,32 @@ def _fake_pycuda(source: str, threads: int, smem: int):
         launches.append((grid, len(args)))
 
     fn.get_attribute = lambda attr: 128
-    context = SimpleNamespace(synchronize=lambda: None,
-                              get_device=lambda: SimpleNamespace(get_attribute=limits.__getitem__))
+    fn.set_attribute = lambda attr, value: None
+    device = SimpleNamespace(get_attribute=A100.__getitem__, name=lambda: "fake A100",
+                             compute_capability=lambda: (8, 0),
+                             make_context=lambda: SimpleNamespace(push=lambda: None, pop=lambda: None))
+    event = SimpleNamespace(record=lambda: None, synchronize=lambda: None, time_since=lambda other: 1.0)
     drv = SimpleNamespace(
+        init=lambda: None, Event=lambda: event,
         to_device=_DeviceArray, mem_alloc=lambda n: _DeviceArray(np.full(n // 4, np.nan, np.float32)),
         memcpy_dtoh=lambda host, dev: host.__setitem__(..., dev.array.view(host.dtype).reshape(host.shape)),
-        Context=context, device_attribute=SimpleNamespace(**{k: k for k in limits}),
-        function_attribute=SimpleNamespace(NUM_REGS="NUM_REGS"))
-    return drv, fn, launches
+        Context=SimpleNamespace(synchronize=lambda: None, get_device=lambda: device),
+        module_from_buffer=lambda cubin: SimpleNamespace(get_function=lambda name: fn),
+        device_attribute=SimpleNamespace(**{k: k for k in A100}),
+        function_attribute=SimpleNamespace(NUM_REGS="NUM_REGS", MAX_DYNAMIC_SHARED_SIZE_BYTES="MAX_DYN"))
+    drv.Device = type("Device", (), {"count": staticmethod(lambda: 1), "__new__": lambda cls, i: device})  # Device(0)
+    compiler = SimpleNamespace(compile=lambda text, **kw: text)
+    return drv, compiler, fn, launches
+
+
+def _solved_stream_k(tmp_path, stream_k: bool = True):
+    from synth.api import solve
+
+    doc = DOC.replace("BM: 128, BN: 128", "BM: 64, BN: 64").replace("{M: 2048, N: 2048, K: 2048}",
+                                                                     "{M: 70, N: 90, K: 200}")
+    (tmp_path / "p.yaml").write_text(doc if stream_k else doc.replace("stream_k: true", "split_k: 2"))
+    solve(str(tmp_path / "p.yaml"), out=str(tmp_path / "out"))
+    return str(tmp_path / "out")
 
 
 @needs_gxx
@@ -333,13 +353,9 @@ def test_the_cuda_backend_launches_what_the_kernel_takes(tmp_path, stream_k):
     from types import SimpleNamespace
 
     import synth.kernel
-    from synth.api import solve
 
-    doc = DOC.replace("BM: 128, BN: 128", "BM: 64, BN: 64")
-    (tmp_path / "p.yaml").write_text(doc if stream_k else doc.replace("stream_k: true", "split_k: 2"))
-    solve(str(tmp_path / "p.yaml"), out=str(tmp_path / "out"))
-    kern = synth.kernel.load(str(tmp_path / "out"), backend="emulator")
-    drv, fn, launches = _fake_pycuda(kern.source, kern.facts.threads, kern.facts.smem_bytes)
+    kern = synth.kernel.load(_solved_stream_k(tmp_path, stream_k), backend="emulator")
+    drv, _, fn, launches = _fake_pycuda(kern.source)
     kern.backend = "cuda"
     kern._gpu = (drv, fn, SimpleNamespace(push=lambda: None, pop=lambda: None))
     rng = np.random.default_rng(5)
@@ -348,3 +364,22 @@ def test_the_cuda_backend_launches_what_the_kernel_takes(tmp_path, stream_k):
     C = kern(A, B)
     assert np.allclose(C, A.astype(np.float32) @ B.astype(np.float32).T, atol=1e-3)
     assert launches == [((28, 1, 1) if stream_k else (2, 2, 2), 15)]
+
+
+@needs_gxx
+def test_synth_run_launches_a_stream_k_folder(tmp_path, monkeypatch):
+    # synth run (run_output) with pycuda answered on the CPU: one checking launch and one timed, each a
+    # one-wave grid capped at the iterations, and the check against numpy passes
+    import sys
+
+    from synth.run import run_output
+
+    out = _solved_stream_k(tmp_path)
+    drv, compiler, _, launches = _fake_pycuda(open(f"{out}/kernel.cu").read())
+    monkeypatch.setitem(sys.modules, "pycuda", type(sys)("pycuda"))
+    monkeypatch.setitem(sys.modules, "pycuda.driver", drv)
+    monkeypatch.setitem(sys.modules, "pycuda.compiler", compiler)
+    sys.modules["pycuda"].driver, sys.modules["pycuda"].compiler = drv, compiler
+    rep = run_output(out, repeats=1)
+    assert rep.ok and rep.device == "fake A100" and rep.registers == 128
+    assert launches == [((28, 1, 1), 15)] * 2
