@@ -73,7 +73,7 @@ def test_verify_certify_emit_on_the_folder(solved):
     v = synth("verify", out, "--json")
     assert v.returncode == 0, v.stderr
     assert set(json.loads(v.stdout)["result"]["obligations"]) >= CLASSES
-    assert synth("certify", out).returncode == 0
+    # synth certify on a Hopper certificate folder: tests/hopper/test_cli.py (the same certify_hopper)
     assert api.certify(str(out), time_limit=120).ok
     e = synth("emit", out, "--target", "cuda")
     assert e.returncode == 0 and "up to date" in e.stdout
