@@ -34,6 +34,7 @@ arrivals and bytes (``arrivals``, ``tx_bytes``) and no waiter runs ahead or fall
 
 from __future__ import annotations
 
+import functools
 import time
 from dataclasses import dataclass, field
 from typing import Callable, Optional
@@ -721,8 +722,10 @@ REPLAY_MAX_T = 8
 """Counterexamples up to this trip count are replayed by the oracle (its first violations are the trace)."""
 
 
+@functools.lru_cache(maxsize=32)
 def _replay(p: HopperProgram, T: int) -> tuple[str, ...]:
-    """What the explicit-state oracle sees when it runs ``p`` at ``T`` (empty when ``T`` is large)."""
+    """What the explicit-state oracle sees when it runs ``p`` at ``T`` (empty when ``T`` is large). Cached:
+    every refuted obligation of one program at one trip count replays the same run (a pure function of both)."""
     from .oracle_phases import run
     if T > REPLAY_MAX_T:
         return ()
