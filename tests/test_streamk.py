@@ -225,15 +225,31 @@ def test_broken_protocol_fails_on_the_emulator(name):
                         timeout=60).clean, name
 
 
-@needs_gxx
-def test_solved_folder_runs_through_the_python_api(tmp_path):
-    import synth.kernel
+def _solve_small(d, stream_k: bool = True) -> str:
+    """A solved folder of a 70 x 90 x 200 problem with 64 x 64 tiles: stream-K, or else split_k: 2."""
     from synth.api import solve
 
-    doc = tmp_path / "sk.yaml"
-    doc.write_text(DOC.replace("BM: 128, BN: 128", "BM: 64, BN: 64"))
+    doc = DOC.replace("BM: 128, BN: 128", "BM: 64, BN: 64").replace("{M: 2048, N: 2048, K: 2048}",
+                                                                     "{M: 70, N: 90, K: 200}")
+    (d / "p.yaml").write_text(doc if stream_k else doc.replace("stream_k: true", "split_k: 2"))
+    solve(str(d / "p.yaml"), out=str(d / "out"))
+    return str(d / "out")
+
+
+@pytest.fixture(scope="module")
+def small_folders(tmp_path_factory):
+    """``{True: stream-K folder, False: split-K folder}``, solved once for the tests that only read them."""
+    return {sk: _solve_small(tmp_path_factory.mktemp(f"sk{int(sk)}"), sk) for sk in (True, False)}
+
+
+@needs_gxx
+def test_solved_folder_runs_through_the_python_api(small_folders, tmp_path):
+    import shutil as sh
+
+    import synth.kernel
+
     out = tmp_path / "out"
-    solve(str(doc), out=str(out))
+    sh.copytree(small_folders[True], out)
     assert "stream_k: true" in (out / "problem.yaml").read_text()
     kern = synth.kernel.load(str(out), backend="emulator")
     assert kern.facts.stream_k
@@ -334,19 +350,9 @@ def _fake_pycuda(source: str):
     return drv, compiler, fn, launches
 
 
-def _solved_stream_k(tmp_path, stream_k: bool = True):
-    from synth.api import solve
-
-    doc = DOC.replace("BM: 128, BN: 128", "BM: 64, BN: 64").replace("{M: 2048, N: 2048, K: 2048}",
-                                                                     "{M: 70, N: 90, K: 200}")
-    (tmp_path / "p.yaml").write_text(doc if stream_k else doc.replace("stream_k: true", "split_k: 2"))
-    solve(str(tmp_path / "p.yaml"), out=str(tmp_path / "out"))
-    return str(tmp_path / "out")
-
-
 @needs_gxx
 @pytest.mark.parametrize("stream_k", [True, False])
-def test_the_cuda_backend_launches_what_the_kernel_takes(tmp_path, stream_k):
+def test_the_cuda_backend_launches_what_the_kernel_takes(small_folders, stream_k):
     # Kernel._run_gpu with pycuda's calls answered by the emulator: the grid (one wave of 108 SMs x 16
     # resident CTAs, capped at the 28 k-tile iterations for stream-K; the tile grid otherwise), the buffers and
     # the argument order the kernel takes
@@ -354,7 +360,7 @@ def test_the_cuda_backend_launches_what_the_kernel_takes(tmp_path, stream_k):
 
     import synth.kernel
 
-    kern = synth.kernel.load(_solved_stream_k(tmp_path, stream_k), backend="emulator")
+    kern = synth.kernel.load(small_folders[stream_k], backend="emulator")
     drv, _, fn, launches = _fake_pycuda(kern.source)
     kern.backend = "cuda"
     kern._gpu = (drv, fn, SimpleNamespace(push=lambda: None, pop=lambda: None))
@@ -367,14 +373,14 @@ def test_the_cuda_backend_launches_what_the_kernel_takes(tmp_path, stream_k):
 
 
 @needs_gxx
-def test_synth_run_launches_a_stream_k_folder(tmp_path, monkeypatch):
+def test_synth_run_launches_a_stream_k_folder(small_folders, monkeypatch):
     # synth run (run_output) with pycuda answered on the CPU: one checking launch and one timed, each a
     # one-wave grid capped at the iterations, and the check against numpy passes
     import sys
 
     from synth.run import run_output
 
-    out = _solved_stream_k(tmp_path)
+    out = small_folders[True]
     drv, compiler, _, launches = _fake_pycuda(open(f"{out}/kernel.cu").read())
     monkeypatch.setitem(sys.modules, "pycuda", type(sys)("pycuda"))
     monkeypatch.setitem(sys.modules, "pycuda.driver", drv)
