@@ -233,7 +233,6 @@ def load_output(out_dir: str) -> tuple[Problem, Schedule, Program]:
     and checked against the others (:func:`synth.hopper.flow.load_hopper_output`).
     """
     from .load import load_problem
-    from .schedule import schedule_from_json
     from .verify import load_program
 
     for name in ("problem.yaml", "schedule.json", "program.json"):
