@@ -30,6 +30,7 @@ from typing import Optional
 
 import numpy as np
 
+from .emit.launch import Launch, gemm_launch
 from .errors import Loc, SynthError
 
 BACKENDS = ("auto", "cuda", "emulator")
@@ -67,36 +68,12 @@ class KernelFacts:
             return K >= 1 and K % 8 == 0 and T >= self.min_ktiles * self.split_k
         return K >= 1 and K % 8 == 0 and T == self.ktiles * self.split_k
 
-    def launch(self, M: int, N: int, K: int, ctas: int) -> "Launch":
+    def launch(self, M: int, N: int, K: int, ctas: int) -> Launch:
         """The :class:`Launch` of this kernel on an ``M x N x K`` product; ``ctas`` is a stream-K kernel's grid
         (clamped to 1 .. its k-tile iterations; ignored by the others, whose grid is the tile grid)."""
-        from .emit import splitk, streamk
-
-        tiles_n, tiles_m = -(-N // self.BN), -(-M // self.BM)
-        if self.stream_k:
-            G = max(1, min(ctas, tiles_n * tiles_m * -(-K // self.BK)))
-            return Launch((G, 1, 1), streamk.workspace_floats(self.BM, self.BN, G),
-                          streamk.ticket_count(M, N, self.BM, self.BN))
-        return Launch((tiles_n, tiles_m, self.split_k), splitk.workspace_floats(M, N, self.BM, self.BN, self.split_k),
-                      splitk.ticket_count(M, N, self.BM, self.BN, self.split_k))
-
-
-@dataclass(frozen=True)
-class Launch:
-    """How an sm_80 kernel is launched: ``synth_gemm(A, B, C, C_in, M, N, K, lda, ldb, ldc, alpha, beta,
-    [workspace, tickets,] status)`` on ``grid``, the buffers present when ``tickets > 0``."""
-
-    grid: tuple[int, int, int]
-    workspace_floats: int
-    """f32 elements of the workspace (split-K and stream-K; 16-byte aligned; contents free)."""
-    tickets: int
-    """32-bit counters, zeroed before the first launch (every launch leaves them zeroed); 0: no buffers."""
-
-    def buffers(self, alloc_floats, zeros_u32) -> list:
-        """The ``[workspace, tickets]`` arguments made by the caller's allocators (empty without them)."""
-        if self.tickets == 0:
-            return []
-        return [alloc_floats(max(self.workspace_floats, 4)), zeros_u32(self.tickets)]
+        iters = -(-N // self.BN) * -(-M // self.BM) * -(-K // self.BK)
+        return gemm_launch(M, N, self.BM, self.BN, split_k=self.split_k, stream_k=self.stream_k,
+                           ctas=max(1, min(ctas, iters)))
 
 
 def device_ctas(drv, dev, fn, facts: KernelFacts) -> int:

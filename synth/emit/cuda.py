@@ -411,15 +411,16 @@ class _Writer:
         else:
             self.w(f"if (K >= 1 && (K + BK - 1) / BK != SYNTH_KTILES{per}) err |= SYNTH_ERR_KTILES;", 2)
         self.w("if (gridDim.z != SYNTH_SPLIT_K) err |= SYNTH_ERR_SPLIT;", 2)
-        if self.stream:  # a 1-D grid of at most one CTA per iteration: every CTA's range is non-empty
-            self.w("if (gridDim.y != 1 || (long long)((M + BM - 1) / BM) * ((N + BN - 1) / BN) * ((K + BK - 1) / BK) "
-                   "< gridDim.x) err |= SYNTH_ERR_SPLIT;", 2)
+        if self.stream:
+            # a 1-D grid of at most one CTA per iteration (every CTA's range is non-empty), and iteration indices
+            # times gridDim.x within 64 bits (the ranges' arithmetic)
+            self.w("const long long iters = (long long)((M + BM - 1) / BM) * ((N + BN - 1) / BN) * ((K + BK - 1) / BK);",
+                   2)
+            self.w("if (gridDim.y != 1 || iters < gridDim.x) err |= SYNTH_ERR_SPLIT;", 2)
+            self.w("if (iters >= (1LL << 62) / gridDim.x) err |= SYNTH_ERR_SIZE;", 2)
         if self.red is not None:
             self.w("if (workspace == nullptr || tickets == nullptr || ((uintptr_t)workspace & 15) != 0) "
                    "err |= SYNTH_ERR_SPLIT;", 2)
-        if self.stream:  # the iteration arithmetic multiplies an iteration index by gridDim.x in 64 bits
-            self.w("if ((long long)((M + BM - 1) / BM) * ((N + BN - 1) / BN) * ((K + BK - 1) / BK) >= "
-                   "(1LL << 62) / gridDim.x) err |= SYNTH_ERR_SIZE;", 2)
         self.w("if ((long long)M * lda >= 2147483647LL || (long long)N * ldb >= 2147483647LL) err |= SYNTH_ERR_SIZE;",
                2)
         self.w("if (err != 0) {", 2)

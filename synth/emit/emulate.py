@@ -35,8 +35,7 @@ from typing import Mapping, Sequence, Union
 import numpy as np
 
 from ..errors import SynthError
-from .splitk import ticket_count, workspace_floats
-from .streamk import ticket_count as sk_ticket_count, workspace_floats as sk_workspace_floats
+from .launch import gemm_launch
 
 RUNTIME = pathlib.Path(__file__).resolve().parent / "runtime"
 POLICIES = ("forward", "reverse", "interleave", "parallel")
@@ -396,10 +395,9 @@ def emulate_gemm(kernel_cu: str, M: int, N: int, K: int, *, BM: int, BN: int, wa
     split_k = kernel_macros(kernel_cu).get("SPLIT_K", 1)
     splits = split_k if splits is None else splits
     stream_k = kernel_macros(kernel_cu).get("STREAM_K", 0) == 1
-    grid = (-(-N // BN), -(-M // BM), splits)
-    if stream_k:
-        iters = grid[0] * grid[1] * -(-K // kernel_macros(kernel_cu).get("BK", 1))
-        grid = (min(STREAM_K_CTAS, iters) if ctas is None else ctas, 1, 1)
+    if ctas is None:
+        ctas = min(STREAM_K_CTAS, -(-N // BN) * -(-M // BM) * -(-K // kernel_macros(kernel_cu).get("BK", 1)))
+    launch = gemm_launch(M, N, BM, BN, split_k=split_k, stream_k=stream_k, ctas=ctas, splits=splits)
     A, B = gemm_inputs(M, N, K, seed)
     rng = np.random.default_rng(seed + 1)
     # buffers at least as wide as the data even when a stride is (deliberately) too small
@@ -414,15 +412,11 @@ def emulate_gemm(kernel_cu: str, M: int, N: int, K: int, *, BM: int, BN: int, wa
     args: list[Arg] = [Buf("A", Ap), Buf("B", Bp), Buf("C", C0, out=True)]
     args.append(Buf("C_in", Cin) if Cin is not None else None)
     args += [M, N, K, lda, ldb, ldc, float(alpha), float(beta)]
-    if split_k > 1:
-        args += [Buf("workspace", np.full(max(workspace_floats(M, N, BM, BN, split_k), 4), np.nan, np.float32)),
-                 Buf("tickets", np.zeros(max(ticket_count(M, N, BM, BN, split_k), 1), np.uint32), out=True)]
-    elif stream_k:
-        args += [Buf("workspace", np.full(max(sk_workspace_floats(BM, BN, grid[0]), 4), np.nan, np.float32)),
-                 Buf("tickets", np.zeros(max(sk_ticket_count(M, N, BM, BN), 1), np.uint32), out=True)]
+    args += launch.buffers(lambda n: Buf("workspace", np.full(n, np.nan, np.float32)),
+                           lambda n: Buf("tickets", np.zeros(n, np.uint32), out=True))
     args.append(Buf("status", status, out=True))
     run = compile_and_run(mark_main_loop(kernel_cu), GEMM_KERNEL, args,
-                          grid=grid, block=(32 * warps, 1, 1), smem_bytes=smem_bytes,
+                          grid=launch.grid, block=(32 * warps, 1, 1), smem_bytes=smem_bytes,
                           policy=policy, workdir=workdir, timeout=timeout, order=order)
     ref = alpha * (A.astype(np.float32) @ B.astype(np.float32).T)
     if Cin is not None:
