@@ -288,11 +288,10 @@ def check_lowered(problem: Problem, schedule: Schedule, program: Program, path: 
     counts (which ``synth verify`` proves, so a user may edit them): a folder whose problem.yaml, schedule.json
     and program.json disagree would emit a kernel of one problem with another's pipeline."""
     from .lower import STRATEGIES, lower
+    from .schedule import check_schedule
 
     def shape(p: Program) -> Program:
         return replace(p, name="", notes=(), waits=tuple(replace(w, in_flight=None, tight=None, reason="") for w in p.waits))
-
-    from .schedule import check_schedule
 
     if isinstance(program.trip_count, int) and problem.loop.symbolic and \
             program.trip_count >= problem.loop.min_trip_count:
@@ -306,18 +305,21 @@ def check_lowered(problem: Problem, schedule: Schedule, program: Program, path: 
         raise SynthError(Loc(os.path.join(os.path.dirname(path), "schedule.json")), "schedule.json is not a valid "
                          f"schedule of the folder's problem.yaml: {bad[0]}",
                          "restore the folder's problem.yaml, or re-run 'synth solve' on the edited one")
-    try:
-        want = [shape(lower(problem, graph, schedule, predicate_strategy=st)) for st in STRATEGIES]
-    except SynthError as exc:
-        raise SynthError(Loc(path), f"schedule.json does not fit problem.yaml: {exc.msg}",
-                         "restore the folder's files, or re-run 'synth solve'") from None
-    if shape(program) not in want:
-        ref = want[0]
-        what = next((f for f in ("trip_count", "min_trip_count", "max_stage", "ops", "buffers", "queues", "parts",
-                                 "waits") if getattr(shape(program), f) != getattr(ref, f)), "statements")
-        raise SynthError(Loc(path), f"program.json is not the lowering of the folder's problem.yaml and "
-                         f"schedule.json (its {what} differ): one of them was edited or comes from another folder",
-                         "restore the folder's files, or re-run 'synth solve' on problem.yaml")
+    got, ref = shape(program), None
+    for st in STRATEGIES:  # the default strategy first: the others are lowered only when it does not match
+        try:
+            want = shape(lower(problem, graph, schedule, predicate_strategy=st))
+        except SynthError as exc:
+            raise SynthError(Loc(path), f"schedule.json does not fit problem.yaml: {exc.msg}",
+                             "restore the folder's files, or re-run 'synth solve'") from None
+        if got == want:
+            return
+        ref = ref or want
+    what = next((f for f in ("trip_count", "min_trip_count", "max_stage", "ops", "buffers", "queues", "parts",
+                             "waits") if getattr(got, f) != getattr(ref, f)), "statements")
+    raise SynthError(Loc(path), f"program.json is not the lowering of the folder's problem.yaml and "
+                     f"schedule.json (its {what} differ): one of them was edited or comes from another folder",
+                     "restore the folder's files, or re-run 'synth solve' on problem.yaml")
 
 
 def gemm_yaml(cfg, name: str) -> str:
