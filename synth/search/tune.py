@@ -122,11 +122,10 @@ def search_gemm(M: int, N: int, K: int, *, dtype: str = "f16", arch="sm_80", tim
         # the SASS mix moves the compiled candidates' estimates, so configurations left out may now beat them:
         # choose again, compile the newcomers, until the top is stable (each round only adds compiled entries)
         for _ in range(4):
-            again, complete = refiner.best_of(entries.values(), top)
-            if {e.point for e in again[:n_sass]} <= {e.point for e in ranked_top if e.mix is not None}:
-                ranked_top = again
+            compiled = {e.point for e in ranked_top if e.mix is not None}
+            ranked_top, complete = refiner.best_of(entries.values(), top)
+            if {e.point for e in ranked_top[:n_sass]} <= compiled:
                 break
-            ranked_top = again
             why += [w for w in (apply_sass(ctx, e) for e in ranked_top[:n_sass]) if w]
         ranked_top.sort(key=key)
         done = sum(1 for e in ranked_top if e.mix is not None)
