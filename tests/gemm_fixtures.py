@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import shutil
 
+import pytest
+
 from synth.expr import Bin, Ite, Num, Var, affine
 from synth.gemm import GemmConfig, expand_gemm
 from synth.graph import build_graph
@@ -17,6 +19,13 @@ from synth.program import Access, CommitStmt, OpStmt, Part, ProgBuffer, ProgOp, 
 from synth.schedule import schedule_from_pins
 
 NVCC = shutil.which("nvcc")
+NEEDS_GXX = pytest.mark.skipif(shutil.which("g++") is None, reason="g++ is needed for the CPU emulator")
+
+
+def gemm_doc(key_line: str) -> str:
+    """A 2048^3 ``kind: gemm`` problem file (128x128x32 tiles, 4 warps, 3 stages, sm_80) with ``key_line`` at line 7."""
+    return ("name: sk\nkind: gemm\nshape: {M: 2048, N: 2048, K: 2048}\ntile: {BM: 128, BN: 128, BK: 32}\n"
+            f"warps: 4\nstages: 3\n{key_line}\narch: sm_80\n")
 
 
 def gemm_problem(**kw):

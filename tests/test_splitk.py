@@ -8,31 +8,21 @@ release/acquire protocol is broken (a fence, the reset, the last-CTA test) fails
 
 from __future__ import annotations
 
-import shutil
 import subprocess
 
 import numpy as np
 import pytest
 
-from gemm_fixtures import NVCC, emitted_kernel, emulate_emitted, program_for
+from gemm_fixtures import NEEDS_GXX, NVCC, emitted_kernel, emulate_emitted, gemm_doc, program_for
 from synth.emit.cuda import STATUS_CODES, kernel_info
 from synth.emit.splitk import split_range, ticket_count, workspace_floats
 from synth.errors import SynthError
 from synth.gemm import GemmConfig, expand_gemm
 from synth.load import load_problem_text
 
-needs_gxx = pytest.mark.skipif(shutil.which("g++") is None, reason="g++ is needed for the CPU emulator")
+needs_gxx = NEEDS_GXX
 
-DOC = """\
-name: sk
-kind: gemm
-shape: {M: 2048, N: 2048, K: 2048}
-tile: {BM: 128, BN: 128, BK: 32}
-warps: 4
-stages: 3
-split_k: 2
-arch: sm_80
-"""
+DOC = gemm_doc("split_k: 2")
 
 
 def _kernel(split_k: int, **kw):

@@ -9,31 +9,21 @@ refused with C untouched; and a kernel whose protocol is broken fails on the emu
 
 from __future__ import annotations
 
-import shutil
 
 import numpy as np
 import pytest
 from hypothesis import given, settings, strategies as st
 
-from gemm_fixtures import NVCC, emitted_kernel, emulate_emitted, program_for
+from gemm_fixtures import NEEDS_GXX, NVCC, emitted_kernel, emulate_emitted, gemm_doc, program_for
 from synth.emit import streamk
 from synth.emit.cuda import emit_kernel, kernel_info
 from synth.errors import SynthError
 from synth.gemm import GemmConfig, expand_gemm
 from synth.load import load_problem_text
 
-needs_gxx = pytest.mark.skipif(shutil.which("g++") is None, reason="g++ is needed for the CPU emulator")
+needs_gxx = NEEDS_GXX
 
-DOC = """\
-name: sk
-kind: gemm
-shape: {M: 2048, N: 2048, K: 2048}
-tile: {BM: 128, BN: 128, BK: 32}
-warps: 4
-stages: 3
-stream_k: true
-arch: sm_80
-"""
+DOC = gemm_doc("stream_k: true")
 
 
 def _kernel(stream_k: bool = True, **kw):
