@@ -36,11 +36,31 @@ Sources (figures are per SM unless named otherwise):
   and :mod:`synth.search.model` adds (Little's law, docs/search.md).
 * Throughput figures of the GEMM model (:class:`ArchSpec` fields after ``lat_mma``):
   ``l2_bytes_per_clk``: sm_80 5120 B/clk, the A100 whitepaper's "2.3x the L2 read
-  bandwidth of V100" (V100: 2048 B/clk; 5120 x 1.41 GHz = 7.2 TB/s, as tabulated
-  in Kraus et al., Ultrasonics Sonochemistry 99 (2023) 106546, table 3); sm_90
-  5120 B/clk at the H100's clock (same table: 8986 GB/s at 1.755 GHz); sm_86 and
-  sm_89 have no NVIDIA figure: 2048 B/clk (GA102: 12 L2 slices x 64 B x 2 ports,
-  an assumption) and 5120 B/clk (AD102, an assumption). ``issue_per_clk_smsp``:
+  bandwidth of V100" (V100: 2048 B/clk; 5120 x 1.41 GHz = 7.2 TB/s). sm_90: NVIDIA
+  publishes no L2 bandwidth for H100. The figure is scaled from one benchmark run on
+  both chips, the L2 read benchmark of D. Ernst's GPU microbenchmark suite
+  (gpu-benches, NHR@FAU, "gpu-l2-cache", with its published results per GPU): an
+  L2-resident set read by every SM streams 5.4 TB/s on A100 SXM4 80 GB (the 108 SMs and
+  40 MB L2 of the 40 GB part, 1.41 GHz: 3,830 B/clk, 75 % of the whitepaper's 5120) and 9.75 TB/s on H200 (GH100 with 132 SMs and the 50 MB L2 of
+  H100 SXM5; only its HBM differs) at no more than its 1.98 GHz boost: at least 4,920
+  B/clk. The model keeps the whitepaper convention of sm_80 (nominal, not the 75 % a
+  benchmark reaches), so sm_90 = 5120 x 4,920 / 3,830 = 6,580, rounded to 6,600 B/clk (50 B/clk per SM
+  against the A100's 47; if the H200 ran below 1.98 GHz the true figure is higher, so
+  this errs low). sm_86 and sm_89 have no NVIDIA figure: 2048 B/clk (GA102: 12 L2
+  slices x 64 B x 2 ports, an assumption) and 5120 B/clk (AD102, an assumption).
+  ``l2_operand_fraction``: the fraction of the L2 a GEMM's A and B may keep between
+  waves, 0.5 on every arch (an assumption of this model: the L2 of A100 and of H100 is
+  two partitions that each keep a copy of lines the SMs of both read (A100 whitepaper,
+  "L2 cache"; Chips and Cheese, "Nvidia's H100: Funny L2, and Tons of Bandwidth", 2023),
+  and the rest holds C, split-K partials and other traffic; GA102 and AD102 keep the
+  same half for the same other traffic).
+  ``mma_sync_fraction``: 2/3 on sm_90, the share of the wgmma peak that ``mma.sync``
+  m16n8k16 reaches on Hopper (Luo et al., arXiv:2402.13499, mma versus wgmma
+  throughput), 1 elsewhere (``mma.sync`` is the tensor path of sm_80 to sm_89).
+  ``lat_shared`` and ``lat_mma`` of sm_90 are the sm_80 measurements reused (an
+  assumption: the cited Hopper sources time wgmma and the memory hierarchy, and this
+  table takes no separate ldmatrix or ``mma.sync`` latency from them).
+  ``issue_per_clk_smsp``:
   one warp instruction per clock per SM sub-partition (each of the 4 partitions
   has "one warp scheduler, one dispatch unit (32 thread/clk)", Ampere GA102
   whitepaper, SM section; the same for GA100, AD102 and GH100).
@@ -105,6 +125,8 @@ class ArchSpec:
     max_registers_per_thread: int = 255
     l2_bytes_per_clk: int = 5120
     """L2 -> SM read bandwidth of the whole chip, bytes per SM clock."""
+    l2_operand_fraction: float = 0.5
+    """Fraction of the L2 a GEMM's A and B may keep between waves (the rest: C, partials, other traffic)."""
     sustained_clock_ghz: float = 0.0
     """The SM clock a long dense f16 GEMM runs at (0: the boost clock)."""
     mma_sync_fraction: float = 1.0
@@ -189,7 +211,7 @@ ARCHS: dict[str, ArchSpec] = {
         smem_per_block=227 * 1024, smem_per_sm=228 * 1024, registers_per_sm=65536,
         max_threads_per_sm=2048, max_warps_per_sm=64, max_ctas_per_sm=32,
         lat_global=650, lat_l2=260, lat_shared=30, lat_mma=33,
-        l2_bytes_per_clk=5120, sustained_clock_ghz=1.755, mma_sync_fraction=2.0 / 3.0,
+        l2_bytes_per_clk=6600, sustained_clock_ghz=1.755, mma_sync_fraction=2.0 / 3.0,
     ),
 }
 

@@ -156,7 +156,7 @@ def test_model_terms():
     assert e.waves == 4 and e.wave_efficiency == pytest.approx(512 / (4 * 132))
     assert e.mma_cycles == 2 * 128 * 256 * 64 // arch.tensor_f16_f32_flop_per_clk_sm == 1024
     terms = dict(e.terms)
-    assert terms["tensor"] == 1024 and terms["l2"] == pytest.approx(384 * 128 / (5120 / 132), abs=0.1)
+    assert terms["tensor"] == 1024 and terms["l2"] == pytest.approx(384 * 128 / (arch.l2_bytes_per_clk / 132), abs=0.1)
     # the TMA round trip of the pipeline model (docs/hopper.md): DRAM latency + box at 64 B/clk + 2 barriers
     assert e.fill_cycles == arch.lat_global + 384 * 128 // 64 + 2 * arch.barrier_cycles
     assert e.ii >= e.mma_cycles and e.loads_in_flight == 2
@@ -271,3 +271,18 @@ def test_top_1_writes_a_hopper_folder_that_verifies_certifies_and_compiles(tmp_p
                "--out", str(out), "-q"])
     assert rc == 2 and "--force" in capsys.readouterr().err
     assert os.listdir(out) == [folder.name]
+
+
+def test_a_runner_up_far_behind_is_beaten_and_a_close_one_is_a_tie():
+    """The winner's clause against the best other tile: "beats ... by X %" only when X is at least the model's
+    calibration error (15 %); a closer one is a tie within the model's error."""
+    from synth.search.explain import MODEL_ERROR, beats, behind
+
+    assert beats("t", 0.00042, "saves 3 cycles").startswith("a tie within the model's error")
+    assert "0.042%" in beats("t", 0.00042, "saves 3 cycles")
+    assert beats("t", 0.20, "saves 3 cycles").startswith("beats the best other tile (t) by 20.0%")
+    assert "tie" in behind(MODEL_ERROR / 2, "x") and "tie" not in behind(MODEL_ERROR, "x")
+    res = search_gemm(4096, 4096, 4096, arch="sm_90", top=5)
+    w = res.winner
+    m = re.search(r"predicted ([\d.]+)% slower", w.why)
+    assert m and float(m.group(1)) / 100 < MODEL_ERROR and "a tie within the model's error" in w.why, w.why

@@ -334,3 +334,59 @@ def test_random_shapes_stay_under_the_cap_with_sane_explanations(M, N, K):
         assert 0 < c.tflops <= cap and c.time_us > 0
         assert not NEG.search(c.why), c.why
         assert sum(v for k, v in c.terms if k != "latency") >= 0
+
+
+# sm_90 figures equal to sm_80's on purpose (docstring of synth/arch.py), each with the reason. Any other equal
+# figure is a copy by accident (as the A100's L2 bandwidth once was on sm_90).
+SM90_SAME_AS_SM80 = {
+    "registers_per_sm": "64 K 32-bit registers per SM for compute capability 8.0 and 9.0 (CUDA C++ Programming Guide)",
+    "max_threads_per_sm": "2048 threads per SM for 8.0 and 9.0 (same table)",
+    "max_warps_per_sm": "64 warps per SM for 8.0 and 9.0 (same table)",
+    "max_ctas_per_sm": "32 resident blocks per SM for 8.0 and 9.0 (same table)",
+    "max_registers_per_thread": "255 for every compute capability synth targets (same table)",
+    "smem_bytes_per_clk": "32 banks of 4 bytes per clock on both (same guide, shared memory)",
+    "issue_per_clk_smsp": "one warp scheduler issuing one instruction per clock per sub-partition (GA100, GH100)",
+    "lat_shared": "the sm_80 ldmatrix measurement reused: no Hopper figure is taken (stated as an assumption)",
+    "lat_mma": "the sm_80 mma.sync measurement reused: no Hopper figure is taken (stated as an assumption)",
+    "l2_operand_fraction": "both L2s are two partitions duplicating shared lines: the same half kept for operands",
+    "dram_efficiency": "a model assumption for every arch, not a measurement",
+    "barrier_cycles": "a model assumption for every arch (no published Ampere or Hopper figure)",
+    "launch_us": "a model assumption for every arch (back-to-back timing)",
+}
+
+
+def test_no_sm90_figure_is_an_sm80_one_by_accident():
+    from dataclasses import fields
+
+    a80, a90 = get_arch("sm_80"), get_arch("sm_90")
+    same = {f.name for f in fields(a80) if getattr(a80, f.name) == getattr(a90, f.name)}
+    assert same - set(SM90_SAME_AS_SM80) == set(), "sm_90 figures equal to sm_80's without a reason"
+    assert set(SM90_SAME_AS_SM80) - same == set(), "the allow-list names figures that now differ"
+    # the L2 bandwidth is the H100's own: more bytes per SM clock per SM than the A100's
+    assert a90.l2_bytes_per_clk / a90.sm_count > a80.l2_bytes_per_clk / a80.sm_count
+
+
+def test_h100_4096_cubed_is_not_called_l2_bound():
+    """With the A100's 5,120 B/clk the winner read L2-bound at 630 TFLOP/s; with the H100's own L2 figure a
+    128x256 tile's 48 KiB per 1,024 wgmma cycles is within the SM's share of L2 bandwidth."""
+    res = search_gemm(4096, 4096, 4096, arch="sm_90", top=5, references=False)
+    w = res.candidates[0]
+    assert w.bound != "l2", w.why
+    assert w.tflops > 630.4
+
+
+def test_candidates_within_the_model_error_are_called_a_tie(capsys):
+    from synth.search.explain import MODEL_ERROR
+    from synth.search.report import print_result
+    from rich.console import Console
+
+    res = search_gemm(4096, 4096, 4096, top=5, references=False)
+    w, others = res.candidates[0], res.candidates[1:]
+    gaps = [c.time_us / w.time_us - 1 for c in others]
+    assert max(gaps) < MODEL_ERROR  # the top five of 4096^3 on sm_80 are within a few %
+    assert "a tie within the model's error" in w.why and "beats the best other tile" not in w.why, w.why
+    for c in others:
+        assert "a tie within the model's error" in c.why or "ties with #1" in c.why, c.why
+    print_result(Console(width=400, force_terminal=False), res)
+    out = capsys.readouterr().out
+    assert "a tie within the model's error" in out.split("why #1:")[0], out

@@ -13,6 +13,45 @@ from typing import Optional
 from .rank import Entry, estimate_of
 from .space import Context
 
+MODEL_ERROR = 0.15
+"""The model's calibration error: every published point it is calibrated on is predicted within 15 %
+(docs/search.md, section 8). Two predictions closer than this are a tie within the model's error."""
+
+TIE = f"a tie within the model's error (up to {MODEL_ERROR:.0%})"
+"""How a gap below :data:`MODEL_ERROR` is said, in every explanation and the search's table."""
+
+
+def beats(label: str, gain: float, detail: str, at_least: str = "") -> str:
+    """The winner's clause against the best other tile ``label``, predicted ``gain`` (a fraction) slower.
+
+    Below :data:`MODEL_ERROR` the clause says the two are a tie within the model's error (the prediction
+    orders them, nothing more); ``detail`` (what the winner saves) follows either way.
+    """
+    if gain < MODEL_ERROR:
+        return f"{TIE} with the best other tile ({label}), predicted {at_least}{pct(gain)} slower: #1 {detail}"
+    return f"beats the best other tile ({label}) by {at_least}{pct(gain)}: {detail}"
+
+
+def behind(loss: float, detail: str) -> str:
+    """A runner-up's clause: predicted ``loss`` (a fraction) slower than #1, which ``detail``; a tie within the
+    model's error below :data:`MODEL_ERROR`."""
+    if loss < MODEL_ERROR:
+        return f"{pct(loss)} slower than #1 ({TIE}), which {detail}"
+    return f"{pct(loss)} slower than #1, which {detail}"
+
+
+def spread_note(times_us) -> str:
+    """One line for the ranked table when its predictions (microseconds, best first; at least two) lie within
+    :data:`MODEL_ERROR` of the first: they are a tie within the model's error. Empty otherwise."""
+    times = list(times_us)
+    if len(times) < 2 or times[0] <= 0:
+        return ""
+    spread = max(times) / times[0] - 1
+    if spread >= MODEL_ERROR:
+        return ""
+    return (f"the {len(times)} candidates shown are predicted within {pct(spread)} of each other: {TIE}, "
+            "so the ranking among them is not a prediction the model can make; --measure times them")
+
 
 def loop_rate(e: Entry) -> float:
     """Main-loop FLOP per cycle of one SM: the active CTAs each finishing a k-tile per round."""
@@ -92,8 +131,7 @@ def why_winner(ctx: Context, e: Entry, ties: int, runner: Optional[Entry], unspl
     if gain <= 1e-9:
         return text + f"; the best other tile ({runner.point.label}) is predicted equal and ranked after it"
     at_least = "" if runner.solved is not None else "at least "
-    return (text + f"; beats the best other tile ({runner.point.label}) by {at_least}{_pct(gain)}: "
-            f"{difference(e, runner)}")
+    return text + "; " + beats(runner.point.label, gain, difference(e, runner), at_least)
 
 
 def why_other(ctx: Context, e: Entry, winner: Entry) -> str:
@@ -102,10 +140,11 @@ def why_other(ctx: Context, e: Entry, winner: Entry) -> str:
     if loss <= 1e-12:
         return describe(ctx, e) + ("; ties with #1 (ranked after it by no stream-K, fewer K splits, fewer k-tiles, "
                                    "less shared memory, fewer stages)")
-    return describe(ctx, e) + f"; {_pct(loss)} slower than #1, which {difference(winner, e)}"
+    return describe(ctx, e) + "; " + behind(loss, difference(winner, e))
 
 
-def _pct(x: float) -> str:
+def pct(x: float) -> str:
+    """A fraction as a percentage: one decimal, three below 0.1 % (so a small gap never reads 0.0 %)."""
     return f"{x:.1%}" if x >= 0.001 else f"{x:.3%}"
 
 

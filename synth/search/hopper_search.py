@@ -21,7 +21,7 @@ from dataclasses import dataclass, replace
 from typing import Optional
 
 from ..errors import SynthError
-from .explain import difference, loop_rate
+from .explain import behind, beats, difference, loop_rate
 from .hopper import (HopperEstimate, HopperPoint, auto_point, enumerate_hopper_space, estimate_hopper,
                      hopper_occupancy, hopper_split_issue, is_legal_hopper, pipeline_evaluations, prune_hopper)
 from .results import Candidate, Progress, ReferenceRank, SearchResult, progress_or_silent
@@ -149,8 +149,7 @@ def why_hopper_winner(ctx, e: HopperEntry, ties: int, runner: Optional[HopperEnt
     gain = runner.est.time_us / e.est.time_us - 1
     if gain <= 1e-9:
         return text + f"; the best other tile ({runner.point.label}) is predicted equal and ranked after it"
-    pct = f"{gain:.1%}" if gain >= 0.001 else f"{gain:.3%}"
-    return text + f"; beats the best other tile ({runner.point.label}) by {pct}: {difference(e, runner)}"
+    return text + "; " + beats(runner.point.label, gain, difference(e, runner))
 
 
 def why_hopper_other(ctx, e: HopperEntry, winner: HopperEntry) -> str:
@@ -158,8 +157,7 @@ def why_hopper_other(ctx, e: HopperEntry, winner: HopperEntry) -> str:
     loss = e.est.time_us / winner.est.time_us - 1
     if loss <= 1e-12:
         return describe_hopper(ctx, e) + "; ties with #1 (ranked after it by shared memory, stages, then the tile)"
-    pct = f"{loss:.1%}" if loss >= 0.001 else f"{loss:.3%}"
-    return describe_hopper(ctx, e) + f"; {pct} slower than #1, which {difference(winner, e)}"
+    return describe_hopper(ctx, e) + "; " + behind(loss, difference(winner, e))
 
 
 def hopper_candidate(ctx, e: HopperEntry, rank: int, why: str) -> Candidate:

@@ -75,9 +75,6 @@ PARTIAL_BYTES = 4
 SPLIT_BARRIERS = 3
 """``__syncthreads()`` per CTA in the split-K hand-off besides the C staging's: two around the arrival flag,
 one after the release fence or after the last CTA's wait (``synth.emit.splitk``)."""
-L2_USABLE = 0.5
-"""Fraction of the L2 a GEMM's operands may keep between waves (A100's L2 is two halves that
-duplicate shared lines; the rest holds C and other traffic): an assumption of this model."""
 
 
 # ---------------------------------------------------------------------------
@@ -254,7 +251,8 @@ def traffic(arch: ArchSpec, M: int, N: int, K: int, BM: int, BN: int, per_wave: 
     Grouped rasterization (:mod:`synth.emit.raster`, as synth's kernels; ``group_m = 1`` is
     row-major): CTAs in launch order walk down bands of ``group_m`` tile rows, so a wave of
     ``P`` CTAs covers ``r = min(tm, max(group_m, ceil(P / tn)))`` tile rows and
-    ``c = min(tn, ceil(P / r))`` tile columns. With :data:`L2_USABLE` of the L2 for operands:
+    ``c = min(tn, ceil(P / r))`` tile columns. With the arch's ``l2_operand_fraction`` of the L2 for operands
+    (:class:`~synth.arch.ArchSpec`):
 
     * B is read from DRAM once when all of it fits next to a wave's A rows; otherwise once per
       band of ``r`` rows (each band sweeps every column): ``ceil(tm / r)`` times;
@@ -272,7 +270,7 @@ def traffic(arch: ArchSpec, M: int, N: int, K: int, BM: int, BN: int, per_wave: 
     r = min(tm, max(min(group_m, tm), -(-P // tn)))
     c = min(tn, -(-P // r))
     a_bytes, b_bytes = M * Kp, N * Kp
-    room = L2_USABLE * arch.l2_bytes
+    room = arch.l2_operand_fraction * arch.l2_bytes
     if b_bytes + r * BM * Kp <= room:
         b_passes, b_read = 1, b_bytes
     else:
@@ -513,7 +511,7 @@ def spill(arch: ArchSpec, written: float, wave_written: float) -> tuple[float, f
     """``(write spill, read spill, extra DRAM bytes)`` of ``written`` bytes of f32 partials over a kernel, of
     which ``wave_written`` are written (and read back) within one wave.
 
-    The operands keep :data:`L2_USABLE` of the L2; the partials get the rest (``room``). The first ``room``
+    The operands keep the arch's ``l2_operand_fraction`` of the L2; the partials get the rest (``room``). The first ``room``
     bytes written are absorbed by L2; past it each partial written evicts a dirty one to DRAM (write spill
     ``(written - room) / written``). A partial is read in the wave that wrote it, so the reads miss only when
     one wave's partials exceed the room. The extra bytes: the spilled writes and, when the reads miss, every
@@ -521,7 +519,7 @@ def spill(arch: ArchSpec, written: float, wave_written: float) -> tuple[float, f
     """
     if written <= 0:
         return 0.0, 0.0, 0
-    room = (1.0 - L2_USABLE) * arch.l2_bytes
+    room = (1.0 - arch.l2_operand_fraction) * arch.l2_bytes
     w = max(0.0, written - room) / written
     r = max(0.0, wave_written - room) / wave_written if wave_written > 0 else 0.0
     return w, r, int(round(max(0.0, written - room) + r * written))
@@ -654,7 +652,7 @@ def stream_k_traffic(arch: ArchSpec, M: int, N: int, K: int, BM: int, BN: int) -
     All tiles run in the one wave, and at any moment the CTAs are on tiles spread over the whole grouped order,
     each at its own k-tile (CTA ``c`` starts ``c I / G`` iterations in). So no band of tiles shares a k-slice
     while it is in L2, as a wave of the unsplit kernel does: A and B are read from DRAM once when both fit the
-    :data:`L2_USABLE` room together (every later read then hits); otherwise each read after the first hits with
+    ``l2_operand_fraction`` room together (every later read then hits); otherwise each read after the first hits with
     the chance that its line is still there, ``room / (A + B)`` (a working set read with no locality; an
     assumption of this model), and misses otherwise. C is written once, as f32.
     """
@@ -662,7 +660,7 @@ def stream_k_traffic(arch: ArchSpec, M: int, N: int, K: int, BM: int, BN: int) -
     Kp = K * 2
     l2 = tm * tn * (BM + BN) * Kp
     ops = (M + N) * Kp
-    room = L2_USABLE * arch.l2_bytes
+    room = arch.l2_operand_fraction * arch.l2_bytes
     dram_ops = ops if ops <= room else ops + (l2 - ops) * (1.0 - room / ops)
     dram_ops = min(float(l2), max(float(ops), dram_ops))
     return Traffic(l2_bytes=l2, dram_bytes=int(round(dram_ops)) + M * N * OUT_BYTES,
@@ -902,7 +900,7 @@ def estimate(arch: ArchSpec, M: int, N: int, K: int, BM: int, BN: int, BK: int, 
 
 
 __all__ = ["Resources", "kernel_time", "WaveEstimate", "Estimate", "Traffic", "resources", "occupancy", "estimate", "traffic", "round_terms",
-           "combine", "sum_waves", "problem_bounds", "last_ctas", "reduction", "workspace_spill", "split_lower_bounds", "L2_USABLE",
+           "combine", "sum_waves", "problem_bounds", "last_ctas", "reduction", "workspace_spill", "split_lower_bounds",
            "partial_cycles", "handoff_cycles", "fold_latency", "spill", "bound_parts", "stream_k_traffic",
            "stream_k_plan", "stream_k_sms", "stream_k_grid", "stream_k_sm", "estimate_stream_k", "stream_k_lower_bound",
            "OVERLAP_NORM", "OUT_BYTES", "PARTIAL_BYTES", "SPLIT_BARRIERS"]

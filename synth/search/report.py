@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from typing import Optional, Sequence
 
+from .explain import spread_note
 from .results import Candidate, ReferenceRank, SearchResult
 
 
@@ -102,6 +103,9 @@ def print_result(con, res: SearchResult, *, verbose: bool = False, folders: Sequ
             row += ["-", "-", "-"] if m is None else [f"{m.ms:.3f}", f"{m.tflops:.1f}", f"{m.model_error:+.1%}"]
         t.add_row(*row)
     con.print(t)
+    tie = "" if res.measured else spread_note([c.time_us for c in res.candidates])
+    if tie:
+        con.print(f"note: {tie}")
     if res.candidates:
         con.print(f"[bold]why #1:[/bold] {res.candidates[0].why}")
     if verbose:
