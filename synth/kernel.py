@@ -1,15 +1,20 @@
 """An emitted GEMM as a Python callable: ``synth.kernel.load(OUT)(A, B)`` (docs/api.md).
 
 Input: an output folder of a ``kind: gemm`` problem (``problem.yaml``,
-``schedule.json``, ``program.json`` and ``kernel.cu``). Output: a
-:class:`Kernel` computing ``alpha * A @ B.T + beta * C`` on numpy arrays with
-the kernel in the folder:
+``schedule.json``, ``program.json``, ``kernel.cu`` and the folder's sha256 manifest
+``.synth-output.json``). Output: a :class:`Kernel` (a :class:`HopperKernel` for a
+``mainloop: tma_wgmma`` folder) computing ``alpha * A @ B.T + beta * C`` on numpy arrays
+with the kernel in the folder:
 
-* on a machine with an NVIDIA GPU and pycuda (``pip install '.[gpu]'``), on the
-  GPU (``backend="cuda"``);
-* otherwise on the CPU emulator of :mod:`synth.emit.emulate`
-  (``backend="emulator"``: g++ needed, slow: meant for small shapes, where it
-  also reports early reads, hazards and bank conflicts).
+* on a machine with an NVIDIA GPU, on the GPU (``backend="cuda"``) through CUDA Python
+  (``cuda.bindings``, :mod:`synth.emit.sm90.runner`) or pycuda: ``SYNTH_GPU_BACKEND=cuda-python|pycuda``,
+  default the first of the two that imports and sees a GPU (the sm_90a kernel needs CUDA Python's tensor maps);
+* otherwise on the CPU emulator of :mod:`synth.emit.emulate` (``backend="emulator"``: g++ needed, slow:
+  meant for small shapes, where it also reports early reads, hazards and bank conflicts).
+
+This module is the light runtime: loading a folder and running its kernel import neither OR-Tools,
+Z3, cvc5 nor jsonschema (only numpy, PyYAML and synth's own modules; CUDA Python or pycuda when a GPU
+is used). What :func:`load` checks is in its docstring.
 
 Both backends take the same arguments and make the same checks, in Python
 before the launch (:class:`KernelError`, a :class:`~synth.errors.SynthError`
@@ -18,24 +23,32 @@ and a ``ValueError``): A is ``M x K`` float16, B is ``N x K`` float16 (the
 float32; ``K`` must give the kernel's k-tile count (``ceil(K / BK) ==
 SYNTH_KTILES``, the trip count the waits were proved for) and be a multiple
 of 8; ``M`` and ``N`` are free (1 .. 2^31 - 1). The kernel's own run-time
-preconditions (``*status``) are reported the same way. Inputs are never
-modified; the result is a new ``M x N`` float32 array.
+preconditions (``*status``) are reported the same way, and so is a NaN in a result
+computed from finite inputs whose exact product cannot overflow (:func:`unexplained_nans`).
+Inputs are never modified; the result is a new ``M x N`` float32 array.
 """
 
 from __future__ import annotations
 
+import hashlib
 import os
 from dataclasses import dataclass
-from typing import Optional
+from typing import Optional, Sequence
 
 import numpy as np
 
-from .emit.launch import Launch, gemm_launch
+from .emit.launch import Launch, Param, gemm_launch
 from .errors import Loc, SynthError
 
 BACKENDS = ("auto", "cuda", "emulator")
+GPU_LIBRARIES = ("cuda-python", "pycuda")
+"""The GPU libraries of the ``cuda`` backend, in the order ``auto`` tries them (``SYNTH_GPU_BACKEND`` picks one)."""
 INT_MAX = 2**31 - 1
 """M, N and K are passed as C ``int``."""
+RUNTIME_FILES = ("problem.yaml", "schedule.json", "program.json", "kernel.cu")
+"""The files :func:`load` reads; each must be listed in the folder's manifest with its sha256."""
+MAX_FILE_BYTES = 16 << 20
+"""A folder file larger than this (16 MiB) is refused before it is parsed (problem.yaml: 256 KiB)."""
 
 
 class KernelError(SynthError, ValueError):
@@ -73,22 +86,32 @@ class KernelFacts:
         (clamped to 1 .. its k-tile iterations; ignored by the others, whose grid is the tile grid)."""
         iters = -(-N // self.BN) * -(-M // self.BM) * -(-K // self.BK)
         return gemm_launch(M, N, self.BM, self.BN, split_k=self.split_k, stream_k=self.stream_k,
-                           ctas=max(1, min(ctas, iters)))
+                           ctas=max(1, min(ctas, iters)), threads=self.threads, smem_bytes=self.smem_bytes)
+
+
+def wave_ctas(facts: KernelFacts, registers: int, limits) -> int:
+    """One wave of ``facts``' kernel: SMs x resident CTAs (:func:`synth.emit.streamk.resident_ctas` with
+    ``registers`` per thread); ``limits(name)`` answers the device attributes ``MULTIPROCESSOR_COUNT``,
+    ``MAX_SHARED_MEMORY_PER_MULTIPROCESSOR``, ``MAX_REGISTERS_PER_MULTIPROCESSOR``,
+    ``MAX_THREADS_PER_MULTIPROCESSOR`` and ``MAX_BLOCKS_PER_MULTIPROCESSOR`` (None: 16)."""
+    from .emit.streamk import resident_ctas
+
+    ctas = limits("MAX_BLOCKS_PER_MULTIPROCESSOR")
+    per_sm = resident_ctas(facts.threads, registers, facts.smem_bytes,
+                           sm_smem=limits("MAX_SHARED_MEMORY_PER_MULTIPROCESSOR"),
+                           sm_registers=limits("MAX_REGISTERS_PER_MULTIPROCESSOR"),
+                           sm_threads=limits("MAX_THREADS_PER_MULTIPROCESSOR"), sm_ctas=16 if ctas is None else ctas)
+    return limits("MULTIPROCESSOR_COUNT") * per_sm
 
 
 def device_ctas(drv, dev, fn, facts: KernelFacts) -> int:
-    """One wave of ``facts``' kernel on pycuda device ``dev`` (``fn`` its function): SMs x resident CTAs
-    (:func:`synth.emit.streamk.resident_ctas` with the device's limits and ``fn``'s registers)."""
-    from .emit.streamk import resident_ctas
-
+    """:func:`wave_ctas` on pycuda device ``dev`` (``fn`` its function)."""
     a = drv.device_attribute
-    per_sm = resident_ctas(facts.threads, fn.get_attribute(drv.function_attribute.NUM_REGS), facts.smem_bytes,
-                           sm_smem=dev.get_attribute(a.MAX_SHARED_MEMORY_PER_MULTIPROCESSOR),
-                           sm_registers=dev.get_attribute(a.MAX_REGISTERS_PER_MULTIPROCESSOR),
-                           sm_threads=dev.get_attribute(a.MAX_THREADS_PER_MULTIPROCESSOR),
-                           sm_ctas=dev.get_attribute(a.MAX_BLOCKS_PER_MULTIPROCESSOR)
-                           if hasattr(a, "MAX_BLOCKS_PER_MULTIPROCESSOR") else 16)
-    return dev.get_attribute(a.MULTIPROCESSOR_COUNT) * per_sm
+
+    def limits(name: str):
+        return dev.get_attribute(getattr(a, name)) if hasattr(a, name) else None
+
+    return wave_ctas(facts, fn.get_attribute(drv.function_attribute.NUM_REGS), limits)
 
 
 def check_epilogue(loc: Loc, C, M: int, N: int, alpha, beta) -> Optional[np.ndarray]:
@@ -107,15 +130,114 @@ def check_epilogue(loc: Loc, C, M: int, N: int, alpha, beta) -> Optional[np.ndar
     return np.ascontiguousarray(C)
 
 
+def unexplained_nans(out: np.ndarray, A: np.ndarray, B: np.ndarray, C, alpha: float, beta: float) -> int:
+    """How many NaNs of ``out`` (an ``alpha A B^T + beta C`` result) no arithmetic explains: 0 unless every
+    input is finite and ``|alpha| K max|A| max|B| + |beta| max|C|`` is below float32's largest value (so no
+    partial sum can overflow to inf and no inf - inf can appear), else the NaN count: a kernel bug."""
+    from .emit.emulate import nan_from_finite
+
+    return nan_from_finite(out, A, B, C, alpha, beta)
+
+
+def _raise_status(path: str, status: int) -> None:
+    if status:
+        from .emit.cuda import STATUS_CODES
+
+        why = "; ".join(w for code, (_, w) in STATUS_CODES.items() if status & code)
+        raise KernelError(Loc(path), f"the kernel refused the launch (status {status}): {why}",
+                          "pass arrays the kernel's preconditions allow")
+
+
+def _raise_nans(path: str, out, A, B, C, alpha, beta, where: str) -> None:
+    bad = unexplained_nans(out, A, B, C, alpha, beta)
+    if bad:
+        raise KernelError(Loc(path), f"{where} returned {bad} NaN(s) from finite inputs whose product cannot "
+                          "overflow: the kernel computed garbage (an edited or broken kernel.cu)",
+                          "re-run 'synth solve' for this problem; see docs/emulator.md")
+
+
+def gpu_library() -> str:
+    """The GPU library the ``cuda`` backend uses: ``SYNTH_GPU_BACKEND`` when set (``cuda-python`` or
+    ``pycuda``), else the first of :data:`GPU_LIBRARIES` that imports and sees a GPU. SynthError when the
+    variable names another library or no library sees a GPU (the message says why for each)."""
+    want = os.environ.get("SYNTH_GPU_BACKEND", "").strip()
+    if want and want not in GPU_LIBRARIES:
+        raise SynthError(None, f"SYNTH_GPU_BACKEND={want!r} is not a GPU library synth knows",
+                         f"set it to one of {', '.join(GPU_LIBRARIES)}, or unset it")
+    why = []
+    for lib in ([want] if want else GPU_LIBRARIES):
+        ok, msg = _library_status(lib)
+        if ok:
+            return lib
+        why.append(f"{lib}: {msg}")
+    raise SynthError(None, f"no CUDA GPU available: {'; '.join(why)}",
+                     "run on a machine with an NVIDIA GPU and pip install '.[gpu]', or use backend='emulator'")
+
+
+def _library_status(lib: str) -> tuple[bool, str]:
+    if lib == "cuda-python":
+        from .emit.sm90.runner import device_status
+
+        return device_status()
+    try:
+        import pycuda.driver as drv  # noqa: PLC0415 - optional dependency
+    except Exception as exc:  # noqa: BLE001 - ImportError, or a broken CUDA install
+        return False, f"pycuda is not importable ({type(exc).__name__}: {exc})"
+    try:
+        drv.init()
+        if drv.Device.count() < 1:
+            return False, "the CUDA driver sees no device"
+        return True, drv.Device(0).name()
+    except Exception as exc:  # noqa: BLE001 - pycuda raises its own error types
+        return False, f"CUDA is not usable ({type(exc).__name__}: {exc})"
+
+
+def gpu_ready() -> tuple[bool, str]:
+    """``(True, "<library>: <device name>")`` when :func:`gpu_library` finds a GPU, else ``(False, why not)``."""
+    try:
+        lib = gpu_library()
+    except SynthError as e:
+        return False, e.msg
+    return True, f"{lib}: {_library_status(lib)[1]}"
+
+
+class Prepared:
+    """A launch made ready on the GPU (operands uploaded once): :meth:`run` it, :meth:`fetch` its result,
+    :meth:`time_ms` it; :meth:`close` frees its buffers. Made by :meth:`Kernel.prepare` and
+    :meth:`HopperKernel.prepare` (both GPU libraries)."""
+
+    def __init__(self, run, fetch, time_ms, close, registers: Optional[int], device: str, image: str) -> None:
+        self.run, self.fetch, self.time_ms, self.close = run, fetch, time_ms, close
+        self.registers = registers
+        """Registers per thread of the launched function."""
+        self.device = device
+        self.image = image
+        """Where the function came from (a precompiled image's label, ``nvcc -arch=...``, ``pycuda``)."""
+
+    def __enter__(self) -> "Prepared":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+
 class Kernel:
     """``kernel(A, B, C=None, *, alpha=1.0, beta=0.0) -> numpy.ndarray`` (see the module docstring)."""
 
-    def __init__(self, path: str, source: str, facts: KernelFacts, backend: str) -> None:
+    def __init__(self, path: str, source: str, facts: KernelFacts, backend: str,
+                 images: Sequence[tuple[str, bytes]] = (), problem=None) -> None:
         self.path = path
         self.source = source
         self.facts = facts
         self.backend = backend
+        self.problem = problem
+        """The folder's :class:`~synth.problem.Problem` (its ``gemm`` config: the solved shape), when loaded."""
+        self.images = tuple(images)
+        """Precompiled ``(label, cubin or PTX)`` of kernel.cu, tried before nvcc (CUDA Python only)."""
         self._gpu = None
+        """pycuda's ``(driver, function, context)`` once compiled."""
+        self._cp = None
+        """CUDA Python's ``(CudaDevice, function)`` once loaded."""
         self.last_run = None
         """The emulator's :class:`~synth.emit.emulate.EmuRun` of the last call (emulator backend)."""
 
@@ -168,65 +290,167 @@ class Kernel:
 
     def __call__(self, A, B, C=None, *, alpha: float = 1.0, beta: float = 0.0) -> np.ndarray:
         A, B, C, (M, N, K) = self.check(A, B, C, alpha=alpha, beta=beta)
-        # the kernel stores C rows in 16-byte vectors (ldc % 4 == 0): pad the rows, hand back M x N
-        ldc = N + (-N) % 4
-        if C is not None and ldc != N:
-            C = np.pad(C, ((0, 0), (0, ldc - N)))
         if self.backend == "cuda":
-            out, status = self._run_gpu(A, B, C, M, N, K, ldc, float(alpha), float(beta))
+            with self.prepare(A, B, C, alpha=alpha, beta=beta) as job:
+                job.run()
+                out, status = job.fetch()
+            where = "the GPU"
         else:
-            out, status = self._run_emulator(A, B, C, M, N, K, ldc, float(alpha), float(beta))
-        out = np.ascontiguousarray(out[:, :N])
-        if status:
-            from .emit.cuda import STATUS_CODES
-
-            why = "; ".join(w for code, (_, w) in STATUS_CODES.items() if status & code)
-            raise KernelError(Loc(self.path), f"the kernel refused the launch (status {status}): {why}",
-                              "pass arrays the kernel's preconditions allow")
+            out, status = self._run_emulator(A, B, C, M, N, K, float(alpha), float(beta))
+            where = "the emulator"
+        _raise_status(self.path, status)
+        _raise_nans(self.path, out, A, B, C, float(alpha), float(beta), where)
         return out
 
-    def _run_emulator(self, A, B, C, M, N, K, ldc, alpha, beta):
+    @staticmethod
+    def _ldc(N: int) -> int:
+        return N + (-N) % 4  # the kernel stores C rows in 16-byte vectors: pad the rows, hand back M x N
+
+    def _run_emulator(self, A, B, C, M, N, K, alpha, beta):
         from .emit.emulate import GEMM_KERNEL, STREAM_K_CTAS, Buf, compile_and_run
 
+        ldc = self._ldc(N)
+        if C is not None and ldc != N:
+            C = np.pad(C, ((0, 0), (0, ldc - N)))
         out = np.zeros((M, ldc), np.float32)
         status = np.zeros(1, np.int32)
-        args = [Buf("A", A), Buf("B", B), Buf("C", out, out=True), Buf("C_in", C) if C is not None else None,
-                M, N, K, K, K, ldc, alpha, beta]
         launch = self.facts.launch(M, N, K, STREAM_K_CTAS)
-        args += launch.buffers(lambda n: Buf("workspace", np.full(n, np.nan, np.float32)),
+        extra = launch.buffers(lambda n: Buf("workspace", np.full(n, np.nan, np.float32)),
                                lambda n: Buf("tickets", np.zeros(n, np.uint32)))
-        args.append(Buf("status", status, out=True))
-        run = compile_and_run(self.source, GEMM_KERNEL, args, grid=launch.grid,
-                              block=(self.facts.threads, 1, 1), smem_bytes=self.facts.smem_bytes)
+        params = launch.params(Buf("A", A), Buf("B", B), Buf("C", out, out=True),
+                               Buf("C_in", C) if C is not None else None, M, N, K, ldc, alpha, beta, extra,
+                               Buf("status", status, out=True))
+        run = compile_and_run(self.source, GEMM_KERNEL, [p.value for p in params], grid=launch.grid,
+                              block=launch.block, smem_bytes=launch.smem_bytes)
         self.last_run = run
         if run.errors:
             raise KernelError(Loc(self.path), "the emulator reports: " + "; ".join(run.errors[:3]),
                               "run 'synth verify' on the folder; see docs/emulator.md")
-        return run.outputs["C"], int(run.outputs["status"][0])
+        return np.ascontiguousarray(run.outputs["C"][:, :N]), int(run.outputs["status"][0])
 
-    def _run_gpu(self, A, B, C, M, N, K, ldc, alpha, beta):
-        drv, fn, ctx = self._gpu_function()
+    def prepare(self, A, B, C=None, *, alpha: float = 1.0, beta: float = 0.0) -> Prepared:
+        """The launch of ``self(A, B, C, alpha=, beta=)`` made ready on the GPU (``cuda`` backend's library,
+        :func:`gpu_library`): ``fetch()`` gives ``(M x N result, status)``. Raises :class:`KernelError` for
+        bad arguments, SynthError without a GPU."""
+        A, B, C, (M, N, K) = self.check(A, B, C, alpha=alpha, beta=beta)
+        ldc = self._ldc(N)
+        if C is not None and ldc != N:
+            C = np.pad(C, ((0, 0), (0, ldc - N)))
+        if self._gpu is None and self._cp is None:
+            lib = gpu_library()
+            if lib == "pycuda":
+                self._pycuda_function()
+            else:
+                self._cuda_python_function()
+        if self._gpu is not None:
+            return self._prepare_pycuda(A, B, C, M, N, K, ldc, float(alpha), float(beta))
+        return self._prepare_cuda_python(A, B, C, M, N, K, ldc, float(alpha), float(beta))
+
+    def _prepare_cuda_python(self, A, B, C, M, N, K, ldc, alpha, beta) -> Prepared:
+        dev, fn = self._cp
+        bufs: list[int] = []
+
+        def keep(p: int) -> int:
+            bufs.append(p)
+            return p
+
+        dA, dB = keep(dev.upload(A)), keep(dev.upload(B))
+        out = np.zeros((M, ldc), np.float32)
+        dC = keep(dev.alloc(out.nbytes))
+        dCin = keep(dev.upload(C)) if C is not None else None
+        status = np.zeros(1, np.int32)
+        dS = keep(dev.upload(status))
+        launch = self.facts.launch(M, N, K, wave_ctas(self.facts, dev.registers(fn), _cp_limits(dev)))
+        extra = launch.buffers(lambda n: keep(dev.alloc(4 * n)), lambda n: keep(dev.upload(np.zeros(n, np.uint32))))
+        params = launch.params(dA, dB, dC, dCin, M, N, K, ldc, alpha, beta, extra, dS)
+
+        def run():
+            dev.launch(fn, launch.grid, launch.block, launch.smem_bytes, params)
+
+        def fetch():
+            dev.synchronize()
+            dev.download(out, dC)
+            dev.download(status, dS)
+            return np.ascontiguousarray(out[:, :N]), int(status[0])
+
+        def close():
+            for p in bufs:
+                dev.cu.cuMemFree(p)
+            bufs.clear()
+
+        return Prepared(run, fetch, lambda repeats, before=None: dev.time_ms(run, repeats, before), close,
+                        dev.registers(fn), dev.name, dev.loaded_from.get(int(fn), "?"))
+
+    def _cuda_python_function(self):
+        if self._cp is None:
+            from .emit.sm90.runner import CudaDevice, GpuError
+
+            try:
+                dev = CudaDevice()
+                fn = dev.function(self.source, "synth_gemm", self.facts.smem_bytes, images=self.images)
+            except GpuError as exc:
+                raise KernelError(Loc(self.path), f"the GPU could not load kernel.cu: {exc}",
+                                  "check the CUDA toolkit and driver versions (docs/gpu.md)") from None
+            self._cp = (dev, fn)
+        return self._cp
+
+    def _prepare_pycuda(self, A, B, C, M, N, K, ldc, alpha, beta) -> Prepared:
+        drv, fn, ctx = self._gpu
         ctx.push()
         try:
             dA, dB = drv.to_device(A), drv.to_device(B)
             out = np.zeros((M, ldc), np.float32)
             dC = drv.mem_alloc(out.nbytes)
-            dCin = drv.to_device(C) if C is not None else np.intp(0)
+            dCin = drv.to_device(C) if C is not None else None
             status = np.zeros(1, np.int32)
             dS = drv.to_device(status)
             launch = self.facts.launch(M, N, K, device_ctas(drv, drv.Context.get_device(), fn, self.facts))
             extra = launch.buffers(lambda n: drv.mem_alloc(4 * n), lambda n: drv.to_device(np.zeros(n, np.uint32)))
-            fn(dA, dB, dC, dCin, np.int32(M), np.int32(N), np.int32(K), np.int32(K), np.int32(K), np.int32(ldc),
-               np.float32(alpha), np.float32(beta), *extra, dS, block=(self.facts.threads, 1, 1),
-               grid=launch.grid, shared=self.facts.smem_bytes)
-            drv.Context.synchronize()
-            drv.memcpy_dtoh(out, dC)
-            drv.memcpy_dtoh(status, dS)
+            conv = {"ptr": lambda v: np.intp(0) if v is None else v, "i32": np.int32, "f32": np.float32}
+            args = [conv[p.kind](p.value) for p in launch.params(dA, dB, dC, dCin, M, N, K, ldc, alpha, beta,
+                                                                 extra, dS)]
+            regs = fn.get_attribute(drv.function_attribute.NUM_REGS)
+            device = drv.Context.get_device().name()
         finally:
             ctx.pop()
-        return out, int(status[0])
 
-    def _gpu_function(self):
+        def run():
+            ctx.push()
+            try:
+                fn(*args, block=launch.block, grid=launch.grid, shared=launch.smem_bytes)
+            finally:
+                ctx.pop()
+
+        def fetch():
+            ctx.push()
+            try:
+                drv.Context.synchronize()
+                drv.memcpy_dtoh(out, dC)
+                drv.memcpy_dtoh(status, dS)
+            finally:
+                ctx.pop()
+            return np.ascontiguousarray(out[:, :N]), int(status[0])
+
+        def time_ms(repeats: int, before=None):
+            times = []
+            ctx.push()
+            try:
+                start, stop = drv.Event(), drv.Event()
+                for _ in range(repeats):
+                    if before is not None:
+                        before()
+                    start.record()
+                    fn(*args, block=launch.block, grid=launch.grid, shared=launch.smem_bytes)
+                    stop.record()
+                    stop.synchronize()
+                    times.append(stop.time_since(start))
+            finally:
+                ctx.pop()
+            return times
+
+        return Prepared(run, fetch, time_ms, lambda: None, regs, device, "pycuda (nvcc)")
+
+    def _pycuda_function(self):
         if self._gpu is None:
             import pycuda.driver as drv  # noqa: PLC0415 - optional dependency
             from pycuda.compiler import compile as nvcc_compile  # noqa: PLC0415
@@ -251,6 +475,16 @@ class Kernel:
         return self._gpu
 
 
+def _cp_limits(dev):
+    def limits(name: str):
+        try:
+            return dev.attribute(name)
+        except (AttributeError, Exception):  # noqa: BLE001 - an attribute this driver does not know
+            return None
+
+    return limits
+
+
 def facts_of(source: str, path: str = "kernel.cu") -> KernelFacts:
     """The :class:`KernelFacts` of a kernel.cu text; raises :class:`KernelError` when a fact is missing."""
     from .emit.emulate import kernel_macros
@@ -266,54 +500,118 @@ def facts_of(source: str, path: str = "kernel.cu") -> KernelFacts:
                        m.get("STREAM_K", 0) == 1)
 
 
-def gpu_ready() -> tuple[bool, str]:
-    """(True, device name) when pycuda imports and sees a GPU, else (False, why not)."""
-    from .search import gpu_available
+def read_folder(out: str, names: Sequence[str] = RUNTIME_FILES) -> dict[str, bytes]:
+    """The bytes of ``names`` (default :data:`RUNTIME_FILES`) in output folder ``out``, each checked against the
+    folder's sha256 manifest (``.synth-output.json``, :mod:`synth.outdir`): a missing file, one not in the
+    manifest, changed since synth wrote it, not a regular file or larger than :data:`MAX_FILE_BYTES` is a
+    SynthError naming it."""
+    from .outdir import MARKER, read_marker
+    from .readfile import read_regular_bytes
 
-    return gpu_available()
+    loc = Loc(out)
+    if not os.path.isdir(out):
+        raise SynthError(loc, f"'{out}' is not a folder", "pass a folder written by 'synth solve'")
+    for name in names:
+        if not os.path.lexists(os.path.join(out, name)):
+            fix = (f"run 'synth emit {out} --target cuda'" if name == "kernel.cu"
+                   else "pass a folder written by 'synth solve'")
+            raise SynthError(loc, f"'{out}' has no {name}", fix)
+    listing = read_marker(out)
+    if listing is None:
+        raise SynthError(Loc(os.path.join(out, MARKER)), f"'{out}' has no valid {MARKER}: synth did not write "
+                         "this folder, so nothing says its files are the ones synth proved",
+                         "load a folder written by 'synth solve' (or re-run it on the problem)")
+    files = {}
+    for name in names:
+        path = os.path.join(out, name)
+        limit = (1 << 18) if name == "problem.yaml" else MAX_FILE_BYTES
+        data = read_regular_bytes(path, limit, name, follow=False,
+                                  fix=f"restore {name} as 'synth solve' wrote it, or re-run 'synth solve'")
+        want = listing.get(name)
+        if want is None:
+            raise SynthError(Loc(path), f"{name} is not listed in {MARKER}: synth did not write it",
+                             "re-run 'synth solve' on the problem")
+        if hashlib.sha256(data).hexdigest() != want:
+            raise SynthError(Loc(path), f"{name} changed since synth wrote it (its sha256 is not the one {MARKER} "
+                             "records); an edited file is never loaded: the waits are proved only for the texts "
+                             "synth wrote", f"restore {name}, or re-run 'synth solve' on the problem "
+                             "('synth verify' proves an edited program.json on its own)")
+        files[name] = data
+    return files
 
 
-def load(out: str, *, backend: str = "auto") -> Kernel:
+def _problem_of(out: str, files: dict[str, bytes]):
+    """The folder's problem: problem.yaml parsed by the hand-written GEMM checks (:mod:`synth.gemm_doc`;
+    the manifest vouches that ``synth solve`` validated this very text against the JSON Schema)."""
+    from .gemm_doc import GEMM_KEYS, problem_from_gemm_doc
+    from .readfile import decode_utf8
+    from .yamlnodes import check_keys, read_yaml_text
+
+    path = os.path.join(out, "problem.yaml")
+    doc = read_yaml_text(decode_utf8(files["problem.yaml"], path, "problem.yaml"), path)
+    if doc.get("kind") != "gemm":
+        raise SynthError(Loc(path), f"problem '{doc.get('name', '?')}' is not a GEMM; only kind: gemm folders "
+                         "have a kernel", "solve a kind: gemm problem")
+    check_keys(doc, GEMM_KEYS, "a gemm problem")
+    return problem_from_gemm_doc(doc, path)
+
+
+def _json(out: str, files: dict[str, bytes], name: str):
+    from .readfile import load_json
+
+    return load_json(files[name], MAX_FILE_BYTES, name, path=os.path.join(out, name))
+
+
+def load(out: str, *, backend: str = "auto", images: Sequence[tuple[str, bytes]] = ()):
     """The kernel of output folder ``out`` as a callable (``backend``: ``auto``, ``cuda`` or ``emulator``).
 
-    ``auto`` picks ``cuda`` when :func:`gpu_ready`, else ``emulator``. The
-    folder must be one ``synth solve`` wrote for a ``kind: gemm`` problem; its
-    kernel.cu must state the tile sizes its program was lowered with
-    (:func:`synth.emit.cuda.kernel_info`), so a kernel.cu from another folder
-    or configuration is refused. Raises :class:`SynthError`.
-    """
-    from .emit.cuda import kernel_info
-    from .hopper.problem import HopperGemm
-    from .pipeline import load_output
+    ``auto`` picks ``cuda`` when :func:`gpu_ready` (a Hopper folder: an sm_90 GPU and CUDA Python), else
+    ``emulator``. ``images``: precompiled ``(label, cubin or PTX)`` of the folder's kernel.cu, tried
+    before nvcc by the CUDA Python library (the caller vouches that they were built from this kernel.cu).
 
+    Checked at load, with no solver (docs/api.md): every file read (problem.yaml, schedule.json,
+    program.json, kernel.cu) is listed in the folder's manifest ``.synth-output.json`` with an unchanged
+    sha256 (:func:`read_folder`: synth proved and wrote exactly these texts); problem.yaml is a valid
+    ``kind: gemm`` problem; schedule.json and program.json read back for it; and kernel.cu is byte for
+    byte the kernel synth emits from them. Left to the manifest: that program.json is the proven lowering
+    of schedule.json (``synth verify OUT`` re-proves it with Z3). Raises :class:`SynthError`.
+    """
     if backend not in BACKENDS:
         raise SynthError(None, f"unknown backend {backend!r}", f"use one of {', '.join(BACKENDS)}")
     out = os.fspath(out)
-    problem, schedule, program = load_output(out)
-    if isinstance(problem, HopperGemm):
-        return _load_hopper(out, problem, schedule, program, backend)
-    if problem.gemm is None:
-        raise SynthError(Loc(problem.path), f"problem '{problem.name}' is not a GEMM; only kind: gemm folders "
-                         "have a kernel", "solve a kind: gemm problem")
+    for name in ("problem.yaml", "schedule.json", "program.json"):  # every output folder has these
+        if not os.path.lexists(os.path.join(out, name)):
+            raise SynthError(Loc(out), f"'{out}' has no {name}", "pass a folder written by 'synth solve'")
+    problem = _problem_of(out, read_folder(out, ("problem.yaml",)))  # a folder without a kernel: say why first
+    files = read_folder(out)
+    from .hopper.problem import HopperGemm
+
+    source = files["kernel.cu"].decode("utf-8", errors="replace")
     path = os.path.join(out, "kernel.cu")
-    if not os.path.isfile(path):
-        raise SynthError(Loc(out), f"'{out}' has no kernel.cu", f"run 'synth emit {out} --target cuda'")
-    with open(path, encoding="utf-8") as fh:
-        source = fh.read()
-    facts = facts_of(source, path)
-    info = kernel_info(problem, schedule, program)
-    cfg = problem.gemm
-    want = {"BM": cfg.BM, "BN": cfg.BN, "BK": cfg.BK, "KTILES": info.ktiles, "THREADS": info.threads,
-            "SMEM_BYTES": info.smem_bytes, "SPLIT_K": cfg.split_k, "STREAM_K": int(cfg.stream_k)}
-    got = {"BM": facts.BM, "BN": facts.BN, "BK": facts.BK, "KTILES": facts.ktiles, "THREADS": facts.threads,
-           "SMEM_BYTES": facts.smem_bytes, "SPLIT_K": facts.split_k, "STREAM_K": int(facts.stream_k)}
-    diff = [f"SYNTH_{k} {got[k]} (program: {want[k]})" for k in want if got[k] != want[k]]
-    if diff:
-        raise SynthError(Loc(path), f"kernel.cu does not match the folder's program: {', '.join(diff)}",
-                         f"re-emit it with 'synth emit {out} --target cuda'")
-    facts = KernelFacts(problem.name, facts.BM, facts.BN, facts.BK, facts.ktiles, facts.threads, facts.smem_bytes,
-                        facts.split_k, facts.min_ktiles, facts.stream_k)
-    return Kernel(path, source, facts, _backend(backend, gpu_ready, "CUDA GPU", "an NVIDIA GPU"))
+    if isinstance(problem, HopperGemm):
+        return _load_hopper(out, problem, source, backend, images)
+    from .emit.cuda import emit_kernel
+    from .program import program_from_json
+    from .schedule import schedule_from_json
+
+    try:
+        schedule = schedule_from_json(problem, _json(out, files, "schedule.json"))
+    except (KeyError, TypeError, ValueError, AttributeError) as exc:
+        raise SynthError(Loc(os.path.join(out, "schedule.json")), f"schedule.json does not read back for "
+                         f"problem.yaml: {exc!r}", "re-run 'synth solve'") from None
+    try:
+        program = program_from_json(_json(out, files, "program.json"))
+    except (KeyError, TypeError, ValueError, AttributeError) as exc:
+        raise SynthError(Loc(os.path.join(out, "program.json")), f"program.json does not read back: {exc!r}",
+                         "re-run 'synth solve'") from None
+    if emit_kernel(problem, schedule, program) != source:
+        raise SynthError(Loc(path), "kernel.cu is not the kernel synth emits for this folder's program (edited, "
+                         "or from another folder or another synth version)",
+                         f"re-emit it with 'synth emit {out} --target cuda --force', or re-run 'synth solve'")
+    f = facts_of(source, path)
+    facts = KernelFacts(problem.name, f.BM, f.BN, f.BK, f.ktiles, f.threads, f.smem_bytes, f.split_k, f.min_ktiles,
+                        f.stream_k)
+    return Kernel(path, source, facts, _backend(backend, gpu_ready, "CUDA GPU", "an NVIDIA GPU"), images, problem)
 
 
 def _backend(backend: str, ready, what: str, where: str) -> str:
@@ -337,10 +635,11 @@ class HopperKernel:
     backend runs it on the CPU emulator of :mod:`synth.emit.sm90.emulate` (TMA boxes land as late
     as their barriers allow, wgmma operands are read as late as ``wait_group`` allows: a hang or a
     stale read is a :class:`KernelError`); ``cuda`` launches it on the GPU with tensor maps
-    (:func:`synth.emit.sm90.runner.run_gpu`, CUDA Python needed).
+    (:mod:`synth.emit.sm90.runner`, CUDA Python needed).
     """
 
-    def __init__(self, path: str, source: str, config, backend: str, problem) -> None:
+    def __init__(self, path: str, source: str, config, backend: str, problem,
+                 images: Sequence[tuple[str, bytes]] = ()) -> None:
         self.path = path
         self.source = source
         self.config = config
@@ -348,6 +647,8 @@ class HopperKernel:
         self.problem = problem
         """The folder's :class:`~synth.hopper.problem.HopperGemm`."""
         self.name = problem.name
+        self.images = tuple(images)
+        """Precompiled ``(label, cubin or PTX)`` of kernel.cu for sm_90a, tried before nvcc."""
         self.last_info: Optional[dict] = None
         """The emulator's report of the last call (emulator backend)."""
 
@@ -375,7 +676,8 @@ class HopperKernel:
                               "pass float values (rounded to bfloat16) or uint16 bfloat16 bit patterns")
         return bf16_bits(np.asarray(x, np.float32))
 
-    def __call__(self, A, B, C=None, *, alpha: float = 1.0, beta: float = 0.0) -> np.ndarray:
+    def check(self, A, B, C=None, *, alpha: float = 1.0, beta: float = 0.0):
+        """``(A bits, B bits, C or None, (M, N, K))`` checked; raises :class:`KernelError`."""
         loc = Loc(self.path)
         a, b = self._operand("A", A), self._operand("B", B)
         (M, K), (N, KB) = a.shape, b.shape
@@ -390,40 +692,90 @@ class HopperKernel:
             raise KernelError(loc, f"K = {K} has {-(-K // self.config.bk)} k-tile(s) of {self.config.bk}; this kernel "
                               f"splits K in {split}, and every split needs one", f"pass K > {(split - 1) * self.config.bk}")
         C = check_epilogue(loc, C, M, N, alpha, beta)
+        return a, b, C, (M, N, K)
+
+    def _values(self, bits: np.ndarray) -> np.ndarray:
+        if self.config.dtype == "f16":
+            return bits.view(np.float16)
+        from .emit.sm90.emulate import bf16_value
+
+        return bf16_value(bits)
+
+    def __call__(self, A, B, C=None, *, alpha: float = 1.0, beta: float = 0.0) -> np.ndarray:
+        loc = Loc(self.path)
+        a, b, C, (M, N, K) = self.check(A, B, C, alpha=alpha, beta=beta)
         if self.backend == "cuda":
-            from .emit.sm90.runner import run_gpu
+            with self.prepare(A, B, C, alpha=alpha, beta=beta) as job:
+                job.run()
+                out, _ = job.fetch()
+            where = "the GPU"
+        else:
+            from .emit.sm90.emulate import EmulatorError, run_emulated
 
-            return run_gpu(self.source, self.config, a, b, C, float(alpha), float(beta))
-        from .emit.sm90.emulate import EmulatorError, run_emulated
+            try:
+                full, info = run_emulated(self.source, a, b, C, alpha=float(alpha), beta=float(beta))
+            except EmulatorError as e:
+                raise KernelError(loc, f"the emulator could not run the kernel: {e}", "see docs/emulator.md") from None
+            self.last_info = info
+            if info.get("kind") or not info.get("ok", False):
+                raise KernelError(loc, f"the emulator reports: {info.get('kind') or 'a hazard'}: "
+                                  f"{info.get('message', '')}", "run 'synth verify' on the folder; see docs/emulator.md")
+            out, where = np.ascontiguousarray(full[:, :N]), "the emulator"
+        _raise_nans(self.path, out, self._values(a), self._values(b), C, float(alpha), float(beta), where)
+        return out
 
+    def prepare(self, A, B, C=None, *, alpha: float = 1.0, beta: float = 0.0) -> Prepared:
+        """The launch of ``self(A, B, C, alpha=, beta=)`` made ready on the GPU through CUDA Python:
+        ``fetch()`` gives ``(M x N result, 0)``. Raises :class:`KernelError` for bad arguments or a kernel
+        that does not load, SynthError without an sm_90 GPU."""
+        a, b, C, (M, N, K) = self.check(A, B, C, alpha=alpha, beta=beta)
+        from .emit.sm90.kernel import KERNEL
+        from .emit.sm90.runner import CudaDevice, GpuError, gpu_status, sm90_params
+
+        ok, why = gpu_status()
+        if not ok:
+            raise SynthError(None, f"no sm_90 GPU available: {why}",
+                             "run on an H100/H200 with CUDA Python (pip install '.[gpu]'), or use backend='emulator'")
+        cfg = self.config
+        dev = CudaDevice()
         try:
-            out, info = run_emulated(self.source, a, b, C, alpha=float(alpha), beta=float(beta))
-        except EmulatorError as e:
-            raise KernelError(loc, f"the emulator could not run the kernel: {e}", "see docs/emulator.md") from None
-        self.last_info = info
-        if info.get("kind") or not info.get("ok", False):
-            raise KernelError(loc, f"the emulator reports: {info.get('kind') or 'a hazard'}: {info.get('message', '')}",
-                              "run 'synth verify' on the folder; see docs/emulator.md")
-        return np.ascontiguousarray(out[:, :N])
+            fn = dev.function(self.source, KERNEL, cfg.smem_bytes, arch="sm_90a", images=self.images)
+            out = np.zeros((M, N), np.float32)
+            dA, dB, dC = dev.upload(a), dev.upload(b), dev.upload(out)
+            dCin = dev.upload(C) if C is not None else None
+            params, grid = sm90_params(dev, cfg, dA, dB, dC, dCin, M, N, K, float(alpha), float(beta))
+        except GpuError as exc:
+            dev.close()
+            raise KernelError(Loc(self.path), f"the GPU could not run kernel.cu: {exc}",
+                              "check the CUDA toolkit and driver versions (docs/gpu.md)") from None
+
+        def run():
+            dev.launch(fn, grid, (cfg.threads, 1, 1), cfg.smem_bytes, params)
+
+        def fetch():
+            dev.synchronize()
+            return dev.download(out, dC).copy(), 0
+
+        return Prepared(run, fetch, lambda repeats, before=None: dev.time_ms(run, repeats, before), dev.close,
+                        dev.registers(fn), dev.name, dev.loaded_from.get(int(fn), "?"))
 
 
-def _load_hopper(out: str, problem, choice, program, backend: str) -> HopperKernel:
-    from .hopper.flow import kernel_config
-    from .emit.sm90.kernel import emit_sm90_kernel
+def _load_hopper(out: str, problem, source: str, backend: str, images) -> HopperKernel:
+    """A Hopper folder's kernel: schedule.json's choice, program.json equal to the lowering of problem.yaml
+    under it, and kernel.cu equal to the kernel synth emits from that program (all derived again)."""
+    from .hopper.flow import emit_from_output, load_hopper_output
 
-    path = os.path.join(out, "kernel.cu")
-    if not os.path.isfile(path):
-        raise SynthError(Loc(out), f"'{out}' has no kernel.cu", f"run 'synth emit {out} --target cuda'")
-    with open(path, encoding="utf-8") as fh:
-        source = fh.read()
-    cfg = kernel_config(problem, choice)
-    if source != emit_sm90_kernel(cfg, program):
-        raise SynthError(Loc(path), "kernel.cu is not the kernel synth emits for this folder's proven program "
-                         "(edited, or from another folder)", f"re-emit it with 'synth emit {out} --target cuda'")
+    got = load_hopper_output(out, problem)
+    if source != emit_from_output(got):
+        raise SynthError(Loc(os.path.join(out, "kernel.cu")), "kernel.cu is not the kernel synth emits for this "
+                         "folder's proven program (edited, or from another folder)",
+                         f"re-emit it with 'synth emit {out} --target cuda'")
     from .emit.sm90.runner import gpu_status
 
-    return HopperKernel(path, source, cfg, _backend(backend, gpu_status, "sm_90 GPU", "an H100/H200"), problem)
+    return HopperKernel(os.path.join(out, "kernel.cu"), source, got.config,
+                        _backend(backend, gpu_status, "sm_90 GPU", "an H100/H200"), got.problem, images)
 
 
-__all__ = ["load", "Kernel", "HopperKernel", "KernelFacts", "KernelError", "Launch", "device_ctas", "facts_of",
-           "gpu_ready", "BACKENDS"]
+__all__ = ["load", "Kernel", "HopperKernel", "KernelFacts", "KernelError", "Launch", "Param", "Prepared",
+           "device_ctas", "wave_ctas", "facts_of", "gpu_ready", "gpu_library", "read_folder", "unexplained_nans",
+           "BACKENDS", "GPU_LIBRARIES", "RUNTIME_FILES", "MAX_FILE_BYTES"]

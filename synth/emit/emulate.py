@@ -437,6 +437,30 @@ def emulate_gemm(kernel_cu: str, M: int, N: int, K: int, *, BM: int, BN: int, wa
                      policy=str(run.stats.get("policy", policy)), stats=run.stats, status=int(st[0]))
 
 
+F32_MAX = float(np.finfo(np.float32).max)
+
+
+def nan_from_finite(out: np.ndarray, A: np.ndarray, B: np.ndarray, C_in, alpha: float, beta: float) -> int:
+    """The NaN count of ``out``, an ``alpha A B^T + beta C_in`` result, when no arithmetic can explain one: every
+    input finite and ``|alpha| K max|A| max|B| + |beta| max|C_in|`` below float32's largest value (no partial sum
+    overflows to inf, so no inf - inf). Else 0. A NaN counted here is a kernel reading memory it must not
+    (NaN-poisoned early reads, an unwritten workspace): an error, never a value."""
+    nans = int(np.count_nonzero(np.isnan(out)))
+    if nans == 0:
+        return 0
+    ins = [np.asarray(A, np.float64), np.asarray(B, np.float64)]
+    if C_in is not None:
+        ins.append(np.asarray(C_in, np.float64))
+    if not all(np.all(np.isfinite(x)) for x in ins) or not (np.isfinite(alpha) and np.isfinite(beta)):
+        return 0
+    K = ins[0].shape[-1] if ins[0].ndim == 2 else 1
+    amax = float(np.max(np.abs(ins[0]))) if ins[0].size else 0.0
+    bmax = float(np.max(np.abs(ins[1]))) if ins[1].size else 0.0
+    cmax = float(np.max(np.abs(ins[2]))) if len(ins) > 2 and ins[2].size else 0.0
+    bound = abs(alpha) * K * amax * bmax + abs(beta) * cmax
+    return nans if bound < F32_MAX / 2 else 0
+
+
 def mark_main_loop(kernel_cu: str) -> str:
     """Return ``kernel_cu`` with its main loop marked for the bank-conflict split.
 

@@ -1,26 +1,47 @@
-"""How the sm_80 GEMM kernel is launched: its grid and the split-K or stream-K buffers.
+"""How the sm_80 GEMM kernel is launched: its grid, block, shared memory, buffers and argument list.
 
-One statement for every launcher: :mod:`synth.kernel` (both backends, through
-:meth:`synth.kernel.KernelFacts.launch`), ``synth run`` and the emulator's :func:`synth.emit.emulate.emulate_gemm`.
+One statement for every launcher: :mod:`synth.kernel` (the ``cuda-python``, ``pycuda`` and
+``emulator`` backends, through :meth:`synth.kernel.KernelFacts.launch`), ``synth run``,
+``benchmarks/gpu_check.py`` and the emulator's :func:`synth.emit.emulate.emulate_gemm`. Each backend
+turns :meth:`Launch.params` into its own argument objects (device pointers, ``np.int32`` or
+``ctypes.c_int``, emulator buffers); none writes the order or the types again.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any, Optional
 
 from . import splitk, streamk
+
+PARAM_TYPES = ("ptr", "i32", "f32")
+"""The kinds of a kernel parameter: a device pointer (8 bytes; None is nullptr), a C ``int``, a C ``float``."""
+
+
+@dataclass(frozen=True)
+class Param:
+    """One argument of a launch: its name in kernel.cu, its kind (:data:`PARAM_TYPES`) and the caller's value."""
+
+    name: str
+    kind: str
+    value: Any
 
 
 @dataclass(frozen=True)
 class Launch:
     """How an sm_80 kernel is launched: ``synth_gemm(A, B, C, C_in, M, N, K, lda, ldb, ldc, alpha, beta,
-    [workspace, tickets,] status)`` on ``grid``, the buffers present when ``tickets > 0``."""
+    [workspace, tickets,] status)`` on ``grid`` x ``block`` with ``smem_bytes`` of dynamic shared memory,
+    the buffers present when ``tickets > 0``."""
 
     grid: tuple[int, int, int]
     workspace_floats: int
     """f32 elements of the workspace (split-K and stream-K; 16-byte aligned; contents free)."""
     tickets: int
     """32-bit counters, zeroed before the first launch (every launch leaves them zeroed); 0: no buffers."""
+    block: tuple[int, int, int] = (1, 1, 1)
+    """Threads per CTA (``SYNTH_THREADS``, 1-D)."""
+    smem_bytes: int = 0
+    """Dynamic shared memory per CTA (``SYNTH_SMEM_BYTES``; above 48 KiB the function's limit must be raised)."""
 
     def buffers(self, alloc_floats, zeros_u32) -> list:
         """The ``[workspace, tickets]`` arguments made by the caller's allocators (empty without them)."""
@@ -28,16 +49,34 @@ class Launch:
             return []
         return [alloc_floats(max(self.workspace_floats, 4)), zeros_u32(self.tickets)]
 
+    def params(self, A, B, C, C_in, M: int, N: int, K: int, ldc: int, alpha: float, beta: float,
+               extra: list, status, *, lda: Optional[int] = None, ldb: Optional[int] = None) -> tuple[Param, ...]:
+        """The kernel's arguments in order, typed: ``A``, ``B``, ``C``, ``C_in`` (None: nullptr), ``status`` and
+        ``extra`` (:meth:`buffers`' result) are the caller's device buffers; ``lda``/``ldb`` default to K."""
+        if len(extra) != (2 if self.tickets else 0):
+            raise ValueError(f"this launch takes {2 if self.tickets else 0} workspace/ticket buffers, got {len(extra)}")
+        ps = [Param("A", "ptr", A), Param("B", "ptr", B), Param("C", "ptr", C), Param("C_in", "ptr", C_in),
+              Param("M", "i32", int(M)), Param("N", "i32", int(N)), Param("K", "i32", int(K)),
+              Param("lda", "i32", int(K if lda is None else lda)), Param("ldb", "i32", int(K if ldb is None else ldb)),
+              Param("ldc", "i32", int(ldc)), Param("alpha", "f32", float(alpha)), Param("beta", "f32", float(beta))]
+        ps += [Param(n, "ptr", v) for n, v in zip(("workspace", "tickets"), extra)]
+        ps.append(Param("status", "ptr", status))
+        return tuple(ps)
+
 
 def gemm_launch(M: int, N: int, BM: int, BN: int, *, split_k: int = 1, stream_k: bool = False, ctas: int = 1,
-                splits: int | None = None) -> Launch:
+                splits: int | None = None, threads: int = 1, smem_bytes: int = 0) -> Launch:
     """The :class:`Launch` of a kernel with tiles ``BM x BN`` on an ``M x N`` C: a stream-K kernel's 1-D grid of
     ``ctas`` CTAs (as given: the kernel refuses more than its k-tile iterations), else the tile grid with
-    ``gridDim.z = splits`` (default ``split_k``; buffers sized for ``split_k``)."""
+    ``gridDim.z = splits`` (default ``split_k``; buffers sized for ``split_k``); ``threads`` per CTA and
+    ``smem_bytes`` of dynamic shared memory."""
+    block, smem = (threads, 1, 1), smem_bytes
     if stream_k:
-        return Launch((ctas, 1, 1), streamk.workspace_floats(BM, BN, ctas), streamk.ticket_count(M, N, BM, BN))
+        return Launch((ctas, 1, 1), streamk.workspace_floats(BM, BN, ctas), streamk.ticket_count(M, N, BM, BN),
+                      block, smem)
     return Launch((-(-N // BN), -(-M // BM), split_k if splits is None else splits),
-                  splitk.workspace_floats(M, N, BM, BN, split_k), splitk.ticket_count(M, N, BM, BN, split_k))
+                  splitk.workspace_floats(M, N, BM, BN, split_k), splitk.ticket_count(M, N, BM, BN, split_k),
+                  block, smem)
 
 
-__all__ = ["Launch", "gemm_launch"]
+__all__ = ["Launch", "Param", "PARAM_TYPES", "gemm_launch"]

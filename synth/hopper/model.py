@@ -40,8 +40,6 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Optional
 
-from ortools.sat.python import cp_model
-
 from ..arch import get_arch
 from ..gemm import GemmConfig
 from .loop import MAX_STAGES, HopperLoop, Load
@@ -113,6 +111,8 @@ def choose(cfg: GemmConfig, *, time_limit: float = 10.0, stages: Optional[int] =
     ``smem_limit`` replaces the arch's per-CTA limit and ``reserve_bytes`` is added to every
     candidate's shared memory (the kernel's alignment pad).
     """
+    from ortools.sat.python import cp_model  # here, not at import: reading a Hopper folder back needs no solver
+
     arch = get_arch(cfg.arch)
     limit = arch.smem_per_block if smem_limit is None else smem_limit
     if cfg.dtype not in DTYPE_BYTES:
@@ -154,7 +154,9 @@ def choose(cfg: GemmConfig, *, time_limit: float = 10.0, stages: Optional[int] =
     solver = cp_model.CpSolver()
     solver.parameters.max_time_in_seconds = time_limit
     solver.parameters.num_workers = 1
-    st = solver.Solve(m)
+    from ..deadline import solve_cp_sat
+
+    st = solve_cp_sat(solver, m)  # Ctrl-C stops it and reaches Python (synth.deadline)
     if st not in (cp_model.OPTIMAL, cp_model.FEASIBLE):
         raise ValueError(f"CP-SAT found no pipeline ({solver.StatusName(st)})")
     S, K, C, smem, cyc, ws = next(c for p, c in zip(pick, cands) if solver.Value(p))

@@ -1,12 +1,18 @@
-"""Launch the sm_90a GEMM on a GPU: tensor maps (``cuTensorMapEncodeTiled``) and the launch.
+"""synth's kernels on a GPU through CUDA Python (``cuda.bindings.driver``): the sm_80 and the sm_90a GEMM.
 
-CUDA Python (``cuda.bindings.driver``) is imported only when :func:`run_gpu` is called, so this
-module loads on machines without a GPU. The kernel is compiled with nvcc (``-arch=sm_90a -O3
--cubin``) and loaded with ``cuModuleLoadData``. Tensor maps: A is M x K f16 row-major (dims
-``{K, M}``, row stride ``2 K`` bytes, box ``{64, BM}``), B is N x K (``{K, N}``, box ``{64,
-BN}``), 128-byte swizzle, out-of-bound elements zero-filled (``FLOAT_OOB_FILL_NONE``: zeros).
-K must be a multiple of 8 (TMA: global strides are multiples of 16 bytes). Not run in this
-repository's CI (no GPU there): the emulator (:mod:`.emulate`) is what checks the kernel.
+CUDA Python is imported only when a GPU is used (:func:`driver`), so this module loads on machines
+without one; it is what stock GPU images ship (``pip install cuda-python``: wheels, no compiler).
+:class:`CudaDevice` is the one driver layer both kernels use: the primary context of GPU 0 (shared
+with torch in the same process), modules from a precompiled cubin/PTX image or from ``nvcc``, device
+buffers, launches from a typed argument list (:class:`synth.emit.launch.Param`) and CUDA-event timing.
+
+The sm_90a GEMM (:func:`run_gpu`, :func:`time_gpu`) adds tensor maps (``cuTensorMapEncodeTiled``;
+pycuda has none, so a Hopper folder always runs here): A is M x K f16 row-major (dims ``{K, M}``,
+row stride ``2 K`` bytes, box ``{64, BM}``), B is N x K (``{K, N}``, box ``{64, BN}``), 128-byte
+swizzle, out-of-bound elements zero-filled (``FLOAT_OOB_FILL_NONE``: zeros). K must be a multiple
+of 8 (TMA: global strides are multiples of 16 bytes). Not run in this repository's CI (no GPU
+there): the emulator (:mod:`.emulate`) checks the kernels, and a fake driver answering these
+calls with the emulator checks this module's calls (tests/test_run.py).
 """
 
 from __future__ import annotations
@@ -15,7 +21,7 @@ import ctypes
 import pathlib
 import subprocess
 import tempfile
-from typing import Optional
+from typing import Optional, Sequence
 
 import numpy as np
 
@@ -26,7 +32,17 @@ from .kernel import KERNEL
 
 
 class GpuError(RuntimeError):
-    """A CUDA driver call failed (its name and error code in the message)."""
+    """A CUDA driver call failed (its name and error code in the message), or no image would load."""
+
+
+def driver():
+    """The CUDA driver module of CUDA Python: ``cuda.bindings.driver`` (cuda-python >= 12.6) or the older
+    ``cuda.cuda``; ImportError when neither imports."""
+    try:
+        from cuda.bindings import driver as cu  # lazy: only where a GPU is used
+    except ImportError:
+        from cuda import cuda as cu  # cuda-python before 12.6
+    return cu
 
 
 def _check(res, what: str):
@@ -37,136 +53,282 @@ def _check(res, what: str):
     return rest[0] if len(rest) == 1 else (tuple(rest) or None)
 
 
-def _cubin(kernel_cu: str) -> bytes:
+def _name(raw) -> str:
+    return raw.split(b"\0", 1)[0].decode(errors="replace") if isinstance(raw, bytes) else str(raw)
+
+
+NVCC_FLAGS = ("-std=c++17", "-O3", "-DNDEBUG")
+"""nvcc flags of every image synth builds (``-arch`` and the output kind added)."""
+
+
+def nvcc_image(kernel_cu: str, arch: str, *, ptx: bool = False, timeout: float = 900.0) -> bytes:
+    """kernel.cu compiled by nvcc: a cubin for ``arch`` (``sm_80``, ``sm_90``, ``sm_90a``) or, with ``ptx``,
+    PTX for its virtual arch (``compute_80``...). GpuError when nvcc is missing or fails."""
     nvcc = tool("nvcc")
     if nvcc is None:
-        raise GpuError("nvcc is not on PATH")
-    with tempfile.TemporaryDirectory(prefix="synth-sm90-gpu-") as d:
-        src, out = pathlib.Path(d) / "kernel.cu", pathlib.Path(d) / "kernel.cubin"
+        raise GpuError("nvcc is not on PATH (and no precompiled image loaded)")
+    kind, suffix = ("-ptx", "ptx") if ptx else ("-cubin", "cubin")
+    target = [f"-arch={arch.replace('sm_', 'compute_')}"] if ptx else [f"-arch={arch}"]
+    with tempfile.TemporaryDirectory(prefix="synth-gpu-") as d:
+        src, out = pathlib.Path(d) / "kernel.cu", pathlib.Path(d) / f"kernel.{suffix}"
         src.write_text(kernel_cu)
-        proc = subprocess.run([nvcc, "-arch=sm_90a", "-O3", "-DNDEBUG", "-cubin", "-o", str(out), str(src)],
-                              capture_output=True, text=True, timeout=900)
+        proc = subprocess.run([nvcc, *target, *NVCC_FLAGS, kind, "-o", str(out), str(src)],
+                              capture_output=True, text=True, timeout=timeout)
         if proc.returncode:
-            raise GpuError(f"nvcc failed:\n{proc.stderr[-3000:]}")
-        return out.read_bytes()
+            raise GpuError(f"nvcc -arch={arch} failed:\n{proc.stderr[-3000:]}")
+        data = out.read_bytes()
+    return data + b"\0" if ptx else data  # cuModuleLoadData reads PTX as a NUL-terminated string
 
 
-def gpu_status() -> tuple[bool, str]:
-    """``(True, device name)`` when CUDA Python loads the driver and GPU 0 is an sm_90 device, else
-    ``(False, why not)``. Never raises."""
+def device_status(sm90: bool = False) -> tuple[bool, str]:
+    """``(True, device name)`` when CUDA Python loads the driver and sees GPU 0 (with ``sm90``: an sm_90
+    device), else ``(False, why not)``. Never raises."""
     try:
-        from cuda.bindings import driver as cu  # lazy: only where a GPU is used
+        cu = driver()
     except ImportError as exc:
         return False, f"CUDA Python (cuda.bindings) is not installed ({exc})"
     try:
         _check(cu.cuInit(0), "cuInit")
+        if int(_check(cu.cuDeviceGetCount(), "cuDeviceGetCount")) < 1:
+            return False, "the CUDA driver sees no device"
         dev = _check(cu.cuDeviceGet(0), "cuDeviceGet")
         major = _check(cu.cuDeviceGetAttribute(
             cu.CUdevice_attribute.CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR, dev), "cuDeviceGetAttribute")
-        name = _check(cu.cuDeviceGetName(256, dev), "cuDeviceGetName")
-        name = name.split(b"\0", 1)[0].decode(errors="replace") if isinstance(name, bytes) else str(name)
+        name = _name(_check(cu.cuDeviceGetName(256, dev), "cuDeviceGetName"))
     except Exception as exc:  # noqa: BLE001 - no driver, no device: the reason is the message
         return False, f"{type(exc).__name__}: {str(exc)[:200]}"
-    if int(major) != 9:
+    if sm90 and int(major) != 9:
         return False, f"{name} is not an sm_90 GPU (compute capability {major}.x)"
     return True, name
 
 
-def run_gpu(kernel_cu: str, cfg: Sm90Config, A: np.ndarray, B: np.ndarray, C_in: Optional[np.ndarray] = None,
-            alpha: float = 1.0, beta: float = 0.0) -> np.ndarray:
-    """``alpha A @ B.T (+ beta C_in)`` computed by the kernel on GPU 0 (a new M x N float32 array).
-    A is M x K and B is N x K: float16 for ``cfg.dtype == "f16"``; for ``bf16``, bfloat16 bits as
-    uint16 or values rounded to bfloat16."""
-    return time_gpu(kernel_cu, cfg, A, B, C_in, alpha, beta, repeats=0)[0]
+def gpu_status() -> tuple[bool, str]:
+    """:func:`device_status` for the sm_90a kernel: GPU 0 must be an sm_90 device. Never raises."""
+    return device_status(sm90=True)
 
 
-def time_gpu(kernel_cu: str, cfg: Sm90Config, A: np.ndarray, B: np.ndarray, C_in: Optional[np.ndarray] = None,
-             alpha: float = 1.0, beta: float = 0.0, *, repeats: int = 20) -> tuple[np.ndarray, list, int, str]:
-    """As :func:`run_gpu`, then ``repeats`` more launches timed with CUDA events (warm L2). Returns
-    ``(C of the first launch, [ms per timed launch], registers per thread, device name)``."""
-    from cuda.bindings import driver as cu  # lazy: only where a GPU is used
+class CudaDevice:
+    """GPU 0's primary context through CUDA Python; raises :class:`GpuError` (ImportError without CUDA Python).
 
-    if cfg.dtype == "f16":
-        A = np.ascontiguousarray(A, np.float16)
-        B = np.ascontiguousarray(B, np.float16)
-    else:  # bf16: uint16 arrays are taken as bfloat16 bits, anything else is rounded to bfloat16
-        A = np.ascontiguousarray(A if A.dtype == np.uint16 else bf16_bits(np.asarray(A, np.float32)))
-        B = np.ascontiguousarray(B if B.dtype == np.uint16 else bf16_bits(np.asarray(B, np.float32)))
-    M, K = A.shape
-    N = B.shape[0]
-    if B.shape[1] != K or K % 8 or K < 1:
-        raise ValueError(f"A is {A.shape}, B is {B.shape}: need N x K with the same K, K a multiple of 8")
-    _check(cu.cuInit(0), "cuInit")
-    dev = _check(cu.cuDeviceGet(0), "cuDeviceGet")
-    ctx = _check(cu.cuDevicePrimaryCtxRetain(dev), "cuDevicePrimaryCtxRetain")
-    _check(cu.cuCtxSetCurrent(ctx), "cuCtxSetCurrent")
-    mod = _check(cu.cuModuleLoadData(_cubin(kernel_cu)), "cuModuleLoadData")
-    fn = _check(cu.cuModuleGetFunction(mod, KERNEL.encode()), "cuModuleGetFunction")
-    _check(cu.cuFuncSetAttribute(fn, cu.CUfunction_attribute.CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
-                                 cfg.smem_bytes), "cuFuncSetAttribute")
-    bufs = []
+    Buffers made by :meth:`alloc`/:meth:`upload` are freed by :meth:`free` or :meth:`close`; the context is
+    retained once per object and released by :meth:`close` (torch in the same process shares it).
+    """
 
-    def upload(x: np.ndarray):
-        p = _check(cu.cuMemAlloc(max(x.nbytes, 16)), "cuMemAlloc")
-        _check(cu.cuMemcpyHtoD(p, x.ctypes.data, x.nbytes), "cuMemcpyHtoD")
-        bufs.append(p)
+    def __init__(self, ordinal: int = 0) -> None:
+        self.cu = cu = driver()
+        _check(cu.cuInit(0), "cuInit")
+        self.dev = _check(cu.cuDeviceGet(ordinal), "cuDeviceGet")
+        self.ctx = _check(cu.cuDevicePrimaryCtxRetain(self.dev), "cuDevicePrimaryCtxRetain")
+        _check(cu.cuCtxSetCurrent(self.ctx), "cuCtxSetCurrent")
+        self.name = _name(_check(cu.cuDeviceGetName(256, self.dev), "cuDeviceGetName"))
+        self.cc = (self.attribute("COMPUTE_CAPABILITY_MAJOR"), self.attribute("COMPUTE_CAPABILITY_MINOR"))
+        self._bufs: list = []
+        self._modules: list = []
+        self.loaded_from: dict[int, str] = {}
+        """Per function (``int(fn)``), which image it was loaded from (a label of :meth:`function`)."""
+
+    @property
+    def arch(self) -> str:
+        """The device's real arch, ``sm_<major><minor>`` (``sm_90`` on an H100)."""
+        return f"sm_{self.cc[0]}{self.cc[1]}"
+
+    def attribute(self, name: str) -> int:
+        """``cuDeviceGetAttribute(CU_DEVICE_ATTRIBUTE_<name>)``."""
+        a = getattr(self.cu.CUdevice_attribute, f"CU_DEVICE_ATTRIBUTE_{name}")
+        return int(_check(self.cu.cuDeviceGetAttribute(a, self.dev), f"cuDeviceGetAttribute({name})"))
+
+    def function(self, kernel_cu: str, name: str, smem_bytes: int, *, arch: Optional[str] = None,
+                 images: Sequence[tuple[str, bytes]] = ()):
+        """Function ``name`` of the first of ``images`` (``(label, cubin or PTX)``) the driver loads, else of
+        kernel.cu compiled by nvcc for ``arch`` (default the device's); its dynamic shared memory limit
+        raised to ``smem_bytes``. GpuError with every image's failure when none loads."""
+        cu, why = self.cu, []
+        todo = list(images) + [(f"nvcc -arch={arch or self.arch}", None)]
+        for label, image in todo:
+            try:
+                if image is None:
+                    image = nvcc_image(kernel_cu, arch or self.arch)
+                mod = _check(cu.cuModuleLoadData(image), f"cuModuleLoadData({label})")
+            except GpuError as e:
+                why.append(f"{label}: {str(e)[:600]}")
+                continue
+            self._modules.append(mod)
+            fn = _check(cu.cuModuleGetFunction(mod, name.encode()), "cuModuleGetFunction")
+            if smem_bytes > 48 * 1024:
+                _check(cu.cuFuncSetAttribute(
+                    fn, cu.CUfunction_attribute.CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, smem_bytes),
+                    "cuFuncSetAttribute")
+            self.loaded_from[int(fn)] = label
+            return fn
+        raise GpuError("no image of the kernel loads: " + "; ".join(why))
+
+    def registers(self, fn) -> int:
+        """Registers per thread of ``fn``."""
+        return int(_check(self.cu.cuFuncGetAttribute(self.cu.CUfunction_attribute.CU_FUNC_ATTRIBUTE_NUM_REGS, fn),
+                          "cuFuncGetAttribute"))
+
+    def alloc(self, nbytes: int) -> int:
+        """A device buffer of ``nbytes`` (at least 16), contents undefined; its address."""
+        p = _check(self.cu.cuMemAlloc(max(int(nbytes), 16)), "cuMemAlloc")
+        self._bufs.append(p)
+        return int(p)
+
+    def upload(self, x: np.ndarray) -> int:
+        """A device copy of ``x`` (C-contiguous); its address."""
+        x = np.ascontiguousarray(x)
+        p = self.alloc(x.nbytes)
+        if x.nbytes:
+            _check(self.cu.cuMemcpyHtoD(p, x.ctypes.data, x.nbytes), "cuMemcpyHtoD")
         return p
 
-    try:
-        dA, dB = upload(A), upload(B)
-        C = np.zeros((M, N), np.float32)
-        dC = upload(C)
-        dCin = upload(np.ascontiguousarray(C_in, np.float32)) if C_in is not None else 0
+    def download(self, host: np.ndarray, ptr: int) -> np.ndarray:
+        """``host`` (C-contiguous, written in place) filled from device address ``ptr``."""
+        _check(self.cu.cuMemcpyDtoH(host.ctypes.data, ptr, host.nbytes), "cuMemcpyDtoH")
+        return host
 
-        def tmap(ptr, rows: int, box_rows: int):
-            return _check(cu.cuTensorMapEncodeTiled(
-                cu.CUtensorMapDataType.CU_TENSOR_MAP_DATA_TYPE_FLOAT16 if cfg.dtype == "f16"
-                else cu.CUtensorMapDataType.CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, 2, int(ptr), [K, rows], [K * 2],
-                [cfg.bk, box_rows], [1, 1], cu.CUtensorMapInterleave.CU_TENSOR_MAP_INTERLEAVE_NONE,
-                cu.CUtensorMapSwizzle.CU_TENSOR_MAP_SWIZZLE_128B,
-                cu.CUtensorMapL2promotion.CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
-                cu.CUtensorMapFloatOOBfill.CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE), "cuTensorMapEncodeTiled")
+    def memset(self, ptr: int, nbytes: int, value: int = 0) -> None:
+        """Write ``value`` into every byte of ``ptr[0:nbytes]`` (stream 0; a full write: evicts L2 lines)."""
+        _check(self.cu.cuMemsetD8(ptr, value, nbytes), "cuMemsetD8")
 
-        tA, tB = tmap(dA, M, cfg.bm), tmap(dB, N, cfg.bn)
-        raw = [ctypes.create_string_buffer(bytes(ctypes.string_at(t.getPtr(), 128)), 128) for t in (tA, tB)]
-        vals = [ctypes.c_uint64(int(dC)), ctypes.c_uint64(int(dCin)), ctypes.c_int(M), ctypes.c_int(N),
-                ctypes.c_int(K), ctypes.c_int(N), ctypes.c_float(alpha), ctypes.c_float(beta)]
-        if cfg.split_k > 1:  # split-K: a workspace, and tickets zeroed once (every launch leaves them zeroed)
-            from ..splitk import ticket_count, workspace_floats
+    def launch(self, fn, grid: tuple, block: tuple, smem_bytes: int, params: Sequence) -> None:
+        """``cuLaunchKernel`` on stream 0 with ``params`` (:class:`synth.emit.launch.Param`: ``ptr`` an
+        address or None, ``i32``, ``f32``, ``u64``, ``raw`` bytes such as a tensor map)."""
+        vals = []
+        for p in params:
+            if p.kind == "ptr":
+                vals.append(ctypes.c_uint64(0 if p.value is None else int(p.value)))
+            elif p.kind == "i32":
+                vals.append(ctypes.c_int32(int(p.value)))
+            elif p.kind == "f32":
+                vals.append(ctypes.c_float(float(p.value)))
+            elif p.kind == "u64":
+                vals.append(ctypes.c_uint64(int(p.value)))
+            elif p.kind == "raw":
+                vals.append(ctypes.create_string_buffer(bytes(p.value), len(p.value)))
+            else:
+                raise ValueError(f"parameter {p.name}: unknown kind {p.kind!r}")
+        arr = (ctypes.c_void_p * max(len(vals), 1))(*[ctypes.addressof(v) for v in vals])
+        _check(self.cu.cuLaunchKernel(fn, *(int(g) for g in grid), *(int(b) for b in block), int(smem_bytes), 0,
+                                      ctypes.addressof(arr), 0), "cuLaunchKernel")
 
-            ws = upload(np.zeros(workspace_floats(M, N, cfg.bm, cfg.bn, cfg.split_k), np.float32))
-            tickets = upload(np.zeros(ticket_count(M, N, cfg.bm, cfg.bn, cfg.split_k), np.uint32))
-            vals += [ctypes.c_uint64(int(ws)), ctypes.c_uint64(int(tickets))]
-        ptrs = (ctypes.c_void_p * (2 + len(vals)))(*[ctypes.addressof(x) for x in raw + vals])
-        grid = ((N + cfg.bn - 1) // cfg.bn, (M + cfg.bm - 1) // cfg.bm, cfg.split_k)
-        def launch():
-            _check(cu.cuLaunchKernel(fn, *grid, cfg.threads, 1, 1, cfg.smem_bytes, 0, ctypes.addressof(ptrs), 0),
-                   "cuLaunchKernel")
+    def synchronize(self) -> None:
+        _check(self.cu.cuCtxSynchronize(), "cuCtxSynchronize")
 
-        launch()
-        _check(cu.cuCtxSynchronize(), "cuCtxSynchronize")
-        _check(cu.cuMemcpyDtoH(C.ctypes.data, dC, C.nbytes), "cuMemcpyDtoH")
+    def time_ms(self, launch, repeats: int, before=None) -> list[float]:
+        """``repeats`` runs of ``launch()`` each timed with CUDA events (``before()`` first, outside the timing,
+        e.g. an L2 flush); ms per run."""
+        cu = self.cu
+        start = _check(cu.cuEventCreate(0), "cuEventCreate")
+        stop = _check(cu.cuEventCreate(0), "cuEventCreate")
         times = []
-        if repeats:
-            start = _check(cu.cuEventCreate(0), "cuEventCreate")
-            stop = _check(cu.cuEventCreate(0), "cuEventCreate")
+        try:
             for _ in range(repeats):
+                if before is not None:
+                    before()
                 _check(cu.cuEventRecord(start, 0), "cuEventRecord")
                 launch()
                 _check(cu.cuEventRecord(stop, 0), "cuEventRecord")
                 _check(cu.cuEventSynchronize(stop), "cuEventSynchronize")
                 times.append(float(_check(cu.cuEventElapsedTime(start, stop), "cuEventElapsedTime")))
+        finally:
             cu.cuEventDestroy(start)
             cu.cuEventDestroy(stop)
-        regs = int(_check(cu.cuFuncGetAttribute(cu.CUfunction_attribute.CU_FUNC_ATTRIBUTE_NUM_REGS, fn),
-                          "cuFuncGetAttribute"))
-        name = _check(cu.cuDeviceGetName(256, dev), "cuDeviceGetName")
-        name = name.split(b"\0", 1)[0].decode(errors="replace") if isinstance(name, bytes) else str(name)
-        return C, times, regs, name
+        return times
+
+    def free(self) -> None:
+        """Free every buffer this object allocated."""
+        for p in self._bufs:
+            self.cu.cuMemFree(p)
+        self._bufs = []
+
+    def close(self) -> None:
+        """Free the buffers, unload the modules and release the primary context."""
+        self.free()
+        for m in self._modules:
+            self.cu.cuModuleUnload(m)
+        self._modules = []
+        self.cu.cuDevicePrimaryCtxRelease(self.dev)
+
+
+def sm90_params(dev: CudaDevice, cfg: Sm90Config, dA: int, dB: int, dC: int, dCin: Optional[int], M: int, N: int,
+                K: int, alpha: float, beta: float) -> tuple[list, tuple[int, int, int]]:
+    """The sm_90a kernel's typed arguments (tensor maps of A and B, C, C_in, M, N, K, ldc = N, alpha, beta and,
+    with split-K, a workspace and zeroed tickets allocated on ``dev``) and its grid."""
+    from ..launch import Param
+    from ..splitk import ticket_count, workspace_floats
+
+    cu = dev.cu
+
+    def tmap(ptr, rows: int, box_rows: int) -> bytes:
+        t = _check(cu.cuTensorMapEncodeTiled(
+            cu.CUtensorMapDataType.CU_TENSOR_MAP_DATA_TYPE_FLOAT16 if cfg.dtype == "f16"
+            else cu.CUtensorMapDataType.CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, 2, int(ptr), [K, rows], [K * 2],
+            [cfg.bk, box_rows], [1, 1], cu.CUtensorMapInterleave.CU_TENSOR_MAP_INTERLEAVE_NONE,
+            cu.CUtensorMapSwizzle.CU_TENSOR_MAP_SWIZZLE_128B,
+            cu.CUtensorMapL2promotion.CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
+            cu.CUtensorMapFloatOOBfill.CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE), "cuTensorMapEncodeTiled")
+        return bytes(ctypes.string_at(t.getPtr(), 128))
+
+    params = [Param("tmap_A", "raw", tmap(dA, M, cfg.bm)), Param("tmap_B", "raw", tmap(dB, N, cfg.bn)),
+              Param("C", "ptr", dC), Param("C_in", "ptr", dCin), Param("M", "i32", M), Param("N", "i32", N),
+              Param("K", "i32", K), Param("ldc", "i32", N), Param("alpha", "f32", alpha), Param("beta", "f32", beta)]
+    if cfg.split_k > 1:  # split-K: a workspace, and tickets zeroed once (every launch leaves them zeroed)
+        ws = dev.alloc(4 * workspace_floats(M, N, cfg.bm, cfg.bn, cfg.split_k))
+        tickets = dev.upload(np.zeros(ticket_count(M, N, cfg.bm, cfg.bn, cfg.split_k), np.uint32))
+        params += [Param("workspace", "ptr", ws), Param("tickets", "ptr", tickets)]
+    return params, ((N + cfg.bn - 1) // cfg.bn, (M + cfg.bm - 1) // cfg.bm, cfg.split_k)
+
+
+def sm90_operands(cfg: Sm90Config, A: np.ndarray, B: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """A and B as the kernel reads them: float16 for ``f16``; for ``bf16``, uint16 arrays are taken as bfloat16
+    bits and anything else is rounded to bfloat16. ValueError unless N x K with one K, a multiple of 8."""
+    if cfg.dtype == "f16":
+        A = np.ascontiguousarray(A, np.float16)
+        B = np.ascontiguousarray(B, np.float16)
+    else:
+        A = np.ascontiguousarray(A if A.dtype == np.uint16 else bf16_bits(np.asarray(A, np.float32)))
+        B = np.ascontiguousarray(B if B.dtype == np.uint16 else bf16_bits(np.asarray(B, np.float32)))
+    M, K = A.shape
+    if B.shape[1] != K or K % 8 or K < 1:
+        raise ValueError(f"A is {A.shape}, B is {B.shape}: need N x K with the same K, K a multiple of 8")
+    return A, B
+
+
+def run_gpu(kernel_cu: str, cfg: Sm90Config, A: np.ndarray, B: np.ndarray, C_in: Optional[np.ndarray] = None,
+            alpha: float = 1.0, beta: float = 0.0, *, images: Sequence[tuple[str, bytes]] = ()) -> np.ndarray:
+    """``alpha A @ B.T (+ beta C_in)`` computed by the kernel on GPU 0 (a new M x N float32 array).
+    A is M x K and B is N x K: float16 for ``cfg.dtype == "f16"``; for ``bf16``, bfloat16 bits as
+    uint16 or values rounded to bfloat16. ``images``: precompiled ``(label, cubin/PTX)`` tried before nvcc."""
+    return time_gpu(kernel_cu, cfg, A, B, C_in, alpha, beta, repeats=0, images=images)[0]
+
+
+def time_gpu(kernel_cu: str, cfg: Sm90Config, A: np.ndarray, B: np.ndarray, C_in: Optional[np.ndarray] = None,
+             alpha: float = 1.0, beta: float = 0.0, *, repeats: int = 20,
+             images: Sequence[tuple[str, bytes]] = ()) -> tuple[np.ndarray, list, int, str]:
+    """As :func:`run_gpu`, then ``repeats`` more launches timed with CUDA events (warm L2). Returns
+    ``(C of the first launch, [ms per timed launch], registers per thread, device name)``."""
+    A, B = sm90_operands(cfg, A, B)
+    M, K = A.shape
+    N = B.shape[0]
+    dev = CudaDevice()
+    try:
+        fn = dev.function(kernel_cu, KERNEL, cfg.smem_bytes, arch="sm_90a", images=images)
+        C = np.zeros((M, N), np.float32)
+        dA, dB, dC = dev.upload(A), dev.upload(B), dev.upload(C)
+        dCin = dev.upload(np.ascontiguousarray(C_in, np.float32)) if C_in is not None else None
+        params, grid = sm90_params(dev, cfg, dA, dB, dC, dCin, M, N, K, alpha, beta)
+
+        def launch():
+            dev.launch(fn, grid, (cfg.threads, 1, 1), cfg.smem_bytes, params)
+
+        launch()
+        dev.synchronize()
+        dev.download(C, dC)
+        times = dev.time_ms(launch, repeats) if repeats else []
+        return C, times, dev.registers(fn), dev.name
     finally:
-        for p in bufs:
-            cu.cuMemFree(p)
-        cu.cuDevicePrimaryCtxRelease(dev)
+        dev.close()
 
 
-__all__ = ["run_gpu", "time_gpu", "gpu_status", "GpuError"]
+__all__ = ["run_gpu", "time_gpu", "gpu_status", "device_status", "GpuError", "CudaDevice", "driver", "nvcc_image",
+           "sm90_params", "sm90_operands", "NVCC_FLAGS"]
