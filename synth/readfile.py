@@ -71,7 +71,7 @@ def read_regular_bytes(path: str, limit: int, what: str, *, follow: bool = True,
     try:
         fd = os.open(path, flags)
     except FileNotFoundError:
-        raise SynthError(Loc(path), f"{what} does not exist", fix) from None
+        raise SynthError(Loc(path), f"no such file ({what})", fix) from None
     except IsADirectoryError:
         raise SynthError(Loc(path), f"{what} is a folder, not a regular file", fix) from None
     except OSError as exc:

@@ -8,7 +8,6 @@ runs the matching front-end, :func:`check_loop` maps and proves
 
 from __future__ import annotations
 
-import os
 import re
 from dataclasses import dataclass
 from typing import Optional
@@ -17,6 +16,7 @@ from ..errors import Loc, SynthError
 from ..expr import to_str
 from ..printer import program_text
 from ..program import Program
+from ..readfile import read_regular_text
 from ..verify import Report, verify_program
 from .loop import Loop, SourceMap, to_program
 
@@ -40,16 +40,9 @@ def detect(text: str, path: str) -> str:
 
 
 def read_text(path: str) -> str:
-    try:
-        if os.path.getsize(path) > MAX_BYTES:
-            raise SynthError(Loc(path), f"file is larger than {MAX_BYTES // (1024 * 1024)} MiB",
-                             "pass the IR of one kernel")
-        with open(path, encoding="utf-8") as fh:
-            return fh.read()
-    except FileNotFoundError:
-        raise SynthError(Loc(path), "no such file", "pass a .ttgir, .mlir or TVMScript .py file") from None
-    except (OSError, UnicodeDecodeError) as e:
-        raise SynthError(Loc(path), f"cannot read: {e}", "pass a text file") from None
+    """The UTF-8 text of the regular file ``path``, at most :data:`MAX_BYTES` (read with :mod:`synth.readfile`:
+    a folder, a device, a FIFO, a larger file or a byte that is not UTF-8 is a SynthError, exit 2)."""
+    return read_regular_text(path, MAX_BYTES, "the input", fix="pass a .ttgir, .mlir or TVMScript .py file")
 
 
 def import_loop(text: str, path: str, form: Optional[str] = None) -> Loop:
@@ -167,8 +160,6 @@ def check_loop(loop: Loop, *, trip_count: Optional[int] = None, min_trip_count: 
 def check_file(path: str, *, trip_count: Optional[int] = None, min_trip_count: Optional[int] = None,
                time_limit: float = 10.0, form: Optional[str] = None, tightness: bool = True) -> CheckResult:
     """Read ``path``, import it, map it and prove its waits."""
-    if os.path.isdir(path):
-        raise SynthError(Loc(path), "is a folder", "pass one file")
     text = read_text(path)
     if form in (None, "triton"):
         from .ttgir_hopper import check_hopper, is_hopper_ttgir

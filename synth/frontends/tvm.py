@@ -294,9 +294,12 @@ def _func(mod):
     return with_async[0] if with_async else (funcs[0] if funcs else ("main", None))
 
 
-def tvm_to_loop(mod, path: str = "<tvm>") -> Loop:
-    """Read a module (or PrimFunc) after InjectSoftwarePipeline; SynthError for what is outside the model."""
-    name, f = _func(mod)
+def tvm_to_loop(mod, path: str = "<tvm>", name: Optional[str] = None) -> Loop:
+    """Read a module (or PrimFunc) after InjectSoftwarePipeline; SynthError for what is outside the model.
+
+    ``name`` names a PrimFunc (a module's functions are named by their global names)."""
+    fname, f = _func(mod)
+    name = name or fname
     if f is None or not _has_async(f.body):
         raise SynthError(Loc(path), "no async pipeline: no async_commit_queue_scope or async_wait_queue_scope",
                          "run InjectSoftwarePipeline with software_pipeline_async_stages set")
@@ -377,21 +380,70 @@ def _num(e):
     return e.value if isinstance(e, Num) else e
 
 
-def tvmscript_to_loop(text: str, path: str) -> Loop:
-    """Parse TVMScript text (needs the ``apache-tvm`` package), then :func:`tvm_to_loop`."""
+def tvmscript_functions(text: str, path: str) -> tuple:
+    """``(name, PrimFunc)`` of every ``@T.prim_func`` in TVMScript ``text``, in file order.
+
+    The text is first screened with :func:`synth.frontends.tvmscript.screen` (Python's
+    ``ast`` only, a closed whitelist; nothing of the file is evaluated); only then is
+    each accepted function's own text handed to TVM's parser, with ``T``, ``I`` and
+    ``R`` (and the file's aliases of them) bound to TVM's script namespaces and no
+    other name. Needs the ``apache-tvm`` package.
+    """
+    from .tvmscript import screen
+
+    screened = screen(text, path)
     try:
         import tvm  # noqa: F401
         import tvm.script
+        from tvm.script.parser.core.entry import _default_globals
     except ImportError:
         raise SynthError(Loc(path), "reading TVMScript needs the apache-tvm package",
                          "pip install apache-tvm (or pass Triton TTGIR / MLIR instead)") from None
-    try:
-        mod = tvm.script.from_source(text)
-    except Exception as e:  # TVM's parser raises its own diagnostic types
-        first = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
-        raise SynthError(Loc(path), f"TVMScript does not parse: {first}",
-                         "pass the script printed by mod.script() after InjectSoftwarePipeline") from None
-    return tvm_to_loop(mod, path)
+    names = _default_globals()
+    out = []
+    for f in screened.funcs:
+        env = {a: names[r] for a, r in screened.aliases if r in ("T", "I", "R")}
+        try:
+            fn = tvm.script.from_source(f.text, extra_vars=env)
+        except Exception as e:  # TVM's parser raises its own diagnostic types
+            first = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
+            raise SynthError(Loc(path, f.line), f"TVMScript function {f.name} does not parse: {first}",
+                             "pass the script printed by mod.script() after InjectSoftwarePipeline") from None
+        if _t(fn) != "PrimFunc":
+            raise SynthError(Loc(path, f.line), f"{f.name} is not a PrimFunc", "pass @T.prim_func functions")
+        out.append((f.name, fn))
+    return tuple(out)
 
 
-__all__ = ["tvm_to_loop", "tvmscript_to_loop"]
+def tvmscript_to_loops(text: str, path: str, func: Optional[str] = None) -> tuple:
+    """The :class:`Loop` of each function of TVMScript ``text`` that has a pipelined loop.
+
+    ``func`` picks one function by name (SynthError when there is none of that name,
+    or it has no async pipeline). Without it, every function with an async pipeline
+    is read, in file order; a file with none is a SynthError.
+    """
+    funcs = tvmscript_functions(text, path)
+    if func is not None:
+        hit = [(n, f) for n, f in funcs if n == func]
+        if not hit:
+            raise SynthError(Loc(path), f"no @T.prim_func named {func!r} in the file "
+                             f"(it has {', '.join(n for n, _ in funcs)})", "pass --func with one of those names")
+        return (tvm_to_loop(hit[0][1], path, name=func),)
+    with_async = [(n, f) for n, f in funcs if _has_async(f.body)]
+    if not with_async:
+        raise SynthError(Loc(path), "no async pipeline: no async_commit_queue_scope or async_wait_queue_scope in "
+                         f"{', '.join(n for n, _ in funcs)}",
+                         "run InjectSoftwarePipeline with software_pipeline_async_stages set")
+    return tuple(tvm_to_loop(f, path, name=n) for n, f in with_async)
+
+
+def tvmscript_to_loop(text: str, path: str, func: Optional[str] = None) -> Loop:
+    """The one pipelined loop of TVMScript ``text`` (``func`` picks the function); see :func:`tvmscript_to_loops`."""
+    loops = tvmscript_to_loops(text, path, func)
+    if len(loops) > 1:
+        raise SynthError(Loc(path), f"{len(loops)} functions have pipelined loops ({', '.join(l.name for l in loops)})",
+                         "pass --func NAME to pick one")
+    return loops[0]
+
+
+__all__ = ["tvm_to_loop", "tvmscript_to_loop", "tvmscript_to_loops", "tvmscript_functions"]
