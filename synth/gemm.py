@@ -1,4 +1,4 @@
-"""``kind: gemm`` problems: a GEMM configuration expanded into the loop of SPEC §1.
+"""``kind: gemm`` problems: a GEMM configuration expanded into a loop body (docs/problem-format.md).
 
 Input: a :class:`GemmConfig` (:mod:`synth.gemm_doc` reads one from a ``kind: gemm`` YAML document). Output: a
 :class:`~synth.problem.Problem` whose loop is the k-tile loop of one CTA of a

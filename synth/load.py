@@ -1,4 +1,4 @@
-"""``problem.yaml`` to a validated :class:`~synth.problem.Problem` (SPEC §1).
+"""``problem.yaml`` to a validated :class:`~synth.problem.Problem` (docs/problem-format.md).
 
 Every check that can be made without solving happens here or in
 :mod:`synth.graph`, and raises :class:`~synth.errors.SynthError` naming file,

@@ -1,4 +1,4 @@
-"""The validated problem: a loop body to pipeline (SPEC §1), as frozen dataclasses.
+"""The validated problem: a loop body to pipeline (docs/problem-format.md), as frozen dataclasses.
 
 Produced by :func:`synth.load.load_problem` (or :func:`synth.gemm.expand_gemm`);
 every element keeps the :class:`~synth.errors.Loc` it came from so later stages

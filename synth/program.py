@@ -1,4 +1,4 @@
-"""The pipelined program: prologue / body / epilogue with commits and waits (SPEC §3).
+"""The pipelined program: prologue / body / epilogue with commits and waits (docs/verification.md, "Semantics").
 
 Produced by :func:`synth.lower.lower`, read by the verifier, the emitters and
 ``program.json``. The program is self-contained: ``synth verify program.json``

@@ -235,7 +235,7 @@ def schedule_from_pins(problem: Problem, graph: Graph) -> Schedule:
 
 
 def schedule_to_json(problem: Problem, sched: Schedule) -> dict:
-    """The ``schedule.json`` document (SPEC §3)."""
+    """The ``schedule.json`` document (docs/outputs.md)."""
     ops = []
     for i, op in enumerate(problem.ops):
         ops.append({"name": op.name, "unit": op.unit, "stage": sched.stage[i], "order": sched.order[i],

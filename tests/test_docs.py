@@ -93,3 +93,83 @@ def test_changelog_names_this_version():
 
     with open(ROOT / "pyproject.toml", "rb") as fh:
         assert tomllib.load(fh)["project"]["version"] == __version__
+
+
+def test_json_example_names_this_version():
+    """docs/json.md's envelope example says which synth wrote it: this one."""
+    text = (DOCS / "json.md").read_text()
+    shown = re.findall(r'"synth": "([^"]+)"', text)
+    assert shown and set(shown) == {__version__}, shown
+
+
+# References a user of the repository cannot follow: a section of a specification that is not shipped, a
+# numbered issue of the project's own tracker, "the issue". An issue or pull request of another project
+# is named with its project ("CUTLASS #2641", "triton-lang/triton issue #3551") and is allowed.
+INTERNAL_REFS = [
+    (re.compile(r"\bSPEC\b"), "a SPEC section"),
+    (re.compile(r"\b[Ii]ssues? \d+"), "an issue number"),
+    (re.compile(r"\bthe issue's\b|\bas the issue asks\b"), "'the issue'"),
+    (re.compile(r"\(#\d+\)"), "a bare '(#N)' reference"),
+    (re.compile(r"\b(?:[Ii]ssue|PR) #\d+"), "an issue or PR number"),
+]
+PROJECTS = re.compile(r"triton|cutlass|tilelang|fuser|tvm|mlir|llvm|pytorch", re.I)
+
+
+def internal_references(text: str) -> list[tuple[int, str, str]]:
+    """``(line, what, excerpt)`` of every reference in ``text`` that points at nothing a user has."""
+    found = []
+    for pattern, what in INTERNAL_REFS:
+        for m in pattern.finditer(text):
+            before = " ".join(text[max(0, m.start() - 40):m.start()].split())
+            if "#" in m.group(0) and PROJECTS.search(before):
+                continue  # another project's issue or PR, named with its project
+            if what == "an issue number" and (re.search(r"latency \d+,$", before)
+                                              or re.match(r"\.\d", text[m.end():m.end() + 2])):
+                continue  # issue cycles ("latency 200, issue 2") or the verb ("issues 1.9-2.6 instructions")
+            line = text.count("\n", 0, m.start()) + 1
+            found.append((line, what, text[max(0, m.start() - 20):m.end() + 20].replace("\n", " ")))
+    return found
+
+
+def test_internal_references_are_recognized():
+    assert internal_references("the loop of SPEC §1")
+    assert internal_references("With the emitter of issue 9 the loop")
+    assert internal_references("the targets (#11) hold")
+    assert internal_references("as the issue asks")
+    assert not internal_references("triton-lang/triton\nissue #3551 (A100)")
+    assert not internal_references("CUTLASS PR #3654 and Triton #2868; wait #0, group #1, ranked #2")
+    assert not internal_references("a producer (latency 200, issue 2); the loop issues 1.9-2.6 instructions")
+
+
+def test_docs_and_code_have_no_internal_references():
+    """docs/, README.md and every text file under synth/ read as complete on their own."""
+    files = sorted(DOCS.glob("*.md")) + [ROOT / "README.md"]
+    files += sorted(p for p in (ROOT / "synth").rglob("*")
+                    if p.is_file() and p.suffix in (".py", ".md", ".yaml", ".json", ".h", ".cpp", ".cu", ".txt"))
+    bad = [f"{p.relative_to(ROOT)}:{line}: {what}: ...{excerpt}..."
+           for p in files for line, what, excerpt in internal_references(p.read_text(errors="replace"))]
+    assert not bad, "\n".join(bad)
+
+
+def test_the_triton_recipe_of_docs_check_pipelines(tmp_path, monkeypatch):
+    """docs/check.md's Triton recipe, run verbatim (it is what tests/check_inputs/generate.py executes for every
+    Triton program), gives a pipelined loop that synth check proves: cp.async copies in the scf.for, waits."""
+    import sys
+
+    sys.path.insert(0, str(ROOT / "tests"))
+    from check_inputs import generate as gen
+    from check_inputs.helpers import run_check
+
+    if gen.triton_available():
+        pytest.skip(gen.triton_available())
+    monkeypatch.setenv("TRITON_DEFAULT_FP_FUSION", "1")
+    recipe = gen.triton_recipe()
+    assert gen.TRITON_PROGRAMS["triton-matmul-s3"][1:3] == (recipe.MATMUL_SIGNATURE, recipe.MATMUL_CONSTEXPRS)
+    text = recipe.pipelined_ttgir(recipe.matmul, recipe.MATMUL_SIGNATURE, recipe.MATMUL_CONSTEXPRS, num_stages=3)
+    loop = text[text.index("scf.for"):]
+    assert "ttg.async_copy_global_to_local" in loop and "ttg.async_wait" in loop
+    path = tmp_path / "kernel.ttgir"
+    path.write_text(text)
+    rc, doc, err = run_check(str(path))
+    assert rc == 0, err
+    assert doc["result"]["counts"]["proven"] >= 2 and doc["result"]["counts"]["refuted"] == 0

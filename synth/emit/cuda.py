@@ -1,5 +1,5 @@
 """The CUDA target: a lowered :class:`~synth.program.Program` of a ``kind: gemm``
-problem as ``kernel.cu`` (SPEC §3; contract in ``docs/cuda_kernel.md``).
+problem as ``kernel.cu`` (contract in ``docs/cuda_kernel.md``).
 
 Input: the problem (its :class:`~synth.gemm.GemmConfig`), the schedule and the
 program. Output: one self-contained CUDA C++ file whose main loop is the

@@ -87,7 +87,7 @@ class InstructionMix:
 
     @property
     def per_hmma(self) -> float:
-        """Instructions per HMMA (issue 9's figure of merit; CUTLASS 2.x: 2.1-2.5)."""
+        """Instructions per HMMA (the emitter's figure of merit, docs/cuda_kernel.md; CUTLASS 2.x: 2.1-2.5)."""
         return self.total / max(self.hmma, 1e-9)
 
 

@@ -1,4 +1,4 @@
-"""Proofs of wait counts (SPEC §3): obligations, Z3 proofs, certificates, an explicit-state oracle.
+"""Proofs of wait counts (docs/verification.md): obligations, Z3 proofs, certificates, an explicit-state oracle.
 
 The CLI calls exactly :func:`verify_program`, :func:`load_program`,
 :func:`write_certificate` and :func:`certify`. Modules:

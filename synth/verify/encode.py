@@ -1,4 +1,4 @@
-"""Z3 encoding of a :class:`~synth.program.Program`'s proof obligations (SPEC §3).
+"""Z3 encoding of a :class:`~synth.program.Program`'s proof obligations (docs/verification.md).
 
 Input: a program (and the obligation descriptors of :mod:`synth.verify.obligations`).
 Output: for each obligation one quantifier-free formula, the *negation* of the
@@ -66,7 +66,7 @@ Assumed, not proved:
 * A WAR/WAW check against version ``V - M`` stands for every other occupant of
   the slot: exact for opaque predicates (an op's predicate at one iteration only
   changes commits after that op's issue) and for predicates that hold on an
-  interval of iterations (all affine ``when`` of SPEC §1); an op left uncommitted
+  interval of iterations (every affine ``when`` of docs/problem-format.md); an op left uncommitted
   is reported, though perhaps at fewer statements than the ground truth would
   name. See docs/verification.md; the oracle tests check it.
 * An op's reads happen before its own writes (an op never races with itself).

@@ -46,34 +46,53 @@ def triton_available() -> str:
     return ""
 
 
+DOCS_CHECK = os.path.join(HERE, "..", "..", "docs", "check.md")
+RECIPE_MARK = "<!-- triton-sm80-recipe -->"
+
+
+def triton_recipe_source(path: str = DOCS_CHECK) -> str:
+    """The Python block that follows ``<!-- triton-sm80-recipe -->`` in docs/check.md, verbatim."""
+    with open(path, encoding="utf-8") as f:
+        text = f.read()
+    at = text.index(RECIPE_MARK) + len(RECIPE_MARK)
+    start = text.index("```python\n", at) + len("```python\n")
+    return text[start:text.index("```", start)]
+
+
+def recipe_constant(name: str):
+    """A literal assigned at the top level of the recipe (``MATMUL_SIGNATURE``, ``MATMUL_CONSTEXPRS``),
+    read without importing Triton."""
+    import ast
+
+    for node in ast.parse(triton_recipe_source()).body:
+        if isinstance(node, ast.Assign) and [getattr(t, "id", None) for t in node.targets] == [name]:
+            return ast.literal_eval(node.value)
+    raise KeyError(f"docs/check.md's Triton recipe assigns no {name}")
+
+
+@functools.lru_cache(maxsize=None)
+def triton_recipe():
+    """docs/check.md's Triton recipe, executed as a module (``matmul``, ``MATMUL_SIGNATURE``,
+    ``MATMUL_CONSTEXPRS``, ``pipelined_ttgir``): the tests compile every Triton program through it.
+
+    Written to a file first: ``triton.jit`` reads its function's source back with ``inspect``."""
+    import importlib.util
+
+    source = triton_recipe_source()
+    folder = tempfile.mkdtemp(prefix="synth-triton-recipe-")
+    path = os.path.join(folder, "triton_sm80_recipe.py")
+    with open(path, "w", encoding="utf-8") as f:
+        f.write(source)
+    spec = importlib.util.spec_from_file_location("triton_sm80_recipe", path)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
 @functools.lru_cache(maxsize=None)
 def triton_kernels():
     import triton
     import triton.language as tl
-
-    @triton.jit
-    def matmul(a_ptr, b_ptr, c_ptr, M, N, K, stride_am, stride_ak, stride_bk, stride_bn, stride_cm, stride_cn,
-               BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr):
-        pid = tl.program_id(0)
-        grid_n = tl.cdiv(N, BLOCK_N)
-        pid_m = pid // grid_n
-        pid_n = pid % grid_n
-        rm = (pid_m * BLOCK_M + tl.arange(0, BLOCK_M)) % M
-        rn = (pid_n * BLOCK_N + tl.arange(0, BLOCK_N)) % N
-        rk = tl.arange(0, BLOCK_K)
-        a_ptrs = a_ptr + rm[:, None] * stride_am + rk[None, :] * stride_ak
-        b_ptrs = b_ptr + rk[:, None] * stride_bk + rn[None, :] * stride_bn
-        acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
-        for k in range(0, tl.cdiv(K, BLOCK_K)):
-            a = tl.load(a_ptrs, mask=rk[None, :] < K - k * BLOCK_K, other=0.0)
-            b = tl.load(b_ptrs, mask=rk[:, None] < K - k * BLOCK_K, other=0.0)
-            acc = tl.dot(a, b, acc)
-            a_ptrs += BLOCK_K * stride_ak
-            b_ptrs += BLOCK_K * stride_bk
-        cm = pid_m * BLOCK_M + tl.arange(0, BLOCK_M)
-        cn = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)
-        tl.store(c_ptr + stride_cm * cm[:, None] + stride_cn * cn[None, :], acc.to(tl.float16),
-                 mask=(cm[:, None] < M) & (cn[None, :] < N))
 
     @triton.jit
     def masked_rowsum(x_ptr, y_ptr, K, stride, BLOCK_R: tl.constexpr, BLOCK_K: tl.constexpr):
@@ -121,18 +140,15 @@ def triton_kernels():
             m_i = m_new
         tl.store(o_ptr + rm[:, None] * D + rd[None, :], acc / l_i[:, None])
 
-    return {"matmul": matmul, "masked_rowsum": masked_rowsum, "gather_matmul": gather_matmul,
+    return {"matmul": triton_recipe().matmul, "masked_rowsum": masked_rowsum, "gather_matmul": gather_matmul,
             "attention": attention}
 
 
 TRITON_PROGRAMS = {
     # name: (kernel, signature, constexprs, num_stages)
-    **{f"triton-matmul-s{s}": ("matmul", {
-        "a_ptr": "*fp16", "b_ptr": "*fp16", "c_ptr": "*fp16", "M": "i32", "N": "i32", "K": "i32",
-        "stride_am": "i32", "stride_ak": "constexpr", "stride_bk": "i32", "stride_bn": "constexpr",
-        "stride_cm": "i32", "stride_cn": "constexpr", "BLOCK_M": "constexpr", "BLOCK_N": "constexpr",
-        "BLOCK_K": "constexpr"}, {"BLOCK_M": 64, "BLOCK_N": 64, "BLOCK_K": 32, "stride_ak": 1, "stride_bn": 1,
-                                  "stride_cn": 1}, s) for s in (2, 3, 4, 5)},
+    # the matmul's kernel, signature and constants are the recipe's (docs/check.md)
+    **{f"triton-matmul-s{s}": ("matmul", recipe_constant("MATMUL_SIGNATURE"), recipe_constant("MATMUL_CONSTEXPRS"), s)
+       for s in (2, 3, 4, 5)},
     "triton-masked-rowsum-s3": ("masked_rowsum", {
         "x_ptr": "*fp16", "y_ptr": "*fp32", "K": "i32", "stride": "i32", "BLOCK_R": "constexpr",
         "BLOCK_K": "constexpr"}, {"BLOCK_R": 32, "BLOCK_K": 64}, 3),
@@ -153,18 +169,8 @@ def triton_names() -> list:
 def triton_ttgir(name: str) -> str:
     """The TTGIR after Triton's pipeliner, compiled for sm_80 (no GPU needed)."""
     os.environ.setdefault("TRITON_DEFAULT_FP_FUSION", "1")
-    import triton
-    from triton.backends.compiler import GPUTarget
-    from triton.compiler import ASTSource
-
     kname, sig, const, stages = TRITON_PROGRAMS[name]
-    fn = triton_kernels()[kname]
-    names = list(sig)
-    # the tutorial's launch specialises pointers and strides divisible by 16 (enables 16-byte cp.async)
-    attrs = {(i,): [["tt.divisibility", 16]] for i, n in enumerate(names) if sig[n] != "constexpr"}
-    src = ASTSource(fn, sig, constexprs=const, attrs=attrs)
-    k = triton.compile(src, target=GPUTarget("cuda", 80, 32), options={"num_stages": stages, "num_warps": 4})
-    return k.asm["ttgir"]
+    return triton_recipe().pipelined_ttgir(triton_kernels()[kname], sig, const, stages)
 
 
 # ------------------------------------------------------------------------------------------ TVM
