@@ -7,7 +7,7 @@ with ``--json``, the one envelope of :mod:`synth.envelope` (docs/json.md).
 Exit status (:data:`synth.envelope.EXIT`): 0 success; 1 the command ran but the
 result does not hold (a refuted or unproven wait, a failed certificate, no GPU
 for ``run``, a wrong kernel result, the time limit; ``search --measure`` without a
-GPU says its figures are predictions and exits 0, issue 11);
+GPU says its figures are predictions and exits 0);
 2 bad input or arguments, with one message naming file, line and fix and no
 traceback; 3 an internal error; 130 interrupted.
 """
@@ -772,7 +772,7 @@ def cmd_search(args, ui: _Ui) -> Outcome:
     if out.status == 0 and getattr(args, "measure", False):
         ok, why = gpu_available()
         if not ok:
-            # issue 11: without a GPU, --measure says once that the figures are predictions and exits 0
+            # without a GPU, --measure says once that the figures are predictions and exits 0
             # (the table's note says it on the terminal; the JSON envelope carries it as a warning)
             out.warnings.append(f"--measure: no CUDA GPU available ({why}); every figure is a prediction "
                                 "of the performance model, not a measurement")

@@ -330,7 +330,7 @@ def verify_program(program: Program, *, time_limit: float = 10.0, tightness: boo
                    trip_count: Optional[int] = None, smt2: bool = True,
                    progress: Optional[Callable[[int, int], None]] = None,
                    deadline: Optional[float] = None) -> Report:
-    """Prove every obligation of ``program`` (SPEC §3) and judge each wait.
+    """Prove every obligation of ``program`` (docs/verification.md) and judge each wait.
 
     ``time_limit`` is per solver query, in seconds. ``trip_count`` fixes the trip
     count instead of quantifying over all ``T >= min_trip_count`` (for tests).
