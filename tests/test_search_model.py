@@ -1,4 +1,4 @@
-"""The GEMM performance model's sanity (issue 11): published caps, stages, explanations, SASS mix, --measure."""
+"""The GEMM performance model's sanity (docs/search.md): published caps, stages, explanations, SASS mix, --measure."""
 
 from __future__ import annotations
 
