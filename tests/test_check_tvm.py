@@ -78,3 +78,86 @@ def test_two_async_stages_race_is_a_war_on_the_first_buffer(tmp_path):
     assert rc == 1
     assert "not charged to any wait" in out
     assert "WAR (slot overwritten while read)" in out and "S1_store (iteration 2) overwrites S1 slot 0" in out
+
+
+# ---- TVMScript as written: imports, several functions, comments, a __main__ block ------------
+
+def _functions(name: str, new_name: str, indent: int = 0) -> str:
+    """The @T.prim_func of the generated script ``name`` renamed ``new_name``, at ``indent`` spaces."""
+    lines = gen.tvm_script(name).splitlines()
+    start = next(i for i, ln in enumerate(lines) if "@T.prim_func" in ln)
+    body = [ln[4:] for ln in lines[start:]]
+    body[1] = body[1].replace("def main(", f"def {new_name}(")
+    return "\n".join((" " * indent + ln) if ln.strip() else ln for ln in body)
+
+
+def _as_written(import_t: str = "from tvm.script import tir as T") -> str:
+    bad = _functions("tvm-stream-s2", "stream_bad").replace('"async_wait_inflight_count": 2}',
+                                                            '"async_wait_inflight_count": 3}', 1)
+    return f'''# A test file as TVM's tests are written (the file is read, never run).
+"""Pipelines after InjectSoftwarePipeline."""
+import sys
+
+import numpy as np
+import tvm
+import tvm.testing
+{import_t}
+from tvm.script import ir as I
+
+
+def _check(original, expected):
+    tvm.ir.assert_structural_equal(original, expected)
+
+
+@T.prim_func
+def not_pipelined(A: T.Buffer((16,), "float32"), C: T.Buffer((16,), "float32")):
+    for i in range(16):
+        C[i] = A[i] * T.float32(2)  # no async copy here
+
+
+{_functions("tvm-stream-s2", "stream_ok")}
+
+
+{bad}
+
+
+def test_pipeline():
+    _check(stream_ok, stream_ok)
+
+
+if __name__ == "__main__":
+    tvm.testing.main()
+'''
+
+
+@pytest.mark.parametrize("import_t", ["from tvm.script import tir as T", "from tvm.script import tirx as T"])
+def test_tvmscript_as_written_checks_every_pipelined_function(tmp_path, import_t):
+    path = _write(tmp_path, "as_written", _as_written(import_t))
+    rc, doc, err = run_check(path)
+    res = doc["result"]
+    assert rc == 1, err  # stream_bad's raised wait count is refuted
+    assert [f["function"] for f in res["functions"]] == ["stream_ok", "stream_bad"]
+    assert [f["ok"] for f in res["functions"]] == [True, False]
+    rc, out, _ = run_text(path)
+    assert "of function stream_ok" in out and "of function stream_bad" in out and "not_pipelined" not in out
+
+
+def test_func_picks_one_function(tmp_path):
+    path = _write(tmp_path, "as_written", _as_written())
+    rc, doc, err = run_check(path, "--func", "stream_ok")
+    assert rc == 0, err
+    assert doc["result"]["function"] == "stream_ok" and doc["result"]["counts"]["refuted"] == 0
+    rc, _, err = run_text(path, "--func", "stream_bad")
+    assert rc == 1
+    rc, _, err = run_text(path, "--func", "nope")
+    assert rc == 2 and "no @T.prim_func named 'nope'" in err and "stream_ok" in err and "Traceback" not in err
+    rc, _, err = run_text(path, "--func", "not_pipelined")
+    assert rc == 2 and "no async pipeline" in err
+
+
+def test_ir_module_with_two_functions(tmp_path):
+    text = ("from tvm.script import ir as I\nfrom tvm.script import tirx as T\n\n\n@I.ir_module\nclass Module:\n"
+            + _functions("tvm-stream-s2", "first", 4) + "\n\n" + _functions("tvm-stream-s3", "second", 4) + "\n")
+    rc, doc, err = run_check(_write(tmp_path, "module", text))
+    assert rc == 0, err
+    assert [f["function"] for f in doc["result"]["functions"]] == ["first", "second"]

@@ -45,20 +45,35 @@ def read_text(path: str) -> str:
     return read_regular_text(path, MAX_BYTES, "the input", fix="pass a .ttgir, .mlir or TVMScript .py file")
 
 
-def import_loop(text: str, path: str, form: Optional[str] = None) -> Loop:
-    """The :class:`Loop` of ``text`` in ``form`` (detected when None)."""
+def import_loops(text: str, path: str, form: Optional[str] = None, func: Optional[str] = None) -> tuple:
+    """Every :class:`Loop` of ``text`` in ``form`` (detected when None) that synth checks.
+
+    A TVMScript file gives one loop per ``@T.prim_func`` with a pipelined loop (``func``
+    picks one by name); TTGIR and MLIR give one loop (``func`` is refused there)."""
     form = form or detect(text, path)
+    if form == "tvm":
+        from .tvm import tvmscript_to_loops
+
+        return tvmscript_to_loops(text, path, func)
+    if func is not None:
+        raise SynthError(Loc(path), f"--func {func}: only a TVMScript file names its functions to check",
+                         "drop --func (a TTGIR or MLIR input holds one pipelined loop)")
     if form == "triton":
         from .ttgir import ttgir_to_loop
 
-        return ttgir_to_loop(text, path)
-    if form == "mlir":
-        from .mlir import nvgpu_to_loop
+        return (ttgir_to_loop(text, path),)
+    from .mlir import nvgpu_to_loop
 
-        return nvgpu_to_loop(text, path)
-    from .tvm import tvmscript_to_loop
+    return (nvgpu_to_loop(text, path),)
 
-    return tvmscript_to_loop(text, path)
+
+def import_loop(text: str, path: str, form: Optional[str] = None, func: Optional[str] = None) -> Loop:
+    """The one :class:`Loop` of ``text`` (see :func:`import_loops`; several is a SynthError naming them)."""
+    loops = import_loops(text, path, form, func)
+    if len(loops) > 1:
+        raise SynthError(Loc(path), f"{len(loops)} functions have pipelined loops "
+                         f"({', '.join(lp.name for lp in loops)})", "pass --func NAME to pick one")
+    return loops[0]
 
 
 @dataclass(frozen=True)
@@ -84,7 +99,8 @@ class CheckResult:
         lp, p, rep = self.loop, self.report.program, self.report
         trip = p.trip_count if isinstance(p.trip_count, int) else f"{p.trip_count} >= {p.min_trip_count}"
         c = self.counts()
-        lines = [f"{lp.path}: {lp.source} loop at line {lp.body_line}, trip count {trip}: "
+        fn = f" of function {lp.name}" if lp.source == "tvm" else ""
+        lines = [f"{lp.path}: {lp.source} loop at line {lp.body_line}{fn}, trip count {trip}: "
                  f"{len(p.waits)} waits, {c['proven']} proven, {c['refuted']} refuted, {c['unknown']} unknown"
                  + ("" if rep.ok else " -- NOT PROVEN")]
         for v in rep.verdicts:
@@ -138,7 +154,8 @@ class CheckResult:
 
     def to_json(self) -> dict:
         p = self.report.program
-        return {"file": self.loop.path, "source": self.loop.source, "ok": self.ok, "counts": self.counts(),
+        return {"file": self.loop.path, "source": self.loop.source, "function": self.loop.name, "ok": self.ok,
+                "counts": self.counts(),
                 "trip_count": p.trip_count, "min_trip_count": p.min_trip_count,
                 "waits": [{"index": v.index, "line": self.source.waits[v.index][0],
                            "text": self.source.waits[v.index][1], "part": p.waits[v.index].part,
@@ -157,18 +174,37 @@ def check_loop(loop: Loop, *, trip_count: Optional[int] = None, min_trip_count: 
     return CheckResult(loop, program, smap, report)
 
 
-def check_file(path: str, *, trip_count: Optional[int] = None, min_trip_count: Optional[int] = None,
-               time_limit: float = 10.0, form: Optional[str] = None, tightness: bool = True) -> CheckResult:
-    """Read ``path``, import it, map it and prove its waits."""
+def check_file_all(path: str, *, trip_count: Optional[int] = None, min_trip_count: Optional[int] = None,
+                   time_limit: float = 10.0, form: Optional[str] = None, tightness: bool = True,
+                   func: Optional[str] = None) -> tuple:
+    """Read ``path`` (a regular file, at most :data:`MAX_BYTES`), import it, map and prove the waits of each
+    pipelined loop it holds (a TVMScript file: every ``@T.prim_func`` with one, or ``func``)."""
     text = read_text(path)
-    if form in (None, "triton"):
+    if form in (None, "triton") and func is None:
         from .ttgir_hopper import check_hopper, is_hopper_ttgir
 
         if is_hopper_ttgir(text):  # sm_90 TMA + mbarrier + wgmma: the Hopper prover (docs/check.md)
+            return (check_hopper(text, path, trip_count=trip_count, min_trip_count=min_trip_count,
+                                 time_limit=time_limit, tightness=tightness),)
+    return tuple(check_loop(lp, trip_count=trip_count, min_trip_count=min_trip_count, time_limit=time_limit,
+                            tightness=tightness) for lp in import_loops(text, path, form, func))
+
+
+def check_file(path: str, *, trip_count: Optional[int] = None, min_trip_count: Optional[int] = None,
+               time_limit: float = 10.0, form: Optional[str] = None, tightness: bool = True,
+               func: Optional[str] = None) -> CheckResult:
+    """Read ``path``, import it, map it and prove its waits (one pipelined loop: a file with several is a
+    SynthError unless ``func`` picks one; :func:`check_file_all` checks them all)."""
+    text = read_text(path)
+    if form in (None, "triton") and func is None:
+        from .ttgir_hopper import check_hopper, is_hopper_ttgir
+
+        if is_hopper_ttgir(text):
             return check_hopper(text, path, trip_count=trip_count, min_trip_count=min_trip_count,
                                 time_limit=time_limit, tightness=tightness)
-    return check_loop(import_loop(text, path, form), trip_count=trip_count, min_trip_count=min_trip_count,
+    return check_loop(import_loop(text, path, form, func), trip_count=trip_count, min_trip_count=min_trip_count,
                       time_limit=time_limit, tightness=tightness)
 
 
-__all__ = ["check_file", "check_loop", "import_loop", "detect", "CheckResult", "FORMS"]
+__all__ = ["check_file", "check_file_all", "check_loop", "import_loop", "import_loops", "detect", "CheckResult",
+           "FORMS"]

@@ -7,7 +7,7 @@ import json
 import sys
 
 from ..errors import Loc, SynthError
-from .check import FORMS, check_file
+from .check import FORMS, check_file_all
 
 
 def add_check_arguments(p: argparse.ArgumentParser) -> None:
@@ -18,6 +18,8 @@ def add_check_arguments(p: argparse.ArgumentParser) -> None:
     g.add_argument("--trip-count", type=int, metavar="T", help="prove for this trip count only")
     g.add_argument("--min-trip-count", type=int, metavar="N",
                    help="prove for every trip count >= N (default: the smallest the loop allows)")
+    p.add_argument("--func", metavar="NAME",
+                   help="TVMScript: check this @T.prim_func only (default: every one with a pipelined loop)")
     p.add_argument("--form", choices=FORMS, help="input form (default: detected from the content)")
     p.add_argument("--time-limit", type=float, default=10.0, metavar="SECONDS",
                    help="solver time limit per proof obligation (default %(default)s)")
@@ -33,16 +35,24 @@ def cli_check(args) -> int:
             raise SynthError(Loc(args.file), f"{flag} {v} is out of range", f"use {flag} between 0 and 1000000")
     if not 0 < args.time_limit <= 86400:
         raise SynthError(None, f"--time-limit {args.time_limit} is out of range", "use 0 < SECONDS <= 86400")
-    res = check_file(args.file, trip_count=args.trip_count, min_trip_count=args.min_trip_count,
-                     time_limit=args.time_limit, form=args.form)
+    results = check_file_all(args.file, trip_count=args.trip_count, min_trip_count=args.min_trip_count,
+                             time_limit=args.time_limit, form=args.form, func=getattr(args, "func", None))
+    ok = all(r.ok for r in results)
     if args.json:
-        print(json.dumps(res.to_json(), indent=2))
+        if len(results) == 1:
+            doc = results[0].to_json()
+        else:
+            counts = {k: sum(r.counts()[k] for r in results) for k in ("proven", "refuted", "unknown")}
+            doc = {"file": args.file, "source": results[0].loop.source, "ok": ok, "counts": counts,
+                   "functions": [r.to_json() for r in results]}
+        print(json.dumps(doc, indent=2))
     elif args.quiet:
-        if not res.ok:
-            print(res.render(), file=sys.stderr)
+        for r in results:
+            if not r.ok:
+                print(r.render(), file=sys.stderr)
     else:
-        print(res.render(verbose=args.verbose))
-    return 0 if res.ok else 1
+        print("\n\n".join(r.render(verbose=args.verbose) for r in results))
+    return 0 if ok else 1
 
 
 __all__ = ["add_check_arguments", "cli_check"]

@@ -148,7 +148,9 @@ class _Screen:
         skipped: list = []
         for st in tree.body:
             if isinstance(st, (ast.Import, ast.ImportFrom)):
-                self.imports(st)
+                why = self.imports(st)
+                if why is not None:
+                    skipped.append(why)
         for name in ("T", "I", "R"):
             # mod.script() prints its imports commented out: T, I, R are then TVMScript's own names
             self.aliases.setdefault(name, name)
@@ -159,8 +161,10 @@ class _Screen:
                 continue
             elif isinstance(st, ast.If) and self.is_main(st):
                 skipped.append(("__main__", st.lineno, "the __main__ block is skipped, never run"))
-            elif isinstance(st, ast.FunctionDef) and not st.decorator_list:
-                skipped.append((st.name, st.lineno, "a function without @T.prim_func is skipped, never run"))
+            elif isinstance(st, (ast.FunctionDef, ast.ClassDef)) and not self.is_script(st):
+                what = "function" if isinstance(st, ast.FunctionDef) else "class"
+                skipped.append((st.name, st.lineno, f"a {what} without @T.prim_func / @I.ir_module is skipped, "
+                                "never run"))
             elif isinstance(st, ast.FunctionDef):
                 self.decorator(st, "prim_func")
                 funcs.append((st, None))
@@ -176,7 +180,7 @@ class _Screen:
                     if isinstance(m, ast.Pass):
                         continue
                     if not isinstance(m, ast.FunctionDef):
-                        raise self.err(m, f"a {type(m).__name__} statement in @I.ir_module class {st.name}",
+                        raise self.err(m, f"{_what(m)} in @I.ir_module class {st.name}",
                                        "an @I.ir_module class holds @T.prim_func functions only")
                     if self.decorator(m, "prim_func", relax_ok=True) == "R":
                         skipped.append((m.name, m.lineno, "a Relax function is skipped (only PrimFuncs are read)"))
@@ -193,42 +197,58 @@ class _Screen:
         return Screened(tuple(ScreenedFunc(fn.name, cls, _first_line(fn), self.extract(fn)) for fn, cls in funcs),
                         tuple(skipped), tuple(sorted(self.aliases.items())))
 
+    def is_script(self, st) -> bool:
+        """Whether one of ``st``'s decorators names T.prim_func, I.ir_module or R.function (then it is read)."""
+        for d in st.decorator_list:
+            parts = _chain(d.func if isinstance(d, ast.Call) else d)
+            if parts and parts[-1] in ("prim_func", "ir_module", "function") and (
+                    self.aliases.get(parts[0]) in ("T", "I", "R", "tvm")):
+                return True
+        return False
+
     def is_main(self, st: ast.If) -> bool:
         t = st.test
         return (isinstance(t, ast.Compare) and isinstance(t.left, ast.Name) and t.left.id == "__name__"
                 and len(t.ops) == 1 and isinstance(t.ops[0], ast.Eq) and len(t.comparators) == 1
                 and isinstance(t.comparators[0], ast.Constant) and t.comparators[0].value == "__main__")
 
-    def imports(self, st) -> None:
+    def imports(self, st) -> Optional[tuple]:
+        """Record the TVMScript aliases an import binds; ``(name, line, why)`` when it is skipped (not tvm).
+
+        No import is executed: the names T, I, R are bound by synth to TVM's own namespaces."""
         if isinstance(st, ast.Import):
             for a in st.names:
-                if a.name != "tvm" and not a.name.startswith("tvm."):
-                    raise self.err(st, f"import {a.name}: only tvm modules may be imported",
-                                   "drop the import (the file is never run; synth binds T, I and R itself)")
                 bound = a.asname or a.name.split(".")[0]
+                self.name(st, bound)
+                if a.name != "tvm" and not a.name.startswith("tvm."):
+                    self.aliases.pop(bound, None)
+                    continue
                 self.bind_alias(st, bound, "tvm" if a.asname is None and bound == "tvm" else "")
-            return
+            mods = [a.name for a in st.names if a.name != "tvm" and not a.name.startswith("tvm.")]
+            return (f"import {', '.join(mods)}", st.lineno, "not a tvm module: skipped, never imported") \
+                if mods else None
         mod = st.module or ""
         if st.level:
             raise self.err(st, "a relative import", "only tvm modules may be imported")
         if mod == "__future__":
-            return
-        if mod != "tvm" and not mod.startswith("tvm."):
-            raise self.err(st, f"from {mod} import ...: only tvm modules may be imported",
-                           "drop the import (the file is never run; synth binds T, I and R itself)")
+            return None
         for a in st.names:
             if a.name == "*":
                 raise self.err(st, f"from {mod} import *", "import names one by one (from tvm.script import tir as T)")
+        if mod != "tvm" and not mod.startswith("tvm."):
+            for a in st.names:
+                self.name(st, a.asname or a.name)
+                self.aliases.pop(a.asname or a.name, None)
+            return (f"from {mod} import ...", st.lineno, "not a tvm module: skipped, never imported")
+        for a in st.names:
             role = ""
-            if mod in ("tvm.script", "tvm.script.parser", "tvm"):
+            if mod in ("tvm.script", "tvm.script.parser"):
                 role = _ROLES.get(a.name, "")
-            if mod == "tvm" and a.name in ("tir", "tirx", "relax", "ir"):
-                role = ""  # tvm.tir is the IR library, not the script namespace
             self.bind_alias(st, a.asname or a.name, role)
+        return None
 
     def bind_alias(self, st, name: str, role: str) -> None:
-        if name.startswith("_"):
-            raise self.err(st, f"import binds {name!r}", "names starting with '_' are refused")
+        self.name(st, name)
         self.aliases[name] = role
 
     def decorator(self, fn, want: str, relax_ok: bool = False) -> str:
