@@ -53,13 +53,16 @@ int main(int argc, char** argv) {
   std::ofstream out(argv[2], std::ios::binary);
   out.write(reinterpret_cast<const char*>(C.data()), (C.size() - 4) * 4);
   auto& s = synth_emu::S();
+  std::string descs;  // the distinct (A, B) wgmma descriptor pairs the kernel issued, for the layout checks
+  for (auto [da, db] : s.wgmma_descs)
+    descs += (descs.empty() ? "[" : ", [") + std::to_string(da) + ", " + std::to_string(db) + "]";
   std::string msg;
   for (char c : s.failure) msg += (c == '"' || c == '\\') ? ' ' : c;
   std::printf("{\"ok\": %s, \"kind\": \"%s\", \"message\": \"%s\", \"guard_written\": %s, \"landed\": %ld, "
               "\"tx_bytes\": %ld, \"wgmma\": %ld, \"poisoned_ops\": %ld, \"waw\": %ld, \"arrivals\": %ld, "
-              "\"tickets_left\": %ld}\n",
+              "\"tickets_left\": %ld, \"wgmma_descs\": [%s]}\n",
               ok ? "true" : "false", s.kind.c_str(), msg.c_str(),
               (std::isnan(C[C.size() - 4]) ? "false" : "true"), s.stat_landed, s.stat_tx_bytes, s.stat_wgmma,
-              s.stat_poisoned_ops, s.stat_waw, s.stat_arrivals, tickets_left);
+              s.stat_poisoned_ops, s.stat_waw, s.stat_arrivals, tickets_left, descs.c_str());
   return ok ? 0 : 3;
 }

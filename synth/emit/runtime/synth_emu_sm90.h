@@ -25,6 +25,7 @@
 #include <functional>
 #include <map>
 #include <random>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -80,6 +81,7 @@ struct State {
   int greedy = -1;           // a woken waiter keeps running until it blocks again
   bool failed = false; std::string failure, kind;
   long stat_landed = 0, stat_tx_bytes = 0, stat_wgmma = 0, stat_poisoned_ops = 0, stat_waw = 0, stat_arrivals = 0;
+  std::set<std::pair<uint64_t, uint64_t>> wgmma_descs;  // every (A, B) descriptor pair issued (all blocks)
   // named barriers (bar.sync / bar.red id, n): arrivals, generation, the OR of the predicates
   struct Named { int count = 0, expected = 0; long gen = 0; bool acc = false, result = false; };
   std::map<int, Named> named;
@@ -226,7 +228,44 @@ inline float bf16_to_float(uint16_t h) {
   return v;
 }
 
+// ---- layouts (checked against CuTe by tests/test_cute_layouts.py; docs/emulator.md, "Checked against CuTe")
+
+// The 128-byte swizzle of TMA (CU_TENSOR_MAP_SWIZZLE_128B) and wgmma (layout type 1): the 16-byte chunk
+// bits [4,7) of a shared address XOR its bits [7,10) (CuTe's Swizzle<3,4,3> on byte addresses).
 inline uint32_t swz128(uint32_t a) { return a ^ (((a >> 7) & 7) << 4); }
+
+// The fields of a wgmma shared-memory matrix descriptor (PTX ISA, "Matrix Descriptor Format"; CuTe's
+// GmmaDescriptor): start address, leading and stride byte offsets (each in 16-byte units, 14 bits),
+// base offset (3 bits), layout type (2 bits: 0 interleave, 1 128-byte, 2 64-byte, 3 32-byte swizzle).
+struct GmmaDesc { uint32_t start, lbo, sbo, base_offset, layout; };
+inline GmmaDesc gmma_desc_decode(uint64_t d) {
+  return GmmaDesc{uint32_t(d & 0x3FFF) << 4, uint32_t((d >> 16) & 0x3FFF) << 4, uint32_t((d >> 32) & 0x3FFF) << 4,
+                  uint32_t((d >> 49) & 7), uint32_t(d >> 62)};
+}
+// "" when the emulator reads this descriptor's layout (K-major, 128-byte swizzle, base offset 0), else why not.
+inline const char* gmma_desc_unsupported(uint64_t d) {
+  GmmaDesc g = gmma_desc_decode(d);
+  if (g.layout != 1) return "only the 128-byte swizzle layout is emulated";
+  if (g.base_offset != 0) return "a non-zero base offset is not emulated (the tiles are 1024-byte aligned)";
+  return "";
+}
+// Shared address of element (row r, column k) of the K-major operand read through descriptor d with
+// elements of elem_bytes: 8-row core-matrix groups SBO apart, rows of 128 bytes, then the swizzle.
+inline uint32_t gmma_k_major_addr(uint64_t d, int r, int k, uint32_t elem_bytes) {
+  GmmaDesc g = gmma_desc_decode(d);
+  return swz128(g.start + uint32_t(r / 8) * g.sbo + uint32_t(r % 8) * 128 + uint32_t(k) * elem_bytes);
+}
+// Accumulator layout of wgmma m64nNk16 (f32): value i of thread t of the warp group is C[row][col].
+inline void gmma_acc_coord(int t, int i, int& row, int& col) {
+  int w = t / 32, l = t % 32;
+  row = 16 * w + l / 4 + 8 * ((i >> 1) & 1);
+  col = 8 * (i >> 2) + 2 * (l % 4) + (i & 1);
+}
+// Shared address where element e of box row r lands (TMA tile mode, 128-byte swizzle, an inner box of
+// 128 bytes: box rows are 128 bytes apart from the 1024-aligned destination, then the swizzle).
+inline uint32_t tma_box_addr(uint32_t dst, uint32_t r, uint32_t e, uint32_t elem_bytes) {
+  return swz128(dst + r * 128 + e * elem_bytes);
+}
 
 inline void land_one(size_t k) {
   State& s = S();
@@ -239,7 +278,7 @@ inline void land_one(size_t k) {
       uint16_t v = 0;
       if (gx >= 0 && gy >= 0 && uint64_t(gx) < m.dim[0] && uint64_t(gy) < m.dim[1])
         std::memcpy(&v, static_cast<const unsigned char*>(m.base) + gy * m.stride1 + gx * 2, 2);
-      std::memcpy(smem_ptr(swz128(c.dst + r * 128 + e * 2)), &v, 2);
+      std::memcpy(smem_ptr(tma_box_addr(c.dst, r, e, 2)), &v, 2);
     }
   uint32_t bytes = m.box[0] * m.box[1] * m.elem_bytes;
   s.stat_landed++; s.stat_tx_bytes += bytes;
@@ -291,27 +330,21 @@ template <class Rec, class F> inline void wg_collective(const char* kind, Rec re
 inline void run_op(Op& op) {
   State& s = S();
   s.stat_wgmma++;
-  auto decode = [](uint64_t d, const char* which) {
-    if ((d >> 62) != 1) fail("fault", std::string("wgmma ") + which + ": only the 128-byte swizzle layout is emulated");
-    uint32_t start = uint32_t(d & 0x3FFF) << 4, sbo = uint32_t((d >> 32) & 0x3FFF) << 4;
-    return std::pair<uint32_t, uint32_t>(start, sbo);
-  };
-  auto [sa, sbo_a] = decode(op.da, "A");
-  auto [sb, sbo_b] = decode(op.db, "B");
-  auto elem = [&](uint32_t start, uint32_t sbo, int r, int k) {
-    uint32_t a = start + uint32_t(r / 8) * sbo + uint32_t(r % 8) * 128 + uint32_t(k) * 2;
-    uint32_t p = swz128(a);
+  for (auto [d, which] : {std::pair<uint64_t, const char*>{op.da, "A"}, {op.db, "B"}})
+    if (*gmma_desc_unsupported(d)) fail("fault", std::string("wgmma ") + which + ": " + gmma_desc_unsupported(d));
+  auto elem = [&](uint64_t d, int r, int k) {
+    uint32_t p = gmma_k_major_addr(d, r, k, 2);
     if (p < SMEM_BASE || p + 2 > SMEM_BASE + SMEM_SIZE) fail("fault", "wgmma operand outside shared memory");
     uint16_t h; std::memcpy(&h, smem_ptr(p), 2);
     return op.bf16 ? bf16_to_float(h) : half_to_float(h);
   };
   float A[64][16], B[256][16];
-  for (int r = 0; r < 64; ++r) for (int k = 0; k < 16; ++k) A[r][k] = elem(sa, sbo_a, r, k);
-  for (int r = 0; r < op.n; ++r) for (int k = 0; k < 16; ++k) B[r][k] = elem(sb, sbo_b, r, k);
+  for (int r = 0; r < 64; ++r) for (int k = 0; k < 16; ++k) A[r][k] = elem(op.da, r, k);
+  for (int r = 0; r < op.n; ++r) for (int k = 0; k < 16; ++k) B[r][k] = elem(op.db, r, k);
   for (int t = 0; t < 128; ++t) {
-    int w = t / 32, l = t % 32;
     for (int i = 0; i < op.n / 2; ++i) {
-      int row = 16 * w + l / 4 + 8 * ((i >> 1) & 1), col = 8 * (i >> 2) + 2 * (l % 4) + (i & 1);
+      int row, col;
+      gmma_acc_coord(t, i, row, col);
       float acc = 0.0f;
       for (int k = 0; k < 16; ++k) acc += A[row][k] * B[col][k];
       op.d[t][i] = op.poisoned ? NAN : op.d[t][i] + acc;
@@ -440,7 +473,8 @@ template <int N> inline void synth_wgmma_issue(float* d, uint64_t da, uint64_t d
                 [&](WG& w) {
                   Op op{w.da, w.db, N, false, {}, bf16};
                   std::memcpy(op.d, w.d, sizeof(op.d));
-                  uint32_t sa = uint32_t(w.da & 0x3FFF) << 4, sb = uint32_t(w.db & 0x3FFF) << 4;
+                  S().wgmma_descs.insert({w.da, w.db});
+                  uint32_t sa = gmma_desc_decode(w.da).start, sb = gmma_desc_decode(w.db).start;
                   if (overlaps_copy(sa & ~1023u, (sa & ~1023u) + 64 * 128) || overlaps_copy(sb & ~1023u, (sb & ~1023u) + N * 128)) {
                     op.poisoned = true; S().stat_poisoned_ops++;
                   }

@@ -1,0 +1,361 @@
+"""The emulators' layouts checked against NVIDIA's own code (docs/emulator.md, "Checked against CuTe").
+
+``tests/cute/cute_layouts.cpp`` is compiled once per session with g++ against the CuTe/CUTLASS headers of
+the ``nvidia-cutlass`` wheel and the CUDA toolkit's headers (host code only, no GPU) and prints, as JSON,
+what CuTe says: the ``mma.sync.m16n8k16`` and ``ldmatrix.x4`` fragment layouts, the 128-byte swizzle, the
+wgmma accumulator layout, the GmmaDescriptor bitfields and the descriptors and element addresses of the
+CollectiveBuilder's shared-memory tiles, and the arguments ``make_tma_copy`` passes to
+``cuTensorMapEncodeTiled``. Each test sets that beside what synth actually executes: the sm_80 emulator
+running probe kernels (``tests/cute/sm80_probe.cu``), the sm_90a emulator's own layout functions
+(``tests/cute/emu_sm90_probe.cpp`` calls the functions its wgmma and TMA use), the descriptors an emitted
+Hopper kernel issues on the emulator, the swizzle an emitted sm_80 kernel computes, and the tensor maps
+the GPU runner encodes. Skipped, with the reason, where g++, the CuTe headers or the CUDA headers are
+missing.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import json
+import os
+import pathlib
+import shutil
+import subprocess
+import sysconfig
+
+import numpy as np
+import pytest
+
+from gemm_fixtures import emitted_kernel
+from synth.emit.emulate import Buf, compile_and_run
+from synth.emit.sm90.config import Sm90Config
+from synth.emit.sm90.emulate import run_emulated
+from synth.emit.sm90.kernel import emit_sm90_kernel
+
+HERE = pathlib.Path(__file__).resolve().parent
+CUTE_DIR = HERE / "cute"
+RUNTIME = HERE.parent / "synth" / "emit" / "runtime"
+GXX = shutil.which("g++")
+
+
+def _cute_include() -> pathlib.Path | None:
+    """The include directory holding cute/ and cutlass/: the nvidia-cutlass wheel's, else TVM's copy."""
+    site = pathlib.Path(sysconfig.get_paths()["purelib"])
+    for d in (site / "cutlass_library" / "source" / "include", site / "tvm" / "3rdparty" / "cutlass" / "include"):
+        if (d / "cute" / "tensor.hpp").is_file() and (d / "cutlass" / "cutlass.h").is_file():
+            return d
+    return None
+
+
+def _cuda_includes() -> list[pathlib.Path]:
+    """The CUDA toolkit's include directories (cuda.h, cuda_runtime_api.h, and libcu++ under cccl/)."""
+    roots = [os.environ.get("CUDA_HOME"), os.environ.get("CUDA_PATH"), "/usr/local/cuda"]
+    nvcc = shutil.which("nvcc")
+    if nvcc:
+        roots.append(str(pathlib.Path(nvcc).resolve().parent.parent))
+    for r in roots:
+        if r and (pathlib.Path(r) / "include" / "cuda.h").is_file() and \
+                (pathlib.Path(r) / "include" / "cuda_runtime_api.h").is_file():
+            inc = pathlib.Path(r) / "include"
+            return [inc] + ([inc / "cccl"] if (inc / "cccl").is_dir() else [])
+    return []
+
+
+CUTE = _cute_include()
+CUDA_INC = _cuda_includes()
+pytestmark = [
+    pytest.mark.skipif(GXX is None, reason="g++ is needed to compile the CuTe host program and the emulators"),
+    pytest.mark.skipif(CUTE is None, reason="the CuTe headers (pip package nvidia-cutlass) are not installed"),
+    pytest.mark.skipif(not CUDA_INC, reason="the CUDA toolkit headers (cuda.h, cuda_runtime_api.h) are not found"),
+]
+
+
+def _compile(src: pathlib.Path, out: pathlib.Path, flags: list[str]) -> pathlib.Path:
+    proc = subprocess.run([GXX, *flags, str(src), "-o", str(out)], capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, f"g++ failed on {src.name}:\n{proc.stderr[-4000:]}"
+    return out
+
+
+@pytest.fixture(scope="session")
+def cute(tmp_path_factory) -> dict:
+    """CuTe's layouts, descriptors and tensor-map arguments (the JSON of tests/cute/cute_layouts.cpp)."""
+    d = tmp_path_factory.mktemp("cute")
+    # -D__CUDACC_VER_MAJOR__=12: CUTLASS builds its cuTensorMapEncodeTiled call only for CUDA >= 12 (host
+    # code); the program defines that driver function itself to record the arguments.
+    flags = ["-std=c++17", "-O0", "-w", "-DSYNTH_CUTE_TMA", "-D__CUDACC_VER_MAJOR__=12", f"-I{CUTE}",
+             *(f"-I{i}" for i in CUDA_INC)]
+    exe = _compile(CUTE_DIR / "cute_layouts.cpp", d / "cute_layouts", flags)
+    proc = subprocess.run([str(exe)], capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    return json.loads(proc.stdout)
+
+
+@pytest.fixture(scope="session")
+def sm90_probe(tmp_path_factory):
+    """``query(lines) -> [answer per line]`` from the sm_90a emulator's layout functions."""
+    exe = _compile(CUTE_DIR / "emu_sm90_probe.cpp", tmp_path_factory.mktemp("probe") / "probe",
+                   ["-std=c++20", "-O1", "-w", f"-I{RUNTIME}"])
+
+    def query(lines: list[str]) -> list:
+        proc = subprocess.run([str(exe)], input="\n".join(lines) + "\n", capture_output=True, text=True, timeout=120)
+        assert proc.returncode == 0, proc.stderr[-2000:]
+        return [json.loads(x) for x in proc.stdout.splitlines()]
+
+    return query
+
+
+# ---- sm_80: mma.sync.m16n8k16 and ldmatrix.x4 on the sm_80 emulator
+
+
+def _f16_bits(x: float) -> int:
+    return int(np.array([x], np.float16).view(np.uint16)[0])
+
+
+def test_sm80_mma_fragments_match_cute(cute):
+    """MMA_Traits<SM80_16x8x16_F32F16F16F32_TN> against the emulator's mma.sync, register by register:
+    256 experiments, experiment e puts 1.0 in the A register half that CuTe's A layout gives value e%8 of
+    lane e/8 (element (m, k)), B register halves hold distinct codes, C registers distinct offsets. CuTe
+    predicts D register (lane, i) at (m', n): C + (the code of the B half at (k, n) when m' == m, else 0)."""
+    L = cute["sm80_mma"]
+    A, B, C = L["A"], L["B"], L["C"]
+    assert len(A) == len(B) == len(C) == 32 and len(A[0]) == 8 and len(B[0]) == 4 and len(C[0]) == 4
+    bcode = {}  # (k, n) -> code of the B register half CuTe puts it in
+    breg = np.zeros((32, 2), np.uint32)
+    for lane in range(32):
+        for v, (n, k) in enumerate(B[lane]):
+            code = 1 + lane * 4 + v
+            bcode[(k, n)] = code
+            breg[lane, v // 2] |= _f16_bits(code) << (16 * (v % 2))
+    assert len(bcode) == 16 * 8
+    creg = (256.0 * (1 + np.arange(32 * 4, dtype=np.float32))).reshape(32, 4)
+    n_exp = 32 * 8
+    Areg = np.zeros((n_exp, 32, 4), np.uint32)
+    expect = np.zeros((n_exp, 32, 4), np.float32)
+    for e in range(n_exp):
+        lane_a, v = divmod(e, 8)
+        Areg[e, lane_a, v // 2] = _f16_bits(1.0) << (16 * (v % 2))
+        m, k = A[lane_a][v]
+        for lane in range(32):
+            for i, (m2, n) in enumerate(C[lane]):
+                expect[e, lane, i] = creg[lane, i] + (bcode[(k, n)] if m2 == m else 0.0)
+    run = compile_and_run((CUTE_DIR / "sm80_probe.cu").read_text(), "mma_probe",
+                          [Buf("Areg", Areg.reshape(-1)), Buf("Breg", np.tile(breg, (n_exp, 1, 1)).reshape(-1)),
+                           Buf("Creg", np.tile(creg, (n_exp, 1, 1)).reshape(-1)),
+                           Buf("D", np.zeros(n_exp * 32 * 4, np.float32), out=True), n_exp],
+                          grid=(1, 1, 1), block=(32, 1, 1), smem_bytes=16, policy="forward")
+    assert run.errors == [], run.errors
+    D = run.outputs["D"].reshape(n_exp, 32, 4)
+    bad = np.argwhere(D != expect)
+    assert bad.size == 0, f"{len(bad)} registers differ from CuTe's layouts, first (experiment, lane, i): {bad[:5]}"
+
+
+def test_sm80_ldmatrix_x4_matches_cute(cute):
+    """Copy_Traits<SM75_U32x4_LDSM_N>: lane t's register q, half h holds column c of the row whose address
+    lane s passed. The emulator's ldmatrix.x4, with lane s passing row s of a 32 x 8 matrix of codes."""
+    M = np.arange(32 * 8, dtype=np.float16).reshape(32, 8)  # code = 8 row + col, exact in f16
+    run = compile_and_run((CUTE_DIR / "sm80_probe.cu").read_text(), "ldsm_probe",
+                          [Buf("M", M), Buf("R", np.zeros(128, np.uint32), out=True)],
+                          grid=(1, 1, 1), block=(32, 1, 1), smem_bytes=512, policy="forward")
+    assert run.errors == [], run.errors
+    R = run.outputs["R"].reshape(32, 4)
+    for t in range(32):
+        for q in range(4):
+            for h in range(2):
+                got = np.array([(R[t, q] >> (16 * h)) & 0xFFFF], np.uint16).view(np.float16)[0]
+                s, c = cute["ldsm_n"][t][q][h]
+                assert int(got) == 8 * s + c, (t, q, h, int(got), (s, c))
+
+
+@pytest.mark.parametrize("bk", [16, 32, 64, 128])
+def test_sm80_kernel_swizzle_is_cutes_swizzle(cute, bk):
+    """The emitted kernel's ``swz(r, c)`` (byte offset of 16-byte chunk c of tile row r), run on the
+    emulator, equals CuTe's Swizzle<3,4,S> of the row-major byte offset: S = 3 while a row is at most
+    128 bytes (BK <= 64), S = log2(row bytes / 16) for longer rows (the XOR key is then the row mod 8)."""
+    *_, text = emitted_kernel(BK=bk, K=512)
+    cpr = bk // 8
+    rows = 1024 // cpr  # 1024 chunks (16 KiB): the pattern repeats at least 4 times
+    probe = text + ("\nextern \"C\" __global__ void swz_probe(int* O) {\n"
+                    f"  if (threadIdx.x == 0) for (int r = 0; r < {rows}; ++r) for (int c = 0; c < {cpr}; ++c)\n"
+                    f"    O[r * {cpr} + c] = synth_kernel::swz(r, c);\n}}\n")
+    run = compile_and_run(probe, "swz_probe", [Buf("O", np.zeros(rows * cpr, np.int32), out=True)],
+                          grid=(1, 1, 1), block=(32, 1, 1), smem_bytes=16)
+    assert run.errors == [], run.errors
+    s = max(3, cpr.bit_length() - 1)  # the row bits [4 + S, 7 + S) that are the key: r % 8 once CPR >= 8
+    table = cute["swizzle"][str(s)]
+    assert len(table) == rows * cpr
+    assert list(run.outputs["O"]) == table
+
+
+# ---- sm_90a: wgmma, its descriptors, the 128-byte swizzle, TMA
+
+
+def test_gmma_descriptor_fields_match_cute(cute, sm90_probe):
+    """GmmaDescriptor with a distinct value in every field: the emulator decodes each field from the bits
+    CuTe's union puts it in (PTX ISA, "Matrix Descriptor Format" of the asynchronous warpgroup matrix
+    shared memory layout), and refuses what it does not emulate (base offset, other swizzles)."""
+    f = cute["gmma_desc_fields"]
+    word = f["word"]
+    (got,) = sm90_probe([f"fields {word}"])
+    assert got["start"] == f["start_address"] << 4
+    assert got["lbo"] == f["leading_byte_offset"] << 4
+    assert got["sbo"] == f["stride_byte_offset"] << 4
+    assert got["base_offset"] == f["base_offset"]
+    assert got["layout"] == f["layout_type"] == f["B128"]
+    assert "base offset" in got["unsupported"]  # base offset 5: not emulated, so refused, not misread
+    no_base = word & ~(7 << 49)
+    for layout in ("B64", "B32", "INTERLEAVE"):
+        other = (no_base & ~(3 << 62)) | (f[layout] << 62)
+        (g,) = sm90_probe([f"fields {other}"])
+        assert g["layout"] == f[layout] and "128-byte" in g["unsupported"]
+    (g,) = sm90_probe([f"fields {no_base}"])
+    assert g["unsupported"] == ""
+
+
+def test_gmma_accumulator_layout_matches_cute(cute, sm90_probe):
+    """CLayout_64xN (N = 16 .. 256 step 16): value i of thread t holds C[m][n], as the emulator's wgmma
+    writes it (the epilogue reads the same registers: docs/hopper_kernel.md)."""
+    ns = sorted(int(n) for n in cute["gmma_c"])
+    assert ns == list(range(16, 257, 16))
+    got = sm90_probe([f"acc {n}" for n in ns])
+    for n, g in zip(ns, got):
+        assert g == cute["gmma_c"][str(n)], n
+
+
+CONFIGS = [Sm90Config(bm=128, bn=128, stages=4), Sm90Config(bm=128, bn=64, stages=3)]
+SLOW_CONFIGS = [Sm90Config(bm=64, bn=256, stages=3), Sm90Config(bm=128, bn=48, stages=2, dtype="bf16")]
+
+
+def _cute_config(cute, cfg: Sm90Config) -> dict:
+    (c,) = [c for c in cute["configs"] if (c["bm"], c["bn"], c["stages"], c["dtype"]) ==
+            (cfg.bm, cfg.bn, cfg.stages, cfg.dtype)]
+    return c
+
+
+def _kernel_descriptors(cfg: Sm90Config) -> set:
+    """The (A, B) descriptor pairs the emitted kernel issues on the emulator (one CTA, every slot used)."""
+    K = 64 * (cfg.stages + 1)
+    bits = np.zeros((cfg.bm, K), np.uint16)
+    _, info = run_emulated(emit_sm90_kernel(cfg), bits, np.zeros((cfg.bn, K), np.uint16))
+    assert info["ok"], info
+    return {tuple(p) for p in info["wgmma_descs"]}
+
+
+def _check_descriptors(cute, sm90_probe, cfg: Sm90Config) -> None:
+    """Every wgmma the kernel issues uses CuTe's descriptors for the same tiles, and the emulator reads
+    through each one the shared address CuTe's tile layout gives each element."""
+    c = _cute_config(cute, cfg)
+    A, B = c["A"], c["B"]
+    want = {(A["desc"][wg][s][kb], B["desc"][0][s][kb])
+            for wg in range(cfg.bm // 64) for s in range(cfg.stages) for kb in range(4)}
+    got = _kernel_descriptors(cfg)
+    assert got == want, f"kernel issues {sorted(got - want)[:4]}..., CuTe {sorted(want - got)[:4]}..."
+    eb = 2
+    queries, expect = [], []
+    for op, slices, rows in ((A, cfg.bm // 64, 64), (B, 1, cfg.bn)):
+        for wg in range(slices):
+            for s in range(cfg.stages):
+                for kb in range(4):
+                    queries.append(f"desc {op['desc'][wg][s][kb]} {rows} {eb}")
+                    expect.append([[op["addr"][s][wg * 64 + r][16 * kb + k] for k in range(16)] for r in range(rows)])
+    for q, g, w in zip(queries, sm90_probe(queries), expect):
+        assert g == w, q
+
+
+@pytest.mark.parametrize("cfg", CONFIGS, ids=lambda c: f"{c.bm}x{c.bn}s{c.stages}")
+def test_kernel_wgmma_descriptors_match_cute(cute, sm90_probe, cfg):
+    _check_descriptors(cute, sm90_probe, cfg)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("cfg", SLOW_CONFIGS, ids=lambda c: f"{c.bm}x{c.bn}s{c.stages}{c.dtype}")
+def test_kernel_wgmma_descriptors_match_cute_more_tiles(cute, sm90_probe, cfg):
+    _check_descriptors(cute, sm90_probe, cfg)
+
+
+def test_tma_landing_matches_cute_tile(cute, sm90_probe):
+    """A TMA box with the 128-byte swizzle lands element (r, e) where CuTe's tile layout (the one its
+    make_tma_copy and make_gmma_desc are built on) puts it, for every slot of every configuration."""
+    queries, expect = [], []
+    for c in cute["configs"]:
+        for op, rows in ((c["A"], c["bm"]), (c["B"], c["bn"])):
+            for s in range(c["stages"]):
+                dst = op["addr"][s][0][0]
+                queries.append(f"tma {dst} {rows} 2")
+                expect.append(op["addr"][s])
+    for q, g, w in zip(queries, sm90_probe(queries), expect):
+        assert g == w, q
+
+
+class _FakeDriver:
+    """Stands in for cuda.bindings.driver: records cuTensorMapEncodeTiled's arguments by enum name."""
+
+    class _Enum:
+        def __getattr__(self, name):
+            return name
+
+    def __init__(self) -> None:
+        self.calls: list[dict] = []
+        self.CUtensorMapDataType = self.CUtensorMapInterleave = self.CUtensorMapSwizzle = self._Enum()
+        self.CUtensorMapL2promotion = self.CUtensorMapFloatOOBfill = self._Enum()
+        self._keep: list = []
+
+    def cuTensorMapEncodeTiled(self, dtype, rank, ptr, dims, strides, box, estrides, interleave, swizzle, l2, oob):
+        self.calls.append(dict(dtype=dtype, rank=int(rank), dims=[int(x) for x in dims],
+                               strides=[int(x) for x in strides], box=[int(x) for x in box],
+                               element_strides=[int(x) for x in estrides], interleave=interleave, swizzle=swizzle,
+                               l2_promotion=l2, oob_fill=oob))
+        buf = ctypes.create_string_buffer(128)
+        self._keep.append(buf)
+
+        class Map:
+            def getPtr(self):
+                return ctypes.addressof(buf)
+
+        return 0, Map()
+
+
+def _runner_tensor_maps(cfg: Sm90Config, M: int, N: int, K: int) -> list[dict]:
+    from synth.emit.sm90 import runner
+
+    class Dev:
+        cu = _FakeDriver()
+
+    runner.sm90_params(Dev(), cfg, 0x10000, 0x20000, 0x30000, None, M, N, K, 1.0, 0.0)
+    return Dev.cu.calls
+
+
+def _by_name(cute: dict, value: int, prefix: str) -> str:
+    """The CUDA driver's name of enum value ``value`` among the names starting with ``prefix``."""
+    names = [k for k, v in cute["tma_enums"].items() if v == value and k.startswith(prefix)]
+    assert len(names) == 1, (value, prefix, names)
+    return names[0]
+
+
+@pytest.mark.parametrize("cfg", CONFIGS + SLOW_CONFIGS, ids=lambda c: f"{c.bm}x{c.bn}s{c.stages}{c.dtype}")
+def test_runner_tensor_maps_match_make_tma_copy(cute, cfg):
+    """The arguments synth's runner passes to cuTensorMapEncodeTiled for A and B equal those CuTe's
+    make_tma_copy(SM90_TMA_LOAD) passes for the same global operand and shared tile (recorded by the
+    CuTe program's own cuTensorMapEncodeTiled, so no driver or GPU is needed)."""
+    c = _cute_config(cute, cfg)
+    ta, tb = c["A"]["tma"], c["B"]["tma"]
+    assert ta["K"] == tb["K"]
+    calls = _runner_tensor_maps(cfg, ta["gmem_rows"], tb["gmem_rows"], ta["K"])
+    assert len(calls) == 2
+    for got, want in zip(calls, (ta, tb)):
+        assert got["dtype"] == _by_name(cute, want["dtype"], "CU_TENSOR_MAP_DATA_TYPE_")
+        for k in ("rank", "dims", "strides", "box", "element_strides"):
+            assert got[k] == want[k], (k, got[k], want[k])
+        assert got["interleave"] == _by_name(cute, want["interleave"], "CU_TENSOR_MAP_INTERLEAVE_")
+        assert got["swizzle"] == _by_name(cute, want["swizzle"], "CU_TENSOR_MAP_SWIZZLE_")
+        assert got["oob_fill"] == _by_name(cute, want["oob_fill"], "CU_TENSOR_MAP_FLOAT_OOB_FILL_")
+
+
+def test_runner_l2_promotion_matches_make_tma_copy(cute):
+    """The L2 promotion hint too: CuTe's make_tma_copy asks for 128-byte promotion (the runner asked for
+    256 bytes before; a hint that changes no value, but the one CUTLASS's kernels run with)."""
+    cfg = CONFIGS[0]
+    c = _cute_config(cute, cfg)
+    calls = _runner_tensor_maps(cfg, c["A"]["tma"]["gmem_rows"], c["B"]["tma"]["gmem_rows"], c["A"]["tma"]["K"])
+    for got, want in zip(calls, (c["A"]["tma"], c["B"]["tma"])):
+        assert got["l2_promotion"] == _by_name(cute, want["l2_promotion"], "CU_TENSOR_MAP_L2_PROMOTION_")
+
