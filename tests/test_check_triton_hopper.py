@@ -74,7 +74,7 @@ def test_triton_pipelines_are_proven_for_every_trip_count(name):
     for cls in ("arrivals", "tx_bytes", "parity", "no_deadlock", "raw", "slot_reuse", "fence", "teardown"):
         assert r["obligations"][cls]["proven"] >= 1, cls
     body = [w for w in r["waits"] if w["status"] == "proven" and w["tight"]]
-    assert len(body) == 1  # wait_group 1 in the loop is tight; the final wait_group 0 drains
+    assert len(body) == 2  # wait_group 1 in the loop and the final wait_group 0 (the drain) are both tight
 
 
 @pytest.mark.parametrize("stages", STAGES)
@@ -222,8 +222,10 @@ def test_loop_from_one_to_the_same_bound_leaves_a_copy_in_flight(tmp_path):
     rc, doc, err = run_check(_write(tmp_path, text))
     assert rc == 1, err
     r = doc["result"]
-    assert set(r["obligations"]) and {f["class"] for f in r["failures"]} == {"teardown"}
-    assert all(f["line"] and "async_tma_copy_global_to_local" in f["text"] for f in r["failures"])
+    # the copy of iteration 1 >= T is also a k-tile the loop does not have (coverage, per op: no line)
+    assert set(r["obligations"]) and {f["class"] for f in r["failures"]} == {"teardown", "coverage"}
+    assert all(f["line"] and "async_tma_copy_global_to_local" in f["text"] for f in r["failures"]
+               if f["class"] == "teardown")
 
 
 def test_stricter_wait_is_still_proven(tmp_path):

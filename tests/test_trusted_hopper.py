@@ -358,15 +358,18 @@ def test_dropping_the_last_wait_before_teardown_is_refuted_by_both(program) -> N
     assert td and td <= _tma_tags(doc) and td == {i for i in synths if i.startswith("teardown:")}, (mine, synths)
 
 
-def test_a_copy_nobody_waits_for_fails_only_teardown() -> None:
-    """The last k-tile's wait and wgmma guarded off: nothing reads the copy, so only the teardown
-    class sees it land after mbarrier.inval (load_B, predicated k < T - 1, does not run there)."""
+def test_a_copy_nobody_waits_for_fails_teardown() -> None:
+    """The last k-tile's wait, wgmma, commit and drain guarded off: nothing reads the copy, so the
+    teardown class sees it land after mbarrier.inval (load_B, predicated k < T - 1, does not run
+    there); the k-tile's wgmma never runs (coverage) and the group before it is left pending
+    (wgmma_drain). Both checkers name the same obligations."""
     doc = json.loads(dumps(lower_hopper_single(HopperLoop("g", LOADS, "mma", 3, 1))))
     ep = doc["roles"][0]["parts"][-1]
     for s in ep["stmts"]:
         s["guard"] = f"({s['guard']}) && !({_last(ep)})" if s["guard"] else f"!({_last(ep)})"
     r, mine, synths = _both(doc)
-    assert mine == synths == {"teardown:mainloop:prologue:1", "teardown:mainloop:body:5"}, (mine, synths)
+    assert mine == synths == {"teardown:mainloop:prologue:1", "teardown:mainloop:body:5", "coverage:mainloop:mma",
+                              "wgmma_drain:mainloop:epilogue:1"}, (mine, synths)
     assert "the copy is observed before the teardown's mbarrier.inval" in r.render()
 
 
@@ -409,27 +412,17 @@ def test_inval_after_the_final_wait_of_one_warp_group_is_accepted() -> None:
                                                           "<-consumer:body:0"}, r.render()
 
 
-def test_a_certificate_without_teardown_obligations_is_refused(tmp_path, monkeypatch) -> None:
-    """synth's side of a certificate is compared with synth's own derivation; the independent
-    checker derives the teardown class from program.json whatever the manifest lists."""
-    from dataclasses import replace
+def test_a_certificate_without_teardown_obligations_is_refused(tmp_path) -> None:
+    """The independent checker derives the teardown class from program.json whatever a manifest
+    lists: a program with a copy nobody waits for fails it, and the manifest of a sound certificate
+    with its teardown entries removed is refused."""
     from synth.verify import certificate_phases as cp
     doc = json.loads(dumps(lower_hopper_single(HopperLoop("g", LOADS, "mma", 3, 1))))
     ep = doc["roles"][0]["parts"][-1]
     for s in ep["stmts"]:
         s["guard"] = f"({s['guard']}) && !({_last(ep)})" if s["guard"] else f"!({_last(ep)})"
-    from synth.hopper.ir import hopper_from_json
-    p = hopper_from_json(doc)
-    report = verify_hopper(p, time_limit=20, tightness=False)
-    assert report.refuted_classes() == {"teardown"}
-    # a prover that forgot the class: the certificate holds every other obligation, all unsat
-    real = cp.enumerate_hopper
-    monkeypatch.setattr(cp, "enumerate_hopper", lambda q: [o for o in real(q) if o.kind != "teardown"])
-    cp.write_hopper_certificate(replace(report, ok=True), str(tmp_path / "c"), cvc5_check=False)
-    res = cp.certify_hopper(str(tmp_path / "c"))
-    text = res.render()
-    assert not res.ok and "independent Hopper check FAILED" in text and "teardown:mainloop:body:5" in text, text
-    monkeypatch.undo()
+    r = check_hopper_program(json.dumps(doc).encode(), timeout_s=TIMEOUT)
+    assert not r.ok and "teardown:mainloop:body:5" in r.render(), r.render()
     # and the manifest of a sound certificate with its teardown entries removed is refused
     good = lower_hopper(HopperLoop("g", LOADS, "mma", 2, 1))
     cp.write_hopper_certificate(verify_hopper(good, time_limit=20, tightness=False), str(tmp_path / "d"),
@@ -453,14 +446,23 @@ def test_wgmma_tightness_agrees_with_synths_prover() -> None:
 
 def test_a_false_tightness_claim_fails_and_a_true_one_passes() -> None:
     doc = json.loads(dumps(lower_hopper_single(HopperLoop("g", LOADS, "mma", 3, 1))))
-    waits = doc["roles"][0]["waits"]
-    waits[0]["tight"], waits[1]["tight"] = True, False  # the body's wait is tight, the drain is not
+    role = doc["roles"][0]
+    # a second wait_group 0 after the drain: with two, neither drain is needed on its own
+    role["waits"].append(dict(role["waits"][1], in_flight=0))
+    role["parts"][-1]["stmts"].append({"kind": "wait", "wait": 2, "guard": "2 <= i + T"})
+    waits = role["waits"]
+    waits[0]["tight"], waits[1]["tight"], waits[2]["tight"] = True, False, False
     r = check_hopper_program(json.dumps(doc).encode(), timeout_s=TIMEOUT)
-    assert r.ok and [w.tight for w in r.waits] == [True, False], r.render()
-    waits[1]["tight"] = True
+    assert r.ok and [w.tight for w in r.waits] == [True, False, False], r.render()
+    waits[2]["tight"] = True
     r = check_hopper_program(json.dumps(doc).encode(), timeout_s=TIMEOUT)
     assert not r.ok and all(c.ok for c in r.obligations), r.render()
-    assert 'claims "tight": true' in r.render() and "wait_group #1 of mainloop epilogue" in r.render()
+    assert 'claims "tight": true' in r.render() and "wait_group #2 of mainloop epilogue" in r.render()
+    # the real drain alone is tight: one more group in flight leaves a group pending at the end
+    del waits[2], role["parts"][-1]["stmts"][-1]
+    waits[1]["tight"] = True
+    r = check_hopper_program(json.dumps(doc).encode(), timeout_s=TIMEOUT)
+    assert r.ok and [w.tight for w in r.waits] == [True, True] and "wgmma_drain" in r.waits[1].reason, r.render()
     r = check_hopper_program(json.dumps(doc).encode(), timeout_s=TIMEOUT, tightness=False)
     assert not r.ok and "not checked" in r.render()
 
@@ -475,7 +477,9 @@ def test_triton_programs_agree_on_teardown() -> None:
     r = _check(p)
     assert r.ok, r.render()
     assert {c.id for c in r.obligations if c.kind == "teardown"} == _tma_tags(json.loads(dumps(p)))
-    assert [w.tight for w in r.waits] == [w.tight for w in verify_hopper(p, time_limit=20).waits] == [True, False]
+    assert [w.tight for w in r.waits] == [w.tight for w in verify_hopper(p, time_limit=20).waits] == [True, True]
     bad = ttgir_to_hopper(re.sub(r"(scf\.for %\w+ = )%c0_i32", r"\1%c1_i32", text, count=1), "x").program
     r, mine, synths = _both(json.loads(dumps(bad)))
-    assert mine == synths == {"teardown:mainloop:prologue:4", "teardown:mainloop:prologue:5"}, (mine, synths)
+    # the copy of iteration 1 at T = 1 is also a k-tile the loop does not have (coverage)
+    assert mine == synths == {"teardown:mainloop:prologue:4", "teardown:mainloop:prologue:5",
+                              "coverage:mainloop:tma_a_4", "coverage:mainloop:tma_b_5"}, (mine, synths)

@@ -1,4 +1,5 @@
-"""Mutants of a Hopper program, one per bug shape of issue 16 (docs/hopper.md).
+"""Mutants of a Hopper program: one per bug shape of docs/hopper.md's bug table, and every single-field
+and single-statement mutant (:func:`field_mutants`, the mutation sweep).
 
 Each mutant is ``(name, program, classes)``: the prover must refute an obligation of one of
 ``classes``, and the oracle must find a violation of one of them (it stops at a hang, so it
@@ -86,4 +87,108 @@ def mutants(p: HopperProgram) -> list[tuple[str, HopperProgram, frozenset]]:
     return out
 
 
-__all__ = ["mutants"]
+
+
+
+# ------------------------------------------------------------------------------------------------
+# single-field and single-statement mutants (the mutation sweep)
+# ------------------------------------------------------------------------------------------------
+
+def _plus(e, d: int):
+    return simplify(Bin("+", e, Num(d)))
+
+
+def _guard_variants(g) -> list[tuple[str, object]]:
+    """``(how, guard)``: dropped, loosened and tightened by one (a comparison's left side moved)."""
+    out: list[tuple[str, object]] = [("dropped", None)]
+    if isinstance(g, Bin) and g.op in ("<=", "<", ">=", ">"):
+        d = -1 if g.op in ("<=", "<") else 1
+        out.append(("loosened", Bin(g.op, _plus(g.lhs, d), g.rhs)))
+        out.append(("tightened", Bin(g.op, _plus(g.lhs, -d), g.rhs)))
+    return out
+
+
+def _state_variants(st) -> list[tuple[str, object]]:
+    out = [("count + 1", replace(st, count=_plus(st.count, 1))), ("count - 1", replace(st, count=_plus(st.count, -1))),
+           ("stages + 1", replace(st, stages=st.stages + 1))]
+    if st.stages > 1:
+        out.append(("stages - 1", replace(st, stages=st.stages - 1)))
+    return out
+
+
+def _stmt_variants(p: HopperProgram, s) -> list[tuple[str, object]]:
+    """One-field edits of a role statement."""
+    out: list[tuple[str, object]] = []
+    if isinstance(s, TryWaitStmt):
+        out.append(("phase flipped", replace(s, state=replace(s.state, phase=1 - s.state.phase))))
+        out += [(f"state {how}", replace(s, state=st)) for how, st in _state_variants(s.state)]
+    elif isinstance(s, ArriveStmt):
+        out += [(f"state {how}", replace(s, state=st)) for how, st in _state_variants(s.state)]
+        for d in (1, -1):
+            if s.arrivals + d >= 0 and (s.arrivals + d or s.tx):
+                out.append((f"arrivals {d:+d}", replace(s, arrivals=s.arrivals + d)))
+        for k, t in enumerate(s.tx):
+            for d in (16, -16):
+                out.append((f"tx[{k}] bytes {d:+d}", replace(s, tx=s.tx[:k] + (replace(t, bytes=t.bytes + d),)
+                                                             + s.tx[k + 1:])))
+    elif isinstance(s, OpStmt) and s.barrier is not None:
+        b = s.barrier
+        out += [(f"complete_tx state {how}", replace(s, barrier=replace(b, state=st)))
+                for how, st in _state_variants(b.state)]
+        for d in (16, -16):
+            out.append((f"bytes {d:+d}", replace(s, barrier=replace(b, bytes=b.bytes + d))))
+    if s.guard is not None:
+        out += [(f"guard {how}", replace(s, guard=g)) for how, g in _guard_variants(s.guard)]
+    return out
+
+
+def _without_wait(prog, part: str, k: int):
+    """``prog`` with the ``wait_group`` statement ``k`` of ``part`` and its ``waits`` entry removed."""
+    idx = prog.part(part).stmts[k].wait
+    parts = []
+    for pt in prog.parts:
+        stmts = [s for n, s in enumerate(pt.stmts) if not (pt.name == part and n == k)]
+        stmts = [replace(s, wait=s.wait - 1) if isinstance(s, WaitStmt) and s.wait > idx else s for s in stmts]
+        parts.append(replace(pt, stmts=tuple(stmts)))
+    return replace(prog, parts=tuple(parts), waits=prog.waits[:idx] + prog.waits[idx + 1:])
+
+
+def field_mutants(p: HopperProgram) -> list[tuple[str, HopperProgram]]:
+    """Every single-field and single-statement mutant of ``p``, in a stable order: each role
+    statement deleted, moved one place earlier, and each of its fields edited (barrier state count and
+    stages +-1, a wait's phase flipped, arrivals +-1, expect_tx and TMA bytes +-16, its guard dropped,
+    loosened or tightened by one); each wgmma wait's ``in_flight`` +-1; each barrier's init count +-1;
+    each setup and teardown statement deleted. Names say what changed and where."""
+    out: list[tuple[str, HopperProgram]] = []
+    for r in p.roles:
+        prog = r.program
+        for pt in prog.parts:
+            for k, s in enumerate(pt.stmts):
+                where = f"{r.name} {pt.name}[{k}] {s.kind}"
+                if isinstance(s, WaitStmt):
+                    out.append((f"{where} deleted", p.with_role(r.name, _without_wait(prog, pt.name, k))))
+                else:
+                    out.append((f"{where} deleted", _edit(p, r.name, pt.name, lambda st, k=k: st[:k] + st[k + 1:])))
+                if k > 0:
+                    out.append((f"{where} moved earlier", _edit(p, r.name, pt.name, lambda st, k=k: st[:k - 1] + [st[k]]
+                                                                + [st[k - 1]] + st[k + 1:])))
+                for how, s2 in _stmt_variants(p, s):
+                    out.append((f"{where} {how}", _edit(p, r.name, pt.name,
+                                                        lambda st, k=k, s2=s2: st[:k] + [s2] + st[k + 1:])))
+        for idx, w in enumerate(prog.waits):
+            for d in (1, -1):
+                waits = prog.waits[:idx] + (replace(w, in_flight=_plus(w.in_flight, d)),) + prog.waits[idx + 1:]
+                out.append((f"{r.name} wait_group #{idx} in_flight {d:+d}",
+                            p.with_role(r.name, replace(prog, waits=waits))))
+    for n, b in enumerate(p.barriers):
+        for d in (1, -1):
+            if b.count + d >= 1:
+                out.append((f"barrier {b.name} count {d:+d}", replace(
+                    p, barriers=p.barriers[:n] + (replace(b, count=b.count + d),) + p.barriers[n + 1:])))
+    for k, s in enumerate(p.setup):
+        out.append((f"setup[{k}] {s.kind} deleted", replace(p, setup=p.setup[:k] + p.setup[k + 1:])))
+    for k, s in enumerate(p.teardown):
+        out.append((f"teardown[{k}] {s.kind} deleted", replace(p, teardown=p.teardown[:k] + p.teardown[k + 1:])))
+    return out
+
+__all__ = ["mutants", "field_mutants"]

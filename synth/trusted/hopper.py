@@ -28,6 +28,9 @@ Classes: ``wellformed``, ``parity``, ``arrivals``, ``tx_bytes``, ``no_deadlock``
 arrival and copy of a waited phase ranks below the wait in ``(step - lag(role), role,
 position)``; the lags are searched here), ``release_after_wgmma``, ``wgmma_wait``,
 ``slot_reuse``, ``raw`` (also: a read version whose copy should run is written by some copy),
+``wgmma_drain`` (every wgmma is committed and its group forced complete by a later ``wait_group``
+of its warp group before the role ends), ``coverage`` (each role running an op runs each of its
+iterations ``0 <= v < T`` whose ``when`` holds exactly once and no other; an op no role runs fails),
 ``fence``, ``teardown`` (every copy that runs is observed by a ``try_wait`` for its phase, so it
 lands before ``mbarrier.inval``; an ``inval`` inside a role runs after every use of its barrier).
 When all hold, :func:`wgmma_tightness` reports whether each ``wait_group N`` is the largest safe
@@ -48,7 +51,7 @@ from . import solvers
 from .hopper_program import HopperInputError, HProgram, HStmt, read_hopper_bytes
 
 CLASSES = ("wellformed", "parity", "arrivals", "tx_bytes", "no_deadlock", "release_after_wgmma", "wgmma_wait",
-           "slot_reuse", "raw", "fence", "teardown")
+           "wgmma_drain", "slot_reuse", "raw", "coverage", "fence", "teardown")
 MAX_DEFINITIONS = 20000
 """Named terms of one file; a program needing more is refused as outside the checker's bounds."""
 MAX_OBLIGATIONS = 3000
@@ -159,6 +162,8 @@ def _offsets(p: HProgram) -> dict:
                     keys.append(("count", s.state.count))
                 keys += [(("r", a), acc.version) for a, acc in enumerate(s.reads)]
                 keys += [(("w", a), acc.version) for a, acc in enumerate(s.writes)]
+                if s.kind in ("op", "tma"):
+                    keys.append(("it", s.iteration))
                 if not keys:
                     continue
                 at = _sample(p, r, pt, s, trips)
@@ -599,8 +604,54 @@ def derive_hopper(p: HProgram, lags: Optional[dict] = None, kinds: Optional[tupl
                  lambda f, s=s, w=w: _and(f.runs(s, "j"), f"(< {f.at(s, w.in_flight, 'j')} 0)"))
         if s.kind == "op":
             _raw_obligations(p, s, tag, head, emit)
+    _drain_obligations(p, emit)
+    _coverage_obligations(p, emit)
     _fence_obligations(p, emit)
     return out
+
+
+def _drain_obligations(p: HProgram, emit) -> None:
+    """``wgmma_drain``: every async op instance a warp group runs is in a group that is committed and
+    forced complete by a later ``wait_group`` of that warp group at most ``D`` steps on (FIFO, as late as
+    the waits allow), so no group is pending when the role ends and the accumulators are read."""
+    for r in p.roles:
+        for s in _role_stmts(p, r.name):
+            if s.kind != "op" or not p.ops[s.op].is_async:
+                continue
+
+            def build(f: _File, s=s, r=r) -> str:
+                part = r.part(s.part)
+                c = None if s.group is None else next(
+                    (q for q in part.stmts[s.pos + 1:] if q.kind == "commit" and q.group == s.group
+                     and q.queue == p.ops[s.op].queue), None)
+                if c is None:
+                    return f.runs(s, "j")
+                end = (f.D + 1, r.parts[0].name, 0)  # every statement of steps j .. j + D lies before it
+                return _and(f.runs(s, "j"), _not(_and(f.runs(c, "j"), f.forced(r.name, c.queue, (0, c.part, c.pos),
+                                                                                 end))))
+            emit(f"wgmma_drain:{_tag(s)}", "wgmma_drain", f"{r.name} {s.part} statement {s.pos}: {s.op} is committed "
+                 "and its group forced complete by a later wait_group before the warp group finishes", build)
+
+
+def _coverage_obligations(p: HProgram, emit) -> None:
+    """``coverage``: in each role running an op (TMA or not), each iteration ``0 <= v < T`` whose
+    ``when`` holds runs exactly once, none where it is false, no other; an op no role runs fails."""
+    for name in p.ops:
+        roles = [r for r in p.roles if any(s.kind in ("op", "tma") and s.op == name for s in _role_stmts(p, r.name))]
+        if not roles:
+            emit(f"coverage:{name}", "coverage", f"op {name} is run by some role", lambda f: "true")
+        for r in roles:
+            stmts = [s for s in _role_stmts(p, r.name) if s.kind in ("op", "tma") and s.op == name]
+
+            def build(f: _File, stmts=stmts, name=name) -> str:
+                v = f.free_step("v")
+                when = f.when_at(name, v)
+                n = _sum([f"(ite {_and(f.enabled(s, f.step(_add(v, -f.offset(s, 'it')))), when)} 1 0)"
+                          for s in stmts])
+                inside = f"(and (<= 0 {v}) (< {v} T))"
+                return _or([f"(>= {n} 2)", _and(f"(>= {n} 1)", _not(inside)), _and(f"(= {n} 0)", inside, when)])
+            emit(f"coverage:{r.name}:{name}", "coverage", f"{r.name}: {name} runs each iteration 0 <= v < T exactly "
+                 "once (unless its when is false there) and no other", build)
 
 
 def _wellformed(f: _File, p: HProgram, r, pt) -> str:
@@ -612,6 +663,7 @@ def _wellformed(f: _File, p: HProgram, r, pt) -> str:
         if s.kind not in ("op", "tma"):
             continue
         it = f.at(s, s.iteration, "j")
+        bad.append(_and(e, f"(not (= {it} {_add('j', f.offset(s, 'it'))}))"))
         if p.ops[s.op].when is not None:  # a predicate is read at step - stage: that must be the iteration
             bad.append(_and(e, f"(not (= {it} {_add('j', -p.ops[s.op].stage)}))"))
         for key, accs in (("r", s.reads), ("w", s.writes)):
@@ -876,11 +928,12 @@ def _search_lags(p: HProgram, timeout_s: float) -> dict:
 
 def wgmma_tightness(p: HProgram, timeout_s: float) -> tuple:
     """A :class:`WaitTightness` per wgmma wait of ``p`` (whose obligations are proven): ``N + 1``
-    is substituted for its count and the ``release_after_wgmma`` and ``slot_reuse`` obligations whose
-    text changes are asked of Z3; one satisfiable means ``N + 1`` lets a slot be released or refilled
-    while a wgmma may still read it, so ``N`` is tight. None changes: no release or refill depends on
-    the wait (it drains the queue, or is redundant)."""
-    kinds = ("release_after_wgmma", "slot_reuse")
+    is substituted for its count and the ``release_after_wgmma``, ``slot_reuse`` and ``wgmma_drain``
+    obligations whose text changes are asked of Z3; one satisfiable means ``N + 1`` lets a slot be
+    released or refilled while a wgmma may still read it, or lets the warp group finish with a group
+    pending, so ``N`` is tight. None changes: no release, refill or drain depends on the wait (it is
+    redundant)."""
+    kinds = ("release_after_wgmma", "slot_reuse", "wgmma_drain")
     base = {o.id: o.smt2 for o in derive_hopper(p, kinds=kinds)}
     out = []
     for r in p.roles:
@@ -896,8 +949,8 @@ def wgmma_tightness(p: HProgram, timeout_s: float) -> tuple:
                                          "the checker's bounds)", w.claimed_tight))
                 continue
             if not changed:
-                out.append(WaitTightness(r.name, idx, w.part, False, f"{what}: not tight: no release or refill "
-                                         "depends on it (it drains the queue or is redundant)", w.claimed_tight))
+                out.append(WaitTightness(r.name, idx, w.part, False, f"{what}: not tight: no release, refill or "
+                                         "drain depends on it (it is redundant)", w.claimed_tight))
                 continue
             answers = [(o, solvers.z3_answer(o.smt2, timeout_s)) for o in changed]
             bad = next((o for o, a in answers if a == "sat"), None)

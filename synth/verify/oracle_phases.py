@@ -23,7 +23,11 @@ Violations, by the prover's class names (:mod:`synth.verify.phases`):
 * ``raw``: an op reads a slot that does not hold the landed version it needs;
 * ``wgmma_wait``: a ``wait_group`` with a negative count;
 * ``teardown``: every thread is done while a TMA may still be in flight (it lands after
-  ``mbarrier.inval``, on shared memory the CTA may reuse).
+  ``mbarrier.inval``, on shared memory the CTA may reuse);
+* ``wgmma_drain``: a thread finishes while one of its wgmma groups may still be pending, or with
+  wgmmas never committed (the accumulators are read after the role ends);
+* ``coverage`` (no search needed): in a role that runs an op, the iterations it runs are not each
+  ``0 <= v < T`` with the op's ``when`` true exactly once, or no role runs an op at all.
 
 ``fence`` and ``wellformed`` are syntactic; the oracle leaves them to the prover.
 """
@@ -32,8 +36,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from ..hopper.instances import Instance, role_instances
+from collections import Counter
+
+from ..expr import evaluate, parse
+from ..hopper.instances import OP_KINDS, Instance, role_instances
 from ..hopper.ir import HopperProgram
+from ..program import OpStmt
 
 
 @dataclass
@@ -60,6 +68,29 @@ def threads_of(program: HopperProgram, T: int) -> list[tuple[str, list[Instance]
     return out
 
 
+def coverage(program: HopperProgram, T: int) -> list[str]:
+    """The ``coverage`` violations at trip count ``T``: per role running an op, each iteration
+    ``0 <= v < T`` whose ``when`` holds must run exactly once and no other; an op no role runs."""
+    tsym = program.trip_count if isinstance(program.trip_count, str) else None
+    out = []
+    for o in program.ops:
+        when = None if o.when in (None, "opaque") else parse(o.when)
+        want = Counter(v for v in range(T) if when is None
+                       or evaluate(when, dict({tsym: T} if tsym else {}, **{program.loop_var: v})))
+        roles = [r for r in program.roles if any(isinstance(s, OpStmt) and s.op == o.name
+                                                 for pt in r.program.parts for s in pt.stmts)]
+        if not roles:
+            out.append(f"op {o.name} is run by no role")
+        for r in roles:
+            got = Counter(ins.tile for ins in role_instances(program, T, r) if ins.kind in OP_KINDS
+                          and ins.op == o.name)
+            if got != want:
+                bad = sorted(v for v in set(got) | set(want) if got[v] != want[v])
+                out.append(f"{r.name}: {o.name} runs iteration(s) " + ", ".join(
+                    f"{v} {got[v]} time(s)" for v in bad[:4]) + f" (each 0 <= v < {T} whose when holds: once)")
+    return out
+
+
 def run(program: HopperProgram, T: int, max_states: int = 400_000) -> HopperOracleResult:
     """Explore every execution of ``program`` at trip count ``T`` (see the module docstring)."""
     threads = threads_of(program, T)
@@ -73,6 +104,9 @@ def run(program: HopperProgram, T: int, max_states: int = 400_000) -> HopperOrac
 
     def bad(cls: str, msg: str) -> None:
         res.violations.setdefault(cls, msg)
+
+    for msg in coverage(program, T):
+        bad("coverage", msg)
 
     def released(t: int, pc: int, buf: str, version: int) -> bool:
         return any((buf, version) in ins.release for ins in seqs[t][:pc])
@@ -115,6 +149,10 @@ def run(program: HopperProgram, T: int, max_states: int = 400_000) -> HopperOrac
             ins = seqs[t][pc]
             bad("teardown", f"{names[t]} at {ins.at}: its TMA on {ins.barrier}[{ins.slot}] phase {ins.phase} may "
                             "still be in flight when every thread is done (mbarrier.inval, shared memory reused)")
+        for t, pc in enumerate(pcs):
+            if pc >= len(seqs[t]) and (fifos[t] or opens[t]):
+                bad("wgmma_drain", f"{names[t]} finishes with {len(fifos[t])} wgmma group(s) pending"
+                    + (" and wgmmas never committed" if opens[t] else ""))
         succ = []
         memd = dict(mem)
         # async events: TMA landings

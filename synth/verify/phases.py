@@ -50,8 +50,8 @@ from .encode import And, Encoder, Ind, Not, Or, Point, Sum, Unsupported
 from .obligations import blame
 from .report import Counterexample, ObligationResult
 
-CLASSES = ("parity", "arrivals", "tx_bytes", "no_deadlock", "release_after_wgmma", "wgmma_wait", "slot_reuse",
-           "raw", "fence", "teardown", "wellformed")
+CLASSES = ("parity", "arrivals", "tx_bytes", "no_deadlock", "release_after_wgmma", "wgmma_wait", "wgmma_drain",
+           "slot_reuse", "raw", "coverage", "fence", "teardown", "wellformed")
 
 
 @dataclass(frozen=True)
@@ -161,6 +161,24 @@ class Phases:
                 x = n * st + t
                 enc = self.at(ref, x)
                 out.append((ref, enc, And(sl == (t % b.slots), self.exec(enc, ref)), x))
+        return out
+
+    def waiters(self, barrier: str, sl, n):
+        """One condition per ``try_wait`` instance (any role) that waits for phase ``n`` of slot ``sl``
+        of ``barrier``: that it runs. States are compared by value (slot and phase), never as text."""
+        b = self.bars[barrier]
+        out = []
+        for ref in _all_refs(self.p):
+            if not isinstance(ref.stmt, TryWaitStmt) or ref.stmt.barrier != barrier:
+                continue
+            st, base = ref.stmt.state.stages, n + ref.stmt.state.phase
+            for t in ([None] if st == b.slots else range(st)):
+                x = base * st + (sl if t is None else t)
+                try:
+                    enc = self.at(ref, x)
+                except Unsupported:  # a count that is not the step plus a constant is not counted
+                    continue
+                out.append(self.exec(enc, ref) if t is None else And(sl == (t % b.slots), self.exec(enc, ref)))
         return out
 
     def arrivals(self, ms):
@@ -309,9 +327,83 @@ def enumerate_hopper(p: HopperProgram) -> list[HObligation]:
                     out.append(HObligation(f"raw:{tag}:r{a}", "raw", ref.role, ref.part, ref.pos, None,
                                            f"{ref.role} {ref.part}: {s.op} reads {acc.buffer} version "
                                            f"{to_str(acc.version)} after a wait on the phase its TMA "
-                                           f"{acc.producer} completes on", _raw_builder(p, ref, a)))
+                                           f"{acc.producer} completes on (and some TMA writes that version)",
+                                           _raw_builder(p, ref, a)))
+    out += _drain_obligations(p)
+    out += _coverage_obligations(p)
     out += _fence_obligations(p)
     return out
+
+
+def _drain_obligations(p: HopperProgram) -> list[HObligation]:
+    """``wgmma_drain``: every wgmma a warp group issues is in a committed group that a later
+    ``wait_group`` of the same warp group forces complete (at most ``D`` steps later), so no group is
+    pending when the role ends and the accumulators are read. Charged to the role's last wait on the
+    queue (the drain)."""
+    out = []
+    for r in p.roles:
+        prog = r.program
+        for ref in _role_refs(p, r.name):
+            s = ref.stmt
+            if not isinstance(s, OpStmt) or s.barrier is not None or not prog.op(s.op).is_async:
+                continue
+            q = prog.commit_queue(s.op)
+            last = [w.stmt.wait for w in _role_refs(p, r.name) if isinstance(w.stmt, WaitStmt)
+                    and prog.waits[w.stmt.wait].queue == q]
+            out.append(HObligation(f"wgmma_drain:{r.name}:{ref.part}:{ref.pos}", "wgmma_drain", r.name, ref.part,
+                                   ref.pos, last[-1] if last else None,
+                                   f"{r.name} {ref.part}: wgmma {s.op}({to_str(s.iteration)}) is committed and its "
+                                   f"group complete (a later wait_group forces it) before the warp group finishes",
+                                   _drain_builder(ref)))
+    return out
+
+
+def _drain_builder(ref: Ref):
+    def build(ph: Phases):
+        enc = ph.base[ref.role]
+        runs = enc.op_exec(ref.part, ref.pos, 0)
+        c = enc.commit_of(ref.part, ref.pos)
+        if c is None:
+            return runs, {}
+        q = enc.part[ref.part].stmts[c].queue
+        # the window ends after step j + D: every statement of those steps is between
+        done = And(enc.commit_exec(ref.part, c, 0), enc.forced(q, Point(0, ref.part, c),
+                                                               Point(ph.D + 1, enc.parts[0], 0)))
+        return And(runs, Not(done)), {}
+    return build
+
+
+def _coverage_obligations(p: HopperProgram) -> list[HObligation]:
+    """``coverage``: in every role that runs an op, each warp group runs each of its iterations
+    ``0 <= v < T`` exactly once (none where its ``when`` is false) and no other; an op that no role
+    runs is refuted (a k-tile whose copy or wgmma never happens)."""
+    out = []
+    for o in p.ops:
+        roles = [r for r in p.roles if any(isinstance(x.stmt, OpStmt) and x.stmt.op == o.name
+                                           for x in _role_refs(p, r.name))]
+        if not roles:
+            out.append(HObligation(f"coverage:{o.name}", "coverage", "program", "ops", 0, None,
+                                   f"op {o.name} is run by some role", _const(True, {})))
+        for r in roles:
+            refs = [x for x in _role_refs(p, r.name) if isinstance(x.stmt, OpStmt) and x.stmt.op == o.name]
+            out.append(HObligation(f"coverage:{r.name}:{o.name}", "coverage", r.name, refs[0].part, refs[0].pos,
+                                   None, f"{r.name}: {o.name} runs each iteration 0 <= v < T exactly once (unless "
+                                   f"its when is false there) and no other", _coverage_builder(o.name, refs)))
+    return out
+
+
+def _coverage_builder(op: str, refs: list[Ref]):
+    def build(ph: Phases):
+        v = z3.Int(f"cov.{op}")
+        runs = []
+        for ref in refs:
+            enc = ph.at(ref, v, ref.stmt.iteration)
+            runs.append(And(enc.in_part(ref.part, 0), enc.guard(ref.part, ref.pos, 0), ph.holds(op, v)))
+        n = Sum([Ind(x) for x in runs])
+        inside = And(0 <= v, v < ph.T)
+        f = Or(n >= 2, And(n >= 1, Not(inside)), And(n == 0, inside, ph.holds(op, v)))
+        return f, {"x": v, "runs": n}
+    return build
 
 
 def _is_tma_of(ref: Ref, op: str, buffer: str) -> bool:
@@ -490,24 +582,16 @@ def _tma_obligations(p: HopperProgram, ref: Ref, tag: str) -> list[HObligation]:
 
 
 def _teardown_builder(p: HopperProgram, ref: Ref):
-    """Some ``try_wait`` (any role; phase field 0, the TMA's ``stages``) of the copy's count runs: else the
-    copy may still be in flight at ``mbarrier.inval`` and when the CTA reuses its shared memory. A
-    sufficient condition: a wait whose count is not the step plus a constant is not counted."""
+    """Some ``try_wait`` (any role) waiting for the phase the copy completes on (slot and phase compared
+    by value) runs: else the copy may still be in flight at ``mbarrier.inval`` and when the CTA reuses
+    its shared memory. A sufficient condition: a wait whose count is not the step plus a constant is
+    not counted."""
     def build(ph: Phases):
         enc = ph.base[ref.role]
         x = ph.count(enc, ref)
-        st = ref.stmt.barrier.state
-        seen = []
-        for w in _all_refs(p):
-            ws = w.stmt
-            if isinstance(ws, TryWaitStmt) and ws.barrier == ref.stmt.barrier.barrier and \
-                    ws.state.stages == st.stages and ws.state.phase == 0:
-                try:
-                    we = ph.at(w, x)
-                except Unsupported:
-                    continue
-                seen.append(ph.exec(we, w))
-        return And(ph.exec(enc, ref), Not(Or(seen)) if seen else z3.BoolVal(True)), {"x": x}
+        sl, n = ph.slot_phase(ref, x)
+        seen = And(n >= 0, Or(ph.waiters(ref.stmt.barrier.barrier, sl, n)))
+        return And(ph.exec(enc, ref), Not(seen)), {"x": x, "slot": sl, "phase": n}
     return build
 
 
@@ -544,19 +628,25 @@ def _reuse_builder(p: HopperProgram, ref: Ref, k: int, rref: Ref, a: int, m: int
 
 
 def _raw_builder(p: HopperProgram, ref: Ref, a: int):
+    """The read of version ``v`` runs => each copy of ``v`` that runs is waited for (its phase complete
+    before the read), and, unless the producer's predicate is false at ``v``, some copy statement
+    writes ``v`` at this trip count (a version no iteration loads, such as ``-1`` or ``T``, is never
+    waited for: nothing would ever land there)."""
     def build(ph: Phases):
         enc = ph.base[ref.role]
         acc = ref.stmt.reads[a]
         v = enc.int_term(enc.expr(acc.version, ref.part, 0))
-        bad = []
+        bad, written = [], []
         for tref in _all_refs(p):
             if not _is_tma_of(tref, acc.producer, acc.buffer):
                 continue
             wacc = next(w for w in tref.stmt.writes if w.buffer == acc.buffer)
             tenc = ph.at(tref, v, wacc.version)
+            written.append(And(tenc.in_part(tref.part, 0), tenc.guard(tref.part, tref.pos, 0)))
             tx = ph.count(tenc, tref)
             sl, n = ph.slot_phase(tref, tx)
             bad.append(And(ph.exec(tenc, tref), Not(ph.done_before(tref.stmt.barrier.barrier, sl, n, enc, ref))))
+        bad.append(And(ph.holds(acc.producer, v), Not(Or(written))))
         return And(ph.exec(enc, ref), Or(bad)), {"x": v}
     return build
 
@@ -665,6 +755,17 @@ class HopperReport:
         return "\n".join(lines)
 
 
+def _limit(time_limit: float, deadline: Optional[float]) -> float:
+    """Seconds for the next query: ``time_limit``, less when ``deadline`` is nearer (1 ms at least)."""
+    if deadline is None:
+        return time_limit
+    return max(0.001, min(time_limit, deadline - time.monotonic()))
+
+
+def _late(deadline: Optional[float]) -> bool:
+    return deadline is not None and time.monotonic() >= deadline
+
+
 def _solve(p: HopperProgram, ob: HObligation, time_limit: float, trip: Optional[int],
            overrides: Optional[dict] = None, lags: Optional[dict] = None):
     ph = Phases(p, trip=trip, overrides=overrides, lags=lags)
@@ -676,19 +777,35 @@ def _solve(p: HopperProgram, ob: HObligation, time_limit: float, trip: Optional[
     return ("proven" if r == z3.unsat else "refuted" if r == z3.sat else "unknown"), s, ph, detail
 
 
-def _counterexample(p: HopperProgram, ob: HObligation, s: z3.Solver, ph: Phases, detail: dict,
-                    trip: Optional[int]) -> Counterexample:
-    if ph.tsym is not None and trip is None:
-        for bound in range(p.min_trip_count, p.min_trip_count + 12):
-            s.push()
-            s.add(ph.T <= bound)
-            if s.check() == z3.sat:
-                break
-            s.pop()
+def _smallest_model(p: HopperProgram, s: z3.Solver, ph: Phases, time_limit: float, deadline: Optional[float]):
+    """The model of ``s`` (just found ``sat``) with the smallest trip count the re-checks can show: a
+    binary search on ``T <= b`` between ``min_trip_count`` and the first model's ``T`` (so a failure
+    that first shows at a large ``T`` is still reported there). A re-check that answers unknown is
+    read as "not below", never as a model: the first model stands when none is found."""
     m = s.model()
+    if ph.tsym is None:
+        return m
+    lo, hi = p.min_trip_count, m.eval(ph.T, model_completion=True).as_long()
+    best = m
+    while lo < hi and not _late(deadline):
+        mid = (lo + hi) // 2
+        s.push()
+        s.add(ph.T <= mid)
+        s.set("timeout", max(1, int(_limit(min(time_limit, 5.0), deadline) * 1000)))
+        if s.check() == z3.sat:
+            best = s.model()
+            hi = best.eval(ph.T, model_completion=True).as_long()
+        else:
+            lo = mid + 1
+        s.pop()
+    return best
+
+
+def _counterexample(p: HopperProgram, ob: HObligation, m: z3.ModelRef, ph: Phases, detail: dict,
+                    deadline: Optional[float] = None) -> Counterexample:
     ev = lambda t: m.eval(t, model_completion=True)  # noqa: E731
     T = ev(ph.T).as_long()
-    if ob.role in ph.base:
+    if ob.role in ph.base and ob.kind != "coverage":
         enc = ph.base[ob.role]
         j = ev(enc.j).as_long()
         off = ev(enc.off[ob.part]).as_long() if ob.part in enc.off else 0
@@ -699,6 +816,8 @@ def _counterexample(p: HopperProgram, ob: HObligation, s: z3.Solver, ph: Phases,
     bits = []
     if "x" in vals:
         bits.append(f"iteration {vals['x']}")
+    if "runs" in vals:
+        bits.append(f"run {vals['runs']} time(s)")
     s_ = ph.bars.get(_barrier(_stmt_of(p, ob))) if _stmt_of(p, ob) is not None and \
         _kind(_stmt_of(p, ob)) in ("arrive", "try_wait", "tma") else None
     if "slot" in vals and s_ is not None:
@@ -713,9 +832,10 @@ def _counterexample(p: HopperProgram, ob: HObligation, s: z3.Solver, ph: Phases,
     if ob.role in ph.roles:
         n = ph.roles[ob.role].warpgroups
         who = f"warp group {ob.role}" if n == 1 else f"each of the {n} warp groups of {ob.role}"
-    summary = (f"{ob.kind}: with trip count {T}, {who} {ob.part} i = {i}: "
+    where = f"{who} {ob.part} i = {i}" if i >= 0 or ob.kind != "coverage" else who
+    summary = (f"{ob.kind}: with trip count {T}, {where}: "
                f"{', '.join(bits) + ': ' if bits else ''}this fails: {ob.description}")
-    return Counterexample(ob.kind, T, j, ob.part, i, summary, _replay(p, T))
+    return Counterexample(ob.kind, T, j, ob.part, i, summary, () if _late(deadline) else _replay(p, T))
 
 
 REPLAY_MAX_T = 8
@@ -774,30 +894,47 @@ def obligation_smt2(p: HopperProgram, ob: HObligation, lags: Optional[dict] = No
 
 
 def prove_hopper_obligation(p: HopperProgram, ob: HObligation, time_limit: float = 10.0,
-                            trip: Optional[int] = None, lags: Optional[dict] = None) -> ObligationResult:
-    """Prove one obligation; a refutation carries a counterexample in the program's terms."""
+                            trip: Optional[int] = None, lags: Optional[dict] = None,
+                            deadline: Optional[float] = None) -> ObligationResult:
+    """Prove one obligation (each query at most ``time_limit`` s, less near ``deadline``, a
+    :func:`time.monotonic` instant); a refutation carries a counterexample in the program's terms. Past
+    ``deadline`` nothing is asked: the result is ``unknown`` with that reason."""
     t0 = time.perf_counter()
+    if _late(deadline):
+        return ObligationResult(ob.id, ob.kind, ob.wait, None, ob.part, ob.description, "unknown", 0.0,
+                                reason="not asked: the time limit of the whole verification ran out")
+    limit = _limit(time_limit, deadline)
     try:
-        status, s, ph, detail = _solve(p, ob, time_limit, trip, lags=lags)
+        status, s, ph, detail = _solve(p, ob, limit, trip, lags=lags)
     except Unsupported as e:
         return ObligationResult(ob.id, ob.kind, ob.wait, None, ob.part, ob.description, "refuted",
                                 time.perf_counter() - t0, reason=f"wellformed: {e}")
     cex = None
     reason = ""
     if status == "refuted":
-        cex = _counterexample(p, ob, s, ph, detail, trip)
-        reason = cex.summary
+        try:
+            model = _smallest_model(p, s, ph, limit, deadline) if trip is None else s.model()
+        except z3.Z3Exception as e:  # no model although Z3 said sat: report what is known, never crash
+            status, reason = "unknown", f"solver found the obligation refutable but gave no model ({e})"
+        else:
+            cex = _counterexample(p, ob, model, ph, detail, deadline)
+            reason = cex.summary
     elif status == "unknown":
-        reason = f"solver returned unknown ({s.reason_unknown()}) within {time_limit:g} s"
+        why = s.reason_unknown()
+        reason = f"solver returned unknown ({why}) within {limit:g} s" + \
+            (" (the time limit of the whole verification ran out)" if _late(deadline) else "")
     text = smt2_file(ob, s) if status != "refuted" else ""
     return ObligationResult(ob.id, ob.kind, ob.wait, None, ob.part, ob.description, status,
                             time.perf_counter() - t0, text, cex, reason)
 
 
 def verify_hopper(p: HopperProgram, *, time_limit: float = 10.0, tightness: bool = True,
-                  trip_count: Optional[int] = None) -> HopperReport:
+                  trip_count: Optional[int] = None, deadline: Optional[float] = None) -> HopperReport:
     """Prove every obligation of ``p`` for every allowed trip count (or ``trip_count``) and judge
-    the wgmma waits' tightness. Raises :class:`SynthError` on a malformed program."""
+    the wgmma waits' tightness. ``time_limit`` bounds each Z3 query (seconds); ``deadline`` (a
+    :func:`time.monotonic` instant) bounds the whole call: queries are cut to what is left, and
+    obligations not asked by then are ``unknown`` ("the time limit of the whole verification ran
+    out"), tightness then unjudged. Raises :class:`SynthError` on a malformed program."""
     t0 = time.perf_counter()
     try:
         validate_hopper(p)
@@ -807,17 +944,22 @@ def verify_hopper(p: HopperProgram, *, time_limit: float = 10.0, tightness: bool
         raise SynthError(None, f"program {p.name}: opaque predicates are not supported in Hopper programs",
                          "write the predicate as a condition in the loop variable and T")
     obs = enumerate_hopper(p)
-    lags = _ranking(p, [ob for ob in obs if ob.kind == "no_deadlock"], time_limit, trip_count)
-    results = [prove_hopper_obligation(p, ob, time_limit, trip_count, lags) for ob in obs]
+    lags = _ranking(p, [ob for ob in obs if ob.kind == "no_deadlock"], time_limit, trip_count, deadline)
+    results = [prove_hopper_obligation(p, ob, time_limit, trip_count, lags, deadline) for ob in obs]
     verdicts = []
     for r in p.roles:
+        drains = [ob for ob in obs if ob.kind == "wgmma_drain" and ob.role == r.name]
         for idx, w in enumerate(r.program.waits):
             mine = [(ob, res) for ob, res in zip(obs, results) if ob.role == r.name and ob.wait == idx]
             status = "refuted" if any(x.status == "refuted" for _, x in mine) else \
                 "unknown" if any(x.status == "unknown" for _, x in mine) else "proven"
             tight, reason = None, ""
             if status == "proven" and tightness:
-                tight, reason = _tightness(p, r.name, idx, [ob for ob, _ in mine], time_limit, trip_count)
+                if _late(deadline):
+                    reason = "tightness not judged: the time limit of the whole verification ran out"
+                else:
+                    rel = [ob for ob, _ in mine] + [ob for ob in drains if ob.wait != idx]
+                    tight, reason = _tightness(p, r.name, idx, rel, time_limit, trip_count, deadline)
             verdicts.append(WgmmaVerdict(r.name, idx, status, tight, reason))
     ok = all(x.status == "proven" for x in results)
     return HopperReport(ok, p, tuple(results), tuple(verdicts), time.perf_counter() - t0, lags)
@@ -827,15 +969,18 @@ LAGS = (0, 1, -1, 2, -2)
 """Lags tried per role (after the first) for the deadlock ranking; 5 ** 2 combinations at most."""
 
 
-def _ranking(p: HopperProgram, obs: list[HObligation], time_limit: float, trip: Optional[int]) -> dict:
+def _ranking(p: HopperProgram, obs: list[HObligation], time_limit: float, trip: Optional[int],
+             deadline: Optional[float] = None) -> dict:
     """Role lags under which every ``no_deadlock`` obligation holds (all zero when none does: the
     refutations are then reported under the plain (step, role, position) order)."""
     import itertools
     others = [r.name for r in p.roles[1:]][:2]
     for combo in itertools.product(LAGS, repeat=len(others)):
+        if _late(deadline):
+            return {}
         lags = dict(zip(others, combo))
         try:
-            if all(_solve(p, ob, time_limit, trip, lags=lags)[0] == "proven" for ob in obs):
+            if all(_solve(p, ob, _limit(time_limit, deadline), trip, lags=lags)[0] == "proven" for ob in obs):
                 return lags
         except Unsupported:
             return {}
@@ -843,20 +988,27 @@ def _ranking(p: HopperProgram, obs: list[HObligation], time_limit: float, trip: 
 
 
 def _tightness(p: HopperProgram, role: str, idx: int, obs: list[HObligation], time_limit: float,
-               trip: Optional[int]) -> tuple[Optional[bool], str]:
-    """Tight when ``N + 1`` breaks a release (or, in one warp group, a refill) charged to the wait."""
+               trip: Optional[int], deadline: Optional[float] = None) -> tuple[Optional[bool], str]:
+    """Tight when ``N + 1`` breaks a release, a refill (one warp group) or a drain (every group complete
+    before the warp group finishes) that depends on the wait."""
     w = p.role(role).program.waits[idx]
     plus = {role: {idx: simplify(Bin("+", w.in_flight, Num(1)))}}
-    rel = [ob for ob in obs if ob.kind in ("release_after_wgmma", "slot_reuse")]
+    rel = [ob for ob in obs if ob.kind in ("release_after_wgmma", "slot_reuse", "wgmma_drain")]
+    unknown = False
     for ob in rel:
+        if _late(deadline):
+            return None, "tightness not judged: the time limit of the whole verification ran out"
         try:
-            status, *_ = _solve(p, ob, time_limit, trip, plus)
+            status, *_ = _solve(p, ob, _limit(time_limit, deadline), trip, plus)
         except Unsupported:
             return None, "tightness unknown: the program is outside the encoding"
         if status == "refuted":
             return True, f"tight: with {to_str(plus[role][idx])} in flight, {ob.description} fails"
+        unknown |= status == "unknown"
+    if unknown:
+        return None, "tightness unknown: a query with one more group in flight gave no answer in time"
     if not rel:
-        return False, "not tight: no release depends on it (redundant)"
+        return False, "not tight: no release, refill or drain depends on it (redundant)"
     return False, f"not tight: {to_str(plus[role][idx])} in flight is also correct"
 
 
