@@ -138,3 +138,67 @@ def test_random_programs_with_predicates_draw() -> None:
         assert all(e.end >= e.start for e in events)
         drawn += 1
     assert drawn >= 6
+
+
+def test_symbolic_gemm_draws_six_overlapping_iterations() -> None:
+    """A kind: gemm loop has a symbolic T that may be 1: the picture runs it at T = 6 (and says so), so six
+    iterations are drawn, overlapping, not iteration 0 alone."""
+    from synth.emit.timeline import drawn_trip, timeline_figure
+
+    p, s, prog = _pinned("gemm-128x128x32-f16.yaml")
+    assert p.loop.symbolic and drawn_trip(p) == 6
+    events, n = timeline_events(p, s, prog)
+    assert n == 6
+    for op in p.ops:  # every op row has one bar per iteration
+        assert sorted(e.iteration for e in events if e.kind == "op" and e.row == op.name) == list(range(6))
+    load = [e for e in events if e.kind == "op" and e.row == "load_0"]
+    assert max(e.start for e in load) < max(e.end for e in events if e.row == "mma_0") - 1  # they overlap in time
+    fig = timeline_figure(p, s, prog)
+    legend = [t.get_text() for leg in fig.legends for t in leg.get_texts()]
+    assert [f"iter {v}" for v in range(6)] == [t for t in legend if t.startswith("iter")]
+    title = fig.axes[0].get_title(loc="left")
+    assert "drawn for T = 6" in title
+    # the bars drawn: per op and iteration one busy bar and one faint bar up to its result
+    assert sum(len(c.get_paths()) for c in fig.axes[0].collections) >= 2 * 6 * len(p.ops)
+
+
+def _inside(fig, *artists) -> None:
+    """Each artist lies within the figure, at least 0.08 inch from every edge, drawn at the PNG's 110 dpi (a
+    legend flush with the edge, as before, reads as cut off)."""
+    import matplotlib
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+
+    from synth.emit.timeline import RC
+
+    with matplotlib.rc_context(RC):
+        fig.set_dpi(110)
+        canvas = FigureCanvasAgg(fig)
+        canvas.draw()
+        renderer = canvas.get_renderer()
+        W, H, m = fig.bbox.width, fig.bbox.height, 0.08 * 110
+        for a in artists:
+            box = a.get_window_extent(renderer)
+            assert box.x0 >= m and box.y0 >= m and box.x1 <= W - m and box.y1 <= H - m, (a, box, W, H)
+
+
+def test_the_legend_lies_within_the_figure() -> None:
+    """The legend once ran off the right edge of every PNG: at every figure width (a narrow pinned
+    GEMM, the wide symbolic one, a Hopper protocol picture) it lies within the figure, as does the title."""
+    from synth.emit.sm90.config import Sm90Config
+    from synth.emit.timeline import timeline_figure
+    from synth.emit.timeline_hopper import hopper_timeline_figure
+
+    for name in ("rfc0077-gemm.yaml", "gemm-128x128x32-f16.yaml", "rfc0077-two-stage.yaml"):
+        p, s, prog = _pinned(name)
+        fig = timeline_figure(p, s, prog)
+        assert fig.legends, name
+        _inside(fig, *fig.legends, _title(fig))
+    fig = hopper_timeline_figure(Sm90Config(bm=128, bn=128, stages=4, k_pipe_mmas=1).program())
+    _inside(fig, *fig.legends, _title(fig))
+
+
+def _title(fig):
+    from matplotlib.text import Text
+
+    ax = fig.axes[0]
+    return next(t for t in ax.findobj(Text) if t.get_text() == ax.get_title(loc="left"))

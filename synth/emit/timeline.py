@@ -69,16 +69,26 @@ def _timing(problem: Problem, schedule: Schedule) -> Timing:
     return best_timing(problem, build_graph(problem), schedule)
 
 
+def drawn_trip(problem: Problem, n_iters: int = 6) -> int:
+    """The trip count the picture runs the loop at: a fixed loop's own; for a symbolic ``T`` the least
+    ``T`` that has ``n_iters`` iterations and is allowed (at least ``min_trip_count``), so a GEMM whose
+    ``T`` may be 1 still shows ``n_iters`` iterations overlapping (the title says which ``T``)."""
+    if not problem.loop.symbolic:
+        return int(problem.loop.trip_count)
+    return max(int(problem.loop.min_trip_count), max(1, n_iters))
+
+
 def timeline_events(problem: Problem, schedule: Schedule, program: Optional[Program] = None,
                     n_iters: int = 6) -> tuple[list[Event], int]:
-    """The events drawn for iterations ``0 .. n_iters - 1`` (fewer when the loop is shorter), and ``n_iters``.
+    """The events drawn for iterations ``0 .. n_iters - 1`` (fewer when a fixed loop is shorter), and
+    ``n_iters``; a symbolic loop runs at :func:`drawn_trip`.
 
     Pure: the picture is a rendering of this list, which tests check directly.
     """
     timing = _timing(problem, schedule)
     ii, off = timing.ii, timing.offsets
-    trip = problem.loop.trip_count if not problem.loop.symbolic else problem.loop.min_trip_count
-    n_iters = max(1, min(n_iters, int(trip)))
+    trip = drawn_trip(problem, n_iters)
+    n_iters = max(1, min(n_iters, trip))
     index = {op.name: a for a, op in enumerate(problem.ops)}
     events: list[Event] = []
 
@@ -283,7 +293,8 @@ def _figure(problem: Problem, schedule: Schedule, program: Optional[Program], n_
         cyc = (f"{timing.cycles} cycles for T={problem.loop.trip_count}" if timing.cycles is not None
                else f"cycles = ({problem.loop.trip_count} - 1) * {ii} + {timing.tail}")
         more = f" ({hidden} more ops not drawn)" if hidden else ""
-        ax.set_title(f"{problem.name}: II = {ii}, {n_stages} stage{'s' if n_stages > 1 else ''}, {cyc}{more}",
+        at = f"; drawn for T = {drawn_trip(problem, n_iters)}" if problem.loop.symbolic else ""
+        ax.set_title(f"{problem.name}: II = {ii}, {n_stages} stage{'s' if n_stages > 1 else ''}, {cyc}{at}{more}",
                      loc="left")
         handles = [Patch(color=cmap(v % 10), label=f"iter {v}") for v in range(n_iters)]
         handles.append(Patch(facecolor="white", edgecolor="black", hatch="//", label="async op"))
@@ -291,12 +302,40 @@ def _figure(problem: Problem, schedule: Schedule, program: Optional[Program], n_
             handles.append(Patch(color="red", alpha=0.35, label="stall / blocked issue"))
         if program is not None and queues:
             handles.append(Patch(facecolor="grey", alpha=0.55, edgecolor="black",
-                                 label="commit group (commit -> complete); | wait n"))
-        fig.legend(handles=handles, loc="upper right", fontsize=6, ncol=min(len(handles), 8), frameon=False)
+                                 label="commit group, from commit to completion (tick: wait n)"))
         # Margins from the label lengths (tight_layout would cost one more full draw).
         left = min(0.5, (0.3 + 0.055 * max(len(t) for t in labels)) / width)
-        fig.subplots_adjust(left=left, right=1 - 0.2 / width, bottom=0.5 / height, top=1 - 0.6 / height)
+        legend_h = place_legend(fig, handles, left)
+        height += legend_h
+        fig.set_size_inches(width, height)
+        fig.subplots_adjust(left=left, right=1 - 0.2 / width, bottom=0.5 / height, top=1 - (0.4 + legend_h) / height)
     return fig
+
+
+def place_legend(fig, handles, left: float, fontsize: float = 6) -> float:
+    """Put ``handles`` in a legend at the top of ``fig``, left-aligned at ``left`` (a fraction of the width),
+    in the most columns (at most 8) whose measured width fits the figure; returns its height in inches.
+
+    The figure then grows by that height and its axes start below it: nothing of the legend is clipped
+    at any width (each column is measured with matplotlib's own text layout, not estimated)."""
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+
+    renderer = FigureCanvasAgg(fig).get_renderer()
+    pad = 0.1  # inches kept clear between the legend and the figure's top and right edges
+    room = fig.get_figwidth() * fig.dpi * (1 - left) - 2 * pad * fig.dpi
+    for ncol in range(min(len(handles), 8), 0, -1):
+        leg = fig.legend(handles=handles, loc="upper left", bbox_to_anchor=(left, 1.0), fontsize=fontsize,
+                         ncol=ncol, frameon=False, borderaxespad=pad * 72 / fontsize)
+        box = leg.get_window_extent(renderer)
+        if box.width <= room or ncol == 1:
+            return box.height / fig.dpi + pad + 0.05
+        leg.remove()
+    return 0.0
+
+
+def timeline_figure(problem: Problem, schedule: Schedule, program: Optional[Program] = None, n_iters: int = 6):
+    """The matplotlib ``Figure`` that :func:`render_timeline` saves (for tests and notebooks)."""
+    return _figure(problem, schedule, program, n_iters)
 
 
 def render_timeline(problem: Problem, schedule: Schedule, program: Optional[Program] = None,
@@ -330,4 +369,4 @@ def timeline_svg(problem: Problem, schedule: Schedule, n_iters: int = 6, program
     return buf.getvalue()
 
 
-__all__ = ["timeline_svg", "render_timeline", "timeline_events", "Event"]
+__all__ = ["timeline_svg", "render_timeline", "timeline_events", "timeline_figure", "drawn_trip", "place_legend", "Event"]

@@ -44,6 +44,7 @@ from typing import Optional
 from ..expr import evaluate
 from ..hopper.instances import role_instances
 from ..hopper.ir import HopperProgram
+from .timeline import place_legend
 
 MAX_TRIP = 4096
 """Largest trip count simulated (the run is linear in it; only the first k-tiles are drawn)."""
@@ -551,15 +552,26 @@ def _figure(program: HopperProgram, events: list[HopperEvent], T: int, n_iters: 
             handles.append(Patch(color=(0.9, 0, 0), alpha=0.45, label="hang"))
         if n_bad:
             handles.append(Line2D([], [], marker="X", color="w", markerfacecolor=(0.85, 0, 0), label="violation"))
-        fig.legend(handles=handles, loc="upper right", fontsize=6, ncol=min(len(handles), 7), frameon=False)
+        left = min(0.45, (0.3 + 0.05 * max(len(t) for t in labels)) / width)
+        legend_h = place_legend(fig, handles, left)
+        height += legend_h
+        fig.set_size_inches(width, height)
         if n_bad:
             msgs = [e.label for e in events if e.kind == "violation"][:3]
             fig.text(0.01, 0.005, "\n".join(m if len(m) < 160 else m[:157] + "..." for m in msgs), fontsize=5,
                      color=(0.8, 0, 0), va="bottom")
-        left = min(0.45, (0.3 + 0.05 * max(len(t) for t in labels)) / width)
         bottom = (0.5 + (0.3 if n_bad else 0)) / height
-        fig.subplots_adjust(left=left, right=1 - 0.25 / width, bottom=bottom, top=1 - 0.75 / height)
+        fig.subplots_adjust(left=left, right=1 - 0.25 / width, bottom=bottom, top=1 - (0.45 + legend_h) / height)
     return fig
+
+
+def hopper_timeline_figure(program: HopperProgram, *, trip: Optional[int] = None, n_iters: Optional[int] = None,
+                           latency: Optional[HopperLatency] = None):
+    """The matplotlib ``Figure`` that :func:`render_hopper_timeline` saves, at the same arguments."""
+    lat = latency or HopperLatency()
+    T = _check_trip(program, trip)
+    n_iters = drawn_iters(program, T, n_iters)
+    return _figure(program, hopper_timeline_events(program, trip=T, n_iters=n_iters, latency=lat), T, n_iters, lat)
 
 
 def render_hopper_timeline(program: HopperProgram, *, trip: Optional[int] = None, n_iters: Optional[int] = None,
@@ -572,11 +584,7 @@ def render_hopper_timeline(program: HopperProgram, *, trip: Optional[int] = None
     from matplotlib.backends.backend_agg import FigureCanvasAgg
     from matplotlib.backends.backend_svg import FigureCanvasSVG
 
-    lat = latency or HopperLatency()
-    T = _check_trip(program, trip)
-    n_iters = drawn_iters(program, T, n_iters)
-    events = hopper_timeline_events(program, trip=T, n_iters=n_iters, latency=lat)
-    fig = _figure(program, events, T, n_iters, lat)
+    fig = hopper_timeline_figure(program, trip=trip, n_iters=n_iters, latency=latency)
     with matplotlib.rc_context(RC):
         FigureCanvasSVG(fig)
         sbuf = io.StringIO()
@@ -587,5 +595,5 @@ def render_hopper_timeline(program: HopperProgram, *, trip: Optional[int] = None
     return sbuf.getvalue(), pbuf.getvalue()
 
 
-__all__ = ["hopper_timeline_events", "render_hopper_timeline", "simulate", "HopperEvent", "HopperLatency",
+__all__ = ["hopper_timeline_events", "render_hopper_timeline", "hopper_timeline_figure", "simulate", "HopperEvent", "HopperLatency",
            "default_trip", "drawn_iters", "stages_of", "k_pipe_mmas_of", "MAX_TRIP", "MAX_ITERS"]
