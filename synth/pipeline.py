@@ -248,12 +248,10 @@ def load_output(out_dir: str) -> tuple[Problem, Schedule, Program]:
 
         out = load_hopper_output(out_dir, problem)
         return out.problem, out.choice, out.program
+    from .schedule import read_schedule_json
+
     sched_path = os.path.join(out_dir, "schedule.json")
-    with open(sched_path, encoding="utf-8") as fh:
-        try:
-            doc = json.load(fh)
-        except ValueError as exc:
-            raise SynthError(Loc(sched_path), f"schedule.json is not JSON: {exc}", "re-run 'synth solve'") from None
+    doc = read_schedule_json(sched_path)  # a regular file, bounded, nested at most MAX_JSON_DEPTH deep
     schedule = _schedule_of(problem, doc, sched_path)
     program = load_program(os.path.join(out_dir, "program.json"))
     check_lowered(problem, schedule, program, os.path.join(out_dir, "program.json"))

@@ -274,6 +274,19 @@ def _stmt(d: dict) -> Stmt:
     raise ValueError(f"unknown statement kind {kind!r}")
 
 
+MAX_IN_FLIGHT = 1 << 16
+"""Largest constant ``in_flight`` of a wait read back (a wait keeps at most one group per k-tile in flight)."""
+
+
+def _in_flight(x, n: int) -> Expr:
+    """A wait's ``in_flight``: an expression, or a constant in ``0 .. MAX_IN_FLIGHT`` (ValueError naming
+    ``waits[n].in_flight`` otherwise: a negative count has no meaning, and the emitter indexes with it)."""
+    e = _pe(x)
+    if isinstance(e, Num) and not 0 <= e.value <= MAX_IN_FLIGHT:
+        raise ValueError(f"waits[{n}].in_flight is {e.value}: a wait keeps 0 .. {MAX_IN_FLIGHT} groups in flight")
+    return e
+
+
 def program_from_json(doc: dict) -> Program:
     """Inverse of :func:`program_to_json`. Types are checked, never coerced (``"0"`` is not 0, ``1.5``
     not 1). Raises KeyError/ValueError/ExprError on malformed input; :func:`synth.verify.load_program`
@@ -299,9 +312,9 @@ def program_from_json(doc: dict) -> Program:
         parts=tuple(Part(_typed(pt["part"], str, "parts.part"), _typed(pt.get("var", "i"), str, "parts.var"),
                          _pe(pt["extent"]), tuple(_stmt(s) for s in pt["stmts"])) for pt in doc["parts"]),
         waits=tuple(Wait(_typed(w["part"], str, "waits.part"), _typed(w["queue"], int, "waits.queue"),
-                         _pe(w["in_flight"]), _typed(w["before"], str, "waits.before"),
+                         _in_flight(w["in_flight"], n), _typed(w["before"], str, "waits.before"),
                          None if w.get("tight") is None else _typed(w["tight"], bool, "waits.tight"),
-                         _typed(w.get("reason", ""), str, "waits.reason")) for w in doc["waits"]),
+                         _typed(w.get("reason", ""), str, "waits.reason")) for n, w in enumerate(doc["waits"])),
         notes=tuple(_typed(n, str, "notes") for n in doc.get("notes", [])),
     )
 

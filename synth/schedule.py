@@ -290,9 +290,28 @@ def schedule_from_json(problem: Problem, doc: dict) -> Schedule:
                     tuple((b["name"], b["multiplicity"]) for b in doc["buffers"]), timing, info)
 
 
+MAX_SCHEDULE_BYTES = 8 << 20
+"""Size of a ``schedule.json`` read back (8 MiB; a thousand-op schedule is about 200 KiB)."""
+
+
+def read_schedule_json(path: str) -> dict:
+    """The JSON object of the ``schedule.json`` at ``path``, read with :func:`synth.readfile.load_json`:
+    a regular file of at most :data:`MAX_SCHEDULE_BYTES`, nested at most
+    :data:`synth.readfile.MAX_JSON_DEPTH` deep; anything else is a located SynthError (exit 2)."""
+    from .errors import Loc, SynthError
+    from .readfile import load_json
+
+    doc = load_json(path, MAX_SCHEDULE_BYTES, "schedule.json")
+    if not isinstance(doc, dict):
+        raise SynthError(Loc(path, 1, 1), f"schedule.json holds {type(doc).__name__}, not an object",
+                         "restore the schedule.json 'synth solve' wrote, or re-run 'synth solve'")
+    return doc
+
+
 def dumps(doc: dict) -> str:
     return json.dumps(doc, indent=2) + "\n"
 
 
 __all__ = ["Schedule", "Timing", "SolveInfo", "multiplicity", "buffer_bytes", "check_schedule",
-           "schedule_from_pins", "schedule_to_json", "schedule_from_json", "asdict"]
+           "schedule_from_pins", "schedule_to_json", "schedule_from_json", "read_schedule_json", "MAX_SCHEDULE_BYTES",
+           "asdict"]

@@ -148,7 +148,11 @@ def _run_stmt(program: Program, st: _SimState, s: Stmt, env: dict[str, int], sha
         st.uncommitted = []
         return None
     if isinstance(s, WaitStmt):
+        if not 0 <= s.wait < len(program.waits):
+            raise ValueError(f"{part} step {i}: wait #{s.wait} is not one of the program's {len(program.waits)} waits")
         n = int(_static(program.waits[s.wait].in_flight, env))
+        if n < 0:  # a read-back program is checked at read time; this keeps the emitter total
+            raise ValueError(f"{part} step {i}: wait #{s.wait} keeps {n} groups in flight (negative)")
         while len(st.groups) > n:
             st.landed |= set(st.groups.pop(0))
         st.landed -= _pending(st)  # a version several ops write is complete when all of its groups are

@@ -200,12 +200,10 @@ def load_hopper_output(out_dir: str, problem: HopperGemm) -> HopperOutput:
     """
     from .ir import load_hopper
 
+    from ..schedule import read_schedule_json
+
     spath = os.path.join(out_dir, "schedule.json")
-    try:
-        with open(spath, encoding="utf-8") as fh:
-            doc = json.load(fh)
-    except (OSError, ValueError) as e:
-        raise SynthError(Loc(spath), f"cannot read: {e}", "re-run 'synth solve'") from None
+    doc = read_schedule_json(spath)  # a regular file, bounded, nested at most MAX_JSON_DEPTH deep
     choice = choice_from_json(problem, doc, spath)
     cfg = kernel_config(problem, choice)
     program = load_hopper(os.path.join(out_dir, "program.json"))

@@ -27,6 +27,7 @@ from ..errors import Loc, SynthError
 from ..program import Program, program_from_json
 from ..trusted.check import form
 from ..trusted.program import InputError, read_bytes
+from ..readfile import read_regular_bytes
 from ..trusted.program import MAX_BYTES
 from .obligations import ProgramError, validate_program
 
@@ -37,24 +38,16 @@ def load_program(path: str, *, check_form: bool = True) -> Program:
     checks (tests that replay the RFC's malformed listings); the CLI never does.
     """
     file = os.path.join(path, "program.json") if os.path.isdir(path) else path
-    try:
-        size = os.path.getsize(file)
-        if size > MAX_BYTES:
-            raise SynthError(Loc(file), f"file of {size} bytes is larger than the bound of {MAX_BYTES} bytes",
-                             "pass the program.json written by 'synth solve'")
-        with open(file, "rb") as fh:
-            data = fh.read(MAX_BYTES + 1)
-    except FileNotFoundError:
-        raise SynthError(Loc(file), "no such file", "pass program.json or the output folder of 'synth solve'") \
-            from None
-    except OSError as e:
-        raise SynthError(Loc(file), f"cannot read: {e.strerror or e}", "check the path and its permissions") \
-            from None
+    data = read_regular_bytes(file, MAX_BYTES, "program.json",
+                              fix="pass program.json or the output folder of 'synth solve'")
     try:
         checked = read_bytes(data, file)
     except InputError as e:
         raise SynthError(Loc(e.file, e.line, e.col), f"{e.path}: {e.msg}" if e.path else e.msg, e.fix) from None
-    program = program_from_json(json.loads(data))
+    try:
+        program = program_from_json(json.loads(data))
+    except (KeyError, TypeError, ValueError) as e:  # a bound the trusted reader leaves to the builder
+        raise SynthError(Loc(file), f"program.json: {e}", "pass the program.json written by 'synth solve'") from None
     try:
         validate_program(program)
     except ProgramError as e:
