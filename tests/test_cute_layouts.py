@@ -221,6 +221,31 @@ def test_gmma_accumulator_layout_matches_cute(cute, sm90_probe):
         assert g == cute["gmma_c"][str(n)], n
 
 
+@pytest.mark.parametrize("cfg", [Sm90Config(), Sm90Config(bm=64, bn=48, stages=2, dtype="bf16")],
+                         ids=lambda c: f"{c.bm}x{c.bn}{c.dtype}")
+def test_kernel_wgmma_instruction_is_cutes(cute, cfg):
+    """The emulator reads operands as K-major, unscaled and untransposed and accumulates into D; the
+    emitted wgmma must ask the GPU for exactly that: the same mnemonic as CuTe's MMA_64xNx16 SS atom of
+    that shape and type, N/2 accumulator registers, scale-d ``p`` set from ScaleOut::One, and the
+    immediates scale-a, scale-b = ScaleIn::One, transpose-a, transpose-b = Major::K (CuTe's operand order)."""
+    import re
+
+    e = cute["gmma_enums"]
+    text = emit_sm90_kernel(cfg)
+    t = cfg.dtype
+    mnemonic = f"wgmma.mma_async.sync.aligned.m64n{cfg.bn}k16.f32.{t}.{t}"
+    headers = "".join((CUTE / "cute" / "arch" / h).read_text() for h in ("mma_sm90_gmma.hpp", "mma_sm90_gmma_ext.hpp")
+                      if (CUTE / "cute" / "arch" / h).is_file())
+    assert f'"{mnemonic} "' in headers, f"CuTe has no {mnemonic}"
+    m = re.search(r"setp\.ne\.b32 p, (\d+), 0;\\n " + re.escape(mnemonic) +
+                  r" \{([^}]*)\}, %(\d+), %(\d+), p, (\d+), (\d+), (\d+), (\d+);", text)
+    assert m, "the emitted wgmma asm is not in the expected form"
+    scale_d, regs, da, db, *imm = m.groups()
+    assert int(scale_d) == e["ScaleOut_One"]
+    assert len(regs.split(",")) == cfg.bn // 2 and (int(da), int(db)) == (cfg.bn // 2, cfg.bn // 2 + 1)
+    assert [int(x) for x in imm] == [e["ScaleIn_One"], e["ScaleIn_One"], e["Major_K"], e["Major_K"]]
+
+
 CONFIGS = [Sm90Config(bm=128, bn=128, stages=4), Sm90Config(bm=128, bn=64, stages=3)]
 SLOW_CONFIGS = [Sm90Config(bm=64, bn=256, stages=3), Sm90Config(bm=128, bn=48, stages=2, dtype="bf16")]
 

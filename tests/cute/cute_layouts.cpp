@@ -8,6 +8,7 @@
 //                 and which 16-bit column of that row it receives.
 //  * "swizzle":   Swizzle<3,4,S> (S = 3, 4, 5) of byte offsets 0, 16, ..., 16383.
 //  * "gmma_c":    CLayout_64xN<N> (N = 16 .. 256 step 16): per thread of the warp group, per value, (m, n).
+//  * "gmma_enums": the values of GMMA::ScaleIn, Major and ScaleOut (the wgmma immediates and scale-d).
 //  * "gmma_desc_fields": a GmmaDescriptor with distinct values in every bitfield, as a 64-bit word.
 //  * "configs":   per kernel tile (bm, bn, stages, dtype), per operand A and B, from the CollectiveBuilder's choices (K-major, 128-byte
 //                 swizzle atom GMMA::Layout_K_SW128_Atom, tile_to_shape, a TiledMMA of ss_op_selector
@@ -337,6 +338,12 @@ int main() {
     emit("}");
   }
 #endif
+  emitf(",\"gmma_enums\":{\"ScaleIn_One\":%lld,", int(GMMA::ScaleIn::One));
+  emitf("\"ScaleIn_Neg\":%lld,", int(GMMA::ScaleIn::Neg));
+  emitf("\"Major_K\":%lld,", int(GMMA::Major::K));
+  emitf("\"Major_MN\":%lld,", int(GMMA::Major::MN));
+  emitf("\"ScaleOut_One\":%lld,", int(GMMA::ScaleOut::One));
+  emitf("\"ScaleOut_Zero\":%lld}", int(GMMA::ScaleOut::Zero));
   emit(",\"configs\":[");
   config<half_t, 128, 128, 4>(true);
   config<half_t, 128, 64, 3>(false);
