@@ -9,7 +9,20 @@
 docs/check.md states the mapping rules.
 """
 
-from .check import CheckResult, check_file, check_loop, detect, import_loop
-from .loop import Event, Loop, to_program
+FORMS = ("triton", "tvm", "mlir")
+"""The input forms ``synth check --form`` takes (here, so the CLI's parser loads no solver)."""
+
+_LAZY = {"CheckResult": "check", "check_file": "check", "check_loop": "check", "detect": "check",
+         "import_loop": "check", "Event": "loop", "Loop": "loop", "to_program": "loop"}
+
+
+def __getattr__(name: str):
+    # the front-ends load Z3: only when one is used, so ``synth run`` and ``synth.kernel`` stay light
+    if name in _LAZY:
+        import importlib
+
+        return getattr(importlib.import_module(f"{__name__}.{_LAZY[name]}"), name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
 
 __all__ = ["check_file", "check_loop", "import_loop", "detect", "CheckResult", "Event", "Loop", "to_program"]

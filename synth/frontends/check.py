@@ -20,7 +20,7 @@ from ..readfile import read_regular_text
 from ..verify import Report, verify_program
 from .loop import Loop, SourceMap, to_program
 
-FORMS = ("triton", "tvm", "mlir")
+from . import FORMS  # noqa: E402 - defined in the package, which loads no solver
 MAX_BYTES = 16 * 1024 * 1024
 """Largest input read (16 MiB); a pipelined kernel's IR is a few hundred KiB at most."""
 

@@ -7,7 +7,7 @@ import json
 import sys
 
 from ..errors import Loc, SynthError
-from .check import FORMS, check_file_all
+from . import FORMS
 
 
 def add_check_arguments(p: argparse.ArgumentParser) -> None:
@@ -35,6 +35,8 @@ def cli_check(args) -> int:
             raise SynthError(Loc(args.file), f"{flag} {v} is out of range", f"use {flag} between 0 and 1000000")
     if not 0 < args.time_limit <= 86400:
         raise SynthError(None, f"--time-limit {args.time_limit} is out of range", "use 0 < SECONDS <= 86400")
+    from .check import check_file_all  # loads Z3: only when synth check runs
+
     results = check_file_all(args.file, trip_count=args.trip_count, min_trip_count=args.min_trip_count,
                              time_limit=args.time_limit, form=args.form, func=getattr(args, "func", None))
     ok = all(r.ok for r in results)
