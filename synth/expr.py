@@ -33,38 +33,46 @@ class ExprError(ValueError):
         self.pos = pos
 
 
+class _Printed:
+    """Printing an expression gives its source form (``2 - i``, ``1``), as programs write it;
+    ``repr`` keeps the dataclass form for debugging."""
+
+    def __str__(self) -> str:
+        return to_str(self)
+
+
 @dataclass(frozen=True)
-class Num:
+class Num(_Printed):
     value: int
 
 
 @dataclass(frozen=True)
-class Var:
+class Var(_Printed):
     name: str
 
 
 @dataclass(frozen=True)
-class Un:
+class Un(_Printed):
     op: str  # "-" or "!"
     arg: "Expr"
 
 
 @dataclass(frozen=True)
-class Bin:
+class Bin(_Printed):
     op: str
     lhs: "Expr"
     rhs: "Expr"
 
 
 @dataclass(frozen=True)
-class Ite:
+class Ite(_Printed):
     cond: "Expr"
     then: "Expr"
     other: "Expr"
 
 
 @dataclass(frozen=True)
-class Call:
+class Call(_Printed):
     fn: str  # "min" | "max"
     args: tuple["Expr", ...]
 

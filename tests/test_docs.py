@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import contextlib
+import io
 import os
 import re
 
@@ -28,12 +30,43 @@ def test_api_examples_run(tmp_path, monkeypatch):
     assert len(blocks) >= 5
     os.symlink(ROOT / "problems", tmp_path / "problems")
     monkeypatch.chdir(tmp_path)
+    shown = printed_output(DOCS / "api.md")
+    assert shown, "docs/api.md shows no example output"
     for n, code in enumerate(blocks):
+        out = io.StringIO()
         try:
-            exec(compile(code, f"docs/api.md block {n + 1}", "exec"), {"__name__": "__docs__"})
+            with contextlib.redirect_stdout(out):
+                exec(compile(code, f"docs/api.md block {n + 1}", "exec"), {"__name__": "__docs__"})
         except Exception as exc:  # name the block that broke
             raise AssertionError(f"docs/api.md python block {n + 1} failed: {exc!r}") from exc
+        if n in shown:  # what the page says it prints, durations aside
+            assert same_output(out.getvalue(), shown[n]), (n + 1, out.getvalue(), shown[n])
     assert (tmp_path / "out" / "two-stage" / "program.json").exists()
+
+
+def printed_output(page) -> dict[int, str]:
+    """``{python block index: the text block that follows it}``: what the page says the example prints."""
+    blocks = re.findall(r"^```(\w*)\n(.*?)^```", page.read_text(), re.M | re.S)
+    out, n = {}, -1
+    for k, (lang, body) in enumerate(blocks):
+        if lang == "python":
+            n += 1
+            if k + 1 < len(blocks) and blocks[k + 1][0] == "text":
+                out[n] = blocks[k + 1][1]
+    return out
+
+
+def same_output(got: str, shown: str) -> bool:
+    """``got`` is ``shown`` line for line, where a duration (``1.16 s``) may be any duration."""
+    pattern = "\n".join(re.escape(line).replace(r"\ s", " s") for line in shown.rstrip("\n").split("\n"))
+    pattern = re.sub(r"\d+\\\.\d+\ s", r"\\d+\\.\\d+ s", pattern)
+    return re.fullmatch(pattern, got.rstrip("\n")) is not None
+
+
+def test_shown_output_comparison():
+    assert same_output("phases: graph 0.01 s, prove 12.34 s\n", "phases: graph 0.00 s, prove 0.07 s\n")
+    assert not same_output("body 0 Num(value=1) before x\n", "body 0 1 before x\n")
+    assert not same_output("a\nb\n", "a\n")
 
 
 @pytest.mark.parametrize("page", PAGES, ids=lambda p: p.name)
