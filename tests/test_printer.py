@@ -162,3 +162,30 @@ def test_short_loop_listing() -> None:
     assert "(trip count at least 1)" in text.splitlines()[0]
     fixed = _short_text("rfc0077-gemm", 2, 2)
     assert "# Body" not in fixed and "for i in range(2):" in fixed and "    if 1 <= i:\n" in fixed
+
+
+@pytest.mark.parametrize("k_pipe_mmas", [0, 1, 2, 3])
+def test_hopper_wait_group_counts_print_as_non_negative_counts(k_pipe_mmas):
+    """program.txt of a Hopper program once printed ``wgmma.wait_group -i`` in a one-iteration epilogue
+    (it is 0 there) and ``-i + 1`` in a two-iteration one: a count is a non-negative value or reads as one
+    (``1 - i``), and it equals the program's own expression at every iteration of its part."""
+    import re
+
+    from synth.emit.sm90.config import Sm90Config
+    from synth.expr import evaluate, parse
+    from synth.hopper.printer import hopper_text
+
+    prog = Sm90Config(bm=128, bn=128, stages=5, k_pipe_mmas=k_pipe_mmas).program()
+    text = hopper_text(prog)
+    counts = re.findall(r"wgmma\.wait_group (.+)$", text, re.M)
+    assert counts and all(not c.lstrip().startswith("-") for c in counts), counts
+    role = next(r for r in prog.roles if any(w for w in r.program.waits))
+    for part in role.program.parts:
+        for st in part.stmts:
+            if type(st).__name__ == "WaitStmt":
+                shown = re.search(rf"{part.name}: for .*?wgmma\.wait_group ([^\n]+)", text, re.S).group(1)
+                e = role.program.waits[st.wait].in_flight
+                n = evaluate(part.extent, {"T": 8})
+                for i in range(n):
+                    got = evaluate(parse(shown), {part.var: i})
+                    assert got == evaluate(e, {part.var: i, "T": 8}) and got >= 0, (part.name, shown, i)

@@ -8,12 +8,30 @@ empty[i % 4], (i / 4 + 1) % 2``.
 from __future__ import annotations
 
 from ..completion import ArriveStmt, FenceStmt, InitStmt, InvalStmt, TryWaitStmt
-from ..expr import to_str
+from ..expr import as_affine, evaluate, free_vars, to_str
 from ..program import CommitStmt, OpStmt, WaitStmt
 from .ir import HopperProgram
 
 
-def _stmt(p: HopperProgram, role, s) -> str:
+def wait_count(part, e) -> str:
+    """How ``wgmma.wait_group`` prints its count ``e`` in ``part``: the one value when every iteration of a
+    constant-extent part gives the same (``-i`` over ``range(1)`` is ``0``), else the expression with its
+    constant first (``1 - i``, not ``-i + 1``)."""
+    if part is not None and not free_vars(part.extent) and free_vars(e) <= {part.var}:
+        n = evaluate(part.extent, {})
+        if 1 <= n <= 64:
+            values = {evaluate(e, {part.var: i}) for i in range(n)}
+            if len(values) == 1:
+                return str(values.pop())
+    lin = as_affine(e)
+    if lin is not None and len(lin[0]) == 1:
+        (var, a), c = next(iter(lin[0].items())), lin[1]
+        if a < 0 < c:
+            return f"{c} - {var}" if a == -1 else f"{c} - {-a} * {var}"
+    return to_str(e)
+
+
+def _stmt(p: HopperProgram, role, s, part=None) -> str:
     if isinstance(s, TryWaitStmt):
         return f"try_wait.parity {s.barrier}[{to_str(s.state.index())}], {to_str(s.state.parity())}"
     if isinstance(s, ArriveStmt):
@@ -34,7 +52,7 @@ def _stmt(p: HopperProgram, role, s) -> str:
     if isinstance(s, CommitStmt):
         return "wgmma.commit_group"
     if isinstance(s, WaitStmt):
-        return f"wgmma.wait_group {to_str(role.program.waits[s.wait].in_flight)}"
+        return f"wgmma.wait_group {wait_count(part, role.program.waits[s.wait].in_flight)}"
     if isinstance(s, FenceStmt):
         return "fence.mbarrier_init" if s.fence == "mbarrier_init" else "fence.proxy.async"
     if isinstance(s, InitStmt):
@@ -60,7 +78,7 @@ def hopper_text(p: HopperProgram) -> str:
             lines.append(f"  {pt.name}: for {pt.var} in range({to_str(pt.extent)}):")
             for s in pt.stmts:
                 g = f"if {to_str(s.guard)}: " if s.guard is not None else ""
-                lines.append(f"    {g}{_stmt(p, r, s)}")
+                lines.append(f"    {g}{_stmt(p, r, s, pt)}")
     lines.append("teardown:")
     lines += [f"  {_stmt(p, None, s)}" for s in p.teardown]
     return "\n".join(lines) + "\n"
