@@ -166,6 +166,35 @@ def test_sm80_ldmatrix_x4_matches_cute(cute):
                 assert int(got) == 8 * s + c, (t, q, h, int(got), (s, c))
 
 
+def _cute_asm(header: str, struct: str, prefix: str) -> str:
+    """The instruction (mnemonic with its modifiers) of the first asm string starting with ``prefix`` in
+    ``struct``'s definition in CuTe's ``header``."""
+    import re
+
+    text = (CUTE / "cute" / "arch" / header).read_text()
+    body = text[text.index(f"struct {struct}\n"):]
+    body = body[:body.index("\nstruct ", 1)] if "\nstruct " in body[1:] else body
+    m = re.search(r'"(' + re.escape(prefix) + r'[^ "]*)', body)
+    assert m, (header, struct, prefix)
+    return m.group(1)
+
+
+def test_sm80_instructions_are_cutes():
+    """The sm_80 kernel's CUDA API (synth.emit.cuda.api_header) issues the instructions whose semantics the
+    emulator implements and CuTe's atoms state: mma.sync with CuTe's mnemonic (shape, row.col, types), and
+    ldmatrix with the same modifiers (PTX orders them .m8n8.x4; CuTe writes .x4.m8n8)."""
+    import re
+
+    from synth.emit.cuda import api_header
+
+    api = api_header()
+    mma = _cute_asm("mma_sm80.hpp", "SM80_16x8x16_F32F16F16F32_TN", "mma.sync")
+    assert re.search(r'asm volatile\("' + re.escape(mma) + " ", api), mma
+    ldsm = _cute_asm("copy_sm75.hpp", "SM75_U32x4_LDSM_N", "ldmatrix")
+    (ours,) = re.findall(r'"(ldmatrix[^ "]*)', api)
+    assert sorted(ours.split(".")) == sorted(ldsm.split(".")), (ours, ldsm)
+
+
 @pytest.mark.parametrize("bk", [16, 32, 64, 128])
 def test_sm80_kernel_swizzle_is_cutes_swizzle(cute, bk):
     """The emitted kernel's ``swz(r, c)`` (byte offset of 16-byte chunk c of tile row r), run on the
@@ -244,6 +273,18 @@ def test_kernel_wgmma_instruction_is_cutes(cute, cfg):
     assert int(scale_d) == e["ScaleOut_One"]
     assert len(regs.split(",")) == cfg.bn // 2 and (int(da), int(db)) == (cfg.bn // 2, cfg.bn // 2 + 1)
     assert [int(x) for x in imm] == [e["ScaleIn_One"], e["ScaleIn_One"], e["Major_K"], e["Major_K"]]
+
+
+def test_kernel_tma_instruction_is_cutes():
+    """The emitted TMA load is CuTe's SM90_TMA_LOAD_2D instruction (cluster-shared destination, mbarrier
+    complete_tx in bytes) but for two modifiers that change no data: synth names the default load mode
+    ``.tile``, and asks for no L2 cache hint (CuTe passes one, its default being evict-normal)."""
+    import re
+
+    text = emit_sm90_kernel(Sm90Config())
+    (ours,) = set(re.findall(r'"(cp\.async\.bulk\.tensor[^ "]*)', text))
+    cutes = _cute_asm("copy_sm90_tma.hpp", "SM90_TMA_LOAD_2D", "cp.async.bulk.tensor.2d.shared::cluster")
+    assert set(ours.split(".")) - {"tile"} == set(cutes.split(".")) - {"L2::cache_hint"}, (ours, cutes)
 
 
 CONFIGS = [Sm90Config(bm=128, bn=128, stages=4), Sm90Config(bm=128, bn=64, stages=3)]
