@@ -177,7 +177,9 @@ def certify(directory: str, *, timeout_s: float = 60.0) -> CertifyResult:
     ok = bool(files) and all(f.ok for f in files) and not missing and not any(
         m.startswith(("the manifest lists", "obligation ")) for m in messages)
     head = (f"certificate {'OK' if ok else 'FAILED'}: {sum(f.ok for f in files)}/{len(derived)} obligations of "
-            f"{prog_file} re-derived and unsat with " + " and ".join(f"{n} {ver}" for n, ver in sv))
+            f"{prog_file} re-derived and unsat with " + " and ".join(f"{n} {ver}" for n, ver in sv)
+            + " (every obligation the checker derives on its own, including those the prover settles from the "
+            "program's structure)")
     failed = [f"{f.file or f.id}: {f.message}" + (f" (z3 {f.z3}, cvc5 {f.cvc5})" if f.hash_ok else "")
               for f in files if not f.ok]
     return CertifyResult(ok, tuple(files), tuple([head] + failed + messages), sv, prog_file)
