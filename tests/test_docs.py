@@ -206,3 +206,21 @@ def test_the_triton_recipe_of_docs_check_pipelines(tmp_path, monkeypatch):
     rc, doc, err = run_check(str(path))
     assert rc == 0, err
     assert doc["result"]["counts"]["proven"] >= 2 and doc["result"]["counts"]["refuted"] == 0
+
+
+def test_the_two_obligation_counts_say_what_they_count(tmp_path):
+    """verify.txt and synth certify count different sets (the prover's queries; every obligation the independent
+    checker derives): each line says which, and docs/outputs.md explains both."""
+    from synth.verify import certify, load_program, verify_program, write_certificate
+
+    rep = verify_program(load_program(str(ROOT / "tests" / "rfc_listings" / "rfc0077-two-stage.json")),
+                         tightness=False)
+    head = rep.render().splitlines()[0]
+    assert re.search(r"\d+/\d+ obligations sent to Z3, the rest settled by the program's structure", head), head
+    write_certificate(rep, str(tmp_path / "certificate"), cvc5_check=False)
+    res = certify(str(tmp_path / "certificate"))
+    line = res.messages[0]
+    assert re.search(r"\d+/\d+ obligations of .* re-derived and unsat .*every obligation the checker derives", line), \
+        line
+    text = " ".join((DOCS / "outputs.md").read_text().split())
+    assert "obligations sent to Z3" in text and "every obligation the checker derives" in text
