@@ -189,3 +189,23 @@ def test_hopper_wait_group_counts_print_as_non_negative_counts(k_pipe_mmas):
                 for i in range(n):
                     got = evaluate(parse(shown), {part.var: i})
                     assert got == evaluate(e, {part.var: i, "T": 8}) and got >= 0, (part.name, shown, i)
+
+
+def test_check_verdicts_say_which_of_two_mutually_subsuming_waits_may_go():
+    """Triton's matmul has two back-to-back waits: one with nothing charged to it ("redundant"), the other
+    "subsumed by" the first. Read alone the two verdicts say both could go; the rendering says one of the
+    two may go while the other stays, not both."""
+    import re
+
+    from synth.frontends.check import check_file
+
+    res = check_file(str(ROOT / "tests" / "check_inputs" / "triton-matmul-s3.ttgir"))
+    text = res.render()
+    blocks = re.split(r"\n  (?=wait #)", text.split("\n  ops (")[0])
+    by = {int(re.match(r"wait #(\d+)", b).group(1)): b for b in blocks[1:]}
+    pairs = [(i, int(m.group(1))) for i, b in by.items() for m in [re.search(r"subsumed by wait #(\d+)", b)] if m]
+    assert pairs, text
+    for i, k in pairs:
+        assert f"may be removed while wait #{k} stays" in by[i], by[i]
+        if "not tight" in by[k]:
+            assert f"wait #{i} is subsumed by this one: remove one of the two, not both" in by[k], by[k]

@@ -103,6 +103,10 @@ class CheckResult:
         lines = [f"{lp.path}: {lp.source} loop at line {lp.body_line}{fn}, trip count {trip}: "
                  f"{len(p.waits)} waits, {c['proven']} proven, {c['refuted']} refuted, {c['unknown']} unknown"
                  + ("" if rep.ok else " -- NOT PROVEN")]
+        # "subsumed by wait #k": this wait may go while #k stays. Read alone, two such verdicts (#k redundant,
+        # this one subsumed by #k) say both could go; only one may.
+        subsumed = {v.index: int(m.group(1)) for v in rep.verdicts if v.tight is False
+                    for m in [re.search(r"subsumed by wait #(\d+)", v.reason or "")] if m}
         for v in rep.verdicts:
             w = p.waits[v.index]
             line, text = self.source.waits[v.index]
@@ -111,6 +115,10 @@ class CheckResult:
                          f"in flight before {w.before}: {v.status}{tight}")
             if v.tight is False and v.reason:
                 lines.append(f"    {v.reason}")
+                if v.index in subsumed:
+                    lines.append(f"    may be removed while wait #{subsumed[v.index]} stays")
+                for j in sorted(j for j, k in subsumed.items() if k == v.index):
+                    lines.append(f"    wait #{j} is subsumed by this one: remove one of the two, not both")
             if v.status != "proven":
                 for o in rep.obligations:
                     if o.wait == v.index and o.status != "proven":
