@@ -10,15 +10,17 @@
 //  * "gmma_c":    CLayout_64xN<N> (N = 16 .. 256 step 16): per thread of the warp group, per value, (m, n).
 //  * "gmma_enums": the values of GMMA::ScaleIn, Major and ScaleOut (the wgmma immediates and scale-d).
 //  * "gmma_desc_fields": a GmmaDescriptor with distinct values in every bitfield, as a 64-bit word.
-//  * "configs":   per kernel tile (bm, bn, stages, dtype), per operand A and B, from the CollectiveBuilder's choices (K-major, 128-byte
-//                 swizzle atom GMMA::Layout_K_SW128_Atom, tile_to_shape, a TiledMMA of ss_op_selector
-//                 with BM/64 warp groups along M): the GmmaDescriptor CuTe issues for each warp group
-//                 slice, stage and k-block (make_fragment_A/B), and the shared address of every element
-//                 (row, k, stage) of the tile. Shared memory is a 1024-aligned host array seen at shared
-//                 address BASE (a host __cvta_generic_to_shared, so make_gmma_desc sees real addresses).
-//  * "tma":       with -DSYNTH_CUTE_TMA (needs cuda.h): the arguments make_tma_copy(SM90_TMA_LOAD) passes
-//                 to cuTensorMapEncodeTiled for a K-major f16/bf16 operand and the same smem tile; the
-//                 driver call is intercepted here (CUTLASS_ENABLE_DIRECT_CUDA_DRIVER_CALL), no GPU needed.
+//  * "configs":   per kernel tile (bm, bn, stages, dtype), operands A and B as the CollectiveBuilder makes
+//                 them (K-major, swizzle atom GMMA::Layout_K_SW128_Atom, tile_to_shape, a TiledMMA of
+//                 ss_op_selector with BM/64 warp groups along M; B's stages right after A's): the
+//                 GmmaDescriptor CuTe issues for each warp group slice, stage and k-block
+//                 (make_fragment_A/B), and the shared address of every element (row, k, stage) of the tile.
+//                 Shared memory is a 1024-aligned host array seen at shared address BASE (a host
+//                 __cvta_generic_to_shared, so make_gmma_desc sees real shared addresses).
+//  * "tma" (per operand) and "tma_enums": with -DSYNTH_CUTE_TMA (needs cuda.h) the arguments
+//                 make_tma_copy(SM90_TMA_LOAD) passes to cuTensorMapEncodeTiled for a K-major f16/bf16
+//                 global operand and one stage of the tile, and the driver's enum values; the driver call
+//                 is intercepted here (CUTLASS_ENABLE_DIRECT_CUDA_DRIVER_CALL): no driver, no GPU.
 #include <cstddef>
 #include <cstdint>
 #include <cstdio>
@@ -263,7 +265,8 @@ static void operand(size_t offset) {
     (void)tma;
     char b[512];
     std::snprintf(b, sizeof b,
-                  ",\"tma\":{\"gmem_rows\":%d,\"K\":%d,\"dtype\":%d,\"rank\":%d,\"dims\":[%llu,%llu],\"strides\":[%llu],"
+                  ",\"tma\":{\"gmem_rows\":%d,\"K\":%d,\"dtype\":%d,\"rank\":%d,\"dims\":[%llu,%llu],"
+                  "\"strides\":[%llu],"
                   "\"box\":[%u,%u],\"element_strides\":[%u,%u],\"interleave\":%d,\"swizzle\":%d,\"l2_promotion\":%d,"
                   "\"oob_fill\":%d}",
                   R, K, g_tma.dtype, g_tma.rank, g_tma.dims[0], g_tma.dims[1], g_tma.strides[0], g_tma.box[0],
