@@ -174,15 +174,17 @@ def _cute_asm(header: str, struct: str, prefix: str) -> str:
     text = (CUTE / "cute" / "arch" / header).read_text()
     body = text[text.index(f"struct {struct}\n"):]
     body = body[:body.index("\nstruct ", 1)] if "\nstruct " in body[1:] else body
-    m = re.search(r'"(' + re.escape(prefix) + r'[^ "]*)', body)
+    m = re.search(r'"(' + re.escape(prefix) + r'\.[^ "]*)', body)  # a mnemonic: more modifiers follow
     assert m, (header, struct, prefix)
     return m.group(1)
 
 
 def test_sm80_instructions_are_cutes():
     """The sm_80 kernel's CUDA API (synth.emit.cuda.api_header) issues the instructions whose semantics the
-    emulator implements and CuTe's atoms state: mma.sync with CuTe's mnemonic (shape, row.col, types), and
-    ldmatrix with the same modifiers (PTX orders them .m8n8.x4; CuTe writes .x4.m8n8)."""
+    emulator implements and CuTe's atoms state: mma.sync with CuTe's mnemonic (shape, row.col, types),
+    ldmatrix with the same modifiers (PTX orders them .m8n8.x4; CuTe writes .x4.m8n8), and the 16-byte
+    cp.async with a source size (bytes past it zero-filled) of CuTe's ZFILL atom, without its L2
+    prefetch hint."""
     import re
 
     from synth.emit.cuda import api_header
@@ -193,6 +195,10 @@ def test_sm80_instructions_are_cutes():
     ldsm = _cute_asm("copy_sm75.hpp", "SM75_U32x4_LDSM_N", "ldmatrix")
     (ours,) = re.findall(r'"(ldmatrix[^ "]*)', api)
     assert sorted(ours.split(".")) == sorted(ldsm.split(".")), (ours, ldsm)
+    # cp.async with a source size (zero fill): CuTe's ZFILL atom, but for its L2 prefetch hint
+    cp = _cute_asm("copy_sm80.hpp", "SM80_CP_ASYNC_CACHEGLOBAL_ZFILL", "cp.async")
+    (ours,) = re.findall(r'"(cp\.async\.[^ "]*) \[%0\], \[%1\], 16, %2;', api)
+    assert ours == cp.removesuffix(".L2::128B"), (ours, cp)
 
 
 @pytest.mark.parametrize("bk", [16, 32, 64, 128])
