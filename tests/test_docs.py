@@ -224,3 +224,13 @@ def test_the_two_obligation_counts_say_what_they_count(tmp_path):
         line
     text = " ".join((DOCS / "outputs.md").read_text().split())
     assert "obligations sent to Z3" in text and "every obligation the checker derives" in text
+
+
+def test_the_gpu_skip_reason_is_the_one_the_readme_names():
+    """README: the pycuda runner's tests are skipped with the reason "no CUDA GPU"; the skip says exactly that
+    first (then why: neither CUDA Python nor pycuda found a device)."""
+    said = re.search(r'runner\'s tests\s+are skipped with the reason "([^"]+)"', (ROOT / "README.md").read_text())
+    assert said, "README no longer names the GPU tests' skip reason"
+    src = (ROOT / "tests" / "test_run.py").read_text()
+    reasons = re.findall(r'skipif\(GPU_REASON is not None, reason=f?"([^"{]+)', src)
+    assert reasons and all(r.startswith(said.group(1)) for r in reasons), (said.group(1), reasons)
