@@ -1,0 +1,785 @@
+#!/usr/bin/env python3
+"""One GPU check of synth's kernels: packed here, run on a lent GPU in one call (docs/gpu.md).
+
+``python benchmarks/gpu_check.py prepare DIR`` (no GPU needed; the full synth install: CP-SAT, Z3)
+solves and writes the folders to run, precompiles each kernel.cu with nvcc (sm_80 kernels: cubins for
+sm_80 and sm_90 and compute_80 PTX; the sm_90a kernel: an sm_90a cubin and compute_90a PTX) and writes
+``DIR/manifest.json`` (every file's sha256); at most :data:`MAX_PACK_BYTES`.
+
+``python benchmarks/gpu_check.py run DIR`` on the GPU machine (stdlib, numpy, PyYAML, torch and CUDA
+Python only: synth's light runtime, :mod:`synth.kernel`; no solver, no pycuda): for every folder,
+
+1. correctness against torch's f32 product (TF32 off) at odd shapes (M and N off the tile grid, K below
+   ``stages x BK``, K = 8, one tile, more tiles than SMs) and at 4096^3 and 8192^3; a K the kernel was not
+   proved for must be refused (that is a pass);
+2. TFLOP/s against cuBLAS (``torch.matmul``, f16 in and out, f32 accumulation) in the same process: the
+   median of at least 20 launches each, warm (back to back) and with L2 flushed before every launch
+   (a 256 MiB buffer written), the SM clock read before and after (``nvidia-smi`` when present, else the
+   CUDA attribute: the maximum clock);
+3. one launch of each kernel under ``compute-sanitizer --tool racecheck`` and ``--tool synccheck`` at a
+   small shape, where the tool is present (this script re-run on one folder: ``one DIR NAME M N K``).
+
+``DIR/report.json`` and ``DIR/report.md`` are rewritten after every step (a crash leaves the partial
+report, ``"status": "running"``), one line per kernel is printed, the phases are budgeted to finish
+within ``--budget`` seconds (default 330: under 6 minutes on an H100; what does not fit is skipped and
+the report says so), and the exit status is 1 when any result is wrong (a sanitizer error included),
+2 for a pack that is missing, edited or not this script's, else 0.
+
+``run DIR --backend emulator`` runs the same steps on synth's CPU emulator at small shapes (CI: the pack
+and this script are exercised on every run, under a stock GPU image's imports); without torch the
+reference is numpy's float64 product, and the report says so.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import hashlib
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+
+REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+if REPO not in sys.path:
+    sys.path.insert(0, REPO)
+
+import numpy as np  # noqa: E402
+
+PACK_FORMAT = "synth-gpu-pack/1"
+REPORT_FORMAT = "synth-gpu-report/1"
+MAX_PACK_BYTES = 20 << 20
+"""A pack larger than 20 MiB is refused by ``prepare`` (it travels with the working tree)."""
+MAX_MANIFEST_BYTES = 1 << 20
+FLUSH_BYTES = 256 << 20
+"""The buffer written between flushed launches: larger than any L2 (H100: 50 MiB, H200: 60 MiB)."""
+LAUNCHES = 20
+"""Timed launches per measurement (the median is reported)."""
+ATOL, RTOL = 1e-2, 1e-2
+"""f16 inputs in [-1, 1), f32 accumulation: |C - ref| <= ATOL + RTOL |ref| (summation order differs)."""
+BIG = (4096, 8192)
+SANITIZER_TOOLS = ("racecheck", "synccheck")
+SANITIZER_RESERVE = 90.0
+"""Seconds of the budget kept for the sanitizer runs (they run at once, in child processes)."""
+
+
+def _gemm(name: str, tile: str, warps: int, stages: int, extra: str = "", shape: int = 4096) -> tuple[str, str]:
+    return name, (f"name: {name}\nkind: gemm\nshape: {{M: {shape}, N: {shape}, K: {shape}}}\ndtype: f16\n"
+                  f"tile: {tile}\nwarps: {warps}\nstages: {stages}\narch: sm_80\n{extra}")
+
+
+HOPPER_DEFAULT = ("h90-128x128x64", "name: h90-128x128x64\nkind: gemm\nshape: {M: 4096, N: 4096, K: 4096}\n"
+                  "dtype: f16\ntile: {BM: 128, BN: 128, BK: 64}\narch: sm_90\nmainloop: tma_wgmma\n"
+                  "stages: auto\nk_pipe_mmas: auto\n")
+DESIGNS = (
+    _gemm("s80-128x128x32-s3", "{BM: 128, BN: 128, BK: 32}", 8, 3),
+    _gemm("s80-128x128x32-s4", "{BM: 128, BN: 128, BK: 32}", 8, 4),
+    _gemm("s80-128x256x64-s3", "{BM: 128, BN: 256, BK: 64}", 8, 3),
+    _gemm("s80-128x128x32-s3-splitk2", "{BM: 128, BN: 128, BK: 32}", 8, 3, "split_k: 2\n"),
+    _gemm("s80-128x128x32-s3-streamk", "{BM: 128, BN: 128, BK: 32}", 8, 3, "stream_k: true\n"),
+    HOPPER_DEFAULT,
+)
+"""The folders ``prepare`` writes: the sm_80 designs and the default Hopper (sm_90a) folder."""
+REDUCED = (
+    _gemm("s80-64x64x32-s3", "{BM: 64, BN: 64, BK: 32}", 4, 3, shape=256),
+    HOPPER_DEFAULT,
+)
+"""``prepare --reduced``: one small sm_80 folder and the Hopper one (CI, with the emulator)."""
+
+
+def _sha256(data: bytes) -> str:
+    return hashlib.sha256(data).hexdigest()
+
+
+def _now() -> str:
+    return datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")
+
+
+def _size(root: str) -> int:
+    return sum(os.path.getsize(os.path.join(d, f)) for d, _, fs in os.walk(root) for f in fs)
+
+
+# --------------------------------------------------------------------------- prepare (here)
+
+
+def image_targets(arch: str) -> list[tuple[str, bool]]:
+    """``(nvcc arch, ptx?)`` of the images of a kernel for ``arch`` (``sm_80`` or ``sm_90a``)."""
+    if arch == "sm_90a":
+        return [("sm_90a", False), ("sm_90a", True)]
+    return [("sm_80", False), ("sm_90", False), ("sm_80", True)]
+
+
+def prepare(out_dir: str, *, reduced: bool = False, images: bool = True, time_limit: float = 120.0) -> dict:
+    """Write the pack to ``out_dir`` (a new or empty folder), built aside and renamed into place; its manifest."""
+    import synth.api
+    from synth.emit.sm90.runner import GpuError, nvcc_image
+    from synth.hopper.problem import HopperGemm
+
+    if os.path.exists(out_dir) and (not os.path.isdir(out_dir) or os.listdir(out_dir)):
+        raise SystemExit(f"gpu_check: error: '{out_dir}' exists and is not an empty folder\n"
+                         "fix: choose a new folder (the pack is built aside and renamed into place)")
+    parent = os.path.dirname(os.path.abspath(out_dir))
+    os.makedirs(parent, exist_ok=True)
+    tmp = tempfile.mkdtemp(prefix=".gpu_pack-tmp-", dir=parent)
+    umask = os.umask(0)
+    os.umask(umask)
+    os.chmod(tmp, 0o777 & ~umask)  # mkdtemp's 0700 is for the build; the pack is an ordinary folder
+    try:
+        manifest = {"format": PACK_FORMAT, "created": _now(), "reduced": reduced, "synth_version": _version(),
+                    "nvcc": _nvcc_version(), "folders": []}
+        os.makedirs(os.path.join(tmp, "problems"))
+        os.makedirs(os.path.join(tmp, "images"))
+        for name, doc in (REDUCED if reduced else DESIGNS):
+            t0 = time.monotonic()
+            prob = os.path.join(tmp, "problems", f"{name}.yaml")
+            with open(prob, "w", encoding="utf-8") as fh:
+                fh.write(doc)
+            folder = os.path.join("folders", name)
+            res = synth.api.solve(prob, out=os.path.join(tmp, folder), time_limit=time_limit)
+            if not res.proven or res.kernel is None:
+                raise SystemExit(f"gpu_check: error: {name} was not proven; no kernel to pack")
+            hopper = isinstance(res.problem, HopperGemm)
+            arch = "sm_90a" if hopper else "sm_80"
+            with open(os.path.join(tmp, folder, "kernel.cu"), "rb") as fh:
+                source = fh.read()
+            entry = {"name": name, "dir": folder, "arch": arch, "kernel_sha256": _sha256(source), "images": [],
+                     "notes": []}
+            if images:
+                for target, ptx in image_targets(arch):
+                    label = f"{'compute' if ptx else 'sm'}_{target[3:]}"
+                    rel = os.path.join("images", f"{name}.{label}.{'ptx' if ptx else 'cubin'}")
+                    try:
+                        data = nvcc_image(source.decode(), target, ptx=ptx)
+                    except GpuError as e:
+                        entry["notes"].append(f"no {label} image: {str(e).splitlines()[0]}")
+                        continue
+                    with open(os.path.join(tmp, rel), "wb") as fh:
+                        fh.write(data)
+                    entry["images"].append({"file": rel, "target": label, "kind": "ptx" if ptx else "cubin",
+                                            "sha256": _sha256(data), "bytes": len(data)})
+            entry["prepare_s"] = round(time.monotonic() - t0, 1)
+            manifest["folders"].append(entry)
+            print(f"prepared {name} ({arch}, {len(entry['images'])} images, {entry['prepare_s']} s)", flush=True)
+        with open(os.path.join(tmp, "manifest.json"), "w", encoding="utf-8") as fh:
+            json.dump(manifest, fh, indent=1)
+            fh.write("\n")
+        size = _size(tmp)
+        if size > MAX_PACK_BYTES:
+            raise SystemExit(f"gpu_check: error: the pack is {size} bytes, above {MAX_PACK_BYTES}")
+        manifest["bytes"] = size
+        os.rename(tmp, out_dir) if not os.path.isdir(out_dir) else _move_into(tmp, out_dir)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    print(f"pack: {out_dir} ({size / 2**20:.1f} MiB, {len(manifest['folders'])} folders)")
+    return manifest
+
+
+def _move_into(tmp: str, out_dir: str) -> None:
+    os.rmdir(out_dir)  # empty (checked above)
+    os.rename(tmp, out_dir)
+
+
+def _version() -> str:
+    try:
+        import synth
+
+        return synth.__version__
+    except Exception:  # noqa: BLE001
+        return "?"
+
+
+def _nvcc_version() -> str:
+    from synth.emit.sass import tool
+
+    nvcc = tool("nvcc")
+    if nvcc is None:
+        return "absent"
+    try:
+        out = subprocess.run([nvcc, "--version"], capture_output=True, text=True, timeout=30).stdout
+    except (OSError, subprocess.SubprocessError):
+        return "?"
+    return next((ln.strip() for ln in out.splitlines() if "release" in ln), out.strip()[-80:])
+
+
+# --------------------------------------------------------------------------- the pack, read back
+
+
+class PackError(Exception):
+    """A pack that is missing, edited or not this script's (exit 2)."""
+
+
+def read_pack(pack: str) -> dict:
+    """``DIR/manifest.json`` checked: this script's format, each folder's kernel.cu and image with the recorded
+    sha256 (the folders' own files are checked by :func:`synth.kernel.load` against their manifests)."""
+    path = os.path.join(pack, "manifest.json")
+    try:
+        if not os.path.isfile(path) or os.path.getsize(path) > MAX_MANIFEST_BYTES:
+            raise PackError(f"{path}: missing, not a file or larger than {MAX_MANIFEST_BYTES} bytes")
+        with open(path, encoding="utf-8") as fh:
+            doc = json.load(fh)
+    except (OSError, ValueError) as e:
+        raise PackError(f"{path}: cannot be read: {e}") from None
+    if not isinstance(doc, dict) or doc.get("format") != PACK_FORMAT or not isinstance(doc.get("folders"), list):
+        raise PackError(f"{path}: not a {PACK_FORMAT} manifest")
+    for i, f in enumerate(doc["folders"]):
+        where = f"{path}: folders[{i}]"
+        if not isinstance(f, dict) or not all(isinstance(f.get(k), str) for k in ("name", "dir", "arch",
+                                                                                  "kernel_sha256")):
+            raise PackError(f"{where}: needs name, dir, arch and kernel_sha256 strings")
+        if f["arch"] not in ("sm_80", "sm_90a") or os.path.isabs(f["dir"]) or ".." in f["dir"].split("/"):
+            raise PackError(f"{where}: arch {f['arch']!r} / dir {f['dir']!r} is not one prepare writes")
+        kpath = os.path.join(pack, f["dir"], "kernel.cu")
+        if not os.path.isfile(kpath) or _sha256(open(kpath, "rb").read()) != f["kernel_sha256"]:
+            raise PackError(f"{kpath}: missing or not the kernel.cu the pack was prepared with")
+        imgs = f.get("images", [])
+        if not isinstance(imgs, list):
+            raise PackError(f"{where}.images: not a list")
+        for j, im in enumerate(imgs):
+            if not isinstance(im, dict) or not all(isinstance(im.get(k), str) for k in ("file", "target", "sha256")):
+                raise PackError(f"{where}.images[{j}]: needs file, target and sha256")
+            ipath = os.path.join(pack, im["file"])
+            if ".." in im["file"].split("/") or not os.path.isfile(ipath) or \
+                    _sha256(open(ipath, "rb").read()) != im["sha256"]:
+                raise PackError(f"{ipath}: missing or changed since prepare")
+    return doc
+
+
+def images_for(pack: str, entry: dict, device_arch: str) -> list[tuple[str, bytes]]:
+    """The folder's images a GPU of ``device_arch`` (``sm_90``...) can load, cubins first, then PTX."""
+    cubins, ptx = [], []
+    for im in entry.get("images", []):
+        t = im["target"]
+        with open(os.path.join(pack, im["file"]), "rb") as fh:
+            data = fh.read()
+        if im.get("kind") == "ptx":
+            ptx.append((f"{t} PTX (JIT)", data))
+        elif t in (device_arch, device_arch + "a"):
+            cubins.append((f"{t} cubin", data))
+    return cubins + ptx
+
+
+# --------------------------------------------------------------------------- the report, written as it goes
+
+
+class Report:
+    """DIR/report.json and DIR/report.md, rewritten (atomically) after every change."""
+
+    def __init__(self, pack: str, backend: str, budget: float) -> None:
+        self.pack = pack
+        self.doc = {"format": REPORT_FORMAT, "status": "running", "started": _now(), "finished": None,
+                    "backend": backend, "budget_s": budget, "elapsed_s": 0.0, "reference": None,
+                    "environment": {}, "kernels": [], "skipped": [], "wrong": 0}
+        self.t0 = time.monotonic()
+
+    def kernel(self, name: str, arch: str) -> dict:
+        k = {"name": name, "arch": arch, "ok": None, "load": None, "image": None, "registers": None,
+             "correctness": [], "timing": [], "sanitizer": {}, "notes": []}
+        self.doc["kernels"].append(k)
+        self.save()
+        return k
+
+    def skip(self, what: str) -> None:
+        self.doc["skipped"].append(what)
+        self.save()
+
+    def save(self) -> None:
+        self.doc["elapsed_s"] = round(time.monotonic() - self.t0, 1)
+        self.doc["wrong"] = sum(1 for k in self.doc["kernels"] if k["ok"] is False)
+        for name, text in (("report.json", json.dumps(self.doc, indent=1) + "\n"), ("report.md", self.markdown())):
+            path = os.path.join(self.pack, name)
+            fd, tmp = tempfile.mkstemp(prefix=".report-", dir=self.pack)
+            with os.fdopen(fd, "w", encoding="utf-8") as fh:
+                fh.write(text)
+            os.replace(tmp, path)
+
+    def markdown(self) -> str:
+        d = self.doc
+        env = d["environment"]
+        lines = [f"# synth GPU check ({d['status']})", "",
+                 f"- started {d['started']}, finished {d['finished'] or '-'}, {d['elapsed_s']} s of a "
+                 f"{d['budget_s']} s budget", f"- backend: {d['backend']}; reference: {d['reference']}"]
+        lines += [f"- {k}: {v}" for k, v in env.items()]
+        lines += ["", "| kernel | result | shapes ok | image | regs | TFLOP/s warm / flushed (cuBLAS) | sanitizer |",
+                  "|---|---|---|---|---|---|---|"]
+        for k in d["kernels"]:
+            good = sum(1 for c in k["correctness"] if c["status"] in ("ok", "refused"))
+            perf = "; ".join(f"{t['shape'][0]}³ {_f(t.get('tflops_warm'))} / {_f(t.get('tflops_flushed'))} "
+                             f"({_f(t.get('cublas_tflops_warm'))} / {_f(t.get('cublas_tflops_flushed'))})"
+                             for t in k["timing"]) or "-"
+            san = ", ".join(f"{tool} {r['result']}" for tool, r in k["sanitizer"].items()) or "-"
+            res = {True: "OK", False: "WRONG"}.get(k["ok"], "skipped" if str(k["load"]).startswith("skipped")
+                                                     else "running")
+            lines.append(f"| {k['name']} ({k['arch']}) | {res} | {good}/{len(k['correctness'])} | {k['image'] or '-'} "
+                         f"| {k['registers'] if k['registers'] is not None else '-'} | {perf} | {san} |")
+        for k in d["kernels"]:
+            bad = [c for c in k["correctness"] if c["status"] not in ("ok", "refused")]
+            for c in bad:
+                lines.append(f"- {k['name']} {c['what']} {c['shape']}: {c['status']}: {c.get('message', '')}")
+            lines += [f"- {k['name']}: {n}" for n in k["notes"]]
+            for t in k["timing"]:
+                lines.append(f"- {k['name']} {t['shape']}: warm {_f(t.get('ms_warm'), 4)} ms, flushed "
+                             f"{_f(t.get('ms_flushed'), 4)} ms over {t.get('launches')} launches; clock before "
+                             f"{t.get('clock_before')}, after {t.get('clock_after')}")
+        lines += [f"- skipped: {s}" for s in d["skipped"]]
+        return "\n".join(lines) + "\n"
+
+
+def _f(x, digits: int = 1) -> str:
+    return "-" if x is None else f"{x:.{digits}f}"
+
+
+# --------------------------------------------------------------------------- run (there)
+
+
+class Budget:
+    def __init__(self, seconds: float) -> None:
+        self.end = time.monotonic() + seconds
+
+    def left(self) -> float:
+        return self.end - time.monotonic()
+
+
+def shapes_for(kernel, arch: str, sms: int, emulator: bool) -> list[tuple[str, int, int, int]]:
+    """``(what, M, N, K)`` of the correctness runs of ``kernel`` (a Kernel or HopperKernel)."""
+    if arch == "sm_90a":
+        c = kernel.config
+        BM, BN, BK, stages, split = c.bm, c.bn, c.bk, c.stages, c.split_k
+    else:
+        f = kernel.facts
+        BM, BN, BK, split = f.BM, f.BN, f.BK, f.split_k
+        stages = kernel.problem.gemm.stages if kernel.problem is not None else 3
+    kmin = max(split, 1) * BK
+    below = max(stages * BK - 8, 8)
+    out = [("M, N off the tile grid", BM + 17 if emulator else 2 * BM + 17, BN + 9 if emulator else 3 * BN + 9,
+            max(4 * BK if not emulator else 2 * BK, kmin + 8)),
+           (f"K = {below} below stages x BK = {stages * BK}", BM - 3, BN + 5, below),
+           ("K = 8", 40, 24, 8),
+           ("one tile", BM, BN, max(2 * BK, kmin))]
+    if not emulator:
+        side = 12  # 144 tiles: more than an H100's 132 SMs (and an A100's 108)
+        while side * side <= sms:
+            side += 2
+        out.append((f"{side * side} tiles > {sms} SMs", side * BM, side * BN, 512))
+        out += [(f"{n}^3", n, n, n) for n in BIG]
+    return out
+
+
+def k_allowed(kernel, arch: str, K: int) -> bool:
+    if arch == "sm_90a":
+        return K >= 1 and K % 8 == 0 and -(-K // kernel.config.bk) >= kernel.config.split_k
+    return kernel.facts.k_allowed(K)
+
+
+class Env:
+    """What the run has: torch (reference and cuBLAS), the device, nvidia-smi and compute-sanitizer."""
+
+    def __init__(self, backend: str) -> None:
+        self.backend = backend
+        self.torch = None
+        try:
+            import torch  # noqa: PLC0415
+
+            self.torch = torch
+            torch.backends.cuda.matmul.allow_tf32 = False
+            torch.backends.cudnn.allow_tf32 = False
+        except Exception as e:  # noqa: BLE001 - absent on the CI machine: numpy is the reference
+            self.torch_error = f"{type(e).__name__}: {e}"
+        self.gpu = backend == "cuda" and self.torch is not None and self.torch.cuda.is_available()
+        self.smi = shutil.which("nvidia-smi")
+        self.sanitizer = shutil.which("compute-sanitizer") or next(
+            (p for p in ("/usr/local/cuda/bin/compute-sanitizer",) if os.path.isfile(p)), None)
+        self.device_arch, self.sms, self.dev = "sm_90", 132, None
+
+    def info(self) -> dict:
+        import platform
+
+        d = {"python": platform.python_version(), "numpy": np.__version__,
+             "torch": getattr(self.torch, "__version__", None) or f"absent ({getattr(self, 'torch_error', '')})"}
+        try:
+            import cuda.bindings  # noqa: PLC0415
+
+            d["cuda-python"] = getattr(cuda.bindings, "__version__", "?")
+        except Exception as e:  # noqa: BLE001
+            d["cuda-python"] = f"absent ({type(e).__name__})"
+        if self.backend == "cuda":
+            from synth.emit.sm90.runner import CudaDevice
+
+            self.dev = CudaDevice()
+            self.device_arch = self.dev.arch
+            self.sms = self.dev.attribute("MULTIPROCESSOR_COUNT")
+            d["gpu"] = f"{self.dev.name} ({self.device_arch}, {self.sms} SMs)"
+            ver = self.dev.cu.cuDriverGetVersion()
+            d["driver (CUDA version)"] = str(ver[1]) if int(ver[0]) == 0 else "?"
+            if self.smi:
+                d["nvidia-smi"] = self._smi("name,driver_version,clocks.max.sm,clocks.max.mem,power.limit")
+            d["torch.cuda"] = getattr(getattr(self.torch, "version", None), "cuda", None)
+        d["nvcc"] = _which_version("nvcc")
+        d["compute-sanitizer"] = self.sanitizer or "absent"
+        return d
+
+    def _smi(self, query: str) -> str:
+        try:
+            p = subprocess.run([self.smi, f"--query-gpu={query}", "--format=csv,noheader,nounits", "-i", "0"],
+                               capture_output=True, text=True, timeout=15)
+            return p.stdout.strip() or p.stderr.strip()[-200:]
+        except (OSError, subprocess.SubprocessError) as e:
+            return f"? ({type(e).__name__})"
+
+    def clock(self) -> str:
+        """The SM clock now: nvidia-smi's ``clocks.sm`` (MHz, with temperature and power), else the CUDA
+        attribute (the maximum clock, not the current one)."""
+        if self.smi:
+            return "sm MHz, mem MHz, C, W, pstate: " + self._smi("clocks.sm,clocks.mem,temperature.gpu,power.draw,pstate")
+        if self.dev is not None:
+            try:
+                return f"max {self.dev.attribute('CLOCK_RATE') // 1000} MHz (CUDA attribute; no nvidia-smi)"
+            except Exception as e:  # noqa: BLE001 - an attribute this driver no longer has
+                return f"? (no nvidia-smi; CLOCK_RATE: {type(e).__name__})"
+        return "-"
+
+
+def _which_version(name: str) -> str:
+    from synth.emit.sass import tool
+
+    path = tool(name)
+    if path is None:
+        return "absent"
+    try:
+        out = subprocess.run([path, "--version"], capture_output=True, text=True, timeout=20).stdout
+    except (OSError, subprocess.SubprocessError):
+        return path
+    return next((ln.strip() for ln in out.splitlines() if "release" in ln), path)
+
+
+class Data:
+    """Operands and references, made once per shape (seeded) and shared by the kernels."""
+
+    def __init__(self, env: Env) -> None:
+        self.env = env
+        self.cache: dict = {}
+
+    def operands(self, M: int, N: int, K: int):
+        key = (M, N, K)
+        if key not in self.cache:
+            for old in [x for x in self.cache if max(x) < 4096]:  # small shapes: one at a time; big ones kept
+                self.cache.pop(old)
+            t = self.env.torch
+            if self.env.gpu:
+                g = t.Generator(device="cuda").manual_seed(M * 1_000_003 + N * 1009 + K)
+                a = (t.rand(M, K, device="cuda", generator=g) * 2 - 1).half()
+                b = (t.rand(N, K, device="cuda", generator=g) * 2 - 1).half()
+                ref = a.float() @ b.float().t()
+                self.cache[key] = (a.cpu().numpy(), b.cpu().numpy(), ref, (a, b))
+            else:
+                rng = np.random.default_rng(M * 1_000_003 + N * 1009 + K)
+                A = rng.uniform(-1, 1, (M, K)).astype(np.float16)
+                B = rng.uniform(-1, 1, (N, K)).astype(np.float16)
+                self.cache[key] = (A, B, A.astype(np.float64) @ B.astype(np.float64).T, None)
+        return self.cache[key]
+
+    def compare(self, C: np.ndarray, ref) -> tuple[float, int, int]:
+        """``(max |C - ref|, entries out of tolerance, NaNs)``."""
+        if self.env.gpu:
+            t = self.env.torch
+            c = t.from_numpy(np.ascontiguousarray(C)).cuda()
+            nan = int(t.isnan(c).sum())
+            diff = (c - ref).abs()
+            bad = int((~(diff <= ATOL + RTOL * ref.abs())).sum())
+            return float(t.nan_to_num(diff, nan=float("inf")).max()), bad, nan
+        nan = int(np.count_nonzero(np.isnan(C)))
+        diff = np.abs(C.astype(np.float64) - ref)
+        bad = int(np.count_nonzero(~(diff <= ATOL + RTOL * np.abs(ref))))
+        return float(np.nan_to_num(diff, nan=np.inf).max()), bad, nan
+
+
+def cublas(env: Env, data: Data, M: int, N: int, K: int, flush_buf) -> dict:
+    """cuBLAS (``torch.matmul``, f16 in and out) on the shape's operands: median ms warm and flushed."""
+    t = env.torch
+    _, _, _, (a, b) = data.operands(M, N, K)
+    bt = b.t()
+    t.matmul(a, bt)
+    t.cuda.synchronize()
+    out = {}
+    for mode in ("warm", "flushed"):
+        times = []
+        for _ in range(LAUNCHES):
+            if mode == "flushed":
+                flush_buf.zero_()
+            s, e = t.cuda.Event(enable_timing=True), t.cuda.Event(enable_timing=True)
+            s.record()
+            t.matmul(a, bt)
+            e.record()
+            e.synchronize()
+            times.append(s.elapsed_time(e))
+        out[f"cublas_ms_{mode}"] = float(np.median(times))
+        out[f"cublas_tflops_{mode}"] = 2.0 * M * N * K / (out[f"cublas_ms_{mode}"] * 1e-3) / 1e12
+    return out
+
+
+def run_kernel(pack: str, entry: dict, env: Env, data: Data, rep: Report, budget: Budget, cublas_cache: dict,
+               flush) -> dict:
+    """Load, check and time one folder's kernel; its report entry (``ok`` False on any wrong result)."""
+    import synth.kernel
+    from synth.errors import SynthError
+
+    k = rep.kernel(entry["name"], entry["arch"])
+    folder = os.path.join(pack, entry["dir"])
+    if env.backend == "cuda" and entry["arch"] == "sm_90a" and not env.device_arch.startswith("sm_90"):
+        k["load"] = f"skipped: an sm_90a kernel, and this GPU is {env.device_arch}"
+        rep.skip(f"{entry['name']}: needs an sm_90 GPU")
+        return k
+    try:
+        kern = synth.kernel.load(folder, backend=env.backend, images=images_for(pack, entry, env.device_arch))
+    except SynthError as e:
+        k["load"], k["ok"] = f"refused: {e.msg}", False
+        rep.save()
+        return k
+    k["load"] = f"ok ({type(kern).__name__}, backend {kern.backend})"
+    emulator = env.backend == "emulator"
+    ok = True
+    for what, M, N, K in shapes_for(kern, entry["arch"], env.sms, emulator):
+        big = max(M, N, K) >= 4096
+        reserve = 0.0 if emulator else SANITIZER_RESERVE
+        if budget.left() < reserve + (20 if big else 5):
+            rep.skip(f"{entry['name']} {what} ({M}x{N}x{K}): budget")
+            continue
+        c = {"what": what, "shape": [M, N, K]}
+        k["correctness"].append(c)
+        A, B, ref, _ = data.operands(M, N, K)
+        t0 = time.monotonic()
+        if not k_allowed(kern, entry["arch"], K):
+            try:
+                kern.check(A, B)
+                c.update(status="wrong", message="a K the kernel was not proved for was accepted")
+                ok = False
+            except synth.kernel.KernelError as e:
+                c.update(status="refused", message=e.msg)
+            rep.save()
+            continue
+        try:
+            if emulator:
+                C, job = kern(A, B), None
+            else:
+                job = kern.prepare(A, B)
+                job.run()
+                C, status = job.fetch()
+                if status:
+                    raise synth.kernel.KernelError(None, f"the kernel refused the launch (status {status})")
+                k["image"], k["registers"] = job.image, job.registers
+        except SynthError as e:
+            c.update(status="error", message=e.msg, seconds=round(time.monotonic() - t0, 2))
+            ok = False
+            rep.save()
+            continue
+        err, bad, nan = data.compare(C, ref)
+        c.update(status="ok" if bad == 0 and nan == 0 else "wrong", max_abs_err=err, bad=bad, nan=nan,
+                 seconds=round(time.monotonic() - t0, 2))
+        if c["status"] != "ok":
+            ok = False
+            c["message"] = f"{bad} entries out of tolerance, {nan} NaN, max |C - ref| = {err:.3g}"
+        if job is not None and big and c["status"] == "ok":
+            k["timing"].append(time_kernel(job, env, data, M, N, K, cublas_cache, flush))
+        if job is not None:
+            job.close()
+        rep.save()
+    k["ok"] = ok
+    rep.save()
+    return k
+
+
+def time_kernel(job, env: Env, data: Data, M: int, N: int, K: int, cublas_cache: dict, flush) -> dict:
+    flop = 2.0 * M * N * K
+    t = {"shape": [M, N, K], "launches": LAUNCHES, "clock_before": env.clock()}
+    job.run()
+    warm = job.time_ms(LAUNCHES)
+    flushed = job.time_ms(LAUNCHES, before=flush[0])
+    t["clock_after"] = env.clock()
+    t["ms_warm"], t["ms_flushed"] = float(np.median(warm)), float(np.median(flushed))
+    t["tflops_warm"] = flop / (t["ms_warm"] * 1e-3) / 1e12
+    t["tflops_flushed"] = flop / (t["ms_flushed"] * 1e-3) / 1e12
+    if (M, N, K) not in cublas_cache:
+        cublas_cache[(M, N, K)] = cublas(env, data, M, N, K, flush[1])
+    t.update(cublas_cache[(M, N, K)])
+    t["fraction_of_cublas_warm"] = t["tflops_warm"] / t["cublas_tflops_warm"]
+    return t
+
+
+def sanitize_all(pack: str, folders: list, env: Env, rep: Report, budget: Budget) -> None:
+    """One launch of each kernel under ``compute-sanitizer --tool racecheck`` and ``--tool synccheck`` at a
+    small shape (:func:`one` in a child process): all at once (the GPU has room; each child is mostly CPU),
+    stopped at the budget's end."""
+    jobs = []
+    for tool in SANITIZER_TOOLS:
+        for entry in folders:
+            k = next(x for x in rep.doc["kernels"] if x["name"] == entry["name"])
+            if str(k.get("load", "")).startswith(("refused", "skipped")):
+                continue
+            cmd = [env.sanitizer, "--tool", tool, "--error-exitcode", "86", "--print-limit", "20",
+                   sys.executable, os.path.abspath(__file__), "one", pack, entry["name"]]
+            out = tempfile.TemporaryFile(mode="w+")
+            jobs.append((k, tool, subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT, text=True), out,
+                         time.monotonic()))
+    pending = list(jobs)
+    while pending and budget.left() > 5:
+        time.sleep(0.5)
+        for job in list(pending):
+            k, tool, proc, out, t0 = job
+            rc = proc.poll()
+            if rc is None:
+                continue
+            pending.remove(job)
+            _sanitized(k, tool, rc, out, t0, rep)
+    for k, tool, proc, out, t0 in pending:  # past the budget: stop what still runs (only our own children)
+        proc.kill()
+        proc.wait()
+        _sanitized(k, tool, None, out, t0, rep)
+
+
+def _sanitized(k: dict, tool: str, rc, out, t0: float, rep: Report) -> None:
+    out.seek(0)
+    text = out.read()
+    out.close()
+    result = {0: "ok", 86: "errors", 1: "wrong result"}.get(rc, "stopped at the budget" if rc is None else f"exit {rc}")
+    k["sanitizer"][tool] = {"result": result, "seconds": round(time.monotonic() - t0, 1), "output": text[-3000:]}
+    if rc not in (0, None):
+        k["ok"] = False
+    if rc is None:
+        rep.skip(f"{k['name']} {tool}: stopped at the budget's end")
+    rep.save()
+    print(f"  {tool:9s} {k['name']}: {result} ({time.monotonic() - t0:.0f} s)", flush=True)
+
+
+def one(pack: str, name: str) -> int:
+    """The sanitizer's child: one launch at a small shape, checked against numpy (no torch: fast start)."""
+    import synth.kernel
+
+    doc = read_pack(pack)
+    entry = next((f for f in doc["folders"] if f["name"] == name), None)
+    if entry is None:
+        print(f"no folder {name} in the pack", file=sys.stderr)
+        return 2
+    from synth.emit.sm90.runner import CudaDevice
+
+    arch = CudaDevice().arch
+    kern = synth.kernel.load(os.path.join(pack, entry["dir"]), backend="cuda", images=images_for(pack, entry, arch))
+    if entry["arch"] == "sm_90a":
+        c = kern.config
+        M, N, K = c.bm + 8, c.bn, max(c.stages + 1, c.split_k) * c.bk
+    else:
+        f = kern.facts
+        M, N, K = f.BM + 8, f.BN, max(4, f.split_k) * f.BK
+    rng = np.random.default_rng(0)
+    A = rng.uniform(-1, 1, (M, K)).astype(np.float16)
+    B = rng.uniform(-1, 1, (N, K)).astype(np.float16)
+    C = kern(A, B)
+    ref = A.astype(np.float64) @ B.astype(np.float64).T
+    ok = bool(np.all(np.abs(C - ref) <= ATOL + RTOL * np.abs(ref)))
+    print(json.dumps({"name": name, "shape": [M, N, K], "ok": ok}))
+    return 0 if ok else 1
+
+
+def run(pack: str, *, backend: str = "cuda", budget_s: float = 330.0, only=None, sanitizer: bool = True) -> int:
+    """Check every folder of the pack (see the module docstring); the exit status."""
+    try:
+        doc = read_pack(pack)
+    except PackError as e:
+        print(f"gpu_check: error: {e}\nfix: run 'python benchmarks/gpu_check.py prepare DIR' again", file=sys.stderr)
+        return 2
+    if backend == "cuda":
+        os.environ.setdefault("SYNTH_GPU_BACKEND", "cuda-python")
+    budget = Budget(budget_s)
+    rep = Report(pack, backend, budget_s)
+    env = Env(backend)
+    try:
+        rep.doc["environment"] = env.info()
+        rep.doc["reference"] = ("torch float32 product on the GPU (TF32 off)" if env.gpu else
+                                "numpy float64 product (torch is not importable here)" if env.torch is None else
+                                "numpy float64 product (torch sees no GPU)")
+        if backend == "cuda" and not env.gpu:
+            rep.skip("cuBLAS and the torch reference: torch is absent or sees no GPU")
+        rep.save()
+        data = Data(env)
+        flush = (None, None)
+        if env.gpu:
+            fb = env.dev.alloc(FLUSH_BYTES)
+            tbuf = env.torch.empty(FLUSH_BYTES // 4, dtype=env.torch.float32, device="cuda")
+            flush = (lambda: env.dev.memset(fb, FLUSH_BYTES, 0x5A), tbuf)
+        elif backend == "cuda":
+            print("gpu_check: error: backend cuda needs torch with a GPU (reference, cuBLAS)", file=sys.stderr)
+            rep.doc["status"] = "failed: no torch GPU"
+            rep.save()
+            return 1
+        if backend == "emulator":
+            rep.skip("4096^3, 8192^3, the more-tiles-than-SMs shape, timing and sanitizers: the emulator is "
+                     "for small shapes")
+        folders = [f for f in doc["folders"] if only is None or f["name"] in only]
+        cublas_cache: dict = {}
+        for entry in folders:
+            t0 = time.monotonic()
+            k = run_kernel(pack, entry, env, data, rep, budget, cublas_cache, flush)
+            print(line(k, time.monotonic() - t0), flush=True)
+        if backend == "cuda" and sanitizer:
+            if env.sanitizer is None:
+                rep.skip("compute-sanitizer: not on this machine")
+            elif budget.left() < 30:
+                rep.skip("compute-sanitizer: budget")
+            else:
+                sanitize_all(pack, folders, env, rep, budget)
+        rep.doc["status"] = "done"
+    except BaseException as e:
+        rep.doc["status"] = f"crashed: {type(e).__name__}: {e}"
+        raise
+    finally:
+        rep.doc["finished"] = _now()
+        rep.save()
+    wrong = rep.doc["wrong"]
+    print(f"{len(rep.doc['kernels'])} kernels, {wrong} wrong, {len(rep.doc['skipped'])} skipped; "
+          f"{rep.doc['elapsed_s']} s; report: {os.path.join(pack, 'report.md')}")
+    return 1 if wrong else 0
+
+
+def line(k: dict, seconds: float) -> str:
+    good = sum(1 for c in k["correctness"] if c["status"] in ("ok", "refused"))
+    res = {True: "OK", False: "WRONG", None: "SKIP"}[k["ok"]]
+    perf = "  ".join(f"{t['shape'][0]}^3 {t['tflops_warm']:.1f}/{t['tflops_flushed']:.1f} TF/s "
+                     f"(cuBLAS {t['cublas_tflops_warm']:.1f}: {100 * t['fraction_of_cublas_warm']:.0f}%)"
+                     for t in k["timing"])
+    why = "" if k["ok"] else f"  {k['load']}" if k["ok"] is None else "  " + "; ".join(
+        [k["load"]] if str(k["load"]).startswith("refused") else
+        [f"{c['what']}: {c.get('message', c['status'])}" for c in k["correctness"] if c["status"] not in ("ok", "refused")])
+    return f"{k['name']:28s} {res:5s} {good}/{len(k['correctness'])} shapes  {perf}  ({seconds:.0f} s){why}"
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    sub = ap.add_subparsers(dest="cmd", required=True)
+    p = sub.add_parser("prepare", help="solve, precompile and pack the folders (no GPU needed)")
+    p.add_argument("dir")
+    p.add_argument("--reduced", action="store_true", help="one small sm_80 folder and the Hopper one (CI)")
+    p.add_argument("--no-images", action="store_true", help="skip nvcc (the GPU side then compiles)")
+    p = sub.add_parser("run", help="check and time every folder of a pack")
+    p.add_argument("dir")
+    p.add_argument("--backend", choices=("cuda", "emulator"), default="cuda")
+    p.add_argument("--budget", type=float, default=330.0, help="seconds for the whole run (default 330)")
+    p.add_argument("--only", nargs="+", metavar="NAME", help="only these folders")
+    p.add_argument("--no-sanitizer", action="store_true")
+    p = sub.add_parser("one", help="(internal) one launch at a small shape, for compute-sanitizer")
+    p.add_argument("dir")
+    p.add_argument("name")
+    a = ap.parse_args(argv)
+    if a.cmd == "prepare":
+        prepare(a.dir, reduced=a.reduced, images=not a.no_images)
+        return 0
+    if a.cmd == "run":
+        if not 1 <= a.budget <= 3600:
+            ap.error("--budget must be in 1 .. 3600 seconds")
+        return run(a.dir, backend=a.backend, budget_s=a.budget, only=a.only, sanitizer=not a.no_sanitizer)
+    return one(a.dir, a.name)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
