@@ -77,6 +77,17 @@ MAX_EXPR_TOKENS = 256
 MAX_EXPR_DEPTH = 32
 """Nesting of parentheses, unary operators and ``?:`` in one expression."""
 
+MAX_SEARCH_TOP = 16
+"""``synth search gemm --top K``: folders written (each one is solved, proved and emitted: seconds apiece)."""
+MAX_SHAPES = 1024
+"""Shapes in a ``synth search gemm --shapes`` CSV file (each is a whole search)."""
+MAX_SHAPES_BYTES = 1 << 20
+"""Size of a ``--shapes`` CSV file (1 MiB)."""
+MAX_CHECK_UNROLL = 1024
+"""``synth check`` of TVMScript: iterations of the constant-extent loops run out around the pipelined loop
+(its unrolled prologue and epilogue: ``stages - 1`` iterations each, at most 63 for 64 stages), counted
+over the prologue and over the epilogue. The pipelined loop itself is proved symbolically, at any extent."""
+
 TABLE: tuple[tuple[str, str, str], ...] = (
     ("problem file size", "<= 256 KiB", "MAX_INPUT_BYTES"),
     ("YAML nesting depth", f"<= {MAX_YAML_DEPTH}", "MAX_YAML_DEPTH"),
@@ -104,5 +115,9 @@ TABLE: tuple[tuple[str, str, str], ...] = (
     ("gemm split_k", f"1 .. {MAX_SPLIT_K}", "MAX_SPLIT_K"),
     ("expression tokens", f"<= {MAX_EXPR_TOKENS}", "MAX_EXPR_TOKENS"),
     ("expression nesting", f"<= {MAX_EXPR_DEPTH}", "MAX_EXPR_DEPTH"),
+    ("search --top", f"1 .. {MAX_SEARCH_TOP}", "MAX_SEARCH_TOP"),
+    ("search --shapes rows", f"1 .. {MAX_SHAPES}", "MAX_SHAPES"),
+    ("search --shapes file size", "<= 1 MiB", "MAX_SHAPES_BYTES"),
+    ("check: TVMScript prologue and epilogue loop iterations", f"<= {MAX_CHECK_UNROLL}", "MAX_CHECK_UNROLL"),
 )
 """(what, range, constant) for docs/bounds.md; a test keeps the two in sync."""

@@ -32,8 +32,10 @@ def given_source(path: str) -> Optional[str]:
     self-contained), or None when there is no such file (a problem built in memory)."""
     if not path or not os.path.isfile(path):
         return None
-    with open(path, encoding="utf-8") as fh:
-        return fh.read()
+    from .bounds import MAX_INPUT_BYTES
+    from .readfile import read_regular_text
+
+    return read_regular_text(path, MAX_INPUT_BYTES, "the problem file")
 
 
 def load_problem(path: str) -> Problem:

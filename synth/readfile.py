@@ -71,7 +71,7 @@ def read_regular_bytes(path: str, limit: int, what: str, *, follow: bool = True,
     try:
         fd = os.open(path, flags)
     except FileNotFoundError:
-        raise SynthError(Loc(path), f"no such file ({what})", fix) from None
+        raise SynthError(Loc(path), f"cannot read {what}: no such file", fix) from None
     except IsADirectoryError:
         raise SynthError(Loc(path), f"{what} is a folder, not a regular file", fix) from None
     except OSError as exc:
@@ -86,7 +86,7 @@ def read_regular_bytes(path: str, limit: int, what: str, *, follow: bool = True,
         if not stat.S_ISREG(st.st_mode):
             raise SynthError(Loc(path), f"{what} is {_kind(st.st_mode)}, not a regular file", fix)
         if st.st_size > limit:
-            raise SynthError(Loc(path), f"{what} has {st.st_size} bytes, more than the {_size(limit)} allowed",
+            raise SynthError(Loc(path), f"{what} has {st.st_size} bytes, more than the {limit} allowed ({_size(limit)})",
                              "see docs/bounds.md")
         # A regular file never blocks; clear O_NONBLOCK anyway so a short read means end of file.
         if hasattr(os, "set_blocking"):
@@ -104,7 +104,8 @@ def read_regular_bytes(path: str, limit: int, what: str, *, follow: bool = True,
     finally:
         os.close(fd)
     if got > limit:
-        raise SynthError(Loc(path), f"{what} has more than the {_size(limit)} allowed", "see docs/bounds.md")
+        raise SynthError(Loc(path), f"{what} has more than the {limit} bytes allowed ({_size(limit)})",
+                         "see docs/bounds.md")
     return b"".join(chunks)
 
 

@@ -8,9 +8,7 @@ still reports ``file:line:col``.
 from __future__ import annotations
 
 import difflib
-import os
 import re
-import stat
 import unicodedata
 from typing import Any, Iterable
 
@@ -18,6 +16,7 @@ import yaml
 
 from .bounds import MAX_INPUT_BYTES, MAX_INT_DIGITS, MAX_STRING, MAX_YAML_DEPTH, MAX_YAML_NODES
 from .errors import Loc, SynthError
+from .readfile import read_regular_bytes
 
 
 class LDict(dict):
@@ -192,22 +191,8 @@ def read_yaml(path: str) -> LDict:
     Only a regular file of at most :data:`~synth.bounds.MAX_INPUT_BYTES` bytes of
     UTF-8 text is read (never a device or a FIFO: ``/dev/zero`` is refused at once).
     """
-    try:
-        st = os.stat(path)
-        if not stat.S_ISREG(st.st_mode):
-            what = "a folder" if stat.S_ISDIR(st.st_mode) else "not a regular file (a device, FIFO or socket)"
-            raise SynthError(Loc(path), f"the problem file is {what}", "give the path of a problem.yaml file")
-        if st.st_size > MAX_INPUT_BYTES:
-            raise SynthError(Loc(path), f"the problem file has {st.st_size} bytes, more than the "
-                             f"{MAX_INPUT_BYTES} allowed", f"a problem file is a few KiB ({_BOUNDS})")
-        with open(path, "rb") as fh:
-            data = fh.read(MAX_INPUT_BYTES + 1)
-    except OSError as exc:
-        raise SynthError(Loc(path), f"cannot read problem file: {exc.strerror or exc}",
-                         "check the path") from None
-    if len(data) > MAX_INPUT_BYTES:
-        raise SynthError(Loc(path), f"the problem file has more than {MAX_INPUT_BYTES} bytes",
-                         f"a problem file is a few KiB ({_BOUNDS})")
+    data = read_regular_bytes(path, MAX_INPUT_BYTES, "the problem file",
+                              fix="give the path of a problem.yaml file")
     try:
         text = data.decode("utf-8")
     except UnicodeDecodeError as exc:

@@ -26,6 +26,7 @@ from __future__ import annotations
 
 from typing import Optional
 
+from ..bounds import MAX_CHECK_UNROLL
 from ..errors import Loc, SynthError
 from ..expr import Bin, Call, Expr, Ite, Num, Un, Var, evaluate, free_vars, parse, simplify, substitute, to_str
 from .loop import Event, Loop
@@ -156,6 +157,7 @@ class _Walker:
         self.buffers = buffers
         self.mode = mode
         self.events: list = []
+        self.runout = 0  # iterations of constant-extent loops run out so far (MAX_CHECK_UNROLL)
 
     def err(self, s, msg: str, fix: str) -> SynthError:
         return SynthError(Loc(self.path, _line(s)), msg, fix)
@@ -190,6 +192,12 @@ class _Walker:
                                    "extent", "only constant-extent prologue and epilogue loops are supported")
                 self.walk(s.body, env, guard, ctx)  # its variable stays a symbol: slots must not use it
                 return
+            self.runout += max(ext.value, 0)
+            if self.runout > MAX_CHECK_UNROLL:
+                raise self.err(s, f"the loops over {s.loop_var} and the others around the pipelined loop run "
+                               f"{self.runout} iterations, more than the {MAX_CHECK_UNROLL} synth runs out",
+                               "a pipeline's prologue and epilogue run stages - 1 iterations each; pass the "
+                               "output of InjectSoftwarePipeline (docs/bounds.md)")
             for v in range(lo.value, lo.value + ext.value):
                 e2 = dict(env)
                 e2[str(s.loop_var.name)] = Num(v)

@@ -11,9 +11,11 @@ import argparse
 import contextlib
 import json
 import os
+import re
 import sys
 
-from ..errors import SynthError
+from ..bounds import MAX_SEARCH_TOP
+from ..errors import Loc, SynthError
 from .distribute import search_many
 from .outputs import gpu_available, measure, write_candidates
 from .report import print_result, search_result_to_json
@@ -81,9 +83,17 @@ def cli_search(args: argparse.Namespace) -> int:
         shapes = [(args.M, args.N, args.K)]
     if args.scheduler and not args.shapes:
         raise SynthError(None, "--scheduler distributes several shapes", "use it with --shapes shapes.csv")
+    if args.scheduler:
+        check_scheduler_address(args.scheduler)
     write_k = args.top
     if write_k is not None and write_k < 1:
         raise SynthError(None, f"--top {write_k}: nothing to write", "use --top 1 or more")
+    if write_k is not None and write_k > MAX_SEARCH_TOP:
+        raise SynthError(None, f"--top {write_k} is above the maximum {MAX_SEARCH_TOP}",
+                         f"use --top 1 .. {MAX_SEARCH_TOP}: each folder is solved, proved and emitted "
+                         "(docs/bounds.md)")
+    if args.out is not None:
+        check_out_parent(args.out)
     top = write_k or 5
     kw = dict(dtype=args.dtype, arch=args.arch, time_limit=args.time_limit, top=top,
               sass=0 if getattr(args, "no_sass", False) else SASS_TOP, mainloop=getattr(args, "mainloop", None))
@@ -129,6 +139,36 @@ def cli_search(args: argparse.Namespace) -> int:
     if as_json:
         print(json.dumps(docs[0] if len(docs) == 1 and not args.shapes else docs, indent=2))
     return 0
+
+
+_ADDRESS = re.compile(r"(?:(?:tcp|tls|ucx|ws|wss)://)?(?:\[[0-9A-Fa-f:.]+\]|[A-Za-z0-9._-]+):(\d{1,5})/?")
+
+
+def check_scheduler_address(address: str) -> None:
+    """SynthError unless ``address`` reads as a Dask scheduler address ``[tcp://]HOST:PORT`` (port 1..65535).
+
+    An address of that form that nothing answers is refused by Dask's connect timeout (10 s)."""
+    m = _ADDRESS.fullmatch(address)
+    if m is None or not 1 <= int(m.group(1)) <= 65535:
+        shown = address if len(address) <= 80 else address[:77] + "..."
+        raise SynthError(None, f"--scheduler {shown!r} is not a scheduler address",
+                         "write tcp://HOST:PORT (as 'dask scheduler' prints it), e.g. tcp://10.0.0.5:8786")
+
+
+def check_out_parent(out: str) -> None:
+    """SynthError unless ``out`` is a folder or can become one: it, and the nearest of its parents that
+    exists, must be folders (a file there would fail only after the whole search)."""
+    path = os.path.abspath(out)
+    probe = path
+    while not os.path.lexists(probe):
+        parent = os.path.dirname(probe)
+        if parent == probe:
+            return
+        probe = parent
+    if not os.path.isdir(probe):
+        what = "--out" if probe == path else f"--out's parent {probe}"
+        raise SynthError(Loc(out), f"{what} is a file, not a folder", "pass a folder for --out (it is created "
+                         "when missing)")
 
 
 class _progress_bar:

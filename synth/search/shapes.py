@@ -9,7 +9,9 @@ from __future__ import annotations
 
 import csv
 
+from ..bounds import MAX_GEMM_DIM, MAX_SHAPES, MAX_SHAPES_BYTES
 from ..errors import Loc, SynthError
+from ..readfile import read_regular_text
 
 
 def as_shape(s) -> tuple[int, int, int]:
@@ -25,15 +27,15 @@ def read_shapes_csv(path: str) -> list[tuple[int, int, int]]:
     """Shapes from a CSV file with a header naming columns M, N and K (any order, other columns ignored).
 
     Blank lines and lines starting with ``#`` are skipped. Errors name the file,
-    the line and the column.
+    the line and the column. Only a regular file of at most
+    :data:`~synth.bounds.MAX_SHAPES_BYTES` of UTF-8 text is read (:mod:`synth.readfile`: never a
+    device or a FIFO), with at most :data:`~synth.bounds.MAX_SHAPES` shapes, each size in
+    ``1 .. MAX_GEMM_DIM``.
     """
-    try:
-        fh = open(path, newline="", encoding="utf-8")
-    except OSError as exc:
-        raise SynthError(Loc(path), f"cannot read shapes: {exc.strerror}", "pass an existing CSV file") from None
-    with fh:
-        rows = [(n, line) for n, line in enumerate(fh.read().splitlines(), start=1)
-                if line.strip() and not line.lstrip().startswith("#")]
+    text = read_regular_text(path, MAX_SHAPES_BYTES, "the --shapes file",
+                             fix="pass a CSV file with a header M,N,K and one shape per line")
+    rows = [(n, line) for n, line in enumerate(text.splitlines(), start=1)
+            if line.strip() and not line.lstrip().startswith("#")]
     if not rows:
         raise SynthError(Loc(path, 1, 1), "no shapes: the file is empty", "write a header 'M,N,K' and one shape per line")
     head_line, head = rows[0]
@@ -46,21 +48,31 @@ def read_shapes_csv(path: str) -> list[tuple[int, int, int]]:
                              "start the file with a header line 'M,N,K'")
         idx[want] = hits[0]
     out = []
+    if len(rows) - 1 > MAX_SHAPES:
+        n = rows[MAX_SHAPES + 1][0]
+        raise SynthError(Loc(path, n, 1), f"more than {MAX_SHAPES} shapes", "split the file (see docs/bounds.md)")
     for n, line in rows[1:]:
-        cells = next(csv.reader([line]))
+        try:
+            cells = next(csv.reader([line]))
+        except csv.Error as exc:
+            raise SynthError(Loc(path, n, 1), f"not a CSV line: {exc}", "write M,N,K on every line") from None
         vals = []
         for want in ("M", "N", "K"):
             i = idx[want]
             col = 1 + sum(len(c) + 1 for c in cells[:i])
             if i >= len(cells) or not cells[i].strip():
                 raise SynthError(Loc(path, n, col), f"line has no value for {want}", "write M,N,K on every line")
-            try:
-                v = int(cells[i].strip())
-            except ValueError:
-                raise SynthError(Loc(path, n, col), f"{want} = {cells[i].strip()!r} is not an integer",
-                                 "write sizes as plain integers such as 4096") from None
+            cell = cells[i].strip()
+            if not cell.isascii() or not cell.lstrip("+-").isdigit() or len(cell) > 24:
+                shown = cell if len(cell) <= 30 else cell[:27] + "..."
+                raise SynthError(Loc(path, n, col), f"{want} = {shown!r} is not an integer",
+                                 "write sizes as plain integers such as 4096")
+            v = int(cell)
             if v < 1:
                 raise SynthError(Loc(path, n, col), f"{want} = {v} is not positive", "use sizes of at least 1")
+            if v > MAX_GEMM_DIM:
+                raise SynthError(Loc(path, n, col), f"{want} = {v} is above the maximum {MAX_GEMM_DIM}",
+                                 "see docs/bounds.md")
             vals.append(v)
         out.append((vals[0], vals[1], vals[2]))
     if not out:
