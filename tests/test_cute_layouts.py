@@ -303,24 +303,25 @@ def _cute_config(cute, cfg: Sm90Config) -> dict:
     return c
 
 
-def _kernel_descriptors(cfg: Sm90Config) -> set:
-    """The (A, B) descriptor pairs the emitted kernel issues on the emulator (one CTA, every slot used)."""
-    K = 64 * (cfg.stages + 1)
-    bits = np.zeros((cfg.bm, K), np.uint16)
-    _, info = run_emulated(emit_sm90_kernel(cfg), bits, np.zeros((cfg.bn, K), np.uint16))
-    assert info["ok"], info
-    return {tuple(p) for p in info["wgmma_descs"]}
-
-
 def _check_descriptors(cute, sm90_probe, cfg: Sm90Config) -> None:
-    """Every wgmma the kernel issues uses CuTe's descriptors for the same tiles, and the emulator reads
-    through each one the shared address CuTe's tile layout gives each element."""
+    """Every wgmma the kernel issues on the emulator (one CTA, every slot used) uses CuTe's descriptors
+    for the same tiles; the emulator reads through each one the shared address CuTe's tile layout gives
+    each element; and its TMA reads tensor maps of the form make_tma_copy builds (dims {K, rows}, row
+    stride 2 K bytes, box {64, rows}, 2-byte elements, 128-byte swizzle)."""
     c = _cute_config(cute, cfg)
     A, B = c["A"], c["B"]
     want = {(A["desc"][wg][s][kb], B["desc"][0][s][kb])
             for wg in range(cfg.bm // 64) for s in range(cfg.stages) for kb in range(4)}
-    got = _kernel_descriptors(cfg)
+    K = 64 * (cfg.stages + 1)
+    _, info = run_emulated(emit_sm90_kernel(cfg), np.zeros((cfg.bm, K), np.uint16), np.zeros((cfg.bn, K), np.uint16))
+    assert info["ok"], info
+    got = {tuple(p) for p in info["wgmma_descs"]}
     assert got == want, f"kernel issues {sorted(got - want)[:4]}..., CuTe {sorted(want - got)[:4]}..."
+    swizzle_128 = _by_name(cute, A["tma"]["swizzle"], "CU_TENSOR_MAP_SWIZZLE_") == "CU_TENSOR_MAP_SWIZZLE_128B"
+    for m, op, rows in zip(info["tensor_maps"], (A, B), (cfg.bm, cfg.bn)):
+        t = op["tma"]
+        assert t["strides"] == [2 * t["K"]] and t["dims"] == [t["K"], t["gmem_rows"]] and swizzle_128
+        assert m == {"dims": [K, rows], "stride": 2 * K, "box": t["box"], "elem_bytes": 2, "swizzle_bytes": 128}, m
     eb = 2
     queries, expect = [], []
     for op, slices, rows in ((A, cfg.bm // 64, 64), (B, 1, cfg.bn)):

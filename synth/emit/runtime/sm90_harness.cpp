@@ -56,13 +56,19 @@ int main(int argc, char** argv) {
   std::string descs;  // the distinct (A, B) wgmma descriptor pairs the kernel issued, for the layout checks
   for (auto [da, db] : s.wgmma_descs)
     descs += (descs.empty() ? "[" : ", [") + std::to_string(da) + ", " + std::to_string(db) + "]";
+  std::string maps;  // the tensor maps of A and B as the emulator's TMA reads them (dims, row stride, box)
+  for (const CUtensorMap* m : {&tmA, &tmB})
+    maps += std::string(maps.empty() ? "" : ", ") + "{\"dims\": [" + std::to_string(m->dim[0]) + ", " +
+            std::to_string(m->dim[1]) + "], \"stride\": " + std::to_string(m->stride1) + ", \"box\": [" +
+            std::to_string(m->box[0]) + ", " + std::to_string(m->box[1]) + "], \"elem_bytes\": " +
+            std::to_string(m->elem_bytes) + ", \"swizzle_bytes\": " + std::to_string(m->swizzle) + "}";
   std::string msg;
   for (char c : s.failure) msg += (c == '"' || c == '\\') ? ' ' : c;
   std::printf("{\"ok\": %s, \"kind\": \"%s\", \"message\": \"%s\", \"guard_written\": %s, \"landed\": %ld, "
               "\"tx_bytes\": %ld, \"wgmma\": %ld, \"poisoned_ops\": %ld, \"waw\": %ld, \"arrivals\": %ld, "
-              "\"tickets_left\": %ld, \"wgmma_descs\": [%s]}\n",
+              "\"tickets_left\": %ld, \"wgmma_descs\": [%s], \"tensor_maps\": [%s]}\n",
               ok ? "true" : "false", s.kind.c_str(), msg.c_str(),
               (std::isnan(C[C.size() - 4]) ? "false" : "true"), s.stat_landed, s.stat_tx_bytes, s.stat_wgmma,
-              s.stat_poisoned_ops, s.stat_waw, s.stat_arrivals, tickets_left, descs.c_str());
+              s.stat_poisoned_ops, s.stat_waw, s.stat_arrivals, tickets_left, descs.c_str(), maps.c_str());
   return ok ? 0 : 3;
 }
