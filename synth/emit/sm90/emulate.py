@@ -98,7 +98,8 @@ def run_emulated(kernel_cu: str, A_bits: np.ndarray, B_bits: np.ndarray, C_in: O
     bf16 bits, as the kernel's dtype reads them), ``C_in`` (M x ldc float32) when given. Returns
     ``(C, info)``: C is M x ``ldc`` float32 starting as NaN, ``info`` the emulator's report (``ok``,
     ``kind`` '' / 'hang' / 'fault' / 'protocol', ``message``, counters, ``tickets_left``, ``wgmma_descs``:
-    the distinct ``[A, B]`` wgmma descriptor pairs the kernel issued). Blocks run one
+    the distinct ``[A, B]`` wgmma descriptor pairs the kernel issued, ``tensor_maps``: the A and B maps its
+    TMA read, each ``dims``, ``stride``, ``box``, ``elem_bytes``, ``swizzle_bytes``). Blocks run one
     at a time in ``block_order``: ``forward`` (launch order), ``reverse`` or ``shuffle:SEED``; a split-K
     kernel (``SYNTH_SPLIT_K > 1``) gets ``gridDim.z`` splits, a NaN-filled workspace and zeroed tickets.
     EmulatorError when it cannot run."""
