@@ -34,7 +34,7 @@ def _find(p: HopperProgram, pred):
 
 
 def mutants(p: HopperProgram) -> list[tuple[str, HopperProgram, frozenset]]:
-    """The issue's mutants of ``p`` that apply to it."""
+    """The bug table's mutants of ``p`` (docs/hopper.md, "Known bug shapes") that apply to it."""
     out = []
 
     def at(loc, fn):

@@ -3,7 +3,8 @@
 Input: a :class:`~synth.hopper.ir.HopperProgram`. Output: a :class:`HopperReport` with one
 Z3 query per obligation (the negation; ``unsat`` proves it), classes ``arrivals``,
 ``tx_bytes``, ``parity``, ``no_deadlock``, ``release_after_wgmma``, ``wgmma_wait``,
-``slot_reuse``, ``raw``, ``fence``, ``wellformed`` (docs/hopper.md gives each claim).
+``wgmma_drain``, ``slot_reuse``, ``raw``, ``coverage``, ``fence``, ``teardown``, ``wellformed``
+(docs/hopper.md gives each claim). One deadline may bound the whole call (:func:`verify_hopper`).
 
 One encoder, two completion variants: every role is a :class:`~synth.program.Program`
 encoded by :class:`synth.verify.encode.Encoder` (part membership, guards, predicates and

@@ -1,4 +1,4 @@
-"""Issue 16's bug table: each bug as a small Hopper program that synth refutes with a
+"""The known bug shapes of docs/hopper.md: each bug as a small Hopper program that synth refutes with a
 counterexample in the program's terms, and its corrected form proven for every T >= 1.
 The explicit-state oracle (real mbarrier semantics) judges both forms at small T."""
 
