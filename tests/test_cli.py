@@ -359,7 +359,7 @@ def test_run_exits_1_and_measure_exits_0_without_gpu(capsys, gemm_out):
     assert r.returncode == 1 and "no CUDA GPU" in r.stderr and "Traceback" not in r.stderr
     rc, env = run_json(capsys, "search", "gemm", "--M", "512", "--N", "512", "--K", "512", "--time-limit", "5",
                        "--no-sass", "--measure", "--out", str(out.parent / "m"))
-    # issue 11: --measure without a GPU says once that the figures are predictions and exits 0
+    # --measure without a GPU says once that the figures are predictions and exits 0
     assert rc == 0 and env["errors"] == [] and env["result"]["candidates"]
     assert env["command"] == "search" and len(env["warnings"]) == 1 and "prediction" in env["warnings"][0]
     r = synth("search", "gemm", "--M", "512", "--N", "512", "--K", "512", "--time-limit", "5", "--no-sass",

@@ -1,4 +1,4 @@
-"""The problem loader (SPEC §1): every bad input gets one located error, every example loads.
+"""The problem loader (docs/problem-format.md): every bad input gets one located error, every example loads.
 
 Each ``tests/bad/*.yaml`` opens with ``# expect: LINE:COL: <substring of the message>``
 and may follow it with ``# fix: <substring of the fix>``; one parametrized test

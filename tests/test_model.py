@@ -318,7 +318,7 @@ target:
 
 @pytest.mark.parametrize("shared", [4, 1024])
 def test_in_place_async_update_solves(shared: int) -> None:
-    # Issue 10: every schedule of an async op that reads and writes one buffer ended in
+    # Every schedule of an async op that reads and writes one buffer ended in
     # "simulator rejects the solver's timing". The model, the simulator and the lowering
     # agree: one instance reads its operand before it writes its result; async, it keeps
     # reading until its group completes, so it needs a second slot (when it fits).

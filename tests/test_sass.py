@@ -11,7 +11,7 @@
 * CUTLASS's default configuration (128x256x64, 8 warps, 3 stages) and Triton's
   tutorial default (128x128x64, 4 warps, 3 stages) compile without spills, also
   at ``-maxrregcount`` = ``gemm.register_estimate`` (sm_80);
-* issue 9's targets for the main loop, the comparison with CUTLASS, and the
+* the main loop's targets (docs/cuda_kernel.md, section 6), the comparison with CUTLASS, and the
   schedule surviving ptxas (the order of LDGSTS, LDSM, HMMA, DEPBAR, BAR.SYNC
   against program.json), for a static and a symbolic trip count.
 """
@@ -168,7 +168,7 @@ def target_build(key: str, symbolic: bool = False):
 @pytest.mark.parametrize("symbolic", (False, True), ids=("static-T", "symbolic-T"))
 @pytest.mark.parametrize("key", TARGET_CONFIGS)
 def test_main_loop_meets_the_targets(key, symbolic):
-    """Issue 9's targets, per k-tile: longest HMMA-free run <= 8, >= 8 HMMA between an LDSM and its first
+    """The main loop's targets (docs/cuda_kernel.md, section 6), per k-tile: longest HMMA-free run <= 8, >= 8 HMMA between an LDSM and its first
     use, no HMMA-free run holding more than a third of the LDGSTS, 128-bit C stores, no spills; live
     instructions per HMMA at most CUTLASS's as measured by benchmarks/sass_vs_cutlass.py (2.48, 2.48, 2.06
     with nvcc 13.0; compared with CUTLASS compiled here when nvidia-cutlass is installed)."""

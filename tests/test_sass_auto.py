@@ -1,4 +1,4 @@
-"""Issue 9's main-loop targets for ``stages: auto``: the solver's own schedule, emitted and compiled.
+"""The main-loop targets (docs/cuda_kernel.md, section 6) for ``stages: auto``: the solver's own schedule, emitted and compiled.
 
 benchmarks/sass_vs_cutlass.py's configurations 128x128x32 with 4 warps and 128x256x64 with 8 warps, solved
 with ``stages: auto`` (K = 4096, the solver chooses stages, order and slots), lowered, emitted and compiled

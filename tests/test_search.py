@@ -322,7 +322,7 @@ def test_cli_json_and_prediction_notice(capsys, tmp_path):
     from synth.search import gpu_available
 
     gpu = gpu_available()[0]
-    assert rc == 0  # issue 11: --measure without a GPU says the figures are predictions and exits 0
+    assert rc == 0  # --measure without a GPU says the figures are predictions and exits 0
     env = json.loads(out)
     assert env["format"] == "synth-json" and env["command"] == "search"
     doc = env["result"]
@@ -342,7 +342,7 @@ def test_cli_table(capsys):
     rc = main(["search", "gemm", "--M", "4096", "--N", "4096", "--K", "4096", "--time-limit", "20", "--measure",
                "--no-sass"])
     out = capsys.readouterr().out
-    assert rc == 0  # issue 11: with or without a GPU
+    assert rc == 0  # with or without a GPU
     assert "pred µs" in out and "TFLOP/s" in out and "why #1" in out and "excluded before evaluation" in out
     assert "cutlass default" in out and "triton default" in out and "stages (smem slots)" in out
     if not gpu_available()[0]:

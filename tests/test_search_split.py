@@ -1,4 +1,4 @@
-"""Split-K in ``synth search gemm`` (issue 11): the split dimension of the space, its model, the ranking,
+"""Split-K in ``synth search gemm`` (docs/search.md): the split dimension of the space, its model, the ranking,
 the reasons, the JSON and table, and the folders the search writes."""
 
 from __future__ import annotations

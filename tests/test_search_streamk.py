@@ -1,4 +1,4 @@
-"""Stream-K in ``synth search gemm`` (issue 11): the variants, their model, the ranking, the reasons, the JSON and
+"""Stream-K in ``synth search gemm`` (docs/search.md): the variants, their model, the ranking, the reasons, the JSON and
 table, and the folder the search writes (docs/search.md section 3, "Stream-K")."""
 
 from __future__ import annotations

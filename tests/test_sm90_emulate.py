@@ -1,5 +1,5 @@
 """The sm_90a GEMM (synth.emit.sm90) on the CPU emulator: equal to numpy at many shapes, and each
-Hopper bug of issue 16 injected into the proven program (synth.hopper.mutants) and emitted makes
+Hopper bug shape of docs/hopper.md ("Known bug shapes") injected into the proven program (synth.hopper.mutants) and emitted makes
 the kernel give a wrong result or a reported hang."""
 
 import shutil

@@ -58,7 +58,7 @@ def test_compiles_for_sm90a(bm, bn, stages):
     assert names["USETMAXREG"] == 2
     assert c.spill_stores == 0 and c.spill_loads == 0 and c.stack == 0
     assert "C7514" not in c.log, "ptxas serialized the wgmma pipeline"
-    f = figures(c, 4)  # issue 17's targets: CUTLASS cooperative has 11.25 and 28 at both tiles
+    f = figures(c, 4)  # the targets of docs/hopper_kernel.md: CUTLASS cooperative has 11.25 and 28 at both tiles
     assert f["insn_per_hgmma"] <= 11.25 and f["longest_free"] <= 28, f
 
 

@@ -324,7 +324,7 @@ def test_error_located_on_its_line(tmp_path) -> None:
 
 
 def test_edited_in_flight_is_rechecked(tmp_path) -> None:
-    """SPEC §3: a person who edits one in_flight gets the new count checked."""
+    """docs/verification.md: a person who edits one in_flight gets the new count checked."""
     d = _doc()
     d["waits"][0]["in_flight"] = 2
     r = verify_program(load_program(_write(tmp_path, d)))

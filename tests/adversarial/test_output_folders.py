@@ -1,4 +1,4 @@
-"""synth only ever replaces what it wrote: --force, problem names and -o paths (issue 10, data loss).
+"""synth only ever replaces what it wrote: --force, problem names and -o paths (data loss).
 
 Each test runs ``synth solve`` in-process as a user would and checks the
 user's files afterwards, byte for byte.

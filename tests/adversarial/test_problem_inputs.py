@@ -1,4 +1,4 @@
-"""Crashes and hangs on problem files (issue 10): each class as a small reproducer, plus a mutation property.
+"""Crashes and hangs on problem files: each class as a small reproducer, plus a mutation property.
 
 Every file in ``tests/adversarial/problems/`` opens with ``# expect: CODE [LINE:COL] [substring]``:
 ``synth solve`` must exit with CODE, within a time bound, without a traceback, and

@@ -1,4 +1,4 @@
-"""Issue 10: ``synth verify`` trusts no field of program.json it can derive or check.
+"""``synth verify`` trusts no field of program.json it can derive or check.
 
 Each test is a small reproducer of one attack: a derived field edited (refused with
 exit 2 and a located message, or re-derived), a type coerced, or input that used to

@@ -213,7 +213,7 @@ def test_the_solved_kernel_compiles_for_sm90a_and_meets_the_sass_targets(solved)
     assert names["UTMALDG"] and names["HGMMA"] and names["SYNCS"]
     assert names["HMMA"] == 0 and names["LDGSTS"] == 0
     assert c.spill_stores == 0 and c.spill_loads == 0 and "C7514" not in c.log
-    f = figures(c, 4)  # issue 17: at most CUTLASS cooperative's 11.25 instructions per HGMMA, run <= 28
+    f = figures(c, 4)  # the targets of docs/hopper_kernel.md: at most CUTLASS cooperative's 11.25 instructions per HGMMA, run <= 28
     assert f["insn_per_hgmma"] <= 11.25 and f["longest_free"] <= 28, f
 
 
