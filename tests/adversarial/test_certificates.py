@@ -1,4 +1,4 @@
-"""Issue 10: deliberate edits of a certificate must FAIL with a precise message (synth certify)."""
+"""Deliberate edits of a certificate must FAIL with a precise message (synth certify)."""
 
 from __future__ import annotations
 
