@@ -33,9 +33,7 @@ optional ``progress(phase, done, total)`` callback.
 
 from __future__ import annotations
 
-import json
 import os
-import time
 from typing import Callable, Optional, Union
 
 from .errors import Loc, SynthError
@@ -72,14 +70,16 @@ def solve(problem, *, out: Optional[str] = None, force: bool = False, time_limit
     from .outdir import check_out_dir
     from .pipeline import run as run_pipeline, write_outputs
 
+    from .deadline import Deadline
+
     _check_limits(time_limit, workers)
-    deadline = time.monotonic() + time_limit
+    deadline = Deadline.after(time_limit)
     p = _problem(problem)
     if out is not None:
         check_out_dir(os.fspath(out), force=force)
     result = run_pipeline(p, deadline=deadline, workers=workers, verify=verify, progress=progress)
     if out is not None:
-        write_outputs(result, os.fspath(out), force=force)
+        write_outputs(result, os.fspath(out), force=force, deadline=deadline)
     return result
 
 
@@ -134,50 +134,86 @@ def _key_loc(path: str, key: str) -> Loc:
 
 
 def verify(target, *, time_limit: float = 60.0, certificate: Optional[str] = None,
-           progress: Optional[Progress] = None):
+           progress: Optional[Progress] = None, force: bool = False):
     """Prove every wait of a program again (``synth verify``); returns :class:`synth.verify.Report`.
 
     ``target`` is a :class:`~synth.program.Program`, a ``program.json`` or an
     output folder (whose ``program.json`` must then be the lowering of its ``problem.yaml`` and
     ``schedule.json`` up to the wait counts: :func:`synth.pipeline.check_lowered`); a Hopper program (``"protocol": "mbarrier"``, or a
     :class:`~synth.hopper.ir.HopperProgram`) gives a
-    :class:`~synth.verify.phases.HopperReport` instead (docs/hopper.md). ``time_limit`` bounds the whole call (each Z3 query at most
-    :data:`PROVE_QUERY_LIMIT` s). With ``certificate`` the SMT-LIB2 files and
-    manifest are written to that folder (created atomically; an existing one is
-    replaced only if synth wrote it). ``report.ok`` is False when a wait is
-    refuted or unproven; ``report.render()`` explains it. ``progress`` is
-    called as ``progress("prove", done, total)`` per obligation.
+    :class:`~synth.verify.phases.HopperReport` instead (docs/hopper.md).
+
+    ``time_limit`` bounds the whole call, reading and writing included: each Z3
+    query gets at most :data:`PROVE_QUERY_LIMIT` s and none past the deadline;
+    once it has passed, :class:`synth.deadline.TimeUp` names the phase cut
+    (``prove``, ``write``) and no certificate folder is left.
+
+    With ``certificate`` the SMT-LIB2 files and manifest of the program *as
+    given* (the target's bytes; verify changes nothing it proves, so ``synth
+    certify`` of that folder checks the same program) are written to that
+    folder, created atomically; an existing folder is replaced only with
+    ``force`` and only if synth wrote every file in it (docs/outputs.md). A
+    Hopper certificate is written only when every obligation is proven.
+    ``report.ok`` is False when a wait is refuted or unproven; ``report.render()``
+    explains it. ``progress`` is called as ``progress("prove", done, total)`` per obligation.
     """
+    from .deadline import Deadline, TimeUp
     from .hopper.ir import HopperProgram, is_hopper_file, load_hopper
+    from .outdir import check_out_dir, publish
     from .verify import load_program, verify_program, write_certificate
 
     _check_limits(time_limit)
-    deadline = time.monotonic() + time_limit
+    deadline = Deadline.after(time_limit)
+    if certificate is not None:
+        check_out_dir(os.fspath(certificate), force=force, flag="--certificate")
     if isinstance(target, (str, os.PathLike)) and is_hopper_file(os.fspath(target)):
         target = load_hopper(os.fspath(target))
     if isinstance(target, HopperProgram):  # docs/hopper.md: a HopperReport, obligations by class
         from .verify.certificate_phases import write_hopper_certificate
         from .verify.phases import verify_hopper
 
-        report = verify_hopper(target, time_limit=min(PROVE_QUERY_LIMIT, time_limit))
+        deadline.check("prove")
+        report = verify_hopper(target, time_limit=PROVE_QUERY_LIMIT, deadline=deadline.at)
+        if deadline.expired() and not report.ok:
+            raise TimeUp("prove", time_limit)
         if certificate is not None and report.ok:
-            from .outdir import publish
+            def build(tmp: str) -> None:
+                deadline.check("write (certificate)")
+                write_hopper_certificate(report, tmp, timeout_s=deadline.cap(60.0))
+                deadline.check("write (certificate)")
 
-            publish(os.fspath(certificate), lambda tmp: write_hopper_certificate(report, tmp), flag="--certificate")
+            publish(os.fspath(certificate), build, force=force, flag="--certificate")
         return report
     if isinstance(target, (str, os.PathLike)) and os.path.isdir(target) and \
             os.path.isfile(os.path.join(target, "problem.yaml")):
         from .pipeline import load_output
 
         load_output(os.fspath(target))  # a folder's three files must agree (SynthError at the one that does not)
-    program = load_program(os.fspath(target)) if isinstance(target, (str, os.PathLike)) else target
+        deadline.check("reading the folder")
+    if isinstance(target, (str, os.PathLike)):
+        program = load_program(os.fspath(target))
+        data = _program_bytes(os.fspath(target))
+    else:
+        from .program import dumps
+
+        program, data = target, dumps(target).encode("utf-8")
+    deadline.check("reading the program")
     report = verify_program(program, time_limit=PROVE_QUERY_LIMIT, deadline=deadline,
                             progress=None if progress is None else lambda done, total: progress("prove", done, total))
     if certificate is not None:
-        from .outdir import publish
-
-        publish(os.fspath(certificate), lambda tmp: write_certificate(report, tmp), flag="--certificate")
+        publish(os.fspath(certificate),
+                lambda tmp: write_certificate(report, tmp, deadline=deadline, program_bytes=data),
+                force=force, flag="--certificate")
     return report
+
+
+def _program_bytes(path: str) -> bytes:
+    """The bytes of the ``program.json`` of ``path`` (the file, or the folder holding it), read as verify read it."""
+    from .readfile import read_regular_bytes
+    from .trusted.program import MAX_BYTES
+
+    file = os.path.join(path, "program.json") if os.path.isdir(path) else path
+    return read_regular_bytes(file, MAX_BYTES, "program.json")
 
 
 def certificate_dir(directory: str) -> str:
@@ -194,24 +230,17 @@ def certify(directory: str, *, time_limit: float = 120.0):
     """Re-check a certificate with Z3 and cvc5 alone (``synth certify``); returns :class:`CertifyResult`.
 
     ``directory`` is ``OUT/certificate/`` or ``OUT/`` itself. ``time_limit``
-    is split evenly over the obligations' two solver calls each.
+    bounds the whole check: each solver call gets at most what is left, and an
+    obligation not asked in time fails as unknown.
     """
     from .verify import certify as certify_dir
-    from .verify.certificate import MANIFEST
     from .verify.certificate_phases import certify_hopper, is_hopper_certificate
 
     _check_limits(time_limit)
     d = certificate_dir(os.fspath(directory))
     if is_hopper_certificate(d):
         return certify_hopper(d, timeout_s=time_limit)
-    n = 1
-    try:
-        with open(os.path.join(d, MANIFEST), encoding="utf-8") as fh:
-            doc = json.load(fh)
-        n = max(1, len(doc.get("obligations", []))) if isinstance(doc, dict) else 1
-    except (OSError, ValueError, TypeError):
-        pass  # certify reports the unreadable manifest itself
-    return certify_dir(d, timeout_s=max(0.05, time_limit / (2 * n)))
+    return certify_dir(d, timeout_s=time_limit, time_limit=time_limit)
 
 
 def _parts(source):

@@ -270,16 +270,20 @@ def test_every_integer_field_refuses_other_types_and_out_of_range_values() -> No
 # -- wiring and the trusted boundary ------------------------------------------------------------
 
 def test_certify_hopper_adds_the_independent_verdict_and_fails_with_it(tmp_path, monkeypatch) -> None:
+    """A Hopper certificate holds the independent checker's obligations: its writer runs that
+    checker and writes nothing when it fails; certify re-derives them (trusted) and asks both solvers."""
     from synth.trusted.hopper import TrustedHopperResult
     from synth.verify import certificate_phases as cp
     p = lower_hopper(HopperLoop("g", LOADS, "mma", 2, 1))
-    cp.write_hopper_certificate(verify_hopper(p, time_limit=20), str(tmp_path / "c"))
+    report = verify_hopper(p, time_limit=20)
+    cp.write_hopper_certificate(report, str(tmp_path / "c"))
     res = cp.certify_hopper(str(tmp_path / "c"))
-    assert res.ok and any(m.startswith("independent Hopper check OK") for m in res.messages), res.render()
-    monkeypatch.setattr(cp, "check_hopper_program", lambda data, timeout_s: TrustedHopperResult(
+    assert res.ok and "re-derived and unsat" in res.messages[0], res.render()
+    monkeypatch.setattr(cp, "check_hopper_program", lambda data, timeout_s, tightness: TrustedHopperResult(
         False, (), ("independent Hopper check FAILED: stand-in",)))
-    res = cp.certify_hopper(str(tmp_path / "c"))
-    assert not res.ok and "stand-in" in res.render()
+    with pytest.raises(ValueError, match="stand-in"):
+        cp.write_hopper_certificate(report, str(tmp_path / "d"))
+    assert not (tmp_path / "d").exists()
 
 
 def test_hopper_checker_imports_nothing_else_of_synth() -> None:

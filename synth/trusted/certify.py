@@ -14,6 +14,17 @@ and a copy of the ``program.json`` it proves. :func:`certify`:
    charged wait that differs, fails;
 4. asks Z3 and cvc5 each file; every answer must be ``unsat``.
 
+:func:`certify_hopper` does the same for a Hopper certificate (format :data:`HOPPER_FORMAT`):
+the obligations are :func:`synth.trusted.hopper.derive_hopper`'s, under the manifest's deadlock
+ranking (a hint: any ranking whose files are all unsat proves freedom from deadlock), and a wgmma
+wait whose ``program.json`` claims ``"tight": true`` is tested (:func:`~synth.trusted.hopper.wgmma_tightness`).
+
+Both read only regular files (:func:`~synth.trusted.program.read_regular`: never a FIFO or a
+device, the size bound enforced while reading), a manifest of at most :data:`MAX_MANIFEST_BYTES`
+nested at most :data:`MAX_MANIFEST_DEPTH` deep, and keep to one time limit for the whole check:
+an obligation not asked before it runs out, or one a solver cannot answer, fails the
+certificate as unknown with the reason.
+
 Part of the trusted base: imports nothing from synth outside ``synth.trusted``.
 """
 
@@ -22,17 +33,28 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import re
+import time
 from dataclasses import dataclass
 from typing import Optional
 
 from . import solvers
+from .hopper import derive_hopper, wgmma_tightness
+from .hopper_program import MAX_BYTES as HOPPER_MAX_BYTES
+from .hopper_program import HopperInputError, read_hopper_bytes
 from .obligations import derive
-from .program import InputError, read_bytes
-from .program import MAX_BYTES
+from .program import MAX_BYTES, InputError, read_bytes, read_regular
 
 FORMAT = "synth-certificate/2"
+HOPPER_FORMAT = "synth-certificate-hopper/2"
 MANIFEST = "manifest.json"
 PROGRAM = "program.json"
+MAX_MANIFEST_BYTES = 8 << 20
+"""Size of ``manifest.json`` (8 MiB; about 400 bytes per obligation)."""
+MAX_MANIFEST_DEPTH = 8
+"""Nesting of ``manifest.json`` (it needs 4)."""
+MAX_LAG = 16
+"""Largest role lag of a Hopper certificate's deadlock ranking, either sign."""
 
 
 @dataclass(frozen=True)
@@ -79,101 +101,235 @@ def _fail(msg: str, sv=(), program: str = "") -> CertifyResult:
     return CertifyResult(False, (), (f"certificate FAILED: {msg}",), tuple(sv), program)
 
 
-def certify(directory: str, *, timeout_s: float = 60.0) -> CertifyResult:
-    """Check the certificate in ``directory`` (``OUT/certificate/``; ``OUT/`` also accepted)."""
-    if not os.path.isfile(os.path.join(directory, MANIFEST)) and \
-            os.path.isfile(os.path.join(directory, "certificate", MANIFEST)):
-        directory = os.path.join(directory, "certificate")
-    v = solvers.versions()
-    sv = tuple((n, v[n] or "missing") for n in ("z3", "cvc5"))
+class _Refused(ValueError):
+    """The certificate cannot be checked: the message says why."""
+
+
+def _no_dupes(pairs):
+    out = {}
+    for k, v in pairs:
+        if k in out:
+            raise ValueError(f"key {k!r} appears twice in one object")
+        out[k] = v
+    return out
+
+
+def _no_constant(name: str):
+    raise ValueError(f"{name} is not a JSON number")
+
+
+def read_manifest(path: str) -> dict:
+    """The manifest at ``path``: a regular file of at most :data:`MAX_MANIFEST_BYTES`, UTF-8 JSON
+    nested at most :data:`MAX_MANIFEST_DEPTH` deep, no duplicate keys or ``NaN``, an object whose
+    ``obligations`` is a list of objects. Raises ``FileNotFoundError`` when absent and ValueError
+    (the reason) otherwise."""
+    try:
+        data = read_regular(path, MAX_MANIFEST_BYTES)
+    except FileNotFoundError:
+        raise
+    except OSError as e:
+        raise ValueError(f"cannot read: {e.strerror or e}") from None
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as e:
+        raise ValueError(f"not UTF-8 (offset {e.start})") from None
+    depth = 0
+    for ch in re.sub(r'"(?:[^"\\]|\\.)*"', '""', text):
+        depth += 1 if ch in "[{" else (-1 if ch in "]}" else 0)
+        if depth > MAX_MANIFEST_DEPTH:
+            raise ValueError(f"JSON nested more than {MAX_MANIFEST_DEPTH} deep")
+    try:
+        doc = json.loads(text, object_pairs_hook=_no_dupes, parse_constant=_no_constant)
+    except json.JSONDecodeError as e:
+        raise ValueError(f"not valid JSON: {e.msg} at line {e.lineno} column {e.colno}") from None
+    except (ValueError, RecursionError) as e:
+        raise ValueError(f"not valid JSON: {e}") from None
+    if not isinstance(doc, dict):
+        raise ValueError(f"expected a JSON object, got {type(doc).__name__}")
+    obs = doc.get("obligations")
+    if not isinstance(obs, list):
+        raise ValueError("\"obligations\" is not a list")
+    for n, e in enumerate(obs):
+        if not isinstance(e, dict):
+            raise ValueError(f"obligations[{n}] is {type(e).__name__}, not an object")
+        for key in ("id", "file", "kind", "sha256"):
+            if not isinstance(e.get(key), str):
+                raise ValueError(f"obligations[{n}].{key} is {json.dumps(e.get(key))[:40]}, not a string")
+    return doc
+
+
+def _cert_dir(directory: str) -> str:
+    if not os.path.lexists(os.path.join(directory, MANIFEST)) and \
+            os.path.lexists(os.path.join(directory, "certificate", MANIFEST)):
+        return os.path.join(directory, "certificate")
+    return directory
+
+
+def _load(directory: str, fmt: str, limit: int, sv) -> tuple:
+    """``(manifest, program file, its bytes)``, or raises :class:`_Refused` with the message."""
     path = os.path.join(directory, MANIFEST)
     try:
-        if os.path.getsize(path) > MAX_BYTES:
-            return _fail(f"{path}: manifest larger than {MAX_BYTES} bytes", sv)
-        with open(path, encoding="utf-8") as fh:
-            manifest = json.load(fh)
+        manifest = read_manifest(path)
     except FileNotFoundError:
-        return _fail(f"{path}: no manifest (pass OUT/ or OUT/certificate/ as written by 'synth solve')", sv)
-    except (OSError, ValueError, RecursionError) as e:
-        return _fail(f"{path}: unreadable manifest: {e}", sv)
-    if not isinstance(manifest, dict) or manifest.get("format") != FORMAT or \
-            not isinstance(manifest.get("obligations"), list) or \
-            not all(isinstance(e, dict) for e in manifest["obligations"]):
-        return _fail(f"{path}: not a {FORMAT} manifest (re-run 'synth solve' to write a current certificate)", sv)
+        raise _Refused(f"{path}: no manifest (pass OUT/ or OUT/certificate/ as written by 'synth solve')") from None
+    except ValueError as e:
+        if "is not a list" in str(e) or "expected a JSON object" in str(e):
+            raise _Refused(f"{path}: not a {fmt} manifest ({e}; re-run 'synth solve' to write a current "
+                           "certificate)") from None
+        raise _Refused(f"{path}: unreadable manifest: {e}") from None
+    if manifest.get("format") != fmt:
+        raise _Refused(f"{path}: not a {fmt} manifest (re-run 'synth solve' to write a current certificate)")
     prog_file = program_path(directory)
     try:
-        with open(prog_file, "rb") as fh:
-            data = fh.read(MAX_BYTES + 1)
-    except OSError:
-        return _fail(f"no {PROGRAM} beside or inside {directory}: the certificate proves a program, and "
-                     "certify needs that program to re-derive the obligations", sv)
+        data = read_regular(prog_file, limit)
+    except FileNotFoundError:
+        raise _Refused(f"no {PROGRAM} beside or inside {directory}: the certificate proves a program, and "
+                       "certify needs that program to re-derive the obligations") from None
+    except (OSError, ValueError) as e:
+        raise _Refused(f"{prog_file}: {getattr(e, 'strerror', None) or e}") from None
     digest = sha256(data)
     if manifest.get("program_sha256") != digest:
-        return _fail(f"{prog_file} has sha256 {digest}, the manifest says {manifest.get('program_sha256')}: "
-                     "this certificate is not for this program (or program.json was changed)", sv, prog_file)
+        raise _Refused(f"{prog_file} has sha256 {digest}, the manifest says {str(manifest.get('program_sha256'))[:80]}: "
+                       "this certificate is not for this program (or program.json was changed)")
+    return manifest, prog_file, data
+
+
+def certify(directory: str, *, timeout_s: float = 60.0, time_limit: Optional[float] = None) -> CertifyResult:
+    """Check the certificate in ``directory`` (``OUT/certificate/``; ``OUT/`` also accepted).
+
+    ``timeout_s`` bounds each solver call; ``time_limit`` (seconds, optional) the whole check:
+    obligations not asked in time fail as unknown."""
+    directory = _cert_dir(directory)
+    v = solvers.versions()
+    sv = tuple((n, v[n] or "missing") for n in ("z3", "cvc5"))
+    try:
+        manifest, prog_file, data = _load(directory, FORMAT, MAX_BYTES, sv)
+    except _Refused as e:
+        return _fail(str(e), sv)
     try:
         program = read_bytes(data, prog_file)
     except InputError as e:
         return _fail(f"{e}", sv, prog_file)
-    derived = derive(program)
+    return _compare_and_ask(directory, manifest, derive(program), prog_file, sv, timeout_s, time_limit)
 
+
+def certify_hopper(directory: str, *, timeout_s: float = 60.0, time_limit: Optional[float] = None) -> CertifyResult:
+    """Check the Hopper certificate in ``directory`` (``OUT/certificate/``; ``OUT/`` also accepted).
+
+    As :func:`certify`, with the obligations of :func:`synth.trusted.hopper.derive_hopper` under
+    the manifest's ``ranking`` (``{role: lag}``, lags in ``-MAX_LAG .. MAX_LAG``), and each wgmma
+    wait that ``program.json`` claims tight tested."""
+    t0 = time.monotonic()
+    directory = _cert_dir(directory)
+    v = solvers.versions()
+    sv = tuple((n, v[n] or "missing") for n in ("z3", "cvc5"))
+    try:
+        manifest, prog_file, data = _load(directory, HOPPER_FORMAT, HOPPER_MAX_BYTES, sv)
+    except _Refused as e:
+        return _fail(str(e), sv)
+    try:
+        program = read_hopper_bytes(data)
+    except HopperInputError as e:
+        return _fail(f"{prog_file}: {e} (fix: {e.fix})", sv, prog_file)
+    lags = manifest.get("ranking")
+    roles = {r.name for r in program.roles}
+    if not isinstance(lags, dict) or not all(k in roles and type(x) is int and abs(x) <= MAX_LAG
+                                             for k, x in lags.items()):
+        return _fail(f"{os.path.join(directory, MANIFEST)}: ranking: expected {{role: lag}} with roles of "
+                     f"{PROGRAM} and integer lags in -{MAX_LAG}..{MAX_LAG}", sv, prog_file)
+    try:
+        derived = derive_hopper(program, dict(lags))
+    except (ValueError, RecursionError) as e:
+        return _fail(f"{prog_file}: program outside the checker's bounds: {e}", sv, prog_file)
+    left = None if time_limit is None else time_limit - (time.monotonic() - t0)
+    res = _compare_and_ask(directory, manifest, derived, prog_file, sv, timeout_s, left)
+    claims = [(r.name, k) for r in program.roles for k, w in enumerate(r.waits) if w.claimed_tight is True]
+    if not res.ok or not claims:
+        return res
+    left = None if time_limit is None else time_limit - (time.monotonic() - t0)
+    if left is not None and left <= 0:
+        bad = [f"wait_group #{k} of {r} claims \"tight\": true, which was not tested within the time limit"
+               for r, k in claims]
+    else:
+        waits = wgmma_tightness(program, timeout_s if left is None else max(0.05, min(timeout_s, left)))
+        bad = [f"the file claims \"tight\": true, but {w.reason}" for w in waits if not w.ok]
+    if not bad:
+        return res
+    head = res.messages[0].replace("certificate OK", "certificate FAILED", 1)
+    return CertifyResult(False, res.files, (head,) + res.messages[1:] + tuple(bad), res.solvers, res.program)
+
+
+def _compare_and_ask(directory: str, manifest: dict, derived: list, prog_file: str, sv, timeout_s: float,
+                     time_limit: Optional[float]) -> CertifyResult:
+    """Compare the manifest's entries and files with ``derived`` (objects with ``id``, ``kind``,
+    ``smt2``, ``description`` and for cp.async ``wait``), then ask Z3 and cvc5 each matching file."""
+    t0 = time.monotonic()
     messages: list[str] = []
     files: list[CertifyFile] = []
-    listed = {}
+    listed: dict = {}
+    ids = {o.id for o in derived}
     for e in manifest["obligations"]:
-        oid = str(e.get("id"))
+        oid = e["id"]
         if oid in listed:
-            messages.append(f"obligation {oid} is listed twice in the manifest")
+            messages.append(f"obligation {oid[:200]} is listed twice in the manifest")
         listed[oid] = e
     for oid in listed:
-        if oid not in {o.id for o in derived}:
-            messages.append(f"the manifest lists obligation {oid}, which {PROGRAM} does not give")
-    for n, ob in enumerate(derived):
+        if oid not in ids:
+            messages.append(f"the manifest lists obligation {oid[:200]}, which {PROGRAM} does not give")
+    for ob in derived:
+        ob_wait = getattr(ob, "wait", None)
         e = listed.get(ob.id)
         if e is None:
-            files.append(CertifyFile(ob.id, None, ob.kind, ob.wait, "-", "-", False, False,
+            files.append(CertifyFile(ob.id, None, ob.kind, ob_wait, "-", "-", False, False,
                                      f"obligation {ob.id} ({ob.kind}) of {PROGRAM} is missing from the manifest"))
             continue
-        name = e.get("file")
+        name = e["file"]
         wait = e.get("wait")
-        windex = wait.get("index") if isinstance(wait, dict) else None
+        windex = wait.get("index") if isinstance(wait, dict) else wait
         problem = ""
         text = b""
-        if not isinstance(name, str) or os.path.basename(name) != name or not name.endswith(".smt2"):
-            problem = f"file name {name!r} is not a .smt2 file of the folder"
+        if os.path.basename(name) != name or not name.endswith(".smt2") or name.startswith("."):
+            problem = f"file name {name[:80]!r} is not a .smt2 file of the folder"
         else:
             try:
-                with open(os.path.join(directory, name), "rb") as fh:
-                    text = fh.read(MAX_BYTES + 1)
-            except OSError:
+                text = read_regular(os.path.join(directory, name), max(MAX_BYTES, HOPPER_MAX_BYTES))
+            except FileNotFoundError:
                 problem = "file missing"
+            except (OSError, ValueError) as err:
+                problem = f"file unreadable: {getattr(err, 'strerror', None) or err}"
         want = ob.smt2.encode("utf-8")
         if not problem and text != want:
             problem = f"not obligation {ob.id} as derived from {PROGRAM} ({_first_diff(text, want)})"
-        if not problem and e.get("sha256") != sha256(want):
+        if not problem and e["sha256"] != sha256(want):
             problem = "the manifest's sha256 is not the file's"
-        if not problem and (windex != ob.wait or e.get("kind") != ob.kind):
-            problem = (f"manifest entry {ob.id} says kind {e.get('kind')!r}, wait {windex}; {PROGRAM} gives "
-                       f"kind {ob.kind!r}, wait {ob.wait}")
+        if not problem and (windex != ob_wait or e["kind"] != ob.kind):
+            problem = (f"manifest entry {ob.id} says kind {e['kind'][:40]!r}, wait {str(windex)[:20]}; {PROGRAM} "
+                       f"gives kind {ob.kind!r}, wait {ob_wait}")
         if problem:
-            files.append(CertifyFile(ob.id, name, ob.kind, ob.wait, "-", "-", False, False, problem))
+            files.append(CertifyFile(ob.id, name, ob.kind, ob_wait, "-", "-", False, False, problem))
             continue
-        rz = solvers.z3_answer(ob.smt2, timeout_s)
-        rc = solvers.cvc5_answer(ob.smt2, timeout_s)
+        left = None if time_limit is None else time_limit - (time.monotonic() - t0)
+        if left is not None and left <= 0.01:
+            files.append(CertifyFile(ob.id, name, ob.kind, ob_wait, "unknown", "unknown", True, False,
+                                     "unknown: not asked, the time limit ran out (pass a larger --time-limit)"))
+            continue
+        per = timeout_s if left is None else max(0.01, min(timeout_s, left / 2))
+        rz = solvers.z3_answer(ob.smt2, per)
+        rc = solvers.cvc5_answer(ob.smt2, per)
         ok = rz == "unsat" and rc == "unsat"
         msg = "" if ok else (f"{ob.description}: a counterexample exists (sat)" if "sat" in (rz, rc)
-                             else "not proven unsat")
-        files.append(CertifyFile(ob.id, name, ob.kind, ob.wait, rz, rc, True, ok, msg))
+                             else f"not proven unsat ({_why(rz, rc)})")
+        files.append(CertifyFile(ob.id, name, ob.kind, ob_wait, rz, rc, True, ok, msg))
     missing = solvers.missing()
     if missing:
         messages.append(f"missing solver(s): {', '.join(missing)}; certify needs both Z3 and cvc5")
     try:
-        extra = sorted(f for f in os.listdir(directory) if f.endswith(".smt2")
-                       and f not in {str(e.get("file")) for e in listed.values()})
+        names = {e["file"] for e in listed.values()}
+        extra = sorted(f for f in os.listdir(directory) if f.endswith(".smt2") and f not in names)
     except OSError:
         extra = []
     if extra:
-        messages.append(f"files not in the manifest (ignored): {', '.join(extra)}")
+        messages.append(f"files not in the manifest (ignored): {', '.join(extra[:20])}")
     ok = bool(files) and all(f.ok for f in files) and not missing and not any(
         m.startswith(("the manifest lists", "obligation ")) for m in messages)
     head = (f"certificate {'OK' if ok else 'FAILED'}: {sum(f.ok for f in files)}/{len(derived)} obligations of "
@@ -183,6 +339,12 @@ def certify(directory: str, *, timeout_s: float = 60.0) -> CertifyResult:
     failed = [f"{f.file or f.id}: {f.message}" + (f" (z3 {f.z3}, cvc5 {f.cvc5})" if f.hash_ok else "")
               for f in files if not f.ok]
     return CertifyResult(ok, tuple(files), tuple([head] + failed + messages), sv, prog_file)
+
+
+def _why(rz: str, rc: str) -> str:
+    if "unknown" in (rz, rc):
+        return "a solver answered unknown: it ran out of time or gave up"
+    return "a solver could not answer"
 
 
 def _first_diff(got: bytes, want: bytes) -> str:

@@ -29,6 +29,7 @@ import hashlib
 import json
 import os
 import re
+import stat
 from dataclasses import dataclass
 from decimal import Decimal
 from typing import Optional
@@ -125,18 +126,43 @@ class Program:
         return next(p for p in self.parts if p.name == name)
 
 
-def read_file(path: str) -> Program:
-    """Read and check ``path`` (a ``program.json``); raises :class:`InputError`."""
+def read_regular(path: str, limit: int) -> bytes:
+    """The bytes of ``path`` when it is a regular file of at most ``limit`` bytes.
+
+    Raises :class:`OSError` when it cannot be opened and :class:`ValueError` (the reason) when it
+    is not a regular file (a FIFO, a device such as ``/dev/zero``, a folder) or holds more than
+    ``limit`` bytes. Never blocks on a FIFO and never reads more than ``limit + 1`` bytes, whatever
+    the file's reported size."""
+    fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))
     try:
-        size = os.path.getsize(path)
-        if size > MAX_BYTES:
-            raise InputError(path, 0, 0, "", f"file of {size} bytes is larger than the bound {MAX_BYTES}",
-                             "pass the program.json written by 'synth solve'")
-        with open(path, "rb") as fh:
-            data = fh.read(MAX_BYTES + 1)
+        mode = os.fstat(fd).st_mode
+        if not stat.S_ISREG(mode):
+            what = "a folder" if stat.S_ISDIR(mode) else "a FIFO" if stat.S_ISFIFO(mode) else \
+                "a device" if stat.S_ISCHR(mode) or stat.S_ISBLK(mode) else "not a regular file"
+            raise ValueError(f"is {what}: only a regular file is read")
+        chunks, n = [], 0
+        while n <= limit:
+            b = os.read(fd, min(1 << 16, limit + 1 - n))
+            if not b:
+                break
+            chunks.append(b)
+            n += len(b)
+        if n > limit:
+            raise ValueError(f"is larger than the bound of {limit} bytes")
+        return b"".join(chunks)
+    finally:
+        os.close(fd)
+
+
+def read_file(path: str) -> Program:
+    """Read and check ``path`` (a ``program.json``, a regular file); raises :class:`InputError`."""
+    try:
+        data = read_regular(path, MAX_BYTES)
     except OSError as e:
         raise InputError(path, 0, 0, "", f"cannot read: {e.strerror or e}",
                          "pass program.json or the output folder of 'synth solve'") from None
+    except ValueError as e:
+        raise InputError(path, 0, 0, "", str(e), "pass the program.json written by 'synth solve'") from None
     return read_bytes(data, path)
 
 

@@ -32,7 +32,8 @@ def missing() -> list[str]:
 
 
 def z3_answer(text: str, timeout_s: float = 60.0) -> str:
-    """``unsat`` / ``sat`` / ``unknown`` / ``error: ...`` of Z3 on ``text``."""
+    """``unsat`` / ``sat`` / ``unknown`` / ``error: ...`` of Z3 on ``text``; never raises: an exception of
+    Z3 (a parse error, an internal assertion) is an ``error:`` answer, which proves nothing."""
     try:
         import z3
     except ImportError:
@@ -42,8 +43,9 @@ def z3_answer(text: str, timeout_s: float = 60.0) -> str:
         s.set("timeout", max(1, int(timeout_s * 1000)))
         s.from_string(text)
         return str(s.check())
-    except z3.Z3Exception as e:
-        return f"error: {e}"
+    except Exception as e:  # z3.Z3Exception, and whatever an internal error of Z3 raises
+        first = str(e).splitlines()[0] if str(e) else type(e).__name__
+        return f"error: {first[:200]}"
 
 
 def cvc5_answer(text: str, timeout_s: float = 60.0) -> str:
