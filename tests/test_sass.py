@@ -130,7 +130,7 @@ def test_sass_waits_and_copies_match_the_program(key, arch):
 
 
 # ---------------------------------------------------------------------------
-# the main loop against the targets and against program.json
+# the main loop against its targets (docs/cuda_kernel.md, section 6) and against program.json
 
 TARGET_CONFIGS = {  # the configurations of benchmarks/sass_vs_cutlass.py
     "128x128x32w4s3": dict(BM=128, BN=128, BK=32, warps=4, stages=3),

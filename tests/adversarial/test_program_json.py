@@ -46,7 +46,7 @@ def _refused(tmp: pathlib.Path, doc, *needles: str) -> SynthError:
     return err
 
 
-# -- the issue's soundness attack -------------------------------------------------------------
+# -- a soundness attack: a tampered program.json ----------------------------------------------
 
 def test_epilogue_version_moved_two_ahead_and_wait_deleted(tmp_path) -> None:
     """i + 15 -> i + 17 (same slot) and no epilogue wait(0, 0): was PROVEN, yet at T = 16 the read

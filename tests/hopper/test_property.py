@@ -1,5 +1,5 @@
 """Random Hopper problems: lowering -> proof for every T >= 1, with the explicit-state oracle
-(the real mbarrier / wgmma semantics at each small T) as the judge; mutants of the issue's bug
+(the real mbarrier / wgmma semantics at each small T) as the judge; mutants of the known bug
 shapes are refuted by both."""
 
 import pytest

@@ -1,6 +1,6 @@
 """The protocol picture of a Hopper program: one run under the latency model, checked against the
 protocol (loads land before their wgmma, refills wait for releases, waits pass on their phase),
-hangs and violations of the issue's mutants (judged against the exhaustive oracle), and a
+hangs and violations of the known bug shapes' mutants (judged against the exhaustive oracle), and a
 deterministic SVG/PNG naming every lane."""
 
 from __future__ import annotations
