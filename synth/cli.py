@@ -127,7 +127,9 @@ def build_parser() -> argparse.ArgumentParser:
                                    "it is checked); exit 1 with a counterexample when one is unsafe.")
     p.add_argument("target", help="an output folder or a program.json")
     p.add_argument("--certificate", metavar="DIR", help="also write SMT-LIB2 certificates to DIR")
-    _time_limit(p, 60.0, "each Z3 query gets at most 10 s and none runs past it")
+    p.add_argument("--force", action="store_true",
+                   help="with --certificate: replace an existing DIR, only if synth wrote every file in it")
+    _time_limit(p, 60.0, "each Z3 query gets at most 10 s and none runs past it; writing DIR counts too")
     _output_flags(p)
 
     p = sub.add_parser("check", help="prove or refute the waits of Triton, TVM or MLIR pipelined IR",
@@ -207,6 +209,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     command = _guess_command(argv)
     out = Outcome()
     try:
+        from .deadline import install_interrupt
+
+        install_interrupt()  # Ctrl-C: exit 130 at any moment, native solvers stopped (synth.deadline)
         args = build_parser().parse_args(argv)
         if not args.command:
             raise UsageError(None, "synth: no command given", "run 'synth --help' for the list of commands")
@@ -224,9 +229,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         if not as_json:
             print(exc.render(), file=sys.stderr)
     except KeyboardInterrupt:
-        out = Outcome().fail("interrupted", "interrupted")
+        during = f" during 'synth {command}'" if command else ""
+        out = Outcome().fail("interrupted", f"interrupted (Ctrl-C){during}; no output folder was left half-written",
+                             "run the command again")
         if not as_json:
-            print("interrupted", file=sys.stderr)
+            print(f"error: {out.errors[0]['message']}", file=sys.stderr)
     except Exception as exc:  # a bug: say so, keep the traceback on stderr
         traceback.print_exc()
         out = Outcome().fail("internal", f"internal error: {type(exc).__name__}: {exc}",
@@ -237,9 +244,9 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 def _code_of(exc: SynthError) -> Optional[str]:
-    from .pipeline import TimeLimitReached
+    from .deadline import TimeUp
 
-    if isinstance(exc, TimeLimitReached):
+    if isinstance(exc, TimeUp):
         return "time_limit"
     if exc.msg.startswith("no CUDA GPU"):
         return "no_gpu"
@@ -345,17 +352,19 @@ def cmd_solve(args, ui: _Ui) -> Outcome:
     from .outdir import check_out_dir
     from .pipeline import default_out_dir, run, write_outputs
 
+    from .deadline import Deadline, enforced
+
     t_start = time.monotonic()
-    deadline = t_start + args.time_limit
+    deadline = Deadline(t_start + args.time_limit, args.time_limit)  # one deadline for every phase, writing included
     problem = load_problem(args.problem)
     out = args.out or default_out_dir(problem)
     check_out_dir(out, force=args.force)
     t_load = time.monotonic() - t_start
-    with ui.progress() as prog:
+    with ui.progress() as prog, enforced(deadline):
         result = run(problem, deadline=deadline, workers=args.workers, verify=not args.no_verify, progress=prog)
         t0 = time.monotonic()
         prog("write", 0, 1)
-        files = write_outputs(result, out, force=args.force)
+        files = write_outputs(result, out, force=args.force, deadline=deadline)
         prog("write", 1, 1)
     phases = [("load", t_load)] + list(result.phases) + [("write", time.monotonic() - t0)]
     wall = time.monotonic() - t_start
@@ -589,12 +598,14 @@ def cmd_lower(args, ui: _Ui) -> Outcome:
 
 def cmd_verify(args, ui: _Ui) -> Outcome:
     from .api import verify
+    from .deadline import Deadline, enforced
     from .hopper.ir import is_hopper_file
 
     if is_hopper_file(args.target):
         return _verify_hopper(args, ui)
-    with ui.progress() as prog:
-        report = verify(args.target, time_limit=args.time_limit, certificate=args.certificate, progress=prog)
+    with ui.progress() as prog, enforced(Deadline.after(args.time_limit)):
+        report = verify(args.target, time_limit=args.time_limit, certificate=args.certificate, progress=prog,
+                        force=args.force)
     out = Outcome(result={"program": report.program.name, "ok": bool(report.ok),
                           "obligations": _obligation_counts(report),
                           "waits": _waits_json(report.program, report),
@@ -617,33 +628,29 @@ def cmd_verify(args, ui: _Ui) -> Outcome:
 
 def _verify_hopper(args, ui: _Ui) -> Outcome:
     """``synth verify`` of a Hopper program.json (docs/hopper.md): obligations listed by class."""
-    from .hopper.ir import load_hopper
-    from .verify.phases import verify_hopper
+    from .api import verify
 
-    report = verify_hopper(load_hopper(args.target), time_limit=args.time_limit)
-    out = Outcome(result=dict(report.to_json(), certificate=args.certificate))
+    from .deadline import Deadline, enforced
+
+    with enforced(Deadline.after(args.time_limit)):
+        report = verify(args.target, time_limit=args.time_limit, certificate=args.certificate, force=args.force)
+    out = Outcome(result=dict(report.to_json(), certificate=args.certificate if report.ok else None))
     if not ui.silent:
         ui.print(report.render(), markup=False)
     if not report.ok:
         out.fail("refuted" if report.refuted_classes() else "unproven",
                  f"{report.program.name}: not proven ({', '.join(sorted(report.refuted_classes())) or 'unknown'})",
                  "the counterexample names the warp group, iteration, barrier, phase and bytes", Loc(args.target))
-    elif args.certificate:
-        from .outdir import publish
-        from .verify.certificate_phases import write_hopper_certificate
-
-        publish(args.certificate, lambda tmp: write_hopper_certificate(report, tmp), flag="--certificate")
     return out
 
 
 def cmd_certify(args, ui: _Ui) -> Outcome:
     from .api import certify
-    from .verify.certificate_phases import certify_hopper, is_hopper_certificate
 
-    if is_hopper_certificate(args.directory):
-        res = certify_hopper(args.directory, timeout_s=args.time_limit)
-    else:
-        res = certify(args.directory, time_limit=args.time_limit)
+    from .deadline import Deadline, enforced
+
+    with enforced(Deadline.after(args.time_limit)):
+        res = certify(args.directory, time_limit=args.time_limit)  # both forms: one limit for the whole check
     files = [_plain(f) for f in res.files]
     out = Outcome(result={"directory": args.directory, "ok": bool(res.ok), "solvers": _plain(res.solvers),
                           "files": files, "messages": list(res.messages)})

@@ -10,9 +10,12 @@ each file synth wrote with its sha256. The rules, in the order they are checked:
 * Any other existing path is replaced only with ``force``, and only when it is
   a real directory (not a file, not a symlink), not the current directory or
   one of its ancestors, holds the marker, and every file under it is listed in
-  the marker with an unchanged sha256 (so a file the user added or edited is
-  never deleted). Otherwise :class:`~synth.errors.SynthError` names the
+  the marker with an unchanged sha256, and every sub-folder holds a file the
+  marker lists (so a file the user added or edited, or a folder the user made,
+  even an empty one, is never deleted). Otherwise :class:`~synth.errors.SynthError` names the
   offending paths and synth touches nothing.
+* A new folder, its sub-folders and files get the modes a plain ``mkdir`` and
+  ``open`` would give under the user's umask (not ``mkdtemp``'s 0700).
 * The old folder is renamed aside, the new one renamed into place, then the
   old files listed in the marker are deleted one by one and their directories
   removed only when empty; nothing is removed recursively.
@@ -47,8 +50,10 @@ def sha256_file(path: str) -> str:
     return h.hexdigest()
 
 
-def _walk_files(root: str) -> tuple[list[str], list[str]]:
-    """(regular files, other entries: symlinks, devices, ...) under ``root``, as relative paths."""
+def _walk_files(root: str, dirs: list[str] | None = None) -> tuple[list[str], list[str]]:
+    """(regular files, other entries: symlinks, devices, ...) under ``root``, as relative paths.
+
+    With ``dirs``, the sub-folders (real ones, not links) are appended to it, as relative paths."""
     files, odd = [], []
     for dirpath, dirnames, filenames in os.walk(root, followlinks=False):
         for d in list(dirnames):
@@ -56,6 +61,8 @@ def _walk_files(root: str) -> tuple[list[str], list[str]]:
             if os.path.islink(full):
                 odd.append(os.path.relpath(full, root))
                 dirnames.remove(d)
+            elif dirs is not None:
+                dirs.append(os.path.relpath(full, root))
         for f in filenames:
             full = os.path.join(dirpath, f)
             rel = os.path.relpath(full, root)
@@ -88,12 +95,19 @@ def _write_marker(folder: str) -> None:
 
 
 def foreign_files(folder: str) -> list[str]:
-    """Paths under ``folder`` that synth did not write or that changed since (empty: safe to replace)."""
+    """Paths under ``folder`` that synth did not write or that changed since (empty: safe to replace).
+
+    A sub-folder is synth's only when a file the marker lists lies inside it: a
+    folder the user made (even an empty one) is foreign, as a file is."""
     listing = read_marker(folder)
-    files, odd = _walk_files(folder)
+    dirs: list[str] = []
+    files, odd = _walk_files(folder, dirs)
     if listing is None:
         return [MARKER + " (missing: synth did not write this folder)"] + [f for f in files if f != MARKER] + odd
     bad = [f"{o} (not a regular file)" for o in odd]
+    owned = {"/".join(k.split("/")[:n]) for k in listing for n in range(1, k.count("/") + 1)}
+    bad += [f"{d}{os.sep} (a folder synth did not write)" for d in sorted(dirs)
+            if d.replace(os.sep, "/") not in owned]
     for rel in files:
         if rel == MARKER:
             continue
@@ -170,6 +184,7 @@ def publish(out_dir: str, build: Callable[[str], object], *, force: bool = False
     try:
         build(tmp)
         _write_marker(tmp)
+        _apply_umask(tmp)
         check_out_dir(out_dir, force=force, flag=flag)  # again: the long build may have raced a user
         if os.path.isdir(out_abs):
             old = tempfile.mkdtemp(prefix=".synth-old-", dir=parent)
@@ -183,6 +198,24 @@ def publish(out_dir: str, build: Callable[[str], object], *, force: bool = False
         if os.path.isdir(tmp):
             _remove_own(tmp, everything=True)
         raise
+
+
+def _umask() -> int:
+    mask = os.umask(0o022)
+    os.umask(mask)
+    return mask
+
+
+def _apply_umask(folder: str) -> None:
+    """Give a folder built in a ``mkdtemp`` sibling (mode 0700) the modes a plain ``mkdir`` would: the umask's."""
+    mask = _umask()
+    os.chmod(folder, 0o777 & ~mask)
+    dirs: list[str] = []
+    files, _ = _walk_files(folder, dirs)
+    for d in dirs:
+        os.chmod(os.path.join(folder, d), 0o777 & ~mask)
+    for f in files:
+        os.chmod(os.path.join(folder, f), 0o666 & ~mask)
 
 
 def _remove_own(folder: str, *, everything: bool = False) -> None:
@@ -236,6 +269,7 @@ def replace_file(out_dir: str, name: str, text: str, *, force: bool = False) -> 
 def _atomic_write(path: str, text: str) -> None:
     fd, tmp = tempfile.mkstemp(prefix=".synth-tmp-", dir=os.path.dirname(path) or ".")
     try:
+        os.fchmod(fd, 0o666 & ~_umask())  # mkstemp's 0600 is not what the user's umask asks for
         with os.fdopen(fd, "w", encoding="utf-8") as fh:
             fh.write(text)
         os.replace(tmp, path)

@@ -12,8 +12,9 @@ import json
 import os
 import time
 from dataclasses import dataclass, replace
-from typing import Callable, Optional
+from typing import Callable, Optional, Union
 
+from .deadline import NEVER, Deadline, TimeUp, as_deadline
 from .errors import Loc, SynthError
 from .graph import Graph, build_graph
 from .problem import Problem
@@ -41,8 +42,8 @@ class Result:
         return self.report is None or bool(getattr(self.report, "ok", False))
 
 
-class TimeLimitReached(SynthError):
-    """The whole-command time limit ran out before scheduling could start (the CLI exits 1)."""
+TimeLimitReached = TimeUp
+"""The whole-command deadline passed (the CLI exits 1, code ``time_limit``): :class:`synth.deadline.TimeUp`."""
 
 
 Progress = Callable[[str, int, int], None]
@@ -54,6 +55,9 @@ PROVE_QUERY_LIMIT = 10.0
 SOLVER_SHARE = 0.6
 """Fraction of the remaining time CP-SAT may use when the proof still has to run after it."""
 
+SOLVER_SHARE_NO_PROOF = 0.8
+"""Fraction CP-SAT may use without a proof (``--no-verify``): the lowering and the writing still follow."""
+
 
 def solve_schedule(problem: Problem, graph: Graph, *, time_limit: float = 20.0, workers: int = 2) -> Schedule:
     """The optimal schedule (CP-SAT); a fully pinned problem is still checked by the solver."""
@@ -64,17 +68,19 @@ def solve_schedule(problem: Problem, graph: Graph, *, time_limit: float = 20.0, 
 
 def run(problem: Problem, *, time_limit: float = 60.0, workers: int = 2, verify: bool = True,
         emit: bool = True, pinned_only: bool = False, progress: Progress | None = None,
-        deadline: float | None = None) -> Result:
+        deadline: Union[Deadline, float, None] = None) -> Result:
     """Solve (or take the pins as the schedule when ``pinned_only``), lower, prove, emit.
 
     ``time_limit`` is the wall-clock budget of the whole call in seconds, or
-    ``deadline`` (a :func:`time.monotonic` instant) when given. CP-SAT gets
-    :data:`SOLVER_SHARE` of what is left when a proof follows it (all of it
-    otherwise), each Z3 query at most :data:`PROVE_QUERY_LIMIT` seconds and
-    none past the deadline. When the deadline has passed before scheduling
-    can start, :class:`TimeLimitReached` is raised; once there is a schedule,
-    the lowering (bounded by the problem's size) always runs, and a proof
-    query cut short leaves its wait ``unknown`` (``Result.proven`` is False).
+    ``deadline`` (a :class:`~synth.deadline.Deadline` or a :func:`time.monotonic`
+    instant) when given; the caller's writing of the folder counts against the
+    same deadline (:func:`write_outputs`). CP-SAT gets :data:`SOLVER_SHARE` of
+    what is left when a proof follows it (:data:`SOLVER_SHARE_NO_PROOF`
+    otherwise), each Z3 query
+    at most :data:`PROVE_QUERY_LIMIT` seconds and none past the deadline. Once
+    the deadline has passed, the phase running raises
+    :class:`~synth.deadline.TimeUp` naming itself (``schedule``, ``lower``,
+    ``prove``, ``emit``): a result is either complete or not returned.
 
     Pure apart from solver time: nothing is written. Raises :class:`SynthError`
     for user errors (including infeasible problems). A Hopper problem
@@ -82,32 +88,26 @@ def run(problem: Problem, *, time_limit: float = 60.0, workers: int = 2, verify:
     Hopper flow and gives a :class:`~synth.hopper.flow.HopperResult`.
     """
     say = progress or (lambda phase, done, total: None)
-    end = deadline if deadline is not None else time.monotonic() + time_limit
+    dl = as_deadline(deadline, time_limit)
     from .hopper.problem import HopperGemm
 
     if isinstance(problem, HopperGemm):
         from .hopper.flow import run_hopper
 
-        if end <= time.monotonic():
-            raise TimeLimitReached(Loc(problem.path), "the time limit ran out before scheduling could start",
-                                   "raise --time-limit")
-
-        return run_hopper(problem, deadline=end, verify=verify, emit=emit, progress=progress,
+        dl.check("schedule", loc=Loc(problem.path))
+        return run_hopper(problem, deadline=dl, verify=verify, emit=emit, progress=progress,
                           query_limit=PROVE_QUERY_LIMIT)
     phases: list[tuple[str, float]] = []
 
-    def left(phase: str) -> float:
-        rest = end - time.monotonic()
-        if rest <= 0:
-            raise TimeLimitReached(Loc(problem.path), f"the time limit ran out before {phase} could start "
-                                   f"(done: {', '.join(f'{n} {t:.2f} s' for n, t in phases) or 'nothing'})",
-                                   "raise --time-limit")
-        return rest
+    def done() -> str:
+        return ", ".join(f"{n} {t:.2f} s" for n, t in phases) or "nothing"
 
     def timed(phase: str, fn):
+        dl.check(phase, loc=Loc(problem.path), done=done())
         t0 = time.monotonic()
         say(phase, 0, 1)
         out = fn()
+        dl.check(phase, loc=Loc(problem.path), done=done())  # a phase that ended past the deadline was cut
         phases.append((phase, time.monotonic() - t0))
         say(phase, 1, 1)
         return out
@@ -116,7 +116,8 @@ def run(problem: Problem, *, time_limit: float = 60.0, workers: int = 2, verify:
     if pinned_only:
         schedule = timed("schedule", lambda: schedule_from_pins(problem, graph))
     else:
-        budget = left("scheduling") * (SOLVER_SHARE if verify else 1.0)
+        dl.check("schedule", loc=Loc(problem.path), done=done())
+        budget = dl.left() * (SOLVER_SHARE if verify else SOLVER_SHARE_NO_PROOF)
         schedule = timed("schedule", lambda: solve_schedule(problem, graph, time_limit=budget, workers=workers))
     from .lower import lower
 
@@ -125,10 +126,9 @@ def run(problem: Problem, *, time_limit: float = 60.0, workers: int = 2, verify:
     if verify:
         from .verify import verify_program
 
-        t0 = time.monotonic()
-        report = verify_program(program, time_limit=PROVE_QUERY_LIMIT, deadline=end,
-                                progress=lambda done, total: say("prove", done, total))
-        phases.append(("prove", time.monotonic() - t0))
+        report = timed("prove", lambda: verify_program(
+            program, time_limit=PROVE_QUERY_LIMIT, deadline=dl,
+            progress=lambda done, total: say("prove", done, total)))
         program = report.program
     kernel = None
     if emit and problem.gemm is not None and (report is None or report.ok):
@@ -150,20 +150,26 @@ def default_out_dir(problem: Problem) -> str:
     return os.path.join("out", problem.name)
 
 
-def write_outputs(result: Result, out_dir: str, *, force: bool = False) -> list[str]:
+def write_outputs(result: Result, out_dir: str, *, force: bool = False,
+                  deadline: Union[Deadline, float, None] = None) -> list[str]:
     """Write schedule.json, program.txt/json, certificate/, timeline.svg/.png and kernel.cu under ``out_dir``.
 
     The folder is built aside and moved into place (:func:`synth.outdir.publish`):
     an existing folder is replaced only with ``force`` and only when synth wrote
     every file in it. Returns the written paths (relative to ``out_dir``).
+    ``deadline`` (the command's, :class:`~synth.deadline.Deadline`) is checked
+    between files and caps the certificate's solver re-checks; once it passes,
+    :class:`~synth.deadline.TimeUp` (phase ``write``) is raised and nothing is
+    left behind (no folder, no temporary folder).
     """
     from .hopper.flow import HopperResult
     from .outdir import publish
     from .printer import program_text
 
+    dl = as_deadline(deadline)
     files: list[str] = []
-    write = _write_hopper if isinstance(result, HopperResult) else (lambda r, d: _write_all(r, d, program_text))
-    publish(out_dir, lambda tmp: files.extend(write(result, tmp)), force=force)
+    write = _write_hopper if isinstance(result, HopperResult) else (lambda r, d, t: _write_all(r, d, program_text, t))
+    publish(out_dir, lambda tmp: files.extend(write(result, tmp, dl)), force=force)
     return files
 
 
@@ -177,22 +183,30 @@ def _write_files(d: str, files: dict[str, str], png: bytes) -> list[str]:
     return sorted(list(files) + ["timeline.png"])
 
 
-def _write_hopper(result, d: str) -> list[str]:
+CERTIFICATE_QUERY_LIMIT = 60.0
+"""Seconds at most per solver call of a certificate's re-check while writing (less near the deadline)."""
+
+
+def _write_hopper(result, d: str, dl: Deadline = NEVER) -> list[str]:
     from .emit.timeline_hopper import render_hopper_timeline
     from .hopper.flow import output_files
 
     files = output_files(result)
+    dl.check("write (timeline)")
     files["timeline.svg"], png = render_hopper_timeline(result.program)
     written = _write_files(d, files, png)
     if result.report is not None and result.report.ok:
         from .verify.certificate_phases import write_hopper_certificate
 
-        write_hopper_certificate(result.report, os.path.join(d, "certificate"))
+        dl.check("write (certificate)")
+        write_hopper_certificate(result.report, os.path.join(d, "certificate"),
+                                 timeout_s=dl.cap(CERTIFICATE_QUERY_LIMIT))
+        dl.check("write (certificate)")
         written.append("certificate/")
     return sorted(written)
 
 
-def _write_all(result: Result, d: str, program_text) -> list[str]:
+def _write_all(result: Result, d: str, program_text, dl: Deadline = NEVER) -> list[str]:
     files: dict[str, str] = {}
     files["schedule.json"] = json.dumps(schedule_to_json(result.problem, result.schedule), indent=2) + "\n"
     files["program.txt"] = program_text(result.program)
@@ -202,15 +216,19 @@ def _write_all(result: Result, d: str, program_text) -> list[str]:
         files["kernel.cu"] = result.kernel
     from .emit.timeline import render_timeline
 
+    dl.check("write (timeline)")
     files["timeline.svg"], png = render_timeline(result.problem, result.schedule, result.program)
+    dl.check("write (timeline)")
     written = _write_files(d, files, png)
     if result.report is not None:
         from .verify import write_certificate
 
-        write_certificate(result.report, os.path.join(d, "certificate"))
+        write_certificate(result.report, os.path.join(d, "certificate"), timeout_s=CERTIFICATE_QUERY_LIMIT,
+                          deadline=dl)
         with open(os.path.join(d, "verify.txt"), "w", encoding="utf-8") as fh:
             fh.write(result.report.render() + "\n")
         written += ["certificate/", "verify.txt"]
+    dl.check("write")
     return written
 
 

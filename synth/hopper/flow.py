@@ -24,8 +24,9 @@ import json
 import os
 import time
 from dataclasses import dataclass
-from typing import Callable, Optional
+from typing import Callable, Optional, Union
 
+from ..deadline import Deadline, as_deadline
 from ..errors import Loc, SynthError
 from ..gemm import GemmConfig
 from .ir import HopperProgram
@@ -88,25 +89,31 @@ def kernel_config(g: HopperGemm, choice: HopperChoice):
     return cfg
 
 
-def run_hopper(g: HopperGemm, *, deadline: float, verify: bool = True, emit: bool = True,
+def run_hopper(g: HopperGemm, *, deadline: Union[Deadline, float], verify: bool = True, emit: bool = True,
                progress: Optional[Progress] = None, query_limit: float = 10.0) -> HopperResult:
     """Choose, lower, prove and emit (see the module docstring). Pure apart from solver time.
 
-    ``deadline`` is a :func:`time.monotonic` instant; CP-SAT gets at most a third of what is left.
+    ``deadline`` is the command's :class:`~synth.deadline.Deadline` (or a :func:`time.monotonic`
+    instant); CP-SAT gets at most a third of what is left, each Z3 query at most
+    ``query_limit`` seconds and none past it. Once it has passed, the phase running raises
+    :class:`~synth.deadline.TimeUp` naming itself: a result is complete or not returned.
     The kernel is emitted only when the program is proven (or ``verify`` is False).
     """
     say = progress or (lambda phase, done, total: None)
+    dl = as_deadline(deadline)
     phases: list[tuple[str, float]] = []
 
     def timed(phase: str, fn):
+        dl.check(phase)
         t0 = time.monotonic()
         say(phase, 0, 1)
         out = fn()
         phases.append((phase, time.monotonic() - t0))
         say(phase, 1, 1)
+        dl.check(phase)
         return out
 
-    budget = max(0.5, (deadline - time.monotonic()) / 3)
+    budget = max(0.5, dl.left() / 3)  # the choice is a small model: half a second always finds one
     choice = timed("schedule", lambda: choose_pipeline(g, time_limit=budget))
     cfg = kernel_config(g, choice)
     program = timed("lower", cfg.program)
@@ -114,8 +121,7 @@ def run_hopper(g: HopperGemm, *, deadline: float, verify: bool = True, emit: boo
     if verify:
         from ..verify.phases import verify_hopper
 
-        limit = max(0.5, min(query_limit, deadline - time.monotonic()))
-        report = timed("prove", lambda: verify_hopper(program, time_limit=limit))
+        report = timed("prove", lambda: verify_hopper(program, time_limit=query_limit, deadline=dl.at))
     kernel = None
     if emit and (report is None or report.ok):
         from ..emit.sm90.kernel import emit_sm90_kernel

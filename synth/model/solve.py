@@ -36,6 +36,7 @@ from typing import Optional
 
 from ortools.sat.python import cp_model
 
+from ..deadline import cp_sat_parameters, solve_cp_sat
 from ..errors import Infeasible, Loc, SynthError
 from ..graph import Graph
 from ..problem import Problem
@@ -250,6 +251,7 @@ class _Search:
         s.parameters.max_time_in_seconds = max(0.05, limit)
         s.parameters.num_workers = workers or self.workers
         s.parameters.log_search_progress = self.log
+        cp_sat_parameters(s)  # Ctrl-C must reach Python, not end the search quietly (synth.deadline)
         return s
 
     def solve_at(self, ii: int, *, optimize: bool, cap: Optional[int] = None, hint: Optional[Schedule] = None,
@@ -260,7 +262,7 @@ class _Search:
             b.mdl.m.Add(lit == 1)
         self.hint(b, hint)
         s = self.solver(min(self.left(), limit) if limit is not None else self.left())
-        st = _STATUS[s.Solve(b.mdl.m)]
+        st = _STATUS[solve_cp_sat(s, b.mdl.m)]
         self.n_solves += 1
         sched = kk = None
         pb: Optional[int] = None
@@ -306,7 +308,7 @@ class _Search:
             m.ClearAssumptions()
             m.AddAssumptions([fam[k][0] for k in subset])
             s = self.solver(max(1.0, self.left() / 4), workers=1)
-            st = s.Solve(m)
+            st = solve_cp_sat(s, m)
             if st == cp_model.INFEASIBLE:
                 idx = {fam[k][0].Index(): k for k in subset}
                 core = [idx[i] for i in s.SufficientAssumptionsForInfeasibility() if i in idx]
@@ -376,7 +378,7 @@ class _Search:
         bufs = [x for x in p.buffers if x.space == space]
         m.Minimize(sum(x.bytes * b.v.mult[x.name] for x in bufs))
         s = self.solver(max(1.0, self.left() / 4), workers=1)
-        st = s.Solve(m)
+        st = solve_cp_sat(s, m)
         cap = p.target.shared_bytes if space == "shared" else p.target.registers_bytes
         label = "shared memory" if space == "shared" else "register buffers"
         if st not in (cp_model.OPTIMAL, cp_model.FEASIBLE):

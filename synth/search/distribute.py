@@ -4,7 +4,7 @@ Input: shapes and :func:`~synth.search.tune.search_gemm` keyword arguments.
 Output: one :class:`~synth.search.results.SearchResult` per shape, in order —
 the same whichever way they ran (searches are deterministic). Jobs are sent as
 ``((M, N, K), kwargs)`` to the module-level :func:`search_shape`, so they
-pickle for ``ProcessPoolExecutor`` (spawned) and Dask.
+pickle for a spawned ``multiprocessing`` pool and Dask.
 """
 
 from __future__ import annotations
@@ -27,7 +27,7 @@ def search_many(shapes: Sequence[tuple[int, int, int]], *, scheduler: Optional[s
                 **kw) -> list[SearchResult]:
     """:func:`search_gemm` for each shape, in the given order.
 
-    Local processes (``concurrent.futures.ProcessPoolExecutor``, spawned) by
+    Local processes (a spawned ``multiprocessing`` pool whose workers ignore SIGINT) by
     default; with ``scheduler`` (``tcp://host:port``, or any address
     ``distributed.Client`` accepts) on that Dask cluster. The results are the
     same either way (see the module docstring on determinism).
@@ -55,8 +55,10 @@ def search_many(shapes: Sequence[tuple[int, int, int]], *, scheduler: Optional[s
     if processes <= 1 or len(jobs) <= 1:
         return [search_shape(j) for j in jobs]
     import multiprocessing
-    from concurrent.futures import ProcessPoolExecutor
 
-    with ProcessPoolExecutor(max_workers=min(processes, len(jobs)),
-                             mp_context=multiprocessing.get_context("spawn")) as ex:
-        return list(ex.map(search_shape, jobs))
+    from ..deadline import ignore_sigint
+
+    # Ctrl-C: the workers ignore SIGINT, this process gets KeyboardInterrupt at once and leaving the
+    # block terminates the workers (a ProcessPoolExecutor would wait for each running search to end)
+    with multiprocessing.get_context("spawn").Pool(min(processes, len(jobs)), initializer=ignore_sigint) as pool:
+        return pool.map(search_shape, jobs, chunksize=1)

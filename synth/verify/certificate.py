@@ -51,7 +51,7 @@ def _file_name(n: int, oid: str) -> str:
 
 
 def write_certificate(report: "Report", directory: str, *, cvc5_check: bool = True,
-                      timeout_s: float = 60.0) -> None:
+                      timeout_s: float = 60.0, deadline=None, program_bytes: bytes | None = None) -> None:
     """Write the certificate of ``report.program`` into ``directory`` (see the module docstring).
 
     The obligations are derived by the trusted checker from the program's
@@ -59,14 +59,24 @@ def write_certificate(report: "Report", directory: str, *, cvc5_check: bool = Tr
     the manifest records both answers. Files already in ``directory`` with the
     same names are replaced (the CLI refuses to write over outputs without
     ``--force``).
+
+    ``deadline`` (a :class:`synth.deadline.Deadline`) caps each solver call by
+    what is left and raises :class:`synth.deadline.TimeUp` (phase ``write``)
+    once it has passed. ``program_bytes``: certify exactly these bytes (the
+    ``program.json`` that was proved, as read) instead of ``report.program``
+    printed anew.
     """
     os.makedirs(directory, exist_ok=True)
-    data = dumps(report.program).encode("utf-8")
+    data = dumps(report.program).encode("utf-8") if program_bytes is None else program_bytes
     program = read_bytes(data, PROGRAM)
     waits = {w.index: w for w in program.waits}
     v = solvers.versions()
     entries = []
-    for n, ob in enumerate(derive(program)):
+    obligations = derive(program)
+    for n, ob in enumerate(obligations):
+        if deadline is not None:
+            deadline.check("write (the certificate's re-check)", done=f"{n} of {len(obligations)} obligations")
+            timeout_s = deadline.cap(timeout_s)
         name = _file_name(n, ob.id)
         text = ob.smt2.encode("utf-8")
         with open(os.path.join(directory, name), "wb") as fh:

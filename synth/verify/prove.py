@@ -19,10 +19,11 @@ from __future__ import annotations
 
 import time
 from dataclasses import replace
-from typing import AbstractSet, Callable, Optional
+from typing import AbstractSet, Callable, Optional, Union
 
 import z3
 
+from ..deadline import Deadline, TimeUp, as_deadline
 from ..errors import SynthError
 from ..expr import Bin, Expr, Num, as_affine, simplify, to_str
 from ..program import CommitStmt, OpStmt, Program, WaitStmt
@@ -227,6 +228,8 @@ class _Switches:
         self.enc = Encoder(program, trip=trip, parametric=True)
         self.nw = len(program.waits)
         self.time_limit = time_limit
+        self.deadline: Optional[Deadline] = None
+        """When set, every check is capped by what is left of it."""
         self.solvers: dict[str, z3.Solver] = {}
 
     def check(self, ob: Obligation, plus: AbstractSet[int] = frozenset(),
@@ -234,9 +237,10 @@ class _Switches:
         s = self.solvers.get(ob.id)
         if s is None:
             s = z3.SimpleSolver()
-            s.set("timeout", max(1, int(self.time_limit * 1000)))
             s.add(ob.encode(self.enc).formula)
             self.solvers[ob.id] = s
+        limit = self.time_limit if self.deadline is None else self.deadline.cap(self.time_limit)
+        s.set("timeout", max(1, int(limit * 1000)))  # the deadline nears between checks
         lits = [self.enc.plus(w) if w in plus else z3.Not(self.enc.plus(w)) for w in range(self.nw)]
         lits += [self.enc.drop(w) if w in drop else z3.Not(self.enc.drop(w)) for w in range(self.nw)]
         r = s.check(*lits)
@@ -318,18 +322,25 @@ def _predicated_producer(program: Program, queue: int) -> str:
 # --------------------------------------------------------------------------------------------
 # the entry point
 
-def _query_limit(time_limit: float, deadline: Optional[float]) -> float:
+def _query_limit(time_limit: float, deadline: Deadline) -> float:
     """Seconds for the next query: ``time_limit``, less when ``deadline`` is nearer (1 ms at least)."""
-    if deadline is None:
-        return time_limit
-    return max(0.001, min(time_limit, deadline - time.monotonic()))
+    return deadline.cap(time_limit)
+
+
+VERDICT_PREFIXES = ("tight:", "not tight:", "tightness unknown")
+"""How the clauses :func:`verify_program` adds to a wait's ``reason`` start."""
+
+
+def own_reason(reason: str) -> str:
+    """A wait's reason without the tightness clauses an earlier proof added (so proving is idempotent)."""
+    return "; ".join(c for c in reason.split("; ") if c and not c.startswith(VERDICT_PREFIXES))
 
 # --------------------------------------------------------------------------------------------
 
 def verify_program(program: Program, *, time_limit: float = 10.0, tightness: bool = True,
                    trip_count: Optional[int] = None, smt2: bool = True,
                    progress: Optional[Callable[[int, int], None]] = None,
-                   deadline: Optional[float] = None) -> Report:
+                   deadline: Union[Deadline, float, None] = None) -> Report:
     """Prove every obligation of ``program`` (docs/verification.md) and judge each wait.
 
     ``time_limit`` is per solver query, in seconds. ``trip_count`` fixes the trip
@@ -337,10 +348,18 @@ def verify_program(program: Program, *, time_limit: float = 10.0, tightness: boo
     ``smt2=False`` skips keeping each query's SMT-LIB2 text (no certificate can
     then be written from the report). ``progress(done, total)`` is called after
     each obligation is decided (for a progress bar; it must not raise).
-    ``deadline`` (a :func:`time.monotonic` instant) caps every query so the
-    whole call ends near it; a query cut short is ``unknown``.
+    ``deadline`` (a :class:`~synth.deadline.Deadline`, or a :func:`time.monotonic`
+    instant) caps every query so the whole call ends near it; once it has passed
+    with an obligation or a tightness question left undecided,
+    :class:`~synth.deadline.TimeUp` (phase ``prove``) is raised instead of a
+    report that would claim less than a full proof as a result.
+
+    The program is not changed by proving it beyond its waits' ``tight`` and the
+    tightness clause of their ``reason``, which are replaced, never appended to:
+    proving ``report.program`` again gives the same program.
     Raises :class:`SynthError` on a malformed program.
     """
+    dl = as_deadline(deadline)
     t0 = time.perf_counter()
     try:
         validate_program(program)
@@ -354,7 +373,10 @@ def verify_program(program: Program, *, time_limit: float = 10.0, tightness: boo
     for ob in obs:
         if progress is not None:
             progress(len(results), len(obs))
-        results.append(prove_obligation(program, ob, enc, _query_limit(time_limit, deadline), trip_count, smt2))
+        dl.check("prove", done=f"{len(results)} of {len(obs)} obligations")
+        results.append(prove_obligation(program, ob, enc, _query_limit(time_limit, dl), trip_count, smt2))
+    if dl.expired() and any(r.status == "unknown" for r in results):
+        raise TimeUp("prove", dl.limit, done=f"{len(obs)} obligations, the last cut short")
     if progress is not None:
         progress(len(results), len(obs))
     verdicts = []
@@ -374,8 +396,12 @@ def verify_program(program: Program, *, time_limit: float = 10.0, tightness: boo
         reason = ""
         if status == "proven" and switches is not None:
             t1 = time.perf_counter()
-            switches.time_limit = _query_limit(time_limit, deadline)
+            dl.check("prove (tightness)", done=f"{len(obs)} obligations, tightness of {idx} of "
+                     f"{len(program.waits)} waits")
+            switches.deadline = dl
             tight, reason = judge_tightness(program, obs, results, idx, switches)
+            if tight is None and dl.expired():
+                raise TimeUp("prove (tightness)", dl.limit)
             secs += time.perf_counter() - t1
         elif status == "refuted":
             bad = next(r for r in mine if r.status == "refuted")
@@ -384,11 +410,12 @@ def verify_program(program: Program, *, time_limit: float = 10.0, tightness: boo
             reason = next(r.reason for r in mine if r.status == "unknown")
         verdicts.append(WaitVerdict(idx, status, secs, cex, tight, reason))
         # The program's tight field always reflects this run's verdict, never what a file said.
+        base = own_reason(w.reason)
         if tight:
-            waits[idx] = replace(w, tight=True)
+            waits[idx] = replace(w, tight=True, reason=base)
         else:
-            waits[idx] = replace(w, tight=tight, reason=f"{w.reason}; {reason}" if w.reason and reason else
-                                 (reason or w.reason))
+            waits[idx] = replace(w, tight=tight, reason=f"{base}; {reason}" if base and reason else
+                                 (reason or base))
     glob = tuple(r for r in results if r.wait is None and r.status != "proven")
     ok = all(r.status == "proven" for r in results)
     return Report(ok, tuple(verdicts), tuple(results), glob, replace(program, waits=tuple(waits)),
@@ -396,4 +423,4 @@ def verify_program(program: Program, *, time_limit: float = 10.0, tightness: boo
 
 
 
-__all__ = ["verify_program", "prove_obligation", "judge_tightness", "smt2_text", "z3_version"]
+__all__ = ["verify_program", "prove_obligation", "judge_tightness", "smt2_text", "z3_version", "own_reason"]

@@ -1,0 +1,321 @@
+"""synth keeps the promises its docs make about a whole process (docs/commands.md, docs/outputs.md).
+
+* ``--time-limit`` bounds the whole command: every phase counts against one deadline;
+  past it the command stops within moments, exits 1 (code ``time_limit``) naming the
+  phase that was cut, and leaves no folder (not even a temporary one).
+* Ctrl-C (SIGINT) at any moment: exit 130, a message (the ``--json`` envelope with
+  ``--json``), no output folder and no ``.synth-tmp-*`` folder left behind.
+* ``synth verify OUT --certificate DIR`` writes a certificate that ``synth certify DIR``
+  accepts: verify changes nothing it proves; DIR follows the ``--force`` rule.
+* ``--force`` never deletes a folder the user made; new folders get the umask's modes.
+
+The problems are generated (:mod:`synth.randgen`), written to a file and run by a
+``synth`` subprocess, as a user would.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import signal
+import stat
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from conftest import ROOT
+from synth.cli import main
+
+SLACK = 3.0
+"""Seconds a command may take past its --time-limit: interpreter start-up and imports (about 1 s) and the
+clean-up, with room for a loaded 2-core machine."""
+
+
+def problem_file(directory: Path, seed: int, n_ops: int) -> Path:
+    """:func:`synth.randgen.random_problem`'s problem file, written to ``directory``."""
+    import synth.load as load
+    from synth import randgen
+
+    seen: list[str] = []
+    real = load.load_problem_text
+
+    def keep(text, path="<string>"):
+        seen.append(text)
+        return real(text, path)
+
+    load.load_problem_text = keep
+    try:
+        randgen.random_problem(seed, n_ops)
+    finally:
+        load.load_problem_text = real
+    path = directory / f"rand-{seed}-{n_ops}.yaml"
+    path.write_text(seen[-1])
+    return path
+
+
+def start(*args: str, cwd: Path) -> subprocess.Popen:
+    return subprocess.Popen([sys.executable, "-m", "synth", *args], cwd=str(cwd), stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True, env={**os.environ, "PYTHONPATH": str(ROOT)})
+
+
+def finish(proc: subprocess.Popen, timeout: float) -> tuple[int, str, str]:
+    try:
+        out, err = proc.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        out, err = proc.communicate()
+        pytest.fail(f"the command did not end within {timeout:.1f} s; stderr: {err[-2000:]}")
+    return proc.returncode, out, err
+
+
+def envelope(out: str) -> dict:
+    doc = json.loads(out)
+    assert doc["exit_status"] in (0, 1, 2, 3, 130) and isinstance(doc["errors"], list)
+    return doc
+
+
+def leftovers(parent: Path) -> list[str]:
+    return sorted(p.name for p in parent.iterdir() if p.name.startswith((".synth-tmp-", ".synth-old-")))
+
+
+# ---------------------------------------------------------------------------------------- the time limit
+
+def cut_phase(doc: dict) -> str:
+    err = doc["errors"][0]
+    assert err["code"] == "time_limit", err
+    m = re.search(r"ran out during (\w+)", err["message"])
+    assert m, err["message"]
+    return m.group(1)
+
+
+def test_time_limit_bounds_the_whole_solve(tmp_path):
+    """A body whose proof alone takes several seconds, under --time-limit 2: stopped near 2 s, nothing written."""
+    prob = problem_file(tmp_path, 1, 40)
+    t0 = time.monotonic()
+    rc, out, err = finish(start("solve", str(prob), "-o", "out", "--time-limit", "2", "--json", cwd=tmp_path),
+                          timeout=60)
+    took = time.monotonic() - t0
+    doc = envelope(out)
+    assert rc == 1, (rc, doc["errors"], err[-2000:])
+    assert cut_phase(doc) in ("schedule", "lower", "prove", "write", "emit"), doc["errors"]
+    assert took < 2 + SLACK, took
+    assert not (tmp_path / "out").exists()
+    assert leftovers(tmp_path) == []
+
+
+@pytest.mark.slow
+def test_time_limit_cuts_a_long_emit(tmp_path):
+    """Emitting a kernel for min_k_tiles 31250 takes about a minute: the limit stops it, naming emit."""
+    prob = tmp_path / "bigk.yaml"
+    prob.write_text("name: bigk\nkind: gemm\nshape: {M: 128, N: 128, K: 1000000}\ndtype: f16\n"
+                    "tile: {BM: 128, BN: 128, BK: 32}\nwarps: 4\nstages: 3\narch: sm_80\nmin_k_tiles: 31250\n")
+    t0 = time.monotonic()
+    rc, out, _ = finish(start("solve", str(prob), "-o", "out", "--time-limit", "6", "--json", cwd=tmp_path),
+                        timeout=120)
+    took = time.monotonic() - t0
+    doc = envelope(out)
+    assert rc == 1 and cut_phase(doc) == "emit", doc["errors"]
+    assert took < 6 + SLACK, took
+    assert not (tmp_path / "out").exists() and leftovers(tmp_path) == []
+
+
+@pytest.mark.slow
+def test_verify_and_certify_time_limits_bound_the_whole_command(tmp_path):
+    """verify (the proof and the certificate's re-checks) and certify stop at their --time-limit."""
+    prob = problem_file(tmp_path, 1, 40)
+    rc, out, err = finish(start("solve", str(prob), "-o", "out", "--time-limit", "120", "-q", cwd=tmp_path), 300)
+    assert rc == 0, err[-2000:]
+    for args in (("verify", "out", "--certificate", "cert"), ("certify", "out")):
+        t0 = time.monotonic()
+        rc, out, err = finish(start(*args, "--time-limit", "1.5", "--json", cwd=tmp_path), timeout=60)
+        took = time.monotonic() - t0
+        doc = envelope(out)
+        assert rc == 1, (args, doc["errors"])
+        assert took < 1.5 + SLACK, (args, took)
+    assert not (tmp_path / "cert").exists() and leftovers(tmp_path) == []
+
+
+# ---------------------------------------------------------------------------------------- Ctrl-C
+
+def interrupted(proc: subprocess.Popen, when, parent: Path) -> tuple[dict, float]:
+    """Send SIGINT once ``when()`` is true; the envelope, and the seconds from the signal to the exit."""
+    deadline = time.monotonic() + 120
+    while not when():
+        assert proc.poll() is None, f"the command ended before the signal: {proc.communicate()}"
+        assert time.monotonic() < deadline, "the moment to interrupt never came"
+        time.sleep(0.02)
+    t0 = time.monotonic()
+    proc.send_signal(signal.SIGINT)
+    rc, out, err = finish(proc, timeout=30)
+    took = time.monotonic() - t0
+    assert rc == 130, (rc, out[-2000:], err[-2000:])
+    doc = envelope(out)
+    assert doc["exit_status"] == 130 and doc["errors"][0]["code"] == "interrupted", doc
+    assert "interrupted" in doc["errors"][0]["message"]
+    assert leftovers(parent) == [], leftovers(parent)
+    return doc, took
+
+
+def after(seconds: float):
+    t = time.monotonic() + seconds
+    return lambda: time.monotonic() >= t
+
+
+def test_ctrl_c_during_the_cp_sat_search(tmp_path):
+    """A 120-op body gives CP-SAT most of 60 s (it starts about 3 s in): SIGINT during its search ends the command
+    at once (CP-SAT used to stop its search quietly and go on to write a FEASIBLE folder)."""
+    prob = problem_file(tmp_path, 1, 120)
+    proc = start("solve", str(prob), "-o", "out", "--time-limit", "60", "--no-verify", "--workers", "1", "--json",
+                 cwd=tmp_path)
+    _, took = interrupted(proc, after(6.0), tmp_path)
+    assert took < 3.0, took
+    assert not (tmp_path / "out").exists()
+
+
+def test_ctrl_c_during_the_proof_and_without_json(tmp_path):
+    """SIGINT a few seconds into a solve whose proof takes longer: exit 130 and a message on stderr."""
+    prob = problem_file(tmp_path, 1, 40)
+    proc = start("solve", str(prob), "-o", "out", "--time-limit", "60", cwd=tmp_path)
+    t = time.monotonic() + 4.0
+    while time.monotonic() < t:
+        assert proc.poll() is None
+        time.sleep(0.02)
+    proc.send_signal(signal.SIGINT)
+    rc, out, err = finish(proc, timeout=30)
+    assert rc == 130, (rc, err[-2000:])
+    assert "interrupted" in err and "Traceback" not in err, err[-2000:]
+    assert not (tmp_path / "out").exists() and leftovers(tmp_path) == []
+
+
+@pytest.mark.slow
+def test_ctrl_c_while_writing_the_folder(tmp_path):
+    """SIGINT once the folder is being built aside (its .synth-tmp-* sibling exists): nothing is left."""
+    prob = problem_file(tmp_path, 1, 40)
+    proc = start("solve", str(prob), "-o", "out", "--time-limit", "120", "--json", cwd=tmp_path)
+    building = lambda: any(p.name.startswith(".synth-tmp-") for p in tmp_path.iterdir())  # noqa: E731
+    _, took = interrupted(proc, building, tmp_path)
+    assert took < 3.0, took
+    assert not (tmp_path / "out").exists()
+
+
+@pytest.mark.slow
+def test_ctrl_c_during_verify(tmp_path):
+    """synth verify stops its Z3 queries on SIGINT (Z3 would otherwise answer 'unknown' and go on)."""
+    prob = problem_file(tmp_path, 1, 40)
+    from synth import api
+
+    api.solve(str(prob), out=str(tmp_path / "out"), time_limit=60, verify=False)
+    proc = start("verify", "out", "--certificate", "cert", "--json", cwd=tmp_path)
+    _, took = interrupted(proc, after(2.5), tmp_path)
+    assert took < 3.0, took
+    assert not (tmp_path / "cert").exists()
+
+
+# ---------------------------------------------------------------------------------------- verify -> certify
+
+def test_a_certificate_written_by_verify_passes_certify(tmp_path, capsys):
+    """A program with a wait that is not tight: verify does not append its verdict to the program again."""
+    prob = problem_file(tmp_path, 2, 6)
+    out = tmp_path / "out"
+    assert main(["solve", str(prob), "-o", str(out), "--time-limit", "30", "-q"]) == 0
+    program = json.loads((out / "program.json").read_text())
+    assert any(w.get("tight") is False for w in program["waits"]), "the test needs a wait that is not tight"
+    for cert in (out / "again", tmp_path / "elsewhere"):
+        assert main(["verify", str(out), "--certificate", str(cert), "-q"]) == 0
+        assert main(["certify", str(cert), "-q"]) == 0, capsys.readouterr().err
+    assert (tmp_path / "elsewhere" / "program.json").read_bytes() == (out / "program.json").read_bytes()
+    capsys.readouterr()
+    # an existing certificate folder: refused without --force, replaced with it (verify accepts --force)
+    assert main(["verify", str(out), "--certificate", str(tmp_path / "elsewhere"), "-q"]) == 2
+    assert "--force" in capsys.readouterr().err
+    assert main(["verify", str(out), "--certificate", str(tmp_path / "elsewhere"), "--force", "-q"]) == 0
+    assert main(["certify", str(tmp_path / "elsewhere"), "-q"]) == 0
+
+
+def test_proving_a_program_again_changes_nothing():
+    from synth import api, randgen
+    from synth.verify import verify_program
+
+    first = api.solve(randgen.random_problem(2, 6), time_limit=30).report.program
+    again = verify_program(first).program
+    assert again == first
+    assert verify_program(again).program == first
+
+
+# ---------------------------------------------------------------------------------------- --force, modes
+
+def test_force_keeps_a_folder_the_user_made(tmp_path, capsys):
+    """An empty folder the user made inside synth's folder (or inside its certificate/) makes --force refuse."""
+    prob = problem_file(tmp_path, 2, 6)
+    out = tmp_path / "out"
+    solve = ["solve", str(prob), "-o", str(out), "--time-limit", "30", "-q"]
+    assert main(solve) == 0
+    for made, top in ((out / "my_notes" / "drafts", out / "my_notes"), (out / "certificate" / "mine", None)):
+        made.mkdir(parents=True)
+        assert main(solve + ["--force"]) == 2
+        err = capsys.readouterr().err
+        assert "synth did not write" in err and made.name in err, err
+        assert made.is_dir()
+        shutil.rmtree(top or made)
+    assert main(solve + ["--force"]) == 0
+
+
+def test_output_folders_follow_the_umask(tmp_path):
+    prob = problem_file(tmp_path, 2, 6)
+    old = os.umask(0o027)
+    try:
+        assert main(["solve", str(prob), "-o", str(tmp_path / "out"), "--time-limit", "30", "-q"]) == 0
+    finally:
+        os.umask(old)
+    out = tmp_path / "out"
+    assert stat.S_IMODE(out.stat().st_mode) == 0o750
+    assert stat.S_IMODE((out / "certificate").stat().st_mode) == 0o750
+    assert stat.S_IMODE((out / "program.json").stat().st_mode) == 0o640
+    assert stat.S_IMODE((out / ".synth-output.json").stat().st_mode) == 0o640
+
+
+def _children(pid: int) -> list[int]:
+    kids = []
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                with open(f"/proc/{entry}/stat") as fh:
+                    fields = fh.read().rsplit(")", 1)[1].split()
+            except OSError:
+                continue
+            if int(fields[1]) == pid:
+                kids.append(int(entry))
+    return kids
+
+
+def _alive(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/stat") as fh:
+            return fh.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except OSError:
+        return False
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(not os.path.isdir("/proc"), reason="reads the worker processes from /proc")
+def test_ctrl_c_during_a_search_stops_its_worker_processes(tmp_path):
+    (tmp_path / "shapes.csv").write_text("M,N,K\n" + "".join(f"{m},{m},4096\n" for m in (1024, 2048, 3072, 4096)))
+    proc = start("search", "gemm", "--shapes", "shapes.csv", "--workers", "2", "--time-limit", "60", "--no-sass",
+                 "--json", cwd=tmp_path)
+    deadline = time.monotonic() + 60
+    while len(_children(proc.pid)) < 2:  # the pool's workers (and its resource tracker) are running
+        assert proc.poll() is None and time.monotonic() < deadline, proc.communicate()
+        time.sleep(0.05)
+    time.sleep(1.0)
+    kids = _children(proc.pid)
+    _, took = interrupted(proc, lambda: True, tmp_path)
+    assert took < 5.0, took
+    end = time.monotonic() + 5
+    while any(_alive(k) for k in kids) and time.monotonic() < end:
+        time.sleep(0.05)
+    assert not any(_alive(k) for k in kids), "a worker outlived the interrupted search"
