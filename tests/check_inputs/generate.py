@@ -78,11 +78,19 @@ def triton_recipe():
     Written to a file first: ``triton.jit`` reads its function's source back with ``inspect``."""
     import importlib.util
 
+    import hashlib
+
     source = triton_recipe_source()
-    folder = tempfile.mkdtemp(prefix="synth-triton-recipe-")
+    # one folder per recipe text, reused by every run (and so by Triton's cache); written atomically
+    folder = os.path.join(tempfile.gettempdir(),
+                          "synth-triton-recipe-" + hashlib.sha256(source.encode()).hexdigest()[:16])
+    os.makedirs(folder, exist_ok=True)
     path = os.path.join(folder, "triton_sm80_recipe.py")
-    with open(path, "w", encoding="utf-8") as f:
-        f.write(source)
+    if not os.path.exists(path):
+        tmp = f"{path}.{os.getpid()}.tmp"
+        with open(tmp, "w", encoding="utf-8") as f:
+            f.write(source)
+        os.replace(tmp, path)
     spec = importlib.util.spec_from_file_location("triton_sm80_recipe", path)
     mod = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(mod)
