@@ -2,8 +2,9 @@
 
 :func:`parse_maps` reads every single-result map alias of a module; each becomes a
 function of its operands (dims, then symbols) over Python ints or Z3 terms.
-``floordiv``, ``ceildiv`` and ``mod`` take a positive constant right operand, as
-MLIR's affine expressions require; ``mod`` is non-negative.
+``floordiv``, ``ceildiv`` and ``mod`` take a positive integer literal as right operand,
+as MLIR's affine expressions require (a map with anything else, or nested more than
+:data:`MAX_DEPTH` parentheses deep, is not read); ``mod`` is non-negative.
 """
 
 from __future__ import annotations
@@ -63,6 +64,8 @@ class _P:
         left = self.unary()
         while self.peek() in ("*", "floordiv", "ceildiv", "mod"):
             op = self.take()
+            if op != "*" and not (re.fullmatch(r"\d+", self.peek() or "") and int(self.peek()) > 0):
+                raise ValueError(f"{op} takes a positive constant right operand")
             right = self.unary()
             fn = {"*": lambda a, b: a * b, "floordiv": _floordiv, "ceildiv": _ceildiv, "mod": lambda a, b: a % b}[op]
             left = (lambda f, a, b: (lambda env: f(a(env), b(env))))(fn, left, right)
@@ -90,6 +93,18 @@ class _P:
         raise ValueError(f"unknown name {tok!r} in an affine map")
 
 
+MAX_DEPTH = 32
+"""Parentheses nesting of one affine map's expression (deeper maps are not read: the parser recurses)."""
+
+
+def _depth(body: str) -> int:
+    depth = deepest = 0
+    for ch in body:
+        depth += (ch == "(") - (ch == ")")
+        deepest = max(deepest, depth)
+    return deepest
+
+
 def parse_maps(text: str) -> dict:
     """``{"#map": f}`` for every single-result ``affine_map`` alias; ``f(operands)`` -> value."""
     out: dict[str, Callable] = {}
@@ -97,7 +112,7 @@ def parse_maps(text: str) -> dict:
         dims = [d.strip() for d in m.group(2).split(",") if d.strip()]
         syms = [s.strip() for s in (m.group(3) or "").split(",") if s.strip()]
         body = m.group(4)
-        if "," in body:
+        if "," in body or _depth(body) > MAX_DEPTH:
             continue
         try:
             e = _P(_tokens(body), dims + syms).expr()
