@@ -268,6 +268,12 @@ def validate_hopper(p: HopperProgram) -> None:
 
 MAX_BYTES = 256 * 1024
 """Largest program.json read (as the problem loader's bound)."""
+FORM_CLASSES = ("wellformed", "coverage")
+"""The trusted checker's obligation classes that :func:`load_hopper` asks before building the program:
+every derived field (state counts, versions, slots, iterations) is what it derives from, and each
+iteration of each op runs exactly once."""
+FORM_TIMEOUT_S = 20.0
+"""Z3's time per well-formedness obligation at load time."""
 
 
 def _file(path: str) -> str:
@@ -275,40 +281,68 @@ def _file(path: str) -> str:
 
 
 def is_hopper_file(path: str) -> bool:
-    """Whether ``path`` (program.json or its folder) holds a Hopper program (False when unreadable)."""
+    """Whether ``path`` (program.json or its folder) holds a Hopper program (False when unreadable,
+    not a regular file, or larger than :data:`MAX_BYTES`; never blocks on a FIFO)."""
+    from ..errors import SynthError
+    from ..readfile import load_json
     try:
-        with open(_file(path), "rb") as fh:
-            data = fh.read(MAX_BYTES + 1)
-        return len(data) <= MAX_BYTES and is_hopper_doc(json.loads(data))
-    except (OSError, ValueError):
+        return is_hopper_doc(load_json(_file(path), MAX_BYTES, "program.json"))
+    except (SynthError, OSError, ValueError):
         return False
 
 
-def load_hopper(path: str) -> HopperProgram:
-    """Read a Hopper ``program.json`` (or its folder); errors are :class:`~synth.errors.SynthError`."""
+def load_hopper(path: str, *, check_form: bool = True) -> HopperProgram:
+    """Read a Hopper ``program.json`` (or its folder); errors are :class:`~synth.errors.SynthError` (exit 2).
+
+    The file must be a regular file of at most :data:`MAX_BYTES`; it is read by the trusted
+    reader (:func:`synth.trusted.hopper_program.read_hopper_bytes`: exact keys, types without
+    coercion, every number within its bound, names resolved, expressions parsed), then the
+    trusted checker's :data:`FORM_CLASSES` obligations are asked of Z3 (``check_form``): a slot
+    that is not ``version % slots``, a version or state count that is not the step plus a
+    constant, a write of a version other than its op's iteration, an iteration that skips,
+    repeats or invents one, is refused naming the obligation, before synth's prover believes any
+    of these fields."""
     from ..errors import Loc, SynthError
     from ..expr import ExprError
+    from ..readfile import read_regular_bytes
+    from ..trusted.hopper_program import HopperInputError, read_hopper_bytes
     f = _file(path)
+    data = read_regular_bytes(f, MAX_BYTES, "program.json", fix="pass program.json or its output folder")
     try:
-        with open(f, "rb") as fh:
-            data = fh.read(MAX_BYTES + 1)
-    except OSError as e:
-        raise SynthError(Loc(f), f"cannot read: {e.strerror}", "pass program.json or its folder") from None
-    if len(data) > MAX_BYTES:
-        raise SynthError(Loc(f), f"larger than {MAX_BYTES} bytes", "a Hopper program.json is a few KiB")
+        checked = read_hopper_bytes(data)
+    except HopperInputError as e:
+        raise SynthError(Loc(f), f"{e.path + ': ' if e.path else ''}{e.msg}", e.fix) from None
     try:
-        doc = json.loads(data)
-    except ValueError as e:
-        raise SynthError(Loc(f), f"not valid JSON: {e}", "fix the JSON syntax") from None
-    try:
-        p = hopper_from_json(doc)
+        p = hopper_from_json(json.loads(data))
         validate_hopper(p)
     except HopperError as e:
         raise SynthError(Loc(f), f"{e.path}: {e.msg}", e.fix) from None
-    except (KeyError, ValueError, TypeError, AttributeError, ExprError) as e:
+    except (KeyError, ValueError, TypeError, AttributeError, ExprError, RecursionError) as e:
         raise SynthError(Loc(f), f"malformed Hopper program: {e!s}",
                          "compare with the program.json form in docs/hopper.md") from None
+    if check_form:
+        _check_form(checked, f)
     return p
+
+
+def _check_form(checked, f: str) -> None:
+    from ..errors import Loc, SynthError
+    from ..trusted import solvers
+    from ..trusted.hopper import CLASSES, derive_hopper
+    kinds = tuple(k for k in FORM_CLASSES if k in CLASSES)
+    try:
+        obs = derive_hopper(checked, kinds=kinds)
+    except (ValueError, RecursionError) as e:
+        raise SynthError(Loc(f), f"program outside the checker's bounds: {e}",
+                         "use fewer statements or stages (docs/bounds.md)") from None
+    for ob in obs:
+        answer = solvers.z3_answer(ob.smt2, FORM_TIMEOUT_S)
+        if answer != "unsat":
+            why = "a trip count where it fails exists" if answer == "sat" else f"Z3: {answer}"
+            raise SynthError(Loc(f), f"{ob.id}: not so: {ob.description} ({why})",
+                             "program.json must run each iteration of each op once, with state counts, versions "
+                             "and slots derived from its step (slot = version % slots); regenerate it with "
+                             "'synth solve'")
 
 
 __all__ = ["load_hopper", "is_hopper_file", "Role", "HopperProgram", "hopper_to_json", "hopper_from_json", "is_hopper_doc", "dumps",

@@ -34,12 +34,17 @@ MAX_BYTES = 1 << 20
 MAX_DEPTH = 16
 """JSON nesting (a Hopper program nests 9 levels)."""
 BOUNDS = {
-    "trip_count": (1, 2 ** 31 - 1), "stage": (0, 63), "multiplicity": (1, 1024), "bytes_per_slot": (0, 2 ** 31 - 1),
+    "trip_count": (1, 65536), "stage": (0, 63), "multiplicity": (1, 1024), "bytes_per_slot": (0, 2 ** 31 - 1),
     "latency": (0, 10 ** 9), "queue": (0, 63), "slots": (1, 64), "count": (1, 4096), "stages": (1, 64),
     "phase": (0, 1), "bytes": (0, 2 ** 20 - 1), "arrivals": (0, 4096), "warpgroups": (1, 4), "group": (0, 10 ** 6),
     "wait": (0, 999),
 }
-"""Inclusive ranges of the integer fields (``bytes``: the mbarrier tx-count range, 2^20 - 1)."""
+"""Inclusive ranges of the integer fields (``bytes``: the mbarrier tx-count range, 2^20 - 1; trip counts
+as a problem file's)."""
+MAX_LITERAL = 65536
+"""Largest magnitude of an integer in an expression (a count, version, slot, extent, guard, wait):
+the lowered programs use offsets up to the stages and divisors up to a multiplicity; a count of
+``i + 10**9`` or an extent of ``10**9`` is refused at read time instead of reaching the solvers."""
 MAX_ITEMS = {"ops": 64, "buffers": 64, "barriers": 64, "roles": 8, "stmts": 1000, "waits": 1000, "tx": 16,
              "reads": 16, "writes": 16, "guards": 64, "gate": 16, "queues": 64, "setup": 256, "teardown": 256,
              "notes": 64, "parts": 3}
@@ -306,7 +311,26 @@ def _expr(x, path: list, allowed: set, want: str) -> tuple:
     if extra:
         _fail(path, f"{x!r} uses unknown name(s) {', '.join(sorted(extra))}",
               f"only {', '.join(sorted(allowed)) or 'constants'} may appear here")
+    big = _largest_literal(e)
+    if big > MAX_LITERAL:
+        _fail(path, f"{x!r} holds the integer {big}, above the bound {MAX_LITERAL}",
+              f"use integers of magnitude at most {MAX_LITERAL} in expressions (docs/bounds.md)")
     return e
+
+
+def _largest_literal(e) -> int:
+    """The largest magnitude of an integer literal in the parsed expression ``e`` (no recursion)."""
+    out, todo = 0, [e]
+    while todo:
+        x = todo.pop()
+        if isinstance(x, tuple):
+            if len(x) == 2 and x[0] == "num" and isinstance(x[1], int) and not isinstance(x[1], bool):
+                out = max(out, abs(x[1]))
+            else:
+                todo.extend(x)
+        elif isinstance(x, list):
+            todo.extend(x)
+    return out
 
 
 def _guard(x, path: list, allowed: set) -> Optional[tuple]:

@@ -41,7 +41,7 @@ def test_verify_refuted_and_malformed(tmp_path):
     doc["barriers"][0]["slots"] = "two"
     f.write_text(json.dumps(doc))
     r = synth("verify", str(f))
-    assert r.returncode == 2 and "Traceback" not in r.stderr and "barriers.slots" in r.stderr
+    assert r.returncode == 2 and "Traceback" not in r.stderr and "barriers[0].slots" in r.stderr
 
 
 def test_python_api_verifies_hopper_programs(tmp_path):

@@ -38,17 +38,17 @@ def test_round_trip_and_printer(tmp_path):
 
 
 @pytest.mark.parametrize("mutate,needle", [
-    (lambda d: d["barriers"][0].update(kind="half"), "barriers.kind"),
+    (lambda d: d["barriers"][0].update(kind="half"), "barriers[0].kind"),
     (lambda d: d["roles"][0]["parts"][0]["stmts"][0].update(barrier="nope"), "unknown barrier"),
     (lambda d: d["roles"][0]["parts"][0]["stmts"][0]["state"].update(stages=0), "stages"),
-    (lambda d: d["roles"][0]["parts"][0]["stmts"][1]["tx"][0].update(bytes=-16), "tx.bytes"),
+    (lambda d: d["roles"][0]["parts"][0]["stmts"][1]["tx"][0].update(bytes=-16), "tx[0].bytes"),
     (lambda d: d["roles"][1].update(warpgroups=True), "warpgroups"),
     (lambda d: d["roles"][0]["parts"][0]["stmts"][0].update(kind="sleep"), "unknown statement kind"),
     # an inval (or init) inside a role is outside what the prover models: refused, not ignored
-    (lambda d: d["roles"][1]["parts"][0]["stmts"].insert(0, {"kind": "inval", "barrier": "full"}),
+    (lambda d: d["roles"][1]["parts"][0]["stmts"].insert(0, {"kind": "inval", "barrier": "full", "guard": None}),
      "mbarrier.inval inside a role"),
-    (lambda d: d["roles"][0]["parts"][-1]["stmts"].append({"kind": "init", "barrier": "empty"}),
-     "mbarrier.init inside a role"),
+    (lambda d: d["roles"][0]["parts"][-1]["stmts"].append({"kind": "init", "barrier": "empty", "guard": None}),
+     "unknown statement kind \"init\""),
 ])
 def test_loader_errors_name_the_field(tmp_path, mutate, needle):
     p = lower_hopper(HopperLoop("g", (Load("load_A", "A", 16384),), "mma", 2, 1))
