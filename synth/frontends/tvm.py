@@ -415,10 +415,10 @@ def tvmscript_functions(text: str, path: str) -> tuple:
             fn = tvm.script.from_source(f.text, extra_vars=env)
         except Exception as e:  # TVM's parser raises its own diagnostic types
             first = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
-            raise SynthError(Loc(path, f.line), f"TVMScript function {f.name} does not parse: {first}",
+            raise SynthError(Loc(path, f.line, 1), f"TVMScript function {f.name} does not parse: {first}",
                              "pass the script printed by mod.script() after InjectSoftwarePipeline") from None
         if _t(fn) != "PrimFunc":
-            raise SynthError(Loc(path, f.line), f"{f.name} is not a PrimFunc", "pass @T.prim_func functions")
+            raise SynthError(Loc(path, f.line, 1), f"{f.name} is not a PrimFunc", "pass @T.prim_func functions")
         out.append((f.name, fn))
     return tuple(out)
 

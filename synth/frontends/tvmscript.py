@@ -7,12 +7,14 @@ only (the syntax tree is built, nothing is compiled or evaluated) and refuses, w
 its line and column (exit 2), every construct outside what TVMScript as printed by
 TVM (``mod.script()``) and as written in TVM's tests uses:
 
-* at the top of the file: a docstring, ``import tvm`` / ``from tvm... import ...``
-  (never executed: the names ``T``, ``I``, ``R`` are bound to TVM's own script
-  namespaces by synth), ``@T.prim_func`` functions, ``@I.ir_module`` classes of
-  ``@T.prim_func`` functions; an ``if __name__ == "__main__":`` block and functions
-  without a TVMScript decorator (a test's ``def test_...``) are skipped, never read;
-  any other statement (an assignment, a call, ...) is refused;
+* at the top of the file: a docstring, imports (never executed: the names ``T``,
+  ``I``, ``R`` of ``from tvm.script import tir as T`` and its spellings are bound to
+  TVM's own script namespaces by synth; an import of another module binds nothing
+  and is skipped), ``@T.prim_func`` functions, ``@I.ir_module`` classes of
+  ``@T.prim_func`` functions (``@R.function`` members are skipped); an
+  ``if __name__ == "__main__":`` block and functions or classes without a
+  TVMScript decorator (a test's ``def test_...``) are skipped, never read; any
+  other statement (an assignment, a call, ...) is refused;
 * inside a function: ``for``, ``with``, ``if``/``else``, ``while``, assignments to
   names and buffer elements, annotated assignments, calls as statements, ``assert``,
   ``return``, ``pass``, ``break``, ``continue``;
@@ -27,6 +29,7 @@ TVM (``mod.script()``) and as written in TVM's tests uses:
 
 Refused wherever they stand: lambdas, comprehensions, f-strings, ``:=``, ``**``,
 shifts, ``@``, ``if``-expressions, starred arguments, ``**kwargs``, default values,
+string annotations,
 decorators other than ``T.prim_func``/``I.ir_module`` (with constant keyword
 arguments), any name starting with ``_``, ``global``/``nonlocal``, imports inside a
 function, ``try``, ``class`` inside a function, nested functions.
@@ -311,10 +314,16 @@ class _Screen:
         for arg in a.args:
             if arg.annotation is None:
                 raise self.err(arg, f"parameter {arg.arg} has no annotation", "annotate it: T.Buffer(...) or T.handle")
-            self.expr(arg.annotation, 1)
+            self.annotation(arg.annotation)
         if fn.returns is not None and not (isinstance(fn.returns, ast.Constant) and fn.returns.value is None):
-            self.expr(fn.returns, 1)
+            self.annotation(fn.returns)
         self.body(fn.body, 1)
+
+    def annotation(self, a, depth: int = 1) -> None:
+        """An annotation: a TVMScript expression, never a string (a string annotation is code in a string)."""
+        if isinstance(a, ast.Constant) and isinstance(a.value, str):
+            raise self.err(a, "a string annotation", "write the annotation itself: T.Buffer(...), T.handle, T.int32")
+        self.expr(a, depth)
 
     def name(self, node, name: str) -> None:
         if name.startswith("_"):
@@ -357,7 +366,7 @@ class _Screen:
             self.expr(s.value, depth)
         elif isinstance(s, ast.AnnAssign):
             self.target(s.target, subscript_ok=False)
-            self.expr(s.annotation, depth)
+            self.annotation(s.annotation, depth)
             if s.value is not None:
                 self.expr(s.value, depth)
         elif isinstance(s, ast.AugAssign):
