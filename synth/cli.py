@@ -111,7 +111,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--force", action="store_true",
                    help="replace an existing output folder, only if synth wrote every file in it")
     p.add_argument("--no-verify", action="store_true", help="skip the Z3 proof (not recommended)")
-    _time_limit(p, 60.0, "CP-SAT gets at most 60%% of it, the proof the rest")
+    _time_limit(p, 60.0, "CP-SAT gets at most 60%% of it; lowering, the proof, the kernel and writing OUT/ the "
+                         "rest; past it the command stops, exit 1, nothing written")
     p.add_argument("--workers", type=workers, default=2,
                    help=f"CP-SAT worker threads (default %(default)s; 1 .. {WORKERS_MAX})")
     _output_flags(p)
@@ -142,7 +143,7 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("certify", help="re-check a certificate with Z3 and cvc5 alone",
                        description="Re-check every SMT-LIB2 obligation of a certificate with Z3 and with cvc5.")
     p.add_argument("directory", help="OUT/ (the solve folder) or OUT/certificate/")
-    _time_limit(p, 120.0, "split evenly over the obligations' Z3 and cvc5 calls")
+    _time_limit(p, 120.0, "each Z3 and cvc5 call gets at most what is left")
     _output_flags(p)
 
     p = sub.add_parser("emit", help="write kernel.cu, or print TVM annotations or an MLIR loop",

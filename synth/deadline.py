@@ -132,6 +132,8 @@ def enforced(deadline: "Deadline") -> Iterator[None]:
         return
 
     def ring(signum, frame):
+        if _shield:  # moving a finished folder into place: let it complete (it is done, not cut)
+            return
         raise _Alarm()
 
     old = signal.signal(signal.SIGALRM, ring)
@@ -145,6 +147,21 @@ def enforced(deadline: "Deadline") -> Iterator[None]:
         _enforcing.clear()
         signal.setitimer(signal.ITIMER_REAL, 0)
         signal.signal(signal.SIGALRM, old)
+
+
+_shield = 0
+
+
+@contextlib.contextmanager
+def finishing() -> Iterator[None]:
+    """A block the deadline's alarm does not cut (moving a complete folder into place: it either
+    happens whole or the folder stays aside and is removed). Ctrl-C still interrupts it."""
+    global _shield
+    _shield += 1
+    try:
+        yield
+    finally:
+        _shield -= 1
 
 
 NEVER = Deadline(math.inf)
@@ -297,5 +314,5 @@ def solve_cp_sat(solver, model, callback=None):
     return status
 
 
-__all__ = ["Deadline", "TimeUp", "NEVER", "MIN_QUERY", "ALARM_GRACE", "as_deadline", "enforced", "install_interrupt", "interrupted",
+__all__ = ["Deadline", "TimeUp", "NEVER", "MIN_QUERY", "ALARM_GRACE", "as_deadline", "enforced", "finishing", "install_interrupt", "interrupted",
            "stoppable", "restore_sigint", "ignore_sigint", "cp_sat_parameters", "solve_cp_sat"]

@@ -32,6 +32,7 @@ import os
 import tempfile
 from typing import Callable
 
+from .deadline import finishing
 from .errors import Loc, SynthError
 
 MARKER = ".synth-output.json"
@@ -183,17 +184,18 @@ def publish(out_dir: str, build: Callable[[str], object], *, force: bool = False
                          f"choose another folder with {flag}") from None
     try:
         build(tmp)
-        _write_marker(tmp)
-        _apply_umask(tmp)
-        check_out_dir(out_dir, force=force, flag=flag)  # again: the long build may have raced a user
-        if os.path.isdir(out_abs):
-            old = tempfile.mkdtemp(prefix=".synth-old-", dir=parent)
-            os.rename(out_abs, os.path.join(old, "d"))
-            os.rename(tmp, out_abs)
-            _remove_own(os.path.join(old, "d"))
-            _rmdir_quiet(old)
-        else:
-            os.rename(tmp, out_abs)
+        with finishing():  # the folder is complete: the time limit does not cut moving it into place
+            _write_marker(tmp)
+            _apply_umask(tmp)
+            check_out_dir(out_dir, force=force, flag=flag)  # again: the long build may have raced a user
+            if os.path.isdir(out_abs):
+                old = tempfile.mkdtemp(prefix=".synth-old-", dir=parent)
+                os.rename(out_abs, os.path.join(old, "d"))
+                os.rename(tmp, out_abs)
+                _remove_own(os.path.join(old, "d"))
+                _rmdir_quiet(old)
+            else:
+                os.rename(tmp, out_abs)
     except BaseException:
         if os.path.isdir(tmp):
             _remove_own(tmp, everything=True)
