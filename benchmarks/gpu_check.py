@@ -344,7 +344,8 @@ class Budget:
 
 
 def shapes_for(kernel, arch: str, sms: int, emulator: bool) -> list[tuple[str, int, int, int]]:
-    """``(what, M, N, K)`` of the correctness runs of ``kernel`` (a Kernel or HopperKernel)."""
+    """``(what, M, N, K)`` of the correctness runs of ``kernel`` (a Kernel or HopperKernel); the last ones,
+    the :data:`BIG` cubes, are also timed. The emulator gets the small shapes only."""
     if arch == "sm_90a":
         c = kernel.config
         BM, BN, BK, stages, split = c.bm, c.bn, c.bk, c.stages, c.split_k
@@ -360,10 +361,10 @@ def shapes_for(kernel, arch: str, sms: int, emulator: bool) -> list[tuple[str, i
            ("K = 8", 40, 24, 8),
            ("one tile", BM, BN, max(2 * BK, kmin))]
     if not emulator:
-        side = 12  # 144 tiles: more than an H100's 132 SMs (and an A100's 108)
+        side = 1
         while side * side <= sms:
-            side += 2
-        out.append((f"{side * side} tiles > {sms} SMs", side * BM, side * BN, 512))
+            side += 1
+        out.append((f"{side * side} tiles > {sms} SMs", side * BM, side * BN, max(512, kmin)))
         out += [(f"{n}^3", n, n, n) for n in BIG]
     return out
 
@@ -465,7 +466,7 @@ class Data:
     def operands(self, M: int, N: int, K: int):
         key = (M, N, K)
         if key not in self.cache:
-            for old in [x for x in self.cache if max(x) < 4096]:  # small shapes: one at a time; big ones kept
+            for old in [x for x in self.cache if x not in [(n, n, n) for n in BIG]]:  # small: one at a time
                 self.cache.pop(old)
             t = self.env.torch
             if self.env.gpu:
@@ -542,7 +543,7 @@ def run_kernel(pack: str, entry: dict, env: Env, data: Data, rep: Report, budget
     emulator = env.backend == "emulator"
     ok = True
     for what, M, N, K in shapes_for(kern, entry["arch"], env.sms, emulator):
-        big = max(M, N, K) >= 4096
+        big = (M, N, K) in [(n, n, n) for n in BIG]
         reserve = 0.0 if emulator else SANITIZER_RESERVE
         if budget.left() < reserve + (20 if big else 5):
             rep.skip(f"{entry['name']} {what} ({M}x{N}x{K}): budget")

@@ -589,7 +589,7 @@ def load(out: str, *, backend: str = "auto", images: Sequence[tuple[str, bytes]]
     source = files["kernel.cu"].decode("utf-8", errors="replace")
     path = os.path.join(out, "kernel.cu")
     if isinstance(problem, HopperGemm):
-        return _load_hopper(out, problem, source, backend, images)
+        return _load_hopper(out, problem, files, source, backend, images)
     from .emit.cuda import emit_kernel
     from .program import program_from_json
     from .schedule import schedule_from_json
@@ -760,20 +760,36 @@ class HopperKernel:
                         dev.registers(fn), dev.name, dev.loaded_from.get(int(fn), "?"))
 
 
-def _load_hopper(out: str, problem, source: str, backend: str, images) -> HopperKernel:
+def _load_hopper(out: str, problem, files: dict[str, bytes], source: str, backend: str, images) -> HopperKernel:
     """A Hopper folder's kernel: schedule.json's choice, program.json equal to the lowering of problem.yaml
-    under it, and kernel.cu equal to the kernel synth emits from that program (all derived again)."""
-    from .hopper.flow import emit_from_output, load_hopper_output
+    under it, and kernel.cu equal to the kernel synth emits from that program (all derived again; a program
+    equal to synth's own lowering needs no further validation, so no solver is loaded)."""
+    from .emit.sm90.kernel import emit_sm90_kernel
+    from .hopper.flow import choice_from_json, kernel_config
+    from .hopper.ir import hopper_from_json
 
-    got = load_hopper_output(out, problem)
-    if source != emit_from_output(got):
+    cfg = kernel_config(problem, choice_from_json(problem, _json(out, files, "schedule.json"),
+                                                  os.path.join(out, "schedule.json")))
+    ppath = os.path.join(out, "program.json")
+    try:
+        program = hopper_from_json(_json(out, files, "program.json"))
+    except SynthError:
+        raise
+    except Exception as exc:  # noqa: BLE001 - any malformed document: it is not synth's lowering
+        raise SynthError(Loc(ppath), f"program.json does not read back as a Hopper program: {exc!s}",
+                         "re-run 'synth solve'") from None
+    if program != cfg.program():
+        raise SynthError(Loc(ppath), "program.json is not the lowering of problem.yaml under schedule.json "
+                         "(edited, or from another folder)", "re-run 'synth solve'; 'synth verify' checks an "
+                         "edited program on its own")
+    if source != emit_sm90_kernel(cfg, program):
         raise SynthError(Loc(os.path.join(out, "kernel.cu")), "kernel.cu is not the kernel synth emits for this "
                          "folder's proven program (edited, or from another folder)",
                          f"re-emit it with 'synth emit {out} --target cuda'")
     from .emit.sm90.runner import gpu_status
 
-    return HopperKernel(os.path.join(out, "kernel.cu"), source, got.config,
-                        _backend(backend, gpu_status, "sm_90 GPU", "an H100/H200"), got.problem, images)
+    return HopperKernel(os.path.join(out, "kernel.cu"), source, cfg,
+                        _backend(backend, gpu_status, "sm_90 GPU", "an H100/H200"), problem, images)
 
 
 __all__ = ["load", "Kernel", "HopperKernel", "KernelFacts", "KernelError", "Launch", "Param", "Prepared",

@@ -11,6 +11,7 @@ import json
 import os
 import shutil
 
+import numpy as np
 import pytest
 
 from gemm_fixtures import NEEDS_GXX, NVCC
@@ -101,3 +102,155 @@ def test_a_kernel_that_is_not_synth_s_is_a_wrong_result(pack, tmp_path):
     assert "WRONG" in proc.stdout and "not the kernel synth emits" in proc.stdout
     rep = json.loads((d / "report.json").read_text())
     assert rep["status"] == "done" and rep["wrong"] == 1
+
+
+class _T:
+    """A numpy-backed stand-in for the few torch tensor operations gpu_check uses."""
+
+    def __init__(self, a) -> None:
+        self.a = np.asarray(a)
+
+    def half(self):
+        return _T(self.a.astype(np.float16))
+
+    def float(self):
+        return _T(self.a.astype(np.float32))
+
+    def t(self):
+        return _T(self.a.T)
+
+    def cpu(self):
+        return self
+
+    def cuda(self):
+        return self
+
+    def numpy(self):
+        return self.a
+
+    def abs(self):
+        return _T(np.abs(self.a))
+
+    def sum(self):
+        return _T(self.a.sum())
+
+    def max(self):
+        return _T(self.a.max())
+
+    def zero_(self):
+        self.a[...] = 0
+        return self
+
+    def __matmul__(self, o):
+        return _T(self.a.astype(np.float32) @ o.a.astype(np.float32))
+
+    def _v(self, o):
+        return o.a if isinstance(o, _T) else o
+
+    def __mul__(self, o):
+        return _T(self.a * self._v(o))
+
+    __rmul__ = __mul__
+
+    def __add__(self, o):
+        return _T(self.a + self._v(o))
+
+    __radd__ = __add__
+
+    def __sub__(self, o):
+        return _T(self.a - self._v(o))
+
+    def __le__(self, o):
+        return _T(self.a <= self._v(o))
+
+    def __invert__(self):
+        return _T(~self.a)
+
+    def __float__(self):
+        return float(self.a)
+
+    def __int__(self):
+        return int(self.a)
+
+
+def _fake_torch():
+    from types import SimpleNamespace
+
+    class Gen:
+        def __init__(self, device):
+            assert device == "cuda"
+
+        def manual_seed(self, s):
+            self.rng = np.random.default_rng(s)
+            return self
+
+    class Event:
+        def __init__(self, enable_timing=False):
+            assert enable_timing
+
+        def record(self):
+            pass
+
+        def synchronize(self):
+            pass
+
+        def elapsed_time(self, other):
+            return 0.25
+
+    torch = SimpleNamespace(
+        __version__="0.fake", version=SimpleNamespace(cuda="12.fake"), float32=np.float32,
+        backends=SimpleNamespace(cuda=SimpleNamespace(matmul=SimpleNamespace(allow_tf32=True)),
+                                 cudnn=SimpleNamespace(allow_tf32=True)),
+        cuda=SimpleNamespace(is_available=lambda: True, synchronize=lambda: None, Event=Event),
+        Generator=Gen, rand=lambda *shape, device, generator: _T(generator.rng.random(shape, np.float32)),
+        from_numpy=_T, isnan=lambda x: _T(np.isnan(x.a)), matmul=lambda a, b: _T(
+            (a.a.astype(np.float32) @ b.a.astype(np.float32)).astype(np.float16)),
+        nan_to_num=lambda x, nan: _T(np.nan_to_num(x.a, nan=nan)),
+        empty=lambda n, dtype, device: _T(np.empty(n, dtype)))
+    return torch
+
+
+def test_the_gpu_run_with_a_fake_driver_and_torch(pack, tmp_path, monkeypatch):
+    # the cuda branch of run (torch reference, cuBLAS, timing warm and flushed, clocks, images, the sanitizer
+    # children) on the fake CUDA Python driver of test_run (launches run on the emulator) and a numpy torch;
+    # the cubes timed are 192^3 here, the device has 3 SMs, compute-sanitizer is a stand-in script
+    import sys
+
+    from synth.emit.sm90 import runner
+    from test_run import FakeDriver
+
+    gc = _module()
+    d = tmp_path / "pack"
+    shutil.copytree(pack, d)
+    man = json.loads((d / "manifest.json").read_text())
+    sources = {}
+    for f in man["folders"]:
+        text = (d / f["dir"] / "kernel.cu").read_text()
+        for im in f["images"]:
+            sources[(d / im["file"]).read_bytes()] = text
+    drv = FakeDriver(None, sources=sources, sms=3)
+    monkeypatch.setattr(runner, "driver", lambda: drv)
+    monkeypatch.setattr(runner, "nvcc_image", lambda text, arch, **kw: (sources.setdefault(text.encode(), text),
+                                                                        text.encode())[1])
+    monkeypatch.setitem(sys.modules, "torch", _fake_torch())
+    monkeypatch.setattr(gc, "BIG", (192,))
+    monkeypatch.setattr(gc, "FLUSH_BYTES", 1 << 20)
+    san = tmp_path / "bin" / "compute-sanitizer"
+    san.parent.mkdir()
+    san.write_text("#!/bin/sh\necho '========= ERROR SUMMARY: 0 errors'\nexit 0\n")
+    san.chmod(0o755)
+    monkeypatch.setenv("PATH", f"{san.parent}{os.pathsep}{os.environ['PATH']}")
+    monkeypatch.delenv("SYNTH_GPU_BACKEND", raising=False)
+    rc = gc.run(str(d), backend="cuda", budget_s=300)
+    rep = json.loads((d / "report.json").read_text())
+    assert rc == 0, json.dumps(rep, indent=1)[:4000]
+    assert rep["status"] == "done" and "torch float32" in rep["reference"] and "fake H100" in rep["environment"]["gpu"]
+    for k in rep["kernels"]:
+        assert k["ok"] and [c["status"] for c in k["correctness"]].count("ok") >= 5, k
+        assert "cubin" in k["image"] and k["registers"] == 128
+        (t,) = k["timing"]
+        assert t["shape"] == [192, 192, 192] and t["ms_warm"] == 0.5 and t["cublas_ms_flushed"] == 0.25
+        assert "CUDA attribute" in t["clock_before"] or "sm MHz" in t["clock_before"]
+        assert set(k["sanitizer"]) == {"racecheck", "synccheck"} and all(
+            r["result"] == "ok" for r in k["sanitizer"].values())
+    assert not drv.mem or all(n <= gc.FLUSH_BYTES for n in map(len, drv.mem.values()))
