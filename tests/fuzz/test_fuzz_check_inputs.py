@@ -19,7 +19,7 @@ import re
 import signal
 
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 
 from synth.cli import main
@@ -155,6 +155,7 @@ def test_check_input_mutants(tmp_path_factory, data):
     f = d / f"input{suffix}"
     f.write_bytes(content)
     rc, _, err = run_cli(["check", str(f), "--time-limit", "2"])
+    event(f"{form} {suffix} exit {rc}")
     assert_contract(rc, err, f"check ({form})")
     assert not marker.exists(), "the checked file ran"
     if form == "tvm-attack":

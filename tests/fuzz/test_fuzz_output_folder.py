@@ -21,7 +21,7 @@ import shutil
 import signal
 
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 
 from synth.cli import main
@@ -172,6 +172,7 @@ def test_tampered_folder(folder, tmp_path_factory, data):
     out = tmp_path_factory.mktemp("t") / "out"
     shutil.copytree(folder, out, symlinks=True)
     _apply(out, name, kind, content, rehash)
+    event(f"{command} on {name} ({kind})")
     _run(command, out)
 
 

@@ -19,7 +19,7 @@ import signal
 import time
 
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 
 from synth.bounds import MAX_INPUT_BYTES
@@ -133,6 +133,7 @@ def test_problem_yaml_mutants(tmp_path_factory, data):
     f = d / "problem.yaml"
     f.write_bytes(data.draw(problem_bytes(str(marker))))
     rc, _, err = run_cli(["lower", str(f)])
+    event(f"lower exit {rc}")
     assert_contract(rc, err, "lower")
     assert not marker.exists(), "a YAML tag ran"
 

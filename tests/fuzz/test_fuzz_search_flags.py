@@ -15,7 +15,7 @@ import os
 import signal
 
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 
 from synth.bounds import MAX_SHAPES_BYTES
@@ -110,6 +110,7 @@ def test_search_flag_combinations(tmp_path_factory, data):
     files = _files(tmp_path_factory.mktemp("s"))
     argv = data.draw(search_argv(files))
     rc, out, err = run_cli(argv)
+    event(f"search exit {rc}")
     assert rc in (0, 1, 2), (argv, rc, err[-3000:])
     assert "Traceback" not in err, (argv, err[-3000:])
 
