@@ -164,6 +164,7 @@ def verify(target, *, time_limit: float = 60.0, certificate: Optional[str] = Non
 
     _check_limits(time_limit)
     deadline = Deadline.after(time_limit)
+    deadline.check("reading the program")
     if certificate is not None:
         check_out_dir(os.fspath(certificate), force=force, flag="--certificate")
     if isinstance(target, (str, os.PathLike)) and is_hopper_file(os.fspath(target)):
@@ -236,7 +237,10 @@ def certify(directory: str, *, time_limit: float = 120.0):
     from .verify import certify as certify_dir
     from .verify.certificate_phases import certify_hopper, is_hopper_certificate
 
+    from .deadline import Deadline
+
     _check_limits(time_limit)
+    Deadline.after(time_limit).check("certify (reading and re-checking the certificate)")  # names the phase
     d = certificate_dir(os.fspath(directory))
     if is_hopper_certificate(d):
         return certify_hopper(d, timeout_s=time_limit)

@@ -319,3 +319,17 @@ def test_ctrl_c_during_a_search_stops_its_worker_processes(tmp_path):
     while any(_alive(k) for k in kids) and time.monotonic() < end:
         time.sleep(0.05)
     assert not any(_alive(k) for k in kids), "a worker outlived the interrupted search"
+
+
+@pytest.mark.slow
+def test_ctrl_c_during_check(tmp_path):
+    """synth check proves a compiler's waits with Z3: SIGINT late in the run (its proof) exits 130 (Z3 used to
+    answer 'unknown' and the check went on to exit 0)."""
+    src = ROOT / "tests" / "check_inputs" / "triton-matmul-s5.ttgir"
+    t0 = time.monotonic()
+    rc, _, err = finish(start("check", str(src), "-q", cwd=tmp_path), timeout=120)
+    whole = time.monotonic() - t0
+    assert rc == 0, err[-2000:]
+    proc = start("check", str(src), "--json", cwd=tmp_path)
+    _, took = interrupted(proc, after(0.8 * whole), tmp_path)
+    assert took < 3.0, took
