@@ -13,7 +13,10 @@ launches). Correctness: C against torch's f32 product of the same operands on th
     python benchmarks/gpu_sm90.py --dry-run            # no GPU: solve, prove, compile only
 
 Without an sm_90 GPU (and without ``--dry-run``) it prints why and exits 0: nothing is measured.
-Needs ``pip install '.[gpu]'`` and torch for the cuBLAS column.
+Needs ``pip install '.[gpu]'`` and torch for the cuBLAS column, and the full installation (it runs CP-SAT
+and Z3 on the GPU machine): on a lent GPU with a stock image, use ``benchmarks/gpu_check.py`` (docs/gpu.md),
+whose folders are solved beforehand. The launch goes through :class:`synth.emit.sm90.runner.CudaDevice`,
+the driver layer the sm_80 kernel shares.
 """
 
 from __future__ import annotations
