@@ -131,3 +131,15 @@ def test_missing_file_and_folder_exit_2(tmp_path):
 def test_trip_count_options_are_exclusive():
     rc, _, err = run_text(str(INPUTS / "mlir-copy-depth2.mlir"), "--trip-count", "3", "--min-trip-count", "2")
     assert rc == 2 and "not allowed with" in err
+
+
+def test_func_is_for_tvmscript_only(tmp_path):
+    rc, _, err = run_text(str(INPUTS / "mlir-copy-depth2.mlir"), "--func", "main")
+    assert rc == 2 and "--func main: only a TVMScript file" in err and "Traceback" not in err
+
+
+def test_affine_map_dividing_by_zero_is_outside_the_model(tmp_path):
+    text = (INPUTS / "mlir-copy-depth2.mlir").read_text()
+    assert "floordiv 4" in text
+    rc, _, err = run_text(_mutate(tmp_path, text.replace("floordiv 4", "floordiv 0"), "x.mlir"))
+    assert rc == 2 and "Traceback" not in err and "fix:" in err

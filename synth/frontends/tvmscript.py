@@ -55,6 +55,9 @@ MAX_STR = 4096
 """Characters of one string literal in a TVMScript file."""
 MAX_DEPTH = 64
 """Nesting of statements and expressions in a TVMScript file (TVM's parser recurses)."""
+MAX_NODES = 200_000
+"""Syntax-tree nodes of a TVMScript file (a pipelined GEMM's script has a few thousand; 35,000 are read and
+checked in about 3 s)."""
 
 # TVMScript builders that ``mod.script()`` prints and TVM's tests write (a closed list).
 T_NAMES = frozenset("""
@@ -630,6 +633,12 @@ def screen(text: str, path: str) -> Screened:
     except (ValueError, RecursionError, MemoryError) as e:
         raise SynthError(Loc(path), f"not Python syntax: {type(e).__name__}: {str(e)[:200]}",
                          "pass the TVMScript text as mod.script() prints it") from None
+    nodes = 0
+    for _ in ast.walk(tree):
+        nodes += 1
+        if nodes > MAX_NODES:
+            raise SynthError(Loc(path), f"the file has more than {MAX_NODES} syntax-tree nodes",
+                             "pass the functions to check only (docs/bounds.md)")
     sc = _Screen(path, text)
     try:
         out = sc.module(tree)
@@ -641,4 +650,4 @@ def screen(text: str, path: str) -> Screened:
     return out
 
 
-__all__ = ["screen", "Screened", "ScreenedFunc", "MAX_INT", "MAX_STR", "MAX_DEPTH", "T_NAMES"]
+__all__ = ["screen", "Screened", "ScreenedFunc", "MAX_INT", "MAX_STR", "MAX_DEPTH", "MAX_NODES", "T_NAMES"]
