@@ -62,6 +62,18 @@ def test_force_refuses_a_folder_holding_a_users_file(tmp_path):
     assert no_temp_left(tmp_path)
 
 
+@pytest.mark.parametrize("made", ["my_notes/drafts", "empty", "certificate/mine"])
+def test_force_refuses_a_folder_the_user_made_even_empty(tmp_path, made):
+    shutil.copy(EXAMPLE, tmp_path / "p.yaml")
+    assert solve("p.yaml", "-o", "o", cwd=tmp_path)[0] == 0
+    (tmp_path / "o" / made).mkdir(parents=True)
+    assert foreign_files(str(tmp_path / "o")), "a folder the user made is not synth's"
+    code, _, err = solve("p.yaml", "-o", "o", "--force", cwd=tmp_path)
+    assert code == 2 and made.split("/")[0] in err and "Traceback" not in err
+    assert (tmp_path / "o" / made).is_dir()
+    assert no_temp_left(tmp_path)
+
+
 def test_force_on_the_current_folder_touches_nothing(tmp_path):
     shutil.copy(EXAMPLE, tmp_path / "p.yaml")
     (tmp_path / "other.txt").write_text("keep")
