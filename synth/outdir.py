@@ -74,12 +74,11 @@ def _walk_files(root: str, dirs: list[str] | None = None) -> tuple[list[str], li
 def read_marker(folder: str) -> dict[str, str] | None:
     """The ``{relpath: sha256}`` map of a folder synth wrote, or None when there is no valid marker."""
     path = os.path.join(folder, MARKER)
-    try:
-        if os.path.islink(path) or not os.path.isfile(path) or os.path.getsize(path) > MAX_MARKER_BYTES:
-            return None
-        with open(path, encoding="utf-8") as fh:
-            doc = json.load(fh)
-    except (OSError, ValueError):
+    from .readfile import load_json
+
+    try:  # a regular file (never a link, FIFO or device), bounded while read, nested at most 64 deep
+        doc = load_json(path, MAX_MARKER_BYTES, MARKER, follow=False)
+    except SynthError:
         return None
     files = doc.get("files") if isinstance(doc, dict) and doc.get("synth_output") == 1 else None
     if not isinstance(files, dict) or not all(isinstance(k, str) and isinstance(v, str) for k, v in files.items()):
