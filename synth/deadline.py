@@ -10,6 +10,13 @@ phase once the instant has passed. :class:`TimeUp` is a
 ``time_limit``, and writes nothing (an output folder is built aside and only
 moved into place when every phase finished, :mod:`synth.outdir`).
 
+A step with no check of its own (emitting the kernel of a huge ``min_k_tiles``,
+lowering a very large body, drawing its timeline) would still run past the
+deadline, so the CLI wraps each command in :func:`enforced`: SIGALRM half a
+second past the deadline stops the native solver running (through the same
+watcher thread as Ctrl-C) and raises :class:`TimeUp` naming the phase the last
+check named. Moving a finished folder into place is not cut (:func:`finishing`).
+
 **Ctrl-C.** Z3 and CP-SAT each catch SIGINT by default and turn it into an
 early, ordinary-looking answer ("unknown", a FEASIBLE schedule), and CP-SAT
 leaves SIGINT at the C default handler afterwards (a second Ctrl-C kills the
