@@ -124,7 +124,7 @@ def test_dev_zero_is_refused_at_once():
     assert time.monotonic() - t0 < 5
 
 
-@pytest.mark.parametrize("command", ["check"])
+@pytest.mark.parametrize("command", ["check", "verify"])
 def test_fifo_is_refused_without_blocking(tmp_path, command):
     fifo = tmp_path / "in.fifo"
     os.mkfifo(fifo)

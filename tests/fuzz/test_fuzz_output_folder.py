@@ -198,11 +198,19 @@ def test_negative_in_flight_is_refused_when_read(folder, tmp_path):
 
 
 @pytest.mark.parametrize("name, command", [("schedule.json", "emit"), ("program.json", "emit"),
-                                           ("schedule.json", "verify")])
+                                           ("schedule.json", "verify"), ("program.json", "verify")])
 def test_deep_json_is_a_located_error(folder, tmp_path, name, command):
     out = _tampered(folder, tmp_path, name, b"[" * 100_000 + b"]" * 100_000)
     rc, _, err = run_cli([command, str(out)], seconds=60)
     assert rc == 2 and "Traceback" not in err and name in err, err
+
+
+def test_deep_manifest_is_a_synth_error(folder, tmp_path):
+    out = _tampered(folder, tmp_path, MANIFEST, b"[" * 100_000 + b"]" * 100_000)
+    from synth.kernel import load
+
+    with pytest.raises(SynthError):
+        load(str(out), backend="emulator")
 
 
 def test_schedule_json_fifo_does_not_block(folder, tmp_path):
