@@ -374,9 +374,8 @@ class Kernel:
             return np.ascontiguousarray(out[:, :N]), int(status[0])
 
         def close():
-            for p in bufs:
-                dev.cu.cuMemFree(p)
-            bufs.clear()
+            while bufs:
+                dev.release(bufs.pop())
 
         return Prepared(run, fetch, lambda repeats, before=None: dev.time_ms(run, repeats, before), close,
                         dev.registers(fn), dev.name, dev.loaded_from.get(int(fn), "?"))

@@ -181,6 +181,15 @@ class CudaDevice:
             _check(self.cu.cuMemcpyHtoD(p, x.ctypes.data, x.nbytes), "cuMemcpyHtoD")
         return p
 
+    def release(self, ptr: int) -> None:
+        """Free one buffer of :meth:`alloc`/:meth:`upload` now (not again at :meth:`free`)."""
+        for i, p in enumerate(self._bufs):
+            if int(p) == int(ptr):
+                self._bufs.pop(i)
+                _check(self.cu.cuMemFree(p), "cuMemFree")
+                return
+        raise ValueError(f"0x{int(ptr):x} is not a buffer of this device object")
+
     def download(self, host: np.ndarray, ptr: int) -> np.ndarray:
         """``host`` (C-contiguous, written in place) filled from device address ``ptr``."""
         _check(self.cu.cuMemcpyDtoH(host.ctypes.data, ptr, host.nbytes), "cuMemcpyDtoH")
