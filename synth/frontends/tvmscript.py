@@ -93,6 +93,10 @@ LOCAL_ATTRS = frozenset({"data", "shape", "dtype", "strides", "elem_offset"})
 PRIM_FUNC_KW = frozenset({"private", "s_tir", "check_well_formed"})
 IR_MODULE_KW = frozenset({"check_well_formed"})
 BUILTIN_NAMES = frozenset({"range"})
+SHADOWING = frozenset("eval exec compile open breakpoint input exit quit help globals locals vars getattr setattr "
+                      "delattr super type object memoryview".split())
+"""Python builtins a TVMScript name may not take: TVM's parser looks a name up among Python's builtins
+when it meets it before the statement that binds it (an annotation naming a later variable)."""
 
 # ``from tvm.script import tir as T`` and its spellings: the module imported -> the role of its alias.
 _ROLES = {"tir": "T", "tirx": "T", "ir": "I", "relax": "R"}
@@ -331,6 +335,8 @@ class _Screen:
     def name(self, node, name: str) -> None:
         if name.startswith("_"):
             raise self.err(node, f"the name {name!r} starts with '_'", "rename it")
+        if name in SHADOWING:
+            raise self.err(node, f"the name {name!r} is a Python builtin", "rename it")
 
     def body(self, stmts, depth: int) -> None:
         for s in stmts:
@@ -459,7 +465,8 @@ class _Screen:
             for kw in e.keywords:
                 if kw.arg is None:
                     raise self.err(kw.value, "a **keyword argument", "write the keyword arguments out")
-                self.name(kw.value, kw.arg)
+                if kw.arg.startswith("_"):
+                    raise self.err(kw.value, f"the keyword {kw.arg!r} starts with '_'", "rename it")
                 self.expr(kw.value, d)
             return
         if isinstance(e, ast.BinOp):

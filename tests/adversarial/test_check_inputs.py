@@ -159,3 +159,14 @@ def test_oversized_and_non_utf8_inputs(tmp_path):
     bad.write_bytes(b"module {\n  tt.func @f() {\xff\n")
     rc, _, err = _run(str(bad))
     assert rc == 2 and f"{bad}:2:" in err and "UTF-8" in err
+
+
+def test_a_name_may_not_shadow_a_dangerous_builtin(tmp_path):
+    """TVM's parser looks up a name used before its binding (an annotation naming a later variable) among
+    Python's builtins: a variable named ``open`` or ``eval`` would hand TVM the builtin itself."""
+    sig = 'Y: T.Buffer((32, 16), "float32")):'
+    text = (HEADER + BASE).replace(sig, 'Y: T.Buffer((32, eval), "float32")):\n        eval = T.int32()', 1)
+    f = tmp_path / "shadow.py"
+    f.write_text(text)
+    rc, _, err = _run(str(f))
+    assert rc == 2 and "is a Python builtin" in err and LOCATED.search(err), err
