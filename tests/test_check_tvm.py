@@ -161,3 +161,12 @@ def test_ir_module_with_two_functions(tmp_path):
     rc, doc, err = run_check(_write(tmp_path, "module", text))
     assert rc == 0, err
     assert [f["function"] for f in doc["result"]["functions"]] == ["first", "second"]
+
+
+def test_run_out_loops_are_bounded(tmp_path):
+    """A prologue loop of 10^7 iterations was run out one by one (synth check hung); the bound is 1024."""
+    text = gen.tvm_script("tvm-stream-s2")
+    assert "for k in T.unroll(2):" in text
+    path = _write(tmp_path, "huge_prologue", text.replace("for k in T.unroll(2):", "for k in T.unroll(10000000):", 1))
+    rc, _, err = run_text(path)
+    assert rc == 2 and "more than the 1024" in err and "Traceback" not in err
