@@ -70,7 +70,7 @@ def test_every_class_is_derived_and_the_ranking_is_reported() -> None:
     kinds = {c.kind for c in r.obligations}
     assert kinds <= set(CLASSES)
     assert kinds >= {"wellformed", "parity", "arrivals", "tx_bytes", "no_deadlock", "release_after_wgmma",
-                     "wgmma_wait", "slot_reuse", "raw", "fence", "teardown"}
+                     "wgmma_wait", "wgmma_drain", "slot_reuse", "raw", "coverage", "fence", "teardown"}
     assert dict(r.lags) == {"consumer": 0} and "deadlock ranking" in r.messages[0]
     assert r.by_class()["teardown"] == (2, 2) and "teardown 2/2" in r.messages[0]  # one per TMA statement
 
