@@ -182,6 +182,25 @@ def check_loop(loop: Loop, *, trip_count: Optional[int] = None, min_trip_count: 
     return CheckResult(loop, program, smap, report)
 
 
+def _check_mbarrier(text: str, path: str, form: Optional[str], trip_count, min_trip_count, time_limit: float,
+                    tightness: bool):
+    """The Hopper prover's check of a Triton TTGIR that uses mbarriers (docs/check.md): warp-specialized
+    (``ttg.warp_specialize``) or one warp group (TMA + wgmma); None for any other input. A Triton file with
+    Blackwell ``tcgen05`` ops is refused first (exit 2 naming them)."""
+    from .ttgir_hopper import check_hopper, is_hopper_ttgir
+    from .ttgir_ws import check_ws, is_ws_ttgir, refuse_blackwell
+
+    if form == "triton" or (form is None and detect(text, path) == "triton"):
+        refuse_blackwell(text, path)
+    if is_ws_ttgir(text):
+        return check_ws(text, path, trip_count=trip_count, min_trip_count=min_trip_count, time_limit=time_limit,
+                        tightness=tightness)
+    if is_hopper_ttgir(text):
+        return check_hopper(text, path, trip_count=trip_count, min_trip_count=min_trip_count,
+                            time_limit=time_limit, tightness=tightness)
+    return None
+
+
 def check_file_all(path: str, *, trip_count: Optional[int] = None, min_trip_count: Optional[int] = None,
                    time_limit: float = 10.0, form: Optional[str] = None, tightness: bool = True,
                    func: Optional[str] = None) -> tuple:
@@ -189,11 +208,9 @@ def check_file_all(path: str, *, trip_count: Optional[int] = None, min_trip_coun
     pipelined loop it holds (a TVMScript file: every ``@T.prim_func`` with one, or ``func``)."""
     text = read_text(path)
     if form in (None, "triton") and func is None:
-        from .ttgir_hopper import check_hopper, is_hopper_ttgir
-
-        if is_hopper_ttgir(text):  # sm_90 TMA + mbarrier + wgmma: the Hopper prover (docs/check.md)
-            return (check_hopper(text, path, trip_count=trip_count, min_trip_count=min_trip_count,
-                                 time_limit=time_limit, tightness=tightness),)
+        r = _check_mbarrier(text, path, form, trip_count, min_trip_count, time_limit, tightness)
+        if r is not None:
+            return (r,)
     return tuple(check_loop(lp, trip_count=trip_count, min_trip_count=min_trip_count, time_limit=time_limit,
                             tightness=tightness) for lp in import_loops(text, path, form, func))
 
@@ -205,11 +222,9 @@ def check_file(path: str, *, trip_count: Optional[int] = None, min_trip_count: O
     SynthError unless ``func`` picks one; :func:`check_file_all` checks them all)."""
     text = read_text(path)
     if form in (None, "triton") and func is None:
-        from .ttgir_hopper import check_hopper, is_hopper_ttgir
-
-        if is_hopper_ttgir(text):
-            return check_hopper(text, path, trip_count=trip_count, min_trip_count=min_trip_count,
-                                time_limit=time_limit, tightness=tightness)
+        r = _check_mbarrier(text, path, form, trip_count, min_trip_count, time_limit, tightness)
+        if r is not None:
+            return r
     return check_loop(import_loop(text, path, form, func), trip_count=trip_count, min_trip_count=min_trip_count,
                       time_limit=time_limit, tightness=tightness)
 

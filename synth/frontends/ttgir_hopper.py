@@ -909,5 +909,12 @@ def check_hopper(text: str, path: str, *, trip_count: Optional[int] = None, min_
     return HopperCheck(imp, verify_hopper(p, time_limit=time_limit, tightness=tightness, trip_count=trip_count))
 
 
+# shared with ttgir_ws.py (warp-specialized TTGIR): the carried-value fits, slot rotations, guards and
+# wait states are the same there, per partition
+Ctx = _Ctx
+fit_phase, fit_phase_at, same_carried = _fit, _at, _same
+slot_rotation, guard_of, wait_states = _rot, _guard, _wait_states
+
 __all__ = ["ttgir_to_hopper", "is_hopper_ttgir", "check_hopper", "HopperImport", "HopperCheck",
-           "HopperWalker", "render"]
+           "HopperWalker", "render", "HEvent", "Ctx", "fit_phase", "fit_phase_at", "same_carried", "slot_rotation",
+           "guard_of", "wait_states", "FIX"]

@@ -181,6 +181,89 @@ def triton_ttgir(name: str) -> str:
     return triton_recipe().pipelined_ttgir(triton_kernels()[kname], sig, const, stages)
 
 
+# ------------------------------------------------------------------- Triton, warp-specialized (sm_90)
+
+WS_RECIPE_MARK = "<!-- triton-ws-recipe -->"
+WS_DIR = os.path.join(HERE, "triton_ws")
+WS_STAGES = (2, 3, 4)
+"""``num_stages`` of the saved warp-specialized inputs ``triton_ws/triton_ws_s{N}.ttgir``."""
+WS_SM100 = "triton_ws_sm100_s3.ttgir"
+"""The same kernel compiled for sm_100 (Blackwell, ``tcgen05``): refused by ``synth check``."""
+
+
+def triton_ws_recipe_source(path: str = DOCS_CHECK) -> str:
+    """The Python block that follows ``<!-- triton-ws-recipe -->`` in docs/check.md, verbatim."""
+    with open(path, encoding="utf-8") as f:
+        text = f.read()
+    at = text.index(WS_RECIPE_MARK) + len(WS_RECIPE_MARK)
+    start = text.index("```python\n", at) + len("```python\n")
+    return text[start:text.index("```", start)]
+
+
+@functools.lru_cache(maxsize=None)
+def triton_ws_recipe():
+    """docs/check.md's warp-specialized recipe executed as a module (``matmul_ws``, ``ws_ttgir``); written to
+    a file first, as :func:`triton_recipe` does (``triton.jit`` reads its function's source back)."""
+    import hashlib
+    import importlib.util
+
+    source = triton_ws_recipe_source()
+    folder = os.path.join(tempfile.gettempdir(),
+                          "synth-triton-ws-recipe-" + hashlib.sha256(source.encode()).hexdigest()[:16])
+    os.makedirs(folder, exist_ok=True)
+    path = os.path.join(folder, "triton_ws_recipe.py")
+    if not os.path.exists(path):
+        tmp = f"{path}.{os.getpid()}.tmp"
+        with open(tmp, "w", encoding="utf-8") as f:
+            f.write(source)
+        os.replace(tmp, path)
+    spec = importlib.util.spec_from_file_location("triton_ws_recipe", path)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+def ws_header(num_stages: int, capability: int = 90) -> str:
+    """The first line of a saved warp-specialized input: the Triton version and the call that made it."""
+    import triton
+
+    return (f"// Triton {triton.__version__}: ws_ttgir(num_stages={num_stages}, capability={capability}) of "
+            "docs/check.md's warp-specialized recipe\n")
+
+
+@functools.lru_cache(maxsize=None)
+def triton_ws_ttgir(num_stages: int, capability: int = 90) -> str:
+    """The recipe's TTGIR with :func:`ws_header` as its first line (a comment: the reader skips it)."""
+    import warnings
+
+    warnings.filterwarnings("ignore")
+    return ws_header(num_stages, capability) + triton_ws_recipe().ws_ttgir(num_stages, capability)
+
+
+def generate_ws(out_dir: str = WS_DIR) -> list:
+    """Compile and save the warp-specialized inputs (sm_90 at :data:`WS_STAGES`, and sm_100), check them:
+    rows (name, exit status, obligations proven, obligations in all)."""
+    sys.path.insert(0, os.path.dirname(os.path.dirname(HERE)))
+    from synth.errors import SynthError
+    from synth.frontends import check_file
+
+    os.makedirs(out_dir, exist_ok=True)
+    rows = []
+    jobs = [(f"triton_ws_s{s}.ttgir", s, 90) for s in WS_STAGES] + [(WS_SM100, 3, 100)]
+    for fname, stages, cap in jobs:
+        path = os.path.join(out_dir, fname)
+        with open(path, "w", encoding="utf-8") as fh:
+            fh.write(triton_ws_ttgir(stages, cap))
+        try:
+            r = check_file(path)
+        except SynthError as e:
+            rows.append((fname, 2, 0, 0, str(e).splitlines()[0]))
+            continue
+        obs = r.report.obligations
+        rows.append((fname, 0 if r.ok else 1, sum(o.status == "proven" for o in obs), len(obs), ""))
+    return rows
+
+
 # ------------------------------------------------------------------------------------------ TVM
 
 
@@ -464,3 +547,9 @@ def main() -> None:
 
 if __name__ == "__main__":
     main()
+    if not triton_available():
+        print()
+        print("| warp-specialized input | exit | obligations proven | obligations |")
+        print("|---|---|---|---|")
+        for fname, rc, ok, n, why in generate_ws():
+            print(f"| {fname} | {rc} | {ok} | {n} |" + (f" {why}" if why else ""))

@@ -1,0 +1,254 @@
+"""``synth check`` on Triton's warp-specialized loops and Blackwell TTGIR (docs/check.md, "Warp-specialized Triton").
+
+The saved inputs ``tests/check_inputs/triton_ws/`` are Triton 3.9's TTGIR of docs/check.md's warp-specialized
+recipe (``tl.range(..., warp_specialize=True)``, sm_90, ``num_stages`` 2, 3, 4; and sm_100), each naming the
+Triton version in its first line; ``python tests/check_inputs/generate.py`` writes them again. The tests read
+them (no Triton needed); one compiles the recipe afresh when Triton is installed and compares the mapped program.
+"""
+
+from __future__ import annotations
+
+import json
+import pathlib
+import re
+import sys
+
+import pytest
+
+sys.path.insert(0, str(pathlib.Path(__file__).parent))
+from check_inputs import generate as gen  # noqa: E402
+from check_inputs.helpers import run_check, run_text  # noqa: E402
+
+WS = pathlib.Path(gen.WS_DIR)
+S3 = WS / "triton_ws_s3.ttgir"
+SM100 = WS / gen.WS_SM100
+
+
+def _write(tmp_path, text: str, name: str) -> str:
+    p = tmp_path / name
+    p.write_text(text)
+    return str(p)
+
+
+# ---------------------------------------------------------------------------------------------
+# the saved inputs: what Triton emits, and that synth proves it for every trip count
+
+
+@pytest.mark.parametrize("stages", gen.WS_STAGES)
+def test_saved_inputs_are_warp_specialized_triton_output(stages):
+    text = (WS / f"triton_ws_s{stages}.ttgir").read_text()
+    assert re.match(rf"// Triton \d+\.\d+\.\d+: ws_ttgir\(num_stages={stages}, capability=90\)", text)
+    assert "ttg.warp_specialize(" in text and "partition0(" in text and "partition1(" in text
+    assert text.count("ttng.arrive_barrier") == 4 and text.count("ttng.async_tma_copy_global_to_local") == 3
+    assert f"memdesc<{stages}x1xi64" in text  # one barrier slot per stage
+
+
+@pytest.fixture(scope="module")
+def s3_check():
+    """``check_file`` of the saved num_stages = 3 input, proven once (what ``synth check`` prints and its
+    ``--json`` are this object's ``render()`` and ``to_json()``)."""
+    from synth.frontends import check_file
+
+    return check_file(str(S3))
+
+
+def test_warp_specialized_matmul_is_proven_for_every_trip_count(s3_check):
+    assert s3_check.ok
+    r = json.loads(json.dumps(s3_check.to_json()))
+    assert r["ok"] and r["source"] == "triton-sm90-ws" and r["protocol"] == "mbarrier"
+    assert r["roles"] == ["default", "partition0", "partition1"]
+    assert r["trip_count"] == "T" and r["min_trip_count"] == 1
+    assert r["counts"]["refuted"] == r["counts"]["unknown"] == 0
+    for cls in ("arrivals", "tx_bytes", "parity", "no_deadlock", "raw", "slot_reuse", "release_after_wgmma",
+                "teardown", "fence"):
+        assert r["obligations"][cls]["proven"] >= 1, cls
+    # each consumer's synchronous wgmma (wait_group 0) is what makes its release safe: tight
+    assert sorted((w["role"], w["tight"]) for w in r["waits"]) == [("partition0", True), ("partition1", True)]
+
+
+def test_mapped_program_has_one_role_per_partition_and_full_empty_pairs():
+    from synth.frontends.ttgir_ws import ws_to_hopper
+
+    p = ws_to_hopper(S3.read_text(), str(S3)).program
+    assert [(r.name, r.warpgroups) for r in p.roles] == [("default", 1), ("partition0", 1), ("partition1", 1)]
+    kinds = sorted((b.kind, b.count, b.slots, len(b.guards)) for b in p.barriers)
+    # three full barriers (A top half, A bottom half, B; init 1) and four empty ones (one per consumer and
+    # operand pair; init 128, one arrive of 128 per consumer iteration); the four unused ones are left out
+    assert kinds == [("empty", 128, 3, 2)] * 4 + [("full", 1, 3, 1)] * 3
+    assert "left out" in p.notes[0]
+    producer = p.role("default").program.parts[0].stmts
+    assert sum(type(s).__name__ == "TryWaitStmt" and s.state.phase == 1 for s in producer) == 4  # waits on empty
+    assert {b.bytes_per_slot for b in p.buffers} == {8192, 16384}
+
+
+def test_human_report_names_roles_and_source_lines(s3_check):
+    out = s3_check.render()
+    assert "warp-specialized sm_90 pipeline" in out and "roles default, partition0, partition1" in out
+    assert re.search(r"partition0 body \d+: line \d+: ttng.arrive_barrier %\w+, 128", out)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("stages", [s for s in gen.WS_STAGES if s != 3])
+def test_other_depths_are_proven(stages):
+    rc, doc, err = run_check(str(WS / f"triton_ws_s{stages}.ttgir"))
+    assert rc == 0, err
+    doc = doc["result"]
+    assert doc["roles"] == ["default", "partition0", "partition1"]
+    assert doc["counts"]["refuted"] == doc["counts"]["unknown"] == 0 and doc["counts"]["proven"] >= 90
+
+
+@pytest.mark.skipif(bool(gen.triton_available()), reason=gen.triton_available() or "Triton is installed")
+def test_fresh_triton_output_maps_like_the_saved_one():
+    from synth.frontends.ttgir_ws import ws_to_hopper
+    from synth.hopper.ir import hopper_to_json
+
+    def mapped(text: str, path: str) -> dict:
+        d = hopper_to_json(ws_to_hopper(text, path).program)
+        d["notes"] = []
+        return d
+
+    fresh = gen.triton_ws_ttgir(3)
+    assert fresh.splitlines()[0] == S3.read_text().splitlines()[0]
+    assert json.dumps(mapped(fresh, "fresh.ttgir"), sort_keys=True) == \
+        json.dumps(mapped(S3.read_text(), str(S3)), sort_keys=True)
+
+
+# ---------------------------------------------------------------------------------------------
+# mutants: each refuted with a counterexample naming the role, the barrier and its phase
+
+
+def _lines(text: str) -> list:
+    return text.splitlines(keepends=True)
+
+
+def _region_start(lines: list, name: str) -> int:
+    return next(i for i, ln in enumerate(lines) if ln.strip().startswith(name))
+
+
+def flip_producer_parity(text: str) -> str:
+    """The producer's phase bit is no longer negated (``xori ..., true`` bypassed): it waits for the current
+    release of each slot instead of the previous one."""
+    lines = _lines(text)
+    i = next(i for i, ln in enumerate(lines) if re.search(r"= arith\.xori %\S+, %true : i1", ln))
+    res, src = re.search(r"(%\S+) = arith\.xori (%\S+), %true", lines[i]).groups()
+    j = next(j for j in range(i, len(lines)) if f"arith.extui {res} " in lines[j])
+    lines[j] = lines[j].replace(f"arith.extui {res} ", f"arith.extui {src} ")
+    return "".join(lines)
+
+
+def arrive_64(text: str) -> str:
+    """partition0's first release arrives with count 64 on a barrier initialized with 128."""
+    lines = _lines(text)
+    i = next(i for i, ln in enumerate(lines) if "ttng.arrive_barrier" in ln)
+    lines[i] = re.sub(r"(ttng\.arrive_barrier %\S+), 128", r"\1, 64", lines[i])
+    return "".join(lines)
+
+
+def release_before_use(text: str) -> str:
+    """partition0's first release (its memdesc_index and arrive_barrier) moved before its warp_group_dot."""
+    lines = _lines(text)
+    d = next(i for i in range(_region_start(lines, "partition0("), len(lines)) if "ttng.warp_group_dot " in lines[i])
+    a = next(i for i in range(d, len(lines)) if "ttng.arrive_barrier" in lines[i])
+    moved = lines[a - 1:a + 1]
+    del lines[a - 1:a + 1]
+    lines[d:d] = moved
+    return "".join(lines)
+
+
+def delete_consumer_wait(text: str) -> str:
+    """partition0's wait on its A tile's full barrier deleted."""
+    lines = _lines(text)
+    i = next(i for i in range(_region_start(lines, "partition0("), len(lines)) if "ttng.wait_barrier" in lines[i])
+    del lines[i]
+    return "".join(lines)
+
+
+MUTANTS = {
+    # mutant: (classes one of which must be refuted, the role it is charged to)
+    "flip_producer_parity": (flip_producer_parity, {"no_deadlock", "parity"}, "default"),
+    "arrive_64": (arrive_64, {"arrivals"}, "partition0"),
+    "delete_consumer_wait": (delete_consumer_wait, {"raw"}, "partition0"),
+}
+SLOW_MUTANTS = {"arrive_64", "delete_consumer_wait"}
+"""Each proof of a mutant takes seconds: these two run with the slow tests (CI)."""
+
+
+@pytest.mark.parametrize("name", [pytest.param(n, marks=pytest.mark.slow) if n in SLOW_MUTANTS else n
+                                  for n in sorted(MUTANTS)])
+def test_mutants_are_refuted_naming_role_barrier_and_phase(tmp_path, name):
+    mutate, classes, role = MUTANTS[name]
+    text = mutate(S3.read_text())
+    assert text != S3.read_text()
+    rc, doc, err = run_check(_write(tmp_path, text, f"{name}.ttgir"))
+    assert rc == 1, err
+    d = doc["result"]
+    hits = [f for f in d["failures"] if f["class"] in classes and f["status"] == "refuted" and f["role"] == role]
+    assert hits, [(f["class"], f["role"]) for f in d["failures"]]
+    f = hits[0]
+    assert f["line"] and f["text"]  # the source statement
+    assert re.match(rf"role {role}, iteration \d+: barrier bar\d+ slot \d, phase \d+ \(parity [01], count \d+\)",
+                    f["at"]), f["at"]
+
+
+def test_release_before_use_is_refuted_in_the_report(tmp_path):
+    """The human report of a release moved before the consumer's wgmma: the class, the statement's source
+    line, and the role, barrier, slot and phase of the counterexample."""
+    rc, out, _ = run_text(_write(tmp_path, release_before_use(S3.read_text()), "release.ttgir"))
+    assert rc == 1 and "NOT PROVEN" in out
+    assert re.search(r"refuted \[release_after_wgmma\] partition0 body: arrive bar\d+\[i % 3\] releases version i", out)
+    assert re.search(r"source: line \d+: ttng.arrive_barrier %\w+, 128", out)
+    assert re.search(r"at: role partition0, iteration 0: barrier bar\d+ slot 0, phase 0 \(parity 0, count 0\)", out)
+
+
+# ---------------------------------------------------------------------------------------------
+# outside the model: exit 2 with the file, the line and why
+
+
+def test_regions_with_different_trip_counts_are_refused(tmp_path):
+    lines = _lines(S3.read_text())
+    p1 = _region_start(lines, "partition1(")
+    i = next(i for i in range(p1, len(lines)) if re.search(r"= arith\.divsi %\S+, %c64_i32\w*", lines[i]))
+    c128 = next(m.group(1) for ln in lines[p1:i] for m in [re.search(r"(%c128_i32\w*) = arith\.constant 128", ln)]
+                if m)
+    lines[i] = re.sub(r"%c64_i32\w*", c128, lines[i], count=1)  # partition1 runs (K + 63) / 128 times
+    path = _write(tmp_path, "".join(lines), "trips.ttgir")
+    rc, _, err = run_text(path)
+    assert rc == 2 and "partition1" in err and "different number of times" in err
+    assert re.search(rf"{re.escape(path)}:\d+:\d+: error", err) and "fix:" in err
+
+
+def test_blackwell_ttgir_is_refused_naming_its_tcgen05_ops():
+    text = SM100.read_text()
+    assert re.match(r"// Triton \d+\.\d+\.\d+: ws_ttgir\(num_stages=3, capability=100\)", text)
+    for form in ((), ("--form", "triton")):
+        rc, _, err = run_text(str(SM100), *form)
+        assert rc == 2, err
+        first = next(n for n, ln in enumerate(text.splitlines(), 1) if "ttng.tmem_alloc" in ln)
+        col = text.splitlines()[first - 1].index("ttng.tmem_alloc") + 1
+        assert f"{SM100}:{first}:{col}: error: Blackwell TTGIR (tcgen05)" in err
+        for op in ("ttng.tc_gen5_mma", "ttng.tc_gen5_commit", "ttng.tmem_alloc", "ttng.tmem_load", "ttng.tmem_store"):
+            assert op in err
+        assert "fix:" in err and "GPUTarget('cuda', 90, 32)" in err and "Traceback" not in err
+
+
+def test_hand_written_tcgen05_op_is_refused_at_its_line(tmp_path):
+    text = ("module attributes {\"ttg.num-warps\" = 4 : i32, ttg.target = \"cuda:100\"} {\n"
+            "  tt.func public @k() {\n"
+            "    ttng.tc_gen5_mma %a, %b, %acc, %true, %true : !ttg.memdesc<128x64xf16>\n"
+            "    tt.return\n  }\n}\n")
+    path = _write(tmp_path, text, "bw.ttgir")
+    rc, _, err = run_text(path, "--form", "triton")
+    assert rc == 2 and f"{path}:3:5: error" in err and "ttng.tc_gen5_mma (line 3)" in err
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(bool(gen.triton_available()), reason=gen.triton_available() or "Triton is installed")
+def test_fresh_sm100_compile_is_refused(tmp_path):
+    path = _write(tmp_path, gen.triton_ws_ttgir(3, 100), "sm100.ttgir")
+    rc, _, err = run_text(path)
+    assert rc == 2 and "ttng.tc_gen5_mma" in err
+
+
+def test_docs_recipe_is_the_generator_source():
+    src = gen.triton_ws_recipe_source()
+    assert "warp_specialize=True" in src and "def ws_ttgir(num_stages, capability=90)" in src
