@@ -272,22 +272,62 @@ def schedule_to_json(problem: Problem, sched: Schedule) -> dict:
     return doc
 
 
+def _field(d, key: str, kind, where: str, *, lo=None, hi=None, optional: bool = False):
+    """``d[key]`` of JSON type ``kind`` (an int is never a bool) within ``lo .. hi``; ValueError naming
+    ``where.key`` otherwise (KeyError when it is missing and not ``optional``)."""
+    if not isinstance(d, dict):
+        raise ValueError(f"{where} is {type(d).__name__}, not an object")
+    if optional and d.get(key) is None:
+        return None
+    x = d[key]
+    ok = isinstance(x, kind) and (kind is bool or not isinstance(x, bool))
+    if not ok:
+        raise ValueError(f"{where}.{key} is {x!r}, not {getattr(kind, '__name__', kind)}")
+    if isinstance(x, (int, float)) and not isinstance(x, bool) and (
+            (lo is not None and x < lo) or (hi is not None and x > hi)):
+        raise ValueError(f"{where}.{key} is {x}, outside {lo} .. {hi}")
+    return x
+
+
 def schedule_from_json(problem: Problem, doc: dict) -> Schedule:
-    """Inverse of :func:`schedule_to_json` (for ``synth emit`` / ``synth verify`` on an output folder)."""
-    ops = {o["name"]: o for o in doc["ops"]}
+    """Inverse of :func:`schedule_to_json` (for ``synth emit`` / ``synth verify`` on an output folder).
+
+    Every field read is type-checked, never coerced, and bounded (stages ``0 .. MAX_STAGE``, orders
+    ``0 .. ops`` (that they are a permutation is :func:`check_schedule`'s), multiplicities ``1 .. MAX_STAGE + 1``, cycle counts ``0 .. 2**62``): ValueError
+    (or KeyError) naming the JSON path otherwise, which the readers turn into a located SynthError."""
+    from .bounds import MAX_STAGE
+
+    big = 1 << 62
+    if not isinstance(doc, dict) or not isinstance(doc.get("ops"), list) or not isinstance(doc.get("buffers"), list):
+        raise ValueError("schedule.json needs an object with lists 'ops' and 'buffers'")
+    ops = {_field(o, "name", str, f"ops[{i}]"): o for i, o in enumerate(doc["ops"])}
     order_ops = [ops[o.name] for o in problem.ops]
+    n = len(problem.ops)
+    where = {o["name"]: f"ops[{i}]" for i, o in enumerate(doc["ops"])}
+    stage = tuple(_field(o, "stage", int, where[o["name"]], lo=0, hi=MAX_STAGE) for o in order_ops)
+    order = tuple(_field(o, "order", int, where[o["name"]], lo=0, hi=max(len(doc["ops"]), n)) for o in order_ops)
+    is_async = tuple(_field(o, "async", bool, where[o["name"]]) for o in order_ops)
+    queue = tuple(_field(o, "queue", int, where[o["name"]], lo=0, hi=MAX_STAGE, optional=True) for o in order_ops)
+    mult = tuple((_field(b, "name", str, f"buffers[{i}]"),
+                  _field(b, "multiplicity", int, f"buffers[{i}]", lo=1, hi=MAX_STAGE + 1))
+                 for i, b in enumerate(doc["buffers"]))
     timing = None
-    if doc.get("ii") is not None:
-        cyc = doc.get("cycles")
+    ii = _field(doc, "ii", int, "schedule", lo=1, hi=big, optional=True)
+    if ii is not None:
+        cyc = _field(doc, "cycles", int, "schedule", lo=0, hi=big, optional=True)
         tail = 0
         if cyc is not None:
-            tail = cyc - (problem.loop.min_trip_count - 1) * doc["ii"]
-        timing = Timing(doc["ii"], tuple(o.get("offset") or 0 for o in order_ops), cyc, tail)
-    info = SolveInfo(doc.get("status") or "PINNED", doc.get("objective"), doc.get("bound"),
-                     doc.get("gap") or 0.0, doc.get("solve_time") or 0.0, doc.get("lower_bound"))
-    return Schedule(problem.name, tuple(o["stage"] for o in order_ops), tuple(o["order"] for o in order_ops),
-                    tuple(bool(o["async"]) for o in order_ops), tuple(o["queue"] for o in order_ops),
-                    tuple((b["name"], b["multiplicity"]) for b in doc["buffers"]), timing, info)
+            tail = cyc - (problem.loop.min_trip_count - 1) * ii
+        timing = Timing(ii, tuple(_field(o, "offset", int, where[o["name"]], lo=0, hi=big, optional=True) or 0
+                                  for o in order_ops), cyc, tail)
+    num = (int, float)
+    status = _field(doc, "status", str, "schedule", optional=True) or "PINNED"
+    info = SolveInfo(status, _field(doc, "objective", num, "schedule", optional=True),
+                     _field(doc, "bound", num, "schedule", optional=True),
+                     _field(doc, "gap", num, "schedule", optional=True) or 0.0,
+                     _field(doc, "solve_time", num, "schedule", optional=True) or 0.0,
+                     _field(doc, "lower_bound", num, "schedule", optional=True))
+    return Schedule(problem.name, stage, order, is_async, queue, mult, timing, info)
 
 
 MAX_SCHEDULE_BYTES = 8 << 20

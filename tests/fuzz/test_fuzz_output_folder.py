@@ -219,3 +219,15 @@ def test_schedule_json_fifo_does_not_block(folder, tmp_path):
     _apply(out, "schedule.json", "fifo", b"", False)
     rc, _, err = run_cli(["emit", str(out), "--target", "tvm"], seconds=20)
     assert rc == 2 and "schedule.json" in err and "Traceback" not in err, err
+
+
+@pytest.mark.parametrize("field, value", [("stage", "x"), ("stage", -1), ("order", 1.5), ("async", 1),
+                                          ("queue", "0"), ("offset", 10**30)])
+def test_schedule_fields_are_typed_when_read(folder, tmp_path, field, value):
+    """An op field of schedule.json of the wrong type or range: exit 2 naming it (a string stage crashed
+    emit with a TypeError; found by the output-folder fuzzing)."""
+    doc = json.loads((folder / "schedule.json").read_text())
+    doc["ops"][0][field] = value
+    out = _tampered(folder, tmp_path, "schedule.json", json.dumps(doc, indent=2).encode())
+    rc, _, err = run_cli(["emit", str(out), "--target", "tvm"])
+    assert rc == 2 and f"ops[0].{field}" in err and "Traceback" not in err, err
