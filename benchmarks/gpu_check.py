@@ -630,8 +630,8 @@ def sanitize_all(pack: str, folders: list, env: Env, rep: Report, budget: Budget
             cmd = [env.sanitizer, "--tool", tool, "--error-exitcode", "86", "--print-limit", "20",
                    sys.executable, os.path.abspath(__file__), "one", pack, entry["name"]]
             out = tempfile.TemporaryFile(mode="w+")
-            jobs.append((k, tool, subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT, text=True), out,
-                         time.monotonic()))
+            proc = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT, text=True, start_new_session=True)
+            jobs.append((k, tool, proc, out, time.monotonic()))
     pending = list(jobs)
     while pending and budget.left() > 5:
         time.sleep(0.5)
@@ -642,8 +642,11 @@ def sanitize_all(pack: str, folders: list, env: Env, rep: Report, budget: Budget
                 continue
             pending.remove(job)
             _sanitized(k, tool, rc, out, t0, rep)
-    for k, tool, proc, out, t0 in pending:  # past the budget: stop what still runs (only our own children)
-        proc.kill()
+    for k, tool, proc, out, t0 in pending:  # past the budget: stop what still runs (our own children's group)
+        try:
+            os.killpg(proc.pid, 9)
+        except OSError:
+            proc.kill()
         proc.wait()
         _sanitized(k, tool, None, out, t0, rep)
 
