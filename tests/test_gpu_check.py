@@ -254,3 +254,22 @@ def test_the_gpu_run_with_a_fake_driver_and_torch(pack, tmp_path, monkeypatch):
         assert set(k["sanitizer"]) == {"racecheck", "synccheck"} and all(
             r["result"] == "ok" for r in k["sanitizer"].values())
     assert not drv.mem or all(n <= gc.FLUSH_BYTES for n in map(len, drv.mem.values()))
+
+
+def test_a_crash_leaves_the_partial_report(pack, tmp_path, monkeypatch):
+    gc = _module()
+    d = tmp_path / "pack"
+    shutil.copytree(pack, d)
+    calls = []
+
+    def line(k, seconds):  # the run dies after its first kernel
+        calls.append(k["name"])
+        raise RuntimeError("the machine went away")
+
+    monkeypatch.setattr(gc, "line", line)
+    with pytest.raises(RuntimeError):
+        gc.run(str(d), backend="emulator")
+    rep = json.loads((d / "report.json").read_text())
+    assert rep["status"] == "crashed: RuntimeError: the machine went away" and rep["finished"]
+    assert [k["name"] for k in rep["kernels"]] == calls and rep["kernels"][0]["ok"] is True
+    assert len(rep["kernels"][0]["correctness"]) == 4 and "crashed" in (d / "report.md").read_text()
