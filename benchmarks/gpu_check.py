@@ -81,8 +81,10 @@ DESIGNS = (
     _gemm("s80-128x128x32-s3-splitk2", "{BM: 128, BN: 128, BK: 32}", 8, 3, "split_k: 2\n"),
     _gemm("s80-128x128x32-s3-streamk", "{BM: 128, BN: 128, BK: 32}", 8, 3, "stream_k: true\n"),
     HOPPER_DEFAULT,
+    (HOPPER_DEFAULT[0] + "-splitk2", HOPPER_DEFAULT[1].replace("name: h90-128x128x64", "name: h90-128x128x64-splitk2")
+     + "split_k: 2\n"),
 )
-"""The folders ``prepare`` writes: the sm_80 designs and the default Hopper (sm_90a) folder."""
+"""The folders ``prepare`` writes: the sm_80 designs, the default Hopper (sm_90a) folder and its split-K 2."""
 REDUCED = (
     _gemm("s80-64x64x32-s3", "{BM: 64, BN: 64, BK: 32}", 4, 3, shape=256),
     HOPPER_DEFAULT,
