@@ -371,7 +371,7 @@ class Kernel:
             dev.synchronize()
             dev.download(out, dC)
             dev.download(status, dS)
-            return np.ascontiguousarray(out[:, :N]), int(status[0])
+            return out[:, :N].copy(), int(status[0])  # a copy: the next fetch reuses ``out``
 
         def close():
             while bufs:
@@ -428,7 +428,7 @@ class Kernel:
                 drv.memcpy_dtoh(status, dS)
             finally:
                 ctx.pop()
-            return np.ascontiguousarray(out[:, :N]), int(status[0])
+            return out[:, :N].copy(), int(status[0])
 
         def time_ms(repeats: int, before=None):
             times = []
@@ -478,7 +478,7 @@ def _cp_limits(dev):
     def limits(name: str):
         try:
             return dev.attribute(name)
-        except (AttributeError, Exception):  # noqa: BLE001 - an attribute this driver does not know
+        except Exception:  # noqa: BLE001 - an attribute this driver does not know
             return None
 
     return limits
