@@ -143,3 +143,15 @@ def test_affine_map_dividing_by_zero_is_outside_the_model(tmp_path):
     assert "floordiv 4" in text
     rc, _, err = run_text(_mutate(tmp_path, text.replace("floordiv 4", "floordiv 0"), "x.mlir"))
     assert rc == 2 and "Traceback" not in err and "fix:" in err
+
+
+def test_tvm_parse_error_is_located_in_the_file(tmp_path):
+    """An error TVM's parser reports (after the screen) points at the file's own line and column."""
+    pytest.importorskip("tvm")
+    text = (INPUTS / "tvm-stream-s2.py").read_text()
+    assert 'with T.sblock("use"):' in text
+    bad = text.replace('with T.sblock("use"):', 'with T.block("use"):', 1)
+    line = bad.splitlines().index(next(ln for ln in bad.splitlines() if 'T.block("use")' in ln)) + 1
+    col = bad.splitlines()[line - 1].index("T.block") + 1
+    rc, _, err = run_text(_mutate(tmp_path, bad, "x.py"))
+    assert rc == 2 and f"x.py:{line}:{col}: error: TVMScript function main does not parse" in err, err

@@ -24,6 +24,7 @@ index expressions with loads in them.
 
 from __future__ import annotations
 
+import re
 from typing import Optional
 
 from ..bounds import MAX_CHECK_UNROLL
@@ -415,7 +416,10 @@ def tvmscript_functions(text: str, path: str) -> tuple:
             fn = tvm.script.from_source(f.text, extra_vars=env)
         except Exception as e:  # TVM's parser raises its own diagnostic types
             first = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
-            raise SynthError(Loc(path, f.line, 1), f"TVMScript function {f.name} does not parse: {first}",
+            first = first[len("error: "):] if first.startswith("error: ") else first
+            at = re.search(r"--> <str>:(\d+):(\d+)", str(e))  # the text keeps the file's line numbers
+            line, col = (int(at.group(1)), int(at.group(2)) + f.indent) if at else (f.line, 1)
+            raise SynthError(Loc(path, line, col), f"TVMScript function {f.name} does not parse: {first}",
                              "pass the script printed by mod.script() after InjectSoftwarePipeline") from None
         if _t(fn) != "PrimFunc":
             raise SynthError(Loc(path, f.line, 1), f"{f.name} is not a PrimFunc", "pass @T.prim_func functions")

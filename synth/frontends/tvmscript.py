@@ -108,12 +108,14 @@ _FIX = ("TVMScript is read, never run: write it as mod.script() prints it (docs/
 @dataclass(frozen=True)
 class ScreenedFunc:
     """One ``@T.prim_func`` of the file: its name, the module class it is in (or None),
-    its first line (its first decorator's) and the text TVM gets (line numbers kept)."""
+    its first line (its first decorator's), the text TVM gets (line numbers kept) and its dedent."""
 
     name: str
     module: Optional[str]
     line: int
     text: str
+    indent: int = 0
+    """Columns the text was dedented by (a column TVM reports in it is this many to the left)."""
 
 
 @dataclass(frozen=True)
@@ -204,7 +206,7 @@ class _Screen:
                                "classes; move constants into the functions")
         for fn, _ in funcs:
             self.function(fn)
-        return Screened(tuple(ScreenedFunc(fn.name, cls, _first_line(fn), self.extract(fn)) for fn, cls in funcs),
+        return Screened(tuple(ScreenedFunc(fn.name, cls, _first_line(fn), self.extract(fn), fn.col_offset) for fn, cls in funcs),
                         tuple(skipped), tuple(sorted(self.aliases.items())))
 
     def is_script(self, st) -> bool:
