@@ -185,7 +185,8 @@ def check_loop(loop: Loop, *, trip_count: Optional[int] = None, min_trip_count: 
 def _check_mbarrier(text: str, path: str, form: Optional[str], trip_count, min_trip_count, time_limit: float,
                     tightness: bool):
     """The Hopper prover's check of a Triton TTGIR that uses mbarriers (docs/check.md): warp-specialized
-    (``ttg.warp_specialize``) or one warp group (TMA + wgmma); None for any other input. A Triton file with
+    (``ttg.warp_specialize``), persistent and flattened, or one warp group (TMA + wgmma); None for any other
+    input. A Triton file with
     Blackwell ``tcgen05`` ops is refused first (exit 2 naming them)."""
     from .ttgir_hopper import check_hopper, is_hopper_ttgir
     from .ttgir_ws import check_ws, is_ws_ttgir, refuse_blackwell
@@ -195,6 +196,11 @@ def _check_mbarrier(text: str, path: str, form: Optional[str], trip_count, min_t
     if is_ws_ttgir(text):
         return check_ws(text, path, trip_count=trip_count, min_trip_count=min_trip_count, time_limit=time_limit,
                         tightness=tightness)
+    from .ttgir_persistent import check_persistent, is_persistent_ttgir
+
+    if is_persistent_ttgir(text):  # Triton's persistent matmul, its tile and k loops fused (flatten=True)
+        return check_persistent(text, path, trip_count=trip_count, min_trip_count=min_trip_count,
+                                time_limit=time_limit, tightness=tightness)
     if is_hopper_ttgir(text):
         return check_hopper(text, path, trip_count=trip_count, min_trip_count=min_trip_count,
                             time_limit=time_limit, tightness=tightness)

@@ -914,7 +914,8 @@ def check_hopper(text: str, path: str, *, trip_count: Optional[int] = None, min_
 Ctx = _Ctx
 fit_phase, fit_phase_at, same_carried = _fit, _at, _same
 slot_rotation, guard_of, wait_states = _rot, _guard, _wait_states
+build_program, func_name = _build, _func_name  # and the flattened persistent loop (ttgir_persistent.py)
 
 __all__ = ["ttgir_to_hopper", "is_hopper_ttgir", "check_hopper", "HopperImport", "HopperCheck",
            "HopperWalker", "render", "HEvent", "Ctx", "fit_phase", "fit_phase_at", "same_carried", "slot_rotation",
-           "guard_of", "wait_states", "FIX"]
+           "guard_of", "wait_states", "FIX", "build_program", "func_name"]

@@ -240,20 +240,43 @@ def triton_ws_ttgir(num_stages: int, capability: int = 90) -> str:
     return ws_header(num_stages, capability) + triton_ws_recipe().ws_ttgir(num_stages, capability)
 
 
+PERSISTENT_DIR = os.path.join(HERE, "triton_persistent")
+PERSISTENT_STAGES = (2, 3, 4)
+"""``num_stages`` of the saved persistent (flattened) inputs ``triton_persistent/triton_persistent_s{N}.ttgir``."""
+
+
+@functools.lru_cache(maxsize=None)
+def triton_persistent_ttgir(num_stages: int) -> str:
+    """The recipe's ``persistent_ttgir`` (Triton's tutorial 09, ``flatten=True``) with the Triton version and
+    the call in its first line."""
+    import warnings
+
+    import triton
+
+    warnings.filterwarnings("ignore")
+    return (f"// Triton {triton.__version__}: persistent_ttgir(num_stages={num_stages}) of docs/check.md's "
+            "warp-specialized recipe\n" + triton_ws_recipe().persistent_ttgir(num_stages))
+
+
 def generate_ws(out_dir: str = WS_DIR) -> list:
-    """Compile and save the warp-specialized inputs (sm_90 at :data:`WS_STAGES`, and sm_100), check them:
-    rows (name, exit status, obligations proven, obligations in all)."""
+    """Compile and save the warp-specialized inputs (sm_90 at :data:`WS_STAGES`, and sm_100) and the persistent
+    ones (:data:`PERSISTENT_STAGES`), check them: rows (name, exit status, obligations proven, obligations in
+    all, why when refused)."""
     sys.path.insert(0, os.path.dirname(os.path.dirname(HERE)))
     from synth.errors import SynthError
     from synth.frontends import check_file
 
     os.makedirs(out_dir, exist_ok=True)
+    os.makedirs(PERSISTENT_DIR, exist_ok=True)
     rows = []
-    jobs = [(f"triton_ws_s{s}.ttgir", s, 90) for s in WS_STAGES] + [(WS_SM100, 3, 100)]
-    for fname, stages, cap in jobs:
-        path = os.path.join(out_dir, fname)
+    jobs = [(os.path.join(out_dir, f"triton_ws_s{s}.ttgir"), functools.partial(triton_ws_ttgir, s, 90))
+            for s in WS_STAGES] + [(os.path.join(out_dir, WS_SM100), functools.partial(triton_ws_ttgir, 3, 100))]
+    jobs += [(os.path.join(PERSISTENT_DIR, f"triton_persistent_s{s}.ttgir"),
+              functools.partial(triton_persistent_ttgir, s)) for s in PERSISTENT_STAGES]
+    for path, make in jobs:
+        fname = os.path.basename(path)
         with open(path, "w", encoding="utf-8") as fh:
-            fh.write(triton_ws_ttgir(stages, cap))
+            fh.write(make())
         try:
             r = check_file(path)
         except SynthError as e:
@@ -549,7 +572,7 @@ if __name__ == "__main__":
     main()
     if not triton_available():
         print()
-        print("| warp-specialized input | exit | obligations proven | obligations |")
+        print("| warp-specialized / persistent input | exit | obligations proven | obligations |")
         print("|---|---|---|---|")
         for fname, rc, ok, n, why in generate_ws():
             print(f"| {fname} | {rc} | {ok} | {n} |" + (f" {why}" if why else ""))
