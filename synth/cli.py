@@ -158,7 +158,7 @@ def build_parser() -> argparse.ArgumentParser:
                    help="accepted for compatibility; kernel.cu is replaced only when synth wrote it unchanged")
     _output_flags(p)
 
-    p = sub.add_parser("run", help="run OUT/kernel.cu on a GPU with pycuda and report TFLOP/s",
+    p = sub.add_parser("run", help="run OUT/kernel.cu on a GPU (CUDA Python or pycuda) and report TFLOP/s",
                        description="Compile OUT/kernel.cu for the local GPU, check it against numpy and time it. "
                                    "Without a GPU: exit 1, code no_gpu (synth.kernel runs it on the CPU emulator).")
     p.add_argument("out", help="output folder with kernel.cu")
@@ -778,7 +778,8 @@ def cmd_search(args, ui: _Ui) -> Outcome:
     else:
         out.status = cli_search(args)
     if out.status == 0 and getattr(args, "measure", False):
-        ok, why = gpu_available()
+        hopper = args.arch == "sm_90" and getattr(args, "mainloop", None) in (None, "tma_wgmma")
+        ok, why = gpu_available(hopper=hopper)
         if not ok:
             # without a GPU, --measure says once that the figures are predictions and exits 0
             # (the table's note says it on the terminal; the JSON envelope carries it as a warning)

@@ -383,3 +383,99 @@ def test_cli_top_writes_folders(tmp_path, capsys):
     rc = main(["search", "gemm", "--M", "512", "--N", "512", "--K", "1024", "--top", "1", "--out", str(out),
                "--time-limit", "10", "-q", "--no-sass"])
     assert rc == 2 and "--force" in capsys.readouterr().err
+
+
+# ---------------------------------------------------------------------------
+# --measure sees a GPU through the GPU library synth.kernel uses (CUDA Python or pycuda)
+
+
+class _FakeCudaPython:
+    """The ``cuda.bindings.driver`` calls :func:`synth.emit.sm90.runner.device_status` makes: one GPU of
+    compute capability ``major``."""
+
+    def __init__(self, major: int) -> None:
+        from types import SimpleNamespace
+
+        self.major = major
+        self.CUdevice_attribute = SimpleNamespace(CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR="major")
+
+    def cuInit(self, flags):
+        return (0,)
+
+    def cuDeviceGetCount(self):
+        return (0, 1)
+
+    def cuDeviceGet(self, i):
+        return (0, i)
+
+    def cuDeviceGetAttribute(self, attr, dev):
+        return (0, self.major)
+
+    def cuDeviceGetName(self, n, dev):
+        return (0, b"fake CUDA Python GPU\0")
+
+
+def _fake_gpu_libraries(monkeypatch, *, cuda_python: int | None, pycuda: bool) -> None:
+    """CUDA Python importable with a GPU of compute capability ``cuda_python`` (None: not installed), and
+    pycuda importable with one GPU or not installed."""
+    import sys
+    from types import ModuleType
+
+    from synth.emit.sm90 import runner
+
+    def driver():
+        if cuda_python is None:
+            raise ImportError("No module named 'cuda'")
+        return _FakeCudaPython(cuda_python)
+
+    monkeypatch.setattr(runner, "driver", driver)
+    if pycuda:
+        drv = ModuleType("pycuda.driver")
+        drv.init = lambda: None
+        drv.Device = type("Device", (), {"count": staticmethod(lambda: 1), "__init__": lambda self, i: None,
+                                         "name": lambda self: "fake pycuda GPU"})
+        pkg = ModuleType("pycuda")
+        pkg.driver = drv
+        monkeypatch.setitem(sys.modules, "pycuda", pkg)
+        monkeypatch.setitem(sys.modules, "pycuda.driver", drv)
+    else:
+        monkeypatch.setitem(sys.modules, "pycuda", None)  # import pycuda raises ImportError
+        monkeypatch.setitem(sys.modules, "pycuda.driver", None)
+    monkeypatch.delenv("SYNTH_GPU_BACKEND", raising=False)
+
+
+@pytest.mark.parametrize("cuda_python, pycuda, env, seen", [
+    (8, False, None, "cuda-python: fake CUDA Python GPU"),   # CUDA Python only: --measure sees the GPU
+    (None, True, None, "pycuda: fake pycuda GPU"),           # pycuda only
+    (9, True, None, "cuda-python: fake CUDA Python GPU"),    # both: CUDA Python first, as synth.kernel
+    (9, True, "pycuda", "pycuda: fake pycuda GPU"),          # SYNTH_GPU_BACKEND picks the library
+    (None, False, None, None),                               # neither
+    (None, True, "cuda-python", None),                       # the library asked for is not there
+])
+def test_measure_sees_the_gpu_through_the_library_synth_kernel_uses(monkeypatch, cuda_python, pycuda, env, seen):
+    from synth.search import gpu_available
+
+    _fake_gpu_libraries(monkeypatch, cuda_python=cuda_python, pycuda=pycuda)
+    if env:
+        monkeypatch.setenv("SYNTH_GPU_BACKEND", env)
+    ok, why = gpu_available()
+    if seen:
+        assert (ok, why) == (True, seen)
+    else:
+        assert ok is False and "cuda-python" in why
+        if env is None:
+            assert "pycuda" in why and "not importable" in why and "not installed" in why
+
+
+def test_measure_of_hopper_kernels_needs_an_sm90_gpu_and_cuda_python(monkeypatch):
+    from synth.search import gpu_available
+
+    _fake_gpu_libraries(monkeypatch, cuda_python=9, pycuda=True)
+    assert gpu_available(hopper=True) == (True, "cuda-python: fake CUDA Python GPU")
+    _fake_gpu_libraries(monkeypatch, cuda_python=8, pycuda=True)  # an A100: the sm_90a kernel cannot run
+    ok, why = gpu_available(hopper=True)
+    assert not ok and "not an sm_90 GPU" in why
+    assert gpu_available() == (True, "cuda-python: fake CUDA Python GPU")  # the sm_80 kernels can
+    _fake_gpu_libraries(monkeypatch, cuda_python=None, pycuda=True)  # pycuda has no tensor maps
+    ok, why = gpu_available(hopper=True)
+    assert not ok and "CUDA Python" in why

@@ -108,7 +108,8 @@ def cli_search(args: argparse.Namespace) -> int:
             results = search_many(shapes, scheduler=args.scheduler, processes=procs, workers=1, **kw)
 
     want_measure = bool(args.measure)
-    gpu_ok, gpu_why = gpu_available() if want_measure else (False, "")
+    hopper = any(r.mainloop == "tma_wgmma" for r in results)  # the sm_90a kernel: an sm_90 GPU, CUDA Python
+    gpu_ok, gpu_why = gpu_available(hopper=hopper) if want_measure else (False, "")
     if want_measure and gpu_ok and write_k is None:
         write_k = top
     docs = []

@@ -51,19 +51,23 @@ def write_candidates(result: SearchResult, out_dir: str, *, k: Optional[int] = N
     return written
 
 
-def gpu_available() -> tuple[bool, str]:
-    """(True, device) when pycuda imports and sees a device, else (False, why not)."""
-    try:
-        import pycuda.driver as drv  # type: ignore[import-not-found]
-    except Exception as exc:  # ImportError, or a broken CUDA install
-        return False, f"pycuda is not importable ({type(exc).__name__})"
-    try:
-        drv.init()
-        if drv.Device.count() < 1:
-            return False, "no CUDA device"
-        return True, drv.Device(0).name()
-    except Exception as exc:
-        return False, f"CUDA is not usable ({exc})"
+def gpu_available(*, hopper: bool = False) -> tuple[bool, str]:
+    """``(True, "<library>: <device>")`` when the kernels :func:`measure` runs can run here, else
+    ``(False, why not)``; never raises.
+
+    The same choice as :func:`synth.kernel.gpu_ready`, which :func:`measure`'s runner loads through:
+    ``SYNTH_GPU_BACKEND`` when set, else CUDA Python (``cuda.bindings``) and then pycuda, the first that
+    imports and sees a GPU. With ``hopper`` (``tma_wgmma`` candidates) GPU 0 must be an sm_90 device seen by
+    CUDA Python (:func:`synth.emit.sm90.runner.gpu_status`: the sm_90a kernel needs its tensor maps).
+    """
+    if hopper:
+        from ..emit.sm90.runner import gpu_status
+
+        ok, why = gpu_status()
+        return (True, f"cuda-python: {why}") if ok else (False, why)
+    from ..kernel import gpu_ready
+
+    return gpu_ready()
 
 
 def measure(result: SearchResult, folders: Sequence[str], *, repeats: int = 25,
@@ -71,7 +75,7 @@ def measure(result: SearchResult, folders: Sequence[str], *, repeats: int = 25,
     """Time each written folder's kernel on the GPU and rank the candidates by measurement.
 
     ``runner(folder, repeats=...)`` (default :func:`synth.run.run_output`, which
-    imports pycuda only when called) compiles the kernel, launches it once as a
+    imports CUDA Python or pycuda only when called) compiles the kernel, launches it once as a
     warm-up and correctness check against numpy, then times ``repeats`` launches
     with CUDA events and reports the median, as Triton's ``do_bench`` does.
     Returns ``result`` with ``measured`` (one :class:`Measurement` per folder,
