@@ -51,6 +51,12 @@ class PipelineState:
         return {"count": to_str(self.count), "stages": self.stages, "phase": self.phase}
 
 
+def _bound(field: str) -> int:
+    """The largest value of an integer field of the Hopper form: the trusted reader's bound (docs/bounds.md)."""
+    from .trusted.hopper_program import BOUNDS
+    return BOUNDS[field][1]
+
+
 def state_from_json(d: dict, *, waits: bool = True) -> PipelineState:
     """A :class:`PipelineState`; ``waits=False`` for an arrive or a TMA's ``complete_tx``, which act on
     the barrier's current phase and take no parity: their ``phase`` must then be 0, so an edited one is
@@ -62,8 +68,9 @@ def state_from_json(d: dict, *, waits: bool = True) -> PipelineState:
     for name, v in (("stages", st), ("phase", ph)):
         if isinstance(v, bool) or not isinstance(v, int):
             raise ValueError(f"state.{name}: expected an integer, got {v!r}")
-    if st < 1 or ph not in (0, 1):
-        raise ValueError(f"state: stages must be >= 1 and phase 0 or 1, got {st}, {ph}")
+    hi = _bound("stages")
+    if not 1 <= st <= hi or ph not in (0, 1):
+        raise ValueError(f"state: stages must be in 1..{hi} and phase 0 or 1, got {st}, {ph}")
     if not waits and ph:
         raise ValueError(f"state.phase is {ph}, but an arrive or complete_tx acts on the current phase and "
                          "takes no parity: write phase 0")
@@ -102,8 +109,8 @@ class BarrierRef:
 
 def barrier_ref_from_json(d: dict) -> BarrierRef:
     b = d["bytes"]
-    if isinstance(b, bool) or not isinstance(b, int) or b < 0:
-        raise ValueError(f"barrier.bytes: expected a non-negative integer, got {b!r}")
+    if isinstance(b, bool) or not isinstance(b, int) or not 0 <= b <= _bound("bytes"):
+        raise ValueError(f"barrier.bytes: expected an integer in 0..{_bound('bytes')}, got {b!r}")
     return BarrierRef(_name(d["barrier"]), state_from_json(d["state"], waits=False), b)
 
 
@@ -196,13 +203,13 @@ def barrier_stmt_from_json(d: dict):
     kind = d["kind"]
     if kind == "arrive":
         n = d.get("arrivals", 1)
-        if isinstance(n, bool) or not isinstance(n, int) or n < 0:
-            raise ValueError(f"arrive.arrivals: expected a non-negative integer, got {n!r}")
+        if isinstance(n, bool) or not isinstance(n, int) or not 0 <= n <= _bound("arrivals"):
+            raise ValueError(f"arrive.arrivals: expected an integer in 0..{_bound('arrivals')}, got {n!r}")
         tx = []
         for t in d.get("tx", []):
             b = t["bytes"]
-            if isinstance(b, bool) or not isinstance(b, int) or b < 0:
-                raise ValueError(f"tx.bytes: expected a non-negative integer, got {b!r}")
+            if isinstance(b, bool) or not isinstance(b, int) or not 0 <= b <= _bound("bytes"):
+                raise ValueError(f"tx.bytes: expected an integer in 0..{_bound('bytes')}, got {b!r}")
             gate = t.get("gate")
             tx.append(Tx(b, None if gate is None else _name(gate)))
         return ArriveStmt(_name(d["barrier"]), state_from_json(d["state"], waits=False), n, tuple(tx), _guard(d))

@@ -17,6 +17,7 @@ from typing import Union
 
 from ..completion import BARRIER_KINDS, ArriveStmt, Barrier, barrier_stmt_from_json, barrier_stmt_json
 from ..program import OpStmt, Program, ProgBuffer, ProgOp, program_from_json, program_to_json
+from ..trusted.hopper_program import BOUNDS
 
 PROTOCOL = "mbarrier"
 
@@ -109,7 +110,10 @@ def hopper_from_json(doc: dict) -> HopperProgram:
     for r in doc["roles"]:
         prog = program_from_json(dict(base, name=f"{doc['name']}.{r['role']}", max_stage=0, queues=r["queues"],
                                       parts=r["parts"], waits=r["waits"]))
-        roles.append(Role(str(r["role"]), _int(r["warpgroups"], "roles.warpgroups"), prog))
+        wg = _int(r["warpgroups"], "roles.warpgroups")
+        if not 1 <= wg <= BOUNDS["warpgroups"][1]:
+            raise ValueError(f"roles.warpgroups: {wg} is outside 1..{BOUNDS['warpgroups'][1]}")
+        roles.append(Role(str(r["role"]), wg, prog))
     shell = program_from_json(dict(base, max_stage=0, queues=[], parts=[], waits=[]))
     barriers = []
     for b in doc["barriers"]:
@@ -119,8 +123,11 @@ def hopper_from_json(doc: dict) -> HopperProgram:
         guards = b.get("guards", [])
         if not isinstance(guards, list) or not all(isinstance(g, str) for g in guards):
             raise ValueError("barriers.guards: expected a list of buffer names")
-        barriers.append(Barrier(str(b["name"]), _int(b["slots"], "barriers.slots"), _int(b["count"], "barriers.count"),
-                                kind, tuple(guards)))
+        slots, count = _int(b["slots"], "barriers.slots"), _int(b["count"], "barriers.count")
+        if not 1 <= slots <= BOUNDS["slots"][1] or not 1 <= count <= BOUNDS["count"][1]:
+            raise ValueError(f"barriers: slots {slots} and count {count} must be in 1..{BOUNDS['slots'][1]} and "
+                             f"1..{BOUNDS['count'][1]}")
+        barriers.append(Barrier(str(b["name"]), slots, count, kind, tuple(guards)))
     return HopperProgram(shell.name, shell.loop_var, shell.trip_count, shell.min_trip_count, shell.ops, shell.buffers,
                          tuple(barriers), tuple(barrier_stmt_from_json(s) for s in doc.get("setup", [])),
                          tuple(roles), tuple(barrier_stmt_from_json(s) for s in doc.get("teardown", [])),
