@@ -294,3 +294,26 @@ def test_each_form_keeps_to_the_time_limit(forms, form) -> None:
     took = time.monotonic() - t0
     assert took < 3, took
     assert res.ok or "time limit" in res.render() or "unknown" in res.render(), res.render()
+
+
+@pytest.mark.parametrize("edit", ["multiplicity0", "wait99", "fifo"])
+def test_cp_async_certificate_program_edited_with_hash_recomputed(forms, edit, tmp_path) -> None:
+    """The same for a cp.async certificate: multiplicity 0, a wait statement naming wait 99, a FIFO."""
+    import os
+
+    d = _clone(forms["cp.async"][0], tmp_path)
+    (d / "program.json").unlink()
+    prog = d / "certificate" / "program.json"
+    doc = json.loads(prog.read_text())
+    if edit == "multiplicity0":
+        doc["buffers"][0]["multiplicity"] = 0
+    elif edit == "wait99":
+        next(s for pt in doc["parts"] for s in pt["stmts"] if s["kind"] == "wait")["wait"] = 99
+    if edit == "fifo":
+        prog.unlink()
+        os.mkfifo(prog)
+    else:
+        prog.write_text(json.dumps(doc))
+        _edit(d, lambda m: m.update(program_sha256=hashlib.sha256(prog.read_bytes()).hexdigest()))
+    res = _api_certify(d, time_limit=20)
+    assert not res.ok and "certificate FAILED" in res.render(), res.render()
