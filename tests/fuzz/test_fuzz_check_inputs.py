@@ -158,5 +158,5 @@ def test_check_input_mutants(tmp_path_factory, data):
     event(f"{form} {suffix} exit {rc}")
     assert_contract(rc, err, f"check ({form})")
     assert not marker.exists(), "the checked file ran"
-    if form == "tvm-attack":
+    if form == "tvm-attack" and str(marker).encode() in content:  # a later mutation may have cut the payload
         assert rc == 2, err
