@@ -217,6 +217,18 @@ def test_regions_with_different_trip_counts_are_refused(tmp_path):
     assert re.search(rf"{re.escape(path)}:\d+:\d+: error", err) and "fix:" in err
 
 
+def test_partition_of_several_warp_groups_is_refused(tmp_path):
+    """Triton arrives once per warp group (tid % 128 == 0): an 8-warp consumer would arrive twice, which the
+    one-warp-group role does not model; exit 2 at the partition."""
+    text = S3.read_text()
+    mutant = re.sub(r"^(\s*partition1\(.*\)) num_warps\(4\)", r"\1 num_warps(8)", text, count=1, flags=re.M)
+    assert mutant != text
+    path = _write(tmp_path, mutant, "wide.ttgir")
+    line = next(n for n, ln in enumerate(mutant.splitlines(), 1) if ln.lstrip().startswith("partition1("))
+    rc, _, err = run_text(path)
+    assert rc == 2 and f"{path}:{line}:1: error: partition1 runs 8 warps" in err and "fix:" in err
+
+
 def test_blackwell_ttgir_is_refused_naming_its_tcgen05_ops():
     text = SM100.read_text()
     assert re.match(r"// Triton \d+\.\d+\.\d+: ws_ttgir\(num_stages=3, capability=100\)", text)

@@ -17,7 +17,8 @@ for every trip count. Mapping (docs/check.md, "Warp-specialized Triton"):
 * ``ttng.barrier_expect``, ``ttng.async_tma_copy_global_to_local``, ``ttng.wait_barrier``,
   ``ttng.warp_group_dot`` (+ ``_wait``) as in :mod:`.ttgir_hopper`; ``ttng.arrive_barrier %b, N``
   -> ``arrive`` with ``arrivals`` ``N`` (Triton lowers it to one ``mbarrier.arrive`` of count ``N`` by
-  one thread after the partition's named barrier, as its PTX shows);
+  the thread with ``tid % 128 == 0`` after the partition's named barrier, as its PTX shows: one arrival
+  per warp group, so a region of more than 4 warps is refused);
 * counts: each region's loop carries its own iteration counter; an access of slot ``(k + c) % M`` at
   iteration ``k`` names count ``k + c``; a write must be version ``k`` (slot ``k % M``), a wgmma must read
   the tile of its own iteration (slot ``k % M``); a wait's parity against its count decides its phase
@@ -236,6 +237,10 @@ def ws_to_hopper(text: str, path: str, *, min_trip_count: Optional[int] = None) 
         # the default region sees the values above it; a partition (isolated from above) only its arguments
         r.env = dict(env) if r.role == "default" else {a: env.get(c) for a, c in r.env.items()}
         if _walk_region(w, r, path):
+            if r.warps > 4:
+                raise err(path, r.line, f"{r.role} runs {r.warps} warps: several warp groups, each of whose first "
+                          "thread arrives (Triton lowers ttng.arrive_barrier under tid % 128 == 0); synth reads "
+                          "partitions of at most 4 warps (one warp group)", "compile with num_warps = 4")
             roles.append(r)
     if not roles:
         raise err(path, ws.line, f"no region of {WS_OP} waits on or arrives at a barrier", WS_FIX)
