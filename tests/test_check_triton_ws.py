@@ -327,3 +327,23 @@ def test_fresh_persistent_compile_maps_like_the_saved_one():
         return json.dumps(d, sort_keys=True)
 
     assert mapped(gen.triton_persistent_ttgir(3)) == mapped(_persistent_s3())
+
+
+def test_oracle_agrees_on_small_trip_counts():
+    """The explicit-state oracle (real mbarrier / wgmma semantics, one T, every interleaving of the three
+    roles) on the mapped programs: Triton's have no violation; each warp-specialized mutant has one by T = 4."""
+    from synth.frontends.ttgir_persistent import persistent_to_hopper
+    from synth.frontends.ttgir_ws import ws_to_hopper
+    from synth.verify.oracle_phases import run
+
+    ws2 = (WS / "triton_ws_s2.ttgir").read_text()
+    for T in (1, 2, 3):
+        r = run(ws_to_hopper(ws2, "x").program, T, max_states=200_000)
+        assert r.complete and not r.violations, (T, r.violations)
+    pers = persistent_to_hopper(_persistent_s3(), "x").program
+    for T in range(1, 7):
+        r = run(pers, T, max_states=50_000)
+        assert r.complete and not r.violations, (T, r.violations)
+    for mutate in (flip_producer_parity, arrive_64, release_before_use, delete_consumer_wait):
+        m = ws_to_hopper(mutate(ws2), "x").program
+        assert any(run(m, T, max_states=200_000).violations for T in range(1, 5)), mutate.__name__
