@@ -97,15 +97,20 @@ def test_error_code_table_matches_the_code():
 
 
 def test_every_flag_is_documented():
+    """Every flag of every command is in docs/commands.md; search's (a sub-command of its own) in docs/search.md."""
     text = (DOCS / "commands.md").read_text()
+    search = (DOCS / "search.md").read_text()
     sub = next(a for a in build_parser()._actions if a.dest == "command")
     for name, parser in sub.choices.items():
-        if name in ("search", "check"):  # documented on their own pages
-            continue
-        for action in parser._actions:
-            for flag in action.option_strings:
-                if flag.startswith("--") and flag != "--help":
-                    assert f"`{flag}" in text, f"synth {name} {flag} is not in docs/commands.md"
+        parsers = [parser]
+        if name == "search":
+            parsers = [a for a in parser._actions if a.dest == "what"][0].choices.values()
+        for p in parsers:
+            for action in p._actions:
+                for flag in action.option_strings:
+                    if flag.startswith("--") and flag != "--help":
+                        where, page = (search, "search.md") if name == "search" else (text, "commands.md")
+                        assert f"`{flag}" in where, f"synth {name} {flag} is not in docs/{page}"
 
 
 def test_problem_format_lists_every_key():
@@ -230,7 +235,7 @@ def test_the_two_obligation_counts_say_what_they_count(tmp_path):
 
 
 def test_the_gpu_skip_reason_is_the_one_the_readme_names():
-    """README: the pycuda runner's tests are skipped with the reason "no CUDA GPU"; the skip says exactly that
+    """README: the GPU runner's tests are skipped with the reason "no CUDA GPU"; the skip says exactly that
     first (then why: neither CUDA Python nor pycuda found a device)."""
     said = re.search(r'runner\'s tests\s+are skipped with the reason "([^"]+)"', (ROOT / "README.md").read_text())
     assert said, "README no longer names the GPU tests' skip reason"
