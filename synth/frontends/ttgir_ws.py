@@ -267,7 +267,7 @@ def _zi(x):
 def _walk_region(w: WSWalker, r: _Region, path: str) -> bool:
     """Find the region's loop and evaluate what comes before it; False when the region has no barrier
     traffic (it takes no part in the protocol)."""
-    evs = (w.event_ops + (ARRIVE,))
+    evs = w.event_ops
     if not any(x.name in evs for x in walk(r.ops)):
         return False
     loops = [op for op in r.ops if op.name == "scf.for" and op.regions and
