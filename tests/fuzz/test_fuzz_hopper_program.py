@@ -91,7 +91,7 @@ def programs(draw) -> tuple[str, bytes]:
         else:
             node[path[-1]] = draw(st.sampled_from(VALUES))
         return f"{kind} {'.'.join(map(str, path))}", json.dumps(doc, indent=2).encode()
-    data = dumps_bytes = json.dumps(doc, indent=2).encode()
+    data = json.dumps(doc, indent=2).encode()
     if kind == "deep":
         return kind, b'{"protocol": "mbarrier", "x": ' + b"[" * 100_000 + b"]" * 100_000 + b"}"
     if kind == "bytes":
@@ -99,7 +99,7 @@ def programs(draw) -> tuple[str, bytes]:
         return kind, data[:i] + b"\xff\xfe" + data[i:]
     if kind == "truncate":
         return kind, data[:draw(st.integers(0, len(data) - 1))]
-    return kind, dumps_bytes.replace(b'"name": "g",', b'"name": "g", "name": "h",', 1)
+    return kind, data.replace(b'"name": "g",', b'"name": "g", "name": "h",', 1)
 
 
 def _oracle_clean(p) -> bool:
