@@ -50,7 +50,8 @@ def add_search_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--scheduler", metavar="ADDRESS",
                         help="with --shapes: run on this Dask scheduler (tcp://host:port) instead of local processes")
     parser.add_argument("--measure", action="store_true",
-                        help="time the top candidates on the GPU (pycuda); without one, say the figures are predictions")
+                        help="time the top candidates on the GPU (CUDA Python or pycuda); without one, say the figures "
+                             "are predictions")
     parser.add_argument("--no-sass", action="store_true",
                         help="do not compile the 3 best candidates to read their instruction mix from SASS "
                              "(every configuration then uses the estimated mix)")
