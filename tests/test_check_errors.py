@@ -155,3 +155,15 @@ def test_tvm_parse_error_is_located_in_the_file(tmp_path):
     col = bad.splitlines()[line - 1].index("T.block") + 1
     rc, _, err = run_text(_mutate(tmp_path, bad, "x.py"))
     assert rc == 2 and f"x.py:{line}:{col}: error: TVMScript function main does not parse" in err, err
+
+
+@pytest.mark.parametrize("name", ["mlir-copy-depth2.mlir", "triton-matmul-s3.ttgir"])
+def test_a_number_of_thousands_of_digits_is_refused(tmp_path, name):
+    """A 5000-digit constant crashed the MLIR reader (Python's int() refuses more than 4300 digits;
+    found by the check fuzzing)."""
+    text = (INPUTS / name).read_text()
+    m = re.search(r"arith\.constant (\d+) :", text)
+    bad = text[:m.start(1)] + "9" * 5000 + text[m.end(1):]
+    line = text[:m.start(1)].count("\n") + 1
+    rc, _, err = run_text(_mutate(tmp_path, bad, name))
+    assert rc == 2 and f"{name}:{line}:" in err and "5000 digits" in err and "Traceback" not in err, err

@@ -72,6 +72,8 @@ def constant(op: Op):
     if not m or not int_type(op):
         return None
     v = m.group(1)
+    if v not in ("true", "false") and len(v.lstrip("-")) > 40:
+        return None  # wider than any MLIR integer type (i64 has 20 digits): unknown, never converted
     return True if v == "true" else False if v == "false" else int(v)
 
 

@@ -45,12 +45,39 @@ def read_text(path: str) -> str:
     return read_regular_text(path, MAX_BYTES, "the input", fix="pass a .ttgir, .mlir or TVMScript .py file")
 
 
+MAX_DIGITS = 40
+"""Digits of an integer in a TTGIR or MLIR input (an ``i64`` has at most 20)."""
+
+
+def check_digits(text: str, path: str) -> None:
+    """SynthError at the first run of more than :data:`MAX_DIGITS` digits (every later reader converts
+    numbers to ``int``; Python refuses more than 4300 digits and a long one is out of every type anyway)."""
+    m = re.search(r"\d{%d,}" % (MAX_DIGITS + 1), text)
+    if m is not None:
+        before = text[:m.start()]
+        line = before.count("\n") + 1
+        col = m.start() - (before.rfind("\n") + 1) + 1
+        raise SynthError(Loc(path, line, col), f"a number of {len(m.group())} digits",
+                         f"integers in TTGIR and MLIR are at most 64-bit ({MAX_DIGITS} digits; docs/bounds.md)")
+
+
+def _check_digits_unless_tvm(text: str, path: str, form: Optional[str]) -> None:
+    try:
+        f = form or detect(text, path)
+    except SynthError:
+        return  # the importer says what the input is not
+    if f != "tvm":
+        check_digits(text, path)
+
+
 def import_loops(text: str, path: str, form: Optional[str] = None, func: Optional[str] = None) -> tuple:
     """Every :class:`Loop` of ``text`` in ``form`` (detected when None) that synth checks.
 
     A TVMScript file gives one loop per ``@T.prim_func`` with a pipelined loop (``func``
     picks one by name); TTGIR and MLIR give one loop (``func`` is refused there)."""
     form = form or detect(text, path)
+    if form != "tvm":
+        check_digits(text, path)
     if form == "tvm":
         from .tvm import tvmscript_to_loops
 
@@ -213,6 +240,7 @@ def check_file_all(path: str, *, trip_count: Optional[int] = None, min_trip_coun
     """Read ``path`` (a regular file, at most :data:`MAX_BYTES`), import it, map and prove the waits of each
     pipelined loop it holds (a TVMScript file: every ``@T.prim_func`` with one, or ``func``)."""
     text = read_text(path)
+    _check_digits_unless_tvm(text, path, form)
     if form in (None, "triton") and func is None:
         r = _check_mbarrier(text, path, form, trip_count, min_trip_count, time_limit, tightness)
         if r is not None:
@@ -227,6 +255,7 @@ def check_file(path: str, *, trip_count: Optional[int] = None, min_trip_count: O
     """Read ``path``, import it, map it and prove its waits (one pipelined loop: a file with several is a
     SynthError unless ``func`` picks one; :func:`check_file_all` checks them all)."""
     text = read_text(path)
+    _check_digits_unless_tvm(text, path, form)
     if form in (None, "triton") and func is None:
         r = _check_mbarrier(text, path, form, trip_count, min_trip_count, time_limit, tightness)
         if r is not None:

@@ -85,6 +85,10 @@ def _braces(s: str) -> int:
     return n
 
 
+MAX_RESULTS = 4096
+"""Results of one op (``%r:N``) read; a larger count is not expanded (its results are then unknown names)."""
+
+
 def parse_op(text: str, lineno: int) -> Optional[Op]:
     m = _RES.match(text)
     results: list = []
@@ -92,9 +96,12 @@ def parse_op(text: str, lineno: int) -> Optional[Op]:
     if m:
         for r in re.split(r"\s*,\s*", m.group(1)):
             if ":" in r:
-                base, n = r.split(":")
+                base, n = r.split(":", 1)
                 results.append(base)
-                results += [f"{base}#{i}" for i in range(int(n))]
+                count = int(n) if n.isdigit() and len(n) <= 6 else 0
+                if count > MAX_RESULTS:  # a real op returns a handful; an edited count must not allocate millions
+                    count = 0
+                results += [f"{base}#{i}" for i in range(count)]
             else:
                 results.append(r)
         rest = text[m.end():]
