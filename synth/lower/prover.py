@@ -8,14 +8,38 @@ is tried before Z3. Raises ``RuntimeError`` if Z3 answers unknown.
 
 from __future__ import annotations
 
-from ..expr import Bin, Call, Expr, Ite, Num, Un, Var, evaluate, free_vars, to_str
+from ..expr import Bin, Call, Expr, Ite, Num, Un, Var, to_str
 from .exprs import conj
+
+
+class _Key:
+    """An expression as a cache key: its structural hash computed once (:meth:`Prover._hash`),
+    equality structural (a hash collision never answers for another expression)."""
+
+    __slots__ = ("e", "h")
+
+    def __init__(self, e: Expr, h: int) -> None:
+        self.e = e
+        self.h = h
+
+    def __hash__(self) -> int:
+        return self.h
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, _Key) and self.h == other.h and (self.e is other.e or self.e == other.e)
 
 
 class Prover:
     """Validity and satisfiability of conditions in the part variable and ``T`` (with
     ``T >= tmin`` when ``T`` is a symbol), with a cheap refutation by sample points
-    first and a cache. One per lowering (not thread-safe)."""
+    first and a cache. One per lowering (not thread-safe).
+
+    The lowering asks about many large conditions that share sub-trees (sums of
+    commit indicators), so everything computed per sub-tree is memoised by the
+    sub-tree's identity (the tree is kept alive, so its id is not reused): its Z3
+    term, its structural hash (cache keys) and its free names. Z3 terms are also
+    shared by structure (one term per operator and operand terms), so equal
+    sub-trees built apart cost one translation."""
 
     def __init__(self, T: Expr, tmin: int) -> None:
         import z3
@@ -27,7 +51,12 @@ class Prover:
         self.cache: dict[tuple, bool] = {}
         self.vars: dict[str, object] = {}
         self.memo: dict[int, tuple[Expr, object]] = {}
+        self.terms: dict[tuple, object] = {}
+        self.hashes: dict[int, tuple[Expr, int]] = {}
+        self.names: dict[int, tuple[Expr, frozenset]] = {}
+        self.values: dict[tuple, dict[int, tuple[Expr, object]]] = {}
         self.sample = True
+        self._tmin_term = None
 
     def t_big(self, S: int) -> int:
         """A trip count past every short-loop effect of an ``S``-stage pipeline (``T`` when fixed)."""
@@ -35,23 +64,74 @@ class Prover:
             return self.T.value
         return self.tmin + 6 * S + 40
 
+    def _hash(self, e: Expr) -> int:
+        """A structural hash of ``e`` (equal trees, equal hashes), memoised per sub-tree."""
+        hit = self.hashes.get(id(e))
+        if hit is not None:
+            return hit[1]
+        if isinstance(e, (Num, Var)):
+            h = hash(e)
+        elif isinstance(e, Un):
+            h = hash(("u", e.op, self._hash(e.arg)))
+        elif isinstance(e, Bin):
+            h = hash(("b", e.op, self._hash(e.lhs), self._hash(e.rhs)))
+        elif isinstance(e, Ite):
+            h = hash(("?", self._hash(e.cond), self._hash(e.then), self._hash(e.other)))
+        else:
+            h = hash(("c", e.fn) + tuple(self._hash(a) for a in e.args))
+        self.hashes[id(e)] = (e, h)
+        return h
+
+    def _key(self, e: Expr) -> _Key:
+        return _Key(e, self._hash(e))
+
+    def _free(self, e: Expr) -> frozenset:
+        """:func:`~synth.expr.free_vars`, memoised per sub-tree."""
+        hit = self.names.get(id(e))
+        if hit is not None:
+            return hit[1]
+        if isinstance(e, Var):
+            out = frozenset([e.name])
+        elif isinstance(e, Num):
+            out = frozenset()
+        elif isinstance(e, Un):
+            out = self._free(e.arg)
+        elif isinstance(e, Bin):
+            out = self._free(e.lhs) | self._free(e.rhs)
+        elif isinstance(e, Ite):
+            out = self._free(e.cond) | self._free(e.then) | self._free(e.other)
+        else:
+            out = frozenset().union(*(self._free(a) for a in e.args))
+        self.names[id(e)] = (e, out)
+        return out
+
     def _term(self, e: Expr):
-        """``e`` as a Z3 term; sub-terms are memoised (counts share many conditions)."""
+        """``e`` as a Z3 term; memoised per sub-tree, and shared by structure."""
         z3 = self.z3
         hit = self.memo.get(id(e))
         if hit is not None:
             return hit[1]
         if isinstance(e, Num):
-            t = z3.IntVal(e.value)
+            key: tuple = ("n", e.value)
+            t = self.terms.get(key)
+            if t is None:
+                t = self.terms[key] = z3.IntVal(e.value)
         elif isinstance(e, Var):
             if e.name not in self.vars:
                 self.vars[e.name] = z3.Int(e.name)
             t = self.vars[e.name]
         elif isinstance(e, Un):
             a = self._term(e.arg)
-            t = z3.Not(a) if e.op == "!" else -a
+            key = ("u", e.op, a.get_id())
+            t = self.terms.get(key)
+            if t is None:
+                t = self.terms[key] = z3.Not(a) if e.op == "!" else -a
         elif isinstance(e, Ite):
-            t = z3.If(self._term(e.cond), self._term(e.then), self._term(e.other))
+            c, a, b = self._term(e.cond), self._term(e.then), self._term(e.other)
+            key = ("?", c.get_id(), a.get_id(), b.get_id())
+            t = self.terms.get(key)
+            if t is None:
+                t = self.terms[key] = z3.If(c, a, b)
         elif isinstance(e, Call):
             args = [self._term(x) for x in e.args]
             t = args[0]
@@ -60,27 +140,33 @@ class Prover:
         else:
             a, b = self._term(e.lhs), self._term(e.rhs)
             op = e.op
-            if op == "&&":
-                t = z3.And(a, b)
-            elif op == "||":
-                t = z3.Or(a, b)
-            else:
-                t = {"+": lambda: a + b, "-": lambda: a - b, "*": lambda: a * b, "/": lambda: a / b,
-                     "%": lambda: a % b, "<": lambda: a < b, "<=": lambda: a <= b, ">": lambda: a > b,
-                     ">=": lambda: a >= b, "==": lambda: a == b, "!=": lambda: a != b}[op]()
+            key = ("b", op, a.get_id(), b.get_id())
+            t = self.terms.get(key)
+            if t is None:
+                if op == "&&":
+                    t = z3.And(a, b)
+                elif op == "||":
+                    t = z3.Or(a, b)
+                else:
+                    t = {"+": lambda: a + b, "-": lambda: a - b, "*": lambda: a * b, "/": lambda: a / b,
+                         "%": lambda: a % b, "<": lambda: a < b, "<=": lambda: a <= b, ">": lambda: a > b,
+                         ">=": lambda: a >= b, "==": lambda: a == b, "!=": lambda: a != b}[op]()
+                self.terms[key] = t
         self.memo[id(e)] = (e, t)  # keeps e alive, so its id is not reused
         return t
 
     def _check(self, formula: Expr) -> bool:
         """Whether ``formula`` is satisfiable (with T >= tmin when T is symbolic)."""
-        key = ("sat", formula)
+        key = ("sat", self._key(formula))
         if key in self.cache:
             return self.cache[key]
         s = self.solver
         s.push()
         s.add(self._term(formula))
         if isinstance(self.T, Var):
-            s.add(self._term(Bin(">=", self.T, Num(self.tmin))))
+            if self._tmin_term is None:
+                self._tmin_term = self._term(Bin(">=", self.T, Num(self.tmin)))
+            s.add(self._tmin_term)
         res = s.check()
         s.pop()
         if res == self.z3.unknown:
@@ -95,9 +181,10 @@ class Prover:
 
     def valid(self, hyp: Expr, concl: Expr) -> bool:
         """``hyp => concl`` for all values of the free names (and every allowed ``T``)."""
-        key = ("valid", hyp, concl)
-        if key in self.cache:
-            return self.cache[key]
+        key = ("valid", self._key(hyp), self._key(concl))
+        out = self.cache.get(key)
+        if out is not None:
+            return out
         if self.sample and self._refuted(hyp, concl):
             self.cache[key] = False
             return False
@@ -106,7 +193,7 @@ class Prover:
         return out
 
     def _refuted(self, hyp: Expr, concl: Expr) -> bool:
-        names = free_vars(hyp) | free_vars(concl)
+        names = self._free(hyp) | self._free(concl)
         tname = self.T.name if isinstance(self.T, Var) else None
         others = names - {tname}
         if len(others) > 1:
@@ -120,9 +207,52 @@ class Prover:
                     env[tname] = t
                 if v:
                     env[v] = x
+                memo = self.values.setdefault((tname, t, v, x), {})
                 try:
-                    if evaluate(hyp, env) and not evaluate(concl, env):
+                    if self._eval(hyp, env, memo) and not self._eval(concl, env, memo):
                         return True
                 except KeyError:
                     return False
         return False
+
+    def _eval(self, e: Expr, env: dict, memo: dict):
+        """:func:`~synth.expr.evaluate` of ``e`` in ``env``, memoised per sub-tree in ``memo``
+        (one memo per sample point)."""
+        hit = memo.get(id(e))
+        if hit is not None:
+            return hit[1]
+        if isinstance(e, Num):
+            out = e.value
+        elif isinstance(e, Var):
+            out = env[e.name]
+        elif isinstance(e, Bin):
+            out = _OPS[e.op](self._eval(e.lhs, env, memo), self._eval(e.rhs, env, memo))
+        elif isinstance(e, Ite):
+            out = self._eval(e.then, env, memo) if self._eval(e.cond, env, memo) else self._eval(e.other, env, memo)
+        elif isinstance(e, Un):
+            a = self._eval(e.arg, env, memo)
+            out = (not a) if e.op == "!" else -int(a)
+        else:
+            vals = [int(self._eval(a, env, memo)) for a in e.args]
+            out = min(vals) if e.fn == "min" else max(vals)
+        memo[id(e)] = (e, out)  # keeps e alive, so its id is not reused
+        return out
+
+
+_OPS = {
+    "+": lambda a, b: int(a) + int(b),
+    "-": lambda a, b: int(a) - int(b),
+    "*": lambda a, b: int(a) * int(b),
+    "/": lambda a, b: int(a) // int(b),
+    "%": lambda a, b: int(a) % int(b),
+    "<": lambda a, b: a < b,
+    "<=": lambda a, b: a <= b,
+    ">": lambda a, b: a > b,
+    ">=": lambda a, b: a >= b,
+    "==": lambda a, b: a == b,
+    "!=": lambda a, b: a != b,
+    "&&": lambda a, b: bool(a) and bool(b),
+    "||": lambda a, b: bool(a) or bool(b),
+}
+"""The operators of :func:`~synth.expr.evaluate`, with its semantics (floor division, a
+non-negative modulo; both sides of ``&&``/``||`` are evaluated)."""
