@@ -479,3 +479,25 @@ def test_measure_of_hopper_kernels_needs_an_sm90_gpu_and_cuda_python(monkeypatch
     _fake_gpu_libraries(monkeypatch, cuda_python=None, pycuda=True)  # pycuda has no tensor maps
     ok, why = gpu_available(hopper=True)
     assert not ok and "CUDA Python" in why
+
+
+@pytest.mark.parametrize("arch, major, measured", [("sm_80", 8, True), ("sm_90", 8, False), ("sm_90", 9, True)])
+def test_synth_search_measure_uses_a_gpu_only_cuda_python_sees(monkeypatch, capsys, tmp_path, arch, major, measured):
+    # a stock GPU image: CUDA Python, no pycuda. --measure writes and times the candidates there; Hopper
+    # candidates only on an sm_90 GPU (else: once, the figures are predictions, exit 0)
+    import synth.search.cli as search_cli
+    from synth.cli import main
+
+    _fake_gpu_libraries(monkeypatch, cuda_python=major, pycuda=False)
+    calls = []
+    monkeypatch.setattr(search_cli, "write_candidates", lambda res, base, k, **kw: calls.append(("write", k)) or [])
+    monkeypatch.setattr(search_cli, "measure", lambda res, folders, **kw: calls.append(("measure", len(folders))) or res)
+    rc = main(["search", "gemm", "--M", "512", "--N", "512", "--K", "512", "--arch", arch, "--measure", "--no-sass",
+               "--time-limit", "10", "--json", "--out", str(tmp_path / "o")])
+    env = json.loads(capsys.readouterr().out)
+    assert rc == 0
+    if measured:
+        assert calls == [("write", 5), ("measure", 0)] and env["warnings"] == []
+    else:
+        assert calls == [] and len(env["warnings"]) == 1 and "not an sm_90 GPU" in env["warnings"][0]
+        assert any("not an sm_90 GPU" in n for n in env["result"]["notes"])
