@@ -94,7 +94,9 @@ def sha256(data: bytes) -> str:
 def program_path(directory: str) -> str:
     """The program.json a certificate folder is checked against (see module docstring)."""
     outside = os.path.join(os.path.dirname(os.path.abspath(directory)), PROGRAM)
-    return outside if os.path.isfile(outside) else os.path.join(directory, PROGRAM)
+    # anything named program.json beside the certificate is the program (a FIFO or a folder there
+    # fails when read, it never lets the copy inside stand in for it)
+    return outside if os.path.lexists(outside) else os.path.join(directory, PROGRAM)
 
 
 def _fail(msg: str, sv=(), program: str = "") -> CertifyResult:

@@ -317,3 +317,18 @@ def test_cp_async_certificate_program_edited_with_hash_recomputed(forms, edit, t
         _edit(d, lambda m: m.update(program_sha256=hashlib.sha256(prog.read_bytes()).hexdigest()))
     res = _api_certify(d, time_limit=20)
     assert not res.ok and "certificate FAILED" in res.render(), res.render()
+
+
+@pytest.mark.parametrize("form", FORMS)
+@pytest.mark.parametrize("special", ["fifo", "dev_zero", "folder"])
+def test_each_form_out_program_json_replaced_by_a_special_file(forms, form, special, tmp_path) -> None:
+    """OUT/program.json a FIFO, /dev/zero or a folder: FAILED naming it (the fuzzer found the copy inside
+    the certificate standing in for it, OK)."""
+    import os
+
+    d = _clone(forms[form][0], tmp_path)
+    f = d / "program.json"
+    f.unlink()
+    {"fifo": os.mkfifo, "dev_zero": lambda p: p.symlink_to("/dev/zero"), "folder": os.mkdir}[special](f)
+    res = _api_certify(d, time_limit=20)
+    assert not res.ok and str(f) in res.render(), res.render()
