@@ -242,3 +242,26 @@ def test_the_gpu_skip_reason_is_the_one_the_readme_names():
     src = (ROOT / "tests" / "test_run.py").read_text()
     reasons = re.findall(r'skipif\(GPU_REASON is not None, reason=f?"([^"{]+)', src)
     assert reasons and all(r.startswith(said.group(1)) for r in reasons), (said.group(1), reasons)
+
+
+def test_the_api_table_states_each_function_s_keywords_and_defaults():
+    """docs/api.md's table gives every synth.api function with its keyword arguments and their defaults as the
+    code has them (a keyword added to the code, such as verify's force, must appear there)."""
+    import ast
+    import inspect
+
+    import synth.api
+
+    rows = re.findall(r"`synth\.api\.(\w+)\((.*?)\)`", (DOCS / "api.md").read_text())
+    assert {name for name, _ in rows} >= {"load", "solve", "lower", "verify", "certify", "emit", "run", "search"}
+    for name, args in rows:
+        call = ast.parse(f"f({args.replace('*, ', '').replace('*,', '')})", mode="eval").body
+        shown = {k.arg: ast.literal_eval(k.value) for k in call.keywords}
+        params = inspect.signature(getattr(synth.api, name)).parameters.values()
+        kw = {p.name: p.default for p in params if p.kind is inspect.Parameter.KEYWORD_ONLY}
+        positional = [p for p in params if p.kind is inspect.Parameter.POSITIONAL_OR_KEYWORD]
+        shown_positional = len(call.args) + sum(1 for k in shown if k in {p.name for p in positional})
+        assert set(shown) - {p.name for p in positional} == set(kw), (name, sorted(shown), sorted(kw))
+        for k, v in kw.items():
+            assert shown[k] == v, (name, k, shown[k], v)
+        assert shown_positional == len(positional), (name, args)
