@@ -265,3 +265,23 @@ def test_the_api_table_states_each_function_s_keywords_and_defaults():
         for k, v in kw.items():
             assert shown[k] == v, (name, k, shown[k], v)
         assert shown_positional == len(positional), (name, args)
+
+
+def test_the_flag_table_states_each_command_s_time_limit_and_workers_default():
+    """docs/commands.md's `--time-limit` and `--workers` rows give the default of every command that has the flag."""
+    text = (DOCS / "commands.md").read_text()
+    sub = next(a for a in build_parser()._actions if a.dest == "command")
+    for flag, dest in (("--time-limit", "time_limit"), ("--workers", "workers")):
+        row = re.search(rf"^\| `{flag} [A-Z]+` \| ([^|]+) \|[^|]+\| ([^|]+) \|", text, re.M)
+        assert row, flag
+        commands, defaults = row.group(1), row.group(2)
+        for name, parser in sub.choices.items():
+            if name == "search":
+                parser = [a for a in parser._actions if a.dest == "what"][0].choices["gemm"]
+            action = next((a for a in parser._actions if a.dest == dest), None)
+            if action is None:
+                continue
+            assert re.search(rf"\b{name}\b", commands), (flag, name)
+            said = re.search(rf"\b{name} (\d+)", defaults)
+            value = float(said.group(1)) if said else float(defaults.strip())
+            assert value == float(action.default), (flag, name, value, action.default)
