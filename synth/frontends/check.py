@@ -9,11 +9,11 @@ runs the matching front-end, :func:`check_loop` maps and proves
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Optional
 
 from ..errors import Loc, SynthError
-from ..expr import to_str
+from ..expr import Num, evaluate, to_str
 from ..printer import program_text
 from ..program import Program
 from ..readfile import read_regular_text
@@ -201,10 +201,37 @@ class CheckResult:
                 "global_failures": [o.description for o in self.report.global_failures]}
 
 
+def lower_min_trip(loop: Loop, min_trip_count: Optional[int]) -> Loop:
+    """``loop`` allowing every trip count down to ``min_trip_count`` when that is below the smallest the
+    front-end assumed (``--min-trip-count 0``: a loop that may run zero times). Every trip count in between
+    must give the body a non-negative extent (else a SynthError at the loop's line); a loop with a fixed
+    trip count, or a bound at or above the front-end's, is returned unchanged."""
+    if min_trip_count is None or loop.trip_symbol is None or min_trip_count >= loop.min_trip:
+        return loop
+    extent = Num(loop.body_extent) if isinstance(loop.body_extent, int) else loop.body_extent
+    for t in range(min_trip_count, loop.min_trip):
+        b = evaluate(extent, {loop.trip_symbol: t})
+        if not isinstance(b, int) or b < 0:
+            raise SynthError(Loc(loop.path, loop.body_line, 1),
+                             f"--min-trip-count {min_trip_count}: at trip count {t} the loop's extent "
+                             f"{to_str(extent)} is {b}, and the mapping reads the extent as the number of body "
+                             "iterations (a negative one is outside the model)",
+                             f"use --min-trip-count {loop.min_trip} or more")
+    return replace(loop, min_trip=min_trip_count)
+
+
 def check_loop(loop: Loop, *, trip_count: Optional[int] = None, min_trip_count: Optional[int] = None,
                time_limit: float = 10.0, tightness: bool = True) -> CheckResult:
-    """Map ``loop`` and prove its waits."""
-    program, smap = to_program(loop, min_trip=min_trip_count, trip_count=trip_count)
+    """Map ``loop`` and prove its waits for every trip count >= ``min_trip_count`` (default: the smallest the
+    loop allows; 0 is honoured through :func:`lower_min_trip`, and what the mapping cannot express at the lower
+    counts, such as a prologue copy guarded by ``0 < T``, is a SynthError naming the flag and the line)."""
+    lowered = lower_min_trip(loop, min_trip_count) if trip_count is None else loop
+    try:
+        program, smap = to_program(lowered, min_trip=min_trip_count, trip_count=trip_count)
+    except SynthError as e:
+        if lowered is loop:
+            raise
+        raise SynthError(e.loc, f"--min-trip-count {min_trip_count}: {e.msg}", e.fix) from None
     report = verify_program(program, time_limit=time_limit, tightness=tightness, smt2=False)
     return CheckResult(loop, program, smap, report)
 
@@ -220,6 +247,8 @@ def _check_mbarrier(text: str, path: str, form: Optional[str], trip_count, min_t
 
     if form == "triton" or (form is None and detect(text, path) == "triton"):
         refuse_blackwell(text, path)
+    if min_trip_count == 0 and trip_count is None:
+        return _check_mbarrier_from_zero(text, path, time_limit, tightness)
     if is_ws_ttgir(text):
         return check_ws(text, path, trip_count=trip_count, min_trip_count=min_trip_count, time_limit=time_limit,
                         tightness=tightness)
@@ -231,6 +260,34 @@ def _check_mbarrier(text: str, path: str, form: Optional[str], trip_count, min_t
     if is_hopper_ttgir(text):
         return check_hopper(text, path, trip_count=trip_count, min_trip_count=min_trip_count,
                             time_limit=time_limit, tightness=tightness)
+    return None
+
+
+def zero_trip_program(p):
+    """The Hopper program ``p`` (:class:`~synth.hopper.ir.HopperProgram`) quantified over every trip count
+    T >= 0: ``min_trip_count`` 0 in it and in each role's program. The mapping of a Triton TTGIR does not
+    depend on the bound (the guards are the IR's own predicates), so only the bound changes."""
+    roles = tuple(replace(r, program=replace(r.program, min_trip_count=0)) for r in p.roles)
+    return replace(p, min_trip_count=0, roles=roles)
+
+
+def _check_mbarrier_from_zero(text: str, path: str, time_limit: float, tightness: bool):
+    """:func:`_check_mbarrier` with ``--min-trip-count 0``: the same mapping, proven for T >= 0."""
+    from ..verify.phases import verify_hopper
+    from .ttgir_hopper import HopperCheck, is_hopper_ttgir, ttgir_to_hopper
+    from .ttgir_persistent import PersistentCheck, is_persistent_ttgir, persistent_to_hopper
+    from .ttgir_ws import WSCheck, is_ws_ttgir, ws_to_hopper
+
+    for is_form, to_hopper, result in ((is_ws_ttgir, ws_to_hopper, WSCheck),
+                                       (is_persistent_ttgir, persistent_to_hopper, PersistentCheck),
+                                       (is_hopper_ttgir, ttgir_to_hopper, HopperCheck)):
+        if is_form(text):
+            imp = to_hopper(text, path)
+            if isinstance(imp.program.trip_count, int):
+                raise SynthError(Loc(path, imp.loop_line, 1), f"--min-trip-count 0: the loop runs "
+                                 f"{imp.program.trip_count} times, fixed in the IR", "drop --min-trip-count")
+            imp = replace(imp, program=zero_trip_program(imp.program))
+            return result(imp, verify_hopper(imp.program, time_limit=time_limit, tightness=tightness))
     return None
 
 
@@ -265,4 +322,4 @@ def check_file(path: str, *, trip_count: Optional[int] = None, min_trip_count: O
 
 
 __all__ = ["check_file", "check_file_all", "check_loop", "import_loop", "import_loops", "detect", "CheckResult",
-           "FORMS"]
+           "FORMS", "lower_min_trip", "zero_trip_program"]
