@@ -705,12 +705,16 @@ def write_kernel(out_dir: str, text: str) -> tuple[str, str]:
     No kernel.cu: written.
     """
     from .outdir import read_marker, replace_file, sha256_file
+    from .readfile import read_regular_bytes
 
     path = os.path.join(out_dir, "kernel.cu")
+    want = text.encode("utf-8")
     if os.path.isfile(path) and not os.path.islink(path):
-        with open(path, "rb") as fh:
-            if fh.read() == text.encode("utf-8"):
+        try:
+            if read_regular_bytes(path, len(want), "kernel.cu", follow=False) == want:
                 return path, "up to date:"
+        except SynthError:
+            pass  # larger than ours, or no longer a regular file: not up to date; the rules below decide
     listing = read_marker(out_dir)
     if listing is None:
         if os.path.lexists(path):
@@ -743,9 +747,10 @@ def cmd_run(args, ui: _Ui) -> Outcome:
         if ui.verbose:
             from .emit.emulate import kernel_macros
 
+            from .readfile import read_regular_text
+
             path = os.path.join(args.out, "kernel.cu")
-            with open(path, encoding="utf-8") as fh:
-                facts = kernel_macros(fh.read())
+            facts = kernel_macros(read_regular_text(path, 16 << 20, "kernel.cu", follow=False))
             ui.print(f"{path}: " + ", ".join(f"SYNTH_{k} {v}" for k, v in facts.items())
                      + f"; {args.repeats} timed launches (median reported)")
     if not rep.ok:
