@@ -1,10 +1,14 @@
 // main() of the sm_90a emulator: runs kernel.cu's synth_gemm_sm90 over the grid, block after block.
 // argv[1]: input (int32 M N K ldc lda ldb with_c order (0 forward, 1 reverse, 2 + seed random) block_order
-// (0 launch order, 1 reversed, 2 + seed shuffled), float alpha beta, A, B as f16 bits, C_in);
+// (0 launch order, 1 reversed, 2 + seed shuffled) ctas (a persistent kernel's grid P; 0: one per tile),
+// float alpha beta, A, B as f16 bits, C_in);
 // argv[2]: C written as f32. One JSON line on stdout: ok, kind ("hang"/"fault"), message, stats.
 #include "kernel.cu"
 #ifndef SYNTH_SPLIT_K
 #define SYNTH_SPLIT_K 1  // a kernel.cu written before split-K
+#endif
+#ifndef SYNTH_PERSISTENT
+#define SYNTH_PERSISTENT 0  // one CTA per tile
 #endif
 #include <algorithm>
 #include <fstream>
@@ -13,7 +17,7 @@
 int main(int argc, char** argv) {
   if (argc != 3) { std::fprintf(stderr, "usage: harness IN OUT\n"); return 2; }
   std::ifstream in(argv[1], std::ios::binary);
-  int32_t h[9]; float ab[2];
+  int32_t h[10]; float ab[2];
   in.read(reinterpret_cast<char*>(h), sizeof h); in.read(reinterpret_cast<char*>(ab), sizeof ab);
   const int M = h[0], N = h[1], K = h[2], ldc = h[3], lda = h[4], ldb = h[5], with_c = h[6], order = h[7];
   const int block_order = h[8];  // 0 launch order, 1 reversed, 2 + seed shuffled
@@ -26,7 +30,10 @@ int main(int argc, char** argv) {
   if (!in) { std::fprintf(stderr, "short input\n"); return 2; }
   CUtensorMap tmA{A.data(), {uint64_t(K), uint64_t(M)}, uint64_t(lda) * 2, {SYNTH_BK, SYNTH_BM}, 2, 128};
   CUtensorMap tmB{B.data(), {uint64_t(K), uint64_t(N)}, uint64_t(ldb) * 2, {SYNTH_BK, SYNTH_BN}, 2, 128};
-  const unsigned gx = (N + SYNTH_BN - 1) / SYNTH_BN, gy = (M + SYNTH_BM - 1) / SYNTH_BM;
+  const unsigned tx = (N + SYNTH_BN - 1) / SYNTH_BN, ty = (M + SYNTH_BM - 1) / SYNTH_BM;
+  // a persistent kernel: a 1-D grid of P CTAs (h[9], default one per tile), whatever the tile count
+  const unsigned gx = SYNTH_PERSISTENT ? unsigned(h[9] > 0 ? h[9] : tx * ty) : tx;
+  const unsigned gy = SYNTH_PERSISTENT ? 1u : ty;
   const unsigned gz = SYNTH_SPLIT_K;
   synth_emu::S().grid = {gx, gy, gz};
   // split-K: a NaN-filled workspace and zeroed tickets, which a launch must leave zeroed

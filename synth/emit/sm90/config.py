@@ -9,7 +9,8 @@ warp groups (cooperative: each owns 64 rows of the tile, ``m64nBNk16`` wgmma).
 Bounds (checked by :meth:`Sm90Config.check`): bm in {64, 128}; bn a multiple of 16 in
 16..256 (wgmma N and the TMA box limit); stages 1..16 with shared memory
 ``stages * (bm + bn) * 128 + 1024`` bytes <= 232448 (227 KB, the sm_90 opt-in limit);
-0 <= k_pipe_mmas < stages; split_k 1..64 (``synth.bounds.MAX_SPLIT_K``), without a load predicate.
+0 <= k_pipe_mmas < stages; split_k 1..64 (``synth.bounds.MAX_SPLIT_K``), without a load predicate;
+persistent without split-K or a load predicate.
 """
 
 from __future__ import annotations
@@ -51,6 +52,10 @@ class Sm90Config:
     split_k: int = 1
     """K splits (``gridDim.z``); each CTA runs the proven loop over its share of the k-tiles and the
     tile's last CTA sums the partials (docs/hopper_kernel.md, "Split-K"); 1: no split."""
+    persistent: bool = False
+    """A grid of any ``P >= 1`` CTAs walks the output tiles (grouped raster order, CTA ``b`` takes tiles
+    ``b, b + P, ...``) with the pipeline state carried across its tiles (docs/hopper_kernel.md,
+    "Persistent tiles"); False: one CTA per tile."""
 
     @property
     def consumers(self) -> int:
@@ -98,6 +103,11 @@ class Sm90Config:
             raise ValueError(f"split_k {self.split_k} outside 1..{MAX_SPLIT_K}")
         if self.split_k > 1 and self.load_when is not None:
             raise ValueError("a load predicate names k and T of the whole loop; split-K runs parts of it")
+        if self.persistent and self.split_k > 1:
+            raise ValueError("persistent tiles with split-K are not built: a persistent CTA computes whole tiles")
+        if self.persistent and self.load_when is not None:
+            raise ValueError("a load predicate names k and T of one tile's loop; a persistent CTA's ring runs "
+                             "many tiles")
         if self.smem_bytes > SMEM_LIMIT:
             raise ValueError(f"{self.smem_bytes} bytes of shared memory exceed {SMEM_LIMIT}: use fewer stages")
 

@@ -93,7 +93,7 @@ def binary(kernel_cu: str) -> pathlib.Path:
 
 def run_emulated(kernel_cu: str, A_bits: np.ndarray, B_bits: np.ndarray, C_in: Optional[np.ndarray] = None, *,
                  alpha: float = 1.0, beta: float = 0.0, order: str = "forward", seed: int = 0,
-                 ldc: Optional[int] = None, block_order: str = "forward") -> tuple[np.ndarray, dict]:
+                 ldc: Optional[int] = None, block_order: str = "forward", ctas: int = 0) -> tuple[np.ndarray, dict]:
     """Run the kernel once on the emulator: A (M x K) and B (N x K) as 16-bit patterns (uint16: f16 or
     bf16 bits, as the kernel's dtype reads them), ``C_in`` (M x ldc float32) when given. Returns
     ``(C, info)``: C is M x ``ldc`` float32 starting as NaN, ``info`` the emulator's report (``ok``,
@@ -101,8 +101,11 @@ def run_emulated(kernel_cu: str, A_bits: np.ndarray, B_bits: np.ndarray, C_in: O
     the distinct ``[A, B]`` wgmma descriptor pairs the kernel issued, ``tensor_maps``: the A and B maps its
     TMA read, each ``dims``, ``stride``, ``box``, ``elem_bytes``, ``swizzle_bytes``). Blocks run one
     at a time in ``block_order``: ``forward`` (launch order), ``reverse`` or ``shuffle:SEED``; a split-K
-    kernel (``SYNTH_SPLIT_K > 1``) gets ``gridDim.z`` splits, a NaN-filled workspace and zeroed tickets.
-    EmulatorError when it cannot run."""
+    kernel (``SYNTH_SPLIT_K > 1``) gets ``gridDim.z`` splits, a NaN-filled workspace and zeroed tickets; a
+    persistent kernel (``SYNTH_PERSISTENT``) a 1-D grid of ``ctas`` CTAs (0: one per tile; ignored by the
+    others). EmulatorError when it cannot run."""
+    if not 0 <= ctas <= 1 << 20:
+        raise EmulatorError(f"ctas {ctas}: expected 0 (one per tile) .. {1 << 20}")
     if order not in ORDERS:
         raise EmulatorError(f"order {order!r}: expected one of {ORDERS}")
     kind, _, bseed = block_order.partition(":")
@@ -121,7 +124,7 @@ def run_emulated(kernel_cu: str, A_bits: np.ndarray, B_bits: np.ndarray, C_in: O
     with tempfile.TemporaryDirectory(prefix="synth-sm90-run-") as tmp:
         inp, outp = pathlib.Path(tmp) / "in.bin", pathlib.Path(tmp) / "out.bin"
         head = np.array([M, N, K, ldc, K, K, int(C_in is not None),
-                         ORDERS.index(order) + (seed % 1000 if order == "random" else 0), border], np.int32)
+                         ORDERS.index(order) + (seed % 1000 if order == "random" else 0), border, ctas], np.int32)
         with open(inp, "wb") as f:
             f.write(head.tobytes())
             f.write(np.array([alpha, beta], np.float32).tobytes())
@@ -144,12 +147,12 @@ def run_emulated(kernel_cu: str, A_bits: np.ndarray, B_bits: np.ndarray, C_in: O
 def emulate_sm90(kernel_cu: str, M: int, N: int, K: int, *, order: str = "forward", alpha: float = 1.0,
                  beta: float = 0.0, with_c: bool = False, ldc: Optional[int] = None, seed: int = 0,
                  load_when: Optional[str] = None, bk: int = 64, dtype: str = "f16",
-                 block_order: str = "forward") -> Sm90Result:
+                 block_order: str = "forward", ctas: int = 0) -> Sm90Result:
     """Run the kernel on A (M x K), B (N x K) f16 drawn from [-1, 1) and compare C with
     ``alpha A @ B.T (+ beta C_in)`` in float64. C starts as NaN so an entry never written shows.
     ``load_when`` (the configuration's load predicate in ``k`` and ``T``): the reference sums only
     the k-tiles (``bk`` wide) where it holds. ``dtype`` ``bf16``: A and B are rounded to bfloat16
-    (nearest even) and passed as its bits. ``block_order``: as :func:`run_emulated`."""
+    (nearest even) and passed as its bits. ``block_order``, ``ctas``: as :func:`run_emulated`."""
     if order not in ORDERS:
         raise EmulatorError(f"order {order!r}: expected one of {ORDERS}")
     ldc = N if ldc is None else ldc
@@ -181,7 +184,7 @@ def emulate_sm90(kernel_cu: str, M: int, N: int, K: int, *, order: str = "forwar
     if with_c:
         ref = ref + beta * Cin[:, :N].astype(np.float64)
     C, info = run_emulated(kernel_cu, A_bits, B_bits, Cin if with_c else None, alpha=alpha, beta=beta,
-                           order=order, seed=seed, ldc=ldc, block_order=block_order)
+                           order=order, seed=seed, ldc=ldc, block_order=block_order, ctas=ctas)
     Cv = C[:, :N].astype(np.float64)
     nan = int(np.isnan(Cv).sum())
     err = float(np.nanmax(np.abs(Cv - ref))) if nan < Cv.size else float("inf")

@@ -33,7 +33,7 @@ from ...program import CommitStmt, OpStmt, Part, WaitStmt
 from ..cuda import c_expr
 from ..raster import cuda_lines as raster_lines
 from ..splitk import index_lines as split_index_lines, range_lines as split_range_lines
-from .config import Sm90Config
+from .config import PRODUCER_REGS, Sm90Config
 
 KERNEL = "synth_gemm_sm90"
 SPLIT_BARRIER = 1
@@ -128,20 +128,52 @@ def _wait_dispatch(max_n: int) -> str:
 
 
 class _Emit:
-    def __init__(self, cfg: Sm90Config, p: HopperProgram) -> None:
+    def __init__(self, cfg: Sm90Config, p: HopperProgram, carry=None) -> None:
         self.cfg, self.p = cfg, p
         self.lines: list[str] = []
         self.ops = {o.name: o for o in p.ops}
         self.buffer_of_load = {}
         self.loop_var = p.loop_var
         self.const: dict = {}
+        self.carry = dict(carry or {})
+        """Persistent kernels: role -> :class:`synth.hopper.persistent.TileCarry` other than the running count
+        (a mutant for the emulator's bug tests); the role being emitted is ``self.role``."""
+        self.role = ""
+
+    def mutant_carry(self):
+        c = self.carry.get(self.role)
+        return None if c is None or c.canonical else c
+
+    def count_c(self, count: Expr, base: str) -> str:
+        """The C count of a pipeline position under the role's carry (``base``: ``cs`` slot, ``cp`` parity)."""
+        return f"({base} + (int)(({c_expr(count)}) - kb))"
+
+    def slot_c(self, count: Expr, slot: Expr) -> str:
+        """The C slot expression (before ``% stages``) of an access or state of count ``count``."""
+        return c_expr(slot) if self.mutant_carry() is None else self.count_c(count, "cs")
+
+    def carry_lines(self, depth: int) -> None:
+        """The mutant carry's per-tile values ``cs``, ``cp``, ``cf`` (needs ``t``, ``KT`` and ``kb``)."""
+        c = self.mutant_carry()
+        if c is None:
+            return
+        env = {"T": parse("KT")}
+        vals = [c_expr(substitute(parse(x), env)) for x in (c.slot_base, c.parity_base, c.flip)]
+        self.w(depth, f"const int cs = {vals[0]}, cp = {vals[1]}, cf = {vals[2]};  // carried state (mutant)")
 
     def w(self, depth: int, text: str) -> None:
         self.lines.append("  " * depth + text)
 
     def bar(self, name: str, state) -> str:
         b = self.p.barrier(name)
+        if self.mutant_carry() is not None:
+            return f"bar_{name} + 8 * ((({self.count_c(state.count, 'cs')}) % {state.stages}) % {b.slots})"
         return f"bar_{name} + 8 * (({c_expr(state.index())}) % {b.slots})"
+
+    def parity(self, state) -> str:
+        if self.mutant_carry() is not None:
+            return (f"(({self.count_c(state.count, 'cp')}) / {state.stages} + {state.phase} + cf) % 2")
+        return c_expr(state.parity())
 
     def pred(self, op: str, at: Expr) -> Optional[str]:
         """The C condition of op ``op``'s predicate at iteration ``at`` (None: always)."""
@@ -181,7 +213,7 @@ class _Emit:
     def stmt(self, depth: int, role: str, s, waits) -> None:
         if isinstance(s, TryWaitStmt):
             self.guarded(depth, s.guard, [f"synth_mbar_wait({self.bar(s.barrier, s.state)}, "
-                                          f"{c_expr(s.state.parity())});  // {s.barrier} count "
+                                          f"{self.parity(s.state)});  // {s.barrier} count "
                                           f"{c_expr(s.state.count)}"])
         elif isinstance(s, ArriveStmt):
             target = self.bar(s.barrier, s.state)
@@ -234,7 +266,9 @@ class _Emit:
             raise ValueError(f"{s.op}: the program's complete_tx bytes {s.barrier.bytes} differ from the box "
                              f"{cfg.bk} x {rows} f16 = {slot_bytes} bytes")
         k_tile = c_expr(s.iteration) if cfg.split_k == 1 else f"kt0 + {c_expr(s.iteration)}"
-        body = [f"synth_tma_load_2d({dst} + (({c_expr(acc.slot)}) % {cfg.stages}) * {slot_bytes}, &{tmap}, "
+        if cfg.persistent:  # the ring's iteration i is k-tile i - kb of this tile
+            k_tile = f"(int)(({c_expr(s.iteration)}) - kb)"
+        body = [f"synth_tma_load_2d({dst} + (({self.slot_c(acc.version, acc.slot)}) % {cfg.stages}) * {slot_bytes}, &{tmap}, "
                 f"({k_tile}) * {cfg.bk}, {origin}, {self.bar(s.barrier.barrier, s.barrier.state)});"
                 f"  // {s.op}: {slot_bytes} bytes"]
         cond = self.pred(s.op, s.iteration)
@@ -244,7 +278,7 @@ class _Emit:
 
     def mma(self, depth: int, s: OpStmt) -> None:
         cfg = self.cfg
-        slots = {a.buffer: c_expr(a.slot) for a in s.reads}
+        slots = {a.buffer: self.slot_c(a.version, a.slot) for a in s.reads}
         if set(slots) != {"A", "B"}:
             raise ValueError(f"{s.op}: expected reads of A and B, got {sorted(slots)}")
         conds = [c for c in (self.pred(a.producer, s.iteration) for a in s.reads if a.producer) if c]
@@ -281,29 +315,44 @@ class _Emit:
         self.w(depth, "}")
 
 
-def emit_sm90_kernel(cfg: Sm90Config, program: Optional[HopperProgram] = None) -> str:
+def emit_sm90_kernel(cfg: Sm90Config, program: Optional[HopperProgram] = None, carry=None) -> str:
     """The ``kernel.cu`` text of ``cfg`` with its synchronization taken from ``program``
     (default: the proven lowering ``cfg.program()``). ValueError when the program is not of the
     shape this emitter knows (roles ``producer`` of 1 warp group and ``consumer`` of
-    ``bm / 64``, TMA into buffers A and B, one wgmma op reading both)."""
+    ``bm / 64``, TMA into buffers A and B, one wgmma op reading both). ``cfg.persistent``: the
+    program is the CTA's ring over all its tiles (docs/hopper_kernel.md, "Persistent tiles"), each
+    role's parts a ``body`` of extent ``T`` then at most a constant-extent ``epilogue``; ``carry``
+    (role -> :class:`synth.hopper.persistent.TileCarry`) replaces the running count of a role's
+    states (the bug tests' mutants; default: the running count)."""
     cfg.check()
     p = program if program is not None else cfg.program()
+    if carry and not cfg.persistent:
+        raise ValueError("a tile carry applies to a persistent kernel only")
     roles = {r.name: r for r in p.roles}
     if set(roles) != {"producer", "consumer"} or roles["producer"].warpgroups != 1 or \
             roles["consumer"].warpgroups != cfg.consumers:
         raise ValueError(f"expected a producer role of 1 warp group and a consumer role of {cfg.consumers}")
     if p.trip_count != "T":
         raise ValueError("the kernel computes T = ceil(K / BK) at run time: the program needs a symbolic trip count T")
-    e = _Emit(cfg, p)
+    if cfg.persistent:
+        for r in p.roles:
+            names = [pt.name for pt in r.program.parts]
+            if names not in (["body"], ["body", "epilogue"]) or r.program.parts[0].extent != parse("T") or \
+                    any(not isinstance(pt.extent, Num) for pt in r.program.parts[1:]):
+                raise ValueError(f"role {r.name}: a persistent kernel runs a body of extent T per tile and a "
+                                 f"constant-extent epilogue after the last tile, got parts {names}")
+    e = _Emit(cfg, p, carry)
     max_wait = cfg.stages
     head = [
         f"// synth: sm_90a GEMM {cfg.bm}x{cfg.bn}x{cfg.bk}, {cfg.stages} stages, K_PIPE_MMAS {cfg.k_pipe_mmas}, "
-        f"{cfg.consumers} consumer warp group(s) (cooperative), TMA 128B swizzle, wgmma m64n{cfg.bn}k16 {cfg.dtype}",
+        f"{cfg.consumers} consumer warp group(s) (cooperative), TMA 128B swizzle, wgmma m64n{cfg.bn}k16 {cfg.dtype}"
+        + (", persistent tiles" if cfg.persistent else ""),
         *(f"// {n}" for n in p.notes),
         "// Synchronization emitted statement by statement from the Hopper program (docs/hopper_kernel.md).",
         f"#define SYNTH_BM {cfg.bm}", f"#define SYNTH_BN {cfg.bn}", f"#define SYNTH_BK {cfg.bk}",
         f"#define SYNTH_STAGES {cfg.stages}", f"#define SYNTH_THREADS {cfg.threads}",
         f"#define SYNTH_SMEM_BYTES {cfg.smem_bytes}", f"#define SYNTH_SPLIT_K {cfg.split_k}",
+        *(["#define SYNTH_PERSISTENT 1  // a 1-D grid of any P >= 1 CTAs walks the tiles"] if cfg.persistent else []),
         "#ifdef SYNTH_EMULATE",
         '#include "synth_emu_sm90.h"',
         "#else",
@@ -336,7 +385,18 @@ def emit_sm90_kernel(cfg: Sm90Config, program: Optional[HopperProgram] = None) -
         off += 8 * b.slots
     if off + 1024 > cfg.smem_bytes:
         raise ValueError("the program's barriers do not fit the shared memory of the configuration")
-    if cfg.split_k == 1:
+    if cfg.persistent:
+        head += [
+            f"  const int KT = (K + {cfg.bk - 1}) / {cfg.bk};  // k-tiles per output tile",
+            "  if (K < 1) return;",
+            f"  const int tiles_n = (N + {cfg.bn - 1}) / {cfg.bn}, tiles_m = (M + {cfg.bm - 1}) / {cfg.bm};",
+            "  const int tiles = tiles_n * tiles_m;",
+            "  // persistent: CTA b takes tiles b, b + P, ... (P = gridDim.x, any P >= 1) in grouped raster order",
+            "  const int n_tiles = (int)blockIdx.x < tiles ? (tiles - 1 - (int)blockIdx.x) / (int)gridDim.x + 1 : 0;",
+            "  // the program's trip count: the CTA's ring of every k-tile of every tile it takes (state never reset)",
+            "  const int T = n_tiles * KT;",
+        ]
+    elif cfg.split_k == 1:
         head += [f"  const int T = (K + {cfg.bk - 1}) / {cfg.bk};  // k-tiles", "  if (K < 1) return;"]
     else:
         # the split and its k-tiles here; each role computes its tile (synth_tile, m0, n0) where it uses it
@@ -358,6 +418,82 @@ def emit_sm90_kernel(cfg: Sm90Config, program: Optional[HopperProgram] = None) -
     e.w(1, "}")
     e.w(1, "synth_syncthreads();")
     prod, cons = roles["producer"].program, roles["consumer"].program
+    if cfg.persistent:
+        _persistent_roles(e, cfg, prod, cons)
+    else:
+        _tile_roles(e, cfg, prod, cons)
+    e.w(1, "// ---- teardown")
+    e.w(1, "synth_syncthreads();")
+    e.w(1, "if (threadIdx.x == 0) {")
+    for s in p.teardown:
+        e.setup_stmt(2, s)
+    e.w(1, "}")
+    e.lines.append("}")
+    return "\n".join(e.lines) + "\n"
+
+
+def _persistent_roles(e: _Emit, cfg: Sm90Config, prod, cons) -> None:
+    """The roles of a persistent CTA: each runs the ring program's body once per tile (``i = kb + k``, ``kb``
+    the running count at the tile start) and its epilogue once after the last tile; the consumers drain
+    their wgmma groups (``wait_group 0``) and store C at each tile's end. A CTA with no tile skips both."""
+    tile_lines = ["const int tile = (int)blockIdx.x + t * (int)gridDim.x;",
+                  *raster_lines(cfg.bm, cfg.bn, "tile", "tiles_n", "tiles_m")]
+
+    def ring(depth: int, role: str, program, per_tile_head, per_tile_tail) -> None:
+        e.role = role
+        body, rest = program.parts[0], program.parts[1:]
+        e.w(depth, "for (int t = 0; t < n_tiles; ++t) {")
+        e.w(depth + 1, "const unsigned kb = (unsigned)t * (unsigned)KT;  // the running count at this tile's start "
+                       "(carried, never reset)")
+        e.carry_lines(depth + 1)
+        for line in per_tile_head:
+            e.w(depth + 1, line)
+        # the ring's iteration as the loop variable, unsigned: ptxas then unrolls the loop with slots and parities
+        # as shifts and masks (from t = 0, k it was 10.9 instructions per HGMMA at 128x128, with it 6.6)
+        e.w(depth + 1, f"// ---- {role} body: the ring's iterations kb .. kb + KT - 1 (k-tile {body.var} - kb)")
+        e.w(depth + 1, f"for (unsigned {body.var} = kb; {body.var} < kb + (unsigned)KT; ++{body.var}) {{")
+        for st in body.stmts:
+            e.stmt(depth + 2, role, st, program.waits)
+        e.w(depth + 1, "}")
+        for line in per_tile_tail:
+            e.w(depth + 1, line) if isinstance(line, str) else e.lines.extend(line)
+        e.w(depth, "}")
+        if rest:
+            e.w(depth, "{  // after the last tile: the ring's epilogue")
+            e.w(depth + 1, "const int t = n_tiles;")
+            e.w(depth + 1, "const unsigned kb = (unsigned)T;")
+            e.carry_lines(depth + 1)
+            for pt in rest:
+                e.part(depth + 1, role, pt, program.waits)
+            e.w(depth, "}")
+        e.role = ""
+
+    e.w(1, "if (n_tiles > 0) {  // a CTA with no tile initializes and invalidates its barriers, nothing else")
+    e.w(1, "if (wg == 0) {")
+    e.w(2, f"synth_setmaxnreg_dec<{PRODUCER_REGS}>();")
+    e.w(2, "if (wt == 0) {  // one elected thread issues the producer's statements")
+    ring(3, "producer", prod, tile_lines, [])
+    e.w(2, "}")
+    e.w(1, "} else {")
+    e.w(2, f"synth_setmaxnreg_inc<{cfg.consumer_regs}>();")
+    e.w(2, "const int cw = wg - 1;  // consumer warp group: rows cw * 64 .. + 63 of the tile")
+    e.w(2, "// descriptors of slot 0 (start address >> 4 in the low bits: a slot adds its bytes >> 4)")
+    e.w(2, f"const uint64_t desc_a0 = synth_desc_k128(sA + cw * {64 * 128}), desc_b0 = synth_desc_k128(sB);")
+    e.w(2, "synth_pin_u64(desc_a0);")
+    e.w(2, "synth_pin_u64(desc_b0);")
+    e.w(2, f"float acc[{cfg.bn // 2}];")
+    zero = ["#pragma unroll", f"for (int j = 0; j < {cfg.bn // 2}; ++j) acc[j] = 0.0f;"]
+    # the tile's end: every wgmma group complete before the accumulators are read (wait_group 0 only completes
+    # more groups than the ring program's own waits), then C from registers as in the one-tile kernel
+    tail = ["synth_wgmma_wait_n<0>();  // the tile's accumulators are complete",
+            *tile_lines, [("  " * 1) + ln if ln.startswith("#") else "  " + ln for ln in _epilogue(cfg)]]
+    ring(2, "consumer", cons, zero, tail)
+    e.w(1, "}")
+    e.w(1, "}")
+
+
+def _tile_roles(e: _Emit, cfg: Sm90Config, prod, cons) -> None:
+    """The roles of a one-tile CTA (the non-persistent kernel, split-K included)."""
     e.w(1, "if (wg == 0) {")
     e.w(2, f"synth_setmaxnreg_dec<{40}>();")
     e.w(2, "if (wt == 0) {  // one elected thread issues the producer's statements")
@@ -408,14 +544,6 @@ def emit_sm90_kernel(cfg: Sm90Config, program: Optional[HopperProgram] = None) -
     else:
         e.lines += _epilogue(cfg)
     e.w(1, "}")
-    e.w(1, "// ---- teardown")
-    e.w(1, "synth_syncthreads();")
-    e.w(1, "if (threadIdx.x == 0) {")
-    for s in p.teardown:
-        e.setup_stmt(2, s)
-    e.w(1, "}")
-    e.lines.append("}")
-    return "\n".join(e.lines) + "\n"
 
 
 def _split_epilogue(cfg: Sm90Config) -> list[str]:

@@ -1,0 +1,181 @@
+"""Persistent tiles: a CTA's pipeline state carried across its output tiles, and its proof (docs/hopper.md,
+"Persistent tiles").
+
+A persistent CTA computes ``n >= 0`` output tiles of ``T >= 1`` k-tiles each. Its producer and
+consumers run the warp-specialized program of :func:`synth.lower.barriers.lower_hopper` as ONE ring
+of ``N = n T`` iterations: iteration ``g = t T + k`` is k-tile ``k`` of the CTA's ``t``-th tile, and
+every barrier slot, smem slot and parity is the program's at the running count ``g`` (never reset at
+a tile). The per-tile kernel code only adds, at each tile's end, the consumer's ``wait_group 0`` (so
+the accumulators can be read) and the C store; the slot releases stay where the ring program puts
+them (the last ``K_PIPE_MMAS`` of a tile are released in the next tile's first iterations, or by the
+ring's drain after the last tile).
+
+A :class:`TileCarry` is how a role's kernel code computes the state of tile ``t`` from the tile-local
+``k``: the running count at the tile start used for the slot (``slot_base``), the one used for the
+parity (``parity_base``), and a parity flip (``flip``), each an expression in ``t`` and ``T``. The
+correct carry is ``t * T``, ``t * T``, ``0``; the known bugs are other carries (:data:`CARRY_MUTANTS`).
+
+:func:`verify_persistent` proves a persistent kernel's protocol for every ``n >= 0`` and ``T >= 1``:
+the ring program by :func:`synth.verify.phases.verify_hopper` for every trip count ``N >= 1``;
+``carry`` (new): every barrier statement and smem slot of every role computes, at every tile ``t``
+and k-tile ``k``, the slot and parity of the running count (Z3, ``t`` and ``T`` symbolic). A CTA with
+no tile (``n = 0``) skips both roles (the kernel's ``if (tiles > 0)``): it initializes and
+invalidates its barriers and uses none. Pure.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Mapping, Optional
+
+from ..completion import ArriveStmt, TryWaitStmt
+from ..expr import Num, parse, to_z3
+from ..program import OpStmt
+from .ir import HopperProgram
+
+CANONICAL = "t * T"
+"""The running count at the start of a CTA's tile ``t`` (``T`` k-tiles per tile)."""
+
+
+@dataclass(frozen=True)
+class TileCarry:
+    """How a role computes its pipeline state at its ``t``-th tile (expressions in ``t`` and ``T``): the
+    count a statement of count ``c`` (an expression of the running count ``g = t T + k``) uses is
+    ``slot_base + (c - t T)`` for the slot and ``parity_base + (c - t T)`` for the parity, and ``flip``
+    (0 or 1) is added to the parity."""
+
+    slot_base: str = CANONICAL
+    parity_base: str = CANONICAL
+    flip: str = "0"
+
+    @property
+    def canonical(self) -> bool:
+        return self == TileCarry()
+
+
+CARRY_MUTANTS: dict[str, TileCarry] = {
+    # the phase restarted on each (dynamically scheduled) tile: the state rebuilt from the tile-local k
+    "phase_reset": TileCarry("0", "0", "0"),
+    # the slot from the running count, the parity from the tile-local k: ((k / S) % 2)
+    "tile_local_parity": TileCarry(CANONICAL, "0", "0"),
+    # the parity inverted only on a CTA's second tile
+    "second_tile_parity_flip": TileCarry(CANONICAL, CANONICAL, "(t == 1) ? 1 : 0"),
+}
+"""Carries of the bugs a persistent kernel is known to have (docs/hopper.md, "Persistent tiles")."""
+
+
+@dataclass(frozen=True)
+class PersistentResult:
+    """``ring``: the ring program's :class:`~synth.verify.phases.HopperReport`; ``checks``: obligation ->
+    ``(ok, detail)`` (``carry``)."""
+
+    ring: object
+    checks: dict = field(default_factory=dict)
+
+    @property
+    def ok(self) -> bool:
+        return bool(self.ring.ok) and all(ok for ok, _ in self.checks.values())
+
+    def render(self) -> str:
+        lines = [f"ring program (every N >= 1): {'proven' if self.ring.ok else 'REFUTED'}"]
+        if not self.ring.ok:
+            lines.append(self.ring.render())
+        for name, (ok, detail) in self.checks.items():
+            lines.append(f"{name}: {'proven' if ok else 'REFUTED'}{': ' + detail if detail else ''}")
+        return "\n".join(lines)
+
+
+def _barrier_uses(program: HopperProgram):
+    """``(role, part, statement text, count expression, stages, phase, is_wait, guard)`` of every barrier
+    statement and smem slot access of every role."""
+    for role in program.roles:
+        for part in role.program.parts:
+            for s in part.stmts:
+                guard = getattr(s, "guard", None)
+                if isinstance(s, TryWaitStmt):
+                    yield role.name, part, f"try_wait {s.barrier}", s.state.count, s.state.stages, s.state.phase, \
+                        True, guard
+                elif isinstance(s, ArriveStmt):
+                    yield role.name, part, f"arrive {s.barrier}", s.state.count, s.state.stages, 0, False, guard
+                elif isinstance(s, OpStmt):
+                    if s.barrier is not None:
+                        yield role.name, part, f"{s.op} complete_tx {s.barrier.barrier}", s.barrier.state.count, \
+                            s.barrier.state.stages, 0, False, guard
+                    for a in (*s.reads, *s.writes):
+                        stages = next(b.multiplicity for b in program.buffers if b.name == a.buffer)
+                        yield role.name, part, f"{s.op} slot of {a.buffer}", a.version, stages, 0, False, guard
+
+
+def check_carry(program: HopperProgram, carry: Mapping[str, TileCarry], *, time_limit: float = 20.0) -> tuple[bool, str]:
+    """``(True, '')`` when, for every role, every barrier statement and smem access computes at every tile
+    ``t >= 0`` (body: k-tile ``0 <= k < T``; the ring's drain after the ``n``-th tile: ``t = n``) the slot
+    (and, for a wait, the parity) of the running count; else ``(False, counterexample)`` naming the role,
+    the statement, the barrier or buffer, the tile, the k-tile, ``T`` and both parities. Z3, ``t``, ``T``,
+    ``k`` symbolic (non-linear: ``t T``)."""
+    import z3
+
+    t, T, k = z3.Int("t"), z3.Int("T"), z3.Int("k")
+    for role, part, what, count, stages, phase, is_wait, guard in _barrier_uses(program):
+        c = carry.get(role, TileCarry())
+        if c.canonical:
+            continue  # the kernel writes the ring program's own expressions
+        base = t * T
+        env = {"t": t, "T": T}
+        sb, pb, fl = (to_z3(parse(x), env) for x in (c.slot_base, c.parity_base, c.flip))
+        s = z3.Solver()
+        s.set("timeout", int(time_limit * 1000))
+        s.add(t >= 0, T >= 1)
+        if part.name == "body":
+            g = base + k
+            s.add(k >= 0, k < T)
+            ring_env = {part.var: g, "T": z3.Int("N")}
+            s.add(z3.Int("N") >= base + T)  # the CTA has at least t + 1 tiles
+        else:  # the ring's drain after the last tile: t = n, N = n T
+            s.add(k >= 0)
+            if isinstance(part.extent, Num):
+                s.add(k < part.extent.value)
+            ring_env = {part.var: k, "T": base}
+            s.add(t >= 1)
+        cnt = to_z3(count, ring_env)
+        if guard is not None:
+            s.add(to_z3(guard, ring_env))
+        local = cnt - base
+        ks, kp = sb + local, pb + local
+        s.add(ks >= 0, kp >= 0, cnt >= 0)  # C's / and % agree with Z3's on these
+        bad = ks % stages != cnt % stages
+        if is_wait:
+            bad = z3.Or(bad, (kp / stages + phase + fl) % 2 != (cnt / stages + phase) % 2)
+        s.add(bad)
+        r = s.check()
+        if r == z3.unsat:
+            continue
+        if r != z3.sat:
+            return False, f"{role}: {what}: undecided ({s.reason_unknown()})"
+        m = s.model()
+        val = lambda e: m.eval(e, model_completion=True).as_long()  # noqa: E731
+        tile, kt, TT, g = val(t), val(k), val(T), val(cnt)
+        par = f"; parity {(val(kp) // stages + phase + val(fl)) % 2}, the running count's {(g // stages + phase) % 2}" \
+            if is_wait else ""
+        where = f"k-tile {kt}" if part.name == "body" else f"drain step {kt} after the last tile"
+        return False, (f"{role} (carry slot {c.slot_base}, parity {c.parity_base}, flip {c.flip}): {what} at the CTA's "
+                       f"tile {tile}, {where}, T = {TT}: running count {g}, slot {val(ks) % stages} (should be "
+                       f"{g % stages}){par}")
+    return True, ""
+
+
+def verify_persistent(program: HopperProgram, carry: Optional[Mapping[str, TileCarry]] = None, *,
+                      time_limit: float = 60.0) -> PersistentResult:
+    """The persistent kernel's proof (module docstring): the ring program for every ``N >= 1``
+    (:func:`synth.verify.phases.verify_hopper`), the tile carry of each role (default: the running count)
+    (a CTA with no tile skips both roles in the kernel: its barriers are initialized and invalidated, and
+    the ring proof's ``fence`` class covers those statements whatever the trip count)."""
+    from ..verify.phases import verify_hopper
+
+    carry = dict(carry or {})
+    ring = verify_hopper(program, time_limit=time_limit, tightness=False)
+    checks = {"carry": check_carry(program, carry)}
+    return PersistentResult(ring, checks)
+
+
+__all__ = ["TileCarry", "CARRY_MUTANTS", "CANONICAL", "PersistentResult", "check_carry",
+           "verify_persistent"]
