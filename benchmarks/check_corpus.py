@@ -1,0 +1,195 @@
+"""``synth check`` on every input under tests/check_inputs/ and on its mutants, side by side.
+
+    python benchmarks/check_corpus.py            # every input and its mutants
+    python benchmarks/check_corpus.py --quick    # one input per form (the test's set, a few seconds)
+    python benchmarks/check_corpus.py --json out.json
+
+Each row: the input (or mutant), its form, the programs checked (loops, or Hopper roles), the waits and the
+obligations proven / refuted / unknown, the verdict, the time. The originals must be proven (the refused
+forms under triton_hopper_refused/ and the Blackwell file must exit 2); each mutant must be refuted (a
+wait raised by one past a tight count is a read-after-write race; a wgmma pendings raised by one lets a TMA
+refill a slot still read, a write-after-read race; the zero-trip mutant is wrong only at T = 0 and checked
+with --min-trip-count 0). A mutant that is proven is a MISS, an original that is not proven is WRONG: either
+makes the exit status 1. The mutants are :mod:`synth.frontends.mutants`. docs/check.md, "Corpus benchmark".
+
+triton-viz's race detector is run on the same Triton kernels where it is importable; it is not a dev
+dependency (it launches the kernels, which needs torch), so the script says so in one line when it is absent.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib.util
+import json
+import pathlib
+import sys
+import tempfile
+import time
+from dataclasses import dataclass, field
+from typing import Callable, Optional
+
+ROOT = pathlib.Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from synth.errors import SynthError  # noqa: E402
+from synth.frontends import mutants as M  # noqa: E402
+from synth.frontends.check import check_file_all  # noqa: E402
+
+INPUTS = ROOT / "tests" / "check_inputs"
+QUICK = ("triton-matmul-s3.ttgir", "triton_hopper_s3.ttgir", "triton_persistent/triton_persistent_s2.ttgir",
+         "triton_ws/triton_ws_s2.ttgir", "tvm-stream-s2.py", "mlir-copy-depth2.mlir")
+"""One input per form (Triton sm_80, sm_90 one warp group, persistent, warp-specialized, TVM, MLIR)."""
+
+
+@dataclass
+class Row:
+    source: str
+    form: str = ""
+    expect: str = "proven"
+    """proven, refuted, or refused (exit 2)."""
+    programs: int = 0
+    waits: dict = field(default_factory=lambda: {"proven": 0, "refuted": 0, "unknown": 0})
+    obligations: dict = field(default_factory=lambda: {"proven": 0, "refuted": 0, "unknown": 0})
+    verdict: str = ""
+    seconds: float = 0.0
+    note: str = ""
+    triton_viz: str = ""
+
+    @property
+    def mark(self) -> str:
+        if self.verdict == self.expect:
+            return "ok"
+        return "MISS" if self.expect == "refuted" else "WRONG"
+
+
+def inputs(quick: bool) -> list[pathlib.Path]:
+    """The corpus: every .ttgir / .mlir / TVMScript .py under tests/check_inputs/ (or :data:`QUICK`)."""
+    if quick:
+        return [INPUTS / q for q in QUICK]
+    out = [p for p in sorted(INPUTS.rglob("*")) if p.suffix in (".ttgir", ".mlir", ".py")
+           and p.name not in ("generate.py", "helpers.py", "__init__.py")]
+    return out
+
+
+def expected(path: pathlib.Path) -> str:
+    """What the original must give: refused for the forms outside the model, else proven."""
+    return "refused" if path.parent.name == "triton_hopper_refused" or "sm100" in path.name else "proven"
+
+
+def run_check(row: Row, path: str, min_trip_count: Optional[int] = None) -> list:
+    """Check ``path`` into ``row``; the results (empty when refused)."""
+    t0 = time.perf_counter()
+    try:
+        results = check_file_all(path, min_trip_count=min_trip_count, time_limit=10.0)
+    except SynthError as e:
+        row.seconds = time.perf_counter() - t0
+        row.verdict, row.note = "refused", e.msg[:70]
+        return []
+    row.seconds = time.perf_counter() - t0
+    row.programs = 0
+    for r in results:
+        rep = r.report
+        if hasattr(rep, "verdicts"):  # cp.async: one program, its waits
+            row.form = row.form or f"{r.loop.source} cp.async"
+            row.programs += 1
+            statuses = [v.status for v in rep.verdicts]
+        else:  # Hopper: one program per role, the wgmma waits
+            row.form = row.form or r.to_json().get("source", "hopper")
+            row.programs += len(rep.program.roles)
+            statuses = [v.status for v in rep.waits]
+        for s in statuses:
+            row.waits[s] += 1
+        for o in rep.obligations:
+            row.obligations[o.status] += 1
+    ok = all(r.ok for r in results)
+    row.verdict = "proven" if ok else ("refuted" if row.obligations["refuted"] else "unknown")
+    return list(results)
+
+
+def mutants_of(path: pathlib.Path, results: list) -> list[tuple[str, Callable[[str], str], Optional[int]]]:
+    """``(name, text -> text, --min-trip-count)`` of each mutant that applies to the proven input ``path``."""
+    text = path.read_text()
+    out = []
+    if results and hasattr(results[0].report, "verdicts"):  # cp.async: raise the first tight wait
+        for r in results:
+            tight = [v for v in r.report.verdicts if v.tight]
+            if tight:
+                line = r.source.waits[tight[0].index][0]
+                out.append((f"wait line {line} + 1", lambda t, ln=line: M.raise_wait(t, ln), None))
+                break
+        return out
+    for name, fn, mt in (("pendings + 1", M.raise_pendings, None), ("wait_barrier dropped", M.drop_barrier_wait, None),
+                         ("producer parity flipped", M.flip_producer_parity, None),
+                         ("prologue copy unguarded", M.unguard_prologue_copy, 0)):
+        if "ttg.warp_specialize" in text and name != "producer parity flipped":
+            continue  # the warp-specialized mutants that refute fast; the others run in the tests
+        if "ttg.warp_specialize" not in text and name == "producer parity flipped":
+            continue
+        try:
+            fn(text)
+        except ValueError:
+            continue
+        out.append((name, fn, mt))
+    return out
+
+
+def triton_viz_available() -> bool:
+    return importlib.util.find_spec("triton_viz") is not None
+
+
+def main(argv: Optional[list] = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--quick", action="store_true", help="one input per form and its mutants")
+    ap.add_argument("--json", metavar="PATH", help="also write the rows as JSON")
+    args = ap.parse_args(argv)
+    rows: list[Row] = []
+    with tempfile.TemporaryDirectory() as tmp:
+        for path in inputs(args.quick):
+            rel = str(path.relative_to(INPUTS))
+            row = Row(rel, expect=expected(path))
+            results = run_check(row, str(path))
+            rows.append(row)
+            if row.verdict != "proven":
+                continue
+            for name, fn, mt in mutants_of(path, results):
+                m = Row(f"  {rel}: {name}" + (" (T >= 0)" if mt == 0 else ""), form=row.form, expect="refuted")
+                mpath = pathlib.Path(tmp) / f"m{len(rows)}{path.suffix}"
+                mpath.write_text(fn(path.read_text()))
+                run_check(m, str(mpath), min_trip_count=mt)
+                rows.append(m)
+    viz = triton_viz_available()
+    _print(rows, viz)
+    if args.json:
+        pathlib.Path(args.json).write_text(json.dumps([r.__dict__ | {"mark": r.mark} for r in rows], indent=1))
+    return 1 if any(r.mark != "ok" for r in rows) else 0
+
+
+def _print(rows: list[Row], viz: bool) -> None:
+    from rich.console import Console
+    from rich.table import Table
+
+    t = Table(title="synth check on tests/check_inputs/ and its mutants")
+    for c in ("source", "form", "programs", "waits p/r/u", "obligations p/r/u", "verdict", "expected", "mark",
+              "time (s)"):
+        t.add_column(c, justify="right" if c in ("programs", "time (s)") else "left")
+    for r in rows:
+        t.add_row(r.source, r.form, str(r.programs), "/".join(str(r.waits[k]) for k in ("proven", "refuted", "unknown")),
+                  "/".join(str(r.obligations[k]) for k in ("proven", "refuted", "unknown")),
+                  r.verdict + (f" ({r.note})" if r.note else ""), r.expect, r.mark, f"{r.seconds:.2f}")
+    Console(width=220).print(t)
+    bad = [r for r in rows if r.mark != "ok"]
+    print(f"{len(rows)} rows, {sum(r.expect == 'refuted' for r in rows)} mutants, "
+          f"{sum(r.mark == 'MISS' for r in rows)} MISS, {sum(r.mark == 'WRONG' for r in rows)} WRONG, "
+          f"{sum(r.seconds for r in rows):.1f} s")
+    if not viz:
+        print("triton-viz: not installed, no race-detector column (pip install triton-viz in a separate venv; "
+              "its detector launches the kernels, so torch comes with it)")
+    else:
+        print("triton-viz: installed; its detector launches the Triton kernels (torch), which this script does "
+              "not do: no column")
+    for r in bad:
+        print(f"{r.mark}: {r.source.strip()} expected {r.expect}, got {r.verdict}", file=sys.stderr)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
