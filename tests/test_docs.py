@@ -285,3 +285,23 @@ def test_the_flag_table_states_each_command_s_time_limit_and_workers_default():
             said = re.search(rf"\b{name} (\d+)", defaults)
             value = float(said.group(1)) if said else float(defaults.strip())
             assert value == float(action.default), (flag, name, value, action.default)
+
+
+def test_the_readme_names_every_command_and_the_files_solve_writes():
+    """README's Commands table has a row per command, and its solve row and Quick start list the files of
+    docs/outputs.md's table (which tests/test_cli.py checks against a real solve)."""
+    readme = (ROOT / "README.md").read_text()
+    table = readme.split("## Commands", 1)[1].split("\n\n", 2)[1]
+    sub = next(a for a in build_parser()._actions if a.dest == "command")
+    for name in sub.choices:
+        assert re.search(rf"^\| `synth {name}\b", table, re.M), f"README's Commands table has no synth {name} row"
+    outputs = (DOCS / "outputs.md").read_text().split("## `schedule.json`", 1)[0]
+    files = set()
+    for cell in re.findall(r"^\| (`[^|]+`) \|", outputs, re.M):
+        files |= set(re.findall(r"`([^`]+)`", cell))
+    assert {"problem.yaml", "kernel.cu", ".synth-output.json", "certificate/"} <= files, files
+    solve_row = next(line for line in table.splitlines() if line.startswith("| `synth solve"))
+    quick = readme.split("## Quick start", 1)[1].split("```", 1)[0]
+    for where, text in (("the solve row", solve_row.split("|")[2]), ("Quick start", quick)):
+        named = set(re.findall(r"`([^`]+)`", text))
+        assert files <= named, f"README's {where} does not name {sorted(files - named)}"
