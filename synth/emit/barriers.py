@@ -9,10 +9,11 @@ static trip count with cp.async's hardware semantics. Used by
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
-from typing import Optional
+from typing import Iterator, Optional
 
-from ..expr import Expr, evaluate, to_str
+from ..expr import Bin, Call, Expr, Ite, Num, Un, Var, evaluate, free_vars, to_str
 from ..program import CommitStmt, Part, Program, Stmt, WaitStmt
 
 
@@ -83,6 +84,132 @@ def max_extent(program: Program, part: Part) -> int:
     return max(extent(program, part, t) for t in trip_samples(program))
 
 
+def periodic(e: Expr, var: str, env: dict[str, int]) -> Optional[tuple[int, int]]:
+    """``(P, inc)`` with ``e(i + P) == e(i) + inc`` for every integer ``i`` (``e`` a function
+    of ``var`` with the other names bound by ``env``), or None where no such pair is found
+    (a comparison of sides that grow at different rates, a product of two terms in
+    ``var``, a division by something that is not a positive constant...).
+
+    Exact, by structure: ``var`` is ``(1, 1)``, a sub-expression without ``var`` is
+    ``(1, 0)``; sums and differences add their increments over a common period;
+    ``x % d`` and ``x // d`` with a positive constant ``d`` are periodic once the period
+    makes ``x``'s increment a multiple of ``d``; comparisons, ``!``, ``&&``, ``||``,
+    ``?:``, ``min`` and ``max`` need operands whose increments agree (their result's
+    increment is 0 for a boolean)."""
+    if var not in free_vars(e):
+        return 1, 0
+    if isinstance(e, Var):
+        return 1, 1
+    if isinstance(e, Un):
+        a = periodic(e.arg, var, env)
+        if a is None:
+            return None
+        if e.op == "!":
+            return a if a[1] == 0 else None
+        return a[0], -a[1]
+    if isinstance(e, Ite):
+        c = periodic(e.cond, var, env)
+        if c is None or c[1] != 0:
+            return None
+        return _same((c[0], 0), _same(periodic(e.then, var, env), periodic(e.other, var, env)), ignore_first=True)
+    if isinstance(e, Call):
+        out = periodic(e.args[0], var, env)
+        for x in e.args[1:]:
+            out = _same(out, periodic(x, var, env))
+        return out
+    assert isinstance(e, Bin)
+    a, b = periodic(e.lhs, var, env), periodic(e.rhs, var, env)
+    if a is None or b is None:
+        return None
+    if e.op in ("+", "-"):
+        p = math.lcm(a[0], b[0])
+        sign = 1 if e.op == "+" else -1
+        return p, a[1] * (p // a[0]) + sign * b[1] * (p // b[0])
+    if e.op == "*":
+        for x, y, other in ((a, b, e.rhs), (b, a, e.lhs)):
+            if var not in free_vars(other):  # ``other`` is a constant here
+                return x[0], x[1] * int(evaluate(other, env))
+        return None
+    if e.op in ("/", "%"):
+        if var in free_vars(e.rhs):
+            return None
+        d = int(evaluate(e.rhs, env))
+        if d <= 0:
+            return None
+        p = a[0] * (d // math.gcd(a[1], d))
+        inc = a[1] * (p // a[0])  # a multiple of d
+        return (p, inc // d) if e.op == "/" else (p, 0)
+    if e.op in ("&&", "||"):
+        if a[1] != 0 or b[1] != 0:
+            return None
+        return math.lcm(a[0], b[0]), 0
+    # comparisons: the sides' difference must repeat
+    p = math.lcm(a[0], b[0])
+    if a[1] * (p // a[0]) != b[1] * (p // b[0]):
+        return None
+    return p, 0
+
+
+def _same(a: Optional[tuple[int, int]], b: Optional[tuple[int, int]], ignore_first: bool = False
+          ) -> Optional[tuple[int, int]]:
+    """A common ``(P, inc)`` of ``a`` and ``b`` over the lcm of their periods: their increments
+    must agree (unless ``ignore_first``: ``a`` is a condition, the result takes ``b``'s)."""
+    if a is None or b is None:
+        return None
+    p = math.lcm(a[0], b[0])
+    ia, ib = a[1] * (p // a[0]), b[1] * (p // b[0])
+    if not ignore_first and ia != ib:
+        return None
+    return p, ib
+
+
+def analysed_steps(program: Program, part: Part, exprs: tuple[Expr, ...] = (), period: int = 1,
+                   constant: bool = False) -> Iterator[tuple[int, int]]:
+    """``(trip, step)`` of the steps of ``part`` at every :func:`trip_samples` trip count
+    that decide any property of the values of ``exprs`` and of ``step % period``: every
+    step, or, at a trip count where each of ``exprs`` repeats its value every ``P`` steps
+    (:func:`periodic` with increment 0), the first ``lcm(P.., period)`` of them: the later
+    steps only repeat their values. So the sets of values, and whether a relation holds
+    at every step, are those of the full run, at a cost independent of the trip count.
+
+    ``constant``: only whether each of ``exprs`` keeps one value (and which) matters; an
+    expression that grows by a non-zero increment every ``P`` steps then needs only the
+    first ``P + 1`` steps (two of its values differ)."""
+    for trip in trip_samples(program):
+        n = extent(program, part, trip)
+        env = step_env(program, part, 0, trip)
+        env.pop(part.var)
+        p = period
+        grows = False
+        for e in exprs:
+            got = periodic(e, part.var, env)
+            if got is None or (got[1] != 0 and not constant):
+                p = n
+                break
+            p = math.lcm(p, got[0])
+            grows = grows or got[1] != 0
+        for i in range(min(n, p + 1 if grows else p)):
+            yield trip, i
+
+
+def takes_value(program: Program, part: Part, e: Expr, value: int) -> bool:
+    """Whether ``e`` equals ``value`` at some step of ``part`` at some :func:`trip_samples` trip
+    count; where ``e`` is :func:`periodic`, decided per residue of the step modulo the period
+    (its values there form an arithmetic progression), at a cost independent of the trip count."""
+    for trip in trip_samples(program):
+        n = extent(program, part, trip)
+        env = step_env(program, part, 0, trip)
+        env.pop(part.var)
+        got = periodic(e, part.var, env)
+        p, inc = got if got is not None else (max(n, 1), 0)
+        for r in range(min(n, p)):
+            first = int(evaluate(e, {**env, part.var: r}))
+            last_q = (n - 1 - r) // p  # steps r, r + p, .. r + last_q * p
+            if first == value or (inc != 0 and (value - first) % inc == 0 and 0 <= (value - first) // inc <= last_q):
+                return True
+    return False
+
+
 def barriers(program: Program, shared: set[str]) -> list[Barrier]:
     """Where the kernel needs ``__syncthreads()``, found by running the program's
     statements for its static trip count (every :func:`trip_samples` value of a
@@ -119,11 +246,31 @@ def barriers(program: Program, shared: set[str]) -> list[Barrier]:
 
 
 def _simulate(program: Program, shared: set[str], placed: dict[tuple, str], trip: int):
-    """Run once at ``trip`` with barriers ``placed``; return the first missing barrier (key, why) or None."""
+    """Run once at ``trip`` with barriers ``placed``; return the first missing barrier (key, why) or None.
+
+    The body is run step by step until its state repeats (:func:`_body_period`): from
+    then on every period does what the last one did, so the run jumps over the whole
+    periods left (none of them could return a need the last one did not) and runs the
+    rest step by step. The answer is that of running every step."""
     st = _SimState()
     for part in program.parts:
         n = extent(program, part, trip)
-        for i in range(n):
+        period = _body_period(program, part, shared, trip) if part.name == "body" else None
+        seen: dict = {}
+        i = 0
+        while i < n:
+            if period is not None and i % period[0] == 0:
+                k = i // period[0]
+                norm = _snapshot(st, {b: -k * inc for b, inc in period[1].items()})
+                if norm in seen:
+                    length = (k - seen[norm]) * period[0]
+                    q = (n - i) // length
+                    if q > 0:
+                        _shift(st, {b: q * (k - seen[norm]) * inc for b, inc in period[1].items()})
+                        i += q * length
+                    period = None  # the rest (less than one period) step by step
+                    continue
+                seen[norm] = k
             env = step_env(program, part, i, trip)
             for k, s in enumerate(part.stmts):
                 key = (part.name, None if part.name == "body" else i, k)
@@ -138,7 +285,67 @@ def _simulate(program: Program, shared: set[str], placed: dict[tuple, str], trip
                     if key in placed:  # pragma: no cover - a barrier here resolves every need
                         raise AssertionError(why)
                     return key, why
+            i += 1
     return None
+
+
+def _body_period(program: Program, part: Part, shared: set[str], trip: int
+                 ) -> Optional[tuple[int, dict[str, int]]]:
+    """``(L, {buffer: inc})`` when every value the body's steps use repeats every ``L`` steps
+    at ``trip`` (guards, wait counts and shared slots exactly; each shared buffer's versions
+    shifted by its ``inc``), so that two states ``L`` steps apart that differ only by those
+    shifts behave alike forever; None otherwise (the body is then run step by step)."""
+    env = step_env(program, part, 0, trip)
+    env.pop(part.var)
+    period = 1
+    incs: dict[str, tuple[int, int]] = {}
+    fixed: list[Expr] = []
+    for s in part.stmts:
+        if s.guard is not None:
+            fixed.append(s.guard)
+        if isinstance(s, WaitStmt):
+            if not 0 <= s.wait < len(program.waits):
+                return None
+            fixed.append(program.waits[s.wait].in_flight)
+        elif not isinstance(s, CommitStmt):
+            for a in (*s.reads, *s.writes):
+                if a.buffer not in shared:
+                    continue
+                fixed.append(a.slot)
+                got = periodic(a.version, part.var, env)
+                if got is None:
+                    return None
+                have = incs.setdefault(a.buffer, got)
+                common = _same(have, got)
+                if common is None:
+                    return None
+                incs[a.buffer] = common
+                period = math.lcm(period, common[0])
+    for e in fixed:
+        got = periodic(e, part.var, env)
+        if got is None or got[1] != 0:
+            return None
+        period = math.lcm(period, got[0])
+    return period, {b: inc * (period // p) for b, (p, inc) in incs.items()}
+
+
+def _moved(x: tuple[str, int], by: dict[str, int]) -> tuple[str, int]:
+    return x[0], x[1] + by.get(x[0], 0)
+
+
+def _snapshot(st: _SimState, by: dict[str, int]) -> tuple:
+    """The state with each buffer's versions moved by ``by``, as a hashable value."""
+    return (tuple(_moved(x, by) for x in st.uncommitted), tuple(tuple(_moved(x, by) for x in g) for g in st.groups),
+            frozenset(_moved(x, by) for x in st.landed), frozenset(_moved(x, by) for x in st.visible),
+            frozenset(st.read_slots.items()))
+
+
+def _shift(st: _SimState, by: dict[str, int]) -> None:
+    """Move each buffer's versions in ``st`` by ``by`` (slots and readers stay)."""
+    st.uncommitted = [_moved(x, by) for x in st.uncommitted]
+    st.groups = [[_moved(x, by) for x in g] for g in st.groups]
+    st.landed = {_moved(x, by) for x in st.landed}
+    st.visible = {_moved(x, by) for x in st.visible}
 
 
 def _run_stmt(program: Program, st: _SimState, s: Stmt, env: dict[str, int], shared: set[str],
@@ -208,4 +415,4 @@ def _show(e: Expr, value: int, part: str, symbolic: bool) -> str:
     return to_str(e) if part == "body" or symbolic else str(value)
 
 
-__all__ = ["Barrier", "barriers", "step_env", "extent", "max_extent", "trip_samples"]
+__all__ = ["Barrier", "analysed_steps", "barriers", "periodic", "takes_value", "step_env", "extent", "max_extent", "trip_samples"]

@@ -53,7 +53,7 @@ from ..gemm import GemmConfig, Tiling, config_from_problem, load_shares, op_name
 from ..problem import Problem
 from ..program import CommitStmt, OpStmt, Part, Program, WaitStmt
 from ..schedule import Schedule
-from .barriers import Barrier, barriers, extent, max_extent, step_env, trip_samples
+from .barriers import Barrier, analysed_steps, barriers, extent, max_extent, step_env, takes_value, trip_samples
 from .raster import cuda_lines as raster_lines
 from . import splitk, streamk
 from .splitk import SPLIT_STATUS
@@ -145,8 +145,13 @@ class KernelInfo:
     """Shared bytes the C store stages through (one m16 row band of every warp tile at a time)."""
 
 
-def _steps(program: Program, part: Part):
-    """``(trip, step)`` of every step of ``part`` at every analysed trip count."""
+def _steps(program: Program, part: Part, *exprs: Expr, period: int = 1, constant: bool = False):
+    """``(trip, step)`` of every step of ``part`` at every analysed trip count; in the body, only
+    those that decide the values of ``exprs`` and of ``step % period``
+    (:func:`~synth.emit.barriers.analysed_steps`: the body repeats them)."""
+    if part.name == "body":
+        yield from analysed_steps(program, part, exprs, period, constant)
+        return
     for trip in trip_samples(program):
         for i in range(extent(program, part, trip)):
             yield trip, i
@@ -212,7 +217,7 @@ def kernel_info(problem: Problem, schedule: Schedule, program: Program) -> Kerne
                 w = program.waits[s.wait]
                 if part.name == "body":
                     waits["body"].extend(sorted({int(evaluate(w.in_flight, step_env(program, part, i, t)))
-                                                 for t, i in _steps(program, part)}))
+                                                 for t, i in _steps(program, part, w.in_flight)}))
                 else:
                     for i in range(n):
                         env = step_env(program, part, i, full)
@@ -543,7 +548,7 @@ class _Writer:
         if m == 1:
             return None
         d = None
-        for t, i in _steps(self.p, part):
+        for t, i in _steps(self.p, part, slot, period=m):
             v = int(evaluate(slot, step_env(self.p, part, i, t)))
             d = v if d is None and i == 0 else d
             if d is None or v != (d + i) % m:
@@ -582,7 +587,7 @@ class _Writer:
             vals = {int(evaluate(e, step_env(self.p, part, step, t))) for t in trip_samples(self.p)
                     if step < extent(self.p, part, t)}
         else:
-            vals = {int(evaluate(e, step_env(self.p, part, i, t))) for t, i in _steps(self.p, part)}
+            vals = {int(evaluate(e, step_env(self.p, part, i, t))) for t, i in _steps(self.p, part, e, constant=True)}
         return next(iter(vals)) if len(vals) == 1 else None
 
     def stmts(self, part: Part, ind: int, step: Optional[int]) -> None:
@@ -628,8 +633,8 @@ class _Writer:
         if n is not None:
             self.w(f"synth_cp_async_wait<{n}>();  // {note}: groups in flight <= {n}", ind)
             return
-        vals = sorted({int(evaluate(wt.in_flight, step_env(self.p, part, i, t))) for t, i in _steps(self.p, part)
-                       if step is None or i == step})
+        vals = sorted({int(evaluate(wt.in_flight, step_env(self.p, part, i, t)))
+                       for t, i in _steps(self.p, part, wt.in_flight) if step is None or i == step})
         self.w(f"switch ({c_expr(wt.in_flight)}) {{  // {note}: count {to_str(wt.in_flight)}", ind)
         for v in vals[1:]:
             self.w(f"case {v}: synth_cp_async_wait<{v}>(); break;", ind + 1)
@@ -670,8 +675,10 @@ class _Writer:
             j = int(m.group(1))
             rel = self.tile_rel(part, it, step)
             if itv is None:
-                zero = ("16" if all(evaluate(it, step_env(self.p, part, i, t)) != 0 for t, i in _steps(self.p, part)
-                                    if step is None or i == step)
+                never = (not takes_value(self.p, part, it, 0) if step is None and part.name == "body" else
+                         all(evaluate(it, step_env(self.p, part, i, t)) != 0 for t, i in _steps(self.p, part)
+                             if step is None or i == step))
+                zero = ("16" if never
                         else f"(({c_expr(it)}) == 0 ? k0_bytes : 16)")
             else:
                 zero = "k0_bytes" if itv == 0 else "16"
