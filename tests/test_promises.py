@@ -109,8 +109,10 @@ def test_time_limit_bounds_the_whole_solve(tmp_path):
 
 
 @pytest.mark.slow
-def test_time_limit_cuts_a_long_emit(tmp_path):
-    """Emitting a kernel for min_k_tiles 31250 takes about a minute: the limit stops it, naming emit."""
+def test_a_huge_min_k_tiles_emits_within_the_time_limit(tmp_path):
+    """min_k_tiles 31250 once made emit take about a minute (every k-tile simulated); the emitter
+    now reads the body's repeating period, so the whole solve ends well inside --time-limit 6
+    and emit takes well under a second (docs/commands.md)."""
     prob = tmp_path / "bigk.yaml"
     prob.write_text("name: bigk\nkind: gemm\nshape: {M: 128, N: 128, K: 1000000}\ndtype: f16\n"
                     "tile: {BM: 128, BN: 128, BK: 32}\nwarps: 4\nstages: 3\narch: sm_80\nmin_k_tiles: 31250\n")
@@ -119,9 +121,10 @@ def test_time_limit_cuts_a_long_emit(tmp_path):
                         timeout=120)
     took = time.monotonic() - t0
     doc = envelope(out)
-    assert rc == 1 and cut_phase(doc) == "emit", doc["errors"]
+    assert rc == 0, doc["errors"]
     assert took < 6 + SLACK, took
-    assert not (tmp_path / "out").exists() and leftovers(tmp_path) == []
+    phases = {p["name"]: p["seconds"] for p in doc["result"]["phases"]}
+    assert phases["emit"] < 1.0, phases
 
 
 @pytest.mark.slow
