@@ -655,7 +655,7 @@ class HopperKernel:
         c = self.config
         ks = "K any multiple of 8" if c.split_k == 1 else f"split-K {c.split_k}, K a multiple of 8 above {(c.split_k - 1) * c.bk}"
         return (f"<synth.kernel.HopperKernel {self.name}: {c.bm}x{c.bn}x{c.bk} tiles {c.dtype}, {c.stages} stages, "
-                f"{ks}, backend {self.backend}>")
+                f"{ks}{', persistent tiles' if c.persistent else ''}, backend {self.backend}>")
 
     def _operand(self, name: str, x) -> np.ndarray:
         loc = Loc(self.path)
@@ -675,8 +675,9 @@ class HopperKernel:
                               "pass float values (rounded to bfloat16) or uint16 bfloat16 bit patterns")
         return bf16_bits(np.asarray(x, np.float32))
 
-    def check(self, A, B, C=None, *, alpha: float = 1.0, beta: float = 0.0):
-        """``(A bits, B bits, C or None, (M, N, K))`` checked; raises :class:`KernelError`."""
+    def check(self, A, B, C=None, *, alpha: float = 1.0, beta: float = 0.0, ctas: Optional[int] = None):
+        """``(A bits, B bits, C or None, (M, N, K))`` checked (``ctas``: a persistent kernel's grid, None for
+        the default); raises :class:`KernelError`."""
         loc = Loc(self.path)
         a, b = self._operand("A", A), self._operand("B", B)
         (M, K), (N, KB) = a.shape, b.shape
@@ -691,7 +692,30 @@ class HopperKernel:
             raise KernelError(loc, f"K = {K} has {-(-K // self.config.bk)} k-tile(s) of {self.config.bk}; this kernel "
                               f"splits K in {split}, and every split needs one", f"pass K > {(split - 1) * self.config.bk}")
         C = check_epilogue(loc, C, M, N, alpha, beta)
+        self._grid_ctas(M, N, K, ctas, 1)
         return a, b, C, (M, N, K)
+
+    def _grid_ctas(self, M: int, N: int, K: int, ctas: Optional[int], wave: int) -> int:
+        """A persistent kernel's grid (:func:`synth.emit.launch.persistent_ctas`; 0 for the others, which take
+        no ``ctas``); raises :class:`KernelError`."""
+        from .emit.launch import persistent_ctas, persistent_ring
+
+        cfg, loc = self.config, Loc(self.path)
+        if not cfg.persistent:
+            if ctas is not None:
+                raise KernelError(loc, "ctas sets a persistent kernel's grid; this kernel runs one CTA per tile",
+                                  "leave ctas out, or solve the problem with persistent: true")
+            return 0
+        tiles = -(-M // cfg.bm) * -(-N // cfg.bn)
+        try:
+            P = persistent_ctas(tiles, wave, ctas)
+        except ValueError as e:
+            raise KernelError(loc, str(e), "pass ctas >= 1, or leave it out for one wave") from None
+        ring = persistent_ring(tiles, P, -(-K // cfg.bk))
+        if ring > INT_MAX:
+            raise KernelError(loc, f"{P} CTA(s) over {tiles} tiles of {-(-K // cfg.bk)} k-tiles give a CTA {ring} "
+                              "k-tile iterations, above the kernel's int", "use more CTAs (ctas=) or a smaller problem")
+        return P
 
     def _values(self, bits: np.ndarray) -> np.ndarray:
         if self.config.dtype == "f16":
@@ -700,11 +724,14 @@ class HopperKernel:
 
         return bf16_value(bits)
 
-    def __call__(self, A, B, C=None, *, alpha: float = 1.0, beta: float = 0.0) -> np.ndarray:
+    def __call__(self, A, B, C=None, *, alpha: float = 1.0, beta: float = 0.0,
+                 ctas: Optional[int] = None) -> np.ndarray:
+        """``alpha A B^T (+ beta C)``; ``ctas``: a persistent kernel's grid (any ``>= 1``; default one wave:
+        the GPU's SMs, or :data:`synth.emit.launch.EMULATOR_SMS` on the emulator, at most the tile count)."""
         loc = Loc(self.path)
-        a, b, C, (M, N, K) = self.check(A, B, C, alpha=alpha, beta=beta)
+        a, b, C, (M, N, K) = self.check(A, B, C, alpha=alpha, beta=beta, ctas=ctas)
         if self.backend == "cuda":
-            with self.prepare(A, B, C, alpha=alpha, beta=beta) as job:
+            with self.prepare(A, B, C, alpha=alpha, beta=beta, ctas=ctas) as job:
                 job.run()
                 out, _ = job.fetch()
             where = "the GPU"
@@ -712,7 +739,10 @@ class HopperKernel:
             from .emit.sm90.emulate import EmulatorError, run_emulated
 
             try:
-                full, info = run_emulated(self.source, a, b, C, alpha=float(alpha), beta=float(beta))
+                from .emit.launch import EMULATOR_SMS
+
+                grid = self._grid_ctas(M, N, K, ctas, EMULATOR_SMS)
+                full, info = run_emulated(self.source, a, b, C, alpha=float(alpha), beta=float(beta), ctas=grid)
             except EmulatorError as e:
                 raise KernelError(loc, f"the emulator could not run the kernel: {e}", "see docs/emulator.md") from None
             self.last_info = info
@@ -723,11 +753,11 @@ class HopperKernel:
         _raise_nans(self.path, out, self._values(a), self._values(b), C, float(alpha), float(beta), where)
         return out
 
-    def prepare(self, A, B, C=None, *, alpha: float = 1.0, beta: float = 0.0) -> Prepared:
-        """The launch of ``self(A, B, C, alpha=, beta=)`` made ready on the GPU through CUDA Python:
+    def prepare(self, A, B, C=None, *, alpha: float = 1.0, beta: float = 0.0, ctas: Optional[int] = None) -> Prepared:
+        """The launch of ``self(A, B, C, alpha=, beta=, ctas=)`` made ready on the GPU through CUDA Python:
         ``fetch()`` gives ``(M x N result, 0)``. Raises :class:`KernelError` for bad arguments or a kernel
         that does not load, SynthError without an sm_90 GPU."""
-        a, b, C, (M, N, K) = self.check(A, B, C, alpha=alpha, beta=beta)
+        a, b, C, (M, N, K) = self.check(A, B, C, alpha=alpha, beta=beta, ctas=ctas)
         from .emit.sm90.kernel import KERNEL
         from .emit.sm90.runner import CudaDevice, GpuError, gpu_status, sm90_params
 
@@ -742,7 +772,12 @@ class HopperKernel:
             out = np.zeros((M, N), np.float32)
             dA, dB, dC = dev.upload(a), dev.upload(b), dev.upload(out)
             dCin = dev.upload(C) if C is not None else None
-            params, grid = sm90_params(dev, cfg, dA, dB, dC, dCin, M, N, K, float(alpha), float(beta))
+            if cfg.persistent:  # the busiest CTA's ring within an int at this device's wave
+                self._grid_ctas(M, N, K, ctas, dev.attribute("MULTIPROCESSOR_COUNT"))
+            params, grid = sm90_params(dev, cfg, dA, dB, dC, dCin, M, N, K, float(alpha), float(beta), ctas)
+        except KernelError:
+            dev.close()
+            raise
         except GpuError as exc:
             dev.close()
             raise KernelError(Loc(self.path), f"the GPU could not run kernel.cu: {exc}",

@@ -79,4 +79,27 @@ def gemm_launch(M: int, N: int, BM: int, BN: int, *, split_k: int = 1, stream_k:
                   block, smem)
 
 
-__all__ = ["Launch", "Param", "PARAM_TYPES", "gemm_launch"]
+EMULATOR_SMS = 132
+"""SMs of the wave a persistent kernel gets on the CPU emulator by default (an H100 SXM's)."""
+INT_MAX = 2**31 - 1
+
+
+def persistent_ctas(tiles: int, wave: int, ctas: Optional[int] = None) -> int:
+    """The 1-D grid of a persistent sm_90a kernel (docs/hopper_kernel.md, "Persistent tiles") over ``tiles``
+    output tiles: ``ctas`` when given (any ``1 <= ctas <= 2**31 - 1``: CTAs beyond the tile count get no tile),
+    else one wave, ``wave`` CTAs (SMs x CTAs per SM; the kernel's ``setmaxnreg`` split takes a whole SM's
+    registers, so one per SM), at most ``tiles`` and at least 1. ValueError for a ``ctas`` outside its bounds."""
+    if ctas is not None:
+        if isinstance(ctas, bool) or not isinstance(ctas, int) or not 1 <= ctas <= INT_MAX:
+            raise ValueError(f"ctas {ctas!r}: a persistent grid takes 1 .. {INT_MAX} CTAs")
+        return ctas
+    return max(1, min(tiles, wave))
+
+
+def persistent_ring(tiles: int, ctas: int, ktiles: int) -> int:
+    """k-tile iterations of the busiest CTA of a persistent grid of ``ctas`` CTAs (``ceil(tiles / ctas)``
+    tiles of ``ktiles`` k-tiles): the kernel's ring trip count, a C ``int``, so at most ``2**31 - 1``."""
+    return -(-tiles // ctas) * ktiles
+
+
+__all__ = ["Launch", "Param", "PARAM_TYPES", "gemm_launch", "persistent_ctas", "persistent_ring", "EMULATOR_SMS"]

@@ -81,7 +81,7 @@ def kernel_config(g: HopperGemm, choice: HopperChoice):
     from ..emit.sm90.config import Sm90Config
 
     cfg = Sm90Config(bm=g.BM, bn=g.BN, stages=choice.stages, k_pipe_mmas=choice.k_pipe_mmas, dtype=g.dtype,
-                     name=g.name, split_k=g.split_k)
+                     name=g.name, split_k=g.split_k, persistent=g.persistent)
     try:
         cfg.check()
     except ValueError as e:
@@ -122,6 +122,13 @@ def run_hopper(g: HopperGemm, *, deadline: Union[Deadline, float], verify: bool 
         from ..verify.phases import verify_hopper
 
         report = timed("prove", lambda: verify_hopper(program, time_limit=query_limit, deadline=dl.at))
+        if cfg.persistent:  # the ring program's proof covers every tile count once each tile carries the state
+            from .persistent import check_carry
+
+            ok, why = check_carry(program, {})
+            if not ok:
+                raise SynthError(g.loc("persistent"), f"the persistent kernel's tile carry is refuted: {why}",
+                                 "remove persistent:")
     kernel = None
     if emit and (report is None or report.ok):
         from ..emit.sm90.kernel import emit_sm90_kernel

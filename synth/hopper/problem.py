@@ -76,6 +76,9 @@ class HopperGemm:
     BK: int = BK
     split_k: int = 1
     """K splits (``gridDim.z``, docs/hopper_kernel.md "Split-K"); 1: none."""
+    persistent: bool = False
+    """A persistent grid walks the tiles, the pipeline state carried across them (docs/hopper_kernel.md,
+    "Persistent tiles"); False: one CTA per tile."""
 
     @property
     def consumers(self) -> int:
@@ -199,8 +202,15 @@ def hopper_gemm_from_doc(doc: LDict, path: str, name: str, dims: dict, arch: str
     if split_k > tiles:
         raise SynthError(doc.val_loc["split_k"], f"split_k = {split_k} exceeds the {tiles} k-tiles of K = {dims['K']} "
                          f"/ BK = {BK}: a split would get no k-tile", f"use split_k at most {tiles}")
+    persistent = doc.get("persistent", False)
+    if not isinstance(persistent, bool):
+        raise SynthError(doc.val_loc["persistent"], f"persistent must be true or false, not {persistent!r}",
+                         "write persistent: true (a persistent grid walks the tiles) or remove it")
+    if persistent and split_k > 1:
+        raise SynthError(doc.val_loc["persistent"], f"persistent tiles with split_k = {split_k} are not built: a "
+                         "persistent CTA computes whole tiles", "remove persistent:, or use split_k: 1")
     g = HopperGemm(name, dims["M"], dims["N"], dims["K"], dtype, tdims["BM"], tdims["BN"], stages, k_pipe, limit,
-                   arch, path, locs, split_k=split_k)
+                   arch, path, locs, split_k=split_k, persistent=persistent)
     if g.max_stages() < 1:
         raise SynthError(g.loc("target.shared_bytes"), f"one stage needs {g.smem_bytes(1)} B of shared memory, "
                          f"above the {limit} B allowed", "raise target.shared_bytes or use a smaller tile")
@@ -218,6 +228,8 @@ def hopper_gemm_yaml(g: HopperGemm) -> str:
              f"k_pipe_mmas: {'auto' if g.k_pipe_mmas is None else g.k_pipe_mmas}"]
     if g.split_k != 1:
         lines.append(f"split_k: {g.split_k}")
+    if g.persistent:
+        lines.append("persistent: true")
     if g.shared_limit != SMEM_LIMIT:
         lines.append(f"target: {{shared_bytes: {g.shared_limit}}}")
     return "\n".join(lines) + "\n"

@@ -260,9 +260,10 @@ class CudaDevice:
 
 
 def sm90_params(dev: CudaDevice, cfg: Sm90Config, dA: int, dB: int, dC: int, dCin: Optional[int], M: int, N: int,
-                K: int, alpha: float, beta: float) -> tuple[list, tuple[int, int, int]]:
+                K: int, alpha: float, beta: float, ctas: Optional[int] = None) -> tuple[list, tuple[int, int, int]]:
     """The sm_90a kernel's typed arguments (tensor maps of A and B, C, C_in, M, N, K, ldc = N, alpha, beta and,
-    with split-K, a workspace and zeroed tickets allocated on ``dev``) and its grid."""
+    with split-K, a workspace and zeroed tickets allocated on ``dev``) and its grid (a persistent kernel's:
+    ``ctas`` CTAs, default one wave of the device's SMs, :func:`synth.emit.launch.persistent_ctas`)."""
     from ..launch import Param
     from ..splitk import ticket_count, workspace_floats
 
@@ -285,6 +286,11 @@ def sm90_params(dev: CudaDevice, cfg: Sm90Config, dA: int, dB: int, dC: int, dCi
         ws = dev.alloc(4 * workspace_floats(M, N, cfg.bm, cfg.bn, cfg.split_k))
         tickets = dev.upload(np.zeros(ticket_count(M, N, cfg.bm, cfg.bn, cfg.split_k), np.uint32))
         params += [Param("workspace", "ptr", ws), Param("tickets", "ptr", tickets)]
+    if cfg.persistent:
+        from ..launch import persistent_ctas
+
+        tiles = -(-N // cfg.bn) * -(-M // cfg.bm)
+        return params, (persistent_ctas(tiles, dev.attribute("MULTIPROCESSOR_COUNT"), ctas), 1, 1)
     return params, ((N + cfg.bn - 1) // cfg.bn, (M + cfg.bm - 1) // cfg.bm, cfg.split_k)
 
 
