@@ -287,7 +287,9 @@ def _compare_and_ask(directory: str, manifest: dict, derived: list, prog_file: s
             continue
         name = e["file"]
         wait = e.get("wait")
-        windex = wait.get("index") if isinstance(wait, dict) else wait
+        # null for an obligation charged to no wait, else {"index": n, ...}: {} or a bare number is wrong
+        windex = (wait["index"] if "index" in wait else "no index") if isinstance(wait, dict) else \
+            (wait if wait is None else f"{str(wait)[:20]} (not an object)")
         problem = ""
         text = b""
         if os.path.basename(name) != name or not name.endswith(".smt2") or name.startswith("."):

@@ -332,3 +332,14 @@ def test_each_form_out_program_json_replaced_by_a_special_file(forms, form, spec
     {"fifo": os.mkfifo, "dev_zero": lambda p: p.symlink_to("/dev/zero"), "folder": os.mkdir}[special](f)
     res = _api_certify(d, time_limit=20)
     assert not res.ok and str(f) in res.render(), res.render()
+
+
+@pytest.mark.parametrize("wait", [{}, 0, {"part": "body"}])
+def test_a_mistyped_charged_wait_fails(forms, wait, tmp_path) -> None:
+    """An obligation charged to no wait whose manifest entry says ``"wait": {}`` (the fuzzer: OK) fails."""
+    d = _clone(forms["cp.async"][0], tmp_path)
+    m = _manifest(d)
+    n = next(k for k, e in enumerate(m["obligations"]) if e["wait"] is None)
+    _edit(d, lambda m: m["obligations"][n].update(wait=wait))
+    res = _api_certify(d, time_limit=30)
+    assert not res.ok and f"manifest entry {m['obligations'][n]['id']} says kind" in res.render(), res.render()
