@@ -67,7 +67,7 @@ CARRY_MUTANTS: dict[str, TileCarry] = {
 @dataclass(frozen=True)
 class PersistentResult:
     """``ring``: the ring program's :class:`~synth.verify.phases.HopperReport`; ``checks``: obligation ->
-    ``(ok, detail)`` (``carry``)."""
+    ``(ok, detail)`` (``carry``, ``tile_end``)."""
 
     ring: object
     checks: dict = field(default_factory=dict)
@@ -163,19 +163,64 @@ def check_carry(program: HopperProgram, carry: Mapping[str, TileCarry], *, time_
     return True, ""
 
 
+def tile_end_program(program: HopperProgram, kt: int, role: str = "consumer") -> HopperProgram:
+    """The ring program with the kernel's tile end made explicit for ``kt`` k-tiles per tile: ``role``'s body
+    gains, after its statements, a ``wait_group 0`` guarded ``i % kt == kt - 1`` (the drain before the C
+    store). ValueError when ``role`` has no body part or ``kt < 1``."""
+    import dataclasses
+
+    from ..program import Wait, WaitStmt
+
+    if kt < 1:
+        raise ValueError(f"kt {kt}: a tile has at least one k-tile")
+    roles = []
+    for r in program.roles:
+        if r.name == role:
+            prog = r.program
+            if not prog.parts or prog.parts[0].name != "body":
+                raise ValueError(f"role {role} has no body part")
+            body = prog.parts[0]
+            waits = prog.waits + (Wait(body.name, 0, Num(0), "the tile's C store",
+                                       reason="tile end: every wgmma group of the tile completes before C is read"),)
+            stmts = body.stmts + (WaitStmt(len(prog.waits), parse(f"{body.var} % {kt} == {kt - 1}")),)
+            parts = (dataclasses.replace(body, stmts=stmts),) + tuple(prog.parts[1:])
+            r = dataclasses.replace(r, program=dataclasses.replace(prog, parts=parts, waits=waits))
+        roles.append(r)
+    if all(r.name != role for r in program.roles):
+        raise ValueError(f"no role {role}")
+    return dataclasses.replace(program, roles=tuple(roles))
+
+
+def check_tile_ends(program: HopperProgram, kts, *, time_limit: float = 20.0) -> tuple[bool, str]:
+    """``(True, '')`` when :func:`tile_end_program` at each ``kt`` of ``kts`` is proven by ``verify_hopper``
+    for every trip count: the kernel's tile-end ``wait_group 0`` checked in place, at those tile sizes, for
+    every tile count (for other sizes it rests on the argument of docs/hopper.md, "Persistent tiles")."""
+    from ..verify.phases import verify_hopper
+
+    for kt in kts:
+        r = verify_hopper(tile_end_program(program, kt), time_limit=time_limit, tightness=False)
+        if not r.ok:
+            return False, f"with the tile-end wait_group 0 at {kt} k-tile(s) per tile:\n{r.render()}"
+    return True, ""
+
+
 def verify_persistent(program: HopperProgram, carry: Optional[Mapping[str, TileCarry]] = None, *,
-                      time_limit: float = 60.0) -> PersistentResult:
+                      time_limit: float = 60.0, tile_ends=()) -> PersistentResult:
     """The persistent kernel's proof (module docstring): the ring program for every ``N >= 1``
     (:func:`synth.verify.phases.verify_hopper`), the tile carry of each role (default: the running count)
     (a CTA with no tile skips both roles in the kernel: its barriers are initialized and invalidated, and
-    the ring proof's ``fence`` class covers those statements whatever the trip count)."""
+    the ring proof's ``fence`` class covers those statements whatever the trip count); with ``tile_ends``
+    (k-tile counts per tile) also :func:`check_tile_ends` (``tile_end``)."""
     from ..verify.phases import verify_hopper
 
     carry = dict(carry or {})
     ring = verify_hopper(program, time_limit=time_limit, tightness=False)
     checks = {"carry": check_carry(program, carry)}
+    if tile_ends:
+        checks["tile_end"] = check_tile_ends(program, tile_ends)
     return PersistentResult(ring, checks)
 
 
-__all__ = ["TileCarry", "CARRY_MUTANTS", "CANONICAL", "PersistentResult", "check_carry",
+__all__ = ["TileCarry", "CARRY_MUTANTS", "CANONICAL", "PersistentResult", "check_carry", "check_tile_ends",
+           "tile_end_program",
            "verify_persistent"]

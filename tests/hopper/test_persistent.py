@@ -53,9 +53,10 @@ def test_default_is_one_cta_per_tile_and_refusals():
 
 
 def test_the_persistent_kernel_is_proven():
-    r = verify_persistent(CFG.program())
+    r = verify_persistent(CFG.program(), tile_ends=range(1, CFG.stages + 2))
     assert r.ok, r.render()
-    assert "ring program (every N >= 1): proven" in r.render() and "carry: proven" in r.render()
+    for line in ("ring program (every N >= 1): proven", "carry: proven", "tile_end: proven"):
+        assert line in r.render()
     # the kernel of a persistent config writes the ring program's own states: the program is the one-tile lowering
     assert CFG.program() == Sm90Config(bm=128, bn=64, stages=3, k_pipe_mmas=1).program()
 
@@ -98,6 +99,36 @@ def test_each_carry_bug_fails_on_the_emulator(name):
     for K in (64, 448):  # T = 1 and T = 7: every tile of a CTA after its first
         r = emulate_sm90(src, 300, 200, K, ctas=2)
         assert not r.ok and (r.kind in ("hang", "fault") or r.max_abs_err > 1e-2), (K, r.summary())
+
+
+def test_tile_end_wait_is_checked_in_place():
+    """The tile-end wait_group 0 as a statement of the program: a wrong count there is refuted."""
+    import dataclasses
+
+    from synth.expr import Num
+    from synth.hopper.persistent import tile_end_program
+    from synth.verify.phases import verify_hopper
+
+    p = tile_end_program(CFG.program(), 2)
+    cons = next(r for r in p.roles if r.name == "consumer")
+    assert cons.program.parts[0].stmts[-1].guard is not None
+    waits = cons.program.waits[:-1] + (dataclasses.replace(cons.program.waits[-1], in_flight=Num(-1)),)
+    bad = dataclasses.replace(p, roles=tuple(dataclasses.replace(r, program=dataclasses.replace(r.program, waits=waits))
+                                             if r.name == "consumer" else r for r in p.roles))
+    assert not verify_hopper(bad, tightness=False).ok
+    with pytest.raises(ValueError):
+        tile_end_program(CFG.program(), 0)
+
+
+@needs_gxx
+@pytest.mark.slow
+def test_missing_tile_end_drain_fails_on_the_emulator():
+    """Without the tile's wait_group 0 the C store reads accumulators a pending wgmma group still writes."""
+    src = emit_sm90_kernel(CFG)
+    line = "synth_wgmma_wait_n<0>();  // the tile's accumulators are complete"
+    assert line in src
+    r = emulate_sm90(src.replace(line, ""), 300, 200, 448, ctas=5)
+    assert not r.ok and r.kind == "" and r.max_abs_err > 1e-2, r.summary()
 
 
 def test_launch_grid():
