@@ -231,6 +231,7 @@ class _Switches:
         self.deadline: Optional[Deadline] = None
         """When set, every check is capped by what is left of it."""
         self.solvers: dict[str, z3.Solver] = {}
+        self.lits: dict[tuple[str, int, bool], z3.BoolRef] = {}
 
     def check(self, ob: Obligation, plus: AbstractSet[int] = frozenset(),
               drop: AbstractSet[int] = frozenset()) -> str:
@@ -241,10 +242,20 @@ class _Switches:
             self.solvers[ob.id] = s
         limit = self.time_limit if self.deadline is None else self.deadline.cap(self.time_limit)
         s.set("timeout", max(1, int(limit * 1000)))  # the deadline nears between checks
-        lits = [self.enc.plus(w) if w in plus else z3.Not(self.enc.plus(w)) for w in range(self.nw)]
-        lits += [self.enc.drop(w) if w in drop else z3.Not(self.enc.drop(w)) for w in range(self.nw)]
+        lits = [self._lit("plus", w, w in plus) for w in range(self.nw)]
+        lits += [self._lit("drop", w, w in drop) for w in range(self.nw)]
         r = s.check(*lits)
         return "proven" if r == z3.unsat else "refuted" if r == z3.sat else "unknown"
+
+    def _lit(self, kind: str, w: int, on: bool) -> z3.BoolRef:
+        """The assumption literal of switch ``kind`` of wait ``w``, built once (a check passes
+        all ``2 * waits`` of them, and building Z3 terms in Python is slow)."""
+        key = (kind, w, on)
+        lit = self.lits.get(key)
+        if lit is None:
+            b = self.enc.plus(w) if kind == "plus" else self.enc.drop(w)
+            lit = self.lits[key] = b if on else z3.Not(b)
+        return lit
 
     def all_proven(self, obs: list[Obligation], plus: AbstractSet[int] = frozenset(),
                    drop: AbstractSet[int] = frozenset()) -> Optional[bool]:
