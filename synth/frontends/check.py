@@ -283,10 +283,8 @@ def _check_mbarrier_from_zero(text: str, path: str, time_limit: float, tightness
                                        (is_hopper_ttgir, ttgir_to_hopper, HopperCheck)):
         if is_form(text):
             imp = to_hopper(text, path)
-            if isinstance(imp.program.trip_count, int):
-                raise SynthError(Loc(path, imp.loop_line, 1), f"--min-trip-count 0: the loop runs "
-                                 f"{imp.program.trip_count} times, fixed in the IR", "drop --min-trip-count")
-            imp = replace(imp, program=zero_trip_program(imp.program))
+            if not isinstance(imp.program.trip_count, int):  # a trip count fixed in the IR has no bound to lower
+                imp = replace(imp, program=zero_trip_program(imp.program))
             return result(imp, verify_hopper(imp.program, time_limit=time_limit, tightness=tightness))
     return None
 
