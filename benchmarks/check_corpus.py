@@ -11,6 +11,8 @@ forms under triton_hopper_refused/ and the Blackwell file must exit 2; the two T
 read-after-write race; a wgmma pendings raised by one lets a TMA refill a slot still read, a write-after-read
 race; the zero-trip mutant is wrong only at T = 0 and checked with --min-trip-count 0). A mutant or race that
 is proven is a MISS, any other verdict than the expected one is WRONG: either makes the exit status 1.
+Column "T >= 0": each proven original checked again with --min-trip-count 0 (proven, or refused at a line,
+or "fixed T"); informative, not a MISS.
 The mutants are :mod:`synth.frontends.mutants`; docs/check.md, "Corpus benchmark".
 
 triton-viz (PyPI 3.0) has no race detector over TTGIR -- its sanitizer checks out-of-bounds accesses, imports
@@ -55,6 +57,9 @@ class Row:
     verdict: str = ""
     seconds: float = 0.0
     note: str = ""
+    zero: str = ""
+    """An original's verdict with --min-trip-count 0 (tightness not judged): proven, refuted, refused at a
+    line, or "fixed T" (its trip count is fixed in the IR)."""
 
     @property
     def mark(self) -> str:
@@ -113,6 +118,18 @@ def run_check(row: Row, path: str, min_trip_count: Optional[int] = None) -> list
     ok = all(r.ok for r in results)
     row.verdict = "proven" if ok else ("refuted" if row.obligations["refuted"] else "unknown")
     return list(results)
+
+
+def zero_trip_verdict(path: str) -> str:
+    """``path`` checked for every trip count T >= 0 (docs/check.md, "Zero trip count")."""
+    try:
+        results = check_file_all(path, min_trip_count=0, time_limit=10.0, tightness=False)
+    except SynthError as e:
+        return f"refused (line {e.loc.line})" if e.loc is not None and e.loc.line else "refused"
+    trips = [(r.program if hasattr(r, "program") else r.imported.program).trip_count for r in results]
+    if all(isinstance(t, int) for t in trips):
+        return "fixed T"
+    return "proven" if all(r.ok for r in results) else "refuted"
 
 
 def mutants_of(path: pathlib.Path, results: list) -> list[tuple[str, Callable[[str], str], Optional[int]]]:
@@ -176,6 +193,7 @@ def main(argv: Optional[list] = None) -> int:
             rows.append(row)
             if row.verdict != "proven" or row.expect != "proven":
                 continue
+            row.zero = zero_trip_verdict(str(path))
             for name, fn, mt in mutants_of(path, results):
                 m = Row(f"  {rel}: {name}" + (" (T >= 0)" if mt == 0 else ""), form=row.form, expect="refuted")
                 mpath = pathlib.Path(tmp) / f"m{len(rows)}{path.suffix}"
@@ -194,12 +212,12 @@ def _print(rows: list[Row], viz: str) -> None:
 
     t = Table(title="synth check on tests/check_inputs/ and its mutants")
     for c in ("source", "form", "programs", "waits p/r/u", "obligations p/r/u", "verdict", "expected", "mark",
-              "time (s)"):
+              "time (s)", "T >= 0"):
         t.add_column(c, justify="right" if c in ("programs", "time (s)") else "left")
     for r in rows:
         t.add_row(r.source, r.form, str(r.programs), "/".join(str(r.waits[k]) for k in ("proven", "refuted", "unknown")),
                   "/".join(str(r.obligations[k]) for k in ("proven", "refuted", "unknown")),
-                  r.verdict + (f" ({r.note})" if r.note else ""), r.expect, r.mark, f"{r.seconds:.2f}")
+                  r.verdict + (f" ({r.note})" if r.note else ""), r.expect, r.mark, f"{r.seconds:.2f}", r.zero)
     Console(width=220).print(t)
     bad = [r for r in rows if r.mark != "ok"]
     print(f"{len(rows)} rows, {sum(r.source.startswith('  ') for r in rows)} mutants, "

@@ -46,6 +46,9 @@ def test_quick_corpus_refutes_every_mutant_and_proves_every_input(tmp_path):
     assert len(mutants) >= 6 and all(r["verdict"] == "refuted" for r in mutants)
     assert all(r["verdict"] == "proven" for r in rows if r["expect"] == "proven")
     assert all(r["mark"] == "ok" for r in rows)
+    zero = {r["source"]: r["zero"] for r in rows if r["expect"] == "proven"}
+    assert zero["triton-matmul-s3.ttgir"] == zero["triton_ws/triton_ws_s2.ttgir"] == "proven", zero
+    assert zero["mlir-copy-depth2.mlir"] == "fixed T", zero  # T >= 0: docs/check.md, "Zero trip count"
     assert "triton-viz" in out  # its column, or the line saying how to add it
 
 
