@@ -214,9 +214,10 @@ def _print(rows: list[Row], viz: str) -> None:
     for c in ("source", "form", "programs", "waits p/r/u", "obligations p/r/u", "verdict", "expected", "mark",
               "time (s)", "T >= 0"):
         t.add_column(c, justify="right" if c in ("programs", "time (s)") else "left")
+    pru = ("proven", "refuted", "unknown")
     for r in rows:
-        t.add_row(r.source, r.form, str(r.programs), "/".join(str(r.waits[k]) for k in ("proven", "refuted", "unknown")),
-                  "/".join(str(r.obligations[k]) for k in ("proven", "refuted", "unknown")),
+        t.add_row(r.source, r.form, str(r.programs), "/".join(str(r.waits[k]) for k in pru),
+                  "/".join(str(r.obligations[k]) for k in pru),
                   r.verdict + (f" ({r.note})" if r.note else ""), r.expect, r.mark, f"{r.seconds:.2f}", r.zero)
     Console(width=220).print(t)
     bad = [r for r in rows if r.mark != "ok"]
