@@ -148,3 +148,19 @@ def test_hopper_oracle_sees_the_zero_trip_violation_and_none_in_the_fixed_form()
 def test_trip_count_zero_is_still_refused_for_hopper():
     rc, _, err = run_text(str(HOPPER_S3), "--trip-count", "0")
     assert rc == 2 and "--trip-count 0" in err
+
+
+def test_an_extent_that_cannot_be_evaluated_is_refused_not_a_crash():
+    """lower_min_trip on a loop whose extent names another symbol: a SynthError at the loop's line."""
+    from dataclasses import replace
+
+    from synth.errors import SynthError
+    from synth.expr import Var
+    from synth.frontends.check import import_loop, lower_min_trip, read_text
+
+    path = str(INPUTS / "triton-matmul-s3.ttgir")
+    loop = import_loop(read_text(path), path)
+    assert lower_min_trip(loop, 0).min_trip == 0 and lower_min_trip(loop, 3) is loop
+    with pytest.raises(SynthError) as e:
+        lower_min_trip(replace(loop, body_extent=Var("n")), 0)
+    assert e.value.loc.line == loop.body_line and "not a number of iterations" in e.value.msg

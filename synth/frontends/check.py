@@ -210,12 +210,16 @@ def lower_min_trip(loop: Loop, min_trip_count: Optional[int]) -> Loop:
         return loop
     extent = Num(loop.body_extent) if isinstance(loop.body_extent, int) else loop.body_extent
     for t in range(min_trip_count, loop.min_trip):
-        b = evaluate(extent, {loop.trip_symbol: t})
-        if not isinstance(b, int) or b < 0:
+        try:
+            b = evaluate(extent, {loop.trip_symbol: t})
+        except (KeyError, ValueError, ZeroDivisionError):  # another free name, a division by zero
+            b = None
+        if b is None or isinstance(b, bool) or b < 0:
+            value = "not a number of iterations" if b is None or isinstance(b, bool) else f"{b}"
             raise SynthError(Loc(loop.path, loop.body_line, 1),
                              f"--min-trip-count {min_trip_count}: at trip count {t} the loop's extent "
-                             f"{to_str(extent)} is {b}, and the mapping reads the extent as the number of body "
-                             "iterations (a negative one is outside the model)",
+                             f"{to_str(extent)} is {value}, and the mapping reads the extent as the number of "
+                             "body iterations (a negative one is outside the model)",
                              f"use --min-trip-count {loop.min_trip} or more")
     return replace(loop, min_trip=min_trip_count)
 
