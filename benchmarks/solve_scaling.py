@@ -11,7 +11,12 @@ the independent simulator in the same run:
 * ``N ahead``: the best uniform "every async copy N stages ahead" schedule,
   N = 2..5, as CUTLASS multistage kernels do (``-`` when none fits).
 
-Usage: ``python benchmarks/solve_scaling.py [--time-limit 60] [--workers 2] [--quick]``.
+``--phases`` prints instead the CPU time of the phases after the solve that grow with the
+input (docs/commands.md quotes them): lowering and proving the 120-op body under the
+schedule CP-SAT chose for it (``tests/golden/lower_perf/rand-1-120.schedule.json``), lowering
+random 300- and 500-op bodies, and emitting ``kernel.cu`` for GEMMs with growing ``min_k_tiles``.
+
+Usage: ``python benchmarks/solve_scaling.py [--time-limit 60] [--workers 2] [--quick] [--phases]``.
 """
 
 from __future__ import annotations
@@ -74,13 +79,61 @@ def row(problem: Problem, label: str, time_limit: float, workers: int) -> list[s
             f"{obj}{unit}", str(info.lower_bound), f"II={s.timing.ii} S={s.max_stage}", *base]
 
 
+def _cpu(fn):
+    t0 = time.process_time()
+    out = fn()
+    return out, time.process_time() - t0
+
+
+def phases_table() -> Table:
+    """CPU seconds of lowering, proving and emitting on inputs that make them long."""
+    from synth.emit.cuda import emit_kernel
+    from synth.load import load_problem_text
+    from synth.lower import lower
+    from synth.randgen import random_schedule
+    from synth.schedule import read_schedule_json, schedule_from_json, schedule_from_pins
+    from synth.verify import verify_program
+
+    table = Table(title="phase costs that grow with the input (CPU seconds, one core)")
+    for col in ("phase", "input", "CPU s"):
+        table.add_column(col, justify="left" if col != "CPU s" else "right")
+    p = random_problem(1, 120)
+    g = build_graph(p)
+    s = schedule_from_json(p, read_schedule_json(str(ROOT / "tests/golden/lower_perf/rand-1-120.schedule.json")))
+    prog, secs = _cpu(lambda: lower(p, g, s))
+    table.add_row("lower", "120 ops, randgen seed 1, CP-SAT's schedule", f"{secs:.2f}")
+    _, secs = _cpu(lambda: verify_program(prog, time_limit=60))
+    table.add_row("prove (tightness included)", f"the same, {len(prog.waits)} waits", f"{secs:.2f}")
+    for seed, n in ((5, 300), (7, 500)):
+        q = random_problem(seed, n)
+        gq = build_graph(q)
+        sq = random_schedule(q, gq, seed)
+        _, secs = _cpu(lambda: lower(q, gq, sq))
+        table.add_row("lower", f"{n} ops, randgen seed {seed}, random schedule", f"{secs:.2f}")
+    for mk in (100, 3000, 31250):
+        q = load_problem_text(f"name: bigk\nkind: gemm\nshape: {{M: 128, N: 128, K: {32 * mk}}}\ndtype: f16\n"
+                              "tile: {BM: 128, BN: 128, BK: 32}\nwarps: 4\nstages: 3\narch: sm_80\n"
+                              f"min_k_tiles: {mk}\n", "bigk.yaml")
+        gq = build_graph(q)
+        sq = schedule_from_pins(q, gq)
+        pq = lower(q, gq, sq)
+        _, secs = _cpu(lambda: emit_kernel(q, sq, pq))
+        table.add_row("emit kernel.cu", f"GEMM 128x128x32, 3 stages, min_k_tiles {mk}", f"{secs:.3f}")
+    return table
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--time-limit", type=float, default=60.0)
     ap.add_argument("--workers", type=int, default=2)
     ap.add_argument("--quick", action="store_true", help="5..20 ops, one seed, 10 s limit")
     ap.add_argument("--seeds", type=int, default=2, help="random bodies per size and kind")
+    ap.add_argument("--phases", action="store_true", help="the CPU time of lowering, proving and emitting on "
+                    "inputs that make them long, instead of the solve table")
     args = ap.parse_args(argv)
+    if args.phases:
+        Console(width=200).print(phases_table())
+        return 0
     sizes = [5, 10, 20] if args.quick else [5, 10, 20, 50, 100]
     seeds = 1 if args.quick else args.seeds
     limit = min(args.time_limit, 10.0) if args.quick else args.time_limit
