@@ -68,3 +68,21 @@ def test_a_mutant_that_does_not_apply_says_so(name):
 
     with pytest.raises(ValueError):
         getattr(mutants, name)("tt.func @f() {\n  scf.for %i = %a to %b step %c {\n  scf.yield\n  }\n}\n")
+
+
+def test_triton_viz_line_reads_what_is_installed(tmp_path, monkeypatch):
+    """Absent, installed without a race detector (a tracer is not one), installed with one: three lines, and
+    nothing imported (its clients import torch)."""
+    import sys as _sys
+
+    mod = _corpus()
+    pkg = tmp_path / "triton_viz"
+    (pkg / "clients").mkdir(parents=True)
+    (pkg / "__init__.py").write_text("raise ImportError('imported')\n")
+    (pkg / "clients" / "tracer.py").write_text("")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    importlib.invalidate_caches()
+    assert "no race detector" in mod.triton_viz_line()
+    (pkg / "clients" / "race_detector.py").write_text("")
+    assert "installed with clients/race_detector.py" in mod.triton_viz_line()
+    assert "triton_viz" not in _sys.modules
