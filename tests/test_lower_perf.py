@@ -210,3 +210,46 @@ def test_takes_value_matches_a_scan() -> None:
                   for i in range(extent(prog, body, t))}
         for v in range(-3, 14):
             assert takes_value(prog, body, e, v) == (v in values), (e, v)
+
+
+def test_barrier_placement_jumps_only_where_it_may(monkeypatch) -> None:
+    """:func:`synth.emit.barriers.barriers` on random lowered programs (trip counts of 32 and
+    symbolic ones, predicated copies, in-place updates) places the same barriers, for the same
+    reasons, as the step-by-step run (the body's periods switched off), or fails the same way."""
+    import synth.emit.barriers as B
+
+    def place(prog, shared):
+        try:
+            return B.barriers(prog, shared)
+        except ValueError as exc:
+            return str(exc)
+
+    checked = jumped = 0
+    for seed in range(24):
+        flags = [{}, {"symbolic": True}, {"predicated": True}, {"inplace": True}][seed % 4]
+        p = random_problem(seed, 4 + seed % 9, **flags)
+        g = build_graph(p)
+        try:
+            s = random_schedule(p, g, seed)
+        except ValueError:
+            continue
+        prog = lower(p, g, s)
+        shared = {b.name for b in p.buffers if b.space == "shared"}
+        fast = place(prog, shared)
+        body = prog.part("body")
+        jumped += any(B._body_period(prog, body, shared, t) is not None for t in B.trip_samples(prog))
+        with monkeypatch.context() as m:
+            m.setattr(B, "_body_period", lambda *a: None)
+            slow = place(prog, shared)
+        assert fast == slow, p.name
+        checked += 1
+    for stages, mk, warps, bk in ((2, 5, 4, 32), (3, 9, 8, 64), (4, 17, 4, 32), (5, 40, 8, 64), (6, 33, 4, 32)):
+        _, _, prog = _gemm(stages, mk, warps, bk, 1)
+        shared = {"A_s", "B_s"}
+        fast = place(prog, shared)
+        with monkeypatch.context() as m:
+            m.setattr(B, "_body_period", lambda *a: None)
+            slow = place(prog, shared)
+        assert fast == slow and not isinstance(fast, str), (stages, mk)
+        checked += 1
+    assert checked >= 20 and jumped >= 10, (checked, jumped)

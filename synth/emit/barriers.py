@@ -126,15 +126,14 @@ def periodic(e: Expr, var: str, env: dict[str, int]) -> Optional[tuple[int, int]
         sign = 1 if e.op == "+" else -1
         return p, a[1] * (p // a[0]) + sign * b[1] * (p // b[0])
     if e.op == "*":
-        for x, y, other in ((a, b, e.rhs), (b, a, e.lhs)):
+        for x, other in ((a, e.rhs), (b, e.lhs)):
             if var not in free_vars(other):  # ``other`` is a constant here
-                return x[0], x[1] * int(evaluate(other, env))
+                c = _constant(other, env)
+                return None if c is None else (x[0], x[1] * c)
         return None
     if e.op in ("/", "%"):
-        if var in free_vars(e.rhs):
-            return None
-        d = int(evaluate(e.rhs, env))
-        if d <= 0:
+        d = None if var in free_vars(e.rhs) else _constant(e.rhs, env)
+        if d is None or d <= 0:
             return None
         p = a[0] * (d // math.gcd(a[1], d))
         inc = a[1] * (p // a[0])  # a multiple of d
@@ -148,6 +147,15 @@ def periodic(e: Expr, var: str, env: dict[str, int]) -> Optional[tuple[int, int]
     if a[1] * (p // a[0]) != b[1] * (p // b[0]):
         return None
     return p, 0
+
+
+def _constant(e: Expr, env: dict[str, int]) -> Optional[int]:
+    """The value of ``e`` (free of the step variable), or None where it has none (a name ``env``
+    lacks, a division by zero): the caller then simulates, and meets the error where it would."""
+    try:
+        return int(evaluate(e, env))
+    except (KeyError, ZeroDivisionError, ValueError, TypeError):
+        return None
 
 
 def _same(a: Optional[tuple[int, int]], b: Optional[tuple[int, int]], ignore_first: bool = False
