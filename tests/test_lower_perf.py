@@ -14,7 +14,6 @@ lowering's output that is meant, and review the diff.
 
 from __future__ import annotations
 
-import pathlib
 import time
 
 import pytest

@@ -13,7 +13,7 @@ import math
 from dataclasses import dataclass, field
 from typing import Iterator, Optional
 
-from ..expr import Bin, Call, Expr, Ite, Num, Un, Var, evaluate, free_vars, to_str
+from ..expr import Bin, Call, Expr, Ite, Un, Var, evaluate, free_vars, to_str
 from ..program import CommitStmt, Part, Program, Stmt, WaitStmt
 
 

@@ -17,7 +17,7 @@ from ..expr import Bin, Expr, Ite, Num, substitute
 from .exprs import FALSE, conj, sub_e
 from .context import PartInfo, Context
 from .requirements import Req
-from .counts import between, needed, executes, WaitKey, WaitPlan
+from .counts import needed, executes, WaitKey, WaitPlan
 from .groups import Group
 
 
@@ -44,7 +44,7 @@ def _plus(a: Expr, b: Expr) -> Expr:
 
 
 def _awaited(ctx: Context, r: Req) -> tuple[int, int, int]:
-    """What :func:`between`'s groups depend on in ``r``: its queue, its ``delta`` and the
+    """What :func:`~.counts.between`'s groups depend on in ``r``: its queue, its ``delta`` and the
     body position of the awaited group's commit."""
     return r.queue, r.delta, ctx.groups[r.group].last
 
@@ -79,7 +79,7 @@ class _Covers:
 
     def _n_here(self, r: Req, part: PartInfo, m: int, pos: int) -> Expr:
         """The number of ``r.queue``'s groups committed after the awaited instance and before
-        position ``pos`` of step ``J - m``: :func:`between`'s conditions, counted.
+        position ``pos`` of step ``J - m``: :func:`~.counts.between`'s conditions, counted.
 
         The same count as ``count_of(between(...))``, built so that the counts of every
         ``(m, pos)`` share their terms: group ``g`` contributes its commits in steps
@@ -103,7 +103,7 @@ class _Covers:
         return hit
 
     def _commits(self, r: Req, part: PartInfo, g: Group, a: int) -> Expr:
-        """``g``'s commits in steps ``J - a .. J - k_hi`` (``k_hi`` as in :func:`between`)."""
+        """``g``'s commits in steps ``J - a .. J - k_hi`` (``k_hi`` as in :func:`~.counts.between`)."""
         ctx = self.ctx
         k_hi = r.delta - (0 if g.last > ctx.groups[r.group].last else 1)
         key = ("commits", part.name, g.gid, a, k_hi)
