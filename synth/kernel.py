@@ -707,6 +707,9 @@ class HopperKernel:
                                   "leave ctas out, or solve the problem with persistent: true")
             return 0
         tiles = -(-M // cfg.bm) * -(-N // cfg.bn)
+        if tiles > INT_MAX:
+            raise KernelError(loc, f"{tiles} output tiles: a persistent kernel counts its tiles in a C int",
+                              f"use at most {INT_MAX} tiles of {cfg.bm} x {cfg.bn}")
         try:
             P = persistent_ctas(tiles, wave, ctas)
         except ValueError as e:

@@ -460,9 +460,10 @@ def _persistent_roles(e: _Emit, cfg: Sm90Config, prod, cons) -> None:
         e.w(depth, "}")
         if rest:
             e.w(depth, "{  // after the last tile: the ring's epilogue")
-            e.w(depth + 1, "const int t = n_tiles;")
-            e.w(depth + 1, "const unsigned kb = (unsigned)T;")
-            e.carry_lines(depth + 1)
+            if e.mutant_carry() is not None:
+                e.w(depth + 1, "const int t = n_tiles;")
+                e.w(depth + 1, "const unsigned kb = (unsigned)T;")
+                e.carry_lines(depth + 1)
             for pt in rest:
                 e.part(depth + 1, role, pt, program.waits)
             e.w(depth, "}")
