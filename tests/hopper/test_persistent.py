@@ -39,6 +39,19 @@ def test_persistent_grids_match_numpy(M, N, K, ctas, order, block_order):
     assert r.stats["poisoned_ops"] == 0 and r.stats["waw"] == 0 and r.max_abs_err < 1e-4
 
 
+@needs_gxx
+@pytest.mark.slow
+@pytest.mark.parametrize("cfg,shape,ctas", [
+    (Sm90Config(bm=64, bn=64, stages=4, k_pipe_mmas=2, persistent=True), (200, 130, 520), 3),  # a 2-step drain
+    (Sm90Config(bm=128, bn=64, stages=2, k_pipe_mmas=0, persistent=True, dtype="bf16"), (260, 130, 200), 4),  # none
+    (Sm90Config(bm=64, bn=256, stages=3, k_pipe_mmas=1, persistent=True), (130, 300, 136), 2),  # one consumer
+])
+def test_other_pipelines_persistent(cfg, shape, ctas):
+    r = emulate_sm90(emit_sm90_kernel(cfg), *shape, ctas=ctas, with_c=True, beta=0.25, order="random", dtype=cfg.dtype)
+    assert r.ok, r.summary()
+    assert verify_persistent(cfg.program(), tile_ends=range(1, cfg.stages + 2)).ok
+
+
 def test_default_is_one_cta_per_tile_and_refusals():
     plain = emit_sm90_kernel(Sm90Config(bm=128, bn=64, stages=3, k_pipe_mmas=1))
     assert "n_tiles" not in plain and "SYNTH_PERSISTENT" not in plain
