@@ -676,7 +676,7 @@ class _Writer:
             rel = self.tile_rel(part, it, step)
             if itv is None:
                 never = (not takes_value(self.p, part, it, 0) if step is None and part.name == "body" else
-                         all(evaluate(it, step_env(self.p, part, i, t)) != 0 for t, i in _steps(self.p, part)
+                         all(evaluate(it, step_env(self.p, part, i, t)) != 0 for t, i in _steps(self.p, part, it)
                              if step is None or i == step))
                 zero = ("16" if never
                         else f"(({c_expr(it)}) == 0 ? k0_bytes : 16)")
