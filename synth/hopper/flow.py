@@ -184,6 +184,11 @@ def output_files(result: HopperResult) -> dict[str, str]:
         files["kernel.cu"] = result.kernel
     if result.report is not None:
         files["verify.txt"] = result.report.render() + "\n"
+        if result.config.persistent:
+            files["verify.txt"] += ("persistent tiles: the program above is each CTA's one ring over all its tiles "
+                                    "(N = tiles x T iterations, proven for every N >= 1); tile carry (each tile's "
+                                    "state is the running count's): proven; a CTA with no tile uses no barrier "
+                                    "(docs/hopper.md, \"Persistent tiles\")\n")
     return files
 
 
