@@ -1,4 +1,5 @@
-"""The lowering's speed-ups change no output: program.json byte for byte.
+"""The lowering's and the emitter's speed-ups change no output: program.json and kernel.cu
+byte for byte.
 
 The goldens under ``tests/golden/lower_perf/`` were written by the lowering as it was
 before it was made faster (the greedy dropping of implied waits re-proved the same
@@ -7,6 +8,10 @@ its ``program.json`` text must equal the golden's. The cases: every sm_80 proble
 ``problems/`` under its pinned schedule (where it pins one) and under random schedules,
 random bodies (:mod:`synth.randgen`) of every kind the generator makes under every
 predicate strategy, and (slow) the 120-op body with the schedule CP-SAT chose for it.
+
+The ``kernel-*.cu`` goldens were written by the emitter before it read the body's repeating
+period (it simulated every k-tile at every analysed trip count: 23 CPU-s for
+``min_k_tiles: 31250``); barrier placement is also compared with its own step-by-step run.
 
 ``pytest --update-golden`` rewrites the goldens; only do that for a change of the
 lowering's output that is meant, and review the diff.
