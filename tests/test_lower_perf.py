@@ -3,7 +3,7 @@ byte for byte.
 
 The goldens under ``tests/golden/lower_perf/`` were written by the lowering as it was
 before it was made faster (the greedy dropping of implied waits re-proved the same
-covers over and over: a 120-op body took about 40 s). Each case is lowered again and
+covers over and over: a 120-op body took 5.4 CPU-s, now 1.7). Each case is lowered again and
 its ``program.json`` text must equal the golden's. The cases: every sm_80 problem of
 ``problems/`` under its pinned schedule (where it pins one) and under random schedules,
 random bodies (:mod:`synth.randgen`) of every kind the generator makes under every
