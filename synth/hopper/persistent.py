@@ -141,10 +141,11 @@ def check_carry(program: HopperProgram, carry: Mapping[str, TileCarry], *, time_
             s.add(to_z3(guard, ring_env))
         local = cnt - base
         ks, kp = sb + local, pb + local
-        s.add(ks >= 0, kp >= 0, cnt >= 0)  # C's / and % agree with Z3's on these
-        bad = ks % stages != cnt % stages
+        s.add(cnt >= 0)
+        # a negative count is refused too: C's / and % (truncating) agree with Z3's only from 0 up
+        bad = z3.Or(ks < 0, ks % stages != cnt % stages)
         if is_wait:
-            bad = z3.Or(bad, (kp / stages + phase + fl) % 2 != (cnt / stages + phase) % 2)
+            bad = z3.Or(bad, kp < 0, (kp / stages + phase + fl) % 2 != (cnt / stages + phase) % 2)
         s.add(bad)
         r = s.check()
         if r == z3.unsat:
@@ -157,6 +158,9 @@ def check_carry(program: HopperProgram, carry: Mapping[str, TileCarry], *, time_
         par = f"; parity {(val(kp) // stages + phase + val(fl)) % 2}, the running count's {(g // stages + phase) % 2}" \
             if is_wait else ""
         where = f"k-tile {kt}" if part.name == "body" else f"drain step {kt} after the last tile"
+        if val(ks) < 0 or (is_wait and val(kp) < 0):
+            return False, (f"{role} (carry slot {c.slot_base}, parity {c.parity_base}, flip {c.flip}): {what} at the "
+                           f"CTA's tile {tile}, {where}, T = {TT}: the carried count is negative (running count {g})")
         return False, (f"{role} (carry slot {c.slot_base}, parity {c.parity_base}, flip {c.flip}): {what} at the CTA's "
                        f"tile {tile}, {where}, T = {TT}: running count {g}, slot {val(ks) % stages} (should be "
                        f"{g % stages}){par}")
