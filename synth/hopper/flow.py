@@ -121,14 +121,21 @@ def run_hopper(g: HopperGemm, *, deadline: Union[Deadline, float], verify: bool 
     if verify:
         from ..verify.phases import verify_hopper
 
-        report = timed("prove", lambda: verify_hopper(program, time_limit=query_limit, deadline=dl.at))
-        if cfg.persistent:  # the ring program's proof covers every tile count once each tile carries the state
-            from .persistent import check_carry
+        def prove():
+            rep = verify_hopper(program, time_limit=query_limit, deadline=dl.at)
+            if cfg.persistent and rep.ok:  # the ring's proof covers every tile count once each tile carries the state
+                from .persistent import check_carry, check_tile_ends, tile_end_sizes
 
-            ok, why = check_carry(program, {})
-            if not ok:
-                raise SynthError(g.loc("persistent"), f"the persistent kernel's tile carry is refuted: {why}",
-                                 "remove persistent:")
+                ok, why = check_carry(program, {})
+                if ok:
+                    ok, why = check_tile_ends(program, tile_end_sizes(cfg.stages), time_limit=query_limit,
+                                              deadline=dl.at)
+                if not ok:
+                    raise SynthError(g.loc("persistent"), f"the persistent kernel is not proven: {why}",
+                                     "remove persistent:, or raise --time-limit if a proof was unknown")
+            return rep
+
+        report = timed("prove", prove)
     kernel = None
     if emit and (report is None or report.ok):
         from ..emit.sm90.kernel import emit_sm90_kernel
@@ -187,9 +194,19 @@ def output_files(result: HopperResult) -> dict[str, str]:
         if result.config.persistent:
             files["verify.txt"] += ("persistent tiles: the program above is each CTA's one ring over all its tiles "
                                     "(N = tiles x T iterations, proven for every N >= 1); tile carry (each tile's "
-                                    "state is the running count's): proven; a CTA with no tile uses no barrier "
-                                    "(docs/hopper.md, \"Persistent tiles\")\n")
+                                    "state is the running count's): proven; the tile end's wait_group 0 in place: "
+                                    f"proven for every tile count at {cfg_tile_ends(result.config)} k-tiles per "
+                                    "tile; a CTA with no tile uses no barrier (docs/hopper.md, \"Persistent "
+                                    "tiles\")\n")
     return files
+
+
+def cfg_tile_ends(cfg) -> str:
+    """The k-tile counts per tile at which ``synth solve`` checks a persistent kernel's tile end, as text."""
+    from .persistent import tile_end_sizes
+
+    sizes = list(tile_end_sizes(cfg.stages))
+    return f"{sizes[0]} .. {sizes[-1]}"
 
 
 def problem_source(g: HopperGemm) -> str:

@@ -195,14 +195,22 @@ def tile_end_program(program: HopperProgram, kt: int, role: str = "consumer") ->
     return dataclasses.replace(program, roles=tuple(roles))
 
 
-def check_tile_ends(program: HopperProgram, kts, *, time_limit: float = 20.0) -> tuple[bool, str]:
+def tile_end_sizes(stages: int) -> range:
+    """The k-tile counts per tile at which ``synth solve`` checks the tile end in place: 1 .. ``stages + 1``
+    (a tile shorter than the ring, as long as it, one longer)."""
+    return range(1, stages + 2)
+
+
+def check_tile_ends(program: HopperProgram, kts, *, time_limit: float = 20.0,
+                    deadline: Optional[float] = None) -> tuple[bool, str]:
     """``(True, '')`` when :func:`tile_end_program` at each ``kt`` of ``kts`` is proven by ``verify_hopper``
     for every trip count: the kernel's tile-end ``wait_group 0`` checked in place, at those tile sizes, for
-    every tile count (for other sizes it rests on the argument of docs/hopper.md, "Persistent tiles")."""
+    every tile count (for other sizes it rests on the argument of docs/hopper.md, "Persistent tiles");
+    ``deadline``: a :func:`time.monotonic` instant bounding each proof (``verify_hopper``'s)."""
     from ..verify.phases import verify_hopper
 
     for kt in kts:
-        r = verify_hopper(tile_end_program(program, kt), time_limit=time_limit, tightness=False)
+        r = verify_hopper(tile_end_program(program, kt), time_limit=time_limit, tightness=False, deadline=deadline)
         if not r.ok:
             return False, f"with the tile-end wait_group 0 at {kt} k-tile(s) per tile:\n{r.render()}"
     return True, ""
@@ -226,5 +234,5 @@ def verify_persistent(program: HopperProgram, carry: Optional[Mapping[str, TileC
 
 
 __all__ = ["TileCarry", "CARRY_MUTANTS", "CANONICAL", "PersistentResult", "check_carry", "check_tile_ends",
-           "tile_end_program",
+           "tile_end_program", "tile_end_sizes",
            "verify_persistent"]
