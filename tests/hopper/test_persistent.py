@@ -174,6 +174,7 @@ def test_problem_key(tmp_path):
 
 
 @needs_gxx
+@pytest.mark.slow
 def test_solved_folder_launches_any_grid(tmp_path):
     import numpy as np
 
