@@ -218,6 +218,10 @@ def main(argv: Sequence[str] | None = None) -> int:
             raise UsageError(None, "synth: no command given", "run 'synth --help' for the list of commands")
         _check_numbers(args)
         out = _COMMANDS[args.command](args, _Ui(args))
+        from .deadline import interrupted
+
+        if interrupted():  # a Ctrl-C Python dropped (raised inside a __del__) still ends the command as one
+            raise KeyboardInterrupt
     except SystemExit as exc:  # --help and --version print and exit 0
         return int(exc.code or 0)
     except UsageError as exc:

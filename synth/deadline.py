@@ -101,6 +101,10 @@ class Deadline:
         """Raise :class:`TimeUp` for ``phase`` when the deadline has passed (and note ``phase`` as the one running)."""
         global _phase
         _phase = phase
+        if _interrupted.is_set():
+            # a KeyboardInterrupt Python delivered inside a __del__ (a Z3 term's) is printed and
+            # dropped; the flag the watcher set still stops the command at its next phase
+            raise KeyboardInterrupt
         if self.expired():
             raise TimeUp(phase, self._limit, loc, done)
 
@@ -164,6 +168,8 @@ def finishing() -> Iterator[None]:
     """A block the deadline's alarm does not cut (moving a complete folder into place: it either
     happens whole or the folder stays aside and is removed). Ctrl-C still interrupts it."""
     global _shield
+    if _interrupted.is_set():
+        raise KeyboardInterrupt  # never move a folder into place after a Ctrl-C (see Deadline.check)
     _shield += 1
     try:
         yield

@@ -335,3 +335,31 @@ def test_ctrl_c_during_check(tmp_path):
     proc = start("check", str(src), "--json", cwd=tmp_path)
     _, took = interrupted(proc, after(0.8 * whole), tmp_path)
     assert took < 3.0, took
+
+
+def test_a_ctrl_c_python_drops_inside_a_destructor_still_stops_the_command():
+    """Python prints and drops a KeyboardInterrupt raised inside ``__del__`` (Z3's terms have one): the
+    SIGINT watcher's flag still stops the command at its next phase and before a folder is moved into place."""
+    code = r'''
+import os, signal, sys, time
+from synth.deadline import Deadline, finishing, install_interrupt, interrupted
+install_interrupt()
+class Slow:
+    def __del__(self):
+        os.kill(os.getpid(), signal.SIGINT)
+        time.sleep(0.3)          # the KeyboardInterrupt is raised here, inside __del__, and dropped
+Slow()
+t = time.monotonic() + 5
+while not interrupted() and time.monotonic() < t:
+    time.sleep(0.01)
+print("flag", interrupted(), flush=True)
+for step in (lambda: Deadline.after(60).check("prove"), lambda: finishing().__enter__()):
+    try:
+        step()
+        print("not stopped", flush=True)
+    except KeyboardInterrupt:
+        print("stopped", flush=True)
+'''
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60, cwd=ROOT)
+    assert "Exception ignored" in proc.stderr, proc.stderr  # Python did drop the interrupt
+    assert proc.stdout.split() == ["flag", "True", "stopped", "stopped"], (proc.stdout, proc.stderr)
