@@ -62,12 +62,12 @@ SCHEDULES = {"cooperative": ("KernelTmaWarpSpecializedCooperative", "TmaWarpSpec
              "pingpong": ("KernelTmaWarpSpecializedPingpong", "TmaWarpSpecialized")}
 
 
-def synth_row(bm: int, bn: int, stages: int) -> tuple[str, dict]:
-    cfg = Sm90Config(bm, bn, stages, 1)
+def synth_row(bm: int, bn: int, stages: int, persistent: bool = False) -> tuple[str, dict]:
+    cfg = Sm90Config(bm, bn, stages, 1, persistent=persistent)
     c = sass.compile_cuda(emit_sm90_kernel(cfg), "sm_90a", flags=FLAGS)
     f = figures(c, cfg.bk // 16)
     f["smem"] = cfg.smem_bytes
-    return f"synth {bm}x{bn}x64 s{stages} K_PIPE_MMAS 1", f
+    return f"synth {bm}x{bn}x64 s{stages} K_PIPE_MMAS 1" + (" persistent" if persistent else ""), f
 
 
 def synth_solve_row(bm: int, bn: int, size: int = 4096) -> tuple[str, dict]:
@@ -137,6 +137,7 @@ def main(argv=None) -> int:
         bm, bn = (int(x) for x in t.split("x"))
         stages = 4
         rows.append(synth_row(bm, bn, stages))
+        rows.append(synth_row(bm, bn, stages, persistent=True))
         rows.append(synth_solve_row(bm, bn))
         if not args.no_cutlass:
             for sched in SCHEDULES:

@@ -10,8 +10,8 @@ phase once the instant has passed. :class:`TimeUp` is a
 ``time_limit``, and writes nothing (an output folder is built aside and only
 moved into place when every phase finished, :mod:`synth.outdir`).
 
-A step with no check of its own (emitting the kernel of a huge ``min_k_tiles``,
-lowering a very large body, drawing its timeline) would still run past the
+A step with no check of its own (lowering a very large body, drawing its
+timeline) would still run past the
 deadline, so the CLI wraps each command in :func:`enforced`: SIGALRM half a
 second past the deadline stops the native solver running (through the same
 watcher thread as Ctrl-C) and raises :class:`TimeUp` naming the phase the last
@@ -132,7 +132,7 @@ def enforced(deadline: "Deadline") -> Iterator[None]:
     """Stop the block at ``deadline`` + :data:`ALARM_GRACE` wherever it is (the CLI's backstop).
 
     The phases check the deadline between steps themselves; a long step with no
-    check of its own (emitting a kernel for a huge ``min_k_tiles``, drawing a
+    check of its own (lowering a very large body, drawing a
     timeline) is interrupted by SIGALRM and :class:`TimeUp` names the phase the
     last check named. Main thread only (elsewhere, or without SIGALRM, a no-op);
     for command-line use, not for library calls that may run in threads.

@@ -81,8 +81,8 @@ def run(problem: Problem, *, time_limit: float = 60.0, workers: int = 2, verify:
     the deadline has passed, the phase running raises
     :class:`~synth.deadline.TimeUp` naming itself (``schedule``, ``lower``,
     ``prove``, ``emit``): a result is either complete or not returned. A step
-    without a check of its own (emitting the kernel of a huge ``min_k_tiles``,
-    lowering a very large body) runs to its end here; the CLI also interrupts
+    without a check of its own (lowering a very large body, drawing its
+    timeline) runs to its end here; the CLI also interrupts
     it at the deadline (:func:`synth.deadline.enforced`).
 
     Pure apart from solver time: nothing is written. Raises :class:`SynthError`
