@@ -851,29 +851,43 @@ class HopperCheck:
             return self.imported.sources.get((bits[2], int(bits[3])))
         return None
 
-    def render(self, verbose: bool = False) -> str:
-        """The report by class, each failure with the source line of its statement."""
-        imp, rep = self.imported, self.report
-        p = imp.program
+    def title(self) -> str:
+        """The first line of :meth:`render`: the file, the loop, the trip count and the verdict."""
+        imp, p = self.imported, self.imported.program
         trip = p.trip_count if isinstance(p.trip_count, int) else f"{p.trip_count} >= {p.min_trip_count}"
-        lines = [f"{imp.path}: Triton sm_90 TMA + mbarrier + wgmma pipeline, loop at line {imp.loop_line}, "
-                 f"trip count {trip}: {'PROVEN' if rep.ok else 'NOT PROVEN'}"]
+        return (f"{imp.path}: Triton sm_90 TMA + mbarrier + wgmma pipeline, loop at line {imp.loop_line}, "
+                f"trip count {trip}: {'PROVEN' if self.report.ok else 'NOT PROVEN'}")
+
+    def failure_lines(self, ob) -> list:
+        """The lines under a refuted or unknown obligation ``ob`` in :meth:`render`: its statement's source line."""
+        src = self._source(ob.id)
+        return [f"      source: line {src[0]}: {src[1]}"] if src else []
+
+    def statement_lines(self) -> list:
+        """The ``statements`` section of :meth:`render`: each statement beside its source line."""
+        lines = ["  statements (part position <- source line):"]
+        for (part, pos), (line, text) in sorted(self.imported.sources.items(), key=lambda x: (x[1][0], x[0][1])):
+            lines.append(f"    {part} {pos}: line {line}: {text}")
+        return lines
+
+    def render(self, verbose: bool = False) -> str:
+        """The report by class, each failure with :meth:`failure_lines`, then :meth:`statement_lines`
+        (and the mapped program when ``verbose``)."""
+        rep = self.report
+        lines = [self.title()]
         for ln in rep.render().splitlines():
             lines.append("  " + ln)
             m = re.match(r"(refuted|unknown) \[(\w+)\] (.*)", ln)
             if m:
                 ob = next((o for o in rep.obligations if o.status == m.group(1) and o.description == m.group(3)),
                           None)
-                src = self._source(ob.id) if ob is not None else None
-                if src:
-                    lines.append(f"      source: line {src[0]}: {src[1]}")
-        lines.append("  statements (part position <- source line):")
-        for (part, pos), (line, text) in sorted(imp.sources.items(), key=lambda x: (x[1][0], x[0][1])):
-            lines.append(f"    {part} {pos}: line {line}: {text}")
+                if ob is not None:
+                    lines += self.failure_lines(ob)
+        lines += self.statement_lines()
         if verbose:
             from ..hopper.printer import hopper_text
             lines.append("  mapped program:")
-            lines += ["    " + x for x in hopper_text(p).splitlines()]
+            lines += ["    " + x for x in hopper_text(self.imported.program).splitlines()]
         return "\n".join(lines)
 
     def to_json(self) -> dict:
@@ -896,26 +910,36 @@ def check_hopper(text: str, path: str, *, trip_count: Optional[int] = None, min_
                  time_limit: float = 10.0, tightness: bool = True) -> HopperCheck:
     """Map an sm_90 TTGIR (:func:`ttgir_to_hopper`) and prove it with
     :func:`synth.verify.phases.verify_hopper` (its ``teardown`` class catches a copy no wait observes)."""
+    return HopperCheck(*prove_mapped(ttgir_to_hopper, text, path, trip_count=trip_count,
+                                     min_trip_count=min_trip_count, time_limit=time_limit, tightness=tightness))
+
+
+def prove_mapped(mapper, text: str, path: str, *, trip_count: Optional[int], min_trip_count: Optional[int],
+                 time_limit: float, tightness: bool, runs: str = "the loop runs") -> tuple:
+    """``(import, report)``: ``mapper(text, path, min_trip_count=...)`` (a TTGIR to :class:`HopperImport`
+    mapping) proven with :func:`synth.verify.phases.verify_hopper` for every trip count (or ``trip_count``).
+    Raises :class:`SynthError` for a ``--trip-count`` or ``--min-trip-count`` below 1, and for a ``trip_count``
+    other than the constant one the file runs (``runs``, e.g. ``the loops run``, starts that message)."""
     from ..verify.phases import verify_hopper
     for flag, v in (("--trip-count", trip_count), ("--min-trip-count", min_trip_count)):
         if v is not None and v < 1:
             raise SynthError(Loc(path), f"{flag} {v}: a Hopper pipeline is checked for trip counts >= 1",
                              f"use {flag} 1 or more")
-    imp = ttgir_to_hopper(text, path, min_trip_count=min_trip_count)
+    imp = mapper(text, path, min_trip_count=min_trip_count)
     p = imp.program
     if trip_count is not None and isinstance(p.trip_count, int) and trip_count != p.trip_count:
-        raise SynthError(Loc(path, imp.loop_line, 1), f"the loop runs {p.trip_count} times, not {trip_count}",
+        raise SynthError(Loc(path, imp.loop_line, 1), f"{runs} {p.trip_count} times, not {trip_count}",
                          "drop --trip-count")
-    return HopperCheck(imp, verify_hopper(p, time_limit=time_limit, tightness=tightness, trip_count=trip_count))
+    return imp, verify_hopper(p, time_limit=time_limit, tightness=tightness, trip_count=trip_count)
 
 
 # shared with ttgir_ws.py (warp-specialized TTGIR): the carried-value fits, slot rotations, guards and
 # wait states are the same there, per partition
 Ctx = _Ctx
 fit_phase, fit_phase_at, same_carried = _fit, _at, _same
-slot_rotation, guard_of, wait_states = _rot, _guard, _wait_states
+slot_rotation, guard_of, wait_states, and_guards = _rot, _guard, _wait_states, _and
 build_program, func_name = _build, _func_name  # and the flattened persistent loop (ttgir_persistent.py)
 
 __all__ = ["ttgir_to_hopper", "is_hopper_ttgir", "check_hopper", "HopperImport", "HopperCheck",
            "HopperWalker", "render", "HEvent", "Ctx", "fit_phase", "fit_phase_at", "same_carried", "slot_rotation",
-           "guard_of", "wait_states", "FIX", "build_program", "func_name"]
+           "guard_of", "wait_states", "FIX", "build_program", "func_name", "and_guards", "prove_mapped"]

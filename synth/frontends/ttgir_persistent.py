@@ -28,11 +28,11 @@ from typing import Optional
 
 import z3
 
-from ..errors import Loc, SynthError
+from ..errors import SynthError
 from .mlirtext import Op, parse_module, walk
 from .scfloop import err, find_block, fit_carried, for_header
 from .ttgir_hopper import (DOT_WAIT, FIX, TMA, WAIT, Ctx, HopperCheck, HopperImport, HopperWalker, build_program,
-                           fit_phase, fit_phase_at, func_name, same_carried)
+                           fit_phase, fit_phase_at, func_name, prove_mapped, same_carried)
 
 STORE_OPS = ("ttng.async_tma_copy_local_to_global", "ttng.async_tma_store_wait", "ttng.fence_async_shared",
              "ttg.local_store", "ttg.local_dealloc", "ttg.local_alloc")
@@ -216,17 +216,8 @@ def check_persistent(text: str, path: str, *, trip_count: Optional[int] = None,
                      tightness: bool = True) -> PersistentCheck:
     """Map the flattened persistent loop (:func:`persistent_to_hopper`) and prove it with
     :func:`synth.verify.phases.verify_hopper` for every trip count of the fused loop (or ``trip_count``)."""
-    from ..verify.phases import verify_hopper
-    for flag, v in (("--trip-count", trip_count), ("--min-trip-count", min_trip_count)):
-        if v is not None and v < 1:
-            raise SynthError(Loc(path), f"{flag} {v}: a Hopper pipeline is checked for trip counts >= 1",
-                             f"use {flag} 1 or more")
-    imp = persistent_to_hopper(text, path, min_trip_count=min_trip_count)
-    p = imp.program
-    if trip_count is not None and isinstance(p.trip_count, int) and trip_count != p.trip_count:
-        raise SynthError(Loc(path, imp.loop_line, 1), f"the loop runs {p.trip_count} times, not {trip_count}",
-                         "drop --trip-count")
-    return PersistentCheck(imp, verify_hopper(p, time_limit=time_limit, tightness=tightness, trip_count=trip_count))
+    return PersistentCheck(*prove_mapped(persistent_to_hopper, text, path, trip_count=trip_count,
+                                         min_trip_count=min_trip_count, time_limit=time_limit, tightness=tightness))
 
 
 __all__ = ["persistent_to_hopper", "check_persistent", "is_persistent_ttgir", "PersistentCheck", "PersistentWalker"]

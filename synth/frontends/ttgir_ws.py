@@ -52,8 +52,9 @@ from ..program import Access, CommitStmt, OpStmt, Part, ProgBuffer, ProgOp, Prog
 from .arith import is_sym
 from .mlirtext import Op, parse_module, walk
 from .scfloop import err, find_block, fit_carried, for_header, short, valid
-from .ttgir_hopper import (MAX_SLOTS, Ctx, HEvent, HopperCheck, HopperImport, HopperWalker,
-                           fit_phase, fit_phase_at, guard_of, same_carried, slot_rotation, wait_states)
+from .ttgir_hopper import (MAX_SLOTS, Ctx, HEvent, HopperCheck, HopperImport, HopperWalker, and_guards,
+                           fit_phase, fit_phase_at, func_name, guard_of, prove_mapped, same_carried, slot_rotation,
+                           wait_states)
 
 WS_OP = "ttg.warp_specialize"
 ARRIVE = "ttng.arrive_barrier"
@@ -412,7 +413,7 @@ def _build(path: str, w: WSWalker, ws: Op, mod: list, roles: list, pre: list, po
     mt = max(1, min_trip or 1)
     tc = int(trip) if fixed else "T"
     opl = tuple(ops.values())
-    name = _func_name(mod, ws)
+    name = func_name(mod, ws)
     out_roles = []
     for r, parts, waits in role_parts:
         prog = Program(f"{name}.{r.role}", "k", tc, mt, 0, opl, tuple(buffers), ("wgmma",), tuple(parts), tuple(waits))
@@ -471,7 +472,7 @@ def _role_parts(ctx: Ctx, r: _Region, slots: dict, tma_bufs: list, nm, ops: dict
             c = rot(e, n_ev, "bar_slot", slots[e.bar])
             g = guard_of(ctx, e, e.pred, preds, "i")
             for st, sg in wait_states(ctx, e, n_ev, r.runs, c, slots[e.bar]):
-                add(TryWaitStmt(nm(e.bar, "bar"), st, _and(g, sg)), e, "body", stmts)
+                add(TryWaitStmt(nm(e.bar, "bar"), st, and_guards(g, sg)), e, "body", stmts)
         elif e.kind == "dot":
             reads = []
             for j, (b, _s) in enumerate(e.reads):
@@ -510,24 +511,6 @@ def _role_parts(ctx: Ctx, r: _Region, slots: dict, tma_bufs: list, nm, ops: dict
     return parts, waits
 
 
-def _and(a, b):
-    if a is None:
-        return b
-    if b is None:
-        return a
-    from ..expr import to_str
-    return parse(f"({to_str(a)}) && ({to_str(b)})")
-
-
-def _func_name(mod: list, ws: Op) -> str:
-    for op in walk(mod):
-        if op.name in ("tt.func", "func.func") and op.regions and find_block(op.regions[0], ws):
-            m = re.search(r"@([\w$.]+)", op.text)
-            if m:
-                return m.group(1)
-    return "kernel"
-
-
 def _anchor(ob_id: str) -> Optional[tuple]:
     """``(role, part, position)`` of the statement an obligation id (``class:role:part:pos...``) is anchored at."""
     m = re.match(r"[^:]+:([^:]+):(\w+):(\d+)", ob_id)
@@ -543,32 +526,24 @@ class WSCheck(HopperCheck):
         a = _anchor(ob_id)
         return self.imported.sources.get(a) if a else None
 
-    def render(self, verbose: bool = False) -> str:
-        imp, rep = self.imported, self.report
-        p = imp.program
+    def title(self) -> str:
+        imp, p = self.imported, self.imported.program
         trip = p.trip_count if isinstance(p.trip_count, int) else f"{p.trip_count} >= {p.min_trip_count}"
-        lines = [f"{imp.path}: Triton warp-specialized sm_90 pipeline ({WS_OP} at line {imp.loop_line}, roles "
-                 f"{', '.join(r.name for r in p.roles)}), trip count {trip}: {'PROVEN' if rep.ok else 'NOT PROVEN'}"]
-        for ln in rep.render().splitlines():
-            lines.append("  " + ln)
-            m = re.match(r"(refuted|unknown) \[(\w+)\] (.*)", ln)
-            if m:
-                ob = next((o for o in rep.obligations if o.status == m.group(1) and o.description == m.group(3)),
-                          None)
-                src = self._source(ob.id) if ob is not None else None
-                if src:
-                    lines.append(f"      source: line {src[0]}: {src[1]}")
-                at = self.where(ob) if ob is not None else None
-                if at:
-                    lines.append(f"      at: {at}")
-        lines.append("  statements (role part position <- source line):")
-        for (role, part, pos), (line, text) in sorted(imp.sources.items(), key=lambda x: (x[1][0], x[0][2])):
+        return (f"{imp.path}: Triton warp-specialized sm_90 pipeline ({WS_OP} at line {imp.loop_line}, roles "
+                f"{', '.join(r.name for r in p.roles)}), trip count {trip}: "
+                f"{'PROVEN' if self.report.ok else 'NOT PROVEN'}")
+
+    def failure_lines(self, ob) -> list:
+        """The source line, then where (role, barrier, slot, phase) a counterexample stands."""
+        at = self.where(ob)
+        return super().failure_lines(ob) + ([f"      at: {at}"] if at else [])
+
+    def statement_lines(self) -> list:
+        lines = ["  statements (role part position <- source line):"]
+        for (role, part, pos), (line, text) in sorted(self.imported.sources.items(),
+                                                      key=lambda x: (x[1][0], x[0][2])):
             lines.append(f"    {role} {part} {pos}: line {line}: {text}")
-        if verbose:
-            from ..hopper.printer import hopper_text
-            lines.append("  mapped program:")
-            lines += ["    " + x for x in hopper_text(p).splitlines()]
-        return "\n".join(lines)
+        return lines
 
     def where(self, ob) -> Optional[str]:
         """``role R, barrier B slot S, phase P (count C)`` of the barrier statement a refuted obligation is
@@ -622,17 +597,8 @@ def check_ws(text: str, path: str, *, trip_count: Optional[int] = None, min_trip
              time_limit: float = 10.0, tightness: bool = True) -> WSCheck:
     """Map a warp-specialized TTGIR (:func:`ws_to_hopper`) and prove it with
     :func:`synth.verify.phases.verify_hopper` for every trip count (or ``trip_count``)."""
-    from ..verify.phases import verify_hopper
-    for flag, v in (("--trip-count", trip_count), ("--min-trip-count", min_trip_count)):
-        if v is not None and v < 1:
-            raise SynthError(Loc(path), f"{flag} {v}: a Hopper pipeline is checked for trip counts >= 1",
-                             f"use {flag} 1 or more")
-    imp = ws_to_hopper(text, path, min_trip_count=min_trip_count)
-    p = imp.program
-    if trip_count is not None and isinstance(p.trip_count, int) and trip_count != p.trip_count:
-        raise SynthError(Loc(path, imp.loop_line, 1), f"the loops run {p.trip_count} times, not {trip_count}",
-                         "drop --trip-count")
-    return WSCheck(imp, verify_hopper(p, time_limit=time_limit, tightness=tightness, trip_count=trip_count))
+    return WSCheck(*prove_mapped(ws_to_hopper, text, path, trip_count=trip_count, min_trip_count=min_trip_count,
+                                 time_limit=time_limit, tightness=tightness, runs="the loops run"))
 
 
 __all__ = ["ws_to_hopper", "check_ws", "is_ws_ttgir", "blackwell_ops", "refuse_blackwell", "WSCheck", "WSWalker"]

@@ -13,17 +13,17 @@ A few examples by default; ``SYNTH_HYPOTHESIS=explore`` runs many more.
 
 from __future__ import annotations
 
-import contextlib
 import hashlib
 import json
 import os
 import pathlib
 import shutil
-import signal
 
 import pytest
 from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
+
+from tests.fuzz.harness import bounded
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 LISTING = ROOT / "tests" / "rfc_listings" / "rfc0077-two-stage.json"
@@ -34,26 +34,6 @@ INFORMATIONAL = {"description", "result", "solvers", "program", "trip_count", "m
 """Manifest keys certify does not rely on (the certificate's program and files are what it checks)."""
 VALUES = [-1, 0, 1, 10 ** 9, "x", "", None, True, [], {}, [[[[[[[[[[]]]]]]]]]], {"id": 1}, "../program.json",
           "manifest.json", "000-x.smt2"]
-
-
-class _Hang(BaseException):
-    pass
-
-
-@contextlib.contextmanager
-def _bounded(seconds: float, what: str):
-    def alarm(*_):
-        raise _Hang()
-
-    old = signal.signal(signal.SIGALRM, alarm)
-    signal.setitimer(signal.ITIMER_REAL, seconds)
-    try:
-        yield
-    except _Hang:
-        pytest.fail(f"{what} ran past {seconds} s")
-    finally:
-        signal.setitimer(signal.ITIMER_REAL, 0)
-        signal.signal(signal.SIGALRM, old)
 
 
 @pytest.fixture(scope="module")
@@ -169,7 +149,7 @@ def test_tampered_certificate(folders, tmp_path_factory, data):
     out = tmp_path_factory.mktemp("t") / "out"
     shutil.copytree(folders[form], out, symlinks=True)
     what, informational = tamper(data, out)
-    with _bounded(SECONDS, f"certify after {what}"):
+    with bounded(SECONDS, f"certify after {what}"):
         res = api.certify(str(out), time_limit=30)
     assert res.messages and res.messages[0].startswith("certificate "), res.messages
     assert not res.ok or informational, f"{form}: certificate OK after {what}"

@@ -11,18 +11,15 @@ payload ever runs (its marker file never appears). A few examples by default;
 
 from __future__ import annotations
 
-import contextlib
-import io
 import os
 import pathlib
 import re
-import signal
 
-import pytest
 from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 
-from synth.cli import main
+from tests.fuzz.harness import assert_contract, run_cli
+
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 INPUTS = ROOT / "tests" / "check_inputs"
@@ -32,37 +29,6 @@ TEXT = sorted(p for p in INPUTS.rglob("*") if p.suffix in (".ttgir", ".mlir") an
 TVM = sorted(INPUTS.glob("tvm-*.py"))
 SECONDS = 90.0
 """Time bound of one check (2 s per solver query; the inputs prove in 1 to 5 s)."""
-
-
-class _Hang(BaseException):
-    pass
-
-
-def run_cli(argv: list[str], seconds: float = SECONDS) -> tuple[int, str, str]:
-    """``synth ARGV`` in-process: (exit status, stdout, stderr); fails the test past ``seconds``."""
-    out, err = io.StringIO(), io.StringIO()
-
-    def alarm(*_):
-        raise _Hang()
-
-    old = signal.signal(signal.SIGALRM, alarm)
-    signal.setitimer(signal.ITIMER_REAL, seconds)
-    try:
-        with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
-            rc = main(argv)
-    except _Hang:
-        pytest.fail(f"synth {' '.join(argv)[:200]} ran past {seconds} s")
-    finally:
-        signal.setitimer(signal.ITIMER_REAL, 0)
-        signal.signal(signal.SIGALRM, old)
-    return rc, out.getvalue(), err.getvalue()
-
-
-def assert_contract(rc: int, err: str, what: str) -> None:
-    assert rc in (0, 1, 2), f"{what}: exit {rc}\n{err[-3000:]}"
-    assert "Traceback" not in err, f"{what}: traceback\n{err[-3000:]}"
-    if rc == 2:
-        assert "error" in err and "fix:" in err, f"{what}: exit 2 without a message and a fix\n{err[-2000:]}"
 
 
 NUMBERS = ["-1", "0", "1000000000", "10000000", "9" * 30, "9" * 5000, "2147483648", "-9223372036854775809"]
@@ -155,9 +121,9 @@ def test_check_input_mutants(tmp_path_factory, data):
     form, suffix, content = data.draw(check_input(str(marker)))
     f = d / f"input{suffix}"
     f.write_bytes(content)
-    rc, _, err = run_cli(["check", str(f), "--time-limit", "2"])
+    rc, _, err = run_cli(["check", str(f), "--time-limit", "2"], SECONDS)
     event(f"{form} {suffix} exit {rc}")
-    assert_contract(rc, err, f"check ({form})")
+    assert_contract(rc, err, f"check ({form})", strict=True)
     assert not marker.exists(), "the checked file ran"
     if form == "tvm-attack" and str(marker).encode() in content:  # a later mutation may have cut the payload
         assert rc == 2, err

@@ -12,13 +12,10 @@ same bytes never raises. A few examples by default; ``SYNTH_HYPOTHESIS=explore``
 
 from __future__ import annotations
 
-import contextlib
 import copy
 import json
 import os
-import signal
 
-import pytest
 from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 
@@ -30,6 +27,8 @@ from synth.trusted.hopper import check_hopper_program
 from synth.verify.oracle_phases import check as oracle
 from synth.verify.phases import verify_hopper
 
+from tests.fuzz.harness import bounded
+
 EXPLORE = os.environ.get("SYNTH_HYPOTHESIS") == "explore"
 SECONDS = 60.0
 """Time bound of one example (reading is milliseconds; a proof a few seconds)."""
@@ -38,26 +37,6 @@ BASE = json.loads(dumps(lower_hopper(HopperLoop("g", (Load("load_A", "A", 16384)
 VALUES = [-1, 0, 1, 2, 3, 64, 65, 65537, 10 ** 9, 10 ** 30, 1.5, True, None, "", "x", "0", "i", "i + 1", "i - 1",
           "i % 2", "(i + 1) % 2", "T", "T - i", "T + i - 1", "i + 1000000000", "i * 100000", "1 <= i", "k < T",
           "(" * 40 + "1" + ")" * 40, "full", "empty", "A", "B", "load_A", "mma", [], {}, [[[[[[[[]]]]]]]]]
-
-
-class _Hang(BaseException):
-    pass
-
-
-@contextlib.contextmanager
-def _bounded(seconds: float, what: str):
-    def alarm(*_):
-        raise _Hang()
-
-    old = signal.signal(signal.SIGALRM, alarm)
-    signal.setitimer(signal.ITIMER_REAL, seconds)
-    try:
-        yield
-    except _Hang:
-        pytest.fail(f"{what} ran past {seconds} s")
-    finally:
-        signal.setitimer(signal.ITIMER_REAL, 0)
-        signal.signal(signal.SIGALRM, old)
 
 
 def _paths(doc, prefix=()):
@@ -113,7 +92,7 @@ def judge(data: bytes, tmp) -> str:
     proof is wrong (the oracle finds an error), when anything raises or runs past :data:`SECONDS`."""
     f = tmp / "program.json"
     f.write_bytes(data)
-    with _bounded(SECONDS, "load_hopper and verify_hopper"):
+    with bounded(SECONDS, "load_hopper and verify_hopper"):
         try:
             p = load_hopper(str(f))
         except SynthError as e:
@@ -124,7 +103,7 @@ def judge(data: bytes, tmp) -> str:
             verdict = "proven" if r.ok else ("refuted" if r.refuted_classes() else "unknown")
             if verdict == "proven":
                 assert _oracle_clean(p), "proven, but the oracle finds an error"
-    with _bounded(SECONDS, "check_hopper_program"):
+    with bounded(SECONDS, "check_hopper_program"):
         trusted = check_hopper_program(data, timeout_s=10, tightness=False)
     if verdict == "refused" and trusted.ok:
         verdict = "refused by synth, proven by the trusted checker"  # e.g. an inval in a role (docs/trust.md)

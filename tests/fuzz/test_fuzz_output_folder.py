@@ -11,21 +11,18 @@ traceback. A few examples by default; ``SYNTH_HYPOTHESIS=explore`` runs many mor
 
 from __future__ import annotations
 
-import contextlib
 import hashlib
-import io
 import json
 import os
 import pathlib
 import shutil
-import signal
 
 import pytest
 from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 
-from synth.cli import main
 from synth.errors import SynthError
+from tests.fuzz.harness import bounded, run_cli
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 PROBLEM = ROOT / "problems" / "gemm-128x128x32-f16.yaml"
@@ -33,35 +30,6 @@ EXPLORE = os.environ.get("SYNTH_HYPOTHESIS") == "explore"
 SECONDS = 120.0
 """Time bound of one command on a tampered folder (verify proves in a few seconds)."""
 MANIFEST = ".synth-output.json"
-
-
-class _Hang(BaseException):
-    pass
-
-
-@contextlib.contextmanager
-def _bounded(seconds: float, what: str):
-    def alarm(*_):
-        raise _Hang()
-
-    old = signal.signal(signal.SIGALRM, alarm)
-    signal.setitimer(signal.ITIMER_REAL, seconds)
-    try:
-        yield
-    except _Hang:
-        pytest.fail(f"{what[:200]} ran past {seconds} s")
-    finally:
-        signal.setitimer(signal.ITIMER_REAL, 0)
-        signal.signal(signal.SIGALRM, old)
-
-
-def run_cli(argv: list[str], seconds: float = SECONDS) -> tuple[int, str, str]:
-    """``synth ARGV`` in-process: (exit status, stdout, stderr); fails the test past ``seconds``."""
-    out, err = io.StringIO(), io.StringIO()
-    with _bounded(seconds, "synth " + " ".join(argv)):
-        with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
-            rc = main(argv)
-    return rc, out.getvalue(), err.getvalue()
 
 
 @pytest.fixture(scope="module")
@@ -149,7 +117,7 @@ def _run(command: str, out: pathlib.Path) -> None:
     if command == "load":
         from synth.kernel import load
 
-        with _bounded(SECONDS, f"synth.kernel.load({out})"):
+        with bounded(SECONDS, f"synth.kernel.load({out})"):
             try:
                 load(str(out), backend="emulator")
             except SynthError:
@@ -157,7 +125,7 @@ def _run(command: str, out: pathlib.Path) -> None:
         return
     argv = {"emit-tvm": ["emit", str(out), "--target", "tvm"], "emit-cuda": ["emit", str(out)],
             "verify": ["verify", str(out), "--time-limit", "30"]}[command]
-    rc, _, err = run_cli(argv)
+    rc, _, err = run_cli(argv, SECONDS)
     assert rc in (0, 1, 2), (argv, rc, err[-3000:])
     assert "Traceback" not in err, (argv, err[-3000:])
 
@@ -189,7 +157,7 @@ def test_negative_in_flight_is_refused_when_read(folder, tmp_path):
     doc = json.loads((folder / "program.json").read_text())
     doc["waits"][0]["in_flight"] = -1
     out = _tampered(folder, tmp_path, "program.json", json.dumps(doc, indent=2).encode())
-    rc, _, err = run_cli(["emit", str(out)])
+    rc, _, err = run_cli(["emit", str(out)], SECONDS)
     assert rc == 2 and "waits[0].in_flight is -1" in err and str(out / "program.json") in err, err
     from synth.kernel import load
 
@@ -229,5 +197,5 @@ def test_schedule_fields_are_typed_when_read(folder, tmp_path, field, value):
     doc = json.loads((folder / "schedule.json").read_text())
     doc["ops"][0][field] = value
     out = _tampered(folder, tmp_path, "schedule.json", json.dumps(doc, indent=2).encode())
-    rc, _, err = run_cli(["emit", str(out), "--target", "tvm"])
+    rc, _, err = run_cli(["emit", str(out), "--target", "tvm"], SECONDS)
     assert rc == 2 and f"ops[0].{field}" in err and "Traceback" not in err, err

@@ -10,12 +10,9 @@ runs many more, drawn afresh.
 
 from __future__ import annotations
 
-import contextlib
-import io
 import os
 import pathlib
 import re
-import signal
 import time
 
 import pytest
@@ -23,44 +20,14 @@ from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 
 from synth.bounds import MAX_INPUT_BYTES
-from synth.cli import main
+
+from tests.fuzz.harness import assert_contract, run_cli
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 EXAMPLES = sorted((ROOT / "problems").glob("*.yaml"))
 EXPLORE = os.environ.get("SYNTH_HYPOTHESIS") == "explore"
 SECONDS = 30.0
 """Time bound of one run (the loader answers in milliseconds; lowering a pinned GEMM in about a second)."""
-
-
-class _Hang(BaseException):
-    pass
-
-
-def run_cli(argv: list[str], seconds: float = SECONDS) -> tuple[int, str, str]:
-    """``synth ARGV`` in-process: (exit status, stdout, stderr); fails the test past ``seconds``."""
-    out, err = io.StringIO(), io.StringIO()
-
-    def alarm(*_):
-        raise _Hang()
-
-    old = signal.signal(signal.SIGALRM, alarm)
-    signal.setitimer(signal.ITIMER_REAL, seconds)
-    try:
-        with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
-            rc = main(argv)
-    except _Hang:
-        pytest.fail(f"synth {' '.join(argv)[:200]} ran past {seconds} s")
-    finally:
-        signal.setitimer(signal.ITIMER_REAL, 0)
-        signal.signal(signal.SIGALRM, old)
-    return rc, out.getvalue(), err.getvalue()
-
-
-def assert_contract(rc: int, err: str, what: str) -> None:
-    assert rc in (0, 1, 2), f"{what}: exit {rc}\n{err[-2000:]}"
-    assert "Traceback" not in err, f"{what}: traceback\n{err[-2000:]}"
-    if rc == 2:
-        assert "error" in err, f"{what}: exit 2 without a message"
 
 
 NUMBERS = ["-1", "0", "1000000000", "1" + "0" * 30, "1e309", "9" * 5000, "0x7fffffffffffffff", ".nan", "-.inf",
@@ -132,7 +99,7 @@ def test_problem_yaml_mutants(tmp_path_factory, data):
     marker = d / "MARKER"
     f = d / "problem.yaml"
     f.write_bytes(data.draw(problem_bytes(str(marker))))
-    rc, _, err = run_cli(["lower", str(f)])
+    rc, _, err = run_cli(["lower", str(f)], SECONDS)
     event(f"lower exit {rc}")
     assert_contract(rc, err, "lower")
     assert not marker.exists(), "a YAML tag ran"

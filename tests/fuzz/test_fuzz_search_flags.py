@@ -9,45 +9,19 @@ traceback. A few examples by default; ``SYNTH_HYPOTHESIS=explore`` runs many mor
 
 from __future__ import annotations
 
-import contextlib
-import io
 import os
-import signal
 
 import pytest
 from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 
 from synth.bounds import MAX_SHAPES_BYTES
-from synth.cli import main
+
+from tests.fuzz.harness import run_cli
 
 EXPLORE = os.environ.get("SYNTH_HYPOTHESIS") == "explore"
 SECONDS = 120.0
 """Time bound of one search (a 1 s search and one written folder take a few seconds)."""
-
-
-class _Hang(BaseException):
-    pass
-
-
-def run_cli(argv: list[str], seconds: float = SECONDS) -> tuple[int, str, str]:
-    """``synth ARGV`` in-process: (exit status, stdout, stderr); fails the test past ``seconds``."""
-    out, err = io.StringIO(), io.StringIO()
-
-    def alarm(*_):
-        raise _Hang()
-
-    old = signal.signal(signal.SIGALRM, alarm)
-    signal.setitimer(signal.ITIMER_REAL, seconds)
-    try:
-        with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
-            rc = main(argv)
-    except _Hang:
-        pytest.fail(f"synth {' '.join(argv)[:200]} ran past {seconds} s")
-    finally:
-        signal.setitimer(signal.ITIMER_REAL, 0)
-        signal.signal(signal.SIGALRM, old)
-    return rc, out.getvalue(), err.getvalue()
 
 
 def _files(d) -> dict:
@@ -109,7 +83,7 @@ def search_argv(draw, files: dict):
 def test_search_flag_combinations(tmp_path_factory, data):
     files = _files(tmp_path_factory.mktemp("s"))
     argv = data.draw(search_argv(files))
-    rc, out, err = run_cli(argv)
+    rc, out, err = run_cli(argv, SECONDS)
     event(f"search exit {rc}")
     assert rc in (0, 1, 2), (argv, rc, err[-3000:])
     assert "Traceback" not in err, (argv, err[-3000:])
