@@ -60,4 +60,17 @@ def assert_contract(rc: int, err: str, what: str, *, strict: bool = False) -> No
             assert "error" in err, f"{what}: exit 2 without a message"
 
 
-__all__ = ["bounded", "run_cli", "assert_contract"]
+def json_paths(doc, prefix: tuple = ()):
+    """Every path below ``doc`` (a key or index tuple for each object value and list element, parent before
+    children, in document order); the root's empty path is not among them."""
+    if prefix:
+        yield prefix
+    if isinstance(doc, dict):
+        for k, v in doc.items():
+            yield from json_paths(v, prefix + (k,))
+    elif isinstance(doc, list):
+        for i, v in enumerate(doc):
+            yield from json_paths(v, prefix + (i,))
+
+
+__all__ = ["bounded", "run_cli", "assert_contract", "json_paths"]

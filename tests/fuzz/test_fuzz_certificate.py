@@ -23,7 +23,7 @@ import pytest
 from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 
-from tests.fuzz.harness import bounded
+from tests.fuzz.harness import bounded, json_paths
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 LISTING = ROOT / "tests" / "rfc_listings" / "rfc0077-two-stage.json"
@@ -55,17 +55,6 @@ def folders(tmp_path_factory) -> dict:
     return {"cp.async": cp, "hopper": hop}
 
 
-def _paths(doc, prefix=()):
-    if prefix:
-        yield prefix
-    if isinstance(doc, dict):
-        for k, v in doc.items():
-            yield from _paths(v, prefix + (k,))
-    elif isinstance(doc, list):
-        for i, v in enumerate(doc):
-            yield from _paths(v, prefix + (i,))
-
-
 def _rehash_program(out: pathlib.Path, data: bytes) -> None:
     m = out / "certificate" / "manifest.json"
     man = json.loads(m.read_text())
@@ -79,7 +68,7 @@ def tamper(data, out: pathlib.Path) -> tuple[str, bool]:
     man = json.loads((cert / "manifest.json").read_text())
     kind = data.draw(st.sampled_from(["manifest"] * 4 + ["file"] * 3 + ["program"] * 2 + ["special"]))
     if kind == "manifest":
-        path = data.draw(st.sampled_from(list(_paths(man))))
+        path = data.draw(st.sampled_from(list(json_paths(man))))
         node = man
         for k in path[:-1]:
             node = node[k]
@@ -111,7 +100,7 @@ def tamper(data, out: pathlib.Path) -> tuple[str, bool]:
     if kind == "program":
         where = data.draw(st.sampled_from([out / "program.json", cert / "program.json"]))
         doc = json.loads(where.read_text())
-        paths = list(_paths(doc))
+        paths = list(json_paths(doc))
         path = data.draw(st.sampled_from(paths))
         node = doc
         for k in path[:-1]:

@@ -27,7 +27,7 @@ from synth.trusted.hopper import check_hopper_program
 from synth.verify.oracle_phases import check as oracle
 from synth.verify.phases import verify_hopper
 
-from tests.fuzz.harness import bounded
+from tests.fuzz.harness import bounded, json_paths
 
 EXPLORE = os.environ.get("SYNTH_HYPOTHESIS") == "explore"
 SECONDS = 60.0
@@ -39,18 +39,7 @@ VALUES = [-1, 0, 1, 2, 3, 64, 65, 65537, 10 ** 9, 10 ** 30, 1.5, True, None, "",
           "(" * 40 + "1" + ")" * 40, "full", "empty", "A", "B", "load_A", "mma", [], {}, [[[[[[[[]]]]]]]]]
 
 
-def _paths(doc, prefix=()):
-    if prefix:
-        yield prefix
-    if isinstance(doc, dict):
-        for k, v in doc.items():
-            yield from _paths(v, prefix + (k,))
-    elif isinstance(doc, list):
-        for i, v in enumerate(doc):
-            yield from _paths(v, prefix + (i,))
-
-
-PATHS = list(_paths(BASE))
+PATHS = list(json_paths(BASE))
 
 
 @st.composite

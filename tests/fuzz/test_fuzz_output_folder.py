@@ -22,7 +22,7 @@ from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 
 from synth.errors import SynthError
-from tests.fuzz.harness import bounded, run_cli
+from tests.fuzz.harness import bounded, json_paths, run_cli
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 PROBLEM = ROOT / "problems" / "gemm-128x128x32-f16.yaml"
@@ -40,23 +40,12 @@ def folder(tmp_path_factory) -> pathlib.Path:
     return out
 
 
-def _paths(doc, prefix=()):
-    """Every JSON path of ``doc`` (lists and objects, each element and value)."""
-    yield prefix
-    if isinstance(doc, dict):
-        for k, v in doc.items():
-            yield from _paths(v, prefix + (k,))
-    elif isinstance(doc, list):
-        for i, v in enumerate(doc):
-            yield from _paths(v, prefix + (i,))
-
-
 VALUES = [-1, 0, 1, 10**9, 10**30, -(10**18), 1.5, float("1e308"), "x", "", "i % 3", "T - i", "i + 1000000000",
           "(" * 40 + "1" + ")" * 40, None, True, [], {}, [[[[[]]]]]]
 
 
 def _edit_json(draw, doc):
-    paths = [p for p in _paths(doc) if p]
+    paths = list(json_paths(doc))
     waits = [p for p in paths if len(p) == 3 and p[0] == "waits" and p[2] == "in_flight"]
     if waits and draw(st.integers(0, 3)) == 0:
         p, value, drop = draw(st.sampled_from(waits)), draw(st.sampled_from([-1, -5, 10**6, "i - 100"])), False
