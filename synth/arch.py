@@ -136,6 +136,10 @@ class ArchSpec:
     """Warp instructions issued per clock by each of the 4 SM sub-partitions."""
     dram_efficiency: float = 0.9
     """Sustained / nominal DRAM bandwidth."""
+    tma_bytes_per_clk: int = 0
+    """Bytes per SM clock one SM's TMA unit lands in shared memory (0: no TMA). sm_90: 64, an
+    assumption of synth's Hopper model (one 128-byte swizzle row every two clocks), not a
+    published or measured figure; it only sets how long a stage's fill takes after its latency."""
     barrier_cycles: int = 20
     """One ``bar.sync`` when the CTA's warps arrive together, cycles."""
     launch_us: float = 3.0
@@ -212,6 +216,7 @@ ARCHS: dict[str, ArchSpec] = {
         max_threads_per_sm=2048, max_warps_per_sm=64, max_ctas_per_sm=32,
         lat_global=650, lat_l2=260, lat_shared=30, lat_mma=33,
         l2_bytes_per_clk=6600, sustained_clock_ghz=1.755, mma_sync_fraction=2.0 / 3.0,
+        tma_bytes_per_clk=64,
     ),
 }
 

@@ -46,7 +46,6 @@ from .loop import MAX_STAGES, HopperLoop, Load
 
 DTYPE_BYTES = {"f16": 2, "bf16": 2, "tf32": 4, "f32": 4}
 BARRIER_BYTES = 8
-TMA_BYTES_PER_CLK = 64
 
 
 @dataclass(frozen=True)
@@ -93,7 +92,7 @@ def loop_cost(cfg: GemmConfig, stages: int, k_pipe_mmas: int, consumers: int, T:
     box = (cfg.BM + cfg.BN) * cfg.BK * b
     mma = -(-2 * cfg.BM * cfg.BN * cfg.BK // arch.tensor_f16_f32_flop_per_clk_sm)
     wait = -(-4 * arch.lat_mma // C) if K == 0 else 0
-    fill = arch.lat_global + box // TMA_BYTES_PER_CLK + (2 if ws else 1) * arch.barrier_cycles
+    fill = arch.lat_global + box // arch.tma_bytes_per_clk + (2 if ws else 1) * arch.barrier_cycles
     issue = 0 if ws else 2 * arch.barrier_cycles
     ahead = min(S - K - 1, T)
     # no slot free while a consumer computes: the next load starts only after the release

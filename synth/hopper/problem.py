@@ -21,6 +21,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Optional
 
+from ..arch import get_arch
 from ..bounds import MAX_SPLIT_K
 from ..errors import Loc, SynthError
 from ..yamlnodes import LDict, check_keys, want_int
@@ -33,8 +34,8 @@ DTYPES = ("f16", "bf16")
 BK = 64
 """k-tile depth: 64 two-byte elements are one 128-byte swizzle row."""
 BM_CHOICES = (64, 128)
-SMEM_LIMIT = 232448
-"""Dynamic shared memory per CTA on sm_90 (227 KiB, the opt-in maximum)."""
+SMEM_LIMIT = get_arch("sm_90").smem_per_block
+"""Dynamic shared memory per CTA on sm_90 (227 KiB, the opt-in maximum: synth/arch.py)."""
 ALIGN_PAD = 1024
 """Bytes the kernel adds so it can align its shared-memory base to the 1024-byte swizzle atom."""
 BARRIER_BYTES = 16

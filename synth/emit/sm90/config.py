@@ -18,6 +18,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Optional
 
+from ...arch import get_arch
 from ...bounds import MAX_SPLIT_K
 from ...hopper.ir import HopperProgram
 from ...hopper.loop import HopperLoop, Load
@@ -25,8 +26,8 @@ from ...lower.barriers import lower_hopper
 
 BK = 64
 """k-tile depth: 64 f16 = 128 bytes, one row of the 128-byte TMA/wgmma swizzle."""
-SMEM_LIMIT = 232448
-"""Dynamic shared memory per CTA on sm_90 (227 KB, opt-in)."""
+SMEM_LIMIT = get_arch("sm_90").smem_per_block
+"""Dynamic shared memory per CTA on sm_90 (227 KiB, the opt-in maximum: synth/arch.py)."""
 ALIGN_PAD = 1024
 """Bytes added to the dynamic shared memory so the kernel can align its base to 1024 (swizzle atom)."""
 DTYPES = ("f16", "bf16")
