@@ -22,7 +22,11 @@ and a ``ValueError``): A is ``M x K`` float16, B is ``N x K`` float16 (the
 "TN" layout: C = A B^T), C (optional, needed when ``beta != 0``) ``M x N``
 float32; ``K`` must give the kernel's k-tile count (``ceil(K / BK) ==
 SYNTH_KTILES``, the trip count the waits were proved for) and be a multiple
-of 8; ``M`` and ``N`` are free (1 .. 2^31 - 1). The kernel's own run-time
+of 8, or be 0; ``M`` and ``N`` are free (1 .. 2^31 - 1). ``K = 0`` (A is
+``M x 0``, B ``N x 0``) is a legal, empty product, as in cuBLAS: the host
+returns ``alpha * 0 + beta * C`` (zeros without C) and launches nothing, on
+every backend and for every kernel (:func:`k_zero_result`); kernel.cu itself
+still refuses ``K < 1`` (``SYNTH_ERR_K``, docs/cuda_kernel.md). The kernel's own run-time
 preconditions (``*status``) are reported the same way, and so is a NaN in a result
 computed from finite inputs whose exact product cannot overflow (:func:`unexplained_nans`).
 Inputs are never modified; the result is a new ``M x N`` float32 array.
@@ -128,6 +132,21 @@ def check_epilogue(loc: Loc, C, M: int, N: int, alpha, beta) -> Optional[np.ndar
         raise KernelError(loc, f"C must be an {M} x {N} float32 array, got {got}",
                           "pass np.asarray(C, dtype=np.float32) of shape (M, N)")
     return np.ascontiguousarray(C)
+
+
+def k_zero_result(C: Optional[np.ndarray], M: int, N: int, alpha: float, beta: float) -> np.ndarray:
+    """The ``M x N`` float32 result of a product with ``K = 0``: ``alpha * 0 + beta * C`` in float32 (as the
+    kernels' epilogue computes it with zero accumulators; zeros when C is None). ``C`` is checked already
+    (:func:`check_epilogue`); it is not modified."""
+    zero = np.float32(alpha) * np.float32(0.0)
+    if C is None:
+        return np.full((M, N), zero, np.float32)
+    return (zero + np.float32(beta) * C).astype(np.float32, copy=False)
+
+
+def _k_zero_prepare(path: str) -> KernelError:
+    return KernelError(Loc(path), "K = 0: the product is empty and launches no kernel, so there is nothing to "
+                       "prepare or time", "call the kernel itself (it returns alpha * 0 + beta * C), or use K >= 8")
 
 
 def unexplained_nans(out: np.ndarray, A: np.ndarray, B: np.ndarray, C, alpha: float, beta: float) -> int:
@@ -278,7 +297,7 @@ class Kernel:
                               "pass B transposed (np.ascontiguousarray(B.T)) if it is K x N")
         if not (1 <= M <= INT_MAX and 1 <= N <= INT_MAX):
             raise KernelError(loc, f"M = {M}, N = {N}: both must be in 1 .. {INT_MAX}", "pass non-empty matrices")
-        if not self.facts.k_allowed(K):
+        if K != 0 and not self.facts.k_allowed(K):  # K = 0: an empty product, computed on the host
             f = self.facts
             proved = (f"{f.ktiles} k-tiles" if f.ktiles else f"at least {f.min_ktiles} k-tile(s)") + f" of {f.BK}"
             split = f" in each of {f.split_k} splits of K" if f.split_k > 1 else ""
@@ -290,6 +309,8 @@ class Kernel:
 
     def __call__(self, A, B, C=None, *, alpha: float = 1.0, beta: float = 0.0) -> np.ndarray:
         A, B, C, (M, N, K) = self.check(A, B, C, alpha=alpha, beta=beta)
+        if K == 0:  # nothing to multiply: no launch (kernel.cu refuses K < 1), on every backend
+            return k_zero_result(C, M, N, float(alpha), float(beta))
         if self.backend == "cuda":
             with self.prepare(A, B, C, alpha=alpha, beta=beta) as job:
                 job.run()
@@ -331,8 +352,10 @@ class Kernel:
     def prepare(self, A, B, C=None, *, alpha: float = 1.0, beta: float = 0.0) -> Prepared:
         """The launch of ``self(A, B, C, alpha=, beta=)`` made ready on the GPU (``cuda`` backend's library,
         :func:`gpu_library`): ``fetch()`` gives ``(M x N result, status)``. Raises :class:`KernelError` for
-        bad arguments, SynthError without a GPU."""
+        bad arguments and for ``K = 0`` (no launch to prepare), SynthError without a GPU."""
         A, B, C, (M, N, K) = self.check(A, B, C, alpha=alpha, beta=beta)
+        if K == 0:
+            raise _k_zero_prepare(self.path)
         ldc = self._ldc(N)
         if C is not None and ldc != N:
             C = np.pad(C, ((0, 0), (0, ldc - N)))
@@ -630,7 +653,8 @@ class HopperKernel:
 
     A is ``M x K`` and B ``N x K`` (C = A B^T): float16 for ``dtype: f16``; for ``bf16``, uint16
     arrays are bfloat16 bit patterns and float arrays are rounded to bfloat16 (nearest even). Any
-    ``K >= 1`` that is a multiple of 8 (TMA's 16-byte row stride); M, N free. The ``emulator``
+    ``K >= 1`` that is a multiple of 8 (TMA's 16-byte row stride), or ``K = 0``: an empty product the
+    host computes (``alpha * 0 + beta * C``, zeros without C) without a launch; M, N free. The ``emulator``
     backend runs it on the CPU emulator of :mod:`synth.emit.sm90.emulate` (TMA boxes land as late
     as their barriers allow, wgmma operands are read as late as ``wait_group`` allows: a hang or a
     stale read is a :class:`KernelError`); ``cuda`` launches it on the GPU with tensor maps
@@ -684,11 +708,11 @@ class HopperKernel:
         if KB != K:
             raise KernelError(loc, f"A is {M} x {K} but B is {N} x {KB}: B must be N x K (C = A @ B.T)",
                               "pass B transposed (np.ascontiguousarray(B.T)) if it is K x N")
-        if not (1 <= M <= INT_MAX and 1 <= N <= INT_MAX and 1 <= K <= INT_MAX) or K % 8:
-            raise KernelError(loc, f"M = {M}, N = {N}, K = {K}: need non-empty matrices and K a multiple of 8 "
-                              "(TMA row strides are multiples of 16 bytes)", "pad K with zeros to a multiple of 8")
+        if not (1 <= M <= INT_MAX and 1 <= N <= INT_MAX and 0 <= K <= INT_MAX) or K % 8:
+            raise KernelError(loc, f"M = {M}, N = {N}, K = {K}: need M, N >= 1 and K a multiple of 8 (0 included; "
+                              "TMA row strides are multiples of 16 bytes)", "pad K with zeros to a multiple of 8")
         split = self.config.split_k
-        if -(-K // self.config.bk) < split:
+        if K and -(-K // self.config.bk) < split:  # K = 0: an empty product, computed on the host
             raise KernelError(loc, f"K = {K} has {-(-K // self.config.bk)} k-tile(s) of {self.config.bk}; this kernel "
                               f"splits K in {split}, and every split needs one", f"pass K > {(split - 1) * self.config.bk}")
         C = check_epilogue(loc, C, M, N, alpha, beta)
@@ -733,6 +757,8 @@ class HopperKernel:
         the GPU's SMs, or :data:`synth.emit.launch.EMULATOR_SMS` on the emulator, at most the tile count)."""
         loc = Loc(self.path)
         a, b, C, (M, N, K) = self.check(A, B, C, alpha=alpha, beta=beta, ctas=ctas)
+        if K == 0:  # nothing to multiply: no launch (kernel.cu returns at once for K < 1), on every backend
+            return k_zero_result(C, M, N, float(alpha), float(beta))
         if self.backend == "cuda":
             with self.prepare(A, B, C, alpha=alpha, beta=beta, ctas=ctas) as job:
                 job.run()
@@ -758,9 +784,11 @@ class HopperKernel:
 
     def prepare(self, A, B, C=None, *, alpha: float = 1.0, beta: float = 0.0, ctas: Optional[int] = None) -> Prepared:
         """The launch of ``self(A, B, C, alpha=, beta=, ctas=)`` made ready on the GPU through CUDA Python:
-        ``fetch()`` gives ``(M x N result, 0)``. Raises :class:`KernelError` for bad arguments or a kernel
-        that does not load, SynthError without an sm_90 GPU."""
+        ``fetch()`` gives ``(M x N result, 0)``. Raises :class:`KernelError` for bad arguments, ``K = 0`` (no
+        launch to prepare) or a kernel that does not load, SynthError without an sm_90 GPU."""
         a, b, C, (M, N, K) = self.check(A, B, C, alpha=alpha, beta=beta, ctas=ctas)
+        if K == 0:
+            raise _k_zero_prepare(self.path)
         from .emit.sm90.kernel import KERNEL
         from .emit.sm90.runner import CudaDevice, GpuError, gpu_status, sm90_params
 
@@ -830,5 +858,6 @@ def _load_hopper(out: str, problem, files: dict[str, bytes], source: str, backen
 
 
 __all__ = ["load", "Kernel", "HopperKernel", "KernelFacts", "KernelError", "Launch", "Param", "Prepared",
-           "device_ctas", "wave_ctas", "facts_of", "gpu_ready", "gpu_library", "read_folder", "unexplained_nans",
+           "device_ctas", "wave_ctas", "k_zero_result", "facts_of", "gpu_ready", "gpu_library", "read_folder",
+           "unexplained_nans",
            "BACKENDS", "GPU_LIBRARIES", "RUNTIME_FILES", "MAX_FILE_BYTES"]
