@@ -18,6 +18,10 @@ and a copy of the ``program.json`` it proves. :func:`certify`:
 the obligations are :func:`synth.trusted.hopper.derive_hopper`'s, under the manifest's deadlock
 ranking (a hint: any ranking whose files are all unsat proves freedom from deadlock), and a wgmma
 wait whose ``program.json`` claims ``"tight": true`` is tested (:func:`~synth.trusted.hopper.wgmma_tightness`).
+A persistent kernel's certificate (the manifest's ``"persistent": true``, or ``persistent: true`` in
+the ``problem.yaml`` beside the ``program.json`` checked, read by
+:func:`~synth.trusted.hopper.read_persistent_flag`) also holds the ``carry`` obligations of
+:func:`~synth.trusted.hopper.derive_carry`, compared and asked the same way.
 
 Both read only regular files (:func:`~synth.trusted.program.read_regular`: never a FIFO or a
 device, the size bound enforced while reading), a manifest of at most :data:`MAX_MANIFEST_BYTES`
@@ -39,7 +43,7 @@ from dataclasses import dataclass
 from typing import Optional
 
 from . import solvers
-from .hopper import derive_hopper, wgmma_tightness
+from .hopper import MAX_FLAG_BYTES, derive_carry, derive_hopper, read_persistent_flag, wgmma_tightness
 from .hopper_program import MAX_BYTES as HOPPER_MAX_BYTES
 from .hopper_program import HopperInputError, read_hopper_bytes
 from .obligations import derive
@@ -49,6 +53,7 @@ FORMAT = "synth-certificate/2"
 HOPPER_FORMAT = "synth-certificate-hopper/2"
 MANIFEST = "manifest.json"
 PROGRAM = "program.json"
+PROBLEM = "problem.yaml"
 MAX_MANIFEST_BYTES = 8 << 20
 """Size of ``manifest.json`` (8 MiB; about 400 bytes per obligation)."""
 MAX_MANIFEST_DEPTH = 8
@@ -239,8 +244,22 @@ def certify_hopper(directory: str, *, timeout_s: float = 60.0, time_limit: Optio
                                              for k, x in lags.items()):
         return _fail(f"{os.path.join(directory, MANIFEST)}: ranking: expected {{role: lag}} with roles of "
                      f"{PROGRAM} and integer lags in -{MAX_LAG}..{MAX_LAG}", sv, prog_file)
+    persistent = manifest.get("persistent", False)
+    if type(persistent) is not bool:
+        return _fail(f"{os.path.join(directory, MANIFEST)}: persistent: expected true or false", sv, prog_file)
+    problem_file = os.path.join(os.path.dirname(prog_file), PROBLEM)
+    beside = os.path.dirname(os.path.abspath(prog_file)) != os.path.abspath(directory)
+    if beside and os.path.lexists(problem_file):
+        # the folder's own problem.yaml decides too: a certificate that leaves out the carry of a
+        # persistent kernel fails (its obligations are missing), one that adds them is checked
+        try:
+            persistent = read_persistent_flag(read_regular(problem_file, MAX_FLAG_BYTES), problem_file) or persistent
+        except HopperInputError as e:
+            return _fail(f"{e} (fix: {e.fix})", sv, prog_file)
+        except (OSError, ValueError) as e:
+            return _fail(f"{problem_file}: {getattr(e, 'strerror', None) or e}", sv, prog_file)
     try:
-        derived = derive_hopper(program, dict(lags))
+        derived = derive_hopper(program, dict(lags)) + (derive_carry(program) if persistent else [])
     except (ValueError, RecursionError) as e:
         return _fail(f"{prog_file}: program outside the checker's bounds: {e}", sv, prog_file)
     left = None if time_limit is None else time_limit - (time.monotonic() - t0)

@@ -42,6 +42,7 @@ Part of the trusted base: imports nothing from synth outside ``synth.trusted``.
 from __future__ import annotations
 
 import itertools
+import re
 import time
 from dataclasses import dataclass, field, replace
 from typing import Optional
@@ -51,7 +52,7 @@ from . import solvers
 from .hopper_program import HopperInputError, HProgram, HStmt, read_hopper_bytes
 
 CLASSES = ("wellformed", "parity", "arrivals", "tx_bytes", "no_deadlock", "release_after_wgmma", "wgmma_wait",
-           "wgmma_drain", "slot_reuse", "raw", "coverage", "fence", "teardown")
+           "wgmma_drain", "slot_reuse", "raw", "coverage", "fence", "teardown", "carry")
 MAX_DEFINITIONS = 20000
 """Named terms of one file; a program needing more is refused as outside the checker's bounds."""
 MAX_OBLIGATIONS = 3000
@@ -912,6 +913,156 @@ def _fence_obligations(p: HProgram, emit) -> None:
 
 
 # ---------------------------------------------------------------------------------------------
+# persistent tiles: the tile carry
+# ---------------------------------------------------------------------------------------------
+
+KERNEL_CARRY = ("t * T", "t * T", "0")
+"""The persistent kernel's carry (docs/hopper.md, "Persistent tiles"): at its ``t``-th tile of ``T``
+k-tiles a role uses, for a statement of running count ``c``, the slot of ``slot_base + (c - t T)`` and
+the parity of ``parity_base + (c - t T)`` plus ``flip``: ``(slot_base, parity_base, flip)``,
+expressions in ``t`` and ``T``. This is the kernel's contract, not read from a file: the obligations
+show that the contract and ``program.json``'s own counts agree at every tile."""
+MAX_FLAG_BYTES = 1 << 20
+"""Size of the ``problem.yaml`` the persistent flag is read from (1 MiB)."""
+_YAML_BOOL = {v: b for b, vs in ((True, ("true", "True", "TRUE", "yes", "Yes", "YES", "on", "On", "ON")),
+                                 (False, ("false", "False", "FALSE", "no", "No", "NO", "off", "Off", "OFF")))
+              for v in vs}
+_FLAG_KEY = re.compile(r"""(^|[{,])\s*["']?persistent["']?\s*:""")
+
+
+def read_persistent_flag(data: bytes, path: str = "problem.yaml") -> bool:
+    """The top-level ``persistent:`` key of the ``problem.yaml`` in ``data`` (False when absent), read
+    without a YAML library: the key must be a block key at column 0 written once, its value a YAML 1.1
+    boolean (``true``, ``false``, ``yes``, ``off``, ...), an optional ``# comment`` after it. Any other
+    spelling of the key (quoted, indented, inside a flow mapping, twice, another value) raises
+    :class:`~synth.trusted.hopper_program.HopperInputError` naming ``path``, the line and the fix: the
+    checker never guesses whether a kernel is persistent."""
+    if len(data) > MAX_FLAG_BYTES:
+        raise HopperInputError(path, f"{len(data)} bytes, more than the bound {MAX_FLAG_BYTES}",
+                               "pass the problem.yaml written by synth solve")
+    try:
+        text = bytes(data).decode("utf-8")
+    except UnicodeDecodeError as e:
+        raise HopperInputError(path, f"not UTF-8 (offset {e.start})", "save the file as UTF-8") from None
+    found: Optional[tuple] = None
+    for n, line in enumerate(text.splitlines(), 1):
+        code = line if line.lstrip().startswith(("'", '"')) else re.sub(r"(^|\s)#.*", "", line)
+        if not _FLAG_KEY.search(code):
+            continue
+        m = re.fullmatch(r"persistent[ \t]*:[ \t]*([A-Za-z]+)[ \t]*", code)
+        if m is None or m.group(1) not in _YAML_BOOL:
+            raise HopperInputError(f"{path}:{n}", "the persistent key is not written as 'persistent: true' or "
+                                   "'persistent: false' at the top level", "write persistent: true (or false) "
+                                   "on a line of its own, at column 0")
+        if found is not None:
+            raise HopperInputError(f"{path}:{n}", f"persistent is given twice (first at line {found[0]})",
+                                   "keep one persistent: line")
+        found = (n, _YAML_BOOL[m.group(1)])
+    return False if found is None else found[1]
+
+
+def _carry_text(oid: str, desc: str, p: HProgram, decls: list, defs: list, asserts: list) -> str:
+    lines = [f"; synth trusted Hopper obligation {oid} (carry)", f"; {desc}",
+             f"; program {p.name}, program.json sha256 {p.sha256}",
+             "; persistent tiles: tile >= 0 of the CTA, KT >= 1 k-tiles per tile, k the k-tile (or drain step)",
+             "; the NEGATED claim: unsat means the claim holds", "(set-logic ALL)"]
+    lines += [f"(declare-const {v} Int)" for v in decls] + defs + [f"(assert {a})" for a in asserts]
+    return "\n".join(lines + ["(check-sat)"]) + "\n"
+
+
+def _carry_uses(p: HProgram, s: HStmt):
+    """``(what, count, stages, phase, is_wait)`` of every barrier state and smem slot ``s`` computes."""
+    if s.state is not None:
+        yield "barrier", s.state.count, s.state.stages, s.state.phase, s.kind == "try_wait"
+    for tag, accs in (("r", s.reads), ("w", s.writes)):
+        for a, acc in enumerate(accs):
+            yield f"{tag}{a}", acc.version, p.mult[acc.buffer], 0, False
+
+
+def derive_carry(p: HProgram, carry: Optional[dict] = None) -> list[HopperObligation]:
+    """The obligations of a persistent kernel running ``p`` as one ring over all its tiles (kind
+    ``carry``; docs/hopper.md, "Persistent tiles"), each an SMT-LIB2 text whose ``unsat`` proves it:
+
+    * ``carry:ring``: the ring proof covers every CTA: ``p``'s trip count is symbolic and every
+      ``N = n T`` (``n >= 1`` tiles, ``T >= 1`` k-tiles) is at least its ``min_trip_count``;
+    * ``carry:shape:ROLE``: each role's parts are a ``body`` of extent the trip count, then parts
+      of constant extent (the ring's drain after the last tile), as the kernel runs them;
+    * ``carry:ROLE:PART:POS:WHAT`` for every barrier state (``barrier``) and smem access (``r0``,
+      ``w0``, ...) of every statement: at every tile ``t >= 0`` and k-tile ``0 <= k < T`` (the
+      ring's iteration ``t T + k`` of a ring of ``N >= (t + 1) T``), and at every drain step after
+      ``t >= 1`` tiles (``N = t T``), where the statement's guard holds and its count ``c >= 0``,
+      the kernel's carried count ``base + (c - t T)`` is ``>= 0`` and names the slot (and, for a
+      ``try_wait``, the parity) of ``c``.
+
+    ``carry``: ``{role: (slot_base, parity_base, flip)}`` texts in ``t`` and ``T`` (default, and for
+    a role not named, :data:`KERNEL_CARRY`). Non-linear (``t T``), asked of Z3 and cvc5 like the
+    others. Pure; raises :class:`HopperInputError` on a carry text it cannot parse."""
+    carry = dict(carry or {})
+    out: list[HopperObligation] = []
+    ring_ok = p.tsym is not None and p.min_trip <= 1
+    out.append(HopperObligation("carry:ring", "carry", "the ring proof covers a CTA of any n >= 1 tiles of any "
+                                "T >= 1 k-tiles: the trip count is symbolic and min_trip_count <= 1", _carry_text(
+                                    "carry:ring", "the ring of N = n T iterations is one the proof covers", p,
+                                    [], [], ["false" if ring_ok else "true"])))
+    for r in p.roles:
+        parts = list(r.parts)
+        shape_ok = bool(parts) and parts[0].name == "body" and parts[0].extent == ("var", p.tsym) and \
+            all(X.const(q.extent) is not None for q in parts[1:])
+        out.append(HopperObligation(f"carry:shape:{r.name}", "carry", f"{r.name}'s parts are a body of extent the "
+                                    "trip count, then the drain's parts of constant extent", _carry_text(
+                                        f"carry:shape:{r.name}", "the role runs per tile as the kernel does", p, [],
+                                        [], ["false" if shape_ok else "true"])))
+        if not shape_ok or p.tsym is None:
+            continue
+        try:
+            sb, pb, fl = (X.parse(x) for x in carry.get(r.name, KERNEL_CARRY))
+        except ValueError as e:
+            raise HopperInputError(f"carry.{r.name}", f"unreadable carry: {e}", "write expressions in t and T") \
+                from None
+        cenv = {"t": "tile", "T": "KT"}
+        base = "(* tile KT)"
+        for pt in parts:
+            body = pt is parts[0]
+            for s in pt.stmts:
+                for what, count, stages, phase, is_wait in _carry_uses(p, s):
+                    oid = f"carry:{_tag(s)}:{what}"
+                    desc = (f"{r.name} {pt.name} statement {s.pos}: {_what(s)} {s.barrier if what == 'barrier' else ''}"
+                            f"{'' if what == 'barrier' else ('read' if what[0] == 'r' else 'write') + ' ' + what[1:]}"
+                            f": at every tile the carried count names the {'slot and parity' if is_wait else 'slot'}"
+                            " of the running count")
+                    if body:
+                        env = {pt.var: "g", p.tsym: "N"}
+                        defs = [f"(define-fun g () Int (+ {base} k))"]
+                        dom = ["(>= tile 0)", "(>= KT 1)", "(>= k 0)", "(< k KT)", f"(>= N (+ {base} KT))"]
+                    else:
+                        env = {pt.var: "k", p.tsym: "N"}
+                        defs = []
+                        dom = ["(>= tile 1)", "(>= KT 1)", f"(= N {base})", "(>= k 0)",
+                               f"(< k {X.smt(pt.extent, {p.tsym: 'N'})})"]
+                    try:
+                        if s.guard is not None:
+                            dom.append(X.smt(s.guard, env))
+                        defs += [f"(define-fun c () Int {X.smt(count, env)})",
+                                 f"(define-fun ks () Int (+ {X.smt(sb, cenv)} (- c {base})))",
+                                 f"(define-fun kp () Int (+ {X.smt(pb, cenv)} (- c {base})))",
+                                 f"(define-fun fl () Int {X.smt(fl, cenv)})"]
+                    except KeyError as e:  # a name the kernel does not know at a tile: the claim fails
+                        out.append(HopperObligation(oid, "carry", f"{desc} (it names {e.args[0]}, which is not the "
+                                                    "part's variable or the trip count)", _carry_text(
+                                                        oid, desc, p, [], [], ["true"])))
+                        continue
+                    dom.append("(>= c 0)")
+                    # a negative carried count is refused: C's / and % (truncating) agree with div/mod from 0 up
+                    bad = [f"(< ks 0)", f"(not (= (mod ks {stages}) (mod c {stages})))"]
+                    if is_wait:
+                        bad += ["(< kp 0)", f"(not (= (mod (+ (div kp {stages}) {phase} fl) 2) "
+                                f"(mod (+ (div c {stages}) {phase}) 2)))"]
+                    out.append(HopperObligation(oid, "carry", desc, _carry_text(
+                        oid, desc, p, ["tile", "KT", "k", "N"], defs, dom + [f"(or {' '.join(bad)})"])))
+    return out
+
+
+# ---------------------------------------------------------------------------------------------
 # checking
 # ---------------------------------------------------------------------------------------------
 
@@ -973,9 +1124,11 @@ def _ask(o: HopperObligation, timeout_s: float) -> HopperCheck:
     return HopperCheck(o.id, o.kind, o.description, z, c, z == "unsat" and c == "unsat")
 
 
-def check_hopper_program(data: bytes, *, timeout_s: float = 60.0, tightness: bool = True) -> TrustedHopperResult:
+def check_hopper_program(data: bytes, *, timeout_s: float = 60.0, tightness: bool = True,
+                         persistent: bool = False) -> TrustedHopperResult:
     """Re-derive every obligation of the Hopper ``program.json`` in ``data`` and ask Z3 and cvc5 each
-    (``timeout_s`` per solver call). ``ok`` iff the file is accepted, both solvers answer ``unsat``
+    (``timeout_s`` per solver call); with ``persistent`` (the kernel walks tiles, the problem's
+    ``persistent: true``) also the ``carry`` obligations of :func:`derive_carry`. ``ok`` iff the file is accepted, both solvers answer ``unsat``
     to every obligation and no wgmma wait claims (``"tight": true``) a tightness the check does not
     show. With ``tightness`` (and every obligation proven) each wgmma wait's tightness is reported
     (:func:`wgmma_tightness`). Never raises on bad input: a refused file gives ``ok`` False with the
@@ -1006,6 +1159,8 @@ def check_hopper_program(data: bytes, *, timeout_s: float = 60.0, tightness: boo
                                                f"checker's bounds: {e!s} (split the loop or use fewer stages)",),
                                    sha256=p.sha256)
     checks = wf + [_ask(o, timeout_s) for o in obs if o.kind != "wellformed"]
+    if persistent:
+        checks += [_ask(o, timeout_s) for o in derive_carry(p)]
     proven = all(c.ok for c in checks)
     waits = wgmma_tightness(p, timeout_s) if proven and tightness else ()
     # a claim of tightness is tested, never believed: unchecked (tightness off) it fails too
@@ -1024,5 +1179,6 @@ def check_hopper_program(data: bytes, *, timeout_s: float = 60.0, tightness: boo
                                tuple(lags.items()), time.perf_counter() - t0, p.sha256, waits)
 
 
-__all__ = ["check_hopper_program", "derive_hopper", "wgmma_tightness", "TrustedHopperResult", "HopperCheck",
-           "HopperObligation", "WaitTightness", "CLASSES"]
+__all__ = ["check_hopper_program", "derive_hopper", "derive_carry", "read_persistent_flag", "wgmma_tightness",
+           "TrustedHopperResult", "HopperCheck", "HopperObligation", "WaitTightness", "CLASSES", "KERNEL_CARRY",
+           "MAX_FLAG_BYTES"]

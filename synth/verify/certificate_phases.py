@@ -6,14 +6,16 @@ obligation that the trusted checker derives from that file's bytes
 ``manifest.json``::
 
     {"format": "synth-certificate-hopper/2", "program", "program_sha256", "trip_count",
-     "min_trip_count", "ranking": {role: lag}, "solvers": {"z3", "cvc5"},
+     "min_trip_count", "ranking": {role: lag}, "persistent": bool, "solvers": {"z3", "cvc5"},
      "obligations": [{"id", "file", "kind", "description", "expected": "unsat",
                       "result": {"z3", "cvc5"}, "sha256"}]}
 
 The files are the trusted checker's, not synth's prover's (as for ``cp.async`` certificates):
 the writer runs :func:`synth.trusted.hopper.check_hopper_program` on the bytes, which finds the
 deadlock ranking (``ranking``) and answers every obligation with Z3 and cvc5, and writes nothing
-unless it proves every one.
+unless it proves every one. A persistent kernel's certificate (``"persistent": true``: the output
+folder's ``problem.yaml`` says ``persistent: true``) also holds the ``carry`` obligations of
+:func:`synth.trusted.hopper.derive_carry` (docs/hopper.md, "Persistent tiles").
 
 :func:`certify_hopper` is :func:`synth.trusted.certify.certify_hopper`: it takes
 ``OUT/program.json`` when the certificate sits in an output folder (else the copy inside it),
@@ -28,13 +30,15 @@ from __future__ import annotations
 import json
 import os
 import re
+from typing import Optional
 
 from ..hopper.ir import dumps
 from ..trusted import certify as trusted_certify
 from ..trusted import solvers
 from ..trusted.certify import MANIFEST, PROGRAM, CertifyResult, sha256
-from ..trusted.hopper import check_hopper_program, derive_hopper
-from ..trusted.hopper_program import read_hopper_bytes
+from ..trusted.hopper import MAX_FLAG_BYTES, check_hopper_program, derive_carry, derive_hopper, read_persistent_flag
+from ..trusted.hopper_program import HopperInputError, read_hopper_bytes
+from ..trusted.program import read_regular
 from .phases import HopperReport
 
 FORMAT = trusted_certify.HOPPER_FORMAT
@@ -44,24 +48,48 @@ def _file_name(n: int, oid: str) -> str:
     return f"{n:03d}-" + re.sub(r"[^A-Za-z0-9_.]+", "-", oid.replace("<-", "-from-")).strip("-") + ".smt2"
 
 
+def persistent_flag(directory: str) -> bool:
+    """Whether the output folder holding the certificate folder ``directory`` is a persistent kernel's:
+    the flag of its ``problem.yaml`` as the trusted checker reads it
+    (:func:`synth.trusted.hopper.read_persistent_flag`) when a ``program.json`` sits beside it too
+    (as ``synth certify`` reads it), else False. ValueError (the file, the line, the fix) when the
+    trusted reader cannot read it."""
+    parent = os.path.dirname(os.path.abspath(directory))
+    path = os.path.join(parent, trusted_certify.PROBLEM)
+    if not (os.path.lexists(path) and os.path.lexists(os.path.join(parent, PROGRAM))):
+        return False
+    try:
+        return read_persistent_flag(read_regular(path, MAX_FLAG_BYTES), path)
+    except HopperInputError as e:
+        raise ValueError(f"{e} (fix: {e.fix})") from None
+    except OSError as e:
+        raise ValueError(f"{path}: {e.strerror or e}") from None
+
+
 def write_hopper_certificate(report: HopperReport, directory: str, *, cvc5_check: bool = True,
-                             timeout_s: float = 60.0) -> None:
+                             timeout_s: float = 60.0, persistent: Optional[bool] = None) -> None:
     """Write the certificate of a proven Hopper report into ``directory``.
 
     ValueError (nothing written) when ``report`` is not proven, or when the trusted checker does
     not prove every obligation it derives from the program's bytes (the message names the
     first that fails). ``cvc5_check`` is accepted for the ``cp.async`` writer's signature: the
-    trusted check always asks both solvers. ``timeout_s`` bounds each solver call."""
+    trusted check always asks both solvers. ``timeout_s`` bounds each solver call.
+    ``persistent`` (the kernel walks tiles: the certificate adds the ``carry`` obligations of
+    :func:`synth.trusted.hopper.derive_carry` and the manifest says ``"persistent": true``); None:
+    :func:`persistent_flag` of ``directory`` (the flag ``synth certify`` reads)."""
     if not report.ok:
         raise ValueError(f"{report.program.name}: not every obligation is proven; no certificate")
+    if persistent is None:
+        persistent = persistent_flag(directory)
     p = report.program
     data = dumps(p).encode("utf-8")
-    check = check_hopper_program(data, timeout_s=timeout_s, tightness=False)
+    check = check_hopper_program(data, timeout_s=timeout_s, tightness=False, persistent=persistent)
     if not check.ok:
         raise ValueError(f"{p.name}: the trusted checker does not prove it; no certificate:\n{check.render()}")
     lags = dict(check.lags)
     answers = {c.id: {"z3": c.z3, "cvc5": c.cvc5} for c in check.obligations}
-    derived = derive_hopper(read_hopper_bytes(data), lags)
+    hp = read_hopper_bytes(data)
+    derived = derive_hopper(hp, lags) + (derive_carry(hp) if persistent else [])
     os.makedirs(directory, exist_ok=True)
     entries = []
     for n, ob in enumerate(derived):
@@ -74,7 +102,8 @@ def write_hopper_certificate(report: HopperReport, directory: str, *, cvc5_check
     with open(os.path.join(directory, PROGRAM), "wb") as fh:
         fh.write(data)
     manifest = {"format": FORMAT, "program": p.name, "program_sha256": sha256(data), "trip_count": p.trip_count,
-                "min_trip_count": p.min_trip_count, "ranking": lags, "solvers": solvers.versions(),
+                "min_trip_count": p.min_trip_count, "ranking": lags, "persistent": persistent,
+                "solvers": solvers.versions(),
                 "obligations": entries}
     with open(os.path.join(directory, MANIFEST), "w", encoding="utf-8") as fh:
         json.dump(manifest, fh, indent=2)
@@ -100,4 +129,4 @@ def certify_hopper(directory: str, *, timeout_s: float = 60.0) -> CertifyResult:
     return trusted_certify.certify_hopper(directory, timeout_s=timeout_s, time_limit=timeout_s)
 
 
-__all__ = ["write_hopper_certificate", "certify_hopper", "is_hopper_certificate", "FORMAT"]
+__all__ = ["write_hopper_certificate", "certify_hopper", "is_hopper_certificate", "persistent_flag", "FORMAT"]
