@@ -105,3 +105,16 @@ def test_kernel_cu_called_with_k_zero_refuses_it(folders, kind):
     err_k = next(code for code, (name, _) in STATUS_CODES.items() if name == "SYNTH_ERR_K")
     assert int(run.outputs["status"][0]) & err_k
     assert np.isnan(run.outputs["C"]).all()  # nothing written
+
+
+@NEEDS_GXX
+@pytest.mark.parametrize("kind", ["hopper", "hopper_split", "hopper_persistent"])
+def test_hopper_kernel_cu_called_with_k_zero_writes_nothing(folders, kind):
+    # the sm_90a kernel's own guard: K < 1 returns before any barrier, copy or store (no hang, C untouched)
+    from synth.emit.sm90.emulate import run_emulated
+
+    src = open(f"{folders[kind]}/kernel.cu").read()
+    C, info = run_emulated(src, np.zeros((70, 0), np.uint16), np.zeros((90, 0), np.uint16), None,
+                           ctas=3 if kind == "hopper_persistent" else 0)
+    assert info["ok"] and not info["kind"] and info["landed"] == 0 and info["wgmma"] == 0
+    assert np.isnan(C).all()  # C starts as NaN: nothing written

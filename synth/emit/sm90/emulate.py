@@ -95,7 +95,8 @@ def run_emulated(kernel_cu: str, A_bits: np.ndarray, B_bits: np.ndarray, C_in: O
                  alpha: float = 1.0, beta: float = 0.0, order: str = "forward", seed: int = 0,
                  ldc: Optional[int] = None, block_order: str = "forward", ctas: int = 0) -> tuple[np.ndarray, dict]:
     """Run the kernel once on the emulator: A (M x K) and B (N x K) as 16-bit patterns (uint16: f16 or
-    bf16 bits, as the kernel's dtype reads them), ``C_in`` (M x ldc float32) when given. Returns
+    bf16 bits, as the kernel's dtype reads them; K = 0 is run too: the kernel returns at once and writes
+    nothing, which this shows), ``C_in`` (M x ldc float32) when given. Returns
     ``(C, info)``: C is M x ``ldc`` float32 starting as NaN, ``info`` the emulator's report (``ok``,
     ``kind`` '' / 'hang' / 'fault' / 'protocol', ``message``, counters, ``tickets_left``, ``wgmma_descs``:
     the distinct ``[A, B]`` wgmma descriptor pairs the kernel issued, ``tensor_maps``: the A and B maps its
@@ -117,9 +118,9 @@ def run_emulated(kernel_cu: str, A_bits: np.ndarray, B_bits: np.ndarray, C_in: O
     M, K = A_bits.shape
     N = B_bits.shape[0]
     ldc = N if ldc is None else ldc
-    if B_bits.shape[1] != K or min(M, N, K) < 1 or ldc < N or K % 8:
-        raise EmulatorError(f"A is {A_bits.shape}, B is {B_bits.shape}, ldc {ldc}: need N x K with the same K >= 1, "
-                            "K a multiple of 8 and ldc >= N")
+    if B_bits.shape[1] != K or min(M, N) < 1 or K < 0 or ldc < N or K % 8:
+        raise EmulatorError(f"A is {A_bits.shape}, B is {B_bits.shape}, ldc {ldc}: need N x K with the same K >= 0, "
+                            "K a multiple of 8, M, N >= 1 and ldc >= N")
     exe = binary(kernel_cu)
     with tempfile.TemporaryDirectory(prefix="synth-sm90-run-") as tmp:
         inp, outp = pathlib.Path(tmp) / "in.bin", pathlib.Path(tmp) / "out.bin"
