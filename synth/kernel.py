@@ -266,17 +266,17 @@ class Kernel:
                 f"backend {self.backend}>")
 
     def k_range(self) -> str:
-        """The values of K this kernel takes, as text."""
+        """The values of K this kernel takes, as text (0 too: an empty product, computed on the host)."""
         f = self.facts
         if f.ktiles == 0:
             least = f.min_ktiles * f.split_k
             if least <= 1:
-                return "any multiple of 8"
+                return "any multiple of 8 (0: an empty product)"
             lo = (least - 1) * f.BK + 1
-            return f"multiples of 8 from {lo + (-lo) % 8}"
+            return f"multiples of 8 from {lo + (-lo) % 8}, or 0 (an empty product)"
         lo = (f.ktiles * f.split_k - 1) * f.BK + 1
         lo += (-lo) % 8
-        return f"{lo} .. {f.ktiles * f.split_k * f.BK} (multiples of 8)"
+        return f"{lo} .. {f.ktiles * f.split_k * f.BK} (multiples of 8), or 0 (an empty product)"
 
     def check(self, A, B, C=None, *, alpha: float = 1.0, beta: float = 0.0):
         """The checked, contiguous arrays ``(A, B, C or None)`` and ``(M, N, K)``; raises :class:`KernelError`."""
@@ -677,7 +677,8 @@ class HopperKernel:
 
     def __repr__(self) -> str:
         c = self.config
-        ks = "K any multiple of 8" if c.split_k == 1 else f"split-K {c.split_k}, K a multiple of 8 above {(c.split_k - 1) * c.bk}"
+        ks = ("K any multiple of 8" if c.split_k == 1
+              else f"split-K {c.split_k}, K 0 or a multiple of 8 above {(c.split_k - 1) * c.bk}")
         return (f"<synth.kernel.HopperKernel {self.name}: {c.bm}x{c.bn}x{c.bk} tiles {c.dtype}, {c.stages} stages, "
                 f"{ks}{', persistent tiles' if c.persistent else ''}, backend {self.backend}>")
 
@@ -714,7 +715,8 @@ class HopperKernel:
         split = self.config.split_k
         if K and -(-K // self.config.bk) < split:  # K = 0: an empty product, computed on the host
             raise KernelError(loc, f"K = {K} has {-(-K // self.config.bk)} k-tile(s) of {self.config.bk}; this kernel "
-                              f"splits K in {split}, and every split needs one", f"pass K > {(split - 1) * self.config.bk}")
+                              f"splits K in {split}, and every split needs one",
+                              f"pass K > {(split - 1) * self.config.bk}, or K = 0 (an empty product)")
         C = check_epilogue(loc, C, M, N, alpha, beta)
         self._grid_ctas(M, N, K, ctas, 1)
         return a, b, C, (M, N, K)

@@ -118,3 +118,12 @@ def test_hopper_kernel_cu_called_with_k_zero_writes_nothing(folders, kind):
                            ctas=3 if kind == "hopper_persistent" else 0)
     assert info["ok"] and not info["kind"] and info["landed"] == 0 and info["wgmma"] == 0
     assert np.isnan(C).all()  # C starts as NaN: nothing written
+
+
+@pytest.mark.parametrize("kind", ["split", "hopper_split"])
+def test_a_refused_k_says_k_zero_is_taken(folders, kind):
+    kern = synth.kernel.load(folders[kind], backend="emulator")
+    A, B = np.zeros((70, 8), np.float16), np.zeros((90, 8), np.float16)  # one k-tile for two splits
+    with pytest.raises(synth.kernel.KernelError) as e:
+        kern(A, B)
+    assert "K = 8" in e.value.msg and "empty product" in e.value.msg + e.value.fix  # the range names K = 0
