@@ -83,7 +83,8 @@ def write_hopper_certificate(report: HopperReport, directory: str, *, cvc5_check
         persistent = persistent_flag(directory)
     p = report.program
     data = dumps(p).encode("utf-8")
-    check = check_hopper_program(data, timeout_s=timeout_s, tightness=False, persistent=persistent)
+    check = check_hopper_program(data, timeout_s=timeout_s, tightness=False,
+                                 **({"persistent": True} if persistent else {}))
     if not check.ok:
         raise ValueError(f"{p.name}: the trusted checker does not prove it; no certificate:\n{check.render()}")
     lags = dict(check.lags)
