@@ -54,6 +54,9 @@ class HopperPoint:
     k_pipe_mmas: int
     split_k: int = 1
     """K splits (docs/hopper_kernel.md, "Split-K"); 1: none. A split keeps its tile's pipeline choice."""
+    persistent: bool = False
+    """A persistent grid of ``P`` CTAs walking the tiles (docs/hopper_kernel.md, "Persistent tiles"); never with
+    a split (the kernel refuses it). False: one CTA per tile."""
 
     @property
     def BK(self) -> int:
@@ -80,12 +83,13 @@ class HopperPoint:
     @property
     def label(self) -> str:
         split = f" split{self.split_k}" if self.split_k != 1 else ""
-        return f"{self.BM}x{self.BN}x{self.BK} s{self.stages} k{self.k_pipe_mmas}{split}"
+        return f"{self.BM}x{self.BN}x{self.BK} s{self.stages} k{self.k_pipe_mmas}{split}" + \
+            (" persistent" if self.persistent else "")
 
     @property
     def base(self) -> "HopperPoint":
-        """The point without its split."""
-        return self if self.split_k == 1 else HopperPoint(self.BM, self.BN, self.stages, self.k_pipe_mmas)
+        """The point without its split, one CTA per tile."""
+        return HopperPoint(self.BM, self.BN, self.stages, self.k_pipe_mmas)
 
     def smem_bytes(self) -> int:
         """Dynamic shared memory of the kernel: slots, two mbarriers per stage, the alignment pad."""
@@ -98,10 +102,11 @@ class HopperPoint:
         from ..hopper.problem import HopperGemm
 
         split = f"-split{self.split_k}" if self.split_k != 1 else ""
+        split += "-persistent" if self.persistent else ""
         name = (f"gemm-{M}x{N}x{K}-{dtype}-{self.BM}x{self.BN}x{self.BK}-s{self.stages}-k{self.k_pipe_mmas}"
                 f"{split}-sm_90")
         return HopperGemm(name, M, N, K, dtype, self.BM, self.BN, self.stages, self.k_pipe_mmas,
-                          split_k=self.split_k)
+                          split_k=self.split_k, persistent=self.persistent)
 
 
 # ---------------------------------------------------------------------------
@@ -187,6 +192,8 @@ def is_legal_hopper(ctx, p: HopperPoint) -> Optional[str]:
         why = hopper_split_issue(ctx, p)
         if why is not None:
             return f"split-k: {why}"
+        if p.persistent:
+            return f"persistent: a persistent CTA computes whole tiles, not split_k = {p.split_k} splits"
     return None
 
 
@@ -315,6 +322,18 @@ class HopperEstimate(WaveEstimate):
     l2_hit: float = 0.0
     round_exact: float = 0.0
     """``round_cycles`` before rounding (the explanations compare rates with it)."""
+    persistent: bool = False
+    """A persistent grid: ``ctas`` is ``P``, each CTA walks ``tiles_per_cta`` tiles at most."""
+    tiles_per_cta: int = 1
+    """Tiles the busiest CTA computes: ``ceil(tiles / P)`` when persistent, 1 otherwise."""
+    epilogue_cycles: int = 0
+    """One tile's end: the C store's latency and its bytes at the SM's L2 share (not overlapped in this kernel)."""
+    boundary_cycles: int = 0
+    """Persistent: the busiest CTA's tile-boundary cost, ``(tiles_per_cta - 1) x max(0, fill - epilogue)`` (the
+    next tile's first TMA round trip the epilogue does not hide)."""
+    prologue_cycles: int = 0
+    """One CTA's start: its setup barriers and the pipeline fill (paid per wave without persistence, once per
+    CTA with it)."""
 
 
 def round_terms_hopper(arch, p: HopperPoint, k: int, pipe: Pipeline, l2_hit: float) -> dict[str, float]:
@@ -376,9 +395,26 @@ def estimate_hopper(ctx, p: HopperPoint) -> HopperEstimate:
         epi = arch.lat_global + red["lasts"] * p.BM * p.BN * C_BYTES / l2_per_sm
         return Ts * rc, setup + pipe.fill + reduced[k] + epi, what, rc, t
 
-    loop_cyc, fixed_cyc, bound, round_c, k_bind, terms = sum_waves(full, rem, arch.sm_count, r, wave, pipe.per_tile)
-    red_total = (full * reduced[r] if full else 0.0) + (reduced[-(-rem // arch.sm_count)] if rem else 0.0)
-    waves = full + (1 if rem else 0)
+    prologue = SETUP_BARRIERS * arch.barrier_cycles + pipe.fill
+    if p.persistent:
+        # P CTAs (one wave), the busiest walks ceil(tiles / P) tiles back to back: setup and fill once, every tile's
+        # epilogue in full (the consumers store C themselves), and per tile boundary the part of the next tile's
+        # first TMA round trip that the producer's prefetch (stages - K_PIPE_MMAS free slots) during the epilogue
+        # does not hide
+        P = min(tiles, per_wave)
+        k_act = -(-P // arch.sm_count)
+        n = -(-tiles // P)
+        lw, fw, bound, round_c, terms = wave(k_act)
+        epi1 = fw - prologue
+        boundary = max(0.0, pipe.fill - epi1)
+        loop_cyc, fixed_cyc, k_bind = n * lw, prologue + n * epi1 + (n - 1) * boundary, k_act
+        red_total, waves, ctas, full, rem = 0.0, 1, P, 1, 0
+    else:
+        n, boundary = 1, 0.0
+        loop_cyc, fixed_cyc, bound, round_c, k_bind, terms = sum_waves(full, rem, arch.sm_count, r, wave,
+                                                                       pipe.per_tile)
+        red_total = (full * reduced[r] if full else 0.0) + (reduced[-(-rem // arch.sm_count)] if rem else 0.0)
+        waves = full + (1 if rem else 0)
     time_us, compute_us, dram_us = kernel_time(arch, loop_cyc + fixed_cyc, dram_bytes)
     bound = "dram" if dram_us > compute_us else bound
     wl, wf, _, _, _ = wave(r)
@@ -386,7 +422,7 @@ def estimate_hopper(ctx, p: HopperPoint) -> HopperEstimate:
     return HopperEstimate(
         time_us=time_us, tflops=2.0 * M * N * K / (time_us * 1e-6) / 1e12, ctas=ctas, ctas_per_sm=r,
         occupancy_limit=limit, regs_per_thread=launch_registers(arch, 32 * p.warps), waves=waves,
-        wave_efficiency=ctas / (waves * per_wave), k_tiles=T, ii=pipe.per_tile,
+        wave_efficiency=tiles / (n * ctas) if p.persistent else ctas / (waves * per_wave), k_tiles=T, ii=pipe.per_tile,
         mma_cycles=math.ceil(2 * p.BM * p.BN * p.BK / arch.tensor_f16_f32_flop_per_clk_sm),
         round_cycles=int(round(round_c)), round_exact=float(round_c), active_ctas_per_sm=k_bind, wave_cycles=int(round(wl + wf)),
         loop_cycles=int(round(loop_cyc)), fixed_cycles=int(round(fixed_cyc)), compute_us=compute_us,
@@ -394,7 +430,9 @@ def estimate_hopper(ctx, p: HopperPoint) -> HopperEstimate:
         loads_in_flight=max(0, min(p.stages - p.k_pipe_mmas - 1, T)), status=pipe.status,
         terms=tuple((n, round(terms[n], 1)) for n in shown if n in terms), l2_hit=round(tr.l2_hit, 4),
         split_k=S, tiles=tiles, split_k_tiles=Ts, busiest_ctas=-(-ctas // arch.sm_count),
-        reduction_cycles=int(round(red_total)), workspace_bytes=tiles * S * p.BM * p.BN * PARTIAL_BYTES if S > 1 else 0)
+        reduction_cycles=int(round(red_total)), workspace_bytes=tiles * S * p.BM * p.BN * PARTIAL_BYTES if S > 1 else 0,
+        persistent=p.persistent, tiles_per_cta=n, epilogue_cycles=int(round(wf - prologue - reduced[r])),
+        boundary_cycles=int(round((n - 1) * boundary)), prologue_cycles=int(round(prologue)))
 
 
 __all__ = ["HopperPoint", "HopperConstraint", "HOPPER_CONSTRAINTS", "HopperEstimate", "Pipeline",

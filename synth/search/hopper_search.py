@@ -52,16 +52,17 @@ def resolve_mainloop(arch_name: str, mainloop: Optional[str]) -> str:
 
 
 def hopper_key(e: HopperEntry) -> tuple:
-    """Ranking key: predicted time; on ties fewer K splits, less shared memory, fewer stages, fewer wgmma
-    groups held, then the tile."""
+    """Ranking key: predicted time; on ties fewer K splits, one CTA per tile before persistent, less shared
+    memory, fewer stages, fewer wgmma groups held, then the tile."""
     p = e.point
-    return (round(e.est.time_us, 9), p.split_k, p.smem_bytes(), p.stages, p.k_pipe_mmas, p.BM, p.BN)
+    return (round(e.est.time_us, 9), p.split_k, p.persistent, p.smem_bytes(), p.stages, p.k_pipe_mmas, p.BM, p.BN)
 
 
 def evaluate_tiles(ctx, legal: list[HopperPoint], say: Progress) -> dict[HopperPoint, HopperEntry]:
     """The evaluated points: per tile the pipeline model's choice, or every legal point of a tile whose
     depths differ in CTAs per SM (or whose choice is not legal); each with its legal K splits
-    (:func:`synth.search.hopper.hopper_split_issue`), which keep the choice made for the whole K."""
+    (:func:`synth.search.hopper.hopper_split_issue`), which keep the choice made for the whole K, and its
+    persistent variant (one wave of CTAs walking the tiles; never split)."""
     from .space import SPLIT_SPACE
 
     by_tile: dict[tuple[int, int], list[HopperPoint]] = {}
@@ -76,6 +77,8 @@ def evaluate_tiles(ctx, legal: list[HopperPoint], say: Progress) -> dict[HopperP
         occ = {hopper_occupancy(ctx.arch, p)[0] for p in pts}
         for p in ([q] if q in legal_set and len(occ) == 1 else pts):
             out[p] = HopperEntry(p, estimate_hopper(ctx, p))
+            pp = replace(p, persistent=True)
+            out[pp] = HopperEntry(pp, estimate_hopper(ctx, pp))
             for s in SPLIT_SPACE[1:]:
                 ps = replace(p, split_k=s)
                 if hopper_split_issue(ctx, ps) is None:
@@ -107,10 +110,16 @@ def describe_hopper(ctx, e: HopperEntry) -> str:
     """What bounds a Hopper configuration, in one clause."""
     est, p = e.est, e.point
     peak = ctx.arch.tensor_f16_f32_flop_per_clk_sm
-    grid = (f"{est.tiles} tiles split {est.split_k} ways in K, {est.ctas} CTAs of at most {est.split_k_tiles} "
-            "k-tiles," if est.split_k > 1 else f"{est.ctas} CTAs")
-    return (f"{est.bound}-bound: {grid} in {est.waves} wave{'s' if est.waves != 1 else ''} at "
-            f"{est.ctas_per_sm}/SM ({est.occupancy_limit}-limited, last wave {est.wave_efficiency:.0%} full), "
+    if est.persistent:
+        grid = (f"{est.ctas} persistent CTAs at {est.ctas_per_sm}/SM ({est.occupancy_limit}-limited) walking "
+                f"{est.tiles} tiles, the busiest {est.tiles_per_cta} (the tiles fill {est.wave_efficiency:.0%} of "
+                f"{est.tiles_per_cta} x {est.ctas} tile slots)")
+    else:
+        grid = (f"{est.tiles} tiles split {est.split_k} ways in K, {est.ctas} CTAs of at most {est.split_k_tiles} "
+                "k-tiles," if est.split_k > 1 else f"{est.ctas} CTAs")
+        grid += (f" in {est.waves} wave{'s' if est.waves != 1 else ''} at {est.ctas_per_sm}/SM "
+                 f"({est.occupancy_limit}-limited, last wave {est.wave_efficiency:.0%} full)")
+    return (f"{est.bound}-bound: {grid}, "
             f"main loop at {loop_rate(e) / peak:.0%} of the wgmma peak; one CTA's k-tile takes {est.ii:.0f} "
             f"cycles in the pipeline model ({est.mma_cycles} of wgmma; {p.stages} stages, K_PIPE_MMAS "
             f"{p.k_pipe_mmas}: {est.loads_in_flight} TMA load{'s' if est.loads_in_flight != 1 else ''} in flight "
@@ -135,12 +144,54 @@ def why_hopper_split(ctx, e: HopperEntry) -> str:
     return text
 
 
+def why_hopper_persistent(ctx, e: HopperEntry) -> str:
+    """Why ``e`` is persistent or not (empty for a split point): one CTA per tile against the persistent grid
+    of the same point, with wave quantization, the prologue and fill saved per extra tile, the tile-boundary
+    cost and the two predictions (a gap below :data:`synth.search.explain.MODEL_ERROR` is a tie within the
+    model's error)."""
+    from .explain import MODEL_ERROR, TIE, pct
+
+    if e.est.split_k > 1:
+        return ""
+    arch, base = ctx.arch, e.point.base
+    one, per = estimate_hopper(ctx, base), estimate_hopper(ctx, replace(base, persistent=True))
+    slots = arch.sm_count * one.ctas_per_sm
+    exact = one.ctas / slots
+    idle = (one.waves * slots - one.ctas) / slots
+    quant = (f"one CTA per tile: {one.ctas} CTAs on {arch.sm_count} SMs x {one.ctas_per_sm}/SM = {exact:.2f} waves, "
+             f"run as {one.waves}" + (f" (wave quantization: {pct(idle)} of the CTA slots idle in the last wave)"
+                                      if idle > 1e-9 else " (no wave quantization)") +
+             f", a {one.prologue_cycles:,}-cycle prologue (setup barriers and the pipeline fill) per wave")
+    pers = (f"persistent: {per.ctas} CTAs, the busiest walks {per.tiles_per_cta} tile"
+            f"{'s' if per.tiles_per_cta != 1 else ''} (ceil({per.tiles} / {per.ctas}): the same quantization), "
+            f"its prologue once ({one.fixed_cycles - per.fixed_cycles:,} fewer fixed cycles on the busiest SM)")
+    if per.tiles_per_cta > 1:
+        pers += (f", {per.boundary_cycles:,} cycles at its {per.tiles_per_cta - 1} tile boundar"
+                 f"{'ies' if per.tiles_per_cta > 2 else 'y'} (the next tile's first TMA round trip beyond the "
+                 f"{per.epilogue_cycles:,}-cycle epilogue, during which the producer fills the "
+                 f"{base.stages - base.k_pipe_mmas} slots K_PIPE_MMAS {base.k_pipe_mmas} leaves free)")
+    gap = one.time_us / per.time_us - 1
+    if abs(gap) <= 1e-9:
+        verdict = "predicted equal: nothing to save, so one CTA per tile (ties go to it)"
+    elif gap > 0:
+        verdict = (f"persistent predicted {pct(gap)} faster ({one.time_us:.1f} -> {per.time_us:.1f} us)" +
+                   (f", {TIE}" if gap < MODEL_ERROR else ""))
+    else:
+        loss = per.time_us / one.time_us - 1
+        verdict = (f"persistent predicted {pct(loss)} slower ({per.time_us:.1f} vs {one.time_us:.1f} us)" +
+                   (f", {TIE}" if loss < MODEL_ERROR else ""))
+    return f"{quant}; {pers}; {verdict}"
+
+
 def why_hopper_winner(ctx, e: HopperEntry, ties: int, runner: Optional[HopperEntry]) -> str:
     """Why ``e`` ranks first; ``runner`` is the best entry of another tile (never ``e``'s own)."""
     text = describe_hopper(ctx, e)
     split = why_hopper_split(ctx, e)
     if split:
         text += "; " + split
+    persistent = why_hopper_persistent(ctx, e)
+    if persistent:
+        text += "; " + persistent
     if ties:
         text += (f"; {ties} other tile{'s' if ties > 1 else ''} tie{'s' if ties == 1 else ''} at this prediction "
                  "(ties go to less shared memory, then fewer stages)")
@@ -172,7 +223,8 @@ def hopper_candidate(ctx, e: HopperEntry, rank: int, why: str) -> Candidate:
         why=why, terms=est.terms, l2_hit=est.l2_hit, latency_cycles=float(est.fill_cycles), mix_source="none",
         instructions_per_hmma=0.0, mainloop="tma_wgmma", k_pipe_mmas=p.k_pipe_mmas,
         split_k_tiles=est.split_k_tiles, reduction_cycles=est.reduction_cycles,
-        workspace_bytes=est.workspace_bytes)
+        workspace_bytes=est.workspace_bytes, tiles_per_cta=est.tiles_per_cta, epilogue_cycles=est.epilogue_cycles,
+        boundary_cycles=est.boundary_cycles, prologue_cycles=est.prologue_cycles)
 
 
 def rank_hopper_references(ctx, entries: dict[HopperPoint, HopperEntry], best, winner: Optional[HopperEntry]
@@ -246,7 +298,8 @@ def search_hopper(ctx, *, top: int = 5, references: bool = True, progress: Optio
         space_size=len(space), feasible=len(legal), excluded=tuple(first.items()), violations=tuple(anyv.items()),
         solved=len(entries), complete=bool(cands), references=tuple(refs), notes=(),
         elapsed_s=time.monotonic() - t0, solver_calls=pipeline_evaluations() - calls0, mainloop="tma_wgmma",
-        split_points=sum(1 for p in entries if p.split_k > 1))
+        split_points=sum(1 for p in entries if p.split_k > 1),
+        persistent_points=sum(1 for p in entries if p.persistent))
 
 
 def hopper_context(M: int, N: int, K: int, dtype: str, arch):
@@ -262,4 +315,4 @@ def hopper_context(M: int, N: int, K: int, dtype: str, arch):
 
 
 __all__ = ["search_hopper", "resolve_mainloop", "hopper_context", "HopperEntry", "hopper_key", "evaluate_tiles",
-           "describe_hopper", "why_hopper_split", "why_hopper_winner", "why_hopper_other", "hopper_candidate", "rank_hopper_references"]
+           "describe_hopper", "why_hopper_split", "why_hopper_persistent", "why_hopper_winner", "why_hopper_other", "hopper_candidate", "rank_hopper_references"]

@@ -21,7 +21,7 @@ def search_result_to_json(result: SearchResult) -> dict:
         return {
             "rank": c.rank, "name": c.name, "mainloop": c.mainloop, "BM": c.BM, "BN": c.BN, "BK": c.BK,
             "warps": c.warps, "stages": c.stages, "k_pipe_mmas": c.k_pipe_mmas, "split_k": c.split_k,
-            "stream_k": c.stream_k,
+            "stream_k": c.stream_k, "persistent": c.persistent,
             "smem_slots": c.smem_slots,
             "predicted_us": round(c.time_us, 3), "tflops": round(c.tflops, 2),
             "smem_bytes": c.smem_bytes, "regs_per_thread": c.regs_per_thread, "ctas_per_sm": c.ctas_per_sm,
@@ -33,7 +33,9 @@ def search_result_to_json(result: SearchResult) -> dict:
                       "latency_cycles": c.latency_cycles, "mix_source": c.mix_source,
                       "instructions_per_hmma": c.instructions_per_hmma,
                       "reduction_cycles": c.reduction_cycles, "workspace_bytes": c.workspace_bytes,
-                      "grid_ctas": c.ctas, "partial_tiles": c.partial_tiles},
+                      "grid_ctas": c.ctas, "partial_tiles": c.partial_tiles, "tiles_per_cta": c.tiles_per_cta,
+                      "epilogue_cycles": c.epilogue_cycles, "boundary_cycles": c.boundary_cycles,
+                      "prologue_cycles": c.prologue_cycles},
         }
 
     def ref(r: ReferenceRank) -> dict:
@@ -50,7 +52,7 @@ def search_result_to_json(result: SearchResult) -> dict:
         "mainloop": result.mainloop,
         "candidates": [cand(c) for c in result.candidates],
         "space_size": result.space_size, "feasible": result.feasible, "split_points": result.split_points,
-        "stream_k_points": result.stream_k_points,
+        "stream_k_points": result.stream_k_points, "persistent_points": result.persistent_points,
         "excluded": dict(result.excluded), "violations": dict(result.violations),
         "solved": result.solved, "solver_calls": result.solver_calls, "complete": result.complete,
         "references": [ref(r) for r in result.references], "notes": list(result.notes),
@@ -79,12 +81,14 @@ def print_result(con, res: SearchResult, *, verbose: bool = False, folders: Sequ
     done = "evaluated by the Hopper pipeline model" if hopper else "scheduled and timed"
     variants = [f"{res.split_points} split-K"] if res.split_points else []
     variants += [f"{res.stream_k_points} stream-K"] if res.stream_k_points else []
+    variants += [f"{res.persistent_points} persistent"] if res.persistent_points else []
     splits = f" (and {' and '.join(variants)} variants)" if variants else ""
     title = (f"synth search gemm {res.M}x{res.N}x{res.K} {res.dtype} {res.arch} ({res.mainloop} main loop): "
              f"{res.feasible} of {res.space_size} configurations legal{splits}, {res.solved} {done}, "
              f"{res.elapsed_s:.1f} s")
     t = Table(title=title, title_justify="left")
     cols = ["#", "tile BMxBNxBK", "warps", "stages (K_PIPE_MMAS)" if hopper else "stages (smem slots)", "split K"]
+    cols += ["persistent"] if hopper else []
     cols += ["smem KiB", "regs", "CTA/SM", "waves", "k-tile cyc (pipeline)" if hopper else "k-tile cyc (solver)", "pred µs",
             "TFLOP/s", "bound"]
     if measured:
@@ -95,8 +99,9 @@ def print_result(con, res: SearchResult, *, verbose: bool = False, folders: Sequ
         row = [str(c.rank), f"{c.BM}x{c.BN}x{c.BK}", str(c.warps),
                f"{c.stages} ({c.k_pipe_mmas if hopper else c.smem_slots})"]
         row += [split_cell(c)]
+        row += [f"yes: {c.tiles_per_cta} tiles/CTA ({c.wave_efficiency:.0%})" if c.persistent else "no"] if hopper else []
         row += [f"{c.smem_bytes / 1024:.0f}", str(c.regs_per_thread), str(c.ctas_per_sm),
-               f"{c.waves} ({c.wave_efficiency:.0%})", "-" if c.ktile_cycles is None else str(c.ktile_cycles),
+               str(c.waves) if c.persistent else f"{c.waves} ({c.wave_efficiency:.0%})", "-" if c.ktile_cycles is None else str(c.ktile_cycles),
                f"{c.time_us:.1f}", f"{c.tflops:.1f}", c.bound]
         if measured:
             m = measured.get(c.label)

@@ -78,6 +78,14 @@ class Candidate:
     x 4``; 0 otherwise."""
     partial_tiles: int = 0
     """Stream-K: tiles shared by two or more CTAs, summed from f32 partials; 0 otherwise."""
+    tiles_per_cta: int = 1
+    """Hopper persistent: tiles the busiest CTA walks (``ceil(tiles / ctas)``); 1 otherwise."""
+    epilogue_cycles: int = 0
+    """Hopper: one tile's end (the C store), not overlapped with a main loop in this kernel."""
+    boundary_cycles: int = 0
+    """Hopper persistent: the busiest CTA's tile-boundary cycles (docs/search.md, "Persistent tiles")."""
+    prologue_cycles: int = 0
+    """Hopper: one CTA's setup barriers and pipeline fill (per wave, or once per persistent CTA)."""
 
     @property
     def split_k(self) -> int:
@@ -88,6 +96,11 @@ class Candidate:
     def stream_k(self) -> bool:
         """Whether the configuration is the stream-K kernel (``config.stream_k``; ``ctas`` is then its grid)."""
         return bool(getattr(self.config, "stream_k", False))
+
+    @property
+    def persistent(self) -> bool:
+        """Whether the configuration is a persistent Hopper grid (``config.persistent``; ``ctas`` is then ``P``)."""
+        return bool(getattr(self.config, "persistent", False))
 
     @property
     def point(self) -> Point:
@@ -104,6 +117,7 @@ class Candidate:
     def label(self) -> str:
         if self.mainloop == "tma_wgmma":
             split = f" split{self.split_k}" if self.split_k != 1 else ""
+            split += " persistent" if self.persistent else ""
             return f"{self.BM}x{self.BN}x{self.BK} s{self.stages} k{self.k_pipe_mmas}{split}"
         return self.point.label
 
@@ -215,6 +229,8 @@ class SearchResult:
     stream_k_points: int = 0
     """Stream-K variants (one per feasible configuration of the cp.async loop) that the model also ranked (not
     counted in ``space_size``, ``feasible`` or ``split_points``; 0 for the Hopper search)."""
+    persistent_points: int = 0
+    """Hopper: persistent variants (one per evaluated unsplit point) that the model also ranked; 0 otherwise."""
 
     @property
     def winner(self) -> Optional[Candidate]:
