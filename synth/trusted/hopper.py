@@ -34,7 +34,9 @@ iterations ``0 <= v < T`` whose ``when`` holds exactly once and no other; an op 
 ``fence``, ``teardown`` (every copy that runs is observed by a ``try_wait`` for its phase, so it
 lands before ``mbarrier.inval``; an ``inval`` inside a role runs after every use of its barrier).
 When all hold, :func:`wgmma_tightness` reports whether each ``wait_group N`` is the largest safe
-count; a ``"tight": true`` in the file that it does not confirm fails the check.
+count; a ``"tight": true`` in the file that it does not confirm fails the check. A persistent
+kernel's program also gets ``carry`` (:func:`derive_carry`; the flag read from ``problem.yaml``
+by :func:`read_persistent_flag`).
 
 Part of the trusted base: imports nothing from synth outside ``synth.trusted``.
 """
