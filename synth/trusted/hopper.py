@@ -929,14 +929,15 @@ MAX_FLAG_BYTES = 1 << 20
 _YAML_BOOL = {v: b for b, vs in ((True, ("true", "True", "TRUE", "yes", "Yes", "YES", "on", "On", "ON")),
                                  (False, ("false", "False", "FALSE", "no", "No", "NO", "off", "Off", "OFF")))
               for v in vs}
-_FLAG_KEY = re.compile(r"""(^|[{,])\s*["']?persistent["']?\s*:""")
+_FLAG_KEY = re.compile(r"""(^|[{,?])\s*["']?persistent\b["']?\s*(:|$)""")
 
 
 def read_persistent_flag(data: bytes, path: str = "problem.yaml") -> bool:
     """The top-level ``persistent:`` key of the ``problem.yaml`` in ``data`` (False when absent), read
-    without a YAML library: the key must be a block key at column 0 written once, its value a YAML 1.1
-    boolean (``true``, ``false``, ``yes``, ``off``, ...), an optional ``# comment`` after it. Any other
-    spelling of the key (quoted, indented, inside a flow mapping, twice, another value) raises
+    without a YAML library: the key must be a block key at column 0 (bare or quoted) written once, its
+    value a YAML 1.1 boolean (``true``, ``false``, ``yes``, ``off``, ...), an optional ``# comment``
+    after it. Any other spelling of the key (indented, inside a flow mapping, an explicit ``?`` key,
+    twice, another value) raises
     :class:`~synth.trusted.hopper_program.HopperInputError` naming ``path``, the line and the fix: the
     checker never guesses whether a kernel is persistent."""
     if len(data) > MAX_FLAG_BYTES:
@@ -947,19 +948,19 @@ def read_persistent_flag(data: bytes, path: str = "problem.yaml") -> bool:
     except UnicodeDecodeError as e:
         raise HopperInputError(path, f"not UTF-8 (offset {e.start})", "save the file as UTF-8") from None
     found: Optional[tuple] = None
-    for n, line in enumerate(text.splitlines(), 1):
-        code = line if line.lstrip().startswith(("'", '"')) else re.sub(r"(^|\s)#.*", "", line)
+    for n, line in enumerate(text.lstrip("\ufeff").splitlines(), 1):
+        code = re.sub(r"(^|\s)#.*", "", line)
         if not _FLAG_KEY.search(code):
             continue
-        m = re.fullmatch(r"persistent[ \t]*:[ \t]*([A-Za-z]+)[ \t]*", code)
-        if m is None or m.group(1) not in _YAML_BOOL:
+        m = re.fullmatch(r"""(["']?)persistent\1[ \t]*:[ \t]*([A-Za-z]+)[ \t]*""", code)
+        if m is None or m.group(2) not in _YAML_BOOL:
             raise HopperInputError(f"{path}:{n}", "the persistent key is not written as 'persistent: true' or "
                                    "'persistent: false' at the top level", "write persistent: true (or false) "
                                    "on a line of its own, at column 0")
         if found is not None:
             raise HopperInputError(f"{path}:{n}", f"persistent is given twice (first at line {found[0]})",
                                    "keep one persistent: line")
-        found = (n, _YAML_BOOL[m.group(1)])
+        found = (n, _YAML_BOOL[m.group(2)])
     return False if found is None else found[1]
 
 

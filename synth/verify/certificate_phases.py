@@ -32,6 +32,7 @@ import os
 import re
 from typing import Optional
 
+from ..errors import Loc, SynthError
 from ..hopper.ir import dumps
 from ..trusted import certify as trusted_certify
 from ..trusted import solvers
@@ -52,8 +53,9 @@ def persistent_flag(directory: str) -> bool:
     """Whether the output folder holding the certificate folder ``directory`` is a persistent kernel's:
     the flag of its ``problem.yaml`` as the trusted checker reads it
     (:func:`synth.trusted.hopper.read_persistent_flag`) when a ``program.json`` sits beside it too
-    (as ``synth certify`` reads it), else False. ValueError (the file, the line, the fix) when the
-    trusted reader cannot read it."""
+    (as ``synth certify`` reads it), else False. :class:`~synth.errors.SynthError` (``problem.yaml``,
+    the line, the fix; exit status 2) when the trusted reader cannot read the key: the certificate
+    would not certify."""
     parent = os.path.dirname(os.path.abspath(directory))
     path = os.path.join(parent, trusted_certify.PROBLEM)
     if not (os.path.lexists(path) and os.path.lexists(os.path.join(parent, PROGRAM))):
@@ -61,9 +63,12 @@ def persistent_flag(directory: str) -> bool:
     try:
         return read_persistent_flag(read_regular(path, MAX_FLAG_BYTES), path)
     except HopperInputError as e:
-        raise ValueError(f"{e} (fix: {e.fix})") from None
+        line = e.path.rpartition(":")[2]
+        raise SynthError(Loc(trusted_certify.PROBLEM, int(line) if line.isdigit() else 0, 1),
+                         f"{e.msg}: the certificate's checker (synth certify) reads the persistent flag with its own "
+                         "line reader", e.fix) from None
     except OSError as e:
-        raise ValueError(f"{path}: {e.strerror or e}") from None
+        raise SynthError(Loc(path), f"cannot read: {e.strerror or e}", "write the output folder again") from None
 
 
 def write_hopper_certificate(report: HopperReport, directory: str, *, cvc5_check: bool = True,

@@ -103,12 +103,14 @@ def test_flag_from_manifest_when_alone_and_bad_flag_refused(out, tmp_path):
 
 def test_flag_reader():
     ok = {"persistent: true\n": True, "persistent: yes  # walk the tiles\n": True, "persistent: false\n": False,
-          "name: persistent_gemm\n# persistent: true\n": False, "": False, "kind: gemm\npersistent:   ON\n": True}
+          "name: persistent_gemm\n# persistent: true\n": False, "": False, "kind: gemm\npersistent:   ON\n": True,
+          "\ufeffpersistent: true\r\n": True, "'persistent': true\n": True, "name: a persistent kernel\n": False}
     for text, want in ok.items():
         assert read_persistent_flag(text.encode()) is want, text
-    for text, line in (("  persistent: true\n", 1), ("a: 1\n'persistent': true\n", 2), ("{persistent: true}\n", 1),
-                       ("persistent: true\npersistent: false\n", 2), ("persistent: 3\n", 1),
-                       ("persistent: true # ok\n\"persistent\" : false\n", 2)):
+    for text, line in (("  persistent: true\n", 1), ("a: 1\n'persistent\": true\n", 2), ("{persistent: true}\n", 1),
+                       ("persistent: true\npersistent: false\n", 2), ("persistent: 3\n", 1), ("? persistent\n", 1),
+                       ("persistent: true # ok\n\"persistent\" : false\n", 2), ("persistent: !!bool true\n", 1),
+                       ("kind: gemm\npersistent:\n  true\n", 2), ("persistent: *flag\n", 1)):
         with pytest.raises(HopperInputError) as e:
             read_persistent_flag(text.encode(), "p.yaml")
         assert e.value.path == f"p.yaml:{line}" and e.value.fix, text
@@ -139,3 +141,19 @@ def test_program_not_covering_every_tile_count_is_refused(out):
     from synth.trusted.hopper import check_hopper_program
     res = check_hopper_program(json.dumps(doc).encode(), timeout_s=20, tightness=False, persistent=True)
     assert not res.ok and "carry:ring [carry]" in res.render(), res.render()
+
+
+def test_solve_refuses_a_flag_the_checker_cannot_read(tmp_path):
+    """A persistent key synth's YAML reader takes but the checker's line reader does not (inside a flow
+    mapping): solve stops with exit 2 naming problem.yaml's line and the fix, and writes no folder (its
+    certificate would not certify)."""
+    flow = "{" + PROBLEM.strip().replace("\n", ", ") + "}\n"
+    (tmp_path / "f.yaml").write_text(flow)
+    buf = io.StringIO()
+    with contextlib.redirect_stdout(buf), contextlib.redirect_stderr(buf):
+        rc = main(["solve", str(tmp_path / "f.yaml"), "--out", str(tmp_path / "o")])
+    text = buf.getvalue()
+    assert rc == 2 and "problem.yaml:1:1: error: the persistent key" in text and "fix: write persistent: true" in text, \
+        text
+    assert "Traceback" not in text and not (tmp_path / "o").exists()
+    assert [p.name for p in tmp_path.iterdir()] == ["f.yaml"]
