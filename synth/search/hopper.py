@@ -13,7 +13,10 @@ a producer warp group and ``BM / 64`` cooperative consumer warp groups, ``stages
 (:func:`synth.hopper.model.choose` with every choice pinned: the TMA round trip hidden by the
 loads in flight, the wgmma drain when ``k_pipe_mmas = 0``), and the SM-level terms are added
 here: tensor cores at the wgmma rate, L2 and DRAM traffic with the grid's rasterization
-(:func:`synth.search.model.traffic`), occupancy, waves, fill, epilogue and launch.
+(:func:`synth.search.model.traffic`), occupancy, waves, fill, epilogue and launch. A persistent
+point (``persistent=True``) runs one wave of CTAs walking the tiles: its prologue once per CTA, every
+tile's epilogue, and per tile boundary the TMA round trip the epilogue does not hide (docs/search.md,
+section 10, "Persistent tiles").
 
 Pure: every function returns the same value for the same arguments (the pipeline model's
 cycles are cached per process; they do not depend on ``M`` or ``N``).
