@@ -87,6 +87,9 @@ def test_tampered_or_missing_carry_obligation_fails(out, tmp_path):
     (t / "certificate" / "manifest.json").write_text(json.dumps(man))
     res = certify_hopper(str(t))
     assert not res.ok and "obligation carry:ring (carry) of program.json is missing from the manifest" in res.render()
+    man["persistent"] = "yes"
+    (t / "certificate" / "manifest.json").write_text(json.dumps(man))
+    assert "persistent: expected true or false" in certify_hopper(str(t)).render()
 
 
 def test_flag_from_manifest_when_alone_and_bad_flag_refused(out, tmp_path):
