@@ -1056,7 +1056,7 @@ def derive_carry(p: HProgram, carry: Optional[dict] = None) -> list[HopperObliga
                         continue
                     dom.append("(>= c 0)")
                     # a negative carried count is refused: C's / and % (truncating) agree with div/mod from 0 up
-                    bad = [f"(< ks 0)", f"(not (= (mod ks {stages}) (mod c {stages})))"]
+                    bad = ["(< ks 0)", f"(not (= (mod ks {stages}) (mod c {stages})))"]
                     if is_wait:
                         bad += ["(< kp 0)", f"(not (= (mod (+ (div kp {stages}) {phase} fl) 2) "
                                 f"(mod (+ (div c {stages}) {phase}) 2)))"]
