@@ -16,7 +16,7 @@ import yaml
 
 from .bounds import MAX_INPUT_BYTES, MAX_INT_DIGITS, MAX_STRING, MAX_YAML_DEPTH, MAX_YAML_NODES
 from .errors import Loc, SynthError
-from .readfile import read_regular_bytes
+from .readfile import read_regular_text
 
 
 class LDict(dict):
@@ -191,17 +191,7 @@ def read_yaml(path: str) -> LDict:
     Only a regular file of at most :data:`~synth.bounds.MAX_INPUT_BYTES` bytes of
     UTF-8 text is read (never a device or a FIFO: ``/dev/zero`` is refused at once).
     """
-    data = read_regular_bytes(path, MAX_INPUT_BYTES, "the problem file",
-                              fix="give the path of a problem.yaml file")
-    try:
-        text = data.decode("utf-8")
-    except UnicodeDecodeError as exc:
-        before = data[: exc.start]
-        line = len(_LINE_BREAK.findall(before.decode("utf-8", "replace"))) + 1
-        start = max(before.rfind(b"\n"), before.rfind(b"\r")) + 1
-        col = len(before[start:].decode("utf-8", "replace")) + 1
-        raise SynthError(Loc(path, line, col), f"the problem file is not UTF-8 text (byte {exc.start}, "
-                         f"0x{data[exc.start]:02x}: {exc.reason})", "save the file as UTF-8") from None
+    text = read_regular_text(path, MAX_INPUT_BYTES, "the problem file", fix="give the path of a problem.yaml file")
     return read_yaml_text(text, path)
 
 
