@@ -8,7 +8,7 @@ is tried before Z3. Raises ``RuntimeError`` if Z3 answers unknown.
 
 from __future__ import annotations
 
-from ..expr import Bin, Call, Expr, Ite, Num, Un, Var, to_str
+from ..expr import _BIN_EVAL, Bin, Call, Expr, Ite, Num, Un, Var, to_str
 from .exprs import conj
 
 
@@ -226,7 +226,7 @@ class Prover:
         elif isinstance(e, Var):
             out = env[e.name]
         elif isinstance(e, Bin):
-            out = _OPS[e.op](self._eval(e.lhs, env, memo), self._eval(e.rhs, env, memo))
+            out = _BIN_EVAL[e.op](self._eval(e.lhs, env, memo), self._eval(e.rhs, env, memo))
         elif isinstance(e, Ite):
             out = self._eval(e.then, env, memo) if self._eval(e.cond, env, memo) else self._eval(e.other, env, memo)
         elif isinstance(e, Un):
@@ -237,22 +237,3 @@ class Prover:
             out = min(vals) if e.fn == "min" else max(vals)
         memo[id(e)] = (e, out)  # keeps e alive, so its id is not reused
         return out
-
-
-_OPS = {
-    "+": lambda a, b: int(a) + int(b),
-    "-": lambda a, b: int(a) - int(b),
-    "*": lambda a, b: int(a) * int(b),
-    "/": lambda a, b: int(a) // int(b),
-    "%": lambda a, b: int(a) % int(b),
-    "<": lambda a, b: a < b,
-    "<=": lambda a, b: a <= b,
-    ">": lambda a, b: a > b,
-    ">=": lambda a, b: a >= b,
-    "==": lambda a, b: a == b,
-    "!=": lambda a, b: a != b,
-    "&&": lambda a, b: bool(a) and bool(b),
-    "||": lambda a, b: bool(a) or bool(b),
-}
-"""The operators of :func:`~synth.expr.evaluate`, with its semantics (floor division, a
-non-negative modulo; both sides of ``&&``/``||`` are evaluated)."""
