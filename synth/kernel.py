@@ -604,8 +604,9 @@ def load(out: str, *, backend: str = "auto", images: Sequence[tuple[str, bytes]]
     for name in ("problem.yaml", "schedule.json", "program.json"):  # every output folder has these
         if not os.path.lexists(os.path.join(out, name)):
             raise SynthError(Loc(out), f"'{out}' has no {name}", "pass a folder written by 'synth solve'")
-    problem = _problem_of(out, read_folder(out, ("problem.yaml",)))  # a folder without a kernel: say why first
-    files = read_folder(out)
+    files = read_folder(out, ("problem.yaml",))
+    problem = _problem_of(out, files)  # a folder without a kernel: say why first
+    files.update(read_folder(out, tuple(n for n in RUNTIME_FILES if n not in files)))  # problem.yaml read once
     from .hopper.problem import HopperGemm
 
     source = files["kernel.cu"].decode("utf-8", errors="replace")
