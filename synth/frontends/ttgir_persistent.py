@@ -92,9 +92,14 @@ class PersistentWalker(HopperWalker):
         return super().dialect(op, env, events, where)
 
 
+def _tma_loops(mod: list) -> list:
+    """The ``scf.for`` loops of ``mod`` whose body holds a TMA load or a barrier wait."""
+    return [op for op in walk(mod) if op.name == "scf.for" and op.regions
+            and any(x.name in (TMA, WAIT) for x in walk(op.regions[0]))]
+
+
 def _pipelined_loop(mod: list) -> Optional[Op]:
-    loops = [op for op in walk(mod) if op.name == "scf.for" and op.regions
-             and any(x.name in (TMA, WAIT) for x in walk(op.regions[0]))]
+    loops = _tma_loops(mod)
     return loops[0] if len(loops) == 1 else None
 
 
@@ -132,8 +137,7 @@ def persistent_to_hopper(text: str, path: str, *, min_trip_count: Optional[int] 
     the fused loop; SynthError (exit 2) for what is outside the model."""
     text = text.replace("triton_gpu.", "ttg.").replace("triton_nvidia_gpu.", "ttng.")
     mod = parse_module(text, path)
-    loops = [op for op in walk(mod) if op.name == "scf.for" and op.regions
-             and any(x.name in (TMA, WAIT) for x in walk(op.regions[0]))]
+    loops = _tma_loops(mod)
     if len(loops) != 1:
         raise err(path, loops[1].line if loops else 0, "the persistent kernel must have one pipelined (fused) loop: "
                   "compile it with tl.range(..., flatten=True)", FIX)
