@@ -293,17 +293,25 @@ def _check_mbarrier_from_zero(text: str, path: str, time_limit: float, tightness
     return None
 
 
+def _read_and_check_mbarrier(path: str, form: Optional[str], func: Optional[str], trip_count, min_trip_count,
+                             time_limit: float, tightness: bool) -> tuple:
+    """``(text, result)``: the file read (:func:`read_text`, its digits checked unless TVMScript) and, for a
+    Triton input with no ``func``, :func:`_check_mbarrier`'s result (None when the loop uses no mbarrier)."""
+    text = read_text(path)
+    _check_digits_unless_tvm(text, path, form)
+    if form in (None, "triton") and func is None:
+        return text, _check_mbarrier(text, path, form, trip_count, min_trip_count, time_limit, tightness)
+    return text, None
+
+
 def check_file_all(path: str, *, trip_count: Optional[int] = None, min_trip_count: Optional[int] = None,
                    time_limit: float = 10.0, form: Optional[str] = None, tightness: bool = True,
                    func: Optional[str] = None) -> tuple:
     """Read ``path`` (a regular file, at most :data:`MAX_BYTES`), import it, map and prove the waits of each
     pipelined loop it holds (a TVMScript file: every ``@T.prim_func`` with one, or ``func``)."""
-    text = read_text(path)
-    _check_digits_unless_tvm(text, path, form)
-    if form in (None, "triton") and func is None:
-        r = _check_mbarrier(text, path, form, trip_count, min_trip_count, time_limit, tightness)
-        if r is not None:
-            return (r,)
+    text, r = _read_and_check_mbarrier(path, form, func, trip_count, min_trip_count, time_limit, tightness)
+    if r is not None:
+        return (r,)
     return tuple(check_loop(lp, trip_count=trip_count, min_trip_count=min_trip_count, time_limit=time_limit,
                             tightness=tightness) for lp in import_loops(text, path, form, func))
 
@@ -313,12 +321,9 @@ def check_file(path: str, *, trip_count: Optional[int] = None, min_trip_count: O
                func: Optional[str] = None) -> CheckResult:
     """Read ``path``, import it, map it and prove its waits (one pipelined loop: a file with several is a
     SynthError unless ``func`` picks one; :func:`check_file_all` checks them all)."""
-    text = read_text(path)
-    _check_digits_unless_tvm(text, path, form)
-    if form in (None, "triton") and func is None:
-        r = _check_mbarrier(text, path, form, trip_count, min_trip_count, time_limit, tightness)
-        if r is not None:
-            return r
+    text, r = _read_and_check_mbarrier(path, form, func, trip_count, min_trip_count, time_limit, tightness)
+    if r is not None:
+        return r
     return check_loop(import_loop(text, path, form, func), trip_count=trip_count, min_trip_count=min_trip_count,
                       time_limit=time_limit, tightness=tightness)
 
