@@ -179,6 +179,11 @@ def gpu_library() -> str:
     """The GPU library the ``cuda`` backend uses: ``SYNTH_GPU_BACKEND`` when set (``cuda-python`` or
     ``pycuda``), else the first of :data:`GPU_LIBRARIES` that imports and sees a GPU. SynthError when the
     variable names another library or no library sees a GPU (the message says why for each)."""
+    return _pick_library()[0]
+
+
+def _pick_library() -> tuple[str, str]:
+    """:func:`gpu_library`'s choice and what its probe said (the device name)."""
     want = os.environ.get("SYNTH_GPU_BACKEND", "").strip()
     if want and want not in GPU_LIBRARIES:
         raise SynthError(None, f"SYNTH_GPU_BACKEND={want!r} is not a GPU library synth knows",
@@ -187,7 +192,7 @@ def gpu_library() -> str:
     for lib in ([want] if want else GPU_LIBRARIES):
         ok, msg = _library_status(lib)
         if ok:
-            return lib
+            return lib, msg
         why.append(f"{lib}: {msg}")
     raise SynthError(None, f"no CUDA GPU available: {'; '.join(why)}",
                      "run on a machine with an NVIDIA GPU and pip install '.[gpu]', or use backend='emulator'")
@@ -214,10 +219,10 @@ def _library_status(lib: str) -> tuple[bool, str]:
 def gpu_ready() -> tuple[bool, str]:
     """``(True, "<library>: <device name>")`` when :func:`gpu_library` finds a GPU, else ``(False, why not)``."""
     try:
-        lib = gpu_library()
+        lib, name = _pick_library()  # one probe: the library's status is not asked again
     except SynthError as e:
         return False, e.msg
-    return True, f"{lib}: {_library_status(lib)[1]}"
+    return True, f"{lib}: {name}"
 
 
 class Prepared:
