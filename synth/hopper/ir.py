@@ -294,7 +294,7 @@ def is_hopper_file(path: str) -> bool:
     from ..readfile import load_json
     try:
         return is_hopper_doc(load_json(_file(path), MAX_BYTES, "program.json"))
-    except (SynthError, OSError, ValueError):
+    except SynthError:  # load_json reports every failure (open, read, decode, parse) as one
         return False
 
 
