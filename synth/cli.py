@@ -751,10 +751,11 @@ def cmd_run(args, ui: _Ui) -> Outcome:
         if ui.verbose:
             from .emit.emulate import kernel_macros
 
+            from .kernel import MAX_FILE_BYTES
             from .readfile import read_regular_text
 
             path = os.path.join(args.out, "kernel.cu")
-            facts = kernel_macros(read_regular_text(path, 16 << 20, "kernel.cu", follow=False))
+            facts = kernel_macros(read_regular_text(path, MAX_FILE_BYTES, "kernel.cu", follow=False))
             ui.print(f"{path}: " + ", ".join(f"SYNTH_{k} {v}" for k, v in facts.items())
                      + f"; {args.repeats} timed launches (median reported)")
     if not rep.ok:
