@@ -43,6 +43,7 @@ from typing import Callable, Optional
 import z3
 
 from ..completion import ArriveStmt, FenceStmt, InitStmt, InvalStmt, TryWaitStmt
+from ..deadline import Deadline
 from ..errors import SynthError
 from ..expr import Bin, Expr, Num, parse, simplify, to_str, to_z3
 from ..hopper.ir import HopperError, HopperProgram, validate_hopper
@@ -757,14 +758,12 @@ class HopperReport:
 
 
 def _limit(time_limit: float, deadline: Optional[float]) -> float:
-    """Seconds for the next query: ``time_limit``, less when ``deadline`` is nearer (1 ms at least)."""
-    if deadline is None:
-        return time_limit
-    return max(0.001, min(time_limit, deadline - time.monotonic()))
+    """Seconds for the next query: ``time_limit``, less when ``deadline`` is nearer (:meth:`Deadline.cap`)."""
+    return time_limit if deadline is None else Deadline(deadline).cap(time_limit)
 
 
 def _late(deadline: Optional[float]) -> bool:
-    return deadline is not None and time.monotonic() >= deadline
+    return deadline is not None and Deadline(deadline).expired()
 
 
 def _solve(p: HopperProgram, ob: HObligation, time_limit: float, trip: Optional[int],
