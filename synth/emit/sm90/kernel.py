@@ -478,11 +478,7 @@ def _persistent_roles(e: _Emit, cfg: Sm90Config, prod, cons) -> None:
     e.w(1, "} else {")
     e.w(2, f"synth_setmaxnreg_inc<{cfg.consumer_regs}>();")
     e.w(2, "const int cw = wg - 1;  // consumer warp group: rows cw * 64 .. + 63 of the tile")
-    e.w(2, "// descriptors of slot 0 (start address >> 4 in the low bits: a slot adds its bytes >> 4)")
-    e.w(2, f"const uint64_t desc_a0 = synth_desc_k128(sA + cw * {64 * 128}), desc_b0 = synth_desc_k128(sB);")
-    e.w(2, "synth_pin_u64(desc_a0);")
-    e.w(2, "synth_pin_u64(desc_b0);")
-    e.w(2, f"float acc[{cfg.bn // 2}];")
+    _consumer_registers(e, cfg)
     zero = ["#pragma unroll", f"for (int j = 0; j < {cfg.bn // 2}; ++j) acc[j] = 0.0f;"]
     # the tile's end: every wgmma group complete before the accumulators are read (wait_group 0 only completes
     # more groups than the ring program's own waits), then C from registers as in the one-tile kernel
@@ -491,6 +487,17 @@ def _persistent_roles(e: _Emit, cfg: Sm90Config, prod, cons) -> None:
     ring(2, "consumer", cons, zero, tail)
     e.w(1, "}")
     e.w(1, "}")
+
+
+def _consumer_registers(e: _Emit, cfg: Sm90Config) -> None:
+    """A consumer warp group's slot-0 wgmma descriptors (pinned) and its accumulators (both kernels)."""
+    e.w(2, "// descriptors of slot 0 (start address >> 4 in the low bits: a slot adds its bytes >> 4)")
+    e.w(2, f"const uint64_t desc_a0 = synth_desc_k128(sA + cw * {64 * 128}), desc_b0 = synth_desc_k128(sB);")
+    # held, not rematerialized: otherwise ptxas may recompute them from sA / sB every k-tile (it did once the
+    # split-K epilogue took uniform registers of its own)
+    e.w(2, "synth_pin_u64(desc_a0);")
+    e.w(2, "synth_pin_u64(desc_b0);")
+    e.w(2, f"float acc[{cfg.bn // 2}];")
 
 
 def _tile_roles(e: _Emit, cfg: Sm90Config, prod, cons) -> None:
@@ -524,13 +531,7 @@ def _tile_roles(e: _Emit, cfg: Sm90Config, prod, cons) -> None:
             e.w(3, line)
         e.w(3, "T = T_split;")
         e.w(2, "}")
-    e.w(2, "// descriptors of slot 0 (start address >> 4 in the low bits: a slot adds its bytes >> 4)")
-    e.w(2, f"const uint64_t desc_a0 = synth_desc_k128(sA + cw * {64 * 128}), desc_b0 = synth_desc_k128(sB);")
-    # held, not rematerialized: otherwise ptxas may recompute them from sA / sB every k-tile (it did once the
-    # split-K epilogue took uniform registers of its own)
-    e.w(2, "synth_pin_u64(desc_a0);")
-    e.w(2, "synth_pin_u64(desc_b0);")
-    e.w(2, f"float acc[{cfg.bn // 2}];")
+    _consumer_registers(e, cfg)
     e.w(2, "#pragma unroll")
     e.w(2, f"for (int j = 0; j < {cfg.bn // 2}; ++j) acc[j] = 0.0f;")
     for pt in cons.parts:
