@@ -160,9 +160,9 @@ def unexplained_nans(out: np.ndarray, A: np.ndarray, B: np.ndarray, C, alpha: fl
 
 def _raise_status(path: str, status: int) -> None:
     if status:
-        from .emit.cuda import STATUS_CODES
+        from .emit.cuda import status_reasons
 
-        why = "; ".join(w for code, (_, w) in STATUS_CODES.items() if status & code)
+        why = status_reasons(status)
         raise KernelError(Loc(path), f"the kernel refused the launch (status {status}): {why}",
                           "pass arrays the kernel's preconditions allow")
 

@@ -119,9 +119,9 @@ def run_output(out_dir: str, *, repeats: int = 20, seed: int = 0) -> RunReport:
         job.run()
         C, status = job.fetch()
         if status:
-            from .emit.cuda import STATUS_CODES
+            from .emit.cuda import status_reasons
 
-            why = "; ".join(w for code, (_, w) in STATUS_CODES.items() if status & code)
+            why = status_reasons(status)
             raise SynthError(Loc(kernel.path), f"kernel.cu refused the launch (status {status}): {why}",
                              "re-emit the kernel for this problem ('synth emit')")
         times = job.time_ms(max(repeats, 1))

@@ -83,6 +83,11 @@ STATUS_CODES = {
 """Bits of the code the kernel writes to ``*status`` when a run-time precondition fails."""
 
 
+def status_reasons(status: int) -> str:
+    """The reasons :data:`STATUS_CODES` gives for the bits set in a kernel's ``*status``, joined by ``; ``."""
+    return "; ".join(w for code, (_, w) in STATUS_CODES.items() if status & code)
+
+
 # ---------------------------------------------------------------------------
 # C expressions
 
@@ -845,4 +850,4 @@ class _Writer:
         self.w("}", ind)
 
 __all__ = ["emit_kernel", "kernel_info", "staging_bytes", "KernelInfo", "Barrier", "barriers", "api_header",
-           "c_expr", "STATUS_CODES", "LDSM_LEAD"]
+           "c_expr", "STATUS_CODES", "status_reasons", "LDSM_LEAD"]
