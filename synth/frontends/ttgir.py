@@ -133,10 +133,14 @@ class TritonWalker(Walker):
         return False
 
 
+def new_dialect_names(text: str) -> str:
+    """``text`` with Triton's dialects spelled ``ttg`` / ``ttng`` (before 3.2: ``triton_gpu`` / ``triton_nvidia_gpu``)."""
+    return text.replace("triton_gpu.", "ttg.").replace("triton_nvidia_gpu.", "ttng.")
+
+
 def ttgir_to_loop(text: str, path: str) -> Loop:
     """Read a pipelined TTGIR module; raises SynthError for what is outside the model (docstring)."""
-    # Triton before 3.2 spelled the dialects triton_gpu / triton_nvidia_gpu
-    text = text.replace("triton_gpu.", "ttg.").replace("triton_nvidia_gpu.", "ttng.")
+    text = new_dialect_names(text)
     return import_scf(text, path, TritonWalker(path, {}), lambda op: op.name == COPY, "triton",
                       "a ttg.async_copy_global_to_local",
                       "pass the TTGIR of a kernel compiled with num_stages >= 2 for sm_80 (cp.async)")

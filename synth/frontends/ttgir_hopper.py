@@ -68,7 +68,7 @@ from ..program import Access, CommitStmt, OpStmt, Part, ProgBuffer, ProgOp, Prog
 from .arith import is_sym
 from .mlirtext import Op, int_type, parse_module, walk
 from .scfloop import Walker, err, find_block, fit, fit_at, fit_carried, short, valid
-from .ttgir import slot_view
+from .ttgir import new_dialect_names, slot_view
 
 TMA = "ttng.async_tma_copy_global_to_local"
 WAIT = "ttng.wait_barrier"
@@ -385,7 +385,7 @@ class _Ctx:
 
 def ttgir_to_hopper(text: str, path: str, *, min_trip_count: Optional[int] = None) -> HopperImport:
     """Read an sm_90 pipelined TTGIR module (module docstring); SynthError for what is outside the model."""
-    text = text.replace("triton_gpu.", "ttg.").replace("triton_nvidia_gpu.", "ttng.")
+    text = new_dialect_names(text)
     mod = parse_module(text, path)
     is_pipe = (TMA, WAIT)
     loops = [op for op in walk(mod) if op.name == "scf.for" and op.regions

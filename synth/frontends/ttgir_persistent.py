@@ -31,6 +31,7 @@ import z3
 from ..errors import SynthError
 from .mlirtext import Op, parse_module, walk
 from .scfloop import err, find_block, fit_carried, for_header
+from .ttgir import new_dialect_names
 from .ttgir_hopper import (DOT_WAIT, FIX, TMA, WAIT, Ctx, HopperCheck, HopperImport, HopperWalker, build_program,
                            fit_phase, fit_phase_at, func_name, prove_mapped, same_carried)
 
@@ -120,7 +121,7 @@ def is_persistent_ttgir(text: str) -> bool:
     if "scf.if" not in text or not any(t in text for t in (TMA, WAIT)):
         return False
     try:
-        mod = parse_module(text.replace("triton_gpu.", "ttg.").replace("triton_nvidia_gpu.", "ttng."), "<text>")
+        mod = parse_module(new_dialect_names(text), "<text>")
     except SynthError:
         return False
     lp = _pipelined_loop(mod)
@@ -135,7 +136,7 @@ def is_persistent_ttgir(text: str) -> bool:
 def persistent_to_hopper(text: str, path: str, *, min_trip_count: Optional[int] = None) -> HopperImport:
     """Read Triton's flattened persistent sm_90 TTGIR (module docstring) into a one-role Hopper program of
     the fused loop; SynthError (exit 2) for what is outside the model."""
-    text = text.replace("triton_gpu.", "ttg.").replace("triton_nvidia_gpu.", "ttng.")
+    text = new_dialect_names(text)
     mod = parse_module(text, path)
     loops = _tma_loops(mod)
     if len(loops) != 1:

@@ -52,6 +52,7 @@ from ..program import Access, CommitStmt, OpStmt, Part, ProgBuffer, ProgOp, Prog
 from .arith import is_sym
 from .mlirtext import Op, parse_module, walk
 from .scfloop import err, find_block, fit_carried, for_header, short, valid
+from .ttgir import new_dialect_names
 from .ttgir_hopper import (MAX_SLOTS, Ctx, HEvent, HopperCheck, HopperImport, HopperWalker, and_guards,
                            fit_phase, fit_phase_at, func_name, guard_of, prove_mapped, same_carried, slot_rotation,
                            wait_states)
@@ -201,7 +202,7 @@ def _regions(path: str, block: list, pos: int, ws: Op, module_warps: int) -> lis
 def ws_to_hopper(text: str, path: str, *, min_trip_count: Optional[int] = None) -> HopperImport:
     """Read a warp-specialized sm_90 TTGIR module (module docstring) into a Hopper program of one role per
     region; SynthError (exit 2) for what is outside the model."""
-    text = text.replace("triton_gpu.", "ttg.").replace("triton_nvidia_gpu.", "ttng.")
+    text = new_dialect_names(text)
     # the partitioner's task ids sit inside attribute dictionaries between operands: drop them (same lines)
     text = re.sub(r"\s*\{" + _TASK_ATTR.pattern + r"\}", "", text)
     text = re.sub(_TASK_ATTR.pattern + r",\s*", "", text)
