@@ -41,14 +41,12 @@ from typing import Optional, Sequence
 
 import numpy as np
 
-from .emit.launch import Launch, Param, gemm_launch
+from .emit.launch import INT_MAX, Launch, Param, gemm_launch  # INT_MAX: M, N and K are passed as C ``int``
 from .errors import Loc, SynthError
 
 BACKENDS = ("auto", "cuda", "emulator")
 GPU_LIBRARIES = ("cuda-python", "pycuda")
 """The GPU libraries of the ``cuda`` backend, in the order ``auto`` tries them (``SYNTH_GPU_BACKEND`` picks one)."""
-INT_MAX = 2**31 - 1
-"""M, N and K are passed as C ``int``."""
 RUNTIME_FILES = ("problem.yaml", "schedule.json", "program.json", "kernel.cu")
 """The files :func:`load` reads; each must be listed in the folder's manifest with its sha256."""
 MAX_FILE_BYTES = 16 << 20

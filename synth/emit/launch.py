@@ -82,6 +82,7 @@ def gemm_launch(M: int, N: int, BM: int, BN: int, *, split_k: int = 1, stream_k:
 EMULATOR_SMS = 132
 """SMs of the wave a persistent kernel gets on the CPU emulator by default (an H100 SXM's)."""
 INT_MAX = 2**31 - 1
+"""The largest C ``int``: M, N, K, a persistent grid and its ring trip count are passed or counted as one."""
 
 
 def persistent_ctas(tiles: int, wave: int, ctas: Optional[int] = None) -> int:
