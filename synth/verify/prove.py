@@ -333,11 +333,6 @@ def _predicated_producer(program: Program, queue: int) -> str:
 # --------------------------------------------------------------------------------------------
 # the entry point
 
-def _query_limit(time_limit: float, deadline: Deadline) -> float:
-    """Seconds for the next query: ``time_limit``, less when ``deadline`` is nearer (1 ms at least)."""
-    return deadline.cap(time_limit)
-
-
 VERDICT_PREFIXES = ("tight:", "not tight:", "tightness unknown")
 """How the clauses :func:`verify_program` adds to a wait's ``reason`` start."""
 
@@ -385,7 +380,7 @@ def verify_program(program: Program, *, time_limit: float = 10.0, tightness: boo
         if progress is not None:
             progress(len(results), len(obs))
         dl.check("prove", done=f"{len(results)} of {len(obs)} obligations")
-        results.append(prove_obligation(program, ob, enc, _query_limit(time_limit, dl), trip_count, smt2))
+        results.append(prove_obligation(program, ob, enc, dl.cap(time_limit), trip_count, smt2))
     if dl.expired() and any(r.status == "unknown" for r in results):
         raise TimeUp("prove", dl.limit, done=f"{len(obs)} obligations, the last cut short")
     if progress is not None:
