@@ -172,7 +172,7 @@ def _cert_dir(directory: str) -> str:
     return directory
 
 
-def _load(directory: str, fmt: str, limit: int, sv) -> tuple:
+def _load(directory: str, fmt: str, limit: int) -> tuple:
     """``(manifest, program file, its bytes)``, or raises :class:`_Refused` with the message."""
     path = os.path.join(directory, MANIFEST)
     try:
@@ -210,7 +210,7 @@ def certify(directory: str, *, timeout_s: float = 60.0, time_limit: Optional[flo
     v = solvers.versions()
     sv = tuple((n, v[n] or "missing") for n in ("z3", "cvc5"))
     try:
-        manifest, prog_file, data = _load(directory, FORMAT, MAX_BYTES, sv)
+        manifest, prog_file, data = _load(directory, FORMAT, MAX_BYTES)
     except _Refused as e:
         return _fail(str(e), sv)
     try:
@@ -231,7 +231,7 @@ def certify_hopper(directory: str, *, timeout_s: float = 60.0, time_limit: Optio
     v = solvers.versions()
     sv = tuple((n, v[n] or "missing") for n in ("z3", "cvc5"))
     try:
-        manifest, prog_file, data = _load(directory, HOPPER_FORMAT, HOPPER_MAX_BYTES, sv)
+        manifest, prog_file, data = _load(directory, HOPPER_FORMAT, HOPPER_MAX_BYTES)
     except _Refused as e:
         return _fail(str(e), sv)
     try:
