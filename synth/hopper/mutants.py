@@ -14,6 +14,7 @@ from dataclasses import replace
 
 from ..completion import ArriveStmt, Tx, TryWaitStmt
 from ..expr import Bin, Num, simplify
+from ..lower.exprs import add_k
 from ..program import OpStmt, WaitStmt
 from .ir import HopperProgram
 
@@ -87,29 +88,22 @@ def mutants(p: HopperProgram) -> list[tuple[str, HopperProgram, frozenset]]:
     return out
 
 
-
-
-
 # ------------------------------------------------------------------------------------------------
 # single-field and single-statement mutants (the mutation sweep)
 # ------------------------------------------------------------------------------------------------
-
-def _plus(e, d: int):
-    return simplify(Bin("+", e, Num(d)))
-
 
 def _guard_variants(g) -> list[tuple[str, object]]:
     """``(how, guard)``: dropped, loosened and tightened by one (a comparison's left side moved)."""
     out: list[tuple[str, object]] = [("dropped", None)]
     if isinstance(g, Bin) and g.op in ("<=", "<", ">=", ">"):
         d = -1 if g.op in ("<=", "<") else 1
-        out.append(("loosened", Bin(g.op, _plus(g.lhs, d), g.rhs)))
-        out.append(("tightened", Bin(g.op, _plus(g.lhs, -d), g.rhs)))
+        out.append(("loosened", Bin(g.op, add_k(g.lhs, d), g.rhs)))
+        out.append(("tightened", Bin(g.op, add_k(g.lhs, -d), g.rhs)))
     return out
 
 
 def _state_variants(st) -> list[tuple[str, object]]:
-    out = [("count + 1", replace(st, count=_plus(st.count, 1))), ("count - 1", replace(st, count=_plus(st.count, -1))),
+    out = [("count + 1", replace(st, count=add_k(st.count, 1))), ("count - 1", replace(st, count=add_k(st.count, -1))),
            ("stages + 1", replace(st, stages=st.stages + 1))]
     if st.stages > 1:
         out.append(("stages - 1", replace(st, stages=st.stages - 1)))
@@ -177,7 +171,7 @@ def field_mutants(p: HopperProgram) -> list[tuple[str, HopperProgram]]:
                                                         lambda st, k=k, s2=s2: st[:k] + [s2] + st[k + 1:])))
         for idx, w in enumerate(prog.waits):
             for d in (1, -1):
-                waits = prog.waits[:idx] + (replace(w, in_flight=_plus(w.in_flight, d)),) + prog.waits[idx + 1:]
+                waits = prog.waits[:idx] + (replace(w, in_flight=add_k(w.in_flight, d)),) + prog.waits[idx + 1:]
                 out.append((f"{r.name} wait_group #{idx} in_flight {d:+d}",
                             p.with_role(r.name, replace(prog, waits=waits))))
     for n, b in enumerate(p.barriers):
@@ -190,5 +184,6 @@ def field_mutants(p: HopperProgram) -> list[tuple[str, HopperProgram]]:
     for k, s in enumerate(p.teardown):
         out.append((f"teardown[{k}] {s.kind} deleted", replace(p, teardown=p.teardown[:k] + p.teardown[k + 1:])))
     return out
+
 
 __all__ = ["mutants", "field_mutants"]
