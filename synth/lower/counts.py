@@ -35,14 +35,6 @@ def between(ctx: Context, part: PartInfo, r: Req, m: int, pos: int) -> list[Expr
     return out
 
 
-def count_of(conds: list[Expr]) -> Expr:
-    """``sum(c ? 1 : 0)``."""
-    total: Expr = Num(0)
-    for c in conds:
-        total = Bin("+", total, Ite(c, Num(1), Num(0)))
-    return total
-
-
 def needed(ctx: Context, part: PartInfo, r: Req) -> Expr:
     """The awaited instance exists: its group runs in step ``J - delta``."""
     return ctx.runs(ctx.groups[r.group].stage, ctx.step(part, r.delta))

@@ -81,8 +81,8 @@ class _Covers:
         """The number of ``r.queue``'s groups committed after the awaited instance and before
         position ``pos`` of step ``J - m``: :func:`~.counts.between`'s conditions, counted.
 
-        The same count as ``count_of(between(...))``, built so that the counts of every
-        ``(m, pos)`` share their terms: group ``g`` contributes its commits in steps
+        The same count as ``sum(c ? 1 : 0)`` over ``between(...)``'s conditions, built so
+        that the counts of every ``(m, pos)`` share their terms: group ``g`` contributes its commits in steps
         ``J - a .. J - k_hi`` with ``a = m`` if it commits before ``pos`` and ``m + 1``
         otherwise, so the count is a prefix sum (groups before ``pos``, from ``m``) plus
         a suffix sum (the others, from ``m + 1``), each memoised."""
