@@ -884,15 +884,6 @@ def _canonical_lets(text: str) -> str:
     return re.sub(r"([?$])x\d+\b", sub, text)
 
 
-def obligation_smt2(p: HopperProgram, ob: HObligation, lags: Optional[dict] = None) -> str:
-    """The file of ``ob`` built afresh from ``p`` (no solving): certificates compare it with theirs."""
-    ph = Phases(p, lags=lags)
-    f, _ = ob.build(ph)
-    s = z3.SimpleSolver()
-    s.add(*ph.domain(), *ph.defs, f)
-    return smt2_file(ob, s)
-
-
 def prove_hopper_obligation(p: HopperProgram, ob: HObligation, time_limit: float = 10.0,
                             trip: Optional[int] = None, lags: Optional[dict] = None,
                             deadline: Optional[float] = None) -> ObligationResult:
@@ -1015,5 +1006,5 @@ def _tightness(p: HopperProgram, role: str, idx: int, obs: list[HObligation], ti
     return False, f"not tight: {to_str(plus[role][idx])} in flight is also correct"
 
 
-__all__ = ["verify_hopper", "enumerate_hopper", "prove_hopper_obligation", "obligation_smt2", "smt2_file", "HopperReport", "HObligation",
+__all__ = ["verify_hopper", "enumerate_hopper", "prove_hopper_obligation", "smt2_file", "HopperReport", "HObligation",
            "WgmmaVerdict", "Phases", "CLASSES"]
