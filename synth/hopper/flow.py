@@ -194,7 +194,9 @@ def output_files(result: HopperResult) -> dict[str, str]:
         if result.config.persistent:
             files["verify.txt"] += ("persistent tiles: the program above is each CTA's one ring over all its tiles "
                                     "(N = tiles x T iterations, proven for every N >= 1); tile carry (each tile's "
-                                    "state is the running count's): proven; the tile end's wait_group 0 in place: "
+                                    "state is the running count's): by construction (the kernel indexes every "
+                                    "slot and parity by the running count), proven by the independent checker's "
+                                    "carry obligations in certificate/; the tile end's wait_group 0 in place: "
                                     f"proven for every tile count at {cfg_tile_ends(result.config)} k-tiles per "
                                     "tile; a CTA with no tile uses no barrier (docs/hopper.md, \"Persistent "
                                     "tiles\")\n")
