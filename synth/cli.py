@@ -234,18 +234,29 @@ def main(argv: Sequence[str] | None = None) -> int:
         if not as_json:
             print(exc.render(), file=sys.stderr)
     except KeyboardInterrupt:
-        during = f" during 'synth {command}'" if command else ""
-        out = Outcome().fail("interrupted", f"interrupted (Ctrl-C){during}; no output folder was left half-written",
-                             "run the command again")
-        if not as_json:
-            print(f"error: {out.errors[0]['message']}", file=sys.stderr)
-    except Exception as exc:  # a bug: say so, keep the traceback on stderr
-        traceback.print_exc()
-        out = Outcome().fail("internal", f"internal error: {type(exc).__name__}: {exc}",
-                             "please report this with the command and the input files")
+        out = _interrupted(command, as_json)
+    except Exception as exc:
+        from .deadline import interrupted
+
+        if interrupted():  # the Ctrl-C surfaced wrapped (ctypes raises ArgumentError around it inside Z3's calls)
+            out = _interrupted(command, as_json)
+        else:  # a bug: say so, keep the traceback on stderr
+            traceback.print_exc()
+            out = Outcome().fail("internal", f"internal error: {type(exc).__name__}: {exc}",
+                                 "please report this with the command and the input files")
     if as_json:
         print(json.dumps(envelope(command, out.status, _plain(out.result), out.errors, out.warnings), indent=2))
     return out.status
+
+
+def _interrupted(command: str, as_json: bool) -> Outcome:
+    """The outcome of a Ctrl-C (exit 130), its message printed unless ``--json``."""
+    during = f" during 'synth {command}'" if command else ""
+    out = Outcome().fail("interrupted", f"interrupted (Ctrl-C){during}; no output folder was left half-written",
+                         "run the command again")
+    if not as_json:
+        print(f"error: {out.errors[0]['message']}", file=sys.stderr)
+    return out
 
 
 def _code_of(exc: SynthError) -> Optional[str]:

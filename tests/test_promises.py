@@ -363,3 +363,25 @@ for step in (lambda: Deadline.after(60).check("prove"), lambda: finishing().__en
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60, cwd=ROOT)
     assert "Exception ignored" in proc.stderr, proc.stderr  # Python did drop the interrupt
     assert proc.stdout.split() == ["flag", "True", "stopped", "stopped"], (proc.stdout, proc.stderr)
+
+
+def test_a_ctrl_c_that_surfaces_as_another_exception_still_exits_130(monkeypatch, capsys):
+    """ctypes wraps a KeyboardInterrupt raised while it converts a Z3 call's arguments into ArgumentError: once
+    the SIGINT watcher has seen the signal, whatever exception ends the command is the Ctrl-C (exit 130), not an
+    internal error (exit 3)."""
+    import ctypes
+
+    import synth.cli as cli
+    import synth.deadline as deadline
+
+    def wrapped(args, ui):
+        deadline._interrupted.set()  # what the watcher thread does on SIGINT
+        raise ctypes.ArgumentError("argument 2: KeyboardInterrupt: ")
+
+    monkeypatch.setitem(cli._COMMANDS, "check", wrapped)
+    try:
+        rc = main(["check", str(ROOT / "tests" / "check_inputs" / "triton-matmul-s2.ttgir")])
+    finally:
+        deadline._interrupted.clear()
+    assert rc == 130
+    assert "interrupted (Ctrl-C)" in capsys.readouterr().err
