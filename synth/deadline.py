@@ -22,7 +22,7 @@ early, ordinary-looking answer ("unknown", a FEASIBLE schedule), and CP-SAT
 leaves SIGINT at the C default handler afterwards (a second Ctrl-C kills the
 process with no message and no clean-up). :func:`install_interrupt` (called
 once by the CLI, from the main thread) switches both solvers' own handling
-off, keeps Python's handler (``KeyboardInterrupt``), and starts a watcher
+off, installs a Python handler that notes the Ctrl-C and raises ``KeyboardInterrupt``, and starts a watcher
 thread on :func:`signal.set_wakeup_fd`: when SIGINT arrives while a native
 solver runs (with the GIL released), the watcher stops every solver registered
 with :func:`stoppable` and interrupts Z3, so the native call returns within
@@ -270,11 +270,20 @@ def _watch(sock: socket.socket) -> None:
             _stop_native()  # the deadline's alarm: a native call returns, then Python raises
 
 
+def _on_sigint(signum, frame) -> None:
+    """Python's SIGINT handler while :func:`install_interrupt` is active: note the Ctrl-C, then raise
+    ``KeyboardInterrupt`` as Python's default handler does. The flag is set here, in the main thread, before the
+    exception exists, so whatever exception the interrupt turns into (ctypes wraps it in ``ArgumentError``
+    inside a Z3 call) the CLI can tell it was the Ctrl-C; the watcher thread sets it too, for native code."""
+    _interrupted.set()
+    raise KeyboardInterrupt
+
+
 def install_interrupt() -> None:
     """Make Ctrl-C stop the command promptly (see the module docstring); main thread only, idempotent.
 
     Switches off Z3's and CP-SAT's own SIGINT handling (CP-SAT's per solver:
-    :func:`cp_sat_parameters`), puts Python's default handler back, and starts
+    :func:`cp_sat_parameters`), installs a handler that notes the Ctrl-C and raises ``KeyboardInterrupt``, and starts
     the watcher thread.
     """
     global _installed
@@ -286,7 +295,7 @@ def install_interrupt() -> None:
         z3.set_param("ctrl_c", False)
     except Exception:
         pass
-    signal.signal(signal.SIGINT, signal.default_int_handler)
+    signal.signal(signal.SIGINT, _on_sigint)
     r, w = socket.socketpair()
     w.setblocking(False)
     _sockets.extend((r, w))  # kept open for the life of the process (the wakeup fd must stay valid)
@@ -303,8 +312,8 @@ def ignore_sigint() -> None:
 def restore_sigint() -> None:
     """Put Python's SIGINT handler back if a native library replaced it (a no-op otherwise)."""
     if threading.current_thread() is threading.main_thread() and \
-            signal.getsignal(signal.SIGINT) is not signal.default_int_handler and _installed:
-        signal.signal(signal.SIGINT, signal.default_int_handler)
+            signal.getsignal(signal.SIGINT) is not _on_sigint and _installed:
+        signal.signal(signal.SIGINT, _on_sigint)
 
 
 def cp_sat_parameters(solver) -> None:

@@ -385,3 +385,22 @@ def test_a_ctrl_c_that_surfaces_as_another_exception_still_exits_130(monkeypatch
         deadline._interrupted.clear()
     assert rc == 130
     assert "interrupted (Ctrl-C)" in capsys.readouterr().err
+
+
+def test_the_ctrl_c_is_noted_before_its_keyboard_interrupt_is_raised():
+    """The CLI tells a Ctrl-C from a bug by the flag :func:`synth.deadline.interrupted`: it must be set when the
+    ``KeyboardInterrupt`` (or the ``ArgumentError`` ctypes wraps it in) reaches any handler, not later when the
+    watcher thread gets round to it."""
+    code = r'''
+import os, signal
+from synth.deadline import install_interrupt, interrupted
+install_interrupt()
+try:
+    os.kill(os.getpid(), signal.SIGINT)
+    for _ in range(10**6):
+        pass
+except KeyboardInterrupt:
+    print("noted" if interrupted() else "not noted", flush=True)
+'''
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60, cwd=ROOT)
+    assert proc.stdout.strip() == "noted", (proc.stdout, proc.stderr)
