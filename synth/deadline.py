@@ -36,6 +36,7 @@ import contextlib
 import math
 import signal
 import socket
+import sys
 import threading
 import time
 from typing import Callable, Iterator, Optional, Union
@@ -279,6 +280,17 @@ def _on_sigint(signum, frame) -> None:
     raise KeyboardInterrupt
 
 
+def _quiet_interrupt(previous):
+    """An unraisable hook that drops a ``KeyboardInterrupt`` raised inside a ``__del__`` (Z3's terms and solvers
+    have one) without printing a traceback: the Ctrl-C is already noted and ends the command at its next
+    phase; any other unraisable exception goes to ``previous``."""
+    def hook(unraisable) -> None:
+        if isinstance(unraisable.exc_value, KeyboardInterrupt) and _interrupted.is_set():
+            return
+        previous(unraisable)
+    return hook
+
+
 def install_interrupt() -> None:
     """Make Ctrl-C stop the command promptly (see the module docstring); main thread only, idempotent.
 
@@ -296,6 +308,7 @@ def install_interrupt() -> None:
     except Exception:
         pass
     signal.signal(signal.SIGINT, _on_sigint)
+    sys.unraisablehook = _quiet_interrupt(sys.unraisablehook)
     r, w = socket.socketpair()
     w.setblocking(False)
     _sockets.extend((r, w))  # kept open for the life of the process (the wakeup fd must stay valid)
