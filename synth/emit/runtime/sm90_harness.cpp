@@ -30,6 +30,13 @@ int main(int argc, char** argv) {
   if (!in) { std::fprintf(stderr, "short input\n"); return 2; }
   CUtensorMap tmA{A.data(), {uint64_t(K), uint64_t(M)}, uint64_t(lda) * 2, {SYNTH_BK, SYNTH_BM}, 2, 128};
   CUtensorMap tmB{B.data(), {uint64_t(K), uint64_t(N)}, uint64_t(ldb) * 2, {SYNTH_BK, SYNTH_BN}, 2, 128};
+#ifdef SYNTH_TMA_STORE
+  // the TMA-store epilogue's C: f32, box 64 rows x SYNTH_TMA_STORE columns, no swizzle
+  CUtensorMap tmC{C.data(), {uint64_t(N), uint64_t(M)}, uint64_t(ldc) * 4, {SYNTH_TMA_STORE, 64}, 4, 0};
+#define SYNTH_TMC tmC,
+#else
+#define SYNTH_TMC
+#endif
   const unsigned tx = (N + SYNTH_BN - 1) / SYNTH_BN, ty = (M + SYNTH_BM - 1) / SYNTH_BM;
   // a persistent kernel: a 1-D grid of P CTAs (h[9], default one per tile), whatever the tile count
   const unsigned gx = SYNTH_PERSISTENT ? unsigned(h[9] > 0 ? h[9] : tx * ty) : tx;
@@ -48,10 +55,10 @@ int main(int argc, char** argv) {
     const unsigned bx = unsigned(blocks[i] % gx), by = unsigned(blocks[i] / gx % gy), bz = unsigned(blocks[i] / gx / gy);
     ok = synth_emu::run_block({bx, by, bz}, SYNTH_THREADS, order, [&] {
 #if SYNTH_SPLIT_K > 1
-      synth_gemm_sm90(tmA, tmB, C.data(), with_c ? Cin.data() : nullptr, M, N, K, ldc, ab[0], ab[1], ws.data(),
+      synth_gemm_sm90(tmA, tmB, SYNTH_TMC C.data(), with_c ? Cin.data() : nullptr, M, N, K, ldc, ab[0], ab[1], ws.data(),
                       tickets.data());
 #else
-      synth_gemm_sm90(tmA, tmB, C.data(), with_c ? Cin.data() : nullptr, M, N, K, ldc, ab[0], ab[1]);
+      synth_gemm_sm90(tmA, tmB, SYNTH_TMC C.data(), with_c ? Cin.data() : nullptr, M, N, K, ldc, ab[0], ab[1]);
 #endif
     });
   }
@@ -73,9 +80,9 @@ int main(int argc, char** argv) {
   for (char c : s.failure) msg += (c == '"' || c == '\\') ? ' ' : c;
   std::printf("{\"ok\": %s, \"kind\": \"%s\", \"message\": \"%s\", \"guard_written\": %s, \"landed\": %ld, "
               "\"tx_bytes\": %ld, \"wgmma\": %ld, \"poisoned_ops\": %ld, \"waw\": %ld, \"arrivals\": %ld, "
-              "\"tickets_left\": %ld, \"wgmma_descs\": [%s], \"tensor_maps\": [%s]}\n",
+              "\"tickets_left\": %ld, \"stores\": %ld, \"wgmma_descs\": [%s], \"tensor_maps\": [%s]}\n",
               ok ? "true" : "false", s.kind.c_str(), msg.c_str(),
               (std::isnan(C[C.size() - 4]) ? "false" : "true"), s.stat_landed, s.stat_tx_bytes, s.stat_wgmma,
-              s.stat_poisoned_ops, s.stat_waw, s.stat_arrivals, tickets_left, descs.c_str(), maps.c_str());
+              s.stat_poisoned_ops, s.stat_waw, s.stat_arrivals, tickets_left, s.stat_stores, descs.c_str(), maps.c_str());
   return ok ? 0 : 3;
 }

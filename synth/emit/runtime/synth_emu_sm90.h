@@ -64,7 +64,13 @@ struct WG {
   std::vector<Op> open; std::vector<std::vector<Op>> committed;
 };
 struct Warp { int count = 0; long gen = 0; float vals[32], res[32]; int mask = 0; };
-struct Thread { ucontext_t ctx; std::vector<char> stack; bool done = false; std::string waiting; uint32_t wait_bar = 0; uint32_t wait_parity = 0; long failed_at = -1; };
+// a TMA store (cp.async.bulk.tensor global <- shared): the box's bytes as they were when it was issued; it reads
+// them again when its group completes (as late as wait_group.read allows) and the two must agree
+struct Store { CUtensorMap map; uint32_t src; int c0, c1; std::vector<unsigned char> at_issue; };
+struct Thread { ucontext_t ctx; std::vector<char> stack; bool done = false; std::string waiting; uint32_t wait_bar = 0; uint32_t wait_parity = 0; long failed_at = -1;
+  std::vector<Store> bulk_open; std::vector<std::vector<Store>> bulk_groups;  // this thread's bulk async-group FIFO
+  long proxy_fence = 0;  // stamp of this thread's last fence.proxy.async
+};
 
 struct State {
   std::vector<Thread> th; int cur = 0, nthreads = 0; bool reverse = false; bool random = false;
@@ -96,6 +102,9 @@ struct State {
   std::vector<long> unfenced, fence_mark;
   std::vector<std::map<uintptr_t, size_t>> seen;         // per thread and counter: the next value to return
   long stat_protocol_errors = 0;
+  // the TMA-store epilogue: who wrote each 4-byte shared word through st.shared, and when (a stamp)
+  struct SWrite { int thread = -1; long stamp = 0; };
+  std::vector<SWrite> swrites; long stamp = 0; long stat_stores = 0;
 };
 inline State& S() { static State s; return s; }
 
@@ -396,7 +405,81 @@ inline void synth_mbar_inval(uint32_t a) {
   progress();
 }
 inline void synth_fence_mbarrier_init() { synth_emu::yield_point(); }
-inline void synth_fence_proxy_async() { synth_emu::yield_point(); }
+inline void synth_emu_protocol_error(const std::string& msg);
+inline void synth_fence_proxy_async() {
+  auto& s = synth_emu::S();
+  s.th[s.cur].proxy_fence = ++s.stamp;
+  synth_emu::yield_point();
+}
+// st.shared.v2.f32 (generic proxy): recorded per word, so that a TMA store reading it can ask for the fence
+inline void synth_st_shared_f32x2(uint32_t a, float x, float y) {
+  using namespace synth_emu;
+  State& s = S();
+  check_shared(a, 8);
+  if (a & 7) fail("fault", "misaligned st.shared.v2.f32");
+  std::memcpy(smem_ptr(a), &x, 4); std::memcpy(smem_ptr(a + 4), &y, 4);
+  for (uint32_t w = 0; w < 2; ++w) s.swrites[(a - SMEM_BASE) / 4 + w] = {s.cur, ++s.stamp};
+  yield_point();
+}
+// cp.async.bulk.tensor.2d.global.shared::cta.bulk_group: f32, no swizzle (the C map)
+inline void synth_tma_store_2d(const CUtensorMap* map, uint32_t src, int c0, int c1) {
+  using namespace synth_emu;
+  State& s = S();
+  if (map->swizzle != 0 || map->elem_bytes != 4) fail("fault", "TMA store: the emulator knows f32 boxes without swizzle");
+  const uint32_t n = map->box[0] * map->box[1] * 4;
+  check_shared(src, n);
+  if ((src - SMEM_BASE) % 128) fail("fault", "TMA store: shared source not 128-byte aligned");
+  for (uint32_t w = 0; w < n / 4; ++w) {
+    const State::SWrite& wr = s.swrites[(src - SMEM_BASE) / 4 + w];
+    if (wr.thread >= 0 && s.th[wr.thread].proxy_fence < wr.stamp)
+      synth_emu_protocol_error("TMA store reads shared memory that thread " + std::to_string(wr.thread) +
+                               " wrote with st.shared and has not fenced (fence.proxy.async.shared::cta) since: "
+                               "the async proxy may read the old bytes");
+  }
+  Store st{*map, src, c0, c1, std::vector<unsigned char>(smem_ptr(src), smem_ptr(src) + n)};
+  s.th[s.cur].bulk_open.push_back(std::move(st));
+  yield_point();
+}
+inline void synth_bulk_commit() {
+  auto& s = synth_emu::S();
+  auto& th = s.th[s.cur];
+  th.bulk_groups.push_back(std::move(th.bulk_open));
+  th.bulk_open.clear();
+  synth_emu::yield_point();
+}
+namespace synth_emu {
+// a bulk group's stores read their boxes (now: as late as allowed), write global memory (clipped to the
+// tensor's extent) and poison what they read; a box that changed since its store was issued is a race
+inline void complete_bulk_group(Thread& th) {
+  State& s = S();
+  std::vector<Store> g = std::move(th.bulk_groups.front());
+  th.bulk_groups.erase(th.bulk_groups.begin());
+  for (Store& st : g) {
+    const uint32_t n = uint32_t(st.at_issue.size());
+    if (std::memcmp(st.at_issue.data(), smem_ptr(st.src), n) != 0)
+      fail("race", "a TMA store's staging box changed between the store's issue and its wait_group.read: the "
+                   "store may read either (a slot rewritten before the store read it, or written after it was issued)");
+    const CUtensorMap& m = st.map;
+    for (uint32_t r = 0; r < m.box[1]; ++r)
+      for (uint32_t e = 0; e < m.box[0]; ++e) {
+        long gx = long(st.c0) + e, gy = long(st.c1) + r;
+        if (gx < 0 || gy < 0 || uint64_t(gx) >= m.dim[0] || uint64_t(gy) >= m.dim[1]) continue;
+        std::memcpy(const_cast<unsigned char*>(static_cast<const unsigned char*>(m.base)) + gy * m.stride1 + gx * 4,
+                    smem_ptr(st.src + (r * m.box[0] + e) * 4), 4);
+      }
+    std::memset(smem_ptr(st.src), 0xFF, n);  // poisoned: NaN for anyone who reads the slot before rewriting it
+    for (uint32_t w = 0; w < n / 4; ++w) s.swrites[(st.src - SMEM_BASE) / 4 + w] = {};
+    s.stat_stores++;
+  }
+  progress();
+}
+}  // namespace synth_emu
+template <int N> inline void synth_bulk_wait_read() {
+  auto& s = synth_emu::S();
+  auto& th = s.th[s.cur];
+  while (th.bulk_groups.size() > size_t(N)) synth_emu::complete_bulk_group(th);
+  synth_emu::yield_point();
+}
 
 inline void synth_mbar_expect_tx(uint32_t b, uint32_t bytes) {
   using namespace synth_emu;
@@ -668,6 +751,7 @@ inline bool run_block(synth_dim3 block, int threads, int order, std::function<vo
   s.named.clear(); s.acquires = 0; s.stale_loads = 0; s.acquired.clear(); s.unpublished.clear();
   s.block_lin = (long long)((block.z * s.grid.y + block.y) * s.grid.x + block.x);
   s.unfenced.assign(threads, 0); s.fence_mark.assign(threads, 0); s.seen.assign(threads, {});
+  s.swrites.assign(SMEM_SIZE / 4, State::SWrite{}); s.stamp = 0;
   std::memset(synth_smem_raw, 0xFF, SMEM_SIZE);
   for (int t = 0; t < threads; ++t) {
     Thread& th = s.th[t];
@@ -682,6 +766,13 @@ inline bool run_block(synth_dim3 block, int threads, int order, std::function<vo
   swapcontext(&s.main_ctx, &s.th[s.cur].ctx);
   if (s.failed) return false;
   while (!s.copies.empty()) land_one(0);
+  for (int t = 0; t < threads; ++t)
+    if (!s.th[t].bulk_open.empty() || !s.th[t].bulk_groups.empty()) {
+      s.failed = true; s.kind = "protocol";
+      s.failure = "thread " + std::to_string(t) + " exits with TMA stores not known to have read shared memory "
+                  "(no cp.async.bulk.wait_group.read 0): the CTA's shared memory may be reused under them";
+      return false;
+    }
   return true;
 }
 

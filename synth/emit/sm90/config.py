@@ -10,7 +10,8 @@ Bounds (checked by :meth:`Sm90Config.check`): bm in {64, 128}; bn a multiple of 
 16..256 (wgmma N and the TMA box limit); stages 1..16 with shared memory
 ``stages * (bm + bn) * 128 + 1024`` bytes <= 232448 (227 KB, the sm_90 opt-in limit);
 0 <= k_pipe_mmas < stages; split_k 1..64 (``synth.bounds.MAX_SPLIT_K``), without a load predicate;
-persistent without split-K or a load predicate.
+persistent without split-K or a load predicate; epilogue ``register`` or ``tma_store`` (without split-K), with
+1..4 staging buffers of ``64 x store_cols`` f32 per consumer warp group counted in the shared memory.
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ from ...arch import get_arch
 from ...bounds import MAX_SPLIT_K
 from ...hopper.ir import HopperProgram
 from ...hopper.loop import HopperLoop, Load
+from ...hopper.store import MAX_STAGING, store_program
 from ...lower.barriers import lower_hopper
 
 BK = 64
@@ -32,6 +34,8 @@ ALIGN_PAD = 1024
 """Bytes added to the dynamic shared memory so the kernel can align its base to 1024 (swizzle atom)."""
 DTYPES = ("f16", "bf16")
 """Element types of A and B (2 bytes each: the tile and byte counts do not depend on it)."""
+EPILOGUES = ("register", "tma_store")
+"""How C is stored (docs/hopper_kernel.md; docs/hopper_store.md for ``tma_store``)."""
 PRODUCER_REGS = 40
 """``setmaxnreg.dec`` target of the producer warp group (CUTLASS's value)."""
 
@@ -57,6 +61,23 @@ class Sm90Config:
     """A grid of any ``P >= 1`` CTAs walks the output tiles (grouped raster order, CTA ``b`` takes tiles
     ``b, b + P, ...``) with the pipeline state carried across its tiles (docs/hopper_kernel.md,
     "Persistent tiles"); False: one CTA per tile."""
+    epilogue: str = "register"
+    """How C leaves the consumers: ``register`` (``st.global`` from the accumulators) or ``tma_store``
+    (through shared staging buffers and ``cp.async.bulk.tensor`` stores, docs/hopper_store.md)."""
+    staging: int = 2
+    """TMA-store epilogue: staging buffers per consumer warp group (1 .. 4)."""
+
+    @property
+    def store_cols(self) -> int:
+        """Columns of one TMA-store sub-tile (64 rows of f32): 32, or 16 where ``bn`` is not a multiple of 32."""
+        return 32 if self.bn % 32 == 0 else 16
+
+    @property
+    def staging_bytes(self) -> int:
+        """Shared memory of the TMA-store staging buffers, all consumer warp groups (0 for ``register``)."""
+        if self.epilogue != "tma_store":
+            return 0
+        return self.consumers * self.staging * 64 * self.store_cols * 4
 
     @property
     def consumers(self) -> int:
@@ -77,7 +98,8 @@ class Sm90Config:
     @property
     def smem_bytes(self) -> int:
         """Dynamic shared memory to launch with: slots, 2 * stages barriers, alignment pad."""
-        return self.stages * (self.a_slot_bytes + self.b_slot_bytes) + 16 * self.stages + ALIGN_PAD
+        return (self.stages * (self.a_slot_bytes + self.b_slot_bytes) + self.staging_bytes + 16 * self.stages
+                + ALIGN_PAD)
 
     @property
     def consumer_regs(self) -> int:
@@ -109,6 +131,13 @@ class Sm90Config:
         if self.persistent and self.load_when is not None:
             raise ValueError("a load predicate names k and T of one tile's loop; a persistent CTA's ring runs "
                              "many tiles")
+        if self.epilogue not in EPILOGUES:
+            raise ValueError(f"epilogue {self.epilogue!r}: expected one of {EPILOGUES}")
+        if self.epilogue == "tma_store" and self.split_k > 1:
+            raise ValueError("a TMA-store epilogue with split-K is not built: the split's last CTA sums through "
+                             "global memory")
+        if not 1 <= self.staging <= MAX_STAGING:
+            raise ValueError(f"staging {self.staging} outside 1..{MAX_STAGING}")
         if self.smem_bytes > SMEM_LIMIT:
             raise ValueError(f"{self.smem_bytes} bytes of shared memory exceed {SMEM_LIMIT}: use fewer stages")
 
@@ -123,5 +152,11 @@ class Sm90Config:
         self.check()
         return lower_hopper(self.hopper_loop())
 
+    def store_program(self):
+        """The TMA-store epilogue's program of one consumer warp group (:func:`synth.hopper.store.store_program`);
+        None for the register epilogue."""
+        self.check()
+        return store_program(self.staging, name=f"{self.name}.store") if self.epilogue == "tma_store" else None
 
-__all__ = ["Sm90Config", "BK", "SMEM_LIMIT", "PRODUCER_REGS", "DTYPES"]
+
+__all__ = ["Sm90Config", "BK", "SMEM_LIMIT", "PRODUCER_REGS", "DTYPES", "EPILOGUES"]

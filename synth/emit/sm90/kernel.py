@@ -38,6 +38,8 @@ from .config import PRODUCER_REGS, Sm90Config
 KERNEL = "synth_gemm_sm90"
 SPLIT_BARRIER = 1
 """Named barrier (``bar.sync``) of the consumer warp groups in the split-K reduction (0 is __syncthreads)."""
+STORE_BARRIER = 2
+"""Named barrier of consumer warp group ``cw`` in the TMA-store epilogue: ``STORE_BARRIER + cw`` (128 threads)."""
 UNROLL_MAX = 16
 """Parts of a constant extent up to this are unrolled (wait counts become immediates)."""
 
@@ -104,6 +106,18 @@ SYNTH_DEV unsigned synth_ld_acquire_u32(const unsigned* p) {
   unsigned v; asm volatile("ld.acquire.gpu.global.u32 %0, [%1];" : "=r"(v) : "l"(p) : "memory"); return v; }
 """
 
+_CUDA_STORE_API = r"""
+// TMA-store epilogue (docs/hopper_store.md): staging writes, the bulk store, its group FIFO
+SYNTH_DEV void synth_st_shared_f32x2(uint32_t a, float x, float y) {
+  asm volatile("st.shared.v2.f32 [%0], {%1, %2};" :: "r"(a), "f"(x), "f"(y) : "memory"); }
+SYNTH_DEV void synth_tma_store_2d(const CUtensorMap* map, uint32_t src, int c0, int c1) {
+  asm volatile("cp.async.bulk.tensor.2d.global.shared::cta.bulk_group [%0, {%2, %3}], [%1];"
+               :: "l"(reinterpret_cast<uint64_t>(map)), "r"(src), "r"(c0), "r"(c1) : "memory"); }
+SYNTH_DEV void synth_bulk_commit() { asm volatile("cp.async.bulk.commit_group;" ::: "memory"); }
+template <int N> SYNTH_DEV void synth_bulk_wait_read() {
+  asm volatile("cp.async.bulk.wait_group.read %0;" :: "n"(N) : "memory"); }
+"""
+
 
 def _wgmma_name(cfg: Sm90Config) -> str:
     return f"synth_wgmma_m64n{cfg.bn}k16" if cfg.dtype == "f16" else f"synth_wgmma_bf16_m64n{cfg.bn}k16"
@@ -139,6 +153,8 @@ class _Emit:
         """Persistent kernels: role -> :class:`synth.hopper.persistent.TileCarry` other than the running count
         (a mutant for the emulator's bug tests); the role being emitted is ``self.role``."""
         self.role = ""
+        self.store = None
+        """The TMA-store epilogue's store program (None: the register epilogue)."""
 
     def mutant_carry(self):
         c = self.carry.get(self.role)
@@ -315,7 +331,7 @@ class _Emit:
         self.w(depth, "}")
 
 
-def emit_sm90_kernel(cfg: Sm90Config, program: Optional[HopperProgram] = None, carry=None) -> str:
+def emit_sm90_kernel(cfg: Sm90Config, program: Optional[HopperProgram] = None, carry=None, store=None) -> str:
     """The ``kernel.cu`` text of ``cfg`` with its synchronization taken from ``program``
     (default: the proven lowering ``cfg.program()``). ValueError when the program is not of the
     shape this emitter knows (roles ``producer`` of 1 warp group and ``consumer`` of
@@ -323,9 +339,14 @@ def emit_sm90_kernel(cfg: Sm90Config, program: Optional[HopperProgram] = None, c
     program is the CTA's ring over all its tiles (docs/hopper_kernel.md, "Persistent tiles"), each
     role's parts a ``body`` of extent ``T`` then at most a constant-extent ``epilogue``; ``carry``
     (role -> :class:`synth.hopper.persistent.TileCarry`) replaces the running count of a role's
-    states (the bug tests' mutants; default: the running count)."""
+    states (the bug tests' mutants; default: the running count). ``cfg.epilogue == "tma_store"``: C leaves
+    through the store program ``store`` (default ``cfg.store_program()``; a mutant for the bug tests), each
+    of its statements one line of the consumers' epilogue (docs/hopper_store.md)."""
     cfg.check()
     p = program if program is not None else cfg.program()
+    if store is not None and cfg.epilogue != "tma_store":
+        raise ValueError("a store program applies to a TMA-store epilogue only")
+    store = store if store is not None else cfg.store_program()
     if carry and not cfg.persistent:
         raise ValueError("a tile carry applies to a persistent kernel only")
     roles = {r.name: r for r in p.roles}
@@ -342,21 +363,27 @@ def emit_sm90_kernel(cfg: Sm90Config, program: Optional[HopperProgram] = None, c
                 raise ValueError(f"role {r.name}: a persistent kernel runs a body of extent T per tile and a "
                                  f"constant-extent epilogue after the last tile, got parts {names}")
     e = _Emit(cfg, p, carry)
+    e.store = store
     max_wait = cfg.stages
     head = [
         f"// synth: sm_90a GEMM {cfg.bm}x{cfg.bn}x{cfg.bk}, {cfg.stages} stages, K_PIPE_MMAS {cfg.k_pipe_mmas}, "
         f"{cfg.consumers} consumer warp group(s) (cooperative), TMA 128B swizzle, wgmma m64n{cfg.bn}k16 {cfg.dtype}"
-        + (", persistent tiles" if cfg.persistent else ""),
+        + (", persistent tiles" if cfg.persistent else "")
+        + (f", TMA-store epilogue ({cfg.staging} staging buffers of 64x{cfg.store_cols} f32 per warp group)"
+           if store is not None else ""),
         *(f"// {n}" for n in p.notes),
         "// Synchronization emitted statement by statement from the Hopper program (docs/hopper_kernel.md).",
         f"#define SYNTH_BM {cfg.bm}", f"#define SYNTH_BN {cfg.bn}", f"#define SYNTH_BK {cfg.bk}",
         f"#define SYNTH_STAGES {cfg.stages}", f"#define SYNTH_THREADS {cfg.threads}",
         f"#define SYNTH_SMEM_BYTES {cfg.smem_bytes}", f"#define SYNTH_SPLIT_K {cfg.split_k}",
         *(["#define SYNTH_PERSISTENT 1  // a 1-D grid of any P >= 1 CTAs walks the tiles"] if cfg.persistent else []),
+        *([f"#define SYNTH_TMA_STORE {cfg.store_cols}  // C leaves through TMA stores of 64 x this many f32"]
+          if store is not None else []),
         "#ifdef SYNTH_EMULATE",
         '#include "synth_emu_sm90.h"',
         "#else",
         _CUDA_API.strip(),
+        *([_CUDA_STORE_API.strip()] if store is not None else []),
         _wgmma_cuda(cfg).rstrip(),
         _wait_dispatch(max_wait).rstrip(),
         "#endif",
@@ -368,6 +395,8 @@ def emit_sm90_kernel(cfg: Sm90Config, program: Optional[HopperProgram] = None, c
         "",
         f"extern \"C\" __global__ void __launch_bounds__({cfg.threads}, 1)",
         f"{KERNEL}(const __grid_constant__ CUtensorMap tmA, const __grid_constant__ CUtensorMap tmB,",
+        *(["               const __grid_constant__ CUtensorMap tmC,  // C (f32, box 64 rows x "
+           f"{cfg.store_cols} columns): the TMA store's"] if store is not None else []),
         "               float* __restrict__ C, const float* __restrict__ C_in, int M, int N, int K, int ldc,",
         "               float alpha, float beta) {" if cfg.split_k == 1 else
         "               float alpha, float beta, float* __restrict__ workspace, unsigned* __restrict__ tickets) {",
@@ -379,6 +408,10 @@ def emit_sm90_kernel(cfg: Sm90Config, program: Optional[HopperProgram] = None, c
         f"  const uint32_t sB = sA + {cfg.stages * cfg.a_slot_bytes};",
     ]
     off = cfg.stages * (cfg.a_slot_bytes + cfg.b_slot_bytes)
+    if store is not None:
+        head.append(f"  const uint32_t sStage = sA + {off};  // TMA-store staging: {cfg.consumers} warp group(s) x "
+                    f"{cfg.staging} x {64 * cfg.store_cols * 4} bytes")
+        off += cfg.staging_bytes
     for b in p.barriers:
         head.append(f"  const uint32_t bar_{b.name} = sA + {off};  // {b.kind}, "
                     f"{b.slots} slots")
@@ -482,9 +515,12 @@ def _persistent_roles(e: _Emit, cfg: Sm90Config, prod, cons) -> None:
     zero = ["#pragma unroll", f"for (int j = 0; j < {cfg.bn // 2}; ++j) acc[j] = 0.0f;"]
     # the tile's end: every wgmma group complete before the accumulators are read (wait_group 0 only completes
     # more groups than the ring program's own waits), then C from registers as in the one-tile kernel
+    c_lines = _epilogue(cfg) if e.store is None else _store_lines(cfg, e.store, f"(unsigned)t * {cfg.bn // cfg.store_cols}u")
     tail = ["synth_wgmma_wait_n<0>();  // the tile's accumulators are complete",
-            *tile_lines, [("  " * 1) + ln if ln.startswith("#") else "  " + ln for ln in _epilogue(cfg)]]
+            *tile_lines, [("  " * 1) + ln if ln.startswith("#") else "  " + ln for ln in c_lines]]
     ring(2, "consumer", cons, zero, tail)
+    if e.store is not None:
+        e.lines += _store_drain(e.store)
     e.w(1, "}")
     e.w(1, "}")
 
@@ -543,9 +579,115 @@ def _tile_roles(e: _Emit, cfg: Sm90Config, prod, cons) -> None:
         e.w(2, line)
     if cfg.split_k > 1:
         e.lines += _split_epilogue(cfg)
+    elif e.store is not None:
+        e.lines += _store_lines(cfg, e.store, "0u") + _store_drain(e.store)
     else:
         e.lines += _epilogue(cfg)
     e.w(1, "}")
+
+
+def _store_unit(store, s) -> str:
+    from ...hopper.store import UNITS
+
+    if isinstance(s, (WaitStmt, CommitStmt)):
+        return s.kind
+    unit = store.op(s.op).unit
+    if unit not in UNITS:
+        raise ValueError(f"store program op {s.op}: unit {unit!r} is not one of {sorted(UNITS)}")
+    return unit
+
+
+def _store_wait(store, s) -> str:
+    n = store.waits[s.wait].in_flight
+    if not isinstance(n, Num) or not 0 <= n.value <= 7:
+        raise ValueError(f"store program wait {s.wait}: in_flight {n} is not a constant 0..7")
+    return f"if (wt == 0) synth_bulk_wait_read<{n.value}>();  // wait_group.read {n.value}: the slot's last store has read it"
+
+
+def _store_slot(cfg: Sm90Config, acc) -> str:
+    sub = 64 * cfg.store_cols * 4
+    return (f"sStage + (uint32_t)cw * {cfg.staging * sub}u + ((unsigned)({c_expr(acc.slot)}) % {cfg.staging}u) * "
+            f"{sub}u")
+
+
+def _store_lines(cfg: Sm90Config, store, e0: str) -> list[str]:
+    """The consumers' TMA-store epilogue of one tile: sub-tile ``jj`` (columns ``jj * W ..``) is the store
+    program's body at ``i = e0 + jj``, each statement one line (module docstring of
+    :mod:`synth.hopper.store`); lines indented as :func:`_epilogue`'s."""
+    w = cfg.store_cols
+    body = store.part("body")
+    out = [
+        f"    // ---- epilogue: TMA store, 64 x {w} f32 sub-tiles through {cfg.staging} staging slot(s) (store program)",
+        "    const int lane = wt % 32, sr0 = (wt / 32) * 16 + lane / 4, sc0 = 2 * (lane % 4);",
+        "#pragma unroll",
+        f"    for (int jj = 0; jj < {cfg.bn // w}; ++jj) {{",
+        f"      const unsigned {body.var} = {e0} + (unsigned)jj;  // the warp group's running sub-tile count",
+    ]
+    for s in body.stmts:
+        unit = _store_unit(store, s)
+        if unit == "wait":
+            lines = [_store_wait(store, s)]
+        elif unit == "commit":
+            lines = ["if (wt == 0) synth_bulk_commit();"]
+        elif unit == "bar.sync":
+            lines = [f"synth_bar_sync({STORE_BARRIER} + cw, 128);  // {s.op}: the warp group's threads meet"]
+        elif unit == "fence.proxy.async":
+            lines = ["synth_fence_proxy_async();  // this thread's st.shared visible to the TMA store (async proxy)"]
+        elif unit == "st.shared":
+            (acc,) = s.writes
+            lines = [
+                "{",
+                f"  const uint32_t dst = {_store_slot(cfg, acc)};",
+                "#pragma unroll",
+                f"  for (int q = 0; q < {w // 8}; ++q) {{",
+                "#pragma unroll",
+                "    for (int h = 0; h < 2; ++h) {",
+                f"      const int r = sr0 + 8 * h, c = 8 * q + sc0, g = jj * {w // 8} + q;",
+                "      float v0 = alpha * acc[4 * g + 2 * h], v1 = alpha * acc[4 * g + 2 * h + 1];",
+                "      if (C_in != nullptr) {",
+                f"        const int row = m0 + cw * 64 + r, col = n0 + jj * {w} + c;",
+                "        if (row < M && col < N) v0 += beta * C_in[(size_t)row * ldc + col];",
+                "        if (row < M && col + 1 < N) v1 += beta * C_in[(size_t)row * ldc + col + 1];",
+                "      }",
+                f"      synth_st_shared_f32x2(dst + (uint32_t)(r * {w} + c) * 4u, v0, v1);",
+                "    }",
+                "  }",
+                "}",
+            ]
+        elif unit == "tma.store":
+            (acc,) = s.reads
+            lines = [f"if (wt == 0) synth_tma_store_2d(&tmC, {_store_slot(cfg, acc)}, n0 + jj * {w}, m0 + cw * 64);"
+                     "  // out-of-range rows and columns clipped by the tensor map"]
+        else:  # "exit" belongs to the drain after the last tile
+            raise ValueError(f"store program op {s.op} of unit {unit} cannot run per sub-tile")
+        if s.guard is not None:
+            lines = [f"if ({c_expr(s.guard)}) {{"] + ["  " + ln for ln in lines] + ["}"]
+        out += ["      " + ln if not ln.startswith("#") else ln for ln in lines]
+    out.append("    }")
+    return out
+
+
+def _store_drain(store) -> list[str]:
+    """The store program's epilogue part at the consumer's end (after its last tile): its waits (the CTA's
+    exit is its ``exit`` ops: no code)."""
+    out = ["    // ---- after the last tile: every TMA store has read its staging slot before the CTA exits"]
+    for pt in store.parts[1:]:
+        if not isinstance(pt.extent, Num):
+            raise ValueError(f"store program part {pt.name}: extent {pt.extent} is not a constant")
+        for c in range(pt.extent.value):
+            env = {pt.var: c}
+            for s in pt.stmts:
+                unit = _store_unit(store, s)
+                if s.guard is not None:
+                    from ...expr import evaluate
+
+                    if not evaluate(s.guard, env):
+                        continue
+                if unit == "wait":
+                    out.append("    " + _store_wait(store, s))
+                elif unit != "exit":
+                    raise ValueError(f"store program {pt.name}: only waits and the exit run after the last tile")
+    return out
 
 
 def _split_epilogue(cfg: Sm90Config) -> list[str]:
