@@ -7,7 +7,8 @@ through a **barrier phase** (its ``barrier``, a :class:`BarrierRef`: a TMA copy'
 variant's vocabulary: :class:`PipelineState` (the value CUTLASS 3.x keeps for a
 pipeline position; slot and parity are derived from it, never stored), barrier
 declarations and the barrier statements (init, arrive / expect_tx, try_wait,
-fence, inval), with their JSON forms. It imports nothing from synth but
+fence, inval, and ``bar_sync``: a named barrier over a warp group, a convergence point), with
+their JSON forms. It imports nothing from synth but
 :mod:`synth.expr`, so :mod:`synth.program` can import it.
 """
 
@@ -133,6 +134,12 @@ class ArriveStmt:
     arrivals: int = 1
     tx: tuple[Tx, ...] = ()
     guard: Optional[Expr] = None
+    elected: bool = True
+    """Run by one elected thread of each warp group while the role's other threads skip it (the
+    kernel's ``if (wt == 0)``; ``False``: by every thread). In a role of one thread every statement
+    runs on that thread; in a role of many threads (:attr:`synth.hopper.ir.Role.threads`) an arrive
+    must be elected (synth counts one arrival per warp group), and the ``converge`` proof asks that
+    the warp group's threads be converged before it (docs/hopper.md)."""
     kind: str = field(default="arrive", init=False)
 
 
@@ -144,6 +151,18 @@ class TryWaitStmt:
     state: PipelineState
     guard: Optional[Expr] = None
     kind: str = field(default="try_wait", init=False)
+
+
+@dataclass(frozen=True)
+class BarSyncStmt:
+    """``bar.sync id, threads``: a named CTA barrier over the threads of one warp group of the role
+    (warp group ``w`` of the role uses barrier ``id + w``; the thread count is the role's ``threads``).
+    No thread passes it before every thread of its warp group has reached it: a convergence point
+    (docs/hopper.md, "Threads"; the PTX citation is in docs/trust.md)."""
+
+    id: int
+    guard: Optional[Expr] = None
+    kind: str = field(default="bar_sync", init=False)
 
 
 @dataclass(frozen=True)
@@ -167,7 +186,7 @@ class FenceStmt:
     kind: str = field(default="fence", init=False)
 
 
-BARRIER_STMTS = (ArriveStmt, TryWaitStmt, InitStmt, InvalStmt, FenceStmt)
+BARRIER_STMTS = (ArriveStmt, TryWaitStmt, InitStmt, InvalStmt, FenceStmt, BarSyncStmt)
 
 
 def _name(x) -> str:
@@ -190,11 +209,13 @@ def barrier_stmt_json(s) -> dict:
     g = None if s.guard is None else to_str(s.guard)
     if isinstance(s, ArriveStmt):
         return {"kind": "arrive", "barrier": s.barrier, "state": s.state.to_json(), "arrivals": s.arrivals,
-                "tx": [{"bytes": t.bytes, "gate": t.gate} for t in s.tx], "guard": g}
+                "tx": [{"bytes": t.bytes, "gate": t.gate} for t in s.tx], "guard": g, "elected": s.elected}
     if isinstance(s, TryWaitStmt):
         return {"kind": "try_wait", "barrier": s.barrier, "state": s.state.to_json(), "guard": g}
     if isinstance(s, FenceStmt):
         return {"kind": "fence", "fence": s.fence, "guard": g}
+    if isinstance(s, BarSyncStmt):
+        return {"kind": "bar_sync", "id": s.id, "guard": g}
     return {"kind": s.kind, "barrier": s.barrier, "guard": g}
 
 
@@ -212,7 +233,10 @@ def barrier_stmt_from_json(d: dict):
                 raise ValueError(f"tx.bytes: expected an integer in 0..{_bound('bytes')}, got {b!r}")
             gate = t.get("gate")
             tx.append(Tx(b, None if gate is None else _name(gate)))
-        return ArriveStmt(_name(d["barrier"]), state_from_json(d["state"], waits=False), n, tuple(tx), _guard(d))
+        el = d.get("elected", True)
+        if not isinstance(el, bool):
+            raise ValueError(f"arrive.elected: expected true or false, got {el!r}")
+        return ArriveStmt(_name(d["barrier"]), state_from_json(d["state"], waits=False), n, tuple(tx), _guard(d), el)
     if kind == "try_wait":
         return TryWaitStmt(_name(d["barrier"]), state_from_json(d["state"]), _guard(d))
     if kind == "fence":
@@ -220,6 +244,12 @@ def barrier_stmt_from_json(d: dict):
         if f not in FENCES:
             raise ValueError(f"fence: expected one of {FENCES}, got {f!r}")
         return FenceStmt(f, _guard(d))
+    if kind == "bar_sync":
+        b = d["id"]
+        lo, hi = 1, _bound("bar_id")
+        if isinstance(b, bool) or not isinstance(b, int) or not lo <= b <= hi:
+            raise ValueError(f"bar_sync.id: expected an integer in {lo}..{hi}, got {b!r}")
+        return BarSyncStmt(b, _guard(d))
     if kind == "init":
         return InitStmt(_name(d["barrier"]), _guard(d))
     if kind == "inval":
@@ -227,10 +257,10 @@ def barrier_stmt_from_json(d: dict):
     raise ValueError(f"unknown statement kind {kind!r}")
 
 
-STMT_KINDS = ("arrive", "try_wait", "fence", "init", "inval")
+STMT_KINDS = ("arrive", "try_wait", "fence", "init", "inval", "bar_sync")
 """Statement kinds of this module (beside :mod:`synth.program`'s op, commit, wait)."""
 
 
 __all__ = ["PipelineState", "Barrier", "BarrierRef", "Tx", "ArriveStmt", "TryWaitStmt", "InitStmt", "InvalStmt",
-           "FenceStmt", "BARRIER_STMTS", "BARRIER_KINDS", "FENCES", "STMT_KINDS", "barrier_stmt_json",
+           "FenceStmt", "BarSyncStmt", "BARRIER_STMTS", "BARRIER_KINDS", "FENCES", "STMT_KINDS", "barrier_stmt_json",
            "barrier_stmt_from_json", "state_from_json", "barrier_ref_from_json"]

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ..completion import ArriveStmt, TryWaitStmt
+from ..completion import ArriveStmt, BarSyncStmt, TryWaitStmt
 from ..expr import evaluate, parse
 from ..program import CommitStmt, OpStmt, WaitStmt
 from .ir import HopperProgram
@@ -25,7 +25,8 @@ class Instance:
     """One statement instance of a warp group."""
 
     kind: str
-    """``wait`` (try_wait), ``arrive``, ``tma``, ``op`` (synchronous), ``wgmma``, ``commit``, ``wgwait``."""
+    """``wait`` (try_wait), ``arrive``, ``tma``, ``op`` (synchronous), ``wgmma``, ``commit``, ``wgwait``,
+    ``bar_sync`` (a named barrier over the warp group)."""
     where: str
     """``role part i = ..``."""
     tile: int = -1
@@ -120,6 +121,8 @@ def role_instances(program: HopperProgram, T: int, role) -> list[Instance]:
                     seq.append(Instance("commit", where))
                 elif isinstance(s, WaitStmt):
                     seq.append(Instance("wgwait", where, count=int(evaluate(prog.waits[s.wait].in_flight, env))))
+                elif isinstance(s, BarSyncStmt):
+                    seq.append(Instance("bar_sync", where, count=s.id))
     return seq
 
 

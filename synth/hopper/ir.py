@@ -2,8 +2,11 @@
 
 Each role is a :class:`~synth.program.Program` (prologue / body / epilogue in the form of
 :mod:`synth.program`, its own wgmma queue and waits) whose parts also hold the barrier
-statements of :mod:`synth.completion`; every warp group of the role runs it. Roles
-synchronize only through barriers. ``setup`` runs on one thread before a CTA barrier (inits
+statements of :mod:`synth.completion`; every warp group of the role runs it, on ``threads``
+threads each: every thread runs every statement but the elected ones (an arrive marked
+``elected``, a TMA copy), which one thread runs; the ops named ``collective`` (wgmma) and
+``bar_sync`` statements are warp-group convergence points. Roles synchronize only through
+barriers. ``setup`` runs on one thread before a CTA barrier (inits
 and the init fence), ``teardown`` after one (invalidations). docs/hopper.md gives the
 semantics and the ``program.json`` form (``"protocol": "mbarrier"``).
 """
@@ -28,6 +31,12 @@ class Role:
     warpgroups: int
     """Warp groups running this role's program (each has its own wgmma FIFO; each arrives)."""
     program: Program
+    threads: int = 1
+    """Threads of each warp group that run the program: 1 (one elected thread runs every statement: the
+    producer) or up to 128 (every thread runs the role's statements, but the elected ones)."""
+    collective: tuple[str, ...] = ()
+    """Ops this role issues as warp-group collectives (``wgmma.mma_async.sync.aligned``): every thread of
+    the warp group executes each of their instances, a convergence point of the ``converge`` proof."""
 
 
 @dataclass(frozen=True)
@@ -77,7 +86,8 @@ def hopper_to_json(p: HopperProgram) -> dict:
     roles = []
     for r in p.roles:
         d = program_to_json(r.program)
-        roles.append({"role": r.name, "warpgroups": r.warpgroups, "queues": d["queues"], "parts": d["parts"],
+        roles.append({"role": r.name, "warpgroups": r.warpgroups, "threads": r.threads,
+                      "collective": list(r.collective), "queues": d["queues"], "parts": d["parts"],
                       "waits": d["waits"]})
     return {
         "protocol": PROTOCOL,
@@ -113,7 +123,13 @@ def hopper_from_json(doc: dict) -> HopperProgram:
         wg = _int(r["warpgroups"], "roles.warpgroups")
         if not 1 <= wg <= BOUNDS["warpgroups"][1]:
             raise ValueError(f"roles.warpgroups: {wg} is outside 1..{BOUNDS['warpgroups'][1]}")
-        roles.append(Role(str(r["role"]), wg, prog))
+        th = _int(r["threads"], "roles.threads")
+        if not 1 <= th <= BOUNDS["threads"][1]:
+            raise ValueError(f"roles.threads: {th} is outside 1..{BOUNDS['threads'][1]}")
+        coll = r["collective"]
+        if not isinstance(coll, list) or not all(isinstance(c, str) for c in coll):
+            raise ValueError("roles.collective: expected a list of op names")
+        roles.append(Role(str(r["role"]), wg, prog, th, tuple(coll)))
     shell = program_from_json(dict(base, max_stage=0, queues=[], parts=[], waits=[]))
     barriers = []
     for b in doc["barriers"]:
@@ -169,7 +185,7 @@ def validate_hopper(p: HopperProgram) -> None:
     """Raise :class:`HopperError` on names the verifier cannot resolve, malformed expressions
     (names outside the part's variable and the trip symbol, conditions where integers belong,
     division by anything but a positive constant) or counts out of range."""
-    from ..completion import BARRIER_STMTS, InitStmt, InvalStmt
+    from ..completion import BARRIER_STMTS, BarSyncStmt, InitStmt, InvalStmt
     from ..program import CommitStmt, WaitStmt
     tsym = {p.trip_count} if isinstance(p.trip_count, str) else set()
     if isinstance(p.trip_count, int) and p.trip_count < 1 or p.min_trip_count < 1:
@@ -211,6 +227,18 @@ def validate_hopper(p: HopperProgram) -> None:
     for r in p.roles:
         if not 1 <= r.warpgroups <= 4:
             raise HopperError(f"roles[{r.name}].warpgroups", "a role has 1 to 4 warp groups", "use 1")
+        if not 1 <= r.threads <= BOUNDS["threads"][1]:
+            raise HopperError(f"roles[{r.name}].threads", f"{r.threads} threads per warp group",
+                              f"use 1 (one elected thread) to {BOUNDS['threads'][1]} (the warp group)")
+        for c in r.collective:
+            o = opnames.get(c)
+            if o is None or not o.is_async or o.queue is None or o.unit != "wgmma":
+                raise HopperError(f"roles[{r.name}].collective", f"{c!r} is not a wgmma op (async, with a queue, "
+                                  "unit wgmma)", "list only wgmma ops: a warp-group collective is a "
+                                  "wgmma.mma_async.sync.aligned; converge the threads of other code with bar_sync")
+        if r.threads == 1 and r.collective:
+            raise HopperError(f"roles[{r.name}].collective", "a collective in a role of one thread",
+                              "set threads to 128: a wgmma is executed by every thread of its warp group")
         prog = r.program
         names = [pt.name for pt in prog.parts]
         if len(set(names)) != len(names) or any(n not in ("prologue", "body", "epilogue") for n in names):
@@ -229,6 +257,17 @@ def validate_hopper(p: HopperProgram) -> None:
                                       "initialized in \"setup\" and invalidated in \"teardown\" only",
                                       f"move the {s.kind} of {s.barrier} to \"{'setup' if s.kind == 'init' else 'teardown'}\"")
                 check(s, where)
+                if isinstance(s, ArriveStmt) and r.threads > 1 and not s.elected:
+                    raise HopperError(f"{where}.elected", f"an arrive by each of the {r.threads} threads of a warp "
+                                      "group: synth counts one arrival per warp group", "mark it \"elected\": true "
+                                      "(one thread arrives, as the kernel's if (wt == 0))")
+                if isinstance(s, BarSyncStmt):
+                    if r.threads == 1:
+                        raise HopperError(where, "bar_sync in a role of one thread converges nothing",
+                                          "remove it, or give the role its warp group's threads")
+                    if s.id + r.warpgroups - 1 > BOUNDS["bar_id"][1]:
+                        raise HopperError(f"{where}.id", f"named barriers {s.id} .. {s.id + r.warpgroups - 1} (one "
+                                          f"per warp group) exceed {BOUNDS['bar_id'][1]}", "use a smaller id")
                 if s.guard is not None:
                     _expr(f"{where}.guard", s.guard, allowed, True)
                 if isinstance(s, BARRIER_STMTS) and hasattr(s, "state"):

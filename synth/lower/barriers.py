@@ -8,7 +8,10 @@ phase 1, ``arrive.expect_tx`` on ``full`` with the bytes of the loads whose pred
 the TMA copies completing on ``full``) and a consumer role (``try_wait`` on ``full``, the
 wgmma, ``commit_group``, ``wait_group K``, the release of the slot of iteration ``i - K``;
 an epilogue of ``K`` steps draining the last groups and releasing their slots); the
-invalidations. One program for every ``T >= 1``: guards ``K <= i`` and ``K <= i + T`` keep
+invalidations. Threads: the producer is one elected thread (``threads`` 1); each consumer warp
+group runs on its 128 threads, the release is ``elected`` (one thread arrives for the warp group)
+and the wgmma is ``collective``: the warp-group convergence point between every thread's ``full``
+wait and that release (the ``converge`` proof). One program for every ``T >= 1``: guards ``K <= i`` and ``K <= i + T`` keep
 the releases inside the iterations, and no part depends on ``T >= stages``. Pure.
 """
 
@@ -23,6 +26,8 @@ from ..program import Access, CommitStmt, OpStmt, Part, ProgBuffer, ProgOp, Prog
 
 FULL = "full"
 EMPTY = "empty"
+WARPGROUP_THREADS = 128
+"""Threads of a warp group (4 warps of 32): the threads of a consumer role."""
 
 
 def _plus(e: Expr, c: int) -> Expr:
@@ -92,12 +97,15 @@ def lower_hopper(loop: HopperLoop) -> HopperProgram:
     notes = (f"warp-specialized: 1 producer warp group, {loop.consumers} consumer warp group(s), {S} stages, "
              f"K_PIPE_MMAS = {K}",)
     return HopperProgram(loop.name, loop.loop_var, T, loop.min_trip_count, ops, buffers, barriers, setup,
-                         (Role("producer", 1, producer), Role("consumer", loop.consumers, consumer)), teardown, notes)
+                         (Role("producer", 1, producer, threads=1),
+                          Role("consumer", loop.consumers, consumer, threads=WARPGROUP_THREADS, collective=(loop.mma,))),
+                         teardown, notes)
 
 
 def lower_hopper_single(loop: HopperLoop) -> HopperProgram:
     """The program of ``loop`` without warp specialization: one warp group issues the TMA copies
-    ``L = stages - k_pipe_mmas`` iterations ahead of its wgmma. Global step ``J`` loads iteration
+    ``L = stages - k_pipe_mmas`` iterations ahead of its wgmma (its 128 threads wait; one elected
+thread issues the copies and their ``expect_tx``; the wgmma is the convergence point). Global step ``J`` loads iteration
     ``J`` (when ``J < T``) after consuming iteration ``J - L`` (``try_wait`` on ``full``, wgmma,
     ``commit_group``, ``wait_group K``): the slot the load reuses held ``J - S = (J - L) - K``,
     whose wgmma that wait completed, so no ``empty`` barrier is needed. Parts: prologue
@@ -140,8 +148,9 @@ def lower_hopper_single(loop: HopperLoop) -> HopperProgram:
                    parts, waits)
     notes = (f"single warp group: loads {L} iterations ahead, {S} stages, K_PIPE_MMAS = {K}",)
     return HopperProgram(loop.name, loop.loop_var, T, loop.min_trip_count, ops, buffers, barriers,
-                         (InitStmt(FULL), FenceStmt("mbarrier_init")), (Role("mainloop", 1, role),),
+                         (InitStmt(FULL), FenceStmt("mbarrier_init")),
+                         (Role("mainloop", 1, role, threads=WARPGROUP_THREADS, collective=(loop.mma,)),),
                          (InvalStmt(FULL),), notes)
 
 
-__all__ = ["lower_hopper", "lower_hopper_single", "FULL", "EMPTY"]
+__all__ = ["lower_hopper", "lower_hopper_single", "FULL", "EMPTY", "WARPGROUP_THREADS"]

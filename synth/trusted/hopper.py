@@ -32,7 +32,11 @@ position)``; the lags are searched here), ``release_after_wgmma``, ``wgmma_wait`
 of its warp group before the role ends), ``coverage`` (each role running an op runs each of its
 iterations ``0 <= v < T`` whose ``when`` holds exactly once and no other; an op no role runs fails),
 ``fence``, ``teardown`` (every copy that runs is observed by a ``try_wait`` for its phase, so it
-lands before ``mbarrier.inval``; an ``inval`` inside a role runs after every use of its barrier).
+lands before ``mbarrier.inval``; an ``inval`` inside a role runs after every use of its barrier),
+``converge`` (in a role of many threads per warp group, each statement one elected thread runs on a
+waited barrier, an arrive or a TMA copy, comes after a convergence point, a collective wgmma or a
+``bar_sync``, that follows every earlier ``try_wait`` instance of the role: the premise under which
+the warp group is one actor in the other classes).
 When all hold, :func:`wgmma_tightness` reports whether each ``wait_group N`` is the largest safe
 count; a ``"tight": true`` in the file that it does not confirm fails the check. A persistent
 kernel's program also gets ``carry`` (:func:`derive_carry`; the flag read from ``problem.yaml``
@@ -54,7 +58,7 @@ from . import solvers
 from .hopper_program import HopperInputError, HProgram, HStmt, read_hopper_bytes
 
 CLASSES = ("wellformed", "parity", "arrivals", "tx_bytes", "no_deadlock", "release_after_wgmma", "wgmma_wait",
-           "wgmma_drain", "slot_reuse", "raw", "coverage", "fence", "teardown", "carry")
+           "wgmma_drain", "slot_reuse", "raw", "coverage", "fence", "teardown", "converge", "carry")
 MAX_DEFINITIONS = 20000
 """Named terms of one file; a program needing more is refused as outside the checker's bounds."""
 MAX_OBLIGATIONS = 3000
@@ -610,7 +614,40 @@ def derive_hopper(p: HProgram, lags: Optional[dict] = None, kinds: Optional[tupl
     _drain_obligations(p, emit)
     _coverage_obligations(p, emit)
     _fence_obligations(p, emit)
+    _converge_obligations(p, emit)
     return out
+
+
+def _converge_obligations(p: HProgram, emit) -> None:
+    """``converge``: in a role of ``threads > 1``, for each elected statement (an arrive; a TMA copy) on a
+    barrier some ``try_wait`` waits on, and each ``try_wait`` statement ``W`` of the role: at every step
+    ``j`` where it runs and every step ``jw`` where ``W`` runs before it in program order, a convergence
+    instance (a collective op or a ``bar_sync``) runs between them, searched at ``jw .. jw + D`` and
+    ``j - D .. j`` (a sufficient condition)."""
+    waited = {s.barrier for s in _stmts(p) if s.kind == "try_wait"}
+    for r in p.roles:
+        if r.threads <= 1:
+            continue
+        stmts = _role_stmts(p, r.name)
+        waits = [s for s in stmts if s.kind == "try_wait"]
+        convs = [s for s in stmts if s.converges]
+        for a in stmts:
+            if a.kind not in ("arrive", "tma") or a.barrier not in waited:
+                continue
+            for w in waits:
+                def build(f: _File, a=a, w=w) -> str:
+                    kw = f.free_step("jw")
+                    between = []
+                    for c in convs:
+                        for d in range(f.D + 1):
+                            for kc in (f.step(_add(kw, d)), f.step(_add("j", -d))):
+                                between.append(_and(f.runs(c, kc), f.po_before(w, kw, c, kc),
+                                                    f.po_before(c, kc, a, "j")))
+                    return _and(f.runs(a, "j"), f.runs(w, kw), f.po_before(w, kw, a, "j"), _not(_or(between)))
+                emit(f"converge:{r.name}:{a.part}:{a.pos}<-{w.part}:{w.pos}", "converge",
+                     f"{r.name} {a.part} statement {a.pos}: the elected {_what(a)} on {a.barrier} comes after a "
+                     f"convergence point of the warp group that follows every earlier instance of try_wait "
+                     f"{w.barrier} ({w.part} statement {w.pos}) of its {r.threads} threads", build)
 
 
 def _drain_obligations(p: HProgram, emit) -> None:

@@ -37,7 +37,7 @@ BOUNDS = {
     "trip_count": (1, 65536), "stage": (0, 63), "multiplicity": (1, 1024), "bytes_per_slot": (0, 2 ** 31 - 1),
     "latency": (0, 10 ** 9), "queue": (0, 63), "slots": (1, 64), "count": (1, 4096), "stages": (1, 64),
     "phase": (0, 1), "bytes": (0, 2 ** 20 - 1), "arrivals": (0, 4096), "warpgroups": (1, 4), "group": (0, 10 ** 6),
-    "wait": (0, 999),
+    "wait": (0, 999), "threads": (1, 128), "bar_id": (1, 15),
 }
 """Inclusive ranges of the integer fields (``bytes``: the mbarrier tx-count range, 2^20 - 1; trip counts
 as a problem file's)."""
@@ -47,7 +47,7 @@ the lowered programs use offsets up to the stages and divisors up to a multiplic
 ``i + 10**9`` or an extent of ``10**9`` is refused at read time instead of reaching the solvers."""
 MAX_ITEMS = {"ops": 64, "buffers": 64, "barriers": 64, "roles": 8, "stmts": 1000, "waits": 1000, "tx": 16,
              "reads": 16, "writes": 16, "guards": 64, "gate": 16, "queues": 64, "setup": 256, "teardown": 256,
-             "notes": 64, "parts": 3}
+             "notes": 64, "parts": 3, "collective": 64}
 PARTS = ("prologue", "body", "epilogue")
 _IDENT = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,63}\Z")
 
@@ -85,7 +85,9 @@ class Tx:
 class HStmt:
     """A statement of a role's part; ``kind`` is ``op``, ``tma`` (an op completing on a barrier),
     ``commit``, ``wait``, ``arrive``, ``try_wait``, ``inval`` (``mbarrier.inval`` inside a role,
-    judged by the ``teardown`` class) or ``fence``."""
+    judged by the ``teardown`` class), ``fence`` or ``bar_sync`` (a named barrier over the warp
+    group, ``bar_id``). ``collective``: an op the role runs as a warp-group collective (wgmma);
+    ``elected``: an arrive one thread of the warp group runs."""
 
     kind: str
     role: str
@@ -106,6 +108,14 @@ class HStmt:
     gate: tuple = ()
     wait: int = -1
     fence: str = ""
+    elected: bool = False
+    collective: bool = False
+    bar_id: int = 0
+
+    @property
+    def converges(self) -> bool:
+        """A warp-group convergence point: a collective wgmma or a ``bar.sync``."""
+        return self.kind == "bar_sync" or self.collective
 
 
 @dataclass(frozen=True)
@@ -133,6 +143,9 @@ class HRole:
     queues: int
     parts: tuple
     waits: tuple
+    threads: int = 1
+    """Threads per warp group running the role (1: one elected thread runs every statement)."""
+    collective: tuple = ()
 
     def part(self, name: str) -> HPart:
         return next(p for p in self.parts if p.name == name)
@@ -141,6 +154,7 @@ class HRole:
 @dataclass(frozen=True)
 class HOp:
     name: str
+    unit: str
     stage: int
     is_async: bool
     queue: Optional[int]
@@ -381,14 +395,14 @@ def _build(doc, digest: str) -> HProgram:
         n = _name(o["name"], at + ["name"])
         if n in ops:
             _fail(at + ["name"], f"op {n!r} listed twice", "give every op a distinct name")
-        _name(o["unit"], at + ["unit"])
+        unit = _name(o["unit"], at + ["unit"])
         _intv(o["latency"], at + ["latency"], "latency")
         q = None if o["queue"] is None else _intv(o["queue"], at + ["queue"], "queue")
         w = o["when"]
         if w == "opaque":
             _fail(at + ["when"], "opaque predicates are outside the Hopper model",
                   "write the predicate as a condition in the loop variable and T")
-        ops[n] = HOp(n, _intv(o["stage"], at + ["stage"], "stage"), _bool(o["async"], at + ["async"]), q,
+        ops[n] = HOp(n, unit, _intv(o["stage"], at + ["stage"], "stage"), _bool(o["async"], at + ["async"]), q,
                      _guard(w, at + ["when"], {var} | tv))
     mult: dict[str, int] = {}
     for k, b in enumerate(_list(top["buffers"], ["buffers"], "buffers")):
@@ -464,9 +478,23 @@ def _state(x, path: list, allowed: set, waits: bool) -> State:
 
 
 def _role(r, at: list, index: int, var: str, tv: set, ops: dict, mult: dict, bars: dict) -> HRole:
-    _obj(r, at, ("role", "warpgroups", "queues", "parts", "waits"))
+    _obj(r, at, ("role", "warpgroups", "threads", "collective", "queues", "parts", "waits"))
     name = _name(r["role"], at + ["role"])
     wg = _intv(r["warpgroups"], at + ["warpgroups"], "warpgroups")
+    threads = _intv(r["threads"], at + ["threads"], "threads")
+    coll = []
+    for n, c in enumerate(_list(r["collective"], at + ["collective"], "collective")):
+        o = ops.get(_name(c, at + ["collective", n]))
+        if o is None or not o.is_async or o.queue is None or o.unit != "wgmma":
+            _fail(at + ["collective", n], f"{c!r} is not a wgmma op (async, with a queue, unit wgmma)",
+                  "list only wgmma ops: a warp-group collective is a wgmma.mma_async.sync.aligned; converge "
+                  "other code with bar_sync")
+        if c in coll:
+            _fail(at + ["collective", n], f"{c!r} listed twice", "list each op once")
+        coll.append(c)
+    if coll and threads == 1:
+        _fail(at + ["collective"], "a collective in a role of one thread",
+              "set threads to 128: a wgmma is executed by every thread of its warp group")
     queues = _list(r["queues"], at + ["queues"], "queues")
     for n, q in enumerate(queues):
         _obj(q, at + ["queues", n], ("queue", "unit"))
@@ -493,7 +521,8 @@ def _role(r, at: list, index: int, var: str, tv: set, ops: dict, mult: dict, bar
         raw = _list(pt["stmts"], pat + ["stmts"], "stmts")
         stmts = []
         for k, s in enumerate(raw):
-            stmts.append(_stmt(s, pat + ["stmts", k], name, pname, k, raw, allowed, ops, mult, bars, len(queues), wg))
+            stmts.append(_stmt(s, pat + ["stmts", k], name, pname, k, raw, allowed, ops, mult, bars, len(queues), wg,
+                               threads, tuple(coll)))
             if stmts[-1].kind == "wait":
                 w = stmts[-1].wait
                 if w in wait_at or w >= len(raw_waits):
@@ -522,7 +551,7 @@ def _role(r, at: list, index: int, var: str, tv: set, ops: dict, mult: dict, bar
         pvar = next(p.var for p in parts if p.name == wait_at[w])
         waits.append(HWait(wait_at[w], q, _expr(wd["in_flight"], wat + ["in_flight"], {pvar} | tv, "Int"),
                            wd["tight"]))
-    return HRole(name, index, wg, len(queues), tuple(parts), tuple(waits))
+    return HRole(name, index, wg, len(queues), tuple(parts), tuple(waits), threads, tuple(coll))
 
 
 def _access(d, at: list, allowed: set, mult: dict, write: bool) -> Acc:
@@ -538,7 +567,7 @@ def _access(d, at: list, allowed: set, mult: dict, write: bool) -> Acc:
 
 
 def _stmt(s, at: list, role: str, part: str, k: int, raw: list, allowed: set, ops: dict, mult: dict, bars: dict,
-          nqueues: int, wg: int) -> HStmt:
+          nqueues: int, wg: int, threads: int = 1, coll: tuple = ()) -> HStmt:
     if not isinstance(s, dict):
         _fail(at, "expected a statement object", "compare with docs/hopper.md")
     kind = s.get("kind")
@@ -585,7 +614,8 @@ def _stmt(s, at: list, role: str, part: str, k: int, raw: list, allowed: set, op
                       "add the commit_group that closes its group")
         elif o.is_async:
             _fail(at, f"async op {op} has neither a group nor a barrier", "give a wgmma a group, a TMA its barrier")
-        return HStmt("op", guard=guard, op=op, iteration=it, group=group, reads=reads, writes=writes, **base)
+        return HStmt("op", guard=guard, op=op, iteration=it, group=group, reads=reads, writes=writes,
+                     collective=op in coll, **base)
     if kind == "commit":
         _obj(s, at, ("kind", "queue", "group", "guard", "gate"))
         q = _intv(s["queue"], at + ["queue"], "queue")
@@ -601,8 +631,18 @@ def _stmt(s, at: list, role: str, part: str, k: int, raw: list, allowed: set, op
         _obj(s, at, ("kind", "wait", "guard"))
         return HStmt("wait", guard=_guard(s["guard"], at + ["guard"], allowed),
                      wait=_intv(s["wait"], at + ["wait"], "wait"), **base)
+    if kind == "bar_sync":
+        _obj(s, at, ("kind", "id", "guard"))
+        bid = _intv(s["id"], at + ["id"], "bar_id")
+        if threads == 1:
+            _fail(at, "bar_sync in a role of one thread converges nothing",
+                  "remove it, or give the role its warp group's threads")
+        if bid + wg - 1 > BOUNDS["bar_id"][1]:
+            _fail(at + ["id"], f"named barriers {bid} .. {bid + wg - 1} (one per warp group) exceed "
+                  f"{BOUNDS['bar_id'][1]}", "use a smaller id")
+        return HStmt("bar_sync", guard=_guard(s["guard"], at + ["guard"], allowed), bar_id=bid, **base)
     if kind in ("arrive", "try_wait"):
-        keys = ("kind", "barrier", "state", "guard") + (("arrivals", "tx") if kind == "arrive" else ())
+        keys = ("kind", "barrier", "state", "guard") + (("arrivals", "tx", "elected") if kind == "arrive" else ())
         _obj(s, at, keys)
         b = _name(s["barrier"], at + ["barrier"])
         if b not in bars:
@@ -623,7 +663,12 @@ def _stmt(s, at: list, role: str, part: str, k: int, raw: list, allowed: set, op
         arrivals = _intv(s["arrivals"], at + ["arrivals"], "arrivals")
         if not arrivals and not tx:
             _fail(at, "an arrive with no arrival and no bytes does nothing", "remove it")
-        return HStmt("arrive", guard=guard, barrier=b, state=st, arrivals=arrivals, tx=tuple(tx), **base)
+        elected = _bool(s["elected"], at + ["elected"])
+        if threads > 1 and not elected:
+            _fail(at + ["elected"], f"an arrive by each of the {threads} threads of a warp group: the checker counts "
+                  "one arrival per warp group", "mark it \"elected\": true (one thread arrives)")
+        return HStmt("arrive", guard=guard, barrier=b, state=st, arrivals=arrivals, tx=tuple(tx), elected=elected,
+                     **base)
     if kind == "inval":
         _obj(s, at, ("kind", "barrier", "guard"))
         b = _name(s["barrier"], at + ["barrier"])
@@ -636,7 +681,7 @@ def _stmt(s, at: list, role: str, part: str, k: int, raw: list, allowed: set, op
             _fail(at + ["fence"], f"fence {s['fence']!r} in a role", "the init fence belongs in setup")
         return HStmt("fence", guard=_guard(s["guard"], at + ["guard"], allowed), fence="proxy_async", **base)
     _fail(at + ["kind"], f"unknown statement kind {json.dumps(kind, default=str)[:40]}",
-          "use op, commit, wait, arrive, try_wait, inval or fence")
+          "use op, commit, wait, arrive, try_wait, inval, fence or bar_sync")
     raise AssertionError  # unreachable: _fail raises
 
 

@@ -1,8 +1,14 @@
 """Explicit-state oracle for Hopper programs: the real mbarrier and wgmma semantics, one ``T``.
 
 Input: a :class:`~synth.hopper.ir.HopperProgram` and a concrete trip count. Every warp
-group of every role is a thread running its statement instances in order (guards and
-predicates evaluated). A depth-first search with memoised states explores every
+group of every role runs its statement instances in order (guards and predicates evaluated):
+a role of one thread per warp group (the producer) as one thread; a role of many threads
+(``Role.threads > 1``) as ``threads`` simulated threads per warp group (default 2): thread 0,
+the elected one, runs every instance; each other thread runs the all-thread instances only
+(``try_wait``, synchronous ops, collective wgmmas, ``bar_sync``), not the elected arrives, the
+TMA copies or the warp group's ``commit_group`` / ``wait_group`` (the wgmma FIFO is the warp
+group's, kept by thread 0). A convergence instance (a collective wgmma, a ``bar_sync``) is a
+rendezvous: the warp group's threads pass it together, once all have reached it. A depth-first search with memoised states explores every
 interleaving of the threads and every order of the asynchronous events: a TMA copy lands
 (its ``complete_tx``) at any time after its issue; the oldest pending wgmma group of a
 thread completes at any time after its commit (FIFO, the group variant). Barriers keep the
@@ -17,7 +23,8 @@ Violations, by the prover's class names (:mod:`synth.verify.phases`):
 * ``tx_bytes``: an ``expect_tx`` or a ``complete_tx`` lands in another phase than its
   state names;
 * ``no_deadlock``: a state where no thread can move, no async event is left and a
-  thread is not finished;
+  thread is not finished (a thread left behind at a ``try_wait`` whose parity came round
+  again: the waiter two phases behind, when nothing converges a warp group's threads);
 * ``release_after_wgmma`` / ``slot_reuse``: a TMA is issued onto a slot an issued wgmma
   may still read (the reader's thread had released that version already / had not);
 * ``raw``: an op reads a slot that does not hold the landed version it needs;
@@ -58,14 +65,36 @@ class HopperOracleResult:
         return set(self.violations)
 
 
-def threads_of(program: HopperProgram, T: int) -> list[tuple[str, list[Instance]]]:
-    """The statement instances of each thread (role warp groups), in program order."""
+ALL_THREAD_KINDS = ("wait", "op", "wgmma", "bar_sync")
+"""Instance kinds every thread of a warp group runs (the others are the elected thread's or the FIFO's)."""
+
+
+def threads_of(program: HopperProgram, T: int, threads: int = 2) -> list[tuple[str, list[Instance]]]:
+    """The statement instances of each simulated thread, in program order: one per warp group of a role
+    of one thread; ``threads`` per warp group of a role of many (``threads=1``: the warp group as one
+    actor). Thread 0, the elected one, is named after its warp group (``consumer[1]``), the others
+    ``consumer[1].t1``, ..."""
+    return [(n, seq) for n, seq, _ in _threads(program, T, threads)]
+
+
+def _threads(program: HopperProgram, T: int, threads: int) -> list[tuple[str, list[Instance], tuple]]:
+    """``(name, instances, group)``: ``group`` is ``(role, warp group)`` for the threads of a warp group
+    of a role of many threads (they meet at its convergence instances), else ``()``."""
     out = []
     for role in program.roles:
         seq = role_instances(program, T, role)
+        n = threads if role.threads > 1 else 1
         for w in range(role.warpgroups):
-            out.append((f"{role.name}[{w}]" if role.warpgroups > 1 else role.name, seq))
+            base = f"{role.name}[{w}]" if role.warpgroups > 1 else role.name
+            for t in range(n):
+                mine = seq if t == 0 else [x for x in seq if x.kind in ALL_THREAD_KINDS
+                                           and (x.kind != "wgmma" or x.op in role.collective)]
+                out.append((base if t == 0 else f"{base}.t{t}", mine, (role.name, w) if n > 1 else ()))
     return out
+
+
+def _is_converge(role, ins: Instance) -> bool:
+    return ins.kind == "bar_sync" or (ins.kind == "wgmma" and ins.op in role.collective)
 
 
 def coverage(program: HopperProgram, T: int) -> list[str]:
@@ -91,11 +120,23 @@ def coverage(program: HopperProgram, T: int) -> list[str]:
     return out
 
 
-def run(program: HopperProgram, T: int, max_states: int = 400_000) -> HopperOracleResult:
-    """Explore every execution of ``program`` at trip count ``T`` (see the module docstring)."""
-    threads = threads_of(program, T)
-    names = [n for n, _ in threads]
-    seqs = [s for _, s in threads]
+def run(program: HopperProgram, T: int, max_states: int = 400_000, threads: int = 2) -> HopperOracleResult:
+    """Explore every execution of ``program`` at trip count ``T`` (see the module docstring), with
+    ``threads`` simulated threads per warp group of a role of many threads."""
+    ths = _threads(program, T, threads)
+    names = [n for n, _, _ in ths]
+    seqs = [s for _, s, _ in ths]
+    roles = {r.name: r for r in program.roles}
+    # convergence: per thread, pc -> ordinal of its convergence instances; the threads of each group
+    conv = []
+    for _, seq, g in ths:
+        d, k = {}, 0
+        for pc, ins in enumerate(seq):
+            if g and _is_converge(roles[g[0]], ins):
+                d[pc] = k
+                k += 1
+        conv.append(d)
+    mates = [[u for u, (_, _, g2) in enumerate(ths) if g and g2 == g] for _, _, g in ths]
     bars = {b.name: b for b in program.barriers}
     bar_keys = sorted({(b.name, s) for b in program.barriers for s in range(b.slots)})
     bidx = {k: n for n, k in enumerate(bar_keys)}
@@ -178,8 +219,21 @@ def run(program: HopperProgram, T: int, max_states: int = 400_000) -> HopperOrac
             ins = seqs[t][pc]
             p2 = list(pcs)
             p2[t] = pc + 1
+            if pc in conv[t]:
+                # a rendezvous: the first thread of the group moves all of them, once each has reached it
+                if t != mates[t][0]:
+                    continue
+                late = [u for u in mates[t] if pcs[u] >= len(seqs[u]) or conv[u].get(pcs[u]) != conv[t][pc]]
+                if late:
+                    blocked.append(f"{names[t]} at {ins.at}: {'bar.sync' if ins.kind == 'bar_sync' else 'wgmma'} "
+                                   f"waits for {', '.join(names[u] for u in late)}")
+                    continue
+                for u in mates[t]:
+                    p2[u] = pcs[u] + 1
             p2 = tuple(p2)
-            if ins.kind == "wait":
+            if ins.kind == "bar_sync":
+                succ.append((p2, fifos, opens, barrs, flying, mem))
+            elif ins.kind == "wait":
                 c = barrs[bidx[(ins.barrier, ins.slot)]][0]
                 if c % 2 == ins.parity:
                     blocked.append(f"{names[t]} at {ins.at}: try_wait on {ins.barrier}[{ins.slot}] "
@@ -253,9 +307,9 @@ def run(program: HopperProgram, T: int, max_states: int = 400_000) -> HopperOrac
     return res
 
 
-def check(program: HopperProgram, trips, max_states: int = 400_000) -> dict[int, HopperOracleResult]:
+def check(program: HopperProgram, trips, max_states: int = 400_000, threads: int = 2) -> dict[int, HopperOracleResult]:
     """:func:`run` at each trip count of ``trips``."""
-    return {T: run(program, T, max_states) for T in trips}
+    return {T: run(program, T, max_states, threads) for T in trips}
 
 
-__all__ = ["run", "check", "threads_of", "HopperOracleResult"]
+__all__ = ["run", "check", "threads_of", "HopperOracleResult", "ALL_THREAD_KINDS"]

@@ -3,8 +3,8 @@
 Input: a :class:`~synth.hopper.ir.HopperProgram`. Output: a :class:`HopperReport` with one
 Z3 query per obligation (the negation; ``unsat`` proves it), classes ``arrivals``,
 ``tx_bytes``, ``parity``, ``no_deadlock``, ``release_after_wgmma``, ``wgmma_wait``,
-``wgmma_drain``, ``slot_reuse``, ``raw``, ``coverage``, ``fence``, ``teardown``, ``wellformed``
-(docs/hopper.md gives each claim). One deadline may bound the whole call (:func:`verify_hopper`).
+``wgmma_drain``, ``slot_reuse``, ``raw``, ``coverage``, ``fence``, ``teardown``, ``converge``,
+``wellformed`` (docs/hopper.md gives each claim). One deadline may bound the whole call (:func:`verify_hopper`).
 
 One encoder, two completion variants: every role is a :class:`~synth.program.Program`
 encoded by :class:`synth.verify.encode.Encoder` (part membership, guards, predicates and
@@ -42,7 +42,7 @@ from typing import Callable, Optional
 
 import z3
 
-from ..completion import ArriveStmt, FenceStmt, InitStmt, InvalStmt, TryWaitStmt
+from ..completion import ArriveStmt, BarSyncStmt, FenceStmt, InitStmt, InvalStmt, TryWaitStmt
 from ..deadline import Deadline
 from ..errors import SynthError
 from ..expr import Bin, Expr, Num, parse, simplify, to_str, to_z3
@@ -53,7 +53,7 @@ from .obligations import blame
 from .report import Counterexample, ObligationResult
 
 CLASSES = ("parity", "arrivals", "tx_bytes", "no_deadlock", "release_after_wgmma", "wgmma_wait", "wgmma_drain",
-           "slot_reuse", "raw", "coverage", "fence", "teardown", "wellformed")
+           "slot_reuse", "raw", "coverage", "fence", "teardown", "converge", "wellformed")
 
 
 @dataclass(frozen=True)
@@ -334,7 +334,70 @@ def enumerate_hopper(p: HopperProgram) -> list[HObligation]:
     out += _drain_obligations(p)
     out += _coverage_obligations(p)
     out += _fence_obligations(p)
+    out += _converge_obligations(p)
     return out
+
+
+def converges(role, s) -> bool:
+    """Whether statement ``s`` of ``role`` is a warp-group convergence point: an instance of an op the
+    role issues as a collective (``wgmma.mma_async.sync.aligned``) or a ``bar_sync``."""
+    return isinstance(s, BarSyncStmt) or (isinstance(s, OpStmt) and s.op in role.collective)
+
+
+def _converge_obligations(p: HopperProgram) -> list[HObligation]:
+    """``converge``: in a role of many threads per warp group, every statement one elected thread runs
+    for the warp group on a barrier some ``try_wait`` waits on (an arrive, a TMA copy) is preceded, in
+    the role's program order, by a convergence point that runs after each all-thread ``try_wait``
+    instance before it. Then no thread of the warp group is still before such a wait when the elected
+    thread acts for all of them, and the one-actor proofs (``parity``, ``no_deadlock``, the releases)
+    hold for every thread. One obligation per (elected statement, wait statement) of the role."""
+    waited = {r.stmt.barrier for r in _all_refs(p) if isinstance(r.stmt, TryWaitStmt)}
+    out = []
+    for r in p.roles:
+        if r.threads <= 1:
+            continue
+        refs = _role_refs(p, r.name)
+        waits = [x for x in refs if isinstance(x.stmt, TryWaitStmt)]
+        convs = [x for x in refs if converges(r, x.stmt)]
+        for a in refs:
+            if _kind(a.stmt) not in ("arrive", "tma") or _barrier(a.stmt) not in waited:
+                continue
+            what = f"TMA {a.stmt.op}" if _kind(a.stmt) == "tma" else "arrive"
+            for w in waits:
+                out.append(HObligation(
+                    f"converge:{r.name}:{a.part}:{a.pos}<-{w.part}:{w.pos}", "converge", r.name, a.part, a.pos, None,
+                    f"{r.name} {a.part}: the elected thread's {what} on {_barrier(a.stmt)}"
+                    f"[{to_str(_state(a.stmt).index())}] comes after a convergence point (collective wgmma or "
+                    f"bar_sync) that follows every earlier try_wait {w.stmt.barrier}[{to_str(w.stmt.state.index())}] "
+                    f"({w.part} statement {w.pos}) of its warp group's {r.threads} threads",
+                    _converge_builder(a, w, convs)))
+    return out
+
+
+def _converge_builder(aref: Ref, wref: Ref, convs: list[Ref]):
+    """The negation: the elected instance ``A`` (step ``j``) runs, an instance of wait ``W`` runs before
+    it, and no convergence instance runs between them. Candidates: each convergence statement at the
+    wait's step and up to ``D`` steps after it, and at ``A``'s step and up to ``D`` steps before (a
+    sufficient condition). ``harm``: the phase after the one ``W`` waits for gets an arrival or a copy
+    that runs, so a thread still before ``W`` would see its parity again (two phases behind)."""
+    def build(ph: Phases):
+        enc = ph.base[aref.role]
+        wenc = ph.fresh(aref.role)
+        between = []
+        for c in convs:
+            for d in range(ph.D + 1):
+                for anchor, sign in ((wenc, 1), (enc, -1)):
+                    ce = ph.fresh(aref.role)
+                    ph.defs.append(ce.j == anchor.j + sign * d)
+                    between.append(And(ph.exec(ce, c), ph.po_before(wenc, wref, ce, c), ph.po_before(ce, c, enc, aref)))
+        wx = ph.count(wenc, wref)
+        wsl, wn = ph.waited(wref, wx)
+        harm = Or([r for _, _, r, _ in ph.members(wref.stmt.barrier, wsl, wn + 1)])
+        x = ph.count(enc, aref)
+        sl, n = ph.slot_phase(aref, x)
+        f = And(ph.exec(enc, aref), ph.exec(wenc, wref), ph.po_before(wenc, wref, enc, aref), Not(Or(between)))
+        return f, {"x": x, "slot": sl, "phase": n, "wx": wx, "wslot": wsl, "wphase": wn, "wj": wenc.j, "harm": harm}
+    return build
 
 
 def _drain_obligations(p: HopperProgram) -> list[HObligation]:
@@ -813,6 +876,8 @@ def _counterexample(p: HopperProgram, ob: HObligation, m: z3.ModelRef, ph: Phase
     else:
         j, i = -1, -1
     vals = {k: ev(v) for k, v in detail.items()}
+    if ob.kind == "converge":
+        return _converge_counterexample(p, ob, ph, vals, T, j, i, deadline, ev)
     bits = []
     if "x" in vals:
         bits.append(f"iteration {vals['x']}")
@@ -835,6 +900,35 @@ def _counterexample(p: HopperProgram, ob: HObligation, m: z3.ModelRef, ph: Phase
     where = f"{who} {ob.part} i = {i}" if i >= 0 or ob.kind != "coverage" else who
     summary = (f"{ob.kind}: with trip count {T}, {where}: "
                f"{', '.join(bits) + ': ' if bits else ''}this fails: {ob.description}")
+    return Counterexample(ob.kind, T, j, ob.part, i, summary, () if _late(deadline) else _replay(p, T))
+
+
+def _converge_counterexample(p: HopperProgram, ob: HObligation, ph: Phases, vals: dict, T: int, j: int, i: int,
+                            deadline: Optional[float], ev) -> Counterexample:
+    """A ``converge`` refutation: the role, the elected statement's barrier slot and phase, the lagging
+    thread's wait (its barrier, slot, phase) and whether the lag shows at this ``T``."""
+    role = ph.roles[ob.role]
+    a = _stmt_of(p, ob)
+    wpart, wpos = ob.id.rsplit("<-", 1)[1].split(":")
+    w = role.program.part(wpart).stmts[int(wpos)]
+    wj = vals["wj"].as_long()
+    off = ph.base[ob.role].off
+    wi = wj - (ev(off[wpart]).as_long() if wpart in off else 0)
+    what = "arrives" if _kind(a) == "arrive" else f"issues TMA {a.op}"
+    who = f"warp group {ob.role}" if role.warpgroups == 1 else f"each of the {role.warpgroups} warp groups of {ob.role}"
+    wn = vals["wphase"].as_long()
+    lag = (f"thread 1 of {who} may still be waiting in its try_wait on {w.barrier}[{vals['wslot']}] for phase {wn} "
+           f"(iteration {vals['wx']}, {wpart} i = {wi})")
+    if "harmful" in vals:
+        tail = (f"{w.barrier}[{vals['wslot']}] completes phase {wn + 1} at this trip count, so that thread sees "
+                f"parity {wn % 2} again (two phases behind): it hangs, or reads a slot already refilled")
+    else:
+        tail = (f"no later phase of {w.barrier}[{vals['wslot']}] completes at this trip count: the lag shows once "
+                f"one does")
+    summary = (f"converge: with trip count {T}, {who} {ob.part} i = {i}: the elected thread 0 {what} on "
+               f"{_barrier(a)}[{vals['slot']}] phase {vals['phase']} (iteration {vals['x']}) while {lag}: no "
+               f"convergence point (a collective wgmma or a bar_sync over the warp group) lies between them; {tail}: "
+               f"this fails: {ob.description}")
     return Counterexample(ob.kind, T, j, ob.part, i, summary, () if _late(deadline) else _replay(p, T))
 
 
@@ -903,6 +997,16 @@ def prove_hopper_obligation(p: HopperProgram, ob: HObligation, time_limit: float
     cex = None
     reason = ""
     if status == "refuted":
+        harm = detail.pop("harm", None)
+        if harm is not None:  # converge: report the smallest T where the lagging thread is harmed, if any
+            s.push()
+            s.add(harm)
+            s.set("timeout", max(1, int(_limit(min(limit, 5.0), deadline) * 1000)))
+            if s.check() == z3.sat:
+                detail["harmful"] = z3.BoolVal(True)
+            else:
+                s.pop()
+                s.check()
         try:
             model = _smallest_model(p, s, ph, limit, deadline) if trip is None else s.model()
         except z3.Z3Exception as e:  # no model although Z3 said sat: report what is known, never crash
@@ -1007,4 +1111,4 @@ def _tightness(p: HopperProgram, role: str, idx: int, obs: list[HObligation], ti
 
 
 __all__ = ["verify_hopper", "enumerate_hopper", "prove_hopper_obligation", "smt2_file", "HopperReport", "HObligation",
-           "WgmmaVerdict", "Phases", "CLASSES"]
+           "WgmmaVerdict", "Phases", "CLASSES", "converges"]
