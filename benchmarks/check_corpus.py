@@ -38,12 +38,15 @@ sys.path.insert(0, str(ROOT))
 
 from synth.errors import SynthError  # noqa: E402
 from synth.frontends import mutants as M  # noqa: E402
+from synth.frontends import tilelang_mutants as TLM  # noqa: E402
 from synth.frontends.check import check_file_all  # noqa: E402
 
 INPUTS = ROOT / "tests" / "check_inputs"
 QUICK = ("triton-matmul-s3.ttgir", "triton_hopper_s3.ttgir", "triton_persistent/triton_persistent_s2.ttgir",
-         "triton_ws/triton_ws_s2.ttgir", "tvm-stream-s2.py", "mlir-copy-depth2.mlir")
-"""One input per form (Triton sm_80, sm_90 one warp group, persistent, warp-specialized, TVM, MLIR)."""
+         "triton_ws/triton_ws_s2.ttgir", "tvm-stream-s2.py", "mlir-copy-depth2.mlir",
+         "tilelang/tilelang_sm80_dynk_s3.tir", "tilelang/tilelang_sm90_ws_s3.tir")
+"""One input per form (Triton sm_80, sm_90 one warp group, persistent, warp-specialized, TVM, MLIR,
+TileLang cp.async and warp-specialized)."""
 
 
 @dataclass
@@ -70,10 +73,11 @@ class Row:
 
 
 def inputs(quick: bool) -> list[pathlib.Path]:
-    """The corpus: every .ttgir / .mlir / TVMScript .py under tests/check_inputs/ (or :data:`QUICK`)."""
+    """The corpus: every .ttgir / .mlir / TVMScript .py / TileLang .tir under tests/check_inputs/ (or
+    :data:`QUICK`)."""
     if quick:
         return [INPUTS / q for q in QUICK]
-    out = [p for p in sorted(INPUTS.rglob("*")) if p.suffix in (".ttgir", ".mlir", ".py")
+    out = [p for p in sorted(INPUTS.rglob("*")) if p.suffix in (".ttgir", ".mlir", ".py", ".tir")
            and p.name not in ("generate.py", "helpers.py", "__init__.py")]
     return out
 
@@ -88,6 +92,8 @@ def expected(path: pathlib.Path) -> str:
     else proven."""
     if path.parent.name == "triton_hopper_refused" or "sm100" in path.name:
         return "refused"
+    if path.suffix == ".tir" and path.stem.endswith("_bug"):  # TileLang's bug trail (tilelang/bugs/)
+        return "refuted"
     return "refuted" if path.name in RACES else "proven"
 
 
@@ -137,6 +143,8 @@ def mutants_of(path: pathlib.Path, results: list) -> list[tuple[str, Callable[[s
     """``(name, text -> text, --min-trip-count)`` of each mutant that applies to the proven input ``path``."""
     text = path.read_text()
     out = []
+    if path.suffix == ".tir":  # TileLang: its own mutants (synth.frontends.tilelang_mutants)
+        return _tilelang_mutants(text, results)
     if results and hasattr(results[0].report, "verdicts"):  # cp.async: raise the first tight wait
         for r in results:
             tight = [v for v in r.report.verdicts if v.tight]
@@ -157,6 +165,26 @@ def mutants_of(path: pathlib.Path, results: list) -> list[tuple[str, Callable[[s
         except ValueError:
             continue
         out.append((name, fn, mt))
+    return out
+
+
+def _tilelang_mutants(text: str, results: list) -> list:
+    """A TileLang input's mutants: the first tight ``T.ptx_wait_group`` raised by one (cp.async), or the
+    producer's release wait dropped and the consumer's parity flipped (warp-specialized)."""
+    if results and hasattr(results[0].report, "verdicts"):
+        tight = [v for r in results for v in r.report.verdicts if v.tight]
+        if not tight:
+            return []
+        line = results[0].source.waits[tight[0].index][0]
+        return [(f"wait_group line {line} + 1", lambda t, ln=line: TLM.raise_wait_group(t, ln), None)]
+    out = []
+    for name, fn in (("release wait dropped", TLM.drop_release_wait), ("consumer parity flipped",
+                                                                          TLM.flip_consumer_parity)):
+        try:
+            fn(text)
+        except ValueError:
+            continue
+        out.append((name, fn, None))
     return out
 
 

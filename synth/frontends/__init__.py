@@ -3,13 +3,14 @@
 * :mod:`~synth.frontends.ttgir` -- Triton TTGIR after the pipeliner (``ttg.async_copy_global_to_local``).
 * :mod:`~synth.frontends.tvm` -- TVM TIR after ``InjectSoftwarePipeline`` (``async_commit_queue_scope``).
 * :mod:`~synth.frontends.mlir` -- MLIR ``nvgpu.device_async_copy`` loops after ``scf`` pipelining.
+* :mod:`~synth.frontends.tilelang` -- TileLang's lowered device TIR (``cp.async``, or sm_90 TMA + mbarrier + wgmma).
 * :mod:`~synth.frontends.loop` -- their common form (:class:`Loop`) and its mapping onto a Program.
 * :mod:`~synth.frontends.check` -- ``synth check``: import, map, prove, report in the source's terms.
 
 docs/check.md states the mapping rules.
 """
 
-FORMS = ("triton", "tvm", "mlir")
+FORMS = ("triton", "tvm", "mlir", "tilelang")
 """The input forms ``synth check --form`` takes (here, so the CLI's parser loads no solver)."""
 
 _LAZY = {"CheckResult": "check", "check_file": "check", "check_loop": "check", "detect": "check",

@@ -26,7 +26,12 @@ MAX_BYTES = 16 * 1024 * 1024
 
 
 def detect(text: str, path: str) -> str:
-    """``triton`` (TTGIR), ``tvm`` (TVMScript) or ``mlir`` (nvgpu), from the content."""
+    """``triton`` (TTGIR), ``tvm`` (TVMScript), ``mlir`` (nvgpu) or ``tilelang`` (TileLang's lowered device TIR),
+    from the content."""
+    from .tilelang import is_tilelang
+
+    if is_tilelang(text):
+        return "tilelang"
     if any(t in text for t in ("ttg.async_copy_global_to_local", "ttg.async_wait", "#ttg.", "triton_gpu.")):
         return "triton"
     if "nvgpu.device_async_copy" in text or "nvgpu.device_async_wait" in text:
@@ -34,9 +39,10 @@ def detect(text: str, path: str) -> str:
     if "async_commit_queue_scope" in text or "async_wait_queue_scope" in text or "T.prim_func" in text:
         return "tvm"
     raise SynthError(Loc(path), "cannot tell the input form: no ttg.async_copy_global_to_local (Triton), "
-                     "nvgpu.device_async_copy (MLIR) or async_commit_queue_scope (TVM) in it",
-                     "pass TTGIR after Triton's pipeliner, TVMScript after InjectSoftwarePipeline, or MLIR "
-                     "with nvgpu async copies")
+                     "nvgpu.device_async_copy (MLIR), async_commit_queue_scope (TVM) or T.ptx_cp_async / "
+                     "T.tma_load (TileLang) in it",
+                     "pass TTGIR after Triton's pipeliner, TVMScript after InjectSoftwarePipeline, MLIR "
+                     "with nvgpu async copies, or TileLang's lowered device TIR")
 
 
 def read_text(path: str) -> str:
@@ -85,6 +91,10 @@ def import_loops(text: str, path: str, form: Optional[str] = None, func: Optiona
     if func is not None:
         raise SynthError(Loc(path), f"--func {func}: only a TVMScript file names its functions to check",
                          "drop --func (a TTGIR or MLIR input holds one pipelined loop)")
+    if form == "tilelang":
+        from .tilelang import tilelang_to_loop
+
+        return (tilelang_to_loop(text, path),)
     if form == "triton":
         from .ttgir import ttgir_to_loop
 
@@ -299,9 +309,25 @@ def _read_and_check_mbarrier(path: str, form: Optional[str], func: Optional[str]
     Triton input with no ``func``, :func:`_check_mbarrier`'s result (None when the loop uses no mbarrier)."""
     text = read_text(path)
     _check_digits_unless_tvm(text, path, form)
+    if form == "tilelang" or (form is None and detect_quiet(text) == "tilelang"):
+        from .tilelang import check_tilelang
+
+        if func is not None:
+            raise SynthError(Loc(path), f"--func {func}: only a TVMScript file names its functions to check",
+                             "drop --func (a TileLang device module holds one kernel)")
+        return text, check_tilelang(text, path, trip_count=trip_count, min_trip_count=min_trip_count,
+                                    time_limit=time_limit, tightness=tightness)
     if form in (None, "triton") and func is None:
         return text, _check_mbarrier(text, path, form, trip_count, min_trip_count, time_limit, tightness)
     return text, None
+
+
+def detect_quiet(text: str) -> Optional[str]:
+    """:func:`detect`, or None when the form cannot be told."""
+    try:
+        return detect(text, "")
+    except SynthError:
+        return None
 
 
 def check_file_all(path: str, *, trip_count: Optional[int] = None, min_trip_count: Optional[int] = None,

@@ -12,8 +12,8 @@ from . import FORMS
 
 def add_check_arguments(p: argparse.ArgumentParser) -> None:
     """The ``check`` sub-command's arguments."""
-    p.add_argument("file", help="TTGIR (.ttgir), TVMScript after InjectSoftwarePipeline (.py), or MLIR with "
-                   "nvgpu async copies (.mlir)")
+    p.add_argument("file", help="TTGIR (.ttgir), TVMScript after InjectSoftwarePipeline (.py), MLIR with "
+                   "nvgpu async copies (.mlir), or TileLang's lowered device TIR (.tir)")
     g = p.add_mutually_exclusive_group()
     g.add_argument("--trip-count", type=int, metavar="T", help="prove for this trip count only")
     g.add_argument("--min-trip-count", type=int, metavar="N",
