@@ -179,6 +179,7 @@ def write_outputs(result: Result, out_dir: str, *, force: bool = False,
 def _write_files(d: str, files: dict[str, str], png: bytes) -> list[str]:
     """Write the text files and ``timeline.png`` into ``d``; their names, sorted."""
     for name, text in files.items():
+        os.makedirs(os.path.dirname(os.path.join(d, name)), exist_ok=True)  # store/ of a TMA-store kernel
         with open(os.path.join(d, name), "w", encoding="utf-8") as fh:
             fh.write(text)
     with open(os.path.join(d, "timeline.png"), "wb") as fh:
@@ -206,6 +207,14 @@ def _write_hopper(result, d: str, dl: Deadline = NEVER) -> list[str]:
                                  timeout_s=dl.cap(CERTIFICATE_QUERY_LIMIT))
         dl.check("write (certificate)")
         written.append("certificate/")
+    if result.store_report is not None and result.store_report.ok:
+        from .verify import write_certificate
+
+        dl.check("write (store certificate)")  # store/ is an sm_80 program folder: 'synth certify OUT/store'
+        write_certificate(result.store_report, os.path.join(d, "store", "certificate"),
+                          timeout_s=dl.cap(CERTIFICATE_QUERY_LIMIT), deadline=dl,
+                          program_bytes=files["store/program.json"].encode("utf-8"))
+        written.append("store/certificate/")
     return sorted(written)
 
 

@@ -54,10 +54,18 @@ class HopperResult:
     kernel: Optional[str] = None
     """kernel.cu (sm_90a), emitted only from a proven program (or with verification skipped)."""
     phases: tuple[tuple[str, float], ...] = ()
+    store: Optional[object] = None
+    """The TMA-store epilogue's :class:`~synth.program.Program` (None for the register epilogue)."""
+    store_report: Optional[object] = None
+    """Its :class:`~synth.verify.report.Report` (every wait, every ``E >= 1``); None when not verified."""
+    store_threads: tuple = ()
+    """Its :class:`~synth.hopper.store.ThreadCheck` verdicts (``converge``, ``proxy_fence``)."""
 
     @property
     def proven(self) -> bool:
-        return self.report is None or bool(self.report.ok)
+        return self.report is None or (bool(self.report.ok) and
+                                       (self.store_report is None or bool(self.store_report.ok)) and
+                                       all(t.ok for t in self.store_threads))
 
 
 def gemm_config(g: HopperGemm) -> GemmConfig:
@@ -70,7 +78,7 @@ def choose_pipeline(g: HopperGemm, *, time_limit: float = 10.0) -> HopperChoice:
     try:
         return choose(gemm_config(g), time_limit=time_limit, stages=g.stages, k_pipe_mmas=g.k_pipe_mmas,
                       consumers=g.consumers, warp_specialized=True, smem_limit=g.shared_limit,
-                      reserve_bytes=ALIGN_PAD)
+                      reserve_bytes=ALIGN_PAD + g.staging_bytes())
     except ValueError as e:
         raise SynthError(g.loc("stages"), f"no Hopper pipeline for {g.name}: {e}",
                          "use fewer stages, a smaller tile, or raise target.shared_bytes") from None
@@ -81,7 +89,7 @@ def kernel_config(g: HopperGemm, choice: HopperChoice):
     from ..emit.sm90.config import Sm90Config
 
     cfg = Sm90Config(bm=g.BM, bn=g.BN, stages=choice.stages, k_pipe_mmas=choice.k_pipe_mmas, dtype=g.dtype,
-                     name=g.name, split_k=g.split_k, persistent=g.persistent)
+                     name=g.name, split_k=g.split_k, persistent=g.persistent, epilogue=g.epilogue)
     try:
         cfg.check()
     except ValueError as e:
@@ -136,12 +144,25 @@ def run_hopper(g: HopperGemm, *, deadline: Union[Deadline, float], verify: bool 
             return rep
 
         report = timed("prove", prove)
+    store = cfg.store_program()
+    store_report, threads = None, ()
+    if verify and store is not None and report.ok:
+        from ..verify import verify_program
+        from .store import check_threads
+
+        store_report = timed("prove (TMA store)", lambda: verify_program(store, time_limit=query_limit, deadline=dl))
+        threads = check_threads(store)
+        bad = [t for t in threads if not t.ok]
+        if not store_report.ok or bad:
+            why = store_report.render() if not store_report.ok else "; ".join(f"{t.cls}: {t.detail}" for t in bad)
+            raise SynthError(g.loc("epilogue"), f"the TMA-store epilogue is not proven: {why}",
+                             "use epilogue: register, or raise --time-limit if a proof was unknown")
     kernel = None
     if emit and (report is None or report.ok):
         from ..emit.sm90.kernel import emit_sm90_kernel
 
         kernel = timed("emit", lambda: emit_sm90_kernel(cfg, program))
-    return HopperResult(g, choice, cfg, program, report, kernel, tuple(phases))
+    return HopperResult(g, choice, cfg, program, report, kernel, tuple(phases), store, store_report, threads)
 
 
 def choice_to_json(g: HopperGemm, c: HopperChoice) -> dict:
@@ -187,6 +208,12 @@ def output_files(result: HopperResult) -> dict[str, str]:
              "program.json": dumps(result.program),
              "program.txt": hopper_text(result.program),
              "problem.yaml": problem_source(g)}
+    if result.store is not None:
+        from ..printer import program_text
+        from ..program import dumps as program_dumps
+
+        files["store/program.json"] = program_dumps(result.store)
+        files["store/program.txt"] = program_text(result.store)
     if result.kernel is not None:
         files["kernel.cu"] = result.kernel
     if result.report is not None:
@@ -200,6 +227,11 @@ def output_files(result: HopperResult) -> dict[str, str]:
                                     f"proven for every tile count at {cfg_tile_ends(result.config)} k-tiles per "
                                     "tile; a CTA with no tile uses no barrier (docs/hopper.md, \"Persistent "
                                     "tiles\")\n")
+        if result.store_report is not None:
+            files["verify.txt"] += ("\nTMA-store epilogue (store.json: one consumer warp group's sub-tiles, every "
+                                    "E >= 1; docs/hopper_store.md):\n" + result.store_report.render() + "\n" +
+                                    "".join(f"{t.cls}: {'proven' if t.ok else 'REFUTED: ' + t.detail}\n"
+                                            for t in result.store_threads))
     return files
 
 

@@ -26,6 +26,7 @@ from ..bounds import MAX_SPLIT_K
 from ..errors import Loc, SynthError
 from ..yamlnodes import LDict, check_keys, want_int
 from .loop import MAX_STAGES
+from .store import DEFAULT_STAGING
 
 MAINLOOPS = ("tma_wgmma", "cp_async")
 """``mainloop:`` values: the Hopper TMA + mbarrier + wgmma loop, or the Ampere cp.async + mma.sync loop."""
@@ -39,6 +40,8 @@ SMEM_LIMIT = get_arch("sm_90").smem_per_block
 ALIGN_PAD = 1024
 """Bytes the kernel adds so it can align its shared-memory base to the 1024-byte swizzle atom."""
 BARRIER_BYTES = 16
+EPILOGUES = ("register", "tma_store")
+"""How the Hopper kernel stores C (``epilogue:``)."""
 """Shared memory of one stage's two mbarriers (full and empty, 8 bytes each)."""
 
 
@@ -80,6 +83,15 @@ class HopperGemm:
     persistent: bool = False
     """A persistent grid walks the tiles, the pipeline state carried across them (docs/hopper_kernel.md,
     "Persistent tiles"); False: one CTA per tile."""
+    epilogue: str = "register"
+    """How C is stored: ``register`` or ``tma_store`` (shared staging and TMA stores, docs/hopper_store.md)."""
+
+    def staging_bytes(self) -> int:
+        """Shared memory of the TMA-store staging buffers (0 for the register epilogue)."""
+        if self.epilogue != "tma_store":
+            return 0
+        cols = 32 if self.BN % 32 == 0 else 16
+        return self.consumers * DEFAULT_STAGING * 64 * cols * 4
 
     @property
     def consumers(self) -> int:
@@ -99,11 +111,11 @@ class HopperGemm:
         return (self.BM + self.BN) * self.BK * 2 + BARRIER_BYTES
 
     def smem_bytes(self, stages: int) -> int:
-        return stages * self.stage_bytes() + ALIGN_PAD
+        return stages * self.stage_bytes() + self.staging_bytes() + ALIGN_PAD
 
     def max_stages(self) -> int:
         """Most stages within ``shared_limit`` and the 16-stage bound (0 when not even one fits)."""
-        return max(0, min(MAX_STAGES, (self.shared_limit - ALIGN_PAD) // self.stage_bytes()))
+        return max(0, min(MAX_STAGES, (self.shared_limit - ALIGN_PAD - self.staging_bytes()) // self.stage_bytes()))
 
     def loc(self, key: str) -> Loc:
         return self.locs.get(key) or self.locs.get("") or Loc(self.path)
@@ -210,8 +222,18 @@ def hopper_gemm_from_doc(doc: LDict, path: str, name: str, dims: dict, arch: str
     if persistent and split_k > 1:
         raise SynthError(doc.val_loc["persistent"], f"persistent tiles with split_k = {split_k} are not built: a "
                          "persistent CTA computes whole tiles", "remove persistent:, or use split_k: 1")
+    epilogue = doc.get("epilogue", "register")
+    if epilogue not in EPILOGUES:
+        raise SynthError(doc.val_loc["epilogue"], f"epilogue {epilogue!r}: expected one of {', '.join(EPILOGUES)}",
+                         "write epilogue: tma_store (C through shared staging buffers and TMA stores) or remove it")
+    if epilogue == "tma_store" and split_k > 1:
+        raise SynthError(doc.val_loc["epilogue"], f"a TMA-store epilogue with split_k = {split_k} is not built: the "
+                         "split's last CTA sums the partials through global memory", "remove epilogue:, or use split_k: 1")
+    if epilogue == "tma_store" and dims["N"] % 4:
+        raise SynthError(locs.get("shape", doc.loc), f"shape.N {dims['N']}: a TMA store needs C's row stride (4 N "
+                         "bytes) to be a multiple of 16", "use N a multiple of 4, or epilogue: register")
     g = HopperGemm(name, dims["M"], dims["N"], dims["K"], dtype, tdims["BM"], tdims["BN"], stages, k_pipe, limit,
-                   arch, path, locs, split_k=split_k, persistent=persistent)
+                   arch, path, locs, split_k=split_k, persistent=persistent, epilogue=epilogue)
     if g.max_stages() < 1:
         raise SynthError(g.loc("target.shared_bytes"), f"one stage needs {g.smem_bytes(1)} B of shared memory, "
                          f"above the {limit} B allowed", "raise target.shared_bytes or use a smaller tile")
@@ -231,6 +253,8 @@ def hopper_gemm_yaml(g: HopperGemm) -> str:
         lines.append(f"split_k: {g.split_k}")
     if g.persistent:
         lines.append("persistent: true")
+    if g.epilogue != "register":
+        lines.append(f"epilogue: {g.epilogue}")
     if g.shared_limit != SMEM_LIMIT:
         lines.append(f"target: {{shared_bytes: {g.shared_limit}}}")
     return "\n".join(lines) + "\n"

@@ -23,12 +23,12 @@ CTA exits (its shared memory may be given to the next CTA at once).
 The program is a :class:`~synth.program.Program` of the sm_80 form (one FIFO queue: the bulk
 groups; a TMA store is an async op that *reads* its slot), so RFC 0077's completion model and synth's
 prover (:func:`synth.verify.verify_program`) prove its waits for every ``E``: the write of slot
-``e % S`` after the store of ``e - S`` read it (``war``), and the CTA's exit as a write of every slot
-(the ``drain`` ops of the epilogue part, versions ``E .. E + S - 1``) after every store read
-(``war``). What the single-thread model cannot see, which thread runs what, is
+``e % S`` after the store of ``e - S`` read it (``war``). What the single-thread model cannot see is
 :func:`check_threads`: classes ``converge`` (an all-thread write after an elected wait is separated
-from it by a barrier) and ``proxy_fence`` (a store reads a version only after every writing thread
-fenced and then met the issuing thread at a barrier). The independent checker
+from it by a barrier), ``proxy_fence`` (a store reads a version only after every writing thread
+fenced and then met the issuing thread at a barrier) and ``teardown`` (the epilogue part, after the
+last sub-tile, runs ``wait_group.read 0`` unguarded with nothing committed after it; the program
+format writes that wait with an empty ``before``: no op follows it, the CTA's exit does). The independent checker
 (:mod:`synth.trusted.store`) decides the same two classes on its own; certificates of the
 ``war`` obligations are written as for any sm_80 program.
 """
@@ -38,24 +38,27 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Optional
 
-from ..expr import Var, parse
+from ..expr import Num, Var, parse
 from ..program import Access, CommitStmt, OpStmt, Part, Program, ProgBuffer, ProgOp, Wait, WaitStmt
 
-QUEUE = "bulk"
+QUEUE = "tma_store"
 """The queue of ``cp.async.bulk`` groups (one FIFO per issuing thread: the elected one)."""
 MAX_STAGING = 4
 """Staging buffers per consumer warp group: 1 .. 4."""
+DEFAULT_STAGING = 2
+"""Staging buffers of the kernels ``synth solve`` writes: one being filled while the other's store reads it."""
 UNITS = {
-    "bar.sync": "converge",
-    "st.shared": "all",
-    "fence.proxy.async": "all",
-    "tma.store": "elected",
-    "exit": "all",
+    "bar_sync": "converge",
+    "st_shared": "all",
+    "fence_proxy_async": "all",
+    "tma_store": "elected",
 }
 """Unit of each store-program op -> which threads run it: ``all`` (every thread of the warp group),
 ``elected`` (one thread), ``converge`` (a named barrier over the warp group: every thread arrives and
 none passes before all have). A wait or commit runs on the elected thread (the one whose bulk groups
 they count)."""
+THREAD_CLASSES = ("converge", "proxy_fence", "teardown")
+"""What :func:`check_threads` decides beside the prover's ``war`` obligations."""
 TRIP = "E"
 """The trip-count symbol: sub-tiles this warp group stores over the CTA's life."""
 
@@ -71,12 +74,11 @@ def store_program(staging: int, *, name: str = "tma_store", wait: Optional[int] 
         raise ValueError(f"wait_group.read {n}: expected 0..{MAX_STAGING}")
     i = Var("i")
     slot = parse(f"i % {staging}")
-    ops = (ProgOp("free", "bar.sync", 0, False, None, None),
-           ProgOp("stage", "st.shared", 0, False, None, None),
-           ProgOp("fence", "fence.proxy.async", 0, False, None, None),
-           ProgOp("publish", "bar.sync", 0, False, None, None),
-           ProgOp("store", "tma.store", 0, True, 0, None),
-           ProgOp("drain", "exit", 0, False, None, None))
+    ops = (ProgOp("free", "bar_sync", 0, False, None, None),
+           ProgOp("stage", "st_shared", 0, False, None, None),
+           ProgOp("fence", "fence_proxy_async", 0, False, None, None),
+           ProgOp("publish", "bar_sync", 0, False, None, None),
+           ProgOp("store", "tma_store", 0, True, 0, None))
     body = Part("body", "i", parse(TRIP), (
         WaitStmt(0),
         OpStmt("free", i),
@@ -86,14 +88,10 @@ def store_program(staging: int, *, name: str = "tma_store", wait: Optional[int] 
         OpStmt("store", i, group=0, reads=(Access("staging", i, slot, "stage"),)),
         CommitStmt(0, 0),
     ))
-    # the CTA's exit, as a write of every slot (versions E .. E + S - 1): nothing may still read them
-    j = parse(f"i + {TRIP}")
-    epilogue = Part("epilogue", "i", parse(str(staging)), (
-        WaitStmt(1, parse("i == 0")),
-        OpStmt("drain", j, writes=(Access("staging", j, parse(f"(i + {TRIP}) % {staging}")),)),
-    ))
-    waits = (Wait("body", 0, parse(str(n)), "stage", reason="the slot's previous store has read it"),
-             Wait("epilogue", 0, parse("0"), "drain", reason="every store has read its slot before the CTA exits"))
+    # after the last sub-tile: the CTA may exit only once every store has read its slot (class teardown)
+    epilogue = Part("epilogue", "i", parse("1"), (WaitStmt(1),))
+    waits = (Wait("body", 0, parse(str(n)), "free", reason="the slot's previous store has read it"),
+             Wait("epilogue", 0, parse("0"), "", reason="every store has read its slot before the CTA exits"))
     return Program(name, "i", TRIP, 1, 0, ops, (ProgBuffer("staging", "shared", staging, 0),), (QUEUE,),
                    (body, epilogue), waits)
 
@@ -128,7 +126,7 @@ def check_threads(program: Program) -> tuple[ThreadCheck, ...]:
     bad = [program.op(s.op).unit for s, sc in zip(stmts, scopes) if sc == "?"]
     if bad:
         why = f"ops of unit(s) {', '.join(sorted(set(bad)))}: which threads run them is unknown"
-        return (ThreadCheck("converge", False, why), ThreadCheck("proxy_fence", False, why))
+        return tuple(ThreadCheck(c, False, why) for c in THREAD_CLASSES)
 
     def runs(k: int) -> bool:
         return stmts[k].guard is None
@@ -164,7 +162,7 @@ def check_threads(program: Program) -> tuple[ThreadCheck, ...]:
                 break
             w = writers[-1]
             fences = [f for f in range(w + 1, k) if isinstance(stmts[f], OpStmt) and runs(f)
-                      and program.op(stmts[f].op).unit == "fence.proxy.async"]
+                      and program.op(stmts[f].op).unit == "fence_proxy_async"]
             if not fences:
                 problem = (f"{s.op} (async proxy) reads {acc.buffer} slot {acc.slot} written by "
                            f"{stmts[w].op} (generic proxy) with no fence.proxy.async between: the TMA store may "
@@ -178,6 +176,17 @@ def check_threads(program: Program) -> tuple[ThreadCheck, ...]:
         if problem:
             break
     out.append(ThreadCheck("proxy_fence", not problem, problem))
+    # teardown: after the last sub-tile, an unguarded wait_group.read 0 on the bulk queue with no commit after it
+    problem = "after the last sub-tile no wait_group.read 0 runs: a store may still read shared memory when the CTA exits"
+    for pt in program.parts:
+        if pt.name == "body":
+            continue
+        for k, s in enumerate(pt.stmts):
+            if isinstance(s, WaitStmt) and s.guard is None and program.waits[s.wait].in_flight == Num(0) and \
+                    program.waits[s.wait].queue == 0 and \
+                    not any(isinstance(x, (CommitStmt, OpStmt)) for x in pt.stmts[k + 1:]):
+                problem = ""
+    out.append(ThreadCheck("teardown", not problem, problem))
     return tuple(out)
 
 
@@ -190,7 +199,8 @@ STORE_MUTANTS = {
                                "issue the store before the other threads wrote their part",
     "free_barrier_missing": "no bar.sync after the elected thread's wait: the other threads write a slot that only "
                             "thread 0 knows is free",
-    "no_drain": "no wait_group.read 0 before the CTA exits: the last stores may still read shared memory",
+    "no_drain": "no wait_group.read 0 before the CTA exits: the last stores may still read shared memory "
+                "(CUTLASS's store tail)",
 }
 """The TMA-store epilogue's known bug shapes (docs/hopper_store.md), each a change of :func:`store_program`."""
 
@@ -219,13 +229,13 @@ def store_mutant(program: Program, name: str) -> Program:
         dropped = stmts.pop(idx).wait
         return _drop_wait(replace(program, parts=(replace(body, stmts=tuple(stmts)), *program.parts[1:])), dropped)
     if name == "proxy_fence_missing":
-        stmts = without(stmts, lambda st: unit(st) == "fence.proxy.async")
+        stmts = without(stmts, lambda st: unit(st) == "fence_proxy_async")
     elif name == "publish_barrier_missing":
-        fence = next(k for k, st in enumerate(stmts) if unit(st) == "fence.proxy.async")
-        bar = next(k for k in range(fence + 1, len(stmts)) if unit(stmts[k]) == "bar.sync")
+        fence = next(k for k, st in enumerate(stmts) if unit(st) == "fence_proxy_async")
+        bar = next(k for k in range(fence + 1, len(stmts)) if unit(stmts[k]) == "bar_sync")
         stmts = tuple(stmts[:bar] + stmts[bar + 1:])
     elif name == "free_barrier_missing":
-        bar = next(k for k, st in enumerate(stmts) if unit(st) == "bar.sync")
+        bar = next(k for k, st in enumerate(stmts) if unit(st) == "bar_sync")
         stmts = tuple(stmts[:bar] + stmts[bar + 1:])
     else:  # no_drain
         ep = program.part("epilogue")
@@ -234,7 +244,20 @@ def store_mutant(program: Program, name: str) -> Program:
         ep = replace(ep, stmts=ep.stmts[:idx] + ep.stmts[idx + 1:])
         return _drop_wait(replace(program, parts=tuple(ep if pt.name == "epilogue" else pt for pt in program.parts)),
                           dropped)
-    return replace(program, parts=(replace(body, stmts=tuple(stmts)), *program.parts[1:]))
+    return _fix_before(replace(program, parts=(replace(body, stmts=tuple(stmts)), *program.parts[1:])))
+
+
+def _fix_before(program: Program) -> Program:
+    """Each wait's ``before`` set to the op of the next op statement of its part (what the reader checks)."""
+    from dataclasses import replace
+
+    waits = list(program.waits)
+    for pt in program.parts:
+        for k, st in enumerate(pt.stmts):
+            if isinstance(st, WaitStmt):
+                nxt = next((x.op for x in pt.stmts[k + 1:] if isinstance(x, OpStmt)), waits[st.wait].before)
+                waits[st.wait] = replace(waits[st.wait], before=nxt)
+    return replace(program, waits=tuple(waits))
 
 
 def _drop_wait(program: Program, index: int) -> Program:
@@ -248,4 +271,4 @@ def _drop_wait(program: Program, index: int) -> Program:
     return replace(program, parts=tuple(parts), waits=program.waits[:index] + program.waits[index + 1:])
 
 
-__all__ = ["store_program", "store_mutant", "STORE_MUTANTS", "check_threads", "ThreadCheck", "QUEUE", "UNITS", "MAX_STAGING", "TRIP"]
+__all__ = ["THREAD_CLASSES", "DEFAULT_STAGING", "store_program", "store_mutant", "STORE_MUTANTS", "check_threads", "ThreadCheck", "QUEUE", "UNITS", "MAX_STAGING", "TRIP"]

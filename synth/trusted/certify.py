@@ -48,6 +48,7 @@ from .hopper_program import MAX_BYTES as HOPPER_MAX_BYTES
 from .hopper_program import HopperInputError, read_hopper_bytes
 from .obligations import derive
 from .program import MAX_BYTES, InputError, read_bytes, read_regular
+from .store import FlagError, check_store_threads, read_epilogue_flag
 
 FORMAT = "synth-certificate/2"
 HOPPER_FORMAT = "synth-certificate-hopper/2"
@@ -225,7 +226,48 @@ def certify_hopper(directory: str, *, timeout_s: float = 60.0, time_limit: Optio
 
     As :func:`certify`, with the obligations of :func:`synth.trusted.hopper.derive_hopper` under
     the manifest's ``ranking`` (``{role: lag}``, lags in ``-MAX_LAG .. MAX_LAG``), and each wgmma
-    wait that ``program.json`` claims tight tested."""
+    wait that ``program.json`` claims tight tested. When the folder's ``problem.yaml`` says
+    ``epilogue: tma_store`` (:func:`synth.trusted.store.read_epilogue_flag`), the TMA-store epilogue too:
+    ``store/certificate/`` against ``store/program.json`` (:func:`certify`) and the thread classes of
+    :func:`synth.trusted.store.check_store_threads`; a missing ``store/`` fails."""
+    t0 = time.monotonic()
+    res = _certify_hopper_protocol(directory, timeout_s=timeout_s, time_limit=time_limit)
+    cdir = _cert_dir(directory)
+    prog_file = program_path(cdir)
+    problem_file = os.path.join(os.path.dirname(prog_file), PROBLEM)
+    if os.path.dirname(os.path.abspath(prog_file)) == os.path.abspath(cdir) or not os.path.lexists(problem_file):
+        return res
+    try:
+        epilogue = read_epilogue_flag(read_regular(problem_file, MAX_FLAG_BYTES), problem_file)
+    except FlagError as e:
+        return _fail(f"{e} (fix: {e.fix})", res.solvers, res.program)
+    except (OSError, ValueError) as e:
+        return _fail(f"{problem_file}: {getattr(e, 'strerror', None) or e}", res.solvers, res.program)
+    if epilogue != "tma_store":
+        return res
+    store_dir = os.path.join(os.path.dirname(prog_file), "store")
+    left = None if time_limit is None else max(0.05, time_limit - (time.monotonic() - t0))
+    store = certify(os.path.join(store_dir, "certificate"), timeout_s=timeout_s, time_limit=left)
+    bad = [] if store.ok else [f"TMA-store epilogue: {m}" for m in store.messages]
+    if store.ok:
+        try:
+            verdicts = check_store_threads(read_regular(os.path.join(store_dir, PROGRAM), MAX_BYTES),
+                                           os.path.join(store_dir, PROGRAM))
+        except (InputError, OSError, ValueError) as e:
+            verdicts = {"read": (False, str(getattr(e, "strerror", None) or e))}
+        bad = [f"TMA-store epilogue: {cls}: {why}" for cls, (ok, why) in verdicts.items() if not ok]
+    if not bad:
+        msgs = res.messages + (f"TMA-store epilogue: {store.messages[0]}; thread classes converge, proxy_fence, "
+                               "teardown hold",)
+        return CertifyResult(res.ok, res.files + store.files, msgs, res.solvers, res.program)
+    head = res.messages[0].replace("certificate OK", "certificate FAILED", 1) if res.messages else "certificate FAILED"
+    return CertifyResult(False, res.files + store.files, (head,) + res.messages[1:] + tuple(bad), res.solvers,
+                         res.program)
+
+
+def _certify_hopper_protocol(directory: str, *, timeout_s: float = 60.0,
+                             time_limit: Optional[float] = None) -> CertifyResult:
+    """:func:`certify_hopper` for ``program.json``'s protocol alone."""
     t0 = time.monotonic()
     directory = _cert_dir(directory)
     v = solvers.versions()

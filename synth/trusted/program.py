@@ -515,7 +515,7 @@ def _build(doc: dict, digest: str) -> Program:
         if wd["queue"] >= len(queues):
             raise _Fail(["waits", w, "queue"], f"wait #{w} on queue {wd['queue']}, which is not listed",
                         f"use a queue in 0..{len(queues) - 1}")
-        after = wait_pos[w][3]
+        after = wait_pos[w][3] or ""  # "": no op statement follows in its part (a wait before the exit)
         if wd["before"] != after:
             raise _Fail(["waits", w, "before"], f"wait #{w} says it comes before {wd['before']!r}, but "
                         f"the next op statement is {after!r}", f"set \"before\": \"{after}\"")

@@ -629,11 +629,11 @@ def _store_lines(cfg: Sm90Config, store, e0: str) -> list[str]:
             lines = [_store_wait(store, s)]
         elif unit == "commit":
             lines = ["if (wt == 0) synth_bulk_commit();"]
-        elif unit == "bar.sync":
+        elif unit == "bar_sync":
             lines = [f"synth_bar_sync({STORE_BARRIER} + cw, 128);  // {s.op}: the warp group's threads meet"]
-        elif unit == "fence.proxy.async":
+        elif unit == "fence_proxy_async":
             lines = ["synth_fence_proxy_async();  // this thread's st.shared visible to the TMA store (async proxy)"]
-        elif unit == "st.shared":
+        elif unit == "st_shared":
             (acc,) = s.writes
             lines = [
                 "{",
@@ -654,11 +654,11 @@ def _store_lines(cfg: Sm90Config, store, e0: str) -> list[str]:
                 "  }",
                 "}",
             ]
-        elif unit == "tma.store":
+        elif unit == "tma_store":
             (acc,) = s.reads
             lines = [f"if (wt == 0) synth_tma_store_2d(&tmC, {_store_slot(cfg, acc)}, n0 + jj * {w}, m0 + cw * 64);"
                      "  // out-of-range rows and columns clipped by the tensor map"]
-        else:  # "exit" belongs to the drain after the last tile
+        else:
             raise ValueError(f"store program op {s.op} of unit {unit} cannot run per sub-tile")
         if s.guard is not None:
             lines = [f"if ({c_expr(s.guard)}) {{"] + ["  " + ln for ln in lines] + ["}"]
@@ -668,8 +668,7 @@ def _store_lines(cfg: Sm90Config, store, e0: str) -> list[str]:
 
 
 def _store_drain(store) -> list[str]:
-    """The store program's epilogue part at the consumer's end (after its last tile): its waits (the CTA's
-    exit is its ``exit`` ops: no code)."""
+    """The store program's parts after the body, at the consumer's end (after its last tile): waits only."""
     out = ["    // ---- after the last tile: every TMA store has read its staging slot before the CTA exits"]
     for pt in store.parts[1:]:
         if not isinstance(pt.extent, Num):
@@ -685,8 +684,8 @@ def _store_drain(store) -> list[str]:
                         continue
                 if unit == "wait":
                     out.append("    " + _store_wait(store, s))
-                elif unit != "exit":
-                    raise ValueError(f"store program {pt.name}: only waits and the exit run after the last tile")
+                else:
+                    raise ValueError(f"store program {pt.name}: only waits run after the last tile")
     return out
 
 

@@ -261,7 +261,7 @@ class CudaDevice:
 
 def sm90_params(dev: CudaDevice, cfg: Sm90Config, dA: int, dB: int, dC: int, dCin: Optional[int], M: int, N: int,
                 K: int, alpha: float, beta: float, ctas: Optional[int] = None) -> tuple[list, tuple[int, int, int]]:
-    """The sm_90a kernel's typed arguments (tensor maps of A and B, C, C_in, M, N, K, ldc = N, alpha, beta and,
+    """The sm_90a kernel's typed arguments (tensor maps of A and B, with a TMA-store epilogue C's, C, C_in, M, N, K, ldc = N, alpha, beta and,
     with split-K, a workspace and zeroed tickets allocated on ``dev``) and its grid (a persistent kernel's:
     ``ctas`` CTAs, default one wave of the device's SMs, :func:`synth.emit.launch.persistent_ctas`)."""
     from ..launch import Param
@@ -279,8 +279,18 @@ def sm90_params(dev: CudaDevice, cfg: Sm90Config, dA: int, dB: int, dC: int, dCi
             cu.CUtensorMapFloatOOBfill.CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE), "cuTensorMapEncodeTiled")
         return bytes(ctypes.string_at(t.getPtr(), 128))
 
-    params = [Param("tmap_A", "raw", tmap(dA, M, cfg.bm)), Param("tmap_B", "raw", tmap(dB, N, cfg.bn)),
-              Param("C", "ptr", dC), Param("C_in", "ptr", dCin), Param("M", "i32", M), Param("N", "i32", N),
+    params = [Param("tmap_A", "raw", tmap(dA, M, cfg.bm)), Param("tmap_B", "raw", tmap(dB, N, cfg.bn))]
+    if cfg.epilogue == "tma_store":  # C (f32, row stride ldc = N) written by TMA stores of 64 x store_cols boxes
+        if N % 4:
+            raise ValueError(f"N = {N}: a TMA store's row stride (4 N bytes) must be a multiple of 16")
+        t = _check(cu.cuTensorMapEncodeTiled(
+            cu.CUtensorMapDataType.CU_TENSOR_MAP_DATA_TYPE_FLOAT32, 2, int(dC), [N, M], [N * 4], [cfg.store_cols, 64],
+            [1, 1], cu.CUtensorMapInterleave.CU_TENSOR_MAP_INTERLEAVE_NONE,
+            cu.CUtensorMapSwizzle.CU_TENSOR_MAP_SWIZZLE_NONE,
+            cu.CUtensorMapL2promotion.CU_TENSOR_MAP_L2_PROMOTION_NONE,
+            cu.CUtensorMapFloatOOBfill.CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE), "cuTensorMapEncodeTiled")
+        params.append(Param("tmap_C", "raw", bytes(ctypes.string_at(t.getPtr(), 128))))
+    params += [Param("C", "ptr", dC), Param("C_in", "ptr", dCin), Param("M", "i32", M), Param("N", "i32", N),
               Param("K", "i32", K), Param("ldc", "i32", N), Param("alpha", "f32", alpha), Param("beta", "f32", beta)]
     if cfg.split_k > 1:  # split-K: a workspace, and tickets zeroed once (every launch leaves them zeroed)
         ws = dev.alloc(4 * workspace_floats(M, N, cfg.bm, cfg.bn, cfg.split_k))
