@@ -426,3 +426,27 @@ def test_whole_call_deadline():
     late = verify_hopper(p, time_limit=20, deadline=_t.monotonic() - 1)
     assert {o.status for o in late.obligations} == {"unknown"}
     assert "unknown" in late.render()
+
+
+@pytest.mark.parametrize("stages", [2, 3])
+def test_elected_release_without_a_convergence_point(stages):
+    """Triton PR #10035 ("always insert bar sync before all mbarrier arrives"): a partition's leader warp
+    arrives on the ring's empty barrier while the partition's other warps are still in their wait loop;
+    the producer refills the slot and the late warps wait on a phase whose parity came round again:
+    deadlock. Here: the consumer's wgmma (a warp-group collective) replaced by plain shared-memory reads,
+    so nothing converges the 128 threads before the elected release. Refuted as `converge` only, at
+    T = stages + 1, naming the lagging thread's wait; the two-thread oracle hangs there and not below.
+    Corrected form: a bar.sync over the warp group before the release, proven."""
+    from .test_converge import plain_reads
+    bad = plain_reads(gemm(stages=stages, k=0))
+    r, cex, seen = refuted(bad, {"converge"}, trips=range(1, stages + 2))
+    assert r.refuted_classes() == {"converge"}
+    assert cex.trip_count == stages + 1
+    assert "thread 1" in cex.summary and "try_wait on full[" in cex.summary and "empty[" in cex.summary
+    assert "no_deadlock" in seen
+    assert not any(run(bad, T).violations for T in range(1, stages + 1))
+    ok, kinds = _trusted(bad)
+    assert not ok and kinds == {"converge"}
+    good = plain_reads(gemm(stages=stages, k=0), bar_sync=True)
+    proven(good, trips=range(1, stages + 3))
+    assert _trusted(good)[0]
