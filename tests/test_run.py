@@ -148,11 +148,13 @@ class FakeDriver:
         self.CUfunction_attribute = SimpleNamespace(CU_FUNC_ATTRIBUTE_NUM_REGS="regs",
                                                     CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES="smem")
         self.CUtensorMapDataType = SimpleNamespace(CU_TENSOR_MAP_DATA_TYPE_FLOAT16="f16",
-                                                   CU_TENSOR_MAP_DATA_TYPE_BFLOAT16="bf16")
+                                                   CU_TENSOR_MAP_DATA_TYPE_BFLOAT16="bf16",
+                                                   CU_TENSOR_MAP_DATA_TYPE_FLOAT32="f32")
         self.CUtensorMapInterleave = SimpleNamespace(CU_TENSOR_MAP_INTERLEAVE_NONE="none")
-        self.CUtensorMapSwizzle = SimpleNamespace(CU_TENSOR_MAP_SWIZZLE_128B="128B")
+        self.CUtensorMapSwizzle = SimpleNamespace(CU_TENSOR_MAP_SWIZZLE_128B="128B", CU_TENSOR_MAP_SWIZZLE_NONE="none")
         self.CUtensorMapL2promotion = SimpleNamespace(CU_TENSOR_MAP_L2_PROMOTION_L2_128B="128B",
-                                                      CU_TENSOR_MAP_L2_PROMOTION_L2_256B="256B")
+                                                      CU_TENSOR_MAP_L2_PROMOTION_L2_256B="256B",
+                                                      CU_TENSOR_MAP_L2_PROMOTION_NONE="none")
         self.CUtensorMapFloatOOBfill = SimpleNamespace(CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE="zeros")
         self._keep = []
 
@@ -313,6 +315,11 @@ class FakeDriver:
             assert t["dims"] == [K, rows] and t["strides"] == [2 * K] and t["box"][0] == 64 and t["rank"] == 2
             assert (t["swizzle"], t["oob"], t["interleave"], t["elem"]) == ("128B", "zeros", "none", [1, 1])
             ops.append(self._array(t["addr"], np.uint16)[:rows * K].reshape(rows, K))
+        if "tmC" in vals:  # a TMA-store epilogue: C's map as the emulator's harness builds it (f32, no swizzle)
+            t, cols = vals["tmC"], int(re.search(r"#define SYNTH_TMA_STORE (\d+)", source).group(1))
+            assert t["dims"] == [N, M] and t["strides"] == [4 * ldc] and t["box"] == [cols, 64], t
+            assert (t["dtype"], t["swizzle"], t["interleave"], t["elem"]) == ("f32", "none", "none", [1, 1])
+            assert t["addr"] == vals["C"][1]
         cin = vals["C_in"][1]
         C_in = self._array(cin, np.float32)[:M * ldc].reshape(M, ldc) if cin else None
         out, info = run_emulated(source, ops[0], ops[1], C_in, alpha=vals["alpha"], beta=vals["beta"], ldc=ldc)
@@ -385,6 +392,21 @@ def test_the_hopper_kernel_through_cuda_python(folders, fake):
     cfg = kern.config
     assert launch["grid"] == (3, 1, 1) and launch["block"] == (cfg.threads, 1, 1) and launch["smem"] == cfg.smem_bytes
     assert [t["box"] for t in drv.tmaps.values()] == [[64, cfg.bm], [64, cfg.bn]]
+    assert not drv.mem
+
+
+@NEEDS_GXX
+def test_the_tma_store_kernel_through_cuda_python(tmp_path, fake):
+    # a TMA-store epilogue: a third tensor map (C, f32, row stride 4 N, box 64 rows x 32 columns, no swizzle)
+    # after B's, in the kernel's argument order
+    out = _solve(tmp_path, "name: gs\nkind: gemm\nshape: {M: 256, N: 256, K: 256}\ntile: {BM: 128, BN: 64, BK: 64}\n"
+                           "arch: sm_90\nmainloop: tma_wgmma\nepilogue: tma_store\nstages: 3\n")
+    drv = fake(open(f"{out}/kernel.cu").read())
+    kern = synth.kernel.load(out, backend="cuda", images=[("sm_90a cubin", b"CUBIN")])
+    A, B = _ab(70, 132, 136, seed=8)
+    C = kern(A, B)
+    assert np.allclose(C, A.astype(np.float32) @ B.astype(np.float32).T, atol=1e-2)
+    assert [t["box"] for t in drv.tmaps.values()] == [[64, 128], [64, 64], [32, 64]]
     assert not drv.mem
 
 

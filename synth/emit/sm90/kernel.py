@@ -393,10 +393,11 @@ def emit_sm90_kernel(cfg: Sm90Config, program: Optional[HopperProgram] = None, c
         " | ((uint64_t)1 << 62);",
         "}",
         "",
+        *([f"// tmC: C as the TMA stores write it (f32, row stride 4 ldc bytes, box 64 rows x {cfg.store_cols} columns, "
+            "no swizzle)"] if store is not None else []),
         f"extern \"C\" __global__ void __launch_bounds__({cfg.threads}, 1)",
         f"{KERNEL}(const __grid_constant__ CUtensorMap tmA, const __grid_constant__ CUtensorMap tmB,",
-        *(["               const __grid_constant__ CUtensorMap tmC,  // C (f32, box 64 rows x "
-           f"{cfg.store_cols} columns): the TMA store's"] if store is not None else []),
+        *(["               const __grid_constant__ CUtensorMap tmC,"] if store is not None else []),
         "               float* __restrict__ C, const float* __restrict__ C_in, int M, int N, int K, int ldc,",
         "               float alpha, float beta) {" if cfg.split_k == 1 else
         "               float alpha, float beta, float* __restrict__ workspace, unsigned* __restrict__ tickets) {",
