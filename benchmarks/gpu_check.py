@@ -83,8 +83,14 @@ DESIGNS = (
     HOPPER_DEFAULT,
     (HOPPER_DEFAULT[0] + "-splitk2", HOPPER_DEFAULT[1].replace("name: h90-128x128x64", "name: h90-128x128x64-splitk2")
      + "split_k: 2\n"),
+    (HOPPER_DEFAULT[0] + "-persistent", HOPPER_DEFAULT[1].replace("name: h90-128x128x64",
+                                                                  "name: h90-128x128x64-persistent")
+     + "persistent: true\n"),
+    (HOPPER_DEFAULT[0] + "-persistent-tmastore", HOPPER_DEFAULT[1].replace(
+        "name: h90-128x128x64", "name: h90-128x128x64-persistent-tmastore") + "persistent: true\nepilogue: tma_store\n"),
 )
-"""The folders ``prepare`` writes: the sm_80 designs, the default Hopper (sm_90a) folder and its split-K 2."""
+"""The folders ``prepare`` writes: the sm_80 designs, the default Hopper (sm_90a) folder, its split-K 2, its
+persistent form and its persistent form with the TMA-store epilogue."""
 REDUCED = (
     _gemm("s80-64x64x32-s3", "{BM: 64, BN: 64, BK: 32}", 4, 3, shape=256),
     HOPPER_DEFAULT,
