@@ -52,6 +52,7 @@ def figures(c: sass.Compiled, hgmma_per_ktile: int) -> dict:
         "longest_free": longest,
         "syncs_per_ktile": round(sum(x.op == "SYNCS" for x in real) / ktiles, 2) if ktiles else float("nan"),
         "utmaldg_total": ops["UTMALDG"],
+        "utmastg_total": ops["UTMASTG"],
         "ldgsts": ops["LDGSTS"],
         "hmma": ops["HMMA"],
         "registers": c.registers,
