@@ -28,12 +28,14 @@ from dataclasses import dataclass, field
 from typing import Optional
 
 from ..errors import Loc, SynthError
-from ..expr import Bin, Call, Expr, Ite, Num, Un, Var, free_vars, simplify, substitute
+from ..expr import Bin, Call, Expr, Ite, Num, Un, Var, free_vars, simplify
 
 MAX_UNROLL = 1024
 """Iterations of a loop run out around or inside the pipelined loop (docs/bounds.md)."""
 MAX_NEST = 64
-"""Nesting of statements and expressions the reader follows (deeper: exit 2)."""
+"""Nesting of statements the reader follows (deeper: exit 2)."""
+MAX_EXPR_NEST = 200
+"""Nesting of an expression the reader follows (deeper: its value is unknown, refused where it is needed)."""
 
 FIX = ("pass the device TIR of a TileLang kernel lowered for sm_80 or sm_90 "
        "(tests/check_inputs/tilelang/generate.py: device_mod.script()), unedited")
@@ -117,13 +119,14 @@ def _call_name(node) -> str:
 
 
 class _Reader:
-    def __init__(self, text: str, path: str, mode: str) -> None:
-        self.text, self.path, self.mode = text, path, mode
+    def __init__(self, text: str, path: str) -> None:
+        self.text, self.path = text, path
         self.k = Kernel(path, "kernel")
         self.aliases: dict = {}
         self.desc: dict = {}
         self.threads = 1
-        self.pipelined_found = False
+        self._thread_bounds: dict = {}
+        """Thread index variable -> (lo, hi) from ``T.launch_thread``."""
 
     def err(self, node, msg: str, fix: str = FIX) -> SynthError:
         return tir_error(self.path, getattr(node, "lineno", 0), msg, fix)
@@ -133,8 +136,8 @@ class _Reader:
     def expr(self, node, env: dict, depth: int = 0, parity: bool = False) -> Optional[Expr]:
         """A synth Expr of ``node`` (None: unknown). ``parity``: a ``T.bitwise_xor(a, b)`` is read as
         ``a + b``, which has the same low bit (only a barrier wait's parity is read that way)."""
-        if depth > MAX_NEST:
-            raise self.err(node, f"an expression nested deeper than {MAX_NEST}")
+        if depth > MAX_EXPR_NEST:
+            return None
         d = depth + 1
         if isinstance(node, ast.Constant):
             if isinstance(node.value, bool):
@@ -427,7 +430,6 @@ class _Reader:
                 ext = self.expr(value.args[1], env)
                 v = f"{target.id}__thread"
                 env[target.id] = Var(v)
-                self.k.params = self.k.params  # thread indices are bounded variables, not parameters
                 if isinstance(ext, Num):
                     self._thread_bounds[v] = (0, ext.value)
                 return
@@ -562,19 +564,11 @@ class _Reader:
         elif name == "":
             raise self.err(s, f"`{_seg(self.text, s)}` is not a call synth reads")
 
-    _thread_bounds: dict
-
 
 def read_tir(text: str, path: str) -> Kernel:
     """The events of TileLang device TIR ``text`` (module docstring); SynthError (exit 2) for what is
     outside the model, naming the file and line."""
-    r = _Reader(text, path, "")
-    r._thread_bounds = {}
-    return r.read()
+    return _Reader(text, path).read()
 
 
-def subst(e: Optional[Expr], binding: dict) -> Optional[Expr]:
-    return None if e is None else simplify(substitute(e, binding))
-
-
-__all__ = ["read_tir", "Kernel", "TEvent", "tir_error", "FIX", "MAX_UNROLL", "MAX_NEST", "subst"]
+__all__ = ["read_tir", "Kernel", "TEvent", "tir_error", "FIX", "MAX_UNROLL", "MAX_NEST", "MAX_EXPR_NEST"]
