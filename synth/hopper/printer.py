@@ -7,7 +7,7 @@ empty[i % 4], (i / 4 + 1) % 2``.
 
 from __future__ import annotations
 
-from ..completion import ArriveStmt, FenceStmt, InitStmt, InvalStmt, TryWaitStmt
+from ..completion import ArriveStmt, BarSyncStmt, FenceStmt, InitStmt, InvalStmt, TryWaitStmt
 from ..expr import as_affine, evaluate, free_vars, to_str
 from ..program import CommitStmt, OpStmt, WaitStmt
 from .ir import HopperProgram
@@ -38,7 +38,8 @@ def _stmt(p: HopperProgram, role, s, part=None) -> str:
         tx = " + ".join(str(t.bytes) if t.gate is None else f"({t.gate} ? {t.bytes} : 0)" for t in s.tx)
         what = ("arrive.expect_tx" if s.arrivals else "expect_tx") if s.tx else "arrive"
         n = f" x{s.arrivals}" if s.arrivals > 1 else ""
-        return f"{what}{n} {s.barrier}[{to_str(s.state.index())}]" + (f", {tx} B" if tx else "")
+        who = "  (one elected thread)" if role is not None and role.threads > 1 and s.elected else ""
+        return f"{what}{n} {s.barrier}[{to_str(s.state.index())}]" + (f", {tx} B" if tx else "") + who
     if isinstance(s, OpStmt):
         w = ", ".join(f"{a.buffer}[{to_str(a.slot)}]" for a in s.writes)
         r = ", ".join(f"{a.buffer}[{to_str(a.slot)}]" for a in s.reads)
@@ -48,7 +49,8 @@ def _stmt(p: HopperProgram, role, s, part=None) -> str:
             return (f"tma {s.op}({to_str(s.iteration)}) {io}, complete_tx {b.barrier}[{to_str(b.state.index())}] "
                     f"{b.bytes} B")
         unit = role.program.op(s.op).unit
-        return f"{unit} {s.op}({to_str(s.iteration)}) {io}"
+        coll = "  (warp-group collective)" if s.op in role.collective else ""
+        return f"{unit} {s.op}({to_str(s.iteration)}) {io}{coll}"
     if isinstance(s, CommitStmt):
         return "wgmma.commit_group"
     if isinstance(s, WaitStmt):
@@ -60,6 +62,8 @@ def _stmt(p: HopperProgram, role, s, part=None) -> str:
         return f"mbarrier.init {s.barrier}[0..{b.slots - 1}], {b.count}"
     if isinstance(s, InvalStmt):
         return f"mbarrier.inval {s.barrier}"
+    if isinstance(s, BarSyncStmt):
+        return f"bar.sync {s.id} + warp group, {role.threads if role is not None else '?'}  (converges the warp group)"
     return repr(s)
 
 
@@ -73,7 +77,8 @@ def hopper_text(p: HopperProgram) -> str:
     lines.append("setup:")
     lines += [f"  {_stmt(p, None, s)}" for s in p.setup]
     for r in p.roles:
-        lines.append(f"role {r.name} ({r.warpgroups} warp group{'s' if r.warpgroups > 1 else ''}):")
+        threads = "one elected thread" if r.threads == 1 else f"{r.threads} threads"
+        lines.append(f"role {r.name} ({r.warpgroups} warp group{'s' if r.warpgroups > 1 else ''}, {threads} each):")
         for pt in r.program.parts:
             lines.append(f"  {pt.name}: for {pt.var} in range({to_str(pt.extent)}):")
             for s in pt.stmts:
