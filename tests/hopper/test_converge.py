@@ -218,3 +218,27 @@ def test_counterexample_replays_the_oracle_hang():
     r = verify_hopper(plain_reads(gemm(2)), time_limit=20, tightness=False)
     cex = converge_refutations(r)[0].counterexample
     assert any("no_deadlock" in line and "consumer.t1" in line for line in cex.trace), cex.trace
+
+
+def test_certificate_holds_converge_and_refuses_a_collective_removed(tmp_path):
+    """The certificate carries the converge obligations; a certificate whose program.json drops the
+    wgmma's collective (its hash recomputed, so only the re-derivation can tell) fails naming it."""
+    import hashlib
+    import os
+    from synth.verify.certificate_phases import certify_hopper, write_hopper_certificate
+    p = gemm(2, 1)
+    d = tmp_path / "cert"
+    write_hopper_certificate(verify_hopper(p, time_limit=20), str(d))
+    man = json.loads((d / "manifest.json").read_text())
+    ids = [o["id"] for o in man["obligations"] if o["kind"] == "converge"]
+    assert ids == ["converge:consumer:body:4<-body:0", "converge:consumer:epilogue:1<-body:0"]
+    assert certify_hopper(str(d)).ok
+    text = (d / "program.json").read_text().replace('"collective": [\n        "mma"\n      ]', '"collective": []')
+    assert '"collective": []' in text
+    (d / "program.json").write_text(text)
+    man["program_sha256"] = hashlib.sha256(text.encode()).hexdigest()
+    (d / "manifest.json").write_text(json.dumps(man, indent=2) + "\n")
+    res = certify_hopper(str(d))
+    assert not res.ok
+    assert any("converge:consumer:body:4<-body:0" in m for m in res.messages), res.render()
+    assert os.path.exists(d / "program.json")
