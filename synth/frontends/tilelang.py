@@ -54,7 +54,7 @@ from .ttgir_ws import WSCheck
 
 MARKERS = ("T.ptx_cp_async(", "T.tma_load(", "T.mbarrier_wait_parity(", "T.ptx_wait_group(")
 MAX_SLOTS = 64
-"""Slots of a multi-buffer or barrier ring read from TileLang TIR (docs/bounds.md)."""
+"""Slots of a multi-buffer or barrier ring read from TileLang TIR (docs/check.md, "TileLang")."""
 
 
 def is_tilelang(text: str) -> bool:

@@ -24,6 +24,7 @@ walked once with their variable bounded by their extent.
 from __future__ import annotations
 
 import ast
+import warnings
 from dataclasses import dataclass, field
 from typing import Optional
 
@@ -31,7 +32,8 @@ from ..errors import Loc, SynthError
 from ..expr import Bin, Call, Expr, Ite, Num, Un, Var, free_vars, simplify
 
 MAX_UNROLL = 1024
-"""Iterations of a loop run out around or inside the pipelined loop (docs/bounds.md)."""
+"""Iterations of the loops run out around or inside the pipelined loop, nested ones multiplied (docs/check.md,
+"TileLang")."""
 MAX_NEST = 64
 """Nesting of statements the reader follows (deeper: exit 2)."""
 MAX_EXPR_NEST = 200
@@ -125,6 +127,8 @@ class _Reader:
         self.aliases: dict = {}
         self.desc: dict = {}
         self.threads = 1
+        self.unrolled = 1
+        """The product of the extents of the loops being run out around the current statement."""
         self._thread_bounds: dict = {}
         """Thread index variable -> (lo, hi) from ``T.launch_thread``."""
 
@@ -230,7 +234,9 @@ class _Reader:
 
     def read(self) -> Kernel:
         try:
-            tree = ast.parse(self.text, filename=self.path)
+            with warnings.catch_warnings():  # the parse's own warnings (an invalid escape) are not the user's
+                warnings.simplefilter("ignore")
+                tree = ast.parse(self.text, filename=self.path)
         except SyntaxError as e:
             raise tir_error(self.path, e.lineno or 0, f"not TileLang TIR text: {e.msg}") from None
         except (RecursionError, MemoryError, ValueError):
@@ -400,14 +406,17 @@ class _Reader:
             total = 1
             for _, n in rngs:
                 total *= max(n, 0)
-            if total > MAX_UNROLL:
-                raise self.err(s, f"a loop of {total} iterations around the pipeline's statements",
-                               f"at most {MAX_UNROLL} iterations are run out (docs/bounds.md)")
+            if total * self.unrolled > MAX_UNROLL:
+                raise self.err(s, f"loops of {total * self.unrolled} iterations in all around the pipeline's "
+                               "statements", f"at most {MAX_UNROLL} iterations are run out (docs/check.md, "
+                               "'TileLang')")
+            self.unrolled *= max(total, 1)
             for vals in itertools.product(*[range(lo, lo + n) for lo, n in rngs]):
                 e2 = dict(env)
                 for t, v in zip(targets, vals):
                     e2[t.id] = Num(v)
                 where = self.block(s.body, e2, guard, bounds, where, role, d)
+            self.unrolled //= max(total, 1)
             return where
         e2 = dict(env)
         b2 = bounds
