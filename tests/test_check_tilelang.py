@@ -271,3 +271,25 @@ def test_regenerated_fixtures_match_the_saved_ones(tmp_path):
             assert rc == 0, (name, err)
         else:
             assert fresh == saved, name
+
+
+def test_an_unknown_call_reading_a_slot_is_a_read_not_ignored(tmp_path):
+    """An extern call with a read pointer into B_shared, placed before the loop's wait: a stale read."""
+    call = ('            T.call_extern("handle", "peek", T.tvm_access_ptr(T.type_annotation("float16"), B_shared, '
+            'k % 3 * 4096, 4096, 1))\n')
+    text = S3.replace("            T.ptx_wait_group(2)\n", call + "            T.ptx_wait_group(2)\n", 1)
+    rc, out, err = run_text(_write(tmp_path, text))
+    assert rc == 1, err
+    assert "read_B_shared (iteration 0) reads B_shared version 0 before copy_B_shared's write of it is complete" in out
+
+
+def test_a_plain_read_of_a_tma_tile_is_refused(tmp_path):
+    line = "                T.ptx_arrive_barrier(mbarrier_1[k % 3 + 3])\n"
+    read = ('                T.call_extern("handle", "peek", T.tvm_access_ptr(T.type_annotation("float16"), A_shared, '
+            '0, 4096, 1))\n')
+    assert line in WS3
+    path = _write(tmp_path, WS3.replace(line, read + line, 1))
+    rc, out, err = run_text(path)
+    assert rc == 2 and out == "" and "Traceback" not in err
+    assert "a read of the TMA-loaded buffer A_shared other than a wgmma's is outside the model" in err
+    assert f"{path}:{_line_of(WS3.replace(line, read + line, 1), 'peek')}:" in err

@@ -389,6 +389,10 @@ def tilelang_to_hopper(text: str, path: str, *, min_trip_count: Optional[int] = 
         trip = e0.value if isinstance(e0, Num) else "T"
         if isinstance(trip, int) and trip < 1:
             raise tir_error(path, loops[roles[0]][0], f"the loops run {trip} times", "a Hopper pipeline needs T >= 1")
+    for e in k.events:
+        if not e.role and e.kind not in ("init", "fence_init") and not (e.kind in ("read", "store")
+                                                                        and e.buffer not in tma_bufs_of(k)):
+            raise tir_error(path, e.line, f"{e.text} outside the warp-specialized roles is outside the model", FIX)
     bars = _barriers(path, k, set(loops))
     by_index = {}
     for name, (base, m, _c, _f) in bars.items():
@@ -446,9 +450,14 @@ def tilelang_to_hopper(text: str, path: str, *, min_trip_count: Optional[int] = 
         for e in evs:
             if e.kind not in ("tma",):
                 last_tma = None
-            if e.kind in ("bwait", "arrive", "expect", "tma"):
-                if e.guard and any(g is not None for g in e.guard) or None in e.guard:
-                    raise tir_error(path, e.line, f"{e.text} runs under a condition synth does not model", FIX)
+            if e.kind in ("read", "store"):
+                if e.buffer in tma_bufs:
+                    raise tir_error(path, e.line, f"{e.text}: a {'read' if e.kind == 'read' else 'write'} of the "
+                                    f"TMA-loaded buffer {e.buffer} other than a wgmma's is outside the model", FIX)
+                continue
+            if e.guard and e.kind not in ("init", "fence_init"):
+                raise tir_error(path, e.line, f"{e.text} runs under a condition in {role}'s code (synth models "
+                                "the roles' statements unconditional, but for one elected thread)", FIX)
             if e.kind == "expect":
                 bn, c, m = bar_of(e)
                 completed.setdefault(bn, set())
@@ -566,6 +575,11 @@ def tilelang_to_hopper(text: str, path: str, *, min_trip_count: Optional[int] = 
     except HopperError as x:
         raise tir_error(path, k.ws_line, f"the mapped program is malformed: {x.path}: {x.msg}", x.fix) from None
     return HopperImport(prog, path, k.ws_line, sources, notes)
+
+
+def tma_bufs_of(k: Kernel) -> set:
+    """The shared buffers some ``T.tma_load`` writes."""
+    return {e.buffer for e in k.events if e.kind == "tma"}
 
 
 def _wait_states(path: str, e: TEvent, c: int, m: int, kz) -> list:

@@ -461,6 +461,8 @@ class _Reader:
                 return
             if value is not None:
                 env[target.id] = self.expr(value, env)
+                self.loads(value, s, env, guard, bounds, where, role)
+                self.pointer_uses(value, s, env, guard, bounds, where, role)
             return
         if isinstance(target, ast.Subscript) and isinstance(target.value, ast.Name):
             b = self.aliases.get(target.value.id, target.value.id)
@@ -468,6 +470,7 @@ class _Reader:
                 idx = target.slice.lower if isinstance(target.slice, ast.Slice) else target.slice
                 self.add("store", s, guard, bounds, where, role, buffer=b, offset=self.expr(idx, env))
             self.loads(value, s, env, guard, bounds, where, role)
+            self.pointer_uses(value, s, env, guard, bounds, where, role)
             return
         raise self.err(s, f"`{_seg(self.text, s)}` is not an assignment synth reads")
 
@@ -503,10 +506,9 @@ class _Reader:
             self.add("read", s, guard, bounds, where, role, buffer=src[0], offset=src[1])
         elif name == "initialize_wgmma_descriptor":
             src = self.access_ptr(a[1], env) if len(a) > 1 else None
-            key = _seg(self.text, a[0]) if a else ""
-            self.desc[key.split("[")[0].replace("_1", "")] = src
+            self.desc[self._desc_name(a[0] if a else None, s)] = src
         elif name == "increase_descriptor_offset":
-            key = (_seg(self.text, a[0]) if a else "").split("[")[0].replace("_1", "")
+            key = self._desc_name(a[0] if a else None, s)
             cur = self.desc.get(key)
             add = self.expr(a[1], env) if len(a) > 1 else None
             if cur is not None:
@@ -514,16 +516,21 @@ class _Reader:
                 eb = self.k.shared.get(b, 1)
                 self.desc[key] = (b, None if off is None or add is None else Bin("+", off, Bin("/", add, Num(eb))),
                                   ext, rw)
+            else:
+                self.desc[key] = None
         elif name in ("ptx_wgmma_ss", "ptx_wgmma_rs"):
             reads = []
             for x in a:
                 if isinstance(x, ast.Attribute) and x.attr == "data" and isinstance(x.value, ast.Name):
-                    key = x.value.id.replace("_1", "")
+                    key = self.aliases.get(x.value.id, x.value.id)
                     if key in self.desc:
                         d = self.desc[key]
                         if d is None:
                             raise self.err(s, "a wgmma descriptor whose shared address synth cannot read")
                         reads.append((d[0], d[1]))
+            if len(reads) != (2 if name == "ptx_wgmma_ss" else 1):
+                raise self.err(s, f"a wgmma whose {2 if name == 'ptx_wgmma_ss' else 1} shared-memory operand "
+                               "descriptors synth cannot find (T.initialize_wgmma_descriptor before it)")
             self.add("wgmma", s, guard, bounds, where, role, reads=tuple(reads))
         elif name == "warpgroup_commit_batch":
             self.add("wg_commit", s, guard, bounds, where, role)
@@ -572,6 +579,27 @@ class _Reader:
                            "synth reads cp.async pipelines and TMA + mbarrier + wgmma pipelines")
         elif name == "":
             raise self.err(s, f"`{_seg(self.text, s)}` is not a call synth reads")
+        else:  # any other call: its pointers into shared memory are reads or writes, never ignored
+            self.pointer_uses(c, s, env, guard, bounds, where, role)
+
+    def pointer_uses(self, node, s, env, guard, bounds, where, role) -> None:
+        """A read (access mask 1), a store (2) or both (3) per ``T.tvm_access_ptr`` of a shared buffer in
+        ``node``, a call synth has no rule for (an extern call, ``T.ptx_stmatrix``, ...)."""
+        for n in ast.walk(node):
+            if _call_name(n) == "tvm_access_ptr":
+                p = self.access_ptr(n, env)
+                if p is None or p[0] not in self.k.shared:
+                    continue
+                if p[3] & 1:
+                    self.add("read", s, guard, bounds, where, role, buffer=p[0], offset=p[1])
+                if p[3] & 2:
+                    self.add("store", s, guard, bounds, where, role, buffer=p[0], offset=p[1])
+
+    def _desc_name(self, node, s) -> str:
+        """The buffer a wgmma descriptor operand ``desc_a_1[0]`` names (aliases followed)."""
+        if isinstance(node, ast.Subscript) and isinstance(node.value, ast.Name):
+            return self.aliases.get(node.value.id, node.value.id)
+        raise self.err(s, "a wgmma descriptor operand that is not `buffer[0]`")
 
 
 def read_tir(text: str, path: str) -> Kernel:
