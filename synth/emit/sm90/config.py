@@ -10,7 +10,7 @@ Bounds (checked by :meth:`Sm90Config.check`): bm in {64, 128}; bn a multiple of 
 16..256 (wgmma N and the TMA box limit); stages 1..16 with shared memory
 ``stages * (bm + bn) * 128 + 1024`` bytes <= 232448 (227 KB, the sm_90 opt-in limit);
 0 <= k_pipe_mmas < stages; split_k 1..64 (``synth.bounds.MAX_SPLIT_K``), without a load predicate;
-persistent without split-K or a load predicate; epilogue ``register`` or ``tma_store`` (without split-K), with
+persistent without split-K or a load predicate; ping-pong with bm 64 and persistent; epilogue ``register`` or ``tma_store`` (without split-K), with
 1..4 staging buffers of ``64 x store_cols`` f32 per consumer warp group counted in the shared memory.
 """
 
@@ -61,6 +61,10 @@ class Sm90Config:
     """A grid of any ``P >= 1`` CTAs walks the output tiles (grouped raster order, CTA ``b`` takes tiles
     ``b, b + P, ...``) with the pipeline state carried across its tiles (docs/hopper_kernel.md,
     "Persistent tiles"); False: one CTA per tile."""
+    pingpong: bool = False
+    """Two consumer warp groups take the persistent CTA's tiles in turn, each a whole ``64 x bn`` tile
+    (``bm`` 64), their main loops serialized by the order barrier (docs/hopper_pingpong.md); needs
+    ``persistent``. False: cooperative (the ``bm / 64`` warp groups split each tile's rows)."""
     epilogue: str = "register"
     """How C leaves the consumers: ``register`` (``st.global`` from the accumulators) or ``tma_store``
     (through shared staging buffers and ``cp.async.bulk.tensor`` stores, docs/hopper_store.md)."""
@@ -81,7 +85,13 @@ class Sm90Config:
 
     @property
     def consumers(self) -> int:
-        return self.bm // 64
+        """Consumer warp groups of the CTA: 2 for ping-pong, else ``bm / 64``."""
+        return 2 if self.pingpong else self.bm // 64
+
+    @property
+    def ring_consumers(self) -> int:
+        """Consumer warp groups that read each ring slot: 1 for ping-pong (one takes the tile), else all."""
+        return 1 if self.pingpong else self.consumers
 
     @property
     def threads(self) -> int:
@@ -99,7 +109,7 @@ class Sm90Config:
     def smem_bytes(self) -> int:
         """Dynamic shared memory to launch with: slots, 2 * stages barriers, alignment pad."""
         return (self.stages * (self.a_slot_bytes + self.b_slot_bytes) + self.staging_bytes + 16 * self.stages
-                + ALIGN_PAD)
+                + (16 if self.pingpong else 0) + ALIGN_PAD)
 
     @property
     def consumer_regs(self) -> int:
@@ -138,6 +148,9 @@ class Sm90Config:
                              "global memory")
         if not 1 <= self.staging <= MAX_STAGING:
             raise ValueError(f"staging {self.staging} outside 1..{MAX_STAGING}")
+        if self.pingpong and (not self.persistent or self.bm != 64):
+            raise ValueError("ping-pong consumers take whole 64-row tiles of a persistent CTA: use bm 64 and "
+                             "persistent")
         if self.smem_bytes > SMEM_LIMIT:
             raise ValueError(f"{self.smem_bytes} bytes of shared memory exceed {SMEM_LIMIT}: use fewer stages")
 
@@ -145,7 +158,7 @@ class Sm90Config:
         """The main loop to lower: TMA loads of A and B (full box bytes), the wgmma op."""
         loads = (Load("load_A", "A", self.a_slot_bytes, self.load_when),
                  Load("load_B", "B", self.b_slot_bytes, self.load_when))
-        return HopperLoop(self.name, loads, "mma", self.stages, self.k_pipe_mmas, self.consumers)
+        return HopperLoop(self.name, loads, "mma", self.stages, self.k_pipe_mmas, self.ring_consumers)
 
     def program(self) -> HopperProgram:
         """The lowered warp-specialized program (pure; see :func:`synth.lower.barriers.lower_hopper`)."""

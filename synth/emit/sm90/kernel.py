@@ -155,6 +155,9 @@ class _Emit:
         self.role = ""
         self.store = None
         """The TMA-store epilogue's store program (None: the register epilogue)."""
+        self.order = None
+        """Ping-pong: the order program (:func:`synth.hopper.pingpong.order_program`) whose roles' statements
+        surround each consumer tile's main loop (None: cooperative)."""
 
     def mutant_carry(self):
         c = self.carry.get(self.role)
@@ -180,8 +183,14 @@ class _Emit:
     def w(self, depth: int, text: str) -> None:
         self.lines.append("  " * depth + text)
 
+    def barrier(self, name: str):
+        """Barrier ``name`` of the ring program or of the ping-pong order program."""
+        if self.order is not None and name in {b.name for b in self.order.barriers}:
+            return self.order.barrier(name)
+        return self.p.barrier(name)
+
     def bar(self, name: str, state) -> str:
-        b = self.p.barrier(name)
+        b = self.barrier(name)
         if self.mutant_carry() is not None:
             return f"bar_{name} + 8 * ((({self.count_c(state.count, 'cs')}) % {state.stages}) % {b.slots})"
         return f"bar_{name} + 8 * (({c_expr(state.index())}) % {b.slots})"
@@ -210,7 +219,7 @@ class _Emit:
 
     def setup_stmt(self, depth: int, s) -> None:
         if isinstance(s, InitStmt):
-            b = self.p.barrier(s.barrier)
+            b = self.barrier(s.barrier)
             self.guarded(depth, s.guard, [f"for (int s = 0; s < {b.slots}; ++s) synth_mbar_init(bar_{b.name} + 8 * s, "
                                           f"{b.count});  // init {b.name}[{b.slots}], count {b.count}",
                                           "#ifdef SYNTH_EMULATE",
@@ -218,7 +227,7 @@ class _Emit:
                                           f"bar_{b.name} + 8 * s, \"{b.name}\", s);",
                                           "#endif"])
         elif isinstance(s, InvalStmt):
-            b = self.p.barrier(s.barrier)
+            b = self.barrier(s.barrier)
             self.guarded(depth, s.guard, [f"for (int s = 0; s < {b.slots}; ++s) synth_mbar_inval(bar_{b.name} + 8 * s);"])
         elif isinstance(s, FenceStmt):
             fn = "synth_fence_mbarrier_init()" if s.fence == "mbarrier_init" else "synth_fence_proxy_async()"
@@ -331,7 +340,8 @@ class _Emit:
         self.w(depth, "}")
 
 
-def emit_sm90_kernel(cfg: Sm90Config, program: Optional[HopperProgram] = None, carry=None, store=None) -> str:
+def emit_sm90_kernel(cfg: Sm90Config, program: Optional[HopperProgram] = None, carry=None, store=None,
+                     order=None) -> str:
     """The ``kernel.cu`` text of ``cfg`` with its synchronization taken from ``program``
     (default: the proven lowering ``cfg.program()``). ValueError when the program is not of the
     shape this emitter knows (roles ``producer`` of 1 warp group and ``consumer`` of
@@ -347,12 +357,18 @@ def emit_sm90_kernel(cfg: Sm90Config, program: Optional[HopperProgram] = None, c
     if store is not None and cfg.epilogue != "tma_store":
         raise ValueError("a store program applies to a TMA-store epilogue only")
     store = store if store is not None else cfg.store_program()
+    if order is not None and not cfg.pingpong:
+        raise ValueError("an order program applies to ping-pong consumers only")
+    if cfg.pingpong and order is None:
+        from ...hopper.pingpong import order_program
+
+        order = order_program(False)
     if carry and not cfg.persistent:
         raise ValueError("a tile carry applies to a persistent kernel only")
     roles = {r.name: r for r in p.roles}
     if set(roles) != {"producer", "consumer"} or roles["producer"].warpgroups != 1 or \
-            roles["consumer"].warpgroups != cfg.consumers:
-        raise ValueError(f"expected a producer role of 1 warp group and a consumer role of {cfg.consumers}")
+            roles["consumer"].warpgroups != cfg.ring_consumers:
+        raise ValueError(f"expected a producer role of 1 warp group and a consumer role of {cfg.ring_consumers}")
     if p.trip_count != "T":
         raise ValueError("the kernel computes T = ceil(K / BK) at run time: the program needs a symbolic trip count T")
     if cfg.persistent:
@@ -364,10 +380,11 @@ def emit_sm90_kernel(cfg: Sm90Config, program: Optional[HopperProgram] = None, c
                                  f"constant-extent epilogue after the last tile, got parts {names}")
     e = _Emit(cfg, p, carry)
     e.store = store
+    e.order = order
     max_wait = cfg.stages
     head = [
         f"// synth: sm_90a GEMM {cfg.bm}x{cfg.bn}x{cfg.bk}, {cfg.stages} stages, K_PIPE_MMAS {cfg.k_pipe_mmas}, "
-        f"{cfg.consumers} consumer warp group(s) (cooperative), TMA 128B swizzle, wgmma m64n{cfg.bn}k16 {cfg.dtype}"
+        f"{cfg.consumers} consumer warp group(s) ({'ping-pong' if cfg.pingpong else 'cooperative'}), TMA 128B swizzle, wgmma m64n{cfg.bn}k16 {cfg.dtype}"
         + (", persistent tiles" if cfg.persistent else "")
         + (f", TMA-store epilogue ({cfg.staging} staging buffers of 64x{cfg.store_cols} f32 per warp group)"
            if store is not None else ""),
@@ -413,7 +430,7 @@ def emit_sm90_kernel(cfg: Sm90Config, program: Optional[HopperProgram] = None, c
         head.append(f"  const uint32_t sStage = sA + {off};  // TMA-store staging: {cfg.consumers} warp group(s) x "
                     f"{cfg.staging} x {64 * cfg.store_cols * 4} bytes")
         off += cfg.staging_bytes
-    for b in p.barriers:
+    for b in p.barriers + (order.barriers if order is not None else ()):
         head.append(f"  const uint32_t bar_{b.name} = sA + {off};  // {b.kind}, "
                     f"{b.slots} slots")
         off += 8 * b.slots
@@ -447,7 +464,7 @@ def emit_sm90_kernel(cfg: Sm90Config, program: Optional[HopperProgram] = None, c
         "  if (threadIdx.x == 0) {",
     ]
     e.lines = head
-    for s in p.setup:
+    for s in p.setup + (order.setup if order is not None else ()):
         e.setup_stmt(2, s)
     e.w(1, "}")
     e.w(1, "synth_syncthreads();")
@@ -459,7 +476,7 @@ def emit_sm90_kernel(cfg: Sm90Config, program: Optional[HopperProgram] = None, c
     e.w(1, "// ---- teardown")
     e.w(1, "synth_syncthreads();")
     e.w(1, "if (threadIdx.x == 0) {")
-    for s in p.teardown:
+    for s in p.teardown + (order.teardown if order is not None else ()):
         e.setup_stmt(2, s)
     e.w(1, "}")
     e.lines.append("}")
@@ -473,10 +490,15 @@ def _persistent_roles(e: _Emit, cfg: Sm90Config, prod, cons) -> None:
     tile_lines = ["const int tile = (int)blockIdx.x + t * (int)gridDim.x;",
                   *raster_lines(cfg.bm, cfg.bn, "tile", "tiles_n", "tiles_m")]
 
+    pingpong = e.order is not None
+
     def ring(depth: int, role: str, program, per_tile_head, per_tile_tail) -> None:
         e.role = role
         body, rest = program.parts[0], program.parts[1:]
-        e.w(depth, "for (int t = 0; t < n_tiles; ++t) {")
+        if pingpong and role == "consumer":
+            e.w(depth, "for (int t = cw; t < n_tiles; t += 2) {  // ping-pong: this warp group's turns, tiles t = 2 j + cw")
+        else:
+            e.w(depth, "for (int t = 0; t < n_tiles; ++t) {")
         e.w(depth + 1, "const unsigned kb = (unsigned)t * (unsigned)KT;  // the running count at this tile's start "
                        "(carried, never reset)")
         e.carry_lines(depth + 1)
@@ -493,7 +515,11 @@ def _persistent_roles(e: _Emit, cfg: Sm90Config, prod, cons) -> None:
             e.w(depth + 1, line) if isinstance(line, str) else e.lines.extend(line)
         e.w(depth, "}")
         if rest:
-            e.w(depth, "{  // after the last tile: the ring's epilogue")
+            if pingpong and role == "consumer":
+                e.w(depth, "if ((n_tiles - 1) % 2 == cw) {  // after the last tile, by the warp group that took it: "
+                           "the ring's epilogue")
+            else:
+                e.w(depth, "{  // after the last tile: the ring's epilogue")
             if e.mutant_carry() is not None:
                 e.w(depth + 1, "const int t = n_tiles;")
                 e.w(depth + 1, "const unsigned kb = (unsigned)T;")
@@ -511,14 +537,27 @@ def _persistent_roles(e: _Emit, cfg: Sm90Config, prod, cons) -> None:
     e.w(2, "}")
     e.w(1, "} else {")
     e.w(2, f"synth_setmaxnreg_inc<{cfg.consumer_regs}>();")
-    e.w(2, "const int cw = wg - 1;  // consumer warp group: rows cw * 64 .. + 63 of the tile")
+    if pingpong:
+        e.w(2, "const int cw = wg - 1;  // consumer warp group: whole 64-row tiles, every other one of the CTA's")
+    else:
+        e.w(2, "const int cw = wg - 1;  // consumer warp group: rows cw * 64 .. + 63 of the tile")
     _consumer_registers(e, cfg)
     zero = ["#pragma unroll", f"for (int j = 0; j < {cfg.bn // 2}; ++j) acc[j] = 0.0f;"]
-    # the tile's end: every wgmma group complete before the accumulators are read (wait_group 0 only completes
-    # more groups than the ring program's own waits), then C from registers as in the one-tile kernel
-    c_lines = _epilogue(cfg) if e.store is None else _store_lines(cfg, e.store, f"(unsigned)t * {cfg.bn // cfg.store_cols}u")
-    tail = ["synth_wgmma_wait_n<0>();  // the tile's accumulators are complete",
-            *tile_lines, [("  " * 1) + ln if ln.startswith("#") else "  " + ln for ln in c_lines]]
+    rows = "0" if pingpong else "cw * 64"
+    subtiles = cfg.bn // cfg.store_cols
+    first = f"(unsigned)(t / 2) * {subtiles}u" if pingpong else f"(unsigned)t * {subtiles}u"
+    c_lines = _epilogue(cfg, rows=rows) if e.store is None else _store_lines(cfg, e.store, first, rows=rows)
+    if pingpong:
+        # the order program's statements around the main loop: its waits before it, its drain (wait_group 0) and
+        # the arrive that hands the ring to the other warp group after it; then C, overlapping the other's loop
+        zero = _order_lines(e, "head") + zero
+        tail = [*_order_lines(e, "tail"), *tile_lines,
+                [("  " * 1) + ln if ln.startswith("#") else "  " + ln for ln in c_lines]]
+    else:
+        # the tile's end: every wgmma group complete before the accumulators are read (wait_group 0 only completes
+        # more groups than the ring program's own waits), then C from registers as in the one-tile kernel
+        tail = ["synth_wgmma_wait_n<0>();  // the tile's accumulators are complete",
+                *tile_lines, [("  " * 1) + ln if ln.startswith("#") else "  " + ln for ln in c_lines]]
     ring(2, "consumer", cons, zero, tail)
     if e.store is not None:
         e.lines += _store_drain(e.store)
@@ -526,10 +565,35 @@ def _persistent_roles(e: _Emit, cfg: Sm90Config, prod, cons) -> None:
     e.w(1, "}")
 
 
+def _order_lines(e: _Emit, where: str) -> list[str]:
+    """The order program's statements of this warp group's turn ``j = t / 2`` (``if (cw == 0)``: role ``pp0``,
+    else ``pp1``): ``head``, those before the role's collective op (its main loop); ``tail``, those after it
+    but the commit (the ring's body commits its own groups: the op and its commit stand for the main loop)."""
+    out: list[str] = []
+    saved, e.lines = e.lines, out
+    e.w(0, "{  // ping-pong order barrier: this warp group's turn j = t / 2 (" + where + ")")
+    e.w(1, "const int i = t / 2;")
+    for k, rname in enumerate(("pp0", "pp1")):
+        role = e.order.role(rname)
+        body = role.program.parts[0].stmts
+        at = next(n for n, st in enumerate(body) if isinstance(st, OpStmt) and st.op in role.collective)
+        stmts = body[:at] if where == "head" else [st for st in body[at + 1:] if not isinstance(st, CommitStmt)]
+        e.w(1, "if (cw == 0) {" if k == 0 else "} else {")
+        for st in stmts:
+            if isinstance(st, ArriveStmt):
+                e.w(2, "// order: hand the ring over to the other warp group")
+            e.stmt(2, rname, st, role.program.waits)
+    e.w(1, "}")
+    e.w(0, "}")
+    e.lines = saved
+    return out
+
+
 def _consumer_registers(e: _Emit, cfg: Sm90Config) -> None:
     """A consumer warp group's slot-0 wgmma descriptors (pinned) and its accumulators (both kernels)."""
     e.w(2, "// descriptors of slot 0 (start address >> 4 in the low bits: a slot adds its bytes >> 4)")
-    e.w(2, f"const uint64_t desc_a0 = synth_desc_k128(sA + cw * {64 * 128}), desc_b0 = synth_desc_k128(sB);")
+    a0 = "sA" if cfg.pingpong else f"sA + cw * {64 * 128}"
+    e.w(2, f"const uint64_t desc_a0 = synth_desc_k128({a0}), desc_b0 = synth_desc_k128(sB);")
     # held, not rematerialized: otherwise ptxas may recompute them from sA / sB every k-tile (it did once the
     # split-K epilogue took uniform registers of its own)
     e.w(2, "synth_pin_u64(desc_a0);")
@@ -611,7 +675,7 @@ def _store_slot(cfg: Sm90Config, acc) -> str:
             f"{sub}u")
 
 
-def _store_lines(cfg: Sm90Config, store, e0: str) -> list[str]:
+def _store_lines(cfg: Sm90Config, store, e0: str, rows: str = "cw * 64") -> list[str]:
     """The consumers' TMA-store epilogue of one tile: sub-tile ``jj`` (columns ``jj * W ..``) is the store
     program's body at ``i = e0 + jj``, each statement one line (module docstring of
     :mod:`synth.hopper.store`); lines indented as :func:`_epilogue`'s."""
@@ -646,7 +710,7 @@ def _store_lines(cfg: Sm90Config, store, e0: str) -> list[str]:
                 f"      const int r = sr0 + 8 * h, c = 8 * q + sc0, g = jj * {w // 8} + q;",
                 "      float v0 = alpha * acc[4 * g + 2 * h], v1 = alpha * acc[4 * g + 2 * h + 1];",
                 "      if (C_in != nullptr) {",
-                f"        const int row = m0 + cw * 64 + r, col = n0 + jj * {w} + c;",
+                f"        const int row = m0 + {rows} + r, col = n0 + jj * {w} + c;",
                 "        if (row < M && col < N) v0 += beta * C_in[(size_t)row * ldc + col];",
                 "        if (row < M && col + 1 < N) v1 += beta * C_in[(size_t)row * ldc + col + 1];",
                 "      }",
@@ -657,7 +721,7 @@ def _store_lines(cfg: Sm90Config, store, e0: str) -> list[str]:
             ]
         elif unit == "tma_store":
             (acc,) = s.reads
-            lines = [f"if (wt == 0) synth_tma_store_2d(&tmC, {_store_slot(cfg, acc)}, n0 + jj * {w}, m0 + cw * 64);"
+            lines = [f"if (wt == 0) synth_tma_store_2d(&tmC, {_store_slot(cfg, acc)}, n0 + jj * {w}, m0 + {rows});"
                      "  // out-of-range rows and columns clipped by the tensor map"]
         else:
             raise ValueError(f"store program op {s.op} of unit {unit} cannot run per sub-tile")
@@ -725,7 +789,7 @@ def _split_epilogue(cfg: Sm90Config) -> list[str]:
     ]
 
 
-def _epilogue(cfg: Sm90Config, split: str = "") -> list[str]:
+def _epilogue(cfg: Sm90Config, split: str = "", rows: str = "cw * 64") -> list[str]:
     """C = alpha acc (+ beta C_in): lanes of a pair swap halves so each holds 4 consecutive
     columns of one row (one 128-bit store); ragged or unaligned edges store per element.
     ``split`` ``partial``: store each vector inside C to this split's workspace slot instead;
@@ -733,7 +797,7 @@ def _epilogue(cfg: Sm90Config, split: str = "") -> list[str]:
     head = [
         "    // ---- epilogue: quad pairs exchange so each lane owns 4 consecutive columns of one row",
         "    const int lane = wt % 32, odd = lane & 1;",
-        "    const int row = m0 + cw * 64 + (wt / 32) * 16 + lane / 4 + (odd ? 8 : 0);",
+        f"    const int row = m0 + {rows} + (wt / 32) * 16 + lane / 4 + (odd ? 8 : 0);",
     ]
     loop = [
         "#pragma unroll",
