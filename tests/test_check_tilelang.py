@@ -293,3 +293,13 @@ def test_a_plain_read_of_a_tma_tile_is_refused(tmp_path):
     assert rc == 2 and out == "" and "Traceback" not in err
     assert "a read of the TMA-loaded buffer A_shared other than a wgmma's is outside the model" in err
     assert f"{path}:{_line_of(WS3.replace(line, read + line, 1), 'peek')}:" in err
+
+
+def test_tilelang_text_is_never_run(tmp_path):
+    """The reader parses the text with ``ast`` only: a payload in an expression is never evaluated."""
+    marker = tmp_path / "ran"
+    payload = f"__import__('os').system('touch {marker}')"
+    text = S3.replace("T.ptx_wait_group(2)", f"T.ptx_wait_group({payload})", 1)
+    rc, out, err = run_text(_write(tmp_path, text))
+    assert rc == 2 and "is not known" in err and "Traceback" not in err
+    assert not marker.exists()
