@@ -401,6 +401,7 @@ def tilelang_to_hopper(text: str, path: str, *, min_trip_count: Optional[int] = 
     tma_bufs = sorted({e.buffer for e in k.events if e.kind == "tma"})
     lays = _layouts(path, k.events, set(tma_bufs), {"k"})
     kz = z3.Int("k")
+    kfacts = [kz >= 0] if loops else [kz == 0]  # without a loop the one iteration is k = 0
 
     def bar_of(e: TEvent):
         x, m, base = _split_index(e.bar_index)
@@ -469,7 +470,7 @@ def tilelang_to_hopper(text: str, path: str, *, min_trip_count: Optional[int] = 
                 add(ArriveStmt(bn, state(c, m), arr), e)
             elif e.kind == "bwait":
                 bn, c, m = bar_of(e)
-                for st, g in _wait_states(path, e, c, m, kz):
+                for st, g in _wait_states(path, e, c, m, kz, kfacts):
                     add(TryWaitStmt(bn, st, g), e)
             elif e.kind == "tma":
                 bn, c, m = bar_of(e)
@@ -582,7 +583,7 @@ def tma_bufs_of(k: Kernel) -> set:
     return {e.buffer for e in k.events if e.kind == "tma"}
 
 
-def _wait_states(path: str, e: TEvent, c: int, m: int, kz) -> list:
+def _wait_states(path: str, e: TEvent, c: int, m: int, kz, kfacts: list) -> list:
     """``(PipelineState, guard)`` of ``mbarrier_wait_parity(b, p)`` at ring count ``k + c`` of ``m`` slots:
     phase field 0 where ``p``'s low bit is that count's parity, 1 (the phase before) where it is the other."""
     p = e.count
@@ -591,9 +592,9 @@ def _wait_states(path: str, e: TEvent, c: int, m: int, kz) -> list:
     zp = to_z3(p, {"k": kz}) % 2
     par = ((kz + c) / m) % 2
     st = lambda ph: PipelineState(parse(f"i + {c}"), m, ph)  # noqa: E731
-    if _valid(zp == par, [kz >= 0]):
+    if _valid(zp == par, kfacts):
         return [(st(0), None)]
-    if _valid(zp != par, [kz >= 0]):
+    if _valid(zp != par, kfacts):
         return [(st(1), None)]
     pi = to_str(substitute(p, {"k": Var("i")}))
     return [(st(0), parse(f"({pi}) % 2 == ((i + {c}) / {m}) % 2")),
