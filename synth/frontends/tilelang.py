@@ -390,6 +390,11 @@ def tilelang_to_hopper(text: str, path: str, *, min_trip_count: Optional[int] = 
         if isinstance(trip, int) and trip < 1:
             raise tir_error(path, loops[roles[0]][0], f"the loops run {trip} times", "a Hopper pipeline needs T >= 1")
     for e in k.events:
+        if not e.role and e.kind in ("expect", "tma"):
+            raise tir_error(path, e.line, f"{e.text}: a TMA tile loaded once before the warp-specialized roles "
+                            "(FlashAttention's Q) and read in every iteration is outside the model: synth's Hopper "
+                            "programs version every TMA tile by the loop's iteration",
+                            "check a kernel whose TMA tiles are all loaded inside the pipelined loop")
         if not e.role and e.kind not in ("init", "fence_init") and not (e.kind in ("read", "store")
                                                                         and e.buffer not in tma_bufs_of(k)):
             raise tir_error(path, e.line, f"{e.text} outside the warp-specialized roles is outside the model", FIX)
@@ -430,48 +435,55 @@ def tilelang_to_hopper(text: str, path: str, *, min_trip_count: Optional[int] = 
     sources: dict = {}
     out_roles = []
     arrived, completed, reads_of = set(), {}, {}
-    for role, threads, rline in k.roles:
-        if threads % 128:
-            raise tir_error(path, rline, f"role {role} runs {threads} threads, not whole warp groups", FIX)
-        wgs = threads // 128
-        evs = [e for e in k.events if e.role == role]
-        if role in loops:
-            stray = [e for e in evs if e.where != "body" and e.kind in ("bwait", "arrive", "expect", "tma", "wgmma",
-                                                                         "wg_commit", "wg_wait")]
-            if stray:
-                raise tir_error(path, stray[0].line, f"{stray[0].text} outside {role}'s loop is outside the model", FIX)
+    def role_guard(e: TEvent, role: str):
+        """The guard of a role's statement (``k`` written ``i``) and its Z3 fact; ``(None, [])`` when unguarded."""
+        if not e.guard:
+            return None, []
+        if None in e.guard or e.kind in ("wgmma", "wg_commit", "wg_wait"):
+            raise tir_error(path, e.line, f"{e.text} runs under a condition synth cannot read in {role}'s code",
+                            "only barrier and TMA statements may be guarded, by conditions on k")
+        g = e.guard[0]
+        for c in e.guard[1:]:
+            g = Bin("&&", g, c)
+        extra = free_vars(g) - {"k"}
+        if extra:
+            raise tir_error(path, e.line, f"{e.text} runs under a condition on {', '.join(sorted(extra))} in "
+                            f"{role}'s code", "only conditions on the loop variable k are supported")
+        return simplify(substitute(g, {"k": Var("i")})), [to_z3(g, {"k": kz})]
+
+    def role_part(role: str, part: str, evs: list, wgs: int, waits: list) -> list:
+        """The statements of one part of a role (iteration ``k`` is ``i``; counts ``i + c``)."""
         stmts: list = []
-        waits: list = []
         last_tma = None
 
         def add(st, e: TEvent) -> None:
-            sources[(role, "body", len(stmts))] = (e.line, e.text)
+            sources[(role, part, len(stmts))] = (e.line, e.text)
             stmts.append(st)
 
         for e in evs:
-            if e.kind not in ("tma",):
+            if e.kind != "tma":
                 last_tma = None
             if e.kind in ("read", "store"):
                 if e.buffer in tma_bufs:
                     raise tir_error(path, e.line, f"{e.text}: a {'read' if e.kind == 'read' else 'write'} of the "
                                     f"TMA-loaded buffer {e.buffer} other than a wgmma's is outside the model", FIX)
                 continue
-            if e.guard and e.kind not in ("init", "fence_init"):
-                raise tir_error(path, e.line, f"{e.text} runs under a condition in {role}'s code (synth models "
-                                "the roles' statements unconditional, but for one elected thread)", FIX)
+            if e.kind in ("init", "fence_init"):
+                continue
+            g, gf = role_guard(e, role)
             if e.kind == "expect":
                 bn, c, m = bar_of(e)
                 completed.setdefault(bn, set())
-                add(ArriveStmt(bn, state(c, m), e.count.value if e.count.value == 0 else 1, (Tx(e.nbytes),)), e)
+                add(ArriveStmt(bn, state(c, m), e.count.value if e.count.value == 0 else 1, (Tx(e.nbytes),), g), e)
             elif e.kind == "arrive":
                 bn, c, m = bar_of(e)
                 arrived.add(bn)
                 arr = e.count.value if e.count.value == 1 else e.count.value // max(wgs, 1)
-                add(ArriveStmt(bn, state(c, m), arr), e)
+                add(ArriveStmt(bn, state(c, m), arr, (), g), e)
             elif e.kind == "bwait":
                 bn, c, m = bar_of(e)
-                for st, g in _wait_states(path, e, c, m, kz, kfacts):
-                    add(TryWaitStmt(bn, st, g), e)
+                for st, sg in _wait_states(path, e, c, m, kz, kfacts + gf):
+                    add(TryWaitStmt(bn, st, g if sg is None else (sg if g is None else Bin("&&", g, sg))), e)
             elif e.kind == "tma":
                 bn, c, m = bar_of(e)
                 lay = lays.get(e.buffer, _Layout(1, 0))
@@ -482,16 +494,15 @@ def tilelang_to_hopper(text: str, path: str, *, min_trip_count: Optional[int] = 
                     raise tir_error(path, e.line, f"the TMA copy of iteration k does not write slot k % {lay.slots} of "
                                     f"{e.buffer}", "only rotating multi-buffers are supported")
                 completed.setdefault(bn, set()).add(e.buffer)
-                if last_tma is not None and last_tma[0] == e.buffer and last_tma[1] == (bn, c):
-                    j = last_tma[2]
+                if last_tma is not None and last_tma[0] == (e.buffer, bn, c, g):
+                    j = last_tma[1]
                     prev = stmts[j]
                     stmts[j] = replace(prev, barrier=replace(prev.barrier, bytes=prev.barrier.bytes + e.nbytes))
                     continue
-                slots = lay.slots
-                add(OpStmt(f"tma_{e.buffer}", parse("i"), None, None, (),
-                           (Access(e.buffer, parse("i"), parse(f"i % {slots}")),),
+                add(OpStmt(f"tma_{e.buffer}", parse("i"), g, None, (),
+                           (Access(e.buffer, parse("i"), parse(f"i % {lay.slots}")),),
                            BarrierRef(bn, state(c, m), e.nbytes)), e)
-                last_tma = (e.buffer, (bn, c), len(stmts) - 1)
+                last_tma = ((e.buffer, bn, c, g), len(stmts) - 1)
             elif e.kind == "wgmma":
                 reads = []
                 for b, off in e.reads:
@@ -508,10 +519,10 @@ def tilelang_to_hopper(text: str, path: str, *, min_trip_count: Optional[int] = 
                 if not reads:
                     raise tir_error(path, e.line, f"{role}: this wgmma reads no TMA-written slot", FIX)
                 opn = f"wgmma_{role}"
-                prev = next((s for s in stmts if isinstance(s, OpStmt) and s.op == opn and s is stmts[-1]), None)
-                if prev is not None:  # the unrolled wgmma of one batch: one op
-                    continue
-                n = sum(1 for s in ops if s.startswith(opn))
+                if stmts and isinstance(stmts[-1], OpStmt) and stmts[-1].op.startswith(opn) \
+                        and set(stmts[-1].reads) == set(reads):
+                    continue  # the unrolled wgmma instructions of one batch: one op
+                n = sum(1 for x in ops if x.startswith(opn))
                 opn = opn if n == 0 else f"{opn}_{n}"
                 ops[opn] = ProgOp(opn, "wgmma", 0, True, 0, None)
                 add(OpStmt(opn, parse("i"), None, 0, tuple(reads), ()), e)
@@ -520,15 +531,40 @@ def tilelang_to_hopper(text: str, path: str, *, min_trip_count: Optional[int] = 
             elif e.kind == "wg_wait":
                 if not isinstance(e.count, Num):
                     raise tir_error(path, e.line, f"the count of {e.text} is not a constant", FIX)
-                waits.append(Wait("body", 0, Num(e.count.value), "the next statement", reason=e.text))
+                waits.append(Wait(part, 0, Num(e.count.value), "the next statement", reason=e.text))
                 add(WaitStmt(len(waits) - 1), e)
             elif e.kind in ("cp_async", "commit", "wait"):
                 raise tir_error(path, e.line, f"{e.text}: cp.async in a warp-specialized TMA kernel is outside the "
                                 "model", FIX)
-        ext = Num(int(trip)) if isinstance(trip, int) else Var("T")
+        return stmts
+
+    for n_role, (role, threads, rline) in enumerate(k.roles):
+        if threads % 128:
+            raise tir_error(path, rline, f"role {role} runs {threads} threads, not whole warp groups", FIX)
+        wgs = threads // 128
+        evs = [e for e in k.events if e.role == role]
+        if role in loops:
+            stray = [e for e in evs if e.where != "body" and e.kind in ("bwait", "arrive", "expect", "tma", "wgmma",
+                                                                         "wg_commit", "wg_wait")]
+            if stray:
+                raise tir_error(path, stray[0].line, f"{stray[0].text} outside {role}'s loop is outside the model", FIX)
+        waits: list = []
+        parts = []
+        stmts = role_part(role, "body", evs, wgs, waits)
+        parts.append(Part("body", "i", Num(int(trip)) if isinstance(trip, int) else Var("T"), tuple(stmts)))
         prog = Program(f"{k.name}.{role}", "k", trip, max(1, min_trip_count or 1), 0, (), (), ("wgmma",),
-                       (Part("body", "i", ext, tuple(stmts)),), tuple(waits))
+                       tuple(parts), tuple(waits))
         out_roles.append((role, wgs, prog))
+    refills: dict = {}
+    for role, _n, _l in k.roles:
+        cur = None
+        for e in k.events:
+            if e.role != role:
+                continue
+            if e.kind == "bwait" and bar_of(e)[0] in arrived:
+                cur = bar_of(e)[0]
+            elif e.kind == "tma" and cur is not None:
+                refills.setdefault(cur, set()).add(e.buffer)
     both = arrived & set(completed)
     if both:
         raise tir_error(path, k.ws_line, f"barrier {sorted(both)[0]} is completed by TMA bytes and arrived on by "
@@ -539,9 +575,11 @@ def tilelang_to_hopper(text: str, path: str, *, min_trip_count: Optional[int] = 
         if name not in used:
             continue
         if name in arrived:
-            guards = sorted(set().union(*[reads_of.get(r, set()) for r, _n, _l in k.roles
-                                          if any(e.role == r and e.kind == "arrive" and bar_of(e)[0] == name
-                                                 for e in k.events)]))
+            # the buffers a TMA refills after a wait on this barrier (before the next wait on a released one);
+            # none such: the TMA buffers the releasing roles read
+            guards = sorted(refills.get(name, set()) or set().union(
+                *[reads_of.get(r, set()) for r, _n, _l in k.roles
+                  if any(e.role == r and e.kind == "arrive" and bar_of(e)[0] == name for e in k.events)]))
             kind = "empty"
         else:
             guards, kind = sorted(completed[name]), "full"
@@ -555,7 +593,7 @@ def tilelang_to_hopper(text: str, path: str, *, min_trip_count: Optional[int] = 
         setup.append(FenceStmt("mbarrier_init"))
     buffers = []
     for b in tma_bufs:
-        box = {st.barrier.bytes for _r, _w, p in out_roles for st in p.parts[0].stmts
+        box = {st.barrier.bytes for _r, _w, p in out_roles for pt in p.parts for st in pt.stmts
                if isinstance(st, OpStmt) and st.op == f"tma_{b}"}
         if len(box) != 1:
             raise tir_error(path, k.ws_line, f"TMA copies into {b} have different sizes {sorted(box)}", FIX)

@@ -270,9 +270,16 @@ class _Reader:
         while i < len(stmts):
             s = stmts[i]
             ws = self._ws_attr(s)
-            if ws is not None and i + 1 < len(stmts) and isinstance(stmts[i + 1], ast.If) and not role:
-                self.ws(ws, s, stmts[i + 1], env, guard, bounds, depth)
-                i += 2
+            if ws is not None and not role:
+                # the scope's branch: the next `if`, after statements without pipeline traffic (a __syncthreads)
+                j = i + 1
+                while j < len(stmts) and not isinstance(stmts[j], ast.If) and not self._has_sync([stmts[j]]):
+                    where = self.stmt(stmts[j], env, guard, bounds, where, role, depth)
+                    j += 1
+                if j == len(stmts) or not isinstance(stmts[j], ast.If):
+                    raise self.err(s, "a warp-specialization scope not followed by its `if tx < N: ... else: ...`")
+                self.ws(ws, s, stmts[j], env, guard, bounds, depth)
+                i = j + 1
                 continue
             where = self.stmt(s, env, guard, bounds, where, role, depth)
             i += 1
