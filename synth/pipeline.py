@@ -207,6 +207,13 @@ def _write_hopper(result, d: str, dl: Deadline = NEVER) -> list[str]:
                                  timeout_s=dl.cap(CERTIFICATE_QUERY_LIMIT))
         dl.check("write (certificate)")
         written.append("certificate/")
+    for name, _, rep in result.orders:  # each order program is a Hopper program folder: 'synth certify OUT/order/even'
+        from .verify.certificate_phases import write_hopper_certificate
+
+        dl.check("write (order certificate)")
+        write_hopper_certificate(rep, os.path.join(d, "order", name, "certificate"),
+                                 timeout_s=dl.cap(CERTIFICATE_QUERY_LIMIT))
+        written.append(f"order/{name}/certificate/")
     if result.store_report is not None and result.store_report.ok:
         from .verify import write_certificate
 

@@ -60,12 +60,17 @@ class HopperResult:
     """Its :class:`~synth.verify.report.Report` (every wait, every ``E >= 1``); None when not verified."""
     store_threads: tuple = ()
     """Its :class:`~synth.hopper.store.ThreadCheck` verdicts (``converge``, ``proxy_fence``)."""
+    pingpong: Optional[object] = None
+    """Ping-pong: the :class:`~synth.hopper.pingpong.PingpongResult` (order protocol, carry); None otherwise."""
+    orders: tuple = ()
+    """Ping-pong: ``(name, order program, its HopperReport)`` of the even and odd tile counts."""
 
     @property
     def proven(self) -> bool:
         return self.report is None or (bool(self.report.ok) and
                                        (self.store_report is None or bool(self.store_report.ok)) and
-                                       all(t.ok for t in self.store_threads))
+                                       all(t.ok for t in self.store_threads) and
+                                       (self.pingpong is None or bool(self.pingpong.ok)))
 
 
 def gemm_config(g: HopperGemm) -> GemmConfig:
@@ -77,8 +82,8 @@ def choose_pipeline(g: HopperGemm, *, time_limit: float = 10.0) -> HopperChoice:
     """CP-SAT's ``stages`` / ``k_pipe_mmas`` for ``g`` (pins respected); SynthError when nothing fits."""
     try:
         return choose(gemm_config(g), time_limit=time_limit, stages=g.stages, k_pipe_mmas=g.k_pipe_mmas,
-                      consumers=g.consumers, warp_specialized=True, smem_limit=g.shared_limit,
-                      reserve_bytes=ALIGN_PAD + g.staging_bytes())
+                      consumers=g.ring_consumers, warp_specialized=True, smem_limit=g.shared_limit,
+                      reserve_bytes=ALIGN_PAD + g.staging_bytes() + g.order_bytes())
     except ValueError as e:
         raise SynthError(g.loc("stages"), f"no Hopper pipeline for {g.name}: {e}",
                          "use fewer stages, a smaller tile, or raise target.shared_bytes") from None
@@ -89,7 +94,8 @@ def kernel_config(g: HopperGemm, choice: HopperChoice):
     from ..emit.sm90.config import Sm90Config
 
     cfg = Sm90Config(bm=g.BM, bn=g.BN, stages=choice.stages, k_pipe_mmas=choice.k_pipe_mmas, dtype=g.dtype,
-                     name=g.name, split_k=g.split_k, persistent=g.persistent, epilogue=g.epilogue)
+                     name=g.name, split_k=g.split_k, persistent=g.persistent, epilogue=g.epilogue,
+                     pingpong=g.pingpong)
     try:
         cfg.check()
     except ValueError as e:
@@ -144,6 +150,22 @@ def run_hopper(g: HopperGemm, *, deadline: Union[Deadline, float], verify: bool 
             return rep
 
         report = timed("prove", prove)
+    pp, orders = None, ()
+    if verify and cfg.pingpong and report.ok:
+        from ..verify.phases import verify_hopper
+        from .pingpong import order_program, verify_pingpong
+
+        def prove_pingpong():
+            progs = tuple((name, order_program(odd)) for name, odd in (("even", False), ("odd", True)))
+            reps = tuple((name, prog, verify_hopper(prog, time_limit=query_limit, deadline=dl.at))
+                         for name, prog in progs)
+            return verify_pingpong(program, time_limit=query_limit, deadline=dl.at, ring_report=report,
+                                   order_reports={name: rep for name, _, rep in reps}), reps
+
+        pp, orders = timed("prove (ping-pong)", prove_pingpong)
+        if not pp.ok:
+            raise SynthError(g.loc("pingpong"), f"the ping-pong consumers are not proven:\n{pp.render()}",
+                             "remove pingpong:, or raise --time-limit if a proof was unknown")
     store = cfg.store_program()
     store_report, threads = None, ()
     if verify and store is not None and report.ok:
@@ -162,13 +184,14 @@ def run_hopper(g: HopperGemm, *, deadline: Union[Deadline, float], verify: bool 
         from ..emit.sm90.kernel import emit_sm90_kernel
 
         kernel = timed("emit", lambda: emit_sm90_kernel(cfg, program))
-    return HopperResult(g, choice, cfg, program, report, kernel, tuple(phases), store, store_report, threads)
+    return HopperResult(g, choice, cfg, program, report, kernel, tuple(phases), store, store_report, threads, pp,
+                        orders)
 
 
 def choice_to_json(g: HopperGemm, c: HopperChoice) -> dict:
     """``schedule.json`` of a Hopper folder (docs/outputs.md)."""
     return {"format": SCHEDULE_FORMAT, "problem": g.name, "mainloop": MAINLOOP, "stages": c.stages,
-            "k_pipe_mmas": c.k_pipe_mmas, "consumer_warpgroups": c.consumers,
+            "k_pipe_mmas": c.k_pipe_mmas, "consumer_warpgroups": g.consumers,
             "warp_specialized": c.warp_specialized, "predicted_cycles": c.cycles,
             "predicted_for_k_tiles": g.trip_count // g.split_k, "shared_bytes": c.smem_bytes, "status": c.status}
 
@@ -208,6 +231,9 @@ def output_files(result: HopperResult) -> dict[str, str]:
              "program.json": dumps(result.program),
              "program.txt": hopper_text(result.program),
              "problem.yaml": problem_source(g)}
+    for name, prog, _ in result.orders:
+        files[f"order/{name}/program.json"] = dumps(prog)
+        files[f"order/{name}/program.txt"] = hopper_text(prog)
     if result.store is not None:
         from ..printer import program_text
         from ..program import dumps as program_dumps
@@ -227,9 +253,14 @@ def output_files(result: HopperResult) -> dict[str, str]:
                                     f"proven for every tile count at {cfg_tile_ends(result.config)} k-tiles per "
                                     "tile; a CTA with no tile uses no barrier (docs/hopper.md, \"Persistent "
                                     "tiles\")\n")
+        if result.pingpong is not None:
+            files["verify.txt"] += ("\nping-pong consumers (docs/hopper_pingpong.md): the order protocol in order/even "
+                                    "and order/odd (2 T and 2 T - 1 tiles, every T >= 1), each consumer warp group "
+                                    "on the CTA's running count:\n" + result.pingpong.render() + "\n")
         if result.store_report is not None:
-            files["verify.txt"] += ("\nTMA-store epilogue (store.json: one consumer warp group's sub-tiles, every "
-                                    "E >= 1; docs/hopper_store.md):\n" + result.store_report.render() + "\n" +
+            files["verify.txt"] += ("\nTMA-store epilogue (store/program.json: one consumer warp group's sub-tiles, "
+                                    "every E >= 1; docs/hopper_store.md; its last wait, wait_group.read 0 before "
+                                    "the exit, is the teardown class's: no read follows it in the program):\n" + result.store_report.render() + "\n" +
                                     "".join(f"{t.cls}: {'proven' if t.ok else 'REFUTED: ' + t.detail}\n"
                                             for t in result.store_threads))
     return files

@@ -112,19 +112,23 @@ class PingpongResult:
 
 
 def verify_pingpong(ring: HopperProgram, *, time_limit: float = 20.0, carry=None, deadline=None,
-                    order=None) -> PingpongResult:
+                    order=None, ring_report=None, order_reports=None) -> PingpongResult:
     """The ping-pong kernel's proof (module docstring): ``ring``, ``order_even``, ``order_odd`` (``order``: a
     function ``odd -> program`` standing for :func:`order_program`, for mutants) and ``carry`` (``carry``: the
-    consumer's :class:`~synth.hopper.persistent.TileCarry`, default the running count)."""
+    consumer's :class:`~synth.hopper.persistent.TileCarry`, default the running count). ``ring_report`` and
+    ``order_reports`` (``{"even": report, "odd": report}``): proofs already made, reused rather than repeated."""
     from ..verify.phases import verify_hopper
     from .persistent import check_carry
 
     checks = {}
-    r = verify_hopper(ring, time_limit=time_limit, tightness=False, deadline=deadline)
+    r = ring_report if ring_report is not None else verify_hopper(ring, time_limit=time_limit, tightness=False,
+                                                                  deadline=deadline)
     checks["ring"] = (bool(r.ok), "" if r.ok else r.render())
     for odd in (False, True):
         prog = order(odd) if order is not None else order_program(odd)
-        o = verify_hopper(prog, time_limit=time_limit, tightness=False, deadline=deadline)
+        known = (order_reports or {}).get("odd" if odd else "even")
+        o = known if known is not None else verify_hopper(prog, time_limit=time_limit, tightness=False,
+                                                          deadline=deadline)
         checks["order_odd" if odd else "order_even"] = (bool(o.ok), "" if o.ok else o.render())
     checks["carry"] = check_carry(ring, {"consumer": carry} if carry is not None else {})
     return PingpongResult(checks)

@@ -85,6 +85,8 @@ class HopperGemm:
     "Persistent tiles"); False: one CTA per tile."""
     epilogue: str = "register"
     """How C is stored: ``register`` or ``tma_store`` (shared staging and TMA stores, docs/hopper_store.md)."""
+    pingpong: bool = False
+    """Two consumer warp groups take the persistent CTA's 64-row tiles in turn (docs/hopper_pingpong.md)."""
 
     def staging_bytes(self) -> int:
         """Shared memory of the TMA-store staging buffers (0 for the register epilogue)."""
@@ -95,11 +97,17 @@ class HopperGemm:
 
     @property
     def consumers(self) -> int:
-        return consumers_of(self.BM)
+        """Consumer warp groups of the CTA: 2 for ping-pong, else one per 64 rows."""
+        return 2 if self.pingpong else consumers_of(self.BM)
+
+    @property
+    def ring_consumers(self) -> int:
+        """Consumer warp groups reading each slot: 1 for ping-pong (one takes the tile), else all."""
+        return 1 if self.pingpong else self.consumers
 
     @property
     def warps(self) -> int:
-        return warps_of(self.BM)
+        return 4 * (1 + self.consumers)
 
     @property
     def trip_count(self) -> int:
@@ -111,11 +119,16 @@ class HopperGemm:
         return (self.BM + self.BN) * self.BK * 2 + BARRIER_BYTES
 
     def smem_bytes(self, stages: int) -> int:
-        return stages * self.stage_bytes() + self.staging_bytes() + ALIGN_PAD
+        return stages * self.stage_bytes() + self.staging_bytes() + self.order_bytes() + ALIGN_PAD
+
+    def order_bytes(self) -> int:
+        """Shared memory of ping-pong's two order mbarriers (0 otherwise)."""
+        return 16 if self.pingpong else 0
 
     def max_stages(self) -> int:
         """Most stages within ``shared_limit`` and the 16-stage bound (0 when not even one fits)."""
-        return max(0, min(MAX_STAGES, (self.shared_limit - ALIGN_PAD - self.staging_bytes()) // self.stage_bytes()))
+        fixed = ALIGN_PAD + self.staging_bytes() + self.order_bytes()
+        return max(0, min(MAX_STAGES, (self.shared_limit - fixed) // self.stage_bytes()))
 
     def loc(self, key: str) -> Loc:
         return self.locs.get(key) or self.locs.get("") or Loc(self.path)
@@ -232,8 +245,24 @@ def hopper_gemm_from_doc(doc: LDict, path: str, name: str, dims: dict, arch: str
     if epilogue == "tma_store" and dims["N"] % 4:
         raise SynthError(locs.get("shape", doc.loc), f"shape.N {dims['N']}: a TMA store needs C's row stride (4 N "
                          "bytes) to be a multiple of 16", "use N a multiple of 4, or epilogue: register")
+    pingpong = doc.get("pingpong", False)
+    if not isinstance(pingpong, bool):
+        raise SynthError(doc.val_loc["pingpong"], f"pingpong must be true or false, not {pingpong!r}",
+                         "write pingpong: true (two consumer warp groups take tiles in turn) or remove it")
+    if pingpong:
+        if tdims["BM"] != 64:
+            raise SynthError(doc.val_loc["pingpong"], f"ping-pong consumers each take a whole 64-row tile; the "
+                             f"tile has BM = {tdims['BM']}", "use tile BM: 64 (two 64-row tiles in flight), or "
+                             "remove pingpong:")
+        if split_k > 1:
+            raise SynthError(doc.val_loc["pingpong"], f"ping-pong with split_k = {split_k} is not built: the "
+                             "consumers take whole tiles of a persistent CTA", "remove pingpong:, or use split_k: 1")
+        if "persistent" in doc and not persistent:
+            raise SynthError(doc.val_loc["persistent"], "ping-pong consumers take a persistent CTA's tiles in turn",
+                             "write persistent: true, or remove it (pingpong: true implies it)")
+        persistent = True
     g = HopperGemm(name, dims["M"], dims["N"], dims["K"], dtype, tdims["BM"], tdims["BN"], stages, k_pipe, limit,
-                   arch, path, locs, split_k=split_k, persistent=persistent, epilogue=epilogue)
+                   arch, path, locs, split_k=split_k, persistent=persistent, epilogue=epilogue, pingpong=pingpong)
     if g.max_stages() < 1:
         raise SynthError(g.loc("target.shared_bytes"), f"one stage needs {g.smem_bytes(1)} B of shared memory, "
                          f"above the {limit} B allowed", "raise target.shared_bytes or use a smaller tile")
@@ -255,6 +284,8 @@ def hopper_gemm_yaml(g: HopperGemm) -> str:
         lines.append("persistent: true")
     if g.epilogue != "register":
         lines.append(f"epilogue: {g.epilogue}")
+    if g.pingpong:
+        lines.append("pingpong: true")
     if g.shared_limit != SMEM_LIMIT:
         lines.append(f"target: {{shared_bytes: {g.shared_limit}}}")
     return "\n".join(lines) + "\n"

@@ -48,7 +48,8 @@ from .hopper_program import MAX_BYTES as HOPPER_MAX_BYTES
 from .hopper_program import HopperInputError, read_hopper_bytes
 from .obligations import derive
 from .program import MAX_BYTES, InputError, read_bytes, read_regular
-from .store import FlagError, check_store_threads, read_epilogue_flag
+from .flags import FlagError, read_epilogue_flag, read_pingpong_flag
+from .store import check_store_threads
 
 FORMAT = "synth-certificate/2"
 HOPPER_FORMAT = "synth-certificate-hopper/2"
@@ -229,7 +230,9 @@ def certify_hopper(directory: str, *, timeout_s: float = 60.0, time_limit: Optio
     wait that ``program.json`` claims tight tested. When the folder's ``problem.yaml`` says
     ``epilogue: tma_store`` (:func:`synth.trusted.store.read_epilogue_flag`), the TMA-store epilogue too:
     ``store/certificate/`` against ``store/program.json`` (:func:`certify`) and the thread classes of
-    :func:`synth.trusted.store.check_store_threads`; a missing ``store/`` fails."""
+    :func:`synth.trusted.store.check_store_threads`; a missing ``store/`` fails. With ``pingpong: true``
+    (:func:`synth.trusted.flags.read_pingpong_flag`), ``order/even/`` and ``order/odd/`` too (each a Hopper
+    certificate of the order protocol)."""
     t0 = time.monotonic()
     res = _certify_hopper_protocol(directory, timeout_s=timeout_s, time_limit=time_limit)
     cdir = _cert_dir(directory)
@@ -238,11 +241,25 @@ def certify_hopper(directory: str, *, timeout_s: float = 60.0, time_limit: Optio
     if os.path.dirname(os.path.abspath(prog_file)) == os.path.abspath(cdir) or not os.path.lexists(problem_file):
         return res
     try:
-        epilogue = read_epilogue_flag(read_regular(problem_file, MAX_FLAG_BYTES), problem_file)
+        flags = read_regular(problem_file, MAX_FLAG_BYTES)
+        epilogue, pingpong = read_epilogue_flag(flags, problem_file), read_pingpong_flag(flags, problem_file)
     except FlagError as e:
         return _fail(f"{e} (fix: {e.fix})", res.solvers, res.program)
     except (OSError, ValueError) as e:
         return _fail(f"{problem_file}: {getattr(e, 'strerror', None) or e}", res.solvers, res.program)
+    if pingpong:  # the order protocol of both tile-count parities, each a Hopper program folder under order/
+        for name in ("even", "odd"):
+            left = None if time_limit is None else max(0.05, time_limit - (time.monotonic() - t0))
+            sub = _certify_hopper_protocol(os.path.join(os.path.dirname(prog_file), "order", name, "certificate"),
+                                           timeout_s=timeout_s, time_limit=left)
+            if not sub.ok:
+                head = res.messages[0].replace("certificate OK", "certificate FAILED", 1) if res.messages else \
+                    "certificate FAILED"
+                return CertifyResult(False, res.files + sub.files, (head,) + res.messages[1:] + tuple(
+                    f"ping-pong order ({name} tile count): {m}" for m in sub.messages), res.solvers, res.program)
+            res = CertifyResult(res.ok, res.files + sub.files,
+                                res.messages + (f"ping-pong order ({name} tile count): {sub.messages[0]}",),
+                                res.solvers, res.program)
     if epilogue != "tma_store":
         return res
     store_dir = os.path.join(os.path.dirname(prog_file), "store")

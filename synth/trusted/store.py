@@ -22,52 +22,16 @@ only waits follow. Units are closed: an op of any other unit fails every class. 
 from __future__ import annotations
 
 import json
-import re
 
 from .program import read_bytes
-
-EPILOGUES = ("register", "tma_store")
-_KEY = re.compile(r"""(^|[{,?])\s*["']?epilogue\b["']?\s*(:|$)""")
-
-
-class FlagError(ValueError):
-    """A ``problem.yaml`` whose ``epilogue:`` the checker cannot read for sure: ``where`` and ``fix``."""
-
-    def __init__(self, where: str, msg: str, fix: str) -> None:
-        super().__init__(f"{where}: {msg}")
-        self.where, self.msg, self.fix = where, msg, fix
-
-
-def read_epilogue_flag(data: bytes, path: str = "problem.yaml") -> str:
-    """The top-level ``epilogue:`` of the ``problem.yaml`` in ``data`` (``register`` when absent), read without a
-    YAML library: a block key at column 0 (bare or quoted) written once, its value ``register`` or ``tma_store``
-    (optionally quoted), an optional ``# comment``. Any other spelling raises :class:`FlagError`: the checker
-    never guesses whether a kernel stores C with TMA."""
-    try:
-        text = bytes(data).decode("utf-8")
-    except UnicodeDecodeError as e:
-        raise FlagError(path, f"not UTF-8 (offset {e.start})", "save the file as UTF-8") from None
-    found = None
-    for n, line in enumerate(text.lstrip("\ufeff").splitlines(), 1):
-        code = re.sub(r"(^|\s)#.*", "", line)
-        if not _KEY.search(code):
-            continue
-        m = re.fullmatch(r"""(["']?)epilogue\1[ \t]*:[ \t]*(["']?)([A-Za-z_]+)\2[ \t]*""", code)
-        if m is None or m.group(3) not in EPILOGUES:
-            raise FlagError(f"{path}:{n}", "the epilogue key is not written as 'epilogue: register' or "
-                            "'epilogue: tma_store' at the top level", "write it on a line of its own, at column 0")
-        if found is not None:
-            raise FlagError(f"{path}:{n}", f"epilogue is given twice (first at line {found[0]})", "keep one")
-        found = (n, m.group(3))
-    return "register" if found is None else found[1]
 
 SCOPES = {"bar_sync": "converge", "st_shared": "all", "fence_proxy_async": "all", "tma_store": "elected"}
 """Which threads run an op of each unit (waits and commits: the elected thread)."""
 
 
 def check_store_threads(data: bytes, file: str = "store.json") -> dict:
-    """``{"converge": (ok, why), "proxy_fence": (ok, why), "teardown": (ok, why)}`` for the store program in ``data``; raises
-    :class:`synth.trusted.program.InputError` when the bytes are not a well-formed program."""
+    """``{"converge": (ok, why), "proxy_fence": (ok, why), "teardown": (ok, why)}`` for the store program in
+    ``data``; raises :class:`synth.trusted.program.InputError` when the bytes are not a well-formed program."""
     prog = read_bytes(data, file)
     units = {o["name"]: o["unit"] for o in json.loads(data)["ops"]}
     unknown = sorted({u for u in units.values() if u not in SCOPES})
@@ -139,4 +103,4 @@ def check_store_threads(data: bytes, file: str = "store.json") -> dict:
     return verdict
 
 
-__all__ = ["check_store_threads", "read_epilogue_flag", "FlagError", "SCOPES", "EPILOGUES"]
+__all__ = ["check_store_threads", "SCOPES"]

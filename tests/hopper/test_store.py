@@ -23,7 +23,8 @@ from synth.emit.sm90.emulate import emulate_sm90
 from synth.emit.sm90.kernel import emit_sm90_kernel
 from synth.hopper.store import STORE_MUTANTS, THREAD_CLASSES, check_threads, store_mutant, store_program
 from synth.program import dumps, program_to_json
-from synth.trusted.store import check_store_threads, read_epilogue_flag, FlagError
+from synth.trusted.flags import FlagError, read_epilogue_flag
+from synth.trusted.store import check_store_threads
 from synth.verify import verify_program
 
 needs_gxx = pytest.mark.skipif(shutil.which("g++") is None, reason="g++ needed")
