@@ -62,13 +62,14 @@ SCHEDULES = {"cooperative": ("KernelTmaWarpSpecializedCooperative", "TmaWarpSpec
              "pingpong": ("KernelTmaWarpSpecializedPingpong", "TmaWarpSpecialized")}
 
 
-def synth_row(bm: int, bn: int, stages: int, persistent: bool = False, epilogue: str = "register") -> tuple[str, dict]:
-    cfg = Sm90Config(bm, bn, stages, 1, persistent=persistent, epilogue=epilogue)
+def synth_row(bm: int, bn: int, stages: int, persistent: bool = False, epilogue: str = "register",
+              pingpong: bool = False) -> tuple[str, dict]:
+    cfg = Sm90Config(bm, bn, stages, 1, persistent=persistent, epilogue=epilogue, pingpong=pingpong)
     c = sass.compile_cuda(emit_sm90_kernel(cfg), "sm_90a", flags=FLAGS)
     f = figures(c, cfg.bk // 16)
     f["smem"] = cfg.smem_bytes
     return (f"synth {bm}x{bn}x64 s{stages} K_PIPE_MMAS 1" + (" persistent" if persistent else "")
-            + (" TMA store" if epilogue == "tma_store" else "")), f
+            + (" TMA store" if epilogue == "tma_store" else "") + (" ping-pong (2 warp groups)" if pingpong else "")), f
 
 
 def synth_solve_row(bm: int, bn: int, size: int = 4096) -> tuple[str, dict]:
@@ -142,6 +143,8 @@ def main(argv=None) -> int:
         # the TMA-store epilogue's staging (2 x 8 KiB per consumer warp group) may cost a stage at 128x256
         st = stages if Sm90Config(bm, bn, stages, 1, epilogue="tma_store").smem_bytes <= SMEM_LIMIT else stages - 1
         rows.append(synth_row(bm, bn, st, persistent=True, epilogue="tma_store"))
+        if bm == 128:  # ping-pong: two warp groups with a 64-row tile each, the same 128 rows in flight
+            rows.append(synth_row(64, bn, stages, persistent=True, pingpong=True))
         rows.append(synth_solve_row(bm, bn))
         if not args.no_cutlass:
             for sched in SCHEDULES:
