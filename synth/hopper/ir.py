@@ -236,6 +236,8 @@ def validate_hopper(p: HopperProgram) -> None:
                 raise HopperError(f"roles[{r.name}].collective", f"{c!r} is not a wgmma op (async, with a queue, "
                                   "unit wgmma)", "list only wgmma ops: a warp-group collective is a "
                                   "wgmma.mma_async.sync.aligned; converge the threads of other code with bar_sync")
+        if len(set(r.collective)) != len(r.collective):
+            raise HopperError(f"roles[{r.name}].collective", "an op listed twice", "list each op once")
         if r.threads == 1 and r.collective:
             raise HopperError(f"roles[{r.name}].collective", "a collective in a role of one thread",
                               "set threads to 128: a wgmma is executed by every thread of its warp group")
