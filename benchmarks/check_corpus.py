@@ -94,6 +94,8 @@ def expected(path: pathlib.Path) -> str:
         return "refused"
     if path.suffix == ".tir" and path.stem.endswith("_bug"):  # TileLang's bug trail (tilelang/bugs/)
         return "refuted"
+    if path.suffix == ".tir" and path.stem.endswith("_refused"):  # TileLang outside the model
+        return "refused"
     return "refuted" if path.name in RACES else "proven"
 
 

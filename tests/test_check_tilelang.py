@@ -115,6 +115,24 @@ def test_raised_wait_group_is_refuted_with_the_read_its_iteration_and_slot(tmp_p
     assert "source: read_A_shared in the body is line 49: T.ptx_ldmatrix(" in out
 
 
+def test_flash_attention_two_buffers_at_two_points_is_proven():
+    """TileLang's FlashAttention on sm_80: K's and V's copies committed separately, each read after its own
+    wait (the loop waits twice, the epilogue four times), every wait proven and tight."""
+    rc, r, err = run_check(fixture("flash_sm80_s2"))
+    assert rc == 0, err
+    assert len(r["waits"]) == 6 and all(w["status"] == "proven" and w["tight"] for w in r["waits"])
+    assert [w["part"] for w in r["waits"]][:2] == ["body", "body"]
+
+
+def test_flash_attention_on_sm90_is_refused_naming_its_once_loaded_tile():
+    path = fixture("flash_sm90_s2_refused")
+    rc, out, err = run_text(path)
+    assert rc == 2 and out == "" and "Traceback" not in err
+    text = pathlib.Path(path).read_text()
+    assert f"{path}:{_line_of(text, 'T.ptx_arrive_barrier_expect_tx(mbarrier_1[8]')}:1: error:" in err
+    assert "a TMA tile loaded once before the warp-specialized roles (FlashAttention's Q)" in err
+
+
 # ---------------------------------------------------------------------------------------------
 # sm_90 warp-specialized: a producer and a consumer role on full / empty mbarriers
 
@@ -263,7 +281,7 @@ def test_regenerated_fixtures_match_the_saved_ones(tmp_path):
     out = tmp_path / "tl"
     gen.generate(str(out))
     import tilelang
-    for name, *_ in gen.PROGRAMS:
+    for name, *_ in gen.PROGRAMS + gen.FLASH:
         fresh = (out / gen.file_name(name)).read_text()
         saved = pathlib.Path(fixture(name)).read_text()
         if tilelang.__version__ != saved.split()[2].rstrip(":"):

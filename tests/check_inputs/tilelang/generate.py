@@ -16,7 +16,9 @@ num_stages=s)``, 128x128x32 f16 tiles, 128 threads):
 * ``sm90_ws_s{2,3,4}``: sm_90, dynamic K, TileLang's default warp-specialized TMA
   pipeline (a producer and a consumer warp group on full/empty mbarriers);
 * ``sm90_ws_k32_s3``: the same with K = 32: a loop of one iteration;
-* ``sm90_cpasync_s3``: sm_90 with ``tl.disable_warp_specialized``: cp.async + wgmma.
+* ``sm90_cpasync_s3``: sm_90 with ``tl.disable_warp_specialized``: cp.async + wgmma;
+* ``flash_sm80_s2``, ``flash_sm90_s2_refused``: TileLang's FlashAttention forward (K and V tiles,
+  two gemms); on sm_90 its Q tile is loaded once by TMA before the roles, which synth refuses.
 
 ``MUTANTS`` are the bug-trail inputs (docs/check.md, "TileLang"): each is a generated
 file with a small hand edit, named in its header; :func:`write_mutants` writes them
@@ -49,6 +51,13 @@ PROGRAMS = (
     ("sm90_ws_k32_s3", 90, 3, 32, False),
     ("sm90_cpasync_s3", 90, 3, 1024, True),
 )
+FLASH = (
+    # name, arch: FlashAttention forward (batch 1, 8 heads, seq 1024, dim 64, 64x64 tiles, num_stages 2)
+    ("flash_sm80_s2", 80),
+    ("flash_sm90_s2_refused", 90),
+)
+"""``flash_sm90_s2_refused``: TileLang loads the Q tile once by TMA before its warp-specialized roles; synth
+refuses that (exit 2, docs/check.md "TileLang"), the corpus expects it."""
 
 
 def file_name(name: str) -> str:
@@ -75,15 +84,68 @@ def matmul(M, N, K, block_M, block_N, block_K, num_stages, dtype="float16", accu
     return main
 
 
-def lowered_tir(arch: int, num_stages: int, K, no_ws: bool) -> str:
-    """The device module's TIR text of :func:`matmul` lowered for sm_<arch> without a GPU."""
+def flash_attention(batch, heads, seq_len, dim, block_M, block_N, num_stages):
+    """TileLang's FlashAttention forward example (examples/flash_attention, non-causal), O = softmax(Q K^T) V."""
+    import tilelang.language as T
+
+    scale = 1.44269504 / dim ** 0.5  # log2(e) / sqrt(dim)
+
+    # the annotations name only values the body uses too: TileLang resolves them from the closure
+    @T.prim_func
+    def main(Q: T.Tensor((batch, seq_len, heads, dim), "float16"), K: T.Tensor((batch, seq_len, heads, dim), "float16"),
+             V: T.Tensor((batch, seq_len, heads, dim), "float16"),
+             Output: T.Tensor((batch, seq_len, heads, dim), "float16")):
+        with T.Kernel(T.ceildiv(seq_len, block_M), heads, batch, threads=128) as (bx, by, bz):
+            Q_shared = T.alloc_shared([block_M, dim], "float16")
+            K_shared = T.alloc_shared([block_N, dim], "float16")
+            V_shared = T.alloc_shared([block_N, dim], "float16")
+            acc_s = T.alloc_fragment([block_M, block_N], "float")
+            acc_s_cast = T.alloc_fragment([block_M, block_N], "float16")
+            acc_o = T.alloc_fragment([block_M, dim], "float")
+            scores_max = T.alloc_fragment([block_M], "float")
+            scores_max_prev = T.alloc_fragment([block_M], "float")
+            scores_scale = T.alloc_fragment([block_M], "float")
+            scores_sum = T.alloc_fragment([block_M], "float")
+            logsum = T.alloc_fragment([block_M], "float")
+            T.copy(Q[bz, bx * block_M:(bx + 1) * block_M, by, :], Q_shared)
+            T.fill(acc_o, 0)
+            T.fill(logsum, 0)
+            T.fill(scores_max, -T.infinity("float"))
+            for k in T.Pipelined(T.ceildiv(seq_len, block_N), num_stages=num_stages):
+                T.copy(K[bz, k * block_N:(k + 1) * block_N, by, :], K_shared)
+                T.clear(acc_s)
+                T.gemm(Q_shared, K_shared, acc_s, transpose_B=True, policy=T.GemmWarpPolicy.FullRow)
+                T.copy(scores_max, scores_max_prev)
+                T.reduce_max(acc_s, scores_max, dim=1, clear=False)
+                for i in T.Parallel(block_M):
+                    scores_scale[i] = T.exp2(scores_max_prev[i] * scale - scores_max[i] * scale)
+                for i, j in T.Parallel(block_M, block_N):
+                    acc_s[i, j] = T.exp2(acc_s[i, j] * scale - scores_max[i] * scale)
+                T.reduce_sum(acc_s, scores_sum, dim=1)
+                for i in T.Parallel(block_M):
+                    logsum[i] = logsum[i] * scores_scale[i] + scores_sum[i]
+                T.copy(acc_s, acc_s_cast)
+                for i, j in T.Parallel(block_M, dim):
+                    acc_o[i, j] *= scores_scale[i]
+                T.copy(V[bz, k * block_N:(k + 1) * block_N, by, :], V_shared)
+                T.gemm(acc_s_cast, V_shared, acc_o, policy=T.GemmWarpPolicy.FullRow)
+            for i, j in T.Parallel(block_M, dim):
+                acc_o[i, j] /= logsum[i]
+            T.copy(acc_o, Output[bz, bx * block_M:(bx + 1) * block_M, by, :])
+
+    return main
+
+
+def lowered_tir(arch: int, num_stages: int, K, no_ws: bool, func=None) -> str:
+    """The device module's TIR text of :func:`matmul` (or ``func``) lowered for sm_<arch> without a GPU."""
     import tilelang
     import tilelang.language as T
     from tilelang import tvm
     from tilelang.backend.module import create_backend_context
     from tilelang.engine.lower import lower_to_host_device_ir
 
-    func = matmul(1024, 1024, T.dynamic("K") if K is None else K, 128, 128, 32, num_stages)
+    if func is None:
+        func = matmul(1024, 1024, T.dynamic("K") if K is None else K, 128, 128, 32, num_stages)
     target = tvm.target.Target({"kind": "cuda", "arch": f"sm_{arch}"})
     config = {"tl.disable_warp_specialized": True} if no_ws else {}
     with target, tvm.transform.PassContext(config=config):
@@ -108,6 +170,16 @@ def generate(out: str = HERE) -> list:
     paths = []
     for name, arch, s, K, no_ws in PROGRAMS:
         text = header(name, arch, s, K, no_ws) + lowered_tir(arch, s, K, no_ws)
+        path = os.path.join(out, file_name(name))
+        with open(path, "w", encoding="utf-8") as f:
+            f.write(text if text.endswith("\n") else text + "\n")
+        paths.append(path)
+    import tilelang
+    for name, arch in FLASH:
+        text = (f"# tilelang {tilelang.__version__}: {name}: flash_attention(1, 8, 1024, 64, 64, 64, num_stages=2) "
+                f"lowered for sm_{arch} (device TIR)\n"
+                "# generated by scripts/gen_tilelang_fixtures.sh (tests/check_inputs/tilelang/generate.py)\n"
+                + lowered_tir(arch, 2, None, False, flash_attention(1, 8, 1024, 64, 64, 64, 2)))
         path = os.path.join(out, file_name(name))
         with open(path, "w", encoding="utf-8") as f:
             f.write(text if text.endswith("\n") else text + "\n")
