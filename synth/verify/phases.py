@@ -840,6 +840,16 @@ def _solve(p: HopperProgram, ob: HObligation, time_limit: float, trip: Optional[
     return ("proven" if r == z3.unsat else "refuted" if r == z3.sat else "unknown"), s, ph, detail
 
 
+def _same_step(s: z3.Solver, ph: Phases, ob: HObligation, detail: dict, m: z3.ModelRef):
+    """A ``converge`` model at the same trip count whose lagging wait is in the elected statement's own
+    step, when there is one (the clearer story); else ``m``."""
+    s.push()
+    s.add(ph.T == m.eval(ph.T, model_completion=True), detail["wj"] == ph.base[ob.role].j)
+    better = s.model() if s.check() == z3.sat else m
+    s.pop()
+    return better
+
+
 def _smallest_model(p: HopperProgram, s: z3.Solver, ph: Phases, time_limit: float, deadline: Optional[float]):
     """The model of ``s`` (just found ``sat``) with the smallest trip count the re-checks can show: a
     binary search on ``T <= b`` between ``min_trip_count`` and the first model's ``T`` (so a failure
@@ -1009,6 +1019,8 @@ def prove_hopper_obligation(p: HopperProgram, ob: HObligation, time_limit: float
                 s.check()
         try:
             model = _smallest_model(p, s, ph, limit, deadline) if trip is None else s.model()
+            if harm is not None and not _late(deadline):
+                model = _same_step(s, ph, ob, detail, model)
         except z3.Z3Exception as e:  # no model although Z3 said sat: report what is known, never crash
             status, reason = "unknown", f"solver found the obligation refutable but gave no model ({e})"
         else:
