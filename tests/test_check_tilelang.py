@@ -223,6 +223,7 @@ def test_bug_trail_files_are_the_edits_their_headers_name():
 
 S3 = pathlib.Path(fixture("sm80_s3")).read_text() if pathlib.Path(fixture("sm80_s3")).exists() else ""
 WS3 = pathlib.Path(fixture("sm90_ws_s3")).read_text() if pathlib.Path(fixture("sm90_ws_s3")).exists() else ""
+CP90 = pathlib.Path(fixture("sm90_cpasync_s3")).read_text() if pathlib.Path(fixture("sm90_cpasync_s3")).exists() else ""
 
 
 def _line_of(text: str, needle: str) -> int:
@@ -244,6 +245,8 @@ BAD = (
     ("barrier index", lambda: WS3.replace("T.mbarrier_wait_parity(mbarrier_1[k % 3],", "T.mbarrier_wait_parity("
                                           "mbarrier_1[idx[0]],"),
      lambda t: _line_of(t, "mbarrier_1[idx[0]]"), "the barrier index of"),
+    ("wgmma in flight", lambda: CP90.replace("T.warpgroup_wait(0)", "T.warpgroup_wait(1)", 1),
+     lambda t: _line_of(t, "T.warpgroup_wait(1)"), "a wgmma batch left in flight is outside the cp.async model"),
     ("parity", lambda: WS3.replace("T.mbarrier_wait_parity(mbarrier_1[k % 3], k % 6 // 3)",
                                    "T.mbarrier_wait_parity(mbarrier_1[k % 3], p_local[0])"),
      lambda t: _line_of(t, "p_local[0]"), "is not a function of the iteration"),

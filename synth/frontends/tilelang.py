@@ -238,6 +238,7 @@ def tilelang_to_loop(text: str, path: str, kernel: Optional[Kernel] = None) -> L
             else:
                 out.append(Event("read", f"read_{e.buffer}", e.buffer, _num(sl), guard=g, line=e.line, text=e.text))
         elif e.kind == "wgmma":
+            pending_wg = pending_wg or e.line  # its reads last until warpgroup_wait(0)
             for b, off in e.reads:
                 if b not in async_bufs:
                     continue
@@ -246,7 +247,7 @@ def tilelang_to_loop(text: str, path: str, kernel: Optional[Kernel] = None) -> L
                 out.append(Event("read", f"wgmma_{b}", b, _num(sl), guard=_guard(path, e, ren), line=e.line,
                                  text=e.text))
         elif e.kind == "wg_commit":
-            pending_wg = e.line
+            pending_wg = pending_wg or e.line
         elif e.kind == "wg_wait":
             if not isinstance(e.count, Num) or e.count.value != 0:
                 raise tir_error(path, e.line, f"{e.text}: a wgmma batch left in flight is outside the cp.async model",
