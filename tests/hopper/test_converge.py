@@ -15,6 +15,7 @@ import pytest
 
 from synth.completion import ArriveStmt, BarSyncStmt
 from synth.errors import SynthError
+from synth.expr import parse
 from synth.hopper.ir import dumps, hopper_from_json, load_hopper
 from synth.hopper.loop import HopperLoop, Load
 from synth.lower.barriers import lower_hopper, lower_hopper_single
@@ -242,3 +243,31 @@ def test_certificate_holds_converge_and_refuses_a_collective_removed(tmp_path):
     assert not res.ok
     assert any("converge:consumer:body:4<-body:0" in m for m in res.messages), res.render()
     assert os.path.exists(d / "program.json")
+
+
+def _moved_bar_sync(p, where):
+    """The fixed form's bar_sync moved: ``before_wait`` (ahead of the try_wait: it converges nothing the
+    release needs), ``after_release`` (too late), or guarded off at ``i == 2``."""
+    prog = p.role("consumer").program
+    body = prog.part("body")
+    st = [s for s in body.stmts if not isinstance(s, BarSyncStmt)]
+    if where == "before_wait":
+        st.insert(0, BarSyncStmt(1))
+    elif where == "after_release":
+        st.append(BarSyncStmt(1))
+    else:
+        st.insert(2, BarSyncStmt(1, parse("i != 2")))
+    return p.with_role("consumer", replace(prog, parts=(replace(body, stmts=tuple(st)),)))
+
+
+@pytest.mark.parametrize("where, first_t", [("before_wait", 3), ("after_release", 3), ("guarded", 5)])
+def test_a_misplaced_bar_sync_is_refuted_where_the_oracle_hangs(where, first_t):
+    """A bar.sync on the wrong side of the wait or of the release, or skipped at one iteration: refuted
+    by both checkers, at the first T where the oracle's lagging thread hangs (none below)."""
+    bad = _moved_bar_sync(plain_reads(gemm(2), bar_sync=True), where)
+    r = verify_hopper(bad, time_limit=20, tightness=False)
+    assert r.refuted_classes() == {"converge"}, r.render()
+    assert min(o.counterexample.trip_count for o in converge_refutations(r)) == first_t
+    assert not check_hopper_program(dumps(bad).encode(), timeout_s=30, tightness=False).ok
+    assert "no_deadlock" in run(bad, first_t).classes
+    assert not any(run(bad, T).violations for T in range(1, first_t))
