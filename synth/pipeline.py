@@ -197,7 +197,12 @@ def _write_hopper(result, d: str, dl: Deadline = NEVER) -> list[str]:
 
     files = output_files(result)
     dl.check("write (timeline)")
-    files["timeline.svg"], png = render_hopper_timeline(result.program)
+    if getattr(result.config, "pingpong", False):  # the two consumer warp groups drawn, taking tiles in turn
+        from .emit.timeline_pingpong import render_pingpong_timeline
+
+        files["timeline.svg"], png = render_pingpong_timeline(result.program)
+    else:
+        files["timeline.svg"], png = render_hopper_timeline(result.program)
     written = _write_files(d, files, png)
     if result.report is not None and result.report.ok:
         from .verify.certificate_phases import write_hopper_certificate

@@ -174,6 +174,7 @@ def simulate(program: HopperProgram, trip: Optional[int] = None,
     Pure and deterministic; ValueError on a trip count out of bounds."""
     T = _check_trip(program, trip)
     lat = latency or HopperLatency()
+    op_latency = {o.name: min(o.latency, MAX_CYCLES) for o in program.ops if not o.is_async}
     lanes = _lanes(program)
     names = [n for n, _ in lanes]
     seqs = [role_instances(program, T, r) for _, r in lanes]
@@ -325,6 +326,8 @@ def simulate(program: HopperProgram, trip: Optional[int] = None,
                     have = mem.get((buf, sl))
                     violation(now, "raw", f"{lane} {ins.op}({ins.tile}) reads {buf}[{sl}] version {v} but the slot "
                                           f"holds {'nothing landed' if have is None else f'version {have}'}", lane)
+            # a synchronous op lasts its own latency when the program gives one (a ping-pong view's epilogue)
+            dur = lat.issue_cycles if ins.kind == "wgmma" else max(lat.issue_cycles, op_latency.get(ins.op, 0))
             if ins.kind == "wgmma":
                 g = open_grp[t] or {"first": now, "tile": ins.tile, "reads": ()}
                 g["reads"] = g["reads"] + ins.reads
@@ -332,8 +335,8 @@ def simulate(program: HopperProgram, trip: Optional[int] = None,
             else:
                 for (buf, sl, v) in ins.writes:
                     mem[(buf, sl)] = v
-                events.append(HopperEvent("op", lane, now, now + lat.issue_cycles, ins.tile, ins.op))
-            clock[t] = now + lat.issue_cycles
+                events.append(HopperEvent("op", lane, now, now + dur, ins.tile, ins.op))
+            clock[t] = now + dur
         elif ins.kind == "commit":
             g = open_grp[t] or {"first": now, "tile": -1, "reads": ()}
             open_grp[t] = None
@@ -473,6 +476,10 @@ def _figure(program: HopperProgram, events: list[HopperEvent], T: int, n_iters: 
                     bar("wait" if e.kind == "wait" else "wgwait", y, e.start, e.end - e.start, c[:3] + (0.25,))
                     lab = e.label if e.kind == "wait" else f"wait_group {e.count}"
                     text(e.start + 6 / px, y, lab, e.end - e.start)
+            elif e.kind == "op" and e.end - e.start > 2 * lat.issue_cycles:  # a long synchronous op (a C store)
+                y = y_of[f"s:{e.lane}"]
+                bar("op", y, e.start, e.end - e.start, c[:3] + (0.8,))
+                text(e.start + 6 / px, y, f"{e.label} (k-tile {e.iteration})", e.end - e.start)
             elif e.kind in ("arrive", "release"):
                 markers.setdefault((e.kind, y_of[f"s:{e.lane}"]), []).append((e.start, c))
             elif e.kind == "phase":
@@ -493,6 +500,7 @@ def _figure(program: HopperProgram, events: list[HopperEvent], T: int, n_iters: 
         style = {"tma": dict(height=0.62, edgecolor="black", linewidth=0.3),
                  "exec": dict(height=0.5, edgecolor="black", linewidth=0.3),
                  "queued": dict(height=0.1, linewidth=0),
+                 "op": dict(height=0.5, edgecolor="black", linewidth=0.6),
                  "wait": dict(height=0.5, edgecolor="grey", linewidth=0.3, hatch="////"),
                  "wgwait": dict(height=0.5, edgecolor="grey", linewidth=0.3, hatch="\\\\\\\\"),
                  "open": dict(height=0.22, linewidth=0),
@@ -548,6 +556,8 @@ def _figure(program: HopperProgram, events: list[HopperEvent], T: int, n_iters: 
                  ("release", Line2D([], [], marker="^", label="release (arrive on empty)", **marker)),
                  ("phase", Line2D([], [], marker="D", label="phase completes (ph n, parity)", **marker))]
         handles += [h for kind, h in extra if kind in kinds]
+        if any(e.kind == "op" and e.end - e.start > 2 * lat.issue_cycles for e in events):
+            handles.append(Patch(facecolor="grey", edgecolor="black", linewidth=0.6, label="synchronous op (C store)"))
         if n_hang:
             handles.append(Patch(color=(0.9, 0, 0), alpha=0.45, label="hang"))
         if n_bad:

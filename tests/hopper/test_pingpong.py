@@ -135,3 +135,20 @@ def test_solved_pingpong_folder_certifies_and_runs(tmp_path):
     op.write_text(op.read_text().replace('"count": "i - 1"', '"count": "i"', 1))
     r = subprocess.run([sys.executable, "-m", "synth", "certify", str(out)], capture_output=True, text=True)
     assert r.returncode != 0 and "ping-pong order (even tile count)" in r.stdout + r.stderr
+
+
+def test_the_timeline_draws_two_warp_groups_in_turn():
+    from synth.emit.timeline_hopper import simulate
+    from synth.emit.timeline_pingpong import pingpong_view
+
+    view = pingpong_view(Sm90Config(bm=64, bn=128, stages=4, persistent=True, pingpong=True).program(), kt=3, tiles=4)
+    _, events = simulate(view, 12)
+    assert not [e for e in events if e.kind in ("violation", "hang")]
+    groups = {e.iteration: e for e in events if e.kind == "wgmma"}
+    # k-tiles of tile t run on warp group t % 2, the main loops one after the other
+    assert all(groups[k].lane == f"consumer{(k // 3) % 2}" for k in range(12))
+    assert all(groups[3 * t].active_from >= groups[3 * t - 1].end for t in range(1, 4))
+    stores = [e for e in events if e.kind == "op" and e.label.startswith("store_C")]
+    assert len(stores) == 4
+    # tile 0's C store overlaps warp group 1's main loop of tile 1
+    assert stores[0].start < groups[5].end and stores[0].end > groups[3].active_from
