@@ -124,6 +124,22 @@ def test_flash_attention_two_buffers_at_two_points_is_proven():
     assert [w["part"] for w in r["waits"]][:2] == ["body", "body"]
 
 
+@pytest.mark.parametrize("rows", (1, 2))
+def test_one_dimensional_bulk_copy_read_by_plain_loads_is_proven(rows):
+    """tilelang #2566's kernel shape (a contiguous row into a plain shared tile): TileLang 0.1.15 issues a 1D bulk
+    TMA copy with its arrive.expect_tx, also at one row, where it drops the loop; the consumer's plain loads are
+    synchronous reads of the iteration's slot."""
+    from synth.frontends.tilelang import tilelang_to_hopper
+
+    path = fixture(f"rowsum_bulk1d_sm90_t{rows}")
+    rc, r, err = run_check(path)
+    assert rc == 0 and r["trip_count"] == rows, err
+    p = tilelang_to_hopper(pathlib.Path(path).read_text(), path).program
+    assert [(o.name, o.unit, o.is_async) for o in p.ops] == [("tma_A_shared", "tma", True),
+                                                              ("load_A_shared_consumer", "lds", False)]
+    assert p.role("consumer").warpgroups == 2 and p.barriers[1].count == 256  # 256 consumer threads arrive
+
+
 def test_flash_attention_on_sm90_is_refused_naming_its_once_loaded_tile():
     path = fixture("flash_sm90_s2_refused")
     rc, out, err = run_text(path)
@@ -193,7 +209,10 @@ BUG_TRAIL = (
     ("tl3087_ring_parity_bug.tir", BUGS / "tl3087_ring_parity_fixed.tir",
      "refuted [parity] producer body: try_wait bar3[i % 1]",
      "at: role producer, iteration 1: barrier bar3 slot 0, phase 1 (parity 1, count 1), trip count 2"),
-    ("tl2566_one_iteration_bug.tir", TL / "tilelang_sm90_ws_k32_s3.tir",
+    ("tl2566_one_iteration_bug.tir", TL / "tilelang_rowsum_bulk1d_sm90_t1.tir",
+     "refuted [no_deadlock] consumer body: try_wait bar0[i % 2]",
+     "at: role consumer, iteration 0: barrier bar0 slot 0, phase 0 (parity 0, count 0), trip count 1"),
+    ("tl2566_gemm_k32_bug.tir", TL / "tilelang_sm90_ws_k32_s3.tir",
      "refuted [arrivals] producer body: expect_tx bar0[i % 3]: the phase it names gets exactly 1 arrival(s)",
      "at: role producer, iteration 0: barrier bar0 slot 0, phase 0 (parity 0, count 0), trip count 1"),
 )
@@ -284,7 +303,7 @@ def test_regenerated_fixtures_match_the_saved_ones(tmp_path):
     out = tmp_path / "tl"
     gen.generate(str(out))
     import tilelang
-    for name, *_ in gen.PROGRAMS + gen.FLASH:
+    for name, *_ in gen.PROGRAMS + gen.FLASH + gen.ROWSUM:
         fresh = (out / gen.file_name(name)).read_text()
         saved = pathlib.Path(fixture(name)).read_text()
         if tilelang.__version__ != saved.split()[2].rstrip(":"):
@@ -304,16 +323,23 @@ def test_an_unknown_call_reading_a_slot_is_a_read_not_ignored(tmp_path):
     assert "read_B_shared (iteration 0) reads B_shared version 0 before copy_B_shared's write of it is complete" in out
 
 
-def test_a_plain_read_of_a_tma_tile_is_refused(tmp_path):
+@pytest.mark.parametrize("where,rc_want", (("k % 3 * 4096", 0), ("0", 2), ("late", 1)))
+def test_a_plain_read_of_a_tma_tile(tmp_path, where, rc_want):
+    """An extern call reading the consumer's A tile: its own slot before the release is a synchronous read
+    (proven); a fixed slot is outside the model (exit 2); its own slot after the release is a race (refuted)."""
     line = "                T.ptx_arrive_barrier(mbarrier_1[k % 3 + 3])\n"
+    off = "0" if where == "0" else "k % 3 * 4096"
     read = ('                T.call_extern("handle", "peek", T.tvm_access_ptr(T.type_annotation("float16"), A_shared, '
-            '0, 4096, 1))\n')
+            f'{off}, 4096, 1))\n')
     assert line in WS3
-    path = _write(tmp_path, WS3.replace(line, read + line, 1))
+    text = WS3.replace(line, line + read if where == "late" else read + line, 1)
+    path = _write(tmp_path, text)
     rc, out, err = run_text(path)
-    assert rc == 2 and out == "" and "Traceback" not in err
-    assert "a read of the TMA-loaded buffer A_shared other than a wgmma's is outside the model" in err
-    assert f"{path}:{_line_of(WS3.replace(line, read + line, 1), 'peek')}:" in err
+    assert rc == rc_want and "Traceback" not in err, out[:2000] + err
+    if rc_want == 2:
+        assert f"{path}:{_line_of(text, 'peek')}:" in err and "reads a slot of A_shared other than k % 3" in err
+    if rc_want == 1:
+        assert "refuted [release_after_wgmma] consumer body: arrive bar3[i % 3]" in out
 
 
 def test_tilelang_text_is_never_run(tmp_path):

@@ -92,9 +92,26 @@ def _terms(e: Expr, sign: int = 1) -> list:
     return [(sign, e)]
 
 
-def _rotating_term(e: Expr, loop_vars: set):
-    """``(X, M, S, rest)`` when ``e`` is ``X % M * S + rest`` with ``X`` mentioning a loop variable or parameter."""
-    ts = _terms(e)
+def _mod_k(e: Expr, n: Optional[int]) -> Expr:
+    """``e`` with an additive term ``k`` or ``k * S`` written ``k % n`` / ``k % n * S``: the same value in a loop
+    of the constant extent ``n`` (TileLang drops the modulo when the loop runs exactly one pass over the ring)."""
+    if not n:
+        return e
+    out: Expr = Num(0)
+    changed = False
+    for sg, t in _terms(e):
+        if t == Var("k"):
+            t, changed = Bin("%", t, Num(n)), True
+        elif isinstance(t, Bin) and t.op == "*" and t.lhs == Var("k") and isinstance(t.rhs, Num):
+            t, changed = Bin("*", Bin("%", t.lhs, Num(n)), t.rhs), True
+        out = Bin("+" if sg == 1 else "-", out, t)
+    return simplify(out) if changed else e
+
+
+def _rotating_term(e: Expr, loop_vars: set, n: Optional[int] = None):
+    """``(X, M, S, rest)`` when ``e`` is ``X % M * S + rest`` with ``X`` mentioning a loop variable or parameter
+    (in a loop of constant extent ``n``, ``k * S`` reads ``k % n * S``)."""
+    ts = _terms(_mod_k(e, n))
     for j, (sg, t) in enumerate(ts):
         if sg == 1 and isinstance(t, Bin) and t.op == "*" and isinstance(t.rhs, Num) and isinstance(t.lhs, Bin) \
                 and t.lhs.op == "%" and isinstance(t.lhs.rhs, Num) and free_vars(t.lhs.lhs) & loop_vars:
@@ -104,7 +121,7 @@ def _rotating_term(e: Expr, loop_vars: set):
                     rest = Bin("+" if s2 == 1 else "-", rest, t2)
             return t.lhs.lhs, t.lhs.rhs.value, t.rhs.value, simplify(rest)
         if sg == 1 and isinstance(t, Bin) and t.op == "/" and isinstance(t.rhs, Num):
-            inner = _rotating_term(t.lhs, loop_vars)  # (k % 3 * 8192) / 2: a descriptor's byte offset
+            inner = _rotating_term(t.lhs, loop_vars, n)  # (k % 3 * 8192) / 2: a descriptor's byte offset
             if inner is not None and inner[3] == Num(0) and inner[2] % t.rhs.value == 0:
                 rest = Num(0)
                 for i, (s2, t2) in enumerate(ts):
@@ -121,14 +138,14 @@ class _Layout:
     """Elements per slot."""
 
 
-def _layouts(path: str, events: list, bufs: set, symbols: set) -> dict:
+def _layouts(path: str, events: list, bufs: set, symbols: set, n: Optional[int] = None) -> dict:
     """Slots and slot size of each buffer in ``bufs``, from the rotating offsets of the loop's accesses."""
     out: dict = {}
     for e in events:
         for b, off in ([(e.buffer, e.offset)] if e.buffer in bufs else []) + [r for r in e.reads if r[0] in bufs]:
             if off is None:
                 continue
-            rt = _rotating_term(off, symbols)
+            rt = _rotating_term(off, symbols, n)
             if rt is None:
                 continue
             lay = _Layout(rt[1], rt[2])
@@ -140,7 +157,8 @@ def _layouts(path: str, events: list, bufs: set, symbols: set) -> dict:
     return out
 
 
-def _slot(path: str, e: TEvent, off: Optional[Expr], buf: str, lay: Optional[_Layout], symbols: set):
+def _slot(path: str, e: TEvent, off: Optional[Expr], buf: str, lay: Optional[_Layout], symbols: set,
+          n: Optional[int] = None):
     """The slot of an access at element ``off``: an int, or an Expr in ``symbols`` (``X % M``); proven."""
     if lay is None or lay.slots == 1:
         return 0
@@ -149,7 +167,7 @@ def _slot(path: str, e: TEvent, off: Optional[Expr], buf: str, lay: Optional[_La
                         "data-dependent)", "only rotating multi-buffers are supported")
     names = free_vars(off) | {v for v, _, _ in e.bounds}
     env = _zenv(names)
-    rt = _rotating_term(off, symbols)
+    rt = _rotating_term(off, symbols, n)
     if rt is not None:
         x, m, s, rest = rt
         if (m, s) != (lay.slots, lay.size) or free_vars(x) - symbols:
@@ -211,7 +229,8 @@ def tilelang_to_loop(text: str, path: str, kernel: Optional[Kernel] = None) -> L
                         "of one integer parameter", "one symbolic size (K) is supported")
     ren = {syms[0]: Var("T")} if syms else {}
     async_bufs = {e.buffer for e in k.events if e.kind == "cp_async"}
-    lays = _layouts(path, k.events, async_bufs, {"k"} | set(k.params))
+    n_fixed = extent.value if isinstance(extent, Num) and extent.value > 0 else None
+    lays = _layouts(path, k.events, async_bufs, {"k"} | set(k.params), n_fixed)
     for e in k.events:
         if e.kind == "store" and e.buffer in async_bufs:
             raise tir_error(path, e.line, f"{e.buffer} is written both by cp.async and by a synchronous store",
@@ -229,7 +248,8 @@ def tilelang_to_loop(text: str, path: str, kernel: Optional[Kernel] = None) -> L
         if e.kind in ("cp_async", "read"):
             if e.buffer not in async_bufs:
                 continue
-            sl = _slot(path, e, e.offset, e.buffer, lays.get(e.buffer), syms_here)
+            sl = _slot(path, e, e.offset, e.buffer, lays.get(e.buffer), syms_here,
+                       n_fixed if e.where == "body" else None)
             sl = sl if isinstance(sl, int) else simplify(substitute(sl, ren))
             g = _guard(path, e, ren)
             if e.kind == "cp_async":
@@ -242,7 +262,7 @@ def tilelang_to_loop(text: str, path: str, kernel: Optional[Kernel] = None) -> L
             for b, off in e.reads:
                 if b not in async_bufs:
                     continue
-                sl = _slot(path, e, off, b, lays.get(b), syms_here)
+                sl = _slot(path, e, off, b, lays.get(b), syms_here, n_fixed if e.where == "body" else None)
                 sl = sl if isinstance(sl, int) else simplify(substitute(sl, ren))
                 out.append(Event("read", f"wgmma_{b}", b, _num(sl), guard=_guard(path, e, ren), line=e.line,
                                  text=e.text))
@@ -290,11 +310,12 @@ def _num(x):
 # ------------------------------------------------------------------------------------------ Hopper
 
 
-def _split_index(e: Optional[Expr]):
-    """``(X, M, base)`` of a barrier index ``X % M + base`` (``M`` None: a constant index ``base``)."""
+def _split_index(e: Optional[Expr], n: Optional[int] = None):
+    """``(X, M, base)`` of a barrier index ``X % M + base`` (``M`` None: a constant index ``base``; in a loop of
+    constant extent ``n``, ``k + base`` reads ``k % n + base``)."""
     if e is None:
         return None
-    e = simplify(e)
+    e = _mod_k(simplify(e), n)
     if isinstance(e, Num):
         return None, None, e.value
     base = 0
@@ -311,7 +332,7 @@ def _split_index(e: Optional[Expr]):
     return core.lhs, core.rhs.value, base
 
 
-def _barriers(path: str, k: Kernel, loop_roles: set) -> dict:
+def _barriers(path: str, k: Kernel, loop_roles: set, n: Optional[int] = None) -> dict:
     """Barrier name -> (base index, slots, init count, init lines) from the loop's indices (or init runs)."""
     inits = {}
     for e in k.events:
@@ -325,7 +346,7 @@ def _barriers(path: str, k: Kernel, loop_roles: set) -> dict:
     for e in k.events:
         if e.kind not in ("bwait", "arrive", "expect", "tma") or (e.role in loop_roles and e.where != "body"):
             continue
-        sp = _split_index(e.bar_index)
+        sp = _split_index(e.bar_index, n)
         if sp is None or sp == "bad":
             raise tir_error(path, e.line, f"the barrier index of {e.text} is not k % M + base or a constant",
                             "only rotating barrier rings are supported")
@@ -399,18 +420,20 @@ def tilelang_to_hopper(text: str, path: str, *, min_trip_count: Optional[int] = 
         if not e.role and e.kind not in ("init", "fence_init") and not (e.kind in ("read", "store")
                                                                         and e.buffer not in tma_bufs_of(k)):
             raise tir_error(path, e.line, f"{e.text} outside the warp-specialized roles is outside the model", FIX)
-    bars = _barriers(path, k, set(loops))
+    fixed_n = trip if isinstance(trip, int) and loops else None
+    bars = _barriers(path, k, set(loops), fixed_n)
     by_index = {}
     for name, (base, m, _c, _f) in bars.items():
         for i in range(base, base + m):
             by_index[i] = name
     tma_bufs = sorted({e.buffer for e in k.events if e.kind == "tma"})
-    lays = _layouts(path, k.events, set(tma_bufs), {"k"})
+    lays = _layouts(path, k.events, set(tma_bufs), {"k"}, fixed_n)
     kz = z3.Int("k")
-    kfacts = [kz >= 0] if loops else [kz == 0]  # without a loop the one iteration is k = 0
+    # without a loop the one iteration is k = 0; a loop of constant extent n runs k < n
+    kfacts = ([kz >= 0] + ([kz < fixed_n] if fixed_n else [])) if loops else [kz == 0]
 
     def bar_of(e: TEvent):
-        x, m, base = _split_index(e.bar_index)
+        x, m, base = _split_index(e.bar_index, fixed_n)
         name = by_index.get(base)
         if name is None or bars[name][0] != base:
             raise tir_error(path, e.line, f"the barrier index of {e.text} is not the first slot of a ring", FIX)
@@ -436,6 +459,15 @@ def tilelang_to_hopper(text: str, path: str, *, min_trip_count: Optional[int] = 
     sources: dict = {}
     out_roles = []
     arrived, completed, reads_of = set(), {}, {}
+    def own_slot(sl, lay: _Layout) -> bool:
+        """Whether slot ``sl`` (an int, or an Expr in ``k``) of a buffer laid out as ``lay`` is ``k % slots``:
+        a ring's slot that does not move with ``k`` is not (in a loop; without one, k = 0)."""
+        if lay.slots <= 1:
+            return True
+        if isinstance(sl, int):
+            return not loops and sl == 0
+        return _valid(to_z3(sl, {"k": kz}) == kz % lay.slots, kfacts)
+
     def role_guard(e: TEvent, role: str):
         """The guard of a role's statement (``k`` written ``i``) and its Z3 fact; ``(None, [])`` when unguarded."""
         if not e.guard:
@@ -464,10 +496,24 @@ def tilelang_to_hopper(text: str, path: str, *, min_trip_count: Optional[int] = 
         for e in evs:
             if e.kind != "tma":
                 last_tma = None
+            if e.kind == "store" and e.buffer in tma_bufs:
+                raise tir_error(path, e.line, f"{e.text}: a synchronous write of the TMA-loaded buffer {e.buffer} "
+                                "is outside the model", FIX)
+            if e.kind == "read" and e.buffer in tma_bufs:
+                # a plain load (ld.shared) of its iteration's tile: a synchronous read, done at the statement
+                lay = lays.get(e.buffer, _Layout(1, 0))
+                sl = _slot(path, e, e.offset, e.buffer, lay if lay.slots > 1 else None, {"k"}, fixed_n)
+                if not own_slot(sl, lay) or e.guard:
+                    raise tir_error(path, e.line, f"{role}: {e.text} reads a slot of {e.buffer} other than "
+                                    f"k % {lay.slots}, or under a condition", "only reads of the iteration's own tile")
+                opn = f"load_{e.buffer}_{role}"
+                ops.setdefault(opn, ProgOp(opn, "lds", 0, False, None, None))
+                reads_of.setdefault(role, set()).add(e.buffer)
+                if not (stmts and isinstance(stmts[-1], OpStmt) and stmts[-1].op == opn):
+                    add(OpStmt(opn, parse("i"), None, None,
+                               (Access(e.buffer, parse("i"), parse(f"i % {lay.slots}"), f"tma_{e.buffer}"),), ()), e)
+                continue
             if e.kind in ("read", "store"):
-                if e.buffer in tma_bufs:
-                    raise tir_error(path, e.line, f"{e.text}: a {'read' if e.kind == 'read' else 'write'} of the "
-                                    f"TMA-loaded buffer {e.buffer} other than a wgmma's is outside the model", FIX)
                 continue
             if e.kind in ("init", "fence_init"):
                 continue
@@ -488,10 +534,8 @@ def tilelang_to_hopper(text: str, path: str, *, min_trip_count: Optional[int] = 
             elif e.kind == "tma":
                 bn, c, m = bar_of(e)
                 lay = lays.get(e.buffer, _Layout(1, 0))
-                sl = _slot(path, e, e.offset, e.buffer, lay if lay.slots > 1 else None, {"k"})
-                slot_ok = (sl == 0 if isinstance(sl, int) else
-                           _valid(to_z3(sl, {"k": kz}) == kz % lay.slots, [kz >= 0]))
-                if not slot_ok or (not loops and sl != 0):
+                sl = _slot(path, e, e.offset, e.buffer, lay if lay.slots > 1 else None, {"k"}, fixed_n)
+                if not own_slot(sl, lay):
                     raise tir_error(path, e.line, f"the TMA copy of iteration k does not write slot k % {lay.slots} of "
                                     f"{e.buffer}", "only rotating multi-buffers are supported")
                 completed.setdefault(bn, set()).add(e.buffer)
@@ -510,9 +554,8 @@ def tilelang_to_hopper(text: str, path: str, *, min_trip_count: Optional[int] = 
                     if b not in tma_bufs:
                         continue
                     lay = lays.get(b, _Layout(1, 0))
-                    sl = _slot(path, e, off, b, lay if lay.slots > 1 else None, {"k"})
-                    ok = sl == 0 if isinstance(sl, int) else _valid(to_z3(sl, {"k": kz}) == kz % lay.slots, [kz >= 0])
-                    if not ok:
+                    sl = _slot(path, e, off, b, lay if lay.slots > 1 else None, {"k"}, fixed_n)
+                    if not own_slot(sl, lay):
                         raise tir_error(path, e.line, f"{role}: the wgmma of iteration k reads a slot of {b} other "
                                         f"than k % {lay.slots}", "only a wgmma reading its own iteration's tiles")
                     reads.append(Access(b, parse("i"), parse(f"i % {lay.slots}"), f"tma_{b}"))

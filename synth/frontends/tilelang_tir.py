@@ -222,9 +222,12 @@ class _Reader:
             b, off, ext, rw = inner
             eb = self.k.shared.get(b, 1)
             return b, None if off is None else Bin("+", off, Bin("/", add, Num(eb))), ext, rw
-        if name != "tvm_access_ptr" or len(node.args) != 5 or not isinstance(node.args[1], ast.Name):
+        buf = node.args[1] if name == "tvm_access_ptr" and len(node.args) == 5 else None
+        if isinstance(buf, ast.Attribute) and buf.attr == "data":  # `As.data`
+            buf = buf.value
+        if not isinstance(buf, ast.Name):
             return None
-        b = self.aliases.get(node.args[1].id, node.args[1].id)
+        b = self.aliases.get(buf.id, buf.id)
         ext = self.expr(node.args[3], env)
         rw = self.expr(node.args[4], env)
         return (b, self.expr(node.args[2], env), ext.value if isinstance(ext, Num) else None,
@@ -301,7 +304,19 @@ class _Reader:
                            "branch and a consumer branch: `if tx < N: ... else: ...`)")
         self.k.ws_line = attr.lineno
         names = []
-        for body, n in ((node.body, counts[0]), (node.orelse, counts[1])):
+        # `if tx < P:` bounds the thread index in each branch: [0, P) in the first, [P, ...) in the second
+        split = None
+        t = node.test
+        if isinstance(t, ast.Compare) and len(t.ops) == 1 and isinstance(t.ops[0], ast.Lt) \
+                and isinstance(t.left, ast.Name) and isinstance(t.comparators[0], ast.Constant):
+            v = env.get(t.left.id)
+            if isinstance(v, Var) and v.name in self._thread_bounds:
+                split = (v.name, t.comparators[0].value)
+        for n_branch, (body, n) in enumerate(((node.body, counts[0]), (node.orelse, counts[1]))):
+            saved = dict(self._thread_bounds)
+            if split is not None:
+                lo, hi = self._thread_bounds[split[0]]
+                self._thread_bounds[split[0]] = (lo, min(hi, split[1])) if n_branch == 0 else (max(lo, split[1]), hi)
             has_tma = any(_call_name(c) == "tma_load" for st in body for c in ast.walk(st))
             nm = "producer" if has_tma else "consumer"
             if nm in names:
@@ -313,6 +328,7 @@ class _Reader:
             self.threads = n
             self.block(body, dict(env), guard, bounds, "pre", nm, depth + 1)
             self.threads = old
+            self._thread_bounds = saved
 
     def _has_sync(self, stmts) -> bool:
         names = {"ptx_commit_group", "ptx_wait_group", "mbarrier_wait_parity", "ptx_arrive_barrier",
@@ -464,7 +480,15 @@ class _Reader:
                         raise self.err(s, f"shared buffer {target.id} of an element type synth does not know")
                     self.k.shared[target.id] = eb
                 return
-            if name == "alloc_buffer":
+            if name == "alloc_buffer":  # a shared buffer of its own (a single-buffer kernel's `As`)
+                scope = next((kw.value for kw in value.keywords if kw.arg == "scope"), None)
+                if isinstance(scope, ast.Constant) and str(scope.value) in ("shared", "shared.dyn"):
+                    ty = value.args[1] if len(value.args) > 1 else next(
+                        (kw.value for kw in value.keywords if kw.arg == "dtype"), ast.Constant("float32"))
+                    eb = ELEM_BYTES.get(ty.value if isinstance(ty, ast.Constant) else "", 0)
+                    if not eb:
+                        raise self.err(s, f"shared buffer {target.id} of an element type synth does not know")
+                    self.k.shared[target.id] = eb
                 return
             if value is not None:
                 env[target.id] = self.expr(value, env)
@@ -569,8 +593,18 @@ class _Reader:
         elif name == "tma_load":
             if len(a) < 3:
                 raise self.err(s, "a tma_load without descriptor, barrier and destination")
-            b, i = self.bar_index(a[1], env)
-            dst = self.access_ptr(a[2], env)
+            if _call_name(a[0]) == "tvm_access_ptr":  # the 1D bulk copy: (dst, src, barrier, bytes, ...)
+                if len(a) < 4:
+                    raise self.err(s, "a 1D bulk tma_load without barrier and bytes")
+                b, i = self.bar_index(a[2], env)
+                dst = self.access_ptr(a[0], env)
+                nb = self.expr(a[3], env)
+                if dst is not None and dst[2] is not None and (
+                        not isinstance(nb, Num) or nb.value != dst[2] * self.k.shared.get(dst[0], 0)):
+                    raise self.err(s, "a 1D bulk tma_load whose byte count is not its destination's size")
+            else:
+                b, i = self.bar_index(a[1], env)
+                dst = self.access_ptr(a[2], env)
             if dst is None or dst[2] is None:
                 raise self.err(s, "a tma_load whose destination is not T.tvm_access_ptr(type, buf, off, n, 2)")
             eb = self.k.shared.get(dst[0], 0)
