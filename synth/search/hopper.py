@@ -27,7 +27,7 @@ from __future__ import annotations
 import functools
 import itertools
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field, replace
 from typing import Callable, Optional, Sequence
 
 from .model import WaveEstimate, kernel_time
@@ -60,6 +60,12 @@ class HopperPoint:
     persistent: bool = False
     """A persistent grid of ``P`` CTAs walking the tiles (docs/hopper_kernel.md, "Persistent tiles"); never with
     a split (the kernel refuses it). False: one CTA per tile."""
+    epilogue: str = "register"
+    """How C leaves: ``register`` (``st.global`` from the accumulators) or ``tma_store`` (shared staging slots and
+    asynchronous TMA stores, docs/hopper_store.md; never with a split, N a multiple of 4)."""
+    pingpong: bool = False
+    """Two consumer warp groups take the persistent CTA's 64-row tiles in turn (docs/hopper_pingpong.md; needs
+    ``BM = 64`` and ``persistent``). False: cooperative."""
 
     @property
     def BK(self) -> int:
@@ -67,16 +73,22 @@ class HopperPoint:
 
     @property
     def consumers(self) -> int:
+        """Consumer warp groups: 2 for ping-pong, else ``BM / 64`` (the kernel's ``Sm90Config.consumers``)."""
         from ..hopper.problem import consumers_of
 
-        return consumers_of(self.BM)
+        return 2 if self.pingpong else consumers_of(self.BM)
 
     @property
     def warps(self) -> int:
-        """A producer warp group and ``BM / 64`` consumer warp groups."""
-        from ..hopper.problem import warps_of
+        """A producer warp group and the consumer warp groups (12 warps, 384 threads, for ping-pong)."""
+        return 4 * (1 + self.consumers)
 
-        return warps_of(self.BM)
+    @property
+    def variant(self) -> str:
+        """The schedule and epilogue in words: ``one CTA per tile``, ``persistent``, ``ping-pong``, each with
+        ``+ TMA store`` for the TMA-store epilogue."""
+        grid = "ping-pong" if self.pingpong else "persistent" if self.persistent else "one CTA per tile"
+        return grid + (" + TMA store" if self.epilogue == "tma_store" else "")
 
     @property
     def group(self) -> tuple[int, int]:
@@ -87,29 +99,50 @@ class HopperPoint:
     def label(self) -> str:
         split = f" split{self.split_k}" if self.split_k != 1 else ""
         return f"{self.BM}x{self.BN}x{self.BK} s{self.stages} k{self.k_pipe_mmas}{split}" + \
-            (" persistent" if self.persistent else "")
+            (" persistent" if self.persistent else "") + (" pingpong" if self.pingpong else "") + \
+            (" tma_store" if self.epilogue == "tma_store" else "")
 
     @property
     def base(self) -> "HopperPoint":
-        """The point without its split, one CTA per tile."""
+        """The point without its split, one CTA per tile, register epilogue, cooperative."""
         return HopperPoint(self.BM, self.BN, self.stages, self.k_pipe_mmas)
 
-    def smem_bytes(self) -> int:
-        """Dynamic shared memory of the kernel: slots, two mbarriers per stage, the alignment pad."""
-        from ..hopper.problem import ALIGN_PAD
+    @property
+    def kernel(self) -> "HopperPoint":
+        """The point without its split (the kernel whose constraints the split point must meet first)."""
+        return replace(self, split_k=1)
 
-        return self.stages * ((self.BM + self.BN) * self.BK * 2 + 16) + ALIGN_PAD
-
-    def problem(self, M: int, N: int, K: int, dtype: str):
+    def gemm(self, M: int = 1, N: int = 1, K: int = HOPPER_BK, dtype: str = "f16", name: str = "point"):
         """The :class:`~synth.hopper.problem.HopperGemm` of this point (stages and k_pipe_mmas pinned)."""
         from ..hopper.problem import HopperGemm
 
+        return HopperGemm(name, M, N, K, dtype, self.BM, self.BN, self.stages, self.k_pipe_mmas,
+                          split_k=self.split_k, persistent=self.persistent,
+                          epilogue=self.epilogue, pingpong=self.pingpong)
+
+    def smem_bytes(self) -> int:
+        """Dynamic shared memory of the kernel (:meth:`synth.hopper.problem.HopperGemm.smem_bytes`): slots, two
+        mbarriers per stage, the TMA-store staging slots, ping-pong's two order mbarriers, the alignment pad."""
+        return _smem_bytes(self.BM, self.BN, self.stages, self.epilogue, self.pingpong)
+
+    def problem(self, M: int, N: int, K: int, dtype: str):
+        """The :class:`~synth.hopper.problem.HopperGemm` of this point (stages and k_pipe_mmas pinned; its name
+        says the split, ``persistent``, ``pingpong`` and ``tma_store``)."""
         split = f"-split{self.split_k}" if self.split_k != 1 else ""
         split += "-persistent" if self.persistent else ""
+        split += "-pingpong" if self.pingpong else ""
+        split += "-tma_store" if self.epilogue == "tma_store" else ""
         name = (f"gemm-{M}x{N}x{K}-{dtype}-{self.BM}x{self.BN}x{self.BK}-s{self.stages}-k{self.k_pipe_mmas}"
                 f"{split}-sm_90")
-        return HopperGemm(name, M, N, K, dtype, self.BM, self.BN, self.stages, self.k_pipe_mmas,
-                          split_k=self.split_k, persistent=self.persistent)
+        return self.gemm(M, N, K, dtype, name)
+
+
+@functools.lru_cache(maxsize=None)
+def _smem_bytes(BM: int, BN: int, stages: int, epilogue: str, pingpong: bool) -> int:
+    from ..hopper.problem import HopperGemm
+
+    return HopperGemm("point", 1, 1, HOPPER_BK, "f16", BM, BN, epilogue=epilogue, pingpong=pingpong,
+                      persistent=pingpong).smem_bytes(stages)
 
 
 # ---------------------------------------------------------------------------
@@ -142,7 +175,23 @@ def _c_smem(ctx, p: HopperPoint) -> Optional[str]:
     from ..hopper.problem import SMEM_LIMIT
 
     if p.smem_bytes() > SMEM_LIMIT:
-        return f"{p.stages} stages need {p.smem_bytes()} B of shared memory, above the {SMEM_LIMIT} B of sm_90"
+        extra = " with the TMA-store staging slots" if p.epilogue == "tma_store" else ""
+        return (f"{p.stages} stages need {p.smem_bytes()} B of shared memory{extra}, above the {SMEM_LIMIT} B "
+                "of sm_90")
+    return None
+
+
+def _c_pingpong(ctx, p: HopperPoint) -> Optional[str]:
+    if p.pingpong and (p.BM != 64 or not p.persistent):
+        return (f"ping-pong consumers take whole 64-row tiles of a persistent CTA (BM = {p.BM}, persistent = "
+                f"{p.persistent}): use BM 64 and persistent")
+    return None
+
+
+def _c_store(ctx, p: HopperPoint) -> Optional[str]:
+    if p.epilogue == "tma_store" and ctx.N % 4:
+        return (f"N = {ctx.N}: a TMA store needs C's row stride (4 N bytes) to be a multiple of 16; use N a "
+                "multiple of 4, or the register epilogue")
     return None
 
 
@@ -150,7 +199,8 @@ def _c_kernel(ctx, p: HopperPoint) -> Optional[str]:
     from ..emit.sm90.config import Sm90Config
 
     try:
-        Sm90Config(bm=p.BM, bn=p.BN, stages=p.stages, k_pipe_mmas=p.k_pipe_mmas, dtype=ctx.dtype).check()
+        Sm90Config(bm=p.BM, bn=p.BN, stages=p.stages, k_pipe_mmas=p.k_pipe_mmas, dtype=ctx.dtype,
+                   split_k=p.split_k, persistent=p.persistent, pingpong=p.pingpong, epilogue=p.epilogue).check()
     except ValueError as e:
         return str(e)
     return None
@@ -159,7 +209,10 @@ def _c_kernel(ctx, p: HopperPoint) -> Optional[str]:
 HOPPER_CONSTRAINTS: tuple[HopperConstraint, ...] = (
     HopperConstraint("k_pipe_mmas<stages", "k_pipe_mmas < stages", _c_kpipe),
     HopperConstraint("tma-16B", "K % 8 == 0", _c_tma),
-    HopperConstraint("shared-memory", "stages * ((BM + BN) * 128 + 16) + 1024 <= 232448", _c_smem),
+    HopperConstraint("shared-memory", "stages * ((BM + BN) * 128 + 16) + staging + order + 1024 <= 232448",
+                     _c_smem),
+    HopperConstraint("ping-pong", "pingpong => BM == 64 and persistent", _c_pingpong),
+    HopperConstraint("tma-store-16B", "epilogue == tma_store => N % 4 == 0", _c_store),
     HopperConstraint("Sm90Config.check", "synth.emit.sm90.config.Sm90Config(...).check() passes", _c_kernel),
 )
 
@@ -185,18 +238,22 @@ def prune_hopper(ctx, points: Sequence[HopperPoint]) -> tuple[list[HopperPoint],
 
 
 def is_legal_hopper(ctx, p: HopperPoint) -> Optional[str]:
-    """None when ``p`` is legal for the context's shape, else ``constraint: why`` (a split point: its base
-    point's constraints, then :func:`hopper_split_issue`)."""
+    """None when ``p`` is legal for the context's shape, else ``constraint: why`` (a split point: the constraints
+    of the point unsplit, then :func:`hopper_split_issue`; persistent, ping-pong and the TMA store are never
+    split)."""
     for c in HOPPER_CONSTRAINTS:
-        why = c.check(ctx, p.base)
+        why = c.check(ctx, p.kernel)
         if why is not None:
             return f"{c.name}: {why}"
     if p.split_k != 1:
         why = hopper_split_issue(ctx, p)
         if why is not None:
             return f"split-k: {why}"
-        if p.persistent:
+        if p.persistent or p.pingpong:
             return f"persistent: a persistent CTA computes whole tiles, not split_k = {p.split_k} splits"
+        if p.epilogue == "tma_store":
+            return (f"tma-store: a TMA-store epilogue with split_k = {p.split_k} is not built (the split's last CTA "
+                    "sums the partials through global memory)")
     return None
 
 
@@ -212,6 +269,39 @@ def hopper_split_issue(ctx, p: HopperPoint) -> Optional[str]:
     if p.split_k > T:
         return f"split_k = {p.split_k} exceeds the {T} k-tiles of K"
     return None
+
+
+def fit_stages(p: HopperPoint) -> Optional[HopperPoint]:
+    """``p`` with the most stages, at most its own, whose shared memory fits sm_90 (the TMA-store staging slots and
+    ping-pong's order barriers take room from the ring), ``k_pipe_mmas`` lowered below them if needed; None when
+    not even one stage fits. The pipeline model's per-k-tile cycles never grow with the stages, so this is the
+    variant's best depth at the base point's ``k_pipe_mmas``."""
+    from ..hopper.problem import SMEM_LIMIT
+
+    q = p
+    while q.stages >= 1 and q.smem_bytes() > SMEM_LIMIT:
+        q = replace(q, stages=q.stages - 1, k_pipe_mmas=min(q.k_pipe_mmas, q.stages - 2))
+    return q if q.stages >= 1 and q.k_pipe_mmas >= 0 else None
+
+
+VARIANTS: tuple[tuple[bool, bool, str], ...] = (
+    (False, False, "register"), (True, False, "register"), (True, False, "tma_store"), (False, False, "tma_store"),
+    (True, True, "register"), (True, True, "tma_store"))
+"""``(persistent, pingpong, epilogue)`` of the variants ranked for every evaluated point: one CTA per tile,
+persistent, persistent + TMA store, one CTA per tile + TMA store, and for ``BM = 64`` ping-pong and ping-pong + TMA
+store (docs/search.md, section 10)."""
+
+
+def hopper_variants(ctx, p: HopperPoint) -> list[HopperPoint]:
+    """The legal variants of the unsplit point ``p`` (:data:`VARIANTS`, each at :func:`fit_stages`), ``p``'s own
+    configuration (its base) first. A variant the shape or the tile rules out (ping-pong with ``BM = 128``, a TMA
+    store with ``N % 4 != 0``) is left out; :func:`is_legal_hopper` says why."""
+    out: list[HopperPoint] = []
+    for persistent, pingpong, epilogue in VARIANTS:
+        q = fit_stages(replace(p.base, persistent=persistent, pingpong=pingpong, epilogue=epilogue))
+        if q is not None and q not in out and is_legal_hopper(ctx, q) is None:
+            out.append(q)
+    return out
 
 
 # ---------------------------------------------------------------------------
@@ -330,21 +420,97 @@ class HopperEstimate(WaveEstimate):
     tiles_per_cta: int = 1
     """Tiles the busiest CTA computes: ``ceil(tiles / P)`` when persistent, 1 otherwise."""
     epilogue_cycles: int = 0
-    """One tile's end: the C store's latency and its bytes at the SM's L2 share (not overlapped in this kernel)."""
+    """One tile's C store on the consumers' path: the register store's latency and bytes at the SM's L2 share, or the
+    TMA store's staging writes and barriers (:func:`epilogue_cost`)."""
     boundary_cycles: int = 0
     """Persistent: the busiest CTA's tile-boundary cost, ``(tiles_per_cta - 1) x max(0, fill - epilogue)`` (the
-    next tile's first TMA round trip the epilogue does not hide)."""
+    next tile's first TMA round trip the epilogue does not hide; plus TMA-store writes longer than a main loop);
+    ping-pong: ``(tiles_per_cta - 1) x`` (a tile's step beyond its main loop: the order handoff, or half the
+    epilogue's excess over the main loop)."""
     prologue_cycles: int = 0
     """One CTA's start: its setup barriers and the pipeline fill (paid per wave without persistence, once per
     CTA with it)."""
+    epilogue: str = "register"
+    """``register`` or ``tma_store``."""
+    pingpong: bool = False
+    """Two consumer warp groups alternate on the persistent CTA's 64-row tiles."""
+    loop_per_tile_cycles: int = 0
+    """One tile's main loop on the busiest SM (``T x round``)."""
+    staging_cycles: int = 0
+    """TMA store: one tile's staging writes at the SM's shared-memory bandwidth (bank conflicts included)."""
+    store_cycles: int = 0
+    """TMA store: one tile's C writes by the TMA unit (``lat_global`` + bytes at the SM's L2 share), asynchronous."""
+    hidden_cycles: int = 0
+    """Epilogue cycles the busiest SM does not wait for: TMA-store writes behind the next main loop (or wave), and
+    ping-pong epilogues behind the other warp group's main loop."""
+    drain_cycles: int = 0
+    """TMA store: the last tile's (or wave's) writes, landed before the kernel ends."""
 
 
-def round_terms_hopper(arch, p: HopperPoint, k: int, pipe: Pipeline, l2_hit: float) -> dict[str, float]:
-    """Per-round cycles of every term for ``k`` co-resident CTAs each advancing one k-tile."""
+def store_cols(BN: int) -> int:
+    """Columns ``W`` of one TMA-store sub-tile (64 rows of f32): 32, or 16 where ``BN`` is not a multiple of 32
+    (the kernel's ``Sm90Config.store_cols``)."""
+    return 32 if BN % 32 == 0 else 16
+
+
+def staging_wavefronts(BN: int) -> int:
+    """Shared-memory wavefronts of one warp's ``st.shared.v2.f32`` into a staging slot (docs/search.md, section 10,
+    "The epilogues"): lane ``l`` writes row ``l / 4`` (plus 16 per warp and 8 per half), columns ``2 (l % 4)`` and
+    ``2 (l % 4) + 1`` (plus 8 per step) of a row-major ``64 x W`` f32 slot, as the kernel emits it
+    (docs/hopper_store.md). A wavefront serves one 4-byte word per bank (32 banks), so the count is the most
+    distinct words one bank receives: 8 for ``W = 32`` (rows 128 bytes apart share their banks), 4 for
+    ``W = 16``, against 2 for a conflict-free 256-byte access."""
+    W = store_cols(BN)
+    words: dict[int, set[int]] = {}
+    for lane in range(32):
+        for j in (0, 1):
+            w = (lane // 4) * W + 2 * (lane % 4) + j
+            words.setdefault(w % 32, set()).add(w)
+    return max(len(v) for v in words.values())
+
+
+@dataclass(frozen=True)
+class EpilogueCost:
+    """One tile's C store by the busiest SM's ``stores`` CTAs (docs/search.md, section 10, "The epilogues")."""
+
+    critical: float
+    """Cycles the consumers spend on it after the tile's main loop: the register store's latency and bytes at the
+    SM's L2 share, or the TMA store's staging writes and named barriers."""
+    write: float = 0.0
+    """TMA store: the C bytes written by the TMA unit, ``lat_global`` plus the bytes at the SM's L2 share
+    (asynchronous: after ``critical``, overlapping what follows); 0 for the register store (in ``critical``)."""
+    tail: float = 0.0
+    """TMA store: the last sub-tiles' shared-memory reads a CTA waits for (``wait_group.read 0``) before it exits."""
+    staging: float = 0.0
+    """TMA store: the staging writes at the SM's shared-memory bandwidth, with the slot layout's bank conflicts."""
+    barriers: float = 0.0
+    """TMA store: two named barriers per sub-tile (``free`` and ``publish``)."""
+
+
+def epilogue_cost(arch, p: HopperPoint, stores: float) -> EpilogueCost:
+    """The C store of one tile (``64 x BN`` for ping-pong, else ``BM x BN``, f32) by ``stores`` CTAs of one SM."""
+    rows = 64 if p.pingpong else p.BM
+    c_bytes = stores * rows * p.BN * C_BYTES
+    l2_per_sm = arch.l2_bytes_per_clk / arch.sm_count
+    through_l2 = arch.lat_global + c_bytes / l2_per_sm
+    if p.epilogue != "tma_store":
+        return EpilogueCost(critical=through_l2)
+    W = store_cols(p.BN)
+    ideal = max(1, -(-32 * 8 // arch.smem_bytes_per_clk))  # a warp's 256 bytes without a conflict
+    staging = c_bytes / arch.smem_bytes_per_clk * staging_wavefronts(p.BN) / ideal
+    barriers = 2 * (p.BN // W) * arch.barrier_cycles  # the warp groups run theirs side by side
+    tail = stores * (rows // 64) * 64 * W * C_BYTES / arch.tma_bytes_per_clk
+    return EpilogueCost(critical=staging + barriers, write=through_l2, tail=tail, staging=staging, barriers=barriers)
+
+
+def round_terms_hopper(arch, p: HopperPoint, k: int, pipe: Pipeline, l2_hit: float,
+                       store_bytes: float = 0.0) -> dict[str, float]:
+    """Per-round cycles of every term for ``k`` co-resident CTAs each advancing one k-tile; ``store_bytes``: C bytes
+    per CTA and round that asynchronous TMA stores write through L2 meanwhile (they share its bandwidth)."""
     tile_bytes = (p.BM + p.BN) * p.BK * 2
     mma = 2 * p.BM * p.BN * p.BK / arch.tensor_f16_f32_flop_per_clk_sm
     dram_per_sm = arch.dram_gb_s * 1e9 * arch.dram_efficiency / (arch.clock_ghz * 1e9) / arch.sm_count
-    return {"tensor": k * mma, "l2": k * tile_bytes / (arch.l2_bytes_per_clk / arch.sm_count),
+    return {"tensor": k * mma, "l2": k * (tile_bytes + store_bytes) / (arch.l2_bytes_per_clk / arch.sm_count),
             "dram": k * tile_bytes * (1.0 - l2_hit) / dram_per_sm, "pipeline": pipe.per_tile,
             "fill": float(pipe.fill)}
 
@@ -366,7 +532,9 @@ def combine_hopper(t: dict[str, float]) -> tuple[float, str]:
 def estimate_hopper(ctx, p: HopperPoint) -> HopperEstimate:
     """Predicted kernel time of ``p`` on the context's shape (docs/search.md, section 10); a split point
     (``split_k = S > 1``) runs ``tiles x S`` CTAs of at most ``ceil(T / S)`` k-tiles and pays the sm_80
-    model's reduction per wave (:func:`synth.search.model.reduction`, with the kernel's two barriers)."""
+    model's reduction per wave (:func:`synth.search.model.reduction`, with the kernel's two barriers); a
+    persistent point one wave of CTAs walking the tiles, a ping-pong point two consumer warp groups alternating
+    on them; a TMA-store point the staging of C on the consumers' path and its writes overlapped."""
     from .model import OUT_BYTES, PARTIAL_BYTES, reduction, sum_waves, traffic, workspace_spill
 
     arch = ctx.arch
@@ -374,6 +542,7 @@ def estimate_hopper(ctx, p: HopperPoint) -> HopperEstimate:
     T = -(-K // p.BK)
     S = p.split_k
     Ts = -(-T // S)
+    tma = p.epilogue == "tma_store"
     pipe = pipeline(ctx.dtype, p.BM, p.BN, p.stages, p.k_pipe_mmas, Ts)
     tm, tn = -(-M // p.BM), -(-N // p.BN)
     tiles = tm * tn
@@ -385,32 +554,55 @@ def estimate_hopper(ctx, p: HopperPoint) -> HopperEstimate:
     tr = traffic(arch, M, N, K, p.BM, p.BN, max(1, per_wave // S))
     w_spill, r_spill, ws_dram = workspace_spill(arch, tiles, S, p.BM, p.BN, per_wave)
     dram_bytes = tr.dram_bytes + M * N * (C_BYTES - OUT_BYTES) + ws_dram
-    l2_per_sm = arch.l2_bytes_per_clk / arch.sm_count
     sms = min(arch.sm_count, ctas)
+    store_bytes = p.BM * p.BN * C_BYTES / Ts if tma else 0.0
     reduced: dict[int, float] = {}
+    epis: dict[int, EpilogueCost] = {}
 
     def wave(k: int):
-        t = round_terms_hopper(arch, p, k, pipe, tr.l2_hit)
+        t = round_terms_hopper(arch, p, k, pipe, tr.l2_hit, store_bytes)
         rc, what = combine_hopper(t)
         setup = SETUP_BARRIERS * arch.barrier_cycles
         red = reduction(arch, p.BM, p.BN, S, k, sms, w_spill, r_spill, barriers=HOPPER_SPLIT_BARRIERS)
         reduced[k] = red["write"] + red["handoff"] + red["read"]
-        epi = arch.lat_global + red["lasts"] * p.BM * p.BN * C_BYTES / l2_per_sm
-        return Ts * rc, setup + pipe.fill + reduced[k] + epi, what, rc, t
+        epis[k] = ep = epilogue_cost(arch, p, red["lasts"])
+        # a CTA of one tile leaves after its store: the register store's bytes, or the TMA store's staging and
+        # its last sub-tiles' shared-memory reads (the writes land while the next wave runs)
+        return Ts * rc, setup + pipe.fill + reduced[k] + ep.critical + ep.tail, what, rc, t
 
     prologue = SETUP_BARRIERS * arch.barrier_cycles + pipe.fill
+    hidden = drain = 0.0
     if p.persistent:
-        # P CTAs (one wave), the busiest walks ceil(tiles / P) tiles back to back: setup and fill once, every tile's
-        # epilogue in full (the consumers store C themselves), and per tile boundary the part of the next tile's
-        # first TMA round trip that the producer's prefetch (stages - K_PIPE_MMAS free slots) during the epilogue
-        # does not hide
         P = min(tiles, per_wave)
         k_act = -(-P // arch.sm_count)
         n = -(-tiles // P)
-        lw, fw, bound, round_c, terms = wave(k_act)
-        epi1 = fw - prologue
-        boundary = max(0.0, pipe.fill - epi1)
-        loop_cyc, fixed_cyc, k_bind = n * lw, prologue + n * epi1 + (n - 1) * boundary, k_act
+        lw, _, bound, round_c, terms = wave(k_act)  # lw: one tile's main loop
+        ep = epis[k_act]
+        E = ep.critical
+        if tma:  # the last tile's stores land before the kernel ends; the others' writes overlap the next main loop
+            drain = ep.write
+            exposed = max(0.0, ep.write - lw)
+            hidden = (n - 1) * (ep.write - exposed)
+        else:
+            exposed = 0.0
+        if p.pingpong:
+            # tile i + 1's main loop starts when tile i's ends and the order barrier hands over (one barrier); tile
+            # i + 2's warp group must have stored tile i first: each warp group runs a main loop and an epilogue
+            # every two tiles, so a tile costs max(ML + handoff, (ML + E) / 2); the last epilogue in full; no tile
+            # boundary (the producer runs ahead across tiles)
+            step = max(lw + arch.barrier_cycles, (lw + E + exposed) / 2)
+            boundary = step - lw
+            hidden += (n - 1) * max(0.0, E - boundary)
+            loop_cyc = n * lw
+            fixed_cyc = prologue + (n - 1) * boundary + E + drain
+        else:
+            # P CTAs (one wave), the busiest walks ceil(tiles / P) tiles back to back: setup and fill once, every
+            # tile's epilogue on the consumers' path, and per tile boundary the part of the next tile's first TMA
+            # round trip that the producer's prefetch (stages - K_PIPE_MMAS free slots) during the epilogue does
+            # not hide (and, with the TMA store, the writes the next main loop does not cover)
+            boundary = max(0.0, pipe.fill - E) + exposed
+            loop_cyc, fixed_cyc = n * lw, prologue + n * E + (n - 1) * boundary + drain
+        k_bind = k_act
         red_total, waves, ctas, full, rem = 0.0, 1, P, 1, 0
     else:
         n, boundary = 1, 0.0
@@ -418,9 +610,16 @@ def estimate_hopper(ctx, p: HopperPoint) -> HopperEstimate:
                                                                        pipe.per_tile)
         red_total = (full * reduced[r] if full else 0.0) + (reduced[-(-rem // arch.sm_count)] if rem else 0.0)
         waves = full + (1 if rem else 0)
+        if tma:  # the last wave's writes land before the kernel ends; the earlier waves' overlap the next wave
+            last = epis[-(-rem // arch.sm_count)] if rem else epis[r]
+            drain = max(0.0, last.write - last.tail)
+            hidden = (waves - 1) * max(0.0, epis[r].write - epis[r].tail)
+            fixed_cyc += drain
     time_us, compute_us, dram_us = kernel_time(arch, loop_cyc + fixed_cyc, dram_bytes)
     bound = "dram" if dram_us > compute_us else bound
     wl, wf, _, _, _ = wave(r)
+    lw = lw if p.persistent else wl
+    ep_r = epis[k_bind] if k_bind in epis else epis[r]
     shown = ("tensor", "l2", "dram", "pipeline", "fill")
     return HopperEstimate(
         time_us=time_us, tflops=2.0 * M * N * K / (time_us * 1e-6) / 1e12, ctas=ctas, ctas_per_sm=r,
@@ -434,12 +633,15 @@ def estimate_hopper(ctx, p: HopperPoint) -> HopperEstimate:
         terms=tuple((n, round(terms[n], 1)) for n in shown if n in terms), l2_hit=round(tr.l2_hit, 4),
         split_k=S, tiles=tiles, split_k_tiles=Ts, busiest_ctas=-(-ctas // arch.sm_count),
         reduction_cycles=int(round(red_total)), workspace_bytes=tiles * S * p.BM * p.BN * PARTIAL_BYTES if S > 1 else 0,
-        persistent=p.persistent, tiles_per_cta=n, epilogue_cycles=int(round(wf - prologue - reduced[r])),
-        boundary_cycles=int(round((n - 1) * boundary)), prologue_cycles=int(round(prologue)))
+        persistent=p.persistent, tiles_per_cta=n, epilogue_cycles=int(round(ep_r.critical)),
+        boundary_cycles=int(round((n - 1) * boundary)), prologue_cycles=int(round(prologue)),
+        epilogue=p.epilogue, pingpong=p.pingpong, loop_per_tile_cycles=int(round(lw)),
+        staging_cycles=int(round(ep_r.staging)), store_cycles=int(round(ep_r.write)),
+        hidden_cycles=int(round(hidden)), drain_cycles=int(round(drain)))
 
 
 __all__ = ["HopperPoint", "HopperConstraint", "HOPPER_CONSTRAINTS", "HopperEstimate", "Pipeline",
            "enumerate_hopper_space", "prune_hopper", "is_legal_hopper", "pipeline", "hopper_occupancy",
            "launch_registers", "estimate_hopper", "auto_point", "round_terms_hopper", "combine_hopper",
-           "clear_hopper_cache", "pipeline_evaluations", "HOPPER_BM_SPACE", "HOPPER_BN_SPACE", "HOPPER_STAGES_SPACE",
+           "clear_hopper_cache", "pipeline_evaluations", "VARIANTS", "hopper_variants", "fit_stages", "EpilogueCost", "epilogue_cost", "staging_wavefronts", "store_cols", "HOPPER_BM_SPACE", "HOPPER_BN_SPACE", "HOPPER_STAGES_SPACE",
            "HOPPER_KPIPE_SPACE", "HOPPER_BK", "C_BYTES", "HOPPER_SPLIT_BARRIERS", "hopper_split_issue"]

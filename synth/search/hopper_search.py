@@ -25,7 +25,8 @@ from typing import Optional
 from ..errors import SynthError
 from .explain import behind, beats, difference, loop_rate
 from .hopper import (HopperEstimate, HopperPoint, auto_point, enumerate_hopper_space, estimate_hopper,
-                     hopper_occupancy, hopper_split_issue, is_legal_hopper, pipeline_evaluations, prune_hopper)
+                     hopper_occupancy, hopper_split_issue, hopper_variants, is_legal_hopper, pipeline_evaluations,
+                     prune_hopper, staging_wavefronts, store_cols)
 from .results import Candidate, Progress, ReferenceRank, SearchResult, progress_or_silent
 
 
@@ -35,6 +36,13 @@ class HopperEntry:
 
     point: HopperPoint
     est: HopperEstimate
+    source: Optional[HopperPoint] = None
+    """The evaluated point (one CTA per tile, register epilogue) whose variant this is (None: ``point.base``)."""
+
+    @property
+    def origin(self) -> HopperPoint:
+        """The point whose variants :func:`why_hopper_variant` compares."""
+        return self.source if self.source is not None else self.point.base
 
 
 def resolve_mainloop(arch_name: str, mainloop: Optional[str]) -> str:
@@ -54,17 +62,21 @@ def resolve_mainloop(arch_name: str, mainloop: Optional[str]) -> str:
 
 
 def hopper_key(e: HopperEntry) -> tuple:
-    """Ranking key: predicted time; on ties fewer K splits, one CTA per tile before persistent, less shared
-    memory, fewer stages, fewer wgmma groups held, then the tile."""
+    """Ranking key: predicted time; on ties fewer K splits, one CTA per tile before persistent before ping-pong,
+    the register epilogue before the TMA store, less shared memory, fewer stages, fewer wgmma groups held, then
+    the tile."""
     p = e.point
-    return (round(e.est.time_us, 9), p.split_k, p.persistent, p.smem_bytes(), p.stages, p.k_pipe_mmas, p.BM, p.BN)
+    return (round(e.est.time_us, 9), p.split_k, p.persistent, p.pingpong, p.epilogue != "register", p.smem_bytes(),
+            p.stages, p.k_pipe_mmas, p.BM, p.BN)
 
 
 def evaluate_tiles(ctx, legal: list[HopperPoint], say: Progress) -> dict[HopperPoint, HopperEntry]:
     """The evaluated points: per tile the pipeline model's choice, or every legal point of a tile whose
     depths differ in CTAs per SM (or whose choice is not legal); each with its legal K splits
     (:func:`synth.search.hopper.hopper_split_issue`), which keep the choice made for the whole K, and its
-    persistent variant (one wave of CTAs walking the tiles; never split)."""
+    legal variants (:func:`synth.search.hopper.hopper_variants`: persistent, the TMA store, ping-pong for
+    ``BM = 64``; never split), each estimated directly (no further CP-SAT call: a variant keeps the point's
+    ``k_pipe_mmas`` and the most of its stages that fit)."""
     from .space import SPLIT_SPACE
 
     by_tile: dict[tuple[int, int], list[HopperPoint]] = {}
@@ -78,9 +90,9 @@ def evaluate_tiles(ctx, legal: list[HopperPoint], say: Progress) -> dict[HopperP
         q = auto_point(ctx, bm, bn)
         occ = {hopper_occupancy(ctx.arch, p)[0] for p in pts}
         for p in ([q] if q in legal_set and len(occ) == 1 else pts):
-            out[p] = HopperEntry(p, estimate_hopper(ctx, p))
-            pp = replace(p, persistent=True)
-            out[pp] = HopperEntry(pp, estimate_hopper(ctx, pp))
+            for v in hopper_variants(ctx, p):
+                if v not in out or v == p:
+                    out[v] = HopperEntry(v, estimate_hopper(ctx, v), p)
             for s in SPLIT_SPACE[1:]:
                 ps = replace(p, split_k=s)
                 if hopper_split_issue(ctx, ps) is None:
@@ -112,7 +124,12 @@ def describe_hopper(ctx, e: HopperEntry) -> str:
     """What bounds a Hopper configuration, in one clause."""
     est, p = e.est, e.point
     peak = ctx.arch.tensor_f16_f32_flop_per_clk_sm
-    if est.persistent:
+    if est.pingpong:
+        grid = (f"{est.ctas} persistent CTAs at {est.ctas_per_sm}/SM ({est.occupancy_limit}-limited, 384 threads), "
+                f"two ping-pong consumer warp groups taking turns on {est.tiles} tiles of 64 rows, the busiest CTA "
+                f"{est.tiles_per_cta} (the tiles fill {est.wave_efficiency:.0%} of {est.tiles_per_cta} x {est.ctas} "
+                "tile slots)")
+    elif est.persistent:
         grid = (f"{est.ctas} persistent CTAs at {est.ctas_per_sm}/SM ({est.occupancy_limit}-limited) walking "
                 f"{est.tiles} tiles, the busiest {est.tiles_per_cta} (the tiles fill {est.wave_efficiency:.0%} of "
                 f"{est.tiles_per_cta} x {est.ctas} tile slots)")
@@ -121,6 +138,8 @@ def describe_hopper(ctx, e: HopperEntry) -> str:
                 "k-tiles," if est.split_k > 1 else f"{est.ctas} CTAs")
         grid += (f" in {est.waves} wave{'s' if est.waves != 1 else ''} at {est.ctas_per_sm}/SM "
                  f"({est.occupancy_limit}-limited, last wave {est.wave_efficiency:.0%} full)")
+    if est.epilogue == "tma_store":
+        grid += ", C through shared staging slots and TMA stores"
     return (f"{est.bound}-bound: {grid}, "
             f"main loop at {loop_rate(e) / peak:.0%} of the wgmma peak; one CTA's k-tile takes {est.ii:.0f} "
             f"cycles in the pipeline model ({est.mma_cycles} of wgmma; {p.stages} stages, K_PIPE_MMAS "
@@ -155,7 +174,7 @@ def why_hopper_persistent(ctx, e: HopperEntry) -> str:
 
     if e.est.split_k > 1:
         return ""
-    arch, base = ctx.arch, e.point.base
+    arch, base = ctx.arch, e.origin
     one, per = estimate_hopper(ctx, base), estimate_hopper(ctx, replace(base, persistent=True))
     slots = arch.sm_count * one.ctas_per_sm
     exact = one.ctas / slots
@@ -185,8 +204,121 @@ def why_hopper_persistent(ctx, e: HopperEntry) -> str:
     return f"{quant}; {pers}; {verdict}"
 
 
-def why_hopper_winner(ctx, e: HopperEntry, ties: int, runner: Optional[HopperEntry]) -> str:
-    """Why ``e`` ranks first; ``runner`` is the best entry of another tile (never ``e``'s own)."""
+def _versus(a: HopperEstimate, b: HopperEstimate, name_a: str, name_b: str) -> str:
+    """``name_a predicted X% faster/slower than name_b (a vs b us)``, a tie within the model's error below it."""
+    from .explain import MODEL_ERROR, TIE, pct
+
+    if abs(a.time_us - b.time_us) <= 1e-9 * b.time_us:
+        return f"{name_a} predicted equal to {name_b} ({a.time_us:.1f} us)"
+    if a.time_us < b.time_us:
+        gap, word = b.time_us / a.time_us - 1, "faster"
+    else:
+        gap, word = a.time_us / b.time_us - 1, "slower"
+    return (f"{name_a} predicted {pct(gap)} {word} than {name_b} ({a.time_us:.1f} vs {b.time_us:.1f} us)" +
+            (f", {TIE}" if gap < MODEL_ERROR else ""))
+
+
+def why_hopper_variant(ctx, e: HopperEntry) -> str:
+    """Which variant of ``e``'s point won and why (empty for a split point): the predictions of one CTA per tile,
+    persistent, ping-pong (``BM = 64``) and the TMA store (:func:`synth.search.hopper.hopper_variants`); ping-pong
+    against the cooperative persistent kernel (its epilogue hidden behind the other warp group's main loop, the
+    handoffs), the TMA store against the register store of the same grid (staging writes with their bank
+    conflicts and barriers against the register store; its writes overlapped); each gap below
+    :data:`synth.search.explain.MODEL_ERROR` is a tie within the model's error."""
+    from .explain import MODEL_ERROR, TIE, pct
+
+    if e.est.split_k > 1:
+        return ""
+    base = e.origin
+    found = [HopperEntry(q, estimate_hopper(ctx, q), base) for q in hopper_variants(ctx, base)]
+    found.sort(key=hopper_key)
+    if e.point not in {f.point for f in found}:
+        found.insert(0, e)
+    by = {(f.point.persistent, f.point.pingpong, f.point.epilogue): f for f in found}
+    p = e.point
+    parts = []
+    co = by.get((True, False, "register"))
+    pp = by.get((True, True, "register"))
+    if base.BM != 64:
+        parts.append("ping-pong is not ranked for this tile: its warp groups take whole 64-row tiles (BM = 64)")
+    elif pp is not None and co is not None:
+        s = pp.est
+        text = ("ping-pong: one tile per CTA, so the second warp group has no main loop to hide the first one's C "
+                "store behind" if s.tiles_per_cta <= 1 else
+                f"ping-pong: each warp group's {s.epilogue_cycles:,}-cycle C store runs while the other computes its "
+                f"{s.loop_per_tile_cycles:,}-cycle main loop ({s.hidden_cycles:,} epilogue cycles hidden on the busiest "
+                f"SM, {s.boundary_cycles:,} paid at its {max(s.tiles_per_cta - 1, 0)} handoff"
+                f"{'s' if s.tiles_per_cta != 2 else ''}), where the cooperative persistent kernel stores "
+                f"{co.est.epilogue_cycles:,} cycles after every main loop")
+        parts.append(text + "; " + _versus(s, co.est, "ping-pong", "cooperative persistent"))
+    grid = (p.persistent, p.pingpong)
+    ts, rg = by.get(grid + ("tma_store",)), by.get(grid + ("register",))
+    if ctx.N % 4:
+        parts.append(f"no TMA store: N = {ctx.N} is not a multiple of 4 (C's row stride must be a multiple of 16 "
+                     "bytes)")
+    elif ts is not None and rg is not None:
+        s = ts.est
+        W = store_cols(p.BN)
+        text = (f"TMA store ({'ping-pong' if p.pingpong else 'persistent' if p.persistent else 'one CTA per tile'}): "
+                f"{s.staging_cycles:,} cycles of staging writes ({staging_wavefronts(p.BN)} shared-memory wavefronts "
+                f"per warp store where 2 carry no bank conflict: the rows of the {W}-column f32 slot share banks) "
+                f"and {s.epilogue_cycles - s.staging_cycles:,} of named barriers per tile on the consumers' path, "
+                f"against the register store's {rg.est.epilogue_cycles:,} (latency and the bytes at the SM's L2 "
+                f"share); the TMA unit's writes ({s.store_cycles:,} cycles a tile) overlap what follows "
+                f"({s.hidden_cycles:,} cycles hidden on the busiest SM, {s.drain_cycles:,} at the end) and share L2 "
+                "with the main loop")
+        if ts.point.stages != rg.point.stages:
+            text += f" (the staging slots leave room for {ts.point.stages} stages, not {rg.point.stages})"
+        parts.append(text + "; " + _versus(s, rg.est, "the TMA store", "the register store"))
+    listing = ", ".join(f"{f.point.variant} {f.est.time_us:.1f}" for f in found)
+    won = f"{p.variant} is the fastest of the {len(found)} variants of {base.BM}x{base.BN}x{base.BK} ({listing} us)"
+    other = next((f for f in found if f.point != p), None)
+    if other is not None:
+        gap = other.est.time_us / e.est.time_us - 1
+        won += (f", {other.point.variant} next, {pct(gap)} behind" + (f", {TIE}" if gap < MODEL_ERROR else "")
+                if gap > 1e-9 else f", predicted equal to {other.point.variant} (ties go to the simpler kernel)")
+    return "; ".join([won] + parts)
+
+
+VARIANT_KINDS: tuple[tuple[str, object], ...] = (
+    ("ping-pong", lambda p: p.pingpong), ("TMA-store", lambda p: p.epilogue == "tma_store"))
+"""The variant kinds the winner's reason compares it with, when it is not one: its best kernel over every tile."""
+
+
+def best_of_kinds(entries) -> dict[str, HopperEntry]:
+    """The best entry (:func:`hopper_key`) of each kind of :data:`VARIANT_KINDS` among ``entries``."""
+    out: dict[str, HopperEntry] = {}
+    for e in entries:
+        for kind, has in VARIANT_KINDS:
+            if has(e.point) and (kind not in out or hopper_key(e) < hopper_key(out[kind])):
+                out[kind] = e
+    return out
+
+
+def why_not_kinds(e: HopperEntry, kinds: dict[str, HopperEntry]) -> str:
+    """Why ``e`` beats the best kernel of each variant kind it is not (empty when there is none): its prediction,
+    the gap (a tie within the model's error below it) and what ``e`` saves (:func:`synth.search.explain.difference`)."""
+    from .explain import MODEL_ERROR, TIE, pct
+
+    parts = []
+    for kind, has in VARIANT_KINDS:
+        o = kinds.get(kind)
+        if o is None or has(e.point):
+            continue
+        gap = o.est.time_us / e.est.time_us - 1
+        if gap <= 1e-9:
+            parts.append(f"the best {kind} kernel ({o.point.label}) is predicted equal and ranked after it (ties go "
+                         "to the simpler kernel)")
+        else:
+            parts.append(f"the best {kind} kernel ({o.point.label}) is predicted {pct(gap)} slower" +
+                         (f", {TIE}" if gap < MODEL_ERROR else "") + f"; #1 {difference(e, o)}")
+    return "; ".join(parts)
+
+
+def why_hopper_winner(ctx, e: HopperEntry, ties: int, runner: Optional[HopperEntry],
+                      kinds: Optional[dict[str, HopperEntry]] = None) -> str:
+    """Why ``e`` ranks first; ``runner`` is the best entry of another tile (never ``e``'s own); ``kinds`` the best
+    entry of each variant kind (:func:`best_of_kinds`), compared when ``e`` is not of that kind."""
     text = describe_hopper(ctx, e)
     split = why_hopper_split(ctx, e)
     if split:
@@ -194,6 +326,12 @@ def why_hopper_winner(ctx, e: HopperEntry, ties: int, runner: Optional[HopperEnt
     persistent = why_hopper_persistent(ctx, e)
     if persistent:
         text += "; " + persistent
+    variant = why_hopper_variant(ctx, e)
+    if variant:
+        text += "; " + variant
+    other_kinds = why_not_kinds(e, kinds or {})
+    if other_kinds:
+        text += "; " + other_kinds
     if ties:
         text += (f"; {ties} other tile{'s' if ties > 1 else ''} tie{'s' if ties == 1 else ''} at this prediction "
                  "(ties go to less shared memory, then fewer stages)")
@@ -292,7 +430,8 @@ def search_hopper(ctx, *, top: int = 5, references: bool = True, progress: Optio
         ties = sum(1 for e in order[1:] if round(e.est.time_us, 9) == round(winner.est.time_us, 9))
         runner = order[1] if len(order) > 1 else None
         for e in chosen:
-            why = why_hopper_winner(ctx, e, ties, runner) if e is winner else why_hopper_other(ctx, e, winner)
+            why = (why_hopper_winner(ctx, e, ties, runner, best_of_kinds(entries.values())) if e is winner
+                   else why_hopper_other(ctx, e, winner))
             cands.append(hopper_candidate(ctx, e, rank_of(e), why))
     refs = rank_hopper_references(ctx, entries, best, winner) if references else []
     return SearchResult(
@@ -317,4 +456,5 @@ def hopper_context(M: int, N: int, K: int, dtype: str, arch):
 
 
 __all__ = ["search_hopper", "resolve_mainloop", "hopper_context", "HopperEntry", "hopper_key", "evaluate_tiles",
-           "describe_hopper", "why_hopper_split", "why_hopper_persistent", "why_hopper_winner", "why_hopper_other", "hopper_candidate", "rank_hopper_references"]
+           "describe_hopper", "why_hopper_split", "why_hopper_persistent", "why_hopper_variant",
+           "best_of_kinds", "why_not_kinds", "VARIANT_KINDS", "why_hopper_winner", "why_hopper_other", "hopper_candidate", "rank_hopper_references"]

@@ -22,6 +22,8 @@ def search_result_to_json(result: SearchResult) -> dict:
             "rank": c.rank, "name": c.name, "mainloop": c.mainloop, "BM": c.BM, "BN": c.BN, "BK": c.BK,
             "warps": c.warps, "stages": c.stages, "k_pipe_mmas": c.k_pipe_mmas, "split_k": c.split_k,
             "stream_k": c.stream_k, "persistent": c.persistent,
+            "pingpong": bool(getattr(c.config, "pingpong", False)),
+            "epilogue": getattr(c.config, "epilogue", "register") if c.mainloop == "tma_wgmma" else None,
             "smem_slots": c.smem_slots,
             "predicted_us": round(c.time_us, 3), "tflops": round(c.tflops, 2),
             "smem_bytes": c.smem_bytes, "regs_per_thread": c.regs_per_thread, "ctas_per_sm": c.ctas_per_sm,
@@ -88,7 +90,7 @@ def print_result(con, res: SearchResult, *, verbose: bool = False, folders: Sequ
              f"{res.elapsed_s:.1f} s")
     t = Table(title=title, title_justify="left")
     cols = ["#", "tile BMxBNxBK", "warps", "stages (K_PIPE_MMAS)" if hopper else "stages (smem slots)", "split K"]
-    cols += ["persistent"] if hopper else []
+    cols += ["persistent", "epilogue"] if hopper else []
     cols += ["smem KiB", "regs", "CTA/SM", "waves", "k-tile cyc (pipeline)" if hopper else "k-tile cyc (solver)", "pred µs",
             "TFLOP/s", "bound"]
     if measured:
@@ -99,7 +101,9 @@ def print_result(con, res: SearchResult, *, verbose: bool = False, folders: Sequ
         row = [str(c.rank), f"{c.BM}x{c.BN}x{c.BK}", str(c.warps),
                f"{c.stages} ({c.k_pipe_mmas if hopper else c.smem_slots})"]
         row += [split_cell(c)]
-        row += [f"yes: {c.tiles_per_cta} tiles/CTA ({c.wave_efficiency:.0%})" if c.persistent else "no"] if hopper else []
+        row += [(f"yes{', ping-pong' if getattr(c.config, 'pingpong', False) else ''}: {c.tiles_per_cta} tiles/CTA "
+                 f"({c.wave_efficiency:.0%})" if c.persistent else "no"),
+                 "TMA store" if getattr(c.config, "epilogue", "register") == "tma_store" else "register"] if hopper else []
         row += [f"{c.smem_bytes / 1024:.0f}", str(c.regs_per_thread), str(c.ctas_per_sm),
                str(c.waves) if c.persistent else f"{c.waves} ({c.wave_efficiency:.0%})", "-" if c.ktile_cycles is None else str(c.ktile_cycles),
                f"{c.time_us:.1f}", f"{c.tflops:.1f}", c.bound]

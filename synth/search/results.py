@@ -118,6 +118,8 @@ class Candidate:
         if self.mainloop == "tma_wgmma":
             split = f" split{self.split_k}" if self.split_k != 1 else ""
             split += " persistent" if self.persistent else ""
+            split += " pingpong" if getattr(self.config, "pingpong", False) else ""
+            split += " tma_store" if getattr(self.config, "epilogue", "register") == "tma_store" else ""
             return f"{self.BM}x{self.BN}x{self.BK} s{self.stages} k{self.k_pipe_mmas}{split}"
         return self.point.label
 
