@@ -52,7 +52,7 @@ from .flags import FlagError, read_epilogue_flag, read_pingpong_flag
 from .store import check_store_threads
 
 FORMAT = "synth-certificate/2"
-HOPPER_FORMAT = "synth-certificate-hopper/2"
+HOPPER_FORMAT = "synth-certificate-hopper/3"
 MANIFEST = "manifest.json"
 PROGRAM = "program.json"
 PROBLEM = "problem.yaml"

@@ -5,7 +5,7 @@ obligation that the trusted checker derives from that file's bytes
 (:func:`synth.trusted.hopper.derive_hopper`, the negation: expected ``unsat``) and
 ``manifest.json``::
 
-    {"format": "synth-certificate-hopper/2", "program", "program_sha256", "trip_count",
+    {"format": "synth-certificate-hopper/3", "program", "program_sha256", "trip_count",
      "min_trip_count", "ranking": {role: lag}, "persistent": bool, "solvers": {"z3", "cvc5"},
      "obligations": [{"id", "file", "kind", "description", "expected": "unsat",
                       "result": {"z3", "cvc5"}, "sha256"}]}

@@ -271,3 +271,18 @@ def test_a_misplaced_bar_sync_is_refuted_where_the_oracle_hangs(where, first_t):
     assert not check_hopper_program(dumps(bad).encode(), timeout_s=30, tightness=False).ok
     assert "no_deadlock" in run(bad, first_t).classes
     assert not any(run(bad, T).violations for T in range(1, first_t))
+
+
+def test_a_certificate_from_before_converge_is_refused_by_name(tmp_path):
+    """The Hopper certificate format is synth-certificate-hopper/3 since program.json says who runs
+    what and the converge obligations exist: a /2 manifest is refused naming the format and the fix."""
+    from synth.verify.certificate_phases import FORMAT, certify_hopper, write_hopper_certificate
+    assert FORMAT == "synth-certificate-hopper/3"
+    d = tmp_path / "cert"
+    write_hopper_certificate(verify_hopper(gemm(2, 0), time_limit=20), str(d))
+    man = json.loads((d / "manifest.json").read_text())
+    man["format"] = "synth-certificate-hopper/2"
+    (d / "manifest.json").write_text(json.dumps(man, indent=2) + "\n")
+    res = certify_hopper(str(d))
+    assert not res.ok
+    assert "not a synth-certificate-hopper/3 manifest" in res.render() and "synth solve" in res.render()
