@@ -203,8 +203,25 @@ def _guess_command(argv: Sequence[str]) -> Optional[str]:
     return None
 
 
+PIPE_CLOSED = 141
+"""Exit status when standard output is closed before synth has written it all (``synth check ... | head``): the
+shell's status for a process ended by SIGPIPE, with no traceback."""
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the console script; returns the exit status (docs/commands.md)."""
+    try:
+        return _main(argv)
+    except BrokenPipeError:  # the reader of our output went away: nothing left to say, and nowhere to say it
+        try:
+            devnull = os.open(os.devnull, os.O_WRONLY)
+            os.dup2(devnull, sys.stdout.fileno())  # the interpreter's last flush must not fail again
+        except OSError:
+            pass
+        return PIPE_CLOSED
+
+
+def _main(argv: Sequence[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     as_json = "--json" in argv
     command = _guess_command(argv)
@@ -235,6 +252,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             print(exc.render(), file=sys.stderr)
     except KeyboardInterrupt:
         out = _interrupted(command, as_json)
+    except BrokenPipeError:
+        raise  # main's: standard output closed, not a bug
     except Exception as exc:
         from .deadline import interrupted
 
