@@ -128,7 +128,8 @@ def test_explanations_are_never_negative_or_self_referential(shape):
     for c in res.candidates:
         assert not NEG.search(c.why), c.why
         assert "by -" not in c.why and "saves -" not in c.why
-    m = re.search(r"best other tile \((\d+)x(\d+)x(\d+) s\d+ k\d+(?: split\d+)?(?: persistent)?\)", w.why)
+    m = re.search(r"best other tile \((\d+)x(\d+)x(\d+) s\d+ k\d+(?: split\d+)?(?: persistent)?(?: pingpong)?"
+                  r"(?: tma_store)?\)", w.why)
     assert m, w.why
     assert tuple(map(int, m.groups()))[:2] != (w.BM, w.BN), w.why
     for c in res.candidates[1:]:
@@ -380,3 +381,225 @@ def test_a_persistent_winner_folder_loads_and_matches_numpy_on_the_emulator(tmp_
     for ctas in (1, None):
         got = kern(A, B, ctas=ctas)
         assert np.allclose(got, want, atol=1e-2, rtol=1e-3), ctas
+
+
+# ---------------------------------------------------------------------------
+# ping-pong and the TMA-store epilogue (docs/search.md, section 10, "Variants")
+
+
+def _variant_kernel_accepts(ctx, p: HopperPoint) -> bool:
+    try:
+        Sm90Config(bm=p.BM, bn=p.BN, stages=p.stages, k_pipe_mmas=p.k_pipe_mmas, dtype=ctx.dtype, split_k=p.split_k,
+                   persistent=p.persistent, pingpong=p.pingpong, epilogue=p.epilogue).check()
+    except ValueError:
+        return False
+    return not (p.epilogue == "tma_store" and ctx.N % 4)
+
+
+def test_variant_points_shared_memory_threads_and_problem_keys():
+    """A TMA-store point counts its staging slots (2 per consumer warp group, 64 x W f32) and a ping-pong point its
+    two order mbarriers, as the kernel does; ping-pong runs 384 threads; problem() carries the keys a --top folder
+    writes, and its problem.yaml reads back as the same kernel."""
+    from synth.hopper.problem import hopper_gemm_yaml
+    from synth.load import load_problem
+    from synth.search.hopper import fit_stages, hopper_occupancy, is_legal_hopper
+
+    ctx = hopper_context(4096, 4096, 4096, "f16", "sm_90")
+    for p in (HopperPoint(128, 256, 4, 1, epilogue="tma_store"), HopperPoint(128, 48, 6, 1, persistent=True,
+              epilogue="tma_store"), HopperPoint(64, 128, 7, 1, persistent=True, pingpong=True),
+              HopperPoint(64, 256, 4, 1, persistent=True, pingpong=True, epilogue="tma_store")):
+        cfg = Sm90Config(bm=p.BM, bn=p.BN, stages=p.stages, k_pipe_mmas=p.k_pipe_mmas, persistent=p.persistent,
+                         pingpong=p.pingpong, epilogue=p.epilogue)
+        g = p.problem(4096, 4096, 4096, "f16")
+        assert p.smem_bytes() == cfg.smem_bytes == g.smem_bytes(p.stages), p.label
+        assert (p.consumers, p.warps) == (cfg.consumers, cfg.threads // 32) == (g.consumers, g.warps)
+        assert (g.pingpong, g.epilogue, g.persistent) == (p.pingpong, p.epilogue, p.persistent)
+        assert is_legal_hopper(ctx, p) is None and _variant_kernel_accepts(ctx, p)
+        back = load_problem(_write(hopper_gemm_yaml(g)))
+        assert (back.pingpong, back.epilogue, back.persistent, back.stages) == (p.pingpong, p.epilogue,
+                                                                                p.persistent, p.stages)
+        assert (re.search(r"-(pingpong|pp)-", g.name) is not None) == p.pingpong, g.name
+        assert (re.search(r"-(tma_store|tmas)-", g.name) is not None) == (p.epilogue == "tma_store"), g.name
+    # a problem name is at most 64 characters: long variant names are shortened, never refused on reading back
+    for p, shape in ((HopperPoint(64, 16, 16, 15, persistent=True, pingpong=True, epilogue="tma_store"),
+                      (99992, 99992, 99992)), (HopperPoint(64, 16, 16, 15, split_k=16), (16384, 16384, 16384))):
+        g = p.problem(*shape, "bf16")
+        assert len(g.name) <= 64, g.name
+        back = load_problem(_write(hopper_gemm_yaml(g)))
+        assert (back.name, back.pingpong, back.epilogue, back.split_k) == (g.name, p.pingpong, p.epilogue, p.split_k)
+    plain = HopperPoint(128, 256, 4, 1)
+    assert HopperPoint(128, 256, 4, 1, epilogue="tma_store").smem_bytes() - plain.smem_bytes() == 2 * 2 * 64 * 32 * 4
+    assert HopperPoint(128, 48, 4, 1, epilogue="tma_store").smem_bytes() - \
+        HopperPoint(128, 48, 4, 1).smem_bytes() == 2 * 2 * 64 * 16 * 4  # BN % 32: 16-column sub-tiles
+    pp = HopperPoint(64, 128, 4, 1, persistent=True, pingpong=True)
+    assert pp.smem_bytes() - HopperPoint(64, 128, 4, 1).smem_bytes() == 16 and pp.warps == 12
+    assert hopper_occupancy(ctx.arch, pp) == (1, "registers")
+    assert estimate_hopper(ctx, pp).regs_per_thread == 168  # __launch_bounds__(384, 1)
+    # 7 stages of 128x128 fill the shared memory: the staging slots take one; a variant keeps its k_pipe_mmas
+    full = HopperPoint(128, 128, 7, 1, epilogue="tma_store")
+    assert is_legal_hopper(ctx, full).startswith("shared-memory:") and "staging" in is_legal_hopper(ctx, full)
+    assert fit_stages(full) == replace(full, stages=6)
+    for bad, name in ((HopperPoint(128, 128, 4, 1, persistent=True, pingpong=True), "ping-pong"),
+                      (HopperPoint(64, 128, 4, 1, pingpong=True), "ping-pong"),
+                      (HopperPoint(64, 128, 4, 1, split_k=2, epilogue="tma_store"), "tma-store"),
+                      (HopperPoint(64, 128, 4, 1, split_k=2, persistent=True, pingpong=True), "persistent")):
+        why = is_legal_hopper(ctx, bad)
+        assert why is not None and why.startswith(name + ":"), (bad.label, why)
+        assert not _variant_kernel_accepts(ctx, bad.kernel) or bad.split_k > 1
+
+
+def _write(text: str) -> str:
+    import tempfile
+
+    fd, path = tempfile.mkstemp(suffix=".yaml")
+    with os.fdopen(fd, "w") as f:
+        f.write(text)
+    return path
+
+
+@settings(max_examples=12 if os.environ.get("SYNTH_HYPOTHESIS") != "explore" else 300, deadline=None,
+          suppress_health_check=[HealthCheck.too_slow])
+@given(bm=st.sampled_from((64, 128)), bn=st.sampled_from(tuple(range(16, 257, 16))), stages=st.integers(1, 16),
+       k=st.integers(0, 15), persistent=st.booleans(), pingpong=st.booleans(),
+       epilogue=st.sampled_from(("register", "tma_store")), split=st.sampled_from((1, 2)), N=st.integers(1, 9000))
+def test_a_variant_is_legal_exactly_when_the_kernel_builds_it(bm, bn, stages, k, persistent, pingpong, epilogue,
+                                                               split, N):
+    from synth.search.hopper import is_legal_hopper
+
+    ctx = hopper_context(1000, N, 1024, "f16", "sm_90")
+    p = HopperPoint(bm, bn, stages, k, split, persistent, epilogue, pingpong)
+    assert (is_legal_hopper(ctx, p) is None) == _variant_kernel_accepts(ctx, p), (p.label, is_legal_hopper(ctx, p))
+
+
+def test_a_tma_store_with_n_not_a_multiple_of_4_is_illegal_and_said():
+    from synth.search.hopper import hopper_variants, is_legal_hopper
+
+    ctx = hopper_context(4096, 1001, 4096, "f16", "sm_90")
+    why = is_legal_hopper(ctx, HopperPoint(128, 128, 4, 1, persistent=True, epilogue="tma_store"))
+    assert why is not None and why.startswith("tma-store-16B:") and "N = 1001" in why and "multiple of 4" in why
+    assert is_legal_hopper(ctx, HopperPoint(128, 128, 4, 1, persistent=True)) is None
+    assert all(q.epilogue == "register" for q in hopper_variants(ctx, HopperPoint(64, 128, 6, 1)))
+    res = search_gemm(4096, 1001, 4096, arch="sm_90", top=3, references=False)
+    assert all(c.config.epilogue == "register" for c in res.candidates)
+    assert "no TMA store: N = 1001 is not a multiple of 4" in res.winner.why, res.winner.why
+
+
+def test_the_tma_store_terms():
+    """The staging writes at 128 B/clk with the slot's bank conflicts (8 wavefronts per warp store for 32-column
+    sub-tiles, 4 for 16) and two barriers per sub-tile; the writes overlap the next tile's main loop in a
+    persistent kernel (all but the last tile's), and one CTA per tile waits only for its last sub-tiles' reads."""
+    from synth.search.hopper import epilogue_cost, staging_wavefronts
+
+    assert (staging_wavefronts(256), staging_wavefronts(128), staging_wavefronts(48)) == (8, 8, 4)
+    arch = get_arch("sm_90")
+    ctx = hopper_context(4096, 4096, 4096, "f16", "sm_90")
+    p = HopperPoint(128, 256, 4, 1, persistent=True, epilogue="tma_store")
+    ep = epilogue_cost(arch, p, 1)
+    assert ep.staging == 128 * 256 * 4 / arch.smem_bytes_per_clk * 8 / 2 == 4096
+    assert ep.barriers == 2 * (256 // 32) * arch.barrier_cycles and ep.critical == ep.staging + ep.barriers
+    reg = epilogue_cost(arch, replace(p, epilogue="register"), 1)
+    assert ep.write == reg.critical == arch.lat_global + 128 * 256 * 4 / (arch.l2_bytes_per_clk / arch.sm_count)
+    per = estimate_hopper(ctx, p)
+    n = per.tiles_per_cta
+    assert n == 4 and per.epilogue_cycles == int(ep.critical) and per.staging_cycles == 4096
+    assert per.hidden_cycles == round((n - 1) * ep.write) and per.drain_cycles == round(ep.write)
+    assert abs(per.fixed_cycles - (per.prologue_cycles + n * ep.critical + ep.write)) <= 2
+    one = estimate_hopper(ctx, replace(p, persistent=False))
+    assert one.waves == 4 and one.drain_cycles == round(ep.write - ep.tail)  # the last wave's writes land at the end
+    # the register store's bytes sit on the consumers' path; the TMA store's share L2 with the next main loop
+    regp = estimate_hopper(ctx, replace(p, epilogue="register"))
+    assert per.loop_cycles > regp.loop_cycles and dict(per.terms)["l2"] > dict(regp.terms)["l2"]
+
+
+def test_ping_pong_wins_where_the_epilogue_is_long_beside_the_main_loop_and_says_why():
+    """8192x128x256: 4 k-tiles a tile, so a 64x64 tile's 978-cycle C store is long beside its 1,544-cycle main
+    loop; the ping-pong warp groups hide it behind each other's main loop, and the winner is ping-pong (a tie within
+    the model's error with the cooperative kernels, still ranked first)."""
+    ctx = hopper_context(8192, 128, 256, "f16", "sm_90")
+    pp = estimate_hopper(ctx, HopperPoint(64, 64, 6, 1, persistent=True, pingpong=True))
+    co = estimate_hopper(ctx, HopperPoint(64, 64, 6, 1, persistent=True))
+    assert pp.tiles_per_cta == co.tiles_per_cta == 2 and pp.loop_cycles == co.loop_cycles
+    E, ML = pp.epilogue_cycles, pp.loop_per_tile_cycles
+    assert E == co.epilogue_cycles and E < ML
+    # one tile step: the main loop and the order handoff (the epilogue hides under the partner's main loop)
+    assert pp.boundary_cycles == get_arch("sm_90").barrier_cycles
+    assert abs(pp.fixed_cycles - (pp.prologue_cycles + pp.boundary_cycles + E)) <= 2
+    assert abs(co.fixed_cycles - (co.prologue_cycles + 2 * E + co.boundary_cycles)) <= 2
+    assert pp.hidden_cycles == E - pp.boundary_cycles and pp.time_us < co.time_us
+    res = search_gemm(8192, 128, 256, arch="sm_90", top=3, references=False)
+    w = res.winner
+    assert w.config.pingpong and w.config.persistent and w.warps == 12 and w.label.endswith(" persistent pingpong")
+    assert "ping-pong is the fastest of the 6 variants of 64x64x64" in w.why, w.why
+    assert re.search(r"each warp group's [\d,]+-cycle C store runs while the other computes its [\d,]+-cycle main "
+                     r"loop", w.why), w.why
+    assert re.search(r"ping-pong predicted [\d.]+% faster than cooperative persistent", w.why), w.why
+    assert re.search(r"the best TMA-store kernel \(64x64x64 s\d+ k\d+ persistent pingpong tma_store\) is predicted "
+                     r"[\d.]+% slower", w.why), w.why
+    doc = search_result_to_json(res)
+    c0 = doc["candidates"][0]
+    assert c0["pingpong"] is True and c0["persistent"] is True and c0["epilogue"] == "register" and c0["warps"] == 12
+    assert all(isinstance(c["pingpong"], bool) and c["epilogue"] in ("register", "tma_store")
+               for c in doc["candidates"])
+
+
+def test_ping_pong_loses_on_large_squares_and_ties_with_one_tile_per_cta():
+    """4096^3: the winner's 128-row tile cannot ping-pong, and the best ping-pong kernel (64-row tiles, which load B
+    once per 64 rows) is named with what the winner saves; 1024^3 (one tile per CTA): ping-pong has nothing to
+    overlap, is predicted equal and ranks after the simpler kernel."""
+    res = search_gemm(4096, 4096, 4096, arch="sm_90", top=2, references=False)
+    w = res.winner
+    assert w.BM == 128 and not w.config.pingpong and w.config.epilogue == "register"
+    assert "ping-pong is not ranked for this tile: its warp groups take whole 64-row tiles" in w.why, w.why
+    m = re.search(r"the best ping-pong kernel \(64x(\d+)x64 s\d+ k\d+ persistent pingpong\) is predicted ([\d.]+)% "
+                  r"slower; #1 saves [\d,]+ main-loop cycles", w.why)
+    assert m and float(m.group(2)) > 15, w.why  # beyond the model's error
+    assert re.search(r"the TMA store predicted [\d.]+% slower than the register store", w.why), w.why
+    assert "8 shared-memory wavefronts per warp store" in w.why, w.why
+    res = search_gemm(1024, 1024, 1024, arch="sm_90", top=1, references=False)
+    w = res.winner
+    assert (w.BM, w.tiles_per_cta) == (64, 1) and not w.persistent, w.label
+    assert "ping-pong: one tile per CTA, so the second warp group has no main loop" in w.why, w.why
+    assert "ping-pong predicted equal to cooperative persistent" in w.why, w.why
+
+
+def test_variants_add_no_solver_call_and_the_table_names_them(capsys):
+    from synth.cli import main
+    from synth.search.hopper import clear_hopper_cache
+    from synth.search.hopper_search import search_hopper
+
+    clear_hopper_cache()
+    ctx = hopper_context(8192, 128, 256, "f16", "sm_90")
+    res = search_hopper(ctx, top=1, references=False)
+    assert res.solver_calls == 32  # one CP-SAT choice per tile, as before the variants
+    assert res.solved >= 32 * 4 and res.persistent_points >= 32 * 2
+    rc = main(["search", "gemm", "--M", "8192", "--N", "128", "--K", "256", "--arch", "sm_90"])
+    out = capsys.readouterr().out
+    assert rc == 0 and "epilogue" in out and "ping-pong" in out and "register" in out
+
+
+@pytest.mark.slow
+def test_a_ping_pong_winner_folder_says_so_and_matches_numpy_on_the_emulator(tmp_path):
+    """On a one-SM arch 16 tiles of 64x64 ping-pong on one CTA: the --top folder says pingpong: true, and its
+    kernel equals numpy on the emulator."""
+    import numpy as np
+
+    from synth.kernel import load
+    from synth.load import load_problem
+    from synth.search import write_candidates
+    from synth.search.hopper_search import search_hopper
+
+    ctx = hopper_context(1024, 64, 256, "f16", replace(get_arch("sm_90"), sm_count=1))
+    res = search_hopper(ctx, top=1, references=False)
+    w = res.winner
+    assert w.config.pingpong and w.tiles_per_cta == 16, w.label
+    (folder,) = write_candidates(res, str(tmp_path / "s"), k=1, time_limit=120)
+    text = open(os.path.join(folder, "problem.yaml")).read()
+    assert "pingpong: true" in text and "persistent: true" in text
+    g = load_problem(os.path.join(folder, "problem.yaml"))
+    assert g.pingpong and g.epilogue == "register" and os.path.isdir(os.path.join(folder, "order"))
+    kern = load(folder, backend="emulator")
+    rng = np.random.default_rng(7)
+    A = rng.standard_normal((1024, 256)).astype(np.float16)
+    B = rng.standard_normal((64, 256)).astype(np.float16)
+    got = kern(A, B, ctas=1)
+    assert np.allclose(got, A.astype(np.float32) @ B.astype(np.float32).T, atol=1e-2, rtol=1e-3)

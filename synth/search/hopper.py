@@ -39,6 +39,8 @@ HOPPER_KPIPE_SPACE = tuple(range(0, 16))
 HOPPER_BK = 64  # the Hopper kernel's BK (synth.hopper.problem.BK)
 C_BYTES = 4
 """The Hopper kernel writes C as f32 (docs/hopper_kernel.md)."""
+NAME_LIMIT = 64
+"""Characters of a problem name (synth.sections.check_name)."""
 HOPPER_SPLIT_BARRIERS = 2
 """CTA-level barriers of the Hopper kernel's split-K hand-off: named barrier 1 after the release fence,
 and the same barrier as ``bar.red.or`` after the ticket (docs/hopper_kernel.md, "Split-K")."""
@@ -128,13 +130,24 @@ class HopperPoint:
     def problem(self, M: int, N: int, K: int, dtype: str):
         """The :class:`~synth.hopper.problem.HopperGemm` of this point (stages and k_pipe_mmas pinned; its name
         says the split, ``persistent``, ``pingpong`` and ``tma_store``)."""
-        split = f"-split{self.split_k}" if self.split_k != 1 else ""
-        split += "-persistent" if self.persistent else ""
-        split += "-pingpong" if self.pingpong else ""
-        split += "-tma_store" if self.epilogue == "tma_store" else ""
-        name = (f"gemm-{M}x{N}x{K}-{dtype}-{self.BM}x{self.BN}x{self.BK}-s{self.stages}-k{self.k_pipe_mmas}"
-                f"{split}-sm_90")
-        return self.gemm(M, N, K, dtype, name)
+        return self.gemm(M, N, K, dtype, self.problem_name(M, N, K, dtype))
+
+    def problem_name(self, M: int, N: int, K: int, dtype: str) -> str:
+        """``gemm-MxNxK-dtype-BMxBNxBK-sS-kK[-splitS][-persistent][-pingpong][-tma_store]-sm_90``; where that is
+        longer than a problem name may be (:data:`NAME_LIMIT`), the variant words shortened (``split`` -> ``sp``,
+        ``persistent`` -> ``pers``, ``pingpong`` -> ``pp``, ``tma_store`` -> ``tmas``), then the shape left out
+        (the folder's problem.yaml still has it)."""
+        words = ([("split", "sp", self.split_k)] if self.split_k != 1 else []) + \
+            ([("persistent", "pers", "")] if self.persistent else []) + \
+            ([("pingpong", "pp", "")] if self.pingpong else []) + \
+            ([("tma_store", "tmas", "")] if self.epilogue == "tma_store" else [])
+        tile = f"{self.BM}x{self.BN}x{self.BK}-s{self.stages}-k{self.k_pipe_mmas}"
+        for short, shape in ((False, True), (True, True), (True, False)):
+            tail = "".join(f"-{w[1] if short else w[0]}{n}" for w in words for n in [w[2]])
+            name = "gemm-" + (f"{M}x{N}x{K}-" if shape else "") + f"{dtype}-{tile}{tail}-sm_90"
+            if len(name) <= NAME_LIMIT:
+                break
+        return name
 
 
 @functools.lru_cache(maxsize=None)
