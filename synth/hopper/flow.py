@@ -64,6 +64,8 @@ class HopperResult:
     """Ping-pong: the :class:`~synth.hopper.pingpong.PingpongResult` (order protocol, carry); None otherwise."""
     orders: tuple = ()
     """Ping-pong: ``(name, order program, its HopperReport)`` of the even and odd tile counts."""
+    design: Optional[object] = None
+    """The :class:`~synth.hopper.design.DesignChoice` when the problem left a design key ``auto``."""
 
     @property
     def proven(self) -> bool:
@@ -128,6 +130,12 @@ def run_hopper(g: HopperGemm, *, deadline: Union[Deadline, float], verify: bool 
         return out
 
     budget = max(0.5, dl.left() / 3)  # the choice is a small model: half a second always finds one
+    design = None
+    if g.auto:  # persistent / pingpong / epilogue: auto: the design of least predicted time (synth.hopper.design)
+        from .design import choose_design, with_design
+
+        design = timed("design", lambda: choose_design(g, choose_pipeline, time_limit=budget))
+        g = with_design(g, design.design)
     choice = timed("schedule", lambda: choose_pipeline(g, time_limit=budget))
     cfg = kernel_config(g, choice)
     program = timed("lower", cfg.program)
@@ -185,7 +193,7 @@ def run_hopper(g: HopperGemm, *, deadline: Union[Deadline, float], verify: bool 
 
         kernel = timed("emit", lambda: emit_sm90_kernel(cfg, program))
     return HopperResult(g, choice, cfg, program, report, kernel, tuple(phases), store, store_report, threads, pp,
-                        orders)
+                        orders, design)
 
 
 def choice_to_json(g: HopperGemm, c: HopperChoice) -> dict:
@@ -227,7 +235,11 @@ def output_files(result: HopperResult) -> dict[str, str]:
     from .printer import hopper_text
 
     g = result.problem
-    files = {"schedule.json": json.dumps(choice_to_json(g, result.choice), indent=2) + "\n",
+    sched = choice_to_json(g, result.choice)
+    if result.design is not None:
+        sched["design"] = {**result.design.design.to_json(), "auto": list(g.auto), "status": result.design.status,
+                           "predicted_us": dict(result.design.predicted_us)}
+    files = {"schedule.json": json.dumps(sched, indent=2) + "\n",
              "program.json": dumps(result.program),
              "program.txt": hopper_text(result.program),
              "problem.yaml": problem_source(g)}
@@ -275,10 +287,15 @@ def cfg_tile_ends(cfg) -> str:
 
 
 def problem_source(g: HopperGemm) -> str:
-    """The problem file as given, or a file reproducing ``g``."""
+    """The problem file as given (each ``auto`` design key replaced by the value chosen, with a comment), or a
+    file reproducing ``g``."""
     from ..load import given_source
 
     text = given_source(g.path)
+    if text is not None and g.auto:  # the folder's problem.yaml pins what synth chose
+        from .design import resolved_source
+
+        text = resolved_source(text, g)
     return text if text is not None else hopper_gemm_yaml(g)
 
 

@@ -87,6 +87,9 @@ class HopperGemm:
     """How C is stored: ``register`` or ``tma_store`` (shared staging and TMA stores, docs/hopper_store.md)."""
     pingpong: bool = False
     """Two consumer warp groups take the persistent CTA's 64-row tiles in turn (docs/hopper_pingpong.md)."""
+    auto: tuple[str, ...] = ()
+    """Design keys the problem writes ``auto`` (``persistent``, ``pingpong``, ``epilogue``): synth chooses them
+    (:mod:`synth.hopper.design`); until then their fields hold the defaults."""
 
     def staging_bytes(self) -> int:
         """Shared memory of the TMA-store staging buffers (0 for the register epilogue)."""
@@ -228,27 +231,28 @@ def hopper_gemm_from_doc(doc: LDict, path: str, name: str, dims: dict, arch: str
     if split_k > tiles:
         raise SynthError(doc.val_loc["split_k"], f"split_k = {split_k} exceeds the {tiles} k-tiles of K = {dims['K']} "
                          f"/ BK = {BK}: a split would get no k-tile", f"use split_k at most {tiles}")
-    persistent = doc.get("persistent", False)
+    auto = tuple(k for k in ("persistent", "pingpong", "epilogue") if doc.get(k) == "auto")
+    persistent = False if "persistent" in auto else doc.get("persistent", False)
     if not isinstance(persistent, bool):
         raise SynthError(doc.val_loc["persistent"], f"persistent must be true or false, not {persistent!r}",
-                         "write persistent: true (a persistent grid walks the tiles) or remove it")
+                         "write persistent: true (a persistent grid walks the tiles), auto, or remove it")
     if persistent and split_k > 1:
         raise SynthError(doc.val_loc["persistent"], f"persistent tiles with split_k = {split_k} are not built: a "
                          "persistent CTA computes whole tiles", "remove persistent:, or use split_k: 1")
-    epilogue = doc.get("epilogue", "register")
+    epilogue = "register" if "epilogue" in auto else doc.get("epilogue", "register")
     if epilogue not in EPILOGUES:
         raise SynthError(doc.val_loc["epilogue"], f"epilogue {epilogue!r}: expected one of {', '.join(EPILOGUES)}",
-                         "write epilogue: tma_store (C through shared staging buffers and TMA stores) or remove it")
+                         "write epilogue: tma_store (C through shared staging buffers and TMA stores), auto, or remove it")
     if epilogue == "tma_store" and split_k > 1:
         raise SynthError(doc.val_loc["epilogue"], f"a TMA-store epilogue with split_k = {split_k} is not built: the "
                          "split's last CTA sums the partials through global memory", "remove epilogue:, or use split_k: 1")
     if epilogue == "tma_store" and dims["N"] % 4:
         raise SynthError(locs.get("shape", doc.loc), f"shape.N {dims['N']}: a TMA store needs C's row stride (4 N "
                          "bytes) to be a multiple of 16", "use N a multiple of 4, or epilogue: register")
-    pingpong = doc.get("pingpong", False)
+    pingpong = False if "pingpong" in auto else doc.get("pingpong", False)
     if not isinstance(pingpong, bool):
-        raise SynthError(doc.val_loc["pingpong"], f"pingpong must be true or false, not {pingpong!r}",
-                         "write pingpong: true (two consumer warp groups take tiles in turn) or remove it")
+        raise SynthError(doc.val_loc["pingpong"], f"pingpong must be true, false or auto, not {pingpong!r}",
+                         "write pingpong: true (two consumer warp groups take tiles in turn), auto, or remove it")
     if pingpong:
         if tdims["BM"] != 64:
             raise SynthError(doc.val_loc["pingpong"], f"ping-pong consumers each take a whole 64-row tile; the "
@@ -257,12 +261,13 @@ def hopper_gemm_from_doc(doc: LDict, path: str, name: str, dims: dict, arch: str
         if split_k > 1:
             raise SynthError(doc.val_loc["pingpong"], f"ping-pong with split_k = {split_k} is not built: the "
                              "consumers take whole tiles of a persistent CTA", "remove pingpong:, or use split_k: 1")
-        if "persistent" in doc and not persistent:
+        if "persistent" in doc and not persistent and "persistent" not in auto:
             raise SynthError(doc.val_loc["persistent"], "ping-pong consumers take a persistent CTA's tiles in turn",
                              "write persistent: true, or remove it (pingpong: true implies it)")
         persistent = True
     g = HopperGemm(name, dims["M"], dims["N"], dims["K"], dtype, tdims["BM"], tdims["BN"], stages, k_pipe, limit,
-                   arch, path, locs, split_k=split_k, persistent=persistent, epilogue=epilogue, pingpong=pingpong)
+                   arch, path, locs, split_k=split_k, persistent=persistent, epilogue=epilogue, pingpong=pingpong,
+                   auto=auto)
     if g.max_stages() < 1:
         raise SynthError(g.loc("target.shared_bytes"), f"one stage needs {g.smem_bytes(1)} B of shared memory, "
                          f"above the {limit} B allowed", "raise target.shared_bytes or use a smaller tile")
@@ -286,6 +291,9 @@ def hopper_gemm_yaml(g: HopperGemm) -> str:
         lines.append(f"epilogue: {g.epilogue}")
     if g.pingpong:
         lines.append("pingpong: true")
+    for key in g.auto:  # the chosen value stands (a folder's problem.yaml pins what synth chose)
+        if not any(ln.startswith(f"{key}:") for ln in lines):
+            lines.append(f"{key}: false" if key != "epilogue" else "epilogue: register")
     if g.shared_limit != SMEM_LIMIT:
         lines.append(f"target: {{shared_bytes: {g.shared_limit}}}")
     return "\n".join(lines) + "\n"

@@ -1,0 +1,160 @@
+"""Choosing the Hopper kernel's design: persistent or not, cooperative or ping-pong, register or TMA-store
+epilogue (docs/hopper_design.md).
+
+A problem may leave any of ``persistent``, ``pingpong`` and ``epilogue`` to synth by writing ``auto``
+(:attr:`synth.hopper.problem.HopperGemm.auto`). :func:`choose_design` enumerates the designs its pins
+allow (:func:`candidate_designs`: ping-pong needs ``BM`` 64 and a persistent grid; the TMA-store epilogue
+``N`` a multiple of 4; neither split-K), gives each its own CP-SAT pipeline choice (stages and
+``K_PIPE_MMAS`` under its shared memory: staging slots and order barriers count) and its predicted time on
+the problem's shape by the search's model (:func:`synth.search.hopper.estimate_hopper`: waves or a
+persistent grid, the epilogue hidden by the other warp group's main loop or by the next tile's, the TMA
+store's staging writes), and lets CP-SAT pick the one of least predicted time (ties: the simpler design,
+fewer of persistent, ping-pong, TMA store). The answer is optimal for that model; the model's own error
+(docs/search.md) is larger than the gaps between designs at many shapes, which ``schedule.json`` shows by
+listing every candidate's prediction.
+"""
+
+from __future__ import annotations
+
+import itertools
+from dataclasses import dataclass, replace
+from typing import Optional
+
+from ..errors import Loc, SynthError
+from .problem import EPILOGUES, HopperGemm
+
+DESIGN_KEYS = ("persistent", "pingpong", "epilogue")
+"""Problem keys that may be ``auto``."""
+
+
+@dataclass(frozen=True)
+class Design:
+    persistent: bool = False
+    pingpong: bool = False
+    epilogue: str = "register"
+
+    @property
+    def label(self) -> str:
+        grid = "ping-pong" if self.pingpong else "persistent" if self.persistent else "one CTA per tile"
+        return grid + (" + TMA store" if self.epilogue == "tma_store" else "")
+
+    @property
+    def features(self) -> int:
+        """How many of persistent, ping-pong and the TMA store it uses (the tie-break: fewer first)."""
+        return int(self.persistent) + int(self.pingpong) + int(self.epilogue == "tma_store")
+
+    def to_json(self) -> dict:
+        return {"persistent": self.persistent, "pingpong": self.pingpong, "epilogue": self.epilogue}
+
+
+def design_of(g: HopperGemm) -> Design:
+    return Design(g.persistent, g.pingpong, g.epilogue)
+
+
+def with_design(g: HopperGemm, d: Design) -> HopperGemm:
+    """``g`` with the design ``d`` (its ``auto`` keys kept: they say what was chosen)."""
+    return replace(g, persistent=d.persistent or d.pingpong, pingpong=d.pingpong, epilogue=d.epilogue)
+
+
+def legal(g: HopperGemm, d: Design) -> Optional[str]:
+    """None when the kernel can be built with design ``d`` for ``g``, else why not."""
+    if d.pingpong and not d.persistent:
+        return "ping-pong consumers take a persistent CTA's tiles"
+    if d.pingpong and g.BM != 64:
+        return f"ping-pong needs tile BM 64, the tile has {g.BM}"
+    if g.split_k > 1 and (d.persistent or d.pingpong or d.epilogue == "tma_store"):
+        return f"split_k = {g.split_k} takes one CTA per split and the register epilogue"
+    if d.epilogue == "tma_store" and g.N % 4:
+        return f"N = {g.N}: a TMA store needs a row stride that is a multiple of 16 bytes"
+    return None
+
+
+def candidate_designs(g: HopperGemm) -> list[Design]:
+    """The designs the problem's pins allow (an ``auto`` key takes each of its values), legal ones only."""
+    values = {"persistent": (False, True), "pingpong": (False, True), "epilogue": EPILOGUES}
+    pinned = design_of(g)
+    axes = [values[k] if k in g.auto else (getattr(pinned, k),) for k in DESIGN_KEYS]
+    out = []
+    for p, pp, e in itertools.product(*axes):
+        d = Design(p, pp, e)
+        if legal(g, d) is None:
+            out.append(d)
+    return out
+
+
+@dataclass(frozen=True)
+class DesignChoice:
+    """The chosen :class:`Design`, each candidate's predicted microseconds (``label -> us``) and CP-SAT's status."""
+
+    design: Design
+    predicted_us: tuple[tuple[str, float], ...]
+    status: str
+
+
+def choose_design(g: HopperGemm, pipeline, *, time_limit: float = 10.0) -> DesignChoice:
+    """The design of least predicted time among :func:`candidate_designs` (module docstring); ``pipeline(g,
+    time_limit=)`` gives a design's CP-SAT pipeline choice (:func:`synth.hopper.flow.choose_pipeline`).
+    SynthError when no candidate is legal or none has a pipeline that fits."""
+    from ortools.sat.python import cp_model
+
+    from ..deadline import solve_cp_sat
+    from ..search.hopper import HopperPoint, estimate_hopper
+    from ..search.space import make_context
+
+    cands = candidate_designs(g)
+    if not cands:
+        raise SynthError(g.loc(g.auto[0] if g.auto else ""), "no design of the Hopper kernel fits these pins",
+                         "remove a pin (persistent:, pingpong:, epilogue:) or use tile BM: 64 for ping-pong")
+    ctx = make_context(g.M, g.N, g.K, g.dtype, g.arch)
+    scored = []
+    for d in cands:
+        gd = with_design(g, d)
+        try:
+            ch = pipeline(gd, time_limit=max(0.5, time_limit / (2 * len(cands))))
+        except SynthError:
+            continue  # its shared memory leaves no stage: not a candidate
+        p = HopperPoint(g.BM, g.BN, ch.stages, ch.k_pipe_mmas, split_k=g.split_k, persistent=gd.persistent,
+                        epilogue=d.epilogue, pingpong=d.pingpong)
+        scored.append((d, estimate_hopper(ctx, p).time_us))
+    if not scored:
+        raise SynthError(g.loc("stages"), "no design of the Hopper kernel has a pipeline that fits",
+                         "use a smaller tile or raise target.shared_bytes")
+    m = cp_model.CpModel()
+    pick = [m.NewBoolVar(f"d{n}") for n in range(len(scored))]
+    m.AddExactlyOne(pick)
+    # nanoseconds first, then the simpler design
+    m.Minimize(sum(x * (int(round(us * 1000)) * 4 + d.features) for x, (d, us) in zip(pick, scored)))
+    solver = cp_model.CpSolver()
+    solver.parameters.max_time_in_seconds = max(0.5, time_limit)
+    solver.parameters.num_workers = 1
+    st = solve_cp_sat(solver, m)
+    if st not in (cp_model.OPTIMAL, cp_model.FEASIBLE):
+        raise SynthError(g.loc(g.auto[0]), f"CP-SAT found no design ({solver.StatusName(st)})",
+                         "pin persistent:, pingpong: and epilogue:")
+    d = next(d for x, (d, _) in zip(pick, scored) if solver.Value(x))
+    return DesignChoice(d, tuple((dd.label, round(us, 3)) for dd, us in scored), solver.StatusName(st))
+
+
+def resolved_source(text: str, g: HopperGemm) -> Optional[str]:
+    """The problem text ``text`` with each ``auto`` value of a design key replaced by ``g``'s (chosen) value, a
+    comment saying so; None when a key is not written as a plain top-level ``key: auto`` line (the caller then
+    writes the problem out canonically)."""
+    import re
+
+    lines = text.splitlines(keepends=True)
+    out = list(lines)
+    for key in g.auto:
+        value = getattr(g, key)
+        word = ("true" if value else "false") if isinstance(value, bool) else value
+        pat = re.compile(r"""^(["']?)""" + key + r"""\1[ \t]*:[ \t]*(["']?)auto\2[ \t]*(#.*)?(\r?\n)?$""")
+        hits = [n for n, ln in enumerate(lines) if pat.match(ln)]
+        if len(hits) != 1:
+            return None
+        n = hits[0]
+        end = "\n" if lines[n].endswith("\n") else ""
+        out[n] = f"{key}: {word}  # chosen by synth solve (the problem said auto; docs/hopper_design.md)" + end
+    return "".join(out)
+
+
+__all__ = ["Design", "DesignChoice", "DESIGN_KEYS", "candidate_designs", "choose_design", "resolved_source",
+           "design_of", "with_design", "legal"]

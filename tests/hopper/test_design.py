@@ -1,0 +1,101 @@
+"""The Hopper kernel's design chosen by synth (docs/hopper_design.md): ``persistent``, ``pingpong`` and
+``epilogue`` written ``auto`` are chosen among the legal designs by CP-SAT on the search model's predicted
+time; pins and legality are respected; the output folder's problem.yaml pins the choice, so the folder loads,
+certifies and solves again to the same kernel."""
+
+import json
+import subprocess
+import sys
+
+import pytest
+
+from synth.errors import SynthError
+from synth.hopper.design import Design, candidate_designs, choose_design, legal, resolved_source
+from synth.hopper.flow import choose_pipeline
+from synth.hopper.problem import HopperGemm
+
+BASE = ("name: g\nkind: gemm\nshape: {M: 4096, N: 4096, K: 4096}\ntile: {BM: 64, BN: 128, BK: 64}\n"
+        "arch: sm_90\nmainloop: tma_wgmma\n")
+
+
+def _g(**kw):
+    args = dict(name="g", M=4096, N=4096, K=4096, BM=64, BN=128)
+    args.update(kw)
+    return HopperGemm(**args)
+
+
+def test_candidates_follow_pins_and_legality():
+    every = candidate_designs(_g(auto=("persistent", "pingpong", "epilogue")))
+    assert len(every) == 6 and all(legal(_g(), d) is None for d in every)  # ping-pong without persistence is not one
+    assert Design(False, True) not in every
+    assert all(not d.pingpong for d in candidate_designs(_g(BM=128, auto=("persistent", "pingpong", "epilogue"))))
+    assert all(d.epilogue == "register" for d in candidate_designs(_g(N=4098, auto=("epilogue",))))
+    assert candidate_designs(_g(split_k=2, auto=("persistent", "epilogue"))) == [Design()]
+    # a pinned key stays as written
+    assert {d.epilogue for d in candidate_designs(_g(epilogue="tma_store", auto=("persistent",)))} == {"tma_store"}
+
+
+def test_the_choice_is_the_least_predicted_time():
+    from synth.search.hopper import HopperPoint, estimate_hopper
+    from synth.search.space import make_context
+
+    g = _g(M=8192, N=8192, K=8192, BN=256, auto=("persistent", "pingpong", "epilogue"))
+    c = choose_design(g, choose_pipeline)
+    assert c.status == "OPTIMAL" and len(c.predicted_us) == 6
+    assert c.design.label == min(c.predicted_us, key=lambda kv: kv[1])[0]
+    # the figures are the search model's own
+    ctx = make_context(g.M, g.N, g.K, g.dtype, g.arch)
+    ch = choose_pipeline(g)
+    one = estimate_hopper(ctx, HopperPoint(g.BM, g.BN, ch.stages, ch.k_pipe_mmas)).time_us
+    assert dict(c.predicted_us)["one CTA per tile"] == pytest.approx(one, rel=1e-6)
+
+
+def test_resolved_source_pins_the_choice():
+    g = _g(persistent=True, pingpong=True, auto=("pingpong", "persistent"))
+    text = BASE + "persistent: auto\npingpong: 'auto'  # please\n"
+    out = resolved_source(text, g)
+    assert "persistent: true  # chosen by synth solve" in out and "pingpong: true  # chosen" in out
+    assert resolved_source(BASE + "{pingpong: auto}\n", _g(auto=("pingpong",))) is None  # not a plain line
+
+
+def test_auto_in_the_problem_and_its_refusals(tmp_path):
+    f = tmp_path / "p.yaml"
+    f.write_text(BASE + "pingpong: maybe\n")
+    r = subprocess.run([sys.executable, "-m", "synth", "solve", str(f), "-o", str(tmp_path / "o")],
+                       capture_output=True, text=True)
+    assert r.returncode == 2 and "auto" in r.stderr and "Traceback" not in r.stderr
+    f.write_text(BASE.replace("mainloop: tma_wgmma", "mainloop: cp_async").replace("sm_90", "sm_80") + "pingpong: auto\n")
+    r = subprocess.run([sys.executable, "-m", "synth", "solve", str(f), "-o", str(tmp_path / "o")],
+                       capture_output=True, text=True)
+    assert r.returncode == 2 and "Hopper main loop only" in r.stderr
+
+
+def test_a_solved_auto_folder_pins_its_design_and_round_trips(tmp_path):
+    f = tmp_path / "p.yaml"
+    f.write_text(BASE.replace("BN: 128", "BN: 64").replace("4096", "1024") + "stages: 2\nk_pipe_mmas: 1\n"
+                 "persistent: auto\npingpong: auto\nepilogue: auto\n")
+    out = tmp_path / "out"
+    r = subprocess.run([sys.executable, "-m", "synth", "solve", str(f), "-o", str(out), "--no-verify"],
+                       capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr
+    rec = json.loads((out / "schedule.json").read_text())["design"]
+    assert rec["auto"] == ["persistent", "pingpong", "epilogue"] and len(rec["predicted_us"]) == 6
+    text = (out / "problem.yaml").read_text()
+    assert "auto" not in text.replace("the problem said auto", "")
+    # the folder's problem.yaml solves again to the same kernel
+    again = tmp_path / "again"
+    r = subprocess.run([sys.executable, "-m", "synth", "solve", str(out / "problem.yaml"), "-o", str(again),
+                        "--no-verify"], capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr
+    assert (again / "kernel.cu").read_text() == (out / "kernel.cu").read_text()
+    import synth.kernel
+
+    k = synth.kernel.load(str(out))
+    assert (k.config.persistent, k.config.pingpong, k.config.epilogue) == (
+        rec["persistent"] or rec["pingpong"], rec["pingpong"], rec["epilogue"])
+
+
+def test_no_candidate_is_an_error():
+    # a TMA-store epilogue pinned with split-K: no design is legal, whatever persistent: auto takes
+    with pytest.raises(SynthError, match="no design"):
+        choose_design(_g(split_k=2, epilogue="tma_store", auto=("persistent",)), choose_pipeline)
