@@ -16,7 +16,11 @@ here: tensor cores at the wgmma rate, L2 and DRAM traffic with the grid's raster
 (:func:`synth.search.model.traffic`), occupancy, waves, fill, epilogue and launch. A persistent
 point (``persistent=True``) runs one wave of CTAs walking the tiles: its prologue once per CTA, every
 tile's epilogue, and per tile boundary the TMA round trip the epilogue does not hide (docs/search.md,
-section 10, "Persistent tiles").
+section 10, "Persistent tiles"). A ping-pong point (``pingpong=True``, ``BM = 64``) has two consumer warp groups
+alternating on the persistent CTA's tiles, each one's epilogue under the other's main loop; a TMA-store point
+(``epilogue="tma_store"``) stages C in shared memory (at the SM's shared-memory bandwidth, with the slot
+layout's bank conflicts) and writes it asynchronously (docs/search.md, section 10, "Ping-pong and the
+TMA-store epilogue"). :func:`hopper_variants` lists a point's legal variants.
 
 Pure: every function returns the same value for the same arguments (the pipeline model's
 cycles are cached per process; they do not depend on ``M`` or ``N``).
@@ -27,7 +31,7 @@ from __future__ import annotations
 import functools
 import itertools
 import math
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 from typing import Callable, Optional, Sequence
 
 from .model import WaveEstimate, kernel_time
@@ -656,5 +660,6 @@ def estimate_hopper(ctx, p: HopperPoint) -> HopperEstimate:
 __all__ = ["HopperPoint", "HopperConstraint", "HOPPER_CONSTRAINTS", "HopperEstimate", "Pipeline",
            "enumerate_hopper_space", "prune_hopper", "is_legal_hopper", "pipeline", "hopper_occupancy",
            "launch_registers", "estimate_hopper", "auto_point", "round_terms_hopper", "combine_hopper",
-           "clear_hopper_cache", "pipeline_evaluations", "VARIANTS", "hopper_variants", "fit_stages", "EpilogueCost", "epilogue_cost", "staging_wavefronts", "store_cols", "HOPPER_BM_SPACE", "HOPPER_BN_SPACE", "HOPPER_STAGES_SPACE",
+           "clear_hopper_cache", "pipeline_evaluations", "VARIANTS", "hopper_variants", "fit_stages", "EpilogueCost",
+           "epilogue_cost", "staging_wavefronts", "store_cols", "NAME_LIMIT", "HOPPER_BM_SPACE", "HOPPER_BN_SPACE", "HOPPER_STAGES_SPACE",
            "HOPPER_KPIPE_SPACE", "HOPPER_BK", "C_BYTES", "HOPPER_SPLIT_BARRIERS", "hopper_split_issue"]

@@ -11,8 +11,11 @@ with ``stages: auto``). That choice minimizes one CTA's k-loop cycles; every oth
 is the same for every depth of a tile when they all run the same number of CTAs per SM (the
 kernel's ``setmaxnreg`` split makes that one CTA for every legal point), so it is also the
 tile's best prediction. A tile whose depths differ in occupancy has every legal point estimated.
-Each evaluated point is ranked one CTA per tile, split in K, and as a persistent grid; ``why`` says
-which of one CTA per tile and persistent won and why (:func:`why_hopper_persistent`).
+Each evaluated point is ranked one CTA per tile, split in K, as a persistent grid, with the TMA-store
+epilogue, and for ``BM = 64`` with ping-pong consumers (:func:`synth.search.hopper.hopper_variants`); ``why``
+says which of one CTA per tile and persistent won and why (:func:`why_hopper_persistent`), which variant won
+and why (:func:`why_hopper_variant`), and what the winner saves over the best ping-pong and TMA-store kernels
+when it is neither (:func:`why_not_kinds`).
 Nothing here is timed or compiled; the ranking is deterministic (a fixed tie key).
 """
 
