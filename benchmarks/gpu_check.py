@@ -88,9 +88,11 @@ DESIGNS = (
      + "persistent: true\n"),
     (HOPPER_DEFAULT[0] + "-persistent-tmastore", HOPPER_DEFAULT[1].replace(
         "name: h90-128x128x64", "name: h90-128x128x64-persistent-tmastore") + "persistent: true\nepilogue: tma_store\n"),
+    ("h90-64x256x64-pingpong", HOPPER_DEFAULT[1].replace("name: h90-128x128x64", "name: h90-64x256x64-pingpong")
+     .replace("BM: 128, BN: 128", "BM: 64, BN: 256") + "pingpong: true\n"),
 )
 """The folders ``prepare`` writes: the sm_80 designs, the default Hopper (sm_90a) folder, its split-K 2, its
-persistent form and its persistent form with the TMA-store epilogue."""
+persistent form, its persistent form with the TMA-store epilogue, and a ping-pong kernel of 64x256 tiles."""
 REDUCED = (
     _gemm("s80-64x64x32-s3", "{BM: 64, BN: 64, BK: 32}", 4, 3, shape=256),
     HOPPER_DEFAULT,
