@@ -186,6 +186,18 @@ class FenceStmt:
     kind: str = field(default="fence", init=False)
 
 
+@dataclass(frozen=True)
+class ClusterSyncStmt:
+    """``barrier.cluster.arrive.release`` then ``barrier.cluster.wait.acquire`` by every thread of every CTA
+    of the cluster: a ``setup`` or ``teardown`` statement only (a role never holds one). In ``setup``, after
+    the inits and the init fence, it makes every CTA's barrier inits visible to its peers before any remote
+    arrive or multicast; in ``teardown``, before the invalidations, no CTA leaves while a peer may still
+    arrive on its barriers or write into its shared memory (docs/hopper_cluster.md)."""
+
+    guard: Optional[Expr] = None
+    kind: str = field(default="cluster_sync", init=False)
+
+
 BARRIER_STMTS = (ArriveStmt, TryWaitStmt, InitStmt, InvalStmt, FenceStmt, BarSyncStmt)
 
 
@@ -216,6 +228,8 @@ def barrier_stmt_json(s) -> dict:
         return {"kind": "fence", "fence": s.fence, "guard": g}
     if isinstance(s, BarSyncStmt):
         return {"kind": "bar_sync", "id": s.id, "guard": g}
+    if isinstance(s, ClusterSyncStmt):
+        return {"kind": "cluster_sync", "guard": g}
     return {"kind": s.kind, "barrier": s.barrier, "guard": g}
 
 
@@ -250,6 +264,8 @@ def barrier_stmt_from_json(d: dict):
         if isinstance(b, bool) or not isinstance(b, int) or not lo <= b <= hi:
             raise ValueError(f"bar_sync.id: expected an integer in {lo}..{hi}, got {b!r}")
         return BarSyncStmt(b, _guard(d))
+    if kind == "cluster_sync":
+        return ClusterSyncStmt(_guard(d))
     if kind == "init":
         return InitStmt(_name(d["barrier"]), _guard(d))
     if kind == "inval":
@@ -258,9 +274,10 @@ def barrier_stmt_from_json(d: dict):
 
 
 STMT_KINDS = ("arrive", "try_wait", "fence", "init", "inval", "bar_sync")
-"""Statement kinds of this module (beside :mod:`synth.program`'s op, commit, wait)."""
+"""Statement kinds of this module (beside :mod:`synth.program`'s op, commit, wait) a role's part may hold;
+``cluster_sync`` (:class:`ClusterSyncStmt`) stands only in ``setup`` and ``teardown``, so a part refuses it."""
 
 
 __all__ = ["PipelineState", "Barrier", "BarrierRef", "Tx", "ArriveStmt", "TryWaitStmt", "InitStmt", "InvalStmt",
-           "FenceStmt", "BarSyncStmt", "BARRIER_STMTS", "BARRIER_KINDS", "FENCES", "STMT_KINDS", "barrier_stmt_json",
+           "FenceStmt", "BarSyncStmt", "ClusterSyncStmt", "BARRIER_STMTS", "BARRIER_KINDS", "FENCES", "STMT_KINDS", "barrier_stmt_json",
            "barrier_stmt_from_json", "state_from_json", "barrier_ref_from_json"]

@@ -18,7 +18,8 @@ whose count is ``x`` runs at step ``x - c``, so every partner is a term in ``j``
 "Phase ``n`` of a slot is complete before instance ``P``" is shown by a wait of ``P``'s warp
 group at most ``D`` steps earlier (``D = 1 +`` the largest stages or slots) on that slot for a
 phase ``>= n``, or by one hop: such an earlier wait, on any barrier, whose phase has an arrival
-``A`` (arrivals >= 1) of another role that runs, with such a wait before ``A``. "``A`` happens
+``A`` (arrivals >= 1) of another role that runs, or a copy of bytes > 0 of a role that never arrives
+on that barrier (a peer CTA's multicast), with such a wait before ``A``. "``A`` happens
 after wait ``W`` passed": ``A`` later in ``W``'s role, or an earlier wait of ``A``'s role whose
 phase has an arrival of ``W``'s role later than ``W``. Reading "a passed wait means its phase
 completed" is justified by induction on time with the ``parity``, ``arrivals`` and ``tx_bytes``
@@ -367,14 +368,18 @@ class _File:
         return self.define(f"ph.{s.role}.{s.part}.{s.pos}.{k}", "Int", body)
 
     # -- phases ---------------------------------------------------------------------------------
-    def members(self, barrier: str, sl: str, n: str, arrivals_only: bool = False) -> list[_Member]:
-        """Every statement instance naming phase ``n`` of slot ``sl`` of ``barrier``."""
+    def members(self, barrier: str, sl: str, n: str, arrivals_only: bool = False,
+                peer_copies: bool = False) -> list[_Member]:
+        """Every statement instance naming phase ``n`` of slot ``sl`` of ``barrier`` (``arrivals_only``:
+        the arrivals; ``peer_copies``: the copies of :func:`_peer_copy`)."""
         b = self.p.barriers[barrier]
         out = []
         for s in _stmts(self.p):
             if s.barrier != barrier or s.kind not in ("arrive", "tma"):
                 continue
             if arrivals_only and (s.kind != "arrive" or s.arrivals == 0):
+                continue
+            if peer_copies and not _peer_copy(self.p, s):
                 continue
             st = s.state.stages
             c = self.offset(s, "count")
@@ -446,7 +451,9 @@ class _File:
         if hops:
             for w, kw in self.earlier_waits(s, k):
                 wn = self.phase(w, kw)
-                for m in self.members(w.barrier, self.slot(w, kw), wn, arrivals_only=True):
+                hop = self.members(w.barrier, self.slot(w, kw), wn, arrivals_only=True) + \
+                    self.members(w.barrier, self.slot(w, kw), wn, peer_copies=True)
+                for m in hop:
                     if m.stmt.role == s.role:
                         continue
                     inner = self.complete_before(barrier, sl, n, m.stmt, m.k, hops - 1)
@@ -542,6 +549,14 @@ def _between(role, a: tuple, b: tuple):
             hi = b[2] if r == b[0] else len(part.stmts)
             for s in part.stmts[lo + 1:hi]:
                 yield r, s
+
+
+def _peer_copy(p: HProgram, s: HStmt) -> bool:
+    """A copy that orders a hop of "complete before" like an arrival: a TMA delivering bytes (> 0) to a
+    barrier its role never arrives on (a peer CTA's multicast). Its phase completes only once it has
+    landed (``tx_bytes``), so every wait its role passed before issuing it precedes that completion."""
+    return s.kind == "tma" and s.bytes > 0 and not any(x.kind == "arrive" and x.barrier == s.barrier
+                                                       for x in _role_stmts(p, s.role))
 
 
 def _role_stmts(p: HProgram, role: str) -> list[HStmt]:

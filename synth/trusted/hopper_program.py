@@ -181,7 +181,7 @@ class HProgram:
     mult: dict
     barriers: dict
     setup: tuple
-    """``(kind, barrier or fence)`` pairs, in order."""
+    """``(kind, barrier or fence)`` pairs, in order (``("cluster_sync", "")`` for a cluster barrier)."""
     roles: tuple
     teardown: tuple
     sha256: str
@@ -363,8 +363,8 @@ def _build(doc, digest: str) -> HProgram:
     group is closed by a later commit of its part on that queue; a synchronous op has neither;
     every statement of an op is of one of these shapes; a read of a buffer some op writes names
     such a producer; each wait entry has exactly one statement, in its part, on a listed queue;
-    an arrive with ``tx`` bytes is in a role of one warp group; setup holds inits and fences,
-    teardown invalidations and fences, none guarded (an ``inval`` may also stand in a role's part:
+    an arrive with ``tx`` bytes is in a role of one warp group; setup holds inits, fences and cluster
+    barriers (``cluster_sync``), teardown invalidations, fences and cluster barriers, none guarded (an ``inval`` may also stand in a role's part:
     the ``teardown`` obligations judge when it runs)."""
     top = _obj(doc, [], ("protocol", "name", "loop", "ops", "buffers", "barriers", "setup", "roles", "teardown"),
                ("notes",))
@@ -430,8 +430,8 @@ def _build(doc, digest: str) -> HProgram:
             guards.append(x)
         bars[n] = HBarrier(n, _intv(b["slots"], at + ["slots"], "slots"), _intv(b["count"], at + ["count"], "count"),
                            b["kind"], tuple(guards))
-    setup = _lifecycle(top["setup"], "setup", ("init", "fence"), bars)
-    teardown = _lifecycle(top["teardown"], "teardown", ("inval", "fence"), bars)
+    setup = _lifecycle(top["setup"], "setup", ("init", "fence", "cluster_sync"), bars)
+    teardown = _lifecycle(top["teardown"], "teardown", ("inval", "fence", "cluster_sync"), bars)
 
     roles = []
     raw_roles = _list(top["roles"], ["roles"], "roles")
@@ -456,6 +456,9 @@ def _lifecycle(items, where: str, kinds: tuple, bars: dict) -> tuple:
             if s["fence"] not in ("mbarrier_init", "proxy_async"):
                 _fail(at + ["fence"], f"unknown fence {s['fence']!r}", "use mbarrier_init or proxy_async")
             val = s["fence"]
+        elif s["kind"] == "cluster_sync":  # barrier.cluster arrive.release + wait.acquire: no operand
+            _obj(s, at, ("kind", "guard"))
+            val = ""
         else:
             _obj(s, at, ("kind", "barrier", "guard"))
             val = _name(s["barrier"], at + ["barrier"])

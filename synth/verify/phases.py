@@ -144,14 +144,14 @@ class Phases:
         return to_z3(parse(o.when), env)
 
     # -- phases -------------------------------------------------------------------------------
-    def members(self, barrier: str, sl, n, kinds=("arrive", "tma")):
+    def members(self, barrier: str, sl, n, kinds=("arrive", "tma"), keep: Optional[Callable] = None):
         """``(ref, encoder, runs, x)`` for every statement instance that names phase ``n`` of slot
-        ``sl`` of ``barrier``."""
+        ``sl`` of ``barrier`` (only the statements ``keep`` accepts, when given)."""
         b = self.bars[barrier]
         out = []
         for ref in _all_refs(self.p):
             kind = _kind(ref.stmt)
-            if kind not in kinds or _barrier(ref.stmt) != barrier:
+            if kind not in kinds or _barrier(ref.stmt) != barrier or (keep is not None and not keep(ref)):
                 continue
             st = _state(ref.stmt).stages
             if st == b.slots:  # the slot is the ring index: one instance, count n * st + sl
@@ -227,14 +227,26 @@ class Phases:
         for w, e, runs in self.earlier_waits(enc, ref, barrier):
             wsl, wn = self.waited(w, self.count(e, w))
             cases.append(And(runs, wsl == sl, wn >= n))
-        if hops and len(self.roles) > 1:  # a hop goes through another role's arrival
+        if hops and len(self.roles) > 1:  # a hop goes through another role's arrival, or a peer's copy
             for w, e, runs in self.earlier_waits(enc, ref):
                 wsl, wn = self.waited(w, self.count(e, w))
-                for aref, ae, ar, _ in self.members(w.stmt.barrier, wsl, wn, ("arrive",)):
+                hop = self.members(w.stmt.barrier, wsl, wn, ("arrive",)) + \
+                    self.members(w.stmt.barrier, wsl, wn, ("tma",), keep=self.peer_copy)
+                for aref, ae, ar, _ in hop:
                     if aref.role == ref.role:
                         continue
                     cases.append(And(runs, wn >= 0, ar, self.done_before(barrier, sl, n, ae, aref, hops - 1)))
         return Or(cases)
+
+    def peer_copy(self, ref: Ref) -> bool:
+        """A TMA copy that orders a hop of :meth:`done_before` like an arrival: it delivers bytes (> 0) to
+        a barrier its role never arrives on (a peer CTA's multicast, docs/hopper_cluster.md). Its phase
+        completes only after it lands (``tx_bytes``: the phase gets exactly the bytes it expects), so what
+        its role waited for before issuing it is complete when that phase is. A copy of a role that also
+        arrives on the barrier adds nothing its arrival does not already give, and is left out."""
+        b = _barrier(ref.stmt)
+        return ref.stmt.barrier.bytes > 0 and not any(
+            isinstance(x.stmt, ArriveStmt) and x.stmt.barrier == b for x in _role_refs(self.p, ref.role))
 
     def after(self, aenc: Encoder, aref: Ref, wenc: Encoder, wref: Ref):
         """Instance ``A`` runs after wait ``W`` has passed."""
