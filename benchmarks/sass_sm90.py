@@ -66,7 +66,7 @@ def synth_row(bm: int, bn: int, stages: int, persistent: bool = False, epilogue:
               pingpong: bool = False) -> tuple[str, dict]:
     cfg = Sm90Config(bm, bn, stages, 1, persistent=persistent, epilogue=epilogue, pingpong=pingpong)
     c = sass.compile_cuda(emit_sm90_kernel(cfg), "sm_90a", flags=FLAGS)
-    f = figures(c, cfg.bk // 16)
+    f = figures(c, cfg.bk // 16 * cfg.row_blocks)
     f["smem"] = cfg.smem_bytes
     return (f"synth {bm}x{bn}x64 s{stages} K_PIPE_MMAS 1" + (" persistent" if persistent else "")
             + (" TMA store" if epilogue == "tma_store" else "") + (" ping-pong (2 warp groups)" if pingpong else "")), f
@@ -81,7 +81,7 @@ def synth_solve_row(bm: int, bn: int, size: int = 4096) -> tuple[str, dict]:
     choice = choose_pipeline(g)
     cfg = kernel_config(g, choice)
     c = sass.compile_cuda(emit_sm90_kernel(cfg, cfg.program()), "sm_90a", flags=FLAGS)
-    f = figures(c, cfg.bk // 16)
+    f = figures(c, cfg.bk // 16 * cfg.row_blocks)
     f["smem"] = cfg.smem_bytes
     return f"synth solve {bm}x{bn}x64 (chose s{choice.stages} K_PIPE_MMAS {choice.k_pipe_mmas})", f
 
@@ -145,6 +145,8 @@ def main(argv=None) -> int:
         rows.append(synth_row(bm, bn, st, persistent=True, epilogue="tma_store"))
         if bm == 128:  # ping-pong: two warp groups with a 64-row tile each, the same 128 rows in flight
             rows.append(synth_row(64, bn, stages, persistent=True, pingpong=True))
+            if bn <= 128:  # and CUTLASS's shape: a whole 128-row tile per warp group (8 HGMMA per k-tile)
+                rows.append(synth_row(128, bn, stages, persistent=True, pingpong=True))
         rows.append(synth_solve_row(bm, bn))
         if not args.no_cutlass:
             for sched in SCHEDULES:

@@ -254,10 +254,11 @@ def hopper_gemm_from_doc(doc: LDict, path: str, name: str, dims: dict, arch: str
         raise SynthError(doc.val_loc["pingpong"], f"pingpong must be true, false or auto, not {pingpong!r}",
                          "write pingpong: true (two consumer warp groups take tiles in turn), auto, or remove it")
     if pingpong:
-        if tdims["BM"] != 64:
-            raise SynthError(doc.val_loc["pingpong"], f"ping-pong consumers each take a whole 64-row tile; the "
-                             f"tile has BM = {tdims['BM']}", "use tile BM: 64 (two 64-row tiles in flight), or "
-                             "remove pingpong:")
+        if tdims["BM"] * tdims["BN"] // 128 > 128:
+            raise SynthError(doc.val_loc["pingpong"], f"ping-pong consumers each hold a whole {tdims['BM']}x"
+                             f"{tdims['BN']} tile: {tdims['BM'] * tdims['BN'] // 128} accumulators per thread, "
+                             "above 128 (the kernel would spill, as CUTLASS's 128x256 ping-pong does)",
+                             "use BN <= 128 with BM 128, or BM 64, or remove pingpong:")
         if split_k > 1:
             raise SynthError(doc.val_loc["pingpong"], f"ping-pong with split_k = {split_k} is not built: the "
                              "consumers take whole tiles of a persistent CTA", "remove pingpong:, or use split_k: 1")

@@ -64,6 +64,7 @@ def test_the_kernel_proof_and_the_partner_skip_carry():
     (CFG, 192, 130, 200, 1, "random"),            # P = 1: 9 tiles (5 and 4 per warp group), T = 4 > stages
     (CFG, 300, 200, 64, 3, "forward"),            # 20 tiles on 3 CTAs (7, 7, 6): odd and even counts, T = 1
     (CFG, 64, 64, 136, 4, "reverse"),             # one tile: warp group 1 has none; CTAs without a tile
+    (Sm90Config(bm=128, bn=64, stages=3, persistent=True, pingpong=True), 300, 130, 136, 2, "random"),  # 128 rows
     (Sm90Config(bm=64, bn=128, stages=4, k_pipe_mmas=2, persistent=True, pingpong=True, epilogue="tma_store"),
      130, 260, 136, 3, "random"),                 # with the TMA-store epilogue, M and N off the tile grid
 ])
@@ -87,23 +88,26 @@ def test_every_injected_pingpong_bug_hangs_the_emulator(name):
 
 @pytest.mark.skipif(sass.tool("cuobjdump") is None or sass.tool("nvcc") is None, reason="nvcc and cuobjdump needed")
 def test_sass_of_the_pingpong_kernel():
-    cfg = Sm90Config(bm=64, bn=128, stages=4, persistent=True, pingpong=True)
-    c = sass.compile_cuda(emit_sm90_kernel(cfg), arch="sm_90a")
-    assert c.spill_loads == 0 and c.spill_stores == 0
-    assert "HGMMA.64x128x16" in c.sass and "LDGSTS" not in c.sass and "HMMA" not in c.sass.replace("HGMMA", "")
+    for bm in (64, 128):  # CUTLASS's shape too: a whole 128-row tile per warp group, two wgmma per k16
+        cfg = Sm90Config(bm=bm, bn=128, stages=4, persistent=True, pingpong=True)
+        c = sass.compile_cuda(emit_sm90_kernel(cfg), arch="sm_90a")
+        assert c.spill_loads == 0 and c.spill_stores == 0
+        assert "HGMMA.64x128x16" in c.sass and "LDGSTS" not in c.sass and "HMMA" not in c.sass.replace("HGMMA", "")
+    with pytest.raises(ValueError, match="spill"):  # 256 accumulators per thread
+        Sm90Config(bm=128, bn=256, persistent=True, pingpong=True).check()
 
 
 def test_problem_key_refusals(tmp_path):
     base = ("name: g\nkind: gemm\nshape: {M: 256, N: 256, K: 256}\ntile: {BM: 64, BN: 64, BK: 64}\n"
             "arch: sm_90\nmainloop: tma_wgmma\n")
-    cases = {"pingpong: true\ntile: {BM: 128, BN: 64, BK: 64}\n": "BM = 128",
+    cases = {"pingpong: true\ntile: {BM: 128, BN: 256, BK: 64}\n": "256 accumulators",
              "pingpong: true\npersistent: false\n": "persistent",
-             "pingpong: 1\n": "true or false",
+             "pingpong: 1\n": "true, false or auto",
              "pingpong: true\nsplit_k: 2\n": "split_k = 2"}
     for extra, want in cases.items():
         text = base + extra
         if "tile: {BM: 128" in extra:
-            text = base.replace("BM: 64", "BM: 128") + "pingpong: true\n"
+            text = base.replace("BM: 64, BN: 64", "BM: 128, BN: 256") + "pingpong: true\n"
         f = tmp_path / "p.yaml"
         f.write_text(text)
         r = subprocess.run([sys.executable, "-m", "synth", "solve", str(f), "--out", str(tmp_path / "o")],

@@ -10,7 +10,7 @@ Bounds (checked by :meth:`Sm90Config.check`): bm in {64, 128}; bn a multiple of 
 16..256 (wgmma N and the TMA box limit); stages 1..16 with shared memory
 ``stages * (bm + bn) * 128 + 1024`` bytes <= 232448 (227 KB, the sm_90 opt-in limit);
 0 <= k_pipe_mmas < stages; split_k 1..64 (``synth.bounds.MAX_SPLIT_K``), without a load predicate;
-persistent without split-K or a load predicate; ping-pong with bm 64 and persistent; epilogue ``register`` or ``tma_store`` (without split-K), with
+persistent without split-K or a load predicate; ping-pong persistent, at most 128 accumulators per thread; epilogue ``register`` or ``tma_store`` (without split-K), with
 1..4 staging buffers of ``64 x store_cols`` f32 per consumer warp group counted in the shared memory.
 """
 
@@ -36,6 +36,9 @@ DTYPES = ("f16", "bf16")
 """Element types of A and B (2 bytes each: the tile and byte counts do not depend on it)."""
 EPILOGUES = ("register", "tma_store")
 """How C is stored (docs/hopper_kernel.md; docs/hopper_store.md for ``tma_store``)."""
+MAX_ACC_REGS = 128
+"""f32 accumulators per consumer thread at most (of the 232 registers ``setmaxnreg`` gives it: the rest hold
+descriptors, addresses and the epilogue's values; more spills)."""
 PRODUCER_REGS = 40
 """``setmaxnreg.dec`` target of the producer warp group (CUTLASS's value)."""
 
@@ -87,6 +90,12 @@ class Sm90Config:
     def consumers(self) -> int:
         """Consumer warp groups of the CTA: 2 for ping-pong, else ``bm / 64``."""
         return 2 if self.pingpong else self.bm // 64
+
+    @property
+    def row_blocks(self) -> int:
+        """64-row wgmma blocks of one consumer warp group's tile: ``bm / 64`` for ping-pong (each warp group
+        computes a whole tile), 1 for cooperative (each its 64 rows)."""
+        return self.bm // 64 if self.pingpong else 1
 
     @property
     def ring_consumers(self) -> int:
@@ -148,9 +157,12 @@ class Sm90Config:
                              "global memory")
         if not 1 <= self.staging <= MAX_STAGING:
             raise ValueError(f"staging {self.staging} outside 1..{MAX_STAGING}")
-        if self.pingpong and (not self.persistent or self.bm != 64):
-            raise ValueError("ping-pong consumers take whole 64-row tiles of a persistent CTA: use bm 64 and "
-                             "persistent")
+        if self.pingpong and not self.persistent:
+            raise ValueError("ping-pong consumers take whole tiles of a persistent CTA: set persistent")
+        if self.row_blocks * self.bn // 2 > MAX_ACC_REGS:
+            raise ValueError(f"a {self.bm}x{self.bn} tile per warp group holds {self.row_blocks * self.bn // 2} "
+                             f"accumulators per thread, above {MAX_ACC_REGS}: the kernel would spill (CUTLASS's "
+                             "128x256 ping-pong does); use bn <= 128 with bm 128")
         if self.smem_bytes > SMEM_LIMIT:
             raise ValueError(f"{self.smem_bytes} bytes of shared memory exceed {SMEM_LIMIT}: use fewer stages")
 

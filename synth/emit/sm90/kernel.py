@@ -315,6 +315,11 @@ class _Emit:
                 f"  for (int kk = 0; kk < {cfg.bk // 16}; ++kk)",
                 f"    {_wgmma_name(cfg)}(acc, da + 2 * kk, db + 2 * kk);  // +32 bytes per k16",
                 "}"]
+        if cfg.row_blocks > 1:  # ping-pong with a 128-row tile per warp group: one wgmma per 64-row block
+            body[-3:-1] = [f"  for (int kk = 0; kk < {cfg.bk // 16}; ++kk) {{",
+                           *(f"    {_wgmma_name(cfg)}(acc + {r * cfg.bn // 2}, da + {r * 512} + 2 * kk, db + 2 * kk);"
+                             f"  // rows {64 * r}.. (+{64 * r} x 128 bytes)" for r in range(cfg.row_blocks)),
+                           "  }"]
         if conds:
             # adapter (docs/hopper_kernel.md): a k-tile whose loads are predicated off is not multiplied
             body = [f"if ({' && '.join(conds)}) {{"] + ["  " + b for b in body] + ["}"]
@@ -542,11 +547,19 @@ def _persistent_roles(e: _Emit, cfg: Sm90Config, prod, cons) -> None:
     else:
         e.w(2, "const int cw = wg - 1;  // consumer warp group: rows cw * 64 .. + 63 of the tile")
     _consumer_registers(e, cfg)
-    zero = ["#pragma unroll", f"for (int j = 0; j < {cfg.bn // 2}; ++j) acc[j] = 0.0f;"]
+    zero = ["#pragma unroll", f"for (int j = 0; j < {cfg.row_blocks * cfg.bn // 2}; ++j) acc[j] = 0.0f;"]
     rows = "0" if pingpong else "cw * 64"
     subtiles = cfg.bn // cfg.store_cols
-    first = f"(unsigned)(t / 2) * {subtiles}u" if pingpong else f"(unsigned)t * {subtiles}u"
-    c_lines = _epilogue(cfg, rows=rows) if e.store is None else _store_lines(cfg, e.store, first, rows=rows)
+    first = (f"(unsigned)(t / 2) * {subtiles * cfg.row_blocks}u" if pingpong else f"(unsigned)t * {subtiles}u")
+    if cfg.row_blocks == 1:
+        c_lines = _epilogue(cfg, rows=rows) if e.store is None else _store_lines(cfg, e.store, first, rows=rows)
+    else:  # each 64-row block of the warp group's tile in turn, its accumulators at acc + r BN / 2
+        c_lines = []
+        for r in range(cfg.row_blocks):
+            part = (_epilogue(cfg, rows=str(64 * r)) if e.store is None else
+                    _store_lines(cfg, e.store, f"{first} + {r * subtiles}u", rows=str(64 * r)))
+            c_lines += ["    {  // rows " + f"{64 * r} .. {64 * r + 63} of the tile"] + \
+                [ln.replace("acc[", f"acc[{r * cfg.bn // 2} + ") for ln in part] + ["    }"]
     if pingpong:
         # the order program's statements around the main loop: its waits before it, its drain (wait_group 0) and
         # the arrive that hands the ring to the other warp group after it; then C, overlapping the other's loop
@@ -598,7 +611,7 @@ def _consumer_registers(e: _Emit, cfg: Sm90Config) -> None:
     # split-K epilogue took uniform registers of its own)
     e.w(2, "synth_pin_u64(desc_a0);")
     e.w(2, "synth_pin_u64(desc_b0);")
-    e.w(2, f"float acc[{cfg.bn // 2}];")
+    e.w(2, f"float acc[{cfg.row_blocks * cfg.bn // 2}];")
 
 
 def _tile_roles(e: _Emit, cfg: Sm90Config, prod, cons) -> None:
