@@ -60,8 +60,8 @@ def legal(g: HopperGemm, d: Design) -> Optional[str]:
     """None when the kernel can be built with design ``d`` for ``g``, else why not."""
     if d.pingpong and not d.persistent:
         return "ping-pong consumers take a persistent CTA's tiles"
-    if d.pingpong and g.BM != 64:
-        return f"ping-pong needs tile BM 64, the tile has {g.BM}"
+    if d.pingpong and g.BM != 64:  # the kernel takes 128 rows too (pinned); the search's model prices 64-row turns
+        return f"auto considers ping-pong with tile BM 64 (the search model's), the tile has {g.BM}"
     if g.split_k > 1 and (d.persistent or d.pingpong or d.epilogue == "tma_store"):
         return f"split_k = {g.split_k} takes one CTA per split and the register epilogue"
     if d.epilogue == "tma_store" and g.N % 4:
