@@ -70,8 +70,8 @@ class HopperPoint:
     """How C leaves: ``register`` (``st.global`` from the accumulators) or ``tma_store`` (shared staging slots and
     asynchronous TMA stores, docs/hopper_store.md; never with a split, N a multiple of 4)."""
     pingpong: bool = False
-    """Two consumer warp groups take the persistent CTA's 64-row tiles in turn (docs/hopper_pingpong.md; needs
-    ``BM = 64`` and ``persistent``). False: cooperative."""
+    """Two consumer warp groups take the persistent CTA's tiles in turn, each a whole ``BM x BN`` tile
+    (docs/hopper_pingpong.md; needs ``persistent`` and a tile ``Sm90Config.check`` builds). False: cooperative."""
 
     @property
     def BK(self) -> int:
@@ -137,12 +137,13 @@ class HopperPoint:
         return self.gemm(M, N, K, dtype, self.problem_name(M, N, K, dtype))
 
     def problem_name(self, M: int, N: int, K: int, dtype: str) -> str:
-        """``gemm-MxNxK-dtype-BMxBNxBK-sS-kK[-splitS][-persistent][-pingpong][-tma_store]-sm_90``; where that is
+        """``gemm-MxNxK-dtype-BMxBNxBK-sS-kK[-splitS][-persistent|-pingpong][-tma_store]-sm_90`` (ping-pong implies
+        persistent); where that is
         longer than a problem name may be (:data:`NAME_LIMIT`), the variant words shortened (``split`` -> ``sp``,
         ``persistent`` -> ``pers``, ``pingpong`` -> ``pp``, ``tma_store`` -> ``tmas``), then the shape left out
         (the folder's problem.yaml still has it)."""
         words = ([("split", "sp", self.split_k)] if self.split_k != 1 else []) + \
-            ([("persistent", "pers", "")] if self.persistent else []) + \
+            ([("persistent", "pers", "")] if self.persistent and not self.pingpong else []) + \
             ([("pingpong", "pp", "")] if self.pingpong else []) + \
             ([("tma_store", "tmas", "")] if self.epilogue == "tma_store" else [])
         tile = f"{self.BM}x{self.BN}x{self.BK}-s{self.stages}-k{self.k_pipe_mmas}"
@@ -199,9 +200,8 @@ def _c_smem(ctx, p: HopperPoint) -> Optional[str]:
 
 
 def _c_pingpong(ctx, p: HopperPoint) -> Optional[str]:
-    if p.pingpong and (p.BM != 64 or not p.persistent):
-        return (f"ping-pong consumers take whole 64-row tiles of a persistent CTA (BM = {p.BM}, persistent = "
-                f"{p.persistent}): use BM 64 and persistent")
+    if p.pingpong and not p.persistent:
+        return "ping-pong consumers take whole tiles of a persistent CTA: set persistent"
     return None
 
 
@@ -228,7 +228,7 @@ HOPPER_CONSTRAINTS: tuple[HopperConstraint, ...] = (
     HopperConstraint("tma-16B", "K % 8 == 0", _c_tma),
     HopperConstraint("shared-memory", "stages * ((BM + BN) * 128 + 16) + staging + order + 1024 <= 232448",
                      _c_smem),
-    HopperConstraint("ping-pong", "pingpong => BM == 64 and persistent", _c_pingpong),
+    HopperConstraint("ping-pong", "pingpong => persistent (the tile: Sm90Config.check)", _c_pingpong),
     HopperConstraint("tma-store-16B", "epilogue == tma_store => N % 4 == 0", _c_store),
     HopperConstraint("Sm90Config.check", "synth.emit.sm90.config.Sm90Config(...).check() passes", _c_kernel),
 )
@@ -305,14 +305,14 @@ VARIANTS: tuple[tuple[bool, bool, str], ...] = (
     (False, False, "register"), (True, False, "register"), (True, False, "tma_store"), (False, False, "tma_store"),
     (True, True, "register"), (True, True, "tma_store"))
 """``(persistent, pingpong, epilogue)`` of the variants ranked for every evaluated point: one CTA per tile,
-persistent, persistent + TMA store, one CTA per tile + TMA store, and for ``BM = 64`` ping-pong and ping-pong + TMA
-store (docs/search.md, section 10)."""
+persistent, persistent + TMA store, one CTA per tile + TMA store, ping-pong and ping-pong + TMA store, each where
+the kernel builds it (docs/search.md, section 10)."""
 
 
 def hopper_variants(ctx, p: HopperPoint) -> list[HopperPoint]:
     """The legal variants of the unsplit point ``p`` (:data:`VARIANTS`, each at :func:`fit_stages`), ``p``'s own
-    configuration (its base) first. A variant the shape or the tile rules out (ping-pong with ``BM = 128``, a TMA
-    store with ``N % 4 != 0``) is left out; :func:`is_legal_hopper` says why."""
+    configuration (its base) first. A variant the shape or the tile rules out (a ping-pong tile the kernel does
+    not build, a TMA store with ``N % 4 != 0``) is left out; :func:`is_legal_hopper` says why."""
     out: list[HopperPoint] = []
     for persistent, pingpong, epilogue in VARIANTS:
         q = fit_stages(replace(p.base, persistent=persistent, pingpong=pingpong, epilogue=epilogue))
@@ -342,14 +342,15 @@ class Pipeline:
 
 
 @functools.lru_cache(maxsize=None)
-def pipeline(dtype: str, BM: int, BN: int, stages: int, k_pipe: int, T: int) -> Pipeline:
+def pipeline(dtype: str, BM: int, BN: int, stages: int, k_pipe: int, T: int, consumers: int = 0) -> Pipeline:
     """The pipeline model's cycles of ``T`` k-tiles, split into fill and per-tile cycles
-    (warp-specialized, ``BM / 64`` consumer warp groups, as the kernel is built)."""
+    (warp-specialized, ``consumers`` warp groups reading each slot: 0 stands for ``BM / 64``, the cooperative
+    kernel; ping-pong has 1, as the kernel is built)."""
     from ..gemm import GemmConfig
     from ..hopper.model import loop_cost
 
     cfg = GemmConfig(BM, BN, T * HOPPER_BK, dtype, BM, BN, HOPPER_BK, 4 * (1 + BM // 64), stages, "sm_90")
-    c = loop_cost(cfg, stages, k_pipe, BM // 64, T, warp_specialized=True)
+    c = loop_cost(cfg, stages, k_pipe, consumers or BM // 64, T, warp_specialized=True)
     return Pipeline(c.fill, float(c.per_tile), c.cycles)
 
 
@@ -505,9 +506,9 @@ class EpilogueCost:
 
 
 def epilogue_cost(arch, p: HopperPoint, stores: float) -> EpilogueCost:
-    """The C store of one tile (``64 x BN`` for ping-pong, else ``BM x BN``, f32) by ``stores`` CTAs of one SM."""
-    rows = 64 if p.pingpong else p.BM
-    c_bytes = stores * rows * p.BN * C_BYTES
+    """The C store of one ``BM x BN`` f32 tile by ``stores`` CTAs of one SM (cooperative: its warp groups store their
+    64 rows side by side; ping-pong: one warp group stores the whole tile, ``BM / 64`` row blocks of sub-tiles)."""
+    c_bytes = stores * p.BM * p.BN * C_BYTES
     l2_per_sm = arch.l2_bytes_per_clk / arch.sm_count
     through_l2 = arch.lat_global + c_bytes / l2_per_sm
     if p.epilogue != "tma_store":
@@ -515,8 +516,9 @@ def epilogue_cost(arch, p: HopperPoint, stores: float) -> EpilogueCost:
     W = store_cols(p.BN)
     ideal = max(1, -(-32 * 8 // arch.smem_bytes_per_clk))  # a warp's 256 bytes without a conflict
     staging = c_bytes / arch.smem_bytes_per_clk * staging_wavefronts(p.BN) / ideal
-    barriers = 2 * (p.BN // W) * arch.barrier_cycles  # the warp groups run theirs side by side
-    tail = stores * (rows // 64) * 64 * W * C_BYTES / arch.tma_bytes_per_clk
+    blocks = p.BM // 64 if p.pingpong else 1  # 64-row blocks one warp group stores
+    barriers = 2 * blocks * (p.BN // W) * arch.barrier_cycles  # cooperative warp groups run theirs side by side
+    tail = stores * (1 if p.pingpong else p.BM // 64) * 64 * W * C_BYTES / arch.tma_bytes_per_clk
     return EpilogueCost(critical=staging + barriers, write=through_l2, tail=tail, staging=staging, barriers=barriers)
 
 
@@ -560,7 +562,7 @@ def estimate_hopper(ctx, p: HopperPoint) -> HopperEstimate:
     S = p.split_k
     Ts = -(-T // S)
     tma = p.epilogue == "tma_store"
-    pipe = pipeline(ctx.dtype, p.BM, p.BN, p.stages, p.k_pipe_mmas, Ts)
+    pipe = pipeline(ctx.dtype, p.BM, p.BN, p.stages, p.k_pipe_mmas, Ts, 1 if p.pingpong else 0)
     tm, tn = -(-M // p.BM), -(-N // p.BN)
     tiles = tm * tn
     ctas = tiles * S

@@ -28,7 +28,8 @@ from typing import Optional
 from ..errors import SynthError
 from .explain import behind, beats, difference, loop_rate
 from .hopper import (HopperEstimate, HopperPoint, auto_point, enumerate_hopper_space, estimate_hopper,
-                     hopper_occupancy, hopper_split_issue, hopper_variants, is_legal_hopper, pipeline_evaluations,
+                     fit_stages, hopper_occupancy, hopper_split_issue, hopper_variants, is_legal_hopper,
+                     pipeline_evaluations,
                      prune_hopper, staging_wavefronts, store_cols)
 from .results import Candidate, Progress, ReferenceRank, SearchResult, progress_or_silent
 
@@ -242,9 +243,11 @@ def why_hopper_variant(ctx, e: HopperEntry) -> str:
     parts = []
     co = by.get((True, False, "register"))
     pp = by.get((True, True, "register"))
-    if base.BM != 64:
-        parts.append("ping-pong is not ranked for this tile: its warp groups take whole 64-row tiles (BM = 64)")
-    elif pp is not None and co is not None:
+    if pp is None:
+        why = is_legal_hopper(ctx, fit_stages(replace(base, persistent=True, pingpong=True)) or
+                              replace(base, persistent=True, pingpong=True))
+        parts.append(f"ping-pong is not ranked for this tile ({why})")
+    elif co is not None:
         s = pp.est
         text = ("ping-pong: one tile per CTA, so the second warp group has no main loop to hide the first one's C "
                 "store behind" if s.tiles_per_cta <= 1 else
