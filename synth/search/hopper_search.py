@@ -130,7 +130,7 @@ def describe_hopper(ctx, e: HopperEntry) -> str:
     peak = ctx.arch.tensor_f16_f32_flop_per_clk_sm
     if est.pingpong:
         grid = (f"{est.ctas} persistent CTAs at {est.ctas_per_sm}/SM ({est.occupancy_limit}-limited, 384 threads), "
-                f"two ping-pong consumer warp groups taking turns on {est.tiles} tiles of 64 rows, the busiest CTA "
+                f"two ping-pong consumer warp groups taking turns on {est.tiles} tiles of {p.BM}x{p.BN}, the busiest CTA "
                 f"{est.tiles_per_cta} (the tiles fill {est.wave_efficiency:.0%} of {est.tiles_per_cta} x {est.ctas} "
                 "tile slots)")
     elif est.persistent:
