@@ -258,6 +258,9 @@ def validate_hopper(p: HopperProgram) -> None:
                     raise HopperError(where, f"mbarrier.{s.kind} inside a role: synth proves barriers "
                                       "initialized in \"setup\" and invalidated in \"teardown\" only",
                                       f"move the {s.kind} of {s.barrier} to \"{'setup' if s.kind == 'init' else 'teardown'}\"")
+                if getattr(s, "kind", None) == "cluster_sync":
+                    raise HopperError(where, "a cluster barrier inside a role: synth proves cluster barriers in "
+                                      "\"setup\" and \"teardown\" only", "move it to \"setup\" or \"teardown\"")
                 check(s, where)
                 if isinstance(s, ArriveStmt) and r.threads > 1 and not s.elected:
                     raise HopperError(f"{where}.elected", f"an arrive by each of the {r.threads} threads of a warp "

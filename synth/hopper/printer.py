@@ -62,6 +62,8 @@ def _stmt(p: HopperProgram, role, s, part=None) -> str:
         return f"mbarrier.init {s.barrier}[0..{b.slots - 1}], {b.count}"
     if isinstance(s, InvalStmt):
         return f"mbarrier.inval {s.barrier}"
+    if getattr(s, "kind", None) == "cluster_sync":
+        return "barrier.cluster.arrive.release; barrier.cluster.wait.acquire  (every thread of every CTA)"
     if isinstance(s, BarSyncStmt):
         return f"bar.sync {s.id} + warp group, {role.threads if role is not None else '?'}  (converges the warp group)"
     return repr(s)
