@@ -23,7 +23,7 @@ from .yamlnodes import LDict, check_bound, check_keys, require, suggest, want_in
 
 GEMM_KEYS = ("name", "description", "kind", "shape", "dtype", "tile", "warps", "stages", "split_k", "stream_k", "arch", "mainloop",
              "k_pipe_mmas", "min_k_tiles", "loop", "schedule", "objective", "target", "persistent",
-             "epilogue", "pingpong")
+             "epilogue", "pingpong", "out_dtype")
 """Top-level keys of a ``kind: gemm`` document (``loop`` only to say it is derived)."""
 
 
@@ -75,6 +75,10 @@ def problem_from_gemm_doc(doc: LDict, path: str) -> "Problem | HopperGemm":
     if "k_pipe_mmas" in doc:
         raise SynthError(doc.key_loc["k_pipe_mmas"], "k_pipe_mmas belongs to the Hopper main loop (wgmma groups)",
                          "remove k_pipe_mmas:, or use arch: sm_90 with mainloop: tma_wgmma")
+    if "out_dtype" in doc and doc["out_dtype"] != "f32":
+        raise SynthError(doc.val_loc["out_dtype"], f"out_dtype {doc['out_dtype']!r}: the cp.async kernel stores C as "
+                         "f32; f16 and bf16 output is the Hopper TMA-store epilogue's (docs/hopper_store.md)",
+                         "remove out_dtype:, or use arch: sm_90 with mainloop: tma_wgmma and epilogue: tma_store")
     if "pingpong" in doc and doc["pingpong"] is not False:
         raise SynthError(doc.key_loc["pingpong"], "ping-pong consumers are built for the Hopper main loop only "
                          "(docs/hopper_pingpong.md)", "remove pingpong:, or use arch: sm_90 with mainloop: tma_wgmma")

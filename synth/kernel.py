@@ -716,10 +716,11 @@ class HopperKernel:
         if not (1 <= M <= INT_MAX and 1 <= N <= INT_MAX and 0 <= K <= INT_MAX) or K % 8:
             raise KernelError(loc, f"M = {M}, N = {N}, K = {K}: need M, N >= 1 and K a multiple of 8 (0 included; "
                               "TMA row strides are multiples of 16 bytes)", "pad K with zeros to a multiple of 8")
-        if self.config.epilogue == "tma_store" and N % 4:
+        ob = self.config.out_bytes
+        if self.config.epilogue == "tma_store" and (N * ob) % 16:
             raise KernelError(loc, f"N = {N}: this kernel stores C with TMA, whose tensor map needs a row stride "
-                              "(4 N bytes) that is a multiple of 16", "pad N to a multiple of 4, or solve the problem "
-                              "with epilogue: register")
+                              f"({ob} N bytes) that is a multiple of 16", f"pad N to a multiple of {16 // ob}, or "
+                              "solve the problem with epilogue: register")
         split = self.config.split_k
         if K and -(-K // self.config.bk) < split:  # K = 0: an empty product, computed on the host
             raise KernelError(loc, f"K = {K} has {-(-K // self.config.bk)} k-tile(s) of {self.config.bk}; this kernel "
@@ -768,7 +769,9 @@ class HopperKernel:
         loc = Loc(self.path)
         a, b, C, (M, N, K) = self.check(A, B, C, alpha=alpha, beta=beta, ctas=ctas)
         if K == 0:  # nothing to multiply: no launch (kernel.cu returns at once for K < 1), on every backend
-            return k_zero_result(C, M, N, float(alpha), float(beta))
+            from .emit.sm90.runner import round_out
+
+            return round_out(k_zero_result(C, M, N, float(alpha), float(beta)), self.config.out_dtype)
         if self.backend == "cuda":
             with self.prepare(A, B, C, alpha=alpha, beta=beta, ctas=ctas) as job:
                 job.run()
@@ -810,7 +813,7 @@ class HopperKernel:
         dev = CudaDevice()
         try:
             fn = dev.function(self.source, KERNEL, cfg.smem_bytes, arch="sm_90a", images=self.images)
-            out = np.zeros((M, N), np.float32)
+            out = np.zeros((M, N), np.float32 if cfg.out_bytes == 4 else np.uint16)  # C as stored (f16/bf16 bits)
             dA, dB, dC = dev.upload(a), dev.upload(b), dev.upload(out)
             dCin = dev.upload(C) if C is not None else None
             if cfg.persistent:  # the busiest CTA's ring within an int at this device's wave
@@ -828,8 +831,10 @@ class HopperKernel:
             dev.launch(fn, grid, (cfg.threads, 1, 1), cfg.smem_bytes, params)
 
         def fetch():
+            from .emit.sm90.runner import widen_out
+
             dev.synchronize()
-            return dev.download(out, dC).copy(), 0
+            return widen_out(dev.download(out, dC).copy(), cfg.out_dtype), 0
 
         return Prepared(run, fetch, lambda repeats, before=None: dev.time_ms(run, repeats, before), dev.close,
                         dev.registers(fn), dev.name, dev.loaded_from.get(int(fn), "?"))

@@ -150,6 +150,7 @@ class FakeDriver:
         self.CUtensorMapDataType = SimpleNamespace(CU_TENSOR_MAP_DATA_TYPE_FLOAT16="f16",
                                                    CU_TENSOR_MAP_DATA_TYPE_BFLOAT16="bf16",
                                                    CU_TENSOR_MAP_DATA_TYPE_FLOAT32="f32")
+        # (the same names stand for A's and B's element types and C's)
         self.CUtensorMapInterleave = SimpleNamespace(CU_TENSOR_MAP_INTERLEAVE_NONE="none")
         self.CUtensorMapSwizzle = SimpleNamespace(CU_TENSOR_MAP_SWIZZLE_128B="128B", CU_TENSOR_MAP_SWIZZLE_NONE="none")
         self.CUtensorMapL2promotion = SimpleNamespace(CU_TENSOR_MAP_L2_PROMOTION_L2_128B="128B",
@@ -315,16 +316,25 @@ class FakeDriver:
             assert t["dims"] == [K, rows] and t["strides"] == [2 * K] and t["box"][0] == 64 and t["rank"] == 2
             assert (t["swizzle"], t["oob"], t["interleave"], t["elem"]) == ("128B", "zeros", "none", [1, 1])
             ops.append(self._array(t["addr"], np.uint16)[:rows * K].reshape(rows, K))
-        if "tmC" in vals:  # a TMA-store epilogue: C's map as the emulator's harness builds it (f32, no swizzle)
+        out_bytes = 4
+        if "tmC" in vals:  # a TMA-store epilogue: C's map as the emulator's harness builds it (no swizzle)
             t, cols = vals["tmC"], int(re.search(r"#define SYNTH_TMA_STORE (\d+)", source).group(1))
-            assert t["dims"] == [N, M] and t["strides"] == [4 * ldc] and t["box"] == [cols, 64], t
-            assert (t["dtype"], t["swizzle"], t["interleave"], t["elem"]) == ("f32", "none", "none", [1, 1])
+            out_bytes = int(re.search(r"#define SYNTH_OUT_BYTES (\d+)", source).group(1))
+            out = "f32" if out_bytes == 4 else "bf16" if "SYNTH_OUT_BF16" in source else "f16"
+            assert t["dims"] == [N, M] and t["strides"] == [out_bytes * ldc] and t["box"] == [cols, 64], t
+            assert (t["dtype"], t["swizzle"], t["interleave"], t["elem"]) == (out, "none", "none", [1, 1])
             assert t["addr"] == vals["C"][1]
         cin = vals["C_in"][1]
         C_in = self._array(cin, np.float32)[:M * ldc].reshape(M, ldc) if cin else None
         out, info = run_emulated(source, ops[0], ops[1], C_in, alpha=vals["alpha"], beta=vals["beta"], ldc=ldc)
         assert info.get("ok"), info
-        self._array(vals["C"][1], np.float32)[:M * ldc] = out.reshape(-1)
+        if out_bytes == 4:
+            self._array(vals["C"][1], np.float32)[:M * ldc] = out.reshape(-1)
+        else:  # the emulator widened C to f32; the device buffer holds the f16 / bf16 bits
+            from synth.emit.sm90.emulate import bf16_bits
+
+            bits = bf16_bits(out) if "SYNTH_OUT_BF16" in source else out.astype(np.float16).view(np.uint16)
+            self._array(vals["C"][1], np.uint16)[:M * ldc] = bits.reshape(-1)
 
 
 @pytest.fixture
@@ -396,16 +406,19 @@ def test_the_hopper_kernel_through_cuda_python(folders, fake):
 
 
 @NEEDS_GXX
-def test_the_tma_store_kernel_through_cuda_python(tmp_path, fake):
-    # a TMA-store epilogue: a third tensor map (C, f32, row stride 4 N, box 64 rows x 32 columns, no swizzle)
-    # after B's, in the kernel's argument order
+@pytest.mark.parametrize("out_dtype", ["f32", "f16"])
+def test_the_tma_store_kernel_through_cuda_python(tmp_path, fake, out_dtype):
+    # a TMA-store epilogue: a third tensor map (C in out_dtype, row stride N elements, box 64 rows x 32 columns,
+    # no swizzle) after B's, in the kernel's argument order; an f16 C comes back as float32 values of f16
     out = _solve(tmp_path, "name: gs\nkind: gemm\nshape: {M: 256, N: 256, K: 256}\ntile: {BM: 128, BN: 64, BK: 64}\n"
-                           "arch: sm_90\nmainloop: tma_wgmma\nepilogue: tma_store\nstages: 3\n")
+                           f"arch: sm_90\nmainloop: tma_wgmma\nepilogue: tma_store\nstages: 3\nout_dtype: {out_dtype}\n")
     drv = fake(open(f"{out}/kernel.cu").read())
     kern = synth.kernel.load(out, backend="cuda", images=[("sm_90a cubin", b"CUBIN")])
-    A, B = _ab(70, 132, 136, seed=8)
+    A, B = _ab(70, 136, 136, seed=8)
     C = kern(A, B)
-    assert np.allclose(C, A.astype(np.float32) @ B.astype(np.float32).T, atol=1e-2)
+    assert C.dtype == np.float32 and np.allclose(C, A.astype(np.float32) @ B.astype(np.float32).T, atol=2e-2)
+    if out_dtype == "f16":
+        assert np.array_equal(C, C.astype(np.float16).astype(np.float32))
     assert [t["box"] for t in drv.tmaps.values()] == [[64, 128], [64, 64], [32, 64]]
     assert not drv.mem
 

@@ -60,10 +60,12 @@ def legal(g: HopperGemm, d: Design) -> Optional[str]:
     """None when the kernel can be built with design ``d`` for ``g``, else why not."""
     if d.pingpong and not d.persistent:
         return "ping-pong consumers take a persistent CTA's tiles"
-    if d.pingpong and g.BM != 64:  # the kernel takes 128 rows too (pinned); the search's model prices 64-row turns
-        return f"auto considers ping-pong with tile BM 64 (the search model's), the tile has {g.BM}"
+    if d.pingpong and g.BM * g.BN // 128 > 128:
+        return f"a {g.BM}x{g.BN} ping-pong tile per warp group would spill (over 128 accumulators per thread)"
     if g.split_k > 1 and (d.persistent or d.pingpong or d.epilogue == "tma_store"):
         return f"split_k = {g.split_k} takes one CTA per split and the register epilogue"
+    if g.out_dtype != "f32" and d.epilogue != "tma_store":
+        return f"out_dtype {g.out_dtype} is stored by the TMA-store epilogue only"
     if d.epilogue == "tma_store" and g.N % 4:
         return f"N = {g.N}: a TMA store needs a row stride that is a multiple of 16 bytes"
     return None

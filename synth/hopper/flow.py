@@ -97,7 +97,7 @@ def kernel_config(g: HopperGemm, choice: HopperChoice):
 
     cfg = Sm90Config(bm=g.BM, bn=g.BN, stages=choice.stages, k_pipe_mmas=choice.k_pipe_mmas, dtype=g.dtype,
                      name=g.name, split_k=g.split_k, persistent=g.persistent, epilogue=g.epilogue,
-                     pingpong=g.pingpong)
+                     pingpong=g.pingpong, out_dtype=g.out_dtype)
     try:
         cfg.check()
     except ValueError as e:

@@ -42,6 +42,8 @@ ALIGN_PAD = 1024
 BARRIER_BYTES = 16
 EPILOGUES = ("register", "tma_store")
 """How the Hopper kernel stores C (``epilogue:``)."""
+OUT_DTYPES = ("f32", "f16", "bf16")
+"""Element types C may be stored in (``out_dtype:``; f16 and bf16 with the TMA-store epilogue)."""
 """Shared memory of one stage's two mbarriers (full and empty, 8 bytes each)."""
 
 
@@ -87,6 +89,8 @@ class HopperGemm:
     """How C is stored: ``register`` or ``tma_store`` (shared staging and TMA stores, docs/hopper_store.md)."""
     pingpong: bool = False
     """Two consumer warp groups take the persistent CTA's 64-row tiles in turn (docs/hopper_pingpong.md)."""
+    out_dtype: str = "f32"
+    """The element type C is stored in: ``f32``, or ``f16`` / ``bf16`` with the TMA-store epilogue."""
     auto: tuple[str, ...] = ()
     """Design keys the problem writes ``auto`` (``persistent``, ``pingpong``, ``epilogue``): synth chooses them
     (:mod:`synth.hopper.design`); until then their fields hold the defaults."""
@@ -96,7 +100,7 @@ class HopperGemm:
         if self.epilogue != "tma_store":
             return 0
         cols = 32 if self.BN % 32 == 0 else 16
-        return self.consumers * DEFAULT_STAGING * 64 * cols * 4
+        return self.consumers * DEFAULT_STAGING * 64 * cols * (4 if self.out_dtype == "f32" else 2)
 
     @property
     def consumers(self) -> int:
@@ -266,9 +270,20 @@ def hopper_gemm_from_doc(doc: LDict, path: str, name: str, dims: dict, arch: str
             raise SynthError(doc.val_loc["persistent"], "ping-pong consumers take a persistent CTA's tiles in turn",
                              "write persistent: true, or remove it (pingpong: true implies it)")
         persistent = True
+    out_dtype = doc.get("out_dtype", "f32")
+    if out_dtype not in OUT_DTYPES:
+        raise SynthError(doc.val_loc["out_dtype"], f"out_dtype {out_dtype!r}: expected one of {', '.join(OUT_DTYPES)}",
+                         "write out_dtype: f16 (C stored as f16 by the TMA-store epilogue), or remove it (f32)")
+    if out_dtype != "f32":
+        if epilogue != "tma_store" and "epilogue" not in auto:
+            raise SynthError(doc.val_loc["out_dtype"], f"out_dtype {out_dtype}: C is stored as f16 or bf16 by the "
+                             "TMA-store epilogue only", "add epilogue: tma_store (or auto), or remove out_dtype:")
+        if dims["N"] % 8:
+            raise SynthError(locs.get("shape", doc.loc), f"shape.N {dims['N']}: a TMA store of {out_dtype} needs C's "
+                             "row stride (2 N bytes) to be a multiple of 16", "use N a multiple of 8, or out_dtype: f32")
     g = HopperGemm(name, dims["M"], dims["N"], dims["K"], dtype, tdims["BM"], tdims["BN"], stages, k_pipe, limit,
                    arch, path, locs, split_k=split_k, persistent=persistent, epilogue=epilogue, pingpong=pingpong,
-                   auto=auto)
+                   auto=auto, out_dtype=out_dtype)
     if g.max_stages() < 1:
         raise SynthError(g.loc("target.shared_bytes"), f"one stage needs {g.smem_bytes(1)} B of shared memory, "
                          f"above the {limit} B allowed", "raise target.shared_bytes or use a smaller tile")
@@ -292,6 +307,8 @@ def hopper_gemm_yaml(g: HopperGemm) -> str:
         lines.append(f"epilogue: {g.epilogue}")
     if g.pingpong:
         lines.append("pingpong: true")
+    if g.out_dtype != "f32":
+        lines.append(f"out_dtype: {g.out_dtype}")
     for key in g.auto:  # the chosen value stands (a folder's problem.yaml pins what synth chose)
         if not any(ln.startswith(f"{key}:") for ln in lines):
             lines.append(f"{key}: false" if key != "epilogue" else "epilogue: register")

@@ -28,7 +28,10 @@ def test_candidates_follow_pins_and_legality():
     every = candidate_designs(_g(auto=("persistent", "pingpong", "epilogue")))
     assert len(every) == 6 and all(legal(_g(), d) is None for d in every)  # ping-pong without persistence is not one
     assert Design(False, True) not in every
-    assert all(not d.pingpong for d in candidate_designs(_g(BM=128, auto=("persistent", "pingpong", "epilogue"))))
+    # a 128x256 tile per warp group would spill: no ping-pong there; 128x128 has it
+    assert all(not d.pingpong for d in candidate_designs(_g(BM=128, BN=256, auto=("persistent", "pingpong"))))
+    assert any(d.pingpong for d in candidate_designs(_g(BM=128, BN=128, auto=("persistent", "pingpong"))))
+    assert all(d.epilogue == "tma_store" for d in candidate_designs(_g(out_dtype="f16", auto=("epilogue",))))
     assert all(d.epilogue == "register" for d in candidate_designs(_g(N=4098, auto=("epilogue",))))
     assert candidate_designs(_g(split_k=2, auto=("persistent", "epilogue"))) == [Design()]
     # a pinned key stays as written

@@ -200,3 +200,37 @@ def test_solved_folder_certifies_and_runs(tmp_path):
     sp.write_text(json.dumps(doc))
     r = subprocess.run([sys.executable, "-m", "synth", "certify", str(out)], capture_output=True, text=True)
     assert r.returncode != 0 and "TMA-store epilogue" in r.stdout + r.stderr
+
+
+@needs_gxx
+@pytest.mark.parametrize("out_dtype", ["f16", "bf16"])
+def test_c_stored_as_f16_or_bf16(out_dtype):
+    # the TMA store writes C in the output type: every value is one of that type, within its rounding of numpy's
+    from synth.emit.sm90.runner import round_out
+
+    cfg = Sm90Config(bm=128, bn=64, stages=3, epilogue="tma_store", out_dtype=out_dtype, persistent=True)
+    r = emulate_sm90(emit_sm90_kernel(cfg), 200, 136, 136, with_c=True, beta=0.5, ctas=2, order="random")
+    assert r.ok, r.summary()
+    C = r.C[:, :136].astype(np.float32)
+    assert np.array_equal(C, round_out(C, out_dtype))  # representable: stored as out_dtype, not as f32
+    ulp = 2.0 ** -10 if out_dtype == "f16" else 2.0 ** -7
+    assert np.all(np.abs(C - r.ref) <= 2 * ulp * np.abs(r.ref) + 1e-3)
+
+
+def test_out_dtype_key(tmp_path):
+    base = ("name: g\nkind: gemm\nshape: {M: 256, N: 256, K: 256}\ntile: {BM: 128, BN: 128, BK: 64}\n"
+            "arch: sm_90\nmainloop: tma_wgmma\n")
+    cases = {"out_dtype: f16\n": "TMA-store epilogue only", "out_dtype: f8\nepilogue: tma_store\n": "expected one of",
+             "out_dtype: bf16\nepilogue: tma_store\n": None}
+    for extra, want in cases.items():
+        f = tmp_path / "p.yaml"
+        text = base + extra
+        f.write_text(text)
+        r = subprocess.run([sys.executable, "-m", "synth", "lower", str(f)], capture_output=True, text=True)
+        if want is None:
+            assert r.returncode == 2 and "stages" in r.stderr  # well-formed: lower asks for pinned stages
+        else:
+            assert r.returncode == 2 and want in r.stderr and "Traceback" not in r.stderr, (extra, r.stderr)
+    f.write_text(base.replace("N: 256", "N: 260") + "out_dtype: f16\nepilogue: tma_store\n")
+    r = subprocess.run([sys.executable, "-m", "synth", "lower", str(f)], capture_output=True, text=True)
+    assert r.returncode == 2 and "multiple of 8" in r.stderr

@@ -31,8 +31,14 @@ int main(int argc, char** argv) {
   CUtensorMap tmA{A.data(), {uint64_t(K), uint64_t(M)}, uint64_t(lda) * 2, {SYNTH_BK, SYNTH_BM}, 2, 128};
   CUtensorMap tmB{B.data(), {uint64_t(K), uint64_t(N)}, uint64_t(ldb) * 2, {SYNTH_BK, SYNTH_BN}, 2, 128};
 #ifdef SYNTH_TMA_STORE
-  // the TMA-store epilogue's C: f32, box 64 rows x SYNTH_TMA_STORE columns, no swizzle
-  CUtensorMap tmC{C.data(), {uint64_t(N), uint64_t(M)}, uint64_t(ldc) * 4, {SYNTH_TMA_STORE, 64}, 4, 0};
+#ifndef SYNTH_OUT_BYTES
+#define SYNTH_OUT_BYTES 4
+#endif
+  // the TMA-store epilogue's C: f32 (or f16 / bf16 bits in C16), box 64 rows x SYNTH_TMA_STORE columns, no swizzle
+  std::vector<uint16_t> C16(SYNTH_OUT_BYTES == 2 ? size_t(M) * ldc + 8 : 0, uint16_t(0x7FFF));  // NaN bits
+  void* c_base = SYNTH_OUT_BYTES == 2 ? static_cast<void*>(C16.data()) : static_cast<void*>(C.data());
+  CUtensorMap tmC{c_base, {uint64_t(N), uint64_t(M)}, uint64_t(ldc) * SYNTH_OUT_BYTES, {SYNTH_TMA_STORE, 64},
+                  SYNTH_OUT_BYTES, 0};
 #define SYNTH_TMC tmC,
 #else
 #define SYNTH_TMC
@@ -62,6 +68,18 @@ int main(int argc, char** argv) {
 #endif
     });
   }
+#if defined(SYNTH_TMA_STORE) && SYNTH_OUT_BYTES == 2
+  // C stored as f16 / bf16: widened to f32 for the output file (NaN where never written, guard included)
+  for (size_t i = 0; i < size_t(M) * ldc; ++i) {
+#ifdef SYNTH_OUT_BF16
+    C[i] = synth_emu::bf16_to_float(C16[i]);
+#else
+    C[i] = synth_emu::half_to_float(C16[i]);
+#endif
+  }
+  for (size_t i = size_t(M) * ldc; i < C16.size(); ++i)
+    if (C16[i] != uint16_t(0x7FFF)) C[C.size() - 4] = 0.0f;  // a store past the tensor: guard written
+#endif
   long tickets_left = 0;
   for (unsigned t : tickets) tickets_left += t != 0;
   std::ofstream out(argv[2], std::ios::binary);

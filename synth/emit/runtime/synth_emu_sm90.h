@@ -421,12 +421,40 @@ inline void synth_st_shared_f32x2(uint32_t a, float x, float y) {
   for (uint32_t w = 0; w < 2; ++w) s.swrites[(a - SMEM_BASE) / 4 + w] = {s.cur, ++s.stamp};
   yield_point();
 }
-// cp.async.bulk.tensor.2d.global.shared::cta.bulk_group: f32, no swizzle (the C map)
+namespace synth_emu {
+// float -> f16 / bf16 bits, rounded to nearest even (as __floats2half2_rn and __floats2bfloat162_rn)
+inline uint16_t float_to_half(float f) {
+  _Float16 h = static_cast<_Float16>(f);
+  uint16_t u; std::memcpy(&u, &h, 2); return u;
+}
+inline uint16_t float_to_bf16(float f) {
+  uint32_t u; std::memcpy(&u, &f, 4);
+  if ((u & 0x7FFFFFFFu) > 0x7F800000u) return uint16_t((u >> 16) | 0x40);  // NaN stays NaN
+  return uint16_t((u + 0x7FFFu + ((u >> 16) & 1u)) >> 16);
+}
+inline void st_shared_pair16(uint32_t a, uint16_t x, uint16_t y) {
+  State& s = S();
+  check_shared(a, 4);
+  if (a & 3) fail("fault", "misaligned st.shared.b32");
+  std::memcpy(smem_ptr(a), &x, 2); std::memcpy(smem_ptr(a + 2), &y, 2);
+  s.swrites[(a - SMEM_BASE) / 4] = {s.cur, ++s.stamp};
+  yield_point();
+}
+}  // namespace synth_emu
+// st.shared.b32 of two f16 / bf16 values (generic proxy), recorded per word as st.shared.v2.f32 is
+inline void synth_st_shared_f16x2(uint32_t a, float x, float y) {
+  synth_emu::st_shared_pair16(a, synth_emu::float_to_half(x), synth_emu::float_to_half(y));
+}
+inline void synth_st_shared_bf16x2(uint32_t a, float x, float y) {
+  synth_emu::st_shared_pair16(a, synth_emu::float_to_bf16(x), synth_emu::float_to_bf16(y));
+}
+// cp.async.bulk.tensor.2d.global.shared::cta.bulk_group: f32, f16 or bf16 elements, no swizzle (the C map)
 inline void synth_tma_store_2d(const CUtensorMap* map, uint32_t src, int c0, int c1) {
   using namespace synth_emu;
   State& s = S();
-  if (map->swizzle != 0 || map->elem_bytes != 4) fail("fault", "TMA store: the emulator knows f32 boxes without swizzle");
-  const uint32_t n = map->box[0] * map->box[1] * 4;
+  if (map->swizzle != 0 || (map->elem_bytes != 4 && map->elem_bytes != 2))
+    fail("fault", "TMA store: the emulator knows f32, f16 and bf16 boxes without swizzle");
+  const uint32_t n = map->box[0] * map->box[1] * map->elem_bytes;
   check_shared(src, n);
   if ((src - SMEM_BASE) % 128) fail("fault", "TMA store: shared source not 128-byte aligned");
   for (uint32_t w = 0; w < n / 4; ++w) {
@@ -464,8 +492,9 @@ inline void complete_bulk_group(Thread& th) {
       for (uint32_t e = 0; e < m.box[0]; ++e) {
         long gx = long(st.c0) + e, gy = long(st.c1) + r;
         if (gx < 0 || gy < 0 || uint64_t(gx) >= m.dim[0] || uint64_t(gy) >= m.dim[1]) continue;
-        std::memcpy(const_cast<unsigned char*>(static_cast<const unsigned char*>(m.base)) + gy * m.stride1 + gx * 4,
-                    smem_ptr(st.src + (r * m.box[0] + e) * 4), 4);
+        const uint32_t eb = m.elem_bytes;
+        std::memcpy(const_cast<unsigned char*>(static_cast<const unsigned char*>(m.base)) + gy * m.stride1 + gx * eb,
+                    smem_ptr(st.src + (r * m.box[0] + e) * eb), eb);
       }
     std::memset(smem_ptr(st.src), 0xFF, n);  // poisoned: NaN for anyone who reads the slot before rewriting it
     for (uint32_t w = 0; w < n / 4; ++w) s.swrites[(st.src - SMEM_BASE) / 4 + w] = {};

@@ -35,6 +35,8 @@ ALIGN_PAD = 1024
 DTYPES = ("f16", "bf16")
 """Element types of A and B (2 bytes each: the tile and byte counts do not depend on it)."""
 EPILOGUES = ("register", "tma_store")
+OUT_DTYPES = ("f32", "f16", "bf16")
+"""Element types of C as stored (``Sm90Config.out_dtype``)."""
 """How C is stored (docs/hopper_kernel.md; docs/hopper_store.md for ``tma_store``)."""
 MAX_ACC_REGS = 128
 """f32 accumulators per consumer thread at most (of the 232 registers ``setmaxnreg`` gives it: the rest hold
@@ -73,6 +75,9 @@ class Sm90Config:
     (through shared staging buffers and ``cp.async.bulk.tensor`` stores, docs/hopper_store.md)."""
     staging: int = 2
     """TMA-store epilogue: staging buffers per consumer warp group (1 .. 4)."""
+    out_dtype: str = "f32"
+    """The element type of C as stored: ``f32``, or ``f16`` / ``bf16`` (rounded to nearest even from the f32
+    result; the TMA-store epilogue only). ``C_in`` is f32 either way."""
 
     @property
     def store_cols(self) -> int:
@@ -84,7 +89,12 @@ class Sm90Config:
         """Shared memory of the TMA-store staging buffers, all consumer warp groups (0 for ``register``)."""
         if self.epilogue != "tma_store":
             return 0
-        return self.consumers * self.staging * 64 * self.store_cols * 4
+        return self.consumers * self.staging * 64 * self.store_cols * self.out_bytes
+
+    @property
+    def out_bytes(self) -> int:
+        """Bytes of one element of C as stored: 4 for f32, 2 for f16 and bf16."""
+        return 4 if self.out_dtype == "f32" else 2
 
     @property
     def consumers(self) -> int:
@@ -155,6 +165,10 @@ class Sm90Config:
         if self.epilogue == "tma_store" and self.split_k > 1:
             raise ValueError("a TMA-store epilogue with split-K is not built: the split's last CTA sums through "
                              "global memory")
+        if self.out_dtype not in OUT_DTYPES:
+            raise ValueError(f"out_dtype {self.out_dtype!r}: expected one of {OUT_DTYPES}")
+        if self.out_dtype != "f32" and self.epilogue != "tma_store":
+            raise ValueError(f"out_dtype {self.out_dtype}: C is stored as f16 or bf16 by the TMA-store epilogue only")
         if not 1 <= self.staging <= MAX_STAGING:
             raise ValueError(f"staging {self.staging} outside 1..{MAX_STAGING}")
         if self.pingpong and not self.persistent:
@@ -184,4 +198,4 @@ class Sm90Config:
         return store_program(self.staging, name=f"{self.name}.store") if self.epilogue == "tma_store" else None
 
 
-__all__ = ["Sm90Config", "BK", "SMEM_LIMIT", "PRODUCER_REGS", "DTYPES", "EPILOGUES"]
+__all__ = ["Sm90Config", "BK", "SMEM_LIMIT", "PRODUCER_REGS", "DTYPES", "EPILOGUES", "OUT_DTYPES"]

@@ -108,8 +108,16 @@ SYNTH_DEV unsigned synth_ld_acquire_u32(const unsigned* p) {
 
 _CUDA_STORE_API = r"""
 // TMA-store epilogue (docs/hopper_store.md): staging writes, the bulk store, its group FIFO
+#include <cuda_fp16.h>
+#include <cuda_bf16.h>
 SYNTH_DEV void synth_st_shared_f32x2(uint32_t a, float x, float y) {
   asm volatile("st.shared.v2.f32 [%0], {%1, %2};" :: "r"(a), "f"(x), "f"(y) : "memory"); }
+SYNTH_DEV void synth_st_shared_f16x2(uint32_t a, float x, float y) {
+  const __half2 h = __floats2half2_rn(x, y);
+  asm volatile("st.shared.b32 [%0], %1;" :: "r"(a), "r"(*reinterpret_cast<const uint32_t*>(&h)) : "memory"); }
+SYNTH_DEV void synth_st_shared_bf16x2(uint32_t a, float x, float y) {
+  const __nv_bfloat162 h = __floats2bfloat162_rn(x, y);
+  asm volatile("st.shared.b32 [%0], %1;" :: "r"(a), "r"(*reinterpret_cast<const uint32_t*>(&h)) : "memory"); }
 SYNTH_DEV void synth_tma_store_2d(const CUtensorMap* map, uint32_t src, int c0, int c1) {
   asm volatile("cp.async.bulk.tensor.2d.global.shared::cta.bulk_group [%0, {%2, %3}], [%1];"
                :: "l"(reinterpret_cast<uint64_t>(map)), "r"(src), "r"(c0), "r"(c1) : "memory"); }
@@ -391,7 +399,7 @@ def emit_sm90_kernel(cfg: Sm90Config, program: Optional[HopperProgram] = None, c
         f"// synth: sm_90a GEMM {cfg.bm}x{cfg.bn}x{cfg.bk}, {cfg.stages} stages, K_PIPE_MMAS {cfg.k_pipe_mmas}, "
         f"{cfg.consumers} consumer warp group(s) ({'ping-pong' if cfg.pingpong else 'cooperative'}), TMA 128B swizzle, wgmma m64n{cfg.bn}k16 {cfg.dtype}"
         + (", persistent tiles" if cfg.persistent else "")
-        + (f", TMA-store epilogue ({cfg.staging} staging buffers of 64x{cfg.store_cols} f32 per warp group)"
+        + (f", TMA-store epilogue ({cfg.staging} staging buffers of 64x{cfg.store_cols} {cfg.out_dtype} per warp group)"
            if store is not None else ""),
         *(f"// {n}" for n in p.notes),
         "// Synchronization emitted statement by statement from the Hopper program (docs/hopper_kernel.md).",
@@ -399,8 +407,9 @@ def emit_sm90_kernel(cfg: Sm90Config, program: Optional[HopperProgram] = None, c
         f"#define SYNTH_STAGES {cfg.stages}", f"#define SYNTH_THREADS {cfg.threads}",
         f"#define SYNTH_SMEM_BYTES {cfg.smem_bytes}", f"#define SYNTH_SPLIT_K {cfg.split_k}",
         *(["#define SYNTH_PERSISTENT 1  // a 1-D grid of any P >= 1 CTAs walks the tiles"] if cfg.persistent else []),
-        *([f"#define SYNTH_TMA_STORE {cfg.store_cols}  // C leaves through TMA stores of 64 x this many f32"]
-          if store is not None else []),
+        *([f"#define SYNTH_TMA_STORE {cfg.store_cols}  // C leaves through TMA stores of 64 x this many elements",
+           f"#define SYNTH_OUT_BYTES {cfg.out_bytes}  // C stored as {cfg.out_dtype}",
+           *(["#define SYNTH_OUT_BF16 1"] if cfg.out_dtype == "bf16" else [])] if store is not None else []),
         "#ifdef SYNTH_EMULATE",
         '#include "synth_emu_sm90.h"',
         "#else",
@@ -415,8 +424,8 @@ def emit_sm90_kernel(cfg: Sm90Config, program: Optional[HopperProgram] = None, c
         " | ((uint64_t)1 << 62);",
         "}",
         "",
-        *([f"// tmC: C as the TMA stores write it (f32, row stride 4 ldc bytes, box 64 rows x {cfg.store_cols} columns, "
-            "no swizzle)"] if store is not None else []),
+        *([f"// tmC: C as the TMA stores write it ({cfg.out_dtype}, row stride {cfg.out_bytes} ldc bytes, box 64 rows x "
+            f"{cfg.store_cols} columns, no swizzle)"] if store is not None else []),
         f"extern \"C\" __global__ void __launch_bounds__({cfg.threads}, 1)",
         f"{KERNEL}(const __grid_constant__ CUtensorMap tmA, const __grid_constant__ CUtensorMap tmB,",
         *(["               const __grid_constant__ CUtensorMap tmC,"] if store is not None else []),
@@ -433,7 +442,7 @@ def emit_sm90_kernel(cfg: Sm90Config, program: Optional[HopperProgram] = None, c
     off = cfg.stages * (cfg.a_slot_bytes + cfg.b_slot_bytes)
     if store is not None:
         head.append(f"  const uint32_t sStage = sA + {off};  // TMA-store staging: {cfg.consumers} warp group(s) x "
-                    f"{cfg.staging} x {64 * cfg.store_cols * 4} bytes")
+                    f"{cfg.staging} x {64 * cfg.store_cols * cfg.out_bytes} bytes")
         off += cfg.staging_bytes
     for b in p.barriers + (order.barriers if order is not None else ()):
         head.append(f"  const uint32_t bar_{b.name} = sA + {off};  // {b.kind}, "
@@ -683,9 +692,13 @@ def _store_wait(store, s) -> str:
 
 
 def _store_slot(cfg: Sm90Config, acc) -> str:
-    sub = 64 * cfg.store_cols * 4
+    sub = 64 * cfg.store_cols * cfg.out_bytes
     return (f"sStage + (uint32_t)cw * {cfg.staging * sub}u + ((unsigned)({c_expr(acc.slot)}) % {cfg.staging}u) * "
             f"{sub}u")
+
+
+_STAGE_WRITE = {"f32": "synth_st_shared_f32x2", "f16": "synth_st_shared_f16x2", "bf16": "synth_st_shared_bf16x2"}
+"""The staging write of a pair of C values, by the element type C is stored in (f16 / bf16: rounded to nearest)."""
 
 
 def _store_lines(cfg: Sm90Config, store, e0: str, rows: str = "cw * 64") -> list[str]:
@@ -727,7 +740,7 @@ def _store_lines(cfg: Sm90Config, store, e0: str, rows: str = "cw * 64") -> list
                 "        if (row < M && col < N) v0 += beta * C_in[(size_t)row * ldc + col];",
                 "        if (row < M && col + 1 < N) v1 += beta * C_in[(size_t)row * ldc + col + 1];",
                 "      }",
-                f"      synth_st_shared_f32x2(dst + (uint32_t)(r * {w} + c) * 4u, v0, v1);",
+                f"      {_STAGE_WRITE[cfg.out_dtype]}(dst + (uint32_t)(r * {w} + c) * {cfg.out_bytes}u, v0, v1);",
                 "    }",
                 "  }",
                 "}",

@@ -27,7 +27,7 @@ import numpy as np
 
 from ..sass import tool
 from .config import Sm90Config
-from .emulate import bf16_bits
+from .emulate import bf16_bits, bf16_value
 from .kernel import KERNEL
 
 
@@ -280,11 +280,14 @@ def sm90_params(dev: CudaDevice, cfg: Sm90Config, dA: int, dB: int, dC: int, dCi
         return bytes(ctypes.string_at(t.getPtr(), 128))
 
     params = [Param("tmap_A", "raw", tmap(dA, M, cfg.bm)), Param("tmap_B", "raw", tmap(dB, N, cfg.bn))]
-    if cfg.epilogue == "tma_store":  # C (f32, row stride ldc = N) written by TMA stores of 64 x store_cols boxes
-        if N % 4:
-            raise ValueError(f"N = {N}: a TMA store's row stride (4 N bytes) must be a multiple of 16")
+    if cfg.epilogue == "tma_store":  # C (out_dtype, row stride ldc = N) written by TMA stores of 64 x store_cols boxes
+        if (N * cfg.out_bytes) % 16:
+            raise ValueError(f"N = {N}: a TMA store's row stride ({cfg.out_bytes} N bytes) must be a multiple of 16")
+        ctype = {"f32": cu.CUtensorMapDataType.CU_TENSOR_MAP_DATA_TYPE_FLOAT32,
+                 "f16": cu.CUtensorMapDataType.CU_TENSOR_MAP_DATA_TYPE_FLOAT16,
+                 "bf16": cu.CUtensorMapDataType.CU_TENSOR_MAP_DATA_TYPE_BFLOAT16}[cfg.out_dtype]
         t = _check(cu.cuTensorMapEncodeTiled(
-            cu.CUtensorMapDataType.CU_TENSOR_MAP_DATA_TYPE_FLOAT32, 2, int(dC), [N, M], [N * 4], [cfg.store_cols, 64],
+            ctype, 2, int(dC), [N, M], [N * cfg.out_bytes], [cfg.store_cols, 64],
             [1, 1], cu.CUtensorMapInterleave.CU_TENSOR_MAP_INTERLEAVE_NONE,
             cu.CUtensorMapSwizzle.CU_TENSOR_MAP_SWIZZLE_NONE,
             cu.CUtensorMapL2promotion.CU_TENSOR_MAP_L2_PROMOTION_NONE,
@@ -302,6 +305,24 @@ def sm90_params(dev: CudaDevice, cfg: Sm90Config, dA: int, dB: int, dC: int, dCi
         tiles = -(-N // cfg.bn) * -(-M // cfg.bm)
         return params, (persistent_ctas(tiles, dev.attribute("MULTIPROCESSOR_COUNT"), ctas), 1, 1)
     return params, ((N + cfg.bn - 1) // cfg.bn, (M + cfg.bm - 1) // cfg.bm, cfg.split_k)
+
+
+def round_out(C: np.ndarray, out_dtype: str) -> np.ndarray:
+    """float32 values rounded (nearest even) to the element type C is stored in, back as float32."""
+    if out_dtype == "f32":
+        return C
+    if out_dtype == "f16":
+        return C.astype(np.float16).astype(np.float32)
+    return bf16_value(bf16_bits(C))
+
+
+def widen_out(C: np.ndarray, out_dtype: str) -> np.ndarray:
+    """C as the kernel stored it (float32, or the f16 / bf16 bits as uint16) -> float32 values (exact)."""
+    if out_dtype == "f32":
+        return C
+    if out_dtype == "f16":
+        return C.view(np.float16).astype(np.float32)
+    return bf16_value(C)
 
 
 def sm90_operands(cfg: Sm90Config, A: np.ndarray, B: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -338,7 +359,7 @@ def time_gpu(kernel_cu: str, cfg: Sm90Config, A: np.ndarray, B: np.ndarray, C_in
     dev = CudaDevice()
     try:
         fn = dev.function(kernel_cu, KERNEL, cfg.smem_bytes, arch="sm_90a", images=images)
-        C = np.zeros((M, N), np.float32)
+        C = np.zeros((M, N), np.float32 if cfg.out_bytes == 4 else np.uint16)
         dA, dB, dC = dev.upload(A), dev.upload(B), dev.upload(C)
         dCin = dev.upload(np.ascontiguousarray(C_in, np.float32)) if C_in is not None else None
         params, grid = sm90_params(dev, cfg, dA, dB, dC, dCin, M, N, K, alpha, beta)
@@ -349,6 +370,7 @@ def time_gpu(kernel_cu: str, cfg: Sm90Config, A: np.ndarray, B: np.ndarray, C_in
         launch()
         dev.synchronize()
         dev.download(C, dC)
+        C = widen_out(C, cfg.out_dtype)
         times = dev.time_ms(launch, repeats) if repeats else []
         return C, times, dev.registers(fn), dev.name
     finally:
@@ -356,4 +378,4 @@ def time_gpu(kernel_cu: str, cfg: Sm90Config, A: np.ndarray, B: np.ndarray, C_in
 
 
 __all__ = ["run_gpu", "time_gpu", "gpu_status", "device_status", "GpuError", "CudaDevice", "driver", "nvcc_image",
-           "sm90_params", "sm90_operands", "NVCC_FLAGS"]
+           "sm90_params", "sm90_operands", "widen_out", "round_out", "NVCC_FLAGS"]
