@@ -162,7 +162,8 @@ def _init_visible(p: HopperProgram, uses: list[Remote]) -> list[ObligationResult
                    f"orders CTA {u.to}'s own threads only)")
         else:
             why = None
-        bad = None if why is None else f"{u.text()}, but {why}: it may reach {b.name} before CTA {u.to} has initialized it"
+        bad = None if why is None else \
+            f"{u.text()}, but {why}: it may reach {b.name} before CTA {u.to} has initialized it"
         out.append(_result(f"init_visible:{b.name}", "init_visible", "setup",
                            f"{b.name} (CTA {cta_of(b.name)}), touched by another CTA, is initialized, fenced with "
                            "fence.mbarrier_init.release.cluster and followed by a cluster barrier in setup", bad))

@@ -33,7 +33,7 @@ CLUSTER_SIZES = (2,)
 """Cluster sizes lowered (a 2x1 cluster); 1 is :func:`synth.lower.barriers.lower_hopper`."""
 
 
-def _names(loop: HopperLoop, shared: str, n: int):
+def _names(loop: HopperLoop, shared: str):
     """``(own loads, the shared load, op name of CTA c's part of the shared box for CTA d)``."""
     own = [ld for ld in loop.loads if ld.buffer != shared]
     sh = next(ld for ld in loop.loads if ld.buffer == shared)
@@ -44,8 +44,8 @@ def lower_hopper_cluster(loop: HopperLoop, cluster: int = 2, shared: "str | None
     """The warp-specialized program of ``loop`` on a cluster of ``cluster`` CTAs sharing the load of
     buffer ``shared`` (default: the last load's, B). ValueError on a loop outside the bounds of
     :meth:`HopperLoop.check`, a cluster size outside :data:`CLUSTER_SIZES`, an unknown ``shared``
-    buffer, a loop of one load (nothing is left to load per CTA) or a shared box whose bytes do not
-    split into ``cluster`` parts of whole 16-byte units."""
+    buffer, a predicated load, a loop of one load (nothing is left to load per CTA) or a shared box
+    whose bytes do not split into ``cluster`` parts of whole 16-byte units."""
     loop.check()
     if cluster not in CLUSTER_SIZES:
         raise ValueError(f"cluster size {cluster}: only {', '.join(map(str, CLUSTER_SIZES))} is lowered "
@@ -53,9 +53,14 @@ def lower_hopper_cluster(loop: HopperLoop, cluster: int = 2, shared: "str | None
     shared = loop.loads[-1].buffer if shared is None else shared
     if shared not in {ld.buffer for ld in loop.loads}:
         raise ValueError(f"shared buffer {shared!r} is not loaded by the loop")
+    if any(ld.when is not None for ld in loop.loads):
+        # a predicated-off multicast leaves the peer's remote release ordered only by a chain longer than
+        # the provers' one hop (docs/hopper_cluster.md, "Not done"): refused rather than reported refuted
+        raise ValueError("predicated loads in a cluster are not lowered: load whole boxes (the K residue is "
+                         "zero-filled)")
     if len(loop.loads) < 2:
         raise ValueError("a cluster shares one operand: the loop needs another load of each CTA's own")
-    own, sh, half_op = _names(loop, shared, cluster)
+    own, sh, half_op = _names(loop, shared)
     if sh.bytes % (16 * cluster):
         raise ValueError(f"load {sh.op}: {sh.bytes} bytes do not split into {cluster} parts of whole 16-byte "
                          "units")
@@ -68,8 +73,8 @@ def lower_hopper_cluster(loop: HopperLoop, cluster: int = 2, shared: "str | None
     slot = simplify(Bin("%", i, Num(S)))
     ctas = range(n)
 
-    ops = tuple(ProgOp(f"{ld.op}{c}", "tma", 0, True, None, ld.when) for c in ctas for ld in own) + \
-        tuple(ProgOp(half_op(c, d), "tma", 0, True, None, sh.when) for c in ctas for d in ctas) + \
+    ops = tuple(ProgOp(f"{ld.op}{c}", "tma", 0, True, None, None) for c in ctas for ld in own) + \
+        tuple(ProgOp(half_op(c, d), "tma", 0, True, None, None) for c in ctas for d in ctas) + \
         tuple(ProgOp(f"{loop.mma}{c}", "wgmma", 0, True, 0, None) for c in ctas)
     buffers = tuple(ProgBuffer(f"{ld.buffer}{c}", "shared", S, ld.bytes) for c in ctas for ld in loop.loads)
     barriers = []
@@ -82,9 +87,7 @@ def lower_hopper_cluster(loop: HopperLoop, cluster: int = 2, shared: "str | None
 
     def tx_of(c: int) -> tuple:
         """The whole tile CTA ``c``'s full barrier expects: its own boxes and every CTA's part of the shared one."""
-        out = [Tx(ld.bytes, f"{ld.op}{c}" if ld.when is not None else None) for ld in own]
-        out += [Tx(part_bytes, half_op(s, c) if sh.when is not None else None) for s in ctas]
-        return tuple(out)
+        return tuple(Tx(ld.bytes) for ld in own) + tuple(Tx(part_bytes) for _ in ctas)
 
     roles = []
     for c in ctas:
@@ -104,8 +107,9 @@ def lower_hopper_cluster(loop: HopperLoop, cluster: int = 2, shared: "str | None
         reads = tuple(Access(f"{ld.buffer}{c}", i, slot, f"{ld.op}{c}") for ld in own) + \
             tuple(Access(f"{shared}{c}", i, slot, half_op(s, c)) for s in ctas)
         rg = None if K == 0 else parse(f"{K} <= i")
+        order = [c] + [d for d in ctas if d != c]  # its own CTA's release first, then the peers'
         release = [ArriveStmt(f"empty{d}", PipelineState(simplify(Bin("+", i, Num(-K))) if K else i, S, 0), 1, (), rg)
-                   for d in [c] + [d for d in ctas if d != c]]
+                   for d in order]
         body = (TryWaitStmt(f"full{c}", PipelineState(i, S, 0)), OpStmt(mma, i, None, 0, reads, ()),
                 CommitStmt(0, 0), WaitStmt(0)) + tuple(release)
         waits = [Wait("body", 0, Num(K), f"release of {mma}'s slot",
@@ -119,7 +123,7 @@ def lower_hopper_cluster(loop: HopperLoop, cluster: int = 2, shared: "str | None
                               f"release of {mma}'s slot",
                               reason="drain: the group of iteration T - K + i is complete before its slot is released"))
             parts.append(Part("epilogue", "i", Num(K), (WaitStmt(1, eg),) + tuple(
-                ArriveStmt(f"empty{d}", PipelineState(ver, S, 0), 1, (), eg) for d in [c] + [d for d in ctas if d != c])))
+                ArriveStmt(f"empty{d}", PipelineState(ver, S, 0), 1, (), eg) for d in order)))
         prog = Program(f"{loop.name}.consumer{c}", loop.loop_var, T, loop.min_trip_count, 0, ops, buffers, ("wgmma",),
                        tuple(parts), tuple(waits))
         roles.append(Role(f"consumer{c}", C, prog, threads=WARPGROUP_THREADS, collective=(mma,)))

@@ -61,7 +61,8 @@ class _Touch:
     dst: int
 
     def say(self) -> str:
-        return f"{self.role} (CTA {self.src}) {self.what} {self.target} of CTA {self.dst} ({self.part} statement {self.pos})"
+        return (f"{self.role} (CTA {self.src}) {self.what} {self.target} of CTA {self.dst} ({self.part} statement "
+                f"{self.pos})")
 
 
 def _touches(p: HProgram) -> list:

@@ -23,7 +23,9 @@ from synth.trusted.hopper_program import HopperInputError, read_hopper_bytes
 from synth.verify.oracle_phases import run
 
 LOADS = (Load("load_A", "A", 16384), Load("load_B", "B", 8192))
-CTA_NAME = re.compile(r"\b(producer|consumer)[01]\b.*\b(full|empty)[01]\b|\b(full|empty)[01]\b.*\b(producer|consumer)[01]\b")
+# a role and a barrier of one of the two CTAs, in either order
+CTA_NAME = re.compile(r"\b(producer|consumer)[01]\b.*\b(full|empty)[01]\b|"
+                      r"\b(full|empty)[01]\b.*\b(producer|consumer)[01]\b")
 
 
 def cluster(stages=2, k=1, consumers=1, loads=LOADS):
@@ -67,6 +69,8 @@ def test_lowered_cluster_program_form(lowered):
     assert "barrier.cluster.arrive.release; barrier.cluster.wait.acquire" in text
     with pytest.raises(ValueError, match="cluster size 3"):
         lower_hopper_cluster(HopperLoop("gemm", LOADS, "mma", 2, 1, 1), cluster=3)
+    with pytest.raises(ValueError, match="predicated loads"):
+        lower_hopper_cluster(HopperLoop("gemm", (LOADS[0], Load("load_B", "B", 8192, "k < T - 1")), "mma", 2, 1, 1))
     with pytest.raises(ValueError, match="16-byte"):
         lower_hopper_cluster(HopperLoop("gemm", (LOADS[0], Load("load_B", "B", 48)), "mma", 2, 1, 1))
 
