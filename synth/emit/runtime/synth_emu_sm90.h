@@ -74,6 +74,7 @@ struct Thread { ucontext_t ctx; std::vector<char> stack; bool done = false; std:
 
 struct State {
   std::vector<Thread> th; int cur = 0, nthreads = 0; bool reverse = false; bool random = false;
+  bool starve = false;  // order "starve": thread 1 of each consumer warp group runs only when nothing else can
   std::mt19937 rng{0};
   ucontext_t main_ctx; std::function<void()> body;
   synth_dim3 block{0, 0, 0}, grid{1, 1, 1}, bdim{1, 1, 1};
@@ -130,13 +131,23 @@ inline synth_dim3 thread_idx() { return {unsigned(S().cur), 0, 0}; }
 
 inline void progress() { S().stuck = 0; S().epoch++; S().failed_in_epoch = 0; }
 
+// order "starve": thread 1 of every warp group but the first (a consumer's non-elected thread) is held back
+// while another live thread has not failed its wait since the last state change (it may still progress)
+inline bool held_back(int j) {
+  State& s = S();
+  if (!s.starve || j < 128 || j % 128 != 1) return false;
+  for (int k = 0; k < s.nthreads; ++k)
+    if (k != j && !s.th[k].done && s.th[k].failed_at != s.epoch && !(k >= 128 && k % 128 == 1)) return true;
+  return false;
+}
+
 inline void switch_next() {
   State& s = S();
   int n = s.nthreads, from = s.cur;
   while (!s.urgent.empty()) {
     int j = s.urgent.front();
     s.urgent.erase(s.urgent.begin());
-    if (j == from || s.th[j].done) continue;
+    if (j == from || s.th[j].done || held_back(j)) continue;
     s.cur = j;
     s.greedy = j;
     swapcontext(&s.th[from].ctx, &s.th[j].ctx);
@@ -154,7 +165,7 @@ inline void switch_next() {
   }
   for (int k = 1; k <= n; ++k) {
     int j = s.reverse ? ((from - k) % n + n) % n : (from + k) % n;
-    if (!s.th[j].done) {
+    if (!s.th[j].done && (j == from || !held_back(j))) {
       if (j == from) return;
       s.cur = j;
       swapcontext(&s.th[from].ctx, &s.th[j].ctx);
@@ -601,6 +612,28 @@ SYNTH_WGMMA_SHAPE(96) SYNTH_WGMMA_SHAPE(112) SYNTH_WGMMA_SHAPE(128) SYNTH_WGMMA_
 SYNTH_WGMMA_SHAPE(176) SYNTH_WGMMA_SHAPE(192) SYNTH_WGMMA_SHAPE(208) SYNTH_WGMMA_SHAPE(224) SYNTH_WGMMA_SHAPE(240)
 SYNTH_WGMMA_SHAPE(256)
 
+// A test-only stand-in for a warp group's wgmma (docs/emulator.md, "Starved threads"): THIS thread's
+// accumulators from shared memory now, as plain per-thread reads with no warp-group convergence (the shape
+// of a consumer that reads its slot with ld.shared instead of wgmma)
+inline void synth_emu_plain_mma(float* d, uint64_t da, uint64_t db, int n, bool bf16) {
+  using namespace synth_emu;
+  yield_point();
+  const int t = S().cur % 128;
+  auto elem = [&](uint64_t desc, int r, int k) {
+    uint32_t p = gmma_k_major_addr(desc, r, k, 2);
+    if (p < SMEM_BASE || p + 2 > SMEM_BASE + SMEM_SIZE) fail("fault", "plain read outside shared memory");
+    uint16_t h; std::memcpy(&h, smem_ptr(p), 2);
+    return bf16 ? bf16_to_float(h) : half_to_float(h);
+  };
+  for (int i = 0; i < n / 2; ++i) {
+    int row, col;
+    gmma_acc_coord(t, i, row, col);
+    float acc = 0.0f;
+    for (int k = 0; k < 16; ++k) acc += elem(da, row, k) * elem(db, col, k);
+    d[i] += acc;
+  }
+}
+
 inline void synth_wgmma_commit() {
   using namespace synth_emu;
   wg_collective("wgmma.commit_group", [](WG&, int) {}, [](WG& w) { w.committed.push_back(w.open); w.open.clear(); });
@@ -771,8 +804,11 @@ inline void trampoline() {
 // Run one block of `threads` threads; false on a hang or fault (S().kind, S().failure).
 // order: 0 forward, 1 reverse, 2 + seed: a random thread at every switch (seeded, deterministic)
 inline bool run_block(synth_dim3 block, int threads, int order, std::function<void()> body) {
+  const bool starve = order == 100000;  // the harness's code of order "starve"
+  if (starve) order = 0;
   bool reverse = order == 1;
   State& s = S();
+  s.starve = starve;
   s.block = block; s.bdim = {unsigned(threads), 1, 1}; s.reverse = reverse; s.random = order >= 2; s.rng.seed(unsigned(order >= 2 ? order - 2 : 0) * 7919u + block.x * 31u + block.y); s.body = std::move(body);
   s.th.assign(threads, Thread{}); s.nthreads = threads; s.live = threads;
   s.bars.clear(); s.bar_names.clear(); s.copies.clear(); s.wgs.assign((threads + 127) / 128, WG{}); s.warps.assign((threads + 31) / 32, Warp{});

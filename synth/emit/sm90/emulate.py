@@ -28,9 +28,13 @@ from .kernel import KERNEL
 
 RUNTIME = pathlib.Path(__file__).resolve().parent.parent / "runtime"
 SOURCES = ("synth_emu_sm90.h", "sm90_harness.cpp")
-ORDERS = ("forward", "reverse", "random")
+ORDERS = ("forward", "reverse", "random", "starve")
 """Thread orders: round robin with the producer warp group first, or the consumers first, or a random
-thread at every switch (seeded by ``seed``: deterministic)."""
+thread at every switch (seeded by ``seed``: deterministic), or round robin with thread 1 of every consumer
+warp group held back while any other thread can progress (``starve``: a thread as far behind its warp
+group as the hardware allows, where only a convergence point makes it catch up)."""
+STARVE = 100000
+"""The harness's code of order ``starve`` (codes 0, 1 and 2 + seed are the others)."""
 TIMEOUT_S = 300
 """A run that takes longer is stopped and reported (the emulator itself detects hangs)."""
 
@@ -125,6 +129,7 @@ def run_emulated(kernel_cu: str, A_bits: np.ndarray, B_bits: np.ndarray, C_in: O
     with tempfile.TemporaryDirectory(prefix="synth-sm90-run-") as tmp:
         inp, outp = pathlib.Path(tmp) / "in.bin", pathlib.Path(tmp) / "out.bin"
         head = np.array([M, N, K, ldc, K, K, int(C_in is not None),
+                         STARVE if order == "starve" else
                          ORDERS.index(order) + (seed % 1000 if order == "random" else 0), border, ctas], np.int32)
         with open(inp, "wb") as f:
             f.write(head.tobytes())
@@ -196,4 +201,5 @@ def emulate_sm90(kernel_cu: str, M: int, N: int, K: int, *, order: str = "forwar
     return Sm90Result(C, ref, ok, info["kind"], info["message"], err, nan, stats)
 
 
-__all__ = ["emulate_sm90", "run_emulated", "Sm90Result", "binary", "ORDERS", "KERNEL", "bf16_bits", "bf16_value"]
+__all__ = ["emulate_sm90", "run_emulated", "Sm90Result", "binary", "ORDERS", "STARVE", "KERNEL", "bf16_bits",
+           "bf16_value"]
