@@ -110,6 +110,16 @@ def test_cluster_program_json_round_trip_and_cluster_sync_only_in_setup_teardown
         read_hopper_bytes(json.dumps(doc).encode())
 
 
+def test_check_cluster_bytes_refuses_bad_input_without_a_traceback(lowered):
+    for data in (b"{", b"[]", b"\xff", json.dumps({"protocol": "mbarrier"}).encode()):
+        ok, checks, msgs = check_cluster_bytes(data)
+        assert not ok and not checks and msgs[0].startswith("cluster check FAILED: program.json refused")
+    doc = json.loads(dumps(lowered))
+    doc["setup"].append({"kind": "cluster_sync", "guard": "1 <= T"})
+    ok, _, msgs = check_cluster_bytes(json.dumps(doc).encode())
+    assert not ok and "setup[6].guard: a guarded setup statement" in msgs[0]
+
+
 BARRIER_BUGS = {
     # name: (synth's class, what its counterexample says, trusted class)
     "local_empty_count": ("arrivals", r"empty[01]\[0\] phase 0, 2 of 1 arrivals", "arrivals"),
