@@ -214,9 +214,11 @@ def test_cluster_form_refutes_a_wait_on_the_peers_barrier_and_an_unnamed_cta(low
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("stages,k,consumers", [(3, 1, 2), (4, 2, 1), (2, 0, 1), (1, 0, 1)])
-def test_other_cluster_pipelines_proven_by_both(stages, k, consumers):
-    p = cluster(stages, k, consumers)
+@pytest.mark.parametrize("stages,k,consumers,shared", [(3, 1, 2, "B"), (4, 2, 1, "B"), (2, 0, 1, "B"), (1, 0, 1, "B"),
+                                                       (3, 1, 1, "A")])
+def test_other_cluster_pipelines_proven_by_both(stages, k, consumers, shared):
+    """Other stages, K_PIPE_MMAS and consumer warp groups; shared A is the 1x2 cluster."""
+    p = lower_hopper_cluster(HopperLoop("gemm", LOADS, "mma", stages, k, consumers), shared=shared)
     r = verify_cluster(p, time_limit=30, tightness=False)
     assert r.ok, r.render()
     assert not trusted_failures(p)
