@@ -705,14 +705,25 @@ def one(pack: str, name: str) -> int:
 
 
 def run(pack: str, *, backend: str = "cuda", budget_s: float = 330.0, only=None, sanitizer: bool = True) -> int:
-    """Check every folder of the pack (see the module docstring); the exit status."""
+    """Check every folder of the pack (see the module docstring); the exit status. On the ``cuda`` backend the
+    kernels go through CUDA Python (``SYNTH_GPU_BACKEND=cuda-python`` unless set) for this call only: the
+    process's environment is as it was afterwards."""
     try:
         doc = read_pack(pack)
     except PackError as e:
         print(f"gpu_check: error: {e}\nfix: run 'python benchmarks/gpu_check.py prepare DIR' again", file=sys.stderr)
         return 2
-    if backend == "cuda":
-        os.environ.setdefault("SYNTH_GPU_BACKEND", "cuda-python")
+    set_here = backend == "cuda" and "SYNTH_GPU_BACKEND" not in os.environ
+    if set_here:
+        os.environ["SYNTH_GPU_BACKEND"] = "cuda-python"
+    try:
+        return _run(pack, doc, backend, budget_s, only, sanitizer)
+    finally:
+        if set_here:
+            os.environ.pop("SYNTH_GPU_BACKEND", None)
+
+
+def _run(pack: str, doc, backend: str, budget_s: float, only, sanitizer: bool) -> int:
     budget = Budget(budget_s)
     rep = Report(pack, backend, budget_s)
     env = Env(backend)
