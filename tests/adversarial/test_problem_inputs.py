@@ -213,7 +213,7 @@ def mutants(draw: st.DrawFn) -> tuple[str, bytes]:
 
 
 @pytest.mark.slow
-@settings(max_examples=35, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture,
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture,
                                                                  HealthCheck.too_slow])
 @given(case=mutants())
 def test_mutated_examples_exit_0_or_2(case: tuple[str, bytes], tmp_path_factory: pytest.TempPathFactory) -> None:

@@ -22,7 +22,7 @@ from synth.verify.oracle_phases import run
 from synth.verify.phases import verify_hopper
 
 TRIPS = range(1, 13)
-SAMPLE = 12
+SAMPLE = 8
 """Mutants per program in the default run (the programs have about 75 and 100)."""
 EXPLORE = os.environ.get("SYNTH_HYPOTHESIS") == "explore"
 TRUSTED_TIMEOUT = 20.0 if EXPLORE else 4.0

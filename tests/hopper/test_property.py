@@ -2,6 +2,8 @@
 (the real mbarrier / wgmma semantics at each small T) as the judge; mutants of the known bug
 shapes are refuted by both."""
 
+import os
+
 import pytest
 from hypothesis import HealthCheck, given, settings, strategies as st
 
@@ -61,7 +63,8 @@ def test_random_loops_proven_and_oracle_agrees(loop):
 
 
 @pytest.mark.slow
-@settings(max_examples=7, deadline=None, suppress_health_check=list(HealthCheck), derandomize=True)
+@settings(max_examples=20 if os.environ.get("SYNTH_HYPOTHESIS") == "explore" else 4, deadline=None,
+          suppress_health_check=list(HealthCheck), derandomize=True)
 @given(loops(max_stages=3))
 def test_random_loops_and_mutants_slow(loop):
     _judge(loop, mutate=True)
