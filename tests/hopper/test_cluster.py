@@ -238,7 +238,7 @@ def test_cluster_mutation_sweep_synth_and_the_independent_checker_agree(lowered)
     from synth.hopper.mutants import field_mutants
     ms = field_mutants(lowered)
     if os.environ.get("SYNTH_HYPOTHESIS") != "explore":
-        ms = ms[::60] + [m for m in ms if m[0] in ("consumer0 body[5] arrive moved earlier",
+        ms = ms[::90] + [m for m in ms if m[0] in ("consumer0 body[5] arrive moved earlier",
                                                     "producer1 body[4] op moved earlier")]
     for name, q in ms:
         mine = verify_cluster(q, time_limit=10, tightness=False).ok

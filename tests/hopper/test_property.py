@@ -63,7 +63,7 @@ def test_random_loops_proven_and_oracle_agrees(loop):
 
 
 @pytest.mark.slow
-@settings(max_examples=20 if os.environ.get("SYNTH_HYPOTHESIS") == "explore" else 4, deadline=None,
+@settings(max_examples=20 if os.environ.get("SYNTH_HYPOTHESIS") == "explore" else 3, deadline=None,
           suppress_health_check=list(HealthCheck), derandomize=True)
 @given(loops(max_stages=3))
 def test_random_loops_and_mutants_slow(loop):
