@@ -667,15 +667,51 @@ def _verify_hopper(args, ui: _Ui) -> Outcome:
 
     from .deadline import Deadline, enforced
 
-    with enforced(Deadline.after(args.time_limit)):
+    dl = Deadline.after(args.time_limit)
+    with enforced(dl):
         report = verify(args.target, time_limit=args.time_limit, certificate=args.certificate, force=args.force)
-    out = Outcome(result=dict(report.to_json(), certificate=args.certificate if report.ok else None))
+        parts = _verify_folder_parts(args.target, dl) if report.ok else {}
+    out = Outcome(result=dict(report.to_json(), certificate=args.certificate if report.ok else None,
+                              parts={k: {"ok": ok} for k, (ok, _) in parts.items()}))
     if not ui.silent:
         ui.print(report.render(), markup=False)
+        for name, (ok, text) in parts.items():
+            ui.print(f"{name}/program.json: {'proven' if ok else 'NOT PROVEN'}\n{text}", markup=False)
     if not report.ok:
         out.fail("refuted" if report.refuted_classes() else "unproven",
                  f"{report.program.name}: not proven ({', '.join(sorted(report.refuted_classes())) or 'unknown'})",
                  "the counterexample names the warp group, iteration, barrier, phase and bytes", Loc(args.target))
+    bad = [name for name, (ok, _) in parts.items() if not ok]
+    if bad:
+        out.fail("refuted", f"{', '.join(b + '/program.json' for b in bad)}: not proven",
+                 "the text above names what fails; re-run 'synth solve'", Loc(args.target))
+    return out
+
+
+def _verify_folder_parts(target: str, dl) -> dict:
+    """A Hopper output folder's other programs, proven again: ``store`` (the TMA-store epilogue: its waits and
+    thread classes) and ``order/even``, ``order/odd`` (ping-pong's order protocol). ``name -> (ok, text)``;
+    empty for a program.json given alone or a folder without them."""
+    import os
+
+    from .api import verify
+
+    out: dict = {}
+    if not os.path.isdir(target):
+        return out
+    for name in ("store", "order/even", "order/odd"):
+        path = os.path.join(target, *name.split("/"))
+        if not os.path.lexists(os.path.join(path, "program.json")):
+            continue
+        rep = verify(path, time_limit=max(1.0, dl.left()))
+        ok, text = bool(rep.ok), rep.render()
+        if name == "store":
+            from .hopper.store import check_threads
+
+            threads = check_threads(rep.program)
+            ok = ok and all(t.ok for t in threads)
+            text += "\n" + "\n".join(f"{t.cls}: {'proven' if t.ok else 'REFUTED: ' + t.detail}" for t in threads)
+        out[name] = (ok, text)
     return out
 
 

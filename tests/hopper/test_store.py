@@ -193,13 +193,19 @@ def test_solved_folder_certifies_and_runs(tmp_path):
     assert kern.last_info["stores"] > 0
     with pytest.raises(synth.kernel.KernelError, match="multiple of 16"):
         kern(A, rng.uniform(-1, 1, (90, 136)).astype(np.float16))
-    # the store program's certificate is bound to its bytes: an edited store/program.json fails certify
+    # synth verify OUT proves the store program again, with its thread classes
+    r = subprocess.run([sys.executable, "-m", "synth", "verify", str(out), "--json"], capture_output=True, text=True)
+    assert r.returncode == 0 and json.loads(r.stdout)["result"]["parts"] == {"store": {"ok": True}}, r.stderr
+    # the store program's certificate is bound to its bytes: an edited store/program.json fails certify, and
+    # its one-too-many store in flight fails verify
     sp = out / "store" / "program.json"
     doc = json.loads(sp.read_text())
     doc["waits"][0]["in_flight"] = 2
     sp.write_text(json.dumps(doc))
     r = subprocess.run([sys.executable, "-m", "synth", "certify", str(out)], capture_output=True, text=True)
     assert r.returncode != 0 and "TMA-store epilogue" in r.stdout + r.stderr
+    r = subprocess.run([sys.executable, "-m", "synth", "verify", str(out)], capture_output=True, text=True)
+    assert r.returncode == 1 and "store/program.json: NOT PROVEN" in r.stdout and "Traceback" not in r.stderr
 
 
 @needs_gxx
