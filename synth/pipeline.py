@@ -197,10 +197,13 @@ def _write_hopper(result, d: str, dl: Deadline = NEVER) -> list[str]:
 
     files = output_files(result)
     dl.check("write (timeline)")
-    if getattr(result.config, "pingpong", False):  # the two consumer warp groups drawn, taking tiles in turn
+    cfg = result.config
+    store = getattr(cfg, "epilogue", "register") == "tma_store"
+    if getattr(cfg, "pingpong", False) or (getattr(cfg, "persistent", False) and store):
+        # the tiles drawn: two consumer warp groups in turn (ping-pong), the TMA stores under the next main loop
         from .emit.timeline_pingpong import render_pingpong_timeline
 
-        files["timeline.svg"], png = render_pingpong_timeline(result.program)
+        files["timeline.svg"], png = render_pingpong_timeline(result.program, pingpong=cfg.pingpong, tma_store=store)
     else:
         files["timeline.svg"], png = render_hopper_timeline(result.program)
     written = _write_files(d, files, png)

@@ -58,6 +58,9 @@ ROW_INCHES = 0.26
 """Height of one drawn row."""
 RC = {"svg.hashsalt": "synth", "svg.fonttype": "none", "font.size": 7}
 """matplotlib settings for drawing and saving: text stays text in the SVG, ids are deterministic."""
+ASYNC_STORE_UNIT = "bulk_store"
+"""Unit of a drawing view's synchronous op that stands for an asynchronous TMA store: it is issued, drawn
+on its own row for its latency, and the warp group goes on (synth.emit.timeline_pingpong)."""
 MIN_WIDTH_INCHES = 10.0
 MAX_WIDTH_INCHES = 24.0
 """The figure is between these widths (longer runs are compressed, labels are not)."""
@@ -99,7 +102,7 @@ class HopperEvent:
     """``tma`` (issue -> landing), ``wgmma`` (group: first op issued -> completion), ``wait``
     (``try_wait``: reached -> passed), ``wgwait`` (``wait_group``: reached -> passed), ``arrive``
     (``arrive`` / ``expect_tx`` on a ``full``-kind barrier), ``release`` (an arrive on an
-    ``empty``-kind barrier), ``op`` (a synchronous op), ``phase`` (a barrier slot's phase: the
+    ``empty``-kind barrier), ``op`` (a synchronous op), ``store`` (a view's asynchronous TMA store), ``phase`` (a barrier slot's phase: the
     previous phase's completion, or 0 -> its completion), ``hang`` (a wait never satisfied: reached
     -> end of the run), ``violation``."""
     lane: str
@@ -175,6 +178,8 @@ def simulate(program: HopperProgram, trip: Optional[int] = None,
     T = _check_trip(program, trip)
     lat = latency or HopperLatency()
     op_latency = {o.name: min(o.latency, MAX_CYCLES) for o in program.ops if not o.is_async}
+    # a synchronous op of unit ASYNC_STORE_UNIT (a drawing view's TMA store of C) is issued and runs on its own
+    bulk_store = {o.name for o in program.ops if not o.is_async and o.unit == ASYNC_STORE_UNIT}
     lanes = _lanes(program)
     names = [n for n, _ in lanes]
     seqs = [role_instances(program, T, r) for _, r in lanes]
@@ -332,6 +337,9 @@ def simulate(program: HopperProgram, trip: Optional[int] = None,
                 g = open_grp[t] or {"first": now, "tile": ins.tile, "reads": ()}
                 g["reads"] = g["reads"] + ins.reads
                 open_grp[t] = g
+            elif ins.op in bulk_store:  # issued, then on its own: the thread goes on at once
+                events.append(HopperEvent("store", lane, now, now + dur, ins.tile, ins.op))
+                dur = lat.issue_cycles
             else:
                 for (buf, sl, v) in ins.writes:
                     mem[(buf, sl)] = v
@@ -420,6 +428,8 @@ def _rows(program: HopperProgram, events: list[HopperEvent]):
         rows += [(f"t:{lane}:{j}", f"{lane} TMA" if j == 0 else "") for j in range(len(ends))]
         if any(e.kind == "wgmma" and e.lane == lane for e in events):
             rows.append((f"g:{lane}", f"{lane} wgmma"))
+        if any(e.kind == "store" and e.lane == lane for e in events):
+            rows.append((f"st:{lane}", f"{lane} TMA store"))
     for b in program.barriers:
         for s in range(b.slots):
             rows.append((f"b:{b.name}[{s}]", f"{b.name}[{s}] ({b.kind}, count {b.count})"))
@@ -476,6 +486,10 @@ def _figure(program: HopperProgram, events: list[HopperEvent], T: int, n_iters: 
                     bar("wait" if e.kind == "wait" else "wgwait", y, e.start, e.end - e.start, c[:3] + (0.25,))
                     lab = e.label if e.kind == "wait" else f"wait_group {e.count}"
                     text(e.start + 6 / px, y, lab, e.end - e.start)
+            elif e.kind == "store":  # a view's asynchronous TMA store of C (its own row)
+                y = y_of[f"st:{e.lane}"]
+                bar("tma", y, e.start, e.end - e.start, c[:3] + (0.55,))
+                text(e.start + 6 / px, y, f"{e.label} (k-tile {e.iteration})", e.end - e.start)
             elif e.kind == "op" and e.end - e.start > 2 * lat.issue_cycles:  # a long synchronous op (a C store)
                 y = y_of[f"s:{e.lane}"]
                 bar("op", y, e.start, e.end - e.start, c[:3] + (0.8,))
@@ -557,7 +571,11 @@ def _figure(program: HopperProgram, events: list[HopperEvent], T: int, n_iters: 
                  ("phase", Line2D([], [], marker="D", label="phase completes (ph n, parity)", **marker))]
         handles += [h for kind, h in extra if kind in kinds]
         if any(e.kind == "op" and e.end - e.start > 2 * lat.issue_cycles for e in events):
-            handles.append(Patch(facecolor="grey", edgecolor="black", linewidth=0.6, label="synchronous op (C store)"))
+            handles.append(Patch(facecolor="grey", edgecolor="black", linewidth=0.6,
+                                 label="synchronous op (C store, or the TMA store's staging writes)"))
+        if any(e.kind == "store" for e in events):
+            handles.append(Patch(facecolor="grey", alpha=0.55, edgecolor="black", linewidth=0.3,
+                                 label="TMA store of C (asynchronous: drawn, not waited on)"))
         if n_hang:
             handles.append(Patch(color=(0.9, 0, 0), alpha=0.45, label="hang"))
         if n_bad:
@@ -606,4 +624,4 @@ def render_hopper_timeline(program: HopperProgram, *, trip: Optional[int] = None
 
 
 __all__ = ["hopper_timeline_events", "render_hopper_timeline", "hopper_timeline_figure", "simulate", "HopperEvent", "HopperLatency",
-           "default_trip", "drawn_iters", "stages_of", "k_pipe_mmas_of", "MAX_TRIP", "MAX_ITERS"]
+           "default_trip", "drawn_iters", "stages_of", "k_pipe_mmas_of", "MAX_TRIP", "MAX_ITERS", "ASYNC_STORE_UNIT"]

@@ -240,3 +240,18 @@ def test_out_dtype_key(tmp_path):
     f.write_text(base.replace("N: 256", "N: 260") + "out_dtype: f16\nepilogue: tma_store\n")
     r = subprocess.run([sys.executable, "-m", "synth", "lower", str(f)], capture_output=True, text=True)
     assert r.returncode == 2 and "multiple of 8" in r.stderr
+
+
+def test_the_timeline_draws_the_stores_under_the_next_main_loop():
+    from synth.emit.timeline_hopper import simulate
+    from synth.emit.timeline_pingpong import pingpong_view
+
+    view = pingpong_view(Sm90Config(bm=128, bn=128, stages=4, persistent=True).program(), kt=3, tiles=4,
+                         pingpong=False, tma_store=True)
+    _, events = simulate(view, 12)
+    assert not [e for e in events if e.kind in ("violation", "hang")]
+    stores = sorted((e for e in events if e.kind == "store" and e.lane == "consumer 0"), key=lambda e: e.start)
+    groups = {e.iteration: e for e in events if e.kind == "wgmma" and e.lane == "consumer 0"}
+    assert len(stores) == 4
+    # tile 0's TMA store runs while the same warp group computes tile 1 (k-tiles 3..5): it does not wait for it
+    assert stores[0].start < groups[3].end and stores[0].end > groups[4].active_from
