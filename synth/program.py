@@ -184,6 +184,28 @@ class Program:
         waits[index] = replace(waits[index], **changes)
         return replace(self, waits=tuple(waits))
 
+    def without_wait(self, part: str, k: int) -> "Program":
+        """A copy without the wait statement ``k`` of ``part`` and its ``waits`` entry, the later wait indices
+        renumbered (mutants)."""
+        idx = self.part(part).stmts[k].wait
+        parts = []
+        for pt in self.parts:
+            stmts = [s for n, s in enumerate(pt.stmts) if not (pt.name == part and n == k)]
+            stmts = [replace(s, wait=s.wait - 1) if isinstance(s, WaitStmt) and s.wait > idx else s for s in stmts]
+            parts.append(replace(pt, stmts=tuple(stmts)))
+        return replace(self, parts=tuple(parts), waits=self.waits[:idx] + self.waits[idx + 1:])
+
+    def with_befores(self) -> "Program":
+        """A copy whose waits' ``before`` is the op of the next op statement of their part, ``""`` when none
+        follows (what the readers check; after statements are moved or removed)."""
+        waits = list(self.waits)
+        for pt in self.parts:
+            for k, st in enumerate(pt.stmts):
+                if isinstance(st, WaitStmt):
+                    nxt = next((x.op for x in pt.stmts[k + 1:] if isinstance(x, OpStmt)), "")
+                    waits[st.wait] = replace(waits[st.wait], before=nxt)
+        return replace(self, waits=tuple(waits))
+
 
 def _e(x: Optional[Expr]) -> Optional[str]:
     return None if x is None else to_str(x)

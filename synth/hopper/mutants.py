@@ -136,17 +136,6 @@ def _stmt_variants(p: HopperProgram, s) -> list[tuple[str, object]]:
     return out
 
 
-def _without_wait(prog, part: str, k: int):
-    """``prog`` with the ``wait_group`` statement ``k`` of ``part`` and its ``waits`` entry removed."""
-    idx = prog.part(part).stmts[k].wait
-    parts = []
-    for pt in prog.parts:
-        stmts = [s for n, s in enumerate(pt.stmts) if not (pt.name == part and n == k)]
-        stmts = [replace(s, wait=s.wait - 1) if isinstance(s, WaitStmt) and s.wait > idx else s for s in stmts]
-        parts.append(replace(pt, stmts=tuple(stmts)))
-    return replace(prog, parts=tuple(parts), waits=prog.waits[:idx] + prog.waits[idx + 1:])
-
-
 def field_mutants(p: HopperProgram) -> list[tuple[str, HopperProgram]]:
     """Every single-field and single-statement mutant of ``p``, in a stable order: each role
     statement deleted, moved one place earlier, and each of its fields edited (barrier state count and
@@ -160,7 +149,7 @@ def field_mutants(p: HopperProgram) -> list[tuple[str, HopperProgram]]:
             for k, s in enumerate(pt.stmts):
                 where = f"{r.name} {pt.name}[{k}] {s.kind}"
                 if isinstance(s, WaitStmt):
-                    out.append((f"{where} deleted", p.with_role(r.name, _without_wait(prog, pt.name, k))))
+                    out.append((f"{where} deleted", p.with_role(r.name, prog.without_wait(pt.name, k))))
                 else:
                     out.append((f"{where} deleted", _edit(p, r.name, pt.name, lambda st, k=k: st[:k] + st[k + 1:])))
                 if k > 0:

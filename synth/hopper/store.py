@@ -137,14 +137,13 @@ def check_threads(program: Program) -> tuple[ThreadCheck, ...]:
     for k, s in enumerate(stmts):
         if not (isinstance(s, OpStmt) and s.writes and scopes[k] == "all"):
             continue
-        waits = [w for w in range(k) if isinstance(stmts[w], WaitStmt)]
-        if not waits:  # around the back edge: the last wait of the previous sub-tile
-            waits = [w for w in range(k + 1, len(stmts)) if isinstance(stmts[w], WaitStmt)]
-            between = [b for b in (*range(waits[-1] + 1, len(stmts)), *range(k)) if scopes[b] == "converge"
-                       and runs(b)] if waits else [0]
-        else:
-            between = [b for b in range(waits[-1] + 1, k) if scopes[b] == "converge" and runs(b)]
-        if not between:
+        # the last wait before it: in this sub-tile, or else the previous one's, reached around the back edge
+        waits = [w for w in (*range(k + 1, len(stmts)), *range(k)) if isinstance(stmts[w], WaitStmt)]
+        if not waits:
+            continue  # no wait at all: nothing to learn before writing (the prover's war obligations judge that)
+        last = waits[-1]
+        span = range(last + 1, k) if last < k else (*range(last + 1, len(stmts)), *range(k))
+        if not any(scopes[b] == "converge" and runs(b) for b in span):
             problem = (f"{s.op} (all 128 threads) writes staging slot {s.writes[0].slot} after the elected thread's "
                        f"wait_group.read with no bar.sync between: thread 1 may write while the previous store of "
                        f"that slot still reads it, since only thread 0 waited")
@@ -225,9 +224,8 @@ def store_mutant(program: Program, name: str) -> Program:
         return program.with_wait(w, in_flight=parse(str(program.buffer("staging").multiplicity)))
     stmts = list(body.stmts)
     if name == "no_wait":
-        idx = next(k for k, st in enumerate(stmts) if isinstance(st, WaitStmt))
-        dropped = stmts.pop(idx).wait
-        return _drop_wait(replace(program, parts=(replace(body, stmts=tuple(stmts)), *program.parts[1:])), dropped)
+        return program.without_wait("body", next(k for k, st in enumerate(stmts) if isinstance(st, WaitStmt))) \
+            .with_befores()
     if name == "proxy_fence_missing":
         stmts = without(stmts, lambda st: unit(st) == "fence_proxy_async")
     elif name == "publish_barrier_missing":
@@ -239,36 +237,8 @@ def store_mutant(program: Program, name: str) -> Program:
         stmts = tuple(stmts[:bar] + stmts[bar + 1:])
     else:  # no_drain
         ep = program.part("epilogue")
-        idx = next(k for k, st in enumerate(ep.stmts) if isinstance(st, WaitStmt))
-        dropped = ep.stmts[idx].wait
-        ep = replace(ep, stmts=ep.stmts[:idx] + ep.stmts[idx + 1:])
-        return _drop_wait(replace(program, parts=tuple(ep if pt.name == "epilogue" else pt for pt in program.parts)),
-                          dropped)
-    return _fix_before(replace(program, parts=(replace(body, stmts=tuple(stmts)), *program.parts[1:])))
-
-
-def _fix_before(program: Program) -> Program:
-    """Each wait's ``before`` set to the op of the next op statement of its part (what the reader checks)."""
-    from dataclasses import replace
-
-    waits = list(program.waits)
-    for pt in program.parts:
-        for k, st in enumerate(pt.stmts):
-            if isinstance(st, WaitStmt):
-                nxt = next((x.op for x in pt.stmts[k + 1:] if isinstance(x, OpStmt)), waits[st.wait].before)
-                waits[st.wait] = replace(waits[st.wait], before=nxt)
-    return replace(program, waits=tuple(waits))
-
-
-def _drop_wait(program: Program, index: int) -> Program:
-    """``program`` without ``waits[index]`` (its statement already removed), later wait indices renumbered."""
-    from dataclasses import replace
-
-    parts = []
-    for pt in program.parts:
-        parts.append(replace(pt, stmts=tuple(replace(st, wait=st.wait - 1) if isinstance(st, WaitStmt) and st.wait > index
-                                             else st for st in pt.stmts)))
-    return replace(program, parts=tuple(parts), waits=program.waits[:index] + program.waits[index + 1:])
+        return program.without_wait("epilogue", next(k for k, st in enumerate(ep.stmts) if isinstance(st, WaitStmt)))
+    return replace(program, parts=(replace(body, stmts=tuple(stmts)), *program.parts[1:])).with_befores()
 
 
 __all__ = ["THREAD_CLASSES", "DEFAULT_STAGING", "store_program", "store_mutant", "STORE_MUTANTS", "check_threads", "ThreadCheck", "QUEUE", "UNITS", "MAX_STAGING", "TRIP"]

@@ -84,9 +84,8 @@ def test_thread_classes_agree_on_reordered_programs(data):
     # synth's positional check and the trusted checker's two-thread knowledge sets, on any reordering that the
     # trusted reader accepts: the same verdict per class
     from synth.trusted.program import InputError
-    from synth.hopper.store import _fix_before  # noqa: PLC2701 - the test builds programs the reader accepts
 
-    p = _fix_before(_shuffled(store_program(data.draw(st.integers(1, 3))), data))
+    p = _shuffled(store_program(data.draw(st.integers(1, 3))), data).with_befores()
     try:
         trusted = _trusted(p)
     except InputError:

@@ -27,7 +27,7 @@ from __future__ import annotations
 from typing import Optional
 
 from ...completion import ArriveStmt, FenceStmt, InitStmt, InvalStmt, TryWaitStmt
-from ...expr import Expr, Num, parse, simplify, substitute
+from ...expr import Expr, Num, evaluate, parse, simplify, substitute
 from ...hopper.ir import HopperProgram
 from ...program import CommitStmt, OpStmt, Part, WaitStmt
 from ..cuda import c_expr
@@ -768,11 +768,8 @@ def _store_drain(store) -> list[str]:
             env = {pt.var: c}
             for s in pt.stmts:
                 unit = _store_unit(store, s)
-                if s.guard is not None:
-                    from ...expr import evaluate
-
-                    if not evaluate(s.guard, env):
-                        continue
+                if s.guard is not None and not evaluate(s.guard, env):
+                    continue
                 if unit == "wait":
                     out.append("    " + _store_wait(store, s))
                 else:
