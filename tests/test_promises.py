@@ -108,6 +108,27 @@ def test_time_limit_bounds_the_whole_solve(tmp_path):
     assert leftovers(tmp_path) == []
 
 
+def test_time_limit_during_a_hopper_design_s_proofs_is_the_time_limit(tmp_path):
+    """A ping-pong Hopper kernel chosen by auto, whose ring, tile-end, order and store proofs take seconds: a
+    limit that runs out inside any of them ends the command as the time limit (exit 1, nothing written), never
+    as a refusal of the problem (a proof cut short used to be reported as 'not proven', exit 2)."""
+    prob = tmp_path / "p.yaml"
+    prob.write_text("name: g\nkind: gemm\nshape: {M: 8192, N: 8192, K: 8192}\ntile: {BM: 64, BN: 256, BK: 64}\n"
+                    "arch: sm_90\nmainloop: tma_wgmma\npersistent: auto\npingpong: auto\nepilogue: auto\n")
+    for limit in ("1.5", "3"):
+        t0 = time.monotonic()
+        rc, out, err = finish(start("solve", str(prob), "-o", "out", "--time-limit", limit, "--json", cwd=tmp_path),
+                              timeout=60)
+        took = time.monotonic() - t0
+        doc = envelope(out)
+        if rc == 0:  # a fast machine proved it all in time: nothing to judge at this limit
+            shutil.rmtree(tmp_path / "out")
+            continue
+        assert rc == 1 and doc["errors"][0]["code"] == "time_limit", (rc, doc["errors"], err[-2000:])
+        assert took < float(limit) + SLACK, took
+        assert not (tmp_path / "out").exists() and leftovers(tmp_path) == []
+
+
 @pytest.mark.slow
 def test_a_huge_min_k_tiles_emits_within_the_time_limit(tmp_path):
     """min_k_tiles 31250 once made emit take about a minute (every k-tile simulated); the emitter

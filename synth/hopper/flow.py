@@ -140,6 +140,12 @@ def run_hopper(g: HopperGemm, *, deadline: Union[Deadline, float], verify: bool 
     cfg = kernel_config(g, choice)
     program = timed("lower", cfg.program)
     report = None
+
+    def not_proven(key: str, what: str, why: str, fix: str):
+        # a proof the deadline cut short is the command's time limit (exit 1), not a refusal of the problem
+        dl.check("prove")
+        raise SynthError(g.loc(key), f"{what} is not proven: {why}", fix)
+
     if verify:
         from ..verify.phases import verify_hopper
 
@@ -153,8 +159,8 @@ def run_hopper(g: HopperGemm, *, deadline: Union[Deadline, float], verify: bool 
                 ok, why = check_tile_ends(program, tile_end_sizes(cfg.stages), time_limit=query_limit,
                                           deadline=dl.at)
                 if not ok:
-                    raise SynthError(g.loc("persistent"), f"the persistent kernel is not proven: {why}",
-                                     "remove persistent:, or raise --time-limit if a proof was unknown")
+                    not_proven("persistent", "the persistent kernel", why,
+                               "remove persistent:, or raise --time-limit if a proof was unknown")
             return rep
 
         report = timed("prove", prove)
@@ -172,8 +178,8 @@ def run_hopper(g: HopperGemm, *, deadline: Union[Deadline, float], verify: bool 
 
         pp, orders = timed("prove (ping-pong)", prove_pingpong)
         if not pp.ok:
-            raise SynthError(g.loc("pingpong"), f"the ping-pong consumers are not proven:\n{pp.render()}",
-                             "remove pingpong:, or raise --time-limit if a proof was unknown")
+            not_proven("pingpong", "the ping-pong consumers", "\n" + pp.render(),
+                       "remove pingpong:, or raise --time-limit if a proof was unknown")
     store = cfg.store_program()
     store_report, threads = None, ()
     if verify and store is not None and report.ok:
@@ -185,8 +191,8 @@ def run_hopper(g: HopperGemm, *, deadline: Union[Deadline, float], verify: bool 
         bad = [t for t in threads if not t.ok]
         if not store_report.ok or bad:
             why = store_report.render() if not store_report.ok else "; ".join(f"{t.cls}: {t.detail}" for t in bad)
-            raise SynthError(g.loc("epilogue"), f"the TMA-store epilogue is not proven: {why}",
-                             "use epilogue: register, or raise --time-limit if a proof was unknown")
+            not_proven("epilogue", "the TMA-store epilogue", why,
+                       "use epilogue: register, or raise --time-limit if a proof was unknown")
     kernel = None
     if emit and (report is None or report.ok):
         from ..emit.sm90.kernel import emit_sm90_kernel
