@@ -106,6 +106,31 @@ def _barrier_uses(program: HopperProgram):
                         yield role.name, part, f"{s.op} slot of {a.buffer}", a.version, stages, 0, False, guard
 
 
+def _smallest(solver, variables, rounds: int = 32):
+    """The model of a satisfiable ``solver`` with each of ``variables`` in turn pushed as low as it goes
+    (at most ``rounds`` tightenings in all), so a counterexample names the first tile, the smallest T and
+    the first k-tile that show the bug rather than whichever one Z3 happened to pick."""
+    import z3
+
+    model = solver.model()
+    for v in variables:
+        while rounds > 0:
+            rounds -= 1
+            cur = model.eval(v, model_completion=True)
+            solver.push()
+            solver.add(v < cur)
+            r = solver.check()
+            if r == z3.sat:
+                model = solver.model()
+                solver.pop()
+                solver.add(v <= model.eval(v, model_completion=True))
+                continue
+            solver.pop()
+            solver.add(v == cur)  # fixed, so the next variable's search keeps it
+            break
+    return model
+
+
 def check_carry(program: HopperProgram, carry: Mapping[str, TileCarry], *, time_limit: float = 20.0) -> tuple[bool, str]:
     """``(True, '')`` when, for every role, every barrier statement and smem access computes at every tile
     ``t >= 0`` (body: k-tile ``0 <= k < T``; the ring's drain after the ``n``-th tile: ``t = n``) the slot
@@ -152,7 +177,7 @@ def check_carry(program: HopperProgram, carry: Mapping[str, TileCarry], *, time_
             continue
         if r != z3.sat:
             return False, f"{role}: {what}: undecided ({s.reason_unknown()})"
-        m = s.model()
+        m = _smallest(s, (t, T, k))
         val = lambda e: m.eval(e, model_completion=True).as_long()  # noqa: E731
         tile, kt, TT, g = val(t), val(k), val(T), val(cnt)
         par = f"; parity {(val(kp) // stages + phase + val(fl)) % 2}, the running count's {(g // stages + phase) % 2}" \
