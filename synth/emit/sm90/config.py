@@ -11,7 +11,10 @@ Bounds (checked by :meth:`Sm90Config.check`): bm in {64, 128}; bn a multiple of 
 ``stages * (bm + bn) * 128 + 1024`` bytes <= 232448 (227 KB, the sm_90 opt-in limit);
 0 <= k_pipe_mmas < stages; split_k 1..64 (``synth.bounds.MAX_SPLIT_K``), without a load predicate;
 persistent without split-K or a load predicate; ping-pong persistent, at most 128 accumulators per thread; epilogue ``register`` or ``tma_store`` (without split-K), with
-1..4 staging buffers of ``64 x store_cols`` f32 per consumer warp group counted in the shared memory.
+1..4 staging buffers of ``64 x store_cols`` f32 per consumer warp group counted in the shared memory;
+cluster ``1x1``, ``2x1`` (two CTAs of one tile column share B) or ``1x2`` (two CTAs of one tile row share A),
+a cluster other than ``1x1`` without split-K, a load predicate, persistent tiles or ping-pong, and with the
+shared operand's rows (``bn`` for ``2x1``, ``bm`` for ``1x2``) splitting into halves of whole 8-row swizzle atoms.
 """
 
 from __future__ import annotations
@@ -25,6 +28,7 @@ from ...hopper.ir import HopperProgram
 from ...hopper.loop import HopperLoop, Load
 from ...hopper.store import MAX_STAGING, store_program
 from ...lower.barriers import lower_hopper
+from ...lower.cluster import lower_hopper_cluster
 
 BK = 64
 """k-tile depth: 64 f16 = 128 bytes, one row of the 128-byte TMA/wgmma swizzle."""
@@ -32,6 +36,10 @@ SMEM_LIMIT = get_arch("sm_90").smem_per_block
 """Dynamic shared memory per CTA on sm_90 (227 KiB, the opt-in maximum: synth/arch.py)."""
 ALIGN_PAD = 1024
 """Bytes added to the dynamic shared memory so the kernel can align its base to 1024 (swizzle atom)."""
+CLUSTERS = ("1x1", "2x1", "1x2")
+"""Thread-block cluster shapes, ``M x N`` in CTAs (CUTLASS's ``ClusterShape<M, N, 1>``): ``2x1`` pairs two CTAs of one
+tile column (they share, and multicast, the B tile), ``1x2`` two CTAs of one tile row (sharing A)
+(docs/hopper_cluster.md)."""
 DTYPES = ("f16", "bf16")
 """Element types of A and B (2 bytes each: the tile and byte counts do not depend on it)."""
 EPILOGUES = ("register", "tma_store")
@@ -78,6 +86,39 @@ class Sm90Config:
     out_dtype: str = "f32"
     """The element type of C as stored: ``f32``, or ``f16`` / ``bf16`` (rounded to nearest even from the f32
     result; the TMA-store epilogue only). ``C_in`` is f32 either way."""
+    cluster: str = "1x1"
+    """Thread-block cluster shape (:data:`CLUSTERS`): ``1x1`` none; ``2x1`` / ``1x2`` a pair of CTAs that load the
+    shared operand's tile once, each half multicast into both (docs/hopper_cluster.md)."""
+
+    @property
+    def cluster_m(self) -> int:
+        """CTAs of the cluster along M (the grid's y)."""
+        return int(self.cluster.split("x")[0]) if self.cluster in CLUSTERS else 1
+
+    @property
+    def cluster_n(self) -> int:
+        """CTAs of the cluster along N (the grid's x)."""
+        return int(self.cluster.split("x")[1]) if self.cluster in CLUSTERS else 1
+
+    @property
+    def cluster_size(self) -> int:
+        """CTAs in the cluster (1 or 2)."""
+        return self.cluster_m * self.cluster_n
+
+    @property
+    def shared_operand(self) -> Optional[str]:
+        """The operand the cluster's CTAs share and multicast: ``B`` for ``2x1``, ``A`` for ``1x2``, None for ``1x1``."""
+        return {"2x1": "B", "1x2": "A"}.get(self.cluster)
+
+    @property
+    def a_box_rows(self) -> int:
+        """Rows of A one TMA copy loads: ``bm``, or ``bm / 2`` where A is shared (each CTA loads half)."""
+        return self.bm // 2 if self.shared_operand == "A" else self.bm
+
+    @property
+    def b_box_rows(self) -> int:
+        """Rows of B one TMA copy loads: ``bn``, or ``bn / 2`` where B is shared (each CTA loads half)."""
+        return self.bn // 2 if self.shared_operand == "B" else self.bn
 
     @property
     def store_cols(self) -> int:
@@ -177,6 +218,18 @@ class Sm90Config:
             raise ValueError(f"a {self.bm}x{self.bn} tile per warp group holds {self.row_blocks * self.bn // 2} "
                              f"accumulators per thread, above {MAX_ACC_REGS}: the kernel would spill (CUTLASS's "
                              "128x256 ping-pong does); use bn <= 128 with bm 128")
+        if self.cluster not in CLUSTERS:
+            raise ValueError(f"cluster {self.cluster!r}: expected one of {CLUSTERS}")
+        if self.cluster != "1x1":
+            for flag, why in ((self.split_k > 1, "split-K"), (self.load_when is not None, "a load predicate"),
+                              (self.persistent, "persistent tiles"), (self.pingpong, "ping-pong consumers")):
+                if flag:
+                    raise ValueError(f"cluster {self.cluster} with {why} is not built (docs/hopper_cluster.md, "
+                                     "\"Not done\"): use cluster 1x1")
+            rows = self.bn if self.shared_operand == "B" else self.bm
+            if rows % 16:
+                raise ValueError(f"cluster {self.cluster}: the shared operand's {rows} rows do not split into two "
+                                 "halves of whole 8-row swizzle atoms (use a multiple of 16)")
         if self.smem_bytes > SMEM_LIMIT:
             raise ValueError(f"{self.smem_bytes} bytes of shared memory exceed {SMEM_LIMIT}: use fewer stages")
 
@@ -187,8 +240,11 @@ class Sm90Config:
         return HopperLoop(self.name, loads, "mma", self.stages, self.k_pipe_mmas, self.ring_consumers)
 
     def program(self) -> HopperProgram:
-        """The lowered warp-specialized program (pure; see :func:`synth.lower.barriers.lower_hopper`)."""
+        """The lowered warp-specialized program (pure; see :func:`synth.lower.barriers.lower_hopper`, and for a
+        cluster :func:`synth.lower.cluster.lower_hopper_cluster`, whose roles and barriers name their CTA)."""
         self.check()
+        if self.cluster != "1x1":
+            return lower_hopper_cluster(self.hopper_loop(), self.cluster_size, self.shared_operand)
         return lower_hopper(self.hopper_loop())
 
     def store_program(self):
@@ -198,4 +254,4 @@ class Sm90Config:
         return store_program(self.staging, name=f"{self.name}.store") if self.epilogue == "tma_store" else None
 
 
-__all__ = ["Sm90Config", "BK", "SMEM_LIMIT", "PRODUCER_REGS", "DTYPES", "EPILOGUES", "OUT_DTYPES"]
+__all__ = ["Sm90Config", "BK", "CLUSTERS", "SMEM_LIMIT", "PRODUCER_REGS", "DTYPES", "EPILOGUES", "OUT_DTYPES"]
