@@ -43,4 +43,31 @@ def cuda_lines(bm, bn, pid: str = "blockIdx.y * gridDim.x + blockIdx.x", tiles_n
     ]
 
 
-__all__ = ["GROUP_M", "tile_of", "cuda_lines"]
+def cluster_tile_of(bx: int, by: int, grid_x: int, grid_y: int, cluster_m: int, cluster_n: int,
+                    group_m: int = GROUP_M) -> tuple[int, int]:
+    """``(tile row, tile column)`` of CTA ``(bx, by)`` of a grid of ``grid_x x grid_y`` CTAs (multiples of the
+    cluster: ``cluster_n`` CTAs along x, ``cluster_m`` along y). The clusters walk the grid of cluster-sized
+    tile blocks in :func:`tile_of`'s grouped order; inside its cluster the CTA takes the tile at its offset
+    ``(by % cluster_m, bx % cluster_n)``. So the CTAs of a 2x1 cluster (``cluster_m`` 2) compute two tile rows
+    of one tile column (they share the B tile), those of a 1x2 cluster two columns of one row (sharing A)."""
+    cm, cn = tile_of((by // cluster_m) * (grid_x // cluster_n) + bx // cluster_n, grid_y // cluster_m,
+                     grid_x // cluster_n, group_m)
+    return cm * cluster_m + by % cluster_m, cn * cluster_n + bx % cluster_n
+
+
+def cluster_cuda_lines(bm: int, bn: int, cluster_m: int, cluster_n: int) -> list[str]:
+    """:func:`cuda_lines` for a grid of clusters (:func:`cluster_tile_of`): ``const int m0, n0`` of this CTA's
+    tile (``bm`` x ``bn`` tiles), the grid's dimensions being multiples of the cluster's."""
+    return cuda_lines(
+        cluster_m * bm, cluster_n * bn,
+        f"(blockIdx.y / {cluster_m}) * (gridDim.x / {cluster_n}) + blockIdx.x / {cluster_n}",
+        f"(gridDim.x / {cluster_n})", f"(gridDim.y / {cluster_m})")[:-2] + [
+        f"// the cluster's block of {cluster_m} x {cluster_n} tiles; this CTA's tile at its offset in the cluster",
+        f"const int m0 = (synth_first_m + (synth_pid % synth_in_group) % synth_rows) * {cluster_m * bm} + "
+        f"(int)(blockIdx.y % {cluster_m}) * {bm};",
+        f"const int n0 = ((synth_pid % synth_in_group) / synth_rows) * {cluster_n * bn} + "
+        f"(int)(blockIdx.x % {cluster_n}) * {bn};",
+    ]
+
+
+__all__ = ["GROUP_M", "tile_of", "cuda_lines", "cluster_tile_of", "cluster_cuda_lines"]

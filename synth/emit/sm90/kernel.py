@@ -26,12 +26,15 @@ from __future__ import annotations
 
 from typing import Optional
 
-from ...completion import ArriveStmt, FenceStmt, InitStmt, InvalStmt, TryWaitStmt
+import re
+from dataclasses import dataclass
+
+from ...completion import ArriveStmt, ClusterSyncStmt, FenceStmt, InitStmt, InvalStmt, TryWaitStmt
 from ...expr import Expr, Num, evaluate, parse, simplify, substitute
 from ...hopper.ir import HopperProgram
 from ...program import CommitStmt, OpStmt, Part, WaitStmt
 from ..cuda import c_expr
-from ..raster import cuda_lines as raster_lines
+from ..raster import cluster_cuda_lines, cuda_lines as raster_lines
 from ..splitk import index_lines as split_index_lines, range_lines as split_range_lines
 from .config import PRODUCER_REGS, Sm90Config
 
@@ -106,6 +109,26 @@ SYNTH_DEV unsigned synth_ld_acquire_u32(const unsigned* p) {
   unsigned v; asm volatile("ld.acquire.gpu.global.u32 %0, [%1];" : "=r"(v) : "l"(p) : "memory"); return v; }
 """
 
+_CUDA_CLUSTER_API = r"""
+// thread-block cluster (docs/hopper_cluster.md, "The kernel")
+SYNTH_DEV uint32_t synth_cluster_ctarank() {
+  uint32_t r; asm volatile("mov.u32 %0, %%cluster_ctarank;" : "=r"(r)); return r; }
+SYNTH_DEV uint32_t synth_mapa(uint32_t a, uint32_t rank) {
+  uint32_t d; asm volatile("mapa.shared::cluster.u32 %0, %1, %2;" : "=r"(d) : "r"(a), "r"(rank)); return d; }
+// CUTLASS's remote arrive (.release at the default .cta scope): .release.cluster puts a MEMBAR.ALL.GPU before every
+// remote release of the main loop, and the slot's reads it orders are wgmma reads that wgmma.wait_group completed
+SYNTH_DEV void synth_mbar_arrive_cluster(uint32_t cluster_addr) {
+  asm volatile("mbarrier.arrive.shared::cluster.b64 _, [%0];" :: "r"(cluster_addr) : "memory"); }
+SYNTH_DEV void synth_tma_load_2d_multicast(uint32_t dst, const CUtensorMap* map, int c0, int c1, uint32_t b,
+                                           uint16_t mask) {
+  asm volatile("cp.async.bulk.tensor.2d.shared::cluster.global.tile.mbarrier::complete_tx::bytes.multicast::cluster"
+               " [%0], [%1, {%2, %3}], [%4], %5;"
+               :: "r"(dst), "l"(reinterpret_cast<uint64_t>(map)), "r"(c0), "r"(c1), "r"(b), "h"(mask) : "memory"); }
+// not .aligned: the teardown's threads come from diverged role branches
+SYNTH_DEV void synth_cluster_sync() {
+  asm volatile("barrier.cluster.arrive.release;\n barrier.cluster.wait.acquire;" ::: "memory"); }
+"""
+
 _CUDA_STORE_API = r"""
 // TMA-store epilogue (docs/hopper_store.md): staging writes, the bulk store, its group FIFO
 #include <cuda_fp16.h>
@@ -125,6 +148,32 @@ SYNTH_DEV void synth_bulk_commit() { asm volatile("cp.async.bulk.commit_group;" 
 template <int N> SYNTH_DEV void synth_bulk_wait_read() {
   asm volatile("cp.async.bulk.wait_group.read %0;" :: "n"(N) : "memory"); }
 """
+
+
+_CTA = re.compile(r"([0-9]+)\Z")
+
+
+def cta_of(name: str) -> Optional[int]:
+    """The CTA a cluster program's role, barrier or buffer belongs to: the number ending its name (the convention
+    of :func:`synth.hopper.cluster.cta_of`, restated here because that module imports the provers, which the
+    light runtime does not have)."""
+    m = _CTA.search(name)
+    return int(m.group(1)) if m else None
+
+
+_HALF_OP = re.compile(r"(load_([AB]))_h([0-9]+)_to([0-9]+)\Z")
+"""A cluster program's copy of one part of the shared operand's box into one CTA (:mod:`synth.lower.cluster`):
+``load_B_h{c}_to{d}`` is half ``c`` of the B box (producer ``c``'s, by the lowering's convention), into CTA ``d``."""
+
+
+@dataclass(frozen=True)
+class _Multicast:
+    """Adjacent copy statements of one producer that put the same part of the shared operand's k-tile into
+    several CTAs (same half, iteration, guard, slot and barrier state): one multicast copy whose mask is
+    their destination CTAs."""
+
+    stmts: tuple
+    dests: tuple
 
 
 def _wgmma_name(cfg: Sm90Config) -> str:
@@ -166,6 +215,56 @@ class _Emit:
         self.order = None
         """Ping-pong: the order program (:func:`synth.hopper.pingpong.order_program`) whose roles' statements
         surround each consumer tile's main loop (None: cooperative)."""
+        self.cluster = cfg.cluster_size > 1
+        self.cta: Optional[int] = None
+        """A cluster kernel: the CTA whose role is being emitted (inside its ``if (crank == c)``)."""
+
+    def base(self, name: str) -> str:
+        """The kernel's name of a barrier or buffer: a cluster program's ``full1`` / ``B0`` (CTA 1's, CTA 0's) are
+        ``full`` / ``B`` at one offset of every CTA's shared memory; a one-CTA program's names are its own."""
+        return re.sub(r"[0-9]+\Z", "", name) if self.cluster else name
+
+    def local(self, name: str) -> bool:
+        """Whether barrier or buffer ``name`` belongs to the CTA of the role being emitted (always, without a
+        cluster)."""
+        return not self.cluster or cta_of(name) == self.cta
+
+    def cta_guard(self, name: str, body: list[str]) -> list[str]:
+        """``body`` run by the CTA that owns barrier ``name`` only (a cluster's setup and teardown)."""
+        if not self.cluster:
+            return body
+        c = cta_of(name)
+        if c is None or c >= self.cfg.cluster_size:
+            raise ValueError(f"barrier {name} names no CTA of the cluster {self.cfg.cluster}")
+        return [f"if (crank == {c}u) {{  // CTA {c}'s barrier"] + ["  " + b for b in body] + ["}"]
+
+    def grouped(self, stmts) -> list:
+        """A cluster role's statements with each run of adjacent copies of one part of the shared operand
+        (:data:`_HALF_OP`) into several CTAs made one :class:`_Multicast`; other statements as they are."""
+        if not self.cluster:
+            return list(stmts)
+
+        def key(s):
+            m = _HALF_OP.match(s.op)
+            (acc,) = s.writes if len(s.writes) == 1 else (None,)
+            if acc is None:
+                raise ValueError(f"{s.op}: a copy writes one buffer, got {len(s.writes)}")
+            return (m.group(1), m.group(3), s.iteration, s.guard, acc.version, acc.slot, self.base(acc.buffer),
+                    self.base(s.barrier.barrier), s.barrier.state, s.barrier.bytes)
+
+        out: list = []
+        for s in stmts:
+            if not (isinstance(s, OpStmt) and s.barrier is not None and _HALF_OP.match(s.op)):
+                out.append(s)
+                continue
+            d = cta_of(s.writes[0].buffer) if len(s.writes) == 1 else None
+            prev = out[-1] if out else None
+            if isinstance(prev, _Multicast) and key(prev.stmts[0]) == key(s) and d not in prev.dests:
+                out[-1] = _Multicast(prev.stmts + (s,), prev.dests + (d,))
+            else:
+                key(s)
+                out.append(_Multicast((s,), (d,)))
+        return out
 
     def mutant_carry(self):
         c = self.carry.get(self.role)
@@ -200,8 +299,9 @@ class _Emit:
     def bar(self, name: str, state) -> str:
         b = self.barrier(name)
         if self.mutant_carry() is not None:
-            return f"bar_{name} + 8 * ((({self.count_c(state.count, 'cs')}) % {state.stages}) % {b.slots})"
-        return f"bar_{name} + 8 * (({c_expr(state.index())}) % {b.slots})"
+            return (f"bar_{self.base(name)} + 8 * ((({self.count_c(state.count, 'cs')}) % {state.stages}) % "
+                    f"{b.slots})")
+        return f"bar_{self.base(name)} + 8 * (({c_expr(state.index())}) % {b.slots})"
 
     def parity(self, state) -> str:
         if self.mutant_carry() is not None:
@@ -228,15 +328,18 @@ class _Emit:
     def setup_stmt(self, depth: int, s) -> None:
         if isinstance(s, InitStmt):
             b = self.barrier(s.barrier)
-            self.guarded(depth, s.guard, [f"for (int s = 0; s < {b.slots}; ++s) synth_mbar_init(bar_{b.name} + 8 * s, "
-                                          f"{b.count});  // init {b.name}[{b.slots}], count {b.count}",
-                                          "#ifdef SYNTH_EMULATE",
-                                          f"for (int s = 0; s < {b.slots}; ++s) synth_emu_name_barrier("
-                                          f"bar_{b.name} + 8 * s, \"{b.name}\", s);",
-                                          "#endif"])
+            v = f"bar_{self.base(b.name)}"
+            self.guarded(depth, s.guard, self.cta_guard(b.name, [
+                f"for (int s = 0; s < {b.slots}; ++s) synth_mbar_init({v} + 8 * s, "
+                f"{b.count});  // init {b.name}[{b.slots}], count {b.count}",
+                "#ifdef SYNTH_EMULATE",
+                f"for (int s = 0; s < {b.slots}; ++s) synth_emu_name_barrier("
+                f"{v} + 8 * s, \"{b.name}\", s);",
+                "#endif"]))
         elif isinstance(s, InvalStmt):
             b = self.barrier(s.barrier)
-            self.guarded(depth, s.guard, [f"for (int s = 0; s < {b.slots}; ++s) synth_mbar_inval(bar_{b.name} + 8 * s);"])
+            self.guarded(depth, s.guard, self.cta_guard(b.name, [
+                f"for (int s = 0; s < {b.slots}; ++s) synth_mbar_inval(bar_{self.base(b.name)} + 8 * s);"]))
         elif isinstance(s, FenceStmt):
             fn = "synth_fence_mbarrier_init()" if s.fence == "mbarrier_init" else "synth_fence_proxy_async()"
             self.guarded(depth, s.guard, [f"{fn};"])
@@ -245,12 +348,28 @@ class _Emit:
 
     def stmt(self, depth: int, role: str, s, waits) -> None:
         if isinstance(s, TryWaitStmt):
+            if not self.local(s.barrier):
+                raise ValueError(f"{role}{self.cta}: try_wait on {s.barrier} of CTA {cta_of(s.barrier)}: "
+                                 "mbarrier.try_wait takes a barrier of the waiting thread's own CTA")
             self.guarded(depth, s.guard, [f"synth_mbar_wait({self.bar(s.barrier, s.state)}, "
                                           f"{self.parity(s.state)});  // {s.barrier} count "
                                           f"{c_expr(s.state.count)}"])
         elif isinstance(s, ArriveStmt):
             target = self.bar(s.barrier, s.state)
             body = []
+            if not self.local(s.barrier):  # a release on a peer CTA's barrier: its shared::cluster address
+                d = cta_of(s.barrier)
+                if s.tx or d is None or d >= self.cfg.cluster_size:
+                    raise ValueError(f"{role}{self.cta}: arrive on {s.barrier} (CTA {d}): a remote arrive carries no "
+                                     "tx bytes and names a CTA of the cluster")
+                body = [f"synth_mbar_arrive_cluster(synth_mapa({target}, {d}u));  // remote: {s.barrier} of CTA {d}"] \
+                    * s.arrivals
+                if not body:
+                    return
+                if role != "producer":
+                    body = ["if (wt == 0) {"] + ["  " + b for b in body] + ["}"]
+                self.guarded(depth, s.guard, body)
+                return
             if s.tx:
                 terms = []
                 for t in s.tx:
@@ -268,6 +387,8 @@ class _Emit:
             if role != "producer":
                 body = ["if (wt == 0) {"] + ["  " + b for b in body] + ["}"]
             self.guarded(depth, s.guard, body)
+        elif isinstance(s, _Multicast):
+            self.multicast(depth, s)
         elif isinstance(s, OpStmt) and s.barrier is not None:
             self.tma(depth, s)
         elif isinstance(s, OpStmt):
@@ -287,10 +408,17 @@ class _Emit:
     def tma(self, depth: int, s: OpStmt) -> None:
         cfg = self.cfg
         (acc,) = s.writes
-        if acc.buffer == "A":
+        buf = self.base(acc.buffer)
+        if self.cluster and not (self.local(acc.buffer) and self.local(s.barrier.barrier)):
+            raise ValueError(f"{s.op}: a copy into {acc.buffer} completing on {s.barrier.barrier} from CTA {self.cta}: "
+                             "only a part of the shared operand's box (op load_X_h<c>_to<d>) is multicast")
+        if self.cluster and buf == cfg.shared_operand:
+            raise ValueError(f"{s.op}: the cluster {cfg.cluster} shares {buf}: each producer loads its part of the box "
+                             "(op load_X_h<c>_to<d>), not the whole")
+        if buf == "A":
             dst, rows, origin, tmap = "sA", cfg.bm, "m0", "tmA"
             slot_bytes = cfg.a_slot_bytes
-        elif acc.buffer == "B":
+        elif buf == "B":
             dst, rows, origin, tmap = "sB", cfg.bn, "n0", "tmB"
             slot_bytes = cfg.b_slot_bytes
         else:
@@ -309,9 +437,56 @@ class _Emit:
             body = [f"if ({cond}) {{"] + ["  " + b for b in body] + ["}"]
         self.guarded(depth, s.guard, body)
 
+    def multicast(self, depth: int, g: _Multicast) -> None:
+        """One ``cp.async.bulk.tensor ... .multicast::cluster`` for the copies of ``g``: the part ``h`` of the
+        shared operand's box its op names (rows ``h * box rows`` of the tile: coordinates and slot offset),
+        landing at the slot of its write access and completing on the barrier at its ``BarrierRef``'s offset in
+        every destination CTA (the mask)."""
+        cfg = self.cfg
+        s0 = g.stmts[0]
+        m = _HALF_OP.match(s0.op)
+        letter, h = m.group(2), int(m.group(3))
+        if letter != cfg.shared_operand:
+            raise ValueError(f"{s0.op}: a part of {letter}'s box, but the cluster {cfg.cluster} shares "
+                             f"{cfg.shared_operand}")
+        if not 0 <= h < cfg.cluster_size:
+            raise ValueError(f"{s0.op}: part {h} of the box: the cluster {cfg.cluster} splits it into "
+                             f"{cfg.cluster_size}")
+        for s, d in zip(g.stmts, g.dests):
+            (acc,) = s.writes
+            if self.base(acc.buffer) != letter or d is None or d >= cfg.cluster_size or \
+                    int(_HALF_OP.match(s.op).group(4)) != d or cta_of(s.barrier.barrier) != d:
+                raise ValueError(f"{s.op}: writes {acc.buffer} and completes on {s.barrier.barrier}: a part of "
+                                 f"{letter}'s box lands in the CTA its op names and on that CTA's barrier")
+        rows = cfg.a_box_rows if letter == "A" else cfg.b_box_rows
+        part_bytes = rows * cfg.bk * 2
+        if s0.barrier.bytes != part_bytes:
+            raise ValueError(f"{s0.op}: the program's complete_tx bytes {s0.barrier.bytes} differ from the box "
+                             f"{cfg.bk} x {rows} = {part_bytes} bytes")
+        conds = {self.pred(s.op, s.iteration) for s in g.stmts}
+        if len(conds) != 1:
+            raise ValueError(f"{', '.join(s.op for s in g.stmts)}: one multicast copy has one predicate")
+        (acc,) = s0.writes
+        dst, origin, tmap, slot_bytes = (("sA", "m0", "tmA", cfg.a_slot_bytes) if letter == "A" else
+                                         ("sB", "n0", "tmB", cfg.b_slot_bytes))
+        mask = sum(1 << d for d in g.dests)
+        body = [f"synth_tma_load_2d_multicast({dst} + (({self.slot_c(acc.version, acc.slot)}) % {cfg.stages}) * "
+                f"{slot_bytes} + {h * part_bytes}, &{tmap}, ({c_expr(s0.iteration)}) * {cfg.bk}, {origin} + {h * rows}, "
+                f"{self.bar(s0.barrier.barrier, s0.barrier.state)}, (uint16_t){mask:#x});"
+                f"  // {', '.join(s.op for s in g.stmts)}: rows {h * rows}.. of {letter}, {part_bytes} bytes into "
+                f"CTA(s) {', '.join(map(str, g.dests))}"]
+        (cond,) = conds
+        if cond is not None:
+            body = [f"if ({cond}) {{"] + ["  " + b for b in body] + ["}"]
+        self.guarded(depth, s0.guard, body)
+
     def mma(self, depth: int, s: OpStmt) -> None:
         cfg = self.cfg
-        slots = {a.buffer: self.slot_c(a.version, a.slot) for a in s.reads}
+        slots = {self.base(a.buffer): self.slot_c(a.version, a.slot) for a in s.reads}
+        if any(not self.local(a.buffer) for a in s.reads) or \
+                len({(self.base(a.buffer), self.slot_c(a.version, a.slot)) for a in s.reads}) != len(slots):
+            raise ValueError(f"{s.op}: a wgmma reads one slot of each operand in its own CTA's shared memory, got "
+                             f"{', '.join(a.buffer for a in s.reads)}")
         if set(slots) != {"A", "B"}:
             raise ValueError(f"{s.op}: expected reads of A and B, got {sorted(slots)}")
         conds = [c for c in (self.pred(a.producer, s.iteration) for a in s.reads if a.producer) if c]
@@ -342,13 +517,13 @@ class _Emit:
                 self.w(depth, f"{{  // {part.var} = {c}")
                 self.w(depth + 1, f"const int {part.var} = {c};")
                 self.const = {part.var: Num(c)}
-                for s in part.stmts:
+                for s in self.grouped(part.stmts):
                     self.stmt(depth + 1, role, s, waits)
                 self.const = {}
                 self.w(depth, "}")
             return
         self.w(depth, f"for (int {part.var} = 0; {part.var} < {c_expr(part.extent)}; ++{part.var}) {{")
-        for s in part.stmts:
+        for s in self.grouped(part.stmts):
             self.stmt(depth + 1, role, s, waits)
         self.w(depth, "}")
 
@@ -379,7 +554,15 @@ def emit_sm90_kernel(cfg: Sm90Config, program: Optional[HopperProgram] = None, c
     if carry and not cfg.persistent:
         raise ValueError("a tile carry applies to a persistent kernel only")
     roles = {r.name: r for r in p.roles}
-    if set(roles) != {"producer", "consumer"} or roles["producer"].warpgroups != 1 or \
+    n = cfg.cluster_size
+    if n > 1:
+        want = [f"{k}{c}" for k in ("producer", "consumer") for c in range(n)]
+        if sorted(roles) != sorted(want) or any(roles[f"producer{c}"].warpgroups != 1 or
+                                                roles[f"consumer{c}"].warpgroups != cfg.ring_consumers
+                                                for c in range(n)):
+            raise ValueError(f"cluster {cfg.cluster}: expected roles {', '.join(want)} (producers of 1 warp group, "
+                             f"consumers of {cfg.ring_consumers}), got {', '.join(roles)}")
+    elif set(roles) != {"producer", "consumer"} or roles["producer"].warpgroups != 1 or \
             roles["consumer"].warpgroups != cfg.ring_consumers:
         raise ValueError(f"expected a producer role of 1 warp group and a consumer role of {cfg.ring_consumers}")
     if p.trip_count != "T":
@@ -407,6 +590,10 @@ def emit_sm90_kernel(cfg: Sm90Config, program: Optional[HopperProgram] = None, c
         f"#define SYNTH_STAGES {cfg.stages}", f"#define SYNTH_THREADS {cfg.threads}",
         f"#define SYNTH_SMEM_BYTES {cfg.smem_bytes}", f"#define SYNTH_SPLIT_K {cfg.split_k}",
         *(["#define SYNTH_PERSISTENT 1  // a 1-D grid of any P >= 1 CTAs walks the tiles"] if cfg.persistent else []),
+        *([f"#define SYNTH_CLUSTER_M {cfg.cluster_m}  // CTAs of a cluster along M (grid y)",
+           f"#define SYNTH_CLUSTER_N {cfg.cluster_n}  // CTAs of a cluster along N (grid x)",
+           f"#define SYNTH_A_BOX_ROWS {cfg.a_box_rows}  // rows of tmA's box",
+           f"#define SYNTH_B_BOX_ROWS {cfg.b_box_rows}  // rows of tmB's box"] if n > 1 else []),
         *([f"#define SYNTH_TMA_STORE {cfg.store_cols}  // C leaves through TMA stores of 64 x this many elements",
            f"#define SYNTH_OUT_BYTES {cfg.out_bytes}  // C stored as {cfg.out_dtype}",
            *(["#define SYNTH_OUT_BF16 1"] if cfg.out_dtype == "bf16" else [])] if store is not None else []),
@@ -414,6 +601,7 @@ def emit_sm90_kernel(cfg: Sm90Config, program: Optional[HopperProgram] = None, c
         '#include "synth_emu_sm90.h"',
         "#else",
         _CUDA_API.strip(),
+        *([_CUDA_CLUSTER_API.strip()] if n > 1 else []),
         *([_CUDA_STORE_API.strip()] if store is not None else []),
         _wgmma_cuda(cfg).rstrip(),
         _wait_dispatch(max_wait).rstrip(),
@@ -426,7 +614,9 @@ def emit_sm90_kernel(cfg: Sm90Config, program: Optional[HopperProgram] = None, c
         "",
         *([f"// tmC: C as the TMA stores write it ({cfg.out_dtype}, row stride {cfg.out_bytes} ldc bytes, box 64 rows x "
             f"{cfg.store_cols} columns, no swizzle)"] if store is not None else []),
-        f"extern \"C\" __global__ void __launch_bounds__({cfg.threads}, 1)",
+        f"extern \"C\" __global__ void "
+        + ("__cluster_dims__(SYNTH_CLUSTER_N, SYNTH_CLUSTER_M, 1) " if n > 1 else "")
+        + f"__launch_bounds__({cfg.threads}, 1)",
         f"{KERNEL}(const __grid_constant__ CUtensorMap tmA, const __grid_constant__ CUtensorMap tmB,",
         *(["               const __grid_constant__ CUtensorMap tmC,"] if store is not None else []),
         "               float* __restrict__ C, const float* __restrict__ C_in, int M, int N, int K, int ldc,",
@@ -444,9 +634,17 @@ def emit_sm90_kernel(cfg: Sm90Config, program: Optional[HopperProgram] = None, c
         head.append(f"  const uint32_t sStage = sA + {off};  // TMA-store staging: {cfg.consumers} warp group(s) x "
                     f"{cfg.staging} x {64 * cfg.store_cols * cfg.out_bytes} bytes")
         off += cfg.staging_bytes
+    laid: dict = {}
     for b in p.barriers + (order.barriers if order is not None else ()):
-        head.append(f"  const uint32_t bar_{b.name} = sA + {off};  // {b.kind}, "
-                    f"{b.slots} slots")
+        name = e.base(b.name)  # a cluster's full0, full1: one offset, each CTA's own barrier there
+        if name in laid:
+            if laid[name] != b.slots:
+                raise ValueError(f"barrier {b.name}: {b.slots} slots, but its peer at the same offset has {laid[name]}")
+            continue
+        laid[name] = b.slots
+        peers = [x.name for x in p.barriers if e.base(x.name) == name]
+        head.append(f"  const uint32_t bar_{name} = sA + {off};  // {b.kind}, "
+                    f"{b.slots} slots" + (f" ({', '.join(peers)}: each CTA's own at this offset)" if n > 1 else ""))
         off += 8 * b.slots
     if off + 1024 > cfg.smem_bytes:
         raise ValueError("the program's barriers do not fit the shared memory of the configuration")
@@ -474,6 +672,22 @@ def emit_sm90_kernel(cfg: Sm90Config, program: Optional[HopperProgram] = None, c
     head += [
         "  // the warp group index made warp-uniform (a broadcast) so descriptor arithmetic stays in uniform registers",
         "  const int wg = synth_uniform(threadIdx.x / 128), wt = threadIdx.x % 128;",
+    ]
+    if n > 1:
+        head += ["  const uint32_t crank = synth_cluster_ctarank();  // this CTA's rank in its cluster: it runs the roles "
+                 "of CTA crank"]
+        e.lines = head + ["  // ---- setup"]
+        _cluster_sync_stmts(e, p.setup)
+        if not (p.setup and isinstance(p.setup[-1], ClusterSyncStmt)):
+            e.w(1, "synth_syncthreads();")
+        _cluster_roles(e, cfg, p)
+        e.w(1, "// ---- teardown")
+        if not (p.teardown and isinstance(p.teardown[0], ClusterSyncStmt)):
+            e.w(1, "synth_syncthreads();")
+        _cluster_sync_stmts(e, p.teardown)
+        e.lines.append("}")
+        return "\n".join(e.lines) + "\n"
+    head += [
         "  // ---- setup",
         "  if (threadIdx.x == 0) {",
     ]
@@ -495,6 +709,67 @@ def emit_sm90_kernel(cfg: Sm90Config, program: Optional[HopperProgram] = None, c
     e.w(1, "}")
     e.lines.append("}")
     return "\n".join(e.lines) + "\n"
+
+
+def _cluster_sync_stmts(e: _Emit, stmts) -> None:
+    """A cluster program's setup or teardown in its order: a cluster barrier (``cluster_sync``) by every thread of
+    the CTA, each other statement by thread 0 (an ``init`` / ``inval`` by the CTA owning its barrier only)."""
+    open_ = False
+    for s in stmts:
+        if isinstance(s, ClusterSyncStmt):
+            if s.guard is not None:
+                raise ValueError("a cluster barrier is run by every thread of every CTA: it takes no guard")
+            if open_:
+                e.w(1, "}")
+                open_ = False
+            e.w(1, "synth_cluster_sync();  // barrier.cluster arrive.release + wait.acquire: every thread of every CTA")
+            continue
+        if not open_:
+            e.w(1, "if (threadIdx.x == 0) {")
+            open_ = True
+        e.setup_stmt(2, s)
+    if open_:
+        e.w(1, "}")
+
+
+def _cluster_roles(e: _Emit, cfg: Sm90Config, p: HopperProgram) -> None:
+    """The roles of a cluster CTA (one tile, docs/hopper_cluster.md "The kernel"): warp group 0's elected thread runs
+    role ``producer{crank}``, the consumer warp groups role ``consumer{crank}``, each CTA's roles in its own
+    ``if (crank == c)`` (the program's roles of each CTA as they are: a mutant that differs per CTA is emitted as
+    it is); the tile from :func:`synth.emit.raster.cluster_cuda_lines`."""
+    tile = cluster_cuda_lines(cfg.bm, cfg.bn, cfg.cluster_m, cfg.cluster_n)
+
+    def per_cta(depth: int, kind: str) -> None:
+        for c in range(cfg.cluster_size):
+            e.w(depth, f"{'if' if c == 0 else '} else if'} (crank == {c}u) {{  // CTA {c}: role {kind}{c}")
+            e.cta = c
+            prog = p.role(f"{kind}{c}").program
+            for pt in prog.parts:
+                e.part(depth + 1, kind, pt, prog.waits)
+        e.cta = None
+        e.w(depth, "}")
+
+    e.w(1, "if (wg == 0) {")
+    e.w(2, f"synth_setmaxnreg_dec<{PRODUCER_REGS}>();")
+    e.w(2, "if (wt == 0) {  // one elected thread issues the producer's statements")
+    for line in tile:
+        e.w(3, line)
+    per_cta(3, "producer")
+    e.w(2, "}")
+    e.w(1, "} else {")
+    e.w(2, f"synth_setmaxnreg_inc<{cfg.consumer_regs}>();")
+    e.w(2, "const int cw = wg - 1;  // consumer warp group: rows cw * 64 .. + 63 of the tile")
+    _consumer_registers(e, cfg)
+    e.w(2, "#pragma unroll")
+    e.w(2, f"for (int j = 0; j < {cfg.bn // 2}; ++j) acc[j] = 0.0f;")
+    per_cta(2, "consumer")
+    for line in tile:
+        e.w(2, line)
+    if e.store is not None:
+        e.lines += _store_lines(cfg, e.store, "0u") + _store_drain(e.store)
+    else:
+        e.lines += _epilogue(cfg)
+    e.w(1, "}")
 
 
 def _persistent_roles(e: _Emit, cfg: Sm90Config, prod, cons) -> None:
@@ -885,7 +1160,12 @@ def emit_proven(cfg: Sm90Config, *, time_limit: float = 60.0):
     from ...verify.phases import verify_hopper
 
     p = cfg.program()
-    report = verify_hopper(p, time_limit=time_limit, tightness=False)
+    if cfg.cluster_size > 1:  # the barrier classes of the whole cluster and the cluster classes
+        from ...hopper.cluster import verify_cluster
+
+        report = verify_cluster(p, time_limit=time_limit, tightness=False)
+    else:
+        report = verify_hopper(p, time_limit=time_limit, tightness=False)
     if not report.ok:
         raise SynthError(None, f"the Hopper program of {cfg} is not proven:\n{report.render()}",
                          "use another configuration or raise the time limit")
