@@ -500,8 +500,6 @@ def to_program(loop: Loop, min_trip: Optional[int] = None, trip_count: Optional[
     if epi_stmts:
         parts.append(Part("epilogue", "i", Num(E), tuple(epi_stmts)))
     parts = [p for p in parts if p.stmts or p.name == "body"]
-    # fill each wait's "before" with the next op statement of its part
-    waits = _with_before(waits, parts)
     trip: Union[int, str]
     if loop.trip_symbol:
         trip = loop.trip_symbol
@@ -512,7 +510,7 @@ def to_program(loop: Loop, min_trip: Optional[int] = None, trip_count: Optional[
         name=loop.name, loop_var="k", trip_count=trip, min_trip_count=mt if loop.trip_symbol else int(trip),
         max_stage=max([o.stage for o in ops.values()] + [0]), ops=tuple(ops.values()),
         buffers=tuple(ProgBuffer(b, "shared", bufs[b], 0) for b in sorted(written)),
-        queues=tuple(loop.queues), parts=tuple(parts), waits=tuple(waits), notes=loop.notes)
+        queues=tuple(loop.queues), parts=tuple(parts), waits=tuple(waits), notes=loop.notes).with_befores()
     return program, SourceMap(smap_ops, tuple(wait_src))
 
 
@@ -544,17 +542,6 @@ def _rename(e):
     if e is None or isinstance(e, int):
         return e
     return substitute(e, {K: Var("i")})
-
-
-def _with_before(waits: list[Wait], parts: list[Part]) -> list[Wait]:
-    out = list(waits)
-    for p in parts:
-        for n, s in enumerate(p.stmts):
-            if isinstance(s, WaitStmt):
-                nxt = next((x.op for x in p.stmts[n + 1:] if isinstance(x, OpStmt)), "end of " + p.name)
-                w = out[s.wait]
-                out[s.wait] = Wait(w.part, w.queue, w.in_flight, nxt)
-    return out
 
 
 __all__ = ["Event", "Loop", "SourceMap", "to_program", "KINDS"]
