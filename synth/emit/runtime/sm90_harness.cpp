@@ -1,6 +1,8 @@
-// main() of the sm_90a emulator: runs kernel.cu's synth_gemm_sm90 over the grid, block after block.
-// argv[1]: input (int32 M N K ldc lda ldb with_c order (0 forward, 1 reverse, 2 + seed random) block_order
-// (0 launch order, 1 reversed, 2 + seed shuffled) ctas (a persistent kernel's grid P; 0: one per tile),
+// main() of the sm_90a emulator: runs kernel.cu's synth_gemm_sm90 over the grid, cluster after cluster (the
+// CTAs of a cluster together; a kernel without SYNTH_CLUSTER_M/N: one CTA per cluster).
+// argv[1]: input (int32 M N K ldc lda ldb with_c order (0 forward, 1 reverse, 2 + seed random, 100000 starve,
+// 100001 + R CTA R first) block_order (0 launch order, 1 reversed, 2 + seed shuffled: of the clusters)
+// ctas (a persistent kernel's grid P; 0: one per tile),
 // float alpha beta, A, B as f16 bits, C_in);
 // argv[2]: C written as f32. One JSON line on stdout: ok, kind ("hang"/"fault"), message, stats.
 #include "kernel.cu"
@@ -9,6 +11,18 @@
 #endif
 #ifndef SYNTH_PERSISTENT
 #define SYNTH_PERSISTENT 0  // one CTA per tile
+#endif
+#ifndef SYNTH_CLUSTER_M
+#define SYNTH_CLUSTER_M 1  // CTAs of a cluster along M (grid y)
+#endif
+#ifndef SYNTH_CLUSTER_N
+#define SYNTH_CLUSTER_N 1  // CTAs of a cluster along N (grid x)
+#endif
+#ifndef SYNTH_A_BOX_ROWS
+#define SYNTH_A_BOX_ROWS SYNTH_BM  // rows of the A tensor map's box
+#endif
+#ifndef SYNTH_B_BOX_ROWS
+#define SYNTH_B_BOX_ROWS SYNTH_BN
 #endif
 #include <algorithm>
 #include <fstream>
@@ -28,8 +42,8 @@ int main(int argc, char** argv) {
   in.read(reinterpret_cast<char*>(B.data()), B.size() * 2);
   in.read(reinterpret_cast<char*>(Cin.data()), Cin.size() * 4);
   if (!in) { std::fprintf(stderr, "short input\n"); return 2; }
-  CUtensorMap tmA{A.data(), {uint64_t(K), uint64_t(M)}, uint64_t(lda) * 2, {SYNTH_BK, SYNTH_BM}, 2, 128};
-  CUtensorMap tmB{B.data(), {uint64_t(K), uint64_t(N)}, uint64_t(ldb) * 2, {SYNTH_BK, SYNTH_BN}, 2, 128};
+  CUtensorMap tmA{A.data(), {uint64_t(K), uint64_t(M)}, uint64_t(lda) * 2, {SYNTH_BK, SYNTH_A_BOX_ROWS}, 2, 128};
+  CUtensorMap tmB{B.data(), {uint64_t(K), uint64_t(N)}, uint64_t(ldb) * 2, {SYNTH_BK, SYNTH_B_BOX_ROWS}, 2, 128};
 #ifdef SYNTH_TMA_STORE
 #ifndef SYNTH_OUT_BYTES
 #define SYNTH_OUT_BYTES 4
@@ -45,21 +59,28 @@ int main(int argc, char** argv) {
 #endif
   const unsigned tx = (N + SYNTH_BN - 1) / SYNTH_BN, ty = (M + SYNTH_BM - 1) / SYNTH_BM;
   // a persistent kernel: a 1-D grid of P CTAs (h[9], default one per tile), whatever the tile count
-  const unsigned gx = SYNTH_PERSISTENT ? unsigned(h[9] > 0 ? h[9] : tx * ty) : tx;
-  const unsigned gy = SYNTH_PERSISTENT ? 1u : ty;
+  constexpr unsigned CN = SYNTH_CLUSTER_N, CM = SYNTH_CLUSTER_M;
+  // a cluster kernel's grid rounded up to whole clusters (the CTAs past C run the protocol, their stores clipped)
+  const unsigned gx = SYNTH_PERSISTENT ? unsigned(h[9] > 0 ? h[9] : tx * ty) : (tx + CN - 1) / CN * CN;
+  const unsigned gy = SYNTH_PERSISTENT ? 1u : (ty + CM - 1) / CM * CM;
   const unsigned gz = SYNTH_SPLIT_K;
   synth_emu::S().grid = {gx, gy, gz};
   // split-K: a NaN-filled workspace and zeroed tickets, which a launch must leave zeroed
   std::vector<float> ws(SYNTH_SPLIT_K > 1 ? size_t(gx) * gy * gz * SYNTH_BM * SYNTH_BN : 0, NAN);
   std::vector<unsigned> tickets(SYNTH_SPLIT_K > 1 ? 2 * size_t(gx) * gy : 0, 0u);  // two counters per tile
-  std::vector<long long> blocks(size_t(gx) * gy * gz);
+  // the clusters in launch order (x fastest), permuted by block_order; a cluster's CTAs in rank order,
+  // rank = (blockIdx.x % CN) + CN (blockIdx.y % CM) as %cluster_ctarank of __cluster_dims__(CN, CM, 1)
+  const unsigned qx = gx / CN, qy = gy / CM;
+  std::vector<long long> blocks(size_t(qx) * qy * gz);
   for (size_t i = 0; i < blocks.size(); ++i) blocks[i] = (long long)i;
   if (block_order == 1) std::reverse(blocks.begin(), blocks.end());
   if (block_order >= 2) std::shuffle(blocks.begin(), blocks.end(), std::mt19937(unsigned(block_order - 2)));
   bool ok = true;
   for (size_t i = 0; i < blocks.size() && ok; ++i) {
-    const unsigned bx = unsigned(blocks[i] % gx), by = unsigned(blocks[i] / gx % gy), bz = unsigned(blocks[i] / gx / gy);
-    ok = synth_emu::run_block({bx, by, bz}, SYNTH_THREADS, order, [&] {
+    const unsigned cx = unsigned(blocks[i] % qx), cy = unsigned(blocks[i] / qx % qy), bz = unsigned(blocks[i] / qx / qy);
+    std::vector<synth_dim3> cluster;
+    for (unsigned r = 0; r < CN * CM; ++r) cluster.push_back({cx * CN + r % CN, cy * CM + r / CN, bz});
+    ok = synth_emu::run_cluster(cluster, SYNTH_THREADS, order, [&] {
 #if SYNTH_SPLIT_K > 1
       synth_gemm_sm90(tmA, tmB, SYNTH_TMC C.data(), with_c ? Cin.data() : nullptr, M, N, K, ldc, ab[0], ab[1], ws.data(),
                       tickets.data());
@@ -98,9 +119,13 @@ int main(int argc, char** argv) {
   for (char c : s.failure) msg += (c == '"' || c == '\\') ? ' ' : c;
   std::printf("{\"ok\": %s, \"kind\": \"%s\", \"message\": \"%s\", \"guard_written\": %s, \"landed\": %ld, "
               "\"tx_bytes\": %ld, \"wgmma\": %ld, \"poisoned_ops\": %ld, \"waw\": %ld, \"arrivals\": %ld, "
-              "\"tickets_left\": %ld, \"stores\": %ld, \"wgmma_descs\": [%s], \"tensor_maps\": [%s]}\n",
+              "\"tickets_left\": %ld, \"stores\": %ld, \"wgmma_descs\": [%s], \"tensor_maps\": [%s], "
+              "\"cluster_size\": %u, \"clusters\": %ld, \"multicasts\": %ld, \"multicast_copies\": %ld, "
+              "\"remote_arrivals\": %ld, \"cluster_syncs\": %ld}\n",
               ok ? "true" : "false", s.kind.c_str(), msg.c_str(),
               (std::isnan(C[C.size() - 4]) ? "false" : "true"), s.stat_landed, s.stat_tx_bytes, s.stat_wgmma,
-              s.stat_poisoned_ops, s.stat_waw, s.stat_arrivals, tickets_left, s.stat_stores, descs.c_str(), maps.c_str());
+              s.stat_poisoned_ops, s.stat_waw, s.stat_arrivals, tickets_left, s.stat_stores, descs.c_str(), maps.c_str(),
+              CN * CM, s.stat_clusters, s.stat_multicasts, s.stat_multicast_copies, s.stat_remote_arrivals,
+              s.stat_cluster_syncs);
   return ok ? 0 : 3;
 }

@@ -14,6 +14,12 @@
 //  * wgmma: an op reads its shared-memory operands when a wait_group retires its group (as
 //    late as allowed), so a slot overwritten before the wait poisons the result; an op issued
 //    while a TMA into its operands is in flight yields NaN (read before the data landed).
+//  * clusters (docs/emulator.md, "Clusters"): the CTAs of a thread-block cluster run together, thread j
+//    of CTA rank r being coroutine r * threads + j; each CTA has its own shared-memory window (the same
+//    shared addresses in every CTA, as on the GPU), barriers, __syncthreads and named barriers. Internal
+//    maps key a CTA's shared address a by (rank << 20) | a. A remote arrive or a multicast needs the
+//    target barrier's init fenced (fence.mbarrier_init) and a cluster barrier completed since; a CTA
+//    that exits while a peer still targets it is reported.
 #pragma once
 #include <ucontext.h>
 #include <algorithm>
@@ -55,9 +61,14 @@ namespace synth_emu {
 constexpr uint32_t SMEM_SIZE = 256 * 1024;
 constexpr uint32_t SMEM_BASE = 0x80;  // shared address of synth_smem_raw[0]: the kernel must align itself
 
-struct MBar { bool init = false; int count = 0, pending = 0; long tx = 0, phases = 0; };
-struct Copy { uint32_t dst; CUtensorMap map; int c0, c1; uint32_t bar; long seq; };
-struct Op { uint64_t da, db; int n; bool poisoned; float* d[128]; bool bf16 = false; };
+struct MBar { bool init = false; int count = 0, pending = 0; long tx = 0, phases = 0;
+  int init_thread = -1;   // the thread that initialized it (cluster-wide index)
+  bool fenced = false;    // that thread ran fence.mbarrier_init since the init
+  bool visible = false;   // and a cluster barrier completed after the fence: peers may target it
+};
+// dst and bar are cluster-wide keys ((rank << 20) | shared address); from: the issuing CTA's rank
+struct Copy { uint32_t dst; CUtensorMap map; int c0, c1; uint32_t bar; long seq; int from = 0; };
+struct Op { uint64_t da, db; int n; bool poisoned; float* d[128]; bool bf16 = false; int cta = 0; };
 struct WG {
   int count = 0; long gen = 0; std::string kind; uint64_t da = 0, db = 0; int n = 0; int arg = 0;
   float* d[128];
@@ -72,15 +83,30 @@ struct Thread { ucontext_t ctx; std::vector<char> stack; bool done = false; std:
   long proxy_fence = 0;  // stamp of this thread's last fence.proxy.async
 };
 
+// one CTA of the cluster that runs: its block index, shared-memory window, block barrier and exit
+struct Cta {
+  synth_dim3 block{0, 0, 0};
+  std::vector<unsigned char> storage;  // the window of a CTA other than rank 0 (rank 0's is synth_smem_raw)
+  unsigned char* win = nullptr;
+  int sync_count = 0; long sync_gen = 0; int live = 0;
+  bool exited = false;
+};
+
 struct State {
   std::vector<Thread> th; int cur = 0, nthreads = 0; bool reverse = false; bool random = false;
   bool starve = false;  // order "starve": thread 1 of each consumer warp group runs only when nothing else can
+  std::vector<Cta> ctas; int tpc = 1;  // the cluster's CTAs (rank order) and the threads of each
+  int prefer = -1;           // orders "ctaR_first": this CTA's threads run while one of them may progress
+  bool prefer_active = false;  // (computed at each switch) the preferred CTA has a thread that may progress
+  int cs_count = 0; long cs_gen = 0;  // the cluster barrier: arrivals and generation
+  long stat_multicasts = 0, stat_multicast_copies = 0, stat_remote_arrivals = 0, stat_cluster_syncs = 0,
+       stat_clusters = 0;
   std::mt19937 rng{0};
   ucontext_t main_ctx; std::function<void()> body;
-  synth_dim3 block{0, 0, 0}, grid{1, 1, 1}, bdim{1, 1, 1};
+  synth_dim3 grid{1, 1, 1}, bdim{1, 1, 1};
   std::map<uint32_t, MBar> bars; std::map<uint32_t, std::string> bar_names; std::vector<Copy> copies; long seq = 0;
   std::vector<WG> wgs; std::vector<Warp> warps;
-  int sync_count = 0; long sync_gen = 0; int live = 0;
+  int live = 0;  // live threads of the whole cluster
   long stuck = 0;
   long epoch = 0;        // counts state changes that may let a blocked thread pass
   int failed_in_epoch = 0;  // live threads whose wait failed since the last state change
@@ -91,11 +117,11 @@ struct State {
   std::set<std::pair<uint64_t, uint64_t>> wgmma_descs;  // every (A, B) descriptor pair issued (all blocks)
   // named barriers (bar.sync / bar.red id, n): arrivals, generation, the OR of the predicates
   struct Named { int count = 0, expected = 0; long gen = 0; bool acc = false, result = false; };
-  std::map<int, Named> named;
+  std::map<int, Named> named;  // key: rank * 16 + id
   // split-K (docs/emulator.md, "Split-K"): writer block of each 16-byte global chunk stored with
   // st.global.cg, the blocks that published theirs (fence, then ticket), per-thread fence state
   struct GStore { long long block = -1; bool published = false; uintptr_t counter = 0; unsigned value = 0; };
-  long long block_lin = 0; long acquires = 0; long stale_loads = 0;
+  long acquires = 0; long stale_loads = 0;
   std::map<uintptr_t, GStore> gstores;                   // who stored each 16 bytes, through which count published
   std::map<uintptr_t, std::vector<unsigned>> history;    // every value each counter took
   std::map<uintptr_t, unsigned> acquired;                // this block: the newest value observed per counter
@@ -105,7 +131,7 @@ struct State {
   long stat_protocol_errors = 0;
   // the TMA-store epilogue: who wrote each 4-byte shared word through st.shared, and when (a stamp)
   struct SWrite { int thread = -1; long stamp = 0; };
-  std::vector<SWrite> swrites; long stamp = 0; long stat_stores = 0;
+  std::vector<SWrite> swrites; long stamp = 0; long stat_stores = 0;  // swrites: per CTA, per word
 };
 inline State& S() { static State s; return s; }
 
@@ -114,13 +140,34 @@ inline State& S() { static State s; return s; }
 alignas(4096) inline unsigned char synth_smem_raw[synth_emu::SMEM_SIZE];
 
 #define threadIdx (synth_emu::thread_idx())
-#define blockIdx (synth_emu::S().block)
+#define blockIdx (synth_emu::block_idx())
 #define blockDim (synth_emu::S().bdim)
 #define gridDim (synth_emu::S().grid)
 
 namespace synth_emu {
 
-inline synth_dim3 thread_idx() { return {unsigned(S().cur), 0, 0}; }
+constexpr uint32_t CTA_SHIFT = 20;            // internal key of shared address a of CTA r: (r << 20) | a
+constexpr uint32_t CLUSTER_WINDOW = 0x1000000;  // mapa: shared::cluster address of a in CTA r: (r + 1) * this + a
+inline int cta_of(int t) { return t / S().tpc; }
+inline int my_cta() { return S().cur / S().tpc; }
+inline int local_tid(int t) { return t % S().tpc; }
+inline bool clustered() { return S().ctas.size() > 1; }
+inline uint32_t gkey(uint32_t a, int cta) { return (uint32_t(cta) << CTA_SHIFT) | a; }
+inline uint32_t gkey(uint32_t a) { return gkey(a, my_cta()); }
+inline synth_dim3 thread_idx() { return {unsigned(local_tid(S().cur)), 0, 0}; }
+inline synth_dim3 block_idx() { return S().ctas[my_cta()].block; }
+inline long long block_linear_of(int cta) {
+  const synth_dim3 b = S().ctas[cta].block;
+  return (long long)((b.z * S().grid.y + b.y) * S().grid.x + b.x);
+}
+// "CTA 1 (block 3,0)": how reports name a CTA of a cluster
+inline std::string cta_name(int r) {
+  const synth_dim3 b = S().ctas[r].block;
+  return "CTA " + std::to_string(r) + " (block " + std::to_string(b.x) + "," + std::to_string(b.y) +
+         (b.z ? "," + std::to_string(b.z) : "") + ")";
+}
+// prefix of a report about a CTA: "" when the cluster is one CTA (the reports of a 1x1 kernel are unchanged)
+inline std::string cta_prefix(int r) { return clustered() ? cta_name(r) + ": " : ""; }
 
 [[noreturn]] inline void fail(const std::string& kind, const std::string& msg) {
   State& s = S();
@@ -131,19 +178,30 @@ inline synth_dim3 thread_idx() { return {unsigned(S().cur), 0, 0}; }
 
 inline void progress() { S().stuck = 0; S().epoch++; S().failed_in_epoch = 0; }
 
-// order "starve": thread 1 of every warp group but the first (a consumer's non-elected thread) is held back
-// while another live thread has not failed its wait since the last state change (it may still progress)
+// order "starve": thread 1 of every warp group but the first (a consumer's non-elected thread) of each CTA
+// is held back while another live thread has not failed its wait since the last state change (it may still
+// progress); orders "ctaR_first": a thread of another CTA than R is held back while a thread of CTA R may
+inline bool starved(int j) { const int l = local_tid(j); return l >= 128 && l % 128 == 1; }
 inline bool held_back(int j) {
   State& s = S();
-  if (!s.starve || j < 128 || j % 128 != 1) return false;
+  if (s.prefer_active && cta_of(j) != s.prefer) return true;
+  if (!s.starve || !starved(j)) return false;
   for (int k = 0; k < s.nthreads; ++k)
-    if (k != j && !s.th[k].done && s.th[k].failed_at != s.epoch && !(k >= 128 && k % 128 == 1)) return true;
+    if (k != j && !s.th[k].done && s.th[k].failed_at != s.epoch && !starved(k)) return true;
   return false;
+}
+inline void update_prefer() {
+  State& s = S();
+  s.prefer_active = false;
+  if (s.prefer < 0 || s.prefer >= int(s.ctas.size())) return;
+  for (int k = s.prefer * s.tpc; k < (s.prefer + 1) * s.tpc; ++k)
+    if (!s.th[k].done && s.th[k].failed_at != s.epoch) { s.prefer_active = true; return; }
 }
 
 inline void switch_next() {
   State& s = S();
   int n = s.nthreads, from = s.cur;
+  update_prefer();
   while (!s.urgent.empty()) {
     int j = s.urgent.front();
     s.urgent.erase(s.urgent.begin());
@@ -208,17 +266,24 @@ inline uint32_t smem_u32(const void* p) {
   if (d < 0 || d >= (long)SMEM_SIZE) fail("fault", "address outside shared memory");
   return SMEM_BASE + uint32_t(d);
 }
-inline unsigned char* smem_ptr(uint32_t a) { return synth_smem_raw + (a - SMEM_BASE); }
+// the bytes behind a cluster-wide key, and behind a shared address of the current thread's CTA
+inline unsigned char* gptr(uint32_t g) { return S().ctas[g >> CTA_SHIFT].win + ((g & ((1u << CTA_SHIFT) - 1)) - SMEM_BASE); }
+inline unsigned char* smem_ptr(uint32_t a) { return gptr(gkey(a)); }
+inline size_t sw_index(uint32_t a) { return (size_t(my_cta()) * SMEM_SIZE + (a - SMEM_BASE)) / 4; }
 inline void check_shared(uint32_t a, uint32_t n) {
   if (a < SMEM_BASE || a + n > SMEM_BASE + SMEM_SIZE) fail("fault", "shared address outside shared memory");
 }
 
+inline MBar& gbar_at(uint32_t g, const char* op) {
+  auto it = S().bars.find(g);
+  if (it == S().bars.end() || !it->second.init)
+    fail("fault", cta_prefix(int(g >> CTA_SHIFT)) + std::string(op) + " on an uninitialized mbarrier at shared offset " +
+                      std::to_string(g & ((1u << CTA_SHIFT) - 1)));
+  return it->second;
+}
 inline MBar& bar_at(uint32_t a, const char* op) {
   check_shared(a, 8);
-  auto it = S().bars.find(a);
-  if (it == S().bars.end() || !it->second.init)
-    fail("fault", std::string(op) + " on an uninitialized mbarrier at shared offset " + std::to_string(a));
-  return it->second;
+  return gbar_at(gkey(a), op);
 }
 
 inline void maybe_complete(MBar& b) {
@@ -289,7 +354,7 @@ inline uint32_t tma_box_addr(uint32_t dst, uint32_t r, uint32_t e, uint32_t elem
 
 inline void land_one(size_t k) {
   State& s = S();
-  Copy c = s.copies[k];
+  Copy c = s.copies[k];  // lands in its destination CTA's window
   s.copies.erase(s.copies.begin() + long(k));
   const CUtensorMap& m = c.map;
   for (uint32_t r = 0; r < m.box[1]; ++r)
@@ -298,34 +363,43 @@ inline void land_one(size_t k) {
       uint16_t v = 0;
       if (gx >= 0 && gy >= 0 && uint64_t(gx) < m.dim[0] && uint64_t(gy) < m.dim[1])
         std::memcpy(&v, static_cast<const unsigned char*>(m.base) + gy * m.stride1 + gx * 2, 2);
-      std::memcpy(smem_ptr(tma_box_addr(c.dst, r, e, 2)), &v, 2);
+      std::memcpy(gptr(tma_box_addr(c.dst, r, e, 2)), &v, 2);
     }
   uint32_t bytes = m.box[0] * m.box[1] * m.elem_bytes;
   s.stat_landed++; s.stat_tx_bytes += bytes;
-  MBar& b = bar_at(c.bar, "complete_tx");
+  MBar& b = gbar_at(c.bar, "complete_tx");
   b.tx -= bytes;
   maybe_complete(b);
   progress();
 }
 
-inline std::string bar_state(uint32_t a, const MBar& b) {
+// "mbarrier full[0] (shared 0x...)" of the barrier at cluster-wide key g ("of CTA r" in a cluster)
+inline std::string bar_label(uint32_t g) {
   char hex[32];
-  std::snprintf(hex, sizeof hex, "0x%x", unsigned(a));
-  auto nm = S().bar_names.find(a);
+  std::snprintf(hex, sizeof hex, "0x%x", unsigned(g & ((1u << CTA_SHIFT) - 1)));
+  auto nm = S().bar_names.find(g);
+  // a barrier its CTA has not named (not initialized yet): the name a peer gave the same offset
+  for (int r = 0; nm == S().bar_names.end() && r < int(S().ctas.size()); ++r)
+    nm = S().bar_names.find(gkey(g & ((1u << CTA_SHIFT) - 1), r));
   std::string who = nm != S().bar_names.end() ? nm->second + " (shared " + hex + ")" : std::string("shared ") + hex;
-  return "mbarrier " + who + " (phases completed " + std::to_string(b.phases) + ", pending arrivals " +
+  return "mbarrier " + who + (clustered() ? " of " + cta_name(int(g >> CTA_SHIFT)) : "");
+}
+inline std::string bar_state(uint32_t g, const MBar& b) {
+  return bar_label(g) + " (phases completed " + std::to_string(b.phases) + ", pending arrivals " +
          std::to_string(b.pending) + "/" + std::to_string(b.count) + ", tx " + std::to_string(b.tx) + ")";
 }
 
 inline std::string describe_waiters() {
   State& s = S();
   std::map<std::string, int> by;
-  for (auto& t : s.th) {
+  for (int j = 0; j < s.nthreads; ++j) {
+    const Thread& t = s.th[j];
     if (t.done || t.waiting.empty()) continue;
+    const std::string where = cta_prefix(cta_of(j));  // a cluster: each waiter's CTA
     if (t.wait_bar && s.bars.count(t.wait_bar))  // the barrier's state now, not when the wait began
-      by["try_wait.parity " + std::to_string(t.wait_parity) + " on " + bar_state(t.wait_bar, s.bars[t.wait_bar])]++;
+      by[where + "try_wait.parity " + std::to_string(t.wait_parity) + " on " + bar_state(t.wait_bar, s.bars[t.wait_bar])]++;
     else
-      by[t.waiting]++;
+      by[where + t.waiting]++;
   }
   std::string out;
   for (auto& [w, n] : by) out += std::to_string(n) + " thread(s) at " + w + "; ";
@@ -334,17 +408,21 @@ inline std::string describe_waiters() {
 
 
 // Warp-group collective: the 128th arrival performs `perform`; the others wait for it.
+// (warp groups and warps are per CTA: thread j of CTA r is in warp group j / 128 of that CTA)
+inline int wg_index(int t) { return cta_of(t) * ((S().tpc + 127) / 128) + local_tid(t) / 128; }
+inline int warp_index(int t) { return cta_of(t) * ((S().tpc + 31) / 32) + local_tid(t) / 32; }
 template <class Rec, class F> inline void wg_collective(const char* kind, Rec record, F perform) {
   State& s = S();
-  WG& w = s.wgs[s.cur / 128];
+  WG& w = s.wgs[wg_index(s.cur)];
+  const int l = local_tid(s.cur);
   if (w.count == 0) w.kind = kind;
   else if (w.kind != kind)
-    fail("fault", "warp group " + std::to_string(s.cur / 128) + ": thread " + std::to_string(s.cur) + " at " + kind +
-                      " while others are at " + w.kind);
-  record(w, s.cur % 128);
+    fail("fault", cta_prefix(my_cta()) + "warp group " + std::to_string(l / 128) + ": thread " + std::to_string(l) +
+                      " at " + kind + " while others are at " + w.kind);
+  record(w, l % 128);
   long my = w.gen;
   if (++w.count == 128) { perform(w); w.count = 0; w.gen++; progress(); yield_point(); return; }
-  block_until([&] { return w.gen != my; }, std::string("warp group ") + std::to_string(s.cur / 128) + " " + kind);
+  block_until([&] { return w.gen != my; }, std::string("warp group ") + std::to_string(l / 128) + " " + kind);
 }
 
 inline void run_op(Op& op) {
@@ -352,10 +430,10 @@ inline void run_op(Op& op) {
   s.stat_wgmma++;
   for (auto [d, which] : {std::pair<uint64_t, const char*>{op.da, "A"}, {op.db, "B"}})
     if (*gmma_desc_unsupported(d)) fail("fault", std::string("wgmma ") + which + ": " + gmma_desc_unsupported(d));
-  auto elem = [&](uint64_t d, int r, int k) {
+  auto elem = [&](uint64_t d, int r, int k) {  // the issuing CTA's window
     uint32_t p = gmma_k_major_addr(d, r, k, 2);
     if (p < SMEM_BASE || p + 2 > SMEM_BASE + SMEM_SIZE) fail("fault", "wgmma operand outside shared memory");
-    uint16_t h; std::memcpy(&h, smem_ptr(p), 2);
+    uint16_t h; std::memcpy(&h, gptr(gkey(p, op.cta)), 2);
     return op.bf16 ? bf16_to_float(h) : half_to_float(h);
   };
   float A[64][16], B[256][16];
@@ -372,7 +450,10 @@ inline void run_op(Op& op) {
   }
 }
 
-inline bool overlaps_copy(uint32_t lo, uint32_t hi) {
+// a copy in flight into [lo, hi) of CTA cta (the current thread's by default)
+inline bool overlaps_copy(uint32_t lo, uint32_t hi, int cta = -1) {
+  if (cta < 0) cta = my_cta();
+  lo = gkey(lo, cta); hi = gkey(hi, cta);
   for (auto& c : S().copies) {
     uint32_t clo = c.dst, chi = c.dst + c.map.box[0] * c.map.box[1] * c.map.elem_bytes;
     if (clo < hi && lo < chi) return true;
@@ -386,12 +467,13 @@ inline bool overlaps_copy(uint32_t lo, uint32_t hi) {
 
 inline uint32_t synth_smem_u32(const void* p) { return synth_emu::smem_u32(p); }
 
-inline void synth_syncthreads() {
+inline void synth_syncthreads() {  // the calling thread's CTA
   using namespace synth_emu;
   State& s = S();
-  long my = s.sync_gen;
-  if (++s.sync_count >= s.live) { s.sync_count = 0; s.sync_gen++; progress(); yield_point(); return; }
-  block_until([&] { return s.sync_gen != my; }, "__syncthreads");
+  Cta& c = s.ctas[my_cta()];
+  long my = c.sync_gen;
+  if (++c.sync_count >= c.live) { c.sync_count = 0; c.sync_gen++; progress(); yield_point(); return; }
+  block_until([&] { return c.sync_gen != my; }, "__syncthreads");
 }
 
 inline void synth_mbar_init(uint32_t a, unsigned n) {
@@ -399,23 +481,34 @@ inline void synth_mbar_init(uint32_t a, unsigned n) {
   check_shared(a, 8);
   if (a % 8) fail("fault", "misaligned mbarrier");
   if (n < 1) fail("fault", "mbarrier.init with count 0");
-  MBar& m = S().bars[a];
+  MBar& m = S().bars[gkey(a)];
   m = MBar{true, int(n), int(n), 0, 0};
+  m.init_thread = S().cur;  // visible to the peers only after this thread's fence and a cluster barrier
   progress();
 }
 // the kernel names its barriers for the emulator's reports (not part of the CUDA API)
 inline void synth_emu_name_barrier(uint32_t a, const char* name, int slot) {
-  synth_emu::S().bar_names[a] = std::string(name) + "[" + std::to_string(slot) + "]";
+  synth_emu::S().bar_names[synth_emu::gkey(a)] = std::string(name) + "[" + std::to_string(slot) + "]";
 }
 inline void synth_mbar_inval(uint32_t a) {
   using namespace synth_emu;
   bar_at(a, "mbarrier.inval");
   for (auto& c : S().copies)
-    if (c.bar == a) fail("fault", "mbarrier.inval while a TMA copy completing on it is in flight");
-  S().bars.erase(a);
+    if (c.bar == gkey(a))
+      fail("fault", cta_prefix(my_cta()) + "mbarrier.inval while a TMA copy completing on it is in flight" +
+                        (c.from != my_cta() ? " (a multicast from " + cta_name(c.from) + ")" : ""));
+  S().bars.erase(gkey(a));
   progress();
 }
-inline void synth_fence_mbarrier_init() { synth_emu::yield_point(); }
+// fence.mbarrier_init.release.cluster: the calling thread's inits so far are released to the cluster (they
+// become visible to the peers at the next cluster barrier)
+inline void synth_fence_mbarrier_init() {
+  using namespace synth_emu;
+  State& s = S();
+  for (auto it = s.bars.lower_bound(gkey(0)); it != s.bars.end() && int(it->first >> CTA_SHIFT) == my_cta(); ++it)
+    if (it->second.init && it->second.init_thread == s.cur) it->second.fenced = true;
+  yield_point();
+}
 inline void synth_emu_protocol_error(const std::string& msg);
 inline void synth_fence_proxy_async() {
   auto& s = synth_emu::S();
@@ -429,7 +522,7 @@ inline void synth_st_shared_f32x2(uint32_t a, float x, float y) {
   check_shared(a, 8);
   if (a & 7) fail("fault", "misaligned st.shared.v2.f32");
   std::memcpy(smem_ptr(a), &x, 4); std::memcpy(smem_ptr(a + 4), &y, 4);
-  for (uint32_t w = 0; w < 2; ++w) s.swrites[(a - SMEM_BASE) / 4 + w] = {s.cur, ++s.stamp};
+  for (uint32_t w = 0; w < 2; ++w) s.swrites[sw_index(a) + w] = {s.cur, ++s.stamp};
   yield_point();
 }
 namespace synth_emu {
@@ -448,7 +541,7 @@ inline void st_shared_pair16(uint32_t a, uint16_t x, uint16_t y) {
   check_shared(a, 4);
   if (a & 3) fail("fault", "misaligned st.shared.b32");
   std::memcpy(smem_ptr(a), &x, 2); std::memcpy(smem_ptr(a + 2), &y, 2);
-  s.swrites[(a - SMEM_BASE) / 4] = {s.cur, ++s.stamp};
+  s.swrites[sw_index(a)] = {s.cur, ++s.stamp};
   yield_point();
 }
 }  // namespace synth_emu
@@ -469,9 +562,9 @@ inline void synth_tma_store_2d(const CUtensorMap* map, uint32_t src, int c0, int
   check_shared(src, n);
   if ((src - SMEM_BASE) % 128) fail("fault", "TMA store: shared source not 128-byte aligned");
   for (uint32_t w = 0; w < n / 4; ++w) {
-    const State::SWrite& wr = s.swrites[(src - SMEM_BASE) / 4 + w];
+    const State::SWrite& wr = s.swrites[sw_index(src) + w];
     if (wr.thread >= 0 && s.th[wr.thread].proxy_fence < wr.stamp)
-      synth_emu_protocol_error("TMA store reads shared memory that thread " + std::to_string(wr.thread) +
+      synth_emu_protocol_error(cta_prefix(my_cta()) + "TMA store reads shared memory that thread " + std::to_string(local_tid(wr.thread)) +
                                " wrote with st.shared and has not fenced (fence.proxy.async.shared::cta) since: "
                                "the async proxy may read the old bytes");
   }
@@ -508,7 +601,7 @@ inline void complete_bulk_group(Thread& th) {
                     smem_ptr(st.src + (r * m.box[0] + e) * eb), eb);
       }
     std::memset(smem_ptr(st.src), 0xFF, n);  // poisoned: NaN for anyone who reads the slot before rewriting it
-    for (uint32_t w = 0; w < n / 4; ++w) s.swrites[(st.src - SMEM_BASE) / 4 + w] = {};
+    for (uint32_t w = 0; w < n / 4; ++w) s.swrites[sw_index(st.src) + w] = {};
     s.stat_stores++;
   }
   progress();
@@ -551,15 +644,16 @@ inline void synth_mbar_wait(uint32_t a, uint32_t parity) {
   using namespace synth_emu;
   State& s = S();
   bar_at(a, "mbarrier.try_wait");
-  auto passed = [&] { return (s.bars[a].phases % 2) != long(parity & 1); };
-  s.th[s.cur].wait_bar = a;
+  const uint32_t g = gkey(a);  // the waiting thread's own CTA's barrier
+  auto passed = [&] { return (s.bars[g].phases % 2) != long(parity & 1); };
+  s.th[s.cur].wait_bar = g;
   s.th[s.cur].wait_parity = parity & 1;
   // land this barrier's copies one at a time, only as far as the wait needs them
   for (size_t k = 0; !passed() && k < s.copies.size();) {
-    if (s.copies[k].bar == a) land_one(k); else ++k;
+    if (s.copies[k].bar == g) land_one(k); else ++k;
   }
   block_until([&] {
-    for (size_t k = 0; !passed() && k < s.copies.size();) { if (s.copies[k].bar == a) land_one(k); else ++k; }
+    for (size_t k = 0; !passed() && k < s.copies.size();) { if (s.copies[k].bar == g) land_one(k); else ++k; }
     return passed();
   }, "try_wait.parity");
   yield_point();
@@ -576,7 +670,7 @@ inline void synth_tma_load_2d(uint32_t d, const CUtensorMap* map, int c0, int c1
   if (d + bytes > SMEM_BASE + SMEM_SIZE) fail("fault", "TMA destination outside shared memory");
   if (overlaps_copy(d, d + bytes)) s.stat_waw++;
   std::memset(smem_ptr(d), 0xFF, bytes);
-  s.copies.push_back(Copy{d, *map, c0, c1, a, s.seq++});
+  s.copies.push_back(Copy{gkey(d), *map, c0, c1, gkey(a), s.seq++, my_cta()});
   progress();
   yield_point();
 }
@@ -594,7 +688,7 @@ template <int N> inline void synth_wgmma_issue(float* d, uint64_t da, uint64_t d
                   w.d[t] = d;
                 },
                 [&](WG& w) {
-                  Op op{w.da, w.db, N, false, {}, bf16};
+                  Op op{w.da, w.db, N, false, {}, bf16, my_cta()};
                   std::memcpy(op.d, w.d, sizeof(op.d));
                   S().wgmma_descs.insert({w.da, w.db});
                   uint32_t sa = gmma_desc_decode(w.da).start, sb = gmma_desc_decode(w.db).start;
@@ -618,7 +712,7 @@ SYNTH_WGMMA_SHAPE(256)
 inline void synth_emu_plain_mma(float* d, uint64_t da, uint64_t db, int n, bool bf16) {
   using namespace synth_emu;
   yield_point();
-  const int t = S().cur % 128;
+  const int t = local_tid(S().cur) % 128;
   auto elem = [&](uint64_t desc, int r, int k) {
     uint32_t p = gmma_k_major_addr(desc, r, k, 2);
     if (p < SMEM_BASE || p + 2 > SMEM_BASE + SMEM_SIZE) fail("fault", "plain read outside shared memory");
@@ -661,8 +755,8 @@ template <int R> inline void synth_setmaxnreg_inc() { synth_emu::yield_point(); 
 inline float synth_shfl_xor(float v, int mask) {
   using namespace synth_emu;
   State& s = S();
-  Warp& w = s.warps[s.cur / 32];
-  int lane = s.cur % 32;
+  Warp& w = s.warps[warp_index(s.cur)];
+  int lane = local_tid(s.cur) % 32;
   w.vals[lane] = v; w.mask = mask;
   long my = w.gen;
   if (++w.count == 32) {
@@ -670,7 +764,7 @@ inline float synth_shfl_xor(float v, int mask) {
     w.count = 0; w.gen++; progress();
     return w.res[lane];
   }
-  block_until([&] { return w.gen != my; }, "shfl.sync of warp " + std::to_string(s.cur / 32));
+  block_until([&] { return w.gen != my; }, "shfl.sync of warp " + std::to_string(local_tid(s.cur) / 32));
   return w.res[lane];
 }
 // a warp-uniform value (CUDA: broadcast from lane 0); the kernel passes one value per warp
@@ -681,16 +775,14 @@ inline void synth_stg4(float* p, float a, float b, float c, float d) {
   p[0] = a; p[1] = b; p[2] = c; p[3] = d;
 }
 inline void synth_pin_u64(const uint64_t&) {}
-inline int synth_block_linear() {
-  auto& s = synth_emu::S();
-  return int((s.block.z * s.grid.y + s.block.y) * s.grid.x + s.block.x);
-}
+inline int synth_block_linear() { return int(synth_emu::block_linear_of(synth_emu::my_cta())); }
 // bar.red.or.pred id, n, p: the named barrier of n threads, returning the OR of their predicates
 inline bool synth_bar_red_or(int id, int n, bool p) {
   using namespace synth_emu;
   State& s = S();
-  if (id <= 0 || id > 15 || n <= 0 || n % 32 || n > s.nthreads) fail("fault", "bad named barrier (id 1..15, n a multiple of 32)");
-  State::Named& b = s.named[id];
+  if (id <= 0 || id > 15 || n <= 0 || n % 32 || n > s.tpc) fail("fault", "bad named barrier (id 1..15, n a multiple of 32)");
+  const int key = my_cta() * 16 + id;  // the calling thread's CTA's barrier
+  State::Named& b = s.named[key];
   if (b.expected == 0) b.expected = n;
   else if (b.expected != n) fail("fault", "bar.sync " + std::to_string(id) + " with different thread counts");
   long my = b.gen;
@@ -699,8 +791,8 @@ inline bool synth_bar_red_or(int id, int n, bool p) {
     b.result = b.acc; b.acc = false; b.count = 0; b.expected = 0; b.gen++;
     progress(); yield_point(); return b.result;
   }
-  block_until([&] { return s.named[id].gen != my; }, "bar.sync " + std::to_string(id));
-  return s.named[id].result;
+  block_until([&] { return s.named[key].gen != my; }, "bar.sync " + std::to_string(id));
+  return s.named[key].result;
 }
 inline void synth_bar_sync(int id, int n) { synth_bar_red_or(id, n, false); }
 inline void synth_threadfence() {
@@ -718,7 +810,7 @@ inline void synth_st_cg_f32x4(float* p, float a, float b, float c, float d) {
   auto& s = synth_emu::S();
   if (reinterpret_cast<uintptr_t>(p) & 15) synth_emu::fail("fault", "misaligned st.global.cg");
   p[0] = a; p[1] = b; p[2] = c; p[3] = d;
-  s.gstores[reinterpret_cast<uintptr_t>(p)] = {s.block_lin, false, 0, 0};
+  s.gstores[reinterpret_cast<uintptr_t>(p)] = {synth_emu::block_linear_of(synth_emu::my_cta()), false, 0, 0};
   s.unpublished.push_back(reinterpret_cast<uintptr_t>(p));
   s.unfenced[s.cur]++;
   synth_emu::yield_point();
@@ -729,7 +821,7 @@ inline void synth_ld_cg_f32x4(float* r, const float* p) {
   auto it = s.gstores.find(reinterpret_cast<uintptr_t>(p));
   if (it == s.gstores.end()) {
     synth_emu_protocol_error("ld.global.cg reads 16 bytes no block of this launch stored");
-  } else if (const auto& g = it->second; g.block != s.block_lin) {
+  } else if (const auto& g = it->second; g.block != synth_emu::block_linear_of(synth_emu::my_cta())) {
     if (!g.published)
       synth_emu_protocol_error("ld.global.cg reads what block " + std::to_string(g.block) + " never published");
     else if (s.acquired[g.counter] < g.value)
@@ -754,7 +846,8 @@ inline unsigned synth_atomic_add_u32(unsigned* p, unsigned v) {
   auto& h = s.history[reinterpret_cast<uintptr_t>(p)];
   if (h.empty()) h.push_back(old);
   h.push_back(old + v);
-  for (uintptr_t a : s.unpublished) s.gstores[a] = {s.block_lin, true, reinterpret_cast<uintptr_t>(p), old + v};
+  for (uintptr_t a : s.unpublished)
+    s.gstores[a] = {synth_emu::block_linear_of(synth_emu::my_cta()), true, reinterpret_cast<uintptr_t>(p), old + v};
   s.unpublished.clear();
   s.acquires++;  // the value an atomic reads is observed as an acquiring load's is (a fence after it acquires)
   unsigned& seen = s.acquired[reinterpret_cast<uintptr_t>(p)];
@@ -789,36 +882,179 @@ inline float4 synth_ldg4(const float* p) {
   return {p[0], p[1], p[2], p[3]};
 }
 
+// ---- clusters (docs/emulator.md, "Clusters"): the cluster API of kernel.cu
+
 namespace synth_emu {
+// A report about the cluster: kind "protocol" for a use of an exited CTA, "fault" otherwise
+[[noreturn]] inline void cluster_fail(const std::string& kind, const std::string& msg) { fail(kind, msg); }
+
+// The barrier at shared address a of CTA d as a peer's remote operation `op` sees it: CTA d must not have
+// exited, the barrier must be initialized there, and its init visible to the cluster (the initializing
+// thread's fence.mbarrier_init, then a completed cluster barrier)
+inline MBar& remote_bar(int d, uint32_t a, const std::string& op) {
+  State& s = S();
+  const int me = my_cta();
+  check_shared(a, 8);
+  const uint32_t g = gkey(a, d);
+  if (s.ctas[d].exited)
+    cluster_fail("protocol", op + " by " + cta_name(me) + " on " + bar_label(g) + ", which has exited: " +
+                                 cta_name(d) + "'s shared memory is gone while its peer still targets it");
+  auto it = s.bars.find(g);
+  if (it == s.bars.end() || !it->second.init)
+    cluster_fail("fault", op + " by " + cta_name(me) + " on the uninitialized " + bar_label(g) +
+                              " (not initialized yet, or invalidated)");
+  if (!it->second.visible)
+    cluster_fail("fault", op + " by " + cta_name(me) + " on " + bar_label(g) + " whose init is not visible to " +
+                              "the cluster: " + (it->second.fenced
+                                  ? "no cluster barrier completed since its fence.mbarrier_init"
+                                  : "its initializing thread ran no fence.mbarrier_init before a cluster barrier"));
+  return it->second;
+}
+// decode a shared::cluster address (synth_mapa's, or a shared::cta address of the calling thread's CTA)
+inline void cluster_addr(uint32_t ca, int& rank, uint32_t& a) {
+  if (ca < CLUSTER_WINDOW) { rank = my_cta(); a = ca; return; }
+  rank = int(ca / CLUSTER_WINDOW) - 1; a = ca % CLUSTER_WINDOW;
+  if (rank >= int(S().ctas.size()))
+    fail("fault", cta_prefix(my_cta()) + "shared::cluster address of CTA rank " + std::to_string(rank) +
+                      " outside the cluster of " + std::to_string(S().ctas.size()) + " CTA(s)");
+}
+inline void complete_cluster_sync() {
+  State& s = S();
+  s.cs_count = 0; s.cs_gen++; s.stat_cluster_syncs++;
+  for (auto& [g, b] : s.bars) if (b.init && b.fenced) b.visible = true;  // released inits: now cluster-visible
+  progress();
+}
+}  // namespace synth_emu
+
+// %cluster_ctarank
+inline uint32_t synth_cluster_ctarank() { return uint32_t(synth_emu::my_cta()); }
+// mapa.shared::cluster.u32: the shared::cluster address of local shared address a in CTA `rank`
+inline uint32_t synth_mapa(uint32_t a, uint32_t rank) {
+  using namespace synth_emu;
+  if (rank >= S().ctas.size())
+    fail("fault", cta_prefix(my_cta()) + "mapa to CTA rank " + std::to_string(rank) + " outside the cluster of " +
+                      std::to_string(S().ctas.size()) + " CTA(s)");
+  if (a >= CLUSTER_WINDOW) fail("fault", "mapa of an address that is not a shared::cta address");
+  check_shared(a, 1);
+  synth_emu::yield_point();
+  return (rank + 1) * CLUSTER_WINDOW + a;
+}
+// mbarrier.arrive.release.cluster.shared::cluster.b64: an arrive on the barrier of the CTA the address names
+inline void synth_mbar_arrive_cluster(uint32_t ca) {
+  using namespace synth_emu;
+  State& s = S();
+  int d; uint32_t a;
+  cluster_addr(ca, d, a);
+  if (d == my_cta()) { synth_mbar_arrive(a); return; }  // the own CTA's barrier: an ordinary arrive
+  MBar& m = remote_bar(d, a, "mbarrier.arrive.release.cluster");
+  s.stat_arrivals++; s.stat_remote_arrivals++;
+  m.pending -= 1;
+  maybe_complete(m);
+  progress();
+  yield_point();
+}
+// cp.async.bulk.tensor.2d.shared::cluster.global.tile.mbarrier::complete_tx::bytes.multicast::cluster: one copy
+// in flight per CTA of the mask, each poisoning its box at issue and landing (complete_tx of the box's bytes on
+// that CTA's barrier at offset bar) as late as that CTA's waiter allows, independently of the others
+inline void synth_tma_load_2d_multicast(uint32_t d, const CUtensorMap* map, int c0, int c1, uint32_t bar,
+                                        uint16_t mask) {
+  using namespace synth_emu;
+  State& s = S();
+  const int me = my_cta(), n = int(s.ctas.size());
+  if (mask == 0) fail("fault", cta_prefix(me) + "TMA multicast with an empty CTA mask");
+  if (mask >> n) {
+    char hex[16];
+    std::snprintf(hex, sizeof hex, "0x%x", unsigned(mask));
+    fail("fault", cta_prefix(me) + "TMA multicast mask " + hex + " names a CTA outside the cluster of " +
+                      std::to_string(n) + " CTA(s)");
+  }
+  if (map->swizzle != 128 || map->box[0] * map->elem_bytes != 128)
+    fail("fault", "TMA: only a 128-byte swizzle with a 128-byte inner box is emulated");
+  if (d % 1024) fail("fault", "TMA with 128-byte swizzle: destination not 1024-byte aligned");
+  const uint32_t bytes = map->box[0] * map->box[1] * map->elem_bytes;
+  check_shared(d, bytes);
+  for (int t = 0; t < n; ++t)  // every destination's barrier first: a bad one faults before anything is written
+    if (mask >> t & 1) {
+      if (t == me) bar_at(bar, "cp.async.bulk.tensor.multicast");
+      else remote_bar(t, bar, "TMA multicast (cp.async.bulk.tensor.multicast::cluster) into " + cta_name(t));
+    }
+  s.stat_multicasts++;
+  for (int t = 0; t < n; ++t)
+    if (mask >> t & 1) {
+      if (overlaps_copy(d, d + bytes, t)) s.stat_waw++;
+      std::memset(gptr(gkey(d, t)), 0xFF, bytes);
+      s.copies.push_back(Copy{gkey(d, t), *map, c0, c1, gkey(bar, t), s.seq++, me});
+      s.stat_multicast_copies++;
+    }
+  progress();
+  yield_point();
+}
+// barrier.cluster.arrive.release + barrier.cluster.wait.acquire: every live thread of every CTA of the cluster
+inline void synth_cluster_sync() {
+  using namespace synth_emu;
+  State& s = S();
+  long my = s.cs_gen;
+  if (++s.cs_count >= s.live) { complete_cluster_sync(); yield_point(); return; }
+  block_until([&] { return s.cs_gen != my; }, "barrier.cluster.wait");
+}
+
+namespace synth_emu {
+
+// a CTA whose threads are all done: its shared memory is gone; a peer's copy still in flight into it is reported
+inline void cta_exits(int r) {
+  State& s = S();
+  s.ctas[r].exited = true;
+  if (!clustered()) return;
+  for (const Copy& c : s.copies)
+    if (int(c.dst >> CTA_SHIFT) == r && c.from != r)
+      fail("protocol", cta_name(r) + " exits while a TMA multicast from " + cta_name(c.from) + " into it is in flight "
+                       "(completing on " + bar_label(c.bar) + "): its peer still writes its shared memory");
+}
 
 inline void trampoline() {
   State& s = S();
   s.body();
   s.th[s.cur].done = true;
   s.live--;
-  if (s.sync_count > 0 && s.sync_count >= s.live) { s.sync_count = 0; s.sync_gen++; }
+  Cta& c = s.ctas[my_cta()];
+  c.live--;
+  if (c.sync_count > 0 && c.sync_count >= c.live) { c.sync_count = 0; c.sync_gen++; }
+  if (s.cs_count > 0 && s.cs_count >= s.live) complete_cluster_sync();
   progress();
+  if (c.live == 0) cta_exits(my_cta());
   switch_next();
 }
 
-// Run one block of `threads` threads; false on a hang or fault (S().kind, S().failure).
-// order: 0 forward, 1 reverse, 2 + seed: a random thread at every switch (seeded, deterministic)
-inline bool run_block(synth_dim3 block, int threads, int order, std::function<void()> body) {
+// Run the CTAs of one cluster together (blocks[r]: the block index of the CTA of rank r), each of `threads`
+// threads; false on a hang or fault (S().kind, S().failure). order: 0 forward, 1 reverse, 2 + seed: a random
+// thread at every switch (seeded, deterministic), 100000 starve, 100001 + R: CTA R's threads first
+inline bool run_cluster(const std::vector<synth_dim3>& blocks, int threads, int order, std::function<void()> body) {
   const bool starve = order == 100000;  // the harness's code of order "starve"
-  if (starve) order = 0;
+  const int prefer = order > 100000 ? order - 100001 : -1;  // orders "ctaR_first"
+  if (starve || prefer >= 0) order = 0;
   bool reverse = order == 1;
   State& s = S();
-  s.starve = starve;
-  s.block = block; s.bdim = {unsigned(threads), 1, 1}; s.reverse = reverse; s.random = order >= 2; s.rng.seed(unsigned(order >= 2 ? order - 2 : 0) * 7919u + block.x * 31u + block.y); s.body = std::move(body);
-  s.th.assign(threads, Thread{}); s.nthreads = threads; s.live = threads;
-  s.bars.clear(); s.bar_names.clear(); s.copies.clear(); s.wgs.assign((threads + 127) / 128, WG{}); s.warps.assign((threads + 31) / 32, Warp{});
-  s.sync_count = 0; s.stuck = 0; s.failed_in_epoch = 0; s.epoch++; s.urgent.clear(); s.greedy = -1;
+  const int nc = int(blocks.size()), total = nc * threads;
+  const synth_dim3 block = blocks[0];
+  s.starve = starve; s.prefer = prefer; s.prefer_active = false;
+  s.bdim = {unsigned(threads), 1, 1}; s.reverse = reverse; s.random = order >= 2; s.rng.seed(unsigned(order >= 2 ? order - 2 : 0) * 7919u + block.x * 31u + block.y); s.body = std::move(body);
+  s.ctas.resize(nc); s.tpc = threads;
+  for (int r = 0; r < nc; ++r) {
+    Cta& c = s.ctas[r];
+    c.block = blocks[r]; c.sync_count = 0; c.sync_gen = 0; c.live = threads; c.exited = false;
+    if (r > 0) c.storage.resize(SMEM_SIZE);
+    c.win = r == 0 ? synth_smem_raw : c.storage.data();
+    std::memset(c.win, 0xFF, SMEM_SIZE);
+  }
+  s.cs_count = 0; s.stat_clusters++;
+  s.th.assign(total, Thread{}); s.nthreads = total; s.live = total;
+  s.bars.clear(); s.bar_names.clear(); s.copies.clear();
+  s.wgs.assign(size_t(nc) * ((threads + 127) / 128), WG{}); s.warps.assign(size_t(nc) * ((threads + 31) / 32), Warp{});
+  s.stuck = 0; s.failed_in_epoch = 0; s.epoch++; s.urgent.clear(); s.greedy = -1;
   s.named.clear(); s.acquires = 0; s.stale_loads = 0; s.acquired.clear(); s.unpublished.clear();
-  s.block_lin = (long long)((block.z * s.grid.y + block.y) * s.grid.x + block.x);
-  s.unfenced.assign(threads, 0); s.fence_mark.assign(threads, 0); s.seen.assign(threads, {});
-  s.swrites.assign(SMEM_SIZE / 4, State::SWrite{}); s.stamp = 0;
-  std::memset(synth_smem_raw, 0xFF, SMEM_SIZE);
-  for (int t = 0; t < threads; ++t) {
+  s.unfenced.assign(total, 0); s.fence_mark.assign(total, 0); s.seen.assign(total, {});
+  s.swrites.assign(size_t(nc) * SMEM_SIZE / 4, State::SWrite{}); s.stamp = 0;
+  for (int t = 0; t < total; ++t) {
     Thread& th = s.th[t];
     th.stack.resize(256 * 1024);
     getcontext(&th.ctx);
@@ -827,18 +1063,23 @@ inline bool run_block(synth_dim3 block, int threads, int order, std::function<vo
     th.ctx.uc_link = nullptr;
     makecontext(&th.ctx, trampoline, 0);
   }
-  s.cur = reverse ? threads - 1 : 0;
+  s.cur = reverse ? total - 1 : prefer > 0 && prefer < nc ? prefer * threads : 0;
   swapcontext(&s.main_ctx, &s.th[s.cur].ctx);
   if (s.failed) return false;
   while (!s.copies.empty()) land_one(0);
-  for (int t = 0; t < threads; ++t)
+  for (int t = 0; t < total; ++t)
     if (!s.th[t].bulk_open.empty() || !s.th[t].bulk_groups.empty()) {
       s.failed = true; s.kind = "protocol";
-      s.failure = "thread " + std::to_string(t) + " exits with TMA stores not known to have read shared memory "
+      s.failure = cta_prefix(cta_of(t)) + "thread " + std::to_string(local_tid(t)) + " exits with TMA stores not known to have read shared memory "
                   "(no cp.async.bulk.wait_group.read 0): the CTA's shared memory may be reused under them";
       return false;
     }
   return true;
+}
+
+// Run one block of `threads` threads (a cluster of one CTA)
+inline bool run_block(synth_dim3 block, int threads, int order, std::function<void()> body) {
+  return run_cluster({block}, threads, order, std::move(body));
 }
 
 }  // namespace synth_emu

@@ -28,13 +28,30 @@ from .kernel import KERNEL
 
 RUNTIME = pathlib.Path(__file__).resolve().parent.parent / "runtime"
 SOURCES = ("synth_emu_sm90.h", "sm90_harness.cpp")
-ORDERS = ("forward", "reverse", "random", "starve")
+ORDERS = ("forward", "reverse", "random", "starve", "cta0_first", "cta1_first")
 """Thread orders: round robin with the producer warp group first, or the consumers first, or a random
 thread at every switch (seeded by ``seed``: deterministic), or round robin with thread 1 of every consumer
 warp group held back while any other thread can progress (``starve``: a thread as far behind its warp
-group as the hardware allows, where only a convergence point makes it catch up)."""
+group as the hardware allows, where only a convergence point makes it catch up).
+``cta0_first`` / ``cta1_first`` (clusters): round robin over the threads of CTA rank 0 (1) only, the other
+CTA's threads running only while every thread of that CTA is blocked or done, so that one CTA races ahead
+of its peer to its exit and into the peer's barriers (on a cluster of one CTA: ``forward``). The CTAs of
+a cluster always run together; the other orders interleave all their threads."""
 STARVE = 100000
 """The harness's code of order ``starve`` (codes 0, 1 and 2 + seed are the others)."""
+CTA_FIRST = 100001
+"""The harness's code of order ``ctaR_first`` is ``CTA_FIRST + R``."""
+
+
+def order_code(order: str, seed: int = 0) -> int:
+    """The harness's code of thread order ``order`` (one of :data:`ORDERS`; ``seed`` for ``random``)."""
+    if order not in ORDERS:
+        raise EmulatorError(f"order {order!r}: expected one of {ORDERS}")
+    if order == "starve":
+        return STARVE
+    if order.startswith("cta"):
+        return CTA_FIRST + int(order[3])
+    return ORDERS.index(order) + (seed % 1000 if order == "random" else 0)
 TIMEOUT_S = 300
 """A run that takes longer is stopped and reported (the emulator itself detects hangs)."""
 
@@ -104,8 +121,12 @@ def run_emulated(kernel_cu: str, A_bits: np.ndarray, B_bits: np.ndarray, C_in: O
     ``(C, info)``: C is M x ``ldc`` float32 starting as NaN, ``info`` the emulator's report (``ok``,
     ``kind`` '' / 'hang' / 'fault' / 'protocol', ``message``, counters, ``tickets_left``, ``wgmma_descs``:
     the distinct ``[A, B]`` wgmma descriptor pairs the kernel issued, ``tensor_maps``: the A and B maps its
-    TMA read, each ``dims``, ``stride``, ``box``, ``elem_bytes``, ``swizzle_bytes``). Blocks run one
-    at a time in ``block_order``: ``forward`` (launch order), ``reverse`` or ``shuffle:SEED``; a split-K
+    TMA read, each ``dims``, ``stride``, ``box``, ``elem_bytes``, ``swizzle_bytes``; the cluster counters
+    ``cluster_size``, ``clusters`` (clusters run), ``multicasts`` (multicast instructions), ``multicast_copies``
+    (one per destination CTA), ``remote_arrivals``, ``cluster_syncs`` (cluster barriers completed)). Clusters
+    (``SYNTH_CLUSTER_N`` x ``SYNTH_CLUSTER_M`` CTAs, default 1 x 1; the grid rounded up to whole clusters) run
+    one at a time, their CTAs together, in ``block_order``: ``forward`` (launch order), ``reverse`` or
+    ``shuffle:SEED`` of the clusters; a split-K
     kernel (``SYNTH_SPLIT_K > 1``) gets ``gridDim.z`` splits, a NaN-filled workspace and zeroed tickets; a
     persistent kernel (``SYNTH_PERSISTENT``) a 1-D grid of ``ctas`` CTAs (0: one per tile; ignored by the
     others). EmulatorError when it cannot run."""
@@ -129,8 +150,7 @@ def run_emulated(kernel_cu: str, A_bits: np.ndarray, B_bits: np.ndarray, C_in: O
     with tempfile.TemporaryDirectory(prefix="synth-sm90-run-") as tmp:
         inp, outp = pathlib.Path(tmp) / "in.bin", pathlib.Path(tmp) / "out.bin"
         head = np.array([M, N, K, ldc, K, K, int(C_in is not None),
-                         STARVE if order == "starve" else
-                         ORDERS.index(order) + (seed % 1000 if order == "random" else 0), border, ctas], np.int32)
+                         order_code(order, seed), border, ctas], np.int32)
         with open(inp, "wb") as f:
             f.write(head.tobytes())
             f.write(np.array([alpha, beta], np.float32).tobytes())
@@ -197,9 +217,10 @@ def emulate_sm90(kernel_cu: str, M: int, N: int, K: int, *, order: str = "forwar
     pad_ok = bool(np.isnan(C[:, N:]).all()) and not info["guard_written"]
     ok = (info["ok"] and nan == 0 and bool(np.all(np.abs(Cv - ref) <= 1e-2 + 1e-2 * np.abs(ref))) and pad_ok
           and info["tickets_left"] == 0)
-    stats = {k: info[k] for k in ("landed", "tx_bytes", "wgmma", "poisoned_ops", "waw", "arrivals", "tickets_left")}
+    stats = {k: info[k] for k in ("landed", "tx_bytes", "wgmma", "poisoned_ops", "waw", "arrivals", "tickets_left",
+                                  "multicasts", "multicast_copies", "remote_arrivals", "cluster_syncs")}
     return Sm90Result(C, ref, ok, info["kind"], info["message"], err, nan, stats)
 
 
-__all__ = ["emulate_sm90", "run_emulated", "Sm90Result", "binary", "ORDERS", "STARVE", "KERNEL", "bf16_bits",
-           "bf16_value"]
+__all__ = ["emulate_sm90", "run_emulated", "Sm90Result", "binary", "ORDERS", "STARVE", "CTA_FIRST", "order_code",
+           "KERNEL", "bf16_bits", "bf16_value"]
