@@ -23,7 +23,7 @@ from .yamlnodes import LDict, check_bound, check_keys, require, suggest, want_in
 
 GEMM_KEYS = ("name", "description", "kind", "shape", "dtype", "tile", "warps", "stages", "split_k", "stream_k", "arch", "mainloop",
              "k_pipe_mmas", "min_k_tiles", "loop", "schedule", "objective", "target", "persistent",
-             "epilogue", "pingpong", "out_dtype")
+             "epilogue", "pingpong", "out_dtype", "cluster")
 """Top-level keys of a ``kind: gemm`` document (``loop`` only to say it is derived)."""
 
 
@@ -82,6 +82,10 @@ def problem_from_gemm_doc(doc: LDict, path: str) -> "Problem | HopperGemm":
     if "pingpong" in doc and doc["pingpong"] is not False:
         raise SynthError(doc.key_loc["pingpong"], "ping-pong consumers are built for the Hopper main loop only "
                          "(docs/hopper_pingpong.md)", "remove pingpong:, or use arch: sm_90 with mainloop: tma_wgmma")
+    if "cluster" in doc and doc["cluster"] != "1x1":
+        raise SynthError(doc.val_loc["cluster"], f"cluster {doc['cluster']!r}: thread-block clusters are built for "
+                         "the Hopper main loop only (docs/hopper_cluster.md)",
+                         "remove cluster:, or use arch: sm_90 with mainloop: tma_wgmma")
     if "epilogue" in doc and doc["epilogue"] != "register":
         raise SynthError(doc.val_loc["epilogue"], f"epilogue {doc['epilogue']!r}: the TMA-store epilogue is built for "
                          "the Hopper main loop only (docs/hopper_store.md); the cp.async kernel stores C from registers",

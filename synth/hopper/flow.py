@@ -7,7 +7,9 @@ For a ``kind: gemm`` problem with ``mainloop: tma_wgmma`` (a :class:`~synth.hopp
    cooperative consumer warp groups; :func:`synth.hopper.model.choose`, docs/hopper.md);
 2. **lower** (:func:`kernel_config`, :meth:`Sm90Config.program`): the warp-specialized barrier
    protocol for every ``T >= 1`` (:func:`synth.lower.barriers.lower_hopper`);
-3. **prove** (:func:`synth.verify.phases.verify_hopper`): every obligation, wgmma wait tightness;
+3. **prove** (:func:`prove_hopper`: :func:`synth.verify.phases.verify_hopper`, every obligation, wgmma wait
+   tightness; for a ``cluster:`` other than ``1x1`` the cluster program of both CTAs and the cluster classes of
+   :func:`synth.hopper.cluster.verify_cluster`);
 4. **emit** (:func:`synth.emit.sm90.kernel.emit_sm90_kernel`): kernel.cu for sm_90a, from the
    proven program only.
 
@@ -97,12 +99,74 @@ def kernel_config(g: HopperGemm, choice: HopperChoice):
 
     cfg = Sm90Config(bm=g.BM, bn=g.BN, stages=choice.stages, k_pipe_mmas=choice.k_pipe_mmas, dtype=g.dtype,
                      name=g.name, split_k=g.split_k, persistent=g.persistent, epilogue=g.epilogue,
-                     pingpong=g.pingpong, out_dtype=g.out_dtype)
+                     pingpong=g.pingpong, out_dtype=g.out_dtype, cluster=g.cluster)
     try:
         cfg.check()
     except ValueError as e:
-        raise SynthError(g.loc(""), f"the kernel cannot take this choice: {e}", "use another tile or stages") from None
+        raise SynthError(g.loc("cluster" if g.cluster != "1x1" else ""), f"the kernel cannot take this choice: {e}",
+                         "use another tile or stages") from None
     return cfg
+
+
+# ------------------------------------------------------------------------------------------ clusters
+
+def is_cluster_program(p: HopperProgram) -> bool:
+    """Whether ``p`` is checked as a thread-block cluster program from its own data (docs/hopper_cluster.md,
+    "Which programs are cluster programs"): it holds a ``cluster_sync`` statement (setup or teardown), or a
+    role whose name ends in a CTA index issues a copy that completes on, or writes into, a barrier or buffer
+    whose name ends in another index (a multicast). A remote *arrive* alone does not count: ping-pong's order
+    program (``pp0`` arrives on ``order1``) is one CTA. The same rule is
+    :func:`synth.trusted.certify.is_cluster_program`'s, on the file's bytes."""
+    from ..completion import ClusterSyncStmt
+    from .cluster import remote_uses
+
+    if any(isinstance(s, ClusterSyncStmt) for s in tuple(p.setup) + tuple(p.teardown)):
+        return True
+    return any(u.what.startswith("multicasts") for u in remote_uses(p))
+
+
+def declared_cluster(program_file: str) -> str:
+    """The ``cluster:`` of the ``problem.yaml`` beside ``program_file`` (an output folder's; ``1x1`` when there is
+    none or it has no such key), read by the trusted checker's line reader
+    (:func:`synth.trusted.flags.read_cluster_flag`, what ``synth certify`` reads). SynthError (exit 2, the file,
+    the line, the fix) when the key is written in a way that reader refuses."""
+    from ..trusted.flags import FlagError, read_cluster_flag
+    from ..trusted.hopper import MAX_FLAG_BYTES
+    from ..trusted.program import read_regular
+
+    path = os.path.join(os.path.dirname(os.path.abspath(program_file)), "problem.yaml")
+    if not os.path.lexists(path):
+        return "1x1"
+    try:
+        return read_cluster_flag(read_regular(path, MAX_FLAG_BYTES), path)
+    except FlagError as e:
+        line = e.where.rpartition(":")[2]
+        raise SynthError(Loc(path, int(line) if line.isdigit() else 0, 1 if line.isdigit() else 0), e.msg,
+                         e.fix) from None
+    except (OSError, ValueError) as e:
+        raise SynthError(Loc(path), f"cannot read: {getattr(e, 'strerror', None) or e}",
+                         "pass a folder written by 'synth solve'") from None
+
+
+def prove_hopper(p: HopperProgram, *, cluster: bool = False, time_limit: float = 10.0,
+                 deadline: Optional[float] = None):
+    """The :class:`~synth.verify.phases.HopperReport` of ``p``: every barrier class of
+    :func:`~synth.verify.phases.verify_hopper` and, for a cluster program, the cluster classes of
+    :func:`synth.hopper.cluster.verify_cluster` (``cluster_form``, ``init_visible``, ``safe_exit``) among its
+    obligations (``ok`` only when all are proven). The cluster classes are checked when ``cluster`` (the folder
+    declares a cluster) or :func:`is_cluster_program` (the program's own data says so: a program that
+    multicasts is never proven as one CTA)."""
+    from dataclasses import replace
+
+    from ..verify.phases import verify_hopper
+
+    if not (cluster or is_cluster_program(p)):
+        return verify_hopper(p, time_limit=time_limit, deadline=deadline)
+    from .cluster import verify_cluster
+
+    rep = verify_cluster(p, time_limit=time_limit, deadline=deadline)
+    return replace(rep.hopper, ok=bool(rep.ok), obligations=tuple(rep.hopper.obligations) + tuple(rep.cluster),
+                   seconds=rep.seconds)
 
 
 def run_hopper(g: HopperGemm, *, deadline: Union[Deadline, float], verify: bool = True, emit: bool = True,
@@ -147,10 +211,9 @@ def run_hopper(g: HopperGemm, *, deadline: Union[Deadline, float], verify: bool 
         raise SynthError(g.loc(key), f"{what} is not proven: {why}", fix)
 
     if verify:
-        from ..verify.phases import verify_hopper
-
         def prove():
-            rep = verify_hopper(program, time_limit=query_limit, deadline=dl.at)
+            # a cluster's program: the barrier classes of both CTAs' roles and the cluster classes
+            rep = prove_hopper(program, cluster=cfg.cluster != "1x1", time_limit=query_limit, deadline=dl.at)
             if cfg.persistent and rep.ok:  # the ring's proof covers every tile count once each tile carries the state
                 from .persistent import check_tile_ends, tile_end_sizes
 
@@ -197,7 +260,18 @@ def run_hopper(g: HopperGemm, *, deadline: Union[Deadline, float], verify: bool 
     if emit and (report is None or report.ok):
         from ..emit.sm90.kernel import emit_sm90_kernel
 
-        kernel = timed("emit", lambda: emit_sm90_kernel(cfg, program))
+        def emit_kernel():
+            try:
+                return emit_sm90_kernel(cfg, program)
+            except ValueError as e:
+                if cfg.cluster == "1x1":
+                    raise
+                # the program is proven, but the emitter cannot build its kernel: nothing is written
+                raise SynthError(g.loc("cluster"), f"the sm_90a emitter cannot build the cluster {cfg.cluster} "
+                                 f"kernel: {e}", "use cluster: 1x1; 'synth lower' prints the proven cluster "
+                                 "program and 'synth verify' proves it") from None
+
+        kernel = timed("emit", emit_kernel)
     return HopperResult(g, choice, cfg, program, report, kernel, tuple(phases), store, store_report, threads, pp,
                         orders, design)
 
@@ -207,7 +281,8 @@ def choice_to_json(g: HopperGemm, c: HopperChoice) -> dict:
     return {"format": SCHEDULE_FORMAT, "problem": g.name, "mainloop": MAINLOOP, "stages": c.stages,
             "k_pipe_mmas": c.k_pipe_mmas, "consumer_warpgroups": g.consumers,
             "warp_specialized": c.warp_specialized, "predicted_cycles": c.cycles,
-            "predicted_for_k_tiles": g.trip_count // g.split_k, "shared_bytes": c.smem_bytes, "status": c.status}
+            "predicted_for_k_tiles": g.trip_count // g.split_k, "shared_bytes": c.smem_bytes, "status": c.status,
+            **({"cluster": g.cluster} if g.cluster != "1x1" else {})}
 
 
 def choice_from_json(g: HopperGemm, doc, path: str) -> HopperChoice:
@@ -271,6 +346,12 @@ def output_files(result: HopperResult) -> dict[str, str]:
                                     f"proven for every tile count at {cfg_tile_ends(result.config)} k-tiles per "
                                     "tile; a CTA with no tile uses no barrier (docs/hopper.md, \"Persistent "
                                     "tiles\")\n")
+        if result.config.cluster != "1x1":
+            files["verify.txt"] += (f"thread-block cluster {result.config.cluster} (docs/hopper_cluster.md): the "
+                                    "program above is both CTAs' roles (a name ends in its CTA's index); the "
+                                    "barrier classes are the whole cluster's (remote releases, the peer's "
+                                    "multicast bytes), cluster_form, init_visible and safe_exit its cluster "
+                                    "classes, all in certificate/\n")
         if result.pingpong is not None:
             files["verify.txt"] += ("\nping-pong consumers (docs/hopper_pingpong.md): the order protocol in order/even "
                                     "and order/odd (2 T and 2 T - 1 tiles, every T >= 1), each consumer warp group "
@@ -346,4 +427,4 @@ def emit_from_output(out: HopperOutput) -> str:
 
 __all__ = ["HopperResult", "HopperOutput", "run_hopper", "choose_pipeline", "kernel_config", "gemm_config",
            "choice_to_json", "choice_from_json", "output_files", "problem_source", "load_hopper_output",
-           "emit_from_output", "SCHEDULE_FORMAT"]
+           "emit_from_output", "SCHEDULE_FORMAT", "is_cluster_program", "declared_cluster", "prove_hopper"]

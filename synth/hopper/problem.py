@@ -14,6 +14,10 @@ Keys of the Ampere flow that have no meaning here are refused with a fix rather 
 ``schedule`` (op pins), ``objective``, ``min_k_tiles`` (the Hopper program is proven for every
 ``T >= 1``), ``target.registers_bytes`` (registers are split by ``setmaxnreg``) and a ``warps``
 that differs from ``4 * (1 + BM / 64)``.
+
+``cluster:`` (``1x1``, ``2x1``, ``1x2``; docs/hopper_cluster.md) pairs two CTAs that share an operand tile;
+it is refused at its line with split-K, persistent tiles or ping-pong consumers (given or ``auto``), and
+``cluster: auto`` is refused (the Hopper model does not weigh cluster shapes).
 """
 
 from __future__ import annotations
@@ -44,6 +48,9 @@ EPILOGUES = ("register", "tma_store")
 """How the Hopper kernel stores C (``epilogue:``)."""
 OUT_DTYPES = ("f32", "f16", "bf16")
 """Element types C may be stored in (``out_dtype:``; f16 and bf16 with the TMA-store epilogue)."""
+CLUSTERS = ("1x1", "2x1", "1x2")
+"""``cluster:`` values: thread-block cluster shapes ``M x N`` in CTAs (docs/hopper_cluster.md); ``2x1`` pairs two
+CTAs of one tile column (they share and multicast B), ``1x2`` two CTAs of one tile row (sharing A)."""
 """Shared memory of one stage's two mbarriers (full and empty, 8 bytes each)."""
 
 
@@ -91,6 +98,9 @@ class HopperGemm:
     """Two consumer warp groups take the persistent CTA's 64-row tiles in turn (docs/hopper_pingpong.md)."""
     out_dtype: str = "f32"
     """The element type C is stored in: ``f32``, or ``f16`` / ``bf16`` with the TMA-store epilogue."""
+    cluster: str = "1x1"
+    """Thread-block cluster shape (:data:`CLUSTERS`): ``1x1`` none, ``2x1`` / ``1x2`` two CTAs that load the shared
+    operand's tile once, each half multicast into both (docs/hopper_cluster.md)."""
     auto: tuple[str, ...] = ()
     """Design keys the problem writes ``auto`` (``persistent``, ``pingpong``, ``epilogue``): synth chooses them
     (:mod:`synth.hopper.design`); until then their fields hold the defaults."""
@@ -160,6 +170,39 @@ def _auto_or_int(doc: LDict, key: str, lo: int, hi: int, what: str) -> Optional[
     if not lo <= v <= hi:
         raise SynthError(doc.val_loc[key], f"{key} is {v}, outside {lo}..{hi} ({what})",
                          f"use a value in {lo}..{hi}, or auto")
+    return v
+
+
+def _cluster(doc: LDict, split_k: int, persistent: bool, pingpong: bool, auto: tuple, tdims: dict) -> str:
+    """The ``cluster:`` value of ``doc`` (``1x1`` when absent), refused at its line with the fix when it is not
+    one of :data:`CLUSTERS` or the kernel cannot pair it with the other keys (docs/hopper_cluster.md)."""
+    if "cluster" not in doc:
+        return "1x1"
+    v, loc = doc["cluster"], doc.val_loc["cluster"]
+    if v == "auto":
+        raise SynthError(loc, "cluster: auto is not built: the Hopper model does not weigh cluster shapes yet "
+                         "(multicast traffic saved, cluster scheduling), so synth cannot choose one",
+                         "write cluster: 1x1, 2x1 (two CTAs of a tile column share B) or 1x2 (a tile row shares A)")
+    if not isinstance(v, str) or v not in CLUSTERS:
+        raise SynthError(loc, f"cluster {v!r}: expected one of {', '.join(CLUSTERS)} (CTAs along M x along N)",
+                         "write cluster: 2x1 (two CTAs of a tile column share and multicast B), 1x2 (a tile row "
+                         "shares A), or remove it (1x1: no cluster)")
+    if v == "1x1":
+        return v
+    clash = [(split_k > 1, "split_k", f"split_k = {split_k}", "use split_k: 1"),
+             (pingpong or "pingpong" in auto, "pingpong", "ping-pong consumers", "remove pingpong:"),
+             (persistent or "persistent" in auto, "persistent", "persistent tiles", "remove persistent:")]
+    for bad, key, what, fix in clash:
+        if bad:
+            given = doc[key]
+            word = ("true" if given else "false") if isinstance(given, bool) else given
+            raise SynthError(loc, f"cluster {v} with {what} ({key}: {word} at line {doc.val_loc[key].line}) is not "
+                             "built: a cluster kernel runs one CTA pair per output tile pair, once "
+                             "(docs/hopper_cluster.md, \"Not done\")", f"{fix}, or use cluster: 1x1")
+    rows = tdims["BN"] if v == "2x1" else tdims["BM"]
+    if rows % 16:  # each CTA loads half of the shared tile: whole 8-row swizzle atoms (Sm90Config.check)
+        raise SynthError(loc, f"cluster {v}: the shared operand's {rows} rows do not split into two halves of whole "
+                         "8-row swizzle atoms", f"use a tile {'BN' if v == '2x1' else 'BM'} that is a multiple of 16")
     return v
 
 
@@ -281,9 +324,10 @@ def hopper_gemm_from_doc(doc: LDict, path: str, name: str, dims: dict, arch: str
         if dims["N"] % 8:
             raise SynthError(locs.get("shape", doc.loc), f"shape.N {dims['N']}: a TMA store of {out_dtype} needs C's "
                              "row stride (2 N bytes) to be a multiple of 16", "use N a multiple of 8, or out_dtype: f32")
+    cluster = _cluster(doc, split_k, persistent, pingpong, auto, tdims)
     g = HopperGemm(name, dims["M"], dims["N"], dims["K"], dtype, tdims["BM"], tdims["BN"], stages, k_pipe, limit,
                    arch, path, locs, split_k=split_k, persistent=persistent, epilogue=epilogue, pingpong=pingpong,
-                   auto=auto, out_dtype=out_dtype)
+                   auto=auto, out_dtype=out_dtype, cluster=cluster)
     if g.max_stages() < 1:
         raise SynthError(g.loc("target.shared_bytes"), f"one stage needs {g.smem_bytes(1)} B of shared memory, "
                          f"above the {limit} B allowed", "raise target.shared_bytes or use a smaller tile")
@@ -309,6 +353,8 @@ def hopper_gemm_yaml(g: HopperGemm) -> str:
         lines.append("pingpong: true")
     if g.out_dtype != "f32":
         lines.append(f"out_dtype: {g.out_dtype}")
+    if g.cluster != "1x1":
+        lines.append(f"cluster: {g.cluster}")
     for key in g.auto:  # the chosen value stands (a folder's problem.yaml pins what synth chose)
         if not any(ln.startswith(f"{key}:") for ln in lines):
             lines.append(f"{key}: false" if key != "epilogue" else "epilogue: register")
@@ -317,5 +363,5 @@ def hopper_gemm_yaml(g: HopperGemm) -> str:
     return "\n".join(lines) + "\n"
 
 
-__all__ = ["HopperGemm", "consumers_of", "warps_of", "hopper_gemm_from_doc", "hopper_gemm_yaml", "MAINLOOPS", "DTYPES", "SMEM_LIMIT",
+__all__ = ["HopperGemm", "CLUSTERS", "consumers_of", "warps_of", "hopper_gemm_from_doc", "hopper_gemm_yaml", "MAINLOOPS", "DTYPES", "SMEM_LIMIT",
            "ALIGN_PAD", "BK"]

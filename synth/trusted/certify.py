@@ -21,7 +21,11 @@ wait whose ``program.json`` claims ``"tight": true`` is tested (:func:`~synth.tr
 A persistent kernel's certificate (the manifest's ``"persistent": true``, or ``persistent: true`` in
 the ``problem.yaml`` beside the ``program.json`` checked, read by
 :func:`~synth.trusted.hopper.read_persistent_flag`) also holds the ``carry`` obligations of
-:func:`~synth.trusted.hopper.derive_carry`, compared and asked the same way.
+:func:`~synth.trusted.hopper.derive_carry`, compared and asked the same way. A thread-block cluster program
+(:func:`is_cluster_program`, or ``cluster: 2x1`` / ``1x2`` in that ``problem.yaml``, read by
+:func:`~synth.trusted.flags.read_cluster_flag`) must also list its cluster checks in the manifest's ``cluster``
+(exactly those :func:`synth.trusted.cluster.check_cluster_bytes` derives, each holding); a certificate that
+omits them fails.
 
 Both read only regular files (:func:`~synth.trusted.program.read_regular`: never a FIFO or a
 device, the size bound enforced while reading), a manifest of at most :data:`MAX_MANIFEST_BYTES`
@@ -48,11 +52,12 @@ from .hopper_program import MAX_BYTES as HOPPER_MAX_BYTES
 from .hopper_program import HopperInputError, read_hopper_bytes
 from .obligations import derive
 from .program import MAX_BYTES, InputError, read_bytes, read_regular
-from .flags import FlagError, read_epilogue_flag, read_pingpong_flag
+from .cluster import check_cluster_bytes, cta
+from .flags import FlagError, read_cluster_flag, read_epilogue_flag, read_pingpong_flag
 from .store import check_store_threads
 
 FORMAT = "synth-certificate/2"
-HOPPER_FORMAT = "synth-certificate-hopper/3"
+HOPPER_FORMAT = "synth-certificate-hopper/4"
 MANIFEST = "manifest.json"
 PROGRAM = "program.json"
 PROBLEM = "problem.yaml"
@@ -282,6 +287,53 @@ def certify_hopper(directory: str, *, timeout_s: float = 60.0, time_limit: Optio
                          res.program)
 
 
+def is_cluster_program(p) -> bool:
+    """Whether the Hopper program ``p`` (:class:`~synth.trusted.hopper_program.HProgram`) is a thread-block
+    cluster program by its own data: a ``cluster_sync`` in setup or teardown, or a copy (``tma``) of a role whose
+    name ends in a CTA index that completes on, or writes into, a barrier or buffer whose name ends in another
+    index (a multicast). A remote arrive alone does not count (docs/hopper_cluster.md)."""
+    if any(kind == "cluster_sync" for kind, _ in tuple(p.setup) + tuple(p.teardown)):
+        return True
+    for r in p.roles:
+        c = cta(r.name)
+        if c is None:
+            continue
+        for pt in r.parts:
+            for st in pt.stmts:
+                if st.kind != "tma":
+                    continue
+                if any(cta(t) not in (None, c) for t in [st.barrier] + [w.buffer for w in st.writes]):
+                    return True
+    return False
+
+
+def _cluster_verdict(manifest: dict, data: bytes, program, declared: bool, where: str) -> list:
+    """The failures of a certificate's cluster classes (empty when they hold or do not apply): the program is a
+    cluster program when its data says so (:func:`is_cluster_program`), the folder's ``problem.yaml`` declares a
+    cluster, or the manifest lists cluster checks; then the manifest's ``cluster`` list must name exactly the
+    checks :func:`synth.trusted.cluster.check_cluster_bytes` derives from the bytes, each holding."""
+    listed = manifest.get("cluster")
+    if not isinstance(listed, list) or not all(isinstance(x, str) for x in listed):
+        return [f"{where}: cluster: expected a list of cluster check ids (empty for a single-CTA program)"]
+    if not (listed or declared or is_cluster_program(program)):
+        return []
+    ok, checks, msgs = check_cluster_bytes(data)
+    want = [c.id for c in checks]
+    bad = []
+    if not checks:
+        return [m for m in msgs]
+    if not listed:
+        bad.append(f"{where}: the certificate omits the cluster classes (cluster_form, init_visible, safe_exit) "
+                   f"of a cluster program ({len(want)} checks)")
+    else:
+        missing, extra = [x for x in want if x not in listed], [x for x in listed if x not in want]
+        if missing or extra or len(listed) != len(set(listed)):
+            bad.append(f"{where}: cluster: the manifest's checks differ from the program's (missing "
+                       f"{missing[:3]}, not derived {extra[:3]})")
+    bad += [f"{c.id} [{c.kind}]: {c.reason}" for c in checks if not c.ok]
+    return bad
+
+
 def _certify_hopper_protocol(directory: str, *, timeout_s: float = 60.0,
                              time_limit: Optional[float] = None) -> CertifyResult:
     """:func:`certify_hopper` for ``program.json``'s protocol alone."""
@@ -308,21 +360,34 @@ def _certify_hopper_protocol(directory: str, *, timeout_s: float = 60.0,
         return _fail(f"{os.path.join(directory, MANIFEST)}: persistent: expected true or false", sv, prog_file)
     problem_file = os.path.join(os.path.dirname(prog_file), PROBLEM)
     beside = os.path.dirname(os.path.abspath(prog_file)) != os.path.abspath(directory)
+    declared = False
     if beside and os.path.lexists(problem_file):
         # the folder's own problem.yaml decides too: a certificate that leaves out the carry of a
-        # persistent kernel fails (its obligations are missing), one that adds them is checked
+        # persistent kernel (or the cluster classes of a cluster kernel) fails, one that adds them is checked
         try:
-            persistent = read_persistent_flag(read_regular(problem_file, MAX_FLAG_BYTES), problem_file) or persistent
+            flags = read_regular(problem_file, MAX_FLAG_BYTES)
+            persistent = read_persistent_flag(flags, problem_file) or persistent
+            declared = read_cluster_flag(flags, problem_file) != "1x1"
         except HopperInputError as e:
+            return _fail(f"{e} (fix: {e.fix})", sv, prog_file)
+        except FlagError as e:
             return _fail(f"{e} (fix: {e.fix})", sv, prog_file)
         except (OSError, ValueError) as e:
             return _fail(f"{problem_file}: {getattr(e, 'strerror', None) or e}", sv, prog_file)
+    cluster_bad = _cluster_verdict(manifest, data, program, declared, os.path.join(directory, MANIFEST))
+    if cluster_bad:  # decided from the bytes alone: no solver is asked
+        return CertifyResult(False, (), (f"certificate FAILED: {prog_file} is a thread-block cluster program and its "
+                                         "cluster classes are not certified",) + tuple(cluster_bad), sv, prog_file)
     try:
         derived = derive_hopper(program, dict(lags)) + (derive_carry(program) if persistent else [])
     except (ValueError, RecursionError) as e:
         return _fail(f"{prog_file}: program outside the checker's bounds: {e}", sv, prog_file)
     left = None if time_limit is None else time_limit - (time.monotonic() - t0)
     res = _compare_and_ask(directory, manifest, derived, prog_file, sv, timeout_s, left)
+    if manifest.get("cluster"):
+        res = CertifyResult(res.ok, res.files, res.messages + (f"cluster classes: {len(manifest['cluster'])} checks "
+                                                               "of cluster_form, init_visible, safe_exit hold",),
+                            res.solvers, res.program)
     claims = [(r.name, k) for r in program.roles for k, w in enumerate(r.waits) if w.claimed_tight is True]
     if not res.ok or not claims:
         return res

@@ -1,6 +1,7 @@
 """Top-level keys of a folder's ``problem.yaml`` that decide what a certificate must hold, read by the trusted
-checker without a YAML library (docs/trust.md): ``epilogue`` (a TMA-store epilogue adds ``store/``) and
-``pingpong`` (ping-pong consumers add ``order/``). Part of the trusted base: imports nothing from synth
+checker without a YAML library (docs/trust.md): ``epilogue`` (a TMA-store epilogue adds ``store/``),
+``pingpong`` (ping-pong consumers add ``order/``) and ``cluster`` (a thread-block cluster adds the cluster
+classes). Part of the trusted base: imports nothing from synth
 outside this package.
 
 A key is read only when written the one plain way: a block key at column 0 (bare or quoted), once, its
@@ -14,6 +15,7 @@ from __future__ import annotations
 import re
 
 EPILOGUES = ("register", "tma_store")
+CLUSTERS = ("1x1", "2x1", "1x2")
 _BOOLS = {v: b for b, vs in ((True, ("true", "True", "TRUE", "yes", "Yes", "YES", "on", "On", "ON")),
                              (False, ("false", "False", "FALSE", "no", "No", "NO", "off", "Off", "OFF")))
           for v in vs}
@@ -40,7 +42,7 @@ def read_key(data: bytes, key: str, allowed, path: str = "problem.yaml"):
         code = re.sub(r"(^|\s)#.*", "", line)
         if not probe.search(code):
             continue
-        m = re.fullmatch(r"""(["']?)""" + re.escape(key) + r"""\1[ \t]*:[ \t]*(["']?)([A-Za-z_]+)\2[ \t]*""", code)
+        m = re.fullmatch(r"""(["']?)""" + re.escape(key) + r"""\1[ \t]*:[ \t]*(["']?)([A-Za-z0-9_]+)\2[ \t]*""", code)
         if m is None or m.group(3) not in allowed:
             raise FlagError(f"{path}:{n}", f"the {key} key is not written as '{key}: VALUE' at the top level with "
                             f"VALUE one of {', '.join(sorted(set(allowed)))}", "write it on a line of its own, at column 0")
@@ -61,4 +63,10 @@ def read_pingpong_flag(data: bytes, path: str = "problem.yaml") -> bool:
     return False if v is None else _BOOLS[v]
 
 
-__all__ = ["read_key", "read_epilogue_flag", "read_pingpong_flag", "FlagError", "EPILOGUES"]
+def read_cluster_flag(data: bytes, path: str = "problem.yaml") -> str:
+    """``cluster:`` of the problem (``1x1`` when absent): ``1x1``, ``2x1`` or ``1x2``."""
+    return read_key(data, "cluster", CLUSTERS, path) or "1x1"
+
+
+__all__ = ["read_key", "read_epilogue_flag", "read_pingpong_flag", "read_cluster_flag", "FlagError", "EPILOGUES",
+           "CLUSTERS"]

@@ -5,8 +5,9 @@ obligation that the trusted checker derives from that file's bytes
 (:func:`synth.trusted.hopper.derive_hopper`, the negation: expected ``unsat``) and
 ``manifest.json``::
 
-    {"format": "synth-certificate-hopper/3", "program", "program_sha256", "trip_count",
-     "min_trip_count", "ranking": {role: lag}, "persistent": bool, "solvers": {"z3", "cvc5"},
+    {"format": "synth-certificate-hopper/4", "program", "program_sha256", "trip_count",
+     "min_trip_count", "ranking": {role: lag}, "persistent": bool, "cluster": [check id, ...],
+     "solvers": {"z3", "cvc5"},
      "obligations": [{"id", "file", "kind", "description", "expected": "unsat",
                       "result": {"z3", "cvc5"}, "sha256"}]}
 
@@ -15,7 +16,11 @@ the writer runs :func:`synth.trusted.hopper.check_hopper_program` on the bytes, 
 deadlock ranking (``ranking``) and answers every obligation with Z3 and cvc5, and writes nothing
 unless it proves every one. A persistent kernel's certificate (``"persistent": true``: the output
 folder's ``problem.yaml`` says ``persistent: true``) also holds the ``carry`` obligations of
-:func:`synth.trusted.hopper.derive_carry` (docs/hopper.md, "Persistent tiles").
+:func:`synth.trusted.hopper.derive_carry` (docs/hopper.md, "Persistent tiles"). A thread-block cluster
+program's (:func:`synth.trusted.certify.is_cluster_program` of the bytes, or ``cluster: 2x1`` / ``1x2`` in the
+folder's ``problem.yaml``) lists its cluster checks in ``cluster`` (the ids of
+:func:`synth.trusted.cluster.check_cluster_bytes`, every one holding; docs/hopper_cluster.md); ``[]`` for one
+CTA.
 
 :func:`certify_hopper` is :func:`synth.trusted.certify.certify_hopper`: it takes
 ``OUT/program.json`` when the certificate sits in an output folder (else the copy inside it),
@@ -38,6 +43,8 @@ from ..trusted import certify as trusted_certify
 from ..trusted import solvers
 from ..trusted.certify import MANIFEST, PROGRAM, CertifyResult, sha256
 from ..trusted.hopper import MAX_FLAG_BYTES, check_hopper_program, derive_carry, derive_hopper, read_persistent_flag
+from ..trusted.cluster import check_cluster_bytes
+from ..trusted.flags import FlagError, read_cluster_flag
 from ..trusted.hopper_program import HopperInputError, read_hopper_bytes
 from ..trusted.program import read_regular
 from .phases import HopperReport
@@ -71,8 +78,29 @@ def persistent_flag(directory: str) -> bool:
         raise SynthError(Loc(path), f"cannot read: {e.strerror or e}", "write the output folder again") from None
 
 
+def cluster_flag(directory: str) -> bool:
+    """Whether the output folder holding the certificate folder ``directory`` declares a thread-block cluster
+    (``cluster: 2x1`` or ``1x2`` in its ``problem.yaml``, read by :func:`synth.trusted.flags.read_cluster_flag`)
+    when a ``program.json`` sits beside it too (as ``synth certify`` reads it), else False. SynthError (exit
+    status 2) when that reader refuses the key."""
+    parent = os.path.dirname(os.path.abspath(directory))
+    path = os.path.join(parent, trusted_certify.PROBLEM)
+    if not (os.path.lexists(path) and os.path.lexists(os.path.join(parent, PROGRAM))):
+        return False
+    try:
+        return read_cluster_flag(read_regular(path, MAX_FLAG_BYTES), path) != "1x1"
+    except FlagError as e:
+        line = e.where.rpartition(":")[2]
+        raise SynthError(Loc(trusted_certify.PROBLEM, int(line) if line.isdigit() else 0, 1),
+                         f"{e.msg}: the certificate's checker (synth certify) reads the cluster key with its own "
+                         "line reader", e.fix) from None
+    except OSError as e:
+        raise SynthError(Loc(path), f"cannot read: {e.strerror or e}", "write the output folder again") from None
+
+
 def write_hopper_certificate(report: HopperReport, directory: str, *, cvc5_check: bool = True,
-                             timeout_s: float = 60.0, persistent: Optional[bool] = None) -> None:
+                             timeout_s: float = 60.0, persistent: Optional[bool] = None,
+                             cluster: Optional[bool] = None) -> None:
     """Write the certificate of a proven Hopper report into ``directory``.
 
     ValueError (nothing written) when ``report`` is not proven, or when the trusted checker does
@@ -81,7 +109,9 @@ def write_hopper_certificate(report: HopperReport, directory: str, *, cvc5_check
     trusted check always asks both solvers. ``timeout_s`` bounds each solver call.
     ``persistent`` (the kernel walks tiles: the certificate adds the ``carry`` obligations of
     :func:`synth.trusted.hopper.derive_carry` and the manifest says ``"persistent": true``); None:
-    :func:`persistent_flag` of ``directory`` (the flag ``synth certify`` reads)."""
+    :func:`persistent_flag` of ``directory`` (the flag ``synth certify`` reads). ``cluster`` (the cluster
+    classes go in too; ValueError when the independent checker refutes one); None: the program's bytes say so
+    (:func:`synth.trusted.certify.is_cluster_program`) or :func:`cluster_flag` of ``directory``."""
     if not report.ok:
         raise ValueError(f"{report.program.name}: not every obligation is proven; no certificate")
     if persistent is None:
@@ -92,9 +122,17 @@ def write_hopper_certificate(report: HopperReport, directory: str, *, cvc5_check
                                  **({"persistent": True} if persistent else {}))
     if not check.ok:
         raise ValueError(f"{p.name}: the trusted checker does not prove it; no certificate:\n{check.render()}")
+    hp = read_hopper_bytes(data)
+    if cluster is None:
+        cluster = trusted_certify.is_cluster_program(hp) or cluster_flag(directory)
+    checks = ()
+    if cluster:
+        ok, checks, msgs = check_cluster_bytes(data)
+        if not ok:
+            raise ValueError(f"{p.name}: the trusted checker refutes a cluster class; no certificate:\n"
+                             + "\n".join(msgs))
     lags = dict(check.lags)
     answers = {c.id: {"z3": c.z3, "cvc5": c.cvc5} for c in check.obligations}
-    hp = read_hopper_bytes(data)
     derived = derive_hopper(hp, lags) + (derive_carry(hp) if persistent else [])
     os.makedirs(directory, exist_ok=True)
     entries = []
@@ -109,6 +147,7 @@ def write_hopper_certificate(report: HopperReport, directory: str, *, cvc5_check
         fh.write(data)
     manifest = {"format": FORMAT, "program": p.name, "program_sha256": sha256(data), "trip_count": p.trip_count,
                 "min_trip_count": p.min_trip_count, "ranking": lags, "persistent": persistent,
+                "cluster": [c.id for c in checks],
                 "solvers": solvers.versions(),
                 "obligations": entries}
     with open(os.path.join(directory, MANIFEST), "w", encoding="utf-8") as fh:
@@ -135,4 +174,5 @@ def certify_hopper(directory: str, *, timeout_s: float = 60.0) -> CertifyResult:
     return trusted_certify.certify_hopper(directory, timeout_s=timeout_s, time_limit=timeout_s)
 
 
-__all__ = ["write_hopper_certificate", "certify_hopper", "is_hopper_certificate", "persistent_flag", "FORMAT"]
+__all__ = ["write_hopper_certificate", "certify_hopper", "is_hopper_certificate", "persistent_flag", "cluster_flag",
+           "FORMAT"]

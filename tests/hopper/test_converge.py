@@ -274,10 +274,11 @@ def test_a_misplaced_bar_sync_is_refuted_where_the_oracle_hangs(where, first_t):
 
 
 def test_a_certificate_from_before_converge_is_refused_by_name(tmp_path):
-    """The Hopper certificate format is synth-certificate-hopper/3 since program.json says who runs
-    what and the converge obligations exist: a /2 manifest is refused naming the format and the fix."""
+    """The Hopper certificate format is synth-certificate-hopper/4 (/3 since program.json says who runs
+    what and the converge obligations exist, /4 since the manifest lists the cluster classes): an older
+    manifest is refused naming the format and the fix."""
     from synth.verify.certificate_phases import FORMAT, certify_hopper, write_hopper_certificate
-    assert FORMAT == "synth-certificate-hopper/3"
+    assert FORMAT == "synth-certificate-hopper/4"
     d = tmp_path / "cert"
     write_hopper_certificate(verify_hopper(gemm(2, 0), time_limit=20), str(d))
     man = json.loads((d / "manifest.json").read_text())
@@ -285,4 +286,4 @@ def test_a_certificate_from_before_converge_is_refused_by_name(tmp_path):
     (d / "manifest.json").write_text(json.dumps(man, indent=2) + "\n")
     res = certify_hopper(str(d))
     assert not res.ok
-    assert "not a synth-certificate-hopper/3 manifest" in res.render() and "synth solve" in res.render()
+    assert "not a synth-certificate-hopper/4 manifest" in res.render() and "synth solve" in res.render()
