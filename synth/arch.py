@@ -79,6 +79,20 @@ Sources (figures are per SM unless named otherwise):
   no published Ampere/Hopper figure: an assumption). ``launch_us``: kernel
   launch + drain seen by back-to-back timing (CUDA events), 3 us (an
   assumption; Triton's do_bench and the CUTLASS profiler measure this way).
+* Thread-block clusters (sm_90 only; 0 elsewhere: no clusters before Hopper).
+  ``sms_per_tpc``: 2, the SMs of one TPC, the unit in which SMs are enabled: the H100
+  whitepaper's table of GH100 configurations gives the full GH100 as 8 GPCs x 9 TPCs x 2 SMs
+  (144 SMs) and H100 SXM5 as 66 TPCs, 132 SMs. So every GPC of an H100 SXM5 holds an even
+  number of SMs, and clusters of 2 CTAs at 1 CTA per SM (a cluster's CTAs are co-scheduled on
+  one GPC: CUDA C++ Programming Guide, "Thread Block Clusters") fill all 132 SMs: 66 clusters
+  per wave. The split of the 66 TPCs over the 8 GPCs is not published, so clusters of more than
+  one TPC's SMs have no exact figure here (synth builds clusters of 2 only).
+  ``lat_remote_arrive``: an ``mbarrier.arrive.release.cluster`` on a peer CTA's barrier (or
+  one ``barrier.cluster`` arrive/wait), cycles until the peer sees it. NVIDIA publishes no
+  figure; the arrive crosses the GPC's SM-to-SM network, which the H100 whitepaper presents
+  as faster than exchanging data through global memory (distributed shared memory section),
+  so the model takes the L2 hit latency (``lat_l2``, 260) as an upper bound: a cluster's
+  synchronization cost errs high, never low.
 """
 
 from __future__ import annotations
@@ -144,6 +158,11 @@ class ArchSpec:
     """One ``bar.sync`` when the CTA's warps arrive together, cycles."""
     launch_us: float = 3.0
     """Launch and drain overhead of one kernel timed back to back, microseconds."""
+    sms_per_tpc: int = 0
+    """SMs per TPC, the unit in which SMs are enabled and clusters of 2 are placed (sm_90: 2; 0: no clusters)."""
+    lat_remote_arrive: int = 0
+    """Cycles until a remote ``mbarrier`` arrive (or a cluster barrier) is seen by the peer CTA (sm_90: the L2
+    hit latency, an upper bound; 0: no clusters)."""
 
     def __post_init__(self) -> None:
         assert self.name.startswith("sm_"), self.name
@@ -216,7 +235,7 @@ ARCHS: dict[str, ArchSpec] = {
         max_threads_per_sm=2048, max_warps_per_sm=64, max_ctas_per_sm=32,
         lat_global=650, lat_l2=260, lat_shared=30, lat_mma=33,
         l2_bytes_per_clk=6600, sustained_clock_ghz=1.755, mma_sync_fraction=2.0 / 3.0,
-        tma_bytes_per_clk=64,
+        tma_bytes_per_clk=64, sms_per_tpc=2, lat_remote_arrive=260,
     ),
 }
 

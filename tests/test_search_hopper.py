@@ -92,7 +92,14 @@ def test_no_prediction_above_the_best_published_figure(shapes):
     for shape in shapes:
         res = search_gemm(*shape, arch="sm_90", top=3, references=False)
         for c in res.candidates:  # the winner is the fastest prediction of any legal configuration
-            assert 0 < c.tflops <= cap < peak, (shape, c.label, c.tflops, cap)
+            assert 0 < c.tflops < peak and cap < peak, (shape, c.label, c.tflops)
+            if c.cluster == "1x1":
+                assert c.tflops <= cap, (shape, c.label, c.tflops, cap)
+            elif c.tflops > cap:
+                # a cluster's multicast can take the model past the measured best: the search says so (docs/search.md,
+                # section 10, "Clusters")
+                assert any(f"#{c.rank} {c.label} " in n and "above the best published" in n for n in res.notes), \
+                    (shape, c.label, res.notes)
 
 
 @pytest.mark.parametrize("shape", [(4096, 4096, 4096), (8192, 64, 8192), (1024, 1024, 16384)])
@@ -129,7 +136,7 @@ def test_explanations_are_never_negative_or_self_referential(shape):
         assert not NEG.search(c.why), c.why
         assert "by -" not in c.why and "saves -" not in c.why
     m = re.search(r"best other tile \((\d+)x(\d+)x(\d+) s\d+ k\d+(?: split\d+)?(?: persistent)?(?: pingpong)?"
-                  r"(?: tma_store)?\)", w.why)
+                  r"(?: tma_store)?(?: cluster\dx\d)?\)", w.why)
     assert m, w.why
     assert tuple(map(int, m.groups()))[:2] != (w.BM, w.BN), w.why
     for c in res.candidates[1:]:
@@ -306,7 +313,8 @@ def test_one_tile_past_a_wave_prefers_persistent_and_says_why():
     assert per.loop_cycles == one.loop_cycles, "the same k-tiles on the busiest SM: quantization is not removed"
     assert per.time_us < one.time_us
     assert one.fixed_cycles - per.fixed_cycles == one.prologue_cycles - per.boundary_cycles > 0
-    res = search_gemm(128 * 7, 256 * 19, 1024, arch="sm_90", top=3, references=False)
+    # persistence against one CTA per tile: the clusters (1x2 is predicted faster here) are left out
+    res = search_gemm(128 * 7, 256 * 19, 1024, arch="sm_90", top=3, references=False, clusters=False)
     w = res.winner
     assert w.persistent and w.tiles_per_cta == 2 and w.ctas == 132, w.label
     assert w.label.endswith(" persistent") and w.name.endswith("-persistent-sm_90")
@@ -530,7 +538,7 @@ def test_ping_pong_wins_where_the_epilogue_is_long_beside_the_main_loop_and_says
     res = search_gemm(8192, 128, 256, arch="sm_90", top=3, references=False)
     w = res.winner
     assert w.config.pingpong and w.config.persistent and w.warps == 12 and w.label.endswith(" persistent pingpong")
-    assert "ping-pong is the fastest of the 6 variants of 64x64x64" in w.why, w.why
+    assert "ping-pong is the fastest of the 10 variants of 64x64x64" in w.why, w.why  # clusters included
     assert re.search(r"each warp group's [\d,]+-cycle C store runs while the other computes its [\d,]+-cycle main "
                      r"loop", w.why), w.why
     assert re.search(r"ping-pong predicted [\d.]+% faster than cooperative persistent", w.why), w.why

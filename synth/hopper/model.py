@@ -29,7 +29,13 @@ the predicted cycles of the k-tile loop for ``T`` tiles:
   issues ``arrive.expect_tx`` and the copies itself (``2 * barrier_cycles`` per k-tile) and
   refills after its own ``wait_group`` (one barrier round trip in ``fill``);
 * total = ``fill + T * per-tile``; among equal totals less shared memory, then fewer consumer
-  warp groups, then warp specialization.
+  warp groups, then warp specialization;
+* a cluster of ``n > 1`` CTAs (:func:`loop_cost`'s ``cluster``; docs/hopper_cluster.md): a slot is refilled
+  only when the consumers of every CTA of the cluster have released it, the peer's release arriving remotely,
+  so ``fill`` grows by one remote arrive (``ArchSpec.lat_remote_arrive``, an upper bound). The bytes landing in
+  each CTA's slot are the whole tile either way (its own A box and both halves of the shared B tile, one of
+  them multicast by the peer), so the transfer term is unchanged; the producer issues as many copies per
+  k-tile as without a cluster (the shared operand's a half box with a CTA mask).
 
 ``C`` consumer warp groups split ``BM`` in ``m64`` slices: ``C`` must divide ``BM / 64``.
 Every number is bounded: 1 <= S <= 16, 0 <= K < S, C in 1..2.
@@ -83,16 +89,21 @@ class LoopCost:
 
 
 def loop_cost(cfg: GemmConfig, stages: int, k_pipe_mmas: int, consumers: int, T: int,
-              warp_specialized: bool = True) -> LoopCost:
+              warp_specialized: bool = True, cluster: int = 1) -> LoopCost:
     """The model's cost (module docstring) of one pipeline choice for ``T >= 1`` k-tiles of ``cfg``'s
-    tile; the objective :func:`choose` minimizes. Shared memory is not checked here."""
+    tile; the objective :func:`choose` minimizes. Shared memory is not checked here. ``cluster``: CTAs of the
+    thread-block cluster (1 or 2; with 2 the refill waits for the peer's remote release, warp-specialized only)."""
     S, K, C, ws = stages, k_pipe_mmas, consumers, warp_specialized
+    if cluster not in (1, 2) or (cluster > 1 and not ws):
+        raise ValueError(f"cluster {cluster}: the kernel builds clusters of 1 or 2 warp-specialized CTAs")
     arch = get_arch(cfg.arch)
     b = DTYPE_BYTES[cfg.dtype]
     box = (cfg.BM + cfg.BN) * cfg.BK * b
     mma = -(-2 * cfg.BM * cfg.BN * cfg.BK // arch.tensor_f16_f32_flop_per_clk_sm)
     wait = -(-4 * arch.lat_mma // C) if K == 0 else 0
     fill = arch.lat_global + box // arch.tma_bytes_per_clk + (2 if ws else 1) * arch.barrier_cycles
+    if cluster > 1:  # the peer consumers' release of the slot arrives remotely before the refill
+        fill += arch.lat_remote_arrive
     issue = 0 if ws else 2 * arch.barrier_cycles
     ahead = min(S - K - 1, T)
     # no slot free while a consumer computes: the next load starts only after the release

@@ -55,6 +55,9 @@ def add_search_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--no-sass", action="store_true",
                         help="do not compile the 3 best candidates to read their instruction mix from SASS "
                              "(every configuration then uses the estimated mix)")
+    parser.add_argument("--no-clusters", action="store_true",
+                        help="sm_90: do not rank the 2x1 and 1x2 thread-block cluster kernels (docs/search.md, "
+                             "section 10, \"Clusters\")")
     parser.add_argument("--out", metavar="DIR", help="folder for --top/--measure (default out/search-MxNxK-ARCH/)")
     parser.add_argument("-q", "--quiet", action="store_true", help="print only errors")
     parser.add_argument("-v", "--verbose", action="store_true", help="also print every constraint and reference")
@@ -97,7 +100,8 @@ def cli_search(args: argparse.Namespace) -> int:
         check_out_parent(args.out)
     top = write_k or 5
     kw = dict(dtype=args.dtype, arch=args.arch, time_limit=args.time_limit, top=top,
-              sass=0 if getattr(args, "no_sass", False) else SASS_TOP, mainloop=getattr(args, "mainloop", None))
+              sass=0 if getattr(args, "no_sass", False) else SASS_TOP, mainloop=getattr(args, "mainloop", None),
+              clusters=not getattr(args, "no_clusters", False))
 
     if len(shapes) == 1:
         with _progress_bar(err, enabled=show_progress) as prog:

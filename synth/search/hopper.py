@@ -72,10 +72,33 @@ class HopperPoint:
     pingpong: bool = False
     """Two consumer warp groups take the persistent CTA's tiles in turn, each a whole ``BM x BN`` tile
     (docs/hopper_pingpong.md; needs ``persistent`` and a tile ``Sm90Config.check`` builds). False: cooperative."""
+    cluster: str = "1x1"
+    """Thread-block cluster (``Sm90Config.cluster``): ``1x1`` none, ``2x1`` two CTAs of one tile column sharing
+    (multicasting) the B tile, ``1x2`` two CTAs of one tile row sharing A (docs/hopper_cluster.md); one CTA per
+    tile, never split, persistent or ping-pong (the kernel refuses them)."""
 
     @property
     def BK(self) -> int:
         return HOPPER_BK
+
+    @property
+    def cluster_m(self) -> int:
+        """CTAs of the cluster along M (tile rows): 2 for ``2x1``, else 1."""
+        return 2 if self.cluster == "2x1" else 1
+
+    @property
+    def cluster_n(self) -> int:
+        """CTAs of the cluster along N (tile columns): 2 for ``1x2``, else 1."""
+        return 2 if self.cluster == "1x2" else 1
+
+    @property
+    def cluster_size(self) -> int:
+        return self.cluster_m * self.cluster_n
+
+    @property
+    def shared_operand(self) -> Optional[str]:
+        """``B`` for ``2x1``, ``A`` for ``1x2`` (the operand read from L2 once per cluster), None for ``1x1``."""
+        return {"2x1": "B", "1x2": "A"}.get(self.cluster)
 
     @property
     def consumers(self) -> int:
@@ -93,7 +116,8 @@ class HopperPoint:
     def variant(self) -> str:
         """The schedule and epilogue in words: ``one CTA per tile``, ``persistent``, ``ping-pong``, each with
         ``+ TMA store`` for the TMA-store epilogue."""
-        grid = "ping-pong" if self.pingpong else "persistent" if self.persistent else "one CTA per tile"
+        grid = "ping-pong" if self.pingpong else "persistent" if self.persistent else \
+            f"{self.cluster} cluster" if self.cluster != "1x1" else "one CTA per tile"
         return grid + (" + TMA store" if self.epilogue == "tma_store" else "")
 
     @property
@@ -106,11 +130,12 @@ class HopperPoint:
         split = f" split{self.split_k}" if self.split_k != 1 else ""
         return f"{self.BM}x{self.BN}x{self.BK} s{self.stages} k{self.k_pipe_mmas}{split}" + \
             (" persistent" if self.persistent else "") + (" pingpong" if self.pingpong else "") + \
-            (" tma_store" if self.epilogue == "tma_store" else "")
+            (" tma_store" if self.epilogue == "tma_store" else "") + \
+            (f" cluster{self.cluster}" if self.cluster != "1x1" else "")
 
     @property
     def base(self) -> "HopperPoint":
-        """The point without its split, one CTA per tile, register epilogue, cooperative."""
+        """The point without its split, one CTA per tile, register epilogue, cooperative, no cluster."""
         return HopperPoint(self.BM, self.BN, self.stages, self.k_pipe_mmas)
 
     @property
@@ -119,12 +144,16 @@ class HopperPoint:
         return replace(self, split_k=1)
 
     def gemm(self, M: int = 1, N: int = 1, K: int = HOPPER_BK, dtype: str = "f16", name: str = "point"):
-        """The :class:`~synth.hopper.problem.HopperGemm` of this point (stages and k_pipe_mmas pinned)."""
+        """The :class:`~synth.hopper.problem.HopperGemm` of this point (stages and k_pipe_mmas pinned). A cluster
+        point's problem says its cluster where the problem has the key (:func:`problem_takes_cluster`); where it
+        does not, the HopperGemm is the one-CTA-per-tile kernel of the same tile, and
+        :func:`synth.search.outputs.write_candidates` refuses to write it as the cluster candidate."""
         from ..hopper.problem import HopperGemm
 
+        extra = {"cluster": self.cluster} if self.cluster != "1x1" and problem_takes_cluster() else {}
         return HopperGemm(name, M, N, K, dtype, self.BM, self.BN, self.stages, self.k_pipe_mmas,
                           split_k=self.split_k, persistent=self.persistent,
-                          epilogue=self.epilogue, pingpong=self.pingpong)
+                          epilogue=self.epilogue, pingpong=self.pingpong, **extra)
 
     def smem_bytes(self) -> int:
         """Dynamic shared memory of the kernel (:meth:`synth.hopper.problem.HopperGemm.smem_bytes`): slots, two
@@ -137,15 +166,16 @@ class HopperPoint:
         return self.gemm(M, N, K, dtype, self.problem_name(M, N, K, dtype))
 
     def problem_name(self, M: int, N: int, K: int, dtype: str) -> str:
-        """``gemm-MxNxK-dtype-BMxBNxBK-sS-kK[-splitS][-persistent|-pingpong][-tma_store]-sm_90`` (ping-pong implies
-        persistent); where that is
+        """``gemm-MxNxK-dtype-BMxBNxBK-sS-kK[-splitS][-persistent|-pingpong][-tma_store][-cluster2x1|-cluster1x2]
+        -sm_90`` (ping-pong implies persistent); where that is
         longer than a problem name may be (:data:`NAME_LIMIT`), the variant words shortened (``split`` -> ``sp``,
-        ``persistent`` -> ``pers``, ``pingpong`` -> ``pp``, ``tma_store`` -> ``tmas``), then the shape left out
-        (the folder's problem.yaml still has it)."""
+        ``persistent`` -> ``pers``, ``pingpong`` -> ``pp``, ``tma_store`` -> ``tmas``, ``cluster`` -> ``c``), then
+        the shape left out (the folder's problem.yaml still has it)."""
         words = ([("split", "sp", self.split_k)] if self.split_k != 1 else []) + \
             ([("persistent", "pers", "")] if self.persistent and not self.pingpong else []) + \
             ([("pingpong", "pp", "")] if self.pingpong else []) + \
-            ([("tma_store", "tmas", "")] if self.epilogue == "tma_store" else [])
+            ([("tma_store", "tmas", "")] if self.epilogue == "tma_store" else []) + \
+            ([("cluster", "c", self.cluster)] if self.cluster != "1x1" else [])
         tile = f"{self.BM}x{self.BN}x{self.BK}-s{self.stages}-k{self.k_pipe_mmas}"
         for short, shape in ((False, True), (True, True), (True, False)):
             tail = "".join(f"-{w[1] if short else w[0]}{n}" for w in words for n in [w[2]])
@@ -153,6 +183,17 @@ class HopperPoint:
             if len(name) <= NAME_LIMIT:
                 break
         return name
+
+
+@functools.lru_cache(maxsize=None)
+def problem_takes_cluster() -> bool:
+    """Whether :class:`synth.hopper.problem.HopperGemm` has a ``cluster`` field (a cluster point's folder can be
+    written by ``synth solve``'s flow)."""
+    import dataclasses
+
+    from ..hopper.problem import HopperGemm
+
+    return any(f.name == "cluster" for f in dataclasses.fields(HopperGemm))
 
 
 @functools.lru_cache(maxsize=None)
@@ -217,10 +258,42 @@ def _c_kernel(ctx, p: HopperPoint) -> Optional[str]:
 
     try:
         Sm90Config(bm=p.BM, bn=p.BN, stages=p.stages, k_pipe_mmas=p.k_pipe_mmas, dtype=ctx.dtype,
-                   split_k=p.split_k, persistent=p.persistent, pingpong=p.pingpong, epilogue=p.epilogue).check()
+                   split_k=p.split_k, persistent=p.persistent, pingpong=p.pingpong, epilogue=p.epilogue,
+                   cluster=p.cluster).check()
     except ValueError as e:
         return str(e)
     return None
+
+
+@functools.lru_cache(maxsize=None)
+def cluster_kernel_issue(BM: int, BN: int, stages: int, k_pipe: int, dtype: str, epilogue: str,
+                         cluster: str) -> Optional[str]:
+    """None when the sm_90a emitter builds this cluster kernel (:func:`synth.emit.sm90.kernel.emit_sm90_kernel` of
+    its ``Sm90Config`` returns a kernel), else the emitter's reason. A configuration the emitter cannot build is
+    never ranked. Cached per process (a few milliseconds per configuration)."""
+    from ..emit.sm90.config import Sm90Config
+    from ..emit.sm90.kernel import emit_sm90_kernel
+
+    try:
+        emit_sm90_kernel(Sm90Config(bm=BM, bn=BN, stages=stages, k_pipe_mmas=k_pipe, dtype=dtype, epilogue=epilogue,
+                                    cluster=cluster))
+    except (ValueError, NotImplementedError) as e:
+        return f"the sm_90a emitter does not build it yet ({str(e).splitlines()[0] if str(e) else type(e).__name__})"
+    return None
+
+
+def _c_cluster(ctx, p: HopperPoint) -> Optional[str]:
+    if p.cluster == "1x1":
+        return None
+    r = max(hopper_occupancy(ctx.arch, p)[0], 1)
+    try:
+        slots = cluster_slots(ctx.arch, r, p.cluster_size)
+    except ValueError as e:
+        return str(e)
+    if slots < 1:
+        return (f"{ctx.arch.name} ({ctx.arch.sm_count} SMs of {ctx.arch.sms_per_tpc} per TPC) has no GPC slot for a "
+                f"cluster of {p.cluster_size} CTAs at {r}/SM")
+    return cluster_kernel_issue(p.BM, p.BN, p.stages, p.k_pipe_mmas, ctx.dtype, p.epilogue, p.cluster)
 
 
 HOPPER_CONSTRAINTS: tuple[HopperConstraint, ...] = (
@@ -231,6 +304,8 @@ HOPPER_CONSTRAINTS: tuple[HopperConstraint, ...] = (
     HopperConstraint("ping-pong", "pingpong => persistent (the tile: Sm90Config.check)", _c_pingpong),
     HopperConstraint("tma-store-16B", "epilogue == tma_store => N % 4 == 0", _c_store),
     HopperConstraint("Sm90Config.check", "synth.emit.sm90.config.Sm90Config(...).check() passes", _c_kernel),
+    HopperConstraint("cluster-kernel", "cluster != 1x1 => emit_sm90_kernel(Sm90Config(..., cluster)) builds it",
+                     _c_cluster),
 )
 
 
@@ -251,7 +326,7 @@ def prune_hopper(ctx, points: Sequence[HopperPoint]) -> tuple[list[HopperPoint],
     """
     from .space import tally
 
-    return tally(ctx, points, HOPPER_CONSTRAINTS, lambda fails, name: name == "Sm90Config.check")
+    return tally(ctx, points, HOPPER_CONSTRAINTS, lambda fails, name: name in ("Sm90Config.check", "cluster-kernel"))
 
 
 def is_legal_hopper(ctx, p: HopperPoint) -> Optional[str]:
@@ -271,6 +346,8 @@ def is_legal_hopper(ctx, p: HopperPoint) -> Optional[str]:
         if p.epilogue == "tma_store":
             return (f"tma-store: a TMA-store epilogue with split_k = {p.split_k} is not built (the split's last CTA "
                     "sums the partials through global memory)")
+        if p.cluster != "1x1":
+            return f"cluster: cluster {p.cluster} with split_k = {p.split_k} is not built (Sm90Config.check)"
     return None
 
 
@@ -301,21 +378,25 @@ def fit_stages(p: HopperPoint) -> Optional[HopperPoint]:
     return q if q.stages >= 1 and q.k_pipe_mmas >= 0 else None
 
 
-VARIANTS: tuple[tuple[bool, bool, str], ...] = (
-    (False, False, "register"), (True, False, "register"), (True, False, "tma_store"), (False, False, "tma_store"),
-    (True, True, "register"), (True, True, "tma_store"))
-"""``(persistent, pingpong, epilogue)`` of the variants ranked for every evaluated point: one CTA per tile,
-persistent, persistent + TMA store, one CTA per tile + TMA store, ping-pong and ping-pong + TMA store, each where
-the kernel builds it (docs/search.md, section 10)."""
+VARIANTS: tuple[tuple[bool, bool, str, str], ...] = (
+    (False, False, "register", "1x1"), (True, False, "register", "1x1"), (True, False, "tma_store", "1x1"),
+    (False, False, "tma_store", "1x1"), (True, True, "register", "1x1"), (True, True, "tma_store", "1x1"),
+    (False, False, "register", "2x1"), (False, False, "register", "1x2"), (False, False, "tma_store", "2x1"),
+    (False, False, "tma_store", "1x2"))
+"""``(persistent, pingpong, epilogue, cluster)`` of the variants ranked for every evaluated point: one CTA per tile,
+persistent, persistent + TMA store, one CTA per tile + TMA store, ping-pong and ping-pong + TMA store, and the 2x1
+and 1x2 clusters (one CTA per tile, either epilogue), each where the kernel builds it (docs/search.md, section
+10)."""
 
 
 def hopper_variants(ctx, p: HopperPoint) -> list[HopperPoint]:
     """The legal variants of the unsplit point ``p`` (:data:`VARIANTS`, each at :func:`fit_stages`), ``p``'s own
     configuration (its base) first. A variant the shape or the tile rules out (a ping-pong tile the kernel does
-    not build, a TMA store with ``N % 4 != 0``) is left out; :func:`is_legal_hopper` says why."""
+    not build, a TMA store with ``N % 4 != 0``, a cluster the emitter does not build) is left out;
+    :func:`is_legal_hopper` says why."""
     out: list[HopperPoint] = []
-    for persistent, pingpong, epilogue in VARIANTS:
-        q = fit_stages(replace(p.base, persistent=persistent, pingpong=pingpong, epilogue=epilogue))
+    for persistent, pingpong, epilogue, cluster in VARIANTS:
+        q = fit_stages(replace(p.base, persistent=persistent, pingpong=pingpong, epilogue=epilogue, cluster=cluster))
         if q is not None and q not in out and is_legal_hopper(ctx, q) is None:
             out.append(q)
     return out
@@ -342,15 +423,16 @@ class Pipeline:
 
 
 @functools.lru_cache(maxsize=None)
-def pipeline(dtype: str, BM: int, BN: int, stages: int, k_pipe: int, T: int, consumers: int = 0) -> Pipeline:
+def pipeline(dtype: str, BM: int, BN: int, stages: int, k_pipe: int, T: int, consumers: int = 0,
+             cluster: int = 1) -> Pipeline:
     """The pipeline model's cycles of ``T`` k-tiles, split into fill and per-tile cycles
     (warp-specialized, ``consumers`` warp groups reading each slot: 0 stands for ``BM / 64``, the cooperative
-    kernel; ping-pong has 1, as the kernel is built)."""
+    kernel; ping-pong has 1, as the kernel is built; ``cluster`` CTAs per cluster, 1 or 2)."""
     from ..gemm import GemmConfig
     from ..hopper.model import loop_cost
 
     cfg = GemmConfig(BM, BN, T * HOPPER_BK, dtype, BM, BN, HOPPER_BK, 4 * (1 + BM // 64), stages, "sm_90")
-    c = loop_cost(cfg, stages, k_pipe, consumers or BM // 64, T, warp_specialized=True)
+    c = loop_cost(cfg, stages, k_pipe, consumers or BM // 64, T, warp_specialized=True, cluster=cluster)
     return Pipeline(c.fill, float(c.per_tile), c.cycles)
 
 
@@ -397,6 +479,20 @@ def launch_registers(arch, threads: int) -> int:
     """Registers per thread at launch: ``__launch_bounds__(threads, 1)`` lets ptxas take the whole register
     file (``setmaxnreg`` then moves them from the producer to the consumers), in whole units of 8."""
     return min(arch.max_registers_per_thread, arch.registers_per_sm // threads) // 8 * 8
+
+
+def cluster_slots(arch, ctas_per_sm: int, size: int) -> int:
+    """Clusters of ``size`` CTAs resident at once (one wave) at ``ctas_per_sm`` CTAs per SM. A cluster's CTAs are
+    co-scheduled on one GPC; SMs are enabled in whole TPCs of ``arch.sms_per_tpc`` SMs (synth/arch.py), so for
+    ``size`` dividing ``sms_per_tpc x ctas_per_sm`` every GPC holds whole clusters and every CTA slot is used:
+    ``sm_count x ctas_per_sm / size``. ValueError for a cluster the TPC figure does not place (none is built)."""
+    if size == 1:
+        return arch.sm_count * ctas_per_sm
+    per_tpc = arch.sms_per_tpc * ctas_per_sm
+    if arch.sms_per_tpc <= 0 or per_tpc % size:
+        raise ValueError(f"clusters of {size} CTAs at {ctas_per_sm}/SM on {arch.name}: no exact placement figure "
+                         "(synth/arch.py, sms_per_tpc)")
+    return arch.sm_count // arch.sms_per_tpc * (per_tpc // size)
 
 
 def hopper_occupancy(arch, p: HopperPoint) -> tuple[int, str]:
@@ -463,6 +559,18 @@ class HopperEstimate(WaveEstimate):
     ping-pong epilogues behind the other warp group's main loop."""
     drain_cycles: int = 0
     """TMA store: the last tile's (or wave's) writes, landed before the kernel ends."""
+    cluster: str = "1x1"
+    """The thread-block cluster (``1x1``, ``2x1``, ``1x2``)."""
+    idle_ctas: int = 0
+    """CTAs of the launched grid that compute no tile: the grid is rounded up to whole clusters along the cluster's
+    axis (a 2x1 cluster over an odd count of tile rows adds one CTA per tile column); they still run the whole
+    protocol on zero-filled loads and take a CTA slot."""
+    l2_ktile_bytes: int = 0
+    """Bytes one CTA reads from L2 per k-tile: its A and B boxes, the shared operand's half only in a cluster (the
+    other half arrives by the peer's multicast)."""
+    cluster_sync_cycles: int = 0
+    """A cluster CTA's two cluster barriers (after the barrier init, before exit), each a remote round of
+    ``lat_remote_arrive``; 0 without a cluster."""
 
 
 def store_cols(BN: int) -> int:
@@ -522,15 +630,26 @@ def epilogue_cost(arch, p: HopperPoint, stores: float) -> EpilogueCost:
     return EpilogueCost(critical=staging + barriers, write=through_l2, tail=tail, staging=staging, barriers=barriers)
 
 
+def l2_ktile_bytes(p: HopperPoint) -> int:
+    """Bytes one CTA of ``p`` reads from L2 per k-tile: ``(BM + BN) 64 x 2``, with the shared operand's tile
+    counted half in a cluster (each CTA of the pair loads half of it, multicast into both: the tile is read from L2
+    once per cluster instead of once per CTA)."""
+    a, b = p.BM * p.BK * 2, p.BN * p.BK * 2
+    share = p.shared_operand
+    return (a // p.cluster_size if share == "A" else a) + (b // p.cluster_size if share == "B" else b)
+
+
 def round_terms_hopper(arch, p: HopperPoint, k: int, pipe: Pipeline, l2_hit: float,
                        store_bytes: float = 0.0) -> dict[str, float]:
     """Per-round cycles of every term for ``k`` co-resident CTAs each advancing one k-tile; ``store_bytes``: C bytes
-    per CTA and round that asynchronous TMA stores write through L2 meanwhile (they share its bandwidth)."""
-    tile_bytes = (p.BM + p.BN) * p.BK * 2
+    per CTA and round that asynchronous TMA stores write through L2 meanwhile (they share its bandwidth). The L2
+    term counts the bytes a CTA reads from L2 (:func:`l2_ktile_bytes`: a cluster's shared operand once per
+    cluster); the DRAM term the part of them that misses L2 (``l2_hit`` of the grid's rasterization, over
+    cluster-sized tile blocks for a cluster)."""
     mma = 2 * p.BM * p.BN * p.BK / arch.tensor_f16_f32_flop_per_clk_sm
     dram_per_sm = arch.dram_gb_s * 1e9 * arch.dram_efficiency / (arch.clock_ghz * 1e9) / arch.sm_count
-    return {"tensor": k * mma, "l2": k * (tile_bytes + store_bytes) / (arch.l2_bytes_per_clk / arch.sm_count),
-            "dram": k * tile_bytes * (1.0 - l2_hit) / dram_per_sm, "pipeline": pipe.per_tile,
+    return {"tensor": k * mma, "l2": k * (l2_ktile_bytes(p) + store_bytes) / (arch.l2_bytes_per_clk / arch.sm_count),
+            "dram": k * l2_ktile_bytes(p) * (1.0 - l2_hit) / dram_per_sm, "pipeline": pipe.per_tile,
             "fill": float(pipe.fill)}
 
 
@@ -562,15 +681,20 @@ def estimate_hopper(ctx, p: HopperPoint) -> HopperEstimate:
     S = p.split_k
     Ts = -(-T // S)
     tma = p.epilogue == "tma_store"
-    pipe = pipeline(ctx.dtype, p.BM, p.BN, p.stages, p.k_pipe_mmas, Ts, 1 if p.pingpong else 0)
+    cs = p.cluster_size
+    pipe = pipeline(ctx.dtype, p.BM, p.BN, p.stages, p.k_pipe_mmas, Ts, 1 if p.pingpong else 0, cs)
     tm, tn = -(-M // p.BM), -(-N // p.BN)
     tiles = tm * tn
-    ctas = tiles * S
+    # a cluster's grid is rounded up to whole clusters along its axis; the extra CTAs run on zero-filled loads
+    ctas = -(-tm // p.cluster_m) * p.cluster_m * -(-tn // p.cluster_n) * p.cluster_n * S
     r, limit = hopper_occupancy(arch, p)
     r = max(r, 1)
-    per_wave = arch.sm_count * r
+    per_wave = cluster_slots(arch, r, cs) * cs  # waves counted in clusters, each co-scheduled on one GPC
     full, rem = divmod(ctas, per_wave)
-    tr = traffic(arch, M, N, K, p.BM, p.BN, max(1, per_wave // S))
+    idle = ctas - tiles * S
+    # a cluster's CTAs read their block of cluster_m x cluster_n tiles as one tile (the shared operand once), and the
+    # clusters walk those blocks in the grouped raster order (synth.emit.raster.cluster_tile_of)
+    tr = traffic(arch, M, N, K, p.BM * p.cluster_m, p.BN * p.cluster_n, max(1, per_wave // S // cs))
     w_spill, r_spill, ws_dram = workspace_spill(arch, tiles, S, p.BM, p.BN, per_wave)
     dram_bytes = tr.dram_bytes + M * N * (C_BYTES - OUT_BYTES) + ws_dram
     sms = min(arch.sm_count, ctas)
@@ -578,10 +702,12 @@ def estimate_hopper(ctx, p: HopperPoint) -> HopperEstimate:
     reduced: dict[int, float] = {}
     epis: dict[int, EpilogueCost] = {}
 
+    syncs = 2 * arch.lat_remote_arrive if cs > 1 else 0  # the cluster barriers after init and before exit
+
     def wave(k: int):
         t = round_terms_hopper(arch, p, k, pipe, tr.l2_hit, store_bytes)
         rc, what = combine_hopper(t)
-        setup = SETUP_BARRIERS * arch.barrier_cycles
+        setup = SETUP_BARRIERS * arch.barrier_cycles + syncs
         red = reduction(arch, p.BM, p.BN, S, k, sms, w_spill, r_spill, barriers=HOPPER_SPLIT_BARRIERS)
         reduced[k] = red["write"] + red["handoff"] + red["read"]
         epis[k] = ep = epilogue_cost(arch, p, red["lasts"])
@@ -589,7 +715,7 @@ def estimate_hopper(ctx, p: HopperPoint) -> HopperEstimate:
         # its last sub-tiles' shared-memory reads (the writes land while the next wave runs)
         return Ts * rc, setup + pipe.fill + reduced[k] + ep.critical + ep.tail, what, rc, t
 
-    prologue = SETUP_BARRIERS * arch.barrier_cycles + pipe.fill
+    prologue = SETUP_BARRIERS * arch.barrier_cycles + syncs + pipe.fill
     hidden = drain = 0.0
     if p.persistent:
         P = min(tiles, per_wave)
@@ -656,12 +782,14 @@ def estimate_hopper(ctx, p: HopperPoint) -> HopperEstimate:
         boundary_cycles=int(round((n - 1) * boundary)), prologue_cycles=int(round(prologue)),
         epilogue=p.epilogue, pingpong=p.pingpong, loop_per_tile_cycles=int(round(lw)),
         staging_cycles=int(round(ep_r.staging)), store_cycles=int(round(ep_r.write)),
-        hidden_cycles=int(round(hidden)), drain_cycles=int(round(drain)))
+        hidden_cycles=int(round(hidden)), drain_cycles=int(round(drain)), cluster=p.cluster,
+        idle_ctas=idle, l2_ktile_bytes=l2_ktile_bytes(p), cluster_sync_cycles=syncs)
 
 
 __all__ = ["HopperPoint", "HopperConstraint", "HOPPER_CONSTRAINTS", "HopperEstimate", "Pipeline",
            "enumerate_hopper_space", "prune_hopper", "is_legal_hopper", "pipeline", "hopper_occupancy",
            "launch_registers", "estimate_hopper", "auto_point", "round_terms_hopper", "combine_hopper",
            "clear_hopper_cache", "pipeline_evaluations", "VARIANTS", "hopper_variants", "fit_stages", "EpilogueCost",
-           "epilogue_cost", "staging_wavefronts", "store_cols", "NAME_LIMIT", "HOPPER_BM_SPACE", "HOPPER_BN_SPACE", "HOPPER_STAGES_SPACE",
+           "epilogue_cost", "staging_wavefronts", "cluster_slots", "cluster_kernel_issue", "l2_ktile_bytes",
+           "problem_takes_cluster", "store_cols", "NAME_LIMIT", "HOPPER_BM_SPACE", "HOPPER_BN_SPACE", "HOPPER_STAGES_SPACE",
            "HOPPER_KPIPE_SPACE", "HOPPER_BK", "C_BYTES", "HOPPER_SPLIT_BARRIERS", "hopper_split_issue"]

@@ -67,20 +67,21 @@ def resolve_mainloop(arch_name: str, mainloop: Optional[str]) -> str:
 
 def hopper_key(e: HopperEntry) -> tuple:
     """Ranking key: predicted time; on ties fewer K splits, one CTA per tile before persistent before ping-pong,
-    the register epilogue before the TMA store, less shared memory, fewer stages, fewer wgmma groups held, then
-    the tile."""
+    no cluster before a cluster (2x1 before 1x2), the register epilogue before the TMA store, less shared memory,
+    fewer stages, fewer wgmma groups held, then the tile."""
     p = e.point
-    return (round(e.est.time_us, 9), p.split_k, p.persistent, p.pingpong, p.epilogue != "register", p.smem_bytes(),
-            p.stages, p.k_pipe_mmas, p.BM, p.BN)
+    return (round(e.est.time_us, 9), p.split_k, p.persistent, p.pingpong, p.cluster != "1x1", p.cluster != "2x1",
+            p.epilogue != "register", p.smem_bytes(), p.stages, p.k_pipe_mmas, p.BM, p.BN)
 
 
-def evaluate_tiles(ctx, legal: list[HopperPoint], say: Progress) -> dict[HopperPoint, HopperEntry]:
+def evaluate_tiles(ctx, legal: list[HopperPoint], say: Progress, clusters: bool = True
+                   ) -> dict[HopperPoint, HopperEntry]:
     """The evaluated points: per tile the pipeline model's choice, or every legal point of a tile whose
     depths differ in CTAs per SM (or whose choice is not legal); each with its legal K splits
     (:func:`synth.search.hopper.hopper_split_issue`), which keep the choice made for the whole K, and its
     legal variants (:func:`synth.search.hopper.hopper_variants`: persistent, the TMA store, ping-pong for
     ``BM = 64``; never split), each estimated directly (no further CP-SAT call: a variant keeps the point's
-    ``k_pipe_mmas`` and the most of its stages that fit)."""
+    ``k_pipe_mmas`` and the most of its stages that fit); ``clusters`` False leaves the cluster variants out."""
     from .space import SPLIT_SPACE
 
     by_tile: dict[tuple[int, int], list[HopperPoint]] = {}
@@ -95,6 +96,8 @@ def evaluate_tiles(ctx, legal: list[HopperPoint], say: Progress) -> dict[HopperP
         occ = {hopper_occupancy(ctx.arch, p)[0] for p in pts}
         for p in ([q] if q in legal_set and len(occ) == 1 else pts):
             for v in hopper_variants(ctx, p):
+                if not clusters and v.cluster != "1x1":
+                    continue
                 if v not in out or v == p:
                     out[v] = HopperEntry(v, estimate_hopper(ctx, v), p)
             for s in SPLIT_SPACE[1:]:
@@ -222,7 +225,7 @@ def _versus(a: HopperEstimate, b: HopperEstimate, name_a: str, name_b: str) -> s
             (f", {TIE}" if gap < MODEL_ERROR else ""))
 
 
-def why_hopper_variant(ctx, e: HopperEntry) -> str:
+def why_hopper_variant(ctx, e: HopperEntry, clusters: bool = True) -> str:
     """Which variant of ``e``'s point won and why (empty for a split point): the predictions of one CTA per tile,
     persistent, ping-pong (``BM = 64``) and the TMA store (:func:`synth.search.hopper.hopper_variants`); ping-pong
     against the cooperative persistent kernel (its epilogue hidden behind the other warp group's main loop, the
@@ -234,11 +237,12 @@ def why_hopper_variant(ctx, e: HopperEntry) -> str:
     if e.est.split_k > 1:
         return ""
     base = e.origin
-    found = [HopperEntry(q, estimate_hopper(ctx, q), base) for q in hopper_variants(ctx, base)]
+    found = [HopperEntry(q, estimate_hopper(ctx, q), base) for q in hopper_variants(ctx, base)
+             if clusters or q.cluster == "1x1"]
     found.sort(key=hopper_key)
     if e.point not in {f.point for f in found}:
         found.insert(0, e)
-    by = {(f.point.persistent, f.point.pingpong, f.point.epilogue): f for f in found}
+    by = {(f.point.persistent, f.point.pingpong, f.point.epilogue): f for f in found if f.point.cluster == "1x1"}
     p = e.point
     parts = []
     co = by.get((True, False, "register"))
@@ -257,15 +261,21 @@ def why_hopper_variant(ctx, e: HopperEntry) -> str:
                 f"{'s' if s.tiles_per_cta != 2 else ''}), where the cooperative persistent kernel stores "
                 f"{co.est.epilogue_cycles:,} cycles after every main loop")
         parts.append(text + "; " + _versus(s, co.est, "ping-pong", "cooperative persistent"))
+    if clusters:
+        parts.append(why_hopper_cluster(ctx, base, found))
     grid = (p.persistent, p.pingpong)
-    ts, rg = by.get(grid + ("tma_store",)), by.get(grid + ("register",))
+    if p.cluster != "1x1":
+        cl = {f.point.epilogue: f for f in found if f.point.cluster == p.cluster}
+        ts, rg = cl.get("tma_store"), cl.get("register")
+    else:
+        ts, rg = by.get(grid + ("tma_store",)), by.get(grid + ("register",))
     if ctx.N % 4:
         parts.append(f"no TMA store: N = {ctx.N} is not a multiple of 4 (C's row stride must be a multiple of 16 "
                      "bytes)")
     elif ts is not None and rg is not None:
         s = ts.est
         W = store_cols(p.BN)
-        text = (f"TMA store ({'ping-pong' if p.pingpong else 'persistent' if p.persistent else 'one CTA per tile'}): "
+        text = (f"TMA store ({p.variant.replace(' + TMA store', '')}): "
                 f"{s.staging_cycles:,} cycles of staging writes ({staging_wavefronts(p.BN)} shared-memory wavefronts "
                 f"per warp store where 2 carry no bank conflict: the rows of the {W}-column f32 slot share banks) "
                 f"and {s.epilogue_cycles - s.staging_cycles:,} of named barriers per tile on the consumers' path, "
@@ -286,8 +296,46 @@ def why_hopper_variant(ctx, e: HopperEntry) -> str:
     return "; ".join([won] + parts)
 
 
+def why_hopper_cluster(ctx, base: HopperPoint, found: list[HopperEntry]) -> str:
+    """The 2x1 and 1x2 clusters of ``base`` against its one-CTA-per-tile kernel (same epilogue: the register
+    store): the L2 bytes a CTA reads per k-tile (the shared operand's tile once per cluster), the resulting L2 term
+    of a round, the grid rounded up to whole clusters (idle CTAs), the remote release in the refill round trip and
+    the two cluster barriers, and the two predictions (a gap below :data:`synth.search.explain.MODEL_ERROR` is a
+    tie within the model's error); or why no cluster of this tile is ranked."""
+    one = next((f for f in found if f.point.cluster == "1x1" and not f.point.persistent
+                and f.point.epilogue == "register"), None)
+    shown = []
+    for c in ("2x1", "1x2"):
+        f = next((f for f in found if f.point.cluster == c and f.point.epilogue == "register"), None)
+        if f is None:
+            q = fit_stages(replace(base, cluster=c)) or replace(base, cluster=c)
+            shown.append(f"cluster {c} is not ranked for this tile ({is_legal_hopper(ctx, q)})")
+            continue
+        if one is None:
+            continue
+        s, o = f.est, one.est
+        tl2 = dict(s.terms).get("l2", 0.0)
+        ol2 = dict(o.terms).get("l2", 0.0)
+        share = f.point.shared_operand
+        axis = "tile rows" if c == "2x1" else "tile columns"
+        count = -(-ctx.M // base.BM) if c == "2x1" else -(-ctx.N // base.BN)
+        grid = (f"{count} {axis} round up to {count + 1}: {s.idle_ctas} CTA{'s' if s.idle_ctas != 1 else ''} run "
+                "no tile (zero-filled loads) and take CTA slots" if s.idle_ctas else
+                f"{count} {axis}, an even count: no idle CTA")
+        text = (f"cluster {c} ({share} multicast): a CTA reads {s.l2_ktile_bytes / 1024:g} KiB per k-tile from L2 "
+                f"instead of {o.l2_ktile_bytes / 1024:g} ({share} once per pair), an L2 term of {tl2:,.0f} instead of "
+                f"{ol2:,.0f} cycles a round against {dict(s.terms).get('tensor', 0.0):,.0f} of wgmma; {grid}; "
+                f"{s.waves} wave{'s' if s.waves != 1 else ''} of {s.ctas // s.waves if s.waves else s.ctas} CTAs in "
+                f"clusters of 2 against {o.waves}; the peer's remote release adds "
+                f"{s.fill_cycles - o.fill_cycles:,} cycles to each refill round trip ({s.fill_cycles:,}) and the two "
+                f"cluster barriers {s.cluster_sync_cycles:,} to each CTA")
+        shown.append(text + "; " + _versus(s, o, f"cluster {c}", "one CTA per tile"))
+    return "; ".join(shown)
+
+
 VARIANT_KINDS: tuple[tuple[str, object], ...] = (
-    ("ping-pong", lambda p: p.pingpong), ("TMA-store", lambda p: p.epilogue == "tma_store"))
+    ("ping-pong", lambda p: p.pingpong), ("TMA-store", lambda p: p.epilogue == "tma_store"),
+    ("cluster", lambda p: p.cluster != "1x1"))
 """The variant kinds the winner's reason compares it with, when it is not one: its best kernel over every tile."""
 
 
@@ -322,7 +370,7 @@ def why_not_kinds(e: HopperEntry, kinds: dict[str, HopperEntry]) -> str:
 
 
 def why_hopper_winner(ctx, e: HopperEntry, ties: int, runner: Optional[HopperEntry],
-                      kinds: Optional[dict[str, HopperEntry]] = None) -> str:
+                      kinds: Optional[dict[str, HopperEntry]] = None, clusters: bool = True) -> str:
     """Why ``e`` ranks first; ``runner`` is the best entry of another tile (never ``e``'s own); ``kinds`` the best
     entry of each variant kind (:func:`best_of_kinds`), compared when ``e`` is not of that kind."""
     text = describe_hopper(ctx, e)
@@ -332,7 +380,7 @@ def why_hopper_winner(ctx, e: HopperEntry, ties: int, runner: Optional[HopperEnt
     persistent = why_hopper_persistent(ctx, e)
     if persistent:
         text += "; " + persistent
-    variant = why_hopper_variant(ctx, e)
+    variant = why_hopper_variant(ctx, e, clusters)
     if variant:
         text += "; " + variant
     other_kinds = why_not_kinds(e, kinds or {})
@@ -370,7 +418,8 @@ def hopper_candidate(ctx, e: HopperEntry, rank: int, why: str) -> Candidate:
         instructions_per_hmma=0.0, mainloop="tma_wgmma", k_pipe_mmas=p.k_pipe_mmas,
         split_k_tiles=est.split_k_tiles, reduction_cycles=est.reduction_cycles,
         workspace_bytes=est.workspace_bytes, tiles_per_cta=est.tiles_per_cta, epilogue_cycles=est.epilogue_cycles,
-        boundary_cycles=est.boundary_cycles, prologue_cycles=est.prologue_cycles)
+        boundary_cycles=est.boundary_cycles, prologue_cycles=est.prologue_cycles, cluster=p.cluster,
+        idle_ctas=est.idle_ctas)
 
 
 def rank_hopper_references(ctx, entries: dict[HopperPoint, HopperEntry], best, winner: Optional[HopperEntry]
@@ -406,10 +455,11 @@ def rank_hopper_references(ctx, entries: dict[HopperPoint, HopperEntry], best, w
 
 
 def search_hopper(ctx, *, top: int = 5, references: bool = True, progress: Optional[Progress] = None,
-                  t0: Optional[float] = None) -> SearchResult:
+                  t0: Optional[float] = None, clusters: bool = True) -> SearchResult:
     """Rank the Hopper kernels for the context's shape; the ``top`` best tiles, best first.
 
-    Raises :class:`SynthError` when ``top < 1`` or no point is legal (K not a multiple of 8).
+    ``clusters`` False: no cluster variant is ranked. Raises :class:`SynthError` when ``top < 1`` or no point is
+    legal (K not a multiple of 8).
     """
     t0 = time.monotonic() if t0 is None else t0
     if top < 1:
@@ -425,7 +475,7 @@ def search_hopper(ctx, *, top: int = 5, references: bool = True, progress: Optio
         raise SynthError(None, f"no legal Hopper configuration for {ctx.M}x{ctx.N}x{ctx.K} {ctx.dtype} on sm_90 "
                          f"(most often {worst[0]})",
                          "pad K to a multiple of 8" if worst[0] == "tma-16B" else "use --mainloop cp_async")
-    entries = evaluate_tiles(ctx, legal, say)
+    entries = evaluate_tiles(ctx, legal, say, clusters)
     best = _best_per_tile(entries.values())
     order = sorted(best.values(), key=hopper_key)
     rank_of = _ranker(best)
@@ -436,17 +486,40 @@ def search_hopper(ctx, *, top: int = 5, references: bool = True, progress: Optio
         ties = sum(1 for e in order[1:] if round(e.est.time_us, 9) == round(winner.est.time_us, 9))
         runner = order[1] if len(order) > 1 else None
         for e in chosen:
-            why = (why_hopper_winner(ctx, e, ties, runner, best_of_kinds(entries.values())) if e is winner
+            why = (why_hopper_winner(ctx, e, ties, runner, best_of_kinds(entries.values()), clusters) if e is winner
                    else why_hopper_other(ctx, e, winner))
             cands.append(hopper_candidate(ctx, e, rank_of(e), why))
     refs = rank_hopper_references(ctx, entries, best, winner) if references else []
     return SearchResult(
         M=ctx.M, N=ctx.N, K=ctx.K, dtype=ctx.dtype, arch=ctx.arch.name, candidates=tuple(cands),
         space_size=len(space), feasible=len(legal), excluded=tuple(first.items()), violations=tuple(anyv.items()),
-        solved=len(entries), complete=bool(cands), references=tuple(refs), notes=(),
+        solved=len(entries), complete=bool(cands), references=tuple(refs), notes=above_published_note(ctx, cands),
         elapsed_s=time.monotonic() - t0, solver_calls=pipeline_evaluations() - calls0, mainloop="tma_wgmma",
         split_points=sum(1 for p in entries if p.split_k > 1),
         persistent_points=sum(1 for p in entries if p.persistent))
+
+
+def above_published_note(ctx, cands) -> tuple[str, ...]:
+    """A note (or none) naming the candidates predicted above the best published figure of the arch
+    (:func:`synth.search.published.best_published`): the model is then outside the range its figures were checked
+    against. Only cluster kernels get there (docs/search.md, section 10, "Clusters"): their multicast halves the
+    shared operand's L2 reads, weighed against an L2 figure that errs low."""
+    from ..errors import SynthError
+    from .published import best_published
+
+    try:
+        cap, source = best_published(ctx.arch.name)
+    except SynthError:
+        return ()
+    over = [c for c in cands if c.tflops > cap]
+    if not over:
+        return ()
+    names = ", ".join(f"#{c.rank} {c.label} {c.tflops:.1f}" for c in over)
+    return (f"{len(over)} candidate{'s are' if len(over) > 1 else ' is'} predicted above the best published "
+            f"{ctx.arch.name} figure, {cap:g} TFLOP/s ({source}): {names}. The model is outside the range its "
+            "figures were checked against there (a cluster's multicast halves its shared operand's L2 reads, "
+            "weighed against an L2 figure that errs low); read the margin over the other kernels as a tie within "
+            "the model's error, and --measure on a GPU",)
 
 
 def hopper_context(M: int, N: int, K: int, dtype: str, arch):
@@ -462,5 +535,5 @@ def hopper_context(M: int, N: int, K: int, dtype: str, arch):
 
 
 __all__ = ["search_hopper", "resolve_mainloop", "hopper_context", "HopperEntry", "hopper_key", "evaluate_tiles",
-           "describe_hopper", "why_hopper_split", "why_hopper_persistent", "why_hopper_variant",
-           "best_of_kinds", "why_not_kinds", "VARIANT_KINDS", "why_hopper_winner", "why_hopper_other", "hopper_candidate", "rank_hopper_references"]
+           "describe_hopper", "why_hopper_split", "why_hopper_persistent", "why_hopper_variant", "why_hopper_cluster",
+           "best_of_kinds", "why_not_kinds", "above_published_note", "VARIANT_KINDS", "why_hopper_winner", "why_hopper_other", "hopper_candidate", "rank_hopper_references"]

@@ -31,6 +31,11 @@ def write_candidates(result: SearchResult, out_dir: str, *, k: Optional[int] = N
     say = progress_or_silent(progress)
     cands = result.candidates[:k] if k else result.candidates
     out_dir = os.path.normpath(out_dir)
+    for c in cands:  # before anything is written: never a half-written output folder
+        if c.cluster != "1x1" and getattr(c.config, "cluster", "1x1") != c.cluster:
+            raise SynthError(None, f"candidate #{c.rank} ({c.label}) is a {c.cluster} cluster kernel, and synth "
+                             "solve's Hopper problem has no cluster key yet, so its folder cannot be written",
+                             "rank without clusters: --no-clusters (docs/search.md, section 10, \"Clusters\")")
     if os.path.exists(out_dir) and os.listdir(out_dir) and not force:
         raise SynthError(Loc(out_dir), f"output folder '{out_dir}' already exists",
                          "pass --force to replace it, or choose another folder with --out")

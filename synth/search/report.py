@@ -24,6 +24,7 @@ def search_result_to_json(result: SearchResult) -> dict:
             "stream_k": c.stream_k, "persistent": c.persistent,
             "pingpong": bool(getattr(c.config, "pingpong", False)),
             "epilogue": getattr(c.config, "epilogue", "register") if c.mainloop == "tma_wgmma" else None,
+            "cluster": c.cluster,
             "smem_slots": c.smem_slots,
             "predicted_us": round(c.time_us, 3), "tflops": round(c.tflops, 2),
             "smem_bytes": c.smem_bytes, "regs_per_thread": c.regs_per_thread, "ctas_per_sm": c.ctas_per_sm,
@@ -37,7 +38,7 @@ def search_result_to_json(result: SearchResult) -> dict:
                       "reduction_cycles": c.reduction_cycles, "workspace_bytes": c.workspace_bytes,
                       "grid_ctas": c.ctas, "partial_tiles": c.partial_tiles, "tiles_per_cta": c.tiles_per_cta,
                       "epilogue_cycles": c.epilogue_cycles, "boundary_cycles": c.boundary_cycles,
-                      "prologue_cycles": c.prologue_cycles},
+                      "prologue_cycles": c.prologue_cycles, "idle_ctas": c.idle_ctas},
         }
 
     def ref(r: ReferenceRank) -> dict:
@@ -90,7 +91,7 @@ def print_result(con, res: SearchResult, *, verbose: bool = False, folders: Sequ
              f"{res.elapsed_s:.1f} s")
     t = Table(title=title, title_justify="left")
     cols = ["#", "tile BMxBNxBK", "warps", "stages (K_PIPE_MMAS)" if hopper else "stages (smem slots)", "split K"]
-    cols += ["persistent", "epilogue"] if hopper else []
+    cols += ["persistent", "epilogue", "cluster"] if hopper else []
     cols += ["smem KiB", "regs", "CTA/SM", "waves", "k-tile cyc (pipeline)" if hopper else "k-tile cyc (solver)", "pred µs",
             "TFLOP/s", "bound"]
     if measured:
@@ -103,7 +104,9 @@ def print_result(con, res: SearchResult, *, verbose: bool = False, folders: Sequ
         row += [split_cell(c)]
         row += [(f"yes{', ping-pong' if getattr(c.config, 'pingpong', False) else ''}: {c.tiles_per_cta} tiles/CTA "
                  f"({c.wave_efficiency:.0%})" if c.persistent else "no"),
-                 "TMA store" if getattr(c.config, "epilogue", "register") == "tma_store" else "register"] if hopper else []
+                 "TMA store" if getattr(c.config, "epilogue", "register") == "tma_store" else "register",
+                 "no" if c.cluster == "1x1" else f"{c.cluster} ({'B' if c.cluster == '2x1' else 'A'} multicast"
+                 + (f", {c.idle_ctas} idle CTAs)" if c.idle_ctas else ")")] if hopper else []
         row += [f"{c.smem_bytes / 1024:.0f}", str(c.regs_per_thread), str(c.ctas_per_sm),
                str(c.waves) if c.persistent else f"{c.waves} ({c.wave_efficiency:.0%})", "-" if c.ktile_cycles is None else str(c.ktile_cycles),
                f"{c.time_us:.1f}", f"{c.tflops:.1f}", c.bound]

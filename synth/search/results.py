@@ -86,6 +86,10 @@ class Candidate:
     """Hopper persistent: the busiest CTA's tile-boundary cycles (docs/search.md, "Persistent tiles")."""
     prologue_cycles: int = 0
     """Hopper: one CTA's setup barriers and pipeline fill (per wave, or once per persistent CTA)."""
+    cluster: str = "1x1"
+    """Hopper: the thread-block cluster (``1x1``; ``2x1`` sharing B; ``1x2`` sharing A); ``1x1`` otherwise."""
+    idle_ctas: int = 0
+    """Hopper cluster: CTAs of the grid rounded up to whole clusters that compute no tile; 0 otherwise."""
 
     @property
     def split_k(self) -> int:
@@ -120,6 +124,7 @@ class Candidate:
             split += " persistent" if self.persistent else ""
             split += " pingpong" if getattr(self.config, "pingpong", False) else ""
             split += " tma_store" if getattr(self.config, "epilogue", "register") == "tma_store" else ""
+            split += f" cluster{self.cluster}" if self.cluster != "1x1" else ""
             return f"{self.BM}x{self.BN}x{self.BK} s{self.stages} k{self.k_pipe_mmas}{split}"
         return self.point.label
 

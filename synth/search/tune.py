@@ -52,7 +52,7 @@ def _note_faster_ampere_loop(res: SearchResult, arch, time_limit: float, workers
 def search_gemm(M: int, N: int, K: int, *, dtype: str = "f16", arch="sm_80", time_limit: float = 30.0,
                 workers: int = 2, top: int = 5, progress: Optional[Progress] = None,
                 max_solves: int = MAX_SOLVES, references: bool = True, sass: int = 0,
-                mainloop: Optional[str] = None) -> SearchResult:
+                mainloop: Optional[str] = None, clusters: bool = True) -> SearchResult:
     """Search tiles, warps, stages, K splits and stream-K for ``M x N x K``; the ``top`` best, best first.
 
     ``time_limit`` bounds the whole search (wall clock); each solver call gets at
@@ -70,13 +70,14 @@ def search_gemm(M: int, N: int, K: int, *, dtype: str = "f16", arch="sm_80", tim
     key ``mainloop``). The Hopper search ignores ``time_limit``, ``workers``, ``max_solves`` and
     ``sass`` (its pipeline model is exact and cheap; it reads no SASS). When the Hopper loop is the
     default rather than asked for, the cp.async loop's best is also predicted (within ``time_limit``,
-    at most 10 s) and a note says so when it is faster.
+    at most 10 s) and a note says so when it is faster. ``clusters``: the Hopper search also ranks the 2x1 and
+    1x2 thread-block clusters the emitter builds (False: none; the cp.async loop has none).
     Raises :class:`SynthError` on a bad shape, dtype, arch or mainloop, ``top < 1``, or an empty legal space.
     """
     t0 = time.monotonic()
     if resolve_mainloop(getattr(arch, "name", arch), mainloop) == "tma_wgmma":
         res = search_hopper(hopper_context(M, N, K, dtype, arch), top=top, references=references,
-                            progress=progress, t0=t0)
+                            progress=progress, t0=t0, clusters=clusters)
         if mainloop is None:
             res = _note_faster_ampere_loop(res, arch, time_limit, workers, max_solves)
         return res

@@ -1,0 +1,131 @@
+"""The Hopper model and search weigh thread-block clusters (docs/search.md, section 10, "Clusters").
+
+Monotone where they must be: multicast lowers the L2 bytes a CTA reads for the shared operand (and only for it); an
+odd tile count along the cluster's axis costs a CTA that computes nothing; the peer's remote release and the two
+cluster barriers cost cycles. The search ranks only clusters the kernel's check and the emitter accept, and the
+winner's reason weighs its cluster against one CTA per tile.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+import pytest
+
+from synth.arch import get_arch
+from synth.emit.sm90.config import Sm90Config
+from synth.search import search_gemm, search_result_to_json
+from synth.search.hopper import (HopperPoint, cluster_kernel_issue, cluster_slots, enumerate_hopper_space,
+                                 estimate_hopper, hopper_variants, is_legal_hopper, l2_ktile_bytes, prune_hopper)
+from synth.search.hopper_search import hopper_context
+
+H100 = get_arch("sm_90")
+TILES = [(64, 64), (64, 256), (128, 128), (128, 256), (128, 48)]
+
+
+@pytest.mark.parametrize("bm,bn", TILES)
+def test_multicast_lowers_the_l2_reads_of_the_shared_operand_only(bm, bn):
+    a, b = bm * 64 * 2, bn * 64 * 2
+    one, b2, a2 = (HopperPoint(bm, bn, 4, 1, cluster=c) for c in ("1x1", "2x1", "1x2"))
+    assert l2_ktile_bytes(one) == a + b
+    assert l2_ktile_bytes(b2) == a + b // 2  # 2x1: B read once per pair
+    assert l2_ktile_bytes(a2) == a // 2 + b  # 1x2: A read once per pair
+    ctx = hopper_context(4096, 4096, 4096, "f16", "sm_90")
+    e1, e2, e3 = (estimate_hopper(ctx, p) for p in (one, b2, a2))
+    l2 = [dict(e.terms)["l2"] for e in (e1, e2, e3)]
+    assert l2[1] < l2[0] and l2[2] < l2[0], l2
+    assert dict(e2.terms)["tensor"] == dict(e1.terms)["tensor"]  # the same wgmma work per CTA
+
+
+def test_an_odd_tile_count_along_the_cluster_axis_costs_a_wasted_cta():
+    """33 tile rows of 128x256 (M = 4224): a 2x1 cluster's grid rounds up to 34 rows, one idle CTA per tile column
+    (16), which takes a CTA slot (528 = 4 x 132 CTAs become 544: a fifth wave); 32 rows waste nothing. A 1x2
+    cluster pairs tile columns (16, even) and wastes nothing on either shape."""
+    even, odd = (hopper_context(M, 4096, 4096, "f16", "sm_90") for M in (4096, 4224))
+    p2, p12 = HopperPoint(128, 256, 4, 1, cluster="2x1"), HopperPoint(128, 256, 4, 1, cluster="1x2")
+    e_even, e_odd = estimate_hopper(even, p2), estimate_hopper(odd, p2)
+    assert (e_even.ctas, e_even.idle_ctas) == (512, 0)
+    assert (e_odd.ctas, e_odd.idle_ctas, e_odd.tiles) == (544, 16, 528)
+    one_odd = estimate_hopper(odd, HopperPoint(128, 256, 4, 1))
+    assert (one_odd.ctas, one_odd.waves, e_odd.waves) == (528, 4, 5)
+    assert e_odd.time_us > one_odd.time_us  # the wasted slots cost a wave the multicast does not pay back
+    assert estimate_hopper(odd, p12).idle_ctas == 0
+    # one tile column (N = 64): a 1x2 cluster doubles the grid, half of it idle
+    skinny = hopper_context(8192, 64, 8192, "f16", "sm_90")
+    e = estimate_hopper(skinny, HopperPoint(64, 64, 8, 1, cluster="1x2"))
+    assert e.idle_ctas == e.tiles == 128 and e.ctas == 256
+
+
+def test_the_remote_release_and_the_cluster_barriers_cost_their_latency():
+    ctx = hopper_context(4096, 4096, 4096, "f16", "sm_90")
+    one, two = (estimate_hopper(ctx, HopperPoint(128, 256, 4, 1, cluster=c)) for c in ("1x1", "2x1"))
+    assert two.fill_cycles - one.fill_cycles == H100.lat_remote_arrive > 0  # the peer's release in each refill
+    assert two.cluster_sync_cycles == 2 * H100.lat_remote_arrive and one.cluster_sync_cycles == 0
+    assert two.prologue_cycles - one.prologue_cycles == 3 * H100.lat_remote_arrive  # syncs + the longer fill
+    assert H100.lat_remote_arrive <= H100.lat_l2  # an upper bound taken at the L2 hit latency (synth/arch.py)
+
+
+def test_waves_are_counted_in_clusters_placed_on_whole_tpcs():
+    assert cluster_slots(H100, 1, 2) == 66 and cluster_slots(H100, 1, 1) == 132
+    with pytest.raises(ValueError, match="no exact placement"):
+        cluster_slots(H100, 1, 4)
+    one_sm = hopper_context(1024, 1024, 1024, "f16", replace(H100, sm_count=1))
+    why = is_legal_hopper(one_sm, HopperPoint(128, 128, 4, 1, cluster="2x1"))
+    assert why and why.startswith("cluster-kernel:") and "no GPC slot" in why, why
+
+
+def test_clusters_are_never_split_persistent_or_ping_pong():
+    ctx = hopper_context(2048, 2048, 2048, "f16", "sm_90")
+    for p in (HopperPoint(128, 128, 4, 1, split_k=2, cluster="2x1"),
+              HopperPoint(128, 128, 4, 1, persistent=True, cluster="2x1"),
+              HopperPoint(64, 128, 4, 1, persistent=True, pingpong=True, cluster="1x2")):
+        assert is_legal_hopper(ctx, p) is not None, p
+    assert {v.cluster for v in hopper_variants(ctx, HopperPoint(128, 128, 4, 1))} == {"1x1", "2x1", "1x2"}
+    assert all(not (v.persistent or v.pingpong or v.split_k > 1)
+               for v in hopper_variants(ctx, HopperPoint(128, 128, 4, 1)) if v.cluster != "1x1")
+
+
+def test_the_search_ranks_only_buildable_clusters_and_says_why_the_winner_won():
+    res = search_gemm(1024, 1024, 1024, arch="sm_90", top=5, references=False)
+    ctx = hopper_context(1024, 1024, 1024, "f16", "sm_90")
+    clustered = [c for c in res.candidates if c.cluster != "1x1"]
+    assert clustered, [c.label for c in res.candidates]
+    for c in clustered:  # each is a kernel the check and the emitter accept
+        Sm90Config(bm=c.BM, bn=c.BN, stages=c.stages, k_pipe_mmas=c.k_pipe_mmas, cluster=c.cluster,
+                   epilogue=c.config.epilogue).check()
+        assert cluster_kernel_issue(c.BM, c.BN, c.stages, c.k_pipe_mmas, "f16", c.config.epilogue, c.cluster) is None
+        assert c.label.endswith(f"cluster{c.cluster}") and f"-cluster{c.cluster}-" in c.name
+    w = res.winner
+    assert "cluster 2x1 (B multicast): a CTA reads" in w.why and "cluster 1x2 (A multicast)" in w.why, w.why
+    assert "KiB per k-tile from L2 instead of" in w.why and "cluster barriers" in w.why, w.why
+    doc = search_result_to_json(res)
+    assert all(c["cluster"] in ("1x1", "2x1", "1x2") for c in doc["candidates"])
+    assert all(isinstance(c["model"]["idle_ctas"], int) for c in doc["candidates"])
+    off = search_gemm(1024, 1024, 1024, arch="sm_90", top=5, references=False, clusters=False)
+    assert all(c.cluster == "1x1" for c in off.candidates) and "multicast" not in off.winner.why
+    # the legal set of the space is unchanged: the 8,192 points are one CTA per tile, no cluster
+    legal, first, _ = prune_hopper(ctx, enumerate_hopper_space())
+    assert first["cluster-kernel"] == 0
+
+
+def test_a_cluster_the_emitter_cannot_build_is_not_ranked(monkeypatch):
+    """With an emitter that refuses clusters (as before it built them), no cluster variant is ranked and the winner's
+    reason says why, naming the emitter's refusal."""
+    import synth.emit.sm90.kernel as kernel
+
+    real = kernel.emit_sm90_kernel
+
+    def refusing(cfg, *a, **kw):
+        if cfg.cluster != "1x1":
+            raise ValueError("expected a producer role of 1 warp group")
+        return real(cfg, *a, **kw)
+
+    monkeypatch.setattr(kernel, "emit_sm90_kernel", refusing)
+    cluster_kernel_issue.cache_clear()
+    try:
+        res = search_gemm(1024, 1024, 1024, arch="sm_90", top=5, references=False)
+        assert all(c.cluster == "1x1" for c in res.candidates), [c.label for c in res.candidates]
+        assert "cluster 2x1 is not ranked for this tile (cluster-kernel: the sm_90a emitter does not build it yet " \
+               "(expected a producer role" in res.winner.why, res.winner.why
+    finally:
+        cluster_kernel_issue.cache_clear()
