@@ -79,6 +79,20 @@ def gemm_launch(M: int, N: int, BM: int, BN: int, *, split_k: int = 1, stream_k:
                   block, smem)
 
 
+def sm90_grid(M: int, N: int, bm: int, bn: int, *, split_k: int = 1, cluster_m: int = 1,
+              cluster_n: int = 1) -> tuple[int, int, int]:
+    """The grid of a non-persistent sm_90a kernel (docs/hopper_kernel.md; docs/hopper_cluster.md, "The kernel"):
+    ``(ceil(N / bn), ceil(M / bm), split_k)`` with x rounded up to a multiple of ``cluster_n`` and y to a multiple
+    of ``cluster_m`` (a kernel declared ``__cluster_dims__(cluster_n, cluster_m, 1)`` launches only on such a grid;
+    a CTA of the rounding has its tile outside C and still runs the whole protocol). ValueError for M, N < 1."""
+    if M < 1 or N < 1:
+        raise ValueError(f"M = {M}, N = {N}: a launch needs M, N >= 1")
+
+    def up(tiles: int, c: int) -> int:
+        return -(-tiles // c) * c
+    return up(-(-N // bn), cluster_n), up(-(-M // bm), cluster_m), split_k
+
+
 EMULATOR_SMS = 132
 """SMs of the wave a persistent kernel gets on the CPU emulator by default (an H100 SXM's)."""
 INT_MAX = 2**31 - 1
@@ -103,4 +117,5 @@ def persistent_ring(tiles: int, ctas: int, ktiles: int) -> int:
     return -(-tiles // ctas) * ktiles
 
 
-__all__ = ["Launch", "Param", "PARAM_TYPES", "gemm_launch", "persistent_ctas", "persistent_ring", "EMULATOR_SMS"]
+__all__ = ["Launch", "Param", "PARAM_TYPES", "gemm_launch", "persistent_ctas", "persistent_ring", "sm90_grid",
+           "EMULATOR_SMS"]

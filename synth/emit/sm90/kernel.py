@@ -471,7 +471,8 @@ class _Emit:
                                          ("sB", "n0", "tmB", cfg.b_slot_bytes))
         mask = sum(1 << d for d in g.dests)
         body = [f"synth_tma_load_2d_multicast({dst} + (({self.slot_c(acc.version, acc.slot)}) % {cfg.stages}) * "
-                f"{slot_bytes} + {h * part_bytes}, &{tmap}, ({c_expr(s0.iteration)}) * {cfg.bk}, {origin} + {h * rows}, "
+                f"{slot_bytes} + {h * part_bytes}, &{tmap}, ({c_expr(s0.iteration)}) * {cfg.bk}, "
+                f"{origin} + {h * rows}, "
                 f"{self.bar(s0.barrier.barrier, s0.barrier.state)}, (uint16_t){mask:#x});"
                 f"  // {', '.join(s.op for s in g.stmts)}: rows {h * rows}.. of {letter}, {part_bytes} bytes into "
                 f"CTA(s) {', '.join(map(str, g.dests))}"]
@@ -599,6 +600,9 @@ def emit_sm90_kernel(cfg: Sm90Config, program: Optional[HopperProgram] = None, c
            *(["#define SYNTH_OUT_BF16 1"] if cfg.out_dtype == "bf16" else [])] if store is not None else []),
         "#ifdef SYNTH_EMULATE",
         '#include "synth_emu_sm90.h"',
+        *(["#ifndef __cluster_dims__  // the emulator reads the cluster shape from SYNTH_CLUSTER_M / N",
+           "#define __cluster_dims__(...)",
+           "#endif"] if n > 1 else []),
         "#else",
         _CUDA_API.strip(),
         *([_CUDA_CLUSTER_API.strip()] if n > 1 else []),

@@ -10,7 +10,10 @@ The sm_90a GEMM (:func:`run_gpu`, :func:`time_gpu`) adds tensor maps (``cuTensor
 pycuda has none, so a Hopper folder always runs here): A is M x K f16 row-major (dims ``{K, M}``,
 row stride ``2 K`` bytes, box ``{64, BM}``), B is N x K (``{K, N}``, box ``{64, BN}``), 128-byte
 swizzle, out-of-bound elements zero-filled (``FLOAT_OOB_FILL_NONE``: zeros). K must be a multiple
-of 8 (TMA: global strides are multiples of 16 bytes). Not run in this repository's CI (no GPU
+of 8 (TMA: global strides are multiples of 16 bytes). A cluster kernel (``Sm90Config.cluster`` ``2x1`` /
+``1x2``, docs/hopper_cluster.md "The kernel") gets the shared operand's map with a half box
+(``cfg.a_box_rows`` / ``cfg.b_box_rows``) and a grid of whole clusters; its ``__cluster_dims__`` makes the
+plain ``cuLaunchKernel`` a cluster launch. Not run in this repository's CI (no GPU
 there): the emulator (:mod:`.emulate`) checks the kernels, and a fake driver answering these
 calls with the emulator checks this module's calls (tests/test_run.py).
 """
@@ -263,7 +266,9 @@ def sm90_params(dev: CudaDevice, cfg: Sm90Config, dA: int, dB: int, dC: int, dCi
                 K: int, alpha: float, beta: float, ctas: Optional[int] = None) -> tuple[list, tuple[int, int, int]]:
     """The sm_90a kernel's typed arguments (tensor maps of A and B, with a TMA-store epilogue C's, C, C_in, M, N, K, ldc = N, alpha, beta and,
     with split-K, a workspace and zeroed tickets allocated on ``dev``) and its grid (a persistent kernel's:
-    ``ctas`` CTAs, default one wave of the device's SMs, :func:`synth.emit.launch.persistent_ctas`)."""
+    ``ctas`` CTAs, default one wave of the device's SMs, :func:`synth.emit.launch.persistent_ctas`; the others'
+    :func:`synth.emit.launch.sm90_grid`, rounded up to whole clusters). A and B's boxes have ``cfg.a_box_rows`` and
+    ``cfg.b_box_rows`` rows (a cluster's shared operand: the part of the tile one CTA loads and multicasts)."""
     from ..launch import Param
     from ..splitk import ticket_count, workspace_floats
 
@@ -279,7 +284,9 @@ def sm90_params(dev: CudaDevice, cfg: Sm90Config, dA: int, dB: int, dC: int, dCi
             cu.CUtensorMapFloatOOBfill.CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE), "cuTensorMapEncodeTiled")
         return bytes(ctypes.string_at(t.getPtr(), 128))
 
-    params = [Param("tmap_A", "raw", tmap(dA, M, cfg.bm)), Param("tmap_B", "raw", tmap(dB, N, cfg.bn))]
+    # a cluster's shared operand: each CTA loads its part of the tile (cfg.a_box_rows / b_box_rows rows) and
+    # multicasts it; the other operand's box is the whole tile
+    params = [Param("tmap_A", "raw", tmap(dA, M, cfg.a_box_rows)), Param("tmap_B", "raw", tmap(dB, N, cfg.b_box_rows))]
     if cfg.epilogue == "tma_store":  # C (out_dtype, row stride ldc = N) written by TMA stores of 64 x store_cols boxes
         if (N * cfg.out_bytes) % 16:
             raise ValueError(f"N = {N}: a TMA store's row stride ({cfg.out_bytes} N bytes) must be a multiple of 16")
@@ -304,7 +311,12 @@ def sm90_params(dev: CudaDevice, cfg: Sm90Config, dA: int, dB: int, dC: int, dCi
 
         tiles = -(-N // cfg.bn) * -(-M // cfg.bm)
         return params, (persistent_ctas(tiles, dev.attribute("MULTIPROCESSOR_COUNT"), ctas), 1, 1)
-    return params, ((N + cfg.bn - 1) // cfg.bn, (M + cfg.bm - 1) // cfg.bm, cfg.split_k)
+    from ..launch import sm90_grid
+
+    # a cluster kernel (__cluster_dims__ in kernel.cu): this plain launch is a cluster launch, on a grid rounded up
+    # to whole clusters
+    return params, sm90_grid(M, N, cfg.bm, cfg.bn, split_k=cfg.split_k, cluster_m=cfg.cluster_m,
+                             cluster_n=cfg.cluster_n)
 
 
 def round_out(C: np.ndarray, out_dtype: str) -> np.ndarray:
