@@ -378,10 +378,12 @@ inline std::string bar_label(uint32_t g) {
   char hex[32];
   std::snprintf(hex, sizeof hex, "0x%x", unsigned(g & ((1u << CTA_SHIFT) - 1)));
   auto nm = S().bar_names.find(g);
+  std::string who = nm != S().bar_names.end() ? nm->second + " (shared " + hex + ")" : std::string("shared ") + hex;
   // a barrier its CTA has not named (not initialized yet): the name a peer gave the same offset
   for (int r = 0; nm == S().bar_names.end() && r < int(S().ctas.size()); ++r)
-    nm = S().bar_names.find(gkey(g & ((1u << CTA_SHIFT) - 1), r));
-  std::string who = nm != S().bar_names.end() ? nm->second + " (shared " + hex + ")" : std::string("shared ") + hex;
+    if (auto peer = S().bar_names.find(gkey(g & ((1u << CTA_SHIFT) - 1), r)); peer != S().bar_names.end())
+      return "mbarrier at shared " + std::string(hex) + " (where CTA " + std::to_string(r) + " has " + peer->second +
+             ") of " + cta_name(int(g >> CTA_SHIFT));
   return "mbarrier " + who + (clustered() ? " of " + cta_name(int(g >> CTA_SHIFT)) : "");
 }
 inline std::string bar_state(uint32_t g, const MBar& b) {
