@@ -204,6 +204,25 @@ def test_runner_launches_whole_clusters_with_half_boxes():
         sm90_grid(0, 5, 128, 128)
 
 
+@NEEDS_GXX
+def test_run_gpu_launches_the_cluster_kernel(monkeypatch):
+    # runner.run_gpu's whole path against the fake driver, which runs each launch on the emulator: whole clusters,
+    # the half box of B, the kernel's C
+    from synth.emit.sm90 import runner
+    from tests.test_run import FakeDriver
+
+    cfg = Sm90Config(bm=64, bn=64, stages=2, k_pipe_mmas=1, cluster="2x1")
+    drv = FakeDriver(emit_sm90_kernel(cfg))
+    monkeypatch.setattr(runner, "driver", lambda: drv)
+    rng = np.random.default_rng(4)
+    A, B = rng.uniform(-1, 1, (150, 128)).astype(np.float16), rng.uniform(-1, 1, (70, 128)).astype(np.float16)
+    C = runner.run_gpu(drv.source, cfg, A, B, images=[("sm_90a cubin", b"CUBIN")])
+    assert np.allclose(C, A.astype(np.float32) @ B.astype(np.float32).T, atol=1e-2)
+    (launch,) = drv.launches
+    assert launch["grid"] == (2, 4, 1) and [t["box"] for t in drv.tmaps.values()] == [[64, 64], [64, 32]]
+    assert not drv.mem
+
+
 # ---------------------------------------------------------------------------------------------------------------
 # nvcc for sm_90a: the SASS
 # ---------------------------------------------------------------------------------------------------------------
