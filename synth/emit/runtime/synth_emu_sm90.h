@@ -39,6 +39,7 @@
 #define __device__
 #define __forceinline__ inline
 #define __launch_bounds__(...)
+#define __cluster_dims__(...)  // the harness reads the cluster shape from SYNTH_CLUSTER_M / N
 #define __grid_constant__
 #define __shared__
 #define SYNTH_DEV inline
