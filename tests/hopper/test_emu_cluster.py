@@ -100,6 +100,16 @@ def test_mask_missing_peer_hangs_naming_each_waiters_cta(order, monkeypatch):
         assert f"of {cta} (phases completed 0, pending arrivals 0/1, tx 4096)" in r.message
 
 
+@pytest.mark.parametrize("bug,message", [
+    ("mask_wide", "TMA multicast mask 0x7 names a CTA outside the cluster of 2 CTA(s)"),
+    ("mapa_outside", "mapa to CTA rank 2 outside the cluster of 2 CTA(s)"),
+])
+def test_addresses_outside_the_cluster_fault(bug, message, monkeypatch):
+    r = run(bug, "forward", monkeypatch)
+    assert r.kind == "fault", r.summary()
+    assert r.message in (f"{CTA0}: {message}", f"{CTA1}: {message}")  # named by the CTA that ran it
+
+
 def test_1x1_kernel_unchanged_under_cluster_orders():
     cu = emit_sm90_kernel(Sm90Config(bm=128, bn=64, stages=3, k_pipe_mmas=1))
     runs = {o: emulate_sm90(cu, 200, 136, 448, order=o, with_c=True, alpha=0.5, beta=-1.5)

@@ -9,6 +9,8 @@
 //   early_exit       no cluster barrier before exit
 //   mask_own         the multicast mask names the issuing CTA only
 //   consumer_short   the consumers stop one k-tile early: the peer's last multicast is never waited for
+//   mask_wide        the multicast mask names a CTA beyond the cluster
+//   mapa_outside     the remote release maps its barrier into a CTA rank beyond the cluster
 #define SYNTH_BM 64
 #define SYNTH_BN 64
 #define SYNTH_BK 64
@@ -57,7 +59,8 @@ synth_gemm_sm90(const __grid_constant__ CUtensorMap tmA, const __grid_constant__
   const int wg = threadIdx.x / 128, wt = threadIdx.x % 128;
   if (wg == 0) {
     if (wt == 0) {
-      const uint16_t mask = bug("mask_own") ? uint16_t(1u << rank) : uint16_t((1u << SYNTH_CLUSTER_M) - 1);
+      const uint16_t mask = bug("mask_own") ? uint16_t(1u << rank)
+                            : uint16_t((1u << (SYNTH_CLUSTER_M + (bug("mask_wide") ? 1 : 0))) - 1);
       for (int i = 0; i < T; ++i) {
         const int s = i % STAGES;
         synth_mbar_wait(bar_empty + 8 * s, ((i / STAGES) & 1) ^ 1);
@@ -82,7 +85,7 @@ synth_gemm_sm90(const __grid_constant__ CUtensorMap tmA, const __grid_constant__
         for (uint32_t r = 0; r < SYNTH_CLUSTER_M; ++r) {
           const uint32_t peer = (rank + r) % SYNTH_CLUSTER_M;
           if (peer == rank) synth_mbar_arrive(bar_empty + 8 * s);
-          else synth_mbar_arrive_cluster(synth_mapa(bar_empty + 8 * s, peer));
+          else synth_mbar_arrive_cluster(synth_mapa(bar_empty + 8 * s, bug("mapa_outside") ? SYNTH_CLUSTER_M : peer));
         }
     }
     const int w = wt / 32, l = wt % 32;
