@@ -149,6 +149,18 @@ def test_what_the_kernel_cannot_be_is_refused():
         emit_sm90_kernel(cfg, other)
 
 
+def test_emitting_a_cluster_kernel_needs_no_prover():
+    # the light runtime (a stock GPU image: no Z3) re-emits a folder's kernel.cu when it loads it
+    import subprocess
+    import sys
+
+    code = ("import sys; from synth.emit.sm90.config import Sm90Config; "
+            "from synth.emit.sm90.kernel import emit_sm90_kernel; "
+            "emit_sm90_kernel(Sm90Config(cluster='1x2', bm=64, bn=64, stages=2)); "
+            "assert not {'z3', 'synth.verify', 'synth.hopper.cluster'} & set(sys.modules), sorted(sys.modules)")
+    subprocess.run([sys.executable, "-c", code], check=True, timeout=120)
+
+
 def test_emit_proven_proves_the_cluster_program():
     cfg = Sm90Config(bm=64, bn=64, stages=2, cluster="2x1")
     text, report = emit_proven(cfg)
