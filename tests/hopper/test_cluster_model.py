@@ -129,3 +129,41 @@ def test_a_cluster_the_emitter_cannot_build_is_not_ranked(monkeypatch):
                "(expected a producer role" in res.winner.why, res.winner.why
     finally:
         cluster_kernel_issue.cache_clear()
+
+
+def test_a_cluster_candidate_the_problem_cannot_say_is_refused_before_anything_is_written(tmp_path):
+    """A candidate whose pinned problem lost its cluster (a problem format without the key) is never written as the
+    one-CTA-per-tile kernel under the cluster's name: write_candidates refuses it first, and writes nothing."""
+    from synth.errors import SynthError
+    from synth.search import write_candidates
+
+    res = search_gemm(1024, 1024, 1024, arch="sm_90", top=2, references=False)
+    c = next(c for c in res.candidates if c.cluster != "1x1")
+    lost = replace(res, candidates=(replace(c, config=replace(c.config, cluster="1x1")),))
+    out = tmp_path / "s"
+    with pytest.raises(SynthError, match=r"cluster kernel.*--no-clusters|no cluster key"):
+        write_candidates(lost, str(out), k=1)
+    assert not out.exists()
+
+
+@pytest.mark.slow
+def test_a_cluster_winner_folder_says_so_and_matches_numpy_on_the_emulator(tmp_path):
+    """1024^3: the winner is a 2x1 cluster; its --top folder pins cluster: 2x1 and its kernel, loaded by
+    synth.kernel.load, equals numpy on the emulator, with an odd count of tile rows (one idle CTA per column)."""
+    import numpy as np
+
+    from synth.kernel import load
+    from synth.search import write_candidates
+
+    res = search_gemm(1024, 1024, 1024, arch="sm_90", top=1, references=False)
+    w = res.winner
+    assert w.cluster == "2x1", w.label
+    (folder,) = write_candidates(res, str(tmp_path / "s"), k=1)
+    assert "cluster: 2x1" in (tmp_path / "s" / folder.rsplit("/", 1)[-1] / "problem.yaml").read_text()
+    kern = load(folder, backend="emulator")
+    rng = np.random.default_rng(3)
+    M = 3 * w.BM - 8  # 3 tile rows: the cluster grid rounds them up to 4
+    A = rng.standard_normal((M, 128)).astype(np.float16)
+    B = rng.standard_normal((2 * w.BN, 128)).astype(np.float16)
+    got = kern(A, B)
+    assert np.allclose(got, A.astype(np.float32) @ B.astype(np.float32).T, atol=1e-2, rtol=1e-3)
