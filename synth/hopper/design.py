@@ -1,15 +1,16 @@
 """Choosing the Hopper kernel's design: persistent or not, cooperative or ping-pong, register or TMA-store
-epilogue (docs/hopper_design.md).
+epilogue, one CTA or a thread-block cluster (docs/hopper_design.md).
 
-A problem may leave any of ``persistent``, ``pingpong`` and ``epilogue`` to synth by writing ``auto``
-(:attr:`synth.hopper.problem.HopperGemm.auto`). :func:`choose_design` enumerates the designs its pins
+A problem may leave any of ``persistent``, ``pingpong``, ``epilogue`` and ``cluster`` to synth by writing
+``auto`` (:attr:`synth.hopper.problem.HopperGemm.auto`). :func:`choose_design` enumerates the designs its pins
 allow (:func:`candidate_designs`: ping-pong needs ``BM`` 64 and a persistent grid; the TMA-store epilogue
-``N`` a multiple of 4; neither split-K), gives each its own CP-SAT pipeline choice (stages and
+``N`` a multiple of 4; neither split-K; a ``2x1`` or ``1x2`` cluster one CTA per tile, no split-K, and a
+kernel the emitter builds), gives each its own CP-SAT pipeline choice (stages and
 ``K_PIPE_MMAS`` under its shared memory: staging slots and order barriers count) and its predicted time on
 the problem's shape by the search's model (:func:`synth.search.hopper.estimate_hopper`: waves or a
 persistent grid, the epilogue hidden by the other warp group's main loop or by the next tile's, the TMA
-store's staging writes), and lets CP-SAT pick the one of least predicted time (ties: the simpler design,
-fewer of persistent, ping-pong, TMA store). The answer is optimal for that model; the model's own error
+store's staging writes, the shared operand read once per cluster), and lets CP-SAT pick the one of least
+predicted time (ties: the simpler design, fewer of persistent, ping-pong, TMA store, cluster). The answer is optimal for that model; the model's own error
 (docs/search.md) is larger than the gaps between designs at many shapes, which ``schedule.json`` shows by
 listing every candidate's prediction.
 """
@@ -21,9 +22,9 @@ from dataclasses import dataclass, replace
 from typing import Optional
 
 from ..errors import Loc, SynthError
-from .problem import EPILOGUES, HopperGemm
+from .problem import CLUSTERS, EPILOGUES, HopperGemm
 
-DESIGN_KEYS = ("persistent", "pingpong", "epilogue")
+DESIGN_KEYS = ("persistent", "pingpong", "epilogue", "cluster")
 """Problem keys that may be ``auto``."""
 
 
@@ -32,28 +33,33 @@ class Design:
     persistent: bool = False
     pingpong: bool = False
     epilogue: str = "register"
+    cluster: str = "1x1"
 
     @property
     def label(self) -> str:
         grid = "ping-pong" if self.pingpong else "persistent" if self.persistent else "one CTA per tile"
+        if self.cluster != "1x1":
+            grid = f"{self.cluster} cluster"
         return grid + (" + TMA store" if self.epilogue == "tma_store" else "")
 
     @property
     def features(self) -> int:
-        """How many of persistent, ping-pong and the TMA store it uses (the tie-break: fewer first)."""
-        return int(self.persistent) + int(self.pingpong) + int(self.epilogue == "tma_store")
+        """How many of persistent, ping-pong, the TMA store and a cluster it uses (the tie-break: fewer first)."""
+        return int(self.persistent) + int(self.pingpong) + int(self.epilogue == "tma_store") + int(self.cluster != "1x1")
 
     def to_json(self) -> dict:
-        return {"persistent": self.persistent, "pingpong": self.pingpong, "epilogue": self.epilogue}
+        return {"persistent": self.persistent, "pingpong": self.pingpong, "epilogue": self.epilogue,
+                "cluster": self.cluster}
 
 
 def design_of(g: HopperGemm) -> Design:
-    return Design(g.persistent, g.pingpong, g.epilogue)
+    return Design(g.persistent, g.pingpong, g.epilogue, g.cluster)
 
 
 def with_design(g: HopperGemm, d: Design) -> HopperGemm:
     """``g`` with the design ``d`` (its ``auto`` keys kept: they say what was chosen)."""
-    return replace(g, persistent=d.persistent or d.pingpong, pingpong=d.pingpong, epilogue=d.epilogue)
+    return replace(g, persistent=d.persistent or d.pingpong, pingpong=d.pingpong, epilogue=d.epilogue,
+                   cluster=d.cluster)
 
 
 def legal(g: HopperGemm, d: Design) -> Optional[str]:
@@ -68,17 +74,19 @@ def legal(g: HopperGemm, d: Design) -> Optional[str]:
         return f"out_dtype {g.out_dtype} is stored by the TMA-store epilogue only"
     if d.epilogue == "tma_store" and g.N % 4:
         return f"N = {g.N}: a TMA store needs a row stride that is a multiple of 16 bytes"
+    if d.cluster != "1x1" and (d.persistent or d.pingpong or g.split_k > 1):
+        return f"a {d.cluster} cluster runs one CTA per tile, without split-K (docs/hopper_cluster.md)"
     return None
 
 
 def candidate_designs(g: HopperGemm) -> list[Design]:
     """The designs the problem's pins allow (an ``auto`` key takes each of its values), legal ones only."""
-    values = {"persistent": (False, True), "pingpong": (False, True), "epilogue": EPILOGUES}
+    values = {"persistent": (False, True), "pingpong": (False, True), "epilogue": EPILOGUES, "cluster": CLUSTERS}
     pinned = design_of(g)
     axes = [values[k] if k in g.auto else (getattr(pinned, k),) for k in DESIGN_KEYS]
     out = []
-    for p, pp, e in itertools.product(*axes):
-        d = Design(p, pp, e)
+    for p, pp, e, c in itertools.product(*axes):
+        d = Design(p, pp, e, c)
         if legal(g, d) is None:
             out.append(d)
     return out
@@ -100,13 +108,13 @@ def choose_design(g: HopperGemm, pipeline, *, time_limit: float = 10.0) -> Desig
     from ortools.sat.python import cp_model
 
     from ..deadline import solve_cp_sat
-    from ..search.hopper import HopperPoint, estimate_hopper
+    from ..search.hopper import HopperPoint, cluster_kernel_issue, estimate_hopper
     from ..search.space import make_context
 
     cands = candidate_designs(g)
     if not cands:
         raise SynthError(g.loc(g.auto[0] if g.auto else ""), "no design of the Hopper kernel fits these pins",
-                         "remove a pin (persistent:, pingpong:, epilogue:) or use tile BM: 64 for ping-pong")
+                         "remove a pin (persistent:, pingpong:, epilogue:, cluster:) or use tile BM: 64 for ping-pong")
     ctx = make_context(g.M, g.N, g.K, g.dtype, g.arch)
     scored = []
     for d in cands:
@@ -115,8 +123,11 @@ def choose_design(g: HopperGemm, pipeline, *, time_limit: float = 10.0) -> Desig
             ch = pipeline(gd, time_limit=max(0.5, time_limit / (2 * len(cands))))
         except SynthError:
             continue  # its shared memory leaves no stage: not a candidate
+        if d.cluster != "1x1" and "cluster" in g.auto and \
+                cluster_kernel_issue(g.BM, g.BN, ch.stages, ch.k_pipe_mmas, g.dtype, d.epilogue, d.cluster):
+            continue  # a cluster kernel the emitter does not build is never chosen
         p = HopperPoint(g.BM, g.BN, ch.stages, ch.k_pipe_mmas, split_k=g.split_k, persistent=gd.persistent,
-                        epilogue=d.epilogue, pingpong=d.pingpong)
+                        epilogue=d.epilogue, pingpong=d.pingpong, cluster=d.cluster)
         scored.append((d, estimate_hopper(ctx, p).time_us))
     if not scored:
         raise SynthError(g.loc("stages"), "no design of the Hopper kernel has a pipeline that fits",
@@ -132,7 +143,7 @@ def choose_design(g: HopperGemm, pipeline, *, time_limit: float = 10.0) -> Desig
     st = solve_cp_sat(solver, m)
     if st not in (cp_model.OPTIMAL, cp_model.FEASIBLE):
         raise SynthError(g.loc(g.auto[0]), f"CP-SAT found no design ({solver.StatusName(st)})",
-                         "pin persistent:, pingpong: and epilogue:")
+                         "pin persistent:, pingpong:, epilogue: and cluster:")
     d = next(d for x, (d, _) in zip(pick, scored) if solver.Value(x))
     return DesignChoice(d, tuple((dd.label, round(us, 3)) for dd, us in scored), solver.StatusName(st))
 

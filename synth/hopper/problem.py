@@ -15,9 +15,9 @@ Keys of the Ampere flow that have no meaning here are refused with a fix rather 
 ``T >= 1``), ``target.registers_bytes`` (registers are split by ``setmaxnreg``) and a ``warps``
 that differs from ``4 * (1 + BM / 64)``.
 
-``cluster:`` (``1x1``, ``2x1``, ``1x2``; docs/hopper_cluster.md) pairs two CTAs that share an operand tile;
-it is refused at its line with split-K, persistent tiles or ping-pong consumers (given or ``auto``), and
-``cluster: auto`` is refused (the Hopper model does not weigh cluster shapes).
+``cluster:`` (``1x1``, ``2x1``, ``1x2`` or ``auto``; docs/hopper_cluster.md) pairs two CTAs that share an
+operand tile; it is refused at its line with split-K, persistent tiles or ping-pong consumers (``auto`` ones
+are left to :mod:`synth.hopper.design`, which keeps a cluster to one CTA per tile).
 """
 
 from __future__ import annotations
@@ -102,7 +102,7 @@ class HopperGemm:
     """Thread-block cluster shape (:data:`CLUSTERS`): ``1x1`` none, ``2x1`` / ``1x2`` two CTAs that load the shared
     operand's tile once, each half multicast into both (docs/hopper_cluster.md)."""
     auto: tuple[str, ...] = ()
-    """Design keys the problem writes ``auto`` (``persistent``, ``pingpong``, ``epilogue``): synth chooses them
+    """Design keys the problem writes ``auto`` (``persistent``, ``pingpong``, ``epilogue``, ``cluster``): synth chooses them
     (:mod:`synth.hopper.design`); until then their fields hold the defaults."""
 
     def staging_bytes(self) -> int:
@@ -179,19 +179,21 @@ def _cluster(doc: LDict, split_k: int, persistent: bool, pingpong: bool, auto: t
     if "cluster" not in doc:
         return "1x1"
     v, loc = doc["cluster"], doc.val_loc["cluster"]
-    if v == "auto":
-        raise SynthError(loc, "cluster: auto is not built: the Hopper model does not weigh cluster shapes yet "
-                         "(multicast traffic saved, cluster scheduling), so synth cannot choose one",
-                         "write cluster: 1x1, 2x1 (two CTAs of a tile column share B) or 1x2 (a tile row shares A)")
+    if v == "auto":  # synth.hopper.design chooses among the shapes legal with the other keys
+        if split_k > 1:
+            raise SynthError(loc, f"cluster: auto with split_k = {split_k}: a cluster kernel has no split-K, so "
+                             "there is nothing to choose", "remove cluster:, or use split_k: 1")
+        return "1x1"
     if not isinstance(v, str) or v not in CLUSTERS:
         raise SynthError(loc, f"cluster {v!r}: expected one of {', '.join(CLUSTERS)} (CTAs along M x along N)",
                          "write cluster: 2x1 (two CTAs of a tile column share and multicast B), 1x2 (a tile row "
                          "shares A), or remove it (1x1: no cluster)")
     if v == "1x1":
         return v
+    # persistent: auto / pingpong: auto are left to synth.hopper.design, which keeps to one CTA per tile here
     clash = [(split_k > 1, "split_k", f"split_k = {split_k}", "use split_k: 1"),
-             (pingpong or "pingpong" in auto, "pingpong", "ping-pong consumers", "remove pingpong:"),
-             (persistent or "persistent" in auto, "persistent", "persistent tiles", "remove persistent:")]
+             (pingpong and "pingpong" not in auto, "pingpong", "ping-pong consumers", "remove pingpong:"),
+             (persistent and "persistent" not in auto, "persistent", "persistent tiles", "remove persistent:")]
     for bad, key, what, fix in clash:
         if bad:
             given = doc[key]
@@ -278,7 +280,7 @@ def hopper_gemm_from_doc(doc: LDict, path: str, name: str, dims: dict, arch: str
     if split_k > tiles:
         raise SynthError(doc.val_loc["split_k"], f"split_k = {split_k} exceeds the {tiles} k-tiles of K = {dims['K']} "
                          f"/ BK = {BK}: a split would get no k-tile", f"use split_k at most {tiles}")
-    auto = tuple(k for k in ("persistent", "pingpong", "epilogue") if doc.get(k) == "auto")
+    auto = tuple(k for k in ("persistent", "pingpong", "epilogue", "cluster") if doc.get(k) == "auto")
     persistent = False if "persistent" in auto else doc.get("persistent", False)
     if not isinstance(persistent, bool):
         raise SynthError(doc.val_loc["persistent"], f"persistent must be true or false, not {persistent!r}",
@@ -357,7 +359,7 @@ def hopper_gemm_yaml(g: HopperGemm) -> str:
         lines.append(f"cluster: {g.cluster}")
     for key in g.auto:  # the chosen value stands (a folder's problem.yaml pins what synth chose)
         if not any(ln.startswith(f"{key}:") for ln in lines):
-            lines.append(f"{key}: false" if key != "epilogue" else "epilogue: register")
+            lines.append({"epilogue": "epilogue: register", "cluster": "cluster: 1x1"}.get(key, f"{key}: false"))
     if g.shared_limit != SMEM_LIMIT:
         lines.append(f"target: {{shared_bytes: {g.shared_limit}}}")
     return "\n".join(lines) + "\n"

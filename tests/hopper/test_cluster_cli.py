@@ -150,7 +150,7 @@ def test_a_certificate_without_the_cluster_classes_is_refused(solved, tmp_path):
 
 @pytest.mark.parametrize("line, expect", [
     ("cluster: 3x1", "cluster '3x1': expected one of 1x1, 2x1, 1x2"),
-    ("cluster: auto", "cluster: auto is not built"),
+    ("cluster: auto\nsplit_k: 2", "cluster: auto with split_k = 2: a cluster kernel has no split-K"),
     ("cluster: 2x1\npersistent: true", "cluster 2x1 with persistent tiles (persistent: true at line 9)"),
 ])
 def test_bad_cluster_values_exit_2_with_the_line(tmp_path, line, expect):
@@ -200,3 +200,23 @@ def test_the_example_problem_is_a_2x1_cluster():
 
     g = load_problem(str(PROBLEMS / "gemm_sm90_cluster.yaml"))
     assert g.cluster == "2x1" and (g.BM, g.BN) == (128, 128)
+
+
+def test_cluster_auto_is_chosen_with_the_design_and_pinned_in_the_folder(tmp_path):
+    from synth.api import certify, solve
+    from synth.hopper.design import candidate_designs
+    from synth.load import load_problem
+
+    p = tmp_path / "auto.yaml"
+    p.write_text(PROBLEM.replace("cluster: 2x1", "cluster: auto\npersistent: auto"))
+    # a cluster only with one CTA per tile: persistent: auto and cluster: auto give three shapes and a persistent grid
+    assert {d.label for d in candidate_designs(load_problem(str(p)))} == \
+        {"one CTA per tile", "persistent", "2x1 cluster", "1x2 cluster"}
+    out = tmp_path / "out"
+    solve(str(p), out=str(out), time_limit=60)
+    design = json.loads((out / "schedule.json").read_text())["design"]
+    assert design["auto"] == ["persistent", "cluster"] and "2x1 cluster" in design["predicted_us"]
+    assert f"cluster: {design['cluster']}  # chosen by synth solve" in (out / "problem.yaml").read_text()
+    res = certify(str(out))
+    assert res.ok, res.render()
+    assert ("cluster classes" in res.render()) == (design["cluster"] != "1x1")
