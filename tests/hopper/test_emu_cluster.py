@@ -103,6 +103,8 @@ def test_mask_missing_peer_hangs_naming_each_waiters_cta(order, monkeypatch):
 @pytest.mark.parametrize("bug,message", [
     ("mask_wide", "TMA multicast mask 0x7 names a CTA outside the cluster of 2 CTA(s)"),
     ("mapa_outside", "mapa to CTA rank 2 outside the cluster of 2 CTA(s)"),
+    ("wait_remote", "mbarrier.try_wait on a shared::cluster address (from mapa): it takes a barrier of the calling "
+                    "thread's own CTA (a shared::cta address)"),
 ])
 def test_addresses_outside_the_cluster_fault(bug, message, monkeypatch):
     r = run(bug, "forward", monkeypatch)

@@ -283,6 +283,9 @@ inline MBar& gbar_at(uint32_t g, const char* op) {
   return it->second;
 }
 inline MBar& bar_at(uint32_t a, const char* op) {
+  if (a >= CLUSTER_WINDOW)  // an address from synth_mapa: only the remote arrive and the multicast take one
+    fail("fault", cta_prefix(my_cta()) + op + " on a shared::cluster address (from mapa): it takes a barrier of " +
+                      "the calling thread's own CTA (a shared::cta address)");
   check_shared(a, 8);
   return gbar_at(gkey(a), op);
 }

@@ -11,6 +11,7 @@
 //   consumer_short   the consumers stop one k-tile early: the peer's last multicast is never waited for
 //   mask_wide        the multicast mask names a CTA beyond the cluster
 //   mapa_outside     the remote release maps its barrier into a CTA rank beyond the cluster
+//   wait_remote      the consumers wait on the peer's full barrier (try_wait takes only the own CTA's)
 #define SYNTH_BM 64
 #define SYNTH_BN 64
 #define SYNTH_BK 64
@@ -75,7 +76,8 @@ synth_gemm_sm90(const __grid_constant__ CUtensorMap tmA, const __grid_constant__
     for (int i = 0; i < 32; ++i) acc[i] = 0.0f;
     for (int i = 0; i < T - (bug("consumer_short") ? 1 : 0); ++i) {
       const int s = i % STAGES;
-      synth_mbar_wait(bar_full + 8 * s, (i / STAGES) & 1);
+      synth_mbar_wait(bug("wait_remote") ? synth_mapa(bar_full + 8 * s, (rank + 1) % SYNTH_CLUSTER_M) : bar_full + 8 * s,
+                      (i / STAGES) & 1);
       synth_wgmma_fence();
       for (int kk = 0; kk < 4; ++kk)
         synth_wgmma_m64n64k16(acc, desc_k128(sA + s * SLOT + kk * 32), desc_k128(sB + s * SLOT + kk * 32));
