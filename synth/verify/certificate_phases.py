@@ -118,19 +118,19 @@ def write_hopper_certificate(report: HopperReport, directory: str, *, cvc5_check
         persistent = persistent_flag(directory)
     p = report.program
     data = dumps(p).encode("utf-8")
-    check = check_hopper_program(data, timeout_s=timeout_s, tightness=False,
-                                 **({"persistent": True} if persistent else {}))
-    if not check.ok:
-        raise ValueError(f"{p.name}: the trusted checker does not prove it; no certificate:\n{check.render()}")
     hp = read_hopper_bytes(data)
     if cluster is None:
         cluster = trusted_certify.is_cluster_program(hp) or cluster_flag(directory)
     checks = ()
-    if cluster:
+    if cluster:  # decided from the bytes, before any solver runs
         ok, checks, msgs = check_cluster_bytes(data)
         if not ok:
             raise ValueError(f"{p.name}: the trusted checker refutes a cluster class; no certificate:\n"
                              + "\n".join(msgs))
+    check = check_hopper_program(data, timeout_s=timeout_s, tightness=False,
+                                 **({"persistent": True} if persistent else {}))
+    if not check.ok:
+        raise ValueError(f"{p.name}: the trusted checker does not prove it; no certificate:\n{check.render()}")
     lags = dict(check.lags)
     answers = {c.id: {"z3": c.z3, "cvc5": c.cvc5} for c in check.obligations}
     derived = derive_hopper(hp, lags) + (derive_carry(hp) if persistent else [])
