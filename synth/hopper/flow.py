@@ -127,7 +127,7 @@ def is_cluster_program(p: HopperProgram) -> bool:
 
 def declared_cluster(program_file: str) -> str:
     """The ``cluster:`` of the ``problem.yaml`` beside ``program_file`` (an output folder's; ``1x1`` when there is
-    none or it has no such key), read by the trusted checker's line reader
+    none, it has no such key or says ``auto``), read by the trusted checker's line reader
     (:func:`synth.trusted.flags.read_cluster_flag`, what ``synth certify`` reads). SynthError (exit 2, the file,
     the line, the fix) when the key is written in a way that reader refuses."""
     from ..trusted.flags import FlagError, read_cluster_flag
@@ -138,7 +138,8 @@ def declared_cluster(program_file: str) -> str:
     if not os.path.lexists(path):
         return "1x1"
     try:
-        return read_cluster_flag(read_regular(path, MAX_FLAG_BYTES), path)
+        value = read_cluster_flag(read_regular(path, MAX_FLAG_BYTES), path)
+        return "1x1" if value == "auto" else value
     except FlagError as e:
         line = e.where.rpartition(":")[2]
         raise SynthError(Loc(path, int(line) if line.isdigit() else 0, 1 if line.isdigit() else 0), e.msg,

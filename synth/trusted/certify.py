@@ -367,7 +367,7 @@ def _certify_hopper_protocol(directory: str, *, timeout_s: float = 60.0,
         try:
             flags = read_regular(problem_file, MAX_FLAG_BYTES)
             persistent = read_persistent_flag(flags, problem_file) or persistent
-            declared = read_cluster_flag(flags, problem_file) != "1x1"
+            declared = read_cluster_flag(flags, problem_file) in ("2x1", "1x2")
         except HopperInputError as e:
             return _fail(f"{e} (fix: {e.fix})", sv, prog_file)
         except FlagError as e:

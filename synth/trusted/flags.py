@@ -64,8 +64,9 @@ def read_pingpong_flag(data: bytes, path: str = "problem.yaml") -> bool:
 
 
 def read_cluster_flag(data: bytes, path: str = "problem.yaml") -> str:
-    """``cluster:`` of the problem (``1x1`` when absent): ``1x1``, ``2x1`` or ``1x2``."""
-    return read_key(data, "cluster", CLUSTERS, path) or "1x1"
+    """``cluster:`` of the problem (``1x1`` when absent): ``1x1``, ``2x1``, ``1x2``, or ``auto`` (a problem file
+    as written, not an output folder's, which pins the choice): only ``2x1`` and ``1x2`` declare a cluster."""
+    return read_key(data, "cluster", CLUSTERS + ("auto",), path) or "1x1"
 
 
 __all__ = ["read_key", "read_epilogue_flag", "read_pingpong_flag", "read_cluster_flag", "FlagError", "EPILOGUES",

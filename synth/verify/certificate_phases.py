@@ -88,7 +88,7 @@ def cluster_flag(directory: str) -> bool:
     if not (os.path.lexists(path) and os.path.lexists(os.path.join(parent, PROGRAM))):
         return False
     try:
-        return read_cluster_flag(read_regular(path, MAX_FLAG_BYTES), path) != "1x1"
+        return read_cluster_flag(read_regular(path, MAX_FLAG_BYTES), path) in ("2x1", "1x2")
     except FlagError as e:
         line = e.where.rpartition(":")[2]
         raise SynthError(Loc(trusted_certify.PROBLEM, int(line) if line.isdigit() else 0, 1),

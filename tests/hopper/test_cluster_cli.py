@@ -236,3 +236,26 @@ def test_the_solved_folder_s_cluster_kernel_computes_c_on_the_emulator(solved):
     B = rng.standard_normal((200, 1000)).astype(np.float16)
     C = k(A, B)
     assert np.abs(C - A.astype(np.float32) @ B.astype(np.float32).T).max() < 1e-3
+
+
+def test_a_folder_that_declares_a_cluster_is_checked_as_one(solved, tmp_path):
+    """Rule 3: the folder's problem.yaml says cluster: 2x1, its program.json is a one-CTA program (names without
+    CTA indices, no multicast): verify refutes cluster_form, and certify refuses a certificate without the
+    cluster classes."""
+    from synth.api import certify, verify
+    from synth.emit.sm90.config import Sm90Config
+    from synth.hopper.ir import dumps
+    from synth.verify.certificate_phases import write_hopper_certificate
+    from synth.verify.phases import verify_hopper
+
+    folder = tmp_path / "one"
+    shutil.copytree(solved, folder)
+    shutil.rmtree(folder / "certificate")
+    one = Sm90Config(stages=2, name="cl2").program()
+    (folder / "program.json").write_text(dumps(one))
+    rep = verify(str(folder))
+    assert not rep.ok and rep.refuted_classes() == {"cluster_form"}
+    assert "role producer names no CTA" in rep.render()
+    write_hopper_certificate(verify_hopper(one, time_limit=10), str(folder / "certificate"), cluster=False)
+    res = certify(str(folder))
+    assert not res.ok and "omits the cluster classes" in res.render(), res.render()
