@@ -3,7 +3,8 @@
 Input: a ``kernel.cu`` written by :func:`synth.emit.sm90.kernel.emit_sm90_kernel` (the same text
 nvcc compiles), a shape and a scheduling order. Output: :class:`Sm90Result` with C, the
 comparison with numpy and what the emulator saw (a hang is reported as such, with the waiting
-threads' barriers and parities). The binary is compiled with ``g++ -std=c++20 -O2
+threads' barriers and parities). A cluster kernel (``SYNTH_CLUSTER_M`` / ``SYNTH_CLUSTER_N``) runs each
+cluster's CTAs together (docs/emulator.md, "Clusters"). The binary is compiled with ``g++ -std=c++20 -O2
 -DSYNTH_EMULATE`` and cached under ``$SYNTH_EMU_CACHE/sm90`` (default ``~/.cache/synth/emu``) by the
 hash of the kernel, the runtime sources and the compiler; shapes and orders are run-time inputs.
 """
