@@ -277,7 +277,7 @@ def cluster_kernel_issue(BM: int, BN: int, stages: int, k_pipe: int, dtype: str,
     try:
         emit_sm90_kernel(Sm90Config(bm=BM, bn=BN, stages=stages, k_pipe_mmas=k_pipe, dtype=dtype, epilogue=epilogue,
                                     cluster=cluster))
-    except (ValueError, NotImplementedError) as e:
+    except Exception as e:  # noqa: BLE001 -- whatever stops the emitter, the kernel is not built: never ranked
         return f"the sm_90a emitter does not build it yet ({str(e).splitlines()[0] if str(e) else type(e).__name__})"
     return None
 

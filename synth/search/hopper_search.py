@@ -27,7 +27,7 @@ from typing import Optional
 
 from ..errors import SynthError
 from .explain import behind, beats, difference, loop_rate
-from .hopper import (HopperEstimate, HopperPoint, auto_point, enumerate_hopper_space, estimate_hopper,
+from .hopper import (HopperEstimate, HopperPoint, auto_point, cluster_slots, enumerate_hopper_space, estimate_hopper,
                      fit_stages, hopper_occupancy, hopper_split_issue, hopper_variants, is_legal_hopper,
                      pipeline_evaluations,
                      prune_hopper, staging_wavefronts, store_cols)
@@ -325,8 +325,9 @@ def why_hopper_cluster(ctx, base: HopperPoint, found: list[HopperEntry]) -> str:
         text = (f"cluster {c} ({share} multicast): a CTA reads {s.l2_ktile_bytes / 1024:g} KiB per k-tile from L2 "
                 f"instead of {o.l2_ktile_bytes / 1024:g} ({share} once per pair), an L2 term of {tl2:,.0f} instead of "
                 f"{ol2:,.0f} cycles a round against {dict(s.terms).get('tensor', 0.0):,.0f} of wgmma; {grid}; "
-                f"{s.waves} wave{'s' if s.waves != 1 else ''} of {s.ctas // s.waves if s.waves else s.ctas} CTAs in "
-                f"clusters of 2 against {o.waves}; the peer's remote release adds "
+                f"{s.ctas} CTAs in {s.waves} wave{'s' if s.waves != 1 else ''} of at most "
+                f"{cluster_slots(ctx.arch, s.ctas_per_sm, 2)} clusters of 2 (one CTA per tile: {o.waves}); the peer's "
+                "remote release adds "
                 f"{s.fill_cycles - o.fill_cycles:,} cycles to each refill round trip ({s.fill_cycles:,}) and the two "
                 f"cluster barriers {s.cluster_sync_cycles:,} to each CTA")
         shown.append(text + "; " + _versus(s, o, f"cluster {c}", "one CTA per tile"))
@@ -496,7 +497,8 @@ def search_hopper(ctx, *, top: int = 5, references: bool = True, progress: Optio
         solved=len(entries), complete=bool(cands), references=tuple(refs), notes=above_published_note(ctx, cands),
         elapsed_s=time.monotonic() - t0, solver_calls=pipeline_evaluations() - calls0, mainloop="tma_wgmma",
         split_points=sum(1 for p in entries if p.split_k > 1),
-        persistent_points=sum(1 for p in entries if p.persistent))
+        persistent_points=sum(1 for p in entries if p.persistent),
+        cluster_points=sum(1 for p in entries if p.cluster != "1x1"))
 
 
 def above_published_note(ctx, cands) -> tuple[str, ...]:

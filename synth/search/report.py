@@ -56,6 +56,7 @@ def search_result_to_json(result: SearchResult) -> dict:
         "candidates": [cand(c) for c in result.candidates],
         "space_size": result.space_size, "feasible": result.feasible, "split_points": result.split_points,
         "stream_k_points": result.stream_k_points, "persistent_points": result.persistent_points,
+        "cluster_points": result.cluster_points,
         "excluded": dict(result.excluded), "violations": dict(result.violations),
         "solved": result.solved, "solver_calls": result.solver_calls, "complete": result.complete,
         "references": [ref(r) for r in result.references], "notes": list(result.notes),
@@ -85,6 +86,7 @@ def print_result(con, res: SearchResult, *, verbose: bool = False, folders: Sequ
     variants = [f"{res.split_points} split-K"] if res.split_points else []
     variants += [f"{res.stream_k_points} stream-K"] if res.stream_k_points else []
     variants += [f"{res.persistent_points} persistent"] if res.persistent_points else []
+    variants += [f"{res.cluster_points} cluster"] if res.cluster_points else []
     splits = f" (and {' and '.join(variants)} variants)" if variants else ""
     title = (f"synth search gemm {res.M}x{res.N}x{res.K} {res.dtype} {res.arch} ({res.mainloop} main loop): "
              f"{res.feasible} of {res.space_size} configurations legal{splits}, {res.solved} {done}, "

@@ -238,6 +238,8 @@ class SearchResult:
     counted in ``space_size``, ``feasible`` or ``split_points``; 0 for the Hopper search)."""
     persistent_points: int = 0
     """Hopper: persistent variants (one per evaluated unsplit point) that the model also ranked; 0 otherwise."""
+    cluster_points: int = 0
+    """Hopper: 2x1 and 1x2 cluster variants the model also ranked (those the emitter builds); 0 otherwise."""
 
     @property
     def winner(self) -> Optional[Candidate]:
