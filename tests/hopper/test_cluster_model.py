@@ -167,3 +167,15 @@ def test_a_cluster_winner_folder_says_so_and_matches_numpy_on_the_emulator(tmp_p
     B = rng.standard_normal((2 * w.BN, 128)).astype(np.float16)
     got = kern(A, B)
     assert np.allclose(got, A.astype(np.float32) @ B.astype(np.float32).T, atol=1e-2, rtol=1e-3)
+
+
+def test_the_pipeline_model_adds_the_remote_release_to_a_clusters_round_trip():
+    from synth.gemm import GemmConfig
+    from synth.hopper.model import loop_cost
+
+    cfg = GemmConfig(128, 256, 64 * 32, "f16", 128, 256, 64, 12, 4, "sm_90")
+    one, two = (loop_cost(cfg, 4, 1, 2, 32, cluster=n) for n in (1, 2))
+    assert two.fill - one.fill == H100.lat_remote_arrive and two.per_tile >= one.per_tile
+    for bad in ({"cluster": 3}, {"cluster": 2, "warp_specialized": False}):
+        with pytest.raises(ValueError, match="clusters of 1 or 2 warp-specialized CTAs"):
+            loop_cost(cfg, 4, 1, 2 if bad.get("warp_specialized", True) else 1, 32, **bad)
