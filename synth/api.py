@@ -141,7 +141,9 @@ def verify(target, *, time_limit: float = 60.0, certificate: Optional[str] = Non
     output folder (whose ``program.json`` must then be the lowering of its ``problem.yaml`` and
     ``schedule.json`` up to the wait counts: :func:`synth.pipeline.check_lowered`); a Hopper program (``"protocol": "mbarrier"``, or a
     :class:`~synth.hopper.ir.HopperProgram`) gives a
-    :class:`~synth.verify.phases.HopperReport` instead (docs/hopper.md).
+    :class:`~synth.verify.phases.HopperReport` instead (docs/hopper.md), whose obligations include the cluster
+    classes for a thread-block cluster program (the program's data, or its folder's ``cluster:``;
+    docs/hopper_cluster.md, "Which programs are cluster programs").
 
     ``time_limit`` bounds the whole call, reading and writing included: each Z3
     query gets at most :data:`PROVE_QUERY_LIMIT` s and none past the deadline;
