@@ -24,6 +24,7 @@ from synth.emit.launch import sm90_grid
 from synth.emit.raster import cluster_tile_of
 from synth.emit.sm90.config import Sm90Config
 from synth.emit.sm90.kernel import emit_proven, emit_sm90_kernel
+from synth.emit.sm90.sass_mix import figures
 from synth.hopper.cluster import CLUSTER_BUGS, mask_missing_peer
 from synth.program import OpStmt
 
@@ -65,44 +66,56 @@ def test_cluster_kernel_is_the_cluster_program():
     assert re.search(r"if \(crank == 1u\).*\n.*synth_mbar_init\(bar_empty \+ 8 \* s, 4\);  // init empty1", setup)
     assert setup.index("synth_fence_mbarrier_init();") < setup.index("synth_cluster_sync();")
     assert "synth_syncthreads" not in setup
-    # producer c: its A box, and ONE multicast of its half of B into both CTAs (mask 0b11)
-    for c in (0, 1):
-        prod = _role_block(text, f"producer{c}")
-        (mc,) = _lines(prod, "synth_tma_load_2d_multicast(")
-        assert f"n0 + {64 * c}," in mc and f"* 16384 + {8192 * c}," in mc and mc.endswith(
-            f"load_B_h{c}_to0, load_B_h{c}_to1: rows {64 * c}.. of B, 8192 bytes into CTA(s) 0, 1")
-        assert "(uint16_t)0x3" in mc
-        assert len(_lines(prod, "synth_tma_load_2d(")) == 1 and "16384u + 8192u + 8192u" in prod
-        # consumer c: its own release locally, the peer's through mapa (body and drain)
-        cons = _role_block(text, f"consumer{c}")
-        remote = _lines(cons, "synth_mbar_arrive_cluster(")
-        assert len(remote) == 2 and all(f"{1 - c}u));  // remote: empty{1 - c} of CTA {1 - c}" in r for r in remote)
-        assert len(_lines(cons, "synth_mbar_arrive(bar_empty")) == 2
+    # the program is symmetric under the swap of the CTAs: one body for both, relative to crank
+    assert "if (crank == 0u) {  // CTA 0: role" not in text
+    for kind in ("producer", "consumer"):
+        assert f"{{  // every CTA: role {kind}<crank>, written relative to this CTA (crank)" in text
+    # the producer: its A box, and ONE multicast of its half of B (half crank) into both CTAs (mask 0b11)
+    (mc,) = _lines(text, "synth_tma_load_2d_multicast(")
+    assert "* 16384 + crank * 8192u, &tmB, (i) * 64, n0 + (int)crank * 64," in mc and "(uint16_t)(0x3)" in mc
+    assert mc.endswith("load_B_h<own>_to<own>, load_B_h<own>_to<peer>: part crank of B (64 rows, 8192 bytes) "
+                       "into this CTA and the peer")
+    assert len(_lines(text, "synth_tma_load_2d(")) == 1 and "16384u + 8192u + 8192u" in text
+    # the consumer: its own release locally, the peer's through mapa (body and drain)
+    remote = _lines(text, "synth_mbar_arrive_cluster(")
+    assert len(remote) == 2 and all(r.endswith("(crank ^ 1u)));  // remote: empty<peer>") for r in remote)
+    assert len(_lines(text, "synth_mbar_arrive(bar_empty")) == 2
     teardown = text[text.index("// ---- teardown"):]
     assert teardown.index("synth_cluster_sync();") < teardown.index("synth_mbar_inval")
     assert "synth_syncthreads" not in teardown
     # a 1x2 cluster shares A: its half rows along M
     text12 = emit_sm90_kernel(Sm90Config(bm=128, bn=64, stages=3, cluster="1x2"))
     assert "#define SYNTH_CLUSTER_N 2" in text12 and "#define SYNTH_A_BOX_ROWS 64" in text12
-    assert any("m0 + 64," in ln and "&tmA" in ln for ln in _lines(text12, "synth_tma_load_2d_multicast("))
+    assert any("m0 + (int)crank * 64," in ln and "&tmA" in ln for ln in _lines(text12, "synth_tma_load_2d_multicast("))
 
 
 def test_mutants_are_emitted_as_they_are():
     cfg = Sm90Config(bm=64, bn=64, stages=2, cluster="2x1")
     p = cfg.program()
-    # the mask follows the copies present: producer1's copy into CTA 0 gone -> its multicast lands in CTA 1 only
-    text = emit_sm90_kernel(cfg, mask_missing_peer(p))
-    assert [ln.split("(uint16_t)")[1][:3] for ln in _lines(text, "synth_tma_load_2d_multicast(")] == ["0x3", "0x2"]
     mut = {name: emit_sm90_kernel(cfg, fn(p)) for name, (fn, _, _) in CLUSTER_BUGS.items()}
+    # the mask follows the copies present: producer1's copy into CTA 0 gone -> its multicast lands in CTA 1 only;
+    # the producers differ, so each CTA's role is emitted as it is, under its rank
+    text = mut["mask_missing_peer"]
+    (mc0,) = _lines(_role_block(text, "producer0"), "synth_tma_load_2d_multicast(")
+    (mc1,) = _lines(_role_block(text, "producer1"), "synth_tma_load_2d_multicast(")
+    assert "* 8192 + 0, &tmB, (i) * 64, n0 + 0," in mc0 and "(uint16_t)(0x3)" in mc0
+    assert mc0.endswith("load_B_h0_to0, load_B_h0_to1: part 0 of B (32 rows, 4096 bytes) into CTA(s) 0, 1")
+    assert "* 8192 + 4096, &tmB, (i) * 64, n0 + 32," in mc1 and "(uint16_t)(0x2)" in mc1
+    assert mc1.endswith("load_B_h1_to1: part 1 of B (32 rows, 4096 bytes) into CTA(s) 1")
+    # the consumers are still the same up to the swap (both read their whole slot): one body
+    assert "{  // every CTA: role consumer<crank>" in text
     assert "synth_mbar_init(bar_empty + 8 * s, 1)" in mut["local_empty_count"]
-    assert "8192u + 4096u;" in mut["own_part_expect_tx"]  # CTA 0's expect_tx: its A and its own half of B
+    assert "8192u + 4096u;" in _role_block(mut["own_part_expect_tx"], "producer0")  # its A and its own half of B
+    assert "8192u + 4096u + 4096u;" in _role_block(mut["own_part_expect_tx"], "producer1")
     setup = mut["cta_scope_init_fence"].split("// ---- setup")[1].split("if (wg == 0)")[0]
     assert "synth_fence_proxy_async();" in setup and "synth_cluster_sync" not in setup
     assert "synth_syncthreads();" in setup  # the CTA's own threads still see the init (the one-CTA kernel's order)
     tail = mut["no_cluster_sync_before_exit"].split("// ---- teardown")[1]
     assert "synth_cluster_sync" not in tail and "synth_syncthreads();" in tail
-    trip = _role_block(mut["trip_mismatch"], "producer1")
-    assert "i < (T + 1)" in trip and "i < T;" in _role_block(mut["trip_mismatch"], "producer0")
+    # DeepGEMM's shape: CTA 1 runs one k-tile more than CTA 0
+    for role in ("producer", "consumer"):
+        assert "i < (unsigned)((T + 1))" in _role_block(mut["trip_mismatch"], f"{role}1")
+        assert "i < (unsigned)(T)" in _role_block(mut["trip_mismatch"], f"{role}0")
 
 
 def test_what_the_kernel_cannot_be_is_refused():
@@ -239,7 +252,7 @@ def test_run_gpu_launches_the_cluster_kernel(monkeypatch):
 # nvcc for sm_90a: the SASS
 # ---------------------------------------------------------------------------------------------------------------
 
-def _sass_checks(cfg: Sm90Config):
+def _sass_checks(cfg: Sm90Config, targets: bool = True):
     c = sass.compile_cuda(emit_sm90_kernel(cfg), "sm_90a", flags=("-DNDEBUG",))
     ops = Counter(i.opcode for i in sass.parse_sass(c.sass))
     # each producer's multicast (one per k-tile position of its unrolled loop) beside its own box's copy
@@ -251,6 +264,10 @@ def _sass_checks(cfg: Sm90Config):
     assert any(o.startswith(f"HGMMA.64x{cfg.bn}x16.F32") for o in ops)
     assert c.spill_stores == 0 and c.spill_loads == 0 and c.stack == 0
     assert "C7514" not in c.log, "ptxas serialized the wgmma pipeline"
+    # the one-CTA kernel's targets (docs/hopper_kernel.md: CUTLASS cooperative has 11.25 and 28); met with a
+    # power-of-two number of stages (docs/hopper_cluster.md, "Performance")
+    f = figures(c, cfg.bk // 16)
+    assert f["insn_per_hgmma"] <= 11.25 and (f["longest_free"] <= 28 or not targets), f
 
 
 @NEEDS_NVCC
@@ -267,7 +284,7 @@ def test_cluster_kernel_compiles_for_sm90a(cluster):
                                  Sm90Config(bm=128, bn=64, stages=5, k_pipe_mmas=2, cluster="1x2", dtype="bf16")],
                          ids=["2x1-128x256", "1x2-64x128-k0", "2x1-tma-store", "1x2-bf16"])
 def test_cluster_kernels_compile_for_sm90a(cfg):
-    _sass_checks(cfg)
+    _sass_checks(cfg, targets=cfg.stages & (cfg.stages - 1) == 0)
 
 
 # ---------------------------------------------------------------------------------------------------------------

@@ -218,6 +218,29 @@ class _Emit:
         self.cluster = cfg.cluster_size > 1
         self.cta: Optional[int] = None
         """A cluster kernel: the CTA whose role is being emitted (inside its ``if (crank == c)``)."""
+        self.relative = False
+        """A cluster kernel of 2 CTAs: write the role of CTA ``self.cta`` relative to the running CTA (its own CTA
+        ``crank``, the other ``crank ^ 1``), so that the text is the same for both CTAs when the program is
+        symmetric under their swap (:func:`_cluster_roles`)."""
+
+    def rank(self, d: int) -> str:
+        """The C expression of CTA ``d``'s rank from the role being emitted: ``d`` or, relative, ``crank`` (its own
+        CTA) or ``(crank ^ 1u)`` (the other)."""
+        if not self.relative:
+            return f"{d}u"
+        return "crank" if d == self.cta else "(crank ^ 1u)"
+
+    def label(self, name: str) -> str:
+        """A role's, barrier's, buffer's or op's name for a comment: as it is, or, relative, with each CTA index
+        written ``<own>`` or ``<peer>``."""
+        if not self.relative:
+            return name
+        rel = lambda x: "<own>" if x == self.cta else "<peer>"  # noqa: E731
+        m = _HALF_OP.match(name)
+        if m:
+            return f"{m.group(1)}_h{rel(int(m.group(3)))}_to{rel(int(m.group(4)))}"
+        c = cta_of(name)
+        return name if c is None else f"{self.base(name)}{rel(c)}"
 
     def base(self, name: str) -> str:
         """The kernel's name of a barrier or buffer: a cluster program's ``full1`` / ``B0`` (CTA 1's, CTA 0's) are
@@ -352,7 +375,7 @@ class _Emit:
                 raise ValueError(f"{role}{self.cta}: try_wait on {s.barrier} of CTA {cta_of(s.barrier)}: "
                                  "mbarrier.try_wait takes a barrier of the waiting thread's own CTA")
             self.guarded(depth, s.guard, [f"synth_mbar_wait({self.bar(s.barrier, s.state)}, "
-                                          f"{self.parity(s.state)});  // {s.barrier} count "
+                                          f"{self.parity(s.state)});  // {self.label(s.barrier)} count "
                                           f"{c_expr(s.state.count)}"])
         elif isinstance(s, ArriveStmt):
             target = self.bar(s.barrier, s.state)
@@ -362,8 +385,8 @@ class _Emit:
                 if s.tx or d is None or d >= self.cfg.cluster_size:
                     raise ValueError(f"{role}{self.cta}: arrive on {s.barrier} (CTA {d}): a remote arrive carries no "
                                      "tx bytes and names a CTA of the cluster")
-                body = [f"synth_mbar_arrive_cluster(synth_mapa({target}, {d}u));  // remote: {s.barrier} of CTA {d}"] \
-                    * s.arrivals
+                body = [f"synth_mbar_arrive_cluster(synth_mapa({target}, {self.rank(d)}));  // remote: "
+                        f"{self.label(s.barrier)}"] * s.arrivals
                 if not body:
                     return
                 if role != "producer":
@@ -431,7 +454,7 @@ class _Emit:
             k_tile = f"(int)(({c_expr(s.iteration)}) - kb)"
         body = [f"synth_tma_load_2d({dst} + (({self.slot_c(acc.version, acc.slot)}) % {cfg.stages}) * {slot_bytes}, &{tmap}, "
                 f"({k_tile}) * {cfg.bk}, {origin}, {self.bar(s.barrier.barrier, s.barrier.state)});"
-                f"  // {s.op}: {slot_bytes} bytes"]
+                f"  // {self.label(s.op)}: {slot_bytes} bytes"]
         cond = self.pred(s.op, s.iteration)
         if cond is not None:
             body = [f"if ({cond}) {{"] + ["  " + b for b in body] + ["}"]
@@ -469,13 +492,23 @@ class _Emit:
         (acc,) = s0.writes
         dst, origin, tmap, slot_bytes = (("sA", "m0", "tmA", cfg.a_slot_bytes) if letter == "A" else
                                          ("sB", "n0", "tmB", cfg.b_slot_bytes))
-        mask = sum(1 << d for d in g.dests)
+        pairs = list(zip(g.stmts, g.dests))
+        if self.relative:  # the part and the mask from the running CTA's rank; one instruction: own CTA first
+            pairs.sort(key=lambda sd: sd[1] != self.cta)
+            g = _Multicast(tuple(x for x, _ in pairs), tuple(d for _, d in pairs))
+            mask = " | ".join(f"(1u << {self.rank(d)})" for d in g.dests)
+            if set(g.dests) == set(range(cfg.cluster_size)):
+                mask = f"{(1 << cfg.cluster_size) - 1:#x}"
+            at, first = f"{self.rank(h)} * {part_bytes}u", f"(int){self.rank(h)} * {rows}"
+            into = " and ".join("this CTA" if d == self.cta else "the peer" for d in g.dests)
+        else:
+            mask, at, first = f"{sum(1 << d for d in g.dests):#x}", f"{h * part_bytes}", f"{h * rows}"
+            into = "CTA(s) " + ", ".join(map(str, g.dests))
         body = [f"synth_tma_load_2d_multicast({dst} + (({self.slot_c(acc.version, acc.slot)}) % {cfg.stages}) * "
-                f"{slot_bytes} + {h * part_bytes}, &{tmap}, ({c_expr(s0.iteration)}) * {cfg.bk}, "
-                f"{origin} + {h * rows}, "
-                f"{self.bar(s0.barrier.barrier, s0.barrier.state)}, (uint16_t){mask:#x});"
-                f"  // {', '.join(s.op for s in g.stmts)}: rows {h * rows}.. of {letter}, {part_bytes} bytes into "
-                f"CTA(s) {', '.join(map(str, g.dests))}"]
+                f"{slot_bytes} + {at}, &{tmap}, ({c_expr(s0.iteration)}) * {cfg.bk}, {origin} + {first}, "
+                f"{self.bar(s0.barrier.barrier, s0.barrier.state)}, (uint16_t)({mask}));"
+                f"  // {', '.join(self.label(s.op) for s in g.stmts)}: part {self.rank(h) if self.relative else h} "
+                f"of {letter} ({rows} rows, {part_bytes} bytes) into {into}"]
         (cond,) = conds
         if cond is not None:
             body = [f"if ({cond}) {{"] + ["  " + b for b in body] + ["}"]
@@ -523,7 +556,13 @@ class _Emit:
                 self.const = {}
                 self.w(depth, "}")
             return
-        self.w(depth, f"for (int {part.var} = 0; {part.var} < {c_expr(part.extent)}; ++{part.var}) {{")
+        if self.cluster:
+            # unsigned, as the persistent ring's: ptxas then unrolls the loop with slots and parities as shifts and
+            # masks (the 128x128 cluster consumer: 6.75 instructions per HGMMA, 10.4 with an int)
+            self.w(depth, f"for (unsigned {part.var} = 0; {part.var} < (unsigned)({c_expr(part.extent)}); "
+                          f"++{part.var}) {{")
+        else:
+            self.w(depth, f"for (int {part.var} = 0; {part.var} < {c_expr(part.extent)}; ++{part.var}) {{")
         for s in self.grouped(part.stmts):
             self.stmt(depth + 1, role, s, waits)
         self.w(depth, "}")
@@ -738,19 +777,36 @@ def _cluster_sync_stmts(e: _Emit, stmts) -> None:
 
 def _cluster_roles(e: _Emit, cfg: Sm90Config, p: HopperProgram) -> None:
     """The roles of a cluster CTA (one tile, docs/hopper_cluster.md "The kernel"): warp group 0's elected thread runs
-    role ``producer{crank}``, the consumer warp groups role ``consumer{crank}``, each CTA's roles in its own
-    ``if (crank == c)`` (the program's roles of each CTA as they are: a mutant that differs per CTA is emitted as
-    it is); the tile from :func:`synth.emit.raster.cluster_cuda_lines`."""
+    role ``producer{crank}``, the consumer warp groups role ``consumer{crank}``. When the roles of a kind, written
+    relative to the running CTA (:attr:`_Emit.relative`), are the same text for both CTAs (the program is symmetric
+    under their swap), one body for every CTA; otherwise each CTA's roles as they are in its own
+    ``if (crank == c)`` (a mutant that differs per CTA is emitted as it is). The tile from
+    :func:`synth.emit.raster.cluster_cuda_lines`."""
     tile = cluster_cuda_lines(cfg.bm, cfg.bn, cfg.cluster_m, cfg.cluster_n)
 
+    def body(depth: int, kind: str, c: int, relative: bool) -> list[str]:
+        saved, e.lines = e.lines, []
+        e.cta, e.relative = c, relative
+        prog = p.role(f"{kind}{c}").program
+        for pt in prog.parts:
+            e.part(depth, kind, pt, prog.waits)
+        out, e.lines = e.lines, saved
+        e.cta, e.relative = None, False
+        return out
+
     def per_cta(depth: int, kind: str) -> None:
-        for c in range(cfg.cluster_size):
+        n = cfg.cluster_size
+        if n == 2:
+            same = [body(depth + 1, kind, c, True) for c in range(n)]
+            if all(x == same[0] for x in same):  # the roles of CTA 1 are CTA 0's with the CTAs swapped
+                e.w(depth, f"{{  // every CTA: role {kind}<crank>, written relative to this CTA (crank) and its peer "
+                           "(crank ^ 1)")
+                e.lines += same[0]
+                e.w(depth, "}")
+                return
+        for c in range(n):
             e.w(depth, f"{'if' if c == 0 else '} else if'} (crank == {c}u) {{  // CTA {c}: role {kind}{c}")
-            e.cta = c
-            prog = p.role(f"{kind}{c}").program
-            for pt in prog.parts:
-                e.part(depth + 1, kind, pt, prog.waits)
-        e.cta = None
+            e.lines += body(depth + 1, kind, c, False)
         e.w(depth, "}")
 
     e.w(1, "if (wg == 0) {")
