@@ -20,6 +20,13 @@ ceil(M/BM))``, block ``128 * (1 + BM/64)`` threads, dynamic shared memory ``cfg.
 The k-tile count ``T = ceil(K / BK)`` is a run-time value; ``K < 1`` writes nothing.
 The same text compiles with nvcc for sm_90a (inline PTX) and with g++ against
 ``runtime/synth_emu_sm90.h`` (``-DSYNTH_EMULATE``).
+
+A cluster configuration (``cfg.cluster`` ``2x1`` or ``1x2``) takes the cluster program of
+:func:`synth.lower.cluster.lower_hopper_cluster`: the kernel is declared ``__cluster_dims__``, each CTA runs
+its own CTA's roles (one body relative to ``crank`` when the program is symmetric under the swap of the
+CTAs), a statement on another CTA's barrier is a remote arrive through ``mapa``, a run of one producer's
+copies of its part of the shared operand into several CTAs is one multicast copy with their mask, and
+setup and teardown hold the cluster barriers (docs/hopper_cluster.md, "The kernel").
 """
 
 from __future__ import annotations
@@ -579,7 +586,11 @@ def emit_sm90_kernel(cfg: Sm90Config, program: Optional[HopperProgram] = None, c
     (role -> :class:`synth.hopper.persistent.TileCarry`) replaces the running count of a role's
     states (the bug tests' mutants; default: the running count). ``cfg.epilogue == "tma_store"``: C leaves
     through the store program ``store`` (default ``cfg.store_program()``; a mutant for the bug tests), each
-    of its statements one line of the consumers' epilogue (docs/hopper_store.md)."""
+    of its statements one line of the consumers' epilogue (docs/hopper_store.md). A cluster ``cfg`` takes a cluster
+    program (roles ``producer{c}``, ``consumer{c}`` for each CTA ``c``, its barriers and buffers naming their CTA);
+    ValueError for a statement the cluster kernel cannot be (a wait on another CTA's barrier, a copy into
+    another CTA that is not a part of the shared operand's box, a part whose bytes are not the half box, ...),
+    docs/hopper_cluster.md "The kernel"."""
     cfg.check()
     p = program if program is not None else cfg.program()
     if store is not None and cfg.epilogue != "tma_store":
