@@ -93,6 +93,28 @@ Sources (figures are per SM unless named otherwise):
   as faster than exchanging data through global memory (distributed shared memory section),
   so the model takes the L2 hit latency (``lat_l2``, 260) as an upper bound: a cluster's
   synchronization cost errs high, never low.
+  ``l2_ingress_bytes_per_clk_sm``: the bytes one SM can receive from L2 per clock through its own
+  port, a limit separate from what the L2 slices serve (``l2_bytes_per_clk``). A TMA multicast
+  (``cp.async.bulk.tensor ... .multicast::cluster``, PTX ISA) reads the shared operand's tile from L2
+  once per cluster, but the copy still lands whole in the shared memory of each CTA of the cluster:
+  every SM receives its whole A and B tiles per k-tile with or without a cluster, so multicast lowers
+  the slices' reads and not an SM's ingress. NVIDIA publishes no figure. Lower bound, 50 B/clk (in the
+  model's units): in the L2 benchmark behind ``l2_bytes_per_clk`` every SM received its share, 6,600 /
+  132, so its port carries at least that (the benchmark cannot tell which of the two limits it met;
+  the model takes the slices as the limit of a kernel without multicast, so no other prediction
+  moves). Upper bound, 53.3 B/clk, derived from fast.cu's measurement (P. Shankhdhar's handwritten
+  H100 matmul kernels, fast.cu, README "Benchmarks": H100 SXM, bf16, 8192^3): its kernel 7 adds 2-CTA
+  clusters with TMA multicast to the persistent kernel 6, 777.5 -> 799.1 TFLOP/s, +2.8 %, together
+  with a move from three to two consumer warp groups (128x256 tiles) that its README reports as a
+  gain of its own, so the cluster gains at most 2.8 % there. In synth's Hopper model the main-loop
+  round of a 128x256x64 tile is the L4 overlap of 1,024 wgmma cycles with its L2 path, 49,152 bytes
+  per k-tile: 983 cycles at 50 B/clk, a round of 1,194. With multicast the slices serve 32,768 bytes
+  (655 cycles) but the SM still receives 49,152, ``49,152 / I`` cycles; the round gains at most 2.8 %
+  while ``(1,194 / 1.0278)^4 - 1,024^4 <= (49,152 / I)^4``, i.e. ``I <= 53.3`` (the same for A
+  shared). The cluster's fixed cycles on a persistent CTA (its first round trip 260 longer, two cluster
+  barriers, 520) are under 0.1 % of that kernel's 2.4 M cycles, so the round carries the measurement.
+  sm_90: 53, rounded down (the round gains 2.5 %); the same step at 6144^3 measured +1.1 %
+  (766.3 -> 774.4), below the bound. 0 elsewhere (no clusters; the SM's share of the L2 figure).
 """
 
 from __future__ import annotations
@@ -163,6 +185,10 @@ class ArchSpec:
     lat_remote_arrive: int = 0
     """Cycles until a remote ``mbarrier`` arrive (or a cluster barrier) is seen by the peer CTA (sm_90: the L2
     hit latency, an upper bound; 0: no clusters)."""
+    l2_ingress_bytes_per_clk_sm: int = 0
+    """Bytes per SM clock one SM can receive from L2 through its own port, whatever the L2 slices serve: a multicast
+    copy still lands whole in every CTA of the cluster (sm_90: 53, between 50 and 53.3, derived from fast.cu's
+    cluster measurement, module docstring; 0: no separate limit, the SM's share of ``l2_bytes_per_clk``)."""
 
     def __post_init__(self) -> None:
         assert self.name.startswith("sm_"), self.name
@@ -235,7 +261,7 @@ ARCHS: dict[str, ArchSpec] = {
         max_threads_per_sm=2048, max_warps_per_sm=64, max_ctas_per_sm=32,
         lat_global=650, lat_l2=260, lat_shared=30, lat_mma=33,
         l2_bytes_per_clk=6600, sustained_clock_ghz=1.755, mma_sync_fraction=2.0 / 3.0,
-        tma_bytes_per_clk=64, sms_per_tpc=2, lat_remote_arrive=260,
+        tma_bytes_per_clk=64, sms_per_tpc=2, lat_remote_arrive=260, l2_ingress_bytes_per_clk_sm=53,
     ),
 }
 

@@ -35,7 +35,10 @@ the predicted cycles of the k-tile loop for ``T`` tiles:
   so ``fill`` grows by one remote arrive (``ArchSpec.lat_remote_arrive``, an upper bound). The bytes landing in
   each CTA's slot are the whole tile either way (its own A box and both halves of the shared B tile, one of
   them multicast by the peer), so the transfer term is unchanged; the producer issues as many copies per
-  k-tile as without a cluster (the shared operand's a half box with a CTA mask).
+  k-tile as without a cluster (the shared operand's a half box with a CTA mask). What multicast saves, the L2
+  reads of the shared operand, and what it does not, the bytes each SM receives through its L2 port
+  (``ArchSpec.l2_ingress_bytes_per_clk_sm``), are throughput terms of the search's model
+  (:func:`synth.search.hopper.round_terms_hopper`), not of one CTA's loop.
 
 ``C`` consumer warp groups split ``BM`` in ``m64`` slices: ``C`` must divide ``BM / 64``.
 Every number is bounded: 1 <= S <= 16, 0 <= K < S, C in 1..2.

@@ -12,7 +12,8 @@ a producer warp group and ``BM / 64`` cooperative consumer warp groups, ``stages
 ``k_pipe_mmas`` pinned. One CTA's k-tile loop is timed by the Hopper pipeline model itself
 (:func:`synth.hopper.model.choose` with every choice pinned: the TMA round trip hidden by the
 loads in flight, the wgmma drain when ``k_pipe_mmas = 0``), and the SM-level terms are added
-here: tensor cores at the wgmma rate, L2 and DRAM traffic with the grid's rasterization
+here: tensor cores at the wgmma rate, L2 reads, each SM's L2 ingress (which a cluster's multicast does not lower)
+and DRAM traffic with the grid's rasterization
 (:func:`synth.search.model.traffic`), occupancy, waves, fill, epilogue and launch. A persistent
 point (``persistent=True``) runs one wave of CTAs walking the tiles: its prologue once per CTA, every
 tile's epilogue, and per tile boundary the TMA round trip the epilogue does not hide (docs/search.md,
@@ -639,16 +640,28 @@ def l2_ktile_bytes(p: HopperPoint) -> int:
     return (a // p.cluster_size if share == "A" else a) + (b // p.cluster_size if share == "B" else b)
 
 
+def ingress_ktile_bytes(p: HopperPoint) -> int:
+    """Bytes landing in one CTA's shared memory per k-tile: its whole A and B tiles, ``(BM + BN) 64 x 2``, with or
+    without a cluster (a multicast copy lands whole in every CTA of the cluster: it saves L2 reads, not what each SM
+    receives)."""
+    return (p.BM + p.BN) * p.BK * 2
+
+
 def round_terms_hopper(arch, p: HopperPoint, k: int, pipe: Pipeline, l2_hit: float,
                        store_bytes: float = 0.0) -> dict[str, float]:
     """Per-round cycles of every term for ``k`` co-resident CTAs each advancing one k-tile; ``store_bytes``: C bytes
     per CTA and round that asynchronous TMA stores write through L2 meanwhile (they share its bandwidth). The L2
     term counts the bytes a CTA reads from L2 (:func:`l2_ktile_bytes`: a cluster's shared operand once per
-    cluster); the DRAM term the part of them that misses L2 (``l2_hit`` of the grid's rasterization, over
-    cluster-sized tile blocks for a cluster)."""
+    cluster) at the SM's share of the L2 slices' bandwidth; the ingress term the bytes that land in its shared
+    memory (:func:`ingress_ktile_bytes`, unchanged by multicast) at the SM's own port
+    (``arch.l2_ingress_bytes_per_clk_sm``, else the same share); the DRAM term the part of the L2 reads that
+    misses L2 (``l2_hit`` of the grid's rasterization, over cluster-sized tile blocks for a cluster)."""
     mma = 2 * p.BM * p.BN * p.BK / arch.tensor_f16_f32_flop_per_clk_sm
     dram_per_sm = arch.dram_gb_s * 1e9 * arch.dram_efficiency / (arch.clock_ghz * 1e9) / arch.sm_count
-    return {"tensor": k * mma, "l2": k * (l2_ktile_bytes(p) + store_bytes) / (arch.l2_bytes_per_clk / arch.sm_count),
+    share = arch.l2_bytes_per_clk / arch.sm_count
+    port = arch.l2_ingress_bytes_per_clk_sm or share
+    return {"tensor": k * mma, "l2": k * (l2_ktile_bytes(p) + store_bytes) / share,
+            "ingress": k * ingress_ktile_bytes(p) / port,
             "dram": k * l2_ktile_bytes(p) * (1.0 - l2_hit) / dram_per_sm, "pipeline": pipe.per_tile,
             "fill": float(pipe.fill)}
 
@@ -656,10 +669,11 @@ def round_terms_hopper(arch, p: HopperPoint, k: int, pipe: Pipeline, l2_hit: flo
 def combine_hopper(t: dict[str, float]) -> tuple[float, str]:
     """``(round cycles, binding term)``: the throughput limits overlap as in the sm_80 model (an L4 norm,
     :data:`synth.search.model.OVERLAP_NORM`); one CTA's own pipeline is a floor (its latency overlaps
-    the other CTAs' work, not its own)."""
+    the other CTAs' work, not its own). The L2 path is the slower of its two stages in series, the slices' reads
+    (``l2``) and the SM's ingress (``ingress``), and binds as ``l2``."""
     from .model import OVERLAP_NORM
 
-    limits = (("tensor", t["tensor"]), ("l2", t["l2"]), ("dram", t["dram"]))
+    limits = (("tensor", t["tensor"]), ("l2", max(t["l2"], t.get("ingress", 0.0))), ("dram", t["dram"]))
     name, top = max(limits, key=lambda x: x[1])
     busy = sum(v ** OVERLAP_NORM for _, v in limits) ** (1.0 / OVERLAP_NORM) if top > 0 else 0.0
     if t["pipeline"] > busy:
@@ -765,7 +779,7 @@ def estimate_hopper(ctx, p: HopperPoint) -> HopperEstimate:
     wl, wf, _, _, _ = wave(r)
     lw = lw if p.persistent else wl
     ep_r = epis[k_bind] if k_bind in epis else epis[r]
-    shown = ("tensor", "l2", "dram", "pipeline", "fill")
+    shown = ("tensor", "l2", "ingress", "dram", "pipeline", "fill")
     return HopperEstimate(
         time_us=time_us, tflops=2.0 * M * N * K / (time_us * 1e-6) / 1e12, ctas=ctas, ctas_per_sm=r,
         occupancy_limit=limit, regs_per_thread=launch_registers(arch, 32 * p.warps), waves=waves,
@@ -791,5 +805,6 @@ __all__ = ["HopperPoint", "HopperConstraint", "HOPPER_CONSTRAINTS", "HopperEstim
            "launch_registers", "estimate_hopper", "auto_point", "round_terms_hopper", "combine_hopper",
            "clear_hopper_cache", "pipeline_evaluations", "VARIANTS", "hopper_variants", "fit_stages", "EpilogueCost",
            "epilogue_cost", "staging_wavefronts", "cluster_slots", "cluster_kernel_issue", "l2_ktile_bytes",
+           "ingress_ktile_bytes",
            "problem_takes_cluster", "store_cols", "NAME_LIMIT", "HOPPER_BM_SPACE", "HOPPER_BN_SPACE", "HOPPER_STAGES_SPACE",
            "HOPPER_KPIPE_SPACE", "HOPPER_BK", "C_BYTES", "HOPPER_SPLIT_BARRIERS", "hopper_split_issue"]

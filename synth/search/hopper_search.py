@@ -299,8 +299,8 @@ def why_hopper_variant(ctx, e: HopperEntry, clusters: bool = True) -> str:
 def why_hopper_cluster(ctx, base: HopperPoint, found: list[HopperEntry]) -> str:
     """The 2x1 and 1x2 clusters of ``base`` against its one-CTA-per-tile kernel (same epilogue: the register
     store): the L2 bytes a CTA reads per k-tile (the shared operand's tile once per cluster), the resulting L2 term
-    of a round, the grid rounded up to whole clusters (idle CTAs), the remote release in the refill round trip and
-    the two cluster barriers, and the two predictions (a gap below :data:`synth.search.explain.MODEL_ERROR` is a
+    of a round, the bytes each SM still receives (the whole tile) and their cycles at its L2 ingress port, the grid
+    rounded up to whole clusters (idle CTAs), the remote release in the refill round trip and the two cluster barriers, and the two predictions (a gap below :data:`synth.search.explain.MODEL_ERROR` is a
     tie within the model's error); or why no cluster of this tile is ranked."""
     one = next((f for f in found if f.point.cluster == "1x1" and not f.point.persistent
                 and f.point.epilogue == "register"), None)
@@ -322,9 +322,13 @@ def why_hopper_cluster(ctx, base: HopperPoint, found: list[HopperEntry]) -> str:
         grid = (f"{count} {axis} round up to {count + 1}: {s.idle_ctas} CTA{'s' if s.idle_ctas != 1 else ''} run "
                 "no tile (zero-filled loads) and take CTA slots" if s.idle_ctas else
                 f"{count} {axis}, an even count: no idle CTA")
+        port = ctx.arch.l2_ingress_bytes_per_clk_sm or ctx.arch.l2_bytes_per_clk / ctx.arch.sm_count
         text = (f"cluster {c} ({share} multicast): a CTA reads {s.l2_ktile_bytes / 1024:g} KiB per k-tile from L2 "
                 f"instead of {o.l2_ktile_bytes / 1024:g} ({share} once per pair), an L2 term of {tl2:,.0f} instead of "
-                f"{ol2:,.0f} cycles a round against {dict(s.terms).get('tensor', 0.0):,.0f} of wgmma; {grid}; "
+                f"{ol2:,.0f} cycles a round, but each SM still receives {o.l2_ktile_bytes / 1024:g} KiB (its own half of "
+                f"{share} and the peer's multicast half) through its {port:g} B/clk port, "
+                f"{dict(s.terms).get('ingress', 0.0):,.0f} cycles, against {dict(s.terms).get('tensor', 0.0):,.0f} of "
+                f"wgmma; {grid}; "
                 f"{s.ctas} CTAs in {s.waves} wave{'s' if s.waves != 1 else ''} of at most "
                 f"{cluster_slots(ctx.arch, s.ctas_per_sm, 2)} clusters of 2 (one CTA per tile: {o.waves}); the peer's "
                 "remote release adds "
@@ -504,8 +508,9 @@ def search_hopper(ctx, *, top: int = 5, references: bool = True, progress: Optio
 def above_published_note(ctx, cands) -> tuple[str, ...]:
     """A note (or none) naming the candidates predicted above the best published figure of the arch
     (:func:`synth.search.published.best_published`): the model is then outside the range its figures were checked
-    against. Only cluster kernels get there (docs/search.md, section 10, "Clusters"): their multicast halves the
-    shared operand's L2 reads, weighed against an L2 figure that errs low."""
+    against. No square or skinny shape of the tests gets there; a shape of whole waves and a long k-loop can, with
+    or without a cluster (1536x2816x65536: 132 tiles of 128x256 in one wave; docs/search.md, section 10, "What it
+    leaves out")."""
     from ..errors import SynthError
     from .published import best_published
 
@@ -519,9 +524,9 @@ def above_published_note(ctx, cands) -> tuple[str, ...]:
     names = ", ".join(f"#{c.rank} {c.label} {c.tflops:.1f}" for c in over)
     return (f"{len(over)} candidate{'s are' if len(over) > 1 else ' is'} predicted above the best published "
             f"{ctx.arch.name} figure, {cap:g} TFLOP/s ({source}): {names}. The model is outside the range its "
-            "figures were checked against there (a cluster's multicast halves its shared operand's L2 reads, "
-            "weighed against an L2 figure that errs low); read the margin over the other kernels as a tie within "
-            "the model's error, and --measure on a GPU",)
+            "figures were checked against there (whole waves and a long k-loop leave only the overlap of the wgmma "
+            "and L2 terms, and the L2 figure is not published); read the margin over the other kernels as a tie "
+            "within the model's error, and --measure on a GPU",)
 
 
 def hopper_context(M: int, N: int, K: int, dtype: str, arch):
