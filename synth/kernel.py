@@ -733,7 +733,7 @@ class HopperKernel:
     def _grid_ctas(self, M: int, N: int, K: int, ctas: Optional[int], wave: int) -> int:
         """A persistent kernel's grid (:func:`synth.emit.launch.persistent_ctas`; 0 for the others, which take
         no ``ctas``); raises :class:`KernelError`."""
-        from .emit.launch import persistent_ctas, persistent_ring
+        from .emit.launch import persistent_ctas, persistent_ring, tile_groups
 
         cfg, loc = self.config, Loc(self.path)
         if not cfg.persistent:
@@ -745,11 +745,14 @@ class HopperKernel:
         if tiles > INT_MAX:
             raise KernelError(loc, f"{tiles} output tiles: a persistent kernel counts its tiles in a C int",
                               f"use at most {INT_MAX} tiles of {cfg.bm} x {cfg.bn}")
+        # a cluster kernel's clusters walk cluster-sized tile groups (docs/hopper_cluster.md, "Persistent clusters")
+        groups = tile_groups(M, N, cfg.bm, cfg.bn, cfg.cluster_m, cfg.cluster_n)
         try:
-            P = persistent_ctas(tiles, wave, ctas)
+            P = persistent_ctas(groups, wave, ctas, cfg.cluster_size)
         except ValueError as e:
-            raise KernelError(loc, str(e), "pass ctas >= 1, or leave it out for one wave") from None
-        ring = persistent_ring(tiles, P, -(-K // cfg.bk))
+            raise KernelError(loc, str(e), f"pass ctas >= 1 (a multiple of {cfg.cluster_size}), or leave it out for "
+                              "one wave") from None
+        ring = persistent_ring(groups, P, -(-K // cfg.bk), cfg.cluster_size)
         if ring > INT_MAX:
             raise KernelError(loc, f"{P} CTA(s) over {tiles} tiles of {-(-K // cfg.bk)} k-tiles give a CTA {ring} "
                               "k-tile iterations, above the kernel's int", "use more CTAs (ctas=) or a smaller problem")

@@ -99,23 +99,49 @@ INT_MAX = 2**31 - 1
 """The largest C ``int``: M, N, K, a persistent grid and its ring trip count are passed or counted as one."""
 
 
-def persistent_ctas(tiles: int, wave: int, ctas: Optional[int] = None) -> int:
-    """The 1-D grid of a persistent sm_90a kernel (docs/hopper_kernel.md, "Persistent tiles") over ``tiles``
-    output tiles: ``ctas`` when given (any ``1 <= ctas <= 2**31 - 1``: CTAs beyond the tile count get no tile),
-    else one wave, ``wave`` CTAs (SMs x CTAs per SM; the kernel's ``setmaxnreg`` split takes a whole SM's
-    registers, so one per SM), at most ``tiles`` and at least 1. ValueError for a ``ctas`` outside its bounds."""
+def persistent_ctas(tiles: int, wave: int, ctas: Optional[int] = None, cluster: int = 1) -> int:
+    """The number of CTAs ``P`` of a persistent sm_90a kernel (docs/hopper_kernel.md, "Persistent tiles") over
+    ``tiles`` output tiles (a cluster kernel: ``tiles`` is its count of cluster-sized tile groups, and ``cluster``
+    its CTAs per cluster; docs/hopper_cluster.md, "Persistent clusters"): ``ctas`` when given (any
+    ``1 <= ctas <= 2**31 - 1`` that is a multiple of ``cluster``: CTAs beyond the tile count get no tile), else one
+    wave, ``wave`` CTAs (SMs x CTAs per SM; the kernel's ``setmaxnreg`` split takes a whole SM's registers, so one
+    per SM) in whole clusters, at most ``tiles`` clusters and at least one. ValueError for a ``ctas`` outside its
+    bounds or not a whole number of clusters."""
     if ctas is not None:
         if isinstance(ctas, bool) or not isinstance(ctas, int) or not 1 <= ctas <= INT_MAX:
             raise ValueError(f"ctas {ctas!r}: a persistent grid takes 1 .. {INT_MAX} CTAs")
+        if ctas % cluster:
+            raise ValueError(f"ctas {ctas}: a persistent grid of {cluster}-CTA clusters takes a multiple of "
+                             f"{cluster} CTAs")
         return ctas
-    return max(1, min(tiles, wave))
+    return cluster * max(1, min(tiles, wave // cluster))
 
 
-def persistent_ring(tiles: int, ctas: int, ktiles: int) -> int:
+def persistent_grid(ctas: int, cluster_m: int = 1, cluster_n: int = 1) -> tuple[int, int, int]:
+    """The launch grid of a persistent kernel of ``ctas`` CTAs (:func:`persistent_ctas`): ``(ctas, 1, 1)``, or for a
+    ``cluster_m x cluster_n`` cluster ``(ctas / (cluster_m cluster_n) * cluster_n, cluster_m, 1)`` (each cluster
+    ``cluster_n`` CTAs along x by all ``cluster_m`` of y, as ``__cluster_dims__(cluster_n, cluster_m, 1)`` groups
+    them; cluster ``q`` is ``blockIdx.x / cluster_n``). ValueError when ``ctas`` is not a whole number of clusters."""
+    size = cluster_m * cluster_n
+    if ctas < 1 or ctas % size:
+        raise ValueError(f"ctas {ctas}: a persistent grid of {size}-CTA clusters takes a positive multiple of {size}")
+    return ctas // size * cluster_n, cluster_m, 1
+
+
+def persistent_ring(tiles: int, ctas: int, ktiles: int, cluster: int = 1) -> int:
     """k-tile iterations of the busiest CTA of a persistent grid of ``ctas`` CTAs (``ceil(tiles / ctas)``
-    tiles of ``ktiles`` k-tiles): the kernel's ring trip count, a C ``int``, so at most ``2**31 - 1``."""
-    return -(-tiles // ctas) * ktiles
+    tiles of ``ktiles`` k-tiles; a cluster kernel: ``tiles`` tile groups over ``ctas / cluster`` clusters, each
+    CTA one tile of each of its cluster's groups): the kernel's ring trip count, a C ``int``, so at most
+    ``2**31 - 1``."""
+    return -(-tiles // (ctas // cluster)) * ktiles
 
 
-__all__ = ["Launch", "Param", "PARAM_TYPES", "gemm_launch", "persistent_ctas", "persistent_ring", "sm90_grid",
+def tile_groups(M: int, N: int, bm: int, bn: int, cluster_m: int = 1, cluster_n: int = 1) -> int:
+    """The cluster-sized tile groups of an ``M x N`` C in ``bm x bn`` tiles (``cluster_m`` tile rows by
+    ``cluster_n`` tile columns each; the tiles for ``1 x 1``): what a persistent grid's clusters walk."""
+    return -(-(-(-M // bm)) // cluster_m) * -(-(-(-N // bn)) // cluster_n)
+
+
+__all__ = ["Launch", "Param", "PARAM_TYPES", "gemm_launch", "persistent_ctas", "persistent_grid", "persistent_ring",
+           "sm90_grid", "tile_groups",
            "EMULATOR_SMS"]

@@ -55,13 +55,17 @@ def cluster_tile_of(bx: int, by: int, grid_x: int, grid_y: int, cluster_m: int, 
     return cm * cluster_m + by % cluster_m, cn * cluster_n + bx % cluster_n
 
 
-def cluster_cuda_lines(bm: int, bn: int, cluster_m: int, cluster_n: int) -> list[str]:
+def cluster_cuda_lines(bm: int, bn: int, cluster_m: int, cluster_n: int, group: str = "", groups_n: str = "",
+                       groups_m: str = "") -> list[str]:
     """:func:`cuda_lines` for a grid of clusters (:func:`cluster_tile_of`): ``const int m0, n0`` of this CTA's
-    tile (``bm`` x ``bn`` tiles), the grid's dimensions being multiples of the cluster's."""
+    tile (``bm`` x ``bn`` tiles), the grid's dimensions being multiples of the cluster's. ``group``, ``groups_n``,
+    ``groups_m`` (C expressions; a persistent grid's): the index of the cluster-sized tile group the cluster
+    computes (in grouped order, below ``groups_n * groups_m``) and the groups' columns and rows; default the
+    cluster's place in the grid (one group per cluster)."""
     return cuda_lines(
         cluster_m * bm, cluster_n * bn,
-        f"(blockIdx.y / {cluster_m}) * (gridDim.x / {cluster_n}) + blockIdx.x / {cluster_n}",
-        f"(gridDim.x / {cluster_n})", f"(gridDim.y / {cluster_m})")[:-2] + [
+        group or f"(blockIdx.y / {cluster_m}) * (gridDim.x / {cluster_n}) + blockIdx.x / {cluster_n}",
+        groups_n or f"(gridDim.x / {cluster_n})", groups_m or f"(gridDim.y / {cluster_m})")[:-2] + [
         f"// the cluster's block of {cluster_m} x {cluster_n} tiles; this CTA's tile at its offset in the cluster",
         f"const int m0 = (synth_first_m + (synth_pid % synth_in_group) % synth_rows) * {cluster_m * bm} + "
         f"(int)(blockIdx.y % {cluster_m}) * {bm};",

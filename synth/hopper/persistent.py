@@ -25,6 +25,7 @@ invalidates its barriers and uses none. Pure.
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 from typing import Mapping, Optional
 
@@ -32,6 +33,8 @@ from ..completion import ArriveStmt, TryWaitStmt
 from ..expr import Num, parse, to_z3
 from ..program import OpStmt
 from .ir import HopperProgram
+
+_CTA = re.compile(r"[0-9]+\Z")
 
 CANONICAL = "t * T"
 """The running count at the start of a CTA's tile ``t`` (``T`` k-tiles per tile)."""
@@ -131,17 +134,36 @@ def _smallest(solver, variables, rounds: int = 32):
     return model
 
 
+def _kind(role: str) -> str:
+    """A role's kind: its name without the CTA index that ends a cluster program's role names (``consumer1`` ->
+    ``consumer``; ``consumer`` as it is)."""
+    return _CTA.sub("", role)
+
+
+def role_carry(carry: Mapping[str, TileCarry], role: str) -> TileCarry:
+    """The carry of role ``role``: the one ``carry`` gives for its name, else for its kind (a carry given for
+    ``consumer`` is every CTA's consumer's in a cluster program), else the running count."""
+    return carry.get(role, carry.get(_kind(role), TileCarry()))
+
+
+def _cta_of(role: str) -> str:
+    """``'CTA c, '`` for a cluster program's role of CTA ``c`` (a counterexample names it), else ``''``."""
+    m = _CTA.search(role)
+    return f"CTA {int(m.group(0))}, " if m else ""
+
+
 def check_carry(program: HopperProgram, carry: Mapping[str, TileCarry], *, time_limit: float = 20.0) -> tuple[bool, str]:
-    """``(True, '')`` when, for every role, every barrier statement and smem access computes at every tile
-    ``t >= 0`` (body: k-tile ``0 <= k < T``; the ring's drain after the ``n``-th tile: ``t = n``) the slot
-    (and, for a wait, the parity) of the running count; else ``(False, counterexample)`` naming the role,
-    the statement, the barrier or buffer, the tile, the k-tile, ``T`` and both parities. Z3, ``t``, ``T``,
-    ``k`` symbolic (non-linear: ``t T``)."""
+    """``(True, '')`` when, for every role (each role of each CTA of a cluster program: :func:`role_carry` gives
+    its carry), every barrier statement and smem access computes at every tile ``t >= 0`` (body: k-tile
+    ``0 <= k < T``; the ring's drain after the ``n``-th tile: ``t = n``) the slot (and, for a wait, the parity)
+    of the running count; else ``(False, counterexample)`` naming the role (and its CTA), the statement, the
+    barrier or buffer, the tile, the k-tile, ``T`` and both parities. Z3, ``t``, ``T``, ``k`` symbolic
+    (non-linear: ``t T``)."""
     import z3
 
     t, T, k = z3.Int("t"), z3.Int("T"), z3.Int("k")
     for role, part, what, count, stages, phase, is_wait, guard in _barrier_uses(program):
-        c = carry.get(role, TileCarry())
+        c = role_carry(carry, role)
         if c.canonical:
             continue  # the kernel writes the ring program's own expressions
         base = t * T
@@ -175,8 +197,9 @@ def check_carry(program: HopperProgram, carry: Mapping[str, TileCarry], *, time_
         r = s.check()
         if r == z3.unsat:
             continue
+        who = f"{role} ({_cta_of(role)}carry slot {c.slot_base}, parity {c.parity_base}, flip {c.flip})"
         if r != z3.sat:
-            return False, f"{role}: {what}: undecided ({s.reason_unknown()})"
+            return False, f"{who}: {what}: undecided ({s.reason_unknown()})"
         m = _smallest(s, (t, T, k))
         val = lambda e: m.eval(e, model_completion=True).as_long()  # noqa: E731
         tile, kt, TT, g = val(t), val(k), val(T), val(cnt)
@@ -184,27 +207,28 @@ def check_carry(program: HopperProgram, carry: Mapping[str, TileCarry], *, time_
             if is_wait else ""
         where = f"k-tile {kt}" if part.name == "body" else f"drain step {kt} after the last tile"
         if val(ks) < 0 or (is_wait and val(kp) < 0):
-            return False, (f"{role} (carry slot {c.slot_base}, parity {c.parity_base}, flip {c.flip}): {what} at the "
-                           f"CTA's tile {tile}, {where}, T = {TT}: the carried count is negative (running count {g})")
-        return False, (f"{role} (carry slot {c.slot_base}, parity {c.parity_base}, flip {c.flip}): {what} at the CTA's "
-                       f"tile {tile}, {where}, T = {TT}: running count {g}, slot {val(ks) % stages} (should be "
-                       f"{g % stages}){par}")
+            return False, (f"{who}: {what} at the CTA's tile {tile}, {where}, T = {TT}: the carried count is "
+                           f"negative (running count {g})")
+        return False, (f"{who}: {what} at the CTA's tile {tile}, {where}, T = {TT}: running count {g}, slot "
+                       f"{val(ks) % stages} (should be {g % stages}){par}")
     return True, ""
 
 
 def tile_end_program(program: HopperProgram, kt: int, role: str = "consumer") -> HopperProgram:
     """The ring program with the kernel's tile end made explicit for ``kt`` k-tiles per tile: ``role``'s body
+    (and in a cluster program, that of every CTA's role of kind ``role``: ``consumer0``, ``consumer1``)
     gains, after its statements, a ``wait_group 0`` guarded ``i % kt == kt - 1`` (the drain before the C
-    store). ValueError when ``role`` has no body part or ``kt < 1``."""
+    store). ValueError when no such role exists, one has no body part, or ``kt < 1``."""
     import dataclasses
 
     from ..program import Wait, WaitStmt
 
     if kt < 1:
         raise ValueError(f"kt {kt}: a tile has at least one k-tile")
+    named = {r.name for r in program.roles if r.name == role or (r.name != _kind(r.name) and _kind(r.name) == role)}
     roles = []
     for r in program.roles:
-        if r.name == role:
+        if r.name in named:
             prog = r.program
             if not prog.parts or prog.parts[0].name != "body":
                 raise ValueError(f"role {role} has no body part")
@@ -215,7 +239,7 @@ def tile_end_program(program: HopperProgram, kt: int, role: str = "consumer") ->
             parts = (dataclasses.replace(body, stmts=stmts),) + tuple(prog.parts[1:])
             r = dataclasses.replace(r, program=dataclasses.replace(prog, parts=parts, waits=waits))
         roles.append(r)
-    if all(r.name != role for r in program.roles):
+    if not named:
         raise ValueError(f"no role {role}")
     return dataclasses.replace(program, roles=tuple(roles))
 
@@ -241,17 +265,34 @@ def check_tile_ends(program: HopperProgram, kts, *, time_limit: float = 20.0,
     return True, ""
 
 
+def is_cluster_ring(program: HopperProgram) -> bool:
+    """Whether ``program`` is a thread-block cluster's (its roles name their CTA: ``producer0``, ``consumer1``, ...,
+    as :func:`synth.lower.cluster.lower_hopper_cluster` writes them)."""
+    return any(r.name != _kind(r.name) for r in program.roles)
+
+
 def verify_persistent(program: HopperProgram, carry: Optional[Mapping[str, TileCarry]] = None, *,
-                      time_limit: float = 60.0, tile_ends=()) -> PersistentResult:
+                      time_limit: float = 60.0, tile_ends=(), cluster: Optional[bool] = None) -> PersistentResult:
     """The persistent kernel's proof (module docstring): the ring program for every ``N >= 1``
-    (:func:`synth.verify.phases.verify_hopper`), the tile carry of each role (default: the running count)
-    (a CTA with no tile skips both roles in the kernel: its barriers are initialized and invalidated, and
-    the ring proof's ``fence`` class covers those statements whatever the trip count); with ``tile_ends``
-    (k-tile counts per tile) also :func:`check_tile_ends` (``tile_end``)."""
+    (:func:`synth.verify.phases.verify_hopper`; a cluster program, ``cluster`` or by default
+    :func:`is_cluster_ring`, by :func:`synth.hopper.cluster.verify_cluster`: the barrier classes of every CTA's
+    roles and the cluster classes, the ring of each CTA of a cluster being one trip count ``N`` for all, as the
+    kernel's clusters take the same tile groups), the tile carry of each role of each CTA (default: the running
+    count) (a CTA with no tile skips both roles in the kernel: its barriers are initialized and invalidated, and
+    the ring proof's ``fence`` class covers those statements whatever the trip count; in a cluster both CTAs
+    skip alike); with ``tile_ends`` (k-tile counts per tile) also :func:`check_tile_ends` (``tile_end``: every
+    consumer role's)."""
     from ..verify.phases import verify_hopper
 
     carry = dict(carry or {})
-    ring = verify_hopper(program, time_limit=time_limit, tightness=False)
+    if cluster is None:
+        cluster = is_cluster_ring(program)
+    if cluster:
+        from .cluster import verify_cluster
+
+        ring = verify_cluster(program, time_limit=time_limit, tightness=False)
+    else:
+        ring = verify_hopper(program, time_limit=time_limit, tightness=False)
     checks = {"carry": check_carry(program, carry)}
     if tile_ends:
         checks["tile_end"] = check_tile_ends(program, tile_ends)
@@ -259,5 +300,5 @@ def verify_persistent(program: HopperProgram, carry: Optional[Mapping[str, TileC
 
 
 __all__ = ["TileCarry", "CARRY_MUTANTS", "CANONICAL", "PersistentResult", "check_carry", "check_tile_ends",
-           "tile_end_program", "tile_end_sizes",
+           "tile_end_program", "tile_end_sizes", "role_carry", "is_cluster_ring",
            "verify_persistent"]

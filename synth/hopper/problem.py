@@ -16,8 +16,9 @@ Keys of the Ampere flow that have no meaning here are refused with a fix rather 
 that differs from ``4 * (1 + BM / 64)``.
 
 ``cluster:`` (``1x1``, ``2x1``, ``1x2`` or ``auto``; docs/hopper_cluster.md) pairs two CTAs that share an
-operand tile; it is refused at its line with split-K, persistent tiles or ping-pong consumers (``auto`` ones
-are left to :mod:`synth.hopper.design`, which keeps a cluster to one CTA per tile).
+operand tile; with ``persistent: true`` the clusters walk cluster-sized tile groups; it is refused at its line
+with split-K or ping-pong consumers (``auto`` ones are left to :mod:`synth.hopper.design`, which keeps a cluster to
+one CTA per tile).
 """
 
 from __future__ import annotations
@@ -190,16 +191,16 @@ def _cluster(doc: LDict, split_k: int, persistent: bool, pingpong: bool, auto: t
                          "shares A), or remove it (1x1: no cluster)")
     if v == "1x1":
         return v
-    # persistent: auto / pingpong: auto are left to synth.hopper.design, which keeps to one CTA per tile here
+    # persistent: true is built (the clusters walk cluster-sized tile groups); persistent: auto / pingpong: auto are
+    # left to synth.hopper.design, which keeps a cluster to one CTA per tile
     clash = [(split_k > 1, "split_k", f"split_k = {split_k}", "use split_k: 1"),
-             (pingpong and "pingpong" not in auto, "pingpong", "ping-pong consumers", "remove pingpong:"),
-             (persistent and "persistent" not in auto, "persistent", "persistent tiles", "remove persistent:")]
+             (pingpong and "pingpong" not in auto, "pingpong", "ping-pong consumers", "remove pingpong:")]
     for bad, key, what, fix in clash:
         if bad:
             given = doc[key]
             word = ("true" if given else "false") if isinstance(given, bool) else given
             raise SynthError(loc, f"cluster {v} with {what} ({key}: {word} at line {doc.val_loc[key].line}) is not "
-                             "built: a cluster kernel runs one CTA pair per output tile pair, once "
+                             "built: a cluster kernel's CTA pair computes whole tiles with cooperative consumers "
                              "(docs/hopper_cluster.md, \"Not done\")", f"{fix}, or use cluster: 1x1")
     rows = tdims["BN"] if v == "2x1" else tdims["BM"]
     if rows % 16:  # each CTA loads half of the shared tile: whole 8-row swizzle atoms (Sm90Config.check)

@@ -151,7 +151,7 @@ def test_a_certificate_without_the_cluster_classes_is_refused(solved, tmp_path):
 @pytest.mark.parametrize("line, expect", [
     ("cluster: 3x1", "cluster '3x1': expected one of 1x1, 2x1, 1x2"),
     ("cluster: auto\nsplit_k: 2", "cluster: auto with split_k = 2: a cluster kernel has no split-K"),
-    ("cluster: 2x1\npersistent: true", "cluster 2x1 with persistent tiles (persistent: true at line 9)"),
+    ("cluster: 2x1\npingpong: true", "cluster 2x1 with ping-pong consumers (pingpong: true at line 9)"),
 ])
 def test_bad_cluster_values_exit_2_with_the_line(tmp_path, line, expect):
     text = PROBLEM.replace("cluster: 2x1", line)

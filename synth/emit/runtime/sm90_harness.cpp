@@ -2,7 +2,7 @@
 // CTAs of a cluster together; a kernel without SYNTH_CLUSTER_M/N: one CTA per cluster).
 // argv[1]: input (int32 M N K ldc lda ldb with_c order (0 forward, 1 reverse, 2 + seed random, 100000 starve,
 // 100001 + R CTA R first) block_order (0 launch order, 1 reversed, 2 + seed shuffled: of the clusters)
-// ctas (a persistent kernel's grid P; 0: one per tile),
+// ctas (a persistent kernel's grid P, a multiple of the cluster size; 0: one per tile or tile group),
 // float alpha beta, A, B as f16 bits, C_in);
 // argv[2]: C written as f32. One JSON line on stdout: ok, kind ("hang"/"fault"), message, stats.
 #include "kernel.cu"
@@ -58,11 +58,19 @@ int main(int argc, char** argv) {
 #define SYNTH_TMC
 #endif
   const unsigned tx = (N + SYNTH_BN - 1) / SYNTH_BN, ty = (M + SYNTH_BM - 1) / SYNTH_BM;
-  // a persistent kernel: a 1-D grid of P CTAs (h[9], default one per tile), whatever the tile count
   constexpr unsigned CN = SYNTH_CLUSTER_N, CM = SYNTH_CLUSTER_M;
+  // a persistent kernel: a grid of P CTAs (h[9], default one per tile, or per cluster-sized tile group of a cluster
+  // kernel), whatever the tile count: 1-D, or for clusters (P / (CM CN)) CN x CM, so that each cluster is CN CTAs
+  // along x by all CM of y; P a multiple of the cluster size
+  const unsigned groups = (tx + CN - 1) / CN * ((ty + CM - 1) / CM);
+  const unsigned P = h[9] > 0 ? unsigned(h[9]) : groups * CN * CM;
+  if (SYNTH_PERSISTENT && P % (CN * CM)) {
+    std::fprintf(stderr, "a persistent grid of %u CTAs is not a whole number of %u-CTA clusters\n", P, CN * CM);
+    return 2;
+  }
   // a cluster kernel's grid rounded up to whole clusters (the CTAs past C run the protocol, their stores clipped)
-  const unsigned gx = SYNTH_PERSISTENT ? unsigned(h[9] > 0 ? h[9] : tx * ty) : (tx + CN - 1) / CN * CN;
-  const unsigned gy = SYNTH_PERSISTENT ? 1u : (ty + CM - 1) / CM * CM;
+  const unsigned gx = SYNTH_PERSISTENT ? P / (CN * CM) * CN : (tx + CN - 1) / CN * CN;
+  const unsigned gy = SYNTH_PERSISTENT ? CM : (ty + CM - 1) / CM * CM;
   const unsigned gz = SYNTH_SPLIT_K;
   synth_emu::S().grid = {gx, gy, gz};
   // split-K: a NaN-filled workspace and zeroed tickets, which a launch must leave zeroed

@@ -13,8 +13,8 @@ Bounds (checked by :meth:`Sm90Config.check`): bm in {64, 128}; bn a multiple of 
 persistent without split-K or a load predicate; ping-pong persistent, at most 128 accumulators per thread; epilogue ``register`` or ``tma_store`` (without split-K), with
 1..4 staging buffers of ``64 x store_cols`` f32 per consumer warp group counted in the shared memory;
 cluster ``1x1``, ``2x1`` (two CTAs of one tile column share B) or ``1x2`` (two CTAs of one tile row share A),
-a cluster other than ``1x1`` without split-K, a load predicate, persistent tiles or ping-pong, and with the
-shared operand's rows (``bn`` for ``2x1``, ``bm`` for ``1x2``) splitting into halves of whole 8-row swizzle atoms.
+a cluster other than ``1x1`` without split-K, a load predicate or ping-pong (persistent: the clusters walk
+cluster-sized tile groups, docs/hopper_cluster.md "Persistent clusters"), and with the shared operand's rows (``bn`` for ``2x1``, ``bm`` for ``1x2``) splitting into halves of whole 8-row swizzle atoms.
 """
 
 from __future__ import annotations
@@ -222,7 +222,7 @@ class Sm90Config:
             raise ValueError(f"cluster {self.cluster!r}: expected one of {CLUSTERS}")
         if self.cluster != "1x1":
             for flag, why in ((self.split_k > 1, "split-K"), (self.load_when is not None, "a load predicate"),
-                              (self.persistent, "persistent tiles"), (self.pingpong, "ping-pong consumers")):
+                              (self.pingpong, "ping-pong consumers")):
                 if flag:
                     raise ValueError(f"cluster {self.cluster} with {why} is not built (docs/hopper_cluster.md, "
                                      "\"Not done\"): use cluster 1x1")

@@ -15,6 +15,7 @@ import hashlib
 import json
 import os
 import pathlib
+import re
 import shutil
 import subprocess
 import tempfile
@@ -129,10 +130,18 @@ def run_emulated(kernel_cu: str, A_bits: np.ndarray, B_bits: np.ndarray, C_in: O
     one at a time, their CTAs together, in ``block_order``: ``forward`` (launch order), ``reverse`` or
     ``shuffle:SEED`` of the clusters; a split-K
     kernel (``SYNTH_SPLIT_K > 1``) gets ``gridDim.z`` splits, a NaN-filled workspace and zeroed tickets; a
-    persistent kernel (``SYNTH_PERSISTENT``) a 1-D grid of ``ctas`` CTAs (0: one per tile; ignored by the
-    others). EmulatorError when it cannot run."""
+    persistent kernel (``SYNTH_PERSISTENT``) a grid of ``ctas`` CTAs (0: one per tile; a cluster kernel's: a
+    multiple of the cluster size, 0: one cluster per cluster-sized tile group; ignored by the others).
+    EmulatorError when it cannot run."""
     if not 0 <= ctas <= 1 << 20:
         raise EmulatorError(f"ctas {ctas}: expected 0 (one per tile) .. {1 << 20}")
+    size = 1
+    for axis in ("M", "N"):
+        m = re.search(rf"^#define SYNTH_CLUSTER_{axis} ([0-9]+)", kernel_cu, re.M)
+        size *= int(m.group(1)) if m else 1
+    if ctas % size and re.search(r"^#define SYNTH_PERSISTENT 1", kernel_cu, re.M):
+        raise EmulatorError(f"ctas {ctas}: a persistent grid of {size}-CTA clusters takes a multiple of {size} CTAs",
+                            f"pass ctas = {ctas + size - ctas % size} (whole clusters), or 0")
     if order not in ORDERS:
         raise EmulatorError(f"order {order!r}: expected one of {ORDERS}")
     kind, _, bseed = block_order.partition(":")

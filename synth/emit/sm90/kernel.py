@@ -50,6 +50,10 @@ SPLIT_BARRIER = 1
 """Named barrier (``bar.sync``) of the consumer warp groups in the split-K reduction (0 is __syncthreads)."""
 STORE_BARRIER = 2
 """Named barrier of consumer warp group ``cw`` in the TMA-store epilogue: ``STORE_BARRIER + cw`` (128 threads)."""
+SCHEDULERS = ("cluster", "cta")
+"""How a persistent cluster kernel counts a CTA's tiles: ``cluster`` (the kernel's) from its cluster's index, so
+the CTAs of a cluster take the same tile groups and run the same ring trip count; ``cta`` (a bug, for the
+emulator's test) from the CTA's own index, as the one-CTA scheduler, so peers may run different trip counts."""
 UNROLL_MAX = 16
 """Parts of a constant extent up to this are unrolled (wait counts become immediates)."""
 
@@ -297,7 +301,9 @@ class _Emit:
         return out
 
     def mutant_carry(self):
-        c = self.carry.get(self.role)
+        """The carry of the role being emitted (``self.role``): the one given for its name, else for its kind (a
+        cluster role ``consumer1`` takes a carry given for ``consumer``); None for the running count."""
+        c = self.carry.get(self.role, self.carry.get(re.sub(r"[0-9]+\Z", "", self.role)))
         return None if c is None or c.canonical else c
 
     def count_c(self, count: Expr, base: str) -> str:
@@ -511,8 +517,10 @@ class _Emit:
         else:
             mask, at, first = f"{sum(1 << d for d in g.dests):#x}", f"{h * part_bytes}", f"{h * rows}"
             into = "CTA(s) " + ", ".join(map(str, g.dests))
+        # a persistent CTA's ring iteration i is k-tile i - kb of its tile
+        k_tile = f"(int)(({c_expr(s0.iteration)}) - kb)" if cfg.persistent else c_expr(s0.iteration)
         body = [f"synth_tma_load_2d_multicast({dst} + (({self.slot_c(acc.version, acc.slot)}) % {cfg.stages}) * "
-                f"{slot_bytes} + {at}, &{tmap}, ({c_expr(s0.iteration)}) * {cfg.bk}, {origin} + {first}, "
+                f"{slot_bytes} + {at}, &{tmap}, ({k_tile}) * {cfg.bk}, {origin} + {first}, "
                 f"{self.bar(s0.barrier.barrier, s0.barrier.state)}, (uint16_t)({mask}));"
                 f"  // {', '.join(self.label(s.op) for s in g.stmts)}: part {self.rank(h) if self.relative else h} "
                 f"of {letter} ({rows} rows, {part_bytes} bytes) into {into}"]
@@ -576,7 +584,7 @@ class _Emit:
 
 
 def emit_sm90_kernel(cfg: Sm90Config, program: Optional[HopperProgram] = None, carry=None, store=None,
-                     order=None) -> str:
+                     order=None, scheduler: str = "cluster") -> str:
     """The ``kernel.cu`` text of ``cfg`` with its synchronization taken from ``program``
     (default: the proven lowering ``cfg.program()``). ValueError when the program is not of the
     shape this emitter knows (roles ``producer`` of 1 warp group and ``consumer`` of
@@ -590,7 +598,10 @@ def emit_sm90_kernel(cfg: Sm90Config, program: Optional[HopperProgram] = None, c
     program (roles ``producer{c}``, ``consumer{c}`` for each CTA ``c``, its barriers and buffers naming their CTA);
     ValueError for a statement the cluster kernel cannot be (a wait on another CTA's barrier, a copy into
     another CTA that is not a part of the shared operand's box, a part whose bytes are not the half box, ...),
-    docs/hopper_cluster.md "The kernel"."""
+    docs/hopper_cluster.md "The kernel". A persistent cluster ``cfg``: the grid's clusters walk cluster-sized
+    tile groups, each CTA's roles the ring over its cluster's groups (docs/hopper_cluster.md, "Persistent
+    clusters"); ``carry`` keys may name a role (``consumer1``) or a role kind (``consumer``: every CTA's);
+    ``scheduler`` (:data:`SCHEDULERS`) ``cta`` writes the scheduler bug of the emulator's test."""
     cfg.check()
     p = program if program is not None else cfg.program()
     if store is not None and cfg.epilogue != "tma_store":
@@ -604,6 +615,10 @@ def emit_sm90_kernel(cfg: Sm90Config, program: Optional[HopperProgram] = None, c
         order = order_program(False)
     if carry and not cfg.persistent:
         raise ValueError("a tile carry applies to a persistent kernel only")
+    if scheduler not in SCHEDULERS:
+        raise ValueError(f"scheduler {scheduler!r}: expected one of {SCHEDULERS}")
+    if scheduler != "cluster" and not (cfg.persistent and cfg.cluster_size > 1):
+        raise ValueError(f"scheduler {scheduler!r} applies to a persistent cluster kernel only")
     roles = {r.name: r for r in p.roles}
     n = cfg.cluster_size
     if n > 1:
@@ -702,7 +717,37 @@ def emit_sm90_kernel(cfg: Sm90Config, program: Optional[HopperProgram] = None, c
         off += 8 * b.slots
     if off + 1024 > cfg.smem_bytes:
         raise ValueError("the program's barriers do not fit the shared memory of the configuration")
-    if cfg.persistent:
+    if cfg.persistent and n > 1:
+        cm, cn = cfg.cluster_m, cfg.cluster_n
+        head += [
+            f"  const int KT = (K + {cfg.bk - 1}) / {cfg.bk};  // k-tiles per output tile",
+            "  if (K < 1) return;",
+            f"  const int tiles_n = (N + {cfg.bn - 1}) / {cfg.bn}, tiles_m = (M + {cfg.bm - 1}) / {cfg.bm};",
+            f"  // persistent clusters: the tiles in groups of {cm} x {cn} (a cluster's), a group's tiles outside C "
+            "computed and clipped",
+            f"  const int groups_n = (tiles_n + {cn - 1}) / {cn}, groups_m = (tiles_m + {cm - 1}) / {cm};",
+            "  const int groups = groups_n * groups_m;",
+            f"  // the grid is (P / {n}) * {cn} x {cm} CTAs: cluster q = blockIdx.x / {cn} of Q = gridDim.x / {cn} takes "
+            "groups q, q + Q, ...",
+            f"  const int cluster_q = (int)blockIdx.x / {cn}, clusters = (int)gridDim.x / {cn};",
+        ]
+        if scheduler == "cluster":
+            head += [
+                "  // from the CLUSTER's index: every CTA of the cluster takes the same groups, so the same tile count",
+                "  // and ring trip count T (peers with different trip counts sharing barriers deadlock)",
+                "  const int n_tiles = cluster_q < groups ? (groups - 1 - cluster_q) / clusters + 1 : 0;",
+            ]
+        else:  # the bug: each CTA counts its tiles from its own index, as the one-CTA scheduler does
+            head += [
+                "  const int tiles = tiles_n * tiles_m, cta_b = (int)(blockIdx.y * gridDim.x + blockIdx.x);",
+                "  const int n_tiles = cta_b < tiles ? (tiles - 1 - cta_b) / (int)(gridDim.x * gridDim.y) + 1 : 0;"
+                "  // BUG (scheduler 'cta'): the CTA's own index",
+            ]
+        head += [
+            "  // the program's trip count: the CTA's ring of every k-tile of every tile it takes (state never reset)",
+            "  const int T = n_tiles * KT;",
+        ]
+    elif cfg.persistent:
         head += [
             f"  const int KT = (K + {cfg.bk - 1}) / {cfg.bk};  // k-tiles per output tile",
             "  if (K < 1) return;",
@@ -734,7 +779,10 @@ def emit_sm90_kernel(cfg: Sm90Config, program: Optional[HopperProgram] = None, c
         _cluster_sync_stmts(e, p.setup)
         if not (p.setup and isinstance(p.setup[-1], ClusterSyncStmt)):
             e.w(1, "synth_syncthreads();")
-        _cluster_roles(e, cfg, p)
+        if cfg.persistent:
+            _persistent_cluster_roles(e, cfg, p)
+        else:
+            _cluster_roles(e, cfg, p)
         e.w(1, "// ---- teardown")
         if not (p.teardown and isinstance(p.teardown[0], ClusterSyncStmt)):
             e.w(1, "synth_syncthreads();")
@@ -786,46 +834,53 @@ def _cluster_sync_stmts(e: _Emit, stmts) -> None:
         e.w(1, "}")
 
 
-def _cluster_roles(e: _Emit, cfg: Sm90Config, p: HopperProgram) -> None:
-    """The roles of a cluster CTA (one tile, docs/hopper_cluster.md "The kernel"): warp group 0's elected thread runs
-    role ``producer{crank}``, the consumer warp groups role ``consumer{crank}``. When the roles of a kind, written
-    relative to the running CTA (:attr:`_Emit.relative`), are the same text for both CTAs (the program is symmetric
-    under their swap), one body for every CTA; otherwise each CTA's roles as they are in its own
-    ``if (crank == c)`` (a mutant that differs per CTA is emitted as it is). The tile from
-    :func:`synth.emit.raster.cluster_cuda_lines`."""
-    tile = cluster_cuda_lines(cfg.bm, cfg.bn, cfg.cluster_m, cfg.cluster_n)
-
-    def body(depth: int, kind: str, c: int, relative: bool) -> list[str]:
+def _per_cta(e: _Emit, cfg: Sm90Config, depth: int, kind: str, emit_role) -> None:
+    """The roles of kind ``kind`` of a cluster program, each CTA's written by ``emit_role(depth, role name)`` with
+    ``e.cta`` the CTA: when their texts written relative to the running CTA (:attr:`_Emit.relative`) are the same
+    for every CTA (the program is symmetric under the swap of the CTAs), one block run by every CTA; otherwise
+    each CTA's role as it is, in its own ``if (crank == c)`` (a mutant that differs per CTA is emitted as it is)."""
+    def body(d: int, c: int, relative: bool) -> list[str]:
         saved, e.lines = e.lines, []
         e.cta, e.relative = c, relative
-        prog = p.role(f"{kind}{c}").program
-        for pt in prog.parts:
-            e.part(depth, kind, pt, prog.waits)
+        emit_role(d, f"{kind}{c}")
         out, e.lines = e.lines, saved
         e.cta, e.relative = None, False
         return out
 
-    def per_cta(depth: int, kind: str) -> None:
-        n = cfg.cluster_size
-        if n == 2:
-            same = [body(depth + 1, kind, c, True) for c in range(n)]
-            if all(x == same[0] for x in same):  # the roles of CTA 1 are CTA 0's with the CTAs swapped
-                e.w(depth, f"{{  // every CTA: role {kind}<crank>, written relative to this CTA (crank) and its peer "
-                           "(crank ^ 1)")
-                e.lines += same[0]
-                e.w(depth, "}")
-                return
-        for c in range(n):
-            e.w(depth, f"{'if' if c == 0 else '} else if'} (crank == {c}u) {{  // CTA {c}: role {kind}{c}")
-            e.lines += body(depth + 1, kind, c, False)
-        e.w(depth, "}")
+    n = cfg.cluster_size
+    if n == 2:
+        same = [body(depth + 1, c, True) for c in range(n)]
+        if all(x == same[0] for x in same):  # the roles of CTA 1 are CTA 0's with the CTAs swapped
+            e.w(depth, f"{{  // every CTA: role {kind}<crank>, written relative to this CTA (crank) and its peer "
+                       "(crank ^ 1)")
+            e.lines += same[0]
+            e.w(depth, "}")
+            return
+    for c in range(n):
+        e.w(depth, f"{'if' if c == 0 else '} else if'} (crank == {c}u) {{  // CTA {c}: role {kind}{c}")
+        e.lines += body(depth + 1, c, False)
+    e.w(depth, "}")
+
+
+def _cluster_roles(e: _Emit, cfg: Sm90Config, p: HopperProgram) -> None:
+    """The roles of a cluster CTA (one tile, docs/hopper_cluster.md "The kernel"): warp group 0's elected thread runs
+    role ``producer{crank}``, the consumer warp groups role ``consumer{crank}`` (:func:`_per_cta`). The tile from
+    :func:`synth.emit.raster.cluster_cuda_lines`."""
+    tile = cluster_cuda_lines(cfg.bm, cfg.bn, cfg.cluster_m, cfg.cluster_n)
+
+    def parts(kind: str):
+        def emit_role(depth: int, role: str) -> None:
+            prog = p.role(role).program
+            for pt in prog.parts:
+                e.part(depth, kind, pt, prog.waits)
+        return emit_role
 
     e.w(1, "if (wg == 0) {")
     e.w(2, f"synth_setmaxnreg_dec<{PRODUCER_REGS}>();")
     e.w(2, "if (wt == 0) {  // one elected thread issues the producer's statements")
     for line in tile:
         e.w(3, line)
-    per_cta(3, "producer")
+    _per_cta(e, cfg, 3, "producer", parts("producer"))
     e.w(2, "}")
     e.w(1, "} else {")
     e.w(2, f"synth_setmaxnreg_inc<{cfg.consumer_regs}>();")
@@ -833,7 +888,7 @@ def _cluster_roles(e: _Emit, cfg: Sm90Config, p: HopperProgram) -> None:
     _consumer_registers(e, cfg)
     e.w(2, "#pragma unroll")
     e.w(2, f"for (int j = 0; j < {cfg.bn // 2}; ++j) acc[j] = 0.0f;")
-    per_cta(2, "consumer")
+    _per_cta(e, cfg, 2, "consumer", parts("consumer"))
     for line in tile:
         e.w(2, line)
     if e.store is not None:
@@ -843,65 +898,83 @@ def _cluster_roles(e: _Emit, cfg: Sm90Config, p: HopperProgram) -> None:
     e.w(1, "}")
 
 
-def _persistent_roles(e: _Emit, cfg: Sm90Config, prod, cons) -> None:
-    """The roles of a persistent CTA: each runs the ring program's body once per tile (``i = kb + k``, ``kb``
-    the running count at the tile start) and its epilogue once after the last tile; the consumers drain
-    their wgmma groups (``wait_group 0``) and store C at each tile's end. A CTA with no tile skips both."""
-    tile_lines = ["const int tile = (int)blockIdx.x + t * (int)gridDim.x;",
-                  *raster_lines(cfg.bm, cfg.bn, "tile", "tiles_n", "tiles_m")]
-
-    pingpong = e.order is not None
-
-    def ring(depth: int, role: str, program, per_tile_head, per_tile_tail) -> None:
-        e.role = role
-        body, rest = program.parts[0], program.parts[1:]
-        if pingpong and role == "consumer":
-            e.w(depth, "for (int t = cw; t < n_tiles; t += 2) {  // ping-pong: this warp group's turns, tiles t = 2 j + cw")
-        else:
-            e.w(depth, "for (int t = 0; t < n_tiles; ++t) {")
-        e.w(depth + 1, "const unsigned kb = (unsigned)t * (unsigned)KT;  // the running count at this tile's start "
-                       "(carried, never reset)")
-        e.carry_lines(depth + 1)
-        for line in per_tile_head:
-            e.w(depth + 1, line)
-        # the ring's iteration as the loop variable, unsigned: ptxas then unrolls the loop with slots and parities
-        # as shifts and masks (from t = 0, k it was 10.9 instructions per HGMMA at 128x128, with it 6.6)
-        e.w(depth + 1, f"// ---- {role} body: the ring's iterations kb .. kb + KT - 1 (k-tile {body.var} - kb)")
-        e.w(depth + 1, f"for (unsigned {body.var} = kb; {body.var} < kb + (unsigned)KT; ++{body.var}) {{")
-        for st in body.stmts:
-            e.stmt(depth + 2, role, st, program.waits)
-        e.w(depth + 1, "}")
-        for line in per_tile_tail:
-            e.w(depth + 1, line) if isinstance(line, str) else e.lines.extend(line)
-        e.w(depth, "}")
-        if rest:
-            if pingpong and role == "consumer":
-                e.w(depth, "if ((n_tiles - 1) % 2 == cw) {  // after the last tile, by the warp group that took it: "
-                           "the ring's epilogue")
-            else:
-                e.w(depth, "{  // after the last tile: the ring's epilogue")
-            if e.mutant_carry() is not None:
-                e.w(depth + 1, "const int t = n_tiles;")
-                e.w(depth + 1, "const unsigned kb = (unsigned)T;")
-                e.carry_lines(depth + 1)
-            for pt in rest:
-                e.part(depth + 1, role, pt, program.waits)
-            e.w(depth, "}")
-        e.role = ""
-
-    e.w(1, "if (n_tiles > 0) {  // a CTA with no tile initializes and invalidates its barriers, nothing else")
+def _persistent_cluster_roles(e: _Emit, cfg: Sm90Config, p: HopperProgram) -> None:
+    """The roles of a persistent cluster CTA (docs/hopper_cluster.md, "Persistent clusters"): each CTA's roles
+    (:func:`_per_cta`) run the ring over the ``n_tiles`` tile groups of its cluster (:func:`_ring`: the ring
+    program's body once per tile, its epilogue after the last), its tile in each group at its offset in the
+    cluster (:func:`synth.emit.raster.cluster_cuda_lines` of the group); the consumers drain and store C at each
+    tile's end. A cluster without a group skips both roles in both CTAs alike."""
+    tile_lines = ["const int group = cluster_q + t * clusters;  // the cluster's t-th tile group",
+                  *cluster_cuda_lines(cfg.bm, cfg.bn, cfg.cluster_m, cfg.cluster_n, "group", "groups_n", "groups_m")]
+    e.w(1, "if (n_tiles > 0) {  // a cluster with no tile group initializes and invalidates its barriers, "
+           "nothing else")
     e.w(1, "if (wg == 0) {")
     e.w(2, f"synth_setmaxnreg_dec<{PRODUCER_REGS}>();")
     e.w(2, "if (wt == 0) {  // one elected thread issues the producer's statements")
-    ring(3, "producer", prod, tile_lines, [])
+    _per_cta(e, cfg, 3, "producer",
+             lambda depth, role: _ring(e, depth, role, "producer", p.role(role).program, tile_lines, []))
     e.w(2, "}")
     e.w(1, "} else {")
     e.w(2, f"synth_setmaxnreg_inc<{cfg.consumer_regs}>();")
-    if pingpong:
-        e.w(2, "const int cw = wg - 1;  // consumer warp group: whole 64-row tiles, every other one of the CTA's")
-    else:
-        e.w(2, "const int cw = wg - 1;  // consumer warp group: rows cw * 64 .. + 63 of the tile")
+    e.w(2, "const int cw = wg - 1;  // consumer warp group: rows cw * 64 .. + 63 of the tile")
     _consumer_registers(e, cfg)
+    zero, tail = _consumer_tile_end(e, cfg, tile_lines, indent="    ")
+    _per_cta(e, cfg, 2, "consumer",
+             lambda depth, role: _ring(e, depth, role, "consumer", p.role(role).program, zero, tail))
+    if e.store is not None:
+        e.lines += _store_drain(e.store)
+    e.w(1, "}")
+    e.w(1, "}")
+
+
+def _ring(e: _Emit, depth: int, role: str, kind: str, program, per_tile_head, per_tile_tail) -> None:
+    """Role ``role`` (of kind ``producer`` or ``consumer``) of a persistent CTA: the ring program's body once per
+    tile (``i = kb + k``, ``kb`` the running count at the tile start), ``per_tile_head`` before it and
+    ``per_tile_tail`` after it (lines, or lists of lines taken as they are), then the ring's epilogue once after
+    the last tile."""
+    pingpong = e.order is not None
+    e.role = role
+    body, rest = program.parts[0], program.parts[1:]
+    if pingpong and kind == "consumer":
+        e.w(depth, "for (int t = cw; t < n_tiles; t += 2) {  // ping-pong: this warp group's turns, tiles t = 2 j + cw")
+    else:
+        e.w(depth, "for (int t = 0; t < n_tiles; ++t) {")
+    e.w(depth + 1, "const unsigned kb = (unsigned)t * (unsigned)KT;  // the running count at this tile's start "
+                   "(carried, never reset)")
+    e.carry_lines(depth + 1)
+    for line in per_tile_head:
+        e.w(depth + 1, line)
+    # the ring's iteration as the loop variable, unsigned: ptxas then unrolls the loop with slots and parities
+    # as shifts and masks (from t = 0, k it was 10.9 instructions per HGMMA at 128x128, with it 6.6)
+    e.w(depth + 1, f"// ---- {e.label(role)} body: the ring's iterations kb .. kb + KT - 1 (k-tile {body.var} - kb)")
+    e.w(depth + 1, f"for (unsigned {body.var} = kb; {body.var} < kb + (unsigned)KT; ++{body.var}) {{")
+    for st in e.grouped(body.stmts):
+        e.stmt(depth + 2, kind, st, program.waits)
+    e.w(depth + 1, "}")
+    for line in per_tile_tail:
+        e.w(depth + 1, line) if isinstance(line, str) else e.lines.extend(line)
+    e.w(depth, "}")
+    if rest:
+        if pingpong and kind == "consumer":
+            e.w(depth, "if ((n_tiles - 1) % 2 == cw) {  // after the last tile, by the warp group that took it: "
+                       "the ring's epilogue")
+        else:
+            e.w(depth, "{  // after the last tile: the ring's epilogue")
+        if e.mutant_carry() is not None:
+            e.w(depth + 1, "const int t = n_tiles;")
+            e.w(depth + 1, "const unsigned kb = (unsigned)T;")
+            e.carry_lines(depth + 1)
+        for pt in rest:
+            e.part(depth + 1, kind, pt, program.waits)
+        e.w(depth, "}")
+    e.role = ""
+
+
+def _consumer_tile_end(e: _Emit, cfg: Sm90Config, tile_lines: list[str], indent: str = "  "):
+    """``(head, tail)`` of a persistent consumer's tile: the accumulators zeroed before its main loop; after it the
+    wgmma drain (ping-pong: the order program's statements), the tile's ``m0``, ``n0`` and C (lists of lines are
+    taken as they are: each line of C's epilogue indented by ``indent``)."""
+    pingpong = e.order is not None
     zero = ["#pragma unroll", f"for (int j = 0; j < {cfg.row_blocks * cfg.bn // 2}; ++j) acc[j] = 0.0f;"]
     rows = "0" if pingpong else "cw * 64"
     subtiles = cfg.bn // cfg.store_cols
@@ -915,18 +988,38 @@ def _persistent_roles(e: _Emit, cfg: Sm90Config, prod, cons) -> None:
                     _store_lines(cfg, e.store, f"{first} + {r * subtiles}u", rows=str(64 * r)))
             c_lines += ["    {  // rows " + f"{64 * r} .. {64 * r + 63} of the tile"] + \
                 [ln.replace("acc[", f"acc[{r * cfg.bn // 2} + ") for ln in part] + ["    }"]
+    c_lines = [indent + ln for ln in c_lines]
     if pingpong:
         # the order program's statements around the main loop: its waits before it, its drain (wait_group 0) and
         # the arrive that hands the ring to the other warp group after it; then C, overlapping the other's loop
-        zero = _order_lines(e, "head") + zero
-        tail = [*_order_lines(e, "tail"), *tile_lines,
-                [("  " * 1) + ln if ln.startswith("#") else "  " + ln for ln in c_lines]]
+        return _order_lines(e, "head") + zero, [*_order_lines(e, "tail"), *tile_lines, c_lines]
+    # the tile's end: every wgmma group complete before the accumulators are read (wait_group 0 only completes
+    # more groups than the ring program's own waits), then C from registers as in the one-tile kernel
+    return zero, ["synth_wgmma_wait_n<0>();  // the tile's accumulators are complete", *tile_lines, c_lines]
+
+
+def _persistent_roles(e: _Emit, cfg: Sm90Config, prod, cons) -> None:
+    """The roles of a persistent CTA: each runs the ring program's body once per tile (``i = kb + k``, ``kb``
+    the running count at the tile start) and its epilogue once after the last tile; the consumers drain
+    their wgmma groups (``wait_group 0``) and store C at each tile's end. A CTA with no tile skips both."""
+    tile_lines = ["const int tile = (int)blockIdx.x + t * (int)gridDim.x;",
+                  *raster_lines(cfg.bm, cfg.bn, "tile", "tiles_n", "tiles_m")]
+    pingpong = e.order is not None
+    e.w(1, "if (n_tiles > 0) {  // a CTA with no tile initializes and invalidates its barriers, nothing else")
+    e.w(1, "if (wg == 0) {")
+    e.w(2, f"synth_setmaxnreg_dec<{PRODUCER_REGS}>();")
+    e.w(2, "if (wt == 0) {  // one elected thread issues the producer's statements")
+    _ring(e, 3, "producer", "producer", prod, tile_lines, [])
+    e.w(2, "}")
+    e.w(1, "} else {")
+    e.w(2, f"synth_setmaxnreg_inc<{cfg.consumer_regs}>();")
+    if pingpong:
+        e.w(2, "const int cw = wg - 1;  // consumer warp group: whole 64-row tiles, every other one of the CTA's")
     else:
-        # the tile's end: every wgmma group complete before the accumulators are read (wait_group 0 only completes
-        # more groups than the ring program's own waits), then C from registers as in the one-tile kernel
-        tail = ["synth_wgmma_wait_n<0>();  // the tile's accumulators are complete",
-                *tile_lines, [("  " * 1) + ln if ln.startswith("#") else "  " + ln for ln in c_lines]]
-    ring(2, "consumer", cons, zero, tail)
+        e.w(2, "const int cw = wg - 1;  // consumer warp group: rows cw * 64 .. + 63 of the tile")
+    _consumer_registers(e, cfg)
+    zero, tail = _consumer_tile_end(e, cfg, tile_lines)
+    _ring(e, 2, "consumer", "consumer", cons, zero, tail)
     if e.store is not None:
         e.lines += _store_drain(e.store)
     e.w(1, "}")
@@ -1224,9 +1317,14 @@ def _epilogue(cfg: Sm90Config, split: str = "", rows: str = "cw * 64") -> list[s
     ]
 
 
-def emit_proven(cfg: Sm90Config, *, time_limit: float = 60.0):
-    """``(kernel.cu text, HopperReport)`` for ``cfg.program()`` once :func:`synth.verify.phases.verify_hopper`
-    proves it for every ``T >= 1``; SynthError naming the refuted obligations otherwise (nothing emitted)."""
+def emit_proven(cfg: Sm90Config, *, time_limit: float = 60.0, carry=None):
+    """``(kernel.cu text, report)`` for ``cfg.program()`` once it is proven for every ``T >= 1``: by
+    :func:`synth.verify.phases.verify_hopper` (a ``HopperReport``), or for a cluster by
+    :func:`synth.hopper.cluster.verify_cluster` (a ``ClusterReport``: the barrier classes of every CTA's roles and
+    the cluster classes); a persistent ``cfg`` also needs the tile carry of every role (of every CTA) that the
+    kernel is emitted with (``carry``, role or role kind -> :class:`synth.hopper.persistent.TileCarry`; default the
+    running count) proven by :func:`synth.hopper.persistent.check_carry`. SynthError naming what is refuted
+    otherwise (nothing emitted)."""
     from ...errors import SynthError
     from ...verify.phases import verify_hopper
 
@@ -1240,7 +1338,14 @@ def emit_proven(cfg: Sm90Config, *, time_limit: float = 60.0):
     if not report.ok:
         raise SynthError(None, f"the Hopper program of {cfg} is not proven:\n{report.render()}",
                          "use another configuration or raise the time limit")
-    return emit_sm90_kernel(cfg, p), report
+    if cfg.persistent:  # each tile's state carried from the previous one, for every role of every CTA
+        from ...hopper.persistent import check_carry
+
+        ok, why = check_carry(p, dict(carry or {}), time_limit=time_limit)
+        if not ok:
+            raise SynthError(None, f"the tile carry of the persistent kernel of {cfg} is not proven: {why}",
+                             "emit the kernel with the running count's carry (carry=None)")
+    return emit_sm90_kernel(cfg, p, carry=carry), report
 
 
-__all__ = ["emit_sm90_kernel", "emit_proven", "KERNEL"]
+__all__ = ["emit_sm90_kernel", "emit_proven", "KERNEL", "SCHEDULERS"]

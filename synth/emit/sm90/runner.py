@@ -306,11 +306,12 @@ def sm90_params(dev: CudaDevice, cfg: Sm90Config, dA: int, dB: int, dC: int, dCi
         ws = dev.alloc(4 * workspace_floats(M, N, cfg.bm, cfg.bn, cfg.split_k))
         tickets = dev.upload(np.zeros(ticket_count(M, N, cfg.bm, cfg.bn, cfg.split_k), np.uint32))
         params += [Param("workspace", "ptr", ws), Param("tickets", "ptr", tickets)]
-    if cfg.persistent:
-        from ..launch import persistent_ctas
+    if cfg.persistent:  # a cluster kernel's clusters walk cluster-sized tile groups
+        from ..launch import persistent_ctas, persistent_grid, tile_groups
 
-        tiles = -(-N // cfg.bn) * -(-M // cfg.bm)
-        return params, (persistent_ctas(tiles, dev.attribute("MULTIPROCESSOR_COUNT"), ctas), 1, 1)
+        groups = tile_groups(M, N, cfg.bm, cfg.bn, cfg.cluster_m, cfg.cluster_n)
+        P = persistent_ctas(groups, dev.attribute("MULTIPROCESSOR_COUNT"), ctas, cfg.cluster_size)
+        return params, persistent_grid(P, cfg.cluster_m, cfg.cluster_n)
     from ..launch import sm90_grid
 
     # a cluster kernel (__cluster_dims__ in kernel.cu): this plain launch is a cluster launch, on a grid rounded up
