@@ -237,3 +237,70 @@ def test_the_persistent_cluster_kernel_compiles_for_sm90a():
 def test_persistent_cluster_kernels_compile_for_sm90a(cfg):
     f = _sass(cfg)
     assert f["insn_per_hgmma"] <= 11.25, f
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# from a problem file: solve, verify, certify
+# ---------------------------------------------------------------------------------------------------------------
+
+PROBLEM = """\
+name: pcl
+kind: gemm
+shape: {M: 384, N: 64, K: 512}
+dtype: f16
+tile: {BM: 64, BN: 64, BK: 64}
+arch: sm_90
+mainloop: tma_wgmma
+cluster: 2x1
+persistent: true
+stages: 2
+k_pipe_mmas: 1
+"""
+
+
+@pytest.fixture(scope="module")
+def solved(tmp_path_factory):
+    from synth.api import solve
+
+    d = tmp_path_factory.mktemp("pcl")
+    (d / "pcl.yaml").write_text(PROBLEM)
+    solve(str(d / "pcl.yaml"), out=str(d / "out"), time_limit=60)
+    return d / "out"
+
+
+def test_solve_verify_certify_a_persistent_cluster_problem(solved):
+    import json
+
+    from synth.api import certify, verify
+
+    text = (solved / "verify.txt").read_text()
+    assert "persistent tiles:" in text and "thread-block cluster 2x1" in text and "REFUTED" not in text
+    assert "cluster_q" in (solved / "kernel.cu").read_text()
+    manifest = json.loads((solved / "certificate" / "manifest.json").read_text())
+    assert manifest["persistent"] is True and manifest["cluster"]
+    # the carry obligations of every role of both CTAs, re-derived by the independent checker
+    names = {p.name for p in (solved / "certificate").iterdir()}
+    for role in ("producer0", "producer1", "consumer0", "consumer1"):
+        assert any(f"-carry-shape-{role}." in n for n in names), role
+    assert verify(str(solved)).ok
+    res = certify(str(solved))
+    assert res.ok and "cluster classes" in res.render(), res.render()
+
+
+@pytest.mark.slow
+@NEEDS_GXX
+def test_the_solved_folder_runs_any_whole_cluster_grid(solved):
+    import numpy as np
+
+    import synth.kernel
+    from synth.kernel import KernelError
+
+    k = synth.kernel.load(str(solved), backend="emulator")
+    rng = np.random.default_rng(1)
+    A = rng.standard_normal((384, 200)).astype(np.float16)  # 6 tile rows: 3 groups (odd) on 2 clusters
+    B = rng.standard_normal((64, 200)).astype(np.float16)
+    ref = A.astype(np.float32) @ B.astype(np.float32).T
+    for ctas in (None, 2, 4, 10):
+        assert np.abs(k(A, B, ctas=ctas) - ref).max() < 1e-3, ctas
+    with pytest.raises(KernelError, match="multiple of 2"):
+        k(A, B, ctas=3)
