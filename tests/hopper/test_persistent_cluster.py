@@ -66,6 +66,25 @@ def test_the_grid_is_whole_clusters():
     assert persistent_ring(9, 4, 3, cluster=2) == 5 * 3  # 9 groups on 2 clusters: 5 groups of 3 k-tiles
 
 
+def test_the_runner_launches_a_grid_of_whole_clusters():
+    from types import SimpleNamespace
+
+    from synth.emit.sm90 import runner
+    from tests.test_run import FakeDriver
+
+    # 3 x 3 tiles of 128 x 64: 2 x 3 groups of a 2x1 cluster (one CTA of the last group row outside C)
+    for cl, ctas, grid in (("2x1", None, (6, 2, 1)), ("2x1", 4, (2, 2, 1)), ("1x2", None, (12, 1, 1)),
+                           ("1x1", None, (9, 1, 1))):
+        cfg = Sm90Config(bm=128, bn=64, stages=2, cluster=cl, persistent=True)
+        dev = SimpleNamespace(cu=FakeDriver(None), attribute=lambda name: 132)
+        _, g = runner.sm90_params(dev, cfg, 1 << 32, 2 << 32, 3 << 32, None, M=300, N=130, K=128, alpha=1.0,
+                                  beta=0.0, ctas=ctas)
+        assert g == grid, (cl, ctas, g)
+    with pytest.raises(ValueError, match="multiple of 2"):
+        runner.sm90_params(dev, Sm90Config(bm=128, bn=64, stages=2, cluster="2x1", persistent=True), 1 << 32,
+                           2 << 32, 3 << 32, None, M=300, N=130, K=128, alpha=1.0, beta=0.0, ctas=5)
+
+
 # ---------------------------------------------------------------------------------------------------------------
 # the proof: the cluster ring for every T and the carry of every role of every CTA
 # ---------------------------------------------------------------------------------------------------------------
