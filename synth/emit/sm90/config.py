@@ -73,7 +73,9 @@ class Sm90Config:
     persistent: bool = False
     """A grid of any ``P >= 1`` CTAs walks the output tiles (grouped raster order, CTA ``b`` takes tiles
     ``b, b + P, ...``) with the pipeline state carried across its tiles (docs/hopper_kernel.md,
-    "Persistent tiles"); False: one CTA per tile."""
+    "Persistent tiles"); with a cluster, ``P`` a multiple of its size and cluster ``q`` of ``P / 2`` takes the
+    cluster-sized tile groups ``q, q + P / 2, ...`` (docs/hopper_cluster.md, "Persistent clusters"); False: one
+    CTA per tile."""
     pingpong: bool = False
     """Two consumer warp groups take the persistent CTA's tiles in turn, each a whole ``64 x bn`` tile
     (``bm`` 64), their main loops serialized by the order barrier (docs/hopper_pingpong.md); needs
