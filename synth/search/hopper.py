@@ -76,7 +76,8 @@ class HopperPoint:
     cluster: str = "1x1"
     """Thread-block cluster (``Sm90Config.cluster``): ``1x1`` none, ``2x1`` two CTAs of one tile column sharing
     (multicasting) the B tile, ``1x2`` two CTAs of one tile row sharing A (docs/hopper_cluster.md); one CTA per
-    tile, never split, persistent or ping-pong (the kernel refuses them)."""
+    tile, never split or ping-pong (the kernel refuses them) and never persistent here (the kernel builds persistent
+    clusters, docs/hopper_cluster.md; this model does not price them, so :data:`VARIANTS` has none)."""
 
     @property
     def BK(self) -> int:
