@@ -90,9 +90,15 @@ DESIGNS = (
         "name: h90-128x128x64", "name: h90-128x128x64-persistent-tmastore") + "persistent: true\nepilogue: tma_store\n"),
     ("h90-64x256x64-pingpong", HOPPER_DEFAULT[1].replace("name: h90-128x128x64", "name: h90-64x256x64-pingpong")
      .replace("BM: 128, BN: 128", "BM: 64, BN: 256") + "pingpong: true\n"),
+    (HOPPER_DEFAULT[0] + "-cluster2x1", HOPPER_DEFAULT[1].replace("name: h90-128x128x64",
+                                                                  "name: h90-128x128x64-cluster2x1")
+     + "cluster: 2x1\n"),
+    (HOPPER_DEFAULT[0] + "-persistent-cluster2x1", HOPPER_DEFAULT[1].replace(
+        "name: h90-128x128x64", "name: h90-128x128x64-persistent-cluster2x1") + "persistent: true\ncluster: 2x1\n"),
 )
 """The folders ``prepare`` writes: the sm_80 designs, the default Hopper (sm_90a) folder, its split-K 2, its
-persistent form, its persistent form with the TMA-store epilogue, and a ping-pong kernel of 64x256 tiles."""
+persistent form, its persistent form with the TMA-store epilogue, a ping-pong kernel of 64x256 tiles, and the
+default's 2x1 thread-block cluster (B multicast), one tile pair per cluster and persistent."""
 REDUCED = (
     _gemm("s80-64x64x32-s3", "{BM: 64, BN: 64, BK: 32}", 4, 3, shape=256),
     HOPPER_DEFAULT,
