@@ -130,7 +130,8 @@ def test_the_tile_count_comes_from_the_cluster_index():
     body = text.split('extern "C"', 1)[1]
     (n_line,) = [ln.strip() for ln in body.splitlines() if "const int n_tiles =" in ln]
     assert n_line == "const int n_tiles = cluster_q < groups ? (groups - 1 - cluster_q) / clusters + 1 : 0;"
-    assert "const int cluster_q = (int)blockIdx.x / 1, clusters = (int)gridDim.x / 1;" in body
+    assert "const int cluster_q = (int)blockIdx.x, clusters = (int)gridDim.x;" in body  # 2x1: one CTA along x
+    assert "const int groups_n = tiles_n, groups_m = (tiles_m + 1) / 2;" in body
     # each CTA's tile at its offset in its cluster's group: the peer's the other tile row (2x1)
     assert "const int group = cluster_q + t * clusters;" in body and "(int)(blockIdx.y % 2) * 64" in body
     # one body per role kind for both CTAs (relative to crank), the ring over the tiles inside it

@@ -719,17 +719,23 @@ def emit_sm90_kernel(cfg: Sm90Config, program: Optional[HopperProgram] = None, c
         raise ValueError("the program's barriers do not fit the shared memory of the configuration")
     if cfg.persistent and n > 1:
         cm, cn = cfg.cluster_m, cfg.cluster_n
+
+        def per(x: str, c: int) -> str:  # x / c rounded up (C text)
+            return x if c == 1 else f"({x} + {c - 1}) / {c}"
+
+        def over(x: str, c: int) -> str:  # x / c (C text)
+            return x if c == 1 else f"{x} / {c}"
         head += [
             f"  const int KT = (K + {cfg.bk - 1}) / {cfg.bk};  // k-tiles per output tile",
             "  if (K < 1) return;",
             f"  const int tiles_n = (N + {cfg.bn - 1}) / {cfg.bn}, tiles_m = (M + {cfg.bm - 1}) / {cfg.bm};",
             f"  // persistent clusters: the tiles in groups of {cm} x {cn} (a cluster's), a group's tiles outside C "
             "computed and clipped",
-            f"  const int groups_n = (tiles_n + {cn - 1}) / {cn}, groups_m = (tiles_m + {cm - 1}) / {cm};",
+            f"  const int groups_n = {per('tiles_n', cn)}, groups_m = {per('tiles_m', cm)};",
             "  const int groups = groups_n * groups_m;",
             f"  // the grid is (P / {n}) * {cn} x {cm} CTAs: cluster q = blockIdx.x / {cn} of Q = gridDim.x / {cn} takes "
             "groups q, q + Q, ...",
-            f"  const int cluster_q = (int)blockIdx.x / {cn}, clusters = (int)gridDim.x / {cn};",
+            f"  const int cluster_q = {over('(int)blockIdx.x', cn)}, clusters = {over('(int)gridDim.x', cn)};",
         ]
         if scheduler == "cluster":
             head += [
