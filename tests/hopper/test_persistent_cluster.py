@@ -13,6 +13,8 @@ import shutil
 from collections import Counter
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from synth.emit import sass
 from synth.emit.launch import persistent_ctas, persistent_grid, persistent_ring, tile_groups
@@ -172,6 +174,16 @@ def test_persistent_clusters_compute_c(k):
     assert r.stats["multicasts"] == 2 * groups * kt and r.stats["multicast_copies"] == 2 * r.stats["multicasts"]
     assert r.stats["remote_arrivals"] == 2 * groups * kt
     assert r.stats["cluster_syncs"] == 2 * (P // 2)  # setup and teardown of each cluster, none per tile
+
+
+@NEEDS_GXX
+@settings(max_examples=40 if EXPLORE else 4, deadline=None)
+@given(st.integers(1, 400), st.integers(1, 300), st.integers(1, 40), st.integers(1, 8), st.sampled_from(
+    ["forward", "random", "cta0_first", "cta1_first"]), st.sampled_from(["2x1", "1x2"]))
+def test_any_grid_of_whole_clusters_computes_c(M, N, k8, clusters, order, cluster):
+    cfg = Sm90Config(bm=64, bn=64, stages=2, k_pipe_mmas=1, cluster=cluster, persistent=True)
+    r = _emulate(emit_sm90_kernel(cfg), M, N, 8 * k8, ctas=2 * clusters, order=order, with_c=True, beta=0.5)
+    assert r.ok, (M, N, 8 * k8, clusters, order, r.summary())
 
 
 SLOW_RUNS = [
