@@ -26,7 +26,9 @@ A cluster configuration (``cfg.cluster`` ``2x1`` or ``1x2``) takes the cluster p
 its own CTA's roles (one body relative to ``crank`` when the program is symmetric under the swap of the
 CTAs), a statement on another CTA's barrier is a remote arrive through ``mapa``, a run of one producer's
 copies of its part of the shared operand into several CTAs is one multicast copy with their mask, and
-setup and teardown hold the cluster barriers (docs/hopper_cluster.md, "The kernel").
+setup and teardown hold the cluster barriers (docs/hopper_cluster.md, "The kernel"). A persistent cluster
+configuration runs each CTA's roles as the persistent ring over its cluster's cluster-sized tile groups, the tile
+count from the cluster's index (docs/hopper_cluster.md, "Persistent clusters").
 """
 
 from __future__ import annotations
