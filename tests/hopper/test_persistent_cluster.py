@@ -143,7 +143,8 @@ def test_the_tile_count_comes_from_the_cluster_index():
     assert "(int)((i) - kb)) * 64, n0 + (int)crank * 32," in body  # the multicast: k-tile i - kb of this tile
     # a carry mutant of one CTA's role: the CTAs differ, each emitted as it is
     one = emit_sm90_kernel(CFG, carry={"consumer1": CARRY_MUTANTS["second_tile_parity_flip"]})
-    cta0 = one[one.index("if (crank == 0u) {  // CTA 0: role consumer0"):one.index("} else if (crank == 1u) {  // CTA 1: role consumer1")]
+    start = one.index("if (crank == 0u) {  // CTA 0: role consumer0")
+    cta0 = one[start:one.index("} else if (crank == 1u) {  // CTA 1: role consumer1")]
     assert "(mutant)" not in cta0
     assert "(mutant)" in one.split("// CTA 1: role consumer1")[1]
 
