@@ -767,7 +767,8 @@ class HopperKernel:
 
     def __call__(self, A, B, C=None, *, alpha: float = 1.0, beta: float = 0.0,
                  ctas: Optional[int] = None) -> np.ndarray:
-        """``alpha A B^T (+ beta C)``; ``ctas``: a persistent kernel's grid (any ``>= 1``; default one wave:
+        """``alpha A B^T (+ beta C)``; ``ctas``: a persistent kernel's grid (any ``>= 1``, a multiple of the cluster
+        size for a cluster kernel; default one wave:
         the GPU's SMs, or :data:`synth.emit.launch.EMULATOR_SMS` on the emulator, at most the tile count)."""
         loc = Loc(self.path)
         a, b, C, (M, N, K) = self.check(A, B, C, alpha=alpha, beta=beta, ctas=ctas)
