@@ -198,7 +198,7 @@ def test_an_emitter_that_cannot_build_the_cluster_kernel_writes_nothing(tmp_path
 def test_the_example_problem_is_a_2x1_cluster():
     from synth.load import load_problem
 
-    g = load_problem(str(PROBLEMS / "gemm_sm90_cluster.yaml"))
+    g = load_problem(str(PROBLEMS / "gemm-hopper-cluster-128x128x64-f16.yaml"))
     assert g.cluster == "2x1" and (g.BM, g.BN) == (128, 128)
 
 
