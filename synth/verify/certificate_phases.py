@@ -56,46 +56,38 @@ def _file_name(n: int, oid: str) -> str:
     return f"{n:03d}-" + re.sub(r"[^A-Za-z0-9_.]+", "-", oid.replace("<-", "-from-")).strip("-") + ".smt2"
 
 
-def persistent_flag(directory: str) -> bool:
-    """Whether the output folder holding the certificate folder ``directory`` is a persistent kernel's:
-    the flag of its ``problem.yaml`` as the trusted checker reads it
-    (:func:`synth.trusted.hopper.read_persistent_flag`) when a ``program.json`` sits beside it too
-    (as ``synth certify`` reads it), else False. :class:`~synth.errors.SynthError` (``problem.yaml``,
-    the line, the fix; exit status 2) when the trusted reader cannot read the key: the certificate
-    would not certify."""
+def _folder_key(directory: str, reader, key: str):
+    """The value ``reader`` (a trusted line reader: ``(bytes, path) -> value``) finds in the ``problem.yaml`` of the
+    output folder holding the certificate folder ``directory`` when a ``program.json`` sits beside it too (as
+    ``synth certify`` reads it), else None. :class:`~synth.errors.SynthError` (``problem.yaml``, the line, the fix;
+    exit status 2) when the reader refuses ``key``: the certificate would not certify."""
     parent = os.path.dirname(os.path.abspath(directory))
     path = os.path.join(parent, trusted_certify.PROBLEM)
     if not (os.path.lexists(path) and os.path.lexists(os.path.join(parent, PROGRAM))):
-        return False
+        return None
     try:
-        return read_persistent_flag(read_regular(path, MAX_FLAG_BYTES), path)
-    except HopperInputError as e:
-        line = e.path.rpartition(":")[2]
+        return reader(read_regular(path, MAX_FLAG_BYTES), path)
+    except (HopperInputError, FlagError) as e:
+        line = str(getattr(e, "path", None) or getattr(e, "where", "")).rpartition(":")[2]
         raise SynthError(Loc(trusted_certify.PROBLEM, int(line) if line.isdigit() else 0, 1),
-                         f"{e.msg}: the certificate's checker (synth certify) reads the persistent flag with its own "
+                         f"{e.msg}: the certificate's checker (synth certify) reads the {key} with its own "
                          "line reader", e.fix) from None
     except OSError as e:
         raise SynthError(Loc(path), f"cannot read: {e.strerror or e}", "write the output folder again") from None
+
+
+def persistent_flag(directory: str) -> bool:
+    """Whether the output folder holding the certificate folder ``directory`` is a persistent kernel's:
+    the flag of its ``problem.yaml`` as the trusted checker reads it
+    (:func:`synth.trusted.hopper.read_persistent_flag`), see :func:`_folder_key`."""
+    return bool(_folder_key(directory, read_persistent_flag, "persistent flag"))
 
 
 def cluster_flag(directory: str) -> bool:
     """Whether the output folder holding the certificate folder ``directory`` declares a thread-block cluster
-    (``cluster: 2x1`` or ``1x2`` in its ``problem.yaml``, read by :func:`synth.trusted.flags.read_cluster_flag`)
-    when a ``program.json`` sits beside it too (as ``synth certify`` reads it), else False. SynthError (exit
-    status 2) when that reader refuses the key."""
-    parent = os.path.dirname(os.path.abspath(directory))
-    path = os.path.join(parent, trusted_certify.PROBLEM)
-    if not (os.path.lexists(path) and os.path.lexists(os.path.join(parent, PROGRAM))):
-        return False
-    try:
-        return read_cluster_flag(read_regular(path, MAX_FLAG_BYTES), path) in ("2x1", "1x2")
-    except FlagError as e:
-        line = e.where.rpartition(":")[2]
-        raise SynthError(Loc(trusted_certify.PROBLEM, int(line) if line.isdigit() else 0, 1),
-                         f"{e.msg}: the certificate's checker (synth certify) reads the cluster key with its own "
-                         "line reader", e.fix) from None
-    except OSError as e:
-        raise SynthError(Loc(path), f"cannot read: {e.strerror or e}", "write the output folder again") from None
+    (``cluster: 2x1`` or ``1x2`` in its ``problem.yaml``, read by :func:`synth.trusted.flags.read_cluster_flag`),
+    see :func:`_folder_key`."""
+    return _folder_key(directory, read_cluster_flag, "cluster key") in ("2x1", "1x2")
 
 
 def write_hopper_certificate(report: HopperReport, directory: str, *, cvc5_check: bool = True,
