@@ -4,12 +4,13 @@ epilogue, one CTA or a thread-block cluster (docs/hopper_design.md).
 A problem may leave any of ``persistent``, ``pingpong``, ``epilogue`` and ``cluster`` to synth by writing
 ``auto`` (:attr:`synth.hopper.problem.HopperGemm.auto`). :func:`choose_design` enumerates the designs its pins
 allow (:func:`candidate_designs`: ping-pong needs ``BM`` 64 and a persistent grid; the TMA-store epilogue
-``N`` a multiple of 4; neither split-K; a ``2x1`` or ``1x2`` cluster one CTA per tile, no split-K, and a
-kernel the emitter builds), gives each its own CP-SAT pipeline choice (stages and
+``N`` a multiple of 4; neither split-K; a ``2x1`` or ``1x2`` cluster, one CTA per tile or persistent, no
+ping-pong or split-K, and a kernel the emitter builds), gives each its own CP-SAT pipeline choice (stages and
 ``K_PIPE_MMAS`` under its shared memory: staging slots and order barriers count) and its predicted time on
 the problem's shape by the search's model (:func:`synth.search.hopper.estimate_hopper`: waves or a
 persistent grid, the epilogue hidden by the other warp group's main loop or by the next tile's, the TMA
-store's staging writes, the shared operand read once per cluster), and lets CP-SAT pick the one of least
+store's staging writes, the shared operand read once per cluster, a persistent grid of whole clusters walking
+cluster-sized tile groups), and lets CP-SAT pick the one of least
 predicted time (ties: the simpler design, fewer of persistent, ping-pong, TMA store, cluster). The answer is optimal for that model; the model's own error
 (docs/search.md) is larger than the gaps between designs at many shapes, which ``schedule.json`` shows by
 listing every candidate's prediction.
@@ -39,7 +40,7 @@ class Design:
     def label(self) -> str:
         grid = "ping-pong" if self.pingpong else "persistent" if self.persistent else "one CTA per tile"
         if self.cluster != "1x1":
-            grid = f"{self.cluster} cluster"
+            grid = ("persistent " if self.persistent else "") + f"{self.cluster} cluster"
         return grid + (" + TMA store" if self.epilogue == "tma_store" else "")
 
     @property
@@ -74,8 +75,9 @@ def legal(g: HopperGemm, d: Design) -> Optional[str]:
         return f"out_dtype {g.out_dtype} is stored by the TMA-store epilogue only"
     if d.epilogue == "tma_store" and g.N % 4:
         return f"N = {g.N}: a TMA store needs a row stride that is a multiple of 16 bytes"
-    if d.cluster != "1x1" and (d.persistent or d.pingpong or g.split_k > 1):
-        return f"a {d.cluster} cluster runs one CTA per tile, without split-K (docs/hopper_cluster.md)"
+    if d.cluster != "1x1" and (d.pingpong or g.split_k > 1):
+        return (f"a {d.cluster} cluster runs one CTA per tile or a persistent grid of whole clusters, without "
+                "ping-pong or split-K (docs/hopper_cluster.md)")
     return None
 
 
@@ -124,7 +126,8 @@ def choose_design(g: HopperGemm, pipeline, *, time_limit: float = 10.0) -> Desig
         except SynthError:
             continue  # its shared memory leaves no stage: not a candidate
         if d.cluster != "1x1" and "cluster" in g.auto and \
-                cluster_kernel_issue(g.BM, g.BN, ch.stages, ch.k_pipe_mmas, g.dtype, d.epilogue, d.cluster):
+                cluster_kernel_issue(g.BM, g.BN, ch.stages, ch.k_pipe_mmas, g.dtype, d.epilogue, d.cluster,
+                                     gd.persistent):
             continue  # a cluster kernel the emitter does not build is never chosen
         p = HopperPoint(g.BM, g.BN, ch.stages, ch.k_pipe_mmas, split_k=g.split_k, persistent=gd.persistent,
                         epilogue=d.epilogue, pingpong=d.pingpong, cluster=d.cluster)

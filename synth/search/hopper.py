@@ -17,7 +17,8 @@ and DRAM traffic with the grid's rasterization
 (:func:`synth.search.model.traffic`), occupancy, waves, fill, epilogue and launch. A persistent
 point (``persistent=True``) runs one wave of CTAs walking the tiles: its prologue once per CTA, every
 tile's epilogue, and per tile boundary the TMA round trip the epilogue does not hide (docs/search.md,
-section 10, "Persistent tiles"). A ping-pong point (``pingpong=True``, ``BM = 64``) has two consumer warp groups
+section 10, "Persistent tiles"); a persistent cluster point one wave of whole clusters, each walking cluster-sized
+tile groups with the same per-tile terms (docs/search.md, section 10, "Clusters"). A ping-pong point (``pingpong=True``, ``BM = 64``) has two consumer warp groups
 alternating on the persistent CTA's tiles, each one's epilogue under the other's main loop; a TMA-store point
 (``epilogue="tma_store"``) stages C in shared memory (at the SM's shared-memory bandwidth, with the slot
 layout's bank conflicts) and writes it asynchronously (docs/search.md, section 10, "Ping-pong and the
@@ -75,9 +76,9 @@ class HopperPoint:
     (docs/hopper_pingpong.md; needs ``persistent`` and a tile ``Sm90Config.check`` builds). False: cooperative."""
     cluster: str = "1x1"
     """Thread-block cluster (``Sm90Config.cluster``): ``1x1`` none, ``2x1`` two CTAs of one tile column sharing
-    (multicasting) the B tile, ``1x2`` two CTAs of one tile row sharing A (docs/hopper_cluster.md); one CTA per
-    tile, never split or ping-pong (the kernel refuses them) and never persistent here (the kernel builds persistent
-    clusters, docs/hopper_cluster.md; this model does not price them, so :data:`VARIANTS` has none)."""
+    (multicasting) the B tile, ``1x2`` two CTAs of one tile row sharing A (docs/hopper_cluster.md); never split or
+    ping-pong (the kernel refuses them). With ``persistent``: a grid of whole clusters walking cluster-sized tile
+    groups (docs/hopper_cluster.md, "Persistent clusters")."""
 
     @property
     def BK(self) -> int:
@@ -116,10 +117,11 @@ class HopperPoint:
 
     @property
     def variant(self) -> str:
-        """The schedule and epilogue in words: ``one CTA per tile``, ``persistent``, ``ping-pong``, each with
-        ``+ TMA store`` for the TMA-store epilogue."""
-        grid = "ping-pong" if self.pingpong else "persistent" if self.persistent else \
-            f"{self.cluster} cluster" if self.cluster != "1x1" else "one CTA per tile"
+        """The schedule and epilogue in words: ``one CTA per tile``, ``persistent``, ``ping-pong``, ``2x1 cluster``
+        (one CTA per tile), ``persistent 2x1 cluster``, each with ``+ TMA store`` for the TMA-store epilogue."""
+        grid = "ping-pong" if self.pingpong else "persistent" if self.persistent else "one CTA per tile"
+        if self.cluster != "1x1":
+            grid = ("persistent " if self.persistent else "") + f"{self.cluster} cluster"
         return grid + (" + TMA store" if self.epilogue == "tma_store" else "")
 
     @property
@@ -269,16 +271,17 @@ def _c_kernel(ctx, p: HopperPoint) -> Optional[str]:
 
 @functools.lru_cache(maxsize=None)
 def cluster_kernel_issue(BM: int, BN: int, stages: int, k_pipe: int, dtype: str, epilogue: str,
-                         cluster: str) -> Optional[str]:
+                         cluster: str, persistent: bool = False) -> Optional[str]:
     """None when the sm_90a emitter builds this cluster kernel (:func:`synth.emit.sm90.kernel.emit_sm90_kernel` of
-    its ``Sm90Config`` returns a kernel), else the emitter's reason. A configuration the emitter cannot build is
-    never ranked. Cached per process (a few milliseconds per configuration)."""
+    its ``Sm90Config`` returns a kernel; ``persistent``: the persistent cluster kernel), else the emitter's reason.
+    A configuration the emitter cannot build is never ranked. Cached per process (a few milliseconds per
+    configuration)."""
     from ..emit.sm90.config import Sm90Config
     from ..emit.sm90.kernel import emit_sm90_kernel
 
     try:
         emit_sm90_kernel(Sm90Config(bm=BM, bn=BN, stages=stages, k_pipe_mmas=k_pipe, dtype=dtype, epilogue=epilogue,
-                                    cluster=cluster))
+                                    cluster=cluster, persistent=persistent))
     except Exception as e:  # noqa: BLE001 -- whatever stops the emitter, the kernel is not built: never ranked
         return f"the sm_90a emitter does not build it yet ({str(e).splitlines()[0] if str(e) else type(e).__name__})"
     return None
@@ -295,7 +298,7 @@ def _c_cluster(ctx, p: HopperPoint) -> Optional[str]:
     if slots < 1:
         return (f"{ctx.arch.name} ({ctx.arch.sm_count} SMs of {ctx.arch.sms_per_tpc} per TPC) has no GPC slot for a "
                 f"cluster of {p.cluster_size} CTAs at {r}/SM")
-    return cluster_kernel_issue(p.BM, p.BN, p.stages, p.k_pipe_mmas, ctx.dtype, p.epilogue, p.cluster)
+    return cluster_kernel_issue(p.BM, p.BN, p.stages, p.k_pipe_mmas, ctx.dtype, p.epilogue, p.cluster, p.persistent)
 
 
 HOPPER_CONSTRAINTS: tuple[HopperConstraint, ...] = (
@@ -384,11 +387,12 @@ VARIANTS: tuple[tuple[bool, bool, str, str], ...] = (
     (False, False, "register", "1x1"), (True, False, "register", "1x1"), (True, False, "tma_store", "1x1"),
     (False, False, "tma_store", "1x1"), (True, True, "register", "1x1"), (True, True, "tma_store", "1x1"),
     (False, False, "register", "2x1"), (False, False, "register", "1x2"), (False, False, "tma_store", "2x1"),
-    (False, False, "tma_store", "1x2"))
+    (False, False, "tma_store", "1x2"), (True, False, "register", "2x1"), (True, False, "register", "1x2"),
+    (True, False, "tma_store", "2x1"), (True, False, "tma_store", "1x2"))
 """``(persistent, pingpong, epilogue, cluster)`` of the variants ranked for every evaluated point: one CTA per tile,
-persistent, persistent + TMA store, one CTA per tile + TMA store, ping-pong and ping-pong + TMA store, and the 2x1
-and 1x2 clusters (one CTA per tile, either epilogue), each where the kernel builds it (docs/search.md, section
-10)."""
+persistent, persistent + TMA store, one CTA per tile + TMA store, ping-pong and ping-pong + TMA store, the 2x1
+and 1x2 clusters (one CTA per tile, either epilogue) and the persistent 2x1 and 1x2 clusters (either epilogue), each
+where the kernel builds it (docs/search.md, section 10)."""
 
 
 def hopper_variants(ctx, p: HopperPoint) -> list[HopperPoint]:
@@ -566,7 +570,8 @@ class HopperEstimate(WaveEstimate):
     idle_ctas: int = 0
     """CTAs of the launched grid that compute no tile: the grid is rounded up to whole clusters along the cluster's
     axis (a 2x1 cluster over an odd count of tile rows adds one CTA per tile column); they still run the whole
-    protocol on zero-filled loads and take a CTA slot."""
+    protocol on zero-filled loads and take a CTA slot. Persistent cluster: the tiles of the cluster-sized tile
+    groups that lie outside C (computed on zero-filled loads by a CTA of the group's cluster)."""
     l2_ktile_bytes: int = 0
     """Bytes one CTA reads from L2 per k-tile: its A and B boxes, the shared operand's half only in a cluster (the
     other half arrives by the peer's multicast)."""
@@ -733,9 +738,14 @@ def estimate_hopper(ctx, p: HopperPoint) -> HopperEstimate:
     prologue = SETUP_BARRIERS * arch.barrier_cycles + syncs + pipe.fill
     hidden = drain = 0.0
     if p.persistent:
-        P = min(tiles, per_wave)
+        # P CTAs in whole clusters (one wave: per_wave is whole clusters), at most one cluster per cluster-sized
+        # tile group; each cluster walks groups q, q + Q, ... (a group is one tile without a cluster), so the tail
+        # is counted in groups, as synth.emit.launch.persistent_ctas launches it
+        groups = ctas // (cs * S)
+        Q = max(1, min(groups, per_wave // cs))
+        P = Q * cs
         k_act = -(-P // arch.sm_count)
-        n = -(-tiles // P)
+        n = -(-groups // Q)
         lw, _, bound, round_c, terms = wave(k_act)  # lw: one tile's main loop
         ep = epis[k_act]
         E = ep.critical

@@ -136,6 +136,12 @@ def describe_hopper(ctx, e: HopperEntry) -> str:
                 f"two ping-pong consumer warp groups taking turns on {est.tiles} tiles of {p.BM}x{p.BN}, the busiest CTA "
                 f"{est.tiles_per_cta} (the tiles fill {est.wave_efficiency:.0%} of {est.tiles_per_cta} x {est.ctas} "
                 "tile slots)")
+    elif est.persistent and p.cluster != "1x1":
+        groups = (est.tiles + est.idle_ctas) // p.cluster_size
+        grid = (f"{est.ctas} persistent CTAs at {est.ctas_per_sm}/SM ({est.occupancy_limit}-limited) in "
+                f"{est.ctas // p.cluster_size} {p.cluster} clusters walking {groups} groups of {p.cluster_size} tiles "
+                f"({est.tiles} tiles), the busiest cluster {est.tiles_per_cta} (the tiles fill "
+                f"{est.wave_efficiency:.0%} of {est.tiles_per_cta} x {est.ctas} tile slots)")
     elif est.persistent:
         grid = (f"{est.ctas} persistent CTAs at {est.ctas_per_sm}/SM ({est.occupancy_limit}-limited) walking "
                 f"{est.tiles} tiles, the busiest {est.tiles_per_cta} (the tiles fill {est.wave_efficiency:.0%} of "
@@ -265,7 +271,7 @@ def why_hopper_variant(ctx, e: HopperEntry, clusters: bool = True) -> str:
         parts.append(why_hopper_cluster(ctx, base, found))
     grid = (p.persistent, p.pingpong)
     if p.cluster != "1x1":
-        cl = {f.point.epilogue: f for f in found if f.point.cluster == p.cluster}
+        cl = {f.point.epilogue: f for f in found if f.point.cluster == p.cluster and f.point.persistent == p.persistent}
         ts, rg = cl.get("tma_store"), cl.get("register")
     else:
         ts, rg = by.get(grid + ("tma_store",)), by.get(grid + ("register",))
@@ -301,12 +307,15 @@ def why_hopper_cluster(ctx, base: HopperPoint, found: list[HopperEntry]) -> str:
     store): the L2 bytes a CTA reads per k-tile (the shared operand's tile once per cluster), the resulting L2 term
     of a round, the bytes each SM still receives (the whole tile) and their cycles at its L2 ingress port, the grid
     rounded up to whole clusters (idle CTAs), the remote release in the refill round trip and the two cluster barriers, and the two predictions (a gap below :data:`synth.search.explain.MODEL_ERROR` is a
-    tie within the model's error); or why no cluster of this tile is ranked."""
+    tie within the model's error); then each persistent cluster against the persistent kernel without a cluster and
+    the cluster of one CTA per tile (:func:`why_persistent_cluster`); or why no cluster of this tile is ranked."""
     one = next((f for f in found if f.point.cluster == "1x1" and not f.point.persistent
                 and f.point.epilogue == "register"), None)
     shown = []
     for c in ("2x1", "1x2"):
-        f = next((f for f in found if f.point.cluster == c and f.point.epilogue == "register"), None)
+        f = next((f for f in found if f.point.cluster == c and not f.point.persistent
+                  and f.point.epilogue == "register"), None)
+        per = why_persistent_cluster(ctx, base, found, c, f)
         if f is None:
             q = fit_stages(replace(base, cluster=c)) or replace(base, cluster=c)
             shown.append(f"cluster {c} is not ranked for this tile ({is_legal_hopper(ctx, q)})")
@@ -335,7 +344,38 @@ def why_hopper_cluster(ctx, base: HopperPoint, found: list[HopperEntry]) -> str:
                 f"{s.fill_cycles - o.fill_cycles:,} cycles to each refill round trip ({s.fill_cycles:,}) and the two "
                 f"cluster barriers {s.cluster_sync_cycles:,} to each CTA")
         shown.append(text + "; " + _versus(s, o, f"cluster {c}", "one CTA per tile"))
+        shown += [per] if per else []
     return "; ".join(shown)
+
+
+def why_persistent_cluster(ctx, base: HopperPoint, found: list[HopperEntry], c: str,
+                           one_tile: Optional[HopperEntry]) -> str:
+    """The persistent ``c`` cluster of ``base`` (register store) against the persistent kernel without a cluster and
+    against the ``c`` cluster of one CTA per tile (``one_tile``, when ranked): its clusters, the cluster-sized tile
+    groups they walk (the busiest's count, against the tiles of the persistent CTA), its prologue once, its
+    tile-group boundaries and the predictions; why it is not ranked where it is not (empty where the one-tile cluster
+    is not ranked either: that reason is given)."""
+    f = next((f for f in found if f.point.cluster == c and f.point.persistent and f.point.epilogue == "register"),
+             None)
+    if f is None:
+        if one_tile is None:
+            return ""
+        q = fit_stages(replace(base, persistent=True, cluster=c)) or replace(base, persistent=True, cluster=c)
+        return f"persistent cluster {c} is not ranked for this tile ({is_legal_hopper(ctx, q)})"
+    per = next((g for g in found if g.point.cluster == "1x1" and g.point.persistent and not g.point.pingpong
+                and g.point.epilogue == "register"), None)
+    s = f.est
+    groups = (s.tiles + s.idle_ctas) // 2
+    text = (f"persistent cluster {c}: {s.ctas} CTAs in {s.ctas // 2} clusters walk {groups} groups of 2 tiles"
+            + (f" ({s.idle_ctas} of their tiles outside C, computed on zero-filled loads)" if s.idle_ctas else "")
+            + f", the busiest {s.tiles_per_cta} (ceil({groups} / {s.ctas // 2})"
+            + (f"; persistent without a cluster: {per.est.tiles_per_cta} tiles per CTA" if per is not None else "")
+            + f"), its {s.prologue_cycles:,}-cycle prologue (the cluster barriers and the longer round trip "
+              f"included) once, {s.boundary_cycles:,} cycles at its tile-group boundaries")
+    vs = ([_versus(s, per.est, f"persistent cluster {c}", "persistent without a cluster")] if per is not None else []) \
+        + ([_versus(s, one_tile.est, f"persistent cluster {c}", f"cluster {c} of one CTA per tile")]
+           if one_tile is not None else [])
+    return "; ".join([text] + vs)
 
 
 VARIANT_KINDS: tuple[tuple[str, object], ...] = (
@@ -543,4 +583,5 @@ def hopper_context(M: int, N: int, K: int, dtype: str, arch):
 
 __all__ = ["search_hopper", "resolve_mainloop", "hopper_context", "HopperEntry", "hopper_key", "evaluate_tiles",
            "describe_hopper", "why_hopper_split", "why_hopper_persistent", "why_hopper_variant", "why_hopper_cluster",
+           "why_persistent_cluster",
            "best_of_kinds", "why_not_kinds", "above_published_note", "VARIANT_KINDS", "why_hopper_winner", "why_hopper_other", "hopper_candidate", "rank_hopper_references"]

@@ -100,23 +100,54 @@ def test_waves_are_counted_in_clusters_placed_on_whole_tpcs():
     assert why and why.startswith("cluster-kernel:") and "no GPC slot" in why, why
 
 
-def test_clusters_are_never_split_persistent_or_ping_pong():
-    """The ranked cluster variants are one CTA per tile: the kernel builds no split or ping-pong cluster, and the model
-    prices no persistent one (a persistent cluster is legal exactly where the kernel's check accepts it)."""
+def test_clusters_are_never_split_or_ping_pong_and_persistent_where_the_kernel_builds_it():
+    """The ranked cluster variants are one CTA per tile or persistent: the kernel builds no split or ping-pong
+    cluster; a persistent cluster is legal exactly where the kernel's check and the emitter accept it."""
     ctx = hopper_context(2048, 2048, 2048, "f16", "sm_90")
     for p in (HopperPoint(128, 128, 4, 1, split_k=2, cluster="2x1"),
               HopperPoint(64, 128, 4, 1, persistent=True, pingpong=True, cluster="1x2")):
         assert is_legal_hopper(ctx, p) is not None, p
-    per = HopperPoint(128, 128, 4, 1, persistent=True, cluster="2x1")
-    try:
-        Sm90Config(bm=128, bn=128, stages=4, k_pipe_mmas=1, persistent=True, cluster="2x1").check()
-        built = True
-    except ValueError:
-        built = False
-    assert (is_legal_hopper(ctx, per) is None) == built
-    assert {v.cluster for v in hopper_variants(ctx, HopperPoint(128, 128, 4, 1))} == {"1x1", "2x1", "1x2"}
-    assert all(not (v.persistent or v.pingpong or v.split_k > 1)
-               for v in hopper_variants(ctx, HopperPoint(128, 128, 4, 1)) if v.cluster != "1x1")
+    for c in ("2x1", "1x2"):
+        per = HopperPoint(128, 128, 4, 1, persistent=True, cluster=c)
+        try:
+            Sm90Config(bm=128, bn=128, stages=4, k_pipe_mmas=1, persistent=True, cluster=c).check()
+            built = cluster_kernel_issue(128, 128, 4, 1, "f16", "register", c, True) is None
+        except ValueError:
+            built = False
+        assert built and is_legal_hopper(ctx, per) is None
+    variants = hopper_variants(ctx, HopperPoint(128, 128, 4, 1))
+    assert {v.cluster for v in variants} == {"1x1", "2x1", "1x2"}
+    assert {(v.persistent, v.cluster) for v in variants if v.cluster != "1x1"} == \
+        {(False, "2x1"), (False, "1x2"), (True, "2x1"), (True, "1x2")}
+    assert all(not (v.pingpong or v.split_k > 1) for v in variants if v.cluster != "1x1")
+    assert HopperPoint(128, 128, 4, 1, persistent=True, cluster="2x1").variant == "persistent 2x1 cluster"
+
+
+def test_a_persistent_cluster_walks_cluster_sized_tile_groups():
+    """A persistent 2x1 grid: one wave of whole clusters (66 of 2 on 132 SMs), each walking groups of 2 tiles; the
+    busiest cluster's tile count is counted in groups (an odd count of tile rows makes a group of one tile and one
+    zero-filled tile, which still takes the cluster's turn); the prologue (with the cluster barriers and the
+    longer round trip) once per CTA, as for the persistent kernel without a cluster."""
+    big = hopper_context(8192, 8192, 8192, "f16", "sm_90")
+    pts = {(pe, c): HopperPoint(128, 256, 4, 1, persistent=pe, cluster=c)
+           for pe in (False, True) for c in ("1x1", "2x1")}
+    e = {k: estimate_hopper(big, p) for k, p in pts.items()}
+    pc = e[(True, "2x1")]
+    assert (pc.ctas, pc.tiles_per_cta, pc.idle_ctas, pc.waves) == (132, 16, 0, 1)  # 1,024 groups over 66 clusters
+    assert pc.prologue_cycles == e[(True, "1x1")].prologue_cycles + 3 * H100.lat_remote_arrive
+    # the persistent cluster saves the per-wave prologues the one-tile cluster pays, and multicasts as it does
+    assert pc.time_us < e[(False, "2x1")].time_us and pc.time_us < e[(True, "1x1")].time_us
+    assert pc.fixed_cycles < e[(False, "2x1")].fixed_cycles
+    # fast.cu's measured step (persistent -> persistent + 2-CTA clusters, 8192^3): +2.8 %, at most
+    assert e[(True, "1x1")].time_us / pc.time_us <= 799.1 / 777.5
+    # 33 tile rows: 17 x 16 = 272 groups over 66 clusters -> 5 groups for the busiest (4 tiles without a cluster)
+    odd = hopper_context(4224, 4096, 4096, "f16", "sm_90")
+    o1, o2 = (estimate_hopper(odd, HopperPoint(128, 256, 4, 1, persistent=True, cluster=c)) for c in ("1x1", "2x1"))
+    assert (o1.ctas, o1.tiles_per_cta) == (132, 4)
+    assert (o2.ctas, o2.tiles_per_cta, o2.idle_ctas) == (132, 5, 16) and o2.time_us > o1.time_us
+    # fewer groups than a wave: one cluster per group (16 groups of 128x256 at 1024^3 -> 32 CTAs, one group each)
+    small = estimate_hopper(hopper_context(1024, 1024, 1024, "f16", "sm_90"), pts[(True, "2x1")])
+    assert (small.ctas, small.tiles_per_cta) == (32, 1)
 
 
 def test_the_search_ranks_only_buildable_clusters_and_says_why_the_winner_won():
@@ -144,6 +175,47 @@ def test_the_search_ranks_only_buildable_clusters_and_says_why_the_winner_won():
     # the legal set of the space is unchanged: the 8,192 points are one CTA per tile, no cluster
     legal, first, _ = prune_hopper(ctx, enumerate_hopper_space())
     assert first["cluster-kernel"] == 0
+
+
+def test_the_search_ranks_a_persistent_cluster_and_says_why_it_won():
+    """4096^3: 512 tiles of 128x256, 256 groups of 2 over 66 clusters; the persistent 2x1 cluster wins (fast.cu's
+    configuration), by at most fast.cu's measured cluster step over the persistent kernel without a cluster, and the
+    reason weighs it against that kernel and against the 2x1 cluster of one CTA per tile."""
+    res = search_gemm(4096, 4096, 4096, arch="sm_90", top=3, references=False)
+    w = res.winner
+    assert (w.config.persistent, w.config.cluster, w.BM, w.BN) == (True, "2x1", 128, 256), w.label
+    assert w.label.endswith(" persistent cluster2x1") and "-pers-c2x1-" in w.name, (w.label, w.name)
+    Sm90Config(bm=w.BM, bn=w.BN, stages=w.stages, k_pipe_mmas=w.k_pipe_mmas, persistent=True, cluster="2x1").check()
+    assert "132 persistent CTAs at 1/SM (registers-limited) in 66 2x1 clusters walking 256 groups of 2 tiles" in w.why
+    assert "persistent 2x1 cluster is the fastest of the" in w.why, w.why
+    assert "persistent cluster 2x1: 132 CTAs in 66 clusters walk 256 groups of 2 tiles, the busiest 4 " \
+        "(ceil(256 / 66); persistent without a cluster: 4 tiles per CTA)" in w.why, w.why
+    assert "persistent cluster 2x1 predicted 2." in w.why and "faster than persistent without a cluster" in w.why
+    assert "faster than cluster 2x1 of one CTA per tile" in w.why, w.why
+    ctx = hopper_context(4096, 4096, 4096, "f16", "sm_90")
+    per = estimate_hopper(ctx, HopperPoint(w.BM, w.BN, w.stages, w.k_pipe_mmas, persistent=True))
+    assert 1 < per.time_us / w.time_us <= 799.1 / 777.5
+    doc = search_result_to_json(res)["candidates"][0]
+    assert (doc["cluster"], doc["model"]["tiles_per_cta"]) == ("2x1", 4), doc
+    off = search_gemm(4096, 4096, 4096, arch="sm_90", top=1, references=False, clusters=False)
+    assert off.winner.config.persistent and off.winner.cluster == "1x1"
+
+
+@pytest.mark.slow
+def test_a_persistent_cluster_winner_folder_pins_both_keys_and_is_proven(tmp_path):
+    """The 4096^3 winner's --top folder: problem.yaml pins persistent: true and cluster: 2x1, synth solve's flow
+    proves its program (every obligation) and emits the persistent cluster kernel (the cluster's tile groups).
+    About 15 s (the proof of the persistent cluster ring, 10 s of it)."""
+    from synth.search import write_candidates
+
+    res = search_gemm(4096, 4096, 4096, arch="sm_90", top=1, references=False)
+    (folder,) = write_candidates(res, str(tmp_path / "s"), k=1, time_limit=300)
+    out = tmp_path / "s" / folder.rsplit("/", 1)[-1]
+    text = (out / "problem.yaml").read_text()
+    assert "persistent: true" in text and "cluster: 2x1" in text, text
+    assert "all obligations proven" in (out / "verify.txt").read_text()
+    kernel = (out / "kernel.cu").read_text()
+    assert "__cluster_dims__(SYNTH_CLUSTER_N, SYNTH_CLUSTER_M, 1)" in kernel and "n_tiles" in kernel
 
 
 def test_a_cluster_the_emitter_cannot_build_is_not_ranked(monkeypatch):

@@ -6,6 +6,7 @@ certifies and solves again to the same kernel."""
 import json
 import subprocess
 import sys
+from dataclasses import replace
 
 import pytest
 
@@ -102,3 +103,57 @@ def test_no_candidate_is_an_error():
     # a TMA-store epilogue pinned with split-K: no design is legal, whatever persistent: auto takes
     with pytest.raises(SynthError, match="no design"):
         choose_design(_g(split_k=2, epilogue="tma_store", auto=("persistent",)), choose_pipeline)
+
+
+def test_a_cluster_pairs_with_one_cta_per_tile_or_a_persistent_grid_never_ping_pong():
+    g = _g(BM=128, BN=128, auto=("persistent", "pingpong", "cluster"))
+    assert legal(g, Design(persistent=True, cluster="2x1")) is None
+    assert "ping-pong" in legal(g, Design(persistent=True, pingpong=True, cluster="1x2"))
+    designs = candidate_designs(g)
+    assert Design(persistent=True, cluster="2x1") in designs and Design(persistent=True, cluster="1x2") in designs
+    assert all(not d.pingpong for d in designs if d.cluster != "1x1")
+    assert Design(persistent=True, cluster="2x1").label == "persistent 2x1 cluster"
+    assert len({d.label for d in designs}) == len(designs)  # every candidate's prediction is listed under its own name
+
+
+@pytest.mark.parametrize("shape,tile,want", [
+    ((8192, 8192, 8192), (128, 256), Design(persistent=True, cluster="2x1")),  # fast.cu's configuration
+    ((1024, 1024, 512), (64, 64), Design(persistent=True)),  # 128 k-tile rounds: the cluster's fixed cycles lose
+])
+def test_auto_picks_a_persistent_cluster_where_the_model_says_so(shape, tile, want):
+    from synth.search.hopper import HopperPoint, estimate_hopper
+    from synth.search.space import make_context
+
+    g = _g(M=shape[0], N=shape[1], K=shape[2], BM=tile[0], BN=tile[1], auto=("persistent", "cluster"))
+    c = choose_design(g, choose_pipeline)
+    assert c.design == want, c.predicted_us
+    pred = dict(c.predicted_us)
+    assert set(pred) == {"one CTA per tile", "persistent", "2x1 cluster", "1x2 cluster", "persistent 2x1 cluster",
+                         "persistent 1x2 cluster"}
+    assert pred[want.label] == min(pred.values())
+    # the persistent cluster's figure is the search model's own
+    ctx = make_context(g.M, g.N, g.K, g.dtype, g.arch)
+    ch = choose_pipeline(replace(g, persistent=True, cluster="2x1"))
+    p = HopperPoint(g.BM, g.BN, ch.stages, ch.k_pipe_mmas, persistent=True, cluster="2x1")
+    assert pred["persistent 2x1 cluster"] == pytest.approx(estimate_hopper(ctx, p).time_us, abs=1e-3)
+
+
+def test_a_persistent_cluster_folder_pins_both_keys(tmp_path):
+    """2048x2048x1024 in 128x128 tiles: 256 tiles, 128 groups of 2 over 66 clusters; the model puts the persistent 2x1
+    cluster first, so the folder's problem.yaml says persistent: true and cluster: 2x1, and its kernel is the
+    persistent cluster kernel."""
+    f = tmp_path / "p.yaml"
+    f.write_text(BASE.replace("4096, N: 4096, K: 4096", "2048, N: 2048, K: 1024").replace("BM: 64", "BM: 128") + "persistent: auto\ncluster: auto\n")
+    out = tmp_path / "out"
+    r = subprocess.run([sys.executable, "-m", "synth", "solve", str(f), "-o", str(out), "--no-verify"],
+                       capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr
+    rec = json.loads((out / "schedule.json").read_text())["design"]
+    assert (rec["persistent"], rec["cluster"]) == (True, "2x1"), rec
+    text = (out / "problem.yaml").read_text()
+    assert "persistent: true  # chosen by synth solve" in text and "cluster: 2x1  # chosen by synth solve" in text
+    import synth.kernel
+
+    k = synth.kernel.load(str(out))
+    assert (k.config.persistent, k.config.cluster) == (True, "2x1")
+    assert "__cluster_dims__" in (out / "kernel.cu").read_text()
