@@ -17,8 +17,8 @@ that differs from ``4 * (1 + BM / 64)``.
 
 ``cluster:`` (``1x1``, ``2x1``, ``1x2`` or ``auto``; docs/hopper_cluster.md) pairs two CTAs that share an
 operand tile; with ``persistent: true`` the clusters walk cluster-sized tile groups; it is refused at its line
-with split-K or ping-pong consumers (``auto`` ones are left to :mod:`synth.hopper.design`, which keeps a cluster to
-one CTA per tile).
+with split-K or ping-pong consumers (``auto`` ones are left to :mod:`synth.hopper.design`, which pairs a cluster
+with one CTA per tile or a persistent grid, never ping-pong).
 """
 
 from __future__ import annotations
@@ -192,7 +192,7 @@ def _cluster(doc: LDict, split_k: int, persistent: bool, pingpong: bool, auto: t
     if v == "1x1":
         return v
     # persistent: true is built (the clusters walk cluster-sized tile groups); persistent: auto / pingpong: auto are
-    # left to synth.hopper.design, which keeps a cluster to one CTA per tile
+    # left to synth.hopper.design, which pairs a cluster with one CTA per tile or a persistent grid, never ping-pong
     clash = [(split_k > 1, "split_k", f"split_k = {split_k}", "use split_k: 1"),
              (pingpong and "pingpong" not in auto, "pingpong", "ping-pong consumers", "remove pingpong:")]
     for bad, key, what, fix in clash:
