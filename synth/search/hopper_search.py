@@ -12,10 +12,11 @@ is the same for every depth of a tile when they all run the same number of CTAs 
 kernel's ``setmaxnreg`` split makes that one CTA for every legal point), so it is also the
 tile's best prediction. A tile whose depths differ in occupancy has every legal point estimated.
 Each evaluated point is ranked one CTA per tile, split in K, as a persistent grid, with the TMA-store
-epilogue, and for ``BM = 64`` with ping-pong consumers (:func:`synth.search.hopper.hopper_variants`); ``why``
-says which of one CTA per tile and persistent won and why (:func:`why_hopper_persistent`), which variant won
-and why (:func:`why_hopper_variant`), and what the winner saves over the best ping-pong and TMA-store kernels
-when it is neither (:func:`why_not_kinds`).
+epilogue, with ping-pong consumers, and as 2x1 / 1x2 clusters, one CTA per tile and persistent
+(:func:`synth.search.hopper.hopper_variants`); ``why`` says which of one CTA per tile and persistent won and why
+(:func:`why_hopper_persistent`), which variant won and why (:func:`why_hopper_variant`: its clusters against one
+CTA per tile, its persistent clusters against the persistent kernel, :func:`why_hopper_cluster`), and what the
+winner saves over the best ping-pong, TMA-store and cluster kernels when it is none of them (:func:`why_not_kinds`).
 Nothing here is timed or compiled; the ranking is deterministic (a fixed tie key).
 """
 
