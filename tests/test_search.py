@@ -501,3 +501,20 @@ def test_synth_search_measure_uses_a_gpu_only_cuda_python_sees(monkeypatch, caps
     else:
         assert calls == [] and len(env["warnings"]) == 1 and "not an sm_90 GPU" in env["warnings"][0]
         assert any("not an sm_90 GPU" in n for n in env["result"]["notes"])
+
+
+def test_top_folder_proofs_get_the_whole_time_limit(monkeypatch, tmp_path):
+    """`--time-limit` reaches each --top folder's proofs uncapped (a refused folder says "raise --time-limit")."""
+    import synth.search.cli as search_cli
+    from synth.cli import main
+
+    seen = []
+
+    def fake_write(res, base, *, k, time_limit, **kw):
+        seen.append(time_limit)
+        return []
+
+    monkeypatch.setattr(search_cli, "write_candidates", fake_write)
+    rc = main(["search", "gemm", "--M", "256", "--N", "256", "--K", "256", "--time-limit", "75", "--top", "1",
+               "--no-sass", "--out", str(tmp_path / "o"), "--json"])
+    assert rc == 0 and seen == [75.0]

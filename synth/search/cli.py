@@ -42,7 +42,7 @@ def add_search_arguments(parser: argparse.ArgumentParser) -> None:
                         help="write the K best configurations' folders (problem.yaml, schedule, program, "
                              "certificate, kernel.cu) under --out; without it the 5 best are ranked, nothing written")
     parser.add_argument("--time-limit", type=float, default=30.0, metavar="SECONDS",
-                        help="wall-clock budget of the search per shape (default %(default)s)")
+                        help="wall-clock budget of the search per shape, and of each --top folder's proofs (default %(default)s)")
     parser.add_argument("--workers", type=int, default=2,
                         help="CP-SAT workers; with --shapes, local processes (default %(default)s)")
     parser.add_argument("--json", action="store_true", help="machine-readable output on stdout")
@@ -125,7 +125,7 @@ def cli_search(args: argparse.Namespace) -> int:
             if len(results) > 1 and args.out:
                 base = os.path.join(args.out, f"{res.M}x{res.N}x{res.K}-{res.arch}")
             with _progress_bar(err, enabled=show_progress) as prog:
-                folders = write_candidates(res, base, k=write_k, time_limit=min(args.time_limit, 20.0),
+                folders = write_candidates(res, base, k=write_k, time_limit=args.time_limit,
                                            workers=args.workers, force=args.force, progress=prog)
         note = None
         if want_measure:
