@@ -1,0 +1,487 @@
+"""Hostile checks of thread-block clusters (docs/hopper_cluster.md): a solved cluster folder tampered with in
+each way a cluster program can go wrong is refused by ``synth verify``, ``synth certify`` and
+``synth.kernel.load``, each naming what is wrong; bad ``cluster:`` values and combinations are refused at their
+line; random legal cluster configurations compute C on the sm_90a emulator under random thread and block
+orders; and the multicast's half boxes land where NVIDIA's CuTe puts each CTA's part of the shared tile.
+
+Default run: one 2-stage solve, a handful of tampers, two emulator builds (about 25 s of CPU); the persistent
+cluster folder, the rest of the tampers, the CuTe comparison and more fuzzing are ``slow``
+(``SYNTH_HYPOTHESIS=explore`` draws more examples).
+"""
+
+from __future__ import annotations
+
+import copy
+import hashlib
+import json
+import os
+import pathlib
+import re
+import shutil
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from conftest import ROOT
+from gemm_fixtures import NEEDS_GXX
+
+EXPLORE = os.environ.get("SYNTH_HYPOTHESIS") == "explore"
+
+PROBLEM = """\
+name: hx2
+kind: gemm
+shape: {M: 512, N: 256, K: 1024}
+dtype: f16
+tile: {BM: 128, BN: 128, BK: 64}
+arch: sm_90
+mainloop: tma_wgmma
+cluster: 2x1
+stages: 2
+k_pipe_mmas: 1
+"""
+CLUSTER_LINE = 8
+
+
+def synth(*args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "synth", *args], capture_output=True, text=True, cwd=ROOT,
+                          timeout=300)
+
+
+def _solve(d: pathlib.Path, text: str) -> pathlib.Path:
+    d.mkdir(parents=True, exist_ok=True)
+    (d / "p.yaml").write_text(text)
+    r = synth("solve", str(d / "p.yaml"), "-o", str(d / "out"), "--time-limit", "60")
+    assert r.returncode == 0, r.stdout + r.stderr
+    return d / "out"
+
+
+@pytest.fixture(scope="module")
+def solved(tmp_path_factory) -> pathlib.Path:
+    return _solve(tmp_path_factory.mktemp("hostile"), PROBLEM)
+
+
+@pytest.fixture(scope="module")
+def solved_persistent(tmp_path_factory) -> pathlib.Path:
+    return _solve(tmp_path_factory.mktemp("hostile_p"), PROBLEM.replace("stages: 2\n", "stages: 2\npersistent: true\n"))
+
+
+def _copy(src: pathlib.Path, dst: pathlib.Path) -> pathlib.Path:
+    shutil.copytree(src, dst)
+    return dst
+
+
+def _rehash(folder: pathlib.Path, name: str) -> None:
+    """Record ``name``'s new sha256 in the folder's manifest, as a tamperer covering their tracks would: what
+    load refuses then, it refuses by deriving the file again, not by its hash."""
+    m = json.loads((folder / ".synth-output.json").read_text())
+    m["files"][name] = hashlib.sha256((folder / name).read_bytes()).hexdigest()
+    (folder / ".synth-output.json").write_text(json.dumps(m))
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# tampered program.json: each edit, and the class synth verify refutes (or the reader's refusal)
+
+def _role(d, name):
+    return next(r for r in d["roles"] if r["role"] == name)
+
+
+def _part(d, role, part="body"):
+    return next(p for p in _role(d, role)["parts"] if p["part"] == part)["stmts"]
+
+
+def drop_teardown_sync(d):
+    d["teardown"] = [s for s in d["teardown"] if s["kind"] != "cluster_sync"]
+
+
+def drop_setup_sync(d):
+    d["setup"] = [s for s in d["setup"] if s["kind"] != "cluster_sync"]
+
+
+def drop_every_cluster_sync(d):
+    drop_teardown_sync(d)
+    drop_setup_sync(d)
+
+
+def drop_init_fence(d):
+    d["setup"] = [s for s in d["setup"] if s["kind"] != "fence"]
+
+
+def drop_one_multicast(d):
+    body = _part(d, "producer1")
+    body[:] = [s for s in body if not (s["kind"] == "op" and s["op"] == "load_B_h1_to0")]
+
+
+def empty_counts_local_only(d):
+    next(b for b in d["barriers"] if b["name"] == "empty0")["count"] = 2
+
+
+def roles_lose_their_cta(d):
+    for r in d["roles"]:
+        r["role"] = r["role"][:-1] + "AB"[int(r["role"][-1])]
+
+
+def roles_lose_their_cta_no_sync(d):
+    roles_lose_their_cta(d)
+    drop_every_cluster_sync(d)
+
+
+def consumer1_waits_on_full0(d):
+    for s in _part(d, "consumer1"):
+        if s["kind"] == "try_wait":
+            s["barrier"] = "full0"
+
+
+def remote_release_swapped(d):
+    for part in ("body", "epilogue"):
+        for s in _part(d, "consumer0", part):
+            if s["kind"] == "arrive" and s["barrier"] == "empty1":
+                s["barrier"] = "empty0"
+
+
+# the edit -> the classes synth verify refutes (None: the reader refuses the file, exit 2)
+PROGRAM_TAMPERS = {
+    drop_teardown_sync: {"safe_exit"},
+    drop_setup_sync: {"init_visible"},
+    drop_every_cluster_sync: {"init_visible", "safe_exit"},
+    drop_init_fence: {"init_visible", "fence"},
+    drop_one_multicast: None,
+    empty_counts_local_only: {"arrivals", "no_deadlock"},
+    roles_lose_their_cta: {"cluster_form"},
+    consumer1_waits_on_full0: {"cluster_form"},
+    remote_release_swapped: {"arrivals"},
+}
+DEFAULT_TAMPERS = (drop_teardown_sync, drop_one_multicast, roles_lose_their_cta, remote_release_swapped)
+
+
+def _tampered(solved, tmp_path, edit) -> pathlib.Path:
+    folder = _copy(solved, tmp_path / edit.__name__)
+    doc = json.loads((folder / "program.json").read_text())
+    edit(doc)
+    (folder / "program.json").write_text(json.dumps(doc, indent=2))
+    _rehash(folder, "program.json")
+    return folder
+
+
+def _check_program_tamper(solved, tmp_path, edit):
+    from synth.api import certify, verify
+    from synth.errors import SynthError
+    import synth.kernel
+
+    want = PROGRAM_TAMPERS[edit]
+    folder = _tampered(solved, tmp_path, edit)
+    if want is None:
+        with pytest.raises(SynthError) as e:
+            verify(str(folder))
+        assert e.value.loc is not None and "program.json" in str(e.value.loc) and e.value.fix, e.value.render()
+    else:
+        rep = verify(str(folder))
+        assert not rep.ok and want <= rep.refuted_classes(), (edit.__name__, rep.refuted_classes())
+    res = certify(str(folder))
+    assert not res.ok and "not for this program" in res.render(), res.render()
+    with pytest.raises(SynthError) as e:
+        synth.kernel.load(str(folder), backend="emulator")
+    assert "program.json is not the lowering" in e.value.msg, e.value.render()
+
+
+@pytest.mark.parametrize("edit", DEFAULT_TAMPERS, ids=lambda f: f.__name__)
+def test_a_tampered_cluster_program_is_refused(solved, tmp_path, edit):
+    _check_program_tamper(solved, tmp_path, edit)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("edit", [t for t in PROGRAM_TAMPERS if t not in DEFAULT_TAMPERS], ids=lambda f: f.__name__)
+def test_more_tampered_cluster_programs_are_refused(solved, tmp_path, edit):
+    _check_program_tamper(solved, tmp_path, edit)
+
+
+def test_a_tampered_folder_exits_1_or_2_with_a_message_never_a_traceback(solved, tmp_path):
+    """The same refusals from the command line: ``synth verify`` and ``synth certify`` of a folder whose
+    program.json lost its exit barrier (exit 1, the refuted class and the remote use at stake), and of one whose
+    program.json the reader refuses (exit 2, the file and the fix)."""
+    for edit, code, says in ((drop_teardown_sync, 1, "safe_exit"), (drop_one_multicast, 2, "does not write B0")):
+        folder = _tampered(solved, tmp_path, edit)
+        for cmd in ("verify", "certify"):
+            r = synth(cmd, str(folder))
+            text = r.stdout + r.stderr
+            assert r.returncode in (1, 2) and "Traceback" not in text, text
+            if cmd == "verify":
+                assert r.returncode == code and says in text, text
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# problem.yaml, certificate and kernel.cu tampers
+
+def _manifest(folder: pathlib.Path, edit) -> None:
+    p = folder / "certificate" / "manifest.json"
+    doc = json.loads(p.read_text())
+    edit(doc)
+    p.write_text(json.dumps(doc, indent=2))
+
+
+CERT_TAMPERS = {
+    "cluster list removed": lambda d: d.pop("cluster"),
+    "cluster list emptied": lambda d: d.__setitem__("cluster", []),
+    "one check renamed": lambda d: d.__setitem__("cluster", d["cluster"][:-1] + ["safe_exit:cta2"]),
+    "one check dropped": lambda d: d.__setitem__("cluster", d["cluster"][:-1]),
+    "one check twice": lambda d: d.__setitem__("cluster", d["cluster"][:-1] + d["cluster"][:1]),
+    "not a list": lambda d: d.__setitem__("cluster", "cluster_form:names"),
+}
+
+
+@pytest.mark.parametrize("what", list(CERT_TAMPERS))
+def test_a_certificate_with_a_tampered_cluster_list_is_refused(solved, tmp_path, what):
+    from synth.api import certify
+
+    folder = _copy(solved, tmp_path / "f")
+    _manifest(folder, CERT_TAMPERS[what])
+    res = certify(str(folder))
+    text = res.render()
+    assert not res.ok and "manifest.json" in text and "cluster" in text, text
+
+
+def test_a_one_cta_certificate_swapped_in_is_refused(solved, tmp_path):
+    """A 1x1 solve's certificate in the cluster folder: not for this program; with its program.json too (the
+    folder's problem.yaml still says 2x1): refused as a cluster program without its cluster classes, and verify
+    refutes cluster_form."""
+    from synth.api import certify, verify
+
+    one = _solve(tmp_path / "one", PROBLEM.replace("cluster: 2x1\n", ""))
+    folder = _copy(solved, tmp_path / "f")
+    shutil.rmtree(folder / "certificate")
+    shutil.copytree(one / "certificate", folder / "certificate")
+    res = certify(str(folder))
+    assert not res.ok and "not for this program" in res.render(), res.render()
+    shutil.copy(one / "program.json", folder / "program.json")
+    res = certify(str(folder))
+    assert not res.ok and "cluster classes are not certified" in res.render(), res.render()
+    rep = verify(str(folder))
+    assert not rep.ok and rep.refuted_classes() == {"cluster_form"}
+
+
+@pytest.mark.parametrize("old, new", [("cluster: 2x1", "cluster: 1x1"), ("cluster: 2x1", "cluster: 1x2"),
+                                      ("cluster: 2x1\n", "")])
+def test_load_refuses_a_problem_yaml_that_lost_or_changed_its_cluster(solved, tmp_path, old, new):
+    """problem.yaml edited (its hash recorded again): the folder's program.json and kernel.cu are no longer what
+    synth derives from it."""
+    from synth.errors import SynthError
+    import synth.kernel
+
+    folder = _copy(solved, tmp_path / "f")
+    p = folder / "problem.yaml"
+    p.write_text(p.read_text().replace(old, new))
+    _rehash(folder, "problem.yaml")
+    with pytest.raises(SynthError) as e:
+        synth.kernel.load(str(folder), backend="emulator")
+    assert "is not the lowering" in e.value.msg or "schedule.json" in str(e.value.loc), e.value.render()
+
+
+@pytest.mark.parametrize("what", ["mask", "mapa"])
+def test_load_refuses_an_edited_cluster_kernel(solved, tmp_path, what):
+    """kernel.cu with the multicast mask narrowed to this CTA, or a remote release without its mapa (an arrive on
+    the own CTA's barrier), its hash recorded again: load derives the kernel again and refuses it."""
+    from synth.errors import SynthError
+    import synth.kernel
+
+    folder = _copy(solved, tmp_path / "f")
+    p = folder / "kernel.cu"
+    text = p.read_text()
+    if what == "mask":
+        new = text.replace("(uint16_t)(0x3)", "(uint16_t)(0x1)", 1)
+    else:
+        new = re.sub(r"synth_mapa\(([^;]*?), \(crank \^ 1u\)\)", r"\1", text, count=1)
+    assert new != text
+    p.write_text(new)
+    _rehash(folder, "kernel.cu")
+    with pytest.raises(SynthError) as e:
+        synth.kernel.load(str(folder), backend="emulator")
+    assert "kernel.cu is not the kernel synth emits" in e.value.msg, e.value.render()
+
+
+@pytest.mark.slow
+def test_a_tampered_persistent_cluster_folder_is_refused(solved_persistent, tmp_path):
+    """The persistent 2x1 folder: the exit barrier dropped (verify refutes safe_exit, load refuses), the carry
+    left out of the certificate (certify fails), a 1x1 program swapped in (cluster_form)."""
+    from synth.api import certify, verify
+    from synth.errors import SynthError
+    import synth.kernel
+
+    folder = _tampered(solved_persistent, tmp_path, drop_teardown_sync)
+    rep = verify(str(folder))
+    assert not rep.ok and "safe_exit" in rep.refuted_classes()
+    with pytest.raises(SynthError):
+        synth.kernel.load(str(folder), backend="emulator")
+    folder = _copy(solved_persistent, tmp_path / "nocarry")
+    _manifest(folder, lambda d: d.__setitem__("obligations", [o for o in d["obligations"] if o["kind"] != "carry"]))
+    res = certify(str(folder))
+    assert not res.ok and "missing from the manifest" in res.render(), res.render()
+    folder = _copy(solved_persistent, tmp_path / "ring")
+    _manifest(folder, lambda d: d.__setitem__("persistent", False))  # problem.yaml still says persistent: true
+    assert certify(str(folder)).ok  # the flag only adds obligations: all still certified
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# bad cluster: values and combinations: exit 2 at the line, the fix, no folder
+
+BAD_VALUES = ["2X1", "2x2", "1x1x1", '" 2x1"', "2", "21", "2.1", "[2, 1]", "{M: 2, N: 1}", "true", '""', "AUTO",
+              "2x1x1", "x", "-2x1"]
+
+
+@pytest.mark.parametrize("value", BAD_VALUES)
+def test_a_bad_cluster_value_is_refused_at_its_line(tmp_path, value):
+    from synth.errors import SynthError
+    from synth.load import load_problem
+
+    p = tmp_path / "p.yaml"
+    p.write_text(PROBLEM.replace("cluster: 2x1", f"cluster: {value}"))
+    with pytest.raises(SynthError) as e:
+        load_problem(str(p))
+    assert e.value.loc.line == CLUSTER_LINE and "expected one of 1x1, 2x1, 1x2" in e.value.msg and e.value.fix
+
+
+BAD_COMBOS = [("cluster: 2x1\nsplit_k: 2", CLUSTER_LINE, "split_k = 2"),
+              ("cluster: 2x1\npingpong: true", CLUSTER_LINE, "ping-pong"),
+              ("cluster: auto\nsplit_k: 2", CLUSTER_LINE, "no split-K"),
+              ("cluster: 1x2\nsplit_k: 4", CLUSTER_LINE, "split_k = 4"),
+              ("cluster: 2x1\npersistent: true\npingpong: true", CLUSTER_LINE, "ping-pong"),
+              ("cluster: 2x1\nstream_k: true", 9, "stream-K"),
+              ("cluster: 2x1\nmin_k_tiles: 2", 9, "min_k_tiles"),
+              ("cluster: 2x1\ncluster: 1x2", 9, "duplicate key")]
+
+
+@pytest.mark.parametrize("text, line, says", BAD_COMBOS)
+def test_cluster_with_a_key_it_cannot_take_is_refused_at_its_line(tmp_path, text, line, says):
+    from synth.errors import SynthError
+    from synth.load import load_problem
+
+    p = tmp_path / "p.yaml"
+    p.write_text(PROBLEM.replace("cluster: 2x1", text))
+    with pytest.raises(SynthError) as e:
+        load_problem(str(p))
+    assert e.value.loc.line == line and says in e.value.msg and e.value.fix, e.value.render()
+
+
+@pytest.mark.parametrize("text", ["cluster: 2x2", "cluster: 2x1\nsplit_k: 2"])
+def test_a_refused_cluster_exits_2_without_a_folder(tmp_path, text):
+    p = tmp_path / "p.yaml"
+    p.write_text(PROBLEM.replace("cluster: 2x1", text))
+    r = synth("solve", str(p), "-o", str(tmp_path / "out"))
+    assert r.returncode == 2 and r.stderr.startswith(f"{p}:{CLUSTER_LINE}:"), r.stderr
+    assert "\nfix: " in r.stderr and "Traceback" not in r.stderr
+    assert not (tmp_path / "out").exists()
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# fuzz: random legal cluster configurations compute C on the emulator
+
+@st.composite
+def cluster_cases(draw):
+    """A legal cluster Sm90Config (Sm90Config.check accepts it) and M, N, K around its tile: M or N below one
+    tile, an odd tile count along the cluster axis (a CTA outside C), K below BK or off it, and a thread and
+    block order (cta0_first / cta1_first: one CTA of each cluster runs ahead)."""
+    from synth.emit.sm90.config import Sm90Config
+    from synth.emit.sm90.emulate import ORDERS
+
+    cluster = draw(st.sampled_from(["2x1", "1x2"]))
+    bm = draw(st.sampled_from([64, 128]))
+    bn = 16 * draw(st.integers(1, 8 if bm == 128 else 16))  # at most 128 accumulators per thread
+    stages = draw(st.integers(1, 5))
+    epilogue = draw(st.sampled_from(["register", "tma_store"]))
+    cfg = Sm90Config(bm=bm, bn=bn, stages=stages, k_pipe_mmas=draw(st.integers(0, stages - 1)),
+                     dtype=draw(st.sampled_from(["f16", "bf16"])), epilogue=epilogue,
+                     out_dtype=draw(st.sampled_from(["f32", "f16", "bf16"])) if epilogue == "tma_store" else "f32",
+                     persistent=draw(st.booleans()), cluster=cluster)
+    try:
+        cfg.check()
+    except ValueError:
+        from hypothesis import assume
+
+        assume(False)
+    along, across = draw(st.sampled_from([1, 2, 3, 5])), draw(st.sampled_from([1, 2, 3]))
+    tm, tn = (along, across) if cluster == "2x1" else (across, along)
+    M = max(1, tm * bm - draw(st.integers(0, bm - 1)))
+    N = max(1, tn * bn - draw(st.integers(0, bn - 1)))
+    if epilogue == "tma_store":  # C's row stride: 16 bytes
+        q = 4 if cfg.out_dtype == "f32" else 8
+        N = max(q, N // q * q)
+    K = 8 * draw(st.sampled_from([1, 3, 8, 9, 17, 40]))
+    order = draw(st.sampled_from(ORDERS))
+    block = draw(st.sampled_from(["forward", "reverse", "shuffle:5"]))
+    ctas = draw(st.sampled_from([0, 2, 4, 6])) if cfg.persistent else 0
+    return cfg, M, N, K, order, block, ctas
+
+
+def _fuzz(case):
+    from synth.emit.sm90.emulate import emulate_sm90
+    from synth.emit.sm90.kernel import emit_sm90_kernel
+
+    cfg, M, N, K, order, block, ctas = case
+    r = emulate_sm90(emit_sm90_kernel(cfg), M, N, K, order=order, dtype=cfg.dtype, with_c=True, alpha=1.5, beta=0.5,
+                     block_order=block, ctas=ctas, seed=M + N + K)
+    assert r.ok, (cfg, M, N, K, order, block, ctas, r.summary())
+    ktiles = -(-K // 64)
+    # every k-tile of every CTA's tile: one multicast per CTA, two copies, one remote release
+    assert r.stats["multicast_copies"] == 2 * r.stats["multicasts"] and r.stats["multicasts"] % ktiles == 0
+
+
+@NEEDS_GXX
+@settings(max_examples=40 if EXPLORE else 2, deadline=None, suppress_health_check=list(HealthCheck))
+@given(cluster_cases())
+def test_random_cluster_kernels_compute_c_on_the_emulator(case):
+    _fuzz(case)
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# the multicast's half boxes against CuTe's multicast partition of the shared tile
+
+def _cute_multicast(tmp: pathlib.Path) -> dict:
+    from test_cute_layouts import CUDA_INC, CUTE, GXX, _compile
+
+    if GXX is None or CUTE is None or not CUDA_INC:
+        pytest.skip("g++, the CuTe headers (nvidia-cutlass) and the CUDA headers are needed")
+    exe = _compile(pathlib.Path(__file__).with_name("cute_multicast.cpp"), tmp / "cute_multicast",
+                   ["-std=c++17", "-O0", "-w", "-D__CUDACC_VER_MAJOR__=12", f"-I{CUTE}", *(f"-I{i}" for i in CUDA_INC)])
+    proc = subprocess.run([str(exe)], capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    return json.loads(proc.stdout)
+
+
+@pytest.mark.slow
+def test_the_multicast_halves_land_where_cute_puts_each_cta_s_part(tmp_path):
+    """For shared tiles of 16 to 256 rows: CuTe's make_tma_copy(SM90_TMA_LOAD_MULTICAST, cluster size 2) boxes
+    half the rows, and CTA c's part (partition_D and tma_partition) is exactly where the emulator's TMA lands the
+    half box the kernel issues for part c (at slot + c * rows / 2 * 128 bytes, global rows from c * rows / 2),
+    which is where CuTe's whole-tile layout (the one the wgmma descriptors read) has those rows. The emitted
+    kernels' multicast lines use that offset and those rows."""
+    from test_cute_layouts import RUNTIME, _compile
+
+    from synth.emit.sm90.config import Sm90Config
+    from synth.emit.sm90.kernel import emit_sm90_kernel
+
+    cute = _cute_multicast(tmp_path)
+    exe = _compile(pathlib.Path(__file__).parents[1] / "cute" / "emu_sm90_probe.cpp", tmp_path / "probe",
+                   ["-std=c++20", "-O1", "-w", f"-I{RUNTIME}"])
+    queries, expect = [], []
+    for rows, c in cute.items():
+        rows, base = int(rows), c["addr"][0][0]
+        half = rows // 2
+        assert c["box"] == [64, half], (rows, c["box"])
+        for part in range(2):
+            queries.append(f"tma {base + part * half * 128} {half} 2")
+            expect.append((rows, part, c["addr"][part * half:(part + 1) * half], c["part"][part], c["tma_part"][part]))
+    proc = subprocess.run([str(exe)], input="\n".join(queries) + "\n", capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    for got, (rows, part, tile_rows, cute_part, cute_tma_part) in zip(proc.stdout.splitlines(), expect):
+        landed = json.loads(got)
+        assert landed == tile_rows, (rows, part)
+        flat = sorted(a for row in landed for a in row)
+        assert flat == sorted(cute_part) == sorted(cute_tma_part), (rows, part)
+    for cluster, bm, bn in (("2x1", 128, 48), ("2x1", 64, 256), ("1x2", 64, 128), ("1x2", 128, 16)):
+        cfg = Sm90Config(bm=bm, bn=bn, stages=2, cluster=cluster)
+        rows = bn if cluster == "2x1" else bm
+        (line,) = [ln for ln in emit_sm90_kernel(cfg).splitlines() if "synth_tma_load_2d_multicast(s" in ln]
+        assert f"crank * {rows // 2 * 128}u" in line and f"+ (int)crank * {rows // 2}" in line, line
+        assert (cfg.b_box_rows if cluster == "2x1" else cfg.a_box_rows) == rows // 2
