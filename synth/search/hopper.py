@@ -87,12 +87,16 @@ class HopperPoint:
     @property
     def cluster_m(self) -> int:
         """CTAs of the cluster along M (tile rows): 2 for ``2x1``, else 1."""
-        return 2 if self.cluster == "2x1" else 1
+        from ..emit.sm90.config import cluster_dims
+
+        return cluster_dims(self.cluster)[0]
 
     @property
     def cluster_n(self) -> int:
         """CTAs of the cluster along N (tile columns): 2 for ``1x2``, else 1."""
-        return 2 if self.cluster == "1x2" else 1
+        from ..emit.sm90.config import cluster_dims
+
+        return cluster_dims(self.cluster)[1]
 
     @property
     def cluster_size(self) -> int:
@@ -101,7 +105,9 @@ class HopperPoint:
     @property
     def shared_operand(self) -> Optional[str]:
         """``B`` for ``2x1``, ``A`` for ``1x2`` (the operand read from L2 once per cluster), None for ``1x1``."""
-        return {"2x1": "B", "1x2": "A"}.get(self.cluster)
+        from ..emit.sm90.config import SHARED_OPERAND
+
+        return SHARED_OPERAND.get(self.cluster)
 
     @property
     def consumers(self) -> int:

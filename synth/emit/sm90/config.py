@@ -40,6 +40,18 @@ CLUSTERS = ("1x1", "2x1", "1x2")
 """Thread-block cluster shapes, ``M x N`` in CTAs (CUTLASS's ``ClusterShape<M, N, 1>``): ``2x1`` pairs two CTAs of one
 tile column (they share, and multicast, the B tile), ``1x2`` two CTAs of one tile row (sharing A)
 (docs/hopper_cluster.md)."""
+SHARED_OPERAND = {"2x1": "B", "1x2": "A"}
+"""The operand a cluster shape's CTAs share and multicast (read from L2 once per cluster)."""
+
+
+def cluster_dims(cluster: str) -> tuple[int, int]:
+    """``(CTAs along M, CTAs along N)`` of a cluster shape of :data:`CLUSTERS`; ``(1, 1)`` for anything else."""
+    if cluster not in CLUSTERS:
+        return 1, 1
+    m, n = cluster.split("x")
+    return int(m), int(n)
+
+
 DTYPES = ("f16", "bf16")
 """Element types of A and B (2 bytes each: the tile and byte counts do not depend on it)."""
 EPILOGUES = ("register", "tma_store")
@@ -95,12 +107,12 @@ class Sm90Config:
     @property
     def cluster_m(self) -> int:
         """CTAs of the cluster along M (the grid's y)."""
-        return int(self.cluster.split("x")[0]) if self.cluster in CLUSTERS else 1
+        return cluster_dims(self.cluster)[0]
 
     @property
     def cluster_n(self) -> int:
         """CTAs of the cluster along N (the grid's x)."""
-        return int(self.cluster.split("x")[1]) if self.cluster in CLUSTERS else 1
+        return cluster_dims(self.cluster)[1]
 
     @property
     def cluster_size(self) -> int:
@@ -110,7 +122,7 @@ class Sm90Config:
     @property
     def shared_operand(self) -> Optional[str]:
         """The operand the cluster's CTAs share and multicast: ``B`` for ``2x1``, ``A`` for ``1x2``, None for ``1x1``."""
-        return {"2x1": "B", "1x2": "A"}.get(self.cluster)
+        return SHARED_OPERAND.get(self.cluster)
 
     @property
     def a_box_rows(self) -> int:
@@ -256,4 +268,4 @@ class Sm90Config:
         return store_program(self.staging, name=f"{self.name}.store") if self.epilogue == "tma_store" else None
 
 
-__all__ = ["Sm90Config", "BK", "CLUSTERS", "SMEM_LIMIT", "PRODUCER_REGS", "DTYPES", "EPILOGUES", "OUT_DTYPES"]
+__all__ = ["Sm90Config", "BK", "CLUSTERS", "SHARED_OPERAND", "cluster_dims", "SMEM_LIMIT", "PRODUCER_REGS", "DTYPES", "EPILOGUES", "OUT_DTYPES"]
