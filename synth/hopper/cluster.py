@@ -148,12 +148,16 @@ def _init_visible(p: HopperProgram, uses: list[Remote]) -> list[ObligationResult
             continue
         u = mine[0]
         inits = [k for k, s in enumerate(p.setup) if isinstance(s, InitStmt) and s.barrier == b.name]
+        guarded = next((k for k in inits if p.setup[k].guard is not None), None)
         fence = next((k for k, s in enumerate(p.setup) if inits and k > max(inits) and isinstance(s, FenceStmt)
                       and s.fence == "mbarrier_init" and s.guard is None), None)
         sync = next((k for k, s in enumerate(p.setup) if fence is not None and k > fence
                      and isinstance(s, ClusterSyncStmt) and s.guard is None), None)
         if not inits:
             why = f"setup never initializes {b.name}"
+        elif guarded is not None:  # where the guard is false the barrier is never initialized
+            why = (f"setup initializes {b.name} only under the guard {p.setup[guarded].guard} "
+                   f"(setup statement {guarded})")
         elif fence is None:
             why = (f"setup has no fence.mbarrier_init.release.cluster after {b.name}'s init (a CTA-scope fence and "
                    f"the CTA barrier make it visible to CTA {u.to}'s own threads only)")

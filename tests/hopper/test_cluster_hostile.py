@@ -485,3 +485,42 @@ def test_the_multicast_halves_land_where_cute_puts_each_cta_s_part(tmp_path):
         (line,) = [ln for ln in emit_sm90_kernel(cfg).splitlines() if "synth_tma_load_2d_multicast(s" in ln]
         assert f"crank * {rows // 2 * 128}u" in line and f"+ (int)crank * {rows // 2}" in line, line
         assert (cfg.b_box_rows if cluster == "2x1" else cfg.a_box_rows) == rows // 2
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# setup and teardown edits that only the cluster classes see, on a program given to synth.api.verify as an object
+
+def _with(doc, setup=None, teardown=None):
+    from synth.hopper.ir import hopper_from_json
+
+    d = copy.deepcopy(doc)
+    if setup is not None:
+        d["setup"] = setup
+    if teardown is not None:
+        d["teardown"] = teardown
+    return hopper_from_json(d)
+
+
+def test_a_guarded_init_does_not_make_a_barrier_visible_to_the_peer(solved):
+    """A HopperProgram object (synth.api.verify's other target: no file, so no trusted reader in front of the
+    prover) whose init of full0 runs only when T > 1: at T = 1 CTA 1 multicasts into a barrier CTA 0 never
+    initialized. docs/hopper_cluster.md's init_visible takes the init, the fence and the cluster barrier
+    unguarded; the guarded fence and cluster barrier were refuted, the guarded init was not."""
+    from synth.api import verify
+
+    doc = json.loads((solved / "program.json").read_text())
+    setup = copy.deepcopy(doc["setup"])
+    assert setup[0] == {"kind": "init", "barrier": "full0", "guard": None}
+    setup[0]["guard"] = "T > 1"
+    rep = verify(_with(doc, setup=setup))
+    assert not rep.ok and "init_visible" in rep.refuted_classes(), rep.render()
+    assert "full0" in rep.render() and "guard" in rep.render()
+    # the same edit as a file: the reader refuses it (exit 2), as it did
+    from synth.errors import SynthError
+    from synth.hopper.ir import load_hopper
+
+    bad = solved.parent / "guarded_init.json"
+    doc["setup"] = setup
+    bad.write_text(json.dumps(doc))
+    with pytest.raises(SynthError, match="guarded setup statement"):
+        load_hopper(str(bad))
