@@ -13,6 +13,9 @@ does not apply (no such statement), so a mutant is never silently the original.
   may not have filled (read-after-write).
 * :func:`flip_producer_parity` -- a warp-specialized producer's phase bit no longer negated: it waits for
   the current release of each slot instead of the previous one.
+* :func:`wgmma_to_local_load` -- a warp-specialized consumer's wgmma replaced by per-thread
+  ``ttg.local_load``\ s of its operands: nothing converges the partition's threads between their wait and
+  the leader's release (a lagging thread two phases behind); :func:`barrier_before_arrives` is the fix.
 * :func:`unguard_prologue_copy` -- the first prologue TMA copy guarded by ``T >= 0`` instead of ``T > 0``:
   wrong only when the loop runs zero times (``--min-trip-count 0``).
 """
@@ -109,3 +112,44 @@ def unguard_prologue_copy(text: str) -> str:
 
 
 __all__ = ["raise_wait", "raise_pendings", "drop_barrier_wait", "flip_producer_parity", "unguard_prologue_copy"]
+
+
+def wgmma_to_local_load(text: str) -> str:
+    """The first ``ttng.warp_group_dot`` of a warp-specialized consumer partition (one inside a
+    ``partitionN`` region) replaced by a per-thread ``ttg.local_load`` of each shared operand (ld.shared /
+    ldmatrix; no warp-group convergence): the shape of a leader warp releasing a slot while the partition's
+    other warps may still wait for it. Refuted by ``converge`` when the arrive has no barrier before it
+    (``arrive_sync=False``); :func:`barrier_before_arrives` is its fix."""
+    lines = text.splitlines(keepends=True)
+    in_partition = False
+    for i, ln in enumerate(lines):
+        if re.match(r"\s*partition\d+\(", ln):
+            in_partition = True
+        m = re.match(r"(\s*)(%[\w$.#-]+) = ttng\.warp_group_dot (%[\w$.#-]+), (%[\w$.#-]+), .*?: "
+                     r"(!ttg\.memdesc<[^>]*>) \* (!ttg\.memdesc<[^>]*>) -> (tensor<[^>]*>)(.*)$", ln)
+        if in_partition and m:
+            ind, res, a, b, ta, tb, tacc, rest = m.groups()
+            loc = re.search(r"\s(loc\(.*\))\s*$", rest)
+            tail = f" {loc.group(1)}" if loc else ""
+            lines[i] = (f"{ind}{res}_a = ttg.local_load {a} : {ta} -> tensor<1xf16>{tail}\n"
+                        f"{ind}{res}_b = ttg.local_load {b} : {tb} -> tensor<1xf16>{tail}\n"
+                        f"{ind}{res} = arith.addf {res}_a, {res}_b : {tacc}{tail}\n")
+            return "".join(lines)
+    raise ValueError("no ttng.warp_group_dot with two shared operands inside a partition region")
+
+
+def barrier_before_arrives(text: str) -> str:
+    """A ``gpu.barrier`` (``bar.sync`` over the partition) inserted before every ``ttng.arrive_barrier`` and
+    ``ttng.barrier_expect`` inside a loop: what Triton's lowering emits since its fix for a leader warp
+    releasing early, written in the TTGIR."""
+    lines = text.splitlines(keepends=True)
+    out, in_loop, n = [], False, 0
+    for ln in lines:
+        in_loop = in_loop or bool(re.search(r"\bscf\.for\b", ln))
+        if in_loop and re.match(r"\s*ttng\.(arrive_barrier|barrier_expect)\b", ln):
+            out.append(re.match(r"\s*", ln).group(0) + "gpu.barrier\n")
+            n += 1
+        out.append(ln)
+    if not n:
+        raise ValueError("no ttng.arrive_barrier or ttng.barrier_expect inside a loop")
+    return "".join(out)

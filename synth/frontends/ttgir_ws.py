@@ -44,7 +44,7 @@ from typing import Optional
 
 import z3
 
-from ..completion import ArriveStmt, Barrier, BarrierRef, FenceStmt, InitStmt, InvalStmt, PipelineState, TryWaitStmt, Tx
+from ..completion import ArriveStmt, Barrier, BarrierRef, BarSyncStmt, FenceStmt, InitStmt, InvalStmt, PipelineState, TryWaitStmt, Tx
 from ..errors import Loc, SynthError
 from ..expr import Num, Var, parse
 from ..hopper.ir import HopperError, HopperProgram, Role, validate_hopper
@@ -117,8 +117,19 @@ class WSWalker(HopperWalker):
 
     def dialect(self, op: Op, env: dict, events: list, where: str) -> bool:
         n = op.name
-        if n in ("ttg.warp_yield", "ttg.warp_return", "ttg.barrier"):
+        if n in ("ttg.barrier", "gpu.barrier") and where == "in the loop":
+            events.append(HEvent("barsync", op.line, short(op)))
             return True
+        if n in ("ttg.warp_yield", "ttg.warp_return", "ttg.barrier", "gpu.barrier"):
+            return True
+        if n == "ttg.local_load" and where == "in the loop" and op.operands:
+            v = env.get(op.operands[0])
+            if isinstance(v, tuple) and v[0] in ("view", "buf"):
+                # a per-thread read of a slot (ld.shared / ldmatrix): no warp-group convergence
+                events.append(HEvent("load", op.line, short(op), reads=((v[1], v[2] if v[0] == "view" else 0),)))
+                for x in op.results:
+                    env[x] = None
+                return True
         if n == "arith.trunci" and re.search(r"\bto\s+i1\b", op.text) and op.operands:
             x = env.get(op.operands[0])
             if isinstance(x, bool) or x is None or isinstance(x, tuple) or (is_sym(x) and z3.is_bool(x)):
@@ -199,9 +210,18 @@ def _regions(path: str, block: list, pos: int, ws: Op, module_warps: int) -> lis
     return out
 
 
-def ws_to_hopper(text: str, path: str, *, min_trip_count: Optional[int] = None) -> HopperImport:
+def ws_to_hopper(text: str, path: str, *, min_trip_count: Optional[int] = None,
+                 arrive_sync: bool = True) -> HopperImport:
     """Read a warp-specialized sm_90 TTGIR module (module docstring) into a Hopper program of one role per
-    region; SynthError (exit 2) for what is outside the model."""
+    region; SynthError (exit 2) for what is outside the model.
+
+    Each role runs ``32 x num_warps`` threads (its partition's warps); its arrives, expects and TMA copies are
+    elected (Triton lowers them under ``thread id == 0`` of the partition), its wgmmas are warp-group
+    collectives, a ``ttg.barrier`` / ``gpu.barrier`` in its loop is a ``bar_sync`` and a ``ttg.local_load`` of
+    a slot a per-thread read. ``arrive_sync``: each ``ttng.arrive_barrier`` and ``ttng.barrier_expect`` is
+    preceded by a ``bar_sync`` over the partition, as Triton's lowering emits it since its fix for a leader
+    warp releasing before the other warps leave their wait (checked in Triton 3.9's PTX: ``bar.sync id, 128``
+    right before each ``mbarrier.arrive``); ``False`` proves the TTGIR's own convergence points only."""
     text = new_dialect_names(text)
     # the partitioner's task ids sit inside attribute dictionaries between operands: drop them (same lines)
     text = re.sub(r"\s*\{" + _TASK_ATTR.pattern + r"\}", "", text)
@@ -259,7 +279,7 @@ def ws_to_hopper(text: str, path: str, *, min_trip_count: Optional[int] = None) 
         raise err(path, first.loop.line, f"the loops run {trip} times", "a Hopper pipeline needs T >= 1")
     for r in roles:
         _run_loop(w, r, path, None if fixed else T)
-    return _build(path, w, ws, mod, roles, pre, post, trip, fixed, min_trip_count)
+    return _build(path, w, ws, mod, roles, pre, post, trip, fixed, min_trip_count, arrive_sync)
 
 
 def _zi(x):
@@ -326,7 +346,7 @@ def _run_loop(w: WSWalker, r: _Region, path: str, T) -> None:
 # ----------------------------------------------------------------------------------------------
 
 def _build(path: str, w: WSWalker, ws: Op, mod: list, roles: list, pre: list, post: list, trip, fixed: bool,
-           min_trip: Optional[int]) -> HopperImport:
+           min_trip: Optional[int], arrive_sync: bool = True) -> HopperImport:
     names = {}  # allocation -> program name (Triton's SSA numbers become bar3 / buf44)
 
     def nm(x: str, what: str) -> str:
@@ -367,7 +387,8 @@ def _build(path: str, w: WSWalker, ws: Op, mod: list, roles: list, pre: list, po
         if s in init[e.bar]:
             raise err(path, e.line, f"slot {s} of {nm(e.bar, 'bar')} is initialized twice", WS_FIX)
         init[e.bar][s] = e.count
-    reads_of = {r.role: {b for e in r.sym if e.kind == "dot" for b, _ in e.reads if b in tma_bufs} for r in roles}
+    reads_of = {r.role: {b for e in r.sym if e.kind in ("dot", "load") for b, _ in e.reads if b in tma_bufs}
+                for r in roles}
     barriers, setup, teardown = [], [], []
     for b in used:
         counts = init.get(b, {})
@@ -407,9 +428,10 @@ def _build(path: str, w: WSWalker, ws: Op, mod: list, roles: list, pre: list, po
     T = z3.Int("T")
     sources: dict = {}
     role_parts = []
-    for r in roles:
+    for n_role, r in enumerate(roles):
         ctx = Ctx(path, r.k, T, True)
-        parts, waits = _role_parts(ctx, r, slots, tma_bufs, nm, ops, sources)
+        # named barrier 1 + role index: one per partition (bar.sync 0 is the whole CTA's)
+        parts, waits = _role_parts(ctx, r, slots, tma_bufs, nm, ops, sources, 1 + n_role, arrive_sync)
         role_parts.append((r, parts, waits))
     mt = max(1, min_trip or 1)
     tc = int(trip) if fixed else "T"
@@ -418,10 +440,16 @@ def _build(path: str, w: WSWalker, ws: Op, mod: list, roles: list, pre: list, po
     out_roles = []
     for r, parts, waits in role_parts:
         prog = Program(f"{name}.{r.role}", "k", tc, mt, 0, opl, tuple(buffers), ("wgmma",), tuple(parts), tuple(waits))
-        out_roles.append(Role(r.role, 1, prog))
+        threads = min(128, 32 * r.warps)
+        coll = tuple(dict.fromkeys(s.op for pt in parts for s in pt.stmts
+                                   if isinstance(s, OpStmt) and ops[s.op].unit == "wgmma")) if threads > 1 else ()
+        out_roles.append(Role(r.role, 1, prog, threads, coll))
     dropped = sorted(set(init) - set(used))
     notes = (f"Triton warp-specialized TTGIR {path}: {WS_OP} at line {ws.line}, roles "
-             + ", ".join(f"{r.role} (line {r.loop.line}, {r.warps} warps)" for r in roles)
+             + ", ".join(f"{r.role} (line {r.loop.line}, {r.warps} warps, {min(128, 32 * r.warps)} threads)"
+                         for r in roles)
+             + ("; a bar.sync over the partition before each arrive and expect (Triton's lowering)" if arrive_sync
+                else "; no bar.sync before an arrive or expect but the TTGIR's own")
              + (f"; barriers no region uses, left out: {', '.join(nm(b, 'bar') for b in dropped)}" if dropped else ""),)
     prog = HopperProgram(name, "k", tc, mt, opl, tuple(buffers), tuple(barriers), tuple(setup), tuple(out_roles),
                          tuple(teardown), notes)
@@ -432,7 +460,8 @@ def _build(path: str, w: WSWalker, ws: Op, mod: list, roles: list, pre: list, po
     return HopperImport(prog, path, ws.line, sources, notes)
 
 
-def _role_parts(ctx: Ctx, r: _Region, slots: dict, tma_bufs: list, nm, ops: dict, sources: dict):
+def _role_parts(ctx: Ctx, r: _Region, slots: dict, tma_bufs: list, nm, ops: dict, sources: dict,
+                bar_id: int = 1, arrive_sync: bool = True):
     """The body part (iteration ``k`` is ``i``) and the epilogue (wgmma waits after the loop) of one role."""
     path = ctx.path
     stmts: list = []
@@ -454,6 +483,9 @@ def _role_parts(ctx: Ctx, r: _Region, slots: dict, tma_bufs: list, nm, ops: dict
             c = rot(e, n_ev, "bar_slot", slots[e.bar])
             st = PipelineState(parse(f"i + {c}"), slots[e.bar], 0)
             g = guard_of(ctx, e, e.pred, preds, "i")
+            if arrive_sync:
+                # Triton's lowering: bar.sync over the partition, then thread 0 arrives
+                add(BarSyncStmt(bar_id, g), e, "body", stmts)
             if e.kind == "expect":
                 add(ArriveStmt(nm(e.bar, "bar"), st, 1, (Tx(e.bytes),), g), e, "body", stmts)
             else:
@@ -495,6 +527,23 @@ def _role_parts(ctx: Ctx, r: _Region, slots: dict, tma_bufs: list, nm, ops: dict
             if not e.is_async:
                 waits.append(Wait("body", 0, Num(0), opn, reason="synchronous warp_group_dot"))
                 add(WaitStmt(len(waits) - 1), e, "body", stmts)
+        elif e.kind == "barsync":
+            add(BarSyncStmt(bar_id), e, "body", stmts)
+        elif e.kind == "load":
+            reads = []
+            for b, _s in e.reads:
+                if b not in tma_bufs:
+                    continue
+                c = slot_rotation(ctx, e, [run[n_ev].reads[0][1] for run in r.runs], _s, slots[b])
+                if c != 0:
+                    raise err(path, e.line, f"{r.role}: the load of iteration k reads slot (k + {c}) % {slots[b]} "
+                              f"of {nm(b, 'buf')}: the tile of another iteration", "only a load reading its own "
+                              "iteration's tiles is supported")
+                reads.append(Access(nm(b, "buf"), parse("i"), parse(f"i % {slots[b]}"), f"tma_{nm(b, 'buf')}"))
+            if reads:
+                opn = f"load_{r.role}_{n_ev}"
+                ops[opn] = ProgOp(opn, "lds", 0, False, None, None)
+                add(OpStmt(opn, parse("i"), None, None, tuple(reads), ()), e, "body", stmts)
         elif e.kind == "dotwait":
             waits.append(Wait("body", 0, Num(e.count), "the next statement", reason=e.text))
             add(WaitStmt(len(waits) - 1), e, "body", stmts)
