@@ -11,7 +11,7 @@ including the peer's multicast, no deadlock across the CTAs, slot reuse only aft
 release), and this module adds what the program's setup and teardown must do for the CTAs:
 
 ``cluster_form``
-    every role, barrier and buffer names a CTA ``0 .. n - 1`` (``n``: the CTAs the roles name); a
+    every role, barrier and buffer names a CTA ``0 .. n - 1`` (``n >= 2``: the CTAs the roles name); a
     ``try_wait`` waits on its own CTA's barrier (``mbarrier.try_wait`` takes a ``shared::cta``
     address); an op reads its own CTA's buffers; a copy writes the CTA whose barrier it completes
     on (a multicast lands in each destination CTA's slot and signals that CTA's barrier).
@@ -115,6 +115,9 @@ def _form(p: HopperProgram) -> list[ObligationResult]:
                 for what, name in named if cta_of(name) is None or cta_of(name) >= n), None)
     if bad is None and ctas != list(range(n)):
         bad = f"the roles name CTAs {ctas}, not 0 .. {n - 1}"
+    if bad is None and n < 2:  # a folder declaring a cluster, or a cluster barrier, around one CTA's program
+        bad = (f"the roles name one CTA ({ctas[0] if ctas else 'none'}): a cluster program's roles name the CTAs "
+               "0 .. n - 1 of a cluster of n >= 2")
     out.append(_result("cluster_form:names", "cluster_form", "program",
                        "every role, barrier and buffer ends its name with its CTA's index 0 .. n - 1", bad))
     for r in p.roles:

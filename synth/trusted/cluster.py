@@ -9,8 +9,8 @@ are about CTAs. A role, barrier or buffer belongs to the CTA whose decimal index
 that exists, whatever its guard), so each holds for every trip count or for none; no solver is
 needed:
 
-* ``cluster_form``: every role, barrier and buffer names a CTA ``0 .. n - 1`` (``n``: the CTAs the
-  roles name, all of them used); a ``try_wait`` waits on its own CTA's barrier; an op reads its own
+* ``cluster_form``: every role, barrier and buffer names a CTA ``0 .. n - 1`` (``n >= 2``: the CTAs
+  the roles name, all of them used); a ``try_wait`` waits on its own CTA's barrier; an op reads its own
   CTA's buffers; a copy writes the CTA whose barrier it completes on.
 * ``init_visible``: each barrier a statement of another CTA's role touches (an arrive, a copy's
   ``complete_tx``) is initialized in ``setup``, and after its last init come a
@@ -97,6 +97,8 @@ def _form(p: HProgram) -> list:
             break
     if not why and used != list(range(n)):
         why = f"the roles name CTAs {used}, not 0 .. {n - 1}"
+    if not why and n < 2:
+        why = f"the roles name one CTA ({used[0] if used else 'none'}): a cluster program names n >= 2 CTAs"
     out.append(ClusterCheck("cluster_form:names", "cluster_form", "every role, barrier and buffer ends its name "
                             "with its CTA's index 0 .. n - 1", not why, why))
     for r in p.roles:

@@ -524,3 +524,57 @@ def test_a_guarded_init_does_not_make_a_barrier_visible_to_the_peer(solved):
     bad.write_text(json.dumps(doc))
     with pytest.raises(SynthError, match="guarded setup statement"):
         load_hopper(str(bad))
+
+
+def _one_cta_named_cta0(tmp_path) -> dict:
+    """The 1x1 lowering of PROBLEM's tile with every role, barrier and buffer renamed to end in 0 (CTA 0)."""
+    from synth.emit.sm90.config import Sm90Config
+    from synth.hopper.ir import dumps
+
+    one = json.loads(dumps(Sm90Config(stages=2, name="hx2").program()))
+    names = {r["role"] for r in one["roles"]} | {b["name"] for b in one["barriers"]} | \
+        {b["name"] for b in one["buffers"]}
+
+    def walk(x, key=None):
+        if isinstance(x, dict):
+            return {k: walk(v, k) for k, v in x.items()}
+        if isinstance(x, list):
+            return [walk(v, key) for v in x]
+        if isinstance(x, str) and key in ("role", "barrier", "buffer", "name", "guards") and x in names:
+            return x + "0"
+        return x
+    return walk(one)
+
+
+def test_a_folder_declaring_a_cluster_with_a_one_cta_program_named_cta0_fails(solved, tmp_path):
+    """problem.yaml says cluster: 2x1; program.json is the one-CTA program with every name ending in 0, so every
+    name ends in a CTA index of the one CTA its roles name. docs/hopper_cluster.md: a folder that declares a
+    cluster but holds a one-CTA program fails cluster_form, and a cluster program's roles name its CTAs 0 .. n - 1
+    of a cluster of two: verify refutes cluster_form:names, the trusted checker too, and certify refuses a
+    certificate listing the three checks synth used to derive for it."""
+    from synth.api import certify, verify
+    from synth.hopper.ir import hopper_from_json
+    from synth.trusted.cluster import check_cluster_bytes
+    from synth.verify.certificate_phases import write_hopper_certificate
+    from synth.verify.phases import verify_hopper
+
+    from synth.hopper.ir import dumps
+
+    doc = _one_cta_named_cta0(tmp_path)
+    folder = _copy(solved, tmp_path / "f")
+    shutil.rmtree(folder / "certificate")
+    (folder / "program.json").write_text(dumps(hopper_from_json(doc)))
+    rep = verify(str(folder))
+    assert not rep.ok and rep.refuted_classes() == {"cluster_form"}, rep.render()
+    assert "one CTA" in rep.render(), rep.render()
+    ok, checks, _ = check_cluster_bytes((folder / "program.json").read_bytes())
+    assert not ok and [c.id for c in checks if not c.ok] == ["cluster_form:names"]
+    one = verify_hopper(hopper_from_json(doc), time_limit=10)
+    assert one.ok
+    with pytest.raises(ValueError, match="refutes a cluster class"):
+        write_hopper_certificate(one, str(tmp_path / "c"), cluster=True)
+    write_hopper_certificate(one, str(folder / "certificate"), cluster=False)
+    _manifest(folder, lambda d: d.__setitem__("cluster", ["cluster_form:names", "cluster_form:producer0",
+                                                          "cluster_form:consumer0"]))
+    res = certify(str(folder))
+    assert not res.ok and "cluster_form:names [cluster_form]" in res.render(), res.render()
