@@ -59,7 +59,7 @@ from typing import Optional
 
 import z3
 
-from ..completion import (ArriveStmt, Barrier, BarrierRef, FenceStmt, InitStmt, InvalStmt, PipelineState,
+from ..completion import (ArriveStmt, Barrier, BarrierRef, BarSyncStmt, FenceStmt, InitStmt, InvalStmt, PipelineState,
                           TryWaitStmt, Tx)
 from ..errors import Loc, SynthError
 from ..expr import Num, Var, parse, to_z3
@@ -97,7 +97,8 @@ class HEvent:
     """One statement of the source that matters to the protocol (slots are ints or Z3 terms)."""
 
     kind: str
-    """init | inval | expect | tma | wait | dot | dotwait"""
+    """init | inval | expect | tma | wait | dot | dotwait | barsync (a CTA or partition bar.sync) | load (a
+    per-thread ``ttg.local_load`` of a slot: warp-specialized partitions)"""
     line: int
     text: str
     buf: str = ""
@@ -250,6 +251,11 @@ class HopperWalker(Walker):
             for r in op.results:
                 env[r] = None
             return True
+        if n in ("ttg.barrier", "gpu.barrier"):
+            # a CTA bar.sync: a convergence point of the role's threads (in the loop; elsewhere nothing to prove)
+            if where == "in the loop":
+                events.append(HEvent("barsync", op.line, short(op)))
+            return True
         if n in ("ttg.local_dealloc", "ttng.fence_async_shared"):
             return True
         if n in ("ttg.async_copy_global_to_local", "ttg.async_commit_group", "ttg.async_wait"):
@@ -383,8 +389,17 @@ class _Ctx:
     iv_known: bool
 
 
-def ttgir_to_hopper(text: str, path: str, *, min_trip_count: Optional[int] = None) -> HopperImport:
-    """Read an sm_90 pipelined TTGIR module (module docstring); SynthError for what is outside the model."""
+def ttgir_to_hopper(text: str, path: str, *, min_trip_count: Optional[int] = None,
+                    arrive_sync: bool = True) -> HopperImport:
+    """Read an sm_90 pipelined TTGIR module (module docstring); SynthError for what is outside the model.
+
+    The one role runs the module's ``32 x num-warps`` threads (at most 128 are modeled: one warp group's
+    worth, each thread of any warp group a "thread 1"); its expects and TMA copies are elected (Triton lowers
+    them under ``thread id == 0``); its wgmmas are collective when ``num-warps`` is at most 4 (one warp group:
+    a wgmma converges every thread of the role; with more warps each warp group converges alone, so a wgmma
+    is no convergence point of the role). ``arrive_sync``: each ``ttng.barrier_expect`` is preceded by a
+    ``bar_sync`` of the role's threads, as Triton's lowering emits (``bar.sync 0`` before the elected
+    ``mbarrier.arrive.expect_tx``); ``False`` proves the TTGIR's own convergence points only."""
     text = new_dialect_names(text)
     mod = parse_module(text, path)
     is_pipe = (TMA, WAIT)
@@ -438,7 +453,14 @@ def ttgir_to_hopper(text: str, path: str, *, min_trip_count: Optional[int] = Non
         env_after[r] = None
     w.block(block[pos + 1:], env_after, epi, "after the loop")
     ctx = _Ctx(path, k, T, fixed)
-    return _build(ctx, w, lp, pro, sym, runs, epi, trip, min_trip_count, _func_name(mod, lp))
+    return _build(ctx, w, lp, pro, sym, runs, epi, trip, min_trip_count, _func_name(mod, lp),
+                  warps=module_warps(text), arrive_sync=arrive_sync)
+
+
+def module_warps(text: str) -> int:
+    """The module's ``"ttg.num-warps"`` (4 when it does not say)."""
+    m = re.search(r'"ttg\.num-warps"\s*=\s*(\d+)', text)
+    return int(m.group(1)) if m else 4
 
 
 def _func_name(mod: list, lp: Op) -> str:
@@ -513,8 +535,9 @@ def _and(a, b):
 
 
 def _build(ctx: _Ctx, w: HopperWalker, lp: Op, pro: list, body: list, runs: list, epi: list, trip,
-           min_trip: Optional[int], name: str) -> HopperImport:
-    """The Hopper program of the loop's events (module docstring: counts, steps, guards)."""
+           min_trip: Optional[int], name: str, *, warps: int = 4, arrive_sync: bool = True) -> HopperImport:
+    """The Hopper program of the loop's events (module docstring: counts, steps, guards), its role on
+    ``32 x warps`` threads (:func:`ttgir_to_hopper`)."""
     path = ctx.path
     tma_bufs = sorted({e.buf for e in pro + body if e.kind == "tma"})
     for e in epi:
@@ -549,7 +572,7 @@ def _build(ctx: _Ctx, w: HopperWalker, lp: Op, pro: list, body: list, runs: list
         if len(box) != 1:
             raise err(path, lp.line, f"TMA copies into {b} have different box sizes {sorted(box)}", FIX)
         buffers.append(ProgBuffer(b, "shared", slots[b], box.pop()))
-    lay = _Layout(ctx, slots, tma_bufs, bars, p_writes, p_expects, P, ops)
+    lay = _Layout(ctx, slots, tma_bufs, bars, p_writes, p_expects, P, ops, arrive_sync=arrive_sync)
     stmts = _body_part(lay, lp, body, runs)
     pstmts = _prologue_part(lay, pro)
     estmts: list = []
@@ -575,9 +598,15 @@ def _build(ctx: _Ctx, w: HopperWalker, lp: Op, pro: list, body: list, runs: list
     opl = tuple(ops.values())
     role = Program(f"{name}.mainloop", "k", tc, mt, max(o.stage for o in opl), opl, tuple(buffers), ("wgmma",),
                    tuple(parts), tuple(waits))
-    notes = (f"Triton sm_90 TTGIR {path}: loop at line {lp.line}, {P} prologue step(s), one warp group",)
+    threads = min(128, 32 * warps)
+    coll = tuple(o.name for o in opl if o.unit == "wgmma" and any(
+        isinstance(s, OpStmt) and s.op == o.name for pt in parts for s in pt.stmts)) if warps <= 4 else ()
+    notes = (f"Triton sm_90 TTGIR {path}: loop at line {lp.line}, {P} prologue step(s), one role of {warps} "
+             f"warps ({threads} threads modeled{', wgmma collective' if coll else ''})"
+             + ("; a CTA bar.sync before each expect (Triton's lowering)" if arrive_sync else
+                "; no bar.sync before an expect but the TTGIR's own"),)
     prog = HopperProgram(name, "k", tc, mt, opl, tuple(buffers), tuple(barriers), tuple(setup),
-                         (Role("mainloop", 1, role),), tuple(teardown), notes)
+                         (Role("mainloop", 1, role, threads, coll),), tuple(teardown), notes)
     try:
         validate_hopper(prog)
     except HopperError as x:
@@ -640,8 +669,13 @@ class _Layout:
     sources: dict = field(default_factory=dict)
     waits: list = field(default_factory=list)
     dot_stage: Optional[int] = None
+    arrive_sync: bool = True
 
     def add(self, stmt, e: HEvent, part: str, out: list) -> None:
+        if self.arrive_sync and isinstance(stmt, ArriveStmt):
+            # Triton's lowering of ttng.barrier_expect: a CTA bar.sync, then thread 0 arrives
+            self.sources[(part, len(out))] = (e.line, e.text)
+            out.append(BarSyncStmt(1, stmt.guard))
         self.sources[(part, len(out))] = (e.line, e.text)
         out.append(stmt)
 
@@ -716,6 +750,8 @@ def _body_part(lay: _Layout, lp: Op, body: list, runs: list) -> list:
         elif e.kind == "dotwait":
             lay.waits.append(Wait("body", 0, Num(e.count), "the next statement", reason=e.text))
             lay.add(WaitStmt(len(lay.waits) - 1), e, "body", stmts)
+        elif e.kind == "barsync":
+            lay.add(BarSyncStmt(1), e, "body", stmts)
     if n_dot == 0:
         raise err(path, lp.line, "the pipelined loop has no ttng.warp_group_dot", FIX)
     for b in lay.tma_bufs:
@@ -942,4 +978,4 @@ build_program, func_name = _build, _func_name  # and the flattened persistent lo
 
 __all__ = ["ttgir_to_hopper", "is_hopper_ttgir", "check_hopper", "HopperImport", "HopperCheck",
            "HopperWalker", "render", "HEvent", "Ctx", "fit_phase", "fit_phase_at", "same_carried", "slot_rotation",
-           "guard_of", "wait_states", "FIX", "build_program", "func_name", "and_guards", "prove_mapped"]
+           "guard_of", "wait_states", "FIX", "build_program", "func_name", "and_guards", "prove_mapped", "module_warps"]

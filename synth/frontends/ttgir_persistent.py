@@ -33,7 +33,7 @@ from .mlirtext import Op, parse_module, walk
 from .scfloop import err, find_block, fit_carried, for_header
 from .ttgir import new_dialect_names
 from .ttgir_hopper import (DOT_WAIT, FIX, TMA, WAIT, Ctx, HopperCheck, HopperImport, HopperWalker, build_program,
-                           fit_phase, fit_phase_at, func_name, prove_mapped, same_carried)
+                           fit_phase, fit_phase_at, func_name, module_warps, prove_mapped, same_carried)
 
 STORE_OPS = ("ttng.async_tma_copy_local_to_global", "ttng.async_tma_store_wait", "ttng.fence_async_shared",
              "ttg.local_store", "ttg.local_dealloc", "ttg.local_alloc")
@@ -133,9 +133,11 @@ def is_persistent_ttgir(text: str) -> bool:
                for x in walk(lp.regions[0]))
 
 
-def persistent_to_hopper(text: str, path: str, *, min_trip_count: Optional[int] = None) -> HopperImport:
+def persistent_to_hopper(text: str, path: str, *, min_trip_count: Optional[int] = None,
+                         arrive_sync: bool = True) -> HopperImport:
     """Read Triton's flattened persistent sm_90 TTGIR (module docstring) into a one-role Hopper program of
-    the fused loop; SynthError (exit 2) for what is outside the model."""
+    the fused loop; SynthError (exit 2) for what is outside the model. Threads, collectives and
+    ``arrive_sync`` as :func:`~.ttgir_hopper.ttgir_to_hopper`."""
     text = new_dialect_names(text)
     mod = parse_module(text, path)
     loops = _tma_loops(mod)
@@ -186,7 +188,7 @@ def persistent_to_hopper(text: str, path: str, *, min_trip_count: Optional[int] 
         env_after[r] = None
     w.block(block[pos + 1:], env_after, epi, "after the loop")
     imp = build_program(Ctx(path, k, T, fixed), w, lp, pre, sym, runs, epi, trip, min_trip_count,
-                        func_name(mod, lp))
+                        func_name(mod, lp), warps=module_warps(text), arrive_sync=arrive_sync)
     p = imp.program
     for name, x in w.touched.items():
         if name in {b.name for b in p.buffers} | {b.name for b in p.barriers}:

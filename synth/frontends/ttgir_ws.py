@@ -117,10 +117,7 @@ class WSWalker(HopperWalker):
 
     def dialect(self, op: Op, env: dict, events: list, where: str) -> bool:
         n = op.name
-        if n in ("ttg.barrier", "gpu.barrier") and where == "in the loop":
-            events.append(HEvent("barsync", op.line, short(op)))
-            return True
-        if n in ("ttg.warp_yield", "ttg.warp_return", "ttg.barrier", "gpu.barrier"):
+        if n in ("ttg.warp_yield", "ttg.warp_return"):
             return True
         if n == "ttg.local_load" and where == "in the loop" and op.operands:
             v = env.get(op.operands[0])
