@@ -6,7 +6,8 @@ outside this package.
 
 A key is read only when written the one plain way: a block key at column 0 (bare or quoted), once, its
 value one of the allowed words (optionally quoted), an optional ``# comment`` after it. Any other spelling
-of the key (indented, inside a flow mapping, an explicit ``?`` key, twice, another value) raises
+of the key (indented, inside a flow mapping, an explicit ``?`` key, twice, another value), and any key written
+through an escape (``"clu\\x73ter"``), an alias (``*k``), a tag or an anchor, raises
 :class:`FlagError` naming the file, the line and the fix: the checker never guesses.
 """
 
@@ -37,9 +38,14 @@ def read_key(data: bytes, key: str, allowed, path: str = "problem.yaml"):
     except UnicodeDecodeError as e:
         raise FlagError(path, f"not UTF-8 (offset {e.start})", "save the file as UTF-8") from None
     probe = re.compile(r"""(^|[{,?])\s*["']?""" + re.escape(key) + r"""\b["']?\s*(:|$)""")
+    # a key YAML reads through an escape, an alias, a tag or an anchor may be this key: not read for sure
+    hidden = re.compile(r"""(^|[{,?])\s*([*!&]|"[^"]*\\)""")
     found = None
     for n, line in enumerate(text.lstrip("\ufeff").splitlines(), 1):
         code = re.sub(r"(^|\s)#.*", "", line)
+        if hidden.search(code):
+            raise FlagError(f"{path}:{n}", f"a key written with an escape, an alias, a tag or an anchor, which may be "
+                            f"the {key} key", "write every top-level key plainly, as 'key: value' at column 0")
         if not probe.search(code):
             continue
         m = re.fullmatch(r"""(["']?)""" + re.escape(key) + r"""\1[ \t]*:[ \t]*(["']?)([A-Za-z0-9_]+)\2[ \t]*""", code)

@@ -578,3 +578,58 @@ def test_a_folder_declaring_a_cluster_with_a_one_cta_program_named_cta0_fails(so
                                                           "cluster_form:consumer0"]))
     res = certify(str(folder))
     assert not res.ok and "cluster_form:names [cluster_form]" in res.render(), res.render()
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# problem.yaml's cluster key spelled so that YAML reads it and the trusted line reader would not
+
+HIDDEN_KEYS = ['"clu\\x73ter": 2x1', '"\\u0063luster": 2x1', "!!str cluster: 2x1", "&a cluster: 2x1",
+               "? !!str cluster\n: 2x1"]
+
+
+@pytest.mark.parametrize("spelled", HIDDEN_KEYS)
+def test_a_cluster_key_the_line_reader_cannot_read_for_sure_is_refused(tmp_path, spelled):
+    """Each spelling is cluster: 2x1 to synth's YAML loader; the trusted reader (what synth verify and synth
+    certify decide rule 3 with) must refuse it at its line rather than read "no cluster"."""
+    from synth.load import load_problem
+    from synth.trusted.flags import FlagError, read_cluster_flag
+
+    text = PROBLEM.replace("cluster: 2x1", spelled)
+    p = tmp_path / "p.yaml"
+    p.write_text(text)
+    assert load_problem(str(p)).cluster == "2x1"
+    with pytest.raises(FlagError) as e:
+        read_cluster_flag(text.encode(), str(p))
+    assert e.value.where == f"{p}:{CLUSTER_LINE}" and e.value.fix
+
+
+def test_an_aliased_cluster_key_is_refused(tmp_path):
+    from synth.load import load_problem
+    from synth.trusted.flags import FlagError, read_cluster_flag
+
+    text = PROBLEM.replace("name: hx2", "name: &k cluster").replace("cluster: 2x1", "*k : 2x1")
+    p = tmp_path / "p.yaml"
+    p.write_text(text)
+    assert load_problem(str(p)).cluster == "2x1"
+    with pytest.raises(FlagError) as e:
+        read_cluster_flag(text.encode(), str(p))
+    assert e.value.where == f"{p}:{CLUSTER_LINE}"
+
+
+def test_a_folder_hiding_its_cluster_key_is_not_checked_as_one_cta(solved, tmp_path):
+    """The cluster folder with the 1x1 program.json and problem.yaml's key written "clu\\x73ter": 2x1 (YAML: a
+    cluster of two): synth verify and synth certify refuse it at problem.yaml's line (exit 2) instead of
+    proving the one-CTA program of a folder that declares a cluster."""
+    one = _solve(tmp_path / "one", PROBLEM.replace("cluster: 2x1\n", ""))
+    folder = _copy(solved, tmp_path / "f")
+    for name in ("program.json", "certificate"):
+        (shutil.rmtree if name == "certificate" else os.remove)(folder / name)
+    shutil.copy(one / "program.json", folder / "program.json")
+    shutil.copytree(one / "certificate", folder / "certificate")
+    p = folder / "problem.yaml"
+    p.write_text(p.read_text().replace("cluster: 2x1", '"clu\\x73ter": 2x1'))
+    r = synth("verify", str(folder))
+    assert r.returncode == 2 and f"problem.yaml:{CLUSTER_LINE}" in r.stderr and "Traceback" not in r.stderr, \
+        r.stdout + r.stderr
+    r = synth("certify", str(folder))
+    assert r.returncode in (1, 2) and f"problem.yaml:{CLUSTER_LINE}" in r.stdout + r.stderr, r.stdout + r.stderr
