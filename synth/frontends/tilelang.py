@@ -42,7 +42,7 @@ from typing import Optional
 
 import z3
 
-from ..completion import (ArriveStmt, Barrier, BarrierRef, FenceStmt, InitStmt, InvalStmt, PipelineState, TryWaitStmt,
+from ..completion import (ArriveStmt, Barrier, BarrierRef, BarSyncStmt, FenceStmt, InitStmt, InvalStmt, PipelineState, TryWaitStmt,
                           Tx)
 from ..expr import Bin, Expr, Num, Var, free_vars, parse, simplify, substitute, to_str, to_z3
 from ..hopper.ir import HopperError, HopperProgram, Role, validate_hopper
@@ -517,6 +517,10 @@ def tilelang_to_hopper(text: str, path: str, *, min_trip_count: Optional[int] = 
                 continue
             if e.kind in ("init", "fence_init"):
                 continue
+            if e.kind == "sync":
+                if (role not in loops or e.where == "body") and not e.guard:
+                    add(BarSyncStmt(1 + [r for r, _n, _l in k.roles].index(role)), e)
+                continue
             g, gf = role_guard(e, role)
             if e.kind == "expect":
                 bn, c, m = bar_of(e)
@@ -598,7 +602,13 @@ def tilelang_to_hopper(text: str, path: str, *, min_trip_count: Optional[int] = 
         parts.append(Part("body", "i", Num(int(trip)) if isinstance(trip, int) else Var("T"), tuple(stmts)))
         prog = Program(f"{k.name}.{role}", "k", trip, max(1, min_trip_count or 1), 0, (), (), ("wgmma",),
                        tuple(parts), tuple(waits))
-        out_roles.append((role, wgs, prog))
+        # a role whose every release is by each thread (T.ptx_arrive_barrier outside T.tl_shuffle_elect: the
+        # phase completes only once every thread arrived, after its own earlier waits) and which issues nothing
+        # from one elected thread (a TMA copy, an elected arrive or expect) is one actor: no release of it can
+        # run ahead of a thread. Otherwise its warp groups run 128 threads each.
+        elected = any(e.kind == "tma" or (e.kind in ("arrive", "expect") and isinstance(e.count, Num) and
+                                           e.count.value <= 1) for e in evs)
+        out_roles.append((role, wgs, prog, 128 if elected else 1))
     refills: dict = {}
     for role, _n, _l in k.roles:
         cur = None
@@ -637,14 +647,21 @@ def tilelang_to_hopper(text: str, path: str, *, min_trip_count: Optional[int] = 
         setup.append(FenceStmt("mbarrier_init"))
     buffers = []
     for b in tma_bufs:
-        box = {st.barrier.bytes for _r, _w, p in out_roles for pt in p.parts for st in pt.stmts
+        box = {st.barrier.bytes for _r, _w, p, _t in out_roles for pt in p.parts for st in pt.stmts
                if isinstance(st, OpStmt) and st.op == f"tma_{b}"}
         if len(box) != 1:
             raise tir_error(path, k.ws_line, f"TMA copies into {b} have different sizes {sorted(box)}", FIX)
         buffers.append(ProgBuffer(b, "shared", lays.get(b, _Layout(1, 0)).slots, box.pop()))
     opl = tuple(ops.values())
     mt = max(1, min_trip_count or 1)
-    roles_out = tuple(Role(r, w, replace(p, ops=opl, buffers=tuple(buffers))) for r, w, p in out_roles)
+    # every thread of a role of 128 runs its waits and wgmmas; its arrives and TMA copies are elected (an
+    # arrive by each thread in such a role is taken as one elected arrive of the warp group's count: sound,
+    # it is never a convergence point)
+    roles_out = tuple(Role(r, w, replace(p, ops=opl, buffers=tuple(buffers)), th,
+                           tuple(dict.fromkeys(st.op for pt in p.parts for st in pt.stmts
+                                               if isinstance(st, OpStmt) and ops[st.op].unit == "wgmma"))
+                           if th > 1 else ())
+                      for r, w, p, th in out_roles)
     unused = sorted(set(bars) - used)
     notes = (f"TileLang warp-specialized TIR {path}: scope at line {k.ws_line}, roles "
              + ", ".join(f"{r} ({n} threads, line {ln})" for r, n, ln in k.roles)

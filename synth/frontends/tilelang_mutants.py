@@ -10,6 +10,10 @@ Pure text -> text functions for ``benchmarks/check_corpus.py`` and the tests, in
   consumer's wgmma may still read it (write-after-read).
 * :func:`flip_consumer_parity` -- the consumer's full-barrier wait parity ``p`` made ``T.bitwise_xor(p, 1)``:
   it waits for the phase before, which is complete, and reads a slot its TMA may not have filled.
+* :func:`converge_producer` -- not a bug but a fix: a named ``bar.sync`` over the producer's threads
+  (``T.tvm_storage_sync("shared", 1, n)``) before each elected block (``if T.tl_shuffle_elect(n):``) that
+  follows a wait: every producer thread has left its wait on the empty barrier before the elected thread
+  refills the slot (the ``converge`` obligation TileLang 0.1.15's producer fails).
 """
 
 from __future__ import annotations
@@ -65,3 +69,21 @@ def flip_consumer_parity(text: str) -> str:
 
 
 __all__ = ["raise_wait_group", "drop_release_wait", "flip_consumer_parity"]
+
+
+def converge_producer(text: str) -> str:
+    """``text`` with ``T.tvm_storage_sync("shared", 1, n)`` (``bar.sync 1, n``: TileLang's partial thread
+    sync over the ``n`` threads of the role) inserted before every ``if T.tl_shuffle_elect(n):`` with
+    ``n > 0`` that comes after a ``T.mbarrier_wait_parity`` (the producer's elected expect and TMA block)."""
+    lines = text.splitlines(keepends=True)
+    out, waited, n_edits = [], False, 0
+    for ln in lines:
+        waited = waited or "T.mbarrier_wait_parity(" in ln
+        m = re.match(r"(\s*)if T\.tl_shuffle_elect\((\d+)\):", ln)
+        if m and waited and int(m.group(2)) > 0:
+            out.append(f'{m.group(1)}T.tvm_storage_sync("shared", 1, {m.group(2)})\n')
+            n_edits += 1
+        out.append(ln)
+    if not n_edits:
+        raise ValueError("no if T.tl_shuffle_elect(n) after a T.mbarrier_wait_parity")
+    return "".join(out)

@@ -61,7 +61,8 @@ class TEvent:
     ``arrive`` (``count`` arrivals: 1 when one elected thread runs it, else the role's threads),
     ``expect`` (``nbytes``, ``count`` arrivals: 0 for a bare ``expect_tx``), ``tma`` (``buffer`` at
     ``offset``, ``nbytes``, completing on barrier index ``bar_index``), ``wgmma`` (``reads``: buffer,
-    offset pairs), ``wg_commit``, ``wg_wait`` (``count``), ``fence_init``."""
+    offset pairs), ``wg_commit``, ``wg_wait`` (``count``), ``fence_init``, ``sync`` (a
+    ``tvm_storage_sync`` inside a warp-specialized role: a bar.sync over its threads)."""
 
     kind: str
     line: int
@@ -571,6 +572,9 @@ class _Reader:
             b, i = self.bar_index(a[0], env)
             self.add("init", s, guard, bounds, where, role, buffer=b, bar_index=i,
                      count=self.expr(a[1], env) if len(a) > 1 else None)
+        elif name == "tvm_storage_sync" and role:
+            # a named bar.sync over the role's threads inside a warp-specialized role: a convergence point
+            self.add("sync", s, guard, bounds, where, role)
         elif name == "ptx_fence_barrier_init":
             self.add("fence_init", s, guard, bounds, where, role)
         elif name == "mbarrier_wait_parity":
