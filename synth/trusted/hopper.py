@@ -989,7 +989,7 @@ def read_persistent_flag(data: bytes, path: str = "problem.yaml") -> bool:
     without a YAML library: the key must be a block key at column 0 (bare or quoted) written once, its
     value a YAML 1.1 boolean (``true``, ``false``, ``yes``, ``off``, ...), an optional ``# comment``
     after it. Any other spelling of the key (indented, inside a flow mapping, an explicit ``?`` key,
-    twice, another value) raises
+    twice, another value), and any key written through an escape, an alias, a tag or an anchor, raises
     :class:`~synth.trusted.hopper_program.HopperInputError` naming ``path``, the line and the fix: the
     checker never guesses whether a kernel is persistent."""
     if len(data) > MAX_FLAG_BYTES:
@@ -1002,6 +1002,10 @@ def read_persistent_flag(data: bytes, path: str = "problem.yaml") -> bool:
     found: Optional[tuple] = None
     for n, line in enumerate(text.lstrip("\ufeff").splitlines(), 1):
         code = re.sub(r"(^|\s)#.*", "", line)
+        if re.search(r"""(^|[{,?])\s*([*!&]|"[^"]*\\)""", code):  # YAML may read such a key as persistent
+            raise HopperInputError(f"{path}:{n}", "a key written with an escape, an alias, a tag or an anchor, which "
+                                   "may be the persistent key", "write every top-level key plainly, as 'key: value' "
+                                   "at column 0")
         if not _FLAG_KEY.search(code):
             continue
         m = re.fullmatch(r"""(["']?)persistent\1[ \t]*:[ \t]*([A-Za-z]+)[ \t]*""", code)

@@ -633,3 +633,37 @@ def test_a_folder_hiding_its_cluster_key_is_not_checked_as_one_cta(solved, tmp_p
         r.stdout + r.stderr
     r = synth("certify", str(folder))
     assert r.returncode in (1, 2) and f"problem.yaml:{CLUSTER_LINE}" in r.stdout + r.stderr, r.stdout + r.stderr
+
+
+@pytest.mark.parametrize("spelled", ['"persist\\x65nt": true', "!!str persistent: true", "&p persistent: true"])
+def test_a_persistent_key_the_line_reader_cannot_read_for_sure_is_refused(tmp_path, spelled):
+    from synth.load import load_problem
+    from synth.trusted.hopper import read_persistent_flag
+    from synth.trusted.hopper_program import HopperInputError
+
+    text = PROBLEM + spelled + "\n"
+    p = tmp_path / "p.yaml"
+    p.write_text(text)
+    assert load_problem(str(p)).persistent is True
+    with pytest.raises(HopperInputError) as e:
+        read_persistent_flag(text.encode(), str(p))
+    assert str(e.value).startswith(f"{p}:11")
+
+
+@pytest.mark.slow
+def test_a_persistent_cluster_folder_hiding_its_persistent_key_is_refused(solved_persistent, tmp_path):
+    """The persistent 2x1 folder's certificate without its carry obligations (manifest persistent: false) and its
+    problem.yaml saying "persist\\x65nt": true (YAML: persistent): certify fails at that line instead of
+    certifying the ring without the carry."""
+    from synth.api import certify
+
+    folder = _copy(solved_persistent, tmp_path / "f")
+
+    def no_carry(d):
+        d["persistent"] = False
+        d["obligations"] = [o for o in d["obligations"] if o["kind"] != "carry"]
+    _manifest(folder, no_carry)
+    p = folder / "problem.yaml"
+    p.write_text(p.read_text().replace("persistent: true", '"persist\\x65nt": true'))
+    res = certify(str(folder))
+    assert not res.ok and "problem.yaml:" in res.render(), res.render()
