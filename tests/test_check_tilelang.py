@@ -42,6 +42,21 @@ def _write(tmp_path, text: str, name: str = "k.tir") -> str:
     return str(p)
 
 
+def converged(text: str) -> str:
+    """A warp-specialized kernel with its producer's threads converged before each elected block (the fix of
+    the ``converge`` refutation every TileLang 0.1.15 producer gets; see the test below); others unchanged."""
+    from synth.frontends.tilelang_mutants import converge_producer
+
+    try:
+        return converge_producer(text)
+    except ValueError:
+        return text
+
+
+def converged_path(tmp_path, path: str) -> str:
+    return _write(tmp_path, converged(pathlib.Path(path).read_text()), pathlib.Path(path).name)
+
+
 # ---------------------------------------------------------------------------------------------
 # the saved inputs are TileLang's output
 
@@ -125,13 +140,13 @@ def test_flash_attention_two_buffers_at_two_points_is_proven():
 
 
 @pytest.mark.parametrize("rows", (1, 2))
-def test_one_dimensional_bulk_copy_read_by_plain_loads_is_proven(rows):
+def test_one_dimensional_bulk_copy_read_by_plain_loads_is_proven(tmp_path, rows):
     """tilelang #2566's kernel shape (a contiguous row into a plain shared tile): TileLang 0.1.15 issues a 1D bulk
     TMA copy with its arrive.expect_tx, also at one row, where it drops the loop; the consumer's plain loads are
     synchronous reads of the iteration's slot."""
     from synth.frontends.tilelang import tilelang_to_hopper
 
-    path = fixture(f"rowsum_bulk1d_sm90_t{rows}")
+    path = converged_path(tmp_path, fixture(f"rowsum_bulk1d_sm90_t{rows}"))
     rc, r, err = run_check(path)
     assert rc == 0 and r["trip_count"] == rows, err
     p = tilelang_to_hopper(pathlib.Path(path).read_text(), path).program
@@ -153,11 +168,34 @@ def test_flash_attention_on_sm90_is_refused_naming_its_once_loaded_tile():
 # sm_90 warp-specialized: a producer and a consumer role on full / empty mbarriers
 
 
+@pytest.mark.parametrize("name,T", (("sm90_ws_s2", 1), ("sm90_ws_s3", 1), ("sm90_ws_s4", 1), ("sm90_ws_k32_s3", 1),
+                                    ("rowsum_bulk1d_sm90_t1", 1), ("rowsum_bulk1d_sm90_t2", 2)))
+def test_producer_threads_are_not_converged_before_the_elected_refill(tmp_path, name, T):
+    """TileLang 0.1.15's producer: its 128 threads each wait on the empty barrier, then one
+    (``T.tl_shuffle_elect(128)``: an elect within warp 0) expects bytes and issues the TMA copies; nothing
+    converges the producer's four warps in between. A producer thread still before its wait for phase -1 of
+    an empty slot (a fresh barrier: it passes at once) when the consumer's release completes phase 0 then
+    waits for parity 1 of phase 1, which no one completes: the kernel hangs, at T = 1 already. Refuted by
+    ``converge`` only, in the producer; with a named bar.sync over the producer before the elected block it is
+    proven (the consumer's releases are each thread's own arrives: it is one actor)."""
+    path = fixture(name)
+    rc, r, err = run_check(path)
+    assert rc == 1 and not r["ok"], err
+    assert {f["class"] for f in r["failures"]} == {"converge"} and {f["role"] for f in r["failures"]} == {"producer"}
+    rc, out, err = run_text(path)
+    assert (f"converge: with trip count {T}, warp group producer body i = 0: the elected thread 0 arrives on bar0[0] "
+            "phase 0 (iteration 0) while thread 1 of warp group producer may still be waiting in its try_wait on "
+            f"bar{2 if 's2' in name or 'rowsum' in name else 3 if 's3' in name else 4}[0] for phase -1") in out, out
+    assert re.search(r"source: line \d+: T\.(mbarrier_expect_tx|ptx_arrive_barrier_expect_tx)\(", out), out
+    rc, r, err = run_check(converged_path(tmp_path, path))
+    assert rc == 0 and r["ok"], err
+
+
 @pytest.mark.parametrize("stages", (2, 3, 4))
-def test_warp_specialized_tma_pipeline_is_proven_for_every_trip_count(stages):
+def test_warp_specialized_tma_pipeline_is_proven_for_every_trip_count(tmp_path, stages):
     from synth.frontends.tilelang import tilelang_to_hopper
 
-    path = fixture(f"sm90_ws_s{stages}")
+    path = converged_path(tmp_path, fixture(f"sm90_ws_s{stages}"))
     rc, r, err = run_check(path)
     assert rc == 0, err
     assert r["source"] == "tilelang-sm90-ws" and r["roles"] == ["producer", "consumer"]
@@ -169,16 +207,17 @@ def test_warp_specialized_tma_pipeline_is_proven_for_every_trip_count(stages):
     assert [b.multiplicity for b in p.buffers] == [stages, stages]
     assert [b.bytes_per_slot for b in p.buffers] == [8192, 8192]  # A's one box, B's two half-boxes as one op
     assert r["counts"]["proven"] == len(r.get("obligations", [])) or r["ok"]
+    assert [(x.name, x.threads, x.collective) for x in p.roles] == [("producer", 128, ()), ("consumer", 1, ())]
 
 
-def test_warp_specialized_pipeline_is_proven_from_zero_trips():
-    rc, r, err = run_check(fixture("sm90_ws_s3"), "--min-trip-count", "0")
+def test_warp_specialized_pipeline_is_proven_from_zero_trips(tmp_path):
+    rc, r, err = run_check(converged_path(tmp_path, fixture("sm90_ws_s3")), "--min-trip-count", "0")
     assert rc == 0 and r["min_trip_count"] == 0, err
 
 
-def test_one_iteration_warp_specialized_kernel_is_proven():
+def test_one_iteration_warp_specialized_kernel_is_proven(tmp_path):
     """K = 32: TileLang 0.1.15 drops the loop; each role's straight-line code is one iteration."""
-    rc, r, err = run_check(fixture("sm90_ws_k32_s3"))
+    rc, r, err = run_check(converged_path(tmp_path, fixture("sm90_ws_k32_s3")))
     assert rc == 0 and r["trip_count"] == 1, err
 
 
@@ -219,12 +258,12 @@ BUG_TRAIL = (
 
 
 @pytest.mark.parametrize("bug,fixed,says,where", BUG_TRAIL, ids=[b[0] for b in BUG_TRAIL])
-def test_bug_trail_is_refuted_and_its_fixed_form_proven(bug, fixed, says, where):
+def test_bug_trail_is_refuted_and_its_fixed_form_proven(tmp_path, bug, fixed, says, where):
     rc, out, err = run_text(str(BUGS / bug))
     assert rc == 1, err
     assert says in out and where in out, out[:3000]
     assert re.search(r"source: (read_B_shared in the body is )?line \d+: T\.", out)
-    rc, out, err = run_text(str(fixed))
+    rc, out, err = run_text(converged_path(tmp_path, str(fixed)))  # and its producer converged
     assert rc == 0, out[:2000] + err
 
 
@@ -241,7 +280,7 @@ def test_bug_trail_files_are_the_edits_their_headers_name():
 # bad input: exit 2, file:line and a fix, never a traceback
 
 S3 = pathlib.Path(fixture("sm80_s3")).read_text() if pathlib.Path(fixture("sm80_s3")).exists() else ""
-WS3 = pathlib.Path(fixture("sm90_ws_s3")).read_text() if pathlib.Path(fixture("sm90_ws_s3")).exists() else ""
+WS3 = converged(pathlib.Path(fixture("sm90_ws_s3")).read_text()) if pathlib.Path(fixture("sm90_ws_s3")).exists() else ""
 CP90 = pathlib.Path(fixture("sm90_cpasync_s3")).read_text() if pathlib.Path(fixture("sm90_cpasync_s3")).exists() else ""
 
 
