@@ -65,6 +65,12 @@ def solved(tmp_path_factory) -> pathlib.Path:
 
 
 @pytest.fixture(scope="module")
+def solved_one(tmp_path_factory) -> pathlib.Path:
+    """PROBLEM without its cluster: the one-CTA folder whose program and certificate are swapped in."""
+    return _solve(tmp_path_factory.mktemp("hostile_one"), PROBLEM.replace("cluster: 2x1\n", ""))
+
+
+@pytest.fixture(scope="module")
 def solved_persistent(tmp_path_factory) -> pathlib.Path:
     return _solve(tmp_path_factory.mktemp("hostile_p"), PROBLEM.replace("stages: 2\n", "stages: 2\npersistent: true\n"))
 
@@ -243,13 +249,13 @@ def test_a_certificate_with_a_tampered_cluster_list_is_refused(solved, tmp_path,
     assert not res.ok and "manifest.json" in text and "cluster" in text, text
 
 
-def test_a_one_cta_certificate_swapped_in_is_refused(solved, tmp_path):
+def test_a_one_cta_certificate_swapped_in_is_refused(solved, solved_one, tmp_path):
     """A 1x1 solve's certificate in the cluster folder: not for this program; with its program.json too (the
     folder's problem.yaml still says 2x1): refused as a cluster program without its cluster classes, and verify
     refutes cluster_form."""
     from synth.api import certify, verify
 
-    one = _solve(tmp_path / "one", PROBLEM.replace("cluster: 2x1\n", ""))
+    one = solved_one
     folder = _copy(solved, tmp_path / "f")
     shutil.rmtree(folder / "certificate")
     shutil.copytree(one / "certificate", folder / "certificate")
@@ -616,11 +622,11 @@ def test_an_aliased_cluster_key_is_refused(tmp_path):
     assert e.value.where == f"{p}:{CLUSTER_LINE}"
 
 
-def test_a_folder_hiding_its_cluster_key_is_not_checked_as_one_cta(solved, tmp_path):
+def test_a_folder_hiding_its_cluster_key_is_not_checked_as_one_cta(solved, solved_one, tmp_path):
     """The cluster folder with the 1x1 program.json and problem.yaml's key written "clu\\x73ter": 2x1 (YAML: a
     cluster of two): synth verify and synth certify refuse it at problem.yaml's line (exit 2) instead of
     proving the one-CTA program of a folder that declares a cluster."""
-    one = _solve(tmp_path / "one", PROBLEM.replace("cluster: 2x1\n", ""))
+    one = solved_one
     folder = _copy(solved, tmp_path / "f")
     for name in ("program.json", "certificate"):
         (shutil.rmtree if name == "certificate" else os.remove)(folder / name)
