@@ -81,6 +81,59 @@ def test_mapped_program_has_one_role_per_partition_and_full_empty_pairs():
     assert {b.bytes_per_slot for b in p.buffers} == {8192, 16384}
 
 
+def _check_ws(text: str, path: str, arrive_sync: bool):
+    import functools
+
+    from synth.frontends.ttgir_hopper import prove_mapped
+    from synth.frontends.ttgir_ws import WSCheck, ws_to_hopper
+
+    return WSCheck(*prove_mapped(functools.partial(ws_to_hopper, arrive_sync=arrive_sync), text, path,
+                                 trip_count=None, min_trip_count=None, time_limit=20, tightness=False))
+
+
+def test_roles_run_their_partitions_threads_with_wgmma_collective_and_a_barrier_before_each_arrive():
+    """Each partition of 4 warps is 128 threads; a consumer's wgmma is a warp-group collective; Triton 3.9
+    lowers every ttng.arrive_barrier / ttng.barrier_expect to a bar.sync over the partition, then thread 0's
+    arrive: a bar_sync right before each elected arrive (the ``converge`` obligations hold through it)."""
+    from synth.completion import ArriveStmt, BarSyncStmt
+    from synth.frontends.ttgir_ws import ws_to_hopper
+
+    p = ws_to_hopper(S3.read_text(), str(S3)).program
+    assert [(r.name, r.threads, r.collective) for r in p.roles] == [
+        ("default", 128, ()), ("partition0", 128, ("wgmma_partition0",)), ("partition1", 128, ("wgmma_partition1",))]
+    for r in p.roles:
+        st = r.program.parts[0].stmts
+        arrives = [k for k, s in enumerate(st) if isinstance(s, ArriveStmt)]
+        assert arrives and all(st[k].elected and isinstance(st[k - 1], BarSyncStmt) for k in arrives), r.name
+    q = ws_to_hopper(S3.read_text(), str(S3), arrive_sync=False).program
+    assert not any(isinstance(s, BarSyncStmt) for r in q.roles for s in r.program.parts[0].stmts)
+
+
+def test_consumer_reading_its_slot_with_plain_loads_is_refuted_by_converge(tmp_path):
+    """The leader-warp release (Triton's fix 'always insert bar sync before all mbarrier arrives'): a consumer
+    whose wgmma is replaced by per-thread ttg.local_loads has nothing converging its 128 threads between their
+    wait on the full barrier and thread 0's release of the slot. Without the lowering's bar.sync
+    (``arrive_sync=False``) ``converge`` refutes it at T = stages + 1, naming the lagging thread; with a
+    gpu.barrier before each arrive it is proven, and so it is under Triton 3.9's lowering, which emits that
+    barrier."""
+    from synth.frontends.mutants import barrier_before_arrives, wgmma_to_local_load
+
+    s2 = WS / "triton_ws_s2.ttgir"
+    text = wgmma_to_local_load(s2.read_text())
+    c = _check_ws(text, "mutant.ttgir", arrive_sync=False)
+    cons = [o for o in c.report.obligations if o.kind == "converge" and o.status == "refuted"
+            and o.id.startswith("converge:partition0:")]
+    assert cons, [o.id for o in c.report.obligations if o.status != "proven"]
+    cex = cons[0].counterexample
+    assert cex.trip_count == 3  # stages + 1
+    assert ("the elected thread 0 arrives on bar" in cex.summary and
+            "while thread 1 of warp group partition0 may still be waiting in its try_wait on bar" in cex.summary
+            and "two phases behind" in cex.summary), cex.summary
+    fixed = barrier_before_arrives(text)
+    assert _check_ws(fixed, "fixed.ttgir", arrive_sync=False).report.ok
+    assert _check_ws(text, "mutant.ttgir", arrive_sync=True).report.ok
+
+
 def test_human_report_names_roles_and_source_lines(s3_check):
     out = s3_check.render()
     assert "warp-specialized sm_90 pipeline" in out and "roles default, partition0, partition1" in out

@@ -14,7 +14,7 @@ does not apply (no such statement), so a mutant is never silently the original.
 * :func:`flip_producer_parity` -- a warp-specialized producer's phase bit no longer negated: it waits for
   the current release of each slot instead of the previous one.
 * :func:`wgmma_to_local_load` -- a warp-specialized consumer's wgmma replaced by per-thread
-  ``ttg.local_load``\ s of its operands: nothing converges the partition's threads between their wait and
+  ``ttg.local_load`` of each of its operands: nothing converges the partition's threads between their wait and
   the leader's release (a lagging thread two phases behind); :func:`barrier_before_arrives` is the fix.
 * :func:`unguard_prologue_copy` -- the first prologue TMA copy guarded by ``T >= 0`` instead of ``T > 0``:
   wrong only when the loop runs zero times (``--min-trip-count 0``).
