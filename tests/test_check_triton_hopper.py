@@ -94,6 +94,38 @@ def test_mapped_program_has_the_pipeline_shape(stages):
     assert "wgmma.wait_group 1" in text and "wgmma.wait_group 0" in text
 
 
+def test_threads_collectives_and_the_barrier_before_each_expect():
+    """num-warps = 8: one role of two warp groups, 128 threads modeled, the wgmma no convergence point of the
+    role (each warp group converges alone); Triton 3.9 lowers each ttng.barrier_expect after a CTA bar.sync (a
+    bar_sync before the elected expect), through which ``converge`` holds. Without it (``arrive_sync=False``)
+    nothing in the TTGIR converges the warp groups between the wait and the refill: refuted, and proven with a
+    gpu.barrier before each expect. At num-warps = 4 the wgmma is the role's collective."""
+    import functools
+
+    from synth.completion import ArriveStmt, BarSyncStmt
+    from synth.frontends.mutants import barrier_before_arrives
+    from synth.frontends.ttgir_hopper import HopperCheck, prove_mapped, ttgir_to_hopper
+
+    text = _text("triton_hopper_s2.ttgir")
+    p = ttgir_to_hopper(text, "x.ttgir").program
+    role = p.roles[0]
+    assert (role.threads, role.collective) == (128, ())
+    for pt in role.program.parts:
+        assert all(isinstance(pt.stmts[k - 1], BarSyncStmt) for k, s in enumerate(pt.stmts)
+                   if isinstance(s, ArriveStmt))
+    four = text.replace('"ttg.num-warps" = 8', '"ttg.num-warps" = 4')
+    assert ttgir_to_hopper(four, "x.ttgir").program.roles[0].collective == ("wgmma",)
+
+    def check(t):
+        return HopperCheck(*prove_mapped(functools.partial(ttgir_to_hopper, arrive_sync=False), t, "x.ttgir",
+                                         trip_count=None, min_trip_count=None, time_limit=20, tightness=False))
+
+    bad = [o for o in check(text).report.obligations if o.status != "proven"]
+    assert bad and {o.kind for o in bad} == {"converge"}
+    assert "thread 1 of warp group mainloop may still be waiting in its try_wait" in bad[0].counterexample.summary
+    assert check(barrier_before_arrives(text)).report.ok
+
+
 def test_bk32_boxes_are_half_the_bytes():
     from synth.frontends.ttgir_hopper import ttgir_to_hopper
     p = ttgir_to_hopper(_text("triton_hopper_s3_bk32.ttgir"), "x").program
