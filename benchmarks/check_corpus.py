@@ -83,7 +83,12 @@ def inputs(quick: bool) -> list[pathlib.Path]:
 
 
 RACES = {"tvm-producer-interleaving.py": "TVM's interleaved producer reads a stale slot (docs/check.md)",
-         "tvm-two-async-stages.py": "TVM's two async stages: a write-after-read race on the first buffer"}
+         "tvm-two-async-stages.py": "TVM's two async stages: a write-after-read race on the first buffer",
+         **{f"tilelang_{n}.tir": "TileLang's warp-specialized producer: its threads' waits not converged before "
+            "the elected refill (converge; docs/check.md, TileLang)" for n in
+            ("sm90_ws_s2", "sm90_ws_s3", "sm90_ws_s4", "sm90_ws_k32_s3", "rowsum_bulk1d_sm90_t1",
+             "rowsum_bulk1d_sm90_t2")},
+         "tl3087_ring_parity_fixed.tir": "its producer's threads not converged, as TileLang's (converge)"}
 """Inputs that hold a real race in the compiler's own output: refuted, not proven."""
 
 
