@@ -133,6 +133,29 @@ def _key_loc(path: str, key: str) -> Loc:
     return Loc(path)
 
 
+def _check_undeclared_cluster(program, program_file: str) -> None:
+    """SynthError at the ``problem.yaml`` beside ``program_file`` when it declares no cluster (``cluster: 1x1``
+    or no such key; ``auto`` is a problem file's, left alone) and ``program`` is a thread-block cluster program
+    (docs/hopper_cluster.md, "Which programs are cluster programs"): the folder does not describe its program."""
+    from .hopper.flow import is_cluster_program
+    from .trusted.flags import FlagError, read_cluster_flag
+    from .trusted.hopper import MAX_FLAG_BYTES
+    from .trusted.program import read_regular
+
+    problem = os.path.join(os.path.dirname(os.path.abspath(program_file)), "problem.yaml")
+    if not os.path.lexists(problem) or not is_cluster_program(program):
+        return
+    try:
+        shape = read_cluster_flag(read_regular(problem, MAX_FLAG_BYTES), problem)
+    except (FlagError, OSError, ValueError):
+        return  # declared_cluster read the same file just before; a file changed since is not this check's
+    if shape == "1x1":
+        raise SynthError(Loc(problem), "declares no cluster (cluster: 1x1, or no cluster: key), but program.json "
+                         "is a thread-block cluster program (it multicasts or holds a cluster barrier): the folder "
+                         "does not describe its program", "re-run 'synth solve'; a cluster folder says cluster: 2x1 "
+                         "or 1x2")
+
+
 def verify(target, *, time_limit: float = 60.0, certificate: Optional[str] = None,
            progress: Optional[Progress] = None, force: bool = False):
     """Prove every wait of a program again (``synth verify``); returns :class:`synth.verify.Report`.
@@ -175,7 +198,10 @@ def verify(target, *, time_limit: float = 60.0, certificate: Optional[str] = Non
 
         path = os.fspath(target)
         target = load_hopper(path)
-        declared = declared_cluster(os.path.join(path, "program.json") if os.path.isdir(path) else path) != "1x1"
+        pfile = os.path.join(path, "program.json") if os.path.isdir(path) else path
+        declared = declared_cluster(pfile) != "1x1"
+        if not declared:
+            _check_undeclared_cluster(target, pfile)
     if isinstance(target, HopperProgram):  # docs/hopper.md: a HopperReport, obligations by class
         from .hopper.flow import prove_hopper
         from .verify.certificate_phases import write_hopper_certificate

@@ -367,7 +367,13 @@ def _certify_hopper_protocol(directory: str, *, timeout_s: float = 60.0,
         try:
             flags = read_regular(problem_file, MAX_FLAG_BYTES)
             persistent = read_persistent_flag(flags, problem_file) or persistent
-            declared = read_cluster_flag(flags, problem_file) in ("2x1", "1x2")
+            shape = read_cluster_flag(flags, problem_file)
+            declared = shape in ("2x1", "1x2")
+            if shape == "1x1" and is_cluster_program(program):  # the folder's kernel is one CTA per tile
+                return _fail(f"{problem_file}: declares no cluster (cluster: 1x1, or no cluster: key), but {prog_file} "
+                             "is a thread-block cluster program (it multicasts or holds a cluster barrier): the folder "
+                             "does not describe its program (fix: re-run 'synth solve'; a cluster folder says "
+                             "cluster: 2x1 or 1x2)", sv, prog_file)
         except HopperInputError as e:
             return _fail(f"{e} (fix: {e.fix})", sv, prog_file)
         except FlagError as e:

@@ -673,3 +673,20 @@ def test_a_persistent_cluster_folder_hiding_its_persistent_key_is_refused(solved
     p.write_text(p.read_text().replace("persistent: true", '"persist\\x65nt": true'))
     res = certify(str(folder))
     assert not res.ok and "problem.yaml:" in res.render(), res.render()
+
+
+@pytest.mark.parametrize("old, new", [("cluster: 2x1", "cluster: 1x1"), ("cluster: 2x1\n", "")])
+def test_a_folder_declaring_no_cluster_around_a_cluster_program_is_refused(solved, tmp_path, old, new):
+    """The reverse of rule 3: problem.yaml says cluster: 1x1 (or nothing) while program.json multicasts and holds
+    cluster barriers. The program alone is a proven cluster program, but the folder says its kernel is one CTA:
+    synth verify and synth certify refuse the folder at problem.yaml (exit 2 / 1) instead of passing it."""
+    folder = _copy(solved, tmp_path / "f")
+    p = folder / "problem.yaml"
+    p.write_text(p.read_text().replace(old, new))
+    r = synth("verify", str(folder))
+    text = r.stdout + r.stderr
+    assert r.returncode == 2 and "problem.yaml" in r.stderr and "cluster program" in r.stderr, text
+    assert "Traceback" not in text
+    r = synth("certify", str(folder))
+    text = r.stdout + r.stderr
+    assert r.returncode == 1 and "problem.yaml" in text and "cluster program" in text, text
