@@ -191,6 +191,20 @@ def test_producer_threads_are_not_converged_before_the_elected_refill(tmp_path, 
     assert rc == 0 and r["ok"], err
 
 
+def test_a_named_barrier_in_the_consumer_makes_it_a_role_of_threads(tmp_path):
+    """A T.tvm_storage_sync("shared", id, n) inside a role is a bar_sync: the consumer is then read as 128
+    threads (its wgmma collective, its per-thread release one elected arrive of 128), still proven."""
+    from synth.frontends.tilelang import tilelang_to_hopper
+
+    line = "                T.ptx_arrive_barrier(mbarrier_1[k % 3 + 3])\n"
+    assert line in WS3
+    path = _write(tmp_path, WS3.replace(line, '                T.tvm_storage_sync("shared", 2, 128)\n' + line, 1))
+    p = tilelang_to_hopper(pathlib.Path(path).read_text(), path).program
+    assert (p.role("consumer").threads, p.role("consumer").collective) == (128, ("wgmma_consumer",))
+    rc, r, err = run_check(path)
+    assert rc == 0 and r["ok"], err
+
+
 @pytest.mark.parametrize("stages", (2, 3, 4))
 def test_warp_specialized_tma_pipeline_is_proven_for_every_trip_count(tmp_path, stages):
     from synth.frontends.tilelang import tilelang_to_hopper

@@ -604,10 +604,11 @@ def tilelang_to_hopper(text: str, path: str, *, min_trip_count: Optional[int] = 
                        tuple(parts), tuple(waits))
         # a role whose every release is by each thread (T.ptx_arrive_barrier outside T.tl_shuffle_elect: the
         # phase completes only once every thread arrived, after its own earlier waits) and which issues nothing
-        # from one elected thread (a TMA copy, an elected arrive or expect) is one actor: no release of it can
-        # run ahead of a thread. Otherwise its warp groups run 128 threads each.
+        # from one elected thread (a TMA copy, an elected arrive or expect) and holds no bar.sync is one actor:
+        # no release of it can run ahead of a thread. Otherwise its warp groups run 128 threads each.
         elected = any(e.kind == "tma" or (e.kind in ("arrive", "expect") and isinstance(e.count, Num) and
-                                           e.count.value <= 1) for e in evs)
+                                           e.count.value <= 1) for e in evs) \
+            or any(isinstance(st, BarSyncStmt) for st in stmts)  # a bar.sync over one thread converges nothing
         out_roles.append((role, wgs, prog, 128 if elected else 1))
     refills: dict = {}
     for role, _n, _l in k.roles:
