@@ -735,8 +735,11 @@ def _fence_obligations(p: HopperProgram) -> list[HObligation]:
     fences = [k for k, s in enumerate(p.setup) if isinstance(s, FenceStmt) and s.fence == "mbarrier_init"]
     invals = {s.barrier for s in p.teardown if isinstance(s, InvalStmt)}
     for b in sorted(used):
-        has_init = any(p.setup[k].barrier == b for k in inits)
-        fenced = has_init and any(f > max(k for k in inits if p.setup[k].barrier == b) for f in fences)
+        # an init under a guard leaves the barrier uninitialized where the guard is false (and a guarded fence
+        # fences nothing there): neither counts
+        has_init = any(p.setup[k].barrier == b and p.setup[k].guard is None for k in inits)
+        fenced = has_init and any(f > max(k for k in inits if p.setup[k].barrier == b) and p.setup[f].guard is None
+                                  for f in fences)
         out.append(HObligation(f"fence:init:{b}", "fence", "setup", "setup", 0, None,
                                f"barrier {b} is initialized in setup and the init is fenced before use",
                                _const(not fenced, {})))

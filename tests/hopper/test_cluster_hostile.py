@@ -690,3 +690,20 @@ def test_a_folder_declaring_no_cluster_around_a_cluster_program_is_refused(solve
     r = synth("certify", str(folder))
     text = r.stdout + r.stderr
     assert r.returncode == 1 and "problem.yaml" in text and "cluster program" in text, text
+
+
+@pytest.mark.parametrize("barrier", ["full", "empty"])
+def test_a_guarded_init_is_not_an_init_for_one_cta_either(barrier):
+    """The one-CTA program given to synth.api.verify as an object with a barrier's init under T > 1 (at T = 1
+    it is never initialized): the fence class's "initialized in setup and fenced before use" is refuted, as the
+    cluster's init_visible is (the trusted reader refuses the file)."""
+    from synth.api import verify
+    from synth.emit.sm90.config import Sm90Config
+    from synth.hopper.ir import dumps, hopper_from_json
+
+    doc = json.loads(dumps(Sm90Config(stages=2).program()))
+    (k,) = [k for k, s in enumerate(doc["setup"]) if s == {"kind": "init", "barrier": barrier, "guard": None}]
+    doc["setup"][k]["guard"] = "T > 1"
+    rep = verify(hopper_from_json(doc))
+    assert not rep.ok and rep.refuted_classes() == {"fence"}, rep.render()
+    assert f"barrier {barrier} is initialized in setup and the init is fenced before use" in rep.render()
