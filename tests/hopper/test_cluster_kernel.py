@@ -60,7 +60,7 @@ def test_cluster_kernel_is_the_cluster_program():
                "synth_cluster_sync"):
         assert f"SYNTH_DEV {'uint32_t' if fn in ('synth_cluster_ctarank', 'synth_mapa') else 'void'} {fn}(" in text
     # one barrier array per kind: each CTA's full_c / empty_c at the same offset of its own shared memory
-    assert len(_lines(text, "const uint32_t bar_")) == 2
+    assert len(_lines(text, "const uint32_t bar_full =")) == len(_lines(text, "const uint32_t bar_empty =")) == 1
     # setup: each CTA initializes its own barriers (the program's counts), fences, then every thread syncs
     setup = text[text.index("// ---- setup"):text.index("if (wg == 0)")]
     assert re.search(r"if \(crank == 1u\).*\n.*synth_mbar_init\(bar_empty \+ 8 \* s, 4\);  // init empty1", setup)
@@ -77,8 +77,12 @@ def test_cluster_kernel_is_the_cluster_program():
                        "into this CTA and the peer")
     assert len(_lines(text, "synth_tma_load_2d(")) == 1 and "16384u + 8192u + 8192u" in text
     # the consumer: its own release locally, the peer's through mapa (body and drain)
+    # (the peer's barrier array mapped once, before the consumer's loops: a release adds its slot's offset)
+    (peer,) = _lines(text, "const uint32_t bar_empty_peer =")
+    assert "synth_mapa(bar_empty, (crank ^ 1u))" in peer
     remote = _lines(text, "synth_mbar_arrive_cluster(")
-    assert len(remote) == 2 and all(r.endswith("(crank ^ 1u)));  // remote: empty<peer>") for r in remote)
+    assert len(remote) == 2 and all(r.startswith("synth_mbar_arrive_cluster(bar_empty_peer + 8 * (") and
+                                    r.endswith("// remote: empty<peer>") for r in remote)
     assert len(_lines(text, "synth_mbar_arrive(bar_empty")) == 2
     teardown = text[text.index("// ---- teardown"):]
     assert teardown.index("synth_cluster_sync();") < teardown.index("synth_mbar_inval")
@@ -285,6 +289,26 @@ def test_cluster_kernel_compiles_for_sm90a(cluster):
                          ids=["2x1-128x256", "1x2-64x128-k0", "2x1-tma-store", "1x2-bf16"])
 def test_cluster_kernels_compile_for_sm90a(cfg):
     _sass_checks(cfg, targets=cfg.stages & (cfg.stages - 1) == 0)
+
+
+# stage counts that are not a power of two: the slot i % S and the round i / S carried from one k-tile to the next and
+# the peer's barrier array mapped once (docs/hopper_cluster.md, "Performance"); before, a division by S per slot and a
+# mapa per release made the longest HGMMA-free run 36 to 44
+_ODD_STAGES = [pytest.param(Sm90Config(bm=128, bn=128, stages=3, k_pipe_mmas=1, cluster="2x1"), id="2x1-s3")] + [
+    pytest.param(Sm90Config(bm=bm, bn=bn, stages=st, k_pipe_mmas=k, cluster=cl, persistent=pers), marks=pytest.mark.slow,
+                 id=f"{cl}-{bm}x{bn}-s{st}-k{k}{'-persistent' if pers else ''}")
+    for bm, bn, st, k, cl, pers in [(128, 256, 3, 1, "2x1", False), (128, 128, 5, 3, "2x1", False),
+                                    (128, 128, 5, 3, "1x2", False), (128, 128, 6, 1, "2x1", False),
+                                    (128, 128, 7, 1, "2x1", False), (128, 128, 3, 1, "2x1", True)]]
+
+
+@NEEDS_NVCC
+@pytest.mark.parametrize("cfg", _ODD_STAGES)
+def test_cluster_kernels_with_odd_stage_counts_meet_the_targets(cfg):
+    text = emit_sm90_kernel(cfg)
+    # the slot and round are carried, not divided: no "% S" left in the consumer's main loop
+    assert f"i_slot = " in text and f"% {cfg.stages})" not in text.split("---- consumer")[1].split("epilogue")[0]
+    _sass_checks(cfg)
 
 
 # ---------------------------------------------------------------------------------------------------------------

@@ -39,7 +39,7 @@ import re
 from dataclasses import dataclass
 
 from ...completion import ArriveStmt, ClusterSyncStmt, FenceStmt, InitStmt, InvalStmt, TryWaitStmt
-from ...expr import Expr, Num, evaluate, parse, simplify, substitute
+from ...expr import Bin, Expr, Ite, Num, Var, as_affine, evaluate, parse, simplify, substitute
 from ...hopper.ir import HopperProgram
 from ...program import CommitStmt, OpStmt, Part, WaitStmt
 from ..cuda import c_expr
@@ -235,6 +235,16 @@ class _Emit:
         """A cluster kernel of 2 CTAs: write the role of CTA ``self.cta`` relative to the running CTA (its own CTA
         ``crank``, the other ``crank ^ 1``), so that the text is the same for both CTAs when the program is
         symmetric under their swap (:func:`_cluster_roles`)."""
+        self.carried: Optional[tuple[str, int]] = None
+        """A cluster kernel's loop over ``(variable, S)`` with ``S`` stages not a power of two: the slot ``v % S`` and
+        the round ``v / S`` of its iteration are carried from one iteration to the next (:meth:`cx`)."""
+        self.guard_now: Optional[Expr] = None
+        self.carried_used: set = set()
+        self.carried_at = (0, 0, "0")
+        """The guard of the statement being emitted (:meth:`cx` uses it to know ``v + c >= 0``)."""
+        self.remote: dict = {}
+        """The peer barrier arrays the role being emitted releases remotely: C name -> (the local array, the rank
+        expression, its label), declared by :func:`_per_cta` before the role."""
 
     def rank(self, d: int) -> str:
         """The C expression of CTA ``d``'s rank from the role being emitted: ``d`` or, relative, ``crank`` (its own
@@ -316,6 +326,106 @@ class _Emit:
         """The C slot expression (before ``% stages``) of an access or state of count ``count``."""
         return c_expr(slot) if self.mutant_carry() is None else self.count_c(count, "cs")
 
+    def slot_m(self, count: Expr, slot: Expr) -> str:
+        """The C slot index (``% stages``) of an access or state of count ``count``."""
+        if self.carried is not None and self.mutant_carry() is None:
+            return self.cx(slot, self.cfg.stages)
+        return f"({self.slot_c(count, slot)}) % {self.cfg.stages}"
+
+    def cx(self, e: Expr, mod: Optional[int] = None) -> str:
+        """``e`` in C, or ``(e) % mod`` when ``mod`` is given. In a loop with carried slots and rounds
+        (:attr:`carried`: the loop variable ``v``, ``S`` stages), each ``(v + c) % S`` and ``(v + c) / S`` (``|c| < S``,
+        ``v + c >= 0`` known from the statement's guard when ``c < 0``) is a variable carried from one iteration to
+        the next (one per ``c``: an add, a compare and a select per iteration) instead of a division by the constant
+        ``S``, and ``% mod`` is left out where the value is such a slot and ``mod`` is ``S`` (it is in
+        ``0 .. S - 1``): the same values, which ptxas keeps in uniform registers (with 3, 5, 6 or 7 stages the
+        divisions made the consumer loop's longest HGMMA-free run 34 to 44)."""
+        if self.carried is None:
+            return c_expr(e) if mod is None else f"({c_expr(e)}) % {mod}"
+        v, n = self.carried
+
+        def offset(a: Expr) -> Optional[int]:
+            aff = as_affine(a)
+            if aff is None or aff[0] != {v: 1} or not -n < aff[1] < n:
+                return None
+            c = aff[1]
+            return c if c >= 0 or self.nonnegative(v, -c) else None
+
+        def walk(x: Expr) -> Expr:
+            if isinstance(x, Bin) and x.op in ("%", "/") and x.rhs == Num(n):
+                c = offset(x.lhs)
+                if c is not None:
+                    kind = "slot" if x.op == "%" else "round"
+                    self.carried_used.add((c, kind))
+                    return Var(self.carried_name(v, c, kind))
+            if isinstance(x, Bin):
+                return Bin(x.op, walk(x.lhs), walk(x.rhs))
+            if isinstance(x, Ite):
+                return Ite(walk(x.cond), walk(x.then), walk(x.other))
+            return x
+
+        r = walk(e)
+        if mod is None or (mod == n and isinstance(r, Var) and r.name.startswith(f"{v}_slot")):
+            return c_expr(r)
+        return f"({c_expr(r)}) % {mod}"
+
+    @staticmethod
+    def carried_name(v: str, c: int, kind: str) -> str:
+        """The C name of the carried ``(v + c) % S`` (``kind`` ``slot``) or ``(v + c) / S`` (``round``)."""
+        return f"{v}_{kind}" + ("" if c == 0 else f"_{'p' if c > 0 else 'm'}{abs(c)}")
+
+    def nonnegative(self, v: str, k: int) -> bool:
+        """Whether the statement being emitted runs only with ``v >= k`` (a conjunct ``k' <= v`` of its guard,
+        ``k' >= k``)."""
+        todo, g = [self.guard_now], []
+        while todo:
+            x = todo.pop()
+            if isinstance(x, Bin) and x.op == "&&":
+                todo += [x.lhs, x.rhs]
+            elif x is not None:
+                g.append(x)
+        return any(isinstance(x, Bin) and ((x.op == "<=" and isinstance(x.lhs, Num) and x.lhs.value >= k and
+                                            x.rhs == Var(v)) or
+                                           (x.op == ">=" and x.lhs == Var(v) and isinstance(x.rhs, Num) and
+                                            x.rhs.value >= k)) for x in g)
+
+    def carried_loop(self, depth: int, var: str, start: str) -> None:
+        """Before a cluster kernel's loop over ``var`` from ``start``: with a number of stages that is not a power of
+        two, set :attr:`carried`; :meth:`carried_step` declares the carried values the body used here."""
+        n = self.cfg.stages
+        self.carried_used = set()
+        if not self.cluster or self.mutant_carry() is not None or n & (n - 1) == 0:
+            self.carried = None
+            return
+        self.carried = (var, n)
+        self.carried_at = (len(self.lines), depth, start)
+
+    def carried_step(self, depth: int) -> None:
+        """At the end of a loop iteration: the carried slots and rounds of the next (declared before the loop,
+        from the loop's start: ``(start + S + c) % S`` and ``(start + S + c) / S - 1``, unsigned, so a round of a
+        negative count wraps as the count does)."""
+        if self.carried is None:
+            return
+        v, n = self.carried
+        at, d0, start = self.carried_at
+        decl, step = [], []
+        for c in sorted({c for c, _ in self.carried_used}, reverse=True):
+            count = v if c == 0 else f"{v} {'+' if c > 0 else '-'} {abs(c)}"
+            slot, rnd = self.carried_name(v, c, "slot"), self.carried_name(v, c, "round")
+            x = f"{n + c}u" if start == "0" else f"({start} + {n + c}u)"
+            decl.append(f"unsigned {slot} = {x} % {n}u;  // ({count}) % {n}, carried" if start != "0" else
+                        f"unsigned {slot} = {(n + c) % n}u;  // ({count}) % {n}, carried")
+            if (c, "round") in self.carried_used:
+                decl.append(f"unsigned {rnd} = {x} / {n}u - 1u;  // ({count}) / {n}, carried" if start != "0" else
+                            f"unsigned {rnd} = {(n + c) // n - 1}u;  // ({count}) / {n}, carried")
+                step.append(f"if (++{slot} == {n}u) {{ {slot} = 0u; ++{rnd}; }}")
+            else:
+                step.append(f"if (++{slot} == {n}u) {slot} = 0u;")
+        self.lines[at:at] = ["  " * d0 + x for x in decl]
+        for x in step:
+            self.w(depth, x)
+        self.carried = None
+
     def carry_lines(self, depth: int) -> None:
         """The mutant carry's per-tile values ``cs``, ``cp``, ``cf`` (needs ``t``, ``KT`` and ``kb``)."""
         c = self.mutant_carry()
@@ -335,16 +445,28 @@ class _Emit:
         return self.p.barrier(name)
 
     def bar(self, name: str, state) -> str:
+        return f"bar_{self.base(name)} + {self.bar_offset(name, state)}"
+
+    def bar_offset(self, name: str, state) -> str:
+        """The C byte offset of barrier ``name``'s slot at ``state`` from the barrier array's base."""
         b = self.barrier(name)
         if self.mutant_carry() is not None:
-            return (f"bar_{self.base(name)} + 8 * ((({self.count_c(state.count, 'cs')}) % {state.stages}) % "
-                    f"{b.slots})")
-        return f"bar_{self.base(name)} + 8 * (({c_expr(state.index())}) % {b.slots})"
+            return f"8 * ((({self.count_c(state.count, 'cs')}) % {state.stages}) % {b.slots})"
+        return f"8 * ({self.cx(state.index(), b.slots)})"
+
+    def remote_base(self, name: str) -> str:
+        """The C name of barrier array ``name``'s shared::cluster address in the CTA owning it (a peer of the role
+        being emitted), recorded in :attr:`remote` for :func:`_per_cta` to declare before the role: ``mapa`` of
+        the array's base, once per role rather than per release."""
+        d = cta_of(name)
+        var = f"bar_{self.base(name)}_{'peer' if self.relative else f'cta{d}'}"
+        self.remote[var] = (f"bar_{self.base(name)}", self.rank(d), self.label(name))
+        return var
 
     def parity(self, state) -> str:
         if self.mutant_carry() is not None:
             return (f"(({self.count_c(state.count, 'cp')}) / {state.stages} + {state.phase} + cf) % 2")
-        return c_expr(state.parity())
+        return self.cx(state.parity())
 
     def pred(self, op: str, at: Expr) -> Optional[str]:
         """The C condition of op ``op``'s predicate at iteration ``at`` (None: always)."""
@@ -385,6 +507,7 @@ class _Emit:
             raise ValueError(f"statement {s!r} cannot appear in setup or teardown")
 
     def stmt(self, depth: int, role: str, s, waits) -> None:
+        self.guard_now = s.stmts[0].guard if isinstance(s, _Multicast) else getattr(s, "guard", None)
         if isinstance(s, TryWaitStmt):
             if not self.local(s.barrier):
                 raise ValueError(f"{role}{self.cta}: try_wait on {s.barrier} of CTA {cta_of(s.barrier)}: "
@@ -400,8 +523,15 @@ class _Emit:
                 if s.tx or d is None or d >= self.cfg.cluster_size:
                     raise ValueError(f"{role}{self.cta}: arrive on {s.barrier} (CTA {d}): a remote arrive carries no "
                                      "tx bytes and names a CTA of the cluster")
-                body = [f"synth_mbar_arrive_cluster(synth_mapa({target}, {self.rank(d)}));  // remote: "
-                        f"{self.label(s.barrier)}"] * s.arrivals
+                n = self.cfg.stages
+                if self.cfg.persistent and n & (n - 1) == 0:
+                    # the persistent ring with a power-of-two number of stages: mapa per release (with the array's
+                    # base mapped once, ptxas moved the release's address arithmetic into the run between the
+                    # tile's HGMMA: 128x128, 4 stages, K_PIPE_MMAS 1 went from 7.38 / 19 to 7.62 / 29)
+                    addr = f"synth_mapa({target}, {self.rank(d)})"
+                else:
+                    addr = f"{self.remote_base(s.barrier)} + {self.bar_offset(s.barrier, s.state)}"
+                body = [f"synth_mbar_arrive_cluster({addr});  // remote: {self.label(s.barrier)}"] * s.arrivals
                 if not body:
                     return
                 if role != "producer":
@@ -467,7 +597,7 @@ class _Emit:
         k_tile = c_expr(s.iteration) if cfg.split_k == 1 else f"kt0 + {c_expr(s.iteration)}"
         if cfg.persistent:  # the ring's iteration i is k-tile i - kb of this tile
             k_tile = f"(int)(({c_expr(s.iteration)}) - kb)"
-        body = [f"synth_tma_load_2d({dst} + (({self.slot_c(acc.version, acc.slot)}) % {cfg.stages}) * {slot_bytes}, &{tmap}, "
+        body = [f"synth_tma_load_2d({dst} + ({self.slot_m(acc.version, acc.slot)}) * {slot_bytes}, &{tmap}, "
                 f"({k_tile}) * {cfg.bk}, {origin}, {self.bar(s.barrier.barrier, s.barrier.state)});"
                 f"  // {self.label(s.op)}: {slot_bytes} bytes"]
         cond = self.pred(s.op, s.iteration)
@@ -521,7 +651,7 @@ class _Emit:
             into = "CTA(s) " + ", ".join(map(str, g.dests))
         # a persistent CTA's ring iteration i is k-tile i - kb of its tile
         k_tile = f"(int)(({c_expr(s0.iteration)}) - kb)" if cfg.persistent else c_expr(s0.iteration)
-        body = [f"synth_tma_load_2d_multicast({dst} + (({self.slot_c(acc.version, acc.slot)}) % {cfg.stages}) * "
+        body = [f"synth_tma_load_2d_multicast({dst} + ({self.slot_m(acc.version, acc.slot)}) * "
                 f"{slot_bytes} + {at}, &{tmap}, ({k_tile}) * {cfg.bk}, {origin} + {first}, "
                 f"{self.bar(s0.barrier.barrier, s0.barrier.state)}, (uint16_t)({mask}));"
                 f"  // {', '.join(self.label(s.op) for s in g.stmts)}: part {self.rank(h) if self.relative else h} "
@@ -534,6 +664,7 @@ class _Emit:
     def mma(self, depth: int, s: OpStmt) -> None:
         cfg = self.cfg
         slots = {self.base(a.buffer): self.slot_c(a.version, a.slot) for a in s.reads}
+        at = {self.base(a.buffer): self.slot_m(a.version, a.slot) for a in s.reads}
         if any(not self.local(a.buffer) for a in s.reads) or \
                 len({(self.base(a.buffer), self.slot_c(a.version, a.slot)) for a in s.reads}) != len(slots):
             raise ValueError(f"{s.op}: a wgmma reads one slot of each operand in its own CTA's shared memory, got "
@@ -543,8 +674,8 @@ class _Emit:
         conds = [c for c in (self.pred(a.producer, s.iteration) for a in s.reads if a.producer) if c]
         body = ["synth_wgmma_fence();",
                 "{",
-                f"  const uint64_t da = desc_a0 + (uint64_t)((({slots['A']}) % {cfg.stages}) * {cfg.a_slot_bytes >> 4});",
-                f"  const uint64_t db = desc_b0 + (uint64_t)((({slots['B']}) % {cfg.stages}) * {cfg.b_slot_bytes >> 4});",
+                f"  const uint64_t da = desc_a0 + (uint64_t)(({at['A']}) * {cfg.a_slot_bytes >> 4});",
+                f"  const uint64_t db = desc_b0 + (uint64_t)(({at['B']}) * {cfg.b_slot_bytes >> 4});",
                 "#pragma unroll",
                 f"  for (int kk = 0; kk < {cfg.bk // 16}; ++kk)",
                 f"    {_wgmma_name(cfg)}(acc, da + 2 * kk, db + 2 * kk);  // +32 bytes per k16",
@@ -576,12 +707,14 @@ class _Emit:
         if self.cluster:
             # unsigned, as the persistent ring's: ptxas then unrolls the loop with slots and parities as shifts and
             # masks (the 128x128 cluster consumer: 6.75 instructions per HGMMA, 10.4 with an int)
+            self.carried_loop(depth, part.var, "0")
             self.w(depth, f"for (unsigned {part.var} = 0; {part.var} < (unsigned)({c_expr(part.extent)}); "
                           f"++{part.var}) {{")
         else:
             self.w(depth, f"for (int {part.var} = 0; {part.var} < {c_expr(part.extent)}; ++{part.var}) {{")
         for s in self.grouped(part.stmts):
             self.stmt(depth + 1, role, s, waits)
+        self.carried_step(depth + 1)
         self.w(depth, "}")
 
 
@@ -849,11 +982,22 @@ def _per_cta(e: _Emit, cfg: Sm90Config, depth: int, kind: str, emit_role) -> Non
     each CTA's role as it is, in its own ``if (crank == c)`` (a mutant that differs per CTA is emitted as it is)."""
     def body(d: int, c: int, relative: bool) -> list[str]:
         saved, e.lines = e.lines, []
-        e.cta, e.relative = c, relative
+        e.cta, e.relative, e.remote = c, relative, {}
         emit_role(d, f"{kind}{c}")
         out, e.lines = e.lines, saved
-        e.cta, e.relative = None, False
-        return out
+        # each peer barrier array's shared::cluster base once, before the role's loops: a remote release is then the
+        # base plus the slot's offset (mapa maps an address to the same offset in the peer's shared memory), which
+        # ptxas keeps in a uniform register and carries from one k-tile to the next as it does the local release's
+        # address (a mapa per release cost 3 to 5 instructions per HGMMA and 10 to 18 of the longest HGMMA-free run
+        # with 3, 5 or 6 stages); pinned by a warp broadcast where every lane runs the role (not the producer's
+        # elected thread)
+        decl = []
+        for var, (local, rank, label) in sorted(e.remote.items()):
+            addr = f"synth_mapa({local}, {rank})"
+            decl.append("  " * d + f"const uint32_t {var} = {addr if kind == 'producer' else f'synth_pinned_uniform({addr})'};"
+                        f"  // {label}'s barriers in the peer's shared memory (shared::cluster)")
+        e.cta, e.relative, e.remote = None, False, {}
+        return decl + out
 
     n = cfg.cluster_size
     if n == 2:
@@ -955,9 +1099,11 @@ def _ring(e: _Emit, depth: int, role: str, kind: str, program, per_tile_head, pe
     # the ring's iteration as the loop variable, unsigned: ptxas then unrolls the loop with slots and parities
     # as shifts and masks (from t = 0, k it was 10.9 instructions per HGMMA at 128x128, with it 6.6)
     e.w(depth + 1, f"// ---- {e.label(role)} body: the ring's iterations kb .. kb + KT - 1 (k-tile {body.var} - kb)")
+    e.carried_loop(depth + 1, body.var, "kb")
     e.w(depth + 1, f"for (unsigned {body.var} = kb; {body.var} < kb + (unsigned)KT; ++{body.var}) {{")
     for st in e.grouped(body.stmts):
         e.stmt(depth + 2, kind, st, program.waits)
+    e.carried_step(depth + 2)
     e.w(depth + 1, "}")
     for line in per_tile_tail:
         e.w(depth + 1, line) if isinstance(line, str) else e.lines.extend(line)
