@@ -291,15 +291,16 @@ def test_cluster_kernels_compile_for_sm90a(cfg):
     _sass_checks(cfg, targets=cfg.stages & (cfg.stages - 1) == 0)
 
 
-# stage counts that are not a power of two: the slot i % S and the round i / S carried from one k-tile to the next and
-# the peer's barrier array mapped once (docs/hopper_cluster.md, "Performance"); before, a division by S per slot and a
-# mapa per release made the longest HGMMA-free run 36 to 44
+# stage counts that are not a power of two, and 8: the slot i % S and the round i / S carried from one k-tile to the
+# next and the peer's barrier array mapped once (docs/hopper_cluster.md, "Performance"); before, a division by S per
+# slot and a mapa per release made the longest HGMMA-free run 30 to 44
 _ODD_STAGES = [pytest.param(Sm90Config(bm=128, bn=128, stages=3, k_pipe_mmas=1, cluster="2x1"), id="2x1-s3")] + [
     pytest.param(Sm90Config(bm=bm, bn=bn, stages=st, k_pipe_mmas=k, cluster=cl, persistent=pers), marks=pytest.mark.slow,
                  id=f"{cl}-{bm}x{bn}-s{st}-k{k}{'-persistent' if pers else ''}")
     for bm, bn, st, k, cl, pers in [(128, 256, 3, 1, "2x1", False), (128, 128, 5, 3, "2x1", False),
                                     (128, 128, 5, 3, "1x2", False), (128, 128, 6, 1, "2x1", False),
-                                    (128, 128, 7, 1, "2x1", False), (128, 128, 3, 1, "2x1", True)]]
+                                    (128, 128, 7, 1, "2x1", False), (128, 128, 3, 1, "2x1", True),
+                                    (128, 128, 5, 1, "1x2", True), (64, 128, 8, 1, "2x1", True)]]
 
 
 @NEEDS_NVCC
@@ -354,6 +355,28 @@ def test_cluster_kernels_on_the_emulator(k):
         r = _emulate(src, M, N, K, order=order, seed=j, dtype=cfg.dtype, with_c=j % 2 == 0, beta=0.5,
                      block_order=("forward", "reverse", "shuffle:7")[j % 3])
         assert r.ok, (cfg, order, r.summary())
+
+
+# stage counts that are not a power of two: the carried slots and rounds (a chain of moves for i - 1 and i - 2, a step
+# for i - 3 and beyond; from kb in the persistent ring) compute C as the divisions did
+_ODD_RUNS = [
+    (Sm90Config(bm=64, bn=64, stages=3, k_pipe_mmas=2, cluster="2x1"), 130, 64, 7 * 64, None, "cta1_first"),
+    pytest.param(Sm90Config(bm=64, bn=64, stages=5, k_pipe_mmas=3, cluster="1x2"), 64, 200, 13 * 64, None, "random",
+                 marks=pytest.mark.slow),
+    pytest.param(Sm90Config(bm=64, bn=64, stages=3, k_pipe_mmas=1, cluster="2x1", persistent=True), 330, 70, 5 * 64, 4,
+                 "cta0_first", marks=pytest.mark.slow),
+    pytest.param(Sm90Config(bm=64, bn=64, stages=7, k_pipe_mmas=4, cluster="1x2", persistent=True), 70, 200, 3 * 64, 2,
+                 "starve", marks=pytest.mark.slow),
+]
+
+
+@NEEDS_GXX
+@pytest.mark.parametrize("cfg, M, N, K, ctas, order", _ODD_RUNS)
+def test_odd_stage_counts_on_the_emulator(cfg, M, N, K, ctas, order):
+    src = emit_sm90_kernel(cfg)
+    assert "i_slot" in src
+    r = _emulate(src, M, N, K, order=order, with_c=True, beta=0.5, seed=5, **({"ctas": ctas} if ctas else {}))
+    assert r.ok, (cfg, order, r.summary())
 
 
 # The bug table of docs/hopper_cluster.md injected into the emitted kernel: the thread order that catches each

@@ -205,6 +205,14 @@ def _wgmma_cuda(cfg: Sm90Config) -> str:
             f"               : {binds}\n               : \"l\"(da), \"l\"(db) : \"memory\"); }}\n")
 
 
+def _carries_slots(stages: int) -> bool:
+    """Whether a cluster kernel's loops carry their slots and rounds (:meth:`_Emit.cx`): with a number of stages
+    that is not a power of two, and with 8 or more (ptxas keeps ``% 8`` a mask but with the slots and rounds carried
+    the persistent 8-stage ring's longest HGMMA-free run went from 33 to 25 or 28); with 1, 2 or 4 the masks are
+    cheaper than the carried values (the persistent 4-stage ring: 7.38 / 19 with masks, 9.38 / 28 carried)."""
+    return stages & (stages - 1) != 0 or stages >= 8
+
+
 def _wait_dispatch(max_n: int) -> str:
     cases = " ".join(f"case {j}: synth_wgmma_wait_n<{j}>(); break;" for j in range(1, max_n + 1))
     return ("SYNTH_DEV void synth_wgmma_wait(int n) {\n"
@@ -390,11 +398,11 @@ class _Emit:
                                             x.rhs.value >= k)) for x in g)
 
     def carried_loop(self, depth: int, var: str, start: str) -> None:
-        """Before a cluster kernel's loop over ``var`` from ``start``: with a number of stages that is not a power of
-        two, set :attr:`carried`; :meth:`carried_step` declares the carried values the body used here."""
+        """Before a cluster kernel's loop over ``var`` from ``start``: with a number of stages that
+        :func:`_carries_slots`, set :attr:`carried`; :meth:`carried_step` declares the carried values the body used here."""
         n = self.cfg.stages
         self.carried_used = set()
-        if not self.cluster or self.mutant_carry() is not None or n & (n - 1) == 0:
+        if not self.cluster or self.mutant_carry() is not None or not _carries_slots(n):
             self.carried = None
             return
         self.carried = (var, n)
@@ -409,12 +417,24 @@ class _Emit:
         v, n = self.carried
         at, d0, start = self.carried_at
         decl, step = [], []
-        for c in sorted({c for c, _ in self.carried_used}, reverse=True):
+        used = {c for c, _ in self.carried_used}
+        if (0, "slot") in self.carried_used:
+            # (i - k) % S is the slot of k iterations before: a chain of moves from (i - 1) % S on, where no round of
+            # these counts is needed, for k <= 2 (longer chains made the persistent ring's longest HGMMA-free run
+            # 30 to 33 with K_PIPE_MMAS 3 and 4, against 28 to 29 with the step)
+            lows = [c for c in used if -2 <= c < 0 and not any((d, "round") in self.carried_used for d in range(c, 0))]
+            used |= set(range(min(lows), 0)) if lows else set()
+        for c in sorted(used, reverse=True):
             count = v if c == 0 else f"{v} {'+' if c > 0 else '-'} {abs(c)}"
             slot, rnd = self.carried_name(v, c, "slot"), self.carried_name(v, c, "round")
             x = f"{n + c}u" if start == "0" else f"({start} + {n + c}u)"
             decl.append(f"unsigned {slot} = {x} % {n}u;  // ({count}) % {n}, carried" if start != "0" else
                         f"unsigned {slot} = {(n + c) % n}u;  // ({count}) % {n}, carried")
+            if c < 0 and (0, "slot") in self.carried_used and (c, "round") not in self.carried_used and \
+                    all(d in used for d in range(c, 0)):
+                # (i + c) % S is the previous iteration's (i + c + 1) % S: a move, before that one's own step
+                step.insert(0, f"{slot} = {self.carried_name(v, c + 1, 'slot')};")
+                continue
             if (c, "round") in self.carried_used:
                 decl.append(f"unsigned {rnd} = {x} / {n}u - 1u;  // ({count}) / {n}, carried" if start != "0" else
                             f"unsigned {rnd} = {(n + c) // n - 1}u;  // ({count}) / {n}, carried")
@@ -523,11 +543,10 @@ class _Emit:
                 if s.tx or d is None or d >= self.cfg.cluster_size:
                     raise ValueError(f"{role}{self.cta}: arrive on {s.barrier} (CTA {d}): a remote arrive carries no "
                                      "tx bytes and names a CTA of the cluster")
-                n = self.cfg.stages
-                if self.cfg.persistent and n & (n - 1) == 0:
-                    # the persistent ring with a power-of-two number of stages: mapa per release (with the array's
-                    # base mapped once, ptxas moved the release's address arithmetic into the run between the
-                    # tile's HGMMA: 128x128, 4 stages, K_PIPE_MMAS 1 went from 7.38 / 19 to 7.62 / 29)
+                if self.cfg.persistent and not _carries_slots(self.cfg.stages):
+                    # the persistent ring with 1, 2 or 4 stages: mapa per release (with the array's base mapped
+                    # once, ptxas moved the release's address arithmetic into the run between the tile's HGMMA:
+                    # 128x128, 4 stages, K_PIPE_MMAS 1 went from 7.38 / 19 to 7.62 / 29)
                     addr = f"synth_mapa({target}, {self.rank(d)})"
                 else:
                     addr = f"{self.remote_base(s.barrier)} + {self.bar_offset(s.barrier, s.state)}"
