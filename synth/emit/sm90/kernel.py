@@ -244,11 +244,14 @@ class _Emit:
         ``crank``, the other ``crank ^ 1``), so that the text is the same for both CTAs when the program is
         symmetric under their swap (:func:`_cluster_roles`)."""
         self.carried: Optional[tuple[str, int]] = None
-        """A cluster kernel's loop over ``(variable, S)`` with ``S`` stages not a power of two: the slot ``v % S`` and
-        the round ``v / S`` of its iteration are carried from one iteration to the next (:meth:`cx`)."""
-        self.guard_now: Optional[Expr] = None
+        """A cluster kernel's loop over ``(variable, S)`` whose ``S`` stages :func:`_carries_slots`: the slots
+        ``(v + c) % S`` and rounds ``(v + c) / S`` of its iteration are carried from one iteration to the next
+        (:meth:`cx`)."""
         self.carried_used: set = set()
+        """The ``(c, "slot" | "round")`` the loop's statements used (:meth:`carried_step` declares and steps them)."""
         self.carried_at = (0, 0, "0")
+        """Where the carried values are declared: (line index, depth, the loop's start)."""
+        self.guard_now: Optional[Expr] = None
         """The guard of the statement being emitted (:meth:`cx` uses it to know ``v + c >= 0``)."""
         self.remote: dict = {}
         """The peer barrier arrays the role being emitted releases remotely: C name -> (the local array, the rank
@@ -399,7 +402,8 @@ class _Emit:
 
     def carried_loop(self, depth: int, var: str, start: str) -> None:
         """Before a cluster kernel's loop over ``var`` from ``start``: with a number of stages that
-        :func:`_carries_slots`, set :attr:`carried`; :meth:`carried_step` declares the carried values the body used here."""
+        :func:`_carries_slots`, set :attr:`carried`; :meth:`carried_step` declares the carried values the body
+        used here."""
         n = self.cfg.stages
         self.carried_used = set()
         if not self.cluster or self.mutant_carry() is not None or not _carries_slots(n):
@@ -1013,8 +1017,9 @@ def _per_cta(e: _Emit, cfg: Sm90Config, depth: int, kind: str, emit_role) -> Non
         decl = []
         for var, (local, rank, label) in sorted(e.remote.items()):
             addr = f"synth_mapa({local}, {rank})"
-            decl.append("  " * d + f"const uint32_t {var} = {addr if kind == 'producer' else f'synth_pinned_uniform({addr})'};"
-                        f"  // {label}'s barriers in the peer's shared memory (shared::cluster)")
+            value = addr if kind == "producer" else f"synth_pinned_uniform({addr})"
+            decl.append("  " * d + f"const uint32_t {var} = {value};  // {label}'s barriers in the peer's shared memory "
+                        "(shared::cluster)")
         e.cta, e.relative, e.remote = None, False, {}
         return decl + out
 
