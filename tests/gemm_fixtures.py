@@ -22,6 +22,21 @@ NVCC = shutil.which("nvcc")
 NEEDS_GXX = pytest.mark.skipif(shutil.which("g++") is None, reason="g++ is needed for the CPU emulator")
 
 
+CLUSTER_PROBLEM = """\
+name: {name}
+kind: gemm
+shape: {{M: 512, N: 256, K: 1024}}
+dtype: f16
+tile: {{BM: 128, BN: 128, BK: 64}}
+arch: sm_90
+mainloop: tma_wgmma
+cluster: 2x1
+stages: 2
+k_pipe_mmas: 1
+"""
+"""A small 2x1 cluster problem (2 stages: fast proofs); ``cluster:`` is on line 8. Fill ``name``."""
+
+
 def gemm_doc(key_line: str) -> str:
     """A 2048^3 ``kind: gemm`` problem file (128x128x32 tiles, 4 warps, 3 stages, sm_80) with ``key_line`` at line 7."""
     return ("name: sk\nkind: gemm\nshape: {M: 2048, N: 2048, K: 2048}\ntile: {BM: 128, BN: 128, BK: 32}\n"

@@ -17,21 +17,11 @@ import sys
 import pytest
 
 from conftest import PROBLEMS, ROOT
+from gemm_fixtures import CLUSTER_PROBLEM
 
 CLUSTER_CLASSES = {"cluster_form", "init_visible", "safe_exit"}
 
-PROBLEM = """\
-name: cl2
-kind: gemm
-shape: {M: 512, N: 256, K: 1024}
-dtype: f16
-tile: {BM: 128, BN: 128, BK: 64}
-arch: sm_90
-mainloop: tma_wgmma
-cluster: 2x1
-stages: 2
-k_pipe_mmas: 1
-"""
+PROBLEM = CLUSTER_PROBLEM.format(name="cl2")
 
 
 def synth(*args: str) -> subprocess.CompletedProcess:

@@ -26,22 +26,11 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from conftest import ROOT
-from gemm_fixtures import NEEDS_GXX
+from gemm_fixtures import CLUSTER_PROBLEM, NEEDS_GXX
 
 EXPLORE = os.environ.get("SYNTH_HYPOTHESIS") == "explore"
 
-PROBLEM = """\
-name: hx2
-kind: gemm
-shape: {M: 512, N: 256, K: 1024}
-dtype: f16
-tile: {BM: 128, BN: 128, BK: 64}
-arch: sm_90
-mainloop: tma_wgmma
-cluster: 2x1
-stages: 2
-k_pipe_mmas: 1
-"""
+PROBLEM = CLUSTER_PROBLEM.format(name="hx2")
 CLUSTER_LINE = 8
 
 
