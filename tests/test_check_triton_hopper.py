@@ -100,11 +100,9 @@ def test_threads_collectives_and_the_barrier_before_each_expect():
     bar_sync before the elected expect), through which ``converge`` holds. Without it (``arrive_sync=False``)
     nothing in the TTGIR converges the warp groups between the wait and the refill: refuted, and proven with a
     gpu.barrier before each expect. At num-warps = 4 the wgmma is the role's collective."""
-    import functools
-
     from synth.completion import ArriveStmt, BarSyncStmt
     from synth.frontends.mutants import barrier_before_arrives
-    from synth.frontends.ttgir_hopper import HopperCheck, prove_mapped, ttgir_to_hopper
+    from synth.frontends.ttgir_hopper import check_hopper, ttgir_to_hopper
 
     text = _text("triton_hopper_s2.ttgir")
     p = ttgir_to_hopper(text, "x.ttgir").program
@@ -117,8 +115,7 @@ def test_threads_collectives_and_the_barrier_before_each_expect():
     assert ttgir_to_hopper(four, "x.ttgir").program.roles[0].collective == ("wgmma",)
 
     def check(t):
-        return HopperCheck(*prove_mapped(functools.partial(ttgir_to_hopper, arrive_sync=False), t, "x.ttgir",
-                                         trip_count=None, min_trip_count=None, time_limit=20, tightness=False))
+        return check_hopper(t, "x.ttgir", time_limit=20, tightness=False, arrive_sync=False)
 
     bad = [o for o in check(text).report.obligations if o.status != "proven"]
     assert bad and {o.kind for o in bad} == {"converge"}

@@ -82,13 +82,9 @@ def test_mapped_program_has_one_role_per_partition_and_full_empty_pairs():
 
 
 def _check_ws(text: str, path: str, arrive_sync: bool):
-    import functools
+    from synth.frontends.ttgir_ws import check_ws
 
-    from synth.frontends.ttgir_hopper import prove_mapped
-    from synth.frontends.ttgir_ws import WSCheck, ws_to_hopper
-
-    return WSCheck(*prove_mapped(functools.partial(ws_to_hopper, arrive_sync=arrive_sync), text, path,
-                                 trip_count=None, min_trip_count=None, time_limit=20, tightness=False))
+    return check_ws(text, path, time_limit=20, tightness=False, arrive_sync=arrive_sync)
 
 
 def test_roles_run_their_partitions_threads_with_wgmma_collective_and_a_barrier_before_each_arrive():
@@ -132,6 +128,25 @@ def test_consumer_reading_its_slot_with_plain_loads_is_refuted_by_converge(tmp_p
     fixed = barrier_before_arrives(text)
     assert _check_ws(fixed, "fixed.ttgir", arrive_sync=False).report.ok
     assert _check_ws(text, "mutant.ttgir", arrive_sync=True).report.ok
+
+
+def test_the_command_line_refutes_the_plain_reads_consumer_without_the_lowering_barriers(tmp_path):
+    """``synth check --without-lowering-barriers`` is ``arrive_sync=False``: the plain-reads mutant exits 1 with
+    the converge counterexample; without the flag (Triton 3.9's lowering) it exits 0; a non-Triton input with
+    the flag exits 2 naming the flag."""
+    from synth.frontends.mutants import wgmma_to_local_load
+
+    mutant = tmp_path / "plain_reads.ttgir"
+    mutant.write_text(wgmma_to_local_load((WS / "triton_ws_s2.ttgir").read_text()))
+    rc, doc, _ = run_check(str(mutant), "--without-lowering-barriers")
+    classes = doc["result"]["obligations"]
+    assert rc == 1 and classes["converge"]["refuted"] > 0, classes
+    assert all(c["refuted"] == 0 for k, c in classes.items() if k != "converge"), classes
+    rc, doc, _ = run_check(str(mutant))
+    assert rc == 0 and doc["result"]["ok"], doc
+    rc, _, err = run_text(str(pathlib.Path(gen.__file__).with_name("triton-matmul-s3.ttgir")),
+                          "--without-lowering-barriers")
+    assert rc == 2 and "--without-lowering-barriers applies to Triton's sm_90 TTGIR" in err, err
 
 
 def test_human_report_names_roles_and_source_lines(s3_check):

@@ -251,29 +251,30 @@ def check_loop(loop: Loop, *, trip_count: Optional[int] = None, min_trip_count: 
 
 
 def _check_mbarrier(text: str, path: str, form: Optional[str], trip_count, min_trip_count, time_limit: float,
-                    tightness: bool):
+                    tightness: bool, arrive_sync: bool = True):
     """The Hopper prover's check of a Triton TTGIR that uses mbarriers (docs/check.md): warp-specialized
     (``ttg.warp_specialize``), persistent and flattened, or one warp group (TMA + wgmma); None for any other
     input. A Triton file with
-    Blackwell ``tcgen05`` ops is refused first (exit 2 naming them)."""
+    Blackwell ``tcgen05`` ops is refused first (exit 2 naming them). ``arrive_sync`` False: without the
+    ``bar.sync`` Triton's lowering puts before each arrive and expect (the TTGIR's own convergence points only)."""
     from .ttgir_hopper import check_hopper, is_hopper_ttgir
     from .ttgir_ws import check_ws, is_ws_ttgir, refuse_blackwell
 
     if form == "triton" or (form is None and detect(text, path) == "triton"):
         refuse_blackwell(text, path)
     if min_trip_count == 0 and trip_count is None:
-        return _check_mbarrier_from_zero(text, path, time_limit, tightness)
+        return _check_mbarrier_from_zero(text, path, time_limit, tightness, arrive_sync)
     if is_ws_ttgir(text):
         return check_ws(text, path, trip_count=trip_count, min_trip_count=min_trip_count, time_limit=time_limit,
-                        tightness=tightness)
+                        tightness=tightness, arrive_sync=arrive_sync)
     from .ttgir_persistent import check_persistent, is_persistent_ttgir
 
     if is_persistent_ttgir(text):  # Triton's persistent matmul, its tile and k loops fused (flatten=True)
         return check_persistent(text, path, trip_count=trip_count, min_trip_count=min_trip_count,
-                                time_limit=time_limit, tightness=tightness)
+                                time_limit=time_limit, tightness=tightness, arrive_sync=arrive_sync)
     if is_hopper_ttgir(text):
         return check_hopper(text, path, trip_count=trip_count, min_trip_count=min_trip_count,
-                            time_limit=time_limit, tightness=tightness)
+                            time_limit=time_limit, tightness=tightness, arrive_sync=arrive_sync)
     return None
 
 
@@ -285,7 +286,7 @@ def zero_trip_program(p):
     return replace(p, min_trip_count=0, roles=roles)
 
 
-def _check_mbarrier_from_zero(text: str, path: str, time_limit: float, tightness: bool):
+def _check_mbarrier_from_zero(text: str, path: str, time_limit: float, tightness: bool, arrive_sync: bool = True):
     """:func:`_check_mbarrier` with ``--min-trip-count 0``: the same mapping, proven for T >= 0."""
     from ..verify.phases import verify_hopper
     from .ttgir_hopper import HopperCheck, is_hopper_ttgir, ttgir_to_hopper
@@ -296,7 +297,7 @@ def _check_mbarrier_from_zero(text: str, path: str, time_limit: float, tightness
                                        (is_persistent_ttgir, persistent_to_hopper, PersistentCheck),
                                        (is_hopper_ttgir, ttgir_to_hopper, HopperCheck)):
         if is_form(text):
-            imp = to_hopper(text, path)
+            imp = to_hopper(text, path, arrive_sync=arrive_sync)
             if not isinstance(imp.program.trip_count, int):  # a trip count fixed in the IR has no bound to lower
                 imp = replace(imp, program=zero_trip_program(imp.program))
             return result(imp, verify_hopper(imp.program, time_limit=time_limit, tightness=tightness))
@@ -304,7 +305,7 @@ def _check_mbarrier_from_zero(text: str, path: str, time_limit: float, tightness
 
 
 def _read_and_check_mbarrier(path: str, form: Optional[str], func: Optional[str], trip_count, min_trip_count,
-                             time_limit: float, tightness: bool) -> tuple:
+                             time_limit: float, tightness: bool, arrive_sync: bool = True) -> tuple:
     """``(text, result)``: the file read (:func:`read_text`, its digits checked unless TVMScript) and, for a
     Triton input with no ``func``, :func:`_check_mbarrier`'s result (None when the loop uses no mbarrier)."""
     text = read_text(path)
@@ -318,7 +319,12 @@ def _read_and_check_mbarrier(path: str, form: Optional[str], func: Optional[str]
         return text, check_tilelang(text, path, trip_count=trip_count, min_trip_count=min_trip_count,
                                     time_limit=time_limit, tightness=tightness)
     if form in (None, "triton") and func is None:
-        return text, _check_mbarrier(text, path, form, trip_count, min_trip_count, time_limit, tightness)
+        r = _check_mbarrier(text, path, form, trip_count, min_trip_count, time_limit, tightness, arrive_sync)
+        if r is not None or arrive_sync:
+            return text, r
+    if not arrive_sync:
+        raise SynthError(Loc(path), "--without-lowering-barriers applies to Triton's sm_90 TTGIR (TMA, mbarriers, "
+                         "wgmma) only: this input is not one", "drop --without-lowering-barriers")
     return text, None
 
 
@@ -332,10 +338,13 @@ def detect_quiet(text: str) -> Optional[str]:
 
 def check_file_all(path: str, *, trip_count: Optional[int] = None, min_trip_count: Optional[int] = None,
                    time_limit: float = 10.0, form: Optional[str] = None, tightness: bool = True,
-                   func: Optional[str] = None) -> tuple:
+                   func: Optional[str] = None, arrive_sync: bool = True) -> tuple:
     """Read ``path`` (a regular file, at most :data:`MAX_BYTES`), import it, map and prove the waits of each
-    pipelined loop it holds (a TVMScript file: every ``@T.prim_func`` with one, or ``func``)."""
-    text, r = _read_and_check_mbarrier(path, form, func, trip_count, min_trip_count, time_limit, tightness)
+    pipelined loop it holds (a TVMScript file: every ``@T.prim_func`` with one, or ``func``). ``arrive_sync``
+    False (Triton sm_90 TTGIR only, else SynthError): the TTGIR's own convergence points, without the
+    ``bar.sync`` Triton's lowering puts before each arrive and expect (docs/check.md)."""
+    text, r = _read_and_check_mbarrier(path, form, func, trip_count, min_trip_count, time_limit, tightness,
+                                       arrive_sync)
     if r is not None:
         return (r,)
     return tuple(check_loop(lp, trip_count=trip_count, min_trip_count=min_trip_count, time_limit=time_limit,

@@ -23,6 +23,9 @@ def add_check_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--form", choices=FORMS, help="input form (default: detected from the content)")
     p.add_argument("--time-limit", type=float, default=10.0, metavar="SECONDS",
                    help="solver time limit per proof obligation (default %(default)s)")
+    p.add_argument("--without-lowering-barriers", action="store_true",
+                   help="Triton sm_90 TTGIR: prove the TTGIR's own convergence points only, without the bar.sync "
+                        "Triton's lowering (3.9) puts before each mbarrier arrive and expect")
     p.add_argument("--json", action="store_true", help="machine-readable output on stdout")
     p.add_argument("-q", "--quiet", action="store_true", help="print nothing on stdout; failures go to stderr")
     p.add_argument("-v", "--verbose", action="store_true", help="also print the mapped program")
@@ -38,7 +41,8 @@ def cli_check(args) -> int:
     from .check import check_file_all  # loads Z3: only when synth check runs
 
     results = check_file_all(args.file, trip_count=args.trip_count, min_trip_count=args.min_trip_count,
-                             time_limit=args.time_limit, form=args.form, func=getattr(args, "func", None))
+                             time_limit=args.time_limit, form=args.form, func=getattr(args, "func", None),
+                             arrive_sync=not getattr(args, "without_lowering_barriers", False))
     ok = all(r.ok for r in results)
     if args.json:
         if len(results) == 1:

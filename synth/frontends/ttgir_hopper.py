@@ -943,17 +943,19 @@ class HopperCheck:
 
 
 def check_hopper(text: str, path: str, *, trip_count: Optional[int] = None, min_trip_count: Optional[int] = None,
-                 time_limit: float = 10.0, tightness: bool = True) -> HopperCheck:
-    """Map an sm_90 TTGIR (:func:`ttgir_to_hopper`) and prove it with
+                 time_limit: float = 10.0, tightness: bool = True, arrive_sync: bool = True) -> HopperCheck:
+    """Map an sm_90 TTGIR (:func:`ttgir_to_hopper`, ``arrive_sync`` as there) and prove it with
     :func:`synth.verify.phases.verify_hopper` (its ``teardown`` class catches a copy no wait observes)."""
     return HopperCheck(*prove_mapped(ttgir_to_hopper, text, path, trip_count=trip_count,
-                                     min_trip_count=min_trip_count, time_limit=time_limit, tightness=tightness))
+                                     min_trip_count=min_trip_count, time_limit=time_limit, tightness=tightness,
+                                     arrive_sync=arrive_sync))
 
 
 def prove_mapped(mapper, text: str, path: str, *, trip_count: Optional[int], min_trip_count: Optional[int],
-                 time_limit: float, tightness: bool, runs: str = "the loop runs") -> tuple:
+                 time_limit: float, tightness: bool, runs: str = "the loop runs", **mapper_kw) -> tuple:
     """``(import, report)``: ``mapper(text, path, min_trip_count=...)`` (a TTGIR to :class:`HopperImport`
-    mapping) proven with :func:`synth.verify.phases.verify_hopper` for every trip count (or ``trip_count``).
+    mapping; ``mapper_kw`` passed on, e.g. ``arrive_sync``) proven with
+    :func:`synth.verify.phases.verify_hopper` for every trip count (or ``trip_count``).
     Raises :class:`SynthError` for a ``--trip-count`` or ``--min-trip-count`` below 1, and for a ``trip_count``
     other than the constant one the file runs (``runs``, e.g. ``the loops run``, starts that message)."""
     from ..verify.phases import verify_hopper
@@ -961,7 +963,7 @@ def prove_mapped(mapper, text: str, path: str, *, trip_count: Optional[int], min
         if v is not None and v < 1:
             raise SynthError(Loc(path), f"{flag} {v}: a Hopper pipeline is checked for trip counts >= 1",
                              f"use {flag} 1 or more")
-    imp = mapper(text, path, min_trip_count=min_trip_count)
+    imp = mapper(text, path, min_trip_count=min_trip_count, **mapper_kw)
     p = imp.program
     if trip_count is not None and isinstance(p.trip_count, int) and trip_count != p.trip_count:
         raise SynthError(Loc(path, imp.loop_line, 1), f"{runs} {p.trip_count} times, not {trip_count}",

@@ -220,11 +220,12 @@ class PersistentCheck(HopperCheck):
 
 def check_persistent(text: str, path: str, *, trip_count: Optional[int] = None,
                      min_trip_count: Optional[int] = None, time_limit: float = 10.0,
-                     tightness: bool = True) -> PersistentCheck:
-    """Map the flattened persistent loop (:func:`persistent_to_hopper`) and prove it with
-    :func:`synth.verify.phases.verify_hopper` for every trip count of the fused loop (or ``trip_count``)."""
+                     tightness: bool = True, arrive_sync: bool = True) -> PersistentCheck:
+    """Map the flattened persistent loop (:func:`persistent_to_hopper`, ``arrive_sync`` as there) and prove it
+    with :func:`synth.verify.phases.verify_hopper` for every trip count of the fused loop (or ``trip_count``)."""
     return PersistentCheck(*prove_mapped(persistent_to_hopper, text, path, trip_count=trip_count,
-                                         min_trip_count=min_trip_count, time_limit=time_limit, tightness=tightness))
+                                         min_trip_count=min_trip_count, time_limit=time_limit, tightness=tightness,
+                                         arrive_sync=arrive_sync))
 
 
 __all__ = ["persistent_to_hopper", "check_persistent", "is_persistent_ttgir", "PersistentCheck", "PersistentWalker"]

@@ -641,11 +641,12 @@ class WSCheck(HopperCheck):
 
 
 def check_ws(text: str, path: str, *, trip_count: Optional[int] = None, min_trip_count: Optional[int] = None,
-             time_limit: float = 10.0, tightness: bool = True) -> WSCheck:
-    """Map a warp-specialized TTGIR (:func:`ws_to_hopper`) and prove it with
+             time_limit: float = 10.0, tightness: bool = True, arrive_sync: bool = True) -> WSCheck:
+    """Map a warp-specialized TTGIR (:func:`ws_to_hopper`, ``arrive_sync`` as there) and prove it with
     :func:`synth.verify.phases.verify_hopper` for every trip count (or ``trip_count``)."""
     return WSCheck(*prove_mapped(ws_to_hopper, text, path, trip_count=trip_count, min_trip_count=min_trip_count,
-                                 time_limit=time_limit, tightness=tightness, runs="the loops run"))
+                                 time_limit=time_limit, tightness=tightness, runs="the loops run",
+                                 arrive_sync=arrive_sync))
 
 
 __all__ = ["ws_to_hopper", "check_ws", "is_ws_ttgir", "blackwell_ops", "refuse_blackwell", "WSCheck", "WSWalker"]
