@@ -23,7 +23,8 @@ from dataclasses import dataclass, replace
 from typing import Optional
 
 from ..errors import Loc, SynthError
-from .problem import CLUSTERS, EPILOGUES, HopperGemm
+from .cluster_shape import CLUSTERS
+from .problem import EPILOGUES, HopperGemm
 
 DESIGN_KEYS = ("persistent", "pingpong", "epilogue", "cluster")
 """Problem keys that may be ``auto``."""

@@ -30,6 +30,7 @@ from ..arch import get_arch
 from ..bounds import MAX_SPLIT_K
 from ..errors import Loc, SynthError
 from ..yamlnodes import LDict, check_keys, want_int
+from .cluster_shape import CLUSTERS
 from .loop import MAX_STAGES
 from .store import DEFAULT_STAGING
 
@@ -45,14 +46,11 @@ SMEM_LIMIT = get_arch("sm_90").smem_per_block
 ALIGN_PAD = 1024
 """Bytes the kernel adds so it can align its shared-memory base to the 1024-byte swizzle atom."""
 BARRIER_BYTES = 16
+"""Shared memory of one stage's two mbarriers (full and empty, 8 bytes each)."""
 EPILOGUES = ("register", "tma_store")
 """How the Hopper kernel stores C (``epilogue:``)."""
 OUT_DTYPES = ("f32", "f16", "bf16")
 """Element types C may be stored in (``out_dtype:``; f16 and bf16 with the TMA-store epilogue)."""
-CLUSTERS = ("1x1", "2x1", "1x2")
-"""``cluster:`` values: thread-block cluster shapes ``M x N`` in CTAs (docs/hopper_cluster.md); ``2x1`` pairs two
-CTAs of one tile column (they share and multicast B), ``1x2`` two CTAs of one tile row (sharing A)."""
-"""Shared memory of one stage's two mbarriers (full and empty, 8 bytes each)."""
 
 
 def consumers_of(BM: int) -> int:

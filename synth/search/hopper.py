@@ -36,6 +36,7 @@ import math
 from dataclasses import dataclass, replace
 from typing import Callable, Optional, Sequence
 
+from ..hopper.cluster_shape import ClusterShaped
 from .model import WaveEstimate, kernel_time
 
 HOPPER_BM_SPACE = (64, 128)
@@ -56,7 +57,7 @@ invalidation, and one for the epilogue's hand-over (docs/hopper_kernel.md, "Setu
 
 
 @dataclass(frozen=True)
-class HopperPoint:
+class HopperPoint(ClusterShaped):
     """One Hopper kernel configuration (shape independent)."""
 
     BM: int
@@ -83,31 +84,6 @@ class HopperPoint:
     @property
     def BK(self) -> int:
         return HOPPER_BK
-
-    @property
-    def cluster_m(self) -> int:
-        """CTAs of the cluster along M (tile rows): 2 for ``2x1``, else 1."""
-        from ..emit.sm90.config import cluster_dims
-
-        return cluster_dims(self.cluster)[0]
-
-    @property
-    def cluster_n(self) -> int:
-        """CTAs of the cluster along N (tile columns): 2 for ``1x2``, else 1."""
-        from ..emit.sm90.config import cluster_dims
-
-        return cluster_dims(self.cluster)[1]
-
-    @property
-    def cluster_size(self) -> int:
-        return self.cluster_m * self.cluster_n
-
-    @property
-    def shared_operand(self) -> Optional[str]:
-        """``B`` for ``2x1``, ``A`` for ``1x2`` (the operand read from L2 once per cluster), None for ``1x1``."""
-        from ..emit.sm90.config import SHARED_OPERAND
-
-        return SHARED_OPERAND.get(self.cluster)
 
     @property
     def consumers(self) -> int:

@@ -24,6 +24,7 @@ from typing import Optional
 
 from ...arch import get_arch
 from ...bounds import MAX_SPLIT_K
+from ...hopper.cluster_shape import CLUSTERS, ClusterShaped
 from ...hopper.ir import HopperProgram
 from ...hopper.loop import HopperLoop, Load
 from ...hopper.store import MAX_STAGING, store_program
@@ -36,22 +37,6 @@ SMEM_LIMIT = get_arch("sm_90").smem_per_block
 """Dynamic shared memory per CTA on sm_90 (227 KiB, the opt-in maximum: synth/arch.py)."""
 ALIGN_PAD = 1024
 """Bytes added to the dynamic shared memory so the kernel can align its base to 1024 (swizzle atom)."""
-CLUSTERS = ("1x1", "2x1", "1x2")
-"""Thread-block cluster shapes, ``M x N`` in CTAs (CUTLASS's ``ClusterShape<M, N, 1>``): ``2x1`` pairs two CTAs of one
-tile column (they share, and multicast, the B tile), ``1x2`` two CTAs of one tile row (sharing A)
-(docs/hopper_cluster.md)."""
-SHARED_OPERAND = {"2x1": "B", "1x2": "A"}
-"""The operand a cluster shape's CTAs share and multicast (read from L2 once per cluster)."""
-
-
-def cluster_dims(cluster: str) -> tuple[int, int]:
-    """``(CTAs along M, CTAs along N)`` of a cluster shape of :data:`CLUSTERS`; ``(1, 1)`` for anything else."""
-    if cluster not in CLUSTERS:
-        return 1, 1
-    m, n = cluster.split("x")
-    return int(m), int(n)
-
-
 DTYPES = ("f16", "bf16")
 """Element types of A and B (2 bytes each: the tile and byte counts do not depend on it)."""
 EPILOGUES = ("register", "tma_store")
@@ -66,7 +51,7 @@ PRODUCER_REGS = 40
 
 
 @dataclass(frozen=True)
-class Sm90Config:
+class Sm90Config(ClusterShaped):
     bm: int = 128
     bn: int = 128
     stages: int = 4
@@ -103,26 +88,6 @@ class Sm90Config:
     cluster: str = "1x1"
     """Thread-block cluster shape (:data:`CLUSTERS`): ``1x1`` none; ``2x1`` / ``1x2`` a pair of CTAs that load the
     shared operand's tile once, each half multicast into both (docs/hopper_cluster.md)."""
-
-    @property
-    def cluster_m(self) -> int:
-        """CTAs of the cluster along M (the grid's y)."""
-        return cluster_dims(self.cluster)[0]
-
-    @property
-    def cluster_n(self) -> int:
-        """CTAs of the cluster along N (the grid's x)."""
-        return cluster_dims(self.cluster)[1]
-
-    @property
-    def cluster_size(self) -> int:
-        """CTAs in the cluster (1 or 2)."""
-        return self.cluster_m * self.cluster_n
-
-    @property
-    def shared_operand(self) -> Optional[str]:
-        """The operand the cluster's CTAs share and multicast: ``B`` for ``2x1``, ``A`` for ``1x2``, None for ``1x1``."""
-        return SHARED_OPERAND.get(self.cluster)
 
     @property
     def a_box_rows(self) -> int:
@@ -268,4 +233,4 @@ class Sm90Config:
         return store_program(self.staging, name=f"{self.name}.store") if self.epilogue == "tma_store" else None
 
 
-__all__ = ["Sm90Config", "BK", "CLUSTERS", "SHARED_OPERAND", "cluster_dims", "SMEM_LIMIT", "PRODUCER_REGS", "DTYPES", "EPILOGUES", "OUT_DTYPES"]
+__all__ = ["Sm90Config", "BK", "CLUSTERS", "SMEM_LIMIT", "PRODUCER_REGS", "DTYPES", "EPILOGUES", "OUT_DTYPES"]
