@@ -135,7 +135,8 @@ def enforced(deadline: "Deadline") -> Iterator[None]:
     The phases check the deadline between steps themselves; a long step with no
     check of its own (lowering a very large body, drawing a
     timeline) is interrupted by SIGALRM and :class:`TimeUp` names the phase the
-    last check named. Main thread only (elsewhere, or without SIGALRM, a no-op);
+    last check named (as is any error not synth's own raised once the alarm rang: native code may have
+    caught the alarm's exception and raised its own). Main thread only (elsewhere, or without SIGALRM, a no-op);
     for command-line use, not for library calls that may run in threads.
     """
     if not math.isfinite(deadline.at) or not hasattr(signal, "setitimer") or \
@@ -143,9 +144,13 @@ def enforced(deadline: "Deadline") -> Iterator[None]:
         yield
         return
 
+    rang = False
+
     def ring(signum, frame):
+        nonlocal rang
         if _shield:  # moving a finished folder into place: let it complete (it is done, not cut)
             return
+        rang = True
         raise _Alarm()
 
     old = signal.signal(signal.SIGALRM, ring)
@@ -155,6 +160,12 @@ def enforced(deadline: "Deadline") -> Iterator[None]:
         yield
     except _Alarm:
         raise TimeUp(_phase, deadline.limit) from None
+    except Exception as e:
+        # native code that caught the alarm's exception may raise its own instead (matplotlib's path code:
+        # "Invalid affine transformation matrix"): once the alarm rang, an error not synth's own is the time limit
+        if rang and not isinstance(e, SynthError):
+            raise TimeUp(_phase, deadline.limit) from None
+        raise
     finally:
         _enforcing.clear()
         signal.setitimer(signal.ITIMER_REAL, 0)

@@ -436,3 +436,22 @@ except KeyboardInterrupt:
 '''
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60, cwd=ROOT)
     assert proc.stdout.strip() == "noted", (proc.stdout, proc.stderr)
+
+
+def test_an_alarm_that_native_code_turns_into_another_error_is_still_the_time_limit():
+    """The backstop alarm raises inside whatever runs; native code may catch that exception and raise its own
+    (matplotlib's path code answered it with "ValueError: Invalid affine transformation matrix" while a timeline
+    was drawn under load, and solve exited 3 as an internal error). Once the alarm has rung, an error that is not
+    synth's own is the time limit: exit 1, code time_limit."""
+    from synth.deadline import Deadline, TimeUp, enforced
+
+    with pytest.raises(TimeUp, match="ran out"):
+        with enforced(Deadline(time.monotonic() + 0.01, 0.01)):
+            try:
+                time.sleep(5)
+            except BaseException:
+                raise ValueError("Invalid affine transformation matrix") from None
+    # before the alarm, an error is what it is
+    with pytest.raises(ValueError, match="not the alarm"):
+        with enforced(Deadline(time.monotonic() + 5, 5)):
+            raise ValueError("not the alarm")
