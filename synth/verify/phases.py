@@ -47,6 +47,7 @@ from ..deadline import Deadline
 from ..errors import SynthError
 from ..expr import Bin, Expr, Num, parse, simplify, to_str, to_z3
 from ..hopper.ir import HopperError, HopperProgram, validate_hopper
+from ..hopper.printer import wait_count
 from ..program import OpStmt, WaitStmt
 from .encode import And, Encoder, Ind, Not, Or, Point, Sum, Unsupported
 from .obligations import blame
@@ -823,7 +824,8 @@ class HopperReport:
         for v in self.waits:
             w = self.program.role(v.role).program.waits[v.index]
             t = "" if v.tight is None else (", tight" if v.tight else ", not tight")
-            lines.append(f"wait_group #{v.index} {v.role} {w.part}: wait_group({to_str(w.in_flight)}): "
+            part = self.program.role(v.role).program.part(w.part)
+            lines.append(f"wait_group #{v.index} {v.role} {w.part}: wait_group({wait_count(part, w.in_flight)}): "
                          f"{v.status}{t}" + (f" ({v.reason})" if v.reason else ""))
         for o in self.obligations:
             if o.status != "proven":
@@ -1128,7 +1130,8 @@ def _tightness(p: HopperProgram, role: str, idx: int, obs: list[HObligation], ti
         except Unsupported:
             return None, "tightness unknown: the program is outside the encoding"
         if status == "refuted":
-            return True, f"tight: with {to_str(plus[role][idx])} in flight, {ob.description} fails"
+            more = wait_count(p.role(role).program.part(w.part), plus[role][idx])
+            return True, f"tight: with {more} in flight, {ob.description} fails"
         unknown |= status == "unknown"
     if unknown:
         return None, "tightness unknown: a query with one more group in flight gave no answer in time"

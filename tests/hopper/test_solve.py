@@ -226,3 +226,15 @@ def test_a_cp_async_folder_on_sm90_written_from_memory_reads_back(tmp_path):
     api.solve(p, out=str(tmp_path / "o"), time_limit=120)
     assert "mainloop: cp_async" in (tmp_path / "o" / "problem.yaml").read_text()
     assert isinstance(kernel.load(str(tmp_path / "o"), backend="emulator"), kernel.Kernel)
+
+
+def test_verify_txt_prints_wait_counts_as_program_txt_does(solved):
+    """A one-iteration epilogue's ``-i`` is printed as its value, the one ``program.txt`` shows."""
+    out, _ = solved
+    report = (out / "verify.txt").read_text()
+    shown = {line.split("wgmma.wait_group ")[1].strip()
+             for line in (out / "program.txt").read_text().splitlines() if "wgmma.wait_group " in line}
+    printed = {line.split("wait_group(")[1].split(")")[0]
+               for line in report.splitlines() if line.startswith("wait_group #")}
+    assert printed and printed == shown
+    assert "-i" not in report
