@@ -202,3 +202,24 @@ def _title(fig):
 
     ax = fig.axes[0]
     return next(t for t in ax.findobj(Text) if t.get_text() == ax.get_title(loc="left"))
+
+
+def test_a_long_loop_is_folded_into_panels_a_screen_can_show() -> None:
+    """The example GEMM's six iterations span 5,000 cycles: the PNG keeps a screen's proportions (it was a
+    3828 x 473 strip), every cycle is on exactly one panel, in order."""
+    import io
+
+    import matplotlib.image as mpimg
+
+    from synth.emit.timeline import timeline_figure
+
+    p, s, prog = _pinned("gemm-128x128x32-f16.yaml")
+    _, png = render_timeline(p, s, prog)
+    h, w = mpimg.imread(io.BytesIO(png)).shape[:2]
+    assert w <= 2000 and w / h <= 3, (w, h)
+    fig = timeline_figure(p, s, prog)
+    windows = [ax.get_xlim() for ax in fig.axes]
+    assert len(windows) > 1 and windows[0][0] == 0
+    assert all(a[1] == b[0] for a, b in zip(windows, windows[1:]))
+    end = max(e.end for e in timeline_events(p, s, prog)[0])
+    assert windows[-1][1] >= end

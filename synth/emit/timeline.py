@@ -40,7 +40,11 @@ ROW_INCHES = 0.24
 RC = {"svg.hashsalt": "synth", "svg.fonttype": "none", "font.size": 7}
 """matplotlib settings for drawing and saving: text stays text in the SVG, ids are deterministic."""
 MAX_WIDTH_INCHES = 40.0
-"""The figure never gets wider than this (long loops are compressed, labels are not)."""
+"""The time axis never gets longer than this, over all panels (long loops are compressed, labels are not)."""
+PANEL_INCHES = 16.0
+"""A time axis longer than this is folded into panels stacked top to bottom, each this wide (at most
+:data:`MAX_PANELS`), so the picture keeps a screen's proportions instead of becoming a strip."""
+MAX_PANELS = 3
 MAX_OP_ROWS = 160
 """At most this many op rows are drawn (the first in body order); the title says how many were left out.
 Drawing time grows with the rows: 160 keep a solve's outputs within seconds."""
@@ -214,66 +218,24 @@ def _figure(problem: Problem, schedule: Schedule, program: Optional[Program], n_
     rows = [f"op:{op.name}" for op in reversed(body)] + [f"lane:{q}:{s}" for q, s in reversed(lanes)]
     y_of = {r: y for y, r in enumerate(rows)}
     end = max(e.end for e in events)
-    width = min(MAX_WIDTH_INCHES, 8 + end / 200)
-    height = 1.6 + ROW_INCHES * len(rows)
+    length = min(MAX_WIDTH_INCHES, 8 + end / 200)
+    n_panels = min(MAX_PANELS, -(-int(length) // int(PANEL_INCHES)))
+    width = length if n_panels == 1 else PANEL_INCHES
+    panel_h = 0.9 + ROW_INCHES * len(rows)
+    height = 0.7 + panel_h * n_panels
+    window = end * 1.01 / n_panels
     cmap = matplotlib.colormaps["tab10"]
     with matplotlib.rc_context(RC):
         fig = Figure(figsize=(width, height))
-        ax = fig.add_subplot(1, 1, 1)
-        px_per_cycle = width * 72 * 0.8 / max(end, 1)
-        op_of = {op.name: a for a, op in enumerate(problem.ops)}
-        # One broken_barh call per row and style: thousands of bars stay fast to draw.
-        bars: dict[tuple, list] = {}
-
-        def bar(key, x0, w, color) -> None:
-            bars.setdefault(key, []).append((x0, w, color))
-
-        for n, e in enumerate(events):
-            color = cmap(e.iteration % 10) if e.iteration >= 0 else (0.5, 0.5, 0.5, 1.0)
-            if e.kind == "op":
-                a = op_of[e.row]
-                op = problem.ops[a]
-                y = y_of[f"op:{e.row}"]
-                busy = max(op.issue, 1)
-                bar(("ready", y), e.start, e.end - e.start, color[:3] + (0.2,))
-                bar(("busy", y, schedule.is_async[a]), e.start, busy, color)
-                if busy * px_per_cycle >= 9:
-                    ax.text(e.start + 0.5 * busy, y, e.label, fontsize=5, ha="center", va="center")
-            elif e.kind == "block":
-                bar(("block", y_of[f"op:{e.row}"]), e.start, e.end - e.start, (1.0, 0.0, 0.0, 0.6))
-            elif e.kind == "stall":
-                y = y_of[f"op:{e.row}"]
-                bar(("stall", y), e.start, e.end - e.start, (1.0, 0.0, 0.0, 0.35))
-                ax.text(e.start, y - 0.42, e.label, fontsize=5, color="red", ha="left", va="top")
-            elif e.kind == "group":
-                y = y_of[f"lane:{e.row}:{group_row[n]}"]
-                bar(("group", y), e.start, e.end - e.start, color[:3] + (0.55,))
-                if (e.end - e.start) * px_per_cycle >= 12:
-                    ax.text(e.start + 2, y, f"g{e.label}", fontsize=5, ha="left", va="center")
-            elif e.kind == "qwait":
-                ys = [y_of[r] for r in y_of if r.startswith(f"lane:{e.row}:")]
-                ax.vlines(e.start, min(ys) - 0.4, max(ys) + 0.4, color="black", linewidth=0.8)
-                ax.text(e.start, max(ys) + 0.45, e.label, fontsize=5, ha="center", va="bottom")
-            elif e.kind == "wait":
-                y = y_of[f"op:{e.row}"]
-                ax.plot([e.start], [y + 0.38], marker="v", markersize=3, color="black", linewidth=0)
-                ax.text(e.start, y + 0.42, e.label, fontsize=5, ha="right", va="bottom")
-        style = {"ready": dict(height=0.6, linewidth=0),
-                 "busy": dict(height=0.6, edgecolor="black", linewidth=0.3),
-                 "block": dict(height=0.25, linewidth=0),
-                 "stall": dict(height=0.6, linewidth=0),
-                 "group": dict(height=0.6, edgecolor="black", linewidth=0.3)}
-        for key in sorted(bars, key=lambda k: (["ready", "busy", "block", "stall", "group"].index(k[0]), k[1:])):
-            segs = bars[key]
-            st = dict(style[key[0]])
-            h = st.pop("height")
-            if key[0] == "busy" and key[2]:
-                st["hatch"] = "//"
-            ax.broken_barh([(x, w) for x, w, _ in segs], (key[1] - h / 2, h),
-                           facecolors=[c for _, _, c in segs], **st)
+        axes = [fig.add_subplot(n_panels, 1, k + 1) for k in range(n_panels)]
+        for k, ax in enumerate(axes):
+            _draw_panel(ax, problem, schedule, events, group_row, y_of, cmap, width * 72 * 0.8 / max(window, 1))
+            ax.set_xlim(k * window, (k + 1) * window)
+        ax = axes[0]
         n_steps = n_iters + schedule.max_stage
-        for k in range(0, n_steps + 1):
-            ax.axvline(k * ii, color="grey", linestyle="--", linewidth=0.4)
+        for a in axes:
+            for k in range(0, n_steps + 1):
+                a.axvline(k * ii, color="grey", linestyle="--", linewidth=0.4)
         labels = []
         for r in rows:
             if r.startswith("op:"):
@@ -284,11 +246,11 @@ def _figure(problem: Problem, schedule: Schedule, program: Optional[Program], n_
             else:
                 _, q, s = r.split(":")
                 labels.append(f"{q} groups" if s == "0" else "")
-        ax.set_yticks(range(len(rows)))
-        ax.set_yticklabels(labels)
-        ax.set_xlim(0, end * 1.01)
-        ax.set_ylim(-0.7, len(rows) - 0.1)
-        ax.set_xlabel("cycles")
+        for a in axes:
+            a.set_yticks(range(len(rows)))
+            a.set_yticklabels(labels)
+            a.set_ylim(-0.7, len(rows) - 0.1)
+        axes[-1].set_xlabel("cycles" if n_panels == 1 else f"cycles (the time axis folded into {n_panels} panels)")
         n_stages = schedule.max_stage + 1
         cyc = (f"{timing.cycles} cycles for T={problem.loop.trip_count}" if timing.cycles is not None
                else f"cycles = ({problem.loop.trip_count} - 1) * {ii} + {timing.tail}")
@@ -308,8 +270,64 @@ def _figure(problem: Problem, schedule: Schedule, program: Optional[Program], n_
         legend_h = place_legend(fig, handles, left)
         height += legend_h
         fig.set_size_inches(width, height)
-        fig.subplots_adjust(left=left, right=1 - 0.2 / width, bottom=0.5 / height, top=1 - (0.4 + legend_h) / height)
+        fig.subplots_adjust(left=left, right=1 - 0.2 / width, bottom=0.5 / height, top=1 - (0.4 + legend_h) / height,
+                            hspace=0.9 / panel_h)
     return fig
+
+
+def _draw_panel(ax, problem: Problem, schedule: Schedule, events: list, group_row: dict, y_of: dict, cmap,
+                px_per_cycle: float) -> None:
+    """Every event of the picture drawn on ``ax`` (text clipped to the panel's time window)."""
+    op_of = {op.name: a for a, op in enumerate(problem.ops)}
+    # One broken_barh call per row and style: thousands of bars stay fast to draw.
+    bars: dict[tuple, list] = {}
+
+    def bar(key, x0, w, color) -> None:
+        bars.setdefault(key, []).append((x0, w, color))
+
+    for n, e in enumerate(events):
+        color = cmap(e.iteration % 10) if e.iteration >= 0 else (0.5, 0.5, 0.5, 1.0)
+        if e.kind == "op":
+            a = op_of[e.row]
+            op = problem.ops[a]
+            y = y_of[f"op:{e.row}"]
+            busy = max(op.issue, 1)
+            bar(("ready", y), e.start, e.end - e.start, color[:3] + (0.2,))
+            bar(("busy", y, schedule.is_async[a]), e.start, busy, color)
+            if busy * px_per_cycle >= 9:
+                ax.text(e.start + 0.5 * busy, y, e.label, fontsize=5, ha="center", va="center", clip_on=True)
+        elif e.kind == "block":
+            bar(("block", y_of[f"op:{e.row}"]), e.start, e.end - e.start, (1.0, 0.0, 0.0, 0.6))
+        elif e.kind == "stall":
+            y = y_of[f"op:{e.row}"]
+            bar(("stall", y), e.start, e.end - e.start, (1.0, 0.0, 0.0, 0.35))
+            ax.text(e.start, y - 0.42, e.label, fontsize=5, color="red", ha="left", va="top", clip_on=True)
+        elif e.kind == "group":
+            y = y_of[f"lane:{e.row}:{group_row[n]}"]
+            bar(("group", y), e.start, e.end - e.start, color[:3] + (0.55,))
+            if (e.end - e.start) * px_per_cycle >= 12:
+                ax.text(e.start + 2, y, f"g{e.label}", fontsize=5, ha="left", va="center", clip_on=True)
+        elif e.kind == "qwait":
+            ys = [y_of[r] for r in y_of if r.startswith(f"lane:{e.row}:")]
+            ax.vlines(e.start, min(ys) - 0.4, max(ys) + 0.4, color="black", linewidth=0.8)
+            ax.text(e.start, max(ys) + 0.45, e.label, fontsize=5, ha="center", va="bottom", clip_on=True)
+        elif e.kind == "wait":
+            y = y_of[f"op:{e.row}"]
+            ax.plot([e.start], [y + 0.38], marker="v", markersize=3, color="black", linewidth=0)
+            ax.text(e.start, y + 0.42, e.label, fontsize=5, ha="right", va="bottom", clip_on=True)
+    style = {"ready": dict(height=0.6, linewidth=0),
+             "busy": dict(height=0.6, edgecolor="black", linewidth=0.3),
+             "block": dict(height=0.25, linewidth=0),
+             "stall": dict(height=0.6, linewidth=0),
+             "group": dict(height=0.6, edgecolor="black", linewidth=0.3)}
+    for key in sorted(bars, key=lambda k: (["ready", "busy", "block", "stall", "group"].index(k[0]), k[1:])):
+        segs = bars[key]
+        st = dict(style[key[0]])
+        h = st.pop("height")
+        if key[0] == "busy" and key[2]:
+            st["hatch"] = "//"
+        ax.broken_barh([(x, w) for x, w, _ in segs], (key[1] - h / 2, h),
+                       facecolors=[c for _, _, c in segs], **st)
 
 
 def place_legend(fig, handles, left: float, fontsize: float = 6) -> float:
