@@ -287,6 +287,99 @@ def generate_ws(out_dir: str = WS_DIR) -> list:
     return rows
 
 
+# ---------------------------------------------- Triton sm_90a: tile loops, warp specialization, TMA stores
+
+NESTED_RECIPE_MARK = "<!-- triton-nested-recipe -->"
+NESTED_DIR = os.path.join(HERE, "triton_nested")
+NESTED_FIXTURES = {
+    # file name: (kernel, num_stages, num_warps, warp_specialize, epilogue_subtile)
+    # tutorial 09 with flatten=False: a tile loop around the pipelined k-loop, one warp group (8 warps); each
+    # tile allocates, initializes and invalidates its barriers; C staged through one reused buffer
+    **{f"triton_tiles_s{s}.ttgir": ("matmul_tiles", s, 8, False, False) for s in (2, 3, 4)},
+    "triton_tiles_subtile_s3.ttgir": ("matmul_tiles", 3, 8, False, True),
+    # the same with warp_specialize=True: the tile loop inside every partition, the stage counter carried
+    # across tiles, each consumer storing its half of C by TMA at every tile
+    **{f"triton_tiles_ws_s{s}.ttgir": ("matmul_tiles", s, 4, True, False) for s in (2, 3)},
+    # one tile per program: the warp-specialized k-loop, then C through a tensor descriptor
+    "triton_ws_store_s3.ttgir": ("matmul_ws_store", 3, 4, True, False),
+}
+"""The saved inputs of docs/check.md, "Tile loops, warp specialization and TMA stores"."""
+
+
+def triton_nested_recipe_source(path: str = DOCS_CHECK) -> str:
+    """The Python block that follows ``<!-- triton-nested-recipe -->`` in docs/check.md, verbatim."""
+    with open(path, encoding="utf-8") as f:
+        text = f.read()
+    at = text.index(NESTED_RECIPE_MARK) + len(NESTED_RECIPE_MARK)
+    start = text.index("```python\n", at) + len("```python\n")
+    return text[start:text.index("```", start)]
+
+
+@functools.lru_cache(maxsize=None)
+def triton_nested_recipe():
+    """docs/check.md's tile-loop recipe executed as a module (``matmul_tiles``, ``matmul_ws_store``,
+    ``tiles_ttgir``); written to a file first, as :func:`triton_recipe` does."""
+    import hashlib
+    import importlib.util
+
+    source = triton_nested_recipe_source()
+    folder = os.path.join(tempfile.gettempdir(),
+                          "synth-triton-nested-recipe-" + hashlib.sha256(source.encode()).hexdigest()[:16])
+    os.makedirs(folder, exist_ok=True)
+    path = os.path.join(folder, "triton_nested_recipe.py")
+    if not os.path.exists(path):
+        tmp = f"{path}.{os.getpid()}.tmp"
+        with open(tmp, "w", encoding="utf-8") as f:
+            f.write(source)
+        os.replace(tmp, path)
+    spec = importlib.util.spec_from_file_location("triton_nested_recipe", path)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+def nested_header(fname: str) -> str:
+    """The first line of a saved tile-loop input: the Triton version and the call that made it."""
+    import triton
+
+    kernel, s, w, ws, sub = NESTED_FIXTURES[fname]
+    return (f"// Triton {triton.__version__}: tiles_ttgir({kernel}, num_stages={s}, num_warps={w}, "
+            f"warp_specialize={ws}, subtile={sub}) of docs/check.md's tile-loop recipe\n")
+
+
+@functools.lru_cache(maxsize=None)
+def triton_nested_ttgir(fname: str) -> str:
+    """The recipe's TTGIR for the saved input ``fname`` of :data:`NESTED_FIXTURES`, headed by
+    :func:`nested_header` (a comment: the reader skips it)."""
+    import warnings
+
+    warnings.filterwarnings("ignore")
+    kernel, s, w, ws, sub = NESTED_FIXTURES[fname]
+    r = triton_nested_recipe()
+    return nested_header(fname) + r.tiles_ttgir(getattr(r, kernel), s, w, ws, sub)
+
+
+def generate_nested(out_dir: str = NESTED_DIR) -> list:
+    """Compile and save :data:`NESTED_FIXTURES`, check each: rows (name, exit status, verdict line)."""
+    sys.path.insert(0, os.path.dirname(os.path.dirname(HERE)))
+    from synth.errors import SynthError
+    from synth.frontends import check_file
+
+    os.makedirs(out_dir, exist_ok=True)
+    rows = []
+    for fname in NESTED_FIXTURES:
+        path = os.path.join(out_dir, fname)
+        with open(path, "w", encoding="utf-8") as fh:
+            fh.write(triton_nested_ttgir(fname))
+        try:
+            r = check_file(path)
+        except SynthError as e:
+            rows.append((fname, 2, str(e).splitlines()[0]))
+            continue
+        rows.append((fname, 0 if r.ok else 1, r.render().splitlines()[0]))
+    return rows
+
+
 # ------------------------------------------------------------------------------------------ TVM
 
 
@@ -576,3 +669,8 @@ if __name__ == "__main__":
         print("|---|---|---|---|")
         for fname, rc, ok, n, why in generate_ws():
             print(f"| {fname} | {rc} | {ok} | {n} |" + (f" {why}" if why else ""))
+        print()
+        print("| tile-loop / TMA-store input | exit | verdict |")
+        print("|---|---|---|")
+        for fname, rc, line in generate_nested():
+            print(f"| {fname} | {rc} | {line} |")
