@@ -262,6 +262,11 @@ def _check_mbarrier(text: str, path: str, form: Optional[str], trip_count, min_t
 
     if form == "triton" or (form is None and detect(text, path) == "triton"):
         refuse_blackwell(text, path)
+    from .ttgir_nested import check_nested, is_nested_ttgir
+
+    if is_nested_ttgir(text):  # a tile loop around the k-loop, or TMA stores in partitions (every T >= 0)
+        return check_nested(text, path, trip_count=trip_count, min_trip_count=min_trip_count,
+                            time_limit=time_limit, tightness=tightness, arrive_sync=arrive_sync)
     if min_trip_count == 0 and trip_count is None:
         return _check_mbarrier_from_zero(text, path, time_limit, tightness, arrive_sync)
     if is_ws_ttgir(text):
