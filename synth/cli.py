@@ -690,19 +690,17 @@ def _verify_hopper(args, ui: _Ui) -> Outcome:
 
 def _verify_folder_parts(target: str, dl) -> dict:
     """A Hopper output folder's other programs, proven again: ``store`` (the TMA-store epilogue: its waits and
-    thread classes) and ``order/even``, ``order/odd`` (ping-pong's order protocol). ``name -> (ok, text)``;
-    empty for a program.json given alone or a folder without them."""
+    thread classes) and ``order/even``, ``order/odd`` (ping-pong's order protocol), as the folder's problem.yaml
+    asks for them (:func:`synth.verify.load.hopper_folder_parts`). ``name -> (ok, text)``; empty for a
+    program.json given alone."""
     import os
 
     from .api import verify
+    from .verify.load import hopper_folder_parts
 
     out: dict = {}
-    if not os.path.isdir(target):
-        return out
-    for name in ("store", "order/even", "order/odd"):
+    for name in hopper_folder_parts(target):  # the parts problem.yaml asks for; SynthError when one is missing
         path = os.path.join(target, *name.split("/"))
-        if not os.path.lexists(os.path.join(path, "program.json")):
-            continue
         rep = verify(path, time_limit=max(1.0, dl.left()))
         ok, text = bool(rep.ok), rep.render()
         if name == "store":

@@ -870,10 +870,42 @@ def _load_hopper(out: str, problem, files: dict[str, bytes], source: str, backen
         raise SynthError(Loc(os.path.join(out, "kernel.cu")), "kernel.cu is not the kernel synth emits for this "
                          "folder's proven program (edited, or from another folder)",
                          f"re-emit it with 'synth emit {out} --target cuda'")
+    _check_hopper_parts(out, cfg)
     from .emit.sm90.runner import gpu_status
 
     return HopperKernel(os.path.join(out, "kernel.cu"), source, cfg,
                         _backend(backend, gpu_status, "sm_90 GPU", "an H100/H200"), problem, images)
+
+
+def _check_hopper_parts(out: str, cfg) -> None:
+    """The proofs a Hopper kernel's design adds, present as synth wrote them: ping-pong's order programs
+    (``order/even``, ``order/odd``) and the TMA-store epilogue's store program (``store/``), each
+    ``program.json`` listed in the manifest, unchanged, and equal to the program synth derives (the ring's
+    ``program.json`` is the same for those designs, so only these show that their proofs were written)."""
+    from .hopper.ir import dumps
+
+    want = {}
+    if cfg.pingpong:
+        from .hopper.pingpong import order_program
+
+        for n, odd in (("even", False), ("odd", True)):
+            want[f"order/{n}/program.json"] = dumps(order_program(odd))
+    store = cfg.store_program()
+    if store is not None:
+        from .program import dumps as program_dumps
+
+        want["store/program.json"] = program_dumps(store)
+    for name in want:
+        if not os.path.lexists(os.path.join(out, name)):
+            what = "ping-pong consumers, whose order proof" if name.startswith("order/") else \
+                "a TMA-store epilogue, whose store proof"
+            raise SynthError(Loc(os.path.join(out, name)), f"problem.yaml asks for {what} is {name}: it is missing",
+                             "re-run 'synth solve': a kernel is loaded only with every proof its design needs")
+    files = read_folder(out, tuple(want))
+    for name, text in want.items():
+        if files[name] != text.encode("utf-8"):
+            raise SynthError(Loc(os.path.join(out, name)), f"{name} is not the program synth proves for this "
+                             "folder's design", "re-run 'synth solve'")
 
 
 __all__ = ["load", "Kernel", "HopperKernel", "KernelFacts", "KernelError", "Launch", "Param", "Prepared",

@@ -347,10 +347,13 @@ class StoreCheck:
 
 def store_program(path: str, role: str, tile: list, final: list, tiles, tl: Optional[TileLoop], *,
                   protected: set, arrive_sync: bool = True) -> tuple:
-    """``(Program, sources, subtiles)`` of a role's TMA stores: ``tile`` the store events of one tile (in
-    order; those with ``cond`` guarded), ``final`` those after the tile loop, ``tiles`` the tile count (``"E"``
-    or 1). The sub-tiles of a tile (``r`` repetitions of one pattern) are iterations ``r t + j``. With
-    ``arrive_sync`` a ``bar_sync`` follows every store wait and precedes every TMA store (Triton's membar)."""
+    """``(war program, thread program, sources, subtiles)`` of a role's TMA stores: ``tile`` the store events of
+    one tile (in order; those with ``cond`` guarded), ``final`` those after the tile loop, ``tiles`` the tile
+    count (``"E"`` or 1). The ``r`` stores of a tile are sub-tiles ``e = r t + j`` of the war program (sub-tile
+    ``j``'s statements guarded ``i % r == j`` when ``r > 1``: one staging buffer, each store's write after the
+    previous store read it); the thread program runs one tile per iteration, its statements in the tile's
+    order (what :func:`synth.hopper.store.check_threads` judges). With ``arrive_sync`` a ``bar_sync`` follows
+    every store wait and precedes every TMA store (Triton's membar)."""
     bufs = {e.buf for e in tile + final if e.kind in ("stwrite", "tstore")}
     for e in tile + final:
         if e.kind in ("stwrite", "tstore") and e.buf in protected:
@@ -359,91 +362,108 @@ def store_program(path: str, role: str, tile: list, final: list, tiles, tl: Opti
         e = next(e for e in tile if e.kind in ("stwrite", "tstore") and e.buf != sorted(bufs)[0])
         raise err(path, e.line, f"{role}: TMA stores through {len(bufs)} staging buffers ({', '.join(sorted(bufs))}); "
                   "synth reads one staging buffer per role", NESTED_FIX)
-    if not any(e.kind == "tstore" for e in tile):
+    stores = [k for k, e in enumerate(tile) if e.kind == "tstore"]
+    if not stores:
         e = next((e for e in tile + final if e.kind in STORE_KINDS), None)
         raise err(path, e.line if e else 0, f"{role}: store ops without a TMA store in the tile", NESTED_FIX)
-    # sub-tiles: the tile's events are r repetitions of one pattern ending with a store (or its wait)
-    kinds = [e.kind for e in tile]
-    r = kinds.count("tstore")
-    per = len(kinds) // r if len(kinds) % r == 0 else 0
-    if not per or any(kinds[j] != kinds[j % per] for j in range(len(kinds))):
-        raise err(path, tile[0].line, f"{role}: the TMA stores of a tile do not repeat one pattern "
-                  f"({', '.join(kinds)})", NESTED_FIX)
+    for e in final:
+        if e.kind not in ("stwait", "fence"):
+            raise err(path, e.line, f"{role}: {e.text} after the tile loop is outside the model", NESTED_FIX)
+    r = len(stores)
+    # sub-tile j: from after store j - 1's commit (its trailing waits belong to it) up to store j
+    bounds, start = [], 0
+    for j, k in enumerate(stores):
+        end = stores[j + 1] if j + 1 < r else len(tile)
+        if j + 1 < r:
+            end = next((m for m in range(k + 1, stores[j + 1]) if tile[m].kind != "stwait"), stores[j + 1])
+        bounds.append((start, end))
+        start = end
     if r > 1 and any(getattr(e, "cond", None) is not None for e in tile):
         e = next(e for e in tile if getattr(e, "cond", None) is not None)
-        raise err(path, e.line, f"{role}: a conditional store wait with {r} stores per tile", NESTED_FIX)
-    pattern = tile[:per]
-    trip = tiles if _is_int(tiles) else "E"
-    if _is_int(tiles):
-        trip = tiles * r
-    buf = sorted(bufs)[0]
-    ops, stmts, waits, sources = [], [], [], {}
-    names: dict = {}
-
-    def op(kind: str, unit: str, is_async: bool = False) -> str:
-        names[kind] = names.get(kind, 0) + 1
-        nm = kind if names[kind] == 1 else f"{kind}{names[kind]}"
-        ops.append(ProgOp(nm, unit, 0, is_async, 0 if is_async else None, None))
-        return nm
-
-    writer = None
-    i = parse("i")
-    slot = parse("i % 1")
-    for e in pattern:
-        g = None
-        cond = getattr(e, "cond", None)
-        if cond is not None:
-            kind, text, _w = tile_guard(tl, cond) if tl is not None else ("unknown", None, None)
-            if kind == "always":
-                g = None
-            elif kind in ("guard", "never"):
-                g = parse(text)
-            else:
-                raise err(path, getattr(e, "if_line", e.line), f"{role}: the condition of the scf.if around {e.text} "
-                          "is not one synth can write as a function of the tile index (i < E - 1, i == 0, ...)",
-                          NESTED_FIX)
-        if e.kind == "stwait":
-            waits.append(Wait("body", 0, Num(e.count), "", reason=e.text))
-            sources[f"wait{len(waits) - 1}"] = (e.line, e.text)
-            stmts.append(WaitStmt(len(waits) - 1, g))
-            if arrive_sync:
-                nm = op("free", "bar_sync")
-                sources[nm] = (e.line, "bar.sync after the store wait (Triton's membar)")
-                stmts.append(OpStmt(nm, i, g))
-        elif e.kind == "stwrite":
-            writer = op("stage", "st_shared")
-            sources[writer] = (e.line, e.text)
-            stmts.append(OpStmt(writer, i, g, writes=(Access(buf, i, slot),)))
-        elif e.kind == "fence":
-            nm = op("fence", "fence_proxy_async")
-            sources[nm] = (e.line, e.text)
-            stmts.append(OpStmt(nm, i, g))
-        elif e.kind == "tstore":
-            if arrive_sync:
-                nm = op("publish", "bar_sync")
-                sources[nm] = (e.line, "bar.sync before the TMA store (Triton's membar)")
-                stmts.append(OpStmt(nm, i, g))
-            nm = op("store", "tma_store", True)
-            sources[nm] = (e.line, e.text)
-            stmts.append(OpStmt(nm, i, g, 0, reads=(Access(buf, i, slot, writer),)))
-            stmts.append(CommitStmt(0, 0, g))
-    if writer is None:
-        raise err(path, pattern[0].line, f"{role}: no shared-memory write of the staging buffer before its TMA store",
+        raise err(path, getattr(e, "if_line", e.line), f"{role}: a conditional store wait with {r} stores per tile",
                   NESTED_FIX)
-    epi = []
-    for e in final:
-        if e.kind == "stwait":
-            waits.append(Wait("epilogue", 0, Num(e.count), "", reason=e.text))
-            sources[f"wait{len(waits) - 1}"] = (e.line, e.text)
-            epi.append(WaitStmt(len(waits) - 1))
-        elif e.kind != "fence":
-            raise err(path, e.line, f"{role}: {e.text} after the tile loop is outside the model", NESTED_FIX)
-    parts = [Part("body", "i", parse(str(trip)), tuple(stmts))]
-    if epi:
-        parts.append(Part("epilogue", "i", Num(1), tuple(epi)))
-    prog = Program(f"{role}.tma_store", "i", trip if _is_int(trip) else "E", 1, 0, tuple(ops),
-                   (ProgBuffer(buf, "shared", 1, 0),), ("tma_store",), tuple(parts), tuple(waits)).with_befores()
-    return prog, sources, r
+    buf = sorted(bufs)[0]
+    sources: dict = {}
+
+    def guard_of_event(e):
+        cond = getattr(e, "cond", None)
+        if cond is None:
+            return None
+        kind, text, _w = tile_guard(tl, cond) if tl is not None else ("unknown", None, None)
+        if kind == "always":
+            return None
+        if kind in ("guard", "never"):
+            return parse(text)
+        raise err(path, getattr(e, "if_line", e.line), f"{role}: the condition of the scf.if around {e.text} is not "
+                  "one synth can write as a function of the tile index (i < E - 1, i == 0, ...)", NESTED_FIX)
+
+    def build(per_tile: bool):
+        ops, stmts, waits, names = [], [], [], {}
+
+        def op(kind: str, unit: str, is_async: bool = False) -> str:
+            names[kind] = names.get(kind, 0) + 1
+            nm = kind if names[kind] == 1 else f"{kind}{names[kind]}"
+            ops.append(ProgOp(nm, unit, 0, is_async, 0 if is_async else None, None))
+            return nm
+
+        i = parse("i")
+        slot = parse("i % 1")
+        for j, (s0, s1) in enumerate(bounds):
+            sub = parse(f"i % {r} == {j}") if (r > 1 and not per_tile) else None
+            ver = parse(f"{r} * i + {j}") if (per_tile and r > 1) else i
+            writer = None
+            for e in tile[s0:s1]:
+                g = guard_of_event(e)
+                if sub is not None:
+                    g = sub if g is None else parse(f"({to_str(sub)}) && ({to_str(g)})")
+                if e.kind == "stwait":
+                    waits.append(Wait("body", 0, Num(e.count), "", reason=e.text))
+                    sources[f"wait{len(waits) - 1}"] = (e.line, e.text)
+                    stmts.append(WaitStmt(len(waits) - 1, g))
+                    if arrive_sync:
+                        nm = op("free", "bar_sync")
+                        sources[nm] = (e.line, "bar.sync after the store wait (Triton's membar)")
+                        stmts.append(OpStmt(nm, i, g))
+                elif e.kind == "stwrite":
+                    writer = op("stage", "st_shared")
+                    sources[writer] = (e.line, e.text)
+                    stmts.append(OpStmt(writer, i, g, writes=(Access(buf, ver, slot),)))
+                elif e.kind == "fence":
+                    nm = op("fence", "fence_proxy_async")
+                    sources[nm] = (e.line, e.text)
+                    stmts.append(OpStmt(nm, i, g))
+                elif e.kind == "tstore":
+                    if writer is None:
+                        raise err(path, e.line, f"{role}: the staging buffer is not written before this TMA store",
+                                  NESTED_FIX)
+                    if arrive_sync:
+                        nm = op("publish", "bar_sync")
+                        sources[nm] = (e.line, "bar.sync before the TMA store (Triton's membar)")
+                        stmts.append(OpStmt(nm, i, g))
+                    nm = op("store", "tma_store", True)
+                    sources[nm] = (e.line, e.text)
+                    stmts.append(OpStmt(nm, i, g, 0, reads=(Access(buf, ver, slot, writer),)))
+                    stmts.append(CommitStmt(0, 0, g))
+        epi = []
+        for e in final:
+            if e.kind == "stwait":
+                waits.append(Wait("epilogue", 0, Num(e.count), "", reason=e.text))
+                sources[f"wait{len(waits) - 1}"] = (e.line, e.text)
+                epi.append(WaitStmt(len(waits) - 1))
+        if _is_int(tiles):
+            trip = tiles if per_tile else tiles * r
+        else:
+            trip = "E" if (per_tile or r == 1) else f"{r} * E"
+        parts = [Part("body", "i", parse(str(trip)), tuple(stmts))]
+        if epi:
+            parts.append(Part("epilogue", "i", Num(1), tuple(epi)))
+        tc = trip if _is_int(trip) else "E"
+        return Program(f"{role}.tma_store", "i", tc, 1, 0, tuple(ops), (ProgBuffer(buf, "shared", 1, 0),),
+                       ("tma_store",), tuple(parts), tuple(waits)).with_befores()
+
+    war = build(False)
+    threads = build(True)
+    return war, threads, sources, r
 
 
 def store_teardown(p: Program) -> tuple:
@@ -464,18 +484,21 @@ def store_teardown(p: Program) -> tuple:
             return True, f"every store has read its staging buffer before {p.name.split('.')[0]} exits " \
                          f"(wait #{s.wait} after the last store of every tile)"
     worst = [s for pt in p.parts for s in pt.stmts if isinstance(s, WaitStmt)]
-    why = ", ".join(f"wait #{s.wait} keeps {to_str(p.waits[s.wait].in_flight)}" + (" under a guard" if s.guard else "")
+    why = ", ".join(f"wait #{s.wait} ({p.waits[s.wait].reason}) keeps {to_str(p.waits[s.wait].in_flight)}"
+                    + (f" and runs only where {to_str(s.guard)}: not at the last tile, i = E - 1" if s.guard else "")
                     for s in worst) or "no store wait"
     return False, (f"after the last tile no store wait with pending count 0 runs ({why}): the last TMA store may "
                    "still read shared memory when the role exits and the CTA's shared memory is reused")
 
 
-def prove_store(role: str, prog: Program, sources: dict, r: int, time_limit: float) -> StoreCheck:
+def prove_store(role: str, progs: tuple, sources: dict, r: int, time_limit: float) -> StoreCheck:
+    """The store check of a role: ``progs`` the war and thread programs of :func:`store_program`."""
     from ..hopper.store import check_threads
     from ..verify import verify_program
 
-    rep = verify_program(prog, time_limit=time_limit, tightness=False, smt2=False)
-    return StoreCheck(role, prog, rep, check_threads(prog), store_teardown(prog), sources, r)
+    war, threads = progs
+    rep = verify_program(war, time_limit=time_limit, tightness=False, smt2=False)
+    return StoreCheck(role, war, rep, check_threads(threads), store_teardown(threads), sources, r)
 
 
 # ----------------------------------------------------------------------------------------------
@@ -653,15 +676,16 @@ def tiles_to_hopper(text: str, path: str, *, arrive_sync: bool = True) -> Nested
     for e, wit in variants:
         others = [x for x, _ in variants if x is not e]
         vimp = build(always + others)
-        where = (f"tile {wit[0]} of {wit[1]} (the scf.if at line {getattr(e, 'if_line', e.line)} is false there)"
+        where = (f"tile {wit[0]} of {wit[1]}{' (the last tile)' if wit[0] == wit[1] - 1 else ''}: the scf.if at line "
+                 f"{getattr(e, 'if_line', e.line)} is false there"
                  if wit else f"a tile where the scf.if at line {getattr(e, 'if_line', e.line)} is false")
         var_out.append((f"without line {e.line} ({e.text})", vimp, where))
     protected = {b.name for b in imp.program.buffers} | {b.name for b in imp.program.barriers}
     stores = []
     if epi_s or post_s:
-        prog, sources, r = store_program(path, "mainloop", epi_s, post_s, "E", tl, protected=protected,
-                                         arrive_sync=arrive_sync)
-        stores.append(("mainloop", prog, sources, r))
+        war, thr, sources, r = store_program(path, "mainloop", epi_s, post_s, "E", tl, protected=protected,
+                                             arrive_sync=arrive_sync)
+        stores.append(("mainloop", (war, thr), sources, r))
     if hoisted:
         obligations.append(_phase_reset(imp, hoisted, tile.line))
     notes = imp.notes + (f"tile loop at line {tile.line} (tiles n >= 0), k-loop at line {kl.line}: "
@@ -822,9 +846,9 @@ def ws_nested_to_hopper(text: str, path: str, *, arrive_sync: bool = True) -> Ne
     tl = tiled[0].tl if tiled else None
     for r in roles:
         if r.tile_stores or r.final_stores:
-            prog, sources, sub = store_program(path, r.role, r.tile_stores, r.final_stores, "E" if ring else 1, r.tl,
-                                               protected=protected | raw_protected, arrive_sync=arrive_sync)
-            stores.append((r.role, prog, sources, sub))
+            war, thr, sources, sub = store_program(path, r.role, r.tile_stores, r.final_stores, "E" if ring else 1,
+                                                   r.tl, protected=protected | raw_protected, arrive_sync=arrive_sync)
+            stores.append((r.role, (war, thr), sources, sub))
     form = "ws_tiles" if ring else "ws_store"
     notes = imp.notes + ((f"tile loop at line {tiled[0].tile.line} in every partition: one ring of N = tiles x "
                           "k-tiles iterations (each partition's count carried across tiles)",) if ring else ())
@@ -867,6 +891,7 @@ def _ws_region(w, r: _WSRole, path: str, T) -> bool:
         r.tl = TileLoop(top.line, lbv, stv, U)
         env = dict(r.env)
         env[tiv] = r.tl.iv()
+        env[tub] = U  # conditions in the tile body read the tile count through this symbol
         tnames = [a for a, _ in titers]
         tinits = {a: r.env.get(i) for a, i in titers}
         for a in tnames:
@@ -958,12 +983,12 @@ def _carry(w, imp: HopperImport, roles: list, path: str) -> TileObligation:
         iv, lb, ub, st, _ = for_header(r.loop, path)
         knames = [a for a, _ in kiters]
         if r.mode == "reset":
-            return _carry_refute(imp, r, path)
+            return _carry_refute(imp, [x for x in roles if x.mode == "reset"], path)
         for j, (a, i) in enumerate(kiters):
             f = r.fits[j]
             if i not in tnames:
                 if f is not None and isinstance(f, tuple) and f[0] != "view":
-                    return _carry_refute(imp, r, path)
+                    return _carry_refute(imp, [r], path)
                 continue
             if f is None or f[0] != "aff" or f[1] != 1:
                 raise err(path, r.loop.line, f"{r.role}: the k-loop's {a}, carried across tiles, is not a counter "
@@ -1016,36 +1041,39 @@ def _same_event(a: HEvent, b: HEvent) -> bool:
     return True
 
 
-def _carry_refute(imp: HopperImport, r: _WSRole, path: str) -> TileObligation:
+def _carry_refute(imp: HopperImport, resets: list, path: str) -> TileObligation:
     """The k-loop's count restarts at every tile (its init is not the tile loop's carried count) while the
-    barriers are initialized once: at tile ``t`` the role uses the tile-local count ``k + c`` where the ring is
-    at ``t T + k + c``. The counterexample: the smallest ``(t, T, k)`` and barrier statement of the role (a wait
-    first) where the slot is the ring's but the parity is not (the wait passes on an earlier tile's phase),
-    else where the slot differs."""
+    barriers are initialized once: at tile ``t`` a role uses the tile-local count ``k + c`` where the ring is at
+    ``t T + k + c``. The counterexample: the smallest ``(t, T, k)`` and barrier statement (a wait on a ``full``
+    barrier first, then any wait, then the rest) whose slot is the ring's but whose parity is not (the wait
+    passes one phase early), else whose slot differs."""
     from ..expr import evaluate
 
-    role = imp.program.role(r.role)
-    body = role.program.part("body")
-    stmts = []
-    for pos, s in enumerate(body.stmts):
-        st = s.barrier.state if isinstance(s, OpStmt) and s.barrier is not None else getattr(s, "state", None)
-        bar = s.barrier.barrier if isinstance(s, OpStmt) and s.barrier is not None else getattr(s, "barrier", None)
-        if st is not None and isinstance(bar, str):
-            stmts.append((0 if isinstance(s, TryWaitStmt) else 1, pos, s, st, bar))
-    stmts.sort(key=lambda x: x[0])
+    cands = []
+    for r in resets:
+        body = imp.program.role(r.role).program.part("body")
+        for pos, s in enumerate(body.stmts):
+            st = s.barrier.state if isinstance(s, OpStmt) and s.barrier is not None else getattr(s, "state", None)
+            bar = s.barrier.barrier if isinstance(s, OpStmt) and s.barrier is not None else getattr(s, "barrier", None)
+            if st is None or not isinstance(bar, str):
+                continue
+            kind = imp.program.barrier(bar).kind
+            rank = 0 if isinstance(s, TryWaitStmt) and kind == "full" else 1 if isinstance(s, TryWaitStmt) else 2
+            cands.append((rank, r, pos, s, st, bar))
+    cands.sort(key=lambda x: x[0])
     found = None
     for same_slot in (True, False):
         for tt in range(1, 3):
             for TT in range(1, 9):
                 for kk in range(TT):
-                    for _w, pos, s, st, bar in stmts:
+                    for _rank, r, pos, s, st, bar in cands:
                         S, slots = st.stages, imp.program.barrier(bar).slots
                         lc = int(evaluate(st.count, {"i": kk, "T": TT}))
                         rc = int(evaluate(st.count, {"i": tt * TT + kk, "T": TT}))
                         ls, rs = (lc % S) % slots, (rc % S) % slots
                         lp, rp = (lc // S + st.phase) % 2, (rc // S + st.phase) % 2
                         if lp != rp and (ls == rs or not same_slot):
-                            found = (tt, TT, kk, pos, s, st, bar, lc, rc, ls, rs, lp, rp)
+                            found = (tt, TT, kk, r, pos, s, st, bar, lc, rc, ls, rs, lp, rp)
                             break
                     if found:
                         break
@@ -1056,29 +1084,64 @@ def _carry_refute(imp: HopperImport, r: _WSRole, path: str) -> TileObligation:
         if found:
             break
     if found is None:
-        return TileObligation("carry", False, f"{r.role}: the k-loop's count restarts at every tile",
-                              "no barrier statement found to name", r.loop.line)
-    tt, TT, kk, pos, s, st, bar, lc, rc, ls, rs, lp, rp = found
+        return TileObligation("carry", False, f"{resets[0].role}: the k-loop's count restarts at every tile",
+                              "no barrier statement found to name", resets[0].loop.line)
+    tt, TT, kk, r, pos, s, st, bar, lc, rc, ls, rs, lp, rp = found
     S = st.stages
+    kind = imp.program.barrier(bar).kind
     line, text = imp.sources.get((r.role, "body", pos), (r.loop.line, ""))
+    ring_phase = rc // S - st.phase
     if isinstance(s, TryWaitStmt):
-        what = (f"waits on barrier {bar} slot {ls} for phase {lc // S - st.phase} (parity {lp})")
-        why = (f"; that slot's current phase is {rc // S - st.phase} (parity {rp}): the wait "
-               + ("passes at once on a phase an earlier tile completed" if ls == rs else "is on the wrong slot"))
+        what = f"waits on barrier {bar} slot {ls} with parity {lp} (the tile-local count {lc}: phase {lc // S - st.phase})"
+        harm = ("it reads the slot before tile {}'s copy of k-step {} lands".format(tt, kk) if kind == "full" else
+                "its refill may overwrite the slot while a consumer still reads it")
+        why = (f"; the ring means phase {ring_phase} of slot {rs} (count {rc} = t T + k), and a wait for parity {lp} "
+               f"passes once {ring_phase} phase(s) of the slot completed, one phase early: {harm}"
+               if ls == rs else f"; the ring uses slot {rs} there (count {rc} = t T + k)")
     else:
         what = (f"{'arrives on' if isinstance(s, ArriveStmt) else 'completes its copy on'} barrier {bar} slot {ls} "
                 f"naming phase {lc // S} (parity {lp})")
-        why = f"; the ring's phase there is {rc // S} (parity {rp})"
+        why = f"; the ring's phase there is {rc // S} of slot {rs} (parity {rp}, count {rc} = t T + k)"
     detail = (f"tile {tt}, k-step {kk}, with T = {TT} k-tile(s) per tile: partition {r.role} {what} at line {line} "
-              f"({text}), but {bar} is initialized once before {WS_OP} and, {tt} tile(s) of {TT} k-tile(s) later, "
-              f"its ring count is {rc} = t T + k (slot {rs}){why}; the k-loop's count restarts at every tile (its "
-              f"init at line {r.loop.line} is not the tile loop's carried count) while the barrier is not "
-              "re-initialized")
+              f"({text}); {bar} is initialized once before {WS_OP}, so its phases run on across tiles{why}. The "
+              f"k-loop's count restarts at every tile (its init at line {r.loop.line} is not the tile loop's "
+              "carried count) while the barrier is not re-initialized")
     return TileObligation("carry", False, f"{r.role}: the count entering tile t is the ring's, t T", detail, line)
 
 
 # ----------------------------------------------------------------------------------------------
 # the check
+
+class _TilesCheck(HopperCheck):
+    """:class:`~.ttgir_hopper.HopperCheck` of the per-tile program: a failure also says where it stands in the
+    tile loop (every tile runs the program from freshly initialized barriers)."""
+
+    def failure_lines(self, ob) -> list:
+        cex = ob.counterexample
+        at = WSCheck.where(self, ob)
+        if cex is None:
+            return super().failure_lines(ob)
+        m = re.match(r"[^:]+:[^:]+:(\w+):", ob.id)
+        part = m.group(1) if m else "body"
+        step = {"prologue": "the k-loop's prologue, step", "body": "k-loop iteration", "epilogue": "after the k-loop, step"}
+        return super().failure_lines(ob) + [
+            f"      at: {at + '; ' if at else ''}in every tile (each tile re-initializes its barriers): "
+            f"{step.get(part, part)} {cex.i}, with T = {cex.trip_count} k-tile(s) per tile (tile 0 of any tile count)"]
+
+
+class _RingCheck(WSCheck):
+    """:class:`~.ttgir_ws.WSCheck` of the ring: ring iteration ``i`` is tile ``t``'s k-step ``k`` for every
+    ``t T + k = i``."""
+
+    def failure_lines(self, ob) -> list:
+        out = super().failure_lines(ob)
+        cex = ob.counterexample
+        if cex is not None and cex.i >= 0:
+            out.append(f"      in the tile loop: ring iteration {cex.i} of N = {cex.trip_count} = tiles x k-tiles, i.e. "
+                       f"tile t, k-step k for every t T + k = {cex.i} (e.g. tile 0, k-step {cex.i} of one tile of "
+                       f"{cex.trip_count} k-tiles)")
+        return out
+
 
 @dataclass(frozen=True)
 class NestedCheck:
@@ -1102,7 +1165,7 @@ class NestedCheck:
                 and all(s.ok for s in self.stores) and all(o.ok for o in self.nested.obligations))
 
     def _inner(self, report=None):
-        cls = HopperCheck if self.nested.form == "tiles" else WSCheck
+        cls = {"tiles": _TilesCheck, "ws_tiles": _RingCheck}.get(self.nested.form, WSCheck)
         return cls(self.nested.imported, report if report is not None else self.report)
 
     def title(self) -> str:
@@ -1130,7 +1193,8 @@ class NestedCheck:
                          f"{'proven' if rep.ok else 'NOT PROVEN'}")
             if not rep.ok:
                 sub = self._inner(rep).render().splitlines()
-                lines += ["  " + x for x in sub[1:] if not x.startswith("  statements") and " body " not in x[:20]]
+                cut = next((k for k, x in enumerate(sub) if x.startswith("  statements")), len(sub))
+                lines += ["  " + x for x in sub[1:cut]]
         for s in self.stores:
             lines += s.render()
         for o in self.nested.obligations:

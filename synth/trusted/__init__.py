@@ -12,7 +12,9 @@ its SMT-LIB2 formula, and checks a certificate against them with Z3 and cvc5
 * :mod:`~synth.trusted.check` -- verdicts of a program (no certificate);
 * :mod:`~synth.trusted.hopper_program`, :mod:`~synth.trusted.hopper` -- Hopper programs
   (``"protocol": "mbarrier"``): a strict reader and an independent encoding of every
-  obligation class, asked of Z3 and cvc5 (what ``synth certify`` adds to a Hopper certificate).
+  obligation class, asked of Z3 and cvc5 (what ``synth certify`` adds to a Hopper certificate);
+* :mod:`~synth.trusted.flags` -- the design keys of an output folder's ``problem.yaml``, read with PyYAML's
+  pure-Python parser (which proofs the folder must hold).
 
 No module here imports anything from synth outside this package; the tests check that.
 """

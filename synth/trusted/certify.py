@@ -18,14 +18,15 @@ and a copy of the ``program.json`` it proves. :func:`certify`:
 the obligations are :func:`synth.trusted.hopper.derive_hopper`'s, under the manifest's deadlock
 ranking (a hint: any ranking whose files are all unsat proves freedom from deadlock), and a wgmma
 wait whose ``program.json`` claims ``"tight": true`` is tested (:func:`~synth.trusted.hopper.wgmma_tightness`).
-A persistent kernel's certificate (the manifest's ``"persistent": true``, or ``persistent: true`` in
-the ``problem.yaml`` beside the ``program.json`` checked, read by
-:func:`~synth.trusted.hopper.read_persistent_flag`) also holds the ``carry`` obligations of
-:func:`~synth.trusted.hopper.derive_carry`, compared and asked the same way. A thread-block cluster program
-(:func:`is_cluster_program`, or ``cluster: 2x1`` / ``1x2`` in that ``problem.yaml``, read by
-:func:`~synth.trusted.flags.read_cluster_flag`) must also list its cluster checks in the manifest's ``cluster``
-(exactly those :func:`synth.trusted.cluster.check_cluster_bytes` derives, each holding); a certificate that
-omits them fails.
+The design keys of the ``problem.yaml`` beside the ``program.json`` checked are read by
+:func:`synth.trusted.flags.read_design` (a real YAML parser, not synth's problem reader). A persistent
+kernel's certificate (the manifest's ``"persistent": true``, or ``persistent: true`` in that ``problem.yaml``)
+also holds the ``carry`` obligations of :func:`~synth.trusted.hopper.derive_carry`, compared and asked the
+same way. A thread-block cluster program (:func:`is_cluster_program`, or ``cluster: 2x1`` / ``1x2`` in that
+``problem.yaml``) must also list its cluster checks in the manifest's ``cluster`` (exactly those
+:func:`synth.trusted.cluster.check_cluster_bytes` derives, each holding); a certificate that omits them fails.
+``pingpong: true`` and ``epilogue: tma_store`` ask for the folders ``order/`` and ``store/``, which are
+certified too; the folders and the keys must agree (:func:`folder_disagreements`).
 
 Both read only regular files (:func:`~synth.trusted.program.read_regular`: never a FIFO or a
 device, the size bound enforced while reading), a manifest of at most :data:`MAX_MANIFEST_BYTES`
@@ -47,13 +48,13 @@ from dataclasses import dataclass
 from typing import Optional
 
 from . import solvers
-from .hopper import MAX_FLAG_BYTES, derive_carry, derive_hopper, read_persistent_flag, wgmma_tightness
+from .hopper import MAX_FLAG_BYTES, derive_carry, derive_hopper, wgmma_tightness
 from .hopper_program import MAX_BYTES as HOPPER_MAX_BYTES
 from .hopper_program import HopperInputError, read_hopper_bytes
 from .obligations import derive
 from .program import MAX_BYTES, InputError, read_bytes, read_regular
 from .cluster import check_cluster_bytes, cta
-from .flags import FlagError, read_cluster_flag, read_epilogue_flag, read_pingpong_flag
+from .flags import FlagError, read_design
 from .store import check_store_threads
 
 FORMAT = "synth-certificate/2"
@@ -233,25 +234,34 @@ def certify_hopper(directory: str, *, timeout_s: float = 60.0, time_limit: Optio
     As :func:`certify`, with the obligations of :func:`synth.trusted.hopper.derive_hopper` under
     the manifest's ``ranking`` (``{role: lag}``, lags in ``-MAX_LAG .. MAX_LAG``), and each wgmma
     wait that ``program.json`` claims tight tested. When the folder's ``problem.yaml`` says
-    ``epilogue: tma_store`` (:func:`synth.trusted.store.read_epilogue_flag`), the TMA-store epilogue too:
+    ``epilogue: tma_store`` (read by :func:`synth.trusted.flags.read_design`), the TMA-store epilogue too:
     ``store/certificate/`` against ``store/program.json`` (:func:`certify`) and the thread classes of
-    :func:`synth.trusted.store.check_store_threads`; a missing ``store/`` fails. With ``pingpong: true``
-    (:func:`synth.trusted.flags.read_pingpong_flag`), ``order/even/`` and ``order/odd/`` too (each a Hopper
-    certificate of the order protocol)."""
+    :func:`synth.trusted.store.check_store_threads`. With ``pingpong: true``, ``order/even/`` and ``order/odd/``
+    too (each a Hopper certificate of the order protocol). A folder the design asks for that is missing, or one
+    there that it does not ask for, fails (:func:`folder_disagreements`)."""
     t0 = time.monotonic()
-    res = _certify_hopper_protocol(directory, timeout_s=timeout_s, time_limit=time_limit)
     cdir = _cert_dir(directory)
     prog_file = program_path(cdir)
     problem_file = os.path.join(os.path.dirname(prog_file), PROBLEM)
     if os.path.dirname(os.path.abspath(prog_file)) == os.path.abspath(cdir) or not os.path.lexists(problem_file):
-        return res
+        return _certify_hopper_protocol(directory, timeout_s=timeout_s, time_limit=time_limit)
+    # the folder's design first: a folder that lacks a proof its problem asks for fails before any solver runs
+    v = solvers.versions()
+    sv = tuple((n, v[n] or "missing") for n in ("z3", "cvc5"))
     try:
-        flags = read_regular(problem_file, MAX_FLAG_BYTES)
-        epilogue, pingpong = read_epilogue_flag(flags, problem_file), read_pingpong_flag(flags, problem_file)
+        design = read_design(read_regular(problem_file, MAX_FLAG_BYTES), problem_file)
     except FlagError as e:
-        return _fail(f"{e} (fix: {e.fix})", res.solvers, res.program)
+        return _fail(f"{e} (fix: {e.fix})", sv, prog_file)
     except (OSError, ValueError) as e:
-        return _fail(f"{problem_file}: {getattr(e, 'strerror', None) or e}", res.solvers, res.program)
+        return _fail(f"{problem_file}: {getattr(e, 'strerror', None) or e}", sv, prog_file)
+    bad = folder_disagreements(os.path.dirname(prog_file), design)
+    if bad:
+        return CertifyResult(False, (), (f"certificate FAILED: {os.path.dirname(prog_file)} does not hold the proofs "
+                                         "its problem.yaml asks for",) + tuple(
+            f"{problem_file}{':' + str(design.lines[k]) if k in design.lines else ''}: {why} (fix: re-run "
+            "'synth solve')" for k, why in bad), sv, prog_file)
+    epilogue, pingpong = design.epilogue, design.pingpong
+    res = _certify_hopper_protocol(directory, timeout_s=timeout_s, time_limit=time_limit)
     if pingpong:  # the order protocol of both tile-count parities, each a Hopper program folder under order/
         for name in ("even", "odd"):
             left = None if time_limit is None else max(0.05, time_limit - (time.monotonic() - t0))
@@ -285,6 +295,35 @@ def certify_hopper(directory: str, *, timeout_s: float = 60.0, time_limit: Optio
     head = res.messages[0].replace("certificate OK", "certificate FAILED", 1) if res.messages else "certificate FAILED"
     return CertifyResult(False, res.files + store.files, (head,) + res.messages[1:] + tuple(bad), res.solvers,
                          res.program)
+
+
+PARTS = {"order": ("pingpong", "ping-pong consumers", "their order protocol", "pingpong: true"),
+         "store": ("epilogue", "a TMA-store epilogue", "its store program", "epilogue: tma_store")}
+"""The folders beside a Hopper ``program.json`` that a design key asks for: ``folder -> (key, design, what the
+folder proves, the key's value)``."""
+
+
+def folder_parts(design) -> tuple:
+    """The folders (:data:`PARTS`) the :class:`~synth.trusted.flags.Design` ``design`` asks for."""
+    return tuple(name for name, want in (("order", design.pingpong), ("store", design.epilogue == "tma_store"))
+                 if want)
+
+
+def folder_disagreements(folder: str, design) -> list:
+    """``[(key, why)]``: where the output folder ``folder`` and its ``problem.yaml``'s ``design`` disagree (empty
+    when they agree): a folder of :data:`PARTS` that the design asks for is missing, or one is there that it does
+    not ask for. The ring's ``program.json`` is the same bytes for one consumer and for ping-pong, with either
+    epilogue: these folders and the design keys are what show the design."""
+    need, bad = folder_parts(design), []
+    for name, (key, what, proof, value) in PARTS.items():
+        there = os.path.lexists(os.path.join(folder, name))
+        if name in need and not there:
+            bad.append((key, f"says {value} ({what}), but {os.path.join(folder, name)}/ is missing: {proof} is "
+                             "not proven"))
+        elif there and name not in need:
+            bad.append((key, f"does not say {value}, but {os.path.join(folder, name)}/ is there ({proof}): the "
+                             "problem does not describe the folder"))
+    return bad
 
 
 def is_cluster_program(p) -> bool:
@@ -365,17 +404,15 @@ def _certify_hopper_protocol(directory: str, *, timeout_s: float = 60.0,
         # the folder's own problem.yaml decides too: a certificate that leaves out the carry of a
         # persistent kernel (or the cluster classes of a cluster kernel) fails, one that adds them is checked
         try:
-            flags = read_regular(problem_file, MAX_FLAG_BYTES)
-            persistent = read_persistent_flag(flags, problem_file) or persistent
-            shape = read_cluster_flag(flags, problem_file)
+            design = read_design(read_regular(problem_file, MAX_FLAG_BYTES), problem_file)
+            persistent = design.persistent or persistent
+            shape = design.cluster
             declared = shape in ("2x1", "1x2")
             if shape == "1x1" and is_cluster_program(program):  # the folder's kernel is one CTA per tile
                 return _fail(f"{problem_file}: declares no cluster (cluster: 1x1, or no cluster: key), but {prog_file} "
                              "is a thread-block cluster program (it multicasts or holds a cluster barrier): the folder "
                              "does not describe its program (fix: re-run 'synth solve'; a cluster folder says "
                              "cluster: 2x1 or 1x2)", sv, prog_file)
-        except HopperInputError as e:
-            return _fail(f"{e} (fix: {e.fix})", sv, prog_file)
         except FlagError as e:
             return _fail(f"{e} (fix: {e.fix})", sv, prog_file)
         except (OSError, ValueError) as e:

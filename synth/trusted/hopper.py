@@ -49,13 +49,14 @@ Part of the trusted base: imports nothing from synth outside ``synth.trusted``.
 from __future__ import annotations
 
 import itertools
-import re
 import time
 from dataclasses import dataclass, field, replace
 from typing import Optional
 
 from . import expr as X
 from . import solvers
+from .flags import MAX_BYTES as MAX_PROBLEM_BYTES
+from .flags import FlagError, read_design
 from .hopper_program import HopperInputError, HProgram, HStmt, read_hopper_bytes
 
 CLASSES = ("wellformed", "parity", "arrivals", "tx_bytes", "no_deadlock", "release_after_wgmma", "wgmma_wait",
@@ -976,48 +977,21 @@ k-tiles a role uses, for a statement of running count ``c``, the slot of ``slot_
 the parity of ``parity_base + (c - t T)`` plus ``flip``: ``(slot_base, parity_base, flip)``,
 expressions in ``t`` and ``T``. This is the kernel's contract, not read from a file: the obligations
 show that the contract and ``program.json``'s own counts agree at every tile."""
-MAX_FLAG_BYTES = 1 << 20
-"""Size of the ``problem.yaml`` the persistent flag is read from (1 MiB)."""
-_YAML_BOOL = {v: b for b, vs in ((True, ("true", "True", "TRUE", "yes", "Yes", "YES", "on", "On", "ON")),
-                                 (False, ("false", "False", "FALSE", "no", "No", "NO", "off", "Off", "OFF")))
-              for v in vs}
-_FLAG_KEY = re.compile(r"""(^|[{,?])\s*["']?persistent\b["']?\s*(:|$)""")
+MAX_FLAG_BYTES = MAX_PROBLEM_BYTES
+"""Size of the ``problem.yaml`` the persistent flag is read from (:data:`synth.trusted.flags.MAX_BYTES`)."""
 
 
 def read_persistent_flag(data: bytes, path: str = "problem.yaml") -> bool:
-    """The top-level ``persistent:`` key of the ``problem.yaml`` in ``data`` (False when absent), read
-    without a YAML library: the key must be a block key at column 0 (bare or quoted) written once, its
-    value a YAML 1.1 boolean (``true``, ``false``, ``yes``, ``off``, ...), an optional ``# comment``
-    after it. Any other spelling of the key (indented, inside a flow mapping, an explicit ``?`` key,
-    twice, another value), and any key written through an escape, an alias, a tag or an anchor, raises
-    :class:`~synth.trusted.hopper_program.HopperInputError` naming ``path``, the line and the fix: the
-    checker never guesses whether a kernel is persistent."""
-    if len(data) > MAX_FLAG_BYTES:
-        raise HopperInputError(path, f"{len(data)} bytes, more than the bound {MAX_FLAG_BYTES}",
-                               "pass the problem.yaml written by synth solve")
+    """The top-level ``persistent:`` key of the ``problem.yaml`` in ``data`` (False when absent), read by
+    :func:`synth.trusted.flags.read_design` with a real YAML parser (a YAML 1.1 boolean: ``true``, ``yes``,
+    ``off``, ...). A key the checker cannot read for sure (given twice, written with a tag, an anchor, an alias
+    or an escape, brought in by a merge key, another value, a text that is not YAML) raises
+    :class:`~synth.trusted.hopper_program.HopperInputError` naming ``path``, the line and the fix: the checker
+    never guesses whether a kernel is persistent."""
     try:
-        text = bytes(data).decode("utf-8")
-    except UnicodeDecodeError as e:
-        raise HopperInputError(path, f"not UTF-8 (offset {e.start})", "save the file as UTF-8") from None
-    found: Optional[tuple] = None
-    for n, line in enumerate(text.lstrip("\ufeff").splitlines(), 1):
-        code = re.sub(r"(^|\s)#.*", "", line)
-        if re.search(r"""(^|[{,?])\s*([*!&]|"[^"]*\\)""", code):  # YAML may read such a key as persistent
-            raise HopperInputError(f"{path}:{n}", "a key written with an escape, an alias, a tag or an anchor, which "
-                                   "may be the persistent key", "write every top-level key plainly, as 'key: value' "
-                                   "at column 0")
-        if not _FLAG_KEY.search(code):
-            continue
-        m = re.fullmatch(r"""(["']?)persistent\1[ \t]*:[ \t]*([A-Za-z]+)[ \t]*""", code)
-        if m is None or m.group(2) not in _YAML_BOOL:
-            raise HopperInputError(f"{path}:{n}", "the persistent key is not written as 'persistent: true' or "
-                                   "'persistent: false' at the top level", "write persistent: true (or false) "
-                                   "on a line of its own, at column 0")
-        if found is not None:
-            raise HopperInputError(f"{path}:{n}", f"persistent is given twice (first at line {found[0]})",
-                                   "keep one persistent: line")
-        found = (n, _YAML_BOOL[m.group(2)])
-    return False if found is None else found[1]
+        return read_design(data, path).persistent
+    except FlagError as e:
+        raise HopperInputError(e.where, e.msg, e.fix) from None
 
 
 def _carry_text(oid: str, desc: str, p: HProgram, decls: list, defs: list, asserts: list) -> str:

@@ -57,7 +57,7 @@ def _file_name(n: int, oid: str) -> str:
 
 
 def _folder_key(directory: str, reader, key: str):
-    """The value ``reader`` (a trusted line reader: ``(bytes, path) -> value``) finds in the ``problem.yaml`` of the
+    """The value ``reader`` (a trusted reader: ``(bytes, path) -> value``) finds in the ``problem.yaml`` of the
     output folder holding the certificate folder ``directory`` when a ``program.json`` sits beside it too (as
     ``synth certify`` reads it), else None. :class:`~synth.errors.SynthError` (``problem.yaml``, the line, the fix;
     exit status 2) when the reader refuses ``key``: the certificate would not certify."""
@@ -71,7 +71,7 @@ def _folder_key(directory: str, reader, key: str):
         line = str(getattr(e, "path", None) or getattr(e, "where", "")).rpartition(":")[2]
         raise SynthError(Loc(trusted_certify.PROBLEM, int(line) if line.isdigit() else 0, 1),
                          f"{e.msg}: the certificate's checker (synth certify) reads the {key} with its own "
-                         "line reader", e.fix) from None
+                         "reader", e.fix) from None
     except OSError as e:
         raise SynthError(Loc(path), f"cannot read: {e.strerror or e}", "write the output folder again") from None
 

@@ -62,3 +62,47 @@ def load_program(path: str, *, check_form: bool = True) -> Program:
                              "program.json must run each iteration of each op once, at step iteration + stage, "
                              "with versions and slots derived from it; regenerate it with 'synth solve'")
     return program
+
+
+def hopper_folder_parts(folder: str) -> tuple[str, ...]:
+    """The proof parts of a Hopper output folder that ``synth verify OUT`` proves besides ``program.json``:
+    ``store`` (a TMA-store epilogue) and ``order/even``, ``order/odd`` (ping-pong consumers), as the folder's
+    ``problem.yaml`` asks for them, its design keys read by the trusted checker's reader
+    (:func:`synth.trusted.flags.read_design`, what ``synth certify`` reads). The ring's ``program.json`` is the
+    same bytes with one consumer or two, with either epilogue, so the design cannot be read from it.
+
+    :class:`~synth.errors.SynthError` (exit status 2, ``problem.yaml``, its line and a fix) when that reader
+    refuses the file, when a part the design asks for is missing, or when a part is there that it does not ask
+    for. A folder without ``problem.yaml`` (or a ``program.json`` given alone): the parts that are there."""
+    from ..trusted.certify import PARTS, folder_disagreements, folder_parts
+    from ..trusted.flags import MAX_BYTES, FlagError, read_design
+
+    if not os.path.isdir(folder):
+        return ()
+    problem = os.path.join(folder, "problem.yaml")
+    if not os.path.lexists(problem):
+        need = tuple(name for name in PARTS if os.path.lexists(os.path.join(folder, name)))
+    else:
+        data = read_regular_bytes(problem, MAX_BYTES, "problem.yaml", fix="pass a folder written by 'synth solve'")
+        try:
+            design = read_design(data, problem)
+        except FlagError as e:
+            line = e.where.rpartition(":")[2]
+            raise SynthError(Loc(problem, int(line) if line.isdigit() else 0, 1 if line.isdigit() else 0),
+                             f"{e.msg}: synth reads the folder's design keys with the trusted checker's reader",
+                             e.fix) from None
+        bad = folder_disagreements(folder, design)
+        if bad:
+            key, why = bad[0]
+            line = design.lines.get(key, 0)
+            raise SynthError(Loc(problem, line, 1 if line else 0), why,
+                             "re-run 'synth solve': it writes every part the problem asks for")
+        need = folder_parts(design)
+    parts = []
+    for name in need:
+        parts += ["order/even", "order/odd"] if name == "order" else [name]
+    for name in parts:
+        if not os.path.lexists(os.path.join(folder, *name.split("/"), "program.json")):
+            raise SynthError(Loc(os.path.join(folder, *name.split("/"))), f"{name}/program.json is missing",
+                             "re-run 'synth solve': it writes every part the problem asks for")
+    return tuple(parts)

@@ -107,13 +107,15 @@ def test_flag_from_manifest_when_alone_and_bad_flag_refused(out, tmp_path):
 def test_flag_reader():
     ok = {"persistent: true\n": True, "persistent: yes  # walk the tiles\n": True, "persistent: false\n": False,
           "name: persistent_gemm\n# persistent: true\n": False, "": False, "kind: gemm\npersistent:   ON\n": True,
-          "\ufeffpersistent: true\r\n": True, "'persistent': true\n": True, "name: a persistent kernel\n": False}
+          "\ufeffpersistent: true\r\n": True, "'persistent': true\n": True, "name: a persistent kernel\n": False,
+          "  persistent: true\n": True, "{persistent: true}\n": True, "kind: gemm\npersistent:\n  true\n": True,
+          '{d: "x #", persistent: true}\n': True}  # read as YAML reads them (synth/trusted/flags.py)
     for text, want in ok.items():
         assert read_persistent_flag(text.encode()) is want, text
-    for text, line in (("  persistent: true\n", 1), ("a: 1\n'persistent\": true\n", 2), ("{persistent: true}\n", 1),
+    for text, line in (("a: 1\n'persistent\": true\n", 2), ("{persistent: &a true}\n", 1),
                        ("persistent: true\npersistent: false\n", 2), ("persistent: 3\n", 1), ("? persistent\n", 1),
                        ("persistent: true # ok\n\"persistent\" : false\n", 2), ("persistent: !!bool true\n", 1),
-                       ("kind: gemm\npersistent:\n  true\n", 2), ("persistent: *flag\n", 1)):
+                       ("kind: gemm\npersistent:\n  'true'\n", 2), ("persistent: *flag\n", 1)):
         with pytest.raises(HopperInputError) as e:
             read_persistent_flag(text.encode(), "p.yaml")
         assert e.value.path == f"p.yaml:{line}" and e.value.fix, text

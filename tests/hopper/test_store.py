@@ -162,7 +162,8 @@ def test_problem_key_and_refusals(tmp_path):
 def test_epilogue_flag_reader():
     assert read_epilogue_flag(b"name: x\nepilogue: tma_store  # stores\n") == "tma_store"
     assert read_epilogue_flag(b"name: x\n") == "register"
-    for bad in (b"epilogue: tma_store\nepilogue: register\n", b"{epilogue: tma_store}\n", b"  epilogue: x\n",
+    assert read_epilogue_flag(b"{name: x, d: 'y #', epilogue: tma_store}\n") == "tma_store"  # read as YAML reads it
+    for bad in (b"epilogue: tma_store\nepilogue: register\n", b"{epilogue: !!str tma_store}\n", b"  epilogue: x\n",
                 b"epilogue: smem\n"):
         with pytest.raises(FlagError):
             read_epilogue_flag(bad)
