@@ -65,6 +65,8 @@ def test_the_kernel_proof_and_the_partner_skip_carry():
     (CFG, 300, 200, 64, 3, "forward"),            # 20 tiles on 3 CTAs (7, 7, 6): odd and even counts, T = 1
     (CFG, 64, 64, 136, 4, "reverse"),             # one tile: warp group 1 has none; CTAs without a tile
     (Sm90Config(bm=128, bn=64, stages=3, persistent=True, pingpong=True), 300, 130, 136, 2, "random"),  # 128 rows
+    # 128 rows, 4 stages, K_PIPE_MMAS 2: slots (i - 1 and i - 2 as moves) and parities carried, T = 9 wraps the ring
+    (Sm90Config(bm=128, bn=64, stages=4, k_pipe_mmas=2, persistent=True, pingpong=True), 300, 130, 520, 2, "random"),
     (Sm90Config(bm=64, bn=128, stages=4, k_pipe_mmas=2, persistent=True, pingpong=True, epilogue="tma_store"),
      130, 260, 136, 3, "random"),                 # with the TMA-store epilogue, M and N off the tile grid
 ])
@@ -88,11 +90,19 @@ def test_every_injected_pingpong_bug_hangs_the_emulator(name):
 
 @pytest.mark.skipif(sass.tool("cuobjdump") is None or sass.tool("nvcc") is None, reason="nvcc and cuobjdump needed")
 def test_sass_of_the_pingpong_kernel():
+    from synth.emit.sm90.sass_mix import figures
+
     for bm in (64, 128):  # CUTLASS's shape too: a whole 128-row tile per warp group, two wgmma per k16
         cfg = Sm90Config(bm=bm, bn=128, stages=4, persistent=True, pingpong=True)
         c = sass.compile_cuda(emit_sm90_kernel(cfg), arch="sm_90a")
         assert c.spill_loads == 0 and c.spill_stores == 0
         assert "HGMMA.64x128x16" in c.sass and "LDGSTS" not in c.sass and "HMMA" not in c.sass.replace("HGMMA", "")
+        f = figures(c, cfg.bk // 16 * cfg.row_blocks)
+        if bm == 128:  # CUTLASS's ping-pong 128x128x64: 7.12 instructions per HGMMA, longest HGMMA-free run 28
+            # (synth's was 5.62 / 29 with i % 4 and i / 4 % 2 as masks and shifts; the slots and parity carried)
+            assert f["insn_per_hgmma"] <= 5.625 and f["longest_free"] <= 28, f
+        else:
+            assert f["insn_per_hgmma"] <= 6.6 and f["longest_free"] <= 18, f
     with pytest.raises(ValueError, match="spill"):  # 256 accumulators per thread
         Sm90Config(bm=128, bn=256, persistent=True, pingpong=True).check()
 

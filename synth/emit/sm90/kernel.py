@@ -213,6 +213,16 @@ def _carries_slots(stages: int) -> bool:
     return stages & (stages - 1) != 0 or stages >= 8
 
 
+def _pingpong_carries(cfg: Sm90Config) -> bool:
+    """Whether the ping-pong consumer's ring carries its slots and parities (:meth:`_Emit.carried_loop`): with a
+    128-row tile per warp group (two wgmma per k16: the 4-stage loop's masks and shifts of ``i % 4`` and
+    ``i / 4 % 2`` made 5.62 instructions per HGMMA and a longest HGMMA-free run of 29, carried 5.5 / 22; with 2, 3,
+    5, 6 or 7 stages 5.44-6.25 / 26-28 -> 5.44-5.5 / 22-23), and with 64-row tiles where :func:`_carries_slots`
+    (3 to 8 stages but 4: 8.5-9.25 / 24-31 -> 7.19-7.38 / 20-23); 64-row tiles with 2 or 4 stages keep the masks
+    (4 stages: 6.56 / 18, carried 7.19 / 23)."""
+    return cfg.row_blocks > 1 or _carries_slots(cfg.stages)
+
+
 def _wait_dispatch(max_n: int) -> str:
     cases = " ".join(f"case {j}: synth_wgmma_wait_n<{j}>(); break;" for j in range(1, max_n + 1))
     return ("SYNTH_DEV void synth_wgmma_wait(int n) {\n"
@@ -247,8 +257,12 @@ class _Emit:
         """A cluster kernel's loop over ``(variable, S)`` whose ``S`` stages :func:`_carries_slots`: the slots
         ``(v + c) % S`` and rounds ``(v + c) / S`` of its iteration are carried from one iteration to the next
         (:meth:`cx`)."""
+        self.carried_phase = False
+        """The carried loop's parities ``((v + c) / S + k) % 2`` are carried too, as a bit flipped at each wrap of the
+        slot (:meth:`cx`; the ping-pong consumer's ring, :func:`_ring`)."""
         self.carried_used: set = set()
-        """The ``(c, "slot" | "round")`` the loop's statements used (:meth:`carried_step` declares and steps them)."""
+        """The ``(c, "slot" | "round" | "phase")`` the loop's statements used (:meth:`carried_step` declares and steps
+        them)."""
         self.carried_at = (0, 0, "0")
         """Where the carried values are declared: (line index, depth, the loop's start)."""
         self.guard_now: Optional[Expr] = None
@@ -350,7 +364,9 @@ class _Emit:
         the next (one per ``c``: an add, a compare and a select per iteration) instead of a division by the constant
         ``S``, and ``% mod`` is left out where the value is such a slot and ``mod`` is ``S`` (it is in
         ``0 .. S - 1``): the same values, which ptxas keeps in uniform registers (with 3, 5, 6 or 7 stages the
-        divisions made the consumer loop's longest HGMMA-free run 34 to 44)."""
+        divisions made the consumer loop's longest HGMMA-free run 34 to 44). With :attr:`carried_phase`, a parity
+        ``((v + c) / S + k) % 2`` is the carried bit ``(v + c) / S % 2`` (flipped when the slot wraps), or its
+        complement for an odd ``k``."""
         if self.carried is None:
             return c_expr(e) if mod is None else f"({c_expr(e)}) % {mod}"
         v, n = self.carried
@@ -362,7 +378,23 @@ class _Emit:
             c = aff[1]
             return c if c >= 0 or self.nonnegative(v, -c) else None
 
+        def halves(a: Expr) -> Optional[tuple[int, int]]:  # (c, k) of a = (v + c) / S + k, k a number
+            k = 0
+            if isinstance(a, Bin) and a.op == "+" and isinstance(a.rhs, Num):
+                a, k = a.lhs, a.rhs.value
+            if isinstance(a, Bin) and a.op == "/" and a.rhs == Num(n):
+                c = offset(a.lhs)
+                if c is not None:
+                    return c, k
+            return None
+
         def walk(x: Expr) -> Expr:
+            if self.carried_phase and isinstance(x, Bin) and x.op == "%" and x.rhs == Num(2):
+                h = halves(x.lhs)
+                if h is not None:
+                    self.carried_used.add((h[0], "phase"))
+                    bit = Var(self.carried_name(v, h[0], "phase"))
+                    return bit if h[1] % 2 == 0 else Bin("^", bit, Num(1))
             if isinstance(x, Bin) and x.op in ("%", "/") and x.rhs == Num(n):
                 c = offset(x.lhs)
                 if c is not None:
@@ -382,7 +414,8 @@ class _Emit:
 
     @staticmethod
     def carried_name(v: str, c: int, kind: str) -> str:
-        """The C name of the carried ``(v + c) % S`` (``kind`` ``slot``) or ``(v + c) / S`` (``round``)."""
+        """The C name of the carried ``(v + c) % S`` (``kind`` ``slot``), ``(v + c) / S`` (``round``) or
+        ``(v + c) / S % 2`` (``phase``)."""
         return f"{v}_{kind}" + ("" if c == 0 else f"_{'p' if c > 0 else 'm'}{abs(c)}")
 
     def nonnegative(self, v: str, k: int) -> bool:
@@ -400,13 +433,15 @@ class _Emit:
                                            (x.op == ">=" and x.lhs == Var(v) and isinstance(x.rhs, Num) and
                                             x.rhs.value >= k)) for x in g)
 
-    def carried_loop(self, depth: int, var: str, start: str) -> None:
+    def carried_loop(self, depth: int, var: str, start: str, phase: bool = False) -> None:
         """Before a cluster kernel's loop over ``var`` from ``start``: with a number of stages that
         :func:`_carries_slots`, set :attr:`carried`; :meth:`carried_step` declares the carried values the body
-        used here."""
+        used here. ``phase`` (the ping-pong consumer's ring): with any number of stages, parities carried too
+        (:attr:`carried_phase`)."""
         n = self.cfg.stages
         self.carried_used = set()
-        if not self.cluster or self.mutant_carry() is not None or not _carries_slots(n):
+        self.carried_phase = phase
+        if self.mutant_carry() is not None or not (phase or (self.cluster and _carries_slots(n))):
             self.carried = None
             return
         self.carried = (var, n)
@@ -426,29 +461,36 @@ class _Emit:
             # (i - k) % S is the slot of k iterations before: a chain of moves from (i - 1) % S on, where no round of
             # these counts is needed, for k <= 2 (longer chains made the persistent ring's longest HGMMA-free run
             # 30 to 33 with K_PIPE_MMAS 3 and 4, against 28 to 29 with the step)
-            lows = [c for c in used if -2 <= c < 0 and not any((d, "round") in self.carried_used for d in range(c, 0))]
+            lows = [c for c in used if -2 <= c < 0 and not any((d, kind) in self.carried_used for d in range(c, 0)
+                                                                for kind in ("round", "phase"))]
             used |= set(range(min(lows), 0)) if lows else set()
         for c in sorted(used, reverse=True):
             count = v if c == 0 else f"{v} {'+' if c > 0 else '-'} {abs(c)}"
-            slot, rnd = self.carried_name(v, c, "slot"), self.carried_name(v, c, "round")
+            slot, rnd, ph = (self.carried_name(v, c, kind) for kind in ("slot", "round", "phase"))
             x = f"{n + c}u" if start == "0" else f"({start} + {n + c}u)"
             decl.append(f"unsigned {slot} = {x} % {n}u;  // ({count}) % {n}, carried" if start != "0" else
                         f"unsigned {slot} = {(n + c) % n}u;  // ({count}) % {n}, carried")
             if c < 0 and (0, "slot") in self.carried_used and (c, "round") not in self.carried_used and \
-                    all(d in used for d in range(c, 0)):
+                    (c, "phase") not in self.carried_used and all(d in used for d in range(c, 0)):
                 # (i + c) % S is the previous iteration's (i + c + 1) % S: a move, before that one's own step
                 step.insert(0, f"{slot} = {self.carried_name(v, c + 1, 'slot')};")
                 continue
+            wrap = [f"{slot} = 0u;"]
             if (c, "round") in self.carried_used:
                 decl.append(f"unsigned {rnd} = {x} / {n}u - 1u;  // ({count}) / {n}, carried" if start != "0" else
                             f"unsigned {rnd} = {(n + c) // n - 1}u;  // ({count}) / {n}, carried")
-                step.append(f"if (++{slot} == {n}u) {{ {slot} = 0u; ++{rnd}; }}")
-            else:
-                step.append(f"if (++{slot} == {n}u) {slot} = 0u;")
+                wrap.append(f"++{rnd};")
+            if (c, "phase") in self.carried_used:  # the parity of the round (-1 is odd): a bit flipped at each wrap
+                decl.append(f"unsigned {ph} = ({x} / {n}u + 1u) % 2u;  // ({count}) / {n} % 2, carried"
+                            if start != "0" else f"unsigned {ph} = {((n + c) // n - 1) % 2}u;  // ({count}) / {n} % 2, carried")
+                wrap.append(f"{ph} ^= 1u;")
+            step.append(f"if (++{slot} == {n}u) {wrap[0]}" if len(wrap) == 1 else
+                        f"if (++{slot} == {n}u) {{ {' '.join(wrap)} }}")
         self.lines[at:at] = ["  " * d0 + x for x in decl]
         for x in step:
             self.w(depth, x)
         self.carried = None
+        self.carried_phase = False
 
     def carry_lines(self, depth: int) -> None:
         """The mutant carry's per-tile values ``cs``, ``cp``, ``cf`` (needs ``t``, ``KT`` and ``kb``)."""
@@ -1123,7 +1165,8 @@ def _ring(e: _Emit, depth: int, role: str, kind: str, program, per_tile_head, pe
     # the ring's iteration as the loop variable, unsigned: ptxas then unrolls the loop with slots and parities
     # as shifts and masks (from t = 0, k it was 10.9 instructions per HGMMA at 128x128, with it 6.6)
     e.w(depth + 1, f"// ---- {e.label(role)} body: the ring's iterations kb .. kb + KT - 1 (k-tile {body.var} - kb)")
-    e.carried_loop(depth + 1, body.var, "kb")
+    # ping-pong consumers: slots and parities carried over the iterations where that is shorter (_pingpong_carries)
+    e.carried_loop(depth + 1, body.var, "kb", phase=pingpong and kind == "consumer" and _pingpong_carries(e.cfg))
     e.w(depth + 1, f"for (unsigned {body.var} = kb; {body.var} < kb + (unsigned)KT; ++{body.var}) {{")
     for st in e.grouped(body.stmts):
         e.stmt(depth + 2, kind, st, program.waits)
