@@ -4,7 +4,10 @@
 ``python benchmarks/gpu_check.py prepare DIR`` (no GPU needed; the full synth install: CP-SAT, Z3)
 solves and writes the folders to run, precompiles each kernel.cu with nvcc (sm_80 kernels: cubins for
 sm_80 and sm_90 and compute_80 PTX; the sm_90a kernel: an sm_90a cubin and compute_90a PTX) and writes
-``DIR/manifest.json`` (every file's sha256); at most :data:`MAX_PACK_BYTES`.
+``DIR/manifest.json`` (every file's sha256); at most :data:`MAX_PACK_BYTES`. Each folder is solved and proved
+within ``--time-limit`` seconds (default :data:`TIME_LIMIT`; ``--only NAME ...`` picks folders), one line per step
+printed; a folder that fails is left out, named with its reason in the manifest's ``not_built``, and the others are
+packed (exit 1; ``run`` reports it NOT BUILT); exit 2 for a DIR that cannot be a pack or an unknown name.
 
 ``python benchmarks/gpu_check.py run DIR`` on the GPU machine (stdlib, numpy, PyYAML, torch and CUDA
 Python only: synth's light runtime, :mod:`synth.kernel`; no solver, no pycuda): for every folder,
@@ -22,8 +25,9 @@ Python only: synth's light runtime, :mod:`synth.kernel`; no solver, no pycuda): 
 ``DIR/report.json`` and ``DIR/report.md`` are rewritten after every step (a crash leaves the partial
 report, ``"status": "running"``), one line per kernel is printed, the phases are budgeted to finish
 within ``--budget`` seconds (default 330: under 6 minutes on an H100; what does not fit is skipped and
-the report says so), and the exit status is 1 when any result is wrong (a sanitizer error included),
-2 for a pack that is missing, edited or not this script's, else 0.
+the report says so), and the exit status is 1 when any result is wrong (a sanitizer error included) or a folder
+checked was not built, 2 for a pack that is missing, edited or not this script's and for nothing to check (no
+folders, ``--only`` naming none of the pack's), else 0.
 
 ``run DIR --backend emulator`` runs the same steps on synth's CPU emulator at small shapes (CI: the pack
 and this script are exercised on every run, under a stock GPU image's imports); without torch the
@@ -37,6 +41,7 @@ import datetime
 import hashlib
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -128,69 +133,163 @@ def image_targets(arch: str) -> list[tuple[str, bool]]:
     return [("sm_80", False), ("sm_90", False), ("sm_80", True)]
 
 
-def prepare(out_dir: str, *, reduced: bool = False, images: bool = True, time_limit: float = 120.0) -> dict:
-    """Write the pack to ``out_dir`` (a new or empty folder), built aside and renamed into place; its manifest."""
+TIME_LIMIT = 600.0
+"""``prepare``'s default seconds per folder for solving and proving (``--time-limit``): generous (the slowest
+folder, the persistent 2x1 cluster, took over 120 s on a loaded machine)."""
+
+
+class PrepareError(Exception):
+    """``prepare`` cannot start or finish: a folder that cannot be the pack, a name ``--only`` does not know, a pack
+    over :data:`MAX_PACK_BYTES`, no folder built (the message; ``fix`` the advice; ``status`` the exit status)."""
+
+    def __init__(self, msg: str, fix: str = "", status: int = 2) -> None:
+        super().__init__(msg)
+        self.msg, self.fix, self.status = msg, fix, status
+
+
+def designs(reduced: bool = False, only=None) -> list[tuple[str, str]]:
+    """The ``(name, problem.yaml text)`` of the folders ``prepare`` writes: :data:`DESIGNS` (:data:`REDUCED` with
+    ``reduced``), limited to the names ``only`` gives (PrepareError for a name that is not one of them)."""
+    every = list(REDUCED if reduced else DESIGNS)
+    if only is None:
+        return every
+    names = [n for n, _ in every]
+    unknown = [n for n in only if n not in names]
+    if unknown or not only:
+        raise PrepareError(f"--only: {', '.join(map(repr, unknown)) or 'no name'}: not a folder of the "
+                           f"{'reduced ' if reduced else ''}pack", "give one or more of: " + ", ".join(names))
+    return [(n, d) for n, d in every if n in only]
+
+
+def _check_out_dir(out_dir: str) -> str:
+    """The parent folder the pack is built in (created when missing); PrepareError when ``out_dir`` or a folder
+    above it cannot hold a new pack."""
+    if os.path.lexists(out_dir) and (not os.path.isdir(out_dir) or os.path.islink(out_dir) or os.listdir(out_dir)):
+        raise PrepareError(f"'{out_dir}' exists and is not an empty folder",
+                           "choose a new folder (the pack is built aside and renamed into place)")
+    parent = os.path.dirname(os.path.abspath(out_dir))
+    up = parent
+    while not os.path.lexists(up):
+        up = os.path.dirname(up)
+    if not os.path.isdir(up):
+        raise PrepareError(f"'{out_dir}': '{up}' is not a folder", "choose a folder whose parents are folders")
+    try:
+        os.makedirs(parent, exist_ok=True)
+    except OSError as e:
+        raise PrepareError(f"'{out_dir}': cannot make its parent folder: {e.strerror or e}",
+                           "choose a folder you can write") from None
+    if not os.access(parent, os.W_OK | os.X_OK):
+        raise PrepareError(f"'{out_dir}': its parent folder '{parent}' is not writable", "choose a folder you can write")
+    return parent
+
+
+def prepare(out_dir: str, *, reduced: bool = False, images: bool = True, time_limit: float = TIME_LIMIT,
+            only=None, jobs: int = 0) -> dict:
+    """Write the pack to ``out_dir`` (a new or empty folder), built aside and renamed into place; its manifest.
+
+    Each folder is solved and proved within ``time_limit`` seconds; one that fails (the time limit, not proven, an
+    error) is left out, named with its reason in the manifest's ``not_built`` (``run`` reports it NOT BUILT), and
+    the next one is prepared: the pack keeps what was built. Its images are compiled by nvcc in up to ``jobs``
+    threads (0: the CPUs, at most 4) while the next folder is solved. PrepareError when nothing can be packed
+    (no folder built, a pack above :data:`MAX_PACK_BYTES`) or ``out_dir`` cannot be one; Ctrl-C leaves nothing."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    todo = designs(reduced, only)
+    if not (isinstance(time_limit, (int, float)) and 0 < time_limit <= 86400):
+        raise PrepareError(f"--time-limit {time_limit!r}: out of range", "give seconds per folder, 0 < SECONDS <= 86400")
+    parent = _check_out_dir(out_dir)
+
     import synth.api
     from synth.emit.sm90.runner import GpuError, nvcc_image
     from synth.hopper.problem import HopperGemm
-
-    if os.path.exists(out_dir) and (not os.path.isdir(out_dir) or os.listdir(out_dir)):
-        raise SystemExit(f"gpu_check: error: '{out_dir}' exists and is not an empty folder\n"
-                         "fix: choose a new folder (the pack is built aside and renamed into place)")
-    parent = os.path.dirname(os.path.abspath(out_dir))
-    os.makedirs(parent, exist_ok=True)
-    tmp = tempfile.mkdtemp(prefix=".gpu_pack-tmp-", dir=parent)
+    jobs = jobs or min(4, os.cpu_count() or 1)
+    try:
+        tmp = tempfile.mkdtemp(prefix=".gpu_pack-tmp-", dir=parent)
+    except OSError as e:
+        raise PrepareError(f"'{out_dir}': cannot write in '{parent}': {e.strerror or e}",
+                           "choose a folder you can write") from None
     umask = os.umask(0)
     os.umask(umask)
     os.chmod(tmp, 0o777 & ~umask)  # mkdtemp's 0700 is for the build; the pack is an ordinary folder
+    pool = ThreadPoolExecutor(max_workers=jobs)
     try:
         manifest = {"format": PACK_FORMAT, "created": _now(), "reduced": reduced, "synth_version": _version(),
-                    "nvcc": _nvcc_version(), "folders": []}
+                    "nvcc": _nvcc_version(), "time_limit_s": time_limit, "folders": [], "not_built": []}
         os.makedirs(os.path.join(tmp, "problems"))
         os.makedirs(os.path.join(tmp, "images"))
-        for name, doc in (REDUCED if reduced else DESIGNS):
+        pending = []
+
+        def compile_image(name: str, source: bytes, target: str, ptx: bool) -> dict:
+            label = f"{'compute' if ptx else 'sm'}_{target[3:]}"
+            rel = os.path.join("images", f"{name}.{label}.{'ptx' if ptx else 'cubin'}")
+            try:
+                data = nvcc_image(source.decode(), target, ptx=ptx)
+            except Exception as e:  # noqa: BLE001 - nvcc failed or timed out: the GPU side compiles kernel.cu itself
+                why = str(e) if isinstance(e, GpuError) else f"{type(e).__name__}: {e}"
+                return {"note": f"no {label} image: {(why.splitlines() or [''])[0]}"}
+            with open(os.path.join(tmp, rel), "wb") as fh:
+                fh.write(data)
+            return {"image": {"file": rel, "target": label, "kind": "ptx" if ptx else "cubin",
+                              "sha256": _sha256(data), "bytes": len(data)}}
+
+        for n, (name, doc) in enumerate(todo, 1):
             t0 = time.monotonic()
+            print(f"[{n}/{len(todo)}] {name}: solving and proving (time limit {time_limit:g} s)", flush=True)
             prob = os.path.join(tmp, "problems", f"{name}.yaml")
             with open(prob, "w", encoding="utf-8") as fh:
                 fh.write(doc)
             folder = os.path.join("folders", name)
-            res = synth.api.solve(prob, out=os.path.join(tmp, folder), time_limit=time_limit)
-            if not res.proven or res.kernel is None:
-                raise SystemExit(f"gpu_check: error: {name} was not proven; no kernel to pack")
-            hopper = isinstance(res.problem, HopperGemm)
-            arch = "sm_90a" if hopper else "sm_80"
-            with open(os.path.join(tmp, folder, "kernel.cu"), "rb") as fh:
-                source = fh.read()
+            try:
+                res = synth.api.solve(prob, out=os.path.join(tmp, folder), time_limit=time_limit)
+                if not res.proven or res.kernel is None:
+                    raise PrepareError("not proven: no kernel to pack")
+                with open(os.path.join(tmp, folder, "kernel.cu"), "rb") as fh:
+                    source = fh.read()
+            except Exception as e:  # noqa: BLE001 - the time limit, a refusal, an internal error: this folder only
+                why = (getattr(e, "msg", None) or f"{type(e).__name__}: {e}").splitlines()[0][:500]
+                shutil.rmtree(os.path.join(tmp, folder), ignore_errors=True)
+                secs = round(time.monotonic() - t0, 1)
+                manifest["not_built"].append({"name": name, "reason": why, "prepare_s": secs})
+                print(f"[{n}/{len(todo)}] {name}: NOT BUILT after {secs} s: {why}", file=sys.stderr, flush=True)
+                continue
+            arch = "sm_90a" if isinstance(res.problem, HopperGemm) else "sm_80"
             entry = {"name": name, "dir": folder, "arch": arch, "kernel_sha256": _sha256(source), "images": [],
-                     "notes": []}
-            if images:
-                for target, ptx in image_targets(arch):
-                    label = f"{'compute' if ptx else 'sm'}_{target[3:]}"
-                    rel = os.path.join("images", f"{name}.{label}.{'ptx' if ptx else 'cubin'}")
-                    try:
-                        data = nvcc_image(source.decode(), target, ptx=ptx)
-                    except GpuError as e:
-                        entry["notes"].append(f"no {label} image: {str(e).splitlines()[0]}")
-                        continue
-                    with open(os.path.join(tmp, rel), "wb") as fh:
-                        fh.write(data)
-                    entry["images"].append({"file": rel, "target": label, "kind": "ptx" if ptx else "cubin",
-                                            "sha256": _sha256(data), "bytes": len(data)})
-            entry["prepare_s"] = round(time.monotonic() - t0, 1)
+                     "notes": [], "solve_s": round(time.monotonic() - t0, 1)}
             manifest["folders"].append(entry)
-            print(f"prepared {name} ({arch}, {len(entry['images'])} images, {entry['prepare_s']} s)", flush=True)
+            futures = [pool.submit(compile_image, name, source, target, ptx)
+                       for target, ptx in (image_targets(arch) if images else [])]
+            pending.append((n, entry, futures, time.monotonic()))
+            print(f"[{n}/{len(todo)}] {name}: proven ({arch}, {entry['solve_s']} s)"
+                  + (f"; compiling {len(futures)} images with nvcc" if futures else ""), flush=True)
+        for n, entry, futures, t1 in pending:
+            for f in futures:
+                got = f.result()
+                entry["images"].append(got["image"]) if "image" in got else entry["notes"].append(got["note"])
+            entry["prepare_s"] = round(entry["solve_s"] + time.monotonic() - t1, 1)
+            if futures:
+                print(f"[{n}/{len(todo)}] {entry['name']}: {len(entry['images'])} images"
+                      + "".join(f"; {x}" for x in entry["notes"]), flush=True)
+        if not manifest["folders"]:
+            raise PrepareError("no folder was built: " + "; ".join(f"{x['name']}: {x['reason']}"
+                                                                   for x in manifest["not_built"]),
+                               "see the reasons above; raise --time-limit if it ran out", status=1)
         with open(os.path.join(tmp, "manifest.json"), "w", encoding="utf-8") as fh:
             json.dump(manifest, fh, indent=1)
             fh.write("\n")
         size = _size(tmp)
         if size > MAX_PACK_BYTES:
-            raise SystemExit(f"gpu_check: error: the pack is {size} bytes, above {MAX_PACK_BYTES}")
+            raise PrepareError(f"the pack is {size} bytes, above {MAX_PACK_BYTES}", "pack fewer folders (--only)",
+                               status=1)
         manifest["bytes"] = size
         os.rename(tmp, out_dir) if not os.path.isdir(out_dir) else _move_into(tmp, out_dir)
     except BaseException:
+        pool.shutdown(wait=True, cancel_futures=True)
         shutil.rmtree(tmp, ignore_errors=True)
         raise
-    print(f"pack: {out_dir} ({size / 2**20:.1f} MiB, {len(manifest['folders'])} folders)")
+    pool.shutdown()
+    missing = manifest["not_built"]
+    print(f"pack: {out_dir} ({size / 2**20:.1f} MiB, {len(manifest['folders'])} folders"
+          + (f"; NOT BUILT: {', '.join(x['name'] for x in missing)}" if missing else "") + ")", flush=True)
     return manifest
 
 
@@ -228,9 +327,16 @@ class PackError(Exception):
     """A pack that is missing, edited or not this script's (exit 2)."""
 
 
+_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,99}\Z")
+_SM90A_MARK = b"wgmma.mma_async"
+"""Text every sm_90a kernel.cu holds and no sm_80 one does (the arch a manifest records is checked against it)."""
+
+
 def read_pack(pack: str) -> dict:
     """``DIR/manifest.json`` checked: this script's format, each folder's kernel.cu and image with the recorded
-    sha256 (the folders' own files are checked by :func:`synth.kernel.load` against their manifests)."""
+    sha256, its arch that of the kernel and its images', its name and folder as ``prepare`` writes them, and the
+    folders ``prepare`` could not build (``not_built``: name and reason); PackError otherwise (the folders' own files
+    are checked by :func:`synth.kernel.load` against their manifests)."""
     path = os.path.join(pack, "manifest.json")
     try:
         if not os.path.isfile(path) or os.path.getsize(path) > MAX_MANIFEST_BYTES:
@@ -239,26 +345,46 @@ def read_pack(pack: str) -> dict:
             doc = json.load(fh)
     except (OSError, ValueError) as e:
         raise PackError(f"{path}: cannot be read: {e}") from None
-    if not isinstance(doc, dict) or doc.get("format") != PACK_FORMAT or not isinstance(doc.get("folders"), list):
+    except RecursionError:
+        raise PackError(f"{path}: cannot be read: nested too deeply") from None
+    if not isinstance(doc, dict) or doc.get("format") != PACK_FORMAT or not isinstance(doc.get("folders"), list) \
+            or not isinstance(doc.setdefault("not_built", []), list):
         raise PackError(f"{path}: not a {PACK_FORMAT} manifest")
+    names = set()
+    for i, f in enumerate(doc["not_built"]):
+        if not isinstance(f, dict) or not all(isinstance(f.get(k), str) for k in ("name", "reason")) \
+                or not _NAME.match(f["name"]) or f["name"] in names:
+            raise PackError(f"{path}: not_built[{i}]: needs a folder name (once) and a reason string")
+        names.add(f["name"])
     for i, f in enumerate(doc["folders"]):
         where = f"{path}: folders[{i}]"
         if not isinstance(f, dict) or not all(isinstance(f.get(k), str) for k in ("name", "dir", "arch",
                                                                                   "kernel_sha256")):
             raise PackError(f"{where}: needs name, dir, arch and kernel_sha256 strings")
-        if f["arch"] not in ("sm_80", "sm_90a") or os.path.isabs(f["dir"]) or ".." in f["dir"].split("/"):
-            raise PackError(f"{where}: arch {f['arch']!r} / dir {f['dir']!r} is not one prepare writes")
+        if not _NAME.match(f["name"]) or f["name"] in names:
+            raise PackError(f"{where}: name {f['name'][:100]!r} is not one prepare writes, or named twice")
+        names.add(f["name"])
+        if f["arch"] not in ("sm_80", "sm_90a") or f["dir"] != f"folders/{f['name']}":
+            raise PackError(f"{where}: arch {f['arch'][:100]!r} / dir {f['dir'][:200]!r} is not one prepare writes")
         kpath = os.path.join(pack, f["dir"], "kernel.cu")
-        if not os.path.isfile(kpath) or _sha256(open(kpath, "rb").read()) != f["kernel_sha256"]:
+        source = open(kpath, "rb").read() if os.path.isfile(kpath) else None
+        if source is None or _sha256(source) != f["kernel_sha256"]:
             raise PackError(f"{kpath}: missing or not the kernel.cu the pack was prepared with")
+        if (_SM90A_MARK in source) != (f["arch"] == "sm_90a"):
+            raise PackError(f"{where}: arch {f['arch']} is not the arch of its kernel.cu")
         imgs = f.get("images", [])
         if not isinstance(imgs, list):
             raise PackError(f"{where}.images: not a list")
+        targets = {f"{'compute' if ptx else 'sm'}_{t[3:]}": "ptx" if ptx else "cubin" for t, ptx in
+                   image_targets(f["arch"])}
         for j, im in enumerate(imgs):
             if not isinstance(im, dict) or not all(isinstance(im.get(k), str) for k in ("file", "target", "sha256")):
                 raise PackError(f"{where}.images[{j}]: needs file, target and sha256")
+            if targets.get(im["target"]) != im.get("kind", targets.get(im["target"])):
+                raise PackError(f"{where}.images[{j}]: target {im['target'][:100]!r} (kind {im.get('kind')!r}) is not "
+                                f"an image of an {f['arch']} kernel")
             ipath = os.path.join(pack, im["file"])
-            if ".." in im["file"].split("/") or not os.path.isfile(ipath) or \
+            if os.path.isabs(im["file"]) or ".." in im["file"].split("/") or not os.path.isfile(ipath) or \
                     _sha256(open(ipath, "rb").read()) != im["sha256"]:
                 raise PackError(f"{ipath}: missing or changed since prepare")
     return doc
@@ -288,7 +414,7 @@ class Report:
         self.pack = pack
         self.doc = {"format": REPORT_FORMAT, "status": "running", "started": _now(), "finished": None,
                     "backend": backend, "budget_s": budget, "elapsed_s": 0.0, "reference": None,
-                    "environment": {}, "kernels": [], "skipped": [], "wrong": 0}
+                    "environment": {}, "kernels": [], "skipped": [], "wrong": 0, "not_built": 0}
         self.t0 = time.monotonic()
 
     def kernel(self, name: str, arch: str) -> dict:
@@ -305,6 +431,7 @@ class Report:
     def save(self) -> None:
         self.doc["elapsed_s"] = round(time.monotonic() - self.t0, 1)
         self.doc["wrong"] = sum(1 for k in self.doc["kernels"] if k["ok"] is False)
+        self.doc["not_built"] = sum(1 for k in self.doc["kernels"] if _not_built(k))
         for name, text in (("report.json", json.dumps(self.doc, indent=1) + "\n"), ("report.md", self.markdown())):
             path = os.path.join(self.pack, name)
             fd, tmp = tempfile.mkstemp(prefix=".report-", dir=self.pack)
@@ -327,11 +454,13 @@ class Report:
                              f"({_f(t.get('cublas_tflops_warm'))} / {_f(t.get('cublas_tflops_flushed'))})"
                              for t in k["timing"]) or "-"
             san = ", ".join(f"{tool} {r['result']}" for tool, r in k["sanitizer"].items()) or "-"
-            res = {True: "OK", False: "WRONG"}.get(k["ok"], "skipped" if str(k["load"]).startswith("skipped")
-                                                     else "running")
+            res = {True: "OK", False: "WRONG"}.get(k["ok"], "NOT BUILT" if _not_built(k) else "skipped" if str(
+                k["load"]).startswith("skipped") else "running")
             lines.append(f"| {k['name']} ({k['arch']}) | {res} | {good}/{len(k['correctness'])} | {k['image'] or '-'} "
                          f"| {k['registers'] if k['registers'] is not None else '-'} | {perf} | {san} |")
         for k in d["kernels"]:
+            if _not_built(k):
+                lines.append(f"- {k['name']}: {k['load']} (prepare left it out)")
             bad = [c for c in k["correctness"] if c["status"] not in ("ok", "refused")]
             for c in bad:
                 lines.append(f"- {k['name']} {c['what']} {c['shape']}: {c['status']}: {c.get('message', '')}")
@@ -342,6 +471,11 @@ class Report:
                              f"{t.get('clock_before')}, after {t.get('clock_after')}")
         lines += [f"- skipped: {s}" for s in d["skipped"]]
         return "\n".join(lines) + "\n"
+
+
+def _not_built(k: dict) -> bool:
+    """Whether report entry ``k`` is a folder ``prepare`` could not build (the manifest's ``not_built``)."""
+    return str(k.get("load")).startswith("not built")
 
 
 def _f(x, digits: int = 1) -> str:
@@ -685,10 +819,14 @@ def one(pack: str, name: str) -> int:
     """The sanitizer's child: one launch at a small shape, checked against numpy (no torch: fast start)."""
     import synth.kernel
 
-    doc = read_pack(pack)
+    try:
+        doc = read_pack(pack)
+    except PackError as e:
+        print(f"gpu_check: error: {e}", file=sys.stderr)
+        return 2
     entry = next((f for f in doc["folders"] if f["name"] == name), None)
     if entry is None:
-        print(f"no folder {name} in the pack", file=sys.stderr)
+        print(f"gpu_check: error: no folder {name!r} in the pack", file=sys.stderr)
         return 2
     from synth.emit.sm90.runner import CudaDevice
 
@@ -718,6 +856,17 @@ def run(pack: str, *, backend: str = "cuda", budget_s: float = 330.0, only=None,
         doc = read_pack(pack)
     except PackError as e:
         print(f"gpu_check: error: {e}\nfix: run 'python benchmarks/gpu_check.py prepare DIR' again", file=sys.stderr)
+        return 2
+    built = [f["name"] for f in doc["folders"]]
+    missing = {f["name"]: f["reason"] for f in doc["not_built"]}
+    unknown = [n for n in (only or []) if n not in built and n not in missing]
+    if only is not None and (unknown or not only):
+        print(f"gpu_check: error: --only: {', '.join(map(repr, unknown)) or 'no name'}: not a folder of the pack\n"
+              f"fix: give one or more of: {', '.join(built + list(missing))}", file=sys.stderr)
+        return 2
+    if not built and not missing:
+        print(f"gpu_check: error: {os.path.join(pack, 'manifest.json')}: the pack has no folders: nothing to check\n"
+              "fix: run 'python benchmarks/gpu_check.py prepare DIR' again", file=sys.stderr)
         return 2
     set_here = backend == "cuda" and "SYNTH_GPU_BACKEND" not in os.environ
     if set_here:
@@ -752,6 +901,12 @@ def _run(pack: str, doc, backend: str, budget_s: float, only, sanitizer: bool) -
             rep.skip("4096^3, 8192^3, the more-tiles-than-SMs shape, timing and sanitizers: the emulator is "
                      "for small shapes")
         folders = [f for f in doc["folders"] if only is None or f["name"] in only]
+        for f in doc["not_built"]:  # prepare could not build it: reported, never OK
+            if only is None or f["name"] in only:
+                k = rep.kernel(f["name"], "-")
+                k["load"] = f"not built: {f['reason']}"
+                rep.save()
+                print(line(k, 0.0), flush=True)
         cublas_cache: dict = {}
         for entry in folders:
             t0 = time.monotonic()
@@ -771,14 +926,16 @@ def _run(pack: str, doc, backend: str, budget_s: float, only, sanitizer: bool) -
     finally:
         rep.doc["finished"] = _now()
         rep.save()
-    wrong = rep.doc["wrong"]
-    print(f"{len(rep.doc['kernels'])} kernels, {wrong} wrong, {len(rep.doc['skipped'])} skipped; "
-          f"{rep.doc['elapsed_s']} s; report: {os.path.join(pack, 'report.md')}")
-    return 1 if wrong else 0
+    wrong, not_built = rep.doc["wrong"], rep.doc["not_built"]
+    print(f"{len(rep.doc['kernels'])} kernels, {wrong} wrong, {not_built} not built, {len(rep.doc['skipped'])} "
+          f"skipped; {rep.doc['elapsed_s']} s; report: {os.path.join(pack, 'report.md')}")
+    return 1 if wrong or not_built else 0
 
 
 def line(k: dict, seconds: float) -> str:
     good = sum(1 for c in k["correctness"] if c["status"] in ("ok", "refused"))
+    if _not_built(k):
+        return f"{k['name']:28s} NOT BUILT  {k['load'][len('not built: '):]}"
     res = {True: "OK", False: "WRONG", None: "SKIP"}[k["ok"]]
     perf = "  ".join(f"{t['shape'][0]}^3 {t['tflops_warm']:.1f}/{t['tflops_flushed']:.1f} TF/s " + (
         f"(cuBLAS {t['cublas_tflops_warm']:.1f}: {100 * t['fraction_of_cublas_warm']:.0f}%)"
@@ -796,6 +953,11 @@ def main(argv=None) -> int:
     p.add_argument("dir")
     p.add_argument("--reduced", action="store_true", help="one small sm_80 folder and the Hopper one (CI)")
     p.add_argument("--no-images", action="store_true", help="skip nvcc (the GPU side then compiles)")
+    p.add_argument("--only", nargs="+", metavar="NAME", help="only these folders")
+    p.add_argument("--time-limit", type=float, default=TIME_LIMIT, metavar="SECONDS",
+                   help=f"seconds to solve and prove each folder (default {TIME_LIMIT:g}); one that runs out is "
+                        "left out of the pack and named in its manifest")
+    p.add_argument("--jobs", type=int, default=0, help="nvcc processes at once (default: the CPUs, at most 4)")
     p = sub.add_parser("run", help="check and time every folder of a pack")
     p.add_argument("dir")
     p.add_argument("--backend", choices=("cuda", "emulator"), default="cuda")
@@ -807,7 +969,22 @@ def main(argv=None) -> int:
     p.add_argument("name")
     a = ap.parse_args(argv)
     if a.cmd == "prepare":
-        prepare(a.dir, reduced=a.reduced, images=not a.no_images)
+        if not 0 <= a.jobs <= 64:
+            ap.error("--jobs must be in 0 .. 64")
+        try:
+            man = prepare(a.dir, reduced=a.reduced, images=not a.no_images, time_limit=a.time_limit, only=a.only,
+                          jobs=a.jobs)
+        except PrepareError as e:
+            print(f"gpu_check: error: {e.msg}" + (f"\nfix: {e.fix}" if e.fix else ""), file=sys.stderr)
+            return e.status
+        except OSError as e:
+            print(f"gpu_check: error: {e}", file=sys.stderr)
+            return 1
+        if man["not_built"]:
+            print(f"gpu_check: {len(man['not_built'])} folder(s) not built (the pack holds the others; 'run' reports "
+                  f"these NOT BUILT): " + "; ".join(f"{x['name']}: {x['reason']}" for x in man["not_built"]),
+                  file=sys.stderr)
+            return 1
         return 0
     if a.cmd == "run":
         if not 1 <= a.budget <= 3600:

@@ -10,6 +10,8 @@ import importlib.util
 import json
 import os
 import shutil
+import subprocess
+import sys
 
 import numpy as np
 import pytest
@@ -36,9 +38,25 @@ def pack(tmp_path_factory):
     return d
 
 
-pytestmark = [NEEDS_GXX, pytest.mark.slow]
+def _heavy(test):
+    """A test that prepares a pack (CP-SAT, Z3) or runs one on the emulator (g++)."""
+    return NEEDS_GXX(pytest.mark.slow(test))
 
 
+def _script(*args: str, timeout: float = 120) -> subprocess.CompletedProcess:
+    """``python benchmarks/gpu_check.py ARGS`` in a fresh interpreter (the promise is its exit status and stderr)."""
+    return subprocess.run([sys.executable, GPU_CHECK, *args], capture_output=True, text=True, timeout=timeout,
+                          cwd=REPO, env=dict(os.environ, PYTHONPATH=REPO))
+
+
+def _refused(proc: subprocess.CompletedProcess, *words: str) -> None:
+    """Exit 2 with a one-line error and its fix, no traceback."""
+    err = proc.stderr
+    assert proc.returncode == 2 and "Traceback" not in err and err.startswith("gpu_check: error: "), err
+    assert "fix:" in err and all(w in err for w in words), err
+
+
+@_heavy
 def test_prepare_then_run_on_the_emulator_with_a_stock_gpu_image(pack, tmp_path):
     gc = _module()
     man = json.loads((pack / "manifest.json").read_text())
@@ -59,7 +77,8 @@ def test_prepare_then_run_on_the_emulator_with_a_stock_gpu_image(pack, tmp_path)
     assert "| s80-64x64x32-s3 (sm_80) | OK | 4/4 |" in (pack / "report.md").read_text()
 
 
-@pytest.mark.parametrize("damage", ["image", "kernel", "manifest"])
+@_heavy
+@pytest.mark.parametrize("damage", ["image", "kernel", "manifest", "arch"])
 def test_a_damaged_pack_is_refused(pack, tmp_path, damage):
     d = tmp_path / "pack"
     shutil.copytree(pack, d)
@@ -72,12 +91,17 @@ def test_a_damaged_pack_is_refused(pack, tmp_path, damage):
     elif damage == "kernel":
         k = d / man["folders"][1]["dir"] / "kernel.cu"
         k.write_text(k.read_text() + "// edited\n")
+    elif damage == "arch":  # the sm_80 folder said to be sm_90a: it was loaded, then read as a Hopper kernel
+        man["folders"][0]["arch"] = "sm_90a"
+        (d / "manifest.json").write_text(json.dumps(man))
     else:
         (d / "manifest.json").write_text('{"format": "something else"}')
     proc, _ = run_stock(RUN, tmp_path, "run", str(d), "--backend", "emulator")
     assert proc.returncode == 2 and "gpu_check: error:" in proc.stderr and "fix:" in proc.stderr, proc.stderr
+    assert "Traceback" not in proc.stderr, proc.stderr
 
 
+@_heavy
 def test_a_kernel_that_is_not_synth_s_is_a_wrong_result(pack, tmp_path):
     # kernel.cu edited and every hash rewritten to match (the pack's and the folder's manifests): the light
     # runtime still derives the kernel from the program and refuses it; the run reports it and exits 1
@@ -210,6 +234,7 @@ def _fake_torch():
     return torch
 
 
+@_heavy
 def test_the_gpu_run_with_a_fake_driver_and_torch(pack, tmp_path, monkeypatch):
     # the cuda branch of run (torch reference, cuBLAS, timing warm and flushed, clocks, images, the sanitizer
     # children) on the fake CUDA Python driver of test_run (launches run on the emulator) and a numpy torch;
@@ -256,6 +281,7 @@ def test_the_gpu_run_with_a_fake_driver_and_torch(pack, tmp_path, monkeypatch):
     assert not drv.mem or all(n <= gc.FLUSH_BYTES for n in map(len, drv.mem.values()))
 
 
+@_heavy
 def test_a_crash_leaves_the_partial_report(pack, tmp_path, monkeypatch):
     gc = _module()
     d = tmp_path / "pack"
@@ -273,3 +299,119 @@ def test_a_crash_leaves_the_partial_report(pack, tmp_path, monkeypatch):
     assert rep["status"] == "crashed: RuntimeError: the machine went away" and rep["finished"]
     assert [k["name"] for k in rep["kernels"]] == calls and rep["kernels"][0]["ok"] is True
     assert len(rep["kernels"][0]["correctness"]) == 4 and "crashed" in (d / "report.md").read_text()
+
+
+# --------------------------------------------------------------------------- no pack to build, no pack to run
+
+
+def test_prepare_refuses_a_folder_it_cannot_make_with_exit_2(tmp_path):
+    # a parent that is a file ended in a FileExistsError traceback; a name --only does not know, a time limit
+    # out of range: refused before anything is solved
+    (tmp_path / "afile").write_text("x")
+    _refused(_script("prepare", str(tmp_path / "afile" / "pack")), "is not a folder")
+    _refused(_script("prepare", str(tmp_path / "afile" / "deeper" / "pack")), "is not a folder")
+    _refused(_script("prepare", str(tmp_path / "afile")), "not an empty folder")
+    _refused(_script("prepare", str(tmp_path / "pack"), "--only", "s80-nope"), "s80-nope", "h90-128x128x64")
+    _refused(_script("prepare", str(tmp_path / "pack"), "--reduced", "--only", "h90-128x128x64-splitk2"),
+             "not a folder of the reduced pack")
+    _refused(_script("prepare", str(tmp_path / "pack"), "--time-limit", "0"), "--time-limit")
+    assert sorted(os.listdir(tmp_path)) == ["afile"]
+
+
+def _fake_pack(d, folders=(), arch="sm_80", kernel=b"// an sm_80 kernel.cu\n", manifest=None):
+    """A pack folder with ``folders`` (names) each holding ``kernel`` as its kernel.cu under ``arch``."""
+    import hashlib
+
+    d.mkdir()
+    entries = []
+    for name in folders:
+        (d / "folders" / name).mkdir(parents=True, exist_ok=True)
+        (d / "folders" / name / "kernel.cu").write_bytes(kernel)
+        entries.append({"name": name, "dir": f"folders/{name}", "arch": arch, "images": [], "notes": [],
+                        "kernel_sha256": hashlib.sha256(kernel).hexdigest()})
+    (d / "manifest.json").write_text(manifest if manifest is not None else json.dumps(
+        {"format": "synth-gpu-pack/1", "folders": entries}))
+    return d
+
+
+@pytest.mark.parametrize("case", ["deep", "arch", "empty", "only-nothing", "only-unknown", "dir", "name"])
+def test_a_corrupted_or_empty_pack_exits_2_without_a_traceback(tmp_path, case):
+    # a 100,000-deep manifest (RecursionError) and an edited arch ended in tracebacks; an empty folder list and
+    # --only naming nothing exited 0 having checked nothing
+    args = []
+    if case == "deep":
+        d = _fake_pack(tmp_path / "p", manifest='{"format": "synth-gpu-pack/1", "folders": ' + "[" * 100_000
+                       + "]" * 100_000 + "}")
+        words = ["nested too deeply"]
+    elif case == "arch":
+        d = _fake_pack(tmp_path / "p", ["s80-a"], arch="sm_90a")
+        words = ["arch sm_90a is not the arch of its kernel.cu"]
+    elif case == "empty":
+        d = _fake_pack(tmp_path / "p")
+        words = ["no folders: nothing to check"]
+    elif case == "only-nothing":
+        d = _fake_pack(tmp_path / "p", ["s80-a"])
+        args, words = ["--only", "s80-b"], ["--only: 's80-b': not a folder of the pack", "s80-a"]
+    elif case == "only-unknown":  # one known, one not: refused, not half checked
+        d = _fake_pack(tmp_path / "p", ["s80-a"])
+        args, words = ["--only", "s80-a", "s80-b"], ["'s80-b'"]
+    elif case == "dir":
+        d = _fake_pack(tmp_path / "p", ["s80-a"])
+        man = json.loads((d / "manifest.json").read_text())
+        man["folders"][0]["dir"] = "folders/../folders/s80-a"
+        (d / "manifest.json").write_text(json.dumps(man))
+        words = ["is not one prepare writes"]
+    else:
+        d = _fake_pack(tmp_path / "p", ["s80-a", "s80-a"])
+        words = ["named twice"]
+    proc = _script("run", str(d), "--backend", "emulator", *args)
+    _refused(proc, *words)
+    assert not (d / "report.json").exists()
+    if case in ("deep", "arch"):  # the sanitizer's child reads the pack the same way
+        one = _script("one", str(d), "s80-a")
+        assert one.returncode == 2 and "Traceback" not in one.stderr and "gpu_check: error:" in one.stderr, one.stderr
+
+
+# --------------------------------------------------------------------------- a folder that cannot be built
+
+PARTIAL = (f"import importlib.util, os, sys\nimport synth.api\nfrom synth.deadline import TimeUp\n"
+           f"spec = importlib.util.spec_from_file_location('gpu_check', {GPU_CHECK!r})\n"
+           "gc = importlib.util.module_from_spec(spec)\nspec.loader.exec_module(gc)\nreal = synth.api.solve\n"
+           "def solve(path, **kw):  # the Hopper folder runs out of its time limit\n"
+           "    if os.path.basename(path).startswith('h90'):\n"
+           "        raise TimeUp('the proof', kw['time_limit'])\n"
+           "    return real(path, **kw)\n"
+           "synth.api.solve = solve\n"
+           "gc.REDUCED = gc.REDUCED[::-1]  # the failing folder first: the next one is still prepared\n"
+           "sys.exit(gc.main(sys.argv[1:]))\n")
+
+
+@_heavy
+def test_a_folder_that_runs_out_of_time_is_left_out_and_run_reports_it(tmp_path):
+    # the 12th folder running out of the fixed 120 s discarded the whole pack with a traceback
+    d = tmp_path / "pack"
+    proc = subprocess.run([sys.executable, "-c", PARTIAL, "prepare", str(d), "--reduced", "--no-images",
+                           "--time-limit", "300"], capture_output=True, text=True, timeout=600, cwd=REPO,
+                          env=dict(os.environ, PYTHONPATH=REPO))
+    assert proc.returncode == 1 and "Traceback" not in proc.stderr, proc.stdout + proc.stderr
+    assert "[1/2] h90-128x128x64: NOT BUILT" in proc.stderr and "time limit (300 s) ran out" in proc.stderr
+    assert "[1/2] h90-128x128x64: solving and proving (time limit 300 s)" in proc.stdout, proc.stdout
+    assert "[2/2] s80-64x64x32-s3: proven (sm_80" in proc.stdout and "NOT BUILT: h90-128x128x64" in proc.stdout
+    man = json.loads((d / "manifest.json").read_text())
+    assert [f["name"] for f in man["folders"]] == ["s80-64x64x32-s3"] and man["time_limit_s"] == 300
+    ((nb),) = man["not_built"]
+    assert nb["name"] == "h90-128x128x64" and "time limit" in nb["reason"] and not (d / "folders" / nb["name"]).exists()
+    # the partial pack on a stock GPU image (no solver): the folder left out is NOT BUILT, never OK, exit 1
+    run, got = run_stock(RUN, tmp_path, "run", str(d), "--backend", "emulator")
+    assert run.returncode == 1 and "Traceback" not in run.stderr, run.stdout + run.stderr[-3000:]
+    assert not HEAVY & set(got["modules"])
+    lines = run.stdout.splitlines()
+    assert lines[0].split()[:3] == ["h90-128x128x64", "NOT", "BUILT"] and "time limit" in lines[0], run.stdout
+    assert lines[1].split()[:2] == ["s80-64x64x32-s3", "OK"] and "1 not built" in run.stdout, run.stdout
+    rep = json.loads((d / "report.json").read_text())
+    assert rep["status"] == "done" and rep["wrong"] == 0 and rep["not_built"] == 1
+    assert "| h90-128x128x64 (-) | NOT BUILT |" in (d / "report.md").read_text()
+    run, _ = run_stock(RUN, tmp_path, "run", str(d), "--backend", "emulator", "--only", "s80-64x64x32-s3")
+    assert run.returncode == 0 and "0 not built" in run.stdout, run.stdout + run.stderr[-3000:]
+    run, _ = run_stock(RUN, tmp_path, "run", str(d), "--backend", "emulator", "--only", "h90-128x128x64")
+    assert run.returncode == 1 and "NOT BUILT" in run.stdout, run.stdout + run.stderr[-3000:]

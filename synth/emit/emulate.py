@@ -11,7 +11,9 @@ against ``runtime/synth_emu.h`` (a light header: the API's declarations) and
 ``runtime/synth_emu_runtime.cpp`` (the emulator proper), which is compiled once
 per version. Objects and binaries are cached (:func:`cache_dir`) by the hash of
 everything that goes into them, so re-running a kernel with another shape or
-scheduling policy costs no compile.
+scheduling policy costs no compile. A build that starts says so in one line on
+stderr (what is built, for which kernel, where it is cached: the sm_90a emulator's
+takes over a minute), unless ``$SYNTH_EMU_QUIET`` is set (:func:`build_notice`).
 
 Left out on purpose: a model of timing (the emulator says whether a kernel is
 right, not how fast it is) and plain C++ shared loads/stores, which are not
@@ -27,6 +29,7 @@ import pathlib
 import re
 import shutil
 import subprocess
+import sys
 import tempfile
 import time
 from dataclasses import dataclass, field
@@ -203,6 +206,27 @@ def launch_inc(kernel_name: str, args: Sequence[Arg]) -> str:
     return f"#define SYNTH_EMU_LAUNCH(run) run.launch({call})\n"
 
 
+def describe_kernel(kernel_cu: str) -> str:
+    """A kernel.cu in a few words for :func:`build_notice`: its ``// synth: ...`` first line (the sm_90a kernels'),
+    else its problem's name and its ``SYNTH_*`` tile facts."""
+    first = kernel_cu.split("\n", 1)[0]
+    if first.startswith("// synth: "):
+        return first[len("// synth: "):][:160]
+    m = re.match(r"// kernel\.cu for '([^']{1,80})'", first)
+    facts = kernel_macros(kernel_cu)
+    shown = ", ".join(f"{k} {facts[k]}" for k in ("BM", "BN", "BK", "STAGES", "THREADS", "SPLIT_K") if k in facts)
+    return (f"'{m.group(1)}'" if m else "a kernel") + (f" ({shown})" if shown else "")
+
+
+def build_notice(what: str, about: str, cached: Union[str, pathlib.Path]) -> None:
+    """One line on stderr as a g++ build of the emulator starts (``what``, ``about``: for what, ``cached``: where the
+    result is kept), so that a first run is not a silent wait; nothing when ``$SYNTH_EMU_QUIET`` is set (not ``0``)."""
+    if os.environ.get("SYNTH_EMU_QUIET", "") not in ("", "0"):
+        return
+    print(f"synth emulator: building {what} with g++ for {about} (once; cached in {cached}; "
+          "SYNTH_EMU_QUIET=1 silences this)", file=sys.stderr, flush=True)
+
+
 def _hash(*parts: str) -> str:
     h = hashlib.sha256()
     for part in parts:
@@ -235,6 +259,7 @@ def runtime_object() -> pathlib.Path:
     if obj.exists():
         return obj
     obj.parent.mkdir(parents=True, exist_ok=True)
+    build_notice("the emulator runtime (about 10 s)", "every kernel", obj.parent)
     tmp = obj.with_name(f"{obj.name}.{os.getpid()}.tmp")
     _build([gxx, *CXXFLAGS, f"-I{RUNTIME}", "-c", str(RUNTIME / "synth_emu_runtime.cpp"), "-o", str(tmp)],
            "the emulator runtime")
@@ -255,6 +280,7 @@ def compile_kernel(kernel_cu: str, kernel_name: str, args: Sequence[Arg],
     if binary.exists():
         os.utime(binary)  # most recently used: kept by _prune
         return binary, time.perf_counter() - t0
+    build_notice(f"the emulator binary of {kernel_name} (seconds)", describe_kernel(kernel_cu), binary.parent)
     with tempfile.TemporaryDirectory(prefix="synth-emu-build-") as tmp:
         src = pathlib.Path(tmp)
         (src / "kernel.cu").write_text(kernel_cu)

@@ -6,7 +6,9 @@ comparison with numpy and what the emulator saw (a hang is reported as such, wit
 threads' barriers and parities). A cluster kernel (``SYNTH_CLUSTER_M`` / ``SYNTH_CLUSTER_N``) runs each
 cluster's CTAs together (docs/emulator.md, "Clusters"). The binary is compiled with ``g++ -std=c++20 -O2
 -DSYNTH_EMULATE`` and cached under ``$SYNTH_EMU_CACHE/sm90`` (default ``~/.cache/synth/emu``) by the
-hash of the kernel, the runtime sources and the compiler; shapes and orders are run-time inputs.
+hash of the kernel, the runtime sources and the compiler; shapes and orders are run-time inputs. A build
+(about a minute) says so in one line on stderr unless ``$SYNTH_EMU_QUIET`` is set
+(:func:`synth.emit.emulate.build_notice`).
 """
 
 from __future__ import annotations
@@ -25,7 +27,7 @@ from typing import Optional
 import numpy as np
 
 from ...expr import evaluate, parse
-from ..emulate import EmulatorError, cache_dir
+from ..emulate import EmulatorError, build_notice, cache_dir, describe_kernel
 from .kernel import KERNEL
 
 RUNTIME = pathlib.Path(__file__).resolve().parent.parent / "runtime"
@@ -102,6 +104,7 @@ def binary(kernel_cu: str) -> pathlib.Path:
     exe = d / f"gemm-{h.hexdigest()[:24]}"
     if exe.exists():
         return exe
+    build_notice("the sm_90a emulator (about a minute)", describe_kernel(kernel_cu), d)
     with tempfile.TemporaryDirectory(prefix="synth-sm90-") as tmp:
         (pathlib.Path(tmp) / "kernel.cu").write_text(kernel_cu)
         out = pathlib.Path(tmp) / "a.out"
