@@ -3,6 +3,7 @@
     python benchmarks/check_corpus.py            # every input and its mutants
     python benchmarks/check_corpus.py --quick    # one input per form (the test's set, a few seconds)
     python benchmarks/check_corpus.py --json out.json
+    python benchmarks/check_corpus.py --under triton_nested   # the inputs of one folder only
 
 Each row: the input (or mutant), its form, the programs checked (loops, or Hopper roles), the waits and the
 obligations proven / refuted / unknown, the verdict, the time. The originals must be proven (the refused
@@ -39,13 +40,15 @@ sys.path.insert(0, str(ROOT))
 from synth.errors import SynthError  # noqa: E402
 from synth.frontends import mutants as M  # noqa: E402
 from synth.frontends import tilelang_mutants as TLM  # noqa: E402
+from synth.frontends import ttgir_mutants as NM  # noqa: E402
 from synth.frontends.check import check_file_all  # noqa: E402
 
 INPUTS = ROOT / "tests" / "check_inputs"
 QUICK = ("triton-matmul-s3.ttgir", "triton_hopper_s3.ttgir", "triton_persistent/triton_persistent_s2.ttgir",
-         "triton_ws/triton_ws_s2.ttgir", "tvm-stream-s2.py", "mlir-copy-depth2.mlir",
+         "triton_ws/triton_ws_s2.ttgir", "triton_nested/triton_tiles_s2.ttgir", "tvm-stream-s2.py",
+         "mlir-copy-depth2.mlir",
          "tilelang/tilelang_sm80_dynk_s3.tir", "tilelang/tilelang_sm90_ws_s3.tir")
-"""One input per form (Triton sm_80, sm_90 one warp group, persistent, warp-specialized, TVM, MLIR,
+"""One input per form (Triton sm_80, sm_90 one warp group, persistent, warp-specialized, tile loop, TVM, MLIR,
 TileLang cp.async and warp-specialized)."""
 
 
@@ -129,9 +132,27 @@ def run_check(row: Row, path: str, min_trip_count: Optional[int] = None) -> list
             row.waits[s] += 1
         for o in rep.obligations:
             row.obligations[o.status] += 1
+        for status in _nested_statuses(r):
+            row.obligations[status] += 1
     ok = all(r.ok for r in results)
     row.verdict = "proven" if ok else ("refuted" if row.obligations["refuted"] else "unknown")
     return list(results)
+
+
+def _nested_statuses(r) -> list:
+    """The statuses a tile-loop / TMA-store check (:mod:`synth.frontends.ttgir_nested`) adds beside its
+    program's obligations: the variants' obligations, each store program's obligations and thread checks,
+    the tile obligations (carry, phase_reset)."""
+    n = getattr(r, "nested", None)
+    if n is None:
+        return []
+    out = [o.status for _l, rep, _w in r.variant_reports for o in rep.obligations]
+    for s in r.stores:
+        out += [o.status for o in s.report.obligations]
+        out += ["proven" if t.ok else "refuted" for t in s.threads if t.cls != "teardown"]
+        out.append("proven" if s.teardown[0] else "refuted")
+    out += ["proven" if o.ok else ("unknown" if "unknown" in o.detail else "refuted") for o in n.obligations]
+    return out
 
 
 def zero_trip_verdict(path: str) -> str:
@@ -152,6 +173,14 @@ def mutants_of(path: pathlib.Path, results: list) -> list[tuple[str, Callable[[s
     out = []
     if path.suffix == ".tir":  # TileLang: its own mutants (synth.frontends.tilelang_mutants)
         return _tilelang_mutants(text, results)
+    if path.parent.name == "triton_nested":  # tile loops and TMA stores: synth.frontends.ttgir_mutants
+        for name, fn in NM.MUTANTS.items():
+            try:
+                fn(text)
+            except ValueError:
+                continue
+            out.append((name.replace("_", " "), fn, None))
+        return out
     if results and hasattr(results[0].report, "verdicts"):  # cp.async: raise the first tight wait
         for r in results:
             tight = [v for v in r.report.verdicts if v.tight]
@@ -218,11 +247,14 @@ def main(argv: Optional[list] = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--quick", action="store_true", help="one input per form and its mutants")
     ap.add_argument("--json", metavar="PATH", help="also write the rows as JSON")
+    ap.add_argument("--under", metavar="DIR", help="only the inputs under tests/check_inputs/DIR (e.g. triton_nested)")
     args = ap.parse_args(argv)
     rows: list[Row] = []
     with tempfile.TemporaryDirectory() as tmp:
         for path in inputs(args.quick):
             rel = str(path.relative_to(INPUTS))
+            if args.under and not rel.startswith(args.under.rstrip("/") + "/"):
+                continue
             row = Row(rel, expect=expected(path))
             results = run_check(row, str(path))
             rows.append(row)
@@ -259,9 +291,51 @@ def _print(rows: list[Row], viz: str) -> None:
     print(f"{len(rows)} rows, {sum(r.source.startswith('  ') for r in rows)} mutants, "
           f"{sum(r.mark == 'MISS' for r in rows)} MISS, {sum(r.mark == 'WRONG' for r in rows)} WRONG, "
           f"{sum(r.seconds for r in rows):.1f} s")
+    _print_forms(rows)
     print(viz)
     for r in bad:
         print(f"{r.mark}: {r.source.strip()} expected {r.expect}, got {r.verdict}", file=sys.stderr)
+
+
+def form_summary(rows: list[Row]) -> list[dict]:
+    """Per form: the inputs (files), how many are proven, refuted, outside the model (refused), the mean and
+    largest time per file, and the mutants and how many are refuted."""
+    forms: dict = {}
+    form_of: dict = {}
+    for r in rows:
+        mutant = r.source.startswith("  ")
+        key = r.source.strip().split(":")[0] if mutant else r.source
+        form = r.form or form_of.get(key) or ("refused" if r.verdict == "refused" else "?")
+        if not mutant:
+            form_of[key] = form
+        f = forms.setdefault(form, {"form": form, "files": 0, "proven": 0, "refuted": 0, "refused": 0,
+                                    "seconds": [], "mutants": 0, "mutants_refuted": 0})
+        if mutant:
+            f["mutants"] += 1
+            f["mutants_refuted"] += r.verdict == "refuted"
+        else:
+            f["files"] += 1
+            f[r.verdict if r.verdict in ("proven", "refuted", "refused") else "refuted"] += 1
+            f["seconds"].append(r.seconds)
+    out = []
+    for f in forms.values():
+        s = f.pop("seconds")
+        out.append(dict(f, mean_s=round(sum(s) / len(s), 2) if s else 0.0, max_s=round(max(s), 2) if s else 0.0))
+    return out
+
+
+def _print_forms(rows: list[Row]) -> None:
+    from rich.console import Console
+    from rich.table import Table
+
+    t = Table(title="per form")
+    for c in ("form", "files", "proven", "refuted", "outside the model", "s / file (mean)", "s / file (max)",
+              "mutants", "mutants refuted"):
+        t.add_column(c, justify="left" if c == "form" else "right")
+    for f in form_summary(rows):
+        t.add_row(f["form"], str(f["files"]), str(f["proven"]), str(f["refuted"]), str(f["refused"]),
+                  f"{f['mean_s']:.2f}", f"{f['max_s']:.2f}", str(f["mutants"]), str(f["mutants_refuted"]))
+    Console(width=220).print(t)
 
 
 if __name__ == "__main__":
