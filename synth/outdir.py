@@ -134,6 +134,9 @@ def check_out_dir(out_dir: str, *, force: bool = False, flag: str = "-o") -> Non
     other = f"choose another folder with {flag}"
     if not out_dir or "\0" in out_dir:
         raise SynthError(loc, "empty or invalid output folder name", other)
+    # 'LINK/' names what LINK points to, so os.path.islink('LINK/') is False: every check below is of the path
+    # itself, the name the folder is renamed to (publish renames onto os.path.abspath, which drops the slash)
+    out_dir = _strip_slashes(out_dir)
     probe = os.path.abspath(out_dir)
     # An ancestor that is a file makes the folder impossible to create.
     parent = os.path.dirname(probe)
@@ -142,8 +145,8 @@ def check_out_dir(out_dir: str, *, force: bool = False, flag: str = "-o") -> Non
     if parent and not os.path.isdir(parent):
         raise SynthError(loc, f"cannot create '{out_dir}': '{parent}' is a file, not a folder", other)
     if os.path.islink(out_dir):
-        raise SynthError(loc, f"output folder '{out_dir}' is a symbolic link; synth does not write through links",
-                         other)
+        raise SynthError(loc, f"output folder '{out_dir}' is a symbolic link; synth does not write through links "
+                         "(nor replaces a link)", other)
     if not os.path.exists(out_dir):
         return
     if not os.path.isdir(out_dir):
@@ -160,6 +163,12 @@ def check_out_dir(out_dir: str, *, force: bool = False, flag: str = "-o") -> Non
         shown = "; ".join(bad[:5]) + (f"; and {len(bad) - 5} more" if len(bad) > 5 else "")
         raise SynthError(loc, f"refusing to replace '{out_dir}': it holds files synth did not write: {shown}",
                          f"move those files elsewhere, or {other}")
+
+
+def _strip_slashes(path: str) -> str:
+    """``path`` without trailing separators (``out/`` is ``out``; ``/`` stays ``/``)."""
+    seps = os.sep + (os.altsep or "")
+    return path.rstrip(seps) or path[:1]
 
 
 def publish(out_dir: str, build: Callable[[str], object], *, force: bool = False, flag: str = "-o") -> None:

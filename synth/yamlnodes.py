@@ -31,6 +31,8 @@ class LDict(dict):
     key_loc: dict[str, Loc]
     val_loc: dict[str, Loc]
     val_style: dict[str, str | None]
+    source: str | None = None
+    """The text the document was read from (set on the root of :func:`read_yaml_text`'s result)."""
 
 
 class LList(list):
@@ -138,9 +140,11 @@ def _scalar(path: str, node: yaml.Node) -> Any:
                          f"shorten it ({_BOUNDS})")
     try:
         return yaml.constructor.SafeConstructor().construct_object(node, deep=True)
-    except (yaml.YAMLError, ValueError, TypeError, OverflowError, AttributeError) as exc:
-        # AttributeError: PyYAML's timestamp constructor on an explicit !!timestamp that is not one
-        why = getattr(exc, "problem", None) or str(exc) or type(exc).__name__
+    except Exception as exc:  # noqa: BLE001 - PyYAML's constructors on a tag that does not fit the text
+        # raise what they happen to: KeyError ('!!bool gemm'), IndexError ('!!int ""', '!!float ""'),
+        # AttributeError (an explicit !!timestamp that is not one), ValueError, OverflowError, ...
+        why = getattr(exc, "problem", None) or (str(exc) if not isinstance(exc, (KeyError, IndexError)) else "") \
+            or f"not a {node.tag[len(_CORE):]} value"
         kind = node.tag[len(_CORE):]
         raise SynthError(loc, f"cannot read value {text[:40]!r} as {kind}: {why}",
                          "write a plain number, word or quoted string (no YAML tags such as !!int)") from None
@@ -223,6 +227,7 @@ def read_yaml_text(text: str, path: str = "<string>") -> LDict:
         kind = "a list" if isinstance(doc, list) else f"the value {doc!r}"
         raise SynthError(_loc(path, node), f"the problem file must be a YAML mapping, but it is {kind}",
                          "write keys such as 'name:', 'loop:', 'ops:' at the top level, without a leading '-'")
+    doc.source = text
     return doc
 
 
@@ -353,6 +358,96 @@ def check_bound(v: int, hi: int | None, loc: Loc, what: str) -> None:
     if hi is not None and v > hi:
         raise SynthError(loc, f"{what} is {v}, above the maximum {hi}",
                          f"use a value of at most {hi} ({_BOUNDS})")
+
+
+# ------------------------------------------------------------------------------------------------ writing
+#
+# The one writer of problem files (an output folder's problem.yaml): every top-level key on a line of its own
+# at column 0, its value on that line (a mapping or list in flow style), every scalar written so that PyYAML
+# reads it back as the same value and type. A file written so reads back to the same document, and a line
+# reader of ``key: value`` lines (the trusted checker's, synth/trusted/flags.py) reads the keys it knows as
+# YAML does.
+
+_PLAIN = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.\-]*\Z")
+_ESCAPES = {'"': '\\"', "\\": "\\\\", "\n": "\\n", "\t": "\\t", "\r": "\\r", "\0": "\\0"}
+_RESOLVER = yaml.resolver.Resolver()
+
+
+def _escape(ch: str) -> str:
+    o = ord(ch)
+    return f"\\x{o:02x}" if o < 0x100 else f"\\u{o:04x}" if o < 0x10000 else f"\\U{o:08x}"
+
+
+def yaml_scalar(value: Any) -> str:
+    """``value`` (None, a bool, an int, a float or a string) as YAML on one line that reads back as the same
+    value and type. A string is written plain only when it is a word that YAML reads as that string (``f16``,
+    ``sm_90``, ``2x1``; never ``123``, ``true``, ``null``, ``0x10`` or ``1e3``), else double-quoted, with every
+    character a problem file may not hold literally escaped."""
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, int):
+        return str(int(value))
+    if isinstance(value, float):
+        if value != value:
+            return ".nan"
+        if value in (float("inf"), float("-inf")):
+            return ".inf" if value > 0 else "-.inf"
+        text = repr(value)
+        if "e" in text and "." not in text:  # YAML 1.1 (PyYAML) reads 1e+20 as a string: write 1.0e+20
+            mant, exp = text.split("e")
+            text = f"{mant}.0e{exp}"
+        return text
+    if isinstance(value, str):
+        if _PLAIN.match(value) and _RESOLVER.resolve(yaml.ScalarNode, value, (True, False)) == _CORE + "str":
+            return value
+        body = "".join(_ESCAPES.get(ch) or (_escape(ch) if _BAD_CHAR.match(ch) or ch == "\ufeff" else ch)
+                       for ch in value)
+        return f'"{body}"'
+    raise TypeError(f"cannot write {type(value).__name__} {value!r} in a problem file")
+
+
+def yaml_flow(value: Any) -> str:
+    """``value`` on one line: a mapping as ``{k: v, ...}``, a list as ``[a, b]``, a scalar by :func:`yaml_scalar`."""
+    if isinstance(value, dict):
+        return "{" + ", ".join(f"{yaml_scalar(k)}: {yaml_flow(v)}" for k, v in value.items()) + "}"
+    if isinstance(value, (list, tuple)):
+        return "[" + ", ".join(yaml_flow(v) for v in value) + "]"
+    return yaml_scalar(value)
+
+
+def comment_text(text: str) -> str:
+    """``text`` made safe for one YAML comment line: line breaks and characters a problem file may not hold
+    escaped (a comment ends at a line break, and PyYAML also takes NEL and U+2028 for one)."""
+    return "".join(_ESCAPES.get(ch) if ch in "\n\r\0" else _escape(ch) if _BAD_CHAR.match(ch) else ch
+                   for ch in text)
+
+
+def yaml_line(key: str, value: Any, comment: str | None = None) -> str:
+    """One top-level ``key: value`` line (column 0, the value in flow style), with an optional ``# comment``."""
+    line = f"{yaml_scalar(key)}: {yaml_flow(value)}"
+    return line + (f"  # {comment_text(comment)}" if comment else "")
+
+
+def comment_block(label: str, text: str) -> list[str]:
+    """``text`` (any string, several lines included) as comment lines: ``# label: line 1``, ``#   line 2``, ..."""
+    parts = [comment_text(p).rstrip() for p in _LINE_BREAK.split(text)]
+    return [f"# {label}: {parts[0]}".rstrip()] + [f"#   {p}".rstrip() for p in parts[1:]]
+
+
+def leading_comments(doc: LDict) -> list[str]:
+    """The comment (and blank) lines of the text ``doc`` was read from that come before its first key."""
+    text = getattr(doc, "source", None)
+    if not text or doc.loc.line <= 1:
+        return []
+    lines = _LINE_BREAK.split(text.lstrip("\ufeff"))[: max(0, doc.loc.line - 1)]
+    out = [ln.rstrip() for ln in lines if not ln.strip() or ln.lstrip().startswith("#")]
+    while out and not out[0]:
+        out.pop(0)
+    while out and not out[-1]:
+        out.pop()
+    return out
 
 
 def suggest(name: str, known: Iterable[str]) -> str:

@@ -166,7 +166,12 @@ def parse_module(text: str, path: str) -> list:
             op.regions.append(region)
             stack.append((op, region))
     if len(stack) != 1:
-        raise SynthError(Loc(path), "unbalanced '{': the file ends inside a region", "pass the whole printed module")
+        op = stack[-1][0]  # the innermost region left open: the op whose line opened it
+        raw = text.splitlines()[op.line - 1]
+        raise SynthError(Loc(path, op.line, len(raw) - len(raw.lstrip()) + 1),
+                         f"unbalanced '{{': the region {op.name} opens at line {op.line} is not closed by the end "
+                         f"of the file ({len(stack) - 1} region(s) open)",
+                         "pass the whole printed module (a file cut short loses its closing '}')")
     return root
 
 

@@ -389,18 +389,26 @@ def _num(e):
     return e.value if isinstance(e, Num) else e
 
 
-def tvmscript_functions(text: str, path: str) -> tuple:
+def tvmscript_functions(text: str, path: str, only: Optional[str] = None) -> tuple:
     """``(name, PrimFunc)`` of every ``@T.prim_func`` in TVMScript ``text``, in file order.
 
     The text is first screened with :func:`synth.frontends.tvmscript.screen` (Python's
     ``ast`` only, a closed whitelist; nothing of the file is evaluated); only then is
     each accepted function's own text handed to TVM's parser, with ``T``, ``I`` and
     ``R`` (and the file's aliases of them) bound to TVM's script namespaces and no
-    other name. Needs the ``apache-tvm`` package.
+    other name. Needs the ``apache-tvm`` package. ``only``: the function of that name alone (SynthError, before
+    TVM is imported, when the file has none).
     """
     from .tvmscript import screen
 
     screened = screen(text, path)
+    funcs = screened.funcs
+    if only is not None:  # a name the file lacks is said at once, without importing TVM or parsing a function
+        funcs = [f for f in screened.funcs if f.name == only]
+        if not funcs:
+            raise SynthError(Loc(path), f"no @T.prim_func named {only!r} in the file "
+                             f"(it has {', '.join(f.name for f in screened.funcs) or 'none'})",
+                             "pass --func with one of those names")
     try:
         import tvm  # noqa: F401
         import tvm.script
@@ -410,7 +418,7 @@ def tvmscript_functions(text: str, path: str) -> tuple:
                          "pip install apache-tvm (or pass Triton TTGIR / MLIR instead)") from None
     names = _default_globals()
     out = []
-    for f in screened.funcs:
+    for f in funcs:
         env = {a: names[r] for a, r in screened.aliases if r in ("T", "I", "R")}
         try:
             fn = tvm.script.from_source(f.text, extra_vars=env)
@@ -434,13 +442,10 @@ def tvmscript_to_loops(text: str, path: str, func: Optional[str] = None) -> tupl
     or it has no async pipeline). Without it, every function with an async pipeline
     is read, in file order; a file with none is a SynthError.
     """
-    funcs = tvmscript_functions(text, path)
     if func is not None:
-        hit = [(n, f) for n, f in funcs if n == func]
-        if not hit:
-            raise SynthError(Loc(path), f"no @T.prim_func named {func!r} in the file "
-                             f"(it has {', '.join(n for n, _ in funcs)})", "pass --func with one of those names")
-        return (tvm_to_loop(hit[0][1], path, name=func),)
+        fn = tvmscript_functions(text, path, only=func)[0][1]
+        return (tvm_to_loop(fn, path, name=func),)
+    funcs = tvmscript_functions(text, path)
     with_async = [(n, f) for n, f in funcs if _has_async(f.body)]
     if not with_async:
         raise SynthError(Loc(path), "no async pipeline: no async_commit_queue_scope or async_wait_queue_scope in "

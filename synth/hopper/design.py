@@ -112,13 +112,13 @@ def choose_design(g: HopperGemm, pipeline, *, time_limit: float = 10.0) -> Desig
 
     from ..deadline import solve_cp_sat
     from ..search.hopper import HopperPoint, cluster_kernel_issue, estimate_hopper
-    from ..search.space import make_context
+    from ..search.hopper_search import hopper_context
 
     cands = candidate_designs(g)
     if not cands:
         raise SynthError(g.loc(g.auto[0] if g.auto else ""), "no design of the Hopper kernel fits these pins",
                          "remove a pin (persistent:, pingpong:, epilogue:, cluster:) or use tile BM: 64 for ping-pong")
-    ctx = make_context(g.M, g.N, g.K, g.dtype, g.arch)
+    ctx = hopper_context(g.M, g.N, g.K, g.dtype, g.arch)  # the Hopper search's context: f16 or bf16 operands
     scored = []
     for d in cands:
         gd = with_design(g, d)
@@ -152,26 +152,5 @@ def choose_design(g: HopperGemm, pipeline, *, time_limit: float = 10.0) -> Desig
     return DesignChoice(d, tuple((dd.label, round(us, 3)) for dd, us in scored), solver.StatusName(st))
 
 
-def resolved_source(text: str, g: HopperGemm) -> Optional[str]:
-    """The problem text ``text`` with each ``auto`` value of a design key replaced by ``g``'s (chosen) value, a
-    comment saying so; None when a key is not written as a plain top-level ``key: auto`` line (the caller then
-    writes the problem out canonically)."""
-    import re
-
-    lines = text.splitlines(keepends=True)
-    out = list(lines)
-    for key in g.auto:
-        value = getattr(g, key)
-        word = ("true" if value else "false") if isinstance(value, bool) else value
-        pat = re.compile(r"""^(["']?)""" + key + r"""\1[ \t]*:[ \t]*(["']?)auto\2[ \t]*(#.*)?(\r?\n)?$""")
-        hits = [n for n, ln in enumerate(lines) if pat.match(ln)]
-        if len(hits) != 1:
-            return None
-        n = hits[0]
-        end = "\n" if lines[n].endswith("\n") else ""
-        out[n] = f"{key}: {word}  # chosen by synth solve (the problem said auto; docs/hopper_design.md)" + end
-    return "".join(out)
-
-
-__all__ = ["Design", "DesignChoice", "DESIGN_KEYS", "candidate_designs", "choose_design", "resolved_source",
-           "design_of", "with_design", "legal"]
+__all__ = ["Design", "DesignChoice", "DESIGN_KEYS", "candidate_designs", "choose_design", "design_of", "with_design",
+           "legal"]

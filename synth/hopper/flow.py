@@ -33,7 +33,7 @@ from ..errors import Loc, SynthError
 from ..gemm import GemmConfig
 from .ir import HopperProgram
 from .model import HopperChoice, choose
-from .problem import ALIGN_PAD, HopperGemm, hopper_gemm_yaml
+from .problem import ALIGN_PAD, HopperGemm
 
 SCHEDULE_FORMAT = "synth-hopper-schedule/1"
 """``schedule.json`` of a Hopper folder."""
@@ -201,6 +201,7 @@ def run_hopper(g: HopperGemm, *, deadline: Union[Deadline, float], verify: bool 
 
         design = timed("design", lambda: choose_design(g, choose_pipeline, time_limit=budget))
         g = with_design(g, design.design)
+    problem_source(g)  # the folder's problem.yaml reads back as g, for synth and for the certificate checker
     choice = timed("schedule", lambda: choose_pipeline(g, time_limit=budget))
     cfg = kernel_config(g, choice)
     program = timed("lower", cfg.program)
@@ -375,16 +376,34 @@ def cfg_tile_ends(cfg) -> str:
 
 
 def problem_source(g: HopperGemm) -> str:
-    """The problem file as given (each ``auto`` design key replaced by the value chosen, with a comment), or a
-    file reproducing ``g``."""
-    from ..load import given_source
+    """The output folder's ``problem.yaml`` (:func:`synth.hopper.problem.hopper_problem_yaml`: the problem as given,
+    written again by the one YAML writer, each ``auto`` design key replaced by the value chosen), checked to read
+    back as ``g`` and to give the certificate checker's line readers (synth/trusted/: ``persistent``, ``pingpong``,
+    ``epilogue``, ``cluster``) what YAML gives; :func:`run_hopper` calls it before any proof. A disagreement is a
+    bug of synth's writer (RuntimeError, exit 3), never a problem file refused after the proof."""
+    from dataclasses import replace
 
-    text = given_source(g.path)
-    if text is not None and g.auto:  # the folder's problem.yaml pins what synth chose
-        from .design import resolved_source
+    from ..load import load_problem_text
+    from ..trusted.flags import read_cluster_flag, read_epilogue_flag, read_pingpong_flag
+    from ..trusted.hopper import read_persistent_flag
+    from ..yamlnodes import read_yaml_text
+    from .problem import hopper_problem_yaml
 
-        text = resolved_source(text, g)
-    return text if text is not None else hopper_gemm_yaml(g)
+    text = hopper_problem_yaml(g)
+    back = load_problem_text(text, g.path)
+    if not isinstance(back, HopperGemm) or replace(back, auto=g.auto, path=g.path) != g:
+        raise RuntimeError(f"the output folder's problem.yaml does not read back as the problem solved:\n{text}")
+    doc, data = read_yaml_text(text), text.encode("utf-8")
+    for key, reader, default in (("persistent", read_persistent_flag, False), ("pingpong", read_pingpong_flag, False),
+                                 ("epilogue", read_epilogue_flag, "register"), ("cluster", read_cluster_flag, "1x1")):
+        try:
+            got = reader(data, "problem.yaml")
+        except ValueError as e:  # FlagError, HopperInputError
+            got = e
+        if got != doc.get(key, default):
+            raise RuntimeError(f"the certificate checker reads {key} {got!r} in the output folder's problem.yaml, "
+                               f"YAML reads {doc.get(key, default)!r}:\n{text}")
+    return text
 
 
 @dataclass(frozen=True)

@@ -29,7 +29,8 @@ from typing import Optional
 from ..arch import get_arch
 from ..bounds import MAX_SPLIT_K
 from ..errors import Loc, SynthError
-from ..yamlnodes import LDict, check_keys, want_int
+from ..yamlnodes import (LDict, check_keys, comment_block, leading_comments, read_yaml_text, want_int, yaml_flow,
+                         yaml_line)
 from .cluster_shape import CLUSTERS
 from .loop import MAX_STAGES
 from .store import DEFAULT_STAGING
@@ -103,6 +104,10 @@ class HopperGemm:
     auto: tuple[str, ...] = ()
     """Design keys the problem writes ``auto`` (``persistent``, ``pingpong``, ``epilogue``, ``cluster``): synth chooses them
     (:mod:`synth.hopper.design`); until then their fields hold the defaults."""
+    source: Optional[str] = field(default=None, compare=False, hash=False, repr=False)
+    """The text of the problem file it was read from (the document's, :func:`synth.yamlnodes.read_yaml_text`); None
+    when built in memory. The output folder's ``problem.yaml`` is written from it (:func:`hopper_problem_yaml`): the
+    file is not read again after the proof."""
 
     def staging_bytes(self) -> int:
         """Shared memory of the TMA-store staging buffers (0 for the register epilogue)."""
@@ -328,7 +333,7 @@ def hopper_gemm_from_doc(doc: LDict, path: str, name: str, dims: dict, arch: str
     cluster = _cluster(doc, split_k, persistent, pingpong, auto, tdims)
     g = HopperGemm(name, dims["M"], dims["N"], dims["K"], dtype, tdims["BM"], tdims["BN"], stages, k_pipe, limit,
                    arch, path, locs, split_k=split_k, persistent=persistent, epilogue=epilogue, pingpong=pingpong,
-                   auto=auto, out_dtype=out_dtype, cluster=cluster)
+                   auto=auto, out_dtype=out_dtype, cluster=cluster, source=getattr(doc, "source", None))
     if g.max_stages() < 1:
         raise SynthError(g.loc("target.shared_bytes"), f"one stage needs {g.smem_bytes(1)} B of shared memory, "
                          f"above the {limit} B allowed", "raise target.shared_bytes or use a smaller tile")
@@ -338,31 +343,55 @@ def hopper_gemm_from_doc(doc: LDict, path: str, name: str, dims: dict, arch: str
     return g
 
 
+CHOSEN = "chosen by synth solve (the problem said auto; docs/hopper_design.md)"
+"""The comment on a design key of an output folder's ``problem.yaml`` that the problem left to synth."""
+
+
 def hopper_gemm_yaml(g: HopperGemm) -> str:
-    """A problem file reproducing ``g`` (for folders of problems built in memory)."""
-    lines = [f"name: {g.name}", "kind: gemm", f"shape: {{M: {g.M}, N: {g.N}, K: {g.K}}}", f"dtype: {g.dtype}",
-             f"tile: {{BM: {g.BM}, BN: {g.BN}, BK: {g.BK}}}", f"arch: {g.arch}", "mainloop: tma_wgmma",
-             f"stages: {'auto' if g.stages is None else g.stages}",
-             f"k_pipe_mmas: {'auto' if g.k_pipe_mmas is None else g.k_pipe_mmas}"]
+    """A problem file reproducing ``g`` (for folders of problems built in memory), written by the one YAML
+    writer (:func:`synth.yamlnodes.yaml_line`: a name such as ``"123"`` stays a string)."""
+    items: list = [("name", g.name), ("kind", "gemm"), ("shape", {"M": g.M, "N": g.N, "K": g.K}), ("dtype", g.dtype),
+                   ("tile", {"BM": g.BM, "BN": g.BN, "BK": g.BK}), ("arch", g.arch), ("mainloop", "tma_wgmma"),
+                   ("stages", "auto" if g.stages is None else g.stages),
+                   ("k_pipe_mmas", "auto" if g.k_pipe_mmas is None else g.k_pipe_mmas)]
     if g.split_k != 1:
-        lines.append(f"split_k: {g.split_k}")
-    if g.persistent:
-        lines.append("persistent: true")
-    if g.epilogue != "register":
-        lines.append(f"epilogue: {g.epilogue}")
-    if g.pingpong:
-        lines.append("pingpong: true")
+        items.append(("split_k", g.split_k))
+    # the chosen value of an auto key stands (a folder's problem.yaml pins what synth chose)
+    for key, default in (("persistent", False), ("epilogue", "register"), ("pingpong", False)):
+        if getattr(g, key) != default or key in g.auto:
+            items.append((key, getattr(g, key)))
     if g.out_dtype != "f32":
-        lines.append(f"out_dtype: {g.out_dtype}")
-    if g.cluster != "1x1":
-        lines.append(f"cluster: {g.cluster}")
-    for key in g.auto:  # the chosen value stands (a folder's problem.yaml pins what synth chose)
-        if not any(ln.startswith(f"{key}:") for ln in lines):
-            lines.append({"epilogue": "epilogue: register", "cluster": "cluster: 1x1"}.get(key, f"{key}: false"))
+        items.append(("out_dtype", g.out_dtype))
+    if g.cluster != "1x1" or "cluster" in g.auto:
+        items.append(("cluster", g.cluster))
     if g.shared_limit != SMEM_LIMIT:
-        lines.append(f"target: {{shared_bytes: {g.shared_limit}}}")
+        items.append(("target", {"shared_bytes": g.shared_limit}))
+    return "\n".join(yaml_line(k, v, CHOSEN if k in g.auto else None) for k, v in items) + "\n"
+
+
+def hopper_problem_yaml(g: HopperGemm) -> str:
+    """The output folder's ``problem.yaml`` of ``g``: the problem file it was read from (``g.source``), written
+    again by the one YAML writer (:mod:`synth.yamlnodes`), never edited as text. Its leading comments, then each
+    key it gives, in its order, on a line of its own at column 0 (a mapping in flow style), each ``auto`` design key
+    replaced by the value synth chose (with a comment saying so), the free-text ``description`` kept as comment
+    lines. Whatever the spelling of the file (one flow mapping, a quoted name, a multi-line description, a key's
+    value on the next line), the folder's file reads back to the same problem, and the certificate checker's line
+    reader (synth/trusted/flags.py) reads its design keys as YAML does. A problem built in memory:
+    :func:`hopper_gemm_yaml`."""
+    if g.source is None:
+        return hopper_gemm_yaml(g)
+    doc = read_yaml_text(g.source, g.path)
+    lines = leading_comments(doc)
+    for key, value in doc.items():
+        if key == "description":  # free text for people: a comment, which no reader of the file can mistake
+            lines += comment_block("description", value if isinstance(value, str) else yaml_flow(value))
+        elif key in g.auto:
+            lines.append(yaml_line(key, getattr(g, key), CHOSEN))
+        else:
+            lines.append(yaml_line(key, value))
     return "\n".join(lines) + "\n"
 
 
-__all__ = ["HopperGemm", "CLUSTERS", "consumers_of", "warps_of", "hopper_gemm_from_doc", "hopper_gemm_yaml", "MAINLOOPS", "DTYPES", "SMEM_LIMIT",
+__all__ = ["HopperGemm", "CLUSTERS", "consumers_of", "warps_of", "hopper_gemm_from_doc", "hopper_gemm_yaml",
+           "hopper_problem_yaml", "CHOSEN", "MAINLOOPS", "DTYPES", "SMEM_LIMIT",
            "ALIGN_PAD", "BK"]

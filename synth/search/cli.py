@@ -14,7 +14,7 @@ import os
 import re
 import sys
 
-from ..bounds import MAX_SEARCH_TOP
+from ..bounds import MAX_GEMM_DIM, MAX_SEARCH_TOP
 from ..errors import Loc, SynthError
 from .distribute import search_many
 from .outputs import gpu_available, measure, write_candidates
@@ -84,6 +84,12 @@ def cli_search(args: argparse.Namespace) -> int:
         if missing:
             raise SynthError(None, f"missing {', '.join('--' + k for k in missing)}",
                              "pass --M 4096 --N 4096 --K 4096, or --shapes shapes.csv")
+        for k in ("M", "N", "K"):  # the bounds --shapes holds its rows to (docs/bounds.md)
+            v = getattr(args, k)
+            if not 1 <= v <= MAX_GEMM_DIM:
+                raise SynthError(None, f"--{k} {v} is {'not positive' if v < 1 else 'above the maximum'} "
+                                 f"{'' if v < 1 else MAX_GEMM_DIM}".rstrip(),
+                                 f"pass --{k} in 1 .. {MAX_GEMM_DIM} (docs/bounds.md)")
         shapes = [(args.M, args.N, args.K)]
     if args.scheduler and not args.shapes:
         raise SynthError(None, "--scheduler distributes several shapes", "use it with --shapes shapes.csv")

@@ -100,11 +100,15 @@ def make_context(M: int, N: int, K: int, dtype: str, arch) -> Context:
     arch with other clock or launch figures, as the calibration against published timings uses).
     """
     from ..arch import ARCHS, ArchSpec, get_arch
+    from ..bounds import MAX_GEMM_DIM
     from ..gemm import DTYPES
 
     for name, v in (("M", M), ("N", N), ("K", K)):
         if isinstance(v, bool) or not isinstance(v, int) or v < 1:
             raise SynthError(None, f"{name} = {v!r} is not a positive integer", f"pass --{name} 4096")
+        if v > MAX_GEMM_DIM:
+            raise SynthError(None, f"{name} = {v} is above the maximum {MAX_GEMM_DIM}",
+                             f"pass --{name} in 1 .. {MAX_GEMM_DIM} (docs/bounds.md)")
     if dtype not in DTYPES:
         raise SynthError(None, f"dtype {dtype!r} is not supported by the GEMM expansion",
                          f"use --dtype {' or '.join(DTYPES)}")

@@ -11,7 +11,7 @@ from dataclasses import replace
 import pytest
 
 from synth.errors import SynthError
-from synth.hopper.design import Design, candidate_designs, choose_design, legal, resolved_source
+from synth.hopper.design import Design, candidate_designs, choose_design, legal
 from synth.hopper.flow import choose_pipeline
 from synth.hopper.problem import HopperGemm
 
@@ -54,12 +54,20 @@ def test_the_choice_is_the_least_predicted_time():
     assert dict(c.predicted_us)["one CTA per tile"] == pytest.approx(one, rel=1e-6)
 
 
-def test_resolved_source_pins_the_choice():
-    g = _g(persistent=True, pingpong=True, auto=("pingpong", "persistent"))
-    text = BASE + "persistent: auto\npingpong: 'auto'  # please\n"
-    out = resolved_source(text, g)
-    assert "persistent: true  # chosen by synth solve" in out and "pingpong: true  # chosen" in out
-    assert resolved_source(BASE + "{pingpong: auto}\n", _g(auto=("pingpong",))) is None  # not a plain line
+def test_the_folder_problem_yaml_pins_the_choice():
+    """The folder's problem.yaml is written by the YAML writer (synth.hopper.problem.hopper_problem_yaml), not
+    edited as text: each auto key is replaced by the choice however it was spelled (quoted, or in a flow mapping)."""
+    from synth.hopper.problem import hopper_problem_yaml
+    from synth.load import load_problem_text
+
+    for text in (BASE + "persistent: auto\npingpong: 'auto'  # please\n",
+                 "{" + BASE.strip().replace("\n", ", ") + ", persistent: auto, pingpong: auto}\n"):
+        g = load_problem_text(text)
+        assert set(g.auto) == {"persistent", "pingpong"}
+        out = hopper_problem_yaml(replace(g, persistent=True, pingpong=True))
+        assert "persistent: true  # chosen by synth solve" in out and "pingpong: true  # chosen" in out, out
+        back = load_problem_text(out)
+        assert (back.auto, back.persistent, back.pingpong) == ((), True, True)
 
 
 def test_auto_in_the_problem_and_its_refusals(tmp_path):

@@ -148,17 +148,19 @@ def test_program_not_covering_every_tile_count_is_refused(out):
     assert not res.ok and "carry:ring [carry]" in res.render(), res.render()
 
 
-def test_solve_refuses_a_flag_the_checker_cannot_read(tmp_path):
-    """A persistent key synth's YAML reader takes but the checker's line reader does not (inside a flow
-    mapping): solve stops with exit 2 naming problem.yaml's line and the fix, and writes no folder (its
-    certificate would not certify)."""
+def test_a_flow_style_problem_solves_to_a_folder_the_checker_reads(tmp_path):
+    """The whole problem as one flow mapping, its persistent key inside it: synth solve writes the folder's
+    problem.yaml again with every key on a line of its own (synth.hopper.problem.hopper_problem_yaml), so the
+    checker's line reader reads persistent: true, and the folder certifies with its carry obligations (solve used to
+    refuse the valid problem after the whole proof, naming the folder's copy)."""
     flow = "{" + PROBLEM.strip().replace("\n", ", ") + "}\n"
     (tmp_path / "f.yaml").write_text(flow)
     buf = io.StringIO()
     with contextlib.redirect_stdout(buf), contextlib.redirect_stderr(buf):
         rc = main(["solve", str(tmp_path / "f.yaml"), "--out", str(tmp_path / "o")])
-    text = buf.getvalue()
-    assert rc == 2 and "problem.yaml:1:1: error: the persistent key" in text and "fix: write persistent: true" in text, \
-        text
-    assert "Traceback" not in text and not (tmp_path / "o").exists()
-    assert [p.name for p in tmp_path.iterdir()] == ["f.yaml"]
+    assert rc == 0, buf.getvalue()
+    folder = tmp_path / "o"
+    assert "persistent: true\n" in (folder / "problem.yaml").read_text()
+    assert read_persistent_flag((folder / "problem.yaml").read_bytes()) is True and _manifest(folder)["persistent"]
+    rc, text = _certify_cli(folder)
+    assert rc == 0 and "certificate OK" in text, text
