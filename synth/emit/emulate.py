@@ -13,7 +13,7 @@ per version. Objects and binaries are cached (:func:`cache_dir`) by the hash of
 everything that goes into them, so re-running a kernel with another shape or
 scheduling policy costs no compile. A build that starts says so in one line on
 stderr (what is built, for which kernel, where it is cached: the sm_90a emulator's
-takes over a minute), unless ``$SYNTH_EMU_QUIET`` is set (:func:`build_notice`).
+takes 20 s to over a minute), unless ``$SYNTH_EMU_QUIET`` is set (:func:`build_notice`).
 
 Left out on purpose: a model of timing (the emulator says whether a kernel is
 right, not how fast it is) and plain C++ shared loads/stores, which are not

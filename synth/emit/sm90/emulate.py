@@ -7,7 +7,7 @@ threads' barriers and parities). A cluster kernel (``SYNTH_CLUSTER_M`` / ``SYNTH
 cluster's CTAs together (docs/emulator.md, "Clusters"). The binary is compiled with ``g++ -std=c++20 -O2
 -DSYNTH_EMULATE`` and cached under ``$SYNTH_EMU_CACHE/sm90`` (default ``~/.cache/synth/emu``) by the
 hash of the kernel, the runtime sources and the compiler; shapes and orders are run-time inputs. A build
-(about a minute) says so in one line on stderr unless ``$SYNTH_EMU_QUIET`` is set
+(20 s to over a minute) says so in one line on stderr unless ``$SYNTH_EMU_QUIET`` is set
 (:func:`synth.emit.emulate.build_notice`).
 """
 
@@ -104,7 +104,7 @@ def binary(kernel_cu: str) -> pathlib.Path:
     exe = d / f"gemm-{h.hexdigest()[:24]}"
     if exe.exists():
         return exe
-    build_notice("the sm_90a emulator (about a minute)", describe_kernel(kernel_cu), d)
+    build_notice("the sm_90a emulator (20 s to over a minute)", describe_kernel(kernel_cu), d)
     with tempfile.TemporaryDirectory(prefix="synth-sm90-") as tmp:
         (pathlib.Path(tmp) / "kernel.cu").write_text(kernel_cu)
         out = pathlib.Path(tmp) / "a.out"
