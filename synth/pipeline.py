@@ -192,20 +192,13 @@ CERTIFICATE_QUERY_LIMIT = 60.0
 
 
 def _write_hopper(result, d: str, dl: Deadline = NEVER) -> list[str]:
-    from .emit.timeline_hopper import render_hopper_timeline
+    from .emit.timeline_pingpong import design_timeline
     from .hopper.flow import output_files
 
     files = output_files(result)
     dl.check("write (timeline)")
-    cfg = result.config
-    store = getattr(cfg, "epilogue", "register") == "tma_store"
-    if getattr(cfg, "pingpong", False) or (getattr(cfg, "persistent", False) and store):
-        # the tiles drawn: two consumer warp groups in turn (ping-pong), the TMA stores under the next main loop
-        from .emit.timeline_pingpong import render_pingpong_timeline
-
-        files["timeline.svg"], png = render_pingpong_timeline(result.program, pingpong=cfg.pingpong, tma_store=store)
-    else:
-        files["timeline.svg"], png = render_hopper_timeline(result.program)
+    # the picture of the design (one CTA or a cluster; ping-pong, persistent TMA stores, or the ring as it is)
+    files["timeline.svg"], png = design_timeline(result.program, result.config)
     written = _write_files(d, files, png)
     if result.report is not None and result.report.ok:
         from .verify.certificate_phases import write_hopper_certificate

@@ -272,8 +272,9 @@ class FakeDriver:
         for (ctype, name), at in zip(sig, slots):
             if ctype.endswith("*"):
                 vals[name] = (ctype[:-1], ctypes.c_uint64.from_address(at).value)
-            elif ctype == "CUtensorMap":
-                vals[name] = self.tmaps[int.from_bytes(ctypes.string_at(at, 8), "little")]
+            elif ctype == "CUtensorMap":  # a zeroed map (key 0): one the host did not encode
+                key = int.from_bytes(ctypes.string_at(at, 8), "little")
+                vals[name] = self.tmaps[key] if key else None
             elif ctype == "int":
                 vals[name] = ctypes.c_int32.from_address(at).value
             elif ctype == "float":
@@ -317,9 +318,12 @@ class FakeDriver:
             assert (t["swizzle"], t["oob"], t["interleave"], t["elem"]) == ("128B", "zeros", "none", [1, 1])
             ops.append(self._array(t["addr"], np.uint16)[:rows * K].reshape(rows, K))
         out_bytes = 4
-        if "tmC" in vals:  # a TMA-store epilogue: C's map as the emulator's harness builds it (no swizzle)
-            t, cols = vals["tmC"], int(re.search(r"#define SYNTH_TMA_STORE (\d+)", source).group(1))
+        if "tmC" in vals:
             out_bytes = int(re.search(r"#define SYNTH_OUT_BYTES (\d+)", source).group(1))
+        if "tmC" in vals and vals["tmC"] is None:  # C not TMA-aligned: no map, the kernel stores from registers
+            assert (vals["C"][1] | out_bytes * ldc) % 16, "a zeroed C map for a TMA-aligned C"
+        elif "tmC" in vals:  # a TMA-store epilogue: C's map as the emulator's harness builds it (no swizzle)
+            t, cols = vals["tmC"], int(re.search(r"#define SYNTH_TMA_STORE (\d+)", source).group(1))
             out = "f32" if out_bytes == 4 else "bf16" if "SYNTH_OUT_BF16" in source else "f16"
             assert t["dims"] == [N, M] and t["strides"] == [out_bytes * ldc] and t["box"] == [cols, 64], t
             assert (t["dtype"], t["swizzle"], t["interleave"], t["elem"]) == (out, "none", "none", [1, 1])
@@ -420,6 +424,14 @@ def test_the_tma_store_kernel_through_cuda_python(tmp_path, fake, out_dtype):
     if out_dtype == "f16":
         assert np.array_equal(C, C.astype(np.float16).astype(np.float32))
     assert [t["box"] for t in drv.tmaps.values()] == [[64, 128], [64, 64], [32, 64]]
+    # N = 137 (f32: 548-byte rows; f16: 274): no C map is encoded (a zeroed one is passed), the kernel stores C
+    # from registers for that launch
+    A, B = _ab(70, 137, 136, seed=9)
+    C = kern(A, B)
+    assert C.shape == (70, 137) and np.allclose(C, A.astype(np.float32) @ B.astype(np.float32).T, atol=2e-2)
+    if out_dtype == "f16":
+        assert np.array_equal(C, C.astype(np.float16).astype(np.float32))
+    assert len(drv.tmaps) == 5 and drv.launches[-1]["vals"]["tmC"] is None
     assert not drv.mem
 
 

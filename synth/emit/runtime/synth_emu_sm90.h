@@ -558,10 +558,27 @@ inline void synth_st_shared_f16x2(uint32_t a, float x, float y) {
 inline void synth_st_shared_bf16x2(uint32_t a, float x, float y) {
   synth_emu::st_shared_pair16(a, synth_emu::float_to_bf16(x), synth_emu::float_to_bf16(y));
 }
+// st.global of one f16 / bf16 element (rounded to nearest even): the register stores of a TMA-store kernel's
+// launch whose C is not TMA-aligned
+inline void synth_st_global_f16(void* p, float v) {
+  const uint16_t h = synth_emu::float_to_half(v);
+  std::memcpy(p, &h, 2);
+}
+inline void synth_st_global_bf16(void* p, float v) {
+  const uint16_t h = synth_emu::float_to_bf16(v);
+  std::memcpy(p, &h, 2);
+}
 // cp.async.bulk.tensor.2d.global.shared::cta.bulk_group: f32, f16 or bf16 elements, no swizzle (the C map)
 inline void synth_tma_store_2d(const CUtensorMap* map, uint32_t src, int c0, int c1) {
   using namespace synth_emu;
   State& s = S();
+  // cuTensorMapEncodeTiled encodes no map whose base or row stride is not a multiple of 16 bytes: the host then
+  // passes a zeroed one, which a TMA store must never use
+  if (map->base == nullptr)
+    fail("fault", "TMA store through a tensor map the host did not encode (C not TMA-aligned: the kernel must "
+                  "store such a launch's C from registers)");
+  if ((reinterpret_cast<uintptr_t>(map->base) & 15) || map->stride1 % 16)
+    fail("fault", "TMA store: the tensor map's base or row stride is not a multiple of 16 bytes");
   if (map->swizzle != 0 || (map->elem_bytes != 4 && map->elem_bytes != 2))
     fail("fault", "TMA store: the emulator knows f32, f16 and bf16 boxes without swizzle");
   const uint32_t n = map->box[0] * map->box[1] * map->elem_bytes;

@@ -128,7 +128,9 @@ def run_emulated(kernel_cu: str, A_bits: np.ndarray, B_bits: np.ndarray, C_in: O
     the distinct ``[A, B]`` wgmma descriptor pairs the kernel issued, ``tensor_maps``: the A and B maps its
     TMA read, each ``dims``, ``stride``, ``box``, ``elem_bytes``, ``swizzle_bytes``; the cluster counters
     ``cluster_size``, ``clusters`` (clusters run), ``multicasts`` (multicast instructions), ``multicast_copies``
-    (one per destination CTA), ``remote_arrivals``, ``cluster_syncs`` (cluster barriers completed)). Clusters
+    (one per destination CTA), ``remote_arrivals``, ``cluster_syncs`` (cluster barriers completed); ``stores``: TMA
+    stores of C completed, ``c_tma``: whether the harness encoded C's tensor map (a TMA-store kernel whose C has a
+    base and row stride of multiples of 16 bytes, as the host does; else the kernel stores C from registers)). Clusters
     (``SYNTH_CLUSTER_N`` x ``SYNTH_CLUSTER_M`` CTAs, default 1 x 1; the grid rounded up to whole clusters) run
     one at a time, their CTAs together, in ``block_order``: ``forward`` (launch order), ``reverse`` or
     ``shuffle:SEED`` of the clusters; a split-K
@@ -231,7 +233,8 @@ def emulate_sm90(kernel_cu: str, M: int, N: int, K: int, *, order: str = "forwar
     ok = (info["ok"] and nan == 0 and bool(np.all(np.abs(Cv - ref) <= 1e-2 + 1e-2 * np.abs(ref))) and pad_ok
           and info["tickets_left"] == 0)
     stats = {k: info[k] for k in ("landed", "tx_bytes", "wgmma", "poisoned_ops", "waw", "arrivals", "tickets_left",
-                                  "multicasts", "multicast_copies", "remote_arrivals", "cluster_syncs")}
+                                  "multicasts", "multicast_copies", "remote_arrivals", "cluster_syncs", "stores",
+                                  "c_tma")}
     return Sm90Result(C, ref, ok, info["kind"], info["message"], err, nan, stats)
 
 

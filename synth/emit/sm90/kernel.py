@@ -160,6 +160,9 @@ SYNTH_DEV void synth_tma_store_2d(const CUtensorMap* map, uint32_t src, int c0, 
 SYNTH_DEV void synth_bulk_commit() { asm volatile("cp.async.bulk.commit_group;" ::: "memory"); }
 template <int N> SYNTH_DEV void synth_bulk_wait_read() {
   asm volatile("cp.async.bulk.wait_group.read %0;" :: "n"(N) : "memory"); }
+// the register stores of a launch whose C is not TMA-aligned: one f16 / bf16 element, rounded to nearest even
+SYNTH_DEV void synth_st_global_f16(void* p, float v) { *reinterpret_cast<__half*>(p) = __float2half_rn(v); }
+SYNTH_DEV void synth_st_global_bf16(void* p, float v) { *reinterpret_cast<__nv_bfloat16*>(p) = __float2bfloat16_rn(v); }
 """
 
 
@@ -882,7 +885,14 @@ def emit_sm90_kernel(cfg: Sm90Config, program: Optional[HopperProgram] = None, c
         "}",
         "",
         *([f"// tmC: C as the TMA stores write it ({cfg.out_dtype}, row stride {cfg.out_bytes} ldc bytes, box 64 rows x "
-            f"{cfg.store_cols} columns, no swizzle)"] if store is not None else []),
+            f"{cfg.store_cols} columns, no swizzle).",
+           "// The host encodes it only when C's base address and row stride are multiples of 16 bytes",
+           "// (cuTensorMapEncodeTiled's rule); otherwise it passes a zeroed map and every consumer of the launch",
+           "// stores C from registers instead (the register epilogue, bounds-checked per element): the choice is",
+           "// the launch's (uniform), made here from C and ldc, the arguments the host decided on",
+           "SYNTH_DEV bool synth_c_tma(const void* C, int ldc) {",
+           f"  return ((reinterpret_cast<uintptr_t>(C) | ((uintptr_t)(unsigned)ldc * {cfg.out_bytes}u)) & 15) == 0;",
+           "}"] if store is not None else []),
         f"extern \"C\" __global__ void "
         + ("__cluster_dims__(SYNTH_CLUSTER_N, SYNTH_CLUSTER_M, 1) " if n > 1 else "")
         + f"__launch_bounds__({cfg.threads}, 1)",
@@ -1110,7 +1120,7 @@ def _cluster_roles(e: _Emit, cfg: Sm90Config, p: HopperProgram) -> None:
     for line in tile:
         e.w(2, line)
     if e.store is not None:
-        e.lines += _store_lines(cfg, e.store, "0u") + _store_drain(e.store)
+        e.lines += _store_or_registers(cfg, e.store, "0u") + _store_drain(e.store)
     else:
         e.lines += _epilogue(cfg)
     e.w(1, "}")
@@ -1201,12 +1211,12 @@ def _consumer_tile_end(e: _Emit, cfg: Sm90Config, tile_lines: list[str], indent:
     subtiles = cfg.bn // cfg.store_cols
     first = (f"(unsigned)(t / 2) * {subtiles * cfg.row_blocks}u" if pingpong else f"(unsigned)t * {subtiles}u")
     if cfg.row_blocks == 1:
-        c_lines = _epilogue(cfg, rows=rows) if e.store is None else _store_lines(cfg, e.store, first, rows=rows)
+        c_lines = _epilogue(cfg, rows=rows) if e.store is None else _store_or_registers(cfg, e.store, first, rows=rows)
     else:  # each 64-row block of the warp group's tile in turn, its accumulators at acc + r BN / 2
         c_lines = []
         for r in range(cfg.row_blocks):
             part = (_epilogue(cfg, rows=str(64 * r)) if e.store is None else
-                    _store_lines(cfg, e.store, f"{first} + {r * subtiles}u", rows=str(64 * r)))
+                    _store_or_registers(cfg, e.store, f"{first} + {r * subtiles}u", rows=str(64 * r)))
             c_lines += ["    {  // rows " + f"{64 * r} .. {64 * r + 63} of the tile"] + \
                 [ln.replace("acc[", f"acc[{r * cfg.bn // 2} + ") for ln in part] + ["    }"]
     c_lines = [indent + ln for ln in c_lines]
@@ -1327,7 +1337,7 @@ def _tile_roles(e: _Emit, cfg: Sm90Config, prod, cons) -> None:
     if cfg.split_k > 1:
         e.lines += _split_epilogue(cfg)
     elif e.store is not None:
-        e.lines += _store_lines(cfg, e.store, "0u") + _store_drain(e.store)
+        e.lines += _store_or_registers(cfg, e.store, "0u") + _store_drain(e.store)
     else:
         e.lines += _epilogue(cfg)
     e.w(1, "}")
@@ -1418,6 +1428,23 @@ def _store_lines(cfg: Sm90Config, store, e0: str, rows: str = "cw * 64") -> list
     return out
 
 
+def _store_or_registers(cfg: Sm90Config, store, e0: str, rows: str = "cw * 64") -> list[str]:
+    """A TMA-store kernel's C of one tile (lines indented as :func:`_epilogue`'s): the store program's sub-tiles
+    (:func:`_store_lines`) when this launch's C is TMA-aligned (``synth_c_tma``, uniform over the launch), else
+    the register epilogue's lines (:func:`_epilogue`, in ``cfg.out_dtype``): no staging write, no bulk group,
+    so the store program runs no sub-tile in such a launch and its final ``wait_group.read 0`` waits for
+    nothing (docs/hopper_store.md, "C not TMA-aligned")."""
+    def inner(lines: list[str]) -> list[str]:
+        return ["  " + ln if not ln.startswith("#") else ln for ln in lines]
+    return [
+        "    if (synth_c_tma(C, ldc)) {  // this launch's C is TMA-aligned: the store program's sub-tiles",
+        *inner(_store_lines(cfg, store, e0, rows=rows)),
+        "    } else {  // C's base or row stride is not a multiple of 16 bytes: register stores, bounds-checked",
+        *inner(_epilogue(cfg, rows=rows, out_dtype=cfg.out_dtype)),
+        "    }",
+    ]
+
+
 def _store_drain(store) -> list[str]:
     """The store program's parts after the body, at the consumer's end (after its last tile): waits only."""
     out = ["    // ---- after the last tile: every TMA store has read its staging slot before the CTA exits"]
@@ -1472,11 +1499,13 @@ def _split_epilogue(cfg: Sm90Config) -> list[str]:
     ]
 
 
-def _epilogue(cfg: Sm90Config, split: str = "", rows: str = "cw * 64") -> list[str]:
+def _epilogue(cfg: Sm90Config, split: str = "", rows: str = "cw * 64", out_dtype: str = "f32") -> list[str]:
     """C = alpha acc (+ beta C_in): lanes of a pair swap halves so each holds 4 consecutive
     columns of one row (one 128-bit store); ragged or unaligned edges store per element.
     ``split`` ``partial``: store each vector inside C to this split's workspace slot instead;
-    ``fold``: first replace it by the split-order sum of every split's (:func:`synth.emit.splitk.fold_lines`)."""
+    ``fold``: first replace it by the split-order sum of every split's (:func:`synth.emit.splitk.fold_lines`).
+    ``out_dtype`` ``f16`` / ``bf16`` (a TMA-store kernel's launch whose C is not TMA-aligned): C holds 2-byte
+    elements (row stride ``ldc`` of them), each stored on its own, rounded to nearest even."""
     head = [
         "    // ---- epilogue: quad pairs exchange so each lane owns 4 consecutive columns of one row",
         "    const int lane = wt % 32, odd = lane & 1;",
@@ -1517,6 +1546,16 @@ def _epilogue(cfg: Sm90Config, split: str = "", rows: str = "cw * 64") -> list[s
             "        }",
             "        v[0] = s[0]; v[1] = s[1]; v[2] = s[2]; v[3] = s[3];",
             "      }",
+        ]
+    if out_dtype != "f32":
+        store = {"f16": "synth_st_global_f16", "bf16": "synth_st_global_bf16"}[out_dtype]
+        return head + loop + [
+            "      if (row >= M) continue;",
+            "      unsigned short* out = reinterpret_cast<unsigned short*>(C) + (size_t)row * ldc + col;",
+            "      const float* in = C_in == nullptr ? nullptr : C_in + (size_t)row * ldc + col;",
+            "      for (int e = 0; e < 4; ++e)",
+            f"        if (col + e < N) {store}(out + e, v[e] + (in != nullptr ? beta * in[e] : 0.0f));",
+            "    }",
         ]
     return head + [
         "    const bool vec = (ldc % 4) == 0 && ((reinterpret_cast<uintptr_t>(C) & 15) == 0) &&",

@@ -287,9 +287,11 @@ def sm90_params(dev: CudaDevice, cfg: Sm90Config, dA: int, dB: int, dC: int, dCi
     # a cluster's shared operand: each CTA loads its part of the tile (cfg.a_box_rows / b_box_rows rows) and
     # multicasts it; the other operand's box is the whole tile
     params = [Param("tmap_A", "raw", tmap(dA, M, cfg.a_box_rows)), Param("tmap_B", "raw", tmap(dB, N, cfg.b_box_rows))]
-    if cfg.epilogue == "tma_store":  # C (out_dtype, row stride ldc = N) written by TMA stores of 64 x store_cols boxes
-        if (N * cfg.out_bytes) % 16:
-            raise ValueError(f"N = {N}: a TMA store's row stride ({cfg.out_bytes} N bytes) must be a multiple of 16")
+    if cfg.epilogue == "tma_store" and not c_tma_aligned(int(dC), N, cfg.out_bytes):
+        # C's base or row stride is not a multiple of 16 bytes: cuTensorMapEncodeTiled refuses such a map, so a
+        # zeroed one is passed and the kernel stores this launch's C from registers (it decides from C and ldc)
+        params.append(Param("tmap_C", "raw", bytes(128)))
+    elif cfg.epilogue == "tma_store":  # C (out_dtype, row stride ldc = N) written by TMA stores of 64 x store_cols boxes
         ctype = {"f32": cu.CUtensorMapDataType.CU_TENSOR_MAP_DATA_TYPE_FLOAT32,
                  "f16": cu.CUtensorMapDataType.CU_TENSOR_MAP_DATA_TYPE_FLOAT16,
                  "bf16": cu.CUtensorMapDataType.CU_TENSOR_MAP_DATA_TYPE_BFLOAT16}[cfg.out_dtype]
@@ -318,6 +320,14 @@ def sm90_params(dev: CudaDevice, cfg: Sm90Config, dA: int, dB: int, dC: int, dCi
     # to whole clusters
     return params, sm90_grid(M, N, cfg.bm, cfg.bn, split_k=cfg.split_k, cluster_m=cfg.cluster_m,
                              cluster_n=cfg.cluster_n)
+
+
+def c_tma_aligned(address: int, ldc: int, out_bytes: int) -> bool:
+    """Whether a TMA-store kernel's launch stores C with TMA: C's base ``address`` and row stride (``ldc`` elements
+    of ``out_bytes``) multiples of 16 bytes, as ``cuTensorMapEncodeTiled`` needs (the kernel's ``synth_c_tma``
+    decides the same from its ``C`` and ``ldc``); otherwise its consumers store C from registers
+    (docs/hopper_store.md, "C not TMA-aligned")."""
+    return (address | ldc * out_bytes) % 16 == 0
 
 
 def round_out(C: np.ndarray, out_dtype: str) -> np.ndarray:
@@ -391,4 +401,4 @@ def time_gpu(kernel_cu: str, cfg: Sm90Config, A: np.ndarray, B: np.ndarray, C_in
 
 
 __all__ = ["run_gpu", "time_gpu", "gpu_status", "device_status", "GpuError", "CudaDevice", "driver", "nvcc_image",
-           "sm90_params", "sm90_operands", "widen_out", "round_out", "NVCC_FLAGS"]
+           "sm90_params", "c_tma_aligned", "sm90_operands", "widen_out", "round_out", "NVCC_FLAGS"]
