@@ -166,19 +166,29 @@ def test_other_depths_are_proven(stages):
 
 
 @pytest.mark.skipif(bool(gen.triton_available()), reason=gen.triton_available() or "Triton is installed")
-def test_fresh_triton_output_maps_like_the_saved_one():
+def test_fresh_triton_output_maps_like_the_saved_one(tmp_path):
+    """A fresh compile maps to the same roles, statements and verdicts as the saved file. Triton 3.9 does not
+    always emit a partition's two releases (``arrive_barrier``) in the same order, nor allocate its barriers
+    in the same order, so the statements of each part are compared as a multiset of kinds, and the proof by
+    its counts per class."""
+    from collections import Counter
+
     from synth.frontends.ttgir_ws import ws_to_hopper
     from synth.hopper.ir import hopper_to_json
 
-    def mapped(text: str, path: str) -> dict:
+    def shape(text: str, path: str) -> dict:
         d = hopper_to_json(ws_to_hopper(text, path).program)
-        d["notes"] = []
-        return d
+        return {r["role"]: [(p["part"], p["extent"], sorted(Counter(s["kind"] for s in p["stmts"]).items()))
+                            for p in r["parts"]] for r in d["roles"]}
 
     fresh = gen.triton_ws_ttgir(3)
     assert fresh.splitlines()[0] == S3.read_text().splitlines()[0]
-    assert json.dumps(mapped(fresh, "fresh.ttgir"), sort_keys=True) == \
-        json.dumps(mapped(S3.read_text(), str(S3)), sort_keys=True)
+    assert shape(fresh, "fresh.ttgir") == shape(S3.read_text(), str(S3))
+    rc_fresh, doc_fresh, err = run_check(_write(tmp_path, fresh, "fresh.ttgir"))
+    rc_saved, doc_saved, _ = run_check(str(S3))
+    assert rc_fresh == rc_saved == 0, err
+    for key in ("roles", "counts"):
+        assert doc_fresh["result"][key] == doc_saved["result"][key]
 
 
 # ---------------------------------------------------------------------------------------------
