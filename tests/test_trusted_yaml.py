@@ -6,7 +6,8 @@ The table: every YAML form (flow and block mappings, quotes, a ``#`` inside quot
 scalars, explicit keys, anchors, aliases, tags, merge keys, directives) is read by the trusted reader either as
 PyYAML (both its parsers) and synth's own problem reader read it, or refused with a line and a fix; the forms a
 problem file is written in are read, not refused. End to end: one ping-pong + TMA-store solve and one persistent
-solve per module (about 15 s of CPU), tampered copies of them.
+solve per module (about 15 s of CPU), tampered copies of them; the ping-pong folder's certificate holds the tile carry
+(``pingpong: true`` implies a persistent tile loop), and one that leaves it out or tampers with it is refused.
 """
 
 from __future__ import annotations
@@ -26,7 +27,7 @@ from conftest import ROOT
 from synth.errors import SynthError
 from synth.trusted import flags
 from synth.trusted.flags import DESIGN_KEYS, Design, FlagError, read_design
-from synth.trusted.hopper import read_persistent_flag
+from synth.trusted.hopper import read_carry_flag, read_persistent_flag
 from synth.trusted.hopper_program import HopperInputError
 
 # ------------------------------------------------------------------------------------------------ the table
@@ -330,3 +331,87 @@ def test_a_hidden_persistent_key_does_not_drop_the_carry(persistent, tmp_path):
     r = synth_cli("certify", str(t))
     assert r.returncode == 1 and "(carry) of program.json is missing from the manifest" in r.stdout, \
         r.stdout + r.stderr
+
+
+def test_pingpong_implies_the_carry():
+    """``pingpong: true`` walks a persistent CTA's tiles whatever ``persistent:`` says: its certificate holds the
+    carry."""
+    for text, want in (("pingpong: true\n", True), ("pingpong: true\npersistent: false\n", True),
+                       ("persistent: true\n", True), ("{pingpong: off, persistent: no}\n", False), ("", False)):
+        assert read_design(text.encode()).walks_tiles is want and read_carry_flag(text.encode()) is want, text
+    with pytest.raises(HopperInputError) as h:
+        read_carry_flag(b"name: x\npingpong: &a true\n", "p.yaml")
+    assert h.value.path == "p.yaml:2" and h.value.fix
+
+
+def _carry_entries(folder: pathlib.Path) -> list:
+    return [e for e in json.loads((folder / "certificate" / "manifest.json").read_text())["obligations"]
+            if e["kind"] == "carry"]
+
+
+def test_the_pingpong_certificate_holds_the_carry(pingpong):
+    """Each consumer warp group indexes the ring by the CTA's running tile count (kb = t T): the certificate holds
+    derive_carry's obligations (both roles, the ring's drain too), and certify re-derives and asks them."""
+    from synth.trusted.certify import certify_hopper
+
+    man = json.loads((pingpong / "certificate" / "manifest.json").read_text())
+    ids = {e["id"] for e in _carry_entries(pingpong)}
+    assert man["persistent"] is True
+    assert {"carry:ring", "carry:shape:producer", "carry:shape:consumer", "carry:consumer:body:0:barrier"} <= ids
+    assert any(i.startswith("carry:consumer:epilogue:") for i in ids), ids
+    res = certify_hopper(str(pingpong))
+    assert res.ok, res.render()
+    assert {f.id for f in res.files if f.kind == "carry" and f.ok and f.z3 == f.cvc5 == "unsat"} == ids
+
+
+@pytest.mark.parametrize("how", ["problem-untouched", "persistent-false", "problem-deleted"])
+def test_a_pingpong_certificate_without_its_carry_is_refused(pingpong, tmp_path, how):
+    """The carry left out (its files deleted, the manifest saying persistent: false, as certificates written before
+    ping-pong certificates held it): refused, by problem.yaml's pingpong: true (even with persistent: false written
+    beside it) and, with problem.yaml deleted, by order/ beside program.json."""
+    problem = {"persistent-false": lambda s: s.replace("pingpong: true\n", "pingpong: true\npersistent: false\n")}
+    t = _tamper(pingpong, tmp_path / "t", problem=problem.get(how))
+    cert = t / "certificate"
+    man = json.loads((cert / "manifest.json").read_text())
+    for e in _carry_entries(t):
+        (cert / e["file"]).unlink()
+    man["obligations"] = [e for e in man["obligations"] if e["kind"] != "carry"]
+    man["persistent"] = False
+    (cert / "manifest.json").write_text(json.dumps(man, indent=2) + "\n")
+    if how == "problem-deleted":
+        (t / "problem.yaml").unlink()
+    r = synth_cli("certify", str(t))
+    out = r.stdout + r.stderr
+    assert r.returncode == 1 and "certificate FAILED" in out, out
+    assert "obligation carry:consumer:body:0:barrier (carry) of program.json is missing from the manifest" in out, out
+    why = "order/ is there" if how == "problem-deleted" else "problem.yaml:7 says pingpong: true"
+    assert f"{why}: a ping-pong kernel's ring" in out and "re-run 'synth solve'" in out, out
+
+
+def test_a_tampered_pingpong_carry_obligation_is_refused(pingpong, tmp_path):
+    """A carry obligation edited with its hash recomputed: a weaker claim, or the partner-skip carry's (each warp
+    group on its own tile count, (t / 2) T), which both solvers refute: neither is the obligation certify derives."""
+    from synth.hopper.pingpong import CARRY_MUTANTS
+    from synth.trusted import solvers
+    from synth.trusted.certify import certify_hopper
+    from synth.trusted.hopper import derive_carry
+    from synth.trusted.hopper_program import read_hopper_bytes
+
+    m = CARRY_MUTANTS["partner_skip"]
+    skip = {o.id: o.smt2 for o in derive_carry(read_hopper_bytes((pingpong / "program.json").read_bytes()),
+                                               {"consumer": (m.slot_base, m.parity_base, m.flip)})}
+    oid = "carry:consumer:body:0:barrier"
+    assert solvers.z3_answer(skip[oid], 20) == "sat" and solvers.cvc5_answer(skip[oid], 20) == "sat"
+    for n, edit in enumerate((lambda s: s.replace("(mod c 2)", "(mod c 1)", 1), lambda s: skip[oid])):
+        t = _tamper(pingpong, tmp_path / f"t{n}")
+        cert = t / "certificate"
+        man = json.loads((cert / "manifest.json").read_text())
+        e = next(e for e in man["obligations"] if e["id"] == oid)
+        f = cert / e["file"]
+        text = f.read_text()
+        assert edit(text) != text
+        f.write_text(edit(text))
+        e["sha256"] = hashlib.sha256(f.read_bytes()).hexdigest()
+        (cert / "manifest.json").write_text(json.dumps(man, indent=2) + "\n")
+        res = certify_hopper(str(t))
+        assert not res.ok and f"not obligation {oid} as derived from program.json" in res.render(), res.render()

@@ -22,8 +22,10 @@ The design keys of the ``problem.yaml`` beside the ``program.json`` checked are 
 :func:`synth.trusted.flags.read_design` (a real YAML parser, not synth's problem reader). A persistent
 kernel's certificate (the manifest's ``"persistent": true``, or ``persistent: true`` in that ``problem.yaml``)
 also holds the ``carry`` obligations of :func:`~synth.trusted.hopper.derive_carry`, compared and asked the
-same way. A thread-block cluster program (:func:`is_cluster_program`, or ``cluster: 2x1`` / ``1x2`` in that
-``problem.yaml``) must also list its cluster checks in the manifest's ``cluster`` (exactly those
+same way; so does a ping-pong kernel's (``pingpong: true`` there, which implies a persistent tile loop, or an
+``order/`` folder beside the ``program.json``: its consumer warp groups index the ring by the CTA's running tile
+count, the carry ``derive_carry`` states). A thread-block cluster program (:func:`is_cluster_program`, or
+``cluster: 2x1`` / ``1x2`` in that ``problem.yaml``) must also list its cluster checks in the manifest's ``cluster`` (exactly those
 :func:`synth.trusted.cluster.check_cluster_bytes` derives, each holding); a certificate that omits them fails.
 ``pingpong: true`` and ``epilogue: tma_store`` ask for the folders ``order/`` and ``store/``, which are
 certified too; the folders and the keys must agree (:func:`folder_disagreements`).
@@ -400,12 +402,20 @@ def _certify_hopper_protocol(directory: str, *, timeout_s: float = 60.0,
     problem_file = os.path.join(os.path.dirname(prog_file), PROBLEM)
     beside = os.path.dirname(os.path.abspath(prog_file)) != os.path.abspath(directory)
     declared = False
+    pingpong = ""  # why the folder is a ping-pong kernel's (its carry is the CTA's running tile count)
+    if beside and os.path.lexists(os.path.join(os.path.dirname(prog_file), "order")):
+        # order/ beside the program: a ping-pong kernel's ring, whatever problem.yaml says (or when it is absent)
+        pingpong = f"{os.path.join(os.path.dirname(prog_file), 'order')}/ is there"
     if beside and os.path.lexists(problem_file):
         # the folder's own problem.yaml decides too: a certificate that leaves out the carry of a
-        # persistent kernel (or the cluster classes of a cluster kernel) fails, one that adds them is checked
+        # persistent or ping-pong kernel (or the cluster classes of a cluster kernel) fails, one that adds them is
+        # checked
         try:
             design = read_design(read_regular(problem_file, MAX_FLAG_BYTES), problem_file)
-            persistent = design.persistent or persistent
+            if design.pingpong:
+                line = design.lines.get("pingpong")
+                pingpong = f"{problem_file}{'' if line is None else ':' + str(line)} says pingpong: true"
+            persistent = design.walks_tiles or persistent
             shape = design.cluster
             declared = shape in ("2x1", "1x2")
             if shape == "1x1" and is_cluster_program(program):  # the folder's kernel is one CTA per tile
@@ -417,6 +427,7 @@ def _certify_hopper_protocol(directory: str, *, timeout_s: float = 60.0,
             return _fail(f"{e} (fix: {e.fix})", sv, prog_file)
         except (OSError, ValueError) as e:
             return _fail(f"{problem_file}: {getattr(e, 'strerror', None) or e}", sv, prog_file)
+    persistent = persistent or bool(pingpong)
     cluster_bad = _cluster_verdict(manifest, data, program, declared, os.path.join(directory, MANIFEST))
     if cluster_bad:  # decided from the bytes alone: no solver is asked
         return CertifyResult(False, (), (f"certificate FAILED: {prog_file} is a thread-block cluster program and its "
@@ -427,6 +438,12 @@ def _certify_hopper_protocol(directory: str, *, timeout_s: float = 60.0,
         return _fail(f"{prog_file}: program outside the checker's bounds: {e}", sv, prog_file)
     left = None if time_limit is None else time_limit - (time.monotonic() - t0)
     res = _compare_and_ask(directory, manifest, derived, prog_file, sv, timeout_s, left)
+    if pingpong and not any(f.kind == "carry" and f.file for f in res.files):
+        res = CertifyResult(False, res.files, res.messages + (
+            f"{pingpong}: a ping-pong kernel's ring, whose two consumer warp groups index it by the CTA's running "
+            "tile count, so its certificate holds the carry obligations (docs/hopper_pingpong.md, \"What is "
+            "proved\", 4); this one leaves them out (written before ping-pong certificates held them?) (fix: "
+            "re-run 'synth solve')",), res.solvers, res.program)
     if manifest.get("cluster"):
         res = CertifyResult(res.ok, res.files, res.messages + (f"cluster classes: {len(manifest['cluster'])} checks "
                                                                "of cluster_form, init_visible, safe_exit hold",),

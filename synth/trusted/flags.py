@@ -1,6 +1,7 @@
 """The design keys of a folder's ``problem.yaml``, read by the trusted checker with a real YAML parser
 (docs/trust.md, "The folder's design"): ``epilogue`` (a TMA-store epilogue adds ``store/``), ``pingpong``
-(ping-pong consumers add ``order/``), ``persistent`` (the tile carry) and ``cluster`` (a thread-block cluster
+(ping-pong consumers add ``order/``), ``persistent`` (the tile carry, which ``pingpong`` implies:
+:attr:`Design.walks_tiles`) and ``cluster`` (a thread-block cluster
 adds the cluster classes). Part of the trusted base: imports nothing from synth outside this package.
 
 **The parser.** The text is parsed by PyYAML's pure-Python scanner and parser (``yaml.SafeLoader``'s), and
@@ -60,6 +61,13 @@ class Design:
     cluster: str = "1x1"
     lines: dict = field(default_factory=dict, compare=False)
     """``key -> line`` of each key written."""
+
+    @property
+    def walks_tiles(self) -> bool:
+        """Whether the kernel runs one ring over a persistent CTA's tiles, so that its certificate holds the tile
+        ``carry``: ``persistent: true``, or ``pingpong: true`` (which implies it: each consumer warp group indexes the
+        ring by the CTA's running tile count, whatever ``persistent:`` says)."""
+        return self.persistent or self.pingpong
 
 
 class _Node:

@@ -41,7 +41,7 @@ the warp group is one actor in the other classes).
 When all hold, :func:`wgmma_tightness` reports whether each ``wait_group N`` is the largest safe
 count; a ``"tight": true`` in the file that it does not confirm fails the check. A persistent
 kernel's program also gets ``carry`` (:func:`derive_carry`; the flag read from ``problem.yaml``
-by :func:`read_persistent_flag`).
+by :func:`read_carry_flag`: ``persistent: true`` or ``pingpong: true``, which implies it).
 
 Part of the trusted base: imports nothing from synth outside ``synth.trusted``.
 """
@@ -994,6 +994,18 @@ def read_persistent_flag(data: bytes, path: str = "problem.yaml") -> bool:
         raise HopperInputError(e.where, e.msg, e.fix) from None
 
 
+def read_carry_flag(data: bytes, path: str = "problem.yaml") -> bool:
+    """Whether the folder whose ``problem.yaml`` is ``data`` runs one ring over a persistent CTA's tiles, so that its
+    certificate holds the :func:`derive_carry` obligations: ``persistent: true`` or ``pingpong: true``
+    (:attr:`synth.trusted.flags.Design.walks_tiles`: a ping-pong consumer warp group indexes slots and parities by
+    the CTA's running tile count ``t`` of the ring, ``kb = t T``, the carry :data:`KERNEL_CARRY` states for every
+    ``t``, both warp groups' tiles alike). Refuses as :func:`read_persistent_flag` does."""
+    try:
+        return read_design(data, path).walks_tiles
+    except FlagError as e:
+        raise HopperInputError(e.where, e.msg, e.fix) from None
+
+
 def _carry_text(oid: str, desc: str, p: HProgram, decls: list, defs: list, asserts: list) -> str:
     lines = [f"; synth trusted Hopper obligation {oid} (carry)", f"; {desc}",
              f"; program {p.name}, program.json sha256 {p.sha256}",
@@ -1026,6 +1038,10 @@ def derive_carry(p: HProgram, carry: Optional[dict] = None) -> list[HopperObliga
       ``t >= 1`` tiles (``N = t T``), where the statement's guard holds and its count ``c >= 0``,
       the kernel's carried count ``base + (c - t T)`` is ``>= 0`` and names the slot (and, for a
       ``try_wait``, the parity) of ``c``.
+
+    ``t`` is the CTA's tile, counted over all its tiles: a ping-pong kernel (docs/hopper_pingpong.md) runs the
+    ring's one consumer role on two warp groups, warp group ``w`` taking tiles ``t = 2 j + w``, each at the
+    CTA's running count ``t T`` (never its own ``j T``): the same obligations, over every ``t``, cover both.
 
     ``carry``: ``{role: (slot_base, parity_base, flip)}`` texts in ``t`` and ``T`` (default, and for
     a role not named, :data:`KERNEL_CARRY`). Non-linear (``t T``), asked of Z3 and cvc5 like the
@@ -1161,7 +1177,8 @@ def check_hopper_program(data: bytes, *, timeout_s: float = 60.0, tightness: boo
                          persistent: bool = False) -> TrustedHopperResult:
     """Re-derive every obligation of the Hopper ``program.json`` in ``data`` and ask Z3 and cvc5 each
     (``timeout_s`` per solver call); with ``persistent`` (the kernel walks tiles, the problem's
-    ``persistent: true``) also the ``carry`` obligations of :func:`derive_carry`. ``ok`` iff the file is accepted, both solvers answer ``unsat``
+    ``persistent: true`` or ``pingpong: true``) also the ``carry`` obligations of :func:`derive_carry`. ``ok`` iff
+    the file is accepted, both solvers answer ``unsat``
     to every obligation and no wgmma wait claims (``"tight": true``) a tightness the check does not
     show. With ``tightness`` (and every obligation proven) each wgmma wait's tightness is reported
     (:func:`wgmma_tightness`). Never raises on bad input: a refused file gives ``ok`` False with the
@@ -1212,6 +1229,7 @@ def check_hopper_program(data: bytes, *, timeout_s: float = 60.0, tightness: boo
                                tuple(lags.items()), time.perf_counter() - t0, p.sha256, waits)
 
 
-__all__ = ["check_hopper_program", "derive_hopper", "derive_carry", "read_persistent_flag", "wgmma_tightness",
+__all__ = ["check_hopper_program", "derive_hopper", "derive_carry", "read_persistent_flag", "read_carry_flag",
+           "wgmma_tightness",
            "TrustedHopperResult", "HopperCheck", "HopperObligation", "WaitTightness", "CLASSES", "KERNEL_CARRY",
            "MAX_FLAG_BYTES"]

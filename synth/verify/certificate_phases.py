@@ -15,7 +15,8 @@ The files are the trusted checker's, not synth's prover's (as for ``cp.async`` c
 the writer runs :func:`synth.trusted.hopper.check_hopper_program` on the bytes, which finds the
 deadlock ranking (``ranking``) and answers every obligation with Z3 and cvc5, and writes nothing
 unless it proves every one. A persistent kernel's certificate (``"persistent": true``: the output
-folder's ``problem.yaml`` says ``persistent: true``) also holds the ``carry`` obligations of
+folder's ``problem.yaml`` says ``persistent: true``, or ``pingpong: true``, which implies it, or ``order/`` is
+beside its ``program.json``: :func:`persistent_flag`) also holds the ``carry`` obligations of
 :func:`synth.trusted.hopper.derive_carry` (docs/hopper.md, "Persistent tiles"). A thread-block cluster
 program's (:func:`synth.trusted.certify.is_cluster_program` of the bytes, or ``cluster: 2x1`` / ``1x2`` in the
 folder's ``problem.yaml``) lists its cluster checks in ``cluster`` (the ids of
@@ -42,7 +43,7 @@ from ..hopper.ir import dumps
 from ..trusted import certify as trusted_certify
 from ..trusted import solvers
 from ..trusted.certify import MANIFEST, PROGRAM, CertifyResult, sha256
-from ..trusted.hopper import MAX_FLAG_BYTES, check_hopper_program, derive_carry, derive_hopper, read_persistent_flag
+from ..trusted.hopper import MAX_FLAG_BYTES, check_hopper_program, derive_carry, derive_hopper, read_carry_flag
 from ..trusted.cluster import check_cluster_bytes
 from ..trusted.flags import FlagError, read_cluster_flag
 from ..trusted.hopper_program import HopperInputError, read_hopper_bytes
@@ -77,10 +78,14 @@ def _folder_key(directory: str, reader, key: str):
 
 
 def persistent_flag(directory: str) -> bool:
-    """Whether the output folder holding the certificate folder ``directory`` is a persistent kernel's:
-    the flag of its ``problem.yaml`` as the trusted checker reads it
-    (:func:`synth.trusted.hopper.read_persistent_flag`), see :func:`_folder_key`."""
-    return bool(_folder_key(directory, read_persistent_flag, "persistent flag"))
+    """Whether the output folder holding the certificate folder ``directory`` runs one ring over a persistent CTA's
+    tiles (its certificate holds the carry), as ``synth certify`` decides it: ``persistent: true`` or
+    ``pingpong: true`` in its ``problem.yaml`` (:func:`synth.trusted.hopper.read_carry_flag`, see
+    :func:`_folder_key`), or an ``order/`` folder beside its ``program.json`` (a ping-pong kernel's)."""
+    parent = os.path.dirname(os.path.abspath(directory))
+    if os.path.lexists(os.path.join(parent, PROGRAM)) and os.path.lexists(os.path.join(parent, "order")):
+        return True
+    return bool(_folder_key(directory, read_carry_flag, "persistent flag"))
 
 
 def cluster_flag(directory: str) -> bool:

@@ -1,9 +1,9 @@
 """Ping-pong consumers (docs/hopper_pingpong.md): two consumer warp groups take a persistent CTA's tiles in
 turn. The order protocol is proven for even and odd tile counts by synth's prover and by the independent
-checker; each order bug and the partner-skip carry is refuted and, injected into kernel.cu, hangs the
-emulator; the emulated kernel equals numpy for P = 1, P not dividing the tiles, odd and even tile counts per
-CTA, with either epilogue; the SASS keeps two warp groups' main loops with no spills; the problem key is
-refused where it does not apply; a solved folder certifies and runs."""
+checker; each order bug and the partner-skip carry is refuted (the carry by both checkers' carry proofs too)
+and, injected into kernel.cu, hangs the emulator; the emulated kernel equals numpy for P = 1, P not dividing
+the tiles, odd and even tile counts per CTA, with either epilogue; the SASS keeps two warp groups' main loops
+with no spills; the problem key is refused where it does not apply; a solved folder certifies and runs."""
 
 import json
 import shutil
@@ -57,6 +57,21 @@ def test_the_kernel_proof_and_the_partner_skip_carry():
     assert verify_pingpong(ring, time_limit=20).ok
     ok, why = check_carry(ring, {"consumer": CARRY_MUTANTS["partner_skip"]})
     assert not ok and "tile 1" in why and "running count" in why
+
+
+def test_the_trusted_carry_is_the_pingpong_carry():
+    """The independent checker's carry (derive_carry: every slot and parity at the CTA's running count t T, over
+    every CTA tile t, so both warp groups' tiles t = 2 j + w) holds for the ping-pong ring, and the partner-skip carry
+    ((t / 2) T) is refuted by both solvers at the consumer's statements only, as check_carry refutes it."""
+    from synth.trusted.hopper import derive_carry
+
+    p = read_hopper_bytes(dumps(CFG.program()).encode())
+    assert all(solvers.z3_answer(o.smt2, 20) == "unsat" and solvers.cvc5_answer(o.smt2, 20) == "unsat"
+               for o in derive_carry(p))
+    m = CARRY_MUTANTS["partner_skip"]
+    bad = [o.id for o in derive_carry(p, {"consumer": (m.slot_base, m.parity_base, m.flip)})
+           if solvers.z3_answer(o.smt2, 20) == "sat" and solvers.cvc5_answer(o.smt2, 20) == "sat"]
+    assert "carry:consumer:body:0:barrier" in bad and all(i.startswith("carry:consumer:") for i in bad), bad
 
 
 @needs_gxx
