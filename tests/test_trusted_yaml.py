@@ -415,3 +415,17 @@ def test_a_tampered_pingpong_carry_obligation_is_refused(pingpong, tmp_path):
         (cert / "manifest.json").write_text(json.dumps(man, indent=2) + "\n")
         res = certify_hopper(str(t))
         assert not res.ok and f"not obligation {oid} as derived from program.json" in res.render(), res.render()
+
+
+@pytest.mark.parametrize("part", ["order", "store"])
+def test_a_folder_without_problem_yaml_certifies_the_parts_it_holds(pingpong, tmp_path, part):
+    """With problem.yaml deleted, the order/ and store/ folders beside program.json still decide what is certified:
+    one of them tampered fails ``synth certify`` (before, only the ring's certificate was checked)."""
+    t = _tamper(pingpong, tmp_path / "t")
+    (t / "problem.yaml").unlink()
+    sub = t / part / ("even" if part == "order" else "") / "certificate"
+    man = next(p for p in sorted(sub.rglob("*.smt2")))
+    man.write_text(man.read_text().replace("(check-sat)", "(assert false)\n(check-sat)", 1))
+    r = synth_cli("certify", str(t))
+    out = r.stdout + r.stderr
+    assert r.returncode == 1 and "certificate FAILED" in out, out

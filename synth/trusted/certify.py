@@ -56,7 +56,7 @@ from .hopper_program import HopperInputError, read_hopper_bytes
 from .obligations import derive
 from .program import MAX_BYTES, InputError, read_bytes, read_regular
 from .cluster import check_cluster_bytes, cta
-from .flags import FlagError, read_design
+from .flags import Design, FlagError, read_design
 from .store import check_store_threads
 
 FORMAT = "synth-certificate/2"
@@ -240,23 +240,30 @@ def certify_hopper(directory: str, *, timeout_s: float = 60.0, time_limit: Optio
     ``store/certificate/`` against ``store/program.json`` (:func:`certify`) and the thread classes of
     :func:`synth.trusted.store.check_store_threads`. With ``pingpong: true``, ``order/even/`` and ``order/odd/``
     too (each a Hopper certificate of the order protocol). A folder the design asks for that is missing, or one
-    there that it does not ask for, fails (:func:`folder_disagreements`)."""
+    there that it does not ask for, fails (:func:`folder_disagreements`). An output folder without its
+    ``problem.yaml`` is judged by the parts it holds: ``order/`` and ``store/``, where there, are certified too."""
     t0 = time.monotonic()
     cdir = _cert_dir(directory)
     prog_file = program_path(cdir)
     problem_file = os.path.join(os.path.dirname(prog_file), PROBLEM)
-    if os.path.dirname(os.path.abspath(prog_file)) == os.path.abspath(cdir) or not os.path.lexists(problem_file):
+    if os.path.dirname(os.path.abspath(prog_file)) == os.path.abspath(cdir):
         return _certify_hopper_protocol(directory, timeout_s=timeout_s, time_limit=time_limit)
     # the folder's design first: a folder that lacks a proof its problem asks for fails before any solver runs
     v = solvers.versions()
     sv = tuple((n, v[n] or "missing") for n in ("z3", "cvc5"))
-    try:
-        design = read_design(read_regular(problem_file, MAX_FLAG_BYTES), problem_file)
-    except FlagError as e:
-        return _fail(f"{e} (fix: {e.fix})", sv, prog_file)
-    except (OSError, ValueError) as e:
-        return _fail(f"{problem_file}: {getattr(e, 'strerror', None) or e}", sv, prog_file)
-    bad = folder_disagreements(os.path.dirname(prog_file), design)
+    folder = os.path.dirname(prog_file)
+    if not os.path.lexists(problem_file):
+        # no problem.yaml to read the design from: the parts the folder holds are the design, each certified
+        design = Design(epilogue="tma_store" if os.path.lexists(os.path.join(folder, "store")) else "register",
+                        pingpong=os.path.lexists(os.path.join(folder, "order")))
+    else:
+        try:
+            design = read_design(read_regular(problem_file, MAX_FLAG_BYTES), problem_file)
+        except FlagError as e:
+            return _fail(f"{e} (fix: {e.fix})", sv, prog_file)
+        except (OSError, ValueError) as e:
+            return _fail(f"{problem_file}: {getattr(e, 'strerror', None) or e}", sv, prog_file)
+    bad = folder_disagreements(folder, design)
     if bad:
         return CertifyResult(False, (), (f"certificate FAILED: {os.path.dirname(prog_file)} does not hold the proofs "
                                          "its problem.yaml asks for",) + tuple(
