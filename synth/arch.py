@@ -59,7 +59,12 @@ Sources (figures are per SM unless named otherwise):
   throughput), 1 elsewhere (``mma.sync`` is the tensor path of sm_80 to sm_89).
   ``lat_shared`` and ``lat_mma`` of sm_90 are the sm_80 measurements reused (an
   assumption: the cited Hopper sources time wgmma and the memory hierarchy, and this
-  table takes no separate ldmatrix or ``mma.sync`` latency from them).
+  table takes no separate ldmatrix or ``mma.sync`` latency from them). The Hopper pipeline
+  model charges a drained wgmma group ``4 lat_mma`` (132 cycles) per k-tile when
+  ``K_PIPE_MMAS = 0`` (synth/hopper/model.py), the whole of it since the sm_90 calibration
+  (the cooperative warp groups drain together); no published figure of the drain exists, and
+  the 11 calibration points do not move with it (their rounds are bound by the wgmma and L2
+  terms).
   ``issue_per_clk_smsp``:
   one warp instruction per clock per SM sub-partition (each of the 4 partitions
   has "one warp scheduler, one dispatch unit (32 thread/clk)", Ampere GA102
@@ -70,7 +75,10 @@ Sources (figures are per SM unless named otherwise):
   "Peak FLOPS", glennklockwood.com/garden/peak-FLOPS), inside the datasheet's
   1.095 GHz base to 1.41 GHz boost. H100 SXM5: 1.755 GHz (the H100 whitepaper's preliminary
   figures use 1.755; sustained 700 W operation throttles below the 1.98 GHz
-  maximum: an assumption), GeForce parts at their rated boost (RTX 3090
+  maximum: an assumption, checked by the sm_90 calibration: the least-squares clock of the 11
+  published H100 points of synth/data/published_gemm.yaml, every other figure of this table
+  kept, is 1.750 GHz, RMS error 3.0 %, 0.3 % from this figure, which is kept; docs/search.md
+  section 8, benchmarks/calibrate_sm90.py), GeForce parts at their rated boost (RTX 3090
   1.695 GHz, RTX 4090 2.52 GHz; real cards often exceed it, so this errs low).
   ``dram_efficiency``: sustained / nominal DRAM bandwidth, 0.9 (HBM2/HBM3 and
   GDDR6X stream at 85-93 % of nominal in STREAM-like copies; an assumption of

@@ -424,6 +424,35 @@ def cmd_solve(args, ui: _Ui) -> Outcome:
     return outcome
 
 
+def _hopper_design_line(result) -> str:
+    """The design ``synth solve`` built, in words: the grid, the cluster, the epilogue and C's type, the split, and,
+    when the problem left design keys ``auto``, which it chose and each candidate's prediction (µs)."""
+    g = result.problem
+    grid = "ping-pong (persistent)" if g.pingpong else "persistent" if g.persistent else "one CTA per tile"
+    parts = [grid, "no cluster" if g.cluster == "1x1" else f"cluster {g.cluster}",
+             f"{'TMA-store' if g.epilogue == 'tma_store' else 'register'} epilogue (C {g.out_dtype})"]
+    if g.split_k > 1:
+        parts.append(f"split-K {g.split_k}")
+    line = ", ".join(parts)
+    if result.design is not None:
+        preds = ", ".join(f"{label} {us:g}" for label, us in result.design.predicted_us)
+        line += f"; chosen for {', '.join(f'{k}: auto' for k in g.auto)} among {preds} us ({result.design.status})"
+    return line
+
+
+def _hopper_design_json(result) -> dict:
+    """The design of a Hopper solve for the JSON: persistent, pingpong, epilogue, cluster, out_dtype, split_k, the
+    keys the problem left ``auto`` and, for those, each candidate's prediction (µs)."""
+    from .hopper.design import design_of
+
+    g = result.problem
+    doc = {**design_of(g).to_json(), "out_dtype": g.out_dtype, "split_k": g.split_k, "auto": list(g.auto)}
+    if result.design is not None:
+        doc["predicted_us"] = dict(result.design.predicted_us)
+        doc["status"] = result.design.status
+    return doc
+
+
 def _solve_hopper(ui: _Ui, result, out: str, files: list[str], phases, wall: float) -> Outcome:
     """The report of ``synth solve`` on a Hopper problem: the choice, the obligations by class."""
     from .hopper.flow import choice_to_json
@@ -431,6 +460,7 @@ def _solve_hopper(ui: _Ui, result, out: str, files: list[str], phases, wall: flo
     rep = result.report
     outcome = Outcome(result={"problem": result.problem.name, "out": out, "files": files, "mainloop": "tma_wgmma",
                               "schedule": choice_to_json(result.problem, result.choice),
+                              "design": _hopper_design_json(result),
                               "verified": None if rep is None else bool(rep.ok),
                               "verify": None if rep is None else rep.to_json(),
                               "phases": [{"name": n, "seconds": round(s, 4)} for n, s in phases],
@@ -439,6 +469,7 @@ def _solve_hopper(ui: _Ui, result, out: str, files: list[str], phases, wall: flo
         g, c = result.problem, result.choice
         ui.print(f"{g.name}: Hopper main loop (TMA + mbarrier + wgmma), tile {g.BM}x{g.BN}x{g.BK} {g.dtype}, "
                  f"{c.explain()}", markup=False)
+        ui.print(f"{g.name}: design {_hopper_design_line(result)}", markup=False)
         if rep is not None:
             ui.print(rep.render(), markup=False)
         ui.print(f"wall time {wall:.2f} s: " + ", ".join(f"{n} {t:.2f} s" for n, t in phases))
@@ -849,6 +880,9 @@ def cmd_search(args, ui: _Ui) -> Outcome:
             out.result = json.loads(text) if text else None
         except ValueError:
             out.result = {"text": text}
+        # a prediction above the fastest figure published for the shape: the envelope's warnings too
+        docs = out.result if isinstance(out.result, list) else [out.result]
+        out.warnings += [w for d in docs if isinstance(d, dict) for w in d.get("warnings") or ()]
     else:
         out.status = cli_search(args)
     if out.status == 0 and getattr(args, "measure", False):

@@ -680,11 +680,21 @@ class HopperKernel:
         """The emulator's report of the last call (emulator backend)."""
 
     def __repr__(self) -> str:
+        """Every part of the design: tile and dtype, stages and K_PIPE_MMAS, the grid (one CTA per tile, persistent,
+        ping-pong), the consumers, the cluster, the epilogue and C's type, the K accepted, the backend."""
         c = self.config
         ks = ("K any multiple of 8" if c.split_k == 1
               else f"split-K {c.split_k}, K 0 or a multiple of 8 above {(c.split_k - 1) * c.bk}")
+        grid = ("ping-pong (persistent tiles, 2 consumer warp groups taking turns)" if c.pingpong else
+                ("persistent tiles" if c.persistent else "one CTA per tile") +
+                f", {c.bm // 64} cooperative consumer warp group{'s' if c.bm > 64 else ''}")
+        cluster = getattr(c, "cluster", "1x1")
+        cl = "no cluster" if cluster == "1x1" else \
+            f"cluster {cluster} ({'B' if cluster == '2x1' else 'A'} multicast)"
+        epi = ("TMA-store epilogue" if c.epilogue == "tma_store" else "register epilogue") + \
+            f", C {getattr(c, 'out_dtype', 'f32')}"
         return (f"<synth.kernel.HopperKernel {self.name}: {c.bm}x{c.bn}x{c.bk} tiles {c.dtype}, {c.stages} stages, "
-                f"{ks}{', persistent tiles' if c.persistent else ''}, backend {self.backend}>")
+                f"K_PIPE_MMAS {c.k_pipe_mmas}, {grid}, {cl}, {epi}, {ks}, backend {self.backend}>")
 
     def _operand(self, name: str, x) -> np.ndarray:
         loc = Loc(self.path)

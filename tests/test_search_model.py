@@ -304,8 +304,11 @@ def test_published_figures_file_errors_are_located(tmp_path):
     bad.write_text("best: {}\npoints: []\n")
     with pytest.raises(SynthError, match="sm_80"):
         best_published("sm_80", str(bad))
-    assert {p.arch for p in calibration_points()} == {"sm_80"}
+    assert {p.arch for p in calibration_points()} == {"sm_80", "sm_90"}
     assert all(p.source and p.tflops > 0 for p in calibration_points())
+    # sm_90: at least 10 H100 points, each naming its design (a Hopper point of the search's space) or a library
+    h100 = [p for p in calibration_points() if p.arch == "sm_90"]
+    assert len(h100) >= 10 and all(p.gpu and (p.hopper_point() is not None or p.library == "cublas") for p in h100)
 
 
 def test_timing_a_point_never_lowers_its_prediction():

@@ -78,16 +78,22 @@ class HopperResult:
 
 
 def gemm_config(g: HopperGemm) -> GemmConfig:
-    """The :class:`GemmConfig` view of ``g`` the cost model reads (tile, dtype, arch, K)."""
-    return GemmConfig(g.M, g.N, g.K, g.dtype, g.BM, g.BN, g.BK, g.warps, g.stages, g.arch, g.name, g.split_k)
+    """The :class:`GemmConfig` view of ``g`` the cost model reads (tile, dtype, arch, K, split); the rest of the
+    design (consumers per slot, cluster, reserved shared memory) is in :func:`synth.hopper.design.pipeline_input`,
+    whose ``cfg`` this is."""
+    from .design import pipeline_input
+
+    return pipeline_input(g).cfg
 
 
 def choose_pipeline(g: HopperGemm, *, time_limit: float = 10.0) -> HopperChoice:
-    """CP-SAT's ``stages`` / ``k_pipe_mmas`` for ``g`` (pins respected); SynthError when nothing fits."""
+    """CP-SAT's ``stages`` / ``k_pipe_mmas`` for ``g`` (pins respected) on the design's whole pipeline input
+    (:func:`synth.hopper.design.pipeline_input`: the cluster's remote release included, the same input the search
+    prices); SynthError when nothing fits."""
+    from .design import pipeline_input
+
     try:
-        return choose(gemm_config(g), time_limit=time_limit, stages=g.stages, k_pipe_mmas=g.k_pipe_mmas,
-                      consumers=g.ring_consumers, warp_specialized=True, smem_limit=g.shared_limit,
-                      reserve_bytes=ALIGN_PAD + g.staging_bytes() + g.order_bytes())
+        return pipeline_input(g).choose(time_limit=time_limit, stages=g.stages, k_pipe_mmas=g.k_pipe_mmas)
     except ValueError as e:
         raise SynthError(g.loc("stages"), f"no Hopper pipeline for {g.name}: {e}",
                          "use fewer stages, a smaller tile, or raise target.shared_bytes") from None

@@ -15,8 +15,12 @@ the predicted cycles of the k-tile loop for ``T`` tiles:
 * ``mma`` = wgmma cycles of one k-tile = ``2 * BM * BN * BK / tensor flop per clk``, divided
   among nothing (the tensor cores are shared by the consumer warp groups);
 * ``wait`` = the wgmma latency exposed per k-tile when ``K = 0`` (each wgmma is drained before
-  its release): ``lat_wgmma = 4 * lat_mma`` cycles, shared by ``C`` consumer warp groups that
-  alternate (one drains while the other issues), else 0;
+  its release): ``lat_wgmma = 4 * lat_mma`` cycles, else 0. It is not shared among the ``C``
+  consumer warp groups: in the warp-specialized kernel every consumer reads every slot (or, ping-pong,
+  one consumer takes the tile), so the cooperative warp groups wait on the same full barrier, issue
+  the same k-tile and drain together; no other warp group's wgmma fills the drain (before the sm_90
+  calibration, docs/search.md section 8, the model divided it by ``C``, and so preferred
+  ``K_PIPE_MMAS = 0`` at 4 stages for 128x128, where CUTLASS keeps one wgmma group in flight);
 * ``fill`` = TMA round trip = ``lat_global + box bytes / 64 B per clk + 2 * barrier`` where a
   barrier round trip is ``barrier_cycles``;
 * loads in flight while a consumer computes: ``ahead = min(S - K - 1, T)`` (the consumer holds
@@ -103,7 +107,7 @@ def loop_cost(cfg: GemmConfig, stages: int, k_pipe_mmas: int, consumers: int, T:
     b = DTYPE_BYTES[cfg.dtype]
     box = (cfg.BM + cfg.BN) * cfg.BK * b
     mma = -(-2 * cfg.BM * cfg.BN * cfg.BK // arch.tensor_f16_f32_flop_per_clk_sm)
-    wait = -(-4 * arch.lat_mma // C) if K == 0 else 0
+    wait = 4 * arch.lat_mma if K == 0 else 0  # the cooperative warp groups drain together (module docstring)
     fill = arch.lat_global + box // arch.tma_bytes_per_clk + (2 if ws else 1) * arch.barrier_cycles
     if cluster > 1:  # the peer consumers' release of the slot arrives remotely before the refill
         fill += arch.lat_remote_arrive
@@ -117,12 +121,14 @@ def loop_cost(cfg: GemmConfig, stages: int, k_pipe_mmas: int, consumers: int, T:
 def choose(cfg: GemmConfig, *, time_limit: float = 10.0, stages: Optional[int] = None,
            k_pipe_mmas: Optional[int] = None, consumers: Optional[int] = None,
            warp_specialized: Optional[bool] = None, smem_limit: Optional[int] = None,
-           reserve_bytes: int = 0) -> HopperChoice:
+           reserve_bytes: int = 0, cluster: int = 1) -> HopperChoice:
     """The CP-SAT choice for ``cfg``; ValueError when nothing fits.
 
     ``stages``, ``k_pipe_mmas``, ``consumers`` and ``warp_specialized`` pin that choice (None: free);
     ``smem_limit`` replaces the arch's per-CTA limit and ``reserve_bytes`` is added to every
-    candidate's shared memory (the kernel's alignment pad).
+    candidate's shared memory (the kernel's alignment pad); ``cluster``: CTAs of the thread-block
+    cluster, whose refill waits for the peer's remote release (:func:`loop_cost`). A design's whole
+    input is :func:`synth.hopper.design.pipeline_input`, which ``synth solve`` and ``synth search`` share.
     """
     from ortools.sat.python import cp_model  # here, not at import: reading a Hopper folder back needs no solver
 
@@ -148,11 +154,11 @@ def choose(cfg: GemmConfig, *, time_limit: float = 10.0, stages: Optional[int] =
                 if consumers is not None and C != consumers:
                     continue
                 for ws in (True, False):
-                    if cfg.BM % (64 * C) or (not ws and C > 1):
+                    if cfg.BM % (64 * C) or (not ws and C > 1) or (not ws and cluster > 1):
                         continue
                     if warp_specialized is not None and ws != warp_specialized:
                         continue
-                    cands.append((S, K, C, smem, loop_cost(cfg, S, K, C, T, ws).cycles, ws))
+                    cands.append((S, K, C, smem, loop_cost(cfg, S, K, C, T, ws, cluster).cycles, ws))
     if not cands:
         raise ValueError(f"no pipeline fits: one stage needs {stage_bytes + 2 * BARRIER_BYTES + reserve_bytes} B "
                          f"of the {limit} B a CTA may use on {arch.name} (with the pins given)")

@@ -83,8 +83,11 @@ def harness_overhead(arch: str, harness: Harness, sass: bool = False) -> float:
     return max(0.0, min(gaps))
 
 
-def predict(pt: PublishedPoint, sass: bool = False) -> CalibrationRow:
-    """The model's prediction of ``pt`` as its harness measured it (see the module docstring)."""
+def predict(pt: PublishedPoint, sass: bool = False, clock_ghz: Optional[float] = None,
+            winner=None) -> CalibrationRow:
+    """The model's prediction of ``pt`` as its harness measured it (see the module docstring). ``clock_ghz``
+    replaces the harness's clock (the sm_90 fit, :func:`fit_clock`); ``winner``: for a library point on sm_90, the
+    Hopper point to predict instead of searching again (the fit keeps the winner found at the model's clock)."""
     from .rank import apply_sass, estimate_of, new_entry
     from .space import Point, make_context
     from .timing import timed
@@ -93,7 +96,11 @@ def predict(pt: PublishedPoint, sass: bool = False) -> CalibrationRow:
     h = harnesses().get(pt.harness) if pt.harness else None
     overhead = harness_overhead(pt.arch, h, sass) if h is not None else None
     spec = harness_arch(pt.arch, h, overhead)
-    if pt.config is not None:
+    if clock_ghz is not None:
+        spec = dataclasses.replace(spec, sustained_clock_ghz=clock_ghz)
+    if pt.arch == "sm_90":
+        pred, what = predict_hopper(pt, spec, winner)
+    elif pt.config is not None:
         ctx = make_context(*pt.shape, "f16", spec)
         p = Point(*pt.config)
         e = new_entry(ctx, p)
@@ -113,9 +120,79 @@ def predict(pt: PublishedPoint, sass: bool = False) -> CalibrationRow:
                           spec.clock_ghz, spec.launch_us, pt.source)
 
 
-def calibrate(arch: str = "sm_80", sass: bool = False) -> list[CalibrationRow]:
-    """:func:`predict` for every published point on ``arch``, in file order."""
-    return [predict(pt, sass) for pt in calibration_points() if pt.arch == arch]
+def predict_hopper(pt: PublishedPoint, spec, winner=None) -> tuple[float, str]:
+    """(TFLOP/s, what was compared) of an sm_90 point on ``spec``: its named design through
+    :func:`synth.search.hopper.estimate_hopper`, else the Hopper search's winner (``winner``: that point, given)."""
+    from .hopper import estimate_hopper
+    from .hopper_search import hopper_context, search_hopper
+
+    ctx = hopper_context(*pt.shape, pt.dtype, spec)
+    p = pt.hopper_point() or winner
+    if p is not None:
+        return estimate_hopper(ctx, p).tflops, ("that design, " if pt.design else "the winner, ") + p.label
+    res = search_hopper(ctx, top=1, references=False)
+    return res.winner.tflops, f"the winner, {hopper_point_of(res.winner).label}"
+
+
+def hopper_point_of(c):
+    """The :class:`synth.search.hopper.HopperPoint` of a Hopper :class:`~synth.search.results.Candidate`."""
+    from .hopper import HopperPoint
+
+    g = c.config
+    return HopperPoint(g.BM, g.BN, g.stages, g.k_pipe_mmas, split_k=g.split_k, persistent=g.persistent,
+                       epilogue=g.epilogue, pingpong=g.pingpong, cluster=g.cluster)
+
+
+def calibrate(arch: str = "sm_80", sass: bool = False, clock_ghz: Optional[float] = None,
+              winners: Optional[dict] = None) -> list[CalibrationRow]:
+    """:func:`predict` for every published point on ``arch``, in file order (``clock_ghz``, ``winners``: as
+    :func:`predict`'s, ``winners`` by point name)."""
+    return [predict(pt, sass, clock_ghz, (winners or {}).get(pt.name))
+            for pt in calibration_points() if pt.arch == arch]
+
+
+def log_errors(rows: Sequence[CalibrationRow]) -> list[float]:
+    """``log(predicted / published)`` of each row."""
+    import math
+
+    return [math.log(r.predicted / r.published) for r in rows]
+
+
+@dataclass(frozen=True)
+class ClockFit:
+    """The sm_90 fit: the one clock that best explains every sm_90 point (least squares of the log errors)."""
+
+    clock_ghz: float
+    rms: float
+    """Root mean square of the log errors at the fitted clock."""
+    max_abs_error: float
+    """The largest ``|predicted / published - 1|`` at the fitted clock."""
+    rows: tuple[CalibrationRow, ...]
+
+
+def fit_clock(arch: str = "sm_90", lo: float = 1.5, hi: float = 1.98, step: float = 0.005) -> ClockFit:
+    """Least-squares fit of the clock over ``arch``'s points (benchmarks/calibrate_sm90.py): each library point
+    keeps the search's winner at the model's own clock (a clock changes every kernel's cycles alike, so it changes
+    no ranking beyond the launch overhead's share), every clock in ``[lo, hi]`` by ``step`` is tried."""
+    pts = [p for p in calibration_points() if p.arch == arch]
+    winners = {}
+    for p in pts:
+        if p.design is None:
+            from .hopper_search import hopper_context, search_hopper
+
+            h = harnesses().get(p.harness) if p.harness else None
+            ctx = hopper_context(*p.shape, p.dtype, harness_arch(arch, h, None))
+            winners[p.name] = hopper_point_of(search_hopper(ctx, top=1, references=False).winner)
+    best = None
+    n = int(round((hi - lo) / step))
+    for i in range(n + 1):
+        clock = round(lo + i * step, 6)
+        rows = calibrate(arch, clock_ghz=clock, winners=winners)
+        errs = log_errors(rows)
+        rms = (sum(e * e for e in errs) / len(errs)) ** 0.5
+        if best is None or rms < best.rms - 1e-12:
+            best = ClockFit(clock, rms, max(abs(r.error) for r in rows), tuple(rows))
+    return best
 
 
 @dataclass(frozen=True)
@@ -142,4 +219,4 @@ def summary(rows: Sequence[CalibrationRow]) -> Summary:
 
 
 __all__ = ["CalibrationRow", "Summary", "TARGET", "calibrate", "harness_arch", "harness_overhead", "predict",
-           "summary"]
+           "summary", "predict_hopper", "fit_clock", "ClockFit", "log_errors", "hopper_point_of"]

@@ -61,6 +61,9 @@ def add_search_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--out", metavar="DIR", help="folder for --top/--measure (default out/search-MxNxK-ARCH/)")
     parser.add_argument("-q", "--quiet", action="store_true", help="print only errors")
     parser.add_argument("-v", "--verbose", action="store_true", help="also print every constraint and reference")
+    parser.add_argument("--explain", action="store_true",
+                        help="print the winner's whole reasoning (every variant, cluster and kind it was compared "
+                             "with) instead of the short reason; the JSON always has both (why, why_short)")
     parser.add_argument("--force", action="store_true", help="replace existing output folders")
 
 
@@ -125,6 +128,8 @@ def cli_search(args: argparse.Namespace) -> int:
         write_k = top
     docs = []
     for res in results:
+        for w in res.warnings:  # a prediction above what was published for the shape: on stderr, and in the JSON
+            err.print(f"warning: {w}", markup=False)
         folders: list[str] = []
         if write_k is not None:
             base = args.out or os.path.join("out", f"search-{res.M}x{res.N}x{res.K}-{res.arch}")
@@ -147,7 +152,8 @@ def cli_search(args: argparse.Namespace) -> int:
             doc["notes"].append(note)
         docs.append(doc)
         if not as_json:
-            print_result(con, res, verbose=bool(args.verbose), folders=folders, note=note)
+            print_result(con, res, verbose=bool(args.verbose), folders=folders, note=note,
+                         explain=bool(getattr(args, "explain", False)))
     if as_json:
         print(json.dumps(docs[0] if len(docs) == 1 and not args.shapes else docs, indent=2))
     return 0

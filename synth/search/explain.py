@@ -13,44 +13,68 @@ from typing import Optional
 from .rank import Entry, estimate_of
 from .space import Context
 
-MODEL_ERROR = 0.15
-"""The model's calibration error: every published point it is calibrated on is predicted within 15 %
-(docs/search.md, section 8). Two predictions closer than this are a tie within the model's error."""
+def model_error(arch: str = "sm_80", mainloop: str = "cp_async") -> float:
+    """The error bar of the model that ranks ``mainloop`` on ``arch``: two predictions closer than it are a tie
+    within the model's error. Read from synth/data/published_gemm.yaml (``calibration``,
+    :func:`synth.search.published.tie_error`): the cp.async + mma.sync model (every arch) has the sm_80
+    calibration's 15 % (docs/search.md, section 8: every published A100 point within it); the Hopper model
+    (``tma_wgmma``) the sm_90 calibration's bar, the largest error of its published H100 points after the fit
+    (benchmarks/calibrate_sm90.py)."""
+    from .published import tie_error
 
-TIE = f"a tie within the model's error (up to {MODEL_ERROR:.0%})"
-"""How a gap below :data:`MODEL_ERROR` is said, in every explanation and the search's table."""
+    return tie_error(arch if mainloop == "tma_wgmma" else "sm_80")[0]
 
 
-def beats(label: str, gain: float, detail: str, at_least: str = "") -> str:
+def tie_text(error: float) -> str:
+    """How a gap below ``error`` is said, in every explanation and the search's table."""
+    return f"a tie within the model's error (up to {error:.0%})"
+
+
+MODEL_ERROR = model_error("sm_80")
+"""The cp.async + mma.sync model's calibration error (15 %: every published A100 point it is calibrated on is
+predicted within it, docs/search.md, section 8; from the data file). Two predictions closer than this are a tie
+within the model's error. The Hopper model's bar is :func:`model_error` of ``sm_90``."""
+
+TIE = tie_text(MODEL_ERROR)
+"""How a gap below :data:`MODEL_ERROR` is said (the cp.async model's explanations and table)."""
+
+
+def beats(label: str, gain: float, detail: str, at_least: str = "", error: Optional[float] = None) -> str:
     """The winner's clause against the best other tile ``label``, predicted ``gain`` (a fraction) slower.
 
-    Below :data:`MODEL_ERROR` the clause says the two are a tie within the model's error (the prediction
-    orders them, nothing more); ``detail`` (what the winner saves) follows either way.
+    Below ``error`` (:data:`MODEL_ERROR` when None) the clause says the two are a tie within the model's error (the
+    prediction orders them, nothing more); ``detail`` (what the winner saves) follows either way.
     """
-    if gain < MODEL_ERROR:
-        return f"{TIE} with the best other tile ({label}), predicted {at_least}{pct(gain)} slower: #1 {detail}"
+    error = MODEL_ERROR if error is None else error
+    if gain < error:
+        return (f"{tie_text(error)} with the best other tile ({label}), predicted {at_least}{pct(gain)} slower: "
+                f"#1 {detail}")
     return f"beats the best other tile ({label}) by {at_least}{pct(gain)}: {detail}"
 
 
-def behind(loss: float, detail: str) -> str:
+def behind(loss: float, detail: str, error: Optional[float] = None) -> str:
     """A runner-up's clause: predicted ``loss`` (a fraction) slower than #1, which ``detail``; a tie within the
-    model's error below :data:`MODEL_ERROR`."""
-    if loss < MODEL_ERROR:
-        return f"{pct(loss)} slower than #1 ({TIE}), which {detail}"
+    model's error below ``error`` (:data:`MODEL_ERROR` when None)."""
+    error = MODEL_ERROR if error is None else error
+    if loss < error:
+        return f"{pct(loss)} slower than #1 ({tie_text(error)}), which {detail}"
     return f"{pct(loss)} slower than #1, which {detail}"
 
 
-def spread_note(times_us) -> str:
+def spread_note(times_us, error: Optional[float] = None) -> str:
     """One line for the ranked table when its predictions (microseconds, best first; at least two) lie within
-    :data:`MODEL_ERROR` of the first: they are a tie within the model's error. Empty otherwise."""
+    ``error`` (:data:`MODEL_ERROR` when None) of the first: they are a tie within the model's error. Empty
+    otherwise."""
+    error = MODEL_ERROR if error is None else error
     times = list(times_us)
     if len(times) < 2 or times[0] <= 0:
         return ""
     spread = max(times) / times[0] - 1
-    if spread >= MODEL_ERROR:
+    if spread >= error:
         return ""
-    return (f"the {len(times)} candidates shown are predicted within {pct(spread)} of each other: {TIE}, "
-            "so the ranking among them is not a prediction the model can make; --measure times them")
+    return (f"the {len(times)} candidates shown are predicted within {pct(spread)} of each other: "
+            f"{tie_text(error)}, so the ranking among them is not a prediction the model can make; --measure "
+            "times them")
 
 
 def loop_rate(e: Entry) -> float:

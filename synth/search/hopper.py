@@ -154,7 +154,8 @@ class HopperPoint(ClusterShaped):
     def problem_name(self, M: int, N: int, K: int, dtype: str) -> str:
         """``gemm-MxNxK-dtype-BMxBNxBK-sS-kK[-splitS][-persistent|-pingpong][-tma_store][-cluster2x1|-cluster1x2]
         -sm_90`` (ping-pong implies persistent); where that is
-        longer than a problem name may be (:data:`NAME_LIMIT`), the variant words shortened (``split`` -> ``sp``,
+        longer than a problem name may be (:data:`NAME_LIMIT`; 6 fewer with the TMA store, whose store program is
+        named ``<name>.store``), the variant words shortened (``split`` -> ``sp``,
         ``persistent`` -> ``pers``, ``pingpong`` -> ``pp``, ``tma_store`` -> ``tmas``, ``cluster`` -> ``c``), then
         the shape left out (the folder's problem.yaml still has it)."""
         words = ([("split", "sp", self.split_k)] if self.split_k != 1 else []) + \
@@ -163,10 +164,13 @@ class HopperPoint(ClusterShaped):
             ([("tma_store", "tmas", "")] if self.epilogue == "tma_store" else []) + \
             ([("cluster", "c", self.cluster)] if self.cluster != "1x1" else [])
         tile = f"{self.BM}x{self.BN}x{self.BK}-s{self.stages}-k{self.k_pipe_mmas}"
+        # a TMA-store kernel's store program is named after the problem with ".store" (Sm90Config.store_program),
+        # itself a program name of at most NAME_LIMIT characters
+        limit = NAME_LIMIT - (len(".store") if self.epilogue == "tma_store" else 0)
         for short, shape in ((False, True), (True, True), (True, False)):
             tail = "".join(f"-{w[1] if short else w[0]}{n}" for w in words for n in [w[2]])
             name = "gemm-" + (f"{M}x{N}x{K}-" if shape else "") + f"{dtype}-{tile}{tail}-sm_90"
-            if len(name) <= NAME_LIMIT:
+            if len(name) <= limit:
                 break
         return name
 
@@ -377,14 +381,26 @@ and 1x2 clusters (one CTA per tile, either epilogue) and the persistent 2x1 and 
 where the kernel builds it (docs/search.md, section 10)."""
 
 
-def hopper_variants(ctx, p: HopperPoint) -> list[HopperPoint]:
-    """The legal variants of the unsplit point ``p`` (:data:`VARIANTS`, each at :func:`fit_stages`), ``p``'s own
-    configuration (its base) first. A variant the shape or the tile rules out (a ping-pong tile the kernel does
-    not build, a TMA store with ``N % 4 != 0``, a cluster the emitter does not build) is left out;
-    :func:`is_legal_hopper` says why."""
+def design_variant(ctx, p: HopperPoint, persistent: bool, pingpong: bool, epilogue: str, cluster: str,
+                   auto: bool = True) -> Optional[HopperPoint]:
+    """``p``'s tile (and split) with the design ``(persistent, pingpong, epilogue, cluster)``: with ``auto``, at the
+    stages and ``K_PIPE_MMAS`` ``synth solve`` chooses for that design (:func:`auto_choice`, the design's own
+    pipeline input: its staging slots, order barriers and cluster); without, at ``p``'s pins (:func:`fit_stages`:
+    the most of its stages that fit). None when no pipeline fits."""
+    q = replace(p, persistent=persistent, pingpong=pingpong, epilogue=epilogue, cluster=cluster)
+    return auto_choice(ctx, q) if auto else fit_stages(q)
+
+
+def hopper_variants(ctx, p: HopperPoint, auto: bool = False) -> list[HopperPoint]:
+    """The legal variants of the unsplit point ``p`` (:data:`VARIANTS`), ``p``'s own configuration (its base) first.
+    ``auto``: ``p`` is its tile's ``stages: auto`` point (:func:`auto_point`) and each variant gets its own design's
+    choice (:func:`design_variant`), exactly what ``synth solve`` builds for that design with ``stages: auto`` and
+    ``k_pipe_mmas: auto``; otherwise each keeps ``p``'s ``k_pipe_mmas`` and the most of its stages that fit
+    (:func:`fit_stages`). A variant the shape or the tile rules out (a ping-pong tile the kernel does not build, a TMA
+    store with ``N % 4 != 0``, a cluster the emitter does not build) is left out; :func:`is_legal_hopper` says why."""
     out: list[HopperPoint] = []
     for persistent, pingpong, epilogue, cluster in VARIANTS:
-        q = fit_stages(replace(p.base, persistent=persistent, pingpong=pingpong, epilogue=epilogue, cluster=cluster))
+        q = design_variant(ctx, p.base, persistent, pingpong, epilogue, cluster, auto)
         if q is not None and q not in out and is_legal_hopper(ctx, q) is None:
             out.append(q)
     return out
@@ -410,53 +426,86 @@ class Pipeline:
     """The cost of one fully pinned choice is exact (kept for the JSON's ``solver_status``)."""
 
 
+CHOICE_T = 16
+"""Trip counts from which the pipeline model's choice no longer changes: its candidates share the fill, and with
+``T >= 15`` every one has its ``stages - k_pipe_mmas - 1 <= 15`` loads in flight, so the cycles ``fill + T
+per_tile`` order them as ``per_tile`` does (:func:`synth.hopper.model.loop_cost`). Choices are cached per
+``min(T, CHOICE_T)``; the cost of a point is computed at its own ``T``."""
+
+
+def point_input(p: HopperPoint, T: int, dtype: str):
+    """The pipeline model's input (:func:`synth.hopper.design.pipeline_input`, the function ``synth solve`` prices a
+    design with) of ``p``'s design for one CTA's loop of ``T`` k-tiles: the :class:`~synth.hopper.problem.HopperGemm`
+    of the point, unsplit, with ``K = T x 64`` (``M`` and ``N`` do not enter it)."""
+    from ..hopper.design import pipeline_input
+
+    g = replace(p, split_k=1).gemm(1, 1, max(T, 1) * HOPPER_BK, dtype)
+    return pipeline_input(replace(g, stages=None, k_pipe_mmas=None))
+
+
 @functools.lru_cache(maxsize=None)
+def _cost(inp, stages: int, k_pipe: int) -> Pipeline:
+    c = inp.cost(stages, k_pipe)
+    return Pipeline(c.fill, float(c.per_tile), c.cycles)
+
+
+def point_pipeline(p: HopperPoint, T: int, dtype: str) -> Pipeline:
+    """One CTA's k-loop of ``p`` (its pinned stages and ``k_pipe_mmas``) over ``T`` k-tiles: the pipeline model's
+    cost on the design's input (:func:`point_input`), cached per process."""
+    return _cost(point_input(p, T, dtype), p.stages, p.k_pipe_mmas)
+
+
 def pipeline(dtype: str, BM: int, BN: int, stages: int, k_pipe: int, T: int, consumers: int = 0,
              cluster: int = 1) -> Pipeline:
     """The pipeline model's cycles of ``T`` k-tiles, split into fill and per-tile cycles
     (warp-specialized, ``consumers`` warp groups reading each slot: 0 stands for ``BM / 64``, the cooperative
-    kernel; ping-pong has 1, as the kernel is built; ``cluster`` CTAs per cluster, 1 or 2)."""
-    from ..gemm import GemmConfig
-    from ..hopper.model import loop_cost
-
-    cfg = GemmConfig(BM, BN, T * HOPPER_BK, dtype, BM, BN, HOPPER_BK, 4 * (1 + BM // 64), stages, "sm_90")
-    c = loop_cost(cfg, stages, k_pipe, consumers or BM // 64, T, warp_specialized=True, cluster=cluster)
-    return Pipeline(c.fill, float(c.per_tile), c.cycles)
+    kernel; 1 with ``BM = 128`` is ping-pong, as the kernel is built; ``cluster`` CTAs per cluster, 1 or 2):
+    :func:`point_pipeline` of that design."""
+    pp = consumers == 1 and BM > 64
+    p = HopperPoint(BM, BN, stages, k_pipe, persistent=pp, pingpong=pp, cluster="2x1" if cluster > 1 else "1x1")
+    return point_pipeline(p, T, dtype)
 
 
 @functools.lru_cache(maxsize=None)
-def _auto(dtype: str, BM: int, BN: int, T: int) -> tuple[int, int]:
-    from ..gemm import GemmConfig
-    from ..hopper.model import choose
-    from ..hopper.problem import ALIGN_PAD
-
-    cfg = GemmConfig(BM, BN, T * HOPPER_BK, dtype, BM, BN, HOPPER_BK, 4 * (1 + BM // 64), None, "sm_90")
-    c = choose(cfg, consumers=BM // 64, warp_specialized=True, reserve_bytes=ALIGN_PAD)
+def _choice(inp) -> tuple[int, int]:
+    c = inp.choose()
     return c.stages, c.k_pipe_mmas
 
 
-def auto_point(ctx, BM: int, BN: int) -> Optional[HopperPoint]:
-    """The point ``synth solve`` builds for the tile with ``stages: auto`` and ``k_pipe_mmas: auto``:
-    the CP-SAT choice of :func:`synth.hopper.model.choose` for the shape's ``T`` (least k-loop cycles,
-    then least shared memory), pinned to the kernel's shape (warp-specialized, ``BM / 64`` consumers,
-    the alignment pad reserved). None when no pipeline of the tile fits."""
+def auto_choice(ctx, p: HopperPoint) -> Optional[HopperPoint]:
+    """``p`` at the ``stages`` and ``k_pipe_mmas`` ``synth solve`` chooses for its design on the context's shape with
+    ``stages: auto`` and ``k_pipe_mmas: auto``: CP-SAT (:func:`synth.hopper.model.choose`) on the design's
+    :func:`synth.hopper.design.pipeline_input` (one split's ``floor(T / split_k)`` k-tiles, the consumers per slot,
+    the cluster, the shared memory its staging slots and order barriers take), cached per design and
+    ``min(T, CHOICE_T)``. None when no pipeline fits."""
+    from ..hopper.design import pipeline_input
+
+    g = replace(p.gemm(ctx.M, ctx.N, ctx.K, ctx.dtype), stages=None, k_pipe_mmas=None)
+    T = min(pipeline_input(g).trip_count, CHOICE_T)
     try:
-        s, k = _auto(ctx.dtype, BM, BN, -(-ctx.K // HOPPER_BK))
+        s, k = _choice(point_input(replace(p, split_k=1), T, ctx.dtype))
     except ValueError:
         return None
-    return HopperPoint(BM, BN, s, k)
+    return replace(p, stages=s, k_pipe_mmas=k)
+
+
+def auto_point(ctx, BM: int, BN: int) -> Optional[HopperPoint]:
+    """The point ``synth solve`` builds for the tile with ``stages: auto`` and ``k_pipe_mmas: auto`` (one CTA per
+    tile, register epilogue, no cluster): :func:`auto_choice` (least k-loop cycles, then least shared memory).
+    None when no pipeline of the tile fits."""
+    return auto_choice(ctx, HopperPoint(BM, BN, 1, 0))
 
 
 def clear_hopper_cache() -> None:
     """Forget the cached pipeline-model cycles and choices (tests)."""
-    pipeline.cache_clear()
-    _auto.cache_clear()
+    _cost.cache_clear()
+    _choice.cache_clear()
 
 
 def pipeline_evaluations() -> int:
-    """CP-SAT calls of the pipeline model run by this process so far (one per tile and ``T``, for the
-    ``stages: auto`` choice; a pinned point's cost is evaluated directly)."""
-    return _auto.cache_info().misses
+    """CP-SAT calls of the pipeline model run by this process so far (one per design input and ``min(T,
+    CHOICE_T)``, for the ``stages: auto`` choices; a pinned point's cost is evaluated directly)."""
+    return _choice.cache_info().misses
 
 
 # ---------------------------------------------------------------------------
@@ -684,7 +733,7 @@ def estimate_hopper(ctx, p: HopperPoint) -> HopperEstimate:
     Ts = -(-T // S)
     tma = p.epilogue == "tma_store"
     cs = p.cluster_size
-    pipe = pipeline(ctx.dtype, p.BM, p.BN, p.stages, p.k_pipe_mmas, Ts, 1 if p.pingpong else 0, cs)
+    pipe = point_pipeline(p, Ts, ctx.dtype)
     tm, tn = -(-M // p.BM), -(-N // p.BN)
     tiles = tm * tn
     # a cluster's grid is rounded up to whole clusters along its axis; the extra CTAs run on zero-filled loads
@@ -795,7 +844,8 @@ def estimate_hopper(ctx, p: HopperPoint) -> HopperEstimate:
 
 __all__ = ["HopperPoint", "HopperConstraint", "HOPPER_CONSTRAINTS", "HopperEstimate", "Pipeline",
            "enumerate_hopper_space", "prune_hopper", "is_legal_hopper", "pipeline", "hopper_occupancy",
-           "launch_registers", "estimate_hopper", "auto_point", "round_terms_hopper", "combine_hopper",
+           "launch_registers", "estimate_hopper", "auto_point", "auto_choice", "design_variant", "point_input",
+           "point_pipeline", "CHOICE_T", "round_terms_hopper", "combine_hopper",
            "clear_hopper_cache", "pipeline_evaluations", "VARIANTS", "hopper_variants", "fit_stages", "EpilogueCost",
            "epilogue_cost", "staging_wavefronts", "cluster_slots", "cluster_kernel_issue", "l2_ktile_bytes",
            "ingress_ktile_bytes",

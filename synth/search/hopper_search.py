@@ -27,11 +27,12 @@ from dataclasses import dataclass, replace
 from typing import Optional
 
 from ..errors import SynthError
-from .explain import behind, beats, difference, loop_rate
+from .explain import behind, beats, difference, loop_rate, model_error, tie_text
 from .hopper import (HopperEstimate, HopperPoint, auto_point, cluster_slots, enumerate_hopper_space, estimate_hopper,
                      fit_stages, hopper_occupancy, hopper_split_issue, hopper_variants, is_legal_hopper,
                      pipeline_evaluations,
                      prune_hopper, staging_wavefronts, store_cols)
+from .published import beats_published
 from .results import Candidate, Progress, ReferenceRank, SearchResult, progress_or_silent
 
 
@@ -48,6 +49,13 @@ class HopperEntry:
     def origin(self) -> HopperPoint:
         """The point whose variants :func:`why_hopper_variant` compares."""
         return self.source if self.source is not None else self.point.base
+
+
+def hopper_error() -> float:
+    """The Hopper model's error bar (:func:`synth.search.explain.model_error` of ``sm_90``, ``tma_wgmma``: the
+    largest error of the sm_90 calibration after its fit, docs/search.md section 8): a gap below it is a tie within
+    the model's error."""
+    return model_error("sm_90", "tma_wgmma")
 
 
 def resolve_mainloop(arch_name: str, mainloop: Optional[str]) -> str:
@@ -79,10 +87,14 @@ def evaluate_tiles(ctx, legal: list[HopperPoint], say: Progress, clusters: bool 
                    ) -> dict[HopperPoint, HopperEntry]:
     """The evaluated points: per tile the pipeline model's choice, or every legal point of a tile whose
     depths differ in CTAs per SM (or whose choice is not legal); each with its legal K splits
-    (:func:`synth.search.hopper.hopper_split_issue`), which keep the choice made for the whole K, and its
-    legal variants (:func:`synth.search.hopper.hopper_variants`: persistent, the TMA store, ping-pong for
-    ``BM = 64``; never split), each estimated directly (no further CP-SAT call: a variant keeps the point's
-    ``k_pipe_mmas`` and the most of its stages that fit); ``clusters`` False leaves the cluster variants out."""
+    (:func:`synth.search.hopper.hopper_split_issue`) and its legal variants
+    (:func:`synth.search.hopper.hopper_variants`: persistent, the TMA store, ping-pong, the clusters; never
+    split). From a tile's ``stages: auto`` point every variant and split gets its own design's choice
+    (:func:`synth.search.hopper.auto_choice`: the split's k-tiles, the staging slots, order barriers and the
+    cluster's remote release in the pipeline input), exactly what ``synth solve`` builds for that design with
+    ``stages: auto``; from a pinned point they keep its pins (the most of its stages that fit). ``clusters`` False
+    leaves the cluster variants out."""
+    from .hopper import auto_choice
     from .space import SPLIT_SPACE
 
     by_tile: dict[tuple[int, int], list[HopperPoint]] = {}
@@ -95,18 +107,41 @@ def evaluate_tiles(ctx, legal: list[HopperPoint], say: Progress, clusters: bool 
         pts = by_tile[(bm, bn)]
         q = auto_point(ctx, bm, bn)
         occ = {hopper_occupancy(ctx.arch, p)[0] for p in pts}
-        for p in ([q] if q in legal_set and len(occ) == 1 else pts):
-            for v in hopper_variants(ctx, p):
+        auto = q in legal_set and len(occ) == 1
+        for p in ([q] if auto else pts):
+            for v in hopper_variants(ctx, p, auto):
                 if not clusters and v.cluster != "1x1":
                     continue
                 if v not in out or v == p:
                     out[v] = HopperEntry(v, estimate_hopper(ctx, v), p)
             for s in SPLIT_SPACE[1:]:
                 ps = replace(p, split_k=s)
-                if hopper_split_issue(ctx, ps) is None:
+                if hopper_split_issue(ctx, ps) is not None:
+                    continue
+                ps = auto_choice(ctx, ps) if auto else ps
+                if ps is not None and is_legal_hopper(ctx, ps) is None:
                     out[ps] = HopperEntry(ps, estimate_hopper(ctx, ps))
         say("model", i + 1, len(tiles))
     return out
+
+
+def is_auto_point(ctx, p: HopperPoint) -> bool:
+    """Whether ``p`` is its tile's ``stages: auto`` point (:func:`synth.search.hopper.auto_point`), whose variants
+    get their own design's choice."""
+    return p == auto_point(ctx, p.BM, p.BN)
+
+
+def variant_or_pins(ctx, base: HopperPoint, **design) -> HopperPoint:
+    """``base`` with ``design`` (keys of :class:`HopperPoint`: persistent, pingpong, epilogue, cluster) as the search
+    ranks it (:func:`synth.search.hopper.design_variant`), or, where no pipeline fits, with ``base``'s pins (for the
+    reason :func:`is_legal_hopper` gives)."""
+    from .hopper import design_variant
+
+    d = dict(persistent=base.persistent, pingpong=base.pingpong, epilogue=base.epilogue, cluster=base.cluster)
+    d.update(design)
+    q = design_variant(ctx, base.base, d["persistent"], d["pingpong"], d["epilogue"], d["cluster"],
+                       is_auto_point(ctx, base))
+    return q if q is not None else replace(base, **design)
 
 
 def _best_per_tile(entries) -> dict[tuple[int, int], HopperEntry]:
@@ -184,7 +219,7 @@ def why_hopper_persistent(ctx, e: HopperEntry) -> str:
     of the same point, with wave quantization, the prologue and fill saved per extra tile, the tile-boundary
     cost and the two predictions (a gap below :data:`synth.search.explain.MODEL_ERROR` is a tie within the
     model's error)."""
-    from .explain import MODEL_ERROR, TIE, pct
+    from .explain import pct
 
     if e.est.split_k > 1:
         return ""
@@ -210,17 +245,17 @@ def why_hopper_persistent(ctx, e: HopperEntry) -> str:
         verdict = "predicted equal: nothing to save, so one CTA per tile (ties go to it)"
     elif gap > 0:
         verdict = (f"persistent predicted {pct(gap)} faster ({one.time_us:.1f} -> {per.time_us:.1f} us)" +
-                   (f", {TIE}" if gap < MODEL_ERROR else ""))
+                   (f", {tie_text(hopper_error())}" if gap < hopper_error() else ""))
     else:
         loss = per.time_us / one.time_us - 1
         verdict = (f"persistent predicted {pct(loss)} slower ({per.time_us:.1f} vs {one.time_us:.1f} us)" +
-                   (f", {TIE}" if loss < MODEL_ERROR else ""))
+                   (f", {tie_text(hopper_error())}" if loss < hopper_error() else ""))
     return f"{quant}; {pers}; {verdict}"
 
 
 def _versus(a: HopperEstimate, b: HopperEstimate, name_a: str, name_b: str) -> str:
     """``name_a predicted X% faster/slower than name_b (a vs b us)``, a tie within the model's error below it."""
-    from .explain import MODEL_ERROR, TIE, pct
+    from .explain import pct
 
     if abs(a.time_us - b.time_us) <= 1e-9 * b.time_us:
         return f"{name_a} predicted equal to {name_b} ({a.time_us:.1f} us)"
@@ -229,7 +264,7 @@ def _versus(a: HopperEstimate, b: HopperEstimate, name_a: str, name_b: str) -> s
     else:
         gap, word = a.time_us / b.time_us - 1, "slower"
     return (f"{name_a} predicted {pct(gap)} {word} than {name_b} ({a.time_us:.1f} vs {b.time_us:.1f} us)" +
-            (f", {TIE}" if gap < MODEL_ERROR else ""))
+            (f", {tie_text(hopper_error())}" if gap < hopper_error() else ""))
 
 
 def why_hopper_variant(ctx, e: HopperEntry, clusters: bool = True) -> str:
@@ -239,12 +274,13 @@ def why_hopper_variant(ctx, e: HopperEntry, clusters: bool = True) -> str:
     handoffs), the TMA store against the register store of the same grid (staging writes with their bank
     conflicts and barriers against the register store; its writes overlapped); each gap below
     :data:`synth.search.explain.MODEL_ERROR` is a tie within the model's error."""
-    from .explain import MODEL_ERROR, TIE, pct
+    from .explain import pct
 
     if e.est.split_k > 1:
         return ""
     base = e.origin
-    found = [HopperEntry(q, estimate_hopper(ctx, q), base) for q in hopper_variants(ctx, base)
+    auto = is_auto_point(ctx, base)
+    found = [HopperEntry(q, estimate_hopper(ctx, q), base) for q in hopper_variants(ctx, base, auto)
              if clusters or q.cluster == "1x1"]
     found.sort(key=hopper_key)
     if e.point not in {f.point for f in found}:
@@ -255,8 +291,7 @@ def why_hopper_variant(ctx, e: HopperEntry, clusters: bool = True) -> str:
     co = by.get((True, False, "register"))
     pp = by.get((True, True, "register"))
     if pp is None:
-        why = is_legal_hopper(ctx, fit_stages(replace(base, persistent=True, pingpong=True)) or
-                              replace(base, persistent=True, pingpong=True))
+        why = is_legal_hopper(ctx, variant_or_pins(ctx, base, persistent=True, pingpong=True))
         parts.append(f"ping-pong is not ranked for this tile ({why})")
     elif co is not None:
         s = pp.est
@@ -298,7 +333,7 @@ def why_hopper_variant(ctx, e: HopperEntry, clusters: bool = True) -> str:
     other = next((f for f in found if f.point != p), None)
     if other is not None:
         gap = other.est.time_us / e.est.time_us - 1
-        won += (f", {other.point.variant} next, {pct(gap)} behind" + (f", {TIE}" if gap < MODEL_ERROR else "")
+        won += (f", {other.point.variant} next, {pct(gap)} behind" + (f", {tie_text(hopper_error())}" if gap < hopper_error() else "")
                 if gap > 1e-9 else f", predicted equal to {other.point.variant} (ties go to the simpler kernel)")
     return "; ".join([won] + parts)
 
@@ -318,7 +353,7 @@ def why_hopper_cluster(ctx, base: HopperPoint, found: list[HopperEntry]) -> str:
                   and f.point.epilogue == "register"), None)
         per = why_persistent_cluster(ctx, base, found, c, f)
         if f is None:
-            q = fit_stages(replace(base, cluster=c)) or replace(base, cluster=c)
+            q = variant_or_pins(ctx, base, cluster=c)
             shown.append(f"cluster {c} is not ranked for this tile ({is_legal_hopper(ctx, q)})")
             continue
         if one is None:
@@ -361,7 +396,7 @@ def why_persistent_cluster(ctx, base: HopperPoint, found: list[HopperEntry], c: 
     if f is None:
         if one_tile is None:
             return ""
-        q = fit_stages(replace(base, persistent=True, cluster=c)) or replace(base, persistent=True, cluster=c)
+        q = variant_or_pins(ctx, base, persistent=True, cluster=c)
         return f"persistent cluster {c} is not ranked for this tile ({is_legal_hopper(ctx, q)})"
     per = next((g for g in found if g.point.cluster == "1x1" and g.point.persistent and not g.point.pingpong
                 and g.point.epilogue == "register"), None)
@@ -398,7 +433,7 @@ def best_of_kinds(entries) -> dict[str, HopperEntry]:
 def why_not_kinds(e: HopperEntry, kinds: dict[str, HopperEntry]) -> str:
     """Why ``e`` beats the best kernel of each variant kind it is not (empty when there is none): its prediction,
     the gap (a tie within the model's error below it) and what ``e`` saves (:func:`synth.search.explain.difference`)."""
-    from .explain import MODEL_ERROR, TIE, pct
+    from .explain import pct
 
     parts = []
     for kind, has in VARIANT_KINDS:
@@ -411,7 +446,7 @@ def why_not_kinds(e: HopperEntry, kinds: dict[str, HopperEntry]) -> str:
                          "to the simpler kernel)")
         else:
             parts.append(f"the best {kind} kernel ({o.point.label}) is predicted {pct(gap)} slower" +
-                         (f", {TIE}" if gap < MODEL_ERROR else "") + f"; #1 {difference(e, o)}")
+                         (f", {tie_text(hopper_error())}" if gap < hopper_error() else "") + f"; #1 {difference(e, o)}")
     return "; ".join(parts)
 
 
@@ -440,7 +475,41 @@ def why_hopper_winner(ctx, e: HopperEntry, ties: int, runner: Optional[HopperEnt
     gain = runner.est.time_us / e.est.time_us - 1
     if gain <= 1e-9:
         return text + f"; the best other tile ({runner.point.label}) is predicted equal and ranked after it"
-    return text + "; " + beats(runner.point.label, gain, difference(e, runner))
+    return text + "; " + beats(runner.point.label, gain, difference(e, runner), error=hopper_error())
+
+
+def why_hopper_short(ctx, e: HopperEntry, runner: Optional[HopperEntry]) -> str:
+    """The winner's reason in one or two lines (the table's ``why #1``): its bound, design and main-loop rate, the
+    variant it beats of its own tile, and the verdict against the best other tile, with the sm_90 error bar
+    (:func:`hopper_error`). :func:`why_hopper_winner` gives the whole reasoning (``--explain``, the JSON's
+    ``why``)."""
+    from .explain import pct
+
+    est, p = e.est, e.point
+    err = hopper_error()
+    peak = ctx.arch.tensor_f16_f32_flop_per_clk_sm
+    grid = (f"{est.tiles_per_cta} tiles per CTA" if est.persistent else
+            f"{est.waves} wave{'s' if est.waves != 1 else ''}") + (f", split {est.split_k} in K" if est.split_k > 1
+                                                                   else "")
+    text = (f"{est.bound}-bound {p.variant} {p.BM}x{p.BN}x{p.BK} ({p.stages} stages, K_PIPE_MMAS {p.k_pipe_mmas}; "
+            f"{grid}), main loop at {loop_rate(e) / peak:.0%} of the wgmma peak")
+    if est.split_k == 1:
+        base = e.origin
+        auto = is_auto_point(ctx, base)
+        others = sorted((HopperEntry(q, estimate_hopper(ctx, q), base) for q in hopper_variants(ctx, base, auto)
+                         if q != p), key=hopper_key)
+        if others:
+            o = others[0]
+            gap = o.est.time_us / est.time_us - 1
+            text += (f"; next variant of the tile: {o.point.variant}, " +
+                     (f"{pct(gap)} slower" + (f" ({tie_text(err)})" if gap < err else "") if gap > 1e-9
+                      else "predicted equal"))
+    if runner is not None and runner.point.group != p.group:
+        gain = runner.est.time_us / est.time_us - 1
+        text += (f"; best other tile {runner.point.label}: " +
+                 (f"{pct(gain)} slower" + (f", {tie_text(err)}" if gain < err else "") if gain > 1e-9
+                  else "predicted equal"))
+    return text + " (--explain gives the whole reasoning)"
 
 
 def why_hopper_other(ctx, e: HopperEntry, winner: HopperEntry) -> str:
@@ -448,10 +517,10 @@ def why_hopper_other(ctx, e: HopperEntry, winner: HopperEntry) -> str:
     loss = e.est.time_us / winner.est.time_us - 1
     if loss <= 1e-12:
         return describe_hopper(ctx, e) + "; ties with #1 (ranked after it by shared memory, stages, then the tile)"
-    return describe_hopper(ctx, e) + "; " + behind(loss, difference(winner, e))
+    return describe_hopper(ctx, e) + "; " + behind(loss, difference(winner, e), error=hopper_error())
 
 
-def hopper_candidate(ctx, e: HopperEntry, rank: int, why: str) -> Candidate:
+def hopper_candidate(ctx, e: HopperEntry, rank: int, why: str, why_short: str = "") -> Candidate:
     """The :class:`Candidate` of a ranked Hopper entry (``config``: its pinned HopperGemm)."""
     p, est = e.point, e.est
     return Candidate(
@@ -465,7 +534,7 @@ def hopper_candidate(ctx, e: HopperEntry, rank: int, why: str) -> Candidate:
         split_k_tiles=est.split_k_tiles, reduction_cycles=est.reduction_cycles,
         workspace_bytes=est.workspace_bytes, tiles_per_cta=est.tiles_per_cta, epilogue_cycles=est.epilogue_cycles,
         boundary_cycles=est.boundary_cycles, prologue_cycles=est.prologue_cycles, cluster=p.cluster,
-        idle_ctas=est.idle_ctas)
+        idle_ctas=est.idle_ctas, why_short=why_short)
 
 
 def rank_hopper_references(ctx, entries: dict[HopperPoint, HopperEntry], best, winner: Optional[HopperEntry]
@@ -534,7 +603,8 @@ def search_hopper(ctx, *, top: int = 5, references: bool = True, progress: Optio
         for e in chosen:
             why = (why_hopper_winner(ctx, e, ties, runner, best_of_kinds(entries.values()), clusters) if e is winner
                    else why_hopper_other(ctx, e, winner))
-            cands.append(hopper_candidate(ctx, e, rank_of(e), why))
+            short = why_hopper_short(ctx, e, runner) if e is winner else ""
+            cands.append(hopper_candidate(ctx, e, rank_of(e), why, short))
     refs = rank_hopper_references(ctx, entries, best, winner) if references else []
     return SearchResult(
         M=ctx.M, N=ctx.N, K=ctx.K, dtype=ctx.dtype, arch=ctx.arch.name, candidates=tuple(cands),
@@ -543,7 +613,8 @@ def search_hopper(ctx, *, top: int = 5, references: bool = True, progress: Optio
         elapsed_s=time.monotonic() - t0, solver_calls=pipeline_evaluations() - calls0, mainloop="tma_wgmma",
         split_points=sum(1 for p in entries if p.split_k > 1),
         persistent_points=sum(1 for p in entries if p.persistent),
-        cluster_points=sum(1 for p in entries if p.cluster != "1x1"))
+        cluster_points=sum(1 for p in entries if p.cluster != "1x1"),
+        warnings=beats_published(ctx.arch.name, (ctx.M, ctx.N, ctx.K), cands, hopper_error()))
 
 
 def above_published_note(ctx, cands) -> tuple[str, ...]:
@@ -585,4 +656,5 @@ def hopper_context(M: int, N: int, K: int, dtype: str, arch):
 __all__ = ["search_hopper", "resolve_mainloop", "hopper_context", "HopperEntry", "hopper_key", "evaluate_tiles",
            "describe_hopper", "why_hopper_split", "why_hopper_persistent", "why_hopper_variant", "why_hopper_cluster",
            "why_persistent_cluster",
-           "best_of_kinds", "why_not_kinds", "above_published_note", "VARIANT_KINDS", "why_hopper_winner", "why_hopper_other", "hopper_candidate", "rank_hopper_references"]
+           "best_of_kinds", "why_not_kinds", "above_published_note", "VARIANT_KINDS", "why_hopper_winner", "why_hopper_other", "why_hopper_short", "hopper_error",
+           "is_auto_point", "variant_or_pins", "hopper_candidate", "rank_hopper_references"]

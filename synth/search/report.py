@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Optional, Sequence
 
-from .explain import spread_note
+from .explain import model_error, spread_note
 from .results import Candidate, ReferenceRank, SearchResult
 
 
@@ -31,7 +31,7 @@ def search_result_to_json(result: SearchResult) -> dict:
             "occupancy_limit": c.occupancy_limit, "ctas": c.ctas, "waves": c.waves,
             "wave_efficiency": round(c.wave_efficiency, 4), "k_tiles": c.k_tiles, "split_k_tiles": c.split_k_tiles,
             "ktile_cycles": c.ktile_cycles, "ktile_bound": c.ktile_bound, "round_cycles": c.round_cycles,
-            "bound": c.bound, "solver_status": c.solver_status, "why": c.why,
+            "bound": c.bound, "solver_status": c.solver_status, "why": c.why, "why_short": c.why_short or c.why,
             "model": {"terms_cycles_per_round": dict(c.terms), "l2_hit": c.l2_hit,
                       "latency_cycles": c.latency_cycles, "mix_source": c.mix_source,
                       "instructions_per_hmma": c.instructions_per_hmma,
@@ -60,6 +60,7 @@ def search_result_to_json(result: SearchResult) -> dict:
         "excluded": dict(result.excluded), "violations": dict(result.violations),
         "solved": result.solved, "solver_calls": result.solver_calls, "complete": result.complete,
         "references": [ref(r) for r in result.references], "notes": list(result.notes),
+        "warnings": list(result.warnings),
         "elapsed_s": round(result.elapsed_s, 3),
         "measured": [{"name": m.label, "ms": m.ms, "tflops": m.tflops, "ok": m.ok, "repeats": m.repeats,
                       "predicted_us": round(m.predicted_us, 3),
@@ -76,8 +77,9 @@ def split_cell(c: Candidate) -> str:
 
 
 def print_result(con, res: SearchResult, *, verbose: bool = False, folders: Sequence[str] = (),
-                 note: Optional[str] = None) -> None:
-    """The ranking table, the winner's reason, exclusions and reference ranks (rich)."""
+                 note: Optional[str] = None, explain: bool = False) -> None:
+    """The ranking table, the winner's reason (short; ``explain``: in full), exclusions and reference ranks
+    (rich)."""
     from rich.table import Table
 
     measured = {m.label: m for m in res.measured}
@@ -117,11 +119,13 @@ def print_result(con, res: SearchResult, *, verbose: bool = False, folders: Sequ
             row += ["-", "-", "-"] if m is None else [f"{m.ms:.3f}", f"{m.tflops:.1f}", f"{m.model_error:+.1%}"]
         t.add_row(*row)
     con.print(t)
-    tie = "" if res.measured else spread_note([c.time_us for c in res.candidates])
+    tie = "" if res.measured else spread_note([c.time_us for c in res.candidates],
+                                               model_error(res.arch, res.mainloop))
     if tie:
         con.print(f"note: {tie}")
     if res.candidates:
-        con.print(f"[bold]why #1:[/bold] {res.candidates[0].why}")
+        w = res.candidates[0]
+        con.print(f"[bold]why #1:[/bold] {w.why if explain or verbose else (w.why_short or w.why)}")
     if verbose:
         for c in res.candidates[1:]:
             con.print(f"  #{c.rank}: {c.why}")

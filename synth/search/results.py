@@ -90,6 +90,9 @@ class Candidate:
     """Hopper: the thread-block cluster (``1x1``; ``2x1`` sharing B; ``1x2`` sharing A); ``1x1`` otherwise."""
     idle_ctas: int = 0
     """Hopper cluster: CTAs of the grid rounded up to whole clusters that compute no tile; 0 otherwise."""
+    why_short: str = ""
+    """The reason in a sentence or two (the table's ``why #1``; ``--explain`` and the JSON's ``why`` give
+    :attr:`why` in full); "" when :attr:`why` is already short (the cp.async search)."""
 
     @property
     def split_k(self) -> int:
@@ -240,6 +243,10 @@ class SearchResult:
     """Hopper: persistent variants (one per evaluated unsplit point) that the model also ranked; 0 otherwise."""
     cluster_points: int = 0
     """Hopper: 2x1 and 1x2 cluster variants the model also ranked (those the emitter builds); 0 otherwise."""
+    warnings: tuple[str, ...] = ()
+    """Predictions above the fastest published figure for the same shape on the same GPU
+    (:func:`synth.search.published.beats_published`): the model claims more than anyone measured there.
+    ``synth search gemm`` prints them on stderr; the JSON has them under ``warnings``."""
 
     @property
     def winner(self) -> Optional[Candidate]:

@@ -13,7 +13,8 @@ import time
 from typing import Optional
 
 from ..errors import SynthError
-from .explain import why_other, why_winner
+from .explain import model_error, why_other, why_winner
+from .published import beats_published
 from .hopper_search import hopper_context, resolve_mainloop, search_hopper
 from .rank import (Refiner, alive, apply_sass, key, lazy_split_entries, lazy_stream_k_entry, new_entry, ranker,
                    to_candidate)
@@ -166,4 +167,5 @@ def search_gemm(M: int, N: int, K: int, *, dtype: str = "f16", arch="sm_80", tim
         solved=len({p.base for p, e in entries.items() if e.solved is not None and e.solved.ii is not None}),
         complete=complete and bool(cands), references=tuple(refs), notes=tuple(notes),
         elapsed_s=time.monotonic() - t0, solver_calls=refiner.calls, split_points=n_splits,
-        stream_k_points=len(streamk))
+        stream_k_points=len(streamk),
+        warnings=beats_published(ctx.arch.name, (M, N, K), cands, model_error(ctx.arch.name)))
