@@ -17,12 +17,19 @@ import pathlib
 import pytest
 from hypothesis import settings
 
-settings.register_profile("reproducible", derandomize=True)
-settings.register_profile("explore", derandomize=False)
+# no per-example deadline: an example's time says how loaded the machine is, not whether the code is right
+settings.register_profile("reproducible", derandomize=True, deadline=None)
+settings.register_profile("explore", derandomize=False, deadline=None)
 settings.load_profile("explore" if os.environ.get("SYNTH_HYPOTHESIS") == "explore" else "reproducible")
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 PROBLEMS = ROOT / "problems"
+
+AT_ONCE_S = 60.0
+"""The bound of a "refused at once" / "does not block" / "no blow-up" check: what takes milliseconds to a second
+alone (a FIFO, /dev/zero, a 100,000-deep document, a billion-iteration program), with room for a 2-core machine
+loaded many times over and for first imports. A hang or a blow-up still fails it; the figures of an idle machine
+are benchmarks/speed_bounds.py's. Tests assert on what the code computes, not on how fast a shared machine is."""
 
 
 def pytest_addoption(parser):

@@ -194,18 +194,14 @@ def test_no_command_is_a_usage_error(capsys):
 
 
 def test_time_limit_is_a_limit_for_the_whole_command(capsys, tmp_path):
-    import time
-
-    t0 = time.monotonic()
     rc, env = run_json(capsys, "solve", str(PROBLEMS / "gemm-sm80-f16.yaml"), "-o", str(tmp_path / "o"),
                        "--time-limit", "3")
-    took = time.monotonic() - t0
-    # Either done within the limit, or stopped at it: every phase, writing included, counts (docs/commands.md)
+    # Either done within the limit, or stopped at it: every phase, writing included, counts (docs/commands.md;
+    # how soon it stops is test_promises.test_time_limit_bounds_the_whole_solve's)
     assert rc in (0, 1), env["errors"]
     if rc == 1:
         assert env["errors"][0]["code"] == "time_limit" and "ran out during" in env["errors"][0]["message"]
         assert not (tmp_path / "o").exists()
-    assert took < 3 + 2, took
 
 
 # ---------------------------------------------------------------------------------------------- verify, certify

@@ -5,7 +5,6 @@ from __future__ import annotations
 import itertools
 import pathlib
 import re
-import time
 from dataclasses import replace
 
 import pytest
@@ -70,17 +69,12 @@ def test_examples_optimal_and_simulated(path: pathlib.Path) -> None:
         assert s.info.objective == s.timing.cycles >= s.info.lower_bound
 
 
-def test_gemm_example_fast_and_pipelined() -> None:
+def test_gemm_example_optimal_and_pipelined() -> None:
     p = load_problem(str(PROBLEMS / "gemm-sm80-f16.yaml"))
     g = build_graph(p)
-    solve(p, g, time_limit=5)  # warm up imports
-    # Target: proven optimal in < 1 s with 2 workers. Count CPU time (both workers), so a
-    # loaded test machine does not make this flaky.
-    t0 = time.process_time()
-    s = solve(p, g, time_limit=20, workers=2)
-    cpu = time.process_time() - t0
+    # proven optimal (in under 2 CPU-s with 2 workers: benchmarks/speed_bounds.py)
+    s = solve(p, g, time_limit=120, workers=2)
     assert s.info is not None and s.info.status == "OPTIMAL" and s.info.gap == 0.0
-    assert cpu < 2.0, f"GEMM example took {cpu:.2f} s of CPU"
     # The copies run async, five stages ahead of the math (max_stage: 5).
     assert s.stage[:2] == (0, 0) and s.is_async[:2] == (True, True)
     assert s.timing is not None and s.timing.cycles == 12667 and s.timing.ii == 95
@@ -346,15 +340,15 @@ def test_random_in_place_problems_solve_without_internal_error(seed: int) -> Non
     _agrees_with_sim(p, g, s)
 
 
-def test_long_loop_keeps_few_stages_and_solves_fast() -> None:
+def test_long_loop_keeps_few_stages_and_solves() -> None:
     # A trip count of 65536 must not widen the stage domain to 65535 (it once built a
-    # million-variable model); the replay checks a window of iterations.
+    # million-variable model, which no time limit saw proven); the replay checks a window of iterations.
+    # (Its time, under 10 s: benchmarks/speed_bounds.py.)
     text = IN_PLACE.replace("SHARED", "1024").replace("trip_count: 16", "trip_count: 65536")
     p = load_problem_text(text)
     g = build_graph(p)
-    t0 = time.monotonic()
-    s = solve(p, g, time_limit=10)
-    assert time.monotonic() - t0 < 10 and s.info is not None and s.info.status == "OPTIMAL"
+    s = solve(p, g, time_limit=120)
+    assert s.info is not None and s.info.status == "OPTIMAL"
     assert check_timing(p, g, s) == []
 
 

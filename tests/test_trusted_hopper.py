@@ -13,6 +13,7 @@ import time
 
 import pytest
 
+from conftest import AT_ONCE_S
 from synth.emit.sm90.config import Sm90Config
 from synth.hopper.ir import dumps
 from synth.hopper.loop import HopperLoop, Load
@@ -75,12 +76,10 @@ def test_every_class_is_derived_and_the_ranking_is_reported() -> None:
     assert r.by_class()["teardown"] == (2, 2) and "teardown 2/2" in r.messages[0]  # one per TMA statement
 
 
-def test_five_stage_two_consumer_program_is_fast() -> None:
-    p = Sm90Config(bm=128, stages=5, k_pipe_mmas=1).program()
-    assert p.role("consumer").warpgroups == 2
-    t0 = time.perf_counter()
-    _accepted(p)
-    assert time.perf_counter() - t0 < 30  # about 1 s alone; the machine is shared
+def test_five_stage_program_has_two_consumer_warp_groups() -> None:
+    # its acceptance is test_lowered_warp_specialized_programs_are_accepted[128-128-5-1]'s; the time it takes
+    # (about 1 s alone, 30 allowed) is benchmarks/speed_bounds.py's
+    assert Sm90Config(bm=128, stages=5, k_pipe_mmas=1).program().role("consumer").warpgroups == 2
 
 
 def _compare_mutants(p) -> int:
@@ -151,7 +150,7 @@ def _refused(doc_or_bytes, *needles: str) -> None:
     assert "refused" in r.messages[0] and "fix:" in r.messages[0], r.messages[0]
     for n in needles:
         assert n in r.messages[0], (n, r.messages[0])
-    assert time.perf_counter() - t0 < 5
+    assert time.perf_counter() - t0 < AT_ONCE_S
 
 
 def _stmt(doc, role: str, kind: str):

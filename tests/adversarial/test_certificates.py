@@ -9,6 +9,7 @@ import shutil
 
 import pytest
 
+from conftest import AT_ONCE_S
 from synth.verify import certify, load_program, verify_program, write_certificate
 
 LISTINGS = pathlib.Path(__file__).resolve().parent.parent / "rfc_listings"
@@ -243,7 +244,7 @@ def test_each_form_manifest_special_files_and_deep_nesting(forms, form, tmp_path
         make(d / "certificate" / "manifest.json")
         t0 = time.monotonic()
         res = _api_certify(d)
-        assert not res.ok and "manifest" in res.render() and time.monotonic() - t0 < 10, res.render()
+        assert not res.ok and "manifest" in res.render() and time.monotonic() - t0 < AT_ONCE_S, res.render()
 
 
 @pytest.mark.parametrize("form", FORMS)
@@ -287,12 +288,9 @@ def test_hopper_certificate_program_edited_with_hash_recomputed(forms, edit, tmp
 
 @pytest.mark.parametrize("form", FORMS)
 def test_each_form_keeps_to_the_time_limit(forms, form) -> None:
-    import time
-
-    t0 = time.monotonic()
+    # what a cut certify says (how soon a time limit stops certify: test_promises'
+    # test_verify_and_certify_time_limits_bound_the_whole_command)
     res = _api_certify(forms[form][0], time_limit=0.3)
-    took = time.monotonic() - t0
-    assert took < 3, took
     assert res.ok or "time limit" in res.render() or "unknown" in res.render(), res.render()
 
 

@@ -16,6 +16,7 @@ import time
 
 import pytest
 
+from conftest import AT_ONCE_S
 from synth.errors import SynthError
 from synth.hopper.ir import dumps, load_hopper
 from synth.hopper.loop import HopperLoop, Load
@@ -122,7 +123,7 @@ def test_a_huge_number_is_refused_at_once(edit, needle, tmp_path, capsys) -> Non
     t0 = time.monotonic()
     code, err = _cli(capsys, "verify", f)
     assert code == 2 and needle in err and "Traceback" not in err, err
-    assert time.monotonic() - t0 < 10
+    assert time.monotonic() - t0 < AT_ONCE_S
 
 
 @pytest.mark.parametrize("make", ["fifo", "dev_zero", "deep", "folder"])
@@ -142,7 +143,7 @@ def test_a_special_or_deep_program_json_is_refused(make, tmp_path, capsys) -> No
     t0 = time.monotonic()
     code, err = _cli(capsys, "verify", out)
     assert code == 2 and "Traceback" not in err and "program.json" in err, err
-    assert time.monotonic() - t0 < 10
+    assert time.monotonic() - t0 < AT_ONCE_S
 
 
 # -- every field of a solved program, edited: refused, refuted, or the oracle agrees it changes nothing --------

@@ -26,6 +26,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from conftest import AT_ONCE_S
 from synth.bounds import MAX_INPUT_BYTES
 from synth.cli import main
 
@@ -33,11 +34,12 @@ ROOT = pathlib.Path(__file__).resolve().parents[2]
 CASES = sorted((ROOT / "tests" / "adversarial" / "problems").glob("*.yaml"))
 EXAMPLES = sorted((ROOT / "problems").glob("*.yaml"))
 EXPECT = re.compile(r"^# expect: (\d+)(?: (\d+):(\d+))?(?: (.+))?$")
-TIME_BOUND = 60.0
-"""Seconds one solve may take on a loaded 2-core CI machine (they take 0.2 to 5 s)."""
-TIME_LIMIT = 3.0
-"""--time-limit of the bad inputs (each is refused long before it)."""
-VALID_TIME_LIMIT = 30.0
+TIME_BOUND = 150.0
+"""Seconds one solve may take on a 2-core CI machine loaded many times over (they take 0.2 to 5 s alone): a hang
+fails, a slow machine does not."""
+TIME_LIMIT = 30.0
+"""--time-limit of the bad inputs (each is refused long before it, even on a loaded machine)."""
+VALID_TIME_LIMIT = 120.0
 """--time-limit of the reproducers that must solve and prove (exit 0), and of the mutants
 (valid mutants of the GEMM example need a few seconds of solving and proving on a loaded
 machine; running out of the user's time limit is exit 1, not what this test is about)."""
@@ -124,14 +126,14 @@ def test_not_a_regular_file(special: str, tmp_path: pathlib.Path) -> None:
     out = tmp_path / "out"
     code, err, secs = solve(special, out)
     check_contract(code, err, secs, out, (2,))
-    assert secs < 10 and err.startswith(f"{special}: error: "), err
+    assert err.startswith(f"{special}: error: "), err
 
 
 def test_oversized_file(tmp_path: pathlib.Path) -> None:
     p = tmp_path / "big.yaml"
     p.write_text("name: x\n" + "#" * MAX_INPUT_BYTES + "\n")
     code, err, secs = solve(p, tmp_path / "out")
-    assert code == 2 and "more than the 262144 allowed" in err and secs < 10, err
+    assert code == 2 and "more than the 262144 allowed" in err, err
 
 
 @pytest.mark.slow
@@ -154,7 +156,7 @@ def test_thousand_op_chain(tmp_path: pathlib.Path) -> None:
     p.write_text(cyc)
     code, err, secs = solve(p, tmp_path / "out")
     assert code == 2 and "dependence cycle with zero iteration distance: o0 -> o1 -> o2 -> o3 -> o4 -> ... 991 more ..." in err, err
-    assert secs < 30
+    assert secs < AT_ONCE_S
 
 
 # ---------------------------------------------------------------------------- mutation property

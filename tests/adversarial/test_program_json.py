@@ -17,6 +17,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from conftest import AT_ONCE_S
 from synth.errors import SynthError
 from synth.verify import load_program, verify_program
 
@@ -38,7 +39,7 @@ def _refused(tmp: pathlib.Path, doc, *needles: str) -> SynthError:
     t0 = time.perf_counter()
     with pytest.raises(SynthError) as e:
         load_program(path)
-    assert time.perf_counter() - t0 < 10
+    assert time.perf_counter() - t0 < AT_ONCE_S
     err = e.value
     assert err.loc is not None and err.loc.file == path and err.fix
     for n in needles:
@@ -164,7 +165,7 @@ def test_hostile_bytes(tmp_path, text, needle) -> None:
     t0 = time.perf_counter()
     with pytest.raises(SynthError) as e:
         load_program(str(p))
-    assert time.perf_counter() - t0 < 5
+    assert time.perf_counter() - t0 < AT_ONCE_S
     assert needle in e.value.msg and e.value.fix
 
 
@@ -198,7 +199,7 @@ def test_body_extent_of_a_billion_is_refuted_quickly(tmp_path) -> None:
     t0 = time.perf_counter()
     r = verify_program(load_program(_write(tmp_path, d)), tightness=False)
     assert not r.ok and r.verdicts[0].status == "refuted"
-    assert time.perf_counter() - t0 < 30
+    assert time.perf_counter() - t0 < AT_ONCE_S
 
 
 def test_cli_exit_2_without_traceback(tmp_path) -> None:
@@ -251,4 +252,4 @@ def test_any_single_edit_loads_or_is_refused_with_a_location(tmp_path, name, dat
         assert e.loc is not None and e.loc.file == p and e.fix and e.msg
     else:
         verify_program(program, tightness=False, smt2=False)   # a loaded program is proved or refuted
-    assert time.perf_counter() - t0 < 30
+    assert time.perf_counter() - t0 < AT_ONCE_S

@@ -21,6 +21,7 @@ import pytest
 from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 
+from conftest import AT_ONCE_S
 from synth.errors import SynthError
 from tests.fuzz.harness import bounded, json_paths, run_cli
 
@@ -174,7 +175,7 @@ def test_schedule_json_fifo_does_not_block(folder, tmp_path):
     out = tmp_path / "out"
     shutil.copytree(folder, out, symlinks=True)
     _apply(out, "schedule.json", "fifo", b"", False)
-    rc, _, err = run_cli(["emit", str(out), "--target", "tvm"], seconds=20)
+    rc, _, err = run_cli(["emit", str(out), "--target", "tvm"], seconds=AT_ONCE_S)
     assert rc == 2 and "schedule.json" in err and "Traceback" not in err, err
 
 

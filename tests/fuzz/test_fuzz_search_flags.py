@@ -15,6 +15,7 @@ import pytest
 from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 
+from conftest import AT_ONCE_S
 from synth.bounds import MAX_SHAPES_BYTES
 
 from tests.fuzz.harness import run_cli
@@ -105,5 +106,5 @@ def test_search_flags_answer_at_once(tmp_path, args, needle):
     files = _files(tmp_path)
     argv = ["search", "gemm", "--no-sass"] + [files.get(a, a) if i and args[i - 1] in ("--shapes", "--out") else a
                                               for i, a in enumerate(args)]
-    rc, _, err = run_cli(argv, seconds=15)
+    rc, _, err = run_cli(argv, seconds=AT_ONCE_S)
     assert rc == 2 and needle in err and "Traceback" not in err, err
