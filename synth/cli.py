@@ -868,13 +868,17 @@ def cmd_search(args, ui: _Ui) -> Outcome:
     if getattr(args, "what", None) != "gemm":
         raise UsageError(None, "synth search: say what to search", "use 'synth search gemm --M ... --N ... --K ...'")
     from .search import cli_search
-    from .search.outputs import gpu_available
+    from .search.outputs import TopIncomplete, gpu_available
 
     out = Outcome()
+    partial = None  # --top folders not written (time limit): the ranking is still the result, then the error
     if ui.json:
         buf = io.StringIO()
-        with contextlib.redirect_stdout(buf):
-            out.status = cli_search(args)
+        try:
+            with contextlib.redirect_stdout(buf):
+                out.status = cli_search(args)
+        except TopIncomplete as e:
+            partial = e
         text = buf.getvalue().strip()
         try:
             out.result = json.loads(text) if text else None
@@ -884,7 +888,14 @@ def cmd_search(args, ui: _Ui) -> Outcome:
         docs = out.result if isinstance(out.result, list) else [out.result]
         out.warnings += [w for d in docs if isinstance(d, dict) for w in d.get("warnings") or ()]
     else:
-        out.status = cli_search(args)
+        try:
+            out.status = cli_search(args)
+        except TopIncomplete as e:
+            partial = e
+    if partial is not None:
+        if not ui.json:
+            print(partial.render(), file=sys.stderr)
+        return out.fail("time_limit", partial.msg, partial.fix)
     if out.status == 0 and getattr(args, "measure", False):
         hopper = args.arch == "sm_90" and getattr(args, "mainloop", None) in (None, "tma_wgmma")
         ok, why = gpu_available(hopper=hopper)

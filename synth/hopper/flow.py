@@ -218,19 +218,27 @@ def run_hopper(g: HopperGemm, *, deadline: Union[Deadline, float], verify: bool 
         dl.check("prove")
         raise SynthError(g.loc(key), f"{what} is not proven: {why}", fix)
 
+    proofs: list = []  # every proof phase, named with its obligations and time (the report's summary)
+
     if verify:
+        from ..verify.phases import STATS, ProofPhase
+
         def prove():
             # a cluster's program: the barrier classes of both CTAs' roles and the cluster classes
+            q0 = STATS["queries"]
             rep = prove_hopper(program, cluster=cfg.cluster != "1x1", time_limit=query_limit, deadline=dl.at)
+            proofs.append(ProofPhase("ring program" if cfg.persistent else "program", len(rep.obligations),
+                                     sum(o.status == "proven" for o in rep.obligations), rep.seconds,
+                                     STATS["queries"] - q0))
             if cfg.persistent and rep.ok:  # the ring's proof covers every tile count once each tile carries the state
-                from .persistent import check_tile_ends, tile_end_sizes
+                from .persistent import prove_tile_ends, tile_end_sizes
 
                 # the kernel's carry is the canonical one (the ring program's own expressions), which
                 # check_carry accepts without a query: only the tile ends are asked
-                ok, why = check_tile_ends(program, tile_end_sizes(cfg.stages), time_limit=query_limit,
-                                          deadline=dl.at)
-                if not ok:
-                    not_proven("persistent", "the persistent kernel", why,
+                ends = prove_tile_ends(program, tile_end_sizes(cfg.stages), time_limit=query_limit, deadline=dl.at)
+                proofs.append(ends.phase())
+                if not ends.ok:
+                    not_proven("persistent", "the persistent kernel", ends.why,
                                "remove persistent:, or raise --time-limit if a proof was unknown")
             return rep
 
@@ -241,11 +249,21 @@ def run_hopper(g: HopperGemm, *, deadline: Union[Deadline, float], verify: bool 
         from .pingpong import order_program, verify_pingpong
 
         def prove_pingpong():
+            t0, q0 = time.perf_counter(), STATS["queries"]
             progs = tuple((name, order_program(odd)) for name, odd in (("even", False), ("odd", True)))
             reps = tuple((name, prog, verify_hopper(prog, time_limit=query_limit, deadline=dl.at))
                          for name, prog in progs)
-            return verify_pingpong(program, time_limit=query_limit, deadline=dl.at, ring_report=report,
-                                   order_reports={name: rep for name, _, rep in reps}), reps
+            obs = [o for _, _, rep in reps for o in rep.obligations]
+            proofs.append(ProofPhase("ping-pong order programs (even, odd)", len(obs),
+                                     sum(o.status == "proven" for o in obs), time.perf_counter() - t0,
+                                     STATS["queries"] - q0))
+            t0 = time.perf_counter()
+            out = verify_pingpong(program, time_limit=query_limit, deadline=dl.at, ring_report=report,
+                                  order_reports={name: rep for name, _, rep in reps})
+            ok = out.checks.get("carry", (False, ""))[0]
+            proofs.append(ProofPhase("ping-pong carry (the running count, by construction)", 1, int(bool(ok)),
+                                     time.perf_counter() - t0, 0))
+            return out, reps
 
         pp, orders = timed("prove (ping-pong)", prove_pingpong)
         if not pp.ok:
@@ -258,7 +276,12 @@ def run_hopper(g: HopperGemm, *, deadline: Union[Deadline, float], verify: bool 
         from .store import check_threads
 
         store_report = timed("prove (TMA store)", lambda: verify_program(store, time_limit=query_limit, deadline=dl))
+        proofs.append(ProofPhase("TMA-store program", len(store_report.obligations),
+                                 sum(o.status == "proven" for o in store_report.obligations), store_report.seconds))
+        t0 = time.perf_counter()
         threads = check_threads(store)
+        proofs.append(ProofPhase("TMA-store threads", len(threads), sum(bool(t.ok) for t in threads),
+                                 time.perf_counter() - t0))
         bad = [t for t in threads if not t.ok]
         if not store_report.ok or bad:
             why = store_report.render() if not store_report.ok else "; ".join(f"{t.cls}: {t.detail}" for t in bad)
@@ -280,6 +303,10 @@ def run_hopper(g: HopperGemm, *, deadline: Union[Deadline, float], verify: bool 
                                  "program and 'synth verify' proves it") from None
 
         kernel = timed("emit", emit_kernel)
+    if report is not None and proofs:  # the summary names every proof phase, not the program's alone
+        from dataclasses import replace
+
+        report = replace(report, proofs=tuple(proofs))
     return HopperResult(g, choice, cfg, program, report, kernel, tuple(phases), store, store_report, threads, pp,
                         orders, design)
 

@@ -250,19 +250,60 @@ def tile_end_sizes(stages: int) -> range:
     return range(1, stages + 2)
 
 
-def check_tile_ends(program: HopperProgram, kts, *, time_limit: float = 20.0,
-                    deadline: Optional[float] = None) -> tuple[bool, str]:
-    """``(True, '')`` when :func:`tile_end_program` at each ``kt`` of ``kts`` is proven by ``verify_hopper``
-    for every trip count: the kernel's tile-end ``wait_group 0`` checked in place, at those tile sizes, for
-    every tile count (for other sizes it rests on the argument of docs/hopper.md, "Persistent tiles");
-    ``deadline``: a :func:`time.monotonic` instant bounding each proof (``verify_hopper``'s)."""
-    from ..verify.phases import verify_hopper
+@dataclass(frozen=True)
+class TileEnds:
+    """What :func:`prove_tile_ends` proved: ``ok`` and, when not, ``why`` (the failing program's report); the
+    tile sizes checked, the obligations of their programs (all of them, proven or not, until the first program
+    that failed), how many were proven, the wall-clock seconds and the Z3 queries asked (an obligation of a
+    tile-end program identical to the ring's, or another tile end's, is answered without one)."""
 
+    ok: bool
+    why: str
+    kts: tuple
+    obligations: int
+    proven: int
+    seconds: float
+    queries: int
+
+    def phase(self):
+        """The :class:`~synth.verify.phases.ProofPhase` of this check (``synth solve``'s summary)."""
+        from ..verify.phases import ProofPhase
+
+        sizes = f"{self.kts[0]} .. {self.kts[-1]}" if len(self.kts) > 1 else str(self.kts[0]) if self.kts else "none"
+        return ProofPhase(f"tile ends at {sizes} k-tiles per tile ({len(self.kts)} programs)", self.obligations,
+                          self.proven, self.seconds, self.queries)
+
+
+def prove_tile_ends(program: HopperProgram, kts, *, time_limit: float = 20.0,
+                    deadline: Optional[float] = None) -> TileEnds:
+    """:func:`tile_end_program` at each ``kt`` of ``kts`` proven by ``verify_hopper`` for every trip count (the
+    kernel's tile-end ``wait_group 0`` checked in place, at those tile sizes, for every tile count; for other
+    sizes it rests on the argument of docs/hopper.md, "Persistent tiles"), stopping at the first program not
+    proven; ``deadline``: a :func:`time.monotonic` instant bounding each proof (``verify_hopper``'s). Each
+    program is the ring plus one ``wait_group`` per consumer: its obligations that read no wait have the ring's
+    terms and are answered by the ring's proof (:func:`synth.verify.phases.barrier_view`)."""
+    import time
+
+    from ..verify.phases import STATS, verify_hopper
+
+    t0, q0 = time.perf_counter(), STATS["queries"]
+    kts = tuple(kts)
+    n = ok_n = 0
     for kt in kts:
         r = verify_hopper(tile_end_program(program, kt), time_limit=time_limit, tightness=False, deadline=deadline)
+        n += len(r.obligations)
+        ok_n += sum(o.status == "proven" for o in r.obligations)
         if not r.ok:
-            return False, f"with the tile-end wait_group 0 at {kt} k-tile(s) per tile:\n{r.render()}"
-    return True, ""
+            return TileEnds(False, f"with the tile-end wait_group 0 at {kt} k-tile(s) per tile:\n{r.render()}", kts,
+                            n, ok_n, time.perf_counter() - t0, STATS["queries"] - q0)
+    return TileEnds(True, "", kts, n, ok_n, time.perf_counter() - t0, STATS["queries"] - q0)
+
+
+def check_tile_ends(program: HopperProgram, kts, *, time_limit: float = 20.0,
+                    deadline: Optional[float] = None) -> tuple[bool, str]:
+    """``(True, '')`` when :func:`prove_tile_ends` proves every program, else ``(False, why)``."""
+    r = prove_tile_ends(program, kts, time_limit=time_limit, deadline=deadline)
+    return r.ok, r.why
 
 
 def is_cluster_ring(program: HopperProgram) -> bool:
@@ -300,5 +341,5 @@ def verify_persistent(program: HopperProgram, carry: Optional[Mapping[str, TileC
 
 
 __all__ = ["TileCarry", "CARRY_MUTANTS", "CANONICAL", "PersistentResult", "check_carry", "check_tile_ends",
-           "tile_end_program", "tile_end_sizes", "role_carry", "is_cluster_ring",
+           "prove_tile_ends", "TileEnds", "tile_end_program", "tile_end_sizes", "role_carry", "is_cluster_ring",
            "verify_persistent"]

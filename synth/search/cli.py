@@ -17,7 +17,7 @@ import sys
 from ..bounds import MAX_GEMM_DIM, MAX_SEARCH_TOP
 from ..errors import Loc, SynthError
 from .distribute import search_many
-from .outputs import gpu_available, measure, write_candidates
+from .outputs import TopIncomplete, gpu_available, measure, write_candidates
 from .report import print_result, search_result_to_json
 from .shapes import read_shapes_csv
 from .tune import search_gemm
@@ -127,20 +127,28 @@ def cli_search(args: argparse.Namespace) -> int:
     if want_measure and gpu_ok and write_k is None:
         write_k = top
     docs = []
+    incomplete: list[TopIncomplete] = []  # --top folders whose proofs ran out of time: raised after the ranking
     for res in results:
         for w in res.warnings:  # a prediction above what was published for the shape: on stderr, and in the JSON
             err.print(f"warning: {w}", markup=False)
         folders: list[str] = []
+        missing: list[dict] = []
         if write_k is not None:
             base = args.out or os.path.join("out", f"search-{res.M}x{res.N}x{res.K}-{res.arch}")
             if len(results) > 1 and args.out:
                 base = os.path.join(args.out, f"{res.M}x{res.N}x{res.K}-{res.arch}")
-            with _progress_bar(err, enabled=show_progress) as prog:
-                folders = write_candidates(res, base, k=write_k, time_limit=args.time_limit,
-                                           workers=args.workers, force=args.force, progress=prog)
+            try:
+                with _progress_bar(err, enabled=show_progress) as prog:
+                    folders = write_candidates(res, base, k=write_k, time_limit=args.time_limit,
+                                               workers=args.workers, force=args.force, progress=prog)
+            except TopIncomplete as e:  # the ranking stands: printed and in the JSON, the error after it
+                folders, missing = e.written, e.to_json()
+                incomplete.append(e)
         note = None
         if want_measure:
-            if gpu_ok:
+            if gpu_ok and missing:
+                note = "--measure: not measured, since some --top folders were not written"
+            elif gpu_ok:
                 with _progress_bar(err, enabled=show_progress) as prog:
                     res = measure(res, folders, progress=prog)
             elif not docs:  # say it once, not once per shape
@@ -148,6 +156,8 @@ def cli_search(args: argparse.Namespace) -> int:
                         "performance model, not a measurement")
         doc = search_result_to_json(res)
         doc["folders"] = folders
+        if missing:
+            doc["not_written"] = missing
         if note:
             doc["notes"].append(note)
         docs.append(doc)
@@ -156,6 +166,9 @@ def cli_search(args: argparse.Namespace) -> int:
                          explain=bool(getattr(args, "explain", False)))
     if as_json:
         print(json.dumps(docs[0] if len(docs) == 1 and not args.shapes else docs, indent=2))
+    if incomplete:
+        raise TopIncomplete([f for e in incomplete for f in e.written], [m for e in incomplete for m in e.missing],
+                            args.time_limit)
     return 0
 
 

@@ -186,6 +186,11 @@ class Unsupported(Exception):
     """The program uses a shape the encoding cannot bound (reported as ``unknown``)."""
 
 
+class NeedsWaits(Exception):
+    """A term asked of an encoder built with ``no_waits`` depends on the program's waits (commits counted,
+    a group forced, a wait's count): the caller encodes the obligation over the whole program instead."""
+
+
 @dataclass(frozen=True)
 class Point:
     """A statement position relative to the anchor: step ``j + r``, in ``part``, statement ``pos``."""
@@ -212,8 +217,12 @@ class Encoder:
 
     def __init__(self, program: Program, *, trip: Optional[int] = None,
                  overrides: Optional[Mapping[int, Expr]] = None,
-                 dropped: AbstractSet[int] = frozenset(), parametric: bool = False, step: str = "j") -> None:
+                 dropped: AbstractSet[int] = frozenset(), parametric: bool = False, step: str = "j",
+                 no_waits: bool = False) -> None:
         self.program = program
+        self.no_waits = no_waits
+        """The program's waits are left out (a Hopper program's barrier view): every term that counts commits or
+        reads a wait raises :class:`NeedsWaits` rather than be encoded without them."""
         self.parametric = parametric
         """Each wait ``w`` gets literals :meth:`plus` (count + 1) and :meth:`drop` (wait removed),
         for tightness checks by assumptions on one formula."""
@@ -250,6 +259,16 @@ class Encoder:
         self._memo: dict[tuple, object] = {}
         self._offset_cache: dict[tuple[str, Expr], Optional[int]] = {}
         self.waits_used: set[int] = set()
+
+    def moved(self, j: z3.ArithRef) -> "Encoder":
+        """The same program's encoder anchored at step term ``j`` (any integer term: a Hopper query places
+        a partner instance at ``anchor + c``). Shares what does not depend on the step (part offsets and
+        extents, version offsets); term caches start empty."""
+        enc = object.__new__(Encoder)
+        enc.__dict__.update(self.__dict__)
+        enc.j = j
+        enc._opq, enc._memo, enc.waits_used = {}, {}, set()
+        return enc
 
     # -- bookkeeping ---------------------------------------------------------------------------
     def begin(self) -> None:
@@ -334,13 +353,19 @@ class Encoder:
             conds.append(Or([self.when(g, r) for g in s.gate]))
         return And(conds)
 
+    def _needs_waits(self) -> None:
+        if self.no_waits:
+            raise NeedsWaits()
+
     def wait_index(self, part: str, pos: int) -> int:
+        self._needs_waits()
         s = self.part[part].stmts[pos]
         assert isinstance(s, WaitStmt)
         return s.wait
 
     @_memo
     def wait_count(self, part: str, pos: int, r: int) -> z3.ArithRef:
+        self._needs_waits()
         w = self.wait_index(part, pos)
         e = self.overrides.get(w, self.program.waits[w].in_flight)
         n = self.int_term(self.expr(e, part, r))
@@ -348,6 +373,7 @@ class Encoder:
 
     @_memo
     def wait_exec(self, part: str, pos: int, r: int) -> z3.BoolRef:
+        self._needs_waits()
         g = And(self.in_part(part, r), self.guard(part, pos, r))
         return And(g, Not(self.drop(self.wait_index(part, pos)))) if self.parametric else g
 
@@ -376,6 +402,7 @@ class Encoder:
     @_memo
     def commits_between(self, q: int, a: Point, b: Point) -> z3.ArithRef:
         """Groups committed to ``q`` strictly after ``a`` and strictly before ``b``."""
+        self._needs_waits()
         terms = []
         for r, p, lo, hi in self._span(a, b):
             for k in range(lo + 1, hi):
@@ -386,6 +413,7 @@ class Encoder:
 
     def forced(self, q: int, a: Point, b: Point) -> z3.BoolRef:
         """The group committed at ``a`` (a commit on ``q``) is complete at ``b``."""
+        self._needs_waits()
         key = ("forced", q, a, b)
         hit = self._memo.get(key)
         if hit is None:
@@ -440,6 +468,7 @@ class Encoder:
 
     def complete(self, part: str, pos: int, r: int, at: Point) -> z3.BoolRef:
         """The async op instance (statement ``pos`` of ``part`` in step ``j + r``) is complete at ``at``."""
+        self._needs_waits()
         c = self.commit_of(part, pos)
         if c is None:
             return _FALSE

@@ -37,6 +37,7 @@ from __future__ import annotations
 
 import functools
 import time
+from collections import OrderedDict
 from dataclasses import dataclass, field, replace
 from typing import Callable, Optional
 
@@ -49,7 +50,7 @@ from ..expr import Bin, Expr, Num, parse, simplify, to_str, to_z3
 from ..hopper.ir import HopperError, HopperProgram, validate_hopper
 from ..hopper.printer import wait_count
 from ..program import OpStmt, WaitStmt
-from .encode import And, Encoder, Ind, Not, Or, Point, Sum, Unsupported
+from .encode import And, Encoder, Ind, NeedsWaits, Not, Or, Point, Sum, Unsupported
 from .obligations import blame
 from .report import Counterexample, ObligationResult
 
@@ -68,11 +69,17 @@ class Ref:
 
 
 class Phases:
-    """Terms of one query over a Hopper program: one encoder per role instance."""
+    """Terms of the queries over a Hopper program: one encoder per role instance.
+
+    A partner instance is the role's encoder at a step *term* (``anchor + c``, or a count minus its offset),
+    simplified by Z3 and shared: every query that places an instance of a role at the same step term gets the
+    same encoder and the same terms (no fresh step variable and no defining equation). One :class:`Phases`
+    serves every obligation of a program (for one trip count, one set of wait overrides and one deadlock
+    ranking): the terms of the phases, their members and the waits before an instance are built once."""
 
     def __init__(self, program: HopperProgram, *, trip: Optional[int] = None,
                  overrides: Optional[dict[str, dict[int, Expr]]] = None,
-                 lags: Optional[dict[str, int]] = None) -> None:
+                 lags: Optional[dict[str, int]] = None, no_waits: bool = False) -> None:
         self.p = program
         self.lags = lags or {}
         """Per role, steps subtracted from its step in the deadlock ranking (:meth:`rank_before`)."""
@@ -83,18 +90,50 @@ class Phases:
         self.bars = {b.name: b for b in program.barriers}
         self.tsym = program.trip_count if isinstance(program.trip_count, str) else None
         self.defs: list = []
+        """Definitions a query needs beside its formula (none: instances are placed by step terms)."""
         self._n = 0
-        self.base = {r.name: self.fresh(r.name, "a") for r in program.roles}
+        self._proto = {r.name: Encoder(r.program, trip=self.trip, overrides=self.overrides.get(r.name, {}),
+                                       step=f"j.{r.name}.a", no_waits=no_waits) for r in program.roles}
+        self.base = dict(self._proto)
+        """Each role's anchor encoder (step variable ``j.<role>.a``)."""
         self.T = self.base[program.roles[0].name].T
-        self.D = max([b.slots for b in program.barriers] + [_stages(s) for s in _all_refs(program)] + [1]) + 1
+        self._refs = _all_refs(program)
+        self._role_refs = {r.name: _role_refs(program, r.name) for r in program.roles}
+        self.D = max([b.slots for b in program.barriers] + [_stages(s) for s in self._refs] + [1]) + 1
         self._offsets: dict = {}
+        self._at: dict = {}
+        self._memo: dict = {}
+        self._pins: list = []
 
     def fresh(self, role: str, tag: Optional[str] = None) -> Encoder:
+        """An instance of ``role`` at a step of its own (a free variable ``j.<role>.<tag>``; the same encoder for
+        the same ``tag``, a new one each time without)."""
         if tag is None:
             self._n += 1
-            tag = str(self._n)
-        return Encoder(self.roles[role].program, trip=self.trip, overrides=self.overrides.get(role, {}),
-                       step=f"j.{role}.{tag}")
+            return self._proto[role].moved(z3.Int(f"j.{role}.{self._n}"))
+        key = ("fresh", role, tag)
+        if key not in self._memo:
+            self._memo[key] = self._proto[role].moved(z3.Int(f"j.{role}.{tag}"))
+        return self._memo[key]
+
+    def enc_at(self, role: str, j) -> Encoder:
+        """The instance of ``role`` at step term ``j`` (simplified; one encoder per role and term)."""
+        raw = ("raw", role) + self._key(j)  # the term as built (hash-consed: rebuilt, it has the same id)
+        enc = self._at.get(raw)
+        if enc is not None:
+            return enc
+        j = z3.simplify(j)
+        key = (role, j.get_id())
+        enc = self._at.get(key)
+        if enc is None:
+            enc = self._at[key] = self._proto[role].moved(j)  # the encoder holds j: its id stays its own
+        self._at[raw] = enc
+        return enc
+
+    def _key(self, *terms) -> tuple:
+        """Ids of ``terms`` (None stays None) for a memo key; the terms are kept alive so no id is reused."""
+        self._pins.extend(t for t in terms if t is not None)
+        return tuple(None if t is None else t.get_id() for t in terms)
 
     def domain(self) -> list:
         return self.base[self.p.roles[0].name].domain()
@@ -111,24 +150,46 @@ class Phases:
         return c
 
     def exec(self, enc: Encoder, ref: Ref):
-        if isinstance(ref.stmt, OpStmt):
-            return enc.op_exec(ref.part, ref.pos, 0)
-        return And(enc.in_part(ref.part, 0), enc.guard(ref.part, ref.pos, 0))
+        key = ("exec", ref.part, ref.pos)
+        hit = enc._memo.get(key)
+        if hit is None:
+            if isinstance(ref.stmt, OpStmt):
+                hit = enc.op_exec(ref.part, ref.pos, 0)
+            else:
+                hit = And(enc.in_part(ref.part, 0), enc.guard(ref.part, ref.pos, 0))
+            enc._memo[key] = hit
+        return hit
 
     def count(self, enc: Encoder, ref: Ref):
-        return enc.int_term(enc.expr(_state(ref.stmt).count, ref.part, 0))
+        key = ("count", ref.part, ref.pos)
+        hit = enc._memo.get(key)
+        if hit is None:
+            hit = enc._memo[key] = enc.int_term(enc.expr(_state(ref.stmt).count, ref.part, 0))
+        return hit
 
     def at(self, ref: Ref, x, e: Optional[Expr] = None) -> Encoder:
-        """A fresh instance of ``ref`` whose count (or expression ``e``) is ``x``."""
+        """The instance of ``ref`` whose count (or expression ``e``) is ``x``."""
         c = self.offset(ref, e if e is not None else _state(ref.stmt).count)
-        enc = self.fresh(ref.role)
-        self.defs.append(enc.j == x - c)
-        return enc
+        return self.enc_at(ref.role, x - c)
 
     def slot_phase(self, ref: Ref, x):
-        st = _state(ref.stmt)
-        b = self.bars[_barrier(ref.stmt)]
-        return (x % st.stages) % b.slots, x / st.stages
+        key = ("slot_phase", ref.role, ref.part, ref.pos) + self._key(x)
+        hit = self._memo.get(key)
+        if hit is None:
+            st = _state(ref.stmt)
+            b = self.bars[_barrier(ref.stmt)]
+            hit = self._memo[key] = ((x % st.stages) % b.slots, x / st.stages)
+        return hit
+
+    def ring(self, ref: Ref, x, shift: int = 0):
+        """``n * slots + sl`` for the (slot ``sl``, phase ``n``) that :meth:`slot_phase` (``shift`` 0) or
+        :meth:`waited` (``shift``: the wait's phase) gives for count ``x``, as a term equal to it for every value:
+        ``x - shift * slots`` when the statement's stages are the barrier's slots (``x = st (x / st) + x % st``),
+        else None. A member whose stages are the slots has this count: its instance is placed at it."""
+        st = _state(ref.stmt).stages
+        if st != self.bars[_barrier(ref.stmt)].slots:
+            return None
+        return x - shift * st if shift else x
 
     def waited(self, ref: Ref, x):
         """(slot, phase waited for) of a try_wait whose count is ``x``."""
@@ -145,40 +206,50 @@ class Phases:
         return to_z3(parse(o.when), env)
 
     # -- phases -------------------------------------------------------------------------------
-    def members(self, barrier: str, sl, n, kinds=("arrive", "tma"), keep: Optional[Callable] = None):
-        """``(ref, encoder, runs, x)`` for every statement instance that names phase ``n`` of slot
-        ``sl`` of ``barrier`` (only the statements ``keep`` accepts, when given)."""
+    def members(self, barrier: str, sl, n, kinds=("arrive", "tma"), keep: Optional[Callable] = None, x=None):
+        """``(ref, encoder, runs, count)`` for every statement instance that names phase ``n`` of slot
+        ``sl`` of ``barrier`` (only the statements ``keep`` accepts, when given). ``x``, when given, equals
+        ``n * slots + sl`` (:meth:`ring`): the count of a member whose stages are the slots."""
+        key = ("members", barrier, kinds, keep.__name__ if keep is not None else None) + self._key(sl, n, x)
+        hit = self._memo.get(key)
+        if hit is not None:
+            return hit
         b = self.bars[barrier]
         out = []
-        for ref in _all_refs(self.p):
+        for ref in self._refs:
             kind = _kind(ref.stmt)
             if kind not in kinds or _barrier(ref.stmt) != barrier or (keep is not None and not keep(ref)):
                 continue
             st = _state(ref.stmt).stages
             if st == b.slots:  # the slot is the ring index: one instance, count n * st + sl
-                x = n * st + sl
-                enc = self.at(ref, x)
-                out.append((ref, enc, self.exec(enc, ref), x))
+                xx = x if x is not None else n * st + sl
+                enc = self.at(ref, xx)
+                out.append((ref, enc, self.exec(enc, ref), xx))
                 continue
             for t in range(st):
-                x = n * st + t
-                enc = self.at(ref, x)
-                out.append((ref, enc, And(sl == (t % b.slots), self.exec(enc, ref)), x))
+                xx = n * st + t
+                enc = self.at(ref, xx)
+                out.append((ref, enc, And(sl == (t % b.slots), self.exec(enc, ref)), xx))
+        self._memo[key] = out
         return out
 
-    def waiters(self, barrier: str, sl, n):
+    def waiters(self, barrier: str, sl, n, x=None):
         """One condition per ``try_wait`` instance (any role) that waits for phase ``n`` of slot ``sl``
-        of ``barrier``: that it runs. States are compared by value (slot and phase), never as text."""
+        of ``barrier``: that it runs. States are compared by value (slot and phase), never as text. ``x``:
+        as for :meth:`members`."""
         b = self.bars[barrier]
         out = []
-        for ref in _all_refs(self.p):
+        for ref in self._refs:
             if not isinstance(ref.stmt, TryWaitStmt) or ref.stmt.barrier != barrier:
                 continue
             st, base = ref.stmt.state.stages, n + ref.stmt.state.phase
             for t in ([None] if st == b.slots else range(st)):
-                x = base * st + (sl if t is None else t)
+                if t is None:
+                    xx = x + ref.stmt.state.phase * st if x is not None else base * st + sl
+                else:
+                    xx = base * st + t
                 try:
-                    enc = self.at(ref, x)
+                    enc = self.at(ref, xx)
                 except Unsupported:  # a count that is not the step plus a constant is not counted
                     continue
                 out.append(self.exec(enc, ref) if t is None else And(sl == (t % b.slots), self.exec(enc, ref)))
@@ -210,34 +281,45 @@ class Phases:
 
     def earlier_waits(self, enc: Encoder, ref: Ref, barrier: Optional[str] = None):
         """``(wait ref, encoder, runs-and-earlier)`` for waits of ``ref``'s role at most ``D`` steps back."""
+        key = ("earlier", ref.role, ref.part, ref.pos, barrier) + self._key(enc.j)
+        hit = self._memo.get(key)
+        if hit is not None:
+            return hit
         out = []
-        for w in _role_refs(self.p, ref.role):
+        for w in self._role_refs[ref.role]:
             if not isinstance(w.stmt, TryWaitStmt) or (barrier is not None and w.stmt.barrier != barrier):
                 continue
             for d in range(self.D + 1):
                 if d == 0 and not (w.part == ref.part and w.pos < ref.pos):
                     continue
-                e = self.fresh(ref.role)
-                self.defs.append(e.j == enc.j - d)
+                e = self.enc_at(ref.role, enc.j - d)
                 out.append((w, e, self.exec(e, w)))
+        self._memo[key] = out
         return out
 
     def done_before(self, barrier: str, sl, n, enc: Encoder, ref: Ref, hops: int = 1):
         """Phase ``n`` of slot ``sl`` of ``barrier`` is complete before instance ``(enc, ref)`` runs."""
+        key = ("done", barrier, ref.role, ref.part, ref.pos, hops) + self._key(sl, n, enc.j)
+        hit = self._memo.get(key)
+        if hit is not None:
+            return hit
         cases = [n < 0]
         for w, e, runs in self.earlier_waits(enc, ref, barrier):
             wsl, wn = self.waited(w, self.count(e, w))
             cases.append(And(runs, wsl == sl, wn >= n))
         if hops and len(self.roles) > 1:  # a hop goes through another role's arrival, or a peer's copy
             for w, e, runs in self.earlier_waits(enc, ref):
-                wsl, wn = self.waited(w, self.count(e, w))
-                hop = self.members(w.stmt.barrier, wsl, wn, ("arrive",)) + \
-                    self.members(w.stmt.barrier, wsl, wn, ("tma",), keep=self.peer_copy)
+                wx = self.count(e, w)
+                wsl, wn = self.waited(w, wx)
+                wr = self.ring(w, wx, w.stmt.state.phase)
+                hop = self.members(w.stmt.barrier, wsl, wn, ("arrive",), x=wr) + \
+                    self.members(w.stmt.barrier, wsl, wn, ("tma",), keep=self.peer_copy, x=wr)
                 for aref, ae, ar, _ in hop:
                     if aref.role == ref.role:
                         continue
                     cases.append(And(runs, wn >= 0, ar, self.done_before(barrier, sl, n, ae, aref, hops - 1)))
-        return Or(cases)
+        out = self._memo[key] = Or(cases)
+        return out
 
     def peer_copy(self, ref: Ref) -> bool:
         """A TMA copy that orders a hop of :meth:`done_before` like an arrival: it delivers bytes (> 0) to
@@ -247,19 +329,25 @@ class Phases:
         arrives on the barrier adds nothing its arrival does not already give, and is left out."""
         b = _barrier(ref.stmt)
         return ref.stmt.barrier.bytes > 0 and not any(
-            isinstance(x.stmt, ArriveStmt) and x.stmt.barrier == b for x in _role_refs(self.p, ref.role))
+            isinstance(x.stmt, ArriveStmt) and x.stmt.barrier == b for x in self._role_refs[ref.role])
 
     def after(self, aenc: Encoder, aref: Ref, wenc: Encoder, wref: Ref):
         """Instance ``A`` runs after wait ``W`` has passed."""
         if aref.role == wref.role:  # one thread: after in program order, or before it
             return self.po_before(wenc, wref, aenc, aref)
+        key = ("after", aref.role, aref.part, aref.pos, wref.role, wref.part, wref.pos) + self._key(aenc.j, wenc.j)
+        if key in self._memo:
+            return self._memo[key]
         cases = []
         for w2, e2, runs in self.earlier_waits(aenc, aref):
-            sl2, n2 = self.waited(w2, self.count(e2, w2))
-            for a2, ae2, ar2, _ in self.members(w2.stmt.barrier, sl2, n2, ("arrive",)):
+            x2 = self.count(e2, w2)
+            sl2, n2 = self.waited(w2, x2)
+            for a2, ae2, ar2, _ in self.members(w2.stmt.barrier, sl2, n2, ("arrive",),
+                                                x=self.ring(w2, x2, w2.stmt.state.phase)):
                 if a2.role == wref.role:
                     cases.append(And(runs, n2 >= 0, ar2, self.po_before(wenc, wref, ae2, a2)))
-        return Or(cases)
+        out = self._memo[key] = Or(cases)
+        return out
 
     def rank_before(self, e1: Encoder, r1: Ref, e2: Encoder, r2: Ref):
         """(step - lag of its role, role, position) of instance 1 is below that of instance 2."""
@@ -395,17 +483,18 @@ def _converge_builder(aref: Ref, wref: Ref, convs: list[Ref]):
     that runs, so a thread still before ``W`` would see its parity again (two phases behind)."""
     def build(ph: Phases):
         enc = ph.base[aref.role]
-        wenc = ph.fresh(aref.role)
+        wenc = ph.fresh(aref.role, "w")  # the wait's instance: any step (a free variable)
         between = []
         for c in convs:
             for d in range(ph.D + 1):
                 for anchor, sign in ((wenc, 1), (enc, -1)):
-                    ce = ph.fresh(aref.role)
-                    ph.defs.append(ce.j == anchor.j + sign * d)
+                    ce = ph.enc_at(aref.role, anchor.j + sign * d)
                     between.append(And(ph.exec(ce, c), ph.po_before(wenc, wref, ce, c), ph.po_before(ce, c, enc, aref)))
         wx = ph.count(wenc, wref)
         wsl, wn = ph.waited(wref, wx)
-        harm = Or([r for _, _, r, _ in ph.members(wref.stmt.barrier, wsl, wn + 1)])
+        wr = ph.ring(wref, wx, wref.stmt.state.phase)
+        harm = Or([r for _, _, r, _ in ph.members(wref.stmt.barrier, wsl, wn + 1,
+                                                   x=None if wr is None else wr + ph.bars[wref.stmt.barrier].slots)])
         x = ph.count(enc, aref)
         sl, n = ph.slot_phase(aref, x)
         f = And(ph.exec(enc, aref), ph.exec(wenc, wref), ph.po_before(wenc, wref, enc, aref), Not(Or(between)))
@@ -502,22 +591,27 @@ def _wait_obligations(p: HopperProgram, ref: Ref, tag: str) -> list[HObligation]
         sl, w = ph.waited(ref, x)
         return enc, x, sl, w
 
+    def ring(ph: Phases, x, k: int = 0):
+        """``w + k`` times the slots plus ``sl``, as :meth:`Phases.ring` gives it (None: not known)."""
+        r = ph.ring(ref, x, s.state.phase)
+        return None if r is None else r + k * b.slots
+
     def arrivals(ph: Phases):
         enc, x, sl, w = common(ph)
-        ms = ph.members(s.barrier, sl, w)
+        ms = ph.members(s.barrier, sl, w, x=ring(ph, x))
         got = ph.arrivals(ms)
         return And(ph.exec(enc, ref), w >= 0, got != b.count), {"x": x, "slot": sl, "phase": w, "got": got}
 
     def tx(ph: Phases):
         enc, x, sl, w = common(ph)
-        ms = ph.members(s.barrier, sl, w)
+        ms = ph.members(s.barrier, sl, w, x=ring(ph, x))
         exp, dlv = ph.expected(ms), ph.delivered(ms)
         return And(ph.exec(enc, ref), w >= 0, exp != dlv), {"x": x, "slot": sl, "phase": w, "expected": exp,
                                                            "delivered": dlv}
 
     def deadlock(ph: Phases):
         enc, x, sl, w = common(ph)
-        ms = ph.members(s.barrier, sl, w)
+        ms = ph.members(s.barrier, sl, w, x=ring(ph, x))
         late = [And(r, Not(ph.rank_before(e, m, enc, ref))) for m, e, r, _ in ms]
         got, exp, dlv = ph.arrivals(ms), ph.expected(ms), ph.delivered(ms)
         # a phase short of arrivals or bytes never completes; one over them completes early and
@@ -532,7 +626,7 @@ def _wait_obligations(p: HopperProgram, ref: Ref, tag: str) -> list[HObligation]
 
     def behind(ph: Phases):
         enc, x, sl, w = common(ph)
-        ms = ph.members(s.barrier, sl, w + 1, ("arrive",))
+        ms = ph.members(s.barrier, sl, w + 1, ("arrive",), x=ring(ph, x, 1))
         some = Or([r for _, _, r, _ in ms])
         ordered = Or([And(r, ph.after(e, m, enc, ref)) for m, e, r, _ in ms])
         return And(ph.exec(enc, ref), some, Not(ordered)), {"x": x, "slot": sl, "phase": w}
@@ -563,7 +657,7 @@ def _arrive_obligations(p: HopperProgram, ref: Ref, tag: str) -> list[HObligatio
         enc = ph.base[ref.role]
         x = ph.count(enc, ref)
         sl, n = ph.slot_phase(ref, x)
-        got = ph.arrivals(ph.members(s.barrier, sl, n))
+        got = ph.arrivals(ph.members(s.barrier, sl, n, x=ph.ring(ref, x)))
         return And(ph.exec(enc, ref), got != b.count), {"x": x, "slot": sl, "phase": n, "got": got}
 
     def order(ph: Phases):
@@ -668,7 +762,7 @@ def _teardown_builder(p: HopperProgram, ref: Ref):
         enc = ph.base[ref.role]
         x = ph.count(enc, ref)
         sl, n = ph.slot_phase(ref, x)
-        seen = And(n >= 0, Or(ph.waiters(ref.stmt.barrier.barrier, sl, n)))
+        seen = And(n >= 0, Or(ph.waiters(ref.stmt.barrier.barrier, sl, n, x=ph.ring(ref, x))))
         return And(ph.exec(enc, ref), Not(seen)), {"x": x, "slot": sl, "phase": n}
     return build
 
@@ -786,6 +880,36 @@ class WgmmaVerdict:
 
 
 @dataclass(frozen=True)
+class ProofPhase:
+    """One proof a command made: its name, the obligations (or checks) it discharged, how many were proven,
+    its wall-clock seconds, and the Z3 queries it asked (None: not counted; an obligation identical to one
+    already proven in the process is answered without a query, :func:`_solve`)."""
+
+    name: str
+    obligations: int
+    proven: int
+    seconds: float
+    queries: Optional[int] = None
+
+    def text(self) -> str:
+        q = "" if self.queries is None else f", {self.queries} Z3 quer{'y' if self.queries == 1 else 'ies'}"
+        return f"{self.name}: {self.proven}/{self.obligations} proven{q}, {self.seconds:.2f} s"
+
+    def to_json(self) -> dict:
+        return {"name": self.name, "obligations": self.obligations, "proven": self.proven,
+                "seconds": round(self.seconds, 4), "queries": self.queries}
+
+
+def proofs_text(proofs) -> str:
+    """``proofs: <each phase>; total <n>/<m> obligations, <s> s``: every proof phase of a command, named and
+    counted, with its time (what ``synth solve``'s ``prove`` phase spent)."""
+    n = sum(p.obligations for p in proofs)
+    ok = sum(p.proven for p in proofs)
+    secs = sum(p.seconds for p in proofs)
+    return "proofs: " + "; ".join(p.text() for p in proofs) + f"; total {ok}/{n} obligations, {secs:.2f} s"
+
+
+@dataclass(frozen=True)
 class HopperReport:
     ok: bool
     program: HopperProgram
@@ -794,6 +918,10 @@ class HopperReport:
     seconds: float = 0.0
     lags: dict = field(default_factory=dict)
     """Role lags of the deadlock ranking the no_deadlock proofs use (a hint; certificates record it)."""
+    proofs: tuple[ProofPhase, ...] = ()
+    """Every proof phase of the command that made this report (``synth solve``: this program's, a persistent
+    kernel's tile ends, ping-pong's order programs, the TMA-store program), each named with its obligations,
+    Z3 queries and time; empty from ``verify_hopper`` alone. ``ok`` is this program's verdict."""
 
     def by_class(self) -> dict[str, dict[str, int]]:
         """``{class: {proven: n, refuted: n, unknown: n}}``."""
@@ -813,12 +941,15 @@ class HopperReport:
                            "reason": v.reason} for v in self.waits],
                 "failures": [{"id": o.id, "class": o.kind, "status": o.status, "description": o.description,
                               "reason": o.reason} for o in self.obligations if o.status != "proven"],
-                "ranking": dict(self.lags), "seconds": round(self.seconds, 4)}
+                "ranking": dict(self.lags), "seconds": round(self.seconds, 4),
+                **({"proofs": [p.to_json() for p in self.proofs]} if self.proofs else {})}
 
     def render(self) -> str:
         n_ok = sum(1 for o in self.obligations if o.status == "proven")
         lines = [f"{self.program.name}: {'all obligations proven' if self.ok else 'NOT PROVEN'} "
                  f"({n_ok}/{len(self.obligations)} obligations, {self.seconds:.2f} s)"]
+        if len(self.proofs) > 1:  # one phase: the line above says it all
+            lines.append(proofs_text(self.proofs))
         for cls, c in sorted(self.by_class().items()):
             lines.append(f"  {cls}: {c['proven']} proven, {c['refuted']} refuted, {c['unknown']} unknown")
         for v in self.waits:
@@ -846,14 +977,125 @@ def _late(deadline: Optional[float]) -> bool:
     return deadline is not None and Deadline(deadline).expired()
 
 
+@dataclass(frozen=True)
+class _Hole:
+    """Where a ``wait_group`` stood, in a program's barrier view (:func:`barrier_view`)."""
+
+    guard: None = None
+    kind: str = "hole"
+
+
+_HOLE = _Hole()
+
+
+def barrier_view(p: HopperProgram) -> HopperProgram:
+    """``p`` without its wgmma waits: each role's ``wait_group`` statements replaced by holes (every other
+    statement keeps its position), the holes ending a part dropped, no ``waits``, and no names or notes. The
+    obligations whose terms never count commits or read a wait (:class:`~synth.verify.encode.NeedsWaits` is
+    raised by any that does) are encoded over this view: a program that differs from another only in its waits
+    (a persistent kernel's tile-end programs beside its ring: a ``wait_group 0`` added at the end of each
+    consumer's body) has the same view, hence the same terms and the same queries, built once."""
+    roles = []
+    for r in p.roles:
+        prog = r.program
+        parts = []
+        for pt in prog.parts:
+            st = [_HOLE if isinstance(x, WaitStmt) else x for x in pt.stmts]
+            while st and st[-1] is _HOLE:
+                st.pop()
+            parts.append(replace(pt, stmts=tuple(st)))
+        roles.append(replace(r, program=replace(prog, name="", parts=tuple(parts), waits=())))
+    return replace(p, name="", roles=tuple(roles), notes=())
+
+
+VIEW_PHASES = 8
+"""Barrier views whose :class:`Phases` (their terms) are kept across verifications (least recently used
+dropped)."""
+_VIEWS: "OrderedDict[tuple, Phases]" = OrderedDict()
+
+
+def view_phases(p: HopperProgram, trip: Optional[int] = None, lags: Optional[dict] = None,
+                cache: Optional[dict] = None) -> Phases:
+    """The :class:`Phases` (``no_waits``) of :func:`barrier_view` of ``p``, shared by every program with the same
+    view, trip count and ranking in this process."""
+    lkey = tuple(sorted((lags or {}).items()))
+    mine = None if cache is None else cache.get(("view", id(p), trip, lkey))
+    if mine is not None and mine[0] is p:
+        return mine[1]
+    key = (barrier_view(p), trip, lkey)
+    ph = _VIEWS.get(key)
+    if ph is None:
+        ph = _VIEWS[key] = Phases(key[0], trip=trip, lags=lags, no_waits=True)
+        if len(_VIEWS) > VIEW_PHASES:
+            _VIEWS.popitem(last=False)
+    else:
+        _VIEWS.move_to_end(key)
+    if cache is not None:
+        cache[("view", id(p), trip, lkey)] = (p, ph)  # holds p: its id is not reused while the cache lives
+    return ph
+
+
+PROVEN_CACHE = 50_000
+"""Negated obligations (Z3 terms) answered ``unsat``, at most this many kept (least recently used dropped)."""
+_PROVEN: "OrderedDict[int, z3.BoolRef]" = OrderedDict()
+STATS = {"queries": 0, "shared": 0, "constant": 0}
+"""Process-wide counts: Z3 queries asked, obligations answered by an identical query already proven
+(:func:`_solve`), and obligations whose negation is a constant (decided without a solver)."""
+
+
+def phases_for(p: HopperProgram, trip: Optional[int] = None, overrides: Optional[dict] = None,
+               lags: Optional[dict] = None, cache: Optional[dict] = None) -> Phases:
+    """The :class:`Phases` of ``p`` for one trip count, wait overrides and ranking; from ``cache`` (a dict
+    one verification keeps) when it holds one, so the obligations of a program share their terms."""
+    if cache is None:
+        return Phases(p, trip=trip, overrides=overrides, lags=lags)
+    key = (id(p), trip, repr(sorted((r, sorted(o.items())) for r, o in (overrides or {}).items())),
+           repr(sorted((lags or {}).items())))
+    hit = cache.get(key)
+    if hit is None or hit.p is not p:
+        hit = cache[key] = Phases(p, trip=trip, overrides=overrides, lags=lags)
+    return hit
+
+
 def _solve(p: HopperProgram, ob: HObligation, time_limit: float, trip: Optional[int],
-           overrides: Optional[dict] = None, lags: Optional[dict] = None):
-    ph = Phases(p, trip=trip, overrides=overrides, lags=lags)
-    f, detail = ob.build(ph)
-    s = z3.SimpleSolver()
-    s.set("timeout", max(1, int(time_limit * 1000)))
-    s.add(*ph.domain(), *ph.defs, f)
+           overrides: Optional[dict] = None, lags: Optional[dict] = None, cache: Optional[dict] = None,
+           text: bool = False):
+    """``(status, solver, phases, detail)`` of one obligation. Its negation is asked of Z3 unless it is the
+    constant false (proven: a class decided by the program's structure, such as ``fence``) or the very term
+    (Z3 terms are hash-consed: the same formula over the same variables) of a negation already answered
+    ``unsat`` in this process: the tile-end programs of a persistent kernel repeat most of the ring's
+    obligations, a cluster's CTAs and ping-pong's order programs their own. Only ``unsat`` is reused: a
+    model or an unknown is always asked again. The solver returned holds the query, checked when it was asked;
+    None for a proof given without asking unless ``text`` (its SMT-LIB2 text is wanted)."""
+    try:  # over the barrier view when the obligation reads no wait; else over the whole program
+        ph = view_phases(p, trip, lags, cache)
+        f, detail = ob.build(ph)
+    except NeedsWaits:
+        ph = phases_for(p, trip, overrides, lags, cache)
+        f, detail = ob.build(ph)
+    dom = ph.domain()
+
+    def solver():
+        s = z3.SimpleSolver()
+        s.set("timeout", max(1, int(time_limit * 1000)))
+        s.add(*dom, *ph.defs, f)
+        return s
+    if z3.is_false(f):
+        STATS["constant"] += 1
+        return "proven", solver() if text else None, ph, detail
+    q = And(*dom, *ph.defs, f)
+    known = _PROVEN.get(q.get_id())
+    if known is not None and known.eq(q):
+        _PROVEN.move_to_end(q.get_id())
+        STATS["shared"] += 1
+        return "proven", solver() if text else None, ph, detail
+    STATS["queries"] += 1
+    s = solver()
     r = s.check()
+    if r == z3.unsat:
+        _PROVEN[q.get_id()] = q  # the entry holds q: its id is not reused while it is kept
+        if len(_PROVEN) > PROVEN_CACHE:
+            _PROVEN.popitem(last=False)
     return ("proven" if r == z3.unsat else "refuted" if r == z3.sat else "unknown"), s, ph, detail
 
 
@@ -1007,17 +1249,20 @@ def _canonical_lets(text: str) -> str:
 
 def prove_hopper_obligation(p: HopperProgram, ob: HObligation, time_limit: float = 10.0,
                             trip: Optional[int] = None, lags: Optional[dict] = None,
-                            deadline: Optional[float] = None) -> ObligationResult:
+                            deadline: Optional[float] = None, cache: Optional[dict] = None,
+                            smt2: bool = False) -> ObligationResult:
     """Prove one obligation (each query at most ``time_limit`` s, less near ``deadline``, a
     :func:`time.monotonic` instant); a refutation carries a counterexample in the program's terms. Past
-    ``deadline`` nothing is asked: the result is ``unknown`` with that reason."""
+    ``deadline`` nothing is asked: the result is ``unknown`` with that reason. ``cache``: a dict kept across
+    the obligations of one verification (:func:`phases_for`). ``smt2``: keep the query's SMT-LIB2 text
+    (:func:`smt2_file`) in the result (a Hopper certificate holds the trusted checker's files, not these)."""
     t0 = time.perf_counter()
     if _late(deadline):
         return ObligationResult(ob.id, ob.kind, ob.wait, None, ob.part, ob.description, "unknown", 0.0,
                                 reason="not asked: the time limit of the whole verification ran out")
     limit = _limit(time_limit, deadline)
     try:
-        status, s, ph, detail = _solve(p, ob, limit, trip, lags=lags)
+        status, s, ph, detail = _solve(p, ob, limit, trip, lags=lags, cache=cache, text=smt2)
     except Unsupported as e:
         return ObligationResult(ob.id, ob.kind, ob.wait, None, ob.part, ob.description, "refuted",
                                 time.perf_counter() - t0, reason=f"wellformed: {e}")
@@ -1047,18 +1292,20 @@ def prove_hopper_obligation(p: HopperProgram, ob: HObligation, time_limit: float
         why = s.reason_unknown()
         reason = f"solver returned unknown ({why}) within {limit:g} s" + \
             (" (the time limit of the whole verification ran out)" if _late(deadline) else "")
-    text = smt2_file(ob, s) if status != "refuted" else ""
+    text = smt2_file(ob, s) if status != "refuted" and smt2 else ""
     return ObligationResult(ob.id, ob.kind, ob.wait, None, ob.part, ob.description, status,
                             time.perf_counter() - t0, text, cex, reason)
 
 
 def verify_hopper(p: HopperProgram, *, time_limit: float = 10.0, tightness: bool = True,
-                  trip_count: Optional[int] = None, deadline: Optional[float] = None) -> HopperReport:
+                  trip_count: Optional[int] = None, deadline: Optional[float] = None,
+                  smt2: bool = False) -> HopperReport:
     """Prove every obligation of ``p`` for every allowed trip count (or ``trip_count``) and judge
     the wgmma waits' tightness. ``time_limit`` bounds each Z3 query (seconds); ``deadline`` (a
     :func:`time.monotonic` instant) bounds the whole call: queries are cut to what is left, and
     obligations not asked by then are ``unknown`` ("the time limit of the whole verification ran
-    out"), tightness then unjudged. Raises :class:`SynthError` on a malformed program."""
+    out"), tightness then unjudged. ``smt2``: keep each query's SMT-LIB2 text in its result (off: nothing reads
+    it; certificates are the trusted checker's). Raises :class:`SynthError` on a malformed program."""
     t0 = time.perf_counter()
     try:
         # T >= 0 (a loop that may run zero times) is proven like any bound: every obligation is quantified over
@@ -1071,8 +1318,9 @@ def verify_hopper(p: HopperProgram, *, time_limit: float = 10.0, tightness: bool
         raise SynthError(None, f"program {p.name}: opaque predicates are not supported in Hopper programs",
                          "write the predicate as a condition in the loop variable and T")
     obs = enumerate_hopper(p)
-    lags = _ranking(p, [ob for ob in obs if ob.kind == "no_deadlock"], time_limit, trip_count, deadline)
-    results = [prove_hopper_obligation(p, ob, time_limit, trip_count, lags, deadline) for ob in obs]
+    cache: dict = {}  # the program's Phases, shared by its obligations
+    lags = _ranking(p, [ob for ob in obs if ob.kind == "no_deadlock"], time_limit, trip_count, deadline, cache)
+    results = [prove_hopper_obligation(p, ob, time_limit, trip_count, lags, deadline, cache, smt2) for ob in obs]
     verdicts = []
     for r in p.roles:
         drains = [ob for ob in obs if ob.kind == "wgmma_drain" and ob.role == r.name]
@@ -1086,7 +1334,7 @@ def verify_hopper(p: HopperProgram, *, time_limit: float = 10.0, tightness: bool
                     reason = "tightness not judged: the time limit of the whole verification ran out"
                 else:
                     rel = [ob for ob, _ in mine] + [ob for ob in drains if ob.wait != idx]
-                    tight, reason = _tightness(p, r.name, idx, rel, time_limit, trip_count, deadline)
+                    tight, reason = _tightness(p, r.name, idx, rel, time_limit, trip_count, deadline, cache)
             verdicts.append(WgmmaVerdict(r.name, idx, status, tight, reason))
     ok = all(x.status == "proven" for x in results)
     return HopperReport(ok, p, tuple(results), tuple(verdicts), time.perf_counter() - t0, lags)
@@ -1097,7 +1345,7 @@ LAGS = (0, 1, -1, 2, -2)
 
 
 def _ranking(p: HopperProgram, obs: list[HObligation], time_limit: float, trip: Optional[int],
-             deadline: Optional[float] = None) -> dict:
+             deadline: Optional[float] = None, cache: Optional[dict] = None) -> dict:
     """Role lags under which every ``no_deadlock`` obligation holds (all zero when none does: the
     refutations are then reported under the plain (step, role, position) order)."""
     import itertools
@@ -1107,7 +1355,8 @@ def _ranking(p: HopperProgram, obs: list[HObligation], time_limit: float, trip: 
             return {}
         lags = dict(zip(others, combo))
         try:
-            if all(_solve(p, ob, _limit(time_limit, deadline), trip, lags=lags)[0] == "proven" for ob in obs):
+            if all(_solve(p, ob, _limit(time_limit, deadline), trip, lags=lags, cache=cache)[0] == "proven"
+                   for ob in obs):
                 return lags
         except Unsupported:
             return {}
@@ -1115,7 +1364,8 @@ def _ranking(p: HopperProgram, obs: list[HObligation], time_limit: float, trip: 
 
 
 def _tightness(p: HopperProgram, role: str, idx: int, obs: list[HObligation], time_limit: float,
-               trip: Optional[int], deadline: Optional[float] = None) -> tuple[Optional[bool], str]:
+               trip: Optional[int], deadline: Optional[float] = None,
+               cache: Optional[dict] = None) -> tuple[Optional[bool], str]:
     """Tight when ``N + 1`` breaks a release, a refill (one warp group) or a drain (every group complete
     before the warp group finishes) that depends on the wait."""
     w = p.role(role).program.waits[idx]
@@ -1126,7 +1376,7 @@ def _tightness(p: HopperProgram, role: str, idx: int, obs: list[HObligation], ti
         if _late(deadline):
             return None, "tightness not judged: the time limit of the whole verification ran out"
         try:
-            status, *_ = _solve(p, ob, _limit(time_limit, deadline), trip, plus)
+            status, *_ = _solve(p, ob, _limit(time_limit, deadline), trip, plus, cache=cache)
         except Unsupported:
             return None, "tightness unknown: the program is outside the encoding"
         if status == "refuted":
@@ -1141,4 +1391,4 @@ def _tightness(p: HopperProgram, role: str, idx: int, obs: list[HObligation], ti
 
 
 __all__ = ["verify_hopper", "enumerate_hopper", "prove_hopper_obligation", "smt2_file", "HopperReport", "HObligation",
-           "WgmmaVerdict", "Phases", "CLASSES", "converges"]
+           "WgmmaVerdict", "Phases", "CLASSES", "converges", "ProofPhase", "proofs_text", "barrier_view", "STATS"]
