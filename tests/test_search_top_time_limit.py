@@ -1,6 +1,6 @@
 """`synth search --top` when a folder's proofs run out of `--time-limit`: the ranking is kept (printed, and in the
 JSON), the folders proven are written, each folder not written is named, exit 1 with code time_limit
-(docs/commands.md, "The time limit"; issue #34 item 4)."""
+(docs/commands.md, "The time limit")."""
 
 from __future__ import annotations
 

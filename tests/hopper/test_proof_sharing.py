@@ -1,4 +1,4 @@
-"""The Hopper prover's shared work is sound (issue #34 item 4): one :class:`Phases` per program, obligations over
+"""The Hopper prover's shared work is sound: one :class:`Phases` per program, obligations over
 a program's barrier view (its wgmma waits left out) shared by every program with the same view, and a negation
 answered ``unsat`` once reused only for the very same Z3 term. A program that differs from a proven one only in its
 waits still has its wait obligations encoded and asked (and refuted when wrong); verdicts, counterexamples and the
@@ -104,7 +104,7 @@ def test_tile_ends_count_every_program_and_share_the_rings_queries():
 ])
 def test_solve_names_every_proof_phase(keys, phases_named):
     """The report's summary (printed by synth solve and written to verify.txt) names each proof phase with its
-    obligations and seconds, and the total: no proof time is left unnamed (issue #34 item 10)."""
+    obligations and seconds, and the total: no proof time is left unnamed."""
     from synth.deadline import Deadline
     from synth.hopper.flow import run_hopper
     from synth.load import load_problem_text
