@@ -7,12 +7,25 @@ Property tests (hypothesis) draw the same examples on every run by default, so a
 run of the suite (CI's included) is reproducible; ``SYNTH_HYPOTHESIS=explore``
 draws new examples each run, which is how to hunt for new failures while
 developing (a failure it finds prints the example to add as an ``@example``).
+
+What the test files share lives here: :func:`synth_cli` (``python -m synth`` as a user runs it),
+:func:`write_file`, and the ``solve_once`` fixture, which solves a problem once for the whole run (both
+xdist workers) and hands every test that asks for it the same folder. Emulator binaries are cached by
+content for the whole run (and across runs) by the emulators themselves (``$SYNTH_EMU_CACHE``, default
+``~/.cache/synth/emu``): a kernel text built once is not built again.
 """
 
 from __future__ import annotations
 
+import contextlib
+import hashlib
+import json
 import os
 import pathlib
+import shutil
+import subprocess
+import sys
+from typing import NamedTuple
 
 import pytest
 from hypothesis import settings
@@ -51,3 +64,84 @@ def check_golden(path: pathlib.Path, text: str, update: bool) -> None:
             pytest.fail(f"golden file {path} was missing and has been written; re-run")
         return
     assert path.read_text() == text, f"output differs from golden {path} (run pytest --update-golden to accept)"
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# helpers the test files share
+
+def synth_cli(*args, cwd=None, timeout: float = 600) -> subprocess.CompletedProcess:
+    """``python -m synth ARGS`` as a user runs it: a subprocess in ``cwd`` (default the repository root), its
+    stdout and stderr as text. ``timeout`` only guards against a hang."""
+    return subprocess.run([sys.executable, "-m", "synth", *map(str, args)], capture_output=True, text=True,
+                          cwd=str(cwd or ROOT), timeout=timeout)
+
+
+def write_file(directory, name: str, content) -> str:
+    """Write ``content`` to ``directory/name`` (text, bytes, or any other value as indented JSON); the path."""
+    path = pathlib.Path(directory) / name
+    if isinstance(content, bytes):
+        path.write_bytes(content)
+    else:
+        path.write_text(content if isinstance(content, str) else json.dumps(content, indent=2))
+    return str(path)
+
+
+def run_dir(tmp_path_factory) -> pathlib.Path:
+    """A folder this whole test run shares: the xdist workers' basetemps' parent, or this process's basetemp."""
+    base = tmp_path_factory.getbasetemp()
+    return base.parent if os.environ.get("PYTEST_XDIST_WORKER") else base
+
+
+@contextlib.contextmanager
+def run_lock(path: pathlib.Path):
+    """Hold an exclusive lock on ``path`` (created) against the other workers of the run."""
+    import fcntl
+
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with open(path, "a") as fh:
+        fcntl.flock(fh, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(fh, fcntl.LOCK_UN)
+
+
+class Solved(NamedTuple):
+    """A folder ``synth solve`` wrote (``out``) and the run that wrote it."""
+
+    out: pathlib.Path
+    run: subprocess.CompletedProcess
+
+    @property
+    def result(self) -> dict:
+        """The ``--json`` envelope's result (the solve ran with ``--json``)."""
+        return json.loads(self.run.stdout)["result"]
+
+
+@pytest.fixture(scope="session")
+def solve_once(tmp_path_factory):
+    """``solve_once(problem, *flags) -> Solved``: ``synth solve PROBLEM -o OUT FLAGS`` run as a subprocess once
+    for the whole test run, the xdist workers included (the first to ask solves, the other waits for it), keyed
+    by the problem's text and the flags. ``problem`` is a problem file's path or a problem's text. Every test
+    that asks gets the same folder: copy it before changing anything in it."""
+    root = run_dir(tmp_path_factory) / "solved"
+
+    def solve(problem, *flags) -> Solved:
+        text = problem.read_text() if isinstance(problem, pathlib.Path) else problem
+        flags = tuple(map(str, flags))
+        key = hashlib.sha256("\0".join((text,) + flags).encode()).hexdigest()[:20]
+        d = root / key
+        with run_lock(root / f"{key}.lock"):
+            record = d / "run.json"
+            if not record.exists():
+                shutil.rmtree(d, ignore_errors=True)
+                d.mkdir(parents=True)
+                src = problem if isinstance(problem, pathlib.Path) else pathlib.Path(write_file(d, "p.yaml", text))
+                r = synth_cli("solve", src, "-o", d / "out", *flags)
+                assert r.returncode == 0, f"synth solve {src} {' '.join(flags)}: exit {r.returncode}\n" \
+                                          f"{r.stdout[-3000:]}\n{r.stderr[-3000:]}"
+                record.write_text(json.dumps({"args": r.args, "stdout": r.stdout, "stderr": r.stderr}))
+            doc = json.loads(record.read_text())
+        return Solved(d / "out", subprocess.CompletedProcess(doc["args"], 0, doc["stdout"], doc["stderr"]))
+
+    return solve

@@ -18,6 +18,8 @@ import sys
 
 import pytest
 
+from conftest import write_file
+
 sys.path.insert(0, str(pathlib.Path(__file__).parent))
 from check_inputs.helpers import run_check as run_envelope, run_text  # noqa: E402
 from check_inputs.tilelang import generate as gen  # noqa: E402
@@ -36,12 +38,6 @@ def fixture(name: str) -> str:
     return str(TL / gen.file_name(name))
 
 
-def _write(tmp_path, text: str, name: str = "k.tir") -> str:
-    p = tmp_path / name
-    p.write_text(text)
-    return str(p)
-
-
 def converged(text: str) -> str:
     """A warp-specialized kernel with its producer's threads converged before each elected block (the fix of
     the ``converge`` refutation every TileLang 0.1.15 producer gets; see the test below); others unchanged."""
@@ -54,7 +50,7 @@ def converged(text: str) -> str:
 
 
 def converged_path(tmp_path, path: str) -> str:
-    return _write(tmp_path, converged(pathlib.Path(path).read_text()), pathlib.Path(path).name)
+    return write_file(tmp_path, pathlib.Path(path).name, converged(pathlib.Path(path).read_text()))
 
 
 # ---------------------------------------------------------------------------------------------
@@ -121,7 +117,7 @@ def test_raised_wait_group_is_refuted_with_the_read_its_iteration_and_slot(tmp_p
 
     text = pathlib.Path(fixture("sm80_s3")).read_text()
     line = next(i for i, x in enumerate(text.splitlines(), 1) if "T.ptx_wait_group(2)" in x)
-    rc, out, _ = run_text(_write(tmp_path, raise_wait_group(text, line)))
+    rc, out, _ = run_text(write_file(tmp_path, "k.tir", raise_wait_group(text, line)))
     assert rc == 1
     assert f"wait #0 line {line} (body) T.ptx_wait_group(3): keeps <= 3 groups in flight before read_A_shared: " \
            "refuted" in out
@@ -198,7 +194,8 @@ def test_a_named_barrier_in_the_consumer_makes_it_a_role_of_threads(tmp_path):
 
     line = "                T.ptx_arrive_barrier(mbarrier_1[k % 3 + 3])\n"
     assert line in WS3
-    path = _write(tmp_path, WS3.replace(line, '                T.tvm_storage_sync("shared", 2, 128)\n' + line, 1))
+    path = write_file(tmp_path, "k.tir",
+                      WS3.replace(line, '                T.tvm_storage_sync("shared", 2, 128)\n' + line, 1))
     p = tilelang_to_hopper(pathlib.Path(path).read_text(), path).program
     assert (p.role("consumer").threads, p.role("consumer").collective) == (128, ("wgmma_consumer",))
     rc, r, err = run_check(path)
@@ -240,7 +237,7 @@ def test_warp_specialized_mutants_are_refuted_with_role_barrier_slot_and_phase(t
     from synth.frontends import tilelang_mutants as TLM
 
     text = getattr(TLM, mutant)(pathlib.Path(fixture("sm90_ws_s3")).read_text())
-    rc, r, _ = run_check(_write(tmp_path, text))
+    rc, r, _ = run_check(write_file(tmp_path, "k.tir", text))
     assert rc == 1 and not r["ok"]
     fails = [f for f in r["failures"] if f["class"] == cls]
     assert fails, [f["class"] for f in r["failures"]]
@@ -328,7 +325,7 @@ BAD = (
 @pytest.mark.parametrize("name,make,line,says", BAD, ids=[b[0] for b in BAD])
 def test_bad_tilelang_input_exits_2_with_file_line_and_fix(tmp_path, name, make, line, says):
     text = make()
-    path = _write(tmp_path, text)
+    path = write_file(tmp_path, "k.tir", text)
     rc, out, err = run_text(path)
     assert rc == 2 and out == "" and "Traceback" not in err, err
     assert f"{path}:{line(text)}:" in err, err
@@ -340,7 +337,7 @@ def test_form_tilelang_and_func_are_checked(tmp_path):
     assert rc == 0, err
     rc, _, err = run_text(fixture("sm80_s2"), "--func", "main_kernel")
     assert rc == 2 and "--func main_kernel: only a TVMScript file" in err
-    rc, _, err = run_text(_write(tmp_path, "x = 1\n"), "--form", "tilelang")
+    rc, _, err = run_text(write_file(tmp_path, "k.tir", "x = 1\n"), "--form", "tilelang")
     assert rc == 2 and "no @T.prim_func" in err and "Traceback" not in err
 
 
@@ -371,7 +368,7 @@ def test_an_unknown_call_reading_a_slot_is_a_read_not_ignored(tmp_path):
     call = ('            T.call_extern("handle", "peek", T.tvm_access_ptr(T.type_annotation("float16"), B_shared, '
             'k % 3 * 4096, 4096, 1))\n')
     text = S3.replace("            T.ptx_wait_group(2)\n", call + "            T.ptx_wait_group(2)\n", 1)
-    rc, out, err = run_text(_write(tmp_path, text))
+    rc, out, err = run_text(write_file(tmp_path, "k.tir", text))
     assert rc == 1, err
     assert "read_B_shared (iteration 0) reads B_shared version 0 before copy_B_shared's write of it is complete" in out
 
@@ -386,7 +383,7 @@ def test_a_plain_read_of_a_tma_tile(tmp_path, where, rc_want):
             f'{off}, 4096, 1))\n')
     assert line in WS3
     text = WS3.replace(line, line + read if where == "late" else read + line, 1)
-    path = _write(tmp_path, text)
+    path = write_file(tmp_path, "k.tir", text)
     rc, out, err = run_text(path)
     assert rc == rc_want and "Traceback" not in err, out[:2000] + err
     if rc_want == 2:
@@ -400,7 +397,7 @@ def test_tilelang_text_is_never_run(tmp_path):
     marker = tmp_path / "ran"
     payload = f"__import__('os').system('touch {marker}')"
     text = S3.replace("T.ptx_wait_group(2)", f"T.ptx_wait_group({payload})", 1)
-    rc, out, err = run_text(_write(tmp_path, text))
+    rc, out, err = run_text(write_file(tmp_path, "k.tir", text))
     assert rc == 2 and "is not known" in err and "Traceback" not in err
     assert not marker.exists()
 
@@ -435,7 +432,7 @@ def test_edited_tilelang_input_never_crashes(tmp_path, seed):
                 mm = rnd.choice(m)
                 lines[i] = lines[i][:mm.start()] + str(rnd.choice([0, 1, 2, 5, 4096, 8191, 10 ** 6])) + \
                     lines[i][mm.end():]
-    rc, out, err = run_text(_write(tmp_path, "\n".join(lines)), "--time-limit", "5")
+    rc, out, err = run_text(write_file(tmp_path, "k.tir", "\n".join(lines)), "--time-limit", "5")
     assert rc in (0, 1, 2) and "Traceback" not in err, err
     if rc == 2:
         assert "error:" in err and "\nfix: " in err, err

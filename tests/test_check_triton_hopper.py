@@ -14,6 +14,8 @@ import sys
 
 import pytest
 
+from conftest import write_file
+
 sys.path.insert(0, str(pathlib.Path(__file__).parent))
 from check_inputs.helpers import run_check, run_text  # noqa: E402
 
@@ -48,12 +50,6 @@ def generate() -> None:
 
 def _text(name: str) -> str:
     return (INPUTS / name).read_text()
-
-
-def _write(tmp_path, text: str, name: str = "mutant.ttgir") -> str:
-    p = tmp_path / name
-    p.write_text(text)
-    return str(p)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -202,7 +198,7 @@ MUTANTS = {
 @pytest.mark.parametrize("mutant", sorted(MUTANTS))
 def test_mutants_are_refuted_with_their_class(tmp_path, mutant):
     make, cls = MUTANTS[mutant]
-    rc, doc, err = run_check(_write(tmp_path, make(_text("triton_hopper_s3.ttgir"), 3)))
+    rc, doc, err = run_check(write_file(tmp_path, "mutant.ttgir", make(_text("triton_hopper_s3.ttgir"), 3)))
     assert rc == 1, err
     r = doc["result"]
     assert not r["ok"] and r["obligations"][cls]["refuted"] >= 1, r["obligations"]
@@ -212,7 +208,7 @@ def test_mutants_are_refuted_with_their_class(tmp_path, mutant):
     assert any(re.search(summary, f["reason"]) for f in fails), fails  # the counterexample, in its terms
     if mutant != "pendings_2":
         return  # the human output prints the same counterexamples: checked once (each check is a full proof)
-    rc, out, _ = run_text(_write(tmp_path, make(_text("triton_hopper_s3.ttgir"), 3)))
+    rc, out, _ = run_text(write_file(tmp_path, "mutant.ttgir", make(_text("triton_hopper_s3.ttgir"), 3)))
     assert rc == 1 and "NOT PROVEN" in out
     assert re.search(summary, out), out
 
@@ -222,7 +218,7 @@ def test_mutants_at_other_depths(tmp_path, stages):
     text = _text(f"triton_hopper_s{stages}.ttgir")
     for mutant in ("pendings_2", "expect_bytes_16384", "tma_predicate_one_more"):
         make, cls = MUTANTS[mutant]
-        rc, doc, err = run_check(_write(tmp_path, make(text, stages)))
+        rc, doc, err = run_check(write_file(tmp_path, "mutant.ttgir", make(text, stages)))
         assert rc == 1 and doc["result"]["obligations"][cls]["refuted"] >= 1, (mutant, err)
 
 
@@ -248,7 +244,7 @@ def test_loop_from_one_to_the_same_bound_leaves_a_copy_in_flight(tmp_path):
     # T = bound - 1 iterations, but the prologue still loads two tiles when bound > 1: at T = 1 the second
     # is never waited for
     text = re.sub(r"(scf\.for %\w+ = )%c0_i32", r"\1%c1_i32", _text("triton_hopper_s3.ttgir"), count=1)
-    rc, doc, err = run_check(_write(tmp_path, text))
+    rc, doc, err = run_check(write_file(tmp_path, "mutant.ttgir", text))
     assert rc == 1, err
     r = doc["result"]
     # the copy of iteration 1 >= T is also a k-tile the loop does not have (coverage, per op: no line)
@@ -258,14 +254,14 @@ def test_loop_from_one_to_the_same_bound_leaves_a_copy_in_flight(tmp_path):
 
 
 def test_stricter_wait_is_still_proven(tmp_path):
-    rc, doc, err = run_check(_write(tmp_path, _in_body(_text("triton_hopper_s3.ttgir"), r"pendings = 1 :",
-                                                       "pendings = 0 :")))
+    rc, doc, err = run_check(write_file(tmp_path, "mutant.ttgir",
+                                        _in_body(_text("triton_hopper_s3.ttgir"), r"pendings = 1 :", "pendings = 0 :")))
     assert rc == 0, err
 
 
 def test_pendings_2_counterexample_names_the_refill(tmp_path):
     make, _ = MUTANTS["pendings_2"]
-    rc, out, _ = run_text(_write(tmp_path, make(_text("triton_hopper_s3.ttgir"), 3)))
+    rc, out, _ = run_text(write_file(tmp_path, "mutant.ttgir", make(_text("triton_hopper_s3.ttgir"), 3)))
     assert "TMA tma_a_4" in out and "released version i + 2 - 3" in out
     m = re.search(r"source: line (\d+): ttng\.async_tma_copy_global_to_local", out)
     assert m and "async_tma_copy_global_to_local" in _text("triton_hopper_s3.ttgir").splitlines()[int(m[1]) - 1]
@@ -293,7 +289,7 @@ def test_tma_with_cp_async_is_refused():
 
 def test_data_dependent_slot_is_refused(tmp_path):
     text = _in_body(_text("triton_hopper_s3.ttgir"), r"(%a_45 = ttg\.memdesc_index %a_4\[)%\w+\]", r"\1%K]")
-    _refused(_write(tmp_path, text), "slot index", "indirect")
+    _refused(write_file(tmp_path, "mutant.ttgir", text), "slot index", "indirect")
 
 
 def test_unfittable_phase_is_refused(tmp_path):
@@ -306,27 +302,29 @@ def test_unfittable_phase_is_refused(tmp_path):
     lines[k] = re.sub(r"(ttng\.wait_barrier %\w+, )%\w+", r"\1%mut_sq", lines[k])
     lines[k:k] = ["      %mut_c5 = arith.constant 5 : i32", f"      %mut_d = arith.divsi {iv}, %mut_c5 : i32",
                   "      %mut_sq = arith.remsi %mut_d, %c2_i32 : i32"]
-    _refused(_write(tmp_path, "\n".join(lines)), "phase", "wait_barrier")
+    _refused(write_file(tmp_path, "mutant.ttgir", "\n".join(lines)), "phase", "wait_barrier")
 
 
 def test_truncated_and_garbled_inputs(tmp_path):
     text = _text("triton_hopper_s3.ttgir")
-    _refused(_write(tmp_path, text[: text.index("scf.yield")]), "unbalanced", line=False)
-    _refused(_write(tmp_path, re.sub(r"(ttng\.barrier_expect %\w+), 32768,", r"\1,", text)), "byte count")
-    _refused(_write(tmp_path, text.replace("ttng.warp_group_dot_wait %acc_37, %a_36, %acc_35 {pendings = 1 : i32}",
-                                           "ttng.warp_group_dot_wait %acc_37, %a_36, %acc_35")), "pendings")
+    _refused(write_file(tmp_path, "mutant.ttgir", text[: text.index("scf.yield")]), "unbalanced", line=False)
+    _refused(write_file(tmp_path, "mutant.ttgir", re.sub(r"(ttng\.barrier_expect %\w+), 32768,", r"\1,", text)),
+             "byte count")
+    _refused(write_file(tmp_path, "mutant.ttgir",
+                        text.replace("ttng.warp_group_dot_wait %acc_37, %a_36, %acc_35 {pendings = 1 : i32}",
+                                     "ttng.warp_group_dot_wait %acc_37, %a_36, %acc_35")), "pendings")
 
 
 def test_undefined_wgmma_operand_is_refused(tmp_path):
     text = _text("triton_hopper_s3.ttgir")
     lines = [x for x in text.splitlines() if not re.match(r"\s*%a_36 = ttg\.memdesc_index", x)]
-    _refused(_write(tmp_path, "\n".join(lines)), "%a_36", "not defined")
+    _refused(write_file(tmp_path, "mutant.ttgir", "\n".join(lines)), "%a_36", "not defined")
 
 
 def test_uninitialized_barrier_slot_is_refuted(tmp_path):
     text = _text("triton_hopper_s3.ttgir")
     lines = [x for x in text.splitlines() if not re.match(r"\s*ttng\.init_barrier %acc_8,", x)]
-    rc, doc, err = run_check(_write(tmp_path, "\n".join(lines)))
+    rc, doc, err = run_check(write_file(tmp_path, "mutant.ttgir", "\n".join(lines)))
     assert rc == 1 and doc["result"]["obligations"]["fence"]["refuted"] >= 1, err
 
 

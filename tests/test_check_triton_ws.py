@@ -15,6 +15,8 @@ import sys
 
 import pytest
 
+from conftest import write_file
+
 sys.path.insert(0, str(pathlib.Path(__file__).parent))
 from check_inputs import generate as gen  # noqa: E402
 from check_inputs.helpers import run_check, run_text  # noqa: E402
@@ -22,12 +24,6 @@ from check_inputs.helpers import run_check, run_text  # noqa: E402
 WS = pathlib.Path(gen.WS_DIR)
 S3 = WS / "triton_ws_s3.ttgir"
 SM100 = WS / gen.WS_SM100
-
-
-def _write(tmp_path, text: str, name: str) -> str:
-    p = tmp_path / name
-    p.write_text(text)
-    return str(p)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -184,7 +180,7 @@ def test_fresh_triton_output_maps_like_the_saved_one(tmp_path):
     fresh = gen.triton_ws_ttgir(3)
     assert fresh.splitlines()[0] == S3.read_text().splitlines()[0]
     assert shape(fresh, "fresh.ttgir") == shape(S3.read_text(), str(S3))
-    rc_fresh, doc_fresh, err = run_check(_write(tmp_path, fresh, "fresh.ttgir"))
+    rc_fresh, doc_fresh, err = run_check(write_file(tmp_path, "fresh.ttgir", fresh))
     rc_saved, doc_saved, _ = run_check(str(S3))
     assert rc_fresh == rc_saved == 0, err
     for key in ("roles", "counts"):
@@ -257,7 +253,7 @@ def test_mutants_are_refuted_naming_role_barrier_and_phase(tmp_path, name):
     mutate, classes, role = MUTANTS[name]
     text = mutate(S3.read_text())
     assert text != S3.read_text()
-    rc, doc, err = run_check(_write(tmp_path, text, f"{name}.ttgir"))
+    rc, doc, err = run_check(write_file(tmp_path, f"{name}.ttgir", text))
     assert rc == 1, err
     d = doc["result"]
     hits = [f for f in d["failures"] if f["class"] in classes and f["status"] == "refuted" and f["role"] == role]
@@ -271,7 +267,7 @@ def test_mutants_are_refuted_naming_role_barrier_and_phase(tmp_path, name):
 def test_release_before_use_is_refuted_in_the_report(tmp_path):
     """The human report of a release moved before the consumer's wgmma: the class, the statement's source
     line, and the role, barrier, slot and phase of the counterexample."""
-    rc, out, _ = run_text(_write(tmp_path, release_before_use(S3.read_text()), "release.ttgir"))
+    rc, out, _ = run_text(write_file(tmp_path, "release.ttgir", release_before_use(S3.read_text())))
     assert rc == 1 and "NOT PROVEN" in out
     assert re.search(r"refuted \[release_after_wgmma\] partition0 body: arrive bar\d+\[i % 3\] releases version i", out)
     assert re.search(r"source: line \d+: ttng.arrive_barrier %\w+, 128", out)
@@ -289,7 +285,7 @@ def test_regions_with_different_trip_counts_are_refused(tmp_path):
     c128 = next(m.group(1) for ln in lines[p1:i] for m in [re.search(r"(%c128_i32\w*) = arith\.constant 128", ln)]
                 if m)
     lines[i] = re.sub(r"%c64_i32\w*", c128, lines[i], count=1)  # partition1 runs (K + 63) / 128 times
-    path = _write(tmp_path, "".join(lines), "trips.ttgir")
+    path = write_file(tmp_path, "trips.ttgir", "".join(lines))
     rc, _, err = run_text(path)
     assert rc == 2 and "partition1" in err and "different number of times" in err
     assert re.search(rf"{re.escape(path)}:\d+:\d+: error", err) and "fix:" in err
@@ -301,7 +297,7 @@ def test_partition_of_several_warp_groups_is_refused(tmp_path):
     text = S3.read_text()
     mutant = re.sub(r"^(\s*partition1\(.*\)) num_warps\(4\)", r"\1 num_warps(8)", text, count=1, flags=re.M)
     assert mutant != text
-    path = _write(tmp_path, mutant, "wide.ttgir")
+    path = write_file(tmp_path, "wide.ttgir", mutant)
     line = next(n for n, ln in enumerate(mutant.splitlines(), 1) if ln.lstrip().startswith("partition1("))
     rc, _, err = run_text(path)
     assert rc == 2 and f"{path}:{line}:1: error: partition1 runs 8 warps" in err and "fix:" in err
@@ -326,7 +322,7 @@ def test_hand_written_tcgen05_op_is_refused_at_its_line(tmp_path):
             "  tt.func public @k() {\n"
             "    ttng.tc_gen5_mma %a, %b, %acc, %true, %true : !ttg.memdesc<128x64xf16>\n"
             "    tt.return\n  }\n}\n")
-    path = _write(tmp_path, text, "bw.ttgir")
+    path = write_file(tmp_path, "bw.ttgir", text)
     rc, _, err = run_text(path, "--form", "triton")
     assert rc == 2 and f"{path}:3:5: error" in err and "ttng.tc_gen5_mma (line 3)" in err
 
@@ -334,7 +330,7 @@ def test_hand_written_tcgen05_op_is_refused_at_its_line(tmp_path):
 @pytest.mark.slow
 @pytest.mark.skipif(bool(gen.triton_available()), reason=gen.triton_available() or "Triton is installed")
 def test_fresh_sm100_compile_is_refused(tmp_path):
-    path = _write(tmp_path, gen.triton_ws_ttgir(3, 100), "sm100.ttgir")
+    path = write_file(tmp_path, "sm100.ttgir", gen.triton_ws_ttgir(3, 100))
     rc, _, err = run_text(path)
     assert rc == 2 and "ttng.tc_gen5_mma" in err
 
@@ -376,7 +372,7 @@ def test_persistent_loop_wait_raised_is_refuted(tmp_path):
     text = _persistent_s3()
     mutant = re.sub(r"(warp_group_dot_wait %\S+, %\S+, %\S+ \{pendings = )1( : i32\})", r"\g<1>2\2", text, count=1)
     assert mutant != text
-    rc, doc, err = run_check(_write(tmp_path, mutant, "pendings2.ttgir"))
+    rc, doc, err = run_check(write_file(tmp_path, "pendings2.ttgir", mutant))
     assert rc == 1, err
     assert any(f["class"] == "slot_reuse" for f in doc["result"]["failures"])
 
@@ -387,7 +383,7 @@ def test_persistent_epilogue_wait_that_is_not_a_drain_is_refused(tmp_path):
     text = _persistent_s3()
     mutant = text.replace("{pendings = 0 : i32, warpGroupLocal}", "{pendings = 1 : i32, warpGroupLocal}", 1)
     assert mutant != text
-    path = _write(tmp_path, mutant, "epilogue.ttgir")
+    path = write_file(tmp_path, "epilogue.ttgir", mutant)
     line = next(n for n, ln in enumerate(mutant.splitlines(), 1) if "pendings = 1 : i32, warpGroupLocal" in ln)
     rc, _, err = run_text(path)
     assert rc == 2 and f"{path}:{line}:1: error" in err and "pendings = 0" in err and "fix:" in err

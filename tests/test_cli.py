@@ -4,12 +4,11 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
-import sys
 
 import pytest
 
 from conftest import PROBLEMS, ROOT
+from conftest import synth_cli as synth
 from synth import __version__
 from synth.cli import main
 from synth.envelope import CODES, FORMAT, VERSION
@@ -24,11 +23,6 @@ warps: 4
 stages: 3
 arch: sm_80
 """
-
-
-def synth(*args: str, cwd: str | None = None) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "synth", *args], capture_output=True, text=True,
-                          cwd=cwd or str(ROOT), timeout=600)
 
 
 def run_json(capsys, *args: str) -> tuple[int, dict]:
@@ -49,11 +43,9 @@ def run_json(capsys, *args: str) -> tuple[int, dict]:
 
 
 @pytest.fixture(scope="module")
-def solved(tmp_path_factory):
-    out = tmp_path_factory.mktemp("cli") / "two-stage"
-    r = synth("solve", str(PROBLEMS / "rfc0077-two-stage.yaml"), "-o", str(out), "--time-limit", "30")
-    assert r.returncode == 0, r.stderr
-    return out, r
+def solved(solve_once):
+    """(folder, the solve's run): rfc0077-two-stage solved once for the run (shared: copy before editing)."""
+    return solve_once(PROBLEMS / "rfc0077-two-stage.yaml", "--time-limit", "120")
 
 
 @pytest.fixture(scope="module")

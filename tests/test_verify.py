@@ -11,6 +11,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from conftest import write_file
 from synth.errors import SynthError
 from synth.expr import Bin, Num, parse, simplify
 from synth.program import CommitStmt, Program, WaitStmt, dumps, program_from_json
@@ -269,12 +270,6 @@ def _retarget_epilogue(p: Program) -> Program:
 # program.json errors
 # --------------------------------------------------------------------------------------------
 
-def _write(tmp_path, doc_or_text) -> str:
-    f = tmp_path / "program.json"
-    f.write_text(doc_or_text if isinstance(doc_or_text, str) else json.dumps(doc_or_text, indent=2))
-    return str(f)
-
-
 def _doc(name: str = "rfc0077-two-stage") -> dict:
     return json.loads((LISTINGS / f"{name}.json").read_text())
 
@@ -296,7 +291,7 @@ def test_load_program_folder_and_file(tmp_path) -> None:
     (lambda d: d["waits"].append(dict(d["waits"][0])) or d, "has no wait statement", 0),
 ])
 def test_malformed_program_json(tmp_path, mutate, msg, line) -> None:
-    path = _write(tmp_path, mutate(_doc()))
+    path = write_file(tmp_path, "program.json", mutate(_doc()))
     with pytest.raises(SynthError) as e:
         load_program(path)
     err = e.value
@@ -316,7 +311,7 @@ def test_missing_file_is_a_user_error(tmp_path) -> None:
 def test_error_located_on_its_line(tmp_path) -> None:
     d = _doc()
     d["waits"][0]["in_flight"] = "1 - q"
-    path = _write(tmp_path, d)
+    path = write_file(tmp_path, "program.json", d)
     with pytest.raises(SynthError) as e:
         load_program(path)
     text = pathlib.Path(path).read_text().splitlines()
@@ -327,7 +322,7 @@ def test_edited_in_flight_is_rechecked(tmp_path) -> None:
     """docs/verification.md: a person who edits one in_flight gets the new count checked."""
     d = _doc()
     d["waits"][0]["in_flight"] = 2
-    r = verify_program(load_program(_write(tmp_path, d)))
+    r = verify_program(load_program(write_file(tmp_path, "program.json", d)))
     assert not r.ok and r.verdicts[0].status == "refuted"
 
 

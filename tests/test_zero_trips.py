@@ -12,16 +12,11 @@ from pathlib import Path
 
 import pytest
 
+from conftest import write_file
 from tests.check_inputs.helpers import run_check, run_text
 
 INPUTS = Path(__file__).parent / "check_inputs"
 HOPPER_S3 = INPUTS / "triton_hopper_s3.ttgir"
-
-
-def _write(tmp_path, name: str, text: str) -> str:
-    p = tmp_path / name
-    p.write_text(text)
-    return str(p)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -55,7 +50,7 @@ def test_raised_wait_is_still_refuted_from_zero(tmp_path):
     lines = Path(path).read_text().splitlines()
     n = int(re.search(r"num = (\d+)", lines[w["line"] - 1]).group(1))
     lines[w["line"] - 1] = lines[w["line"] - 1].replace(f"num = {n}", f"num = {n + 1}")
-    rc, doc, _ = run_check(_write(tmp_path, "raised.ttgir", "\n".join(lines)), "--min-trip-count", "0")
+    rc, doc, _ = run_check(write_file(tmp_path, "raised.ttgir", "\n".join(lines)), "--min-trip-count", "0")
     assert rc == 1 and doc["result"]["counts"]["refuted"] >= 1
 
 
@@ -79,7 +74,7 @@ def test_guarded_prologue_copy_is_refused_at_zero_with_its_line(tmp_path):
     refused naming the copy's line and the flag."""
     text = (INPUTS / "tvm-dynamic-s2.py").read_text()
     assert "range(n - 2)" in text
-    path = _write(tmp_path, "tvm-extent-t.py", text.replace("range(n - 2)", "range(n)", 1))
+    path = write_file(tmp_path, "tvm-extent-t.py", text.replace("range(n - 2)", "range(n)", 1))
     rc, out, err = run_text(path, "--min-trip-count", "0")
     assert rc == 2 and not out, err
     assert re.search(rf"{re.escape(path)}:\d+:1: error: --min-trip-count 0: .* only when 0 < T", err), err
@@ -114,7 +109,7 @@ def _prologue_copy_unguarded(text: str) -> str:
 
 
 def test_guard_wrong_only_at_zero_is_refuted_with_a_zero_trip_counterexample(tmp_path):
-    path = _write(tmp_path, "unguarded.ttgir", _prologue_copy_unguarded(HOPPER_S3.read_text()))
+    path = write_file(tmp_path, "unguarded.ttgir", _prologue_copy_unguarded(HOPPER_S3.read_text()))
     rc, doc, err = run_check(path)
     assert rc == 0, err  # T >= 1: the guard is right
     rc, doc, err = run_check(path, "--min-trip-count", "0")

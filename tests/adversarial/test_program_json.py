@@ -17,7 +17,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from conftest import AT_ONCE_S
+from conftest import AT_ONCE_S, write_file
 from synth.errors import SynthError
 from synth.verify import load_program, verify_program
 
@@ -28,14 +28,8 @@ def _doc(name: str = "rfc0077-two-stage") -> dict:
     return json.loads((LISTINGS / f"{name}.json").read_text())
 
 
-def _write(tmp: pathlib.Path, doc, name: str = "program.json") -> str:
-    p = tmp / name
-    p.write_text(doc if isinstance(doc, str) else json.dumps(doc, indent=2))
-    return str(p)
-
-
 def _refused(tmp: pathlib.Path, doc, *needles: str) -> SynthError:
-    path = _write(tmp, doc)
+    path = write_file(tmp, "program.json", doc)
     t0 = time.perf_counter()
     with pytest.raises(SynthError) as e:
         load_program(path)
@@ -143,7 +137,7 @@ def test_no_type_coercion_and_bounds(tmp_path, path, value, needle) -> None:
 def test_stale_tight_fields_are_not_trusted(tmp_path) -> None:
     d = _doc()
     d["waits"][0].update(in_flight=2, tight=True, reason="tight: trust me")
-    r = verify_program(load_program(_write(tmp_path, d)))
+    r = verify_program(load_program(write_file(tmp_path, "program.json", d)))
     assert not r.ok and r.verdicts[0].status == "refuted" and r.verdicts[0].tight is None
     assert "trust me" not in r.render() and ", tight" not in r.render().splitlines()[2]
 
@@ -197,7 +191,7 @@ def test_body_extent_of_a_billion_is_refuted_quickly(tmp_path) -> None:
     epi["reads"][0]["slot"] = f"(i + {n}) % 2"
     d["waits"][0]["in_flight"] = 2
     t0 = time.perf_counter()
-    r = verify_program(load_program(_write(tmp_path, d)), tightness=False)
+    r = verify_program(load_program(write_file(tmp_path, "program.json", d)), tightness=False)
     assert not r.ok and r.verdicts[0].status == "refuted"
     assert time.perf_counter() - t0 < AT_ONCE_S
 
@@ -205,7 +199,7 @@ def test_body_extent_of_a_billion_is_refuted_quickly(tmp_path) -> None:
 def test_cli_exit_2_without_traceback(tmp_path) -> None:
     d = _doc()
     d["parts"][2]["stmts"][1]["reads"][0]["version"] = "i + 17"
-    path = _write(tmp_path, d)
+    path = write_file(tmp_path, "program.json", d)
     out = subprocess.run([sys.executable, "-m", "synth", "verify", path], capture_output=True, text=True,
                          timeout=120)
     assert out.returncode == 2, out.stdout + out.stderr
@@ -244,7 +238,7 @@ def test_any_single_edit_loads_or_is_refused_with_a_location(tmp_path, name, dat
         del node[path[-1]]
     else:
         node[path[-1]] = value
-    p = _write(tmp_path, d)
+    p = write_file(tmp_path, "program.json", d)
     t0 = time.perf_counter()
     try:
         program = load_program(p)

@@ -1,16 +1,11 @@
 """synth verify / certify on a Hopper program.json: obligations by class, exit status, errors."""
 
 import json
-import subprocess
-import sys
 
+from conftest import synth_cli as synth
 from synth.hopper.ir import dumps
 from synth.hopper.loop import HopperLoop, Load
 from synth.lower.barriers import lower_hopper
-
-
-def synth(*args):
-    return subprocess.run([sys.executable, "-m", "synth", *args], capture_output=True, text=True, timeout=300)
 
 
 def test_verify_json_lists_classes_and_certify(tmp_path):

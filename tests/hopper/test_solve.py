@@ -3,12 +3,11 @@ its kernel through ``synth.kernel.load`` on the emulator, and the errors of bad 
 
 import json
 import pathlib
-import subprocess
-import sys
 
 import numpy as np
 import pytest
 
+from conftest import synth_cli as synth
 from synth import api
 from synth.errors import SynthError
 
@@ -16,11 +15,6 @@ ROOT = pathlib.Path(__file__).resolve().parents[2]
 EXAMPLE = ROOT / "problems" / "gemm-hopper-128x128x64-f16.yaml"
 CLASSES = {"parity", "arrivals", "tx_bytes", "no_deadlock", "release_after_wgmma", "wgmma_wait", "slot_reuse",
            "fence"}
-
-
-def synth(*args, cwd=None):
-    return subprocess.run([sys.executable, "-m", "synth", *map(str, args)], capture_output=True, text=True,
-                          timeout=300, cwd=cwd)
 
 
 def synth_in_process(capsys, *args) -> tuple[int, str]:
@@ -40,11 +34,10 @@ def problem(tmp_path, body: str, name: str = "p.yaml") -> pathlib.Path:
 
 
 @pytest.fixture(scope="module")
-def solved(tmp_path_factory):
-    out = tmp_path_factory.mktemp("hopper") / "out"
-    r = synth("solve", EXAMPLE, "-o", out, "--json")
-    assert r.returncode == 0, r.stdout + r.stderr
-    return out, json.loads(r.stdout)["result"]
+def solved(solve_once):
+    """(folder, the --json result) of the example, solved once for the run (shared: copy before editing)."""
+    s = solve_once(EXAMPLE, "--json")
+    return s.out, s.result
 
 
 def test_solve_writes_a_proven_hopper_folder(solved):
