@@ -13,10 +13,14 @@ from __future__ import annotations
 from dataclasses import replace
 
 from ..completion import ArriveStmt, Tx, TryWaitStmt
-from ..expr import Bin, Num, simplify
-from ..lower.exprs import add_k
+from ..expr import Bin, Expr, Num, simplify
 from ..program import OpStmt, WaitStmt
 from .ir import HopperProgram
+
+
+def _add_k(e: Expr, k: int) -> Expr:
+    """``e + k``, simplified (as :func:`synth.lower.exprs.add_k`; the IR does not import the lowering)."""
+    return simplify(Bin("+", e, Num(k)))
 
 
 def _edit(p: HopperProgram, role: str, part: str, fn) -> HopperProgram:
@@ -97,13 +101,13 @@ def _guard_variants(g) -> list[tuple[str, object]]:
     out: list[tuple[str, object]] = [("dropped", None)]
     if isinstance(g, Bin) and g.op in ("<=", "<", ">=", ">"):
         d = -1 if g.op in ("<=", "<") else 1
-        out.append(("loosened", Bin(g.op, add_k(g.lhs, d), g.rhs)))
-        out.append(("tightened", Bin(g.op, add_k(g.lhs, -d), g.rhs)))
+        out.append(("loosened", Bin(g.op, _add_k(g.lhs, d), g.rhs)))
+        out.append(("tightened", Bin(g.op, _add_k(g.lhs, -d), g.rhs)))
     return out
 
 
 def _state_variants(st) -> list[tuple[str, object]]:
-    out = [("count + 1", replace(st, count=add_k(st.count, 1))), ("count - 1", replace(st, count=add_k(st.count, -1))),
+    out = [("count + 1", replace(st, count=_add_k(st.count, 1))), ("count - 1", replace(st, count=_add_k(st.count, -1))),
            ("stages + 1", replace(st, stages=st.stages + 1))]
     if st.stages > 1:
         out.append(("stages - 1", replace(st, stages=st.stages - 1)))
@@ -160,7 +164,7 @@ def field_mutants(p: HopperProgram) -> list[tuple[str, HopperProgram]]:
                                                         lambda st, k=k, s2=s2: st[:k] + [s2] + st[k + 1:])))
         for idx, w in enumerate(prog.waits):
             for d in (1, -1):
-                waits = prog.waits[:idx] + (replace(w, in_flight=add_k(w.in_flight, d)),) + prog.waits[idx + 1:]
+                waits = prog.waits[:idx] + (replace(w, in_flight=_add_k(w.in_flight, d)),) + prog.waits[idx + 1:]
                 out.append((f"{r.name} wait_group #{idx} in_flight {d:+d}",
                             p.with_role(r.name, replace(prog, waits=waits))))
     for n, b in enumerate(p.barriers):
