@@ -105,7 +105,7 @@ def lower(problem, schedule=None):
                                  "'synth lower' lowers the pipeline as given, but this Hopper problem leaves "
                                  f"{'stages' if p.stages is None else 'k_pipe_mmas'} to the solver",
                                  "set stages: N and k_pipe_mmas: K, or run 'synth solve'")
-            from .hopper.model import HopperChoice
+            from .hopper.loop import HopperChoice
 
             schedule = HopperChoice(p.stages, p.k_pipe_mmas, p.consumers, 0, p.smem_bytes(p.stages), "pinned")
         return kernel_config(p, schedule).program()

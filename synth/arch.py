@@ -61,7 +61,7 @@ Sources (figures are per SM unless named otherwise):
   assumption: the cited Hopper sources time wgmma and the memory hierarchy, and this
   table takes no separate ldmatrix or ``mma.sync`` latency from them). The Hopper pipeline
   model charges a drained wgmma group ``4 lat_mma`` (132 cycles) per k-tile when
-  ``K_PIPE_MMAS = 0`` (synth/hopper/model.py), the whole of it since the sm_90 calibration
+  ``K_PIPE_MMAS = 0`` (synth/model/hopper.py), the whole of it since the sm_90 calibration
   (the cooperative warp groups drain together); no published figure of the drain exists, and
   the 11 calibration points do not move with it (their rounds are bound by the wgmma and L2
   terms).

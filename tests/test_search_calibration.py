@@ -1,6 +1,6 @@
 """The sm_90 calibration (synth/data/published_gemm.yaml, benchmarks/calibrate_sm90.py): its points, the tie bar the
 explanations read from it, the warning above a published figure, the short why, and solve and search pricing a
-design with the one pipeline input (synth.hopper.design.pipeline_input)."""
+design with the one pipeline input (synth.model.hopper.pipeline_input)."""
 
 from __future__ import annotations
 

@@ -70,7 +70,7 @@ MAX_WIDTH_INCHES = 24.0
 class HopperLatency:
     """The latency model of the run, in cycles (each 0..:data:`MAX_CYCLES`; the two async
     latencies at least 1). Defaults are H100 figures for a 128x128x64 f16 tile with two consumer
-    warp groups (the numbers :mod:`synth.hopper.model` uses)."""
+    warp groups (the numbers :mod:`synth.model.hopper` uses)."""
 
     tma_cycles: int = 900
     """Issue to landing of a TMA copy: ``lat_global`` 650 + a 16 KiB box at 64 B/clk."""

@@ -64,67 +64,6 @@ def with_design(g: HopperGemm, d: Design) -> HopperGemm:
                    cluster=d.cluster)
 
 
-@dataclass(frozen=True)
-class PipelineInput:
-    """What the Hopper pipeline model (:func:`synth.hopper.model.choose`, :func:`synth.hopper.model.loop_cost`)
-    reads of one design of a problem: the one input ``synth solve`` (:func:`synth.hopper.flow.choose_pipeline`)
-    and ``synth search`` (:func:`synth.search.hopper.point_input`) both price, so a design gets the same stages,
-    ``K_PIPE_MMAS`` and k-loop cycles from either (:func:`pipeline_input`)."""
-
-    cfg: object
-    """The :class:`~synth.gemm.GemmConfig` view: tile, dtype, arch, ``K`` and ``split_k`` (one CTA's loop runs
-    ``cfg.split_trip_count`` k-tiles)."""
-    consumers: int
-    """Consumer warp groups reading each slot (:attr:`HopperGemm.ring_consumers`: 1 for ping-pong, else
-    ``BM / 64``)."""
-    cluster: int = 1
-    """CTAs of the thread-block cluster (a refill waits for the peer's remote release)."""
-    reserve_bytes: int = 0
-    """Shared memory outside the ring: the alignment pad, the TMA-store staging slots, ping-pong's order barriers."""
-    smem_limit: int = 0
-    """Shared memory the kernel may use (``target.shared_bytes`` or 227 KiB)."""
-
-    @property
-    def trip_count(self) -> int:
-        """k-tiles of one CTA's loop (one split's)."""
-        return max(self.cfg.split_trip_count, 1)
-
-    def choose(self, *, time_limit: float = 10.0, stages: Optional[int] = None,
-               k_pipe_mmas: Optional[int] = None):
-        """CP-SAT's :class:`~synth.hopper.model.HopperChoice` for this input (``stages`` / ``k_pipe_mmas``: pins);
-        ValueError when nothing fits."""
-        from .model import choose
-
-        return choose(self.cfg, time_limit=time_limit, stages=stages, k_pipe_mmas=k_pipe_mmas,
-                      consumers=self.consumers, warp_specialized=True, smem_limit=self.smem_limit,
-                      reserve_bytes=self.reserve_bytes, cluster=self.cluster)
-
-    def cost(self, stages: int, k_pipe_mmas: int):
-        """The :class:`~synth.hopper.model.LoopCost` of one pinned choice at :attr:`trip_count` (the objective
-        :meth:`choose` minimizes)."""
-        from .model import loop_cost
-
-        return loop_cost(self.cfg, stages, k_pipe_mmas, self.consumers, self.trip_count, warp_specialized=True,
-                         cluster=self.cluster)
-
-
-def pipeline_input(g: HopperGemm) -> PipelineInput:
-    """The pipeline model's input for ``g`` as designed (tile, dtype, K and split, the consumers reading a slot, the
-    cluster, the shared memory its staging slots, order barriers and pad take from the ring, the limit). Before
-    this function ``synth solve`` priced a cluster design as one CTA (the refill's remote release left out: 64x128
-    at K 1024 got 7 stages where the cluster kernel's own model wants 8) and the search priced a design's variants
-    at the one-CTA point's stages; both now read this."""
-    from ..gemm import GemmConfig
-    from .problem import ALIGN_PAD
-
-    cfg = GemmConfig(g.M, g.N, g.K, g.dtype, g.BM, g.BN, g.BK, g.warps, g.stages, g.arch, g.name, g.split_k)
-    from .cluster_shape import cluster_dims
-
-    m, n = cluster_dims(g.cluster)
-    return PipelineInput(cfg, g.ring_consumers, m * n, ALIGN_PAD + g.staging_bytes() + g.order_bytes(),
-                         g.shared_limit)
-
-
 def legal(g: HopperGemm, d: Design) -> Optional[str]:
     """None when the kernel can be built with design ``d`` for ``g``, else why not."""
     if d.pingpong and not d.persistent:
@@ -215,4 +154,3 @@ def choose_design(g: HopperGemm, pipeline, *, time_limit: float = 10.0) -> Desig
 
 __all__ = ["Design", "DesignChoice", "DESIGN_KEYS", "candidate_designs", "choose_design", "design_of", "with_design",
            "legal"]
-__all__ += ["PipelineInput", "pipeline_input"]

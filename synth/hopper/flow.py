@@ -4,7 +4,7 @@ For a ``kind: gemm`` problem with ``mainloop: tma_wgmma`` (a :class:`~synth.hopp
 
 1. **choose** (:func:`choose_pipeline`): CP-SAT picks ``stages`` and ``k_pipe_mmas`` under the
    shared-memory limit, for the kernel's shape of pipeline (warp-specialized, ``BM / 64``
-   cooperative consumer warp groups; :func:`synth.hopper.model.choose`, docs/hopper.md);
+   cooperative consumer warp groups; :func:`synth.model.hopper.choose`, docs/hopper.md);
 2. **lower** (:func:`kernel_config`, :meth:`Sm90Config.program`): the warp-specialized barrier
    protocol for every ``T >= 1`` (:func:`synth.lower.barriers.lower_hopper`);
 3. **prove** (:func:`prove_hopper`: :func:`synth.verify.phases.verify_hopper`, every obligation, wgmma wait
@@ -32,7 +32,7 @@ from ..deadline import Deadline, as_deadline
 from ..errors import Loc, SynthError
 from ..gemm import GemmConfig
 from .ir import HopperProgram
-from .model import HopperChoice, choose
+from .loop import HopperChoice
 from .problem import ALIGN_PAD, HopperGemm
 
 SCHEDULE_FORMAT = "synth-hopper-schedule/1"
@@ -79,18 +79,18 @@ class HopperResult:
 
 def gemm_config(g: HopperGemm) -> GemmConfig:
     """The :class:`GemmConfig` view of ``g`` the cost model reads (tile, dtype, arch, K, split); the rest of the
-    design (consumers per slot, cluster, reserved shared memory) is in :func:`synth.hopper.design.pipeline_input`,
+    design (consumers per slot, cluster, reserved shared memory) is in :func:`synth.model.hopper.pipeline_input`,
     whose ``cfg`` this is."""
-    from .design import pipeline_input
+    from ..model.hopper import pipeline_input
 
     return pipeline_input(g).cfg
 
 
 def choose_pipeline(g: HopperGemm, *, time_limit: float = 10.0) -> HopperChoice:
     """CP-SAT's ``stages`` / ``k_pipe_mmas`` for ``g`` (pins respected) on the design's whole pipeline input
-    (:func:`synth.hopper.design.pipeline_input`: the cluster's remote release included, the same input the search
+    (:func:`synth.model.hopper.pipeline_input`: the cluster's remote release included, the same input the search
     prices); SynthError when nothing fits."""
-    from .design import pipeline_input
+    from ..model.hopper import pipeline_input
 
     try:
         return pipeline_input(g).choose(time_limit=time_limit, stages=g.stages, k_pipe_mmas=g.k_pipe_mmas)

@@ -5,6 +5,10 @@ A :class:`HopperLoop` is what :func:`synth.lower.barriers.lower_hopper` needs: t
 them, ``stages`` (slots per buffer), ``k_pipe_mmas`` (wgmma groups a consumer keeps in
 flight before it releases a slot, CUTLASS's ``K_PIPE_MMAS``) and the number of consumer
 warp groups. Bounds: 1 <= stages <= 16, 0 <= k_pipe_mmas < stages, 1..4 consumers.
+
+A :class:`HopperChoice` is the pipeline's choice (stages, ``K_PIPE_MMAS``, consumers: what
+:func:`synth.model.hopper.choose` picks and a Hopper folder's ``schedule.json`` holds), and
+:func:`hopper_loop` the GEMM main loop it gives.
 """
 
 from __future__ import annotations
@@ -12,8 +16,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Optional, Union
 
+from ..gemm import GemmConfig
+
 MAX_STAGES = 16
 MAX_CONSUMERS = 4
+DTYPE_BYTES = {"f16": 2, "bf16": 2, "tf32": 4, "f32": 4}
 
 
 @dataclass(frozen=True)
@@ -56,3 +63,30 @@ class HopperLoop:
         for ld in self.loads:
             if ld.bytes <= 0 or ld.bytes % 16:
                 raise ValueError(f"load {ld.op}: box bytes {ld.bytes} must be a positive multiple of 16")
+
+
+@dataclass(frozen=True)
+class HopperChoice:
+    stages: int
+    k_pipe_mmas: int
+    consumers: int
+    cycles: int
+    """Predicted cycles of the k-tile loop at the model's ``T``."""
+    smem_bytes: int
+    status: str
+    """CP-SAT's status name (OPTIMAL when proven best)."""
+    warp_specialized: bool = True
+
+    def explain(self) -> str:
+        ws = "warp-specialized" if self.warp_specialized else "one warp group"
+        return (f"{ws}, {self.stages} stages, K_PIPE_MMAS = {self.k_pipe_mmas}, {self.consumers} consumer warp "
+                f"group(s): "
+                f"{self.smem_bytes} B of shared memory, {self.cycles} predicted cycles ({self.status})")
+
+
+def hopper_loop(cfg: GemmConfig, choice: HopperChoice) -> HopperLoop:
+    """The main loop of ``cfg`` with ``choice``: TMA boxes for A and B, one wgmma per k-tile."""
+    b = DTYPE_BYTES[cfg.dtype]
+    return HopperLoop(cfg.problem_name(), (Load("tma_A", "A_s", cfg.BM * cfg.BK * b),
+                                           Load("tma_B", "B_s", cfg.BN * cfg.BK * b)),
+                      "wgmma", choice.stages, choice.k_pipe_mmas, choice.consumers, "T", 1)

@@ -21,7 +21,7 @@ from ..completion import (ArriveStmt, Barrier, BarrierRef, FenceStmt, InitStmt, 
                           TryWaitStmt, Tx)
 from ..expr import Bin, Expr, Num, Var, parse, simplify, to_str
 from ..hopper.ir import HopperProgram, Role
-from ..hopper.loop import HopperLoop
+from ..hopper.loop import HopperChoice, HopperLoop, hopper_loop
 from ..program import Access, CommitStmt, OpStmt, Part, ProgBuffer, ProgOp, Program, Wait, WaitStmt
 
 FULL = "full"
@@ -153,4 +153,11 @@ thread issues the copies and their ``expect_tx``; the wgmma is the convergence p
                          (InvalStmt(FULL),), notes)
 
 
-__all__ = ["lower_hopper", "lower_hopper_single", "FULL", "EMPTY", "WARPGROUP_THREADS"]
+def lower_choice(cfg, choice: HopperChoice) -> HopperProgram:
+    """The lowered :class:`~synth.hopper.ir.HopperProgram` of ``cfg`` (a :class:`~synth.gemm.GemmConfig`) under ``choice``
+    (:func:`synth.model.hopper.choose`'s)."""
+    loop = hopper_loop(cfg, choice)
+    return lower_hopper(loop) if choice.warp_specialized else lower_hopper_single(loop)
+
+
+__all__ = ["lower_hopper", "lower_hopper_single", "lower_choice", "FULL", "EMPTY", "WARPGROUP_THREADS"]

@@ -42,7 +42,7 @@ Phases, one module each (:func:`search_gemm` in ``tune.py`` runs them in order):
    configurations rank, and why #1 wins.
 
 On sm_90 the default main loop is Hopper's (``mainloop: tma_wgmma``): ``hopper`` (its space,
-constraints and model: the pipeline model of :mod:`synth.hopper.model` per CTA, tensor cores at
+constraints and model: the pipeline model of :mod:`synth.model.hopper` per CTA, tensor cores at
 the wgmma rate, L2/DRAM traffic, occupancy, waves) and ``hopper_search`` (ranking, reasons,
 CUTLASS 3 references, split-K included) replace phases 1-7; ``mainloop="cp_async"`` keeps the phases above.
 

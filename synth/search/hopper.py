@@ -10,7 +10,7 @@ The points are exactly the kernels ``synth solve`` builds for a ``kind: gemm`` p
 ``mainloop: tma_wgmma`` (:class:`synth.hopper.problem.HopperGemm`, docs/hopper_kernel.md):
 a producer warp group and ``BM / 64`` cooperative consumer warp groups, ``stages`` and
 ``k_pipe_mmas`` pinned. One CTA's k-tile loop is timed by the Hopper pipeline model itself
-(:func:`synth.hopper.model.choose` with every choice pinned: the TMA round trip hidden by the
+(:func:`synth.model.hopper.choose` with every choice pinned: the TMA round trip hidden by the
 loads in flight, the wgmma drain when ``k_pipe_mmas = 0``), and the SM-level terms are added
 here: tensor cores at the wgmma rate, L2 reads, each SM's L2 ingress (which a cluster's multicast does not lower)
 and DRAM traffic with the grid's rasterization
@@ -412,8 +412,8 @@ def hopper_variants(ctx, p: HopperPoint, auto: bool = False) -> list[HopperPoint
 
 @dataclass(frozen=True)
 class Pipeline:
-    """One CTA's k-tile loop alone, as :func:`synth.hopper.model.loop_cost` predicts it (the objective
-    :func:`synth.hopper.model.choose` minimizes, for one pinned choice)."""
+    """One CTA's k-tile loop alone, as :func:`synth.model.hopper.loop_cost` predicts it (the objective
+    :func:`synth.model.hopper.choose` minimizes, for one pinned choice)."""
 
     fill: int
     """Cycles before the first k-tile's data has landed (one TMA round trip)."""
@@ -429,15 +429,15 @@ class Pipeline:
 CHOICE_T = 16
 """Trip counts from which the pipeline model's choice no longer changes: its candidates share the fill, and with
 ``T >= 15`` every one has its ``stages - k_pipe_mmas - 1 <= 15`` loads in flight, so the cycles ``fill + T
-per_tile`` order them as ``per_tile`` does (:func:`synth.hopper.model.loop_cost`). Choices are cached per
+per_tile`` order them as ``per_tile`` does (:func:`synth.model.hopper.loop_cost`). Choices are cached per
 ``min(T, CHOICE_T)``; the cost of a point is computed at its own ``T``."""
 
 
 def point_input(p: HopperPoint, T: int, dtype: str):
-    """The pipeline model's input (:func:`synth.hopper.design.pipeline_input`, the function ``synth solve`` prices a
+    """The pipeline model's input (:func:`synth.model.hopper.pipeline_input`, the function ``synth solve`` prices a
     design with) of ``p``'s design for one CTA's loop of ``T`` k-tiles: the :class:`~synth.hopper.problem.HopperGemm`
     of the point, unsplit, with ``K = T x 64`` (``M`` and ``N`` do not enter it)."""
-    from ..hopper.design import pipeline_input
+    from ..model.hopper import pipeline_input
 
     g = replace(p, split_k=1).gemm(1, 1, max(T, 1) * HOPPER_BK, dtype)
     return pipeline_input(replace(g, stages=None, k_pipe_mmas=None))
@@ -474,11 +474,11 @@ def _choice(inp) -> tuple[int, int]:
 
 def auto_choice(ctx, p: HopperPoint) -> Optional[HopperPoint]:
     """``p`` at the ``stages`` and ``k_pipe_mmas`` ``synth solve`` chooses for its design on the context's shape with
-    ``stages: auto`` and ``k_pipe_mmas: auto``: CP-SAT (:func:`synth.hopper.model.choose`) on the design's
-    :func:`synth.hopper.design.pipeline_input` (one split's ``floor(T / split_k)`` k-tiles, the consumers per slot,
+    ``stages: auto`` and ``k_pipe_mmas: auto``: CP-SAT (:func:`synth.model.hopper.choose`) on the design's
+    :func:`synth.model.hopper.pipeline_input` (one split's ``floor(T / split_k)`` k-tiles, the consumers per slot,
     the cluster, the shared memory its staging slots and order barriers take), cached per design and
     ``min(T, CHOICE_T)``. None when no pipeline fits."""
-    from ..hopper.design import pipeline_input
+    from ..model.hopper import pipeline_input
 
     g = replace(p.gemm(ctx.M, ctx.N, ctx.K, ctx.dtype), stages=None, k_pipe_mmas=None)
     T = min(pipeline_input(g).trip_count, CHOICE_T)

@@ -281,7 +281,7 @@ def test_a_cluster_winner_folder_says_so_and_matches_numpy_on_the_emulator(tmp_p
 
 def test_the_pipeline_model_adds_the_remote_release_to_a_clusters_round_trip():
     from synth.gemm import GemmConfig
-    from synth.hopper.model import loop_cost
+    from synth.model.hopper import loop_cost
 
     cfg = GemmConfig(128, 256, 64 * 32, "f16", 128, 256, 64, 12, 4, "sm_90")
     one, two = (loop_cost(cfg, 4, 1, 2, 32, cluster=n) for n in (1, 2))

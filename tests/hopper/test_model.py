@@ -3,7 +3,8 @@
 import pytest
 
 from synth.gemm import GemmConfig
-from synth.hopper.model import choose, loop_cost, lower_choice
+from synth.lower.barriers import lower_choice
+from synth.model.hopper import choose, loop_cost
 from synth.verify.phases import verify_hopper
 
 

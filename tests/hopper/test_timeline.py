@@ -15,7 +15,8 @@ from synth.emit.timeline_hopper import (MAX_TRIP, HopperLatency, default_trip, h
                                         render_hopper_timeline, simulate)
 from synth.gemm import GemmConfig
 from synth.hopper.loop import HopperLoop, Load
-from synth.hopper.model import choose, lower_choice
+from synth.lower.barriers import lower_choice
+from synth.model.hopper import choose
 from synth.hopper.mutants import mutants
 from synth.lower.barriers import lower_hopper, lower_hopper_single
 from synth.verify.oracle_phases import run

@@ -55,29 +55,11 @@ from typing import Optional
 
 from ..arch import get_arch
 from ..gemm import GemmConfig
-from .loop import MAX_STAGES, HopperLoop, Load
+from ..hopper.cluster_shape import cluster_dims
+from ..hopper.loop import DTYPE_BYTES, MAX_STAGES, HopperChoice, hopper_loop
+from ..hopper.problem import ALIGN_PAD, HopperGemm
 
-DTYPE_BYTES = {"f16": 2, "bf16": 2, "tf32": 4, "f32": 4}
 BARRIER_BYTES = 8
-
-
-@dataclass(frozen=True)
-class HopperChoice:
-    stages: int
-    k_pipe_mmas: int
-    consumers: int
-    cycles: int
-    """Predicted cycles of the k-tile loop at the model's ``T``."""
-    smem_bytes: int
-    status: str
-    """CP-SAT's status name (OPTIMAL when proven best)."""
-    warp_specialized: bool = True
-
-    def explain(self) -> str:
-        ws = "warp-specialized" if self.warp_specialized else "one warp group"
-        return (f"{ws}, {self.stages} stages, K_PIPE_MMAS = {self.k_pipe_mmas}, {self.consumers} consumer warp "
-                f"group(s): "
-                f"{self.smem_bytes} B of shared memory, {self.cycles} predicted cycles ({self.status})")
 
 
 @dataclass(frozen=True)
@@ -128,7 +110,7 @@ def choose(cfg: GemmConfig, *, time_limit: float = 10.0, stages: Optional[int] =
     ``smem_limit`` replaces the arch's per-CTA limit and ``reserve_bytes`` is added to every
     candidate's shared memory (the kernel's alignment pad); ``cluster``: CTAs of the thread-block
     cluster, whose refill waits for the peer's remote release (:func:`loop_cost`). A design's whole
-    input is :func:`synth.hopper.design.pipeline_input`, which ``synth solve`` and ``synth search`` share.
+    input is :func:`synth.model.hopper.pipeline_input`, which ``synth solve`` and ``synth search`` share.
     """
     from ortools.sat.python import cp_model  # here, not at import: reading a Hopper folder back needs no solver
 
@@ -182,19 +164,57 @@ def choose(cfg: GemmConfig, *, time_limit: float = 10.0, stages: Optional[int] =
     return HopperChoice(S, K, C, cyc, smem, solver.StatusName(st), ws)
 
 
-def hopper_loop(cfg: GemmConfig, choice: HopperChoice) -> HopperLoop:
-    """The main loop of ``cfg`` with ``choice``: TMA boxes for A and B, one wgmma per k-tile."""
-    b = DTYPE_BYTES[cfg.dtype]
-    return HopperLoop(cfg.problem_name(), (Load("tma_A", "A_s", cfg.BM * cfg.BK * b),
-                                           Load("tma_B", "B_s", cfg.BN * cfg.BK * b)),
-                      "wgmma", choice.stages, choice.k_pipe_mmas, choice.consumers, "T", 1)
+@dataclass(frozen=True)
+class PipelineInput:
+    """What the Hopper pipeline model (:func:`choose`, :func:`loop_cost`)
+    reads of one design of a problem: the one input ``synth solve`` (:func:`synth.hopper.flow.choose_pipeline`)
+    and ``synth search`` (:func:`synth.search.hopper.point_input`) both price, so a design gets the same stages,
+    ``K_PIPE_MMAS`` and k-loop cycles from either (:func:`pipeline_input`)."""
+
+    cfg: object
+    """The :class:`~synth.gemm.GemmConfig` view: tile, dtype, arch, ``K`` and ``split_k`` (one CTA's loop runs
+    ``cfg.split_trip_count`` k-tiles)."""
+    consumers: int
+    """Consumer warp groups reading each slot (:attr:`HopperGemm.ring_consumers`: 1 for ping-pong, else
+    ``BM / 64``)."""
+    cluster: int = 1
+    """CTAs of the thread-block cluster (a refill waits for the peer's remote release)."""
+    reserve_bytes: int = 0
+    """Shared memory outside the ring: the alignment pad, the TMA-store staging slots, ping-pong's order barriers."""
+    smem_limit: int = 0
+    """Shared memory the kernel may use (``target.shared_bytes`` or 227 KiB)."""
+
+    @property
+    def trip_count(self) -> int:
+        """k-tiles of one CTA's loop (one split's)."""
+        return max(self.cfg.split_trip_count, 1)
+
+    def choose(self, *, time_limit: float = 10.0, stages: Optional[int] = None,
+               k_pipe_mmas: Optional[int] = None):
+        """CP-SAT's :class:`~synth.hopper.loop.HopperChoice` for this input (``stages`` / ``k_pipe_mmas``: pins);
+        ValueError when nothing fits."""
+        return choose(self.cfg, time_limit=time_limit, stages=stages, k_pipe_mmas=k_pipe_mmas,
+                      consumers=self.consumers, warp_specialized=True, smem_limit=self.smem_limit,
+                      reserve_bytes=self.reserve_bytes, cluster=self.cluster)
+
+    def cost(self, stages: int, k_pipe_mmas: int):
+        """The :class:`LoopCost` of one pinned choice at :attr:`trip_count` (the objective
+        :meth:`choose` minimizes)."""
+        return loop_cost(self.cfg, stages, k_pipe_mmas, self.consumers, self.trip_count, warp_specialized=True,
+                         cluster=self.cluster)
 
 
-def lower_choice(cfg: GemmConfig, choice: HopperChoice):
-    """The lowered :class:`~synth.hopper.ir.HopperProgram` of ``cfg`` under ``choice``."""
-    from ..lower.barriers import lower_hopper, lower_hopper_single
-    loop = hopper_loop(cfg, choice)
-    return lower_hopper(loop) if choice.warp_specialized else lower_hopper_single(loop)
+def pipeline_input(g: HopperGemm) -> PipelineInput:
+    """The pipeline model's input for ``g`` as designed (tile, dtype, K and split, the consumers reading a slot, the
+    cluster, the shared memory its staging slots, order barriers and pad take from the ring, the limit). Before
+    this function ``synth solve`` priced a cluster design as one CTA (the refill's remote release left out: 64x128
+    at K 1024 got 7 stages where the cluster kernel's own model wants 8) and the search priced a design's variants
+    at the one-CTA point's stages; both now read this."""
+    cfg = GemmConfig(g.M, g.N, g.K, g.dtype, g.BM, g.BN, g.BK, g.warps, g.stages, g.arch, g.name, g.split_k)
+    m, n = cluster_dims(g.cluster)
+    return PipelineInput(cfg, g.ring_consumers, m * n, ALIGN_PAD + g.staging_bytes() + g.order_bytes(),
+                         g.shared_limit)
 
 
-__all__ = ["choose", "hopper_loop", "lower_choice", "loop_cost", "HopperChoice", "LoopCost", "DTYPE_BYTES"]
+__all__ = ["choose", "hopper_loop", "loop_cost", "HopperChoice", "LoopCost", "DTYPE_BYTES",
+           "PipelineInput", "pipeline_input"]
