@@ -9,7 +9,7 @@ For a ``kind: gemm`` problem with ``mainloop: tma_wgmma`` (a :class:`~synth.hopp
    protocol for every ``T >= 1`` (:func:`synth.lower.barriers.lower_hopper`);
 3. **prove** (:func:`prove_hopper`: :func:`synth.verify.phases.verify_hopper`, every obligation, wgmma wait
    tightness; for a ``cluster:`` other than ``1x1`` the cluster program of both CTAs and the cluster classes of
-   :func:`synth.hopper.cluster.verify_cluster`);
+   :func:`synth.verify.hopper_cluster.verify_cluster`);
 4. **emit** (:func:`synth.emit.sm90.kernel.emit_sm90_kernel`): kernel.cu for sm_90a, from the
    proven program only.
 
@@ -124,7 +124,7 @@ def is_cluster_program(p: HopperProgram) -> bool:
     program (``pp0`` arrives on ``order1``) is one CTA. The same rule is
     :func:`synth.trusted.certify.is_cluster_program`'s, on the file's bytes."""
     from ..completion import ClusterSyncStmt
-    from .cluster import remote_uses
+    from ..verify.hopper_cluster import remote_uses
 
     if any(isinstance(s, ClusterSyncStmt) for s in tuple(p.setup) + tuple(p.teardown)):
         return True
@@ -159,7 +159,7 @@ def prove_hopper(p: HopperProgram, *, cluster: bool = False, time_limit: float =
                  deadline: Optional[float] = None):
     """The :class:`~synth.verify.phases.HopperReport` of ``p``: every barrier class of
     :func:`~synth.verify.phases.verify_hopper` and, for a cluster program, the cluster classes of
-    :func:`synth.hopper.cluster.verify_cluster` (``cluster_form``, ``init_visible``, ``safe_exit``) among its
+    :func:`synth.verify.hopper_cluster.verify_cluster` (``cluster_form``, ``init_visible``, ``safe_exit``) among its
     obligations (``ok`` only when all are proven). The cluster classes are checked when ``cluster`` (the folder
     declares a cluster) or :func:`is_cluster_program` (the program's own data says so: a program that
     multicasts is never proven as one CTA)."""
@@ -169,7 +169,7 @@ def prove_hopper(p: HopperProgram, *, cluster: bool = False, time_limit: float =
 
     if not (cluster or is_cluster_program(p)):
         return verify_hopper(p, time_limit=time_limit, deadline=deadline)
-    from .cluster import verify_cluster
+    from ..verify.hopper_cluster import verify_cluster
 
     rep = verify_cluster(p, time_limit=time_limit, deadline=deadline)
     return replace(rep.hopper, ok=bool(rep.ok), obligations=tuple(rep.hopper.obligations) + tuple(rep.cluster),

@@ -316,7 +316,7 @@ def verify_persistent(program: HopperProgram, carry: Optional[Mapping[str, TileC
                       time_limit: float = 60.0, tile_ends=(), cluster: Optional[bool] = None) -> PersistentResult:
     """The persistent kernel's proof (module docstring): the ring program for every ``N >= 1``
     (:func:`synth.verify.phases.verify_hopper`; a cluster program, ``cluster`` or by default
-    :func:`is_cluster_ring`, by :func:`synth.hopper.cluster.verify_cluster`: the barrier classes of every CTA's
+    :func:`is_cluster_ring`, by :func:`synth.verify.hopper_cluster.verify_cluster`: the barrier classes of every CTA's
     roles and the cluster classes, the ring of each CTA of a cluster being one trip count ``N`` for all, as the
     kernel's clusters take the same tile groups), the tile carry of each role of each CTA (default: the running
     count) (a CTA with no tile skips both roles in the kernel: its barriers are initialized and invalidated, and
@@ -329,7 +329,7 @@ def verify_persistent(program: HopperProgram, carry: Optional[Mapping[str, TileC
     if cluster is None:
         cluster = is_cluster_ring(program)
     if cluster:
-        from .cluster import verify_cluster
+        from ..verify.hopper_cluster import verify_cluster
 
         ring = verify_cluster(program, time_limit=time_limit, tightness=False)
     else:

@@ -4,7 +4,7 @@
 Input: a :class:`~synth.hopper.loop.HopperLoop` and the cluster size (2: a 2x1 cluster, the two
 CTAs of one tile column share the B tile). Output: a :class:`~synth.hopper.ir.HopperProgram` in
 the program form of docs/hopper.md whose roles, barriers and buffers name their CTA by a trailing
-index (:func:`synth.hopper.cluster.cta_of`): per CTA ``c`` the roles ``producer{c}`` (one
+index (:func:`synth.verify.hopper_cluster.cta_of`): per CTA ``c`` the roles ``producer{c}`` (one
 elected thread) and ``consumer{c}`` (``consumers`` warp groups of 128 threads, the wgmma
 collective, the releases elected), the barriers ``full{c}`` and ``empty{c}`` and one buffer per
 load (``A{c}``, ``B{c}``). Each CTA loads its own tile of every unshared operand; of the shared

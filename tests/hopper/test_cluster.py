@@ -11,7 +11,7 @@ from dataclasses import replace
 import pytest
 
 from synth.completion import ClusterSyncStmt, TryWaitStmt
-from synth.hopper.cluster import CLUSTER_BUGS, cluster_obligations, cta_of, verify_cluster
+from synth.verify.hopper_cluster import CLUSTER_BUGS, cluster_obligations, cta_of, verify_cluster
 from synth.hopper.ir import HopperError, dumps, load_hopper, validate_hopper
 from synth.hopper.loop import HopperLoop, Load
 from synth.hopper.printer import hopper_text

@@ -25,7 +25,7 @@ from synth.emit.raster import cluster_tile_of
 from synth.emit.sm90.config import Sm90Config
 from synth.emit.sm90.kernel import emit_proven, emit_sm90_kernel
 from synth.emit.sm90.sass_mix import figures
-from synth.hopper.cluster import CLUSTER_BUGS, mask_missing_peer
+from synth.verify.hopper_cluster import CLUSTER_BUGS, mask_missing_peer
 from synth.program import OpStmt
 
 EXPLORE = os.environ.get("SYNTH_HYPOTHESIS") == "explore"
@@ -174,7 +174,7 @@ def test_emitting_a_cluster_kernel_needs_no_prover():
     code = ("import sys; from synth.emit.sm90.config import Sm90Config; "
             "from synth.emit.sm90.kernel import emit_sm90_kernel; "
             "emit_sm90_kernel(Sm90Config(cluster='1x2', bm=64, bn=64, stages=2)); "
-            "assert not {'z3', 'synth.verify', 'synth.hopper.cluster'} & set(sys.modules), sorted(sys.modules)")
+            "assert not {'z3', 'synth.verify', 'synth.verify.hopper_cluster'} & set(sys.modules), sorted(sys.modules)")
     subprocess.run([sys.executable, "-c", code], check=True, timeout=120)
 
 

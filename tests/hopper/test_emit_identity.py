@@ -116,7 +116,7 @@ def _digest(thunk) -> str:
 def mutant_cases() -> list[tuple[str, object]]:
     """``(name, thunk)`` of the emitter's other inputs: the bug tests' mutants of carry, order, store, scheduler
     and program (the emitted text or the refusal)."""
-    from synth.hopper.cluster import CLUSTER_BUGS
+    from synth.verify.hopper_cluster import CLUSTER_BUGS
     from synth.hopper.mutants import field_mutants, mutants
     from synth.hopper.persistent import CARRY_MUTANTS
     from synth.hopper.pingpong import CARRY_MUTANTS as PP_CARRY, MUTANTS as ORDER_MUTANTS, order_program

@@ -1590,7 +1590,7 @@ def emit_proven(cfg: Sm90Config, *, time_limit: float = 60.0, carry=None):
 
     p = cfg.program()
     if cfg.cluster_size > 1:  # the barrier classes of the whole cluster and the cluster classes
-        from ...hopper.cluster import verify_cluster
+        from ...verify.hopper_cluster import verify_cluster
 
         report = verify_cluster(p, time_limit=time_limit, tightness=False)
     else:

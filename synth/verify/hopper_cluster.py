@@ -40,10 +40,11 @@ from dataclasses import dataclass, replace
 from typing import Callable, Optional
 
 from ..completion import ArriveStmt, ClusterSyncStmt, FenceStmt, InitStmt, InvalStmt, TryWaitStmt, Tx
-from ..expr import Bin, Num, simplify
+from ..expr import Bin, Num, Var, simplify, substitute
+from ..hopper.ir import HopperProgram
 from ..program import OpStmt, Part
-from ..verify.report import Counterexample, ObligationResult
-from .ir import HopperProgram
+from .phases import verify_hopper
+from .report import Counterexample, ObligationResult
 
 CLUSTER_CLASSES = ("cluster_form", "init_visible", "safe_exit")
 _SUFFIX = re.compile(r"([0-9]+)\Z")
@@ -235,7 +236,6 @@ class ClusterReport:
 def verify_cluster(p: HopperProgram, **kw) -> ClusterReport:
     """``verify_hopper(p, **kw)`` (every barrier class over all the cluster's roles, every ``T``) and the
     :data:`CLUSTER_CLASSES` obligations; ``ok`` iff every obligation of both is proven."""
-    from ..verify.phases import verify_hopper
     t0 = time.perf_counter()
     h = verify_hopper(p, **kw)
     c = cluster_obligations(p)
@@ -338,7 +338,6 @@ def trip_mismatch(p: HopperProgram, cta: int = 1, extra: int = 1) -> HopperProgr
     """CTA ``cta``'s roles run ``T + extra`` k-tiles while the others run ``T`` (two CTAs of one cluster
     with different K trip counts sharing barriers and the multicast, the DeepGEMM #429 shape): every
     part of extent ``T`` gets ``T + extra``, and every ``T`` in its statements reads ``T + extra``."""
-    from ..expr import Var, substitute
     T = p.trip_count
     if not isinstance(T, str):
         raise ValueError("trip_mismatch needs a symbolic trip count")
