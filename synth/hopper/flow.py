@@ -231,7 +231,7 @@ def run_hopper(g: HopperGemm, *, deadline: Union[Deadline, float], verify: bool 
                                      sum(o.status == "proven" for o in rep.obligations), rep.seconds,
                                      STATS["queries"] - q0))
             if cfg.persistent and rep.ok:  # the ring's proof covers every tile count once each tile carries the state
-                from .persistent import prove_tile_ends, tile_end_sizes
+                from ..verify.hopper_persistent import prove_tile_ends, tile_end_sizes
 
                 # the kernel's carry is the canonical one (the ring program's own expressions), which
                 # check_carry accepts without a query: only the tile ends are asked
@@ -402,7 +402,7 @@ def output_files(result: HopperResult) -> dict[str, str]:
 
 def cfg_tile_ends(cfg) -> str:
     """The k-tile counts per tile at which ``synth solve`` checks a persistent kernel's tile end, as text."""
-    from .persistent import tile_end_sizes
+    from ..verify.hopper_persistent import tile_end_sizes
 
     sizes = list(tile_end_sizes(cfg.stages))
     return f"{sizes[0]} .. {sizes[-1]}"

@@ -1,7 +1,7 @@
 """Ping-pong consumers: two consumer warp groups take a persistent CTA's tiles in turn, and the order
 barrier that serializes their main loops (docs/hopper_pingpong.md).
 
-A ping-pong CTA runs the persistent ring of :mod:`synth.hopper.persistent` (``N = n T`` iterations,
+A ping-pong CTA runs the persistent ring of :mod:`synth.verify.hopper_persistent` (``N = n T`` iterations,
 every slot and parity at the running count ``g = t T + k``) with ONE consumer role of one warp group;
 its tiles ``t = 0, 1, ...`` are taken by consumer warp group ``t % 2`` (its ``j``-th tile is
 ``t = 2 j + w``), each computing a whole ``64 x BN`` tile. The *order barrier* — two one-slot
@@ -26,7 +26,7 @@ What makes the two warp groups one consumer (the proof, :func:`verify_pingpong`)
    FIFO holds fewer groups than the ring's one consumer would, and each of its waits completes at
    least what the ring's does (the argument of the persistent tile end);
 4. **the carry**: each warp group indexes slots and parities by the running count of the CTA's tile
-   ``t`` (``kb = t T``), not by its own tile count ``j``: :func:`synth.hopper.persistent.check_carry`,
+   ``t`` (``kb = t T``), not by its own tile count ``j``: :func:`synth.verify.hopper_persistent.check_carry`,
    whose mutant ``partner_skip`` (a warp group counting only its own tiles) is refuted.
 
 Pure functions; the kernel emits the order statements from :func:`order_program`'s roles.
@@ -40,7 +40,7 @@ from ..completion import ArriveStmt, Barrier, FenceStmt, InitStmt, InvalStmt, Pi
 from ..expr import Num, Var, parse
 from ..program import CommitStmt, OpStmt, Part, Program, ProgOp, Wait, WaitStmt
 from .ir import HopperProgram, Role
-from .persistent import TileCarry
+from ..lower.hopper_persistent import TileCarry
 
 ORDER = ("order0", "order1")
 """The order barriers: ``order{w}`` is what warp group ``w`` waits on before a main loop."""
@@ -115,10 +115,10 @@ def verify_pingpong(ring: HopperProgram, *, time_limit: float = 20.0, carry=None
                     order=None, ring_report=None, order_reports=None) -> PingpongResult:
     """The ping-pong kernel's proof (module docstring): ``ring``, ``order_even``, ``order_odd`` (``order``: a
     function ``odd -> program`` standing for :func:`order_program`, for mutants) and ``carry`` (``carry``: the
-    consumer's :class:`~synth.hopper.persistent.TileCarry`, default the running count). ``ring_report`` and
+    consumer's :class:`~synth.lower.hopper_persistent.TileCarry`, default the running count). ``ring_report`` and
     ``order_reports`` (``{"even": report, "odd": report}``): proofs already made, reused rather than repeated."""
     from ..verify.phases import verify_hopper
-    from .persistent import check_carry
+    from ..verify.hopper_persistent import check_carry
 
     checks = {}
     r = ring_report if ring_report is not None else verify_hopper(ring, time_limit=time_limit, tightness=False,

@@ -118,7 +118,7 @@ def mutant_cases() -> list[tuple[str, object]]:
     and program (the emitted text or the refusal)."""
     from synth.verify.hopper_cluster import CLUSTER_BUGS
     from synth.hopper.mutants import field_mutants, mutants
-    from synth.hopper.persistent import CARRY_MUTANTS
+    from synth.verify.hopper_persistent import CARRY_MUTANTS
     from synth.hopper.pingpong import CARRY_MUTANTS as PP_CARRY, MUTANTS as ORDER_MUTANTS, order_program
     from synth.hopper.store import STORE_MUTANTS, store_mutant
 

@@ -17,7 +17,8 @@ from synth.emit.sm90.emulate import emulate_sm90
 from synth.emit.sm90.kernel import emit_sm90_kernel
 from synth.emit.sm90.sass_mix import figures
 from synth.errors import SynthError
-from synth.hopper.persistent import CARRY_MUTANTS, TileCarry, check_carry, verify_persistent
+from synth.lower.hopper_persistent import TileCarry
+from synth.verify.hopper_persistent import CARRY_MUTANTS, check_carry, verify_persistent
 
 CFG = Sm90Config(bm=128, bn=64, stages=3, k_pipe_mmas=1, persistent=True)
 needs_gxx = pytest.mark.skipif(shutil.which("g++") is None, reason="g++ needed")
@@ -119,7 +120,7 @@ def test_tile_end_wait_is_checked_in_place():
     import dataclasses
 
     from synth.expr import Num
-    from synth.hopper.persistent import tile_end_program
+    from synth.lower.hopper_persistent import tile_end_program
     from synth.verify.phases import verify_hopper
 
     p = tile_end_program(CFG.program(), 2)

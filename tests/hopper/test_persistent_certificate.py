@@ -12,7 +12,7 @@ import shutil
 import pytest
 
 from synth.cli import main
-from synth.hopper.persistent import CARRY_MUTANTS, check_carry
+from synth.verify.hopper_persistent import CARRY_MUTANTS, check_carry
 from synth.trusted import solvers
 from synth.trusted.certify import certify_hopper
 from synth.trusted.hopper import derive_carry, read_persistent_flag

@@ -21,7 +21,8 @@ from synth.emit.launch import persistent_ctas, persistent_grid, persistent_ring,
 from synth.emit.sm90.config import Sm90Config
 from synth.emit.sm90.kernel import emit_proven, emit_sm90_kernel
 from synth.errors import SynthError
-from synth.hopper.persistent import CARRY_MUTANTS, TileCarry, check_carry, tile_end_program, verify_persistent
+from synth.lower.hopper_persistent import TileCarry, tile_end_program
+from synth.verify.hopper_persistent import CARRY_MUTANTS, check_carry, verify_persistent
 
 EXPLORE = os.environ.get("SYNTH_HYPOTHESIS") == "explore"
 NEEDS_GXX = pytest.mark.skipif(shutil.which("g++") is None, reason="g++ needed")

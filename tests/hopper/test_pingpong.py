@@ -19,7 +19,7 @@ from synth.emit.sm90.config import Sm90Config
 from synth.emit.sm90.emulate import emulate_sm90
 from synth.emit.sm90.kernel import emit_sm90_kernel
 from synth.hopper.ir import dumps
-from synth.hopper.persistent import check_carry
+from synth.verify.hopper_persistent import check_carry
 from synth.hopper.pingpong import CARRY_MUTANTS, MUTANTS, order_program, verify_pingpong
 from synth.trusted import solvers
 from synth.trusted.hopper import derive_hopper

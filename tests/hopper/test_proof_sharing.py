@@ -12,7 +12,8 @@ import pytest
 
 from synth.emit.sm90.config import Sm90Config
 from synth.expr import Num
-from synth.hopper.persistent import prove_tile_ends, tile_end_program, tile_end_sizes
+from synth.lower.hopper_persistent import tile_end_program
+from synth.verify.hopper_persistent import prove_tile_ends, tile_end_sizes
 from synth.verify import phases
 from synth.verify.encode import NeedsWaits
 from synth.verify.phases import barrier_view, enumerate_hopper, verify_hopper

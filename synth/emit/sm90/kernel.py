@@ -1599,7 +1599,7 @@ def emit_proven(cfg: Sm90Config, *, time_limit: float = 60.0, carry=None):
         raise SynthError(None, f"the Hopper program of {cfg} is not proven:\n{report.render()}",
                          "use another configuration or raise the time limit")
     if cfg.persistent:  # each tile's state carried from the previous one, for every role of every CTA
-        from ...hopper.persistent import check_carry
+        from ...verify.hopper_persistent import check_carry
 
         ok, why = check_carry(p, dict(carry or {}), time_limit=time_limit)
         if not ok:

@@ -10,8 +10,8 @@ the accumulators can be read) and the C store; the slot releases stay where the 
 them (the last ``K_PIPE_MMAS`` of a tile are released in the next tile's first iterations, or by the
 ring's drain after the last tile).
 
-A :class:`TileCarry` is how a role's kernel code computes the state of tile ``t`` from the tile-local
-``k``: the running count at the tile start used for the slot (``slot_base``), the one used for the
+A :class:`~synth.lower.hopper_persistent.TileCarry` (the lowering's, with :func:`~synth.lower.hopper_persistent.tile_end_program`)
+is how a role's kernel code computes the state of tile ``t`` from the tile-local ``k``: the running count at the tile start used for the slot (``slot_base``), the one used for the
 parity (``parity_base``), and a parity flip (``flip``), each an expression in ``t`` and ``T``. The
 correct carry is ``t * T``, ``t * T``, ``0``; the known bugs are other carries (:data:`CARRY_MUTANTS`).
 
@@ -26,35 +26,18 @@ invalidates its barriers and uses none. Pure.
 from __future__ import annotations
 
 import re
+import time
 from dataclasses import dataclass, field
 from typing import Mapping, Optional
 
 from ..completion import ArriveStmt, TryWaitStmt
 from ..expr import Num, parse, to_z3
+from ..hopper.ir import HopperProgram
+from ..lower.hopper_persistent import CANONICAL, TileCarry, role_carry, role_kind, tile_end_program
 from ..program import OpStmt
-from .ir import HopperProgram
+from .phases import STATS, ProofPhase, verify_hopper
 
 _CTA = re.compile(r"[0-9]+\Z")
-
-CANONICAL = "t * T"
-"""The running count at the start of a CTA's tile ``t`` (``T`` k-tiles per tile)."""
-
-
-@dataclass(frozen=True)
-class TileCarry:
-    """How a role computes its pipeline state at its ``t``-th tile (expressions in ``t`` and ``T``): the
-    count a statement of count ``c`` (an expression of the running count ``g = t T + k``) uses is
-    ``slot_base + (c - t T)`` for the slot and ``parity_base + (c - t T)`` for the parity, and ``flip``
-    (0 or 1) is added to the parity."""
-
-    slot_base: str = CANONICAL
-    parity_base: str = CANONICAL
-    flip: str = "0"
-
-    @property
-    def canonical(self) -> bool:
-        return self == TileCarry()
-
 
 CARRY_MUTANTS: dict[str, TileCarry] = {
     # the phase restarted on each (dynamically scheduled) tile: the state rebuilt from the tile-local k
@@ -134,18 +117,6 @@ def _smallest(solver, variables, rounds: int = 32):
     return model
 
 
-def _kind(role: str) -> str:
-    """A role's kind: its name without the CTA index that ends a cluster program's role names (``consumer1`` ->
-    ``consumer``; ``consumer`` as it is)."""
-    return _CTA.sub("", role)
-
-
-def role_carry(carry: Mapping[str, TileCarry], role: str) -> TileCarry:
-    """The carry of role ``role``: the one ``carry`` gives for its name, else for its kind (a carry given for
-    ``consumer`` is every CTA's consumer's in a cluster program), else the running count."""
-    return carry.get(role, carry.get(_kind(role), TileCarry()))
-
-
 def _cta_of(role: str) -> str:
     """``'CTA c, '`` for a cluster program's role of CTA ``c`` (a counterexample names it), else ``''``."""
     m = _CTA.search(role)
@@ -214,36 +185,6 @@ def check_carry(program: HopperProgram, carry: Mapping[str, TileCarry], *, time_
     return True, ""
 
 
-def tile_end_program(program: HopperProgram, kt: int, role: str = "consumer") -> HopperProgram:
-    """The ring program with the kernel's tile end made explicit for ``kt`` k-tiles per tile: ``role``'s body
-    (and in a cluster program, that of every CTA's role of kind ``role``: ``consumer0``, ``consumer1``)
-    gains, after its statements, a ``wait_group 0`` guarded ``i % kt == kt - 1`` (the drain before the C
-    store). ValueError when no such role exists, one has no body part, or ``kt < 1``."""
-    import dataclasses
-
-    from ..program import Wait, WaitStmt
-
-    if kt < 1:
-        raise ValueError(f"kt {kt}: a tile has at least one k-tile")
-    named = {r.name for r in program.roles if r.name == role or (r.name != _kind(r.name) and _kind(r.name) == role)}
-    roles = []
-    for r in program.roles:
-        if r.name in named:
-            prog = r.program
-            if not prog.parts or prog.parts[0].name != "body":
-                raise ValueError(f"role {role} has no body part")
-            body = prog.parts[0]
-            waits = prog.waits + (Wait(body.name, 0, Num(0), "the tile's C store",
-                                       reason="tile end: every wgmma group of the tile completes before C is read"),)
-            stmts = body.stmts + (WaitStmt(len(prog.waits), parse(f"{body.var} % {kt} == {kt - 1}")),)
-            parts = (dataclasses.replace(body, stmts=stmts),) + tuple(prog.parts[1:])
-            r = dataclasses.replace(r, program=dataclasses.replace(prog, parts=parts, waits=waits))
-        roles.append(r)
-    if not named:
-        raise ValueError(f"no role {role}")
-    return dataclasses.replace(program, roles=tuple(roles))
-
-
 def tile_end_sizes(stages: int) -> range:
     """The k-tile counts per tile at which ``synth solve`` checks the tile end in place: 1 .. ``stages + 1``
     (a tile shorter than the ring, as long as it, one longer)."""
@@ -267,8 +208,6 @@ class TileEnds:
 
     def phase(self):
         """The :class:`~synth.verify.phases.ProofPhase` of this check (``synth solve``'s summary)."""
-        from ..verify.phases import ProofPhase
-
         sizes = f"{self.kts[0]} .. {self.kts[-1]}" if len(self.kts) > 1 else str(self.kts[0]) if self.kts else "none"
         return ProofPhase(f"tile ends at {sizes} k-tiles per tile ({len(self.kts)} programs)", self.obligations,
                           self.proven, self.seconds, self.queries)
@@ -282,10 +221,6 @@ def prove_tile_ends(program: HopperProgram, kts, *, time_limit: float = 20.0,
     proven; ``deadline``: a :func:`time.monotonic` instant bounding each proof (``verify_hopper``'s). Each
     program is the ring plus one ``wait_group`` per consumer: its obligations that read no wait have the ring's
     terms and are answered by the ring's proof (:func:`synth.verify.phases.barrier_view`)."""
-    import time
-
-    from ..verify.phases import STATS, verify_hopper
-
     t0, q0 = time.perf_counter(), STATS["queries"]
     kts = tuple(kts)
     n = ok_n = 0
@@ -309,7 +244,7 @@ def check_tile_ends(program: HopperProgram, kts, *, time_limit: float = 20.0,
 def is_cluster_ring(program: HopperProgram) -> bool:
     """Whether ``program`` is a thread-block cluster's (its roles name their CTA: ``producer0``, ``consumer1``, ...,
     as :func:`synth.lower.cluster.lower_hopper_cluster` writes them)."""
-    return any(r.name != _kind(r.name) for r in program.roles)
+    return any(r.name != role_kind(r.name) for r in program.roles)
 
 
 def verify_persistent(program: HopperProgram, carry: Optional[Mapping[str, TileCarry]] = None, *,
@@ -323,13 +258,11 @@ def verify_persistent(program: HopperProgram, carry: Optional[Mapping[str, TileC
     the ring proof's ``fence`` class covers those statements whatever the trip count; in a cluster both CTAs
     skip alike); with ``tile_ends`` (k-tile counts per tile) also :func:`check_tile_ends` (``tile_end``: every
     consumer role's)."""
-    from ..verify.phases import verify_hopper
-
     carry = dict(carry or {})
     if cluster is None:
         cluster = is_cluster_ring(program)
     if cluster:
-        from ..verify.hopper_cluster import verify_cluster
+        from .hopper_cluster import verify_cluster
 
         ring = verify_cluster(program, time_limit=time_limit, tightness=False)
     else:
@@ -340,6 +273,5 @@ def verify_persistent(program: HopperProgram, carry: Optional[Mapping[str, TileC
     return PersistentResult(ring, checks)
 
 
-__all__ = ["TileCarry", "CARRY_MUTANTS", "CANONICAL", "PersistentResult", "check_carry", "check_tile_ends",
-           "prove_tile_ends", "TileEnds", "tile_end_program", "tile_end_sizes", "role_carry", "is_cluster_ring",
-           "verify_persistent"]
+__all__ = ["CARRY_MUTANTS", "PersistentResult", "check_carry", "check_tile_ends", "prove_tile_ends", "TileEnds",
+           "tile_end_sizes", "is_cluster_ring", "verify_persistent"]
