@@ -894,7 +894,7 @@ def _check_hopper_parts(out: str, cfg) -> None:
 
     want = {}
     if cfg.pingpong:
-        from .hopper.pingpong import order_program
+        from .lower.hopper_pingpong import order_program
 
         for n, odd in (("even", False), ("odd", True)):
             want[f"order/{n}/program.json"] = dumps(order_program(odd))

@@ -391,7 +391,7 @@ def test_a_pingpong_certificate_without_its_carry_is_refused(pingpong, tmp_path,
 def test_a_tampered_pingpong_carry_obligation_is_refused(pingpong, tmp_path):
     """A carry obligation edited with its hash recomputed: a weaker claim, or the partner-skip carry's (each warp
     group on its own tile count, (t / 2) T), which both solvers refute: neither is the obligation certify derives."""
-    from synth.hopper.pingpong import CARRY_MUTANTS
+    from synth.verify.hopper_pingpong import CARRY_MUTANTS
     from synth.trusted import solvers
     from synth.trusted.certify import certify_hopper
     from synth.trusted.hopper import derive_carry

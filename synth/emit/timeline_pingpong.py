@@ -6,7 +6,7 @@ unchanged, and consumer roles ``consumer0`` / ``consumer1`` running the ring con
 their own tiles (guards ``i / kt % 2 == w``), with the order barrier's wait before each main loop but the
 first, ``wait_group 0`` and the order arrive after it, and the C store as a synchronous op of
 ``epilogue_cycles`` (it overlaps the other warp group's main loop). :func:`render_pingpong_timeline` draws
-it with :mod:`synth.emit.timeline_hopper`. Not a proof: the proof is :mod:`synth.hopper.pingpong`'s.
+it with :mod:`synth.emit.timeline_hopper`. Not a proof: the proof is :mod:`synth.verify.hopper_pingpong`'s.
 
 The view also draws a persistent cooperative CTA's tiles (``pingpong=False``), of one CTA (roles ``producer``,
 ``consumer``) or of a thread-block cluster's ring (roles ``producer0``, ``producer1``, ``consumer0``, ``consumer1``:

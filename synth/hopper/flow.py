@@ -63,7 +63,7 @@ class HopperResult:
     store_threads: tuple = ()
     """Its :class:`~synth.hopper.store.ThreadCheck` verdicts (``converge``, ``proxy_fence``)."""
     pingpong: Optional[object] = None
-    """Ping-pong: the :class:`~synth.hopper.pingpong.PingpongResult` (order protocol, carry); None otherwise."""
+    """Ping-pong: the :class:`~synth.verify.hopper_pingpong.PingpongResult` (order protocol, carry); None otherwise."""
     orders: tuple = ()
     """Ping-pong: ``(name, order program, its HopperReport)`` of the even and odd tile counts."""
     design: Optional[object] = None
@@ -245,8 +245,9 @@ def run_hopper(g: HopperGemm, *, deadline: Union[Deadline, float], verify: bool 
         report = timed("prove", prove)
     pp, orders = None, ()
     if verify and cfg.pingpong and report.ok:
+        from ..lower.hopper_pingpong import order_program
+        from ..verify.hopper_pingpong import verify_pingpong
         from ..verify.phases import verify_hopper
-        from .pingpong import order_program, verify_pingpong
 
         def prove_pingpong():
             t0, q0 = time.perf_counter(), STATS["queries"]

@@ -119,7 +119,8 @@ def mutant_cases() -> list[tuple[str, object]]:
     from synth.verify.hopper_cluster import CLUSTER_BUGS
     from synth.hopper.mutants import field_mutants, mutants
     from synth.verify.hopper_persistent import CARRY_MUTANTS
-    from synth.hopper.pingpong import CARRY_MUTANTS as PP_CARRY, MUTANTS as ORDER_MUTANTS, order_program
+    from synth.lower.hopper_pingpong import MUTANTS as ORDER_MUTANTS, order_program
+    from synth.verify.hopper_pingpong import CARRY_MUTANTS as PP_CARRY
     from synth.hopper.store import STORE_MUTANTS, store_mutant
 
     cases: list = []

@@ -20,7 +20,8 @@ from synth.emit.sm90.emulate import emulate_sm90
 from synth.emit.sm90.kernel import emit_sm90_kernel
 from synth.hopper.ir import dumps
 from synth.verify.hopper_persistent import check_carry
-from synth.hopper.pingpong import CARRY_MUTANTS, MUTANTS, order_program, verify_pingpong
+from synth.lower.hopper_pingpong import MUTANTS, order_program
+from synth.verify.hopper_pingpong import CARRY_MUTANTS, verify_pingpong
 from synth.trusted import solvers
 from synth.trusted.hopper import derive_hopper
 from synth.trusted.hopper_program import read_hopper_bytes

@@ -813,7 +813,7 @@ def emit_sm90_kernel(cfg: Sm90Config, program: Optional[HopperProgram] = None, c
     if order is not None and not cfg.pingpong:
         raise ValueError("an order program applies to ping-pong consumers only")
     if cfg.pingpong and order is None:
-        from ...hopper.pingpong import order_program
+        from ...lower.hopper_pingpong import order_program
 
         order = order_program(False)
     if carry and not cfg.persistent:
