@@ -735,7 +735,7 @@ def _verify_folder_parts(target: str, dl) -> dict:
         rep = verify(path, time_limit=max(1.0, dl.left()))
         ok, text = bool(rep.ok), rep.render()
         if name == "store":
-            from .hopper.store import check_threads
+            from .verify.hopper_store import check_threads
 
             threads = check_threads(rep.program)
             ok = ok and all(t.ok for t in threads)

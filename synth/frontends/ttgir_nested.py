@@ -34,7 +34,7 @@ warp specialization and TMA stores"):
 Every TMA store becomes the store program of its role (:mod:`synth.hopper.store`, one staging slot, the
 role's sub-tiles in order ``e = r t + j``): ``war`` (a staging write after the previous store read the
 buffer, proven by :func:`synth.verify.verify_program` for every tile count), ``converge`` and
-``proxy_fence`` (:func:`synth.hopper.store.check_threads`: a ``fence_async_shared`` between the threads'
+``proxy_fence`` (:func:`synth.verify.hopper_store.check_threads`: a ``fence_async_shared`` between the threads'
 writes and the elected store) and ``teardown`` (a store wait with pending count 0 after the role's last
 store). Assumed from Triton 3.9's lowering (checked in its PTX for the saved inputs): the ``bar.sync`` its
 membar pass puts after every ``async_tma_store_wait`` (before the staging buffer is written again) and
@@ -352,7 +352,7 @@ def store_program(path: str, role: str, tile: list, final: list, tiles, tl: Opti
     count (``"E"`` or 1). The ``r`` stores of a tile are sub-tiles ``e = r t + j`` of the war program (sub-tile
     ``j``'s statements guarded ``i % r == j`` when ``r > 1``: one staging buffer, each store's write after the
     previous store read it); the thread program runs one tile per iteration, its statements in the tile's
-    order (what :func:`synth.hopper.store.check_threads` judges). With ``arrive_sync`` a ``bar_sync`` follows
+    order (what :func:`synth.verify.hopper_store.check_threads` judges). With ``arrive_sync`` a ``bar_sync`` follows
     every store wait and precedes every TMA store (Triton's membar)."""
     bufs = {e.buf for e in tile + final if e.kind in ("stwrite", "tstore")}
     for e in tile + final:
@@ -493,7 +493,7 @@ def store_teardown(p: Program) -> tuple:
 
 def prove_store(role: str, progs: tuple, sources: dict, r: int, time_limit: float) -> StoreCheck:
     """The store check of a role: ``progs`` the war and thread programs of :func:`store_program`."""
-    from ..hopper.store import check_threads
+    from ..verify.hopper_store import check_threads
     from ..verify import verify_program
 
     war, threads = progs

@@ -274,7 +274,7 @@ def run_hopper(g: HopperGemm, *, deadline: Union[Deadline, float], verify: bool 
     store_report, threads = None, ()
     if verify and store is not None and report.ok:
         from ..verify import verify_program
-        from .store import check_threads
+        from ..verify.hopper_store import check_threads
 
         store_report = timed("prove (TMA store)", lambda: verify_program(store, time_limit=query_limit, deadline=dl))
         proofs.append(ProofPhase("TMA-store program", len(store_report.obligations),

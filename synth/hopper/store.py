@@ -6,7 +6,7 @@ A consumer warp group stores its part of every output tile it computes as ``E >=
 CTA never resets the count). Sub-tile ``e`` goes through staging slot ``e % S`` (``S`` staging buffers
 per warp group). The elected thread (``wt == 0``) issues the stores, so the bulk async-group FIFO is
 its own; the other 127 threads learn what it waited for only through a named barrier over the warp
-group. Per sub-tile, in program order (:func:`store_program`):
+group. Per sub-tile, in program order (:func:`synth.lower.hopper_store.store_program`):
 
 1. ``wait_group.read S - 1`` (elected): the store that read slot ``e % S`` last (sub-tile ``e - S``)
    has read it;
@@ -24,22 +24,25 @@ The program is a :class:`~synth.program.Program` of the sm_80 form (one FIFO que
 groups; a TMA store is an async op that *reads* its slot), so RFC 0077's completion model and synth's
 prover (:func:`synth.verify.verify_program`) prove its waits for every ``E``: the write of slot
 ``e % S`` after the store of ``e - S`` read it (``war``). What the single-thread model cannot see is
-:func:`check_threads`: classes ``converge`` (an all-thread write after an elected wait is separated
+:func:`synth.verify.hopper_store.check_threads`: classes ``converge`` (an all-thread write after an elected wait is separated
 from it by a barrier), ``proxy_fence`` (a store reads a version only after every writing thread
 fenced and then met the issuing thread at a barrier) and ``teardown`` (the epilogue part, after the
 last sub-tile, runs ``wait_group.read 0`` unguarded with nothing committed after it; the program
 format writes that wait with an empty ``before``: no op follows it, the CTA's exit does). The independent checker
 (:mod:`synth.trusted.store`) decides the same two classes on its own; certificates of the
 ``war`` obligations are written as for any sm_80 program.
+
+This module holds the protocol's vocabulary (units, bounds, the thread classes) and its known bugs as edits of a
+store program (:data:`STORE_MUTANTS`, :func:`store_mutant`); the program is built by
+:mod:`synth.lower.hopper_store` and its thread classes decided by :mod:`synth.verify.hopper_store`.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import Optional
+from dataclasses import replace
 
-from ..expr import Num, Var, parse
-from ..program import Access, CommitStmt, OpStmt, Part, Program, ProgBuffer, ProgOp, Wait, WaitStmt
+from ..expr import parse
+from ..program import OpStmt, Program, WaitStmt
 
 QUEUE = "tma_store"
 """The queue of ``cp.async.bulk`` groups (one FIFO per issuing thread: the elected one)."""
@@ -63,132 +66,6 @@ TRIP = "E"
 """The trip-count symbol: sub-tiles this warp group stores over the CTA's life."""
 
 
-def store_program(staging: int, *, name: str = "tma_store", wait: Optional[int] = None) -> Program:
-    """The store program of a warp group with ``staging`` slots (1 .. :data:`MAX_STAGING`), for every
-    ``E >= 1``; ``wait``: the ``wait_group.read`` count before a slot is written (default
-    ``staging - 1``, the largest correct one). ValueError outside the bounds."""
-    if not 1 <= staging <= MAX_STAGING:
-        raise ValueError(f"staging {staging}: expected 1..{MAX_STAGING} buffers")
-    n = staging - 1 if wait is None else wait
-    if not 0 <= n <= MAX_STAGING:
-        raise ValueError(f"wait_group.read {n}: expected 0..{MAX_STAGING}")
-    i = Var("i")
-    slot = parse(f"i % {staging}")
-    ops = (ProgOp("free", "bar_sync", 0, False, None, None),
-           ProgOp("stage", "st_shared", 0, False, None, None),
-           ProgOp("fence", "fence_proxy_async", 0, False, None, None),
-           ProgOp("publish", "bar_sync", 0, False, None, None),
-           ProgOp("store", "tma_store", 0, True, 0, None))
-    body = Part("body", "i", parse(TRIP), (
-        WaitStmt(0),
-        OpStmt("free", i),
-        OpStmt("stage", i, writes=(Access("staging", i, slot),)),
-        OpStmt("fence", i),
-        OpStmt("publish", i),
-        OpStmt("store", i, group=0, reads=(Access("staging", i, slot, "stage"),)),
-        CommitStmt(0, 0),
-    ))
-    # after the last sub-tile: the CTA may exit only once every store has read its slot (class teardown)
-    epilogue = Part("epilogue", "i", parse("1"), (WaitStmt(1),))
-    waits = (Wait("body", 0, parse(str(n)), "free", reason="the slot's previous store has read it"),
-             Wait("epilogue", 0, parse("0"), "", reason="every store has read its slot before the CTA exits"))
-    return Program(name, "i", TRIP, 1, 0, ops, (ProgBuffer("staging", "shared", staging, 0),), (QUEUE,),
-                   (body, epilogue), waits)
-
-
-@dataclass(frozen=True)
-class ThreadCheck:
-    """One verdict of :func:`check_threads`: ``cls`` (``converge`` / ``proxy_fence``), ``ok`` and the
-    counterexample (which statement, which thread lags, what it may see)."""
-
-    cls: str
-    ok: bool
-    detail: str = ""
-
-
-def _scope(program: Program, s) -> str:
-    if isinstance(s, (WaitStmt, CommitStmt)):
-        return "elected"
-    return UNITS.get(program.op(s.op).unit, "?")
-
-
-def check_threads(program: Program) -> tuple[ThreadCheck, ...]:
-    """The two thread classes of a store program's body (module docstring), decided on its statement order
-    (the body is one straight line per sub-tile; a guarded barrier or fence may not run, so it does not
-    count). ``converge``: between the elected thread's last wait and each all-thread write of the staging
-    buffer, a barrier runs. ``proxy_fence``: between each all-thread write of a version and the elected
-    store reading it, a fence by the writers then a barrier run, in that order. An op of an unknown unit
-    fails both (the checker cannot say which threads run it)."""
-    body = program.part("body")
-    stmts = body.stmts
-    scopes = [_scope(program, s) for s in stmts]
-    out = []
-    bad = [program.op(s.op).unit for s, sc in zip(stmts, scopes) if sc == "?"]
-    if bad:
-        why = f"ops of unit(s) {', '.join(sorted(set(bad)))}: which threads run them is unknown"
-        return tuple(ThreadCheck(c, False, why) for c in THREAD_CLASSES)
-
-    def runs(k: int) -> bool:
-        return stmts[k].guard is None
-
-    # converge: an all-thread write after an elected wait (in the same sub-tile, or the last wait of the
-    # previous one, reached around the loop), with no barrier between
-    problem = ""
-    for k, s in enumerate(stmts):
-        if not (isinstance(s, OpStmt) and s.writes and scopes[k] == "all"):
-            continue
-        # the last wait before it: in this sub-tile, or else the previous one's, reached around the back edge
-        waits = [w for w in (*range(k + 1, len(stmts)), *range(k)) if isinstance(stmts[w], WaitStmt)]
-        if not waits:
-            continue  # no wait at all: nothing to learn before writing (the prover's war obligations judge that)
-        last = waits[-1]
-        span = range(last + 1, k) if last < k else (*range(last + 1, len(stmts)), *range(k))
-        if not any(scopes[b] == "converge" and runs(b) for b in span):
-            problem = (f"{s.op} (all 128 threads) writes staging slot {s.writes[0].slot} after the elected thread's "
-                       f"wait_group.read with no bar.sync between: thread 1 may write while the previous store of "
-                       f"that slot still reads it, since only thread 0 waited")
-            break
-    out.append(ThreadCheck("converge", not problem, problem))
-    problem = ""
-    for k, s in enumerate(stmts):
-        if not (isinstance(s, OpStmt) and s.reads and scopes[k] == "elected"):
-            continue
-        for acc in s.reads:
-            writers = [w for w in range(k) if isinstance(stmts[w], OpStmt) and any(
-                a.buffer == acc.buffer and a.version == acc.version for a in stmts[w].writes)]
-            if not writers:
-                problem = f"{s.op} reads {acc.buffer} version {acc.version} that no earlier statement of the sub-tile writes"
-                break
-            w = writers[-1]
-            fences = [f for f in range(w + 1, k) if isinstance(stmts[f], OpStmt) and runs(f)
-                      and program.op(stmts[f].op).unit == "fence_proxy_async"]
-            if not fences:
-                problem = (f"{s.op} (async proxy) reads {acc.buffer} slot {acc.slot} written by "
-                           f"{stmts[w].op} (generic proxy) with no fence.proxy.async between: the TMA store may "
-                           f"read the slot's old bytes")
-                break
-            bars = [b for b in range(fences[0] + 1, k) if scopes[b] == "converge" and runs(b)]
-            if not bars:
-                problem = (f"{s.op} (elected thread) reads {acc.buffer} slot {acc.slot} with no bar.sync after "
-                           f"the fence: thread 1's writes may not be fenced, or not made, when thread 0 issues it")
-                break
-        if problem:
-            break
-    out.append(ThreadCheck("proxy_fence", not problem, problem))
-    # teardown: after the last sub-tile, an unguarded wait_group.read 0 on the bulk queue with no commit after it
-    problem = "after the last sub-tile no wait_group.read 0 runs: a store may still read shared memory when the CTA exits"
-    for pt in program.parts:
-        if pt.name == "body":
-            continue
-        for k, s in enumerate(pt.stmts):
-            if isinstance(s, WaitStmt) and s.guard is None and program.waits[s.wait].in_flight == Num(0) and \
-                    program.waits[s.wait].queue == 0 and \
-                    not any(isinstance(x, (CommitStmt, OpStmt)) for x in pt.stmts[k + 1:]):
-                problem = ""
-    out.append(ThreadCheck("teardown", not problem, problem))
-    return tuple(out)
-
-
 STORE_MUTANTS = {
     "rewrite_before_read": "the wait before a staging write lets one store too many stay in flight "
                            "(wait_group.read S instead of S - 1): the slot is rewritten before its last store read it",
@@ -207,8 +84,6 @@ STORE_MUTANTS = {
 def store_mutant(program: Program, name: str) -> Program:
     """``program`` (a :func:`store_program`) with the bug ``name`` of :data:`STORE_MUTANTS`; KeyError for
     another name."""
-    from dataclasses import replace
-
     if name not in STORE_MUTANTS:
         raise KeyError(name)
     body = program.part("body")
@@ -241,4 +116,4 @@ def store_mutant(program: Program, name: str) -> Program:
     return replace(program, parts=(replace(body, stmts=tuple(stmts)), *program.parts[1:])).with_befores()
 
 
-__all__ = ["THREAD_CLASSES", "DEFAULT_STAGING", "store_program", "store_mutant", "STORE_MUTANTS", "check_threads", "ThreadCheck", "QUEUE", "UNITS", "MAX_STAGING", "TRIP"]
+__all__ = ["THREAD_CLASSES", "DEFAULT_STAGING", "store_mutant", "STORE_MUTANTS", "QUEUE", "UNITS", "MAX_STAGING", "TRIP"]

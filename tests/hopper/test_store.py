@@ -21,7 +21,9 @@ from synth.emit import sass
 from synth.emit.sm90.config import Sm90Config
 from synth.emit.sm90.emulate import emulate_sm90
 from synth.emit.sm90.kernel import emit_sm90_kernel
-from synth.hopper.store import STORE_MUTANTS, THREAD_CLASSES, check_threads, store_mutant, store_program
+from synth.hopper.store import STORE_MUTANTS, THREAD_CLASSES, store_mutant
+from synth.lower.hopper_store import store_program
+from synth.verify.hopper_store import check_threads
 from synth.program import dumps, program_to_json
 from synth.trusted.flags import FlagError, read_epilogue_flag
 from synth.trusted.store import check_store_threads

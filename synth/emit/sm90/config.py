@@ -27,7 +27,8 @@ from ...bounds import MAX_SPLIT_K
 from ...hopper.cluster_shape import CLUSTERS, ClusterShaped
 from ...hopper.ir import HopperProgram
 from ...hopper.loop import HopperLoop, Load
-from ...hopper.store import MAX_STAGING, store_program
+from ...hopper.store import MAX_STAGING
+from ...lower.hopper_store import store_program
 from ...lower.barriers import lower_hopper
 from ...lower.cluster import lower_hopper_cluster
 
