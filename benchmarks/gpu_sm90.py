@@ -32,7 +32,7 @@ sys.path.insert(0, str(ROOT))
 
 from synth.emit.sm90.kernel import emit_sm90_kernel  # noqa: E402
 from synth.emit.sm90.runner import gpu_status, time_gpu  # noqa: E402
-from synth.hopper.flow import choose_pipeline, kernel_config  # noqa: E402
+from synth.flow.hopper import choose_pipeline, kernel_config  # noqa: E402
 from synth.hopper.problem import HopperGemm  # noqa: E402
 from synth.run import cublas_ms  # noqa: E402
 from synth.verify.phases import verify_hopper  # noqa: E402

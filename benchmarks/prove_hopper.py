@@ -93,7 +93,7 @@ def measure_one(index: int) -> dict:
     """One design, in this process: run_hopper with every proof phase timed."""
     from synth.deadline import Deadline
     from synth.errors import SynthError
-    from synth.hopper.flow import run_hopper
+    from synth.flow.hopper import run_hopper
     from synth.load import load_problem_text
 
     label, shape, tile, stages, kpipe, keys = DESIGNS[index]

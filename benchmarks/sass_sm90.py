@@ -81,7 +81,7 @@ def synth_row(bm: int, bn: int, stages: int, persistent: bool = False, epilogue:
 
 def synth_solve_row(bm: int, bn: int, size: int = 4096) -> tuple[str, dict]:
     """The kernel ``synth solve`` writes for a ``size``^3 f16 problem with this tile (CP-SAT's choice)."""
-    from synth.hopper.flow import choose_pipeline, kernel_config
+    from synth.flow.hopper import choose_pipeline, kernel_config
     from synth.hopper.problem import HopperGemm
 
     g = HopperGemm("bench", size, size, size, "f16", bm, bn)

@@ -97,7 +97,7 @@ def lower(problem, schedule=None):
 
     p = _problem(problem)
     if isinstance(p, HopperGemm):  # the Hopper loop: a HopperProgram of the pinned (or given) choice
-        from .hopper.flow import kernel_config
+        from .emit.hopper_config import kernel_config
 
         if schedule is None:
             if p.stages is None or p.k_pipe_mmas is None:
@@ -137,7 +137,7 @@ def _check_undeclared_cluster(program, program_file: str) -> None:
     """SynthError at the ``problem.yaml`` beside ``program_file`` when it declares no cluster (``cluster: 1x1``
     or no such key; ``auto`` is a problem file's, left alone) and ``program`` is a thread-block cluster program
     (docs/hopper_cluster.md, "Which programs are cluster programs"): the folder does not describe its program."""
-    from .hopper.flow import is_cluster_program
+    from .verify.hopper_cluster import is_cluster_program
     from .trusted.flags import FlagError, read_cluster_flag
     from .trusted.hopper import MAX_FLAG_BYTES
     from .trusted.program import read_regular
@@ -194,7 +194,7 @@ def verify(target, *, time_limit: float = 60.0, certificate: Optional[str] = Non
         check_out_dir(os.fspath(certificate), force=force, flag="--certificate")
     declared = False  # a folder's problem.yaml that says cluster: 2x1 / 1x2 (docs/hopper_cluster.md)
     if isinstance(target, (str, os.PathLike)) and is_hopper_file(os.fspath(target)):
-        from .hopper.flow import declared_cluster
+        from .flow.hopper import declared_cluster
 
         path = os.fspath(target)
         target = load_hopper(path)
@@ -203,7 +203,7 @@ def verify(target, *, time_limit: float = 60.0, certificate: Optional[str] = Non
         if not declared:
             _check_undeclared_cluster(target, pfile)
     if isinstance(target, HopperProgram):  # docs/hopper.md: a HopperReport, obligations by class
-        from .hopper.flow import prove_hopper
+        from .verify.hopper_cluster import prove_hopper
         from .verify.certificate_phases import write_hopper_certificate
 
         deadline.check("prove")
@@ -303,7 +303,7 @@ def emit(source, *, target: str = "cuda") -> str:
             raise SynthError(Loc(problem.path), f"a Hopper folder (mainloop: tma_wgmma) has no {target} export: "
                              "TVM's and MLIR's pipelining annotations describe cp.async loops",
                              "use --target cuda; the stages and k_pipe_mmas are in schedule.json")
-        from .hopper.flow import kernel_config
+        from .emit.hopper_config import kernel_config
         from .emit.sm90.kernel import emit_sm90_kernel
 
         return emit_sm90_kernel(kernel_config(problem, schedule), program)

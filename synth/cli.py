@@ -403,7 +403,7 @@ def cmd_solve(args, ui: _Ui) -> Outcome:
         prog("write", 1, 1)
     phases = [("load", t_load)] + list(result.phases) + [("write", time.monotonic() - t0)]
     wall = time.monotonic() - t_start
-    from .hopper.flow import HopperResult
+    from .flow.hopper import HopperResult
 
     if isinstance(result, HopperResult):
         return _solve_hopper(ui, result, out, files, phases, wall)
@@ -455,7 +455,7 @@ def _hopper_design_json(result) -> dict:
 
 def _solve_hopper(ui: _Ui, result, out: str, files: list[str], phases, wall: float) -> Outcome:
     """The report of ``synth solve`` on a Hopper problem: the choice, the obligations by class."""
-    from .hopper.flow import choice_to_json
+    from .hopper.loop import choice_to_json
 
     rep = result.report
     outcome = Outcome(result={"problem": result.problem.name, "out": out, "files": files, "mainloop": "tma_wgmma",

@@ -855,7 +855,8 @@ def _load_hopper(out: str, problem, files: dict[str, bytes], source: str, backen
     under it, and kernel.cu equal to the kernel synth emits from that program (all derived again; a program
     equal to synth's own lowering needs no further validation, so no solver is loaded)."""
     from .emit.sm90.kernel import emit_sm90_kernel
-    from .hopper.flow import choice_from_json, kernel_config
+    from .emit.hopper_config import kernel_config
+    from .hopper.loop import choice_from_json
     from .hopper.ir import hopper_from_json
 
     cfg = kernel_config(problem, choice_from_json(problem, _json(out, files, "schedule.json"),

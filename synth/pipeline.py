@@ -88,14 +88,14 @@ def run(problem: Problem, *, time_limit: float = 60.0, workers: int = 2, verify:
     Pure apart from solver time: nothing is written. Raises :class:`SynthError`
     for user errors (including infeasible problems). A Hopper problem
     (:class:`~synth.hopper.problem.HopperGemm`, ``mainloop: tma_wgmma``) takes the
-    Hopper flow and gives a :class:`~synth.hopper.flow.HopperResult`.
+    Hopper flow and gives a :class:`~synth.flow.hopper.HopperResult`.
     """
     say = progress or (lambda phase, done, total: None)
     dl = as_deadline(deadline, time_limit)
     from .hopper.problem import HopperGemm
 
     if isinstance(problem, HopperGemm):
-        from .hopper.flow import run_hopper
+        from .flow.hopper import run_hopper
 
         dl.check("schedule", loc=Loc(problem.path))
         return run_hopper(problem, deadline=dl, verify=verify, emit=emit, progress=progress,
@@ -165,7 +165,7 @@ def write_outputs(result: Result, out_dir: str, *, force: bool = False,
     :class:`~synth.deadline.TimeUp` (phase ``write``) is raised and nothing is
     left behind (no folder, no temporary folder).
     """
-    from .hopper.flow import HopperResult
+    from .flow.hopper import HopperResult
     from .outdir import publish
     from .printer import program_text
 
@@ -193,7 +193,7 @@ CERTIFICATE_QUERY_LIMIT = 60.0
 
 def _write_hopper(result, d: str, dl: Deadline = NEVER) -> list[str]:
     from .emit.timeline_pingpong import design_timeline
-    from .hopper.flow import output_files
+    from .flow.hopper import output_files
 
     files = output_files(result)
     dl.check("write (timeline)")
@@ -268,7 +268,7 @@ def load_output(out_dir: str) -> tuple[Problem, Schedule, Program]:
     """Read back an output folder written by :func:`write_outputs` (for ``synth emit``/``run``).
 
     A Hopper folder gives ``(HopperGemm, HopperChoice, HopperProgram)`` instead, each re-derived
-    and checked against the others (:func:`synth.hopper.flow.load_hopper_output`).
+    and checked against the others (:func:`synth.flow.hopper.load_hopper_output`).
     """
     from .load import load_problem
     from .verify import load_program
@@ -282,7 +282,7 @@ def load_output(out_dir: str) -> tuple[Problem, Schedule, Program]:
     from .hopper.problem import HopperGemm
 
     if isinstance(problem, HopperGemm):
-        from .hopper.flow import load_hopper_output
+        from .flow.hopper import load_hopper_output
 
         out = load_hopper_output(out_dir, problem)
         return out.problem, out.choice, out.program

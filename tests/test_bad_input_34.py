@@ -125,7 +125,7 @@ def test_the_folder_text_is_checked_against_the_certificate_reader_before_the_pr
     """A folder text the certificate checker reads otherwise than YAML stops the flow before any proof (a bug of
     synth's writer: RuntimeError, exit 3), never after it."""
     import synth.trusted.hopper as trusted
-    from synth.hopper import flow
+    from synth.flow import hopper as flow
     from synth.load import load_problem_text
 
     g = load_problem_text("name: g\n" + SMALL + "persistent: true\n")

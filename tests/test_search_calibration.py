@@ -159,7 +159,7 @@ def test_solve_chooses_the_stages_the_search_ranks_each_design_at(shape, seed):
     """For a sample of the designs the search ranks (clusters, ping-pong, TMA store and splits among them),
     ``synth solve``'s CP-SAT choice for that design with ``stages: auto`` and ``k_pipe_mmas: auto`` is the point the
     search prices (the 64x128 2x1 cluster at K 1024: 8 stages both; solve used to price it as one CTA, 7)."""
-    from synth.hopper.flow import choose_pipeline
+    from synth.flow.hopper import choose_pipeline
 
     ctx, sample = _sample(shape, 12, seed)
     for p in sample:
@@ -173,8 +173,9 @@ def test_solve_chooses_the_stages_the_search_ranks_each_design_at(shape, seed):
 def test_solve_prices_each_design_as_the_search_does():
     """``synth solve``'s design choice (every design key auto) predicts each design exactly as the search's estimate
     of the same design at its own stages."""
-    from synth.hopper.design import DESIGN_KEYS, choose_design
-    from synth.hopper.flow import choose_pipeline
+    from synth.flow.design import choose_design
+    from synth.hopper.design import DESIGN_KEYS
+    from synth.flow.hopper import choose_pipeline
     from synth.search.hopper import auto_choice
 
     shape = (2048, 2048, 2048)
@@ -196,7 +197,8 @@ def test_solve_prices_each_design_as_the_search_does():
 
 def test_the_solve_summary_names_the_design_chosen():
     from synth.cli import _hopper_design_json, _hopper_design_line
-    from synth.hopper.design import Design, DesignChoice
+    from synth.flow.design import DesignChoice
+    from synth.hopper.design import Design
 
     g = HopperGemm("d", 1024, 1024, 1024, "f16", 128, 128, persistent=True, cluster="2x1", epilogue="tma_store",
                    auto=("persistent", "cluster"))

@@ -50,7 +50,7 @@ def test_sm90_search_ranks_the_hopper_kernels_by_default():
         assert c.ktile_cycles >= c.ktile_bound > 0 and c.ctas_per_sm >= 1 and c.why
     w = res.winner
     # the winner's pipeline is what synth solve builds for its tile with stages: auto
-    from synth.hopper.flow import choose_pipeline
+    from synth.flow.hopper import choose_pipeline
 
     auto = choose_pipeline(replace(w.config, stages=None, k_pipe_mmas=None))
     assert (auto.stages, auto.k_pipe_mmas) == (w.stages, w.k_pipe_mmas)

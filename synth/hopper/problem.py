@@ -8,7 +8,7 @@ in 16..256, the wgmma N and the TMA box limit), f16 or bf16 operands, a producer
 ``BM / 64`` consumer warp groups, ``stages`` and ``k_pipe_mmas`` pinned or chosen by CP-SAT, and
 the shared memory ``stages * (BM + BN) * 128 + 16 * stages + 1024`` bytes within 227 KiB (or the
 file's ``target.shared_bytes``). The result is a :class:`HopperGemm`, the first stage of the
-Hopper flow (:mod:`synth.hopper.flow`): problem -> choice -> program -> {proof, kernel}.
+Hopper flow (:mod:`synth.flow.hopper`): problem -> choice -> program -> {proof, kernel}.
 
 Keys of the Ampere flow that have no meaning here are refused with a fix rather than ignored:
 ``schedule`` (op pins), ``objective``, ``min_k_tiles`` (the Hopper program is proven for every

@@ -167,7 +167,7 @@ def choose(cfg: GemmConfig, *, time_limit: float = 10.0, stages: Optional[int] =
 @dataclass(frozen=True)
 class PipelineInput:
     """What the Hopper pipeline model (:func:`choose`, :func:`loop_cost`)
-    reads of one design of a problem: the one input ``synth solve`` (:func:`synth.hopper.flow.choose_pipeline`)
+    reads of one design of a problem: the one input ``synth solve`` (:func:`synth.flow.hopper.choose_pipeline`)
     and ``synth search`` (:func:`synth.search.hopper.point_input`) both price, so a design gets the same stages,
     ``K_PIPE_MMAS`` and k-loop cycles from either (:func:`pipeline_input`)."""
 

@@ -48,7 +48,7 @@ def write_candidates(result: SearchResult, out_dir: str, *, k: Optional[int] = N
     """Run solve -> lower -> verify -> emit for the ``k`` best and write one folder each under ``out_dir``.
 
     Folder names: ``NN-<problem name>``. A ``tma_wgmma`` candidate goes through the Hopper flow
-    (:func:`synth.hopper.flow.run_hopper`: problem.yaml with ``mainloop: tma_wgmma`` and its pinned
+    (:func:`synth.flow.hopper.run_hopper`: problem.yaml with ``mainloop: tma_wgmma`` and its pinned
     ``stages`` / ``k_pipe_mmas``, schedule.json, program, certificate, kernel.cu for sm_90a); a split or
     stream-K candidate's problem.yaml has ``split_k: S`` or ``stream_k: true``. Returns the folders written.
 

@@ -28,7 +28,8 @@ release), and this module adds what the program's setup and teardown must do for
     barrier) while a peer may still arrive on it or multicast into it.
 
 These are rules on the program's text (the statements that exist, whatever their guards): they
-hold for every ``T`` or for none. :func:`verify_cluster` runs both. :data:`CLUSTER_BUGS` are the
+hold for every ``T`` or for none. :func:`verify_cluster` runs both; :func:`prove_hopper` proves any Hopper program,
+with the cluster classes when it is a cluster program (:func:`is_cluster_program`). :data:`CLUSTER_BUGS` are the
 known cluster bugs as mutants of a lowered cluster program.
 """
 
@@ -242,6 +243,33 @@ def verify_cluster(p: HopperProgram, **kw) -> ClusterReport:
     return ClusterReport(h.ok and all(o.status == "proven" for o in c), h, c, time.perf_counter() - t0)
 
 
+def is_cluster_program(p: HopperProgram) -> bool:
+    """Whether ``p`` is checked as a thread-block cluster program from its own data (docs/hopper_cluster.md,
+    "Which programs are cluster programs"): it holds a ``cluster_sync`` statement (setup or teardown), or a
+    role whose name ends in a CTA index issues a copy that completes on, or writes into, a barrier or buffer
+    whose name ends in another index (a multicast). A remote *arrive* alone does not count: ping-pong's order
+    program (``pp0`` arrives on ``order1``) is one CTA. The same rule is
+    :func:`synth.trusted.certify.is_cluster_program`'s, on the file's bytes."""
+    if any(isinstance(s, ClusterSyncStmt) for s in tuple(p.setup) + tuple(p.teardown)):
+        return True
+    return any(u.what.startswith("multicasts") for u in remote_uses(p))
+
+
+def prove_hopper(p: HopperProgram, *, cluster: bool = False, time_limit: float = 10.0,
+                 deadline: Optional[float] = None):
+    """The :class:`~synth.verify.phases.HopperReport` of ``p``: every barrier class of
+    :func:`~synth.verify.phases.verify_hopper` and, for a cluster program, the cluster classes of
+    :func:`verify_cluster` (``cluster_form``, ``init_visible``, ``safe_exit``) among its
+    obligations (``ok`` only when all are proven). The cluster classes are checked when ``cluster`` (the folder
+    declares a cluster) or :func:`is_cluster_program` (the program's own data says so: a program that
+    multicasts is never proven as one CTA)."""
+    if not (cluster or is_cluster_program(p)):
+        return verify_hopper(p, time_limit=time_limit, deadline=deadline)
+    rep = verify_cluster(p, time_limit=time_limit, deadline=deadline)
+    return replace(rep.hopper, ok=bool(rep.ok), obligations=tuple(rep.hopper.obligations) + tuple(rep.cluster),
+                   seconds=rep.seconds)
+
+
 # --------------------------------------------------------------------------------------------
 # the known cluster bugs, as mutants of a lowered cluster program
 # --------------------------------------------------------------------------------------------
@@ -388,5 +416,6 @@ CLUSTER_BUGS: dict[str, tuple[Callable, str, frozenset]] = {
 
 
 __all__ = ["cta_of", "remote_uses", "Remote", "cluster_obligations", "verify_cluster", "ClusterReport",
+           "is_cluster_program", "prove_hopper",
            "CLUSTER_CLASSES", "CLUSTER_BUGS", "local_empty_count", "own_part_expect_tx", "mask_missing_peer",
            "cta_scope_init_fence", "no_cluster_sync_after_init", "no_cluster_sync_before_exit", "trip_mismatch"]

@@ -11,8 +11,9 @@ from dataclasses import replace
 import pytest
 
 from synth.errors import SynthError
-from synth.hopper.design import Design, candidate_designs, choose_design, legal
-from synth.hopper.flow import choose_pipeline
+from synth.flow.design import choose_design
+from synth.hopper.design import Design, candidate_designs, legal
+from synth.flow.hopper import choose_pipeline
 from synth.hopper.problem import HopperGemm
 
 BASE = ("name: g\nkind: gemm\nshape: {M: 4096, N: 4096, K: 4096}\ntile: {BM: 64, BN: 128, BK: 64}\n"

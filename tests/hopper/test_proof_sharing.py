@@ -107,7 +107,7 @@ def test_solve_names_every_proof_phase(keys, phases_named):
     """The report's summary (printed by synth solve and written to verify.txt) names each proof phase with its
     obligations and seconds, and the total: no proof time is left unnamed."""
     from synth.deadline import Deadline
-    from synth.hopper.flow import run_hopper
+    from synth.flow.hopper import run_hopper
     from synth.load import load_problem_text
 
     text = "\n".join(["name: sharing", "kind: gemm", "shape: {M: 1024, N: 1024, K: 1024}", "dtype: f16",

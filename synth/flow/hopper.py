@@ -2,19 +2,24 @@
 
 For a ``kind: gemm`` problem with ``mainloop: tma_wgmma`` (a :class:`~synth.hopper.problem.HopperGemm`):
 
+0. **design** (:func:`synth.flow.design.choose_design`, only when a design key is ``auto``): the design of
+   least predicted time;
 1. **choose** (:func:`choose_pipeline`): CP-SAT picks ``stages`` and ``k_pipe_mmas`` under the
    shared-memory limit, for the kernel's shape of pipeline (warp-specialized, ``BM / 64``
    cooperative consumer warp groups; :func:`synth.model.hopper.choose`, docs/hopper.md);
-2. **lower** (:func:`kernel_config`, :meth:`Sm90Config.program`): the warp-specialized barrier
+2. **lower** (:func:`synth.emit.hopper_config.kernel_config`, :meth:`Sm90Config.program`): the warp-specialized barrier
    protocol for every ``T >= 1`` (:func:`synth.lower.barriers.lower_hopper`);
-3. **prove** (:func:`prove_hopper`: :func:`synth.verify.phases.verify_hopper`, every obligation, wgmma wait
+3. **prove** (:func:`synth.verify.hopper_cluster.prove_hopper`: :func:`synth.verify.phases.verify_hopper`, every obligation, wgmma wait
    tightness; for a ``cluster:`` other than ``1x1`` the cluster program of both CTAs and the cluster classes of
-   :func:`synth.verify.hopper_cluster.verify_cluster`);
+   :func:`synth.verify.hopper_cluster.verify_cluster`; a persistent kernel's tile ends, ping-pong's order programs
+   and carry, the TMA-store program: :mod:`synth.verify.hopper_persistent`, :mod:`synth.verify.hopper_pingpong`,
+   :mod:`synth.verify.hopper_store`);
 4. **emit** (:func:`synth.emit.sm90.kernel.emit_sm90_kernel`): kernel.cu for sm_90a, from the
    proven program only.
 
 :func:`output_files` gives the text of each file of the output folder (the writer in
-:mod:`synth.pipeline` publishes them); :func:`load_hopper_output` reads a folder back and
+:mod:`synth.flow.pipeline` publishes them; ``schedule.json`` is :func:`synth.hopper.loop.choice_to_json`);
+:func:`load_hopper_output` reads a folder back and
 re-derives what it can: the program must be the lowering of ``problem.yaml`` under
 ``schedule.json``'s choice, so an edited ``program.json`` or ``schedule.json`` is refused rather
 than trusted.
@@ -25,19 +30,36 @@ from __future__ import annotations
 import json
 import os
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Callable, Optional, Union
 
 from ..deadline import Deadline, as_deadline
+from ..emit.hopper_config import kernel_config
+from ..emit.sm90 import kernel as sm90_kernel  # emit_sm90_kernel looked up when called (tests replace it)
 from ..errors import Loc, SynthError
 from ..gemm import GemmConfig
-from .ir import HopperProgram
-from .loop import HopperChoice
-from .problem import ALIGN_PAD, HopperGemm
-
-SCHEDULE_FORMAT = "synth-hopper-schedule/1"
-"""``schedule.json`` of a Hopper folder."""
-MAINLOOP = "tma_wgmma"
+from ..hopper.design import with_design
+from ..hopper.ir import HopperProgram, dumps, load_hopper
+from ..hopper.loop import HopperChoice, choice_from_json, choice_to_json
+from ..hopper.printer import hopper_text
+from ..hopper.problem import HopperGemm, hopper_problem_yaml
+from ..load import load_problem_text
+from ..lower.hopper_pingpong import order_program
+from ..model.hopper import pipeline_input
+from ..printer import program_text
+from ..program import dumps as program_dumps
+from ..schedule import read_schedule_json
+from ..trusted import hopper as trusted_hopper  # read_persistent_flag looked up when called (tests replace it)
+from ..trusted.flags import FlagError, read_cluster_flag, read_epilogue_flag, read_pingpong_flag
+from ..trusted.program import read_regular
+from ..verify import verify_program
+from ..verify.hopper_cluster import prove_hopper
+from ..verify.hopper_persistent import prove_tile_ends, tile_end_sizes
+from ..verify.hopper_pingpong import verify_pingpong
+from ..verify.hopper_store import check_threads
+from ..verify.phases import STATS, ProofPhase, verify_hopper
+from ..yamlnodes import read_yaml_text
+from .design import choose_design
 
 Progress = Callable[[str, int, int], None]
 
@@ -67,7 +89,7 @@ class HopperResult:
     orders: tuple = ()
     """Ping-pong: ``(name, order program, its HopperReport)`` of the even and odd tile counts."""
     design: Optional[object] = None
-    """The :class:`~synth.hopper.design.DesignChoice` when the problem left a design key ``auto``."""
+    """The :class:`~synth.flow.design.DesignChoice` when the problem left a design key ``auto``."""
 
     @property
     def proven(self) -> bool:
@@ -81,8 +103,6 @@ def gemm_config(g: HopperGemm) -> GemmConfig:
     """The :class:`GemmConfig` view of ``g`` the cost model reads (tile, dtype, arch, K, split); the rest of the
     design (consumers per slot, cluster, reserved shared memory) is in :func:`synth.model.hopper.pipeline_input`,
     whose ``cfg`` this is."""
-    from ..model.hopper import pipeline_input
-
     return pipeline_input(g).cfg
 
 
@@ -90,8 +110,6 @@ def choose_pipeline(g: HopperGemm, *, time_limit: float = 10.0) -> HopperChoice:
     """CP-SAT's ``stages`` / ``k_pipe_mmas`` for ``g`` (pins respected) on the design's whole pipeline input
     (:func:`synth.model.hopper.pipeline_input`: the cluster's remote release included, the same input the search
     prices); SynthError when nothing fits."""
-    from ..model.hopper import pipeline_input
-
     try:
         return pipeline_input(g).choose(time_limit=time_limit, stages=g.stages, k_pipe_mmas=g.k_pipe_mmas)
     except ValueError as e:
@@ -99,52 +117,18 @@ def choose_pipeline(g: HopperGemm, *, time_limit: float = 10.0) -> HopperChoice:
                          "use fewer stages, a smaller tile, or raise target.shared_bytes") from None
 
 
-def kernel_config(g: HopperGemm, choice: HopperChoice):
-    """The :class:`~synth.emit.sm90.config.Sm90Config` of ``g`` under ``choice`` (checked)."""
-    from ..emit.sm90.config import Sm90Config
-
-    cfg = Sm90Config(bm=g.BM, bn=g.BN, stages=choice.stages, k_pipe_mmas=choice.k_pipe_mmas, dtype=g.dtype,
-                     name=g.name, split_k=g.split_k, persistent=g.persistent, epilogue=g.epilogue,
-                     pingpong=g.pingpong, out_dtype=g.out_dtype, cluster=g.cluster)
-    try:
-        cfg.check()
-    except ValueError as e:
-        raise SynthError(g.loc("cluster" if g.cluster != "1x1" else ""), f"the kernel cannot take this choice: {e}",
-                         "use another tile or stages") from None
-    return cfg
-
-
 # ------------------------------------------------------------------------------------------ clusters
-
-def is_cluster_program(p: HopperProgram) -> bool:
-    """Whether ``p`` is checked as a thread-block cluster program from its own data (docs/hopper_cluster.md,
-    "Which programs are cluster programs"): it holds a ``cluster_sync`` statement (setup or teardown), or a
-    role whose name ends in a CTA index issues a copy that completes on, or writes into, a barrier or buffer
-    whose name ends in another index (a multicast). A remote *arrive* alone does not count: ping-pong's order
-    program (``pp0`` arrives on ``order1``) is one CTA. The same rule is
-    :func:`synth.trusted.certify.is_cluster_program`'s, on the file's bytes."""
-    from ..completion import ClusterSyncStmt
-    from ..verify.hopper_cluster import remote_uses
-
-    if any(isinstance(s, ClusterSyncStmt) for s in tuple(p.setup) + tuple(p.teardown)):
-        return True
-    return any(u.what.startswith("multicasts") for u in remote_uses(p))
-
 
 def declared_cluster(program_file: str) -> str:
     """The ``cluster:`` of the ``problem.yaml`` beside ``program_file`` (an output folder's; ``1x1`` when there is
     none, it has no such key or says ``auto``), read by the trusted checker's line reader
     (:func:`synth.trusted.flags.read_cluster_flag`, what ``synth certify`` reads). SynthError (exit 2, the file,
     the line, the fix) when the key is written in a way that reader refuses."""
-    from ..trusted.flags import FlagError, read_cluster_flag
-    from ..trusted.hopper import MAX_FLAG_BYTES
-    from ..trusted.program import read_regular
-
     path = os.path.join(os.path.dirname(os.path.abspath(program_file)), "problem.yaml")
     if not os.path.lexists(path):
         return "1x1"
     try:
-        value = read_cluster_flag(read_regular(path, MAX_FLAG_BYTES), path)
+        value = read_cluster_flag(read_regular(path, trusted_hopper.MAX_FLAG_BYTES), path)
         return "1x1" if value == "auto" else value
     except FlagError as e:
         line = e.where.rpartition(":")[2]
@@ -153,27 +137,6 @@ def declared_cluster(program_file: str) -> str:
     except (OSError, ValueError) as e:
         raise SynthError(Loc(path), f"cannot read: {getattr(e, 'strerror', None) or e}",
                          "pass a folder written by 'synth solve'") from None
-
-
-def prove_hopper(p: HopperProgram, *, cluster: bool = False, time_limit: float = 10.0,
-                 deadline: Optional[float] = None):
-    """The :class:`~synth.verify.phases.HopperReport` of ``p``: every barrier class of
-    :func:`~synth.verify.phases.verify_hopper` and, for a cluster program, the cluster classes of
-    :func:`synth.verify.hopper_cluster.verify_cluster` (``cluster_form``, ``init_visible``, ``safe_exit``) among its
-    obligations (``ok`` only when all are proven). The cluster classes are checked when ``cluster`` (the folder
-    declares a cluster) or :func:`is_cluster_program` (the program's own data says so: a program that
-    multicasts is never proven as one CTA)."""
-    from dataclasses import replace
-
-    from ..verify.phases import verify_hopper
-
-    if not (cluster or is_cluster_program(p)):
-        return verify_hopper(p, time_limit=time_limit, deadline=deadline)
-    from ..verify.hopper_cluster import verify_cluster
-
-    rep = verify_cluster(p, time_limit=time_limit, deadline=deadline)
-    return replace(rep.hopper, ok=bool(rep.ok), obligations=tuple(rep.hopper.obligations) + tuple(rep.cluster),
-                   seconds=rep.seconds)
 
 
 def run_hopper(g: HopperGemm, *, deadline: Union[Deadline, float], verify: bool = True, emit: bool = True,
@@ -203,8 +166,6 @@ def run_hopper(g: HopperGemm, *, deadline: Union[Deadline, float], verify: bool 
     budget = max(0.5, dl.left() / 3)  # the choice is a small model: half a second always finds one
     design = None
     if g.auto:  # persistent / pingpong / epilogue: auto: the design of least predicted time (synth.hopper.design)
-        from .design import choose_design, with_design
-
         design = timed("design", lambda: choose_design(g, choose_pipeline, time_limit=budget))
         g = with_design(g, design.design)
     problem_source(g)  # the folder's problem.yaml reads back as g, for synth and for the certificate checker
@@ -221,8 +182,6 @@ def run_hopper(g: HopperGemm, *, deadline: Union[Deadline, float], verify: bool 
     proofs: list = []  # every proof phase, named with its obligations and time (the report's summary)
 
     if verify:
-        from ..verify.phases import STATS, ProofPhase
-
         def prove():
             # a cluster's program: the barrier classes of both CTAs' roles and the cluster classes
             q0 = STATS["queries"]
@@ -231,8 +190,6 @@ def run_hopper(g: HopperGemm, *, deadline: Union[Deadline, float], verify: bool 
                                      sum(o.status == "proven" for o in rep.obligations), rep.seconds,
                                      STATS["queries"] - q0))
             if cfg.persistent and rep.ok:  # the ring's proof covers every tile count once each tile carries the state
-                from ..verify.hopper_persistent import prove_tile_ends, tile_end_sizes
-
                 # the kernel's carry is the canonical one (the ring program's own expressions), which
                 # check_carry accepts without a query: only the tile ends are asked
                 ends = prove_tile_ends(program, tile_end_sizes(cfg.stages), time_limit=query_limit, deadline=dl.at)
@@ -245,10 +202,6 @@ def run_hopper(g: HopperGemm, *, deadline: Union[Deadline, float], verify: bool 
         report = timed("prove", prove)
     pp, orders = None, ()
     if verify and cfg.pingpong and report.ok:
-        from ..lower.hopper_pingpong import order_program
-        from ..verify.hopper_pingpong import verify_pingpong
-        from ..verify.phases import verify_hopper
-
         def prove_pingpong():
             t0, q0 = time.perf_counter(), STATS["queries"]
             progs = tuple((name, order_program(odd)) for name, odd in (("even", False), ("odd", True)))
@@ -273,9 +226,6 @@ def run_hopper(g: HopperGemm, *, deadline: Union[Deadline, float], verify: bool 
     store = cfg.store_program()
     store_report, threads = None, ()
     if verify and store is not None and report.ok:
-        from ..verify import verify_program
-        from ..verify.hopper_store import check_threads
-
         store_report = timed("prove (TMA store)", lambda: verify_program(store, time_limit=query_limit, deadline=dl))
         proofs.append(ProofPhase("TMA-store program", len(store_report.obligations),
                                  sum(o.status == "proven" for o in store_report.obligations), store_report.seconds))
@@ -290,11 +240,9 @@ def run_hopper(g: HopperGemm, *, deadline: Union[Deadline, float], verify: bool 
                        "use epilogue: register, or raise --time-limit if a proof was unknown")
     kernel = None
     if emit and (report is None or report.ok):
-        from ..emit.sm90.kernel import emit_sm90_kernel
-
         def emit_kernel():
             try:
-                return emit_sm90_kernel(cfg, program)
+                return sm90_kernel.emit_sm90_kernel(cfg, program)
             except ValueError as e:
                 if cfg.cluster == "1x1":
                     raise
@@ -305,52 +253,13 @@ def run_hopper(g: HopperGemm, *, deadline: Union[Deadline, float], verify: bool 
 
         kernel = timed("emit", emit_kernel)
     if report is not None and proofs:  # the summary names every proof phase, not the program's alone
-        from dataclasses import replace
-
         report = replace(report, proofs=tuple(proofs))
     return HopperResult(g, choice, cfg, program, report, kernel, tuple(phases), store, store_report, threads, pp,
                         orders, design)
 
 
-def choice_to_json(g: HopperGemm, c: HopperChoice) -> dict:
-    """``schedule.json`` of a Hopper folder (docs/outputs.md)."""
-    return {"format": SCHEDULE_FORMAT, "problem": g.name, "mainloop": MAINLOOP, "stages": c.stages,
-            "k_pipe_mmas": c.k_pipe_mmas, "consumer_warpgroups": g.consumers,
-            "warp_specialized": c.warp_specialized, "predicted_cycles": c.cycles,
-            "predicted_for_k_tiles": g.trip_count // g.split_k, "shared_bytes": c.smem_bytes, "status": c.status,
-            **({"cluster": g.cluster} if g.cluster != "1x1" else {})}
-
-
-def choice_from_json(g: HopperGemm, doc, path: str) -> HopperChoice:
-    """The choice of a Hopper ``schedule.json``; SynthError when a field is missing, out of bounds or
-    disagrees with the problem. Only ``stages`` and ``k_pipe_mmas`` are read as choices; the rest is
-    derived again (consumers from the tile, shared memory from the stages)."""
-    loc = Loc(path)
-    if not isinstance(doc, dict) or doc.get("format") != SCHEDULE_FORMAT:
-        raise SynthError(loc, f"not a Hopper schedule (format {SCHEDULE_FORMAT})", "re-run 'synth solve'")
-    vals = {}
-    for key, lo, hi in (("stages", 1, g.max_stages()), ("k_pipe_mmas", 0, 15)):
-        v = doc.get(key)
-        if type(v) is not int or not lo <= v <= hi:
-            raise SynthError(loc, f"{key} {v!r} is not an integer in {lo}..{hi}", "re-run 'synth solve'")
-        vals[key] = v
-    if vals["k_pipe_mmas"] >= vals["stages"]:
-        raise SynthError(loc, f"k_pipe_mmas {vals['k_pipe_mmas']} must be below stages {vals['stages']}",
-                         "re-run 'synth solve'")
-    for key in ("stages", "k_pipe_mmas"):
-        pin = getattr(g, key)
-        if pin is not None and pin != vals[key]:
-            raise SynthError(loc, f"{key} {vals[key]} differs from the problem's {key}: {pin}", "re-run 'synth solve'")
-    cyc = doc.get("predicted_cycles")
-    return HopperChoice(vals["stages"], vals["k_pipe_mmas"], g.consumers, cyc if type(cyc) is int else 0,
-                        g.smem_bytes(vals["stages"]), str(doc.get("status", "")), True)
-
-
 def output_files(result: HopperResult) -> dict[str, str]:
     """The text files of a Hopper output folder, by name (certificate/ and the timeline aside)."""
-    from .ir import dumps
-    from .printer import hopper_text
-
     g = result.problem
     sched = choice_to_json(g, result.choice)
     if result.design is not None:
@@ -364,9 +273,6 @@ def output_files(result: HopperResult) -> dict[str, str]:
         files[f"order/{name}/program.json"] = dumps(prog)
         files[f"order/{name}/program.txt"] = hopper_text(prog)
     if result.store is not None:
-        from ..printer import program_text
-        from ..program import dumps as program_dumps
-
         files["store/program.json"] = program_dumps(result.store)
         files["store/program.txt"] = program_text(result.store)
     if result.kernel is not None:
@@ -403,8 +309,6 @@ def output_files(result: HopperResult) -> dict[str, str]:
 
 def cfg_tile_ends(cfg) -> str:
     """The k-tile counts per tile at which ``synth solve`` checks a persistent kernel's tile end, as text."""
-    from ..verify.hopper_persistent import tile_end_sizes
-
     sizes = list(tile_end_sizes(cfg.stages))
     return f"{sizes[0]} .. {sizes[-1]}"
 
@@ -415,20 +319,12 @@ def problem_source(g: HopperGemm) -> str:
     back as ``g`` and to give the certificate checker's line readers (synth/trusted/: ``persistent``, ``pingpong``,
     ``epilogue``, ``cluster``) what YAML gives; :func:`run_hopper` calls it before any proof. A disagreement is a
     bug of synth's writer (RuntimeError, exit 3), never a problem file refused after the proof."""
-    from dataclasses import replace
-
-    from ..load import load_problem_text
-    from ..trusted.flags import read_cluster_flag, read_epilogue_flag, read_pingpong_flag
-    from ..trusted.hopper import read_persistent_flag
-    from ..yamlnodes import read_yaml_text
-    from .problem import hopper_problem_yaml
-
     text = hopper_problem_yaml(g)
     back = load_problem_text(text, g.path)
     if not isinstance(back, HopperGemm) or replace(back, auto=g.auto, path=g.path) != g:
         raise RuntimeError(f"the output folder's problem.yaml does not read back as the problem solved:\n{text}")
     doc, data = read_yaml_text(text), text.encode("utf-8")
-    for key, reader, default in (("persistent", read_persistent_flag, False), ("pingpong", read_pingpong_flag, False),
+    for key, reader, default in (("persistent", trusted_hopper.read_persistent_flag, False), ("pingpong", read_pingpong_flag, False),
                                  ("epilogue", read_epilogue_flag, "register"), ("cluster", read_cluster_flag, "1x1")):
         try:
             got = reader(data, "problem.yaml")
@@ -456,10 +352,6 @@ def load_hopper_output(out_dir: str, problem: HopperGemm) -> HopperOutput:
     The program must equal the lowering of the problem under the schedule's choice (what
     ``synth solve`` wrote); anything else is refused with a SynthError.
     """
-    from .ir import load_hopper
-
-    from ..schedule import read_schedule_json
-
     spath = os.path.join(out_dir, "schedule.json")
     doc = read_schedule_json(spath)  # a regular file, bounded, nested at most MAX_JSON_DEPTH deep
     choice = choice_from_json(problem, doc, spath)
@@ -474,11 +366,8 @@ def load_hopper_output(out_dir: str, problem: HopperGemm) -> HopperOutput:
 
 def emit_from_output(out: HopperOutput) -> str:
     """kernel.cu of a folder read back (its program re-derived, so the text is synth's own)."""
-    from ..emit.sm90.kernel import emit_sm90_kernel
-
-    return emit_sm90_kernel(out.config, out.program)
+    return sm90_kernel.emit_sm90_kernel(out.config, out.program)
 
 
-__all__ = ["HopperResult", "HopperOutput", "run_hopper", "choose_pipeline", "kernel_config", "gemm_config",
-           "choice_to_json", "choice_from_json", "output_files", "problem_source", "load_hopper_output",
-           "emit_from_output", "SCHEDULE_FORMAT", "is_cluster_program", "declared_cluster", "prove_hopper"]
+__all__ = ["HopperResult", "HopperOutput", "run_hopper", "choose_pipeline", "gemm_config", "output_files",
+           "problem_source", "load_hopper_output", "emit_from_output", "declared_cluster"]
