@@ -68,7 +68,7 @@ def solve(problem, *, out: Optional[str] = None, force: bool = False, time_limit
     ``.phases`` (wall seconds per phase) and ``.proven``.
     """
     from .outdir import check_out_dir
-    from .pipeline import run as run_pipeline, write_outputs
+    from .flow.pipeline import run as run_pipeline, write_outputs
 
     from .deadline import Deadline
 
@@ -220,7 +220,7 @@ def verify(target, *, time_limit: float = 60.0, certificate: Optional[str] = Non
         return report
     if isinstance(target, (str, os.PathLike)) and os.path.isdir(target) and \
             os.path.isfile(os.path.join(target, "problem.yaml")):
-        from .pipeline import load_output
+        from .flow.pipeline import load_output
 
         load_output(os.fspath(target))  # a folder's three files must agree (SynthError at the one that does not)
         deadline.check("reading the folder")
@@ -283,7 +283,7 @@ def certify(directory: str, *, time_limit: float = 120.0):
 def _parts(source):
     """(problem, schedule, program) of an output folder or a :class:`~synth.pipeline.Result`."""
     if isinstance(source, (str, os.PathLike)):
-        from .pipeline import load_output
+        from .flow.pipeline import load_output
 
         return load_output(os.fspath(source))
     return source.problem, source.schedule, source.program

@@ -385,7 +385,7 @@ class _Progress:
 def cmd_solve(args, ui: _Ui) -> Outcome:
     from .load import load_problem
     from .outdir import check_out_dir
-    from .pipeline import default_out_dir, run, write_outputs
+    from .flow.pipeline import default_out_dir, run, write_outputs
 
     from .deadline import Deadline, enforced
 
