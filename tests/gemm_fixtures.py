@@ -36,6 +36,27 @@ k_pipe_mmas: 1
 """
 """A small 2x1 cluster problem (2 stages: fast proofs); ``cluster:`` is on line 8. Fill ``name``."""
 
+CLUSTER_SOLVED = CLUSTER_PROBLEM.format(name="cl2")
+"""The 2x1 cluster problem the cluster tests solve (``solve_once(CLUSTER_SOLVED, *SOLVE_FLAGS)``: one folder)."""
+
+PERSISTENT_CLUSTER_PROBLEM = """\
+name: pcl
+kind: gemm
+shape: {M: 384, N: 64, K: 512}
+dtype: f16
+tile: {BM: 64, BN: 64, BK: 64}
+arch: sm_90
+mainloop: tma_wgmma
+cluster: 2x1
+persistent: true
+stages: 2
+k_pipe_mmas: 1
+"""
+"""A small persistent 2x1 cluster problem (6 tile rows: 3 cluster groups), solved once for the tests that use it."""
+
+SOLVE_FLAGS = ("--time-limit", "300")
+"""The flags of the shared cluster solves (a limit with room for a loaded machine; the same flags share a folder)."""
+
 
 def gemm_doc(key_line: str) -> str:
     """A 2048^3 ``kind: gemm`` problem file (128x128x32 tiles, 4 warps, 3 stages, sm_80) with ``key_line`` at line 7."""

@@ -11,31 +11,22 @@ from __future__ import annotations
 import json
 import pathlib
 import shutil
-import subprocess
-import sys
 
 import pytest
 
-from conftest import PROBLEMS, ROOT
-from gemm_fixtures import CLUSTER_PROBLEM
+from conftest import PROBLEMS
+from conftest import synth_cli as synth
+from gemm_fixtures import CLUSTER_SOLVED, SOLVE_FLAGS
 
 CLUSTER_CLASSES = {"cluster_form", "init_visible", "safe_exit"}
 
-PROBLEM = CLUSTER_PROBLEM.format(name="cl2")
-
-
-def synth(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "synth", *args], capture_output=True, text=True, cwd=ROOT,
-                          timeout=120)
+PROBLEM = CLUSTER_SOLVED
 
 
 @pytest.fixture(scope="module")
-def solved(tmp_path_factory) -> pathlib.Path:
-    d = tmp_path_factory.mktemp("cluster")
-    (d / "cl2.yaml").write_text(PROBLEM)
-    r = synth("solve", str(d / "cl2.yaml"), "-o", str(d / "out"), "--time-limit", "60")
-    assert r.returncode == 0, r.stdout + r.stderr
-    return d / "out"
+def solved(solve_once) -> pathlib.Path:
+    """The 2x1 cluster folder, solved once for the run (test_cluster_hostile's too; copy before editing)."""
+    return solve_once(CLUSTER_SOLVED, *SOLVE_FLAGS).out
 
 
 def _edited(src: pathlib.Path, dst: pathlib.Path, edit) -> pathlib.Path:

@@ -19,48 +19,38 @@ import pathlib
 import re
 import shutil
 import subprocess
-import sys
 
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from conftest import ROOT
-from gemm_fixtures import CLUSTER_PROBLEM, NEEDS_GXX
+from conftest import synth_cli as synth
+from gemm_fixtures import CLUSTER_SOLVED, NEEDS_GXX, PERSISTENT_CLUSTER_PROBLEM, SOLVE_FLAGS
 
 EXPLORE = os.environ.get("SYNTH_HYPOTHESIS") == "explore"
 
-PROBLEM = CLUSTER_PROBLEM.format(name="hx2")
+PROBLEM = CLUSTER_SOLVED
 CLUSTER_LINE = 8
 
-
-def synth(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "synth", *args], capture_output=True, text=True, cwd=ROOT,
-                          timeout=300)
-
-
-def _solve(d: pathlib.Path, text: str) -> pathlib.Path:
-    d.mkdir(parents=True, exist_ok=True)
-    (d / "p.yaml").write_text(text)
-    r = synth("solve", str(d / "p.yaml"), "-o", str(d / "out"), "--time-limit", "60")
-    assert r.returncode == 0, r.stdout + r.stderr
-    return d / "out"
+# The folders are solved once for the whole run (solve_once) and shared with test_cluster_cli and
+# test_persistent_cluster: every tamper below works on a copy (_copy).
 
 
 @pytest.fixture(scope="module")
-def solved(tmp_path_factory) -> pathlib.Path:
-    return _solve(tmp_path_factory.mktemp("hostile"), PROBLEM)
+def solved(solve_once) -> pathlib.Path:
+    return solve_once(PROBLEM, *SOLVE_FLAGS).out
 
 
 @pytest.fixture(scope="module")
-def solved_one(tmp_path_factory) -> pathlib.Path:
+def solved_one(solve_once) -> pathlib.Path:
     """PROBLEM without its cluster: the one-CTA folder whose program and certificate are swapped in."""
-    return _solve(tmp_path_factory.mktemp("hostile_one"), PROBLEM.replace("cluster: 2x1\n", ""))
+    return solve_once(PROBLEM.replace("cluster: 2x1\n", ""), *SOLVE_FLAGS).out
 
 
 @pytest.fixture(scope="module")
-def solved_persistent(tmp_path_factory) -> pathlib.Path:
-    return _solve(tmp_path_factory.mktemp("hostile_p"), PROBLEM.replace("stages: 2\n", "stages: 2\npersistent: true\n"))
+def solved_persistent(solve_once) -> pathlib.Path:
+    """A persistent 2x1 cluster folder (test_persistent_cluster's problem)."""
+    return solve_once(PERSISTENT_CLUSTER_PROBLEM, *SOLVE_FLAGS).out
 
 
 def _copy(src: pathlib.Path, dst: pathlib.Path) -> pathlib.Path:
@@ -495,7 +485,7 @@ def _with(doc, setup=None, teardown=None):
     return hopper_from_json(d)
 
 
-def test_a_guarded_init_does_not_make_a_barrier_visible_to_the_peer(solved):
+def test_a_guarded_init_does_not_make_a_barrier_visible_to_the_peer(solved, tmp_path):
     """A HopperProgram object (synth.api.verify's other target: no file, so no trusted reader in front of the
     prover) whose init of full0 runs only when T > 1: at T = 1 CTA 1 multicasts into a barrier CTA 0 never
     initialized. docs/hopper_cluster.md's init_visible takes the init, the fence and the cluster barrier
@@ -513,7 +503,7 @@ def test_a_guarded_init_does_not_make_a_barrier_visible_to_the_peer(solved):
     from synth.errors import SynthError
     from synth.hopper.ir import load_hopper
 
-    bad = solved.parent / "guarded_init.json"
+    bad = tmp_path / "guarded_init.json"
     doc["setup"] = setup
     bad.write_text(json.dumps(doc))
     with pytest.raises(SynthError, match="guarded setup statement"):
@@ -525,7 +515,7 @@ def _one_cta_named_cta0(tmp_path) -> dict:
     from synth.emit.sm90.config import Sm90Config
     from synth.hopper.ir import dumps
 
-    one = json.loads(dumps(Sm90Config(stages=2, name="hx2").program()))
+    one = json.loads(dumps(Sm90Config(stages=2, name="cl2").program()))
     names = {r["role"] for r in one["roles"]} | {b["name"] for b in one["barriers"]} | \
         {b["name"] for b in one["buffers"]}
 
@@ -601,7 +591,7 @@ def test_an_aliased_cluster_key_is_refused(tmp_path):
     from synth.load import load_problem
     from synth.trusted.flags import FlagError, read_cluster_flag
 
-    text = PROBLEM.replace("name: hx2", "name: &k cluster").replace("cluster: 2x1", "*k : 2x1")
+    text = PROBLEM.replace("name: cl2", "name: &k cluster").replace("cluster: 2x1", "*k : 2x1")
     p = tmp_path / "p.yaml"
     p.write_text(text)
     assert load_problem(str(p)).cluster == "2x1"

@@ -16,6 +16,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from gemm_fixtures import PERSISTENT_CLUSTER_PROBLEM, SOLVE_FLAGS
 from synth.emit import sass
 from synth.emit.launch import persistent_ctas, persistent_grid, persistent_ring, tile_groups
 from synth.emit.sm90.config import Sm90Config
@@ -277,29 +278,10 @@ def test_persistent_cluster_kernels_compile_for_sm90a(cfg):
 # from a problem file: solve, verify, certify
 # ---------------------------------------------------------------------------------------------------------------
 
-PROBLEM = """\
-name: pcl
-kind: gemm
-shape: {M: 384, N: 64, K: 512}
-dtype: f16
-tile: {BM: 64, BN: 64, BK: 64}
-arch: sm_90
-mainloop: tma_wgmma
-cluster: 2x1
-persistent: true
-stages: 2
-k_pipe_mmas: 1
-"""
-
-
 @pytest.fixture(scope="module")
-def solved(tmp_path_factory):
-    from synth.api import solve
-
-    d = tmp_path_factory.mktemp("pcl")
-    (d / "pcl.yaml").write_text(PROBLEM)
-    solve(str(d / "pcl.yaml"), out=str(d / "out"), time_limit=60)
-    return d / "out"
+def solved(solve_once):
+    """The persistent 2x1 cluster folder, solved once for the run (test_cluster_hostile's too)."""
+    return solve_once(PERSISTENT_CLUSTER_PROBLEM, *SOLVE_FLAGS).out
 
 
 def test_solve_verify_certify_a_persistent_cluster_problem(solved):
