@@ -170,7 +170,7 @@ def build_parser() -> argparse.ArgumentParser:
                        description="Search tiles, warps, stages and schedules for a GEMM.")
     ssub = p.add_subparsers(dest="what", metavar="WHAT", parser_class=_Parser)
     g = ssub.add_parser("gemm", help="search tiles, warps, stages and schedule for a GEMM")
-    from .search import add_search_arguments
+    from .cli_search import add_search_arguments
 
     add_search_arguments(g)
     return ap
@@ -867,8 +867,9 @@ def cmd_run(args, ui: _Ui) -> Outcome:
 def cmd_search(args, ui: _Ui) -> Outcome:
     if getattr(args, "what", None) != "gemm":
         raise UsageError(None, "synth search: say what to search", "use 'synth search gemm --M ... --N ... --K ...'")
-    from .search import cli_search
-    from .search.outputs import TopIncomplete, gpu_available
+    from .cli_search import cli_search
+    from .flow.candidates import TopIncomplete
+    from .run import gpu_available
 
     out = Outcome()
     partial = None  # --top folders not written (time limit): the ranking is still the result, then the error

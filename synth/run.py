@@ -1,4 +1,5 @@
-"""``synth run OUT/``: run an output folder's ``kernel.cu`` on a GPU and measure it.
+"""``synth run OUT/``: run an output folder's ``kernel.cu`` on a GPU and measure it; ``synth search --measure``:
+time the folders of the best candidates and rank them by measurement (:func:`measure`, :func:`gpu_available`).
 
 Input: a folder written by ``synth solve`` for a ``kind: gemm`` problem.
 Output: a :class:`RunReport`: correctness against numpy, time, TFLOP/s, the
@@ -19,10 +20,11 @@ autotuning of launch parameters.
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass
-from typing import Optional
+from dataclasses import dataclass, replace
+from typing import Optional, Sequence
 
 from .errors import Loc, SynthError
+from .search.results import Measurement, Progress, SearchResult, progress_or_silent
 
 NO_GPU_FIX = "run on a machine with an NVIDIA GPU and pip install '.[gpu]'"
 ATOL = 1e-2
@@ -186,4 +188,53 @@ def cublas_ms(A, B, repeats: int, dtype: str = "f16") -> tuple[Optional[float], 
         return None, None
 
 
-__all__ = ["RunReport", "run_output", "cublas_ms", "NO_GPU_FIX"]
+def gpu_available(*, hopper: bool = False) -> tuple[bool, str]:
+    """``(True, "<library>: <device>")`` when the kernels :func:`measure` runs can run here, else
+    ``(False, why not)``; never raises.
+
+    The same choice as :func:`synth.kernel.gpu_ready`, which :func:`measure`'s runner loads through:
+    ``SYNTH_GPU_BACKEND`` when set, else CUDA Python (``cuda.bindings``) and then pycuda, the first that
+    imports and sees a GPU. With ``hopper`` (``tma_wgmma`` candidates) GPU 0 must be an sm_90 device seen by
+    CUDA Python (:func:`synth.emit.sm90.runner.gpu_status`: the sm_90a kernel needs its tensor maps).
+    """
+    if hopper:
+        from .emit.sm90.runner import gpu_status
+
+        ok, why = gpu_status()
+        return (True, f"cuda-python: {why}") if ok else (False, why)
+    from .kernel import gpu_ready
+
+    return gpu_ready()
+
+
+def measure(result: SearchResult, folders: Sequence[str], *, repeats: int = 25,
+            progress: Optional[Progress] = None, runner=None) -> SearchResult:
+    """Time each written folder's kernel on the GPU and rank the candidates by measurement.
+
+    ``runner(folder, repeats=...)`` (default :func:`run_output`, which
+    imports CUDA Python or pycuda only when called) compiles the kernel, launches it once as a
+    warm-up and correctness check against numpy, then times ``repeats`` launches
+    with CUDA events and reports the median, as Triton's ``do_bench`` does.
+    Returns ``result`` with ``measured`` (one :class:`Measurement` per folder,
+    with the model's prediction, so ``model_error`` says how far the model was
+    off) and ``candidates`` re-ordered fastest measured first (a kernel whose
+    result is wrong goes last).
+    """
+    if runner is None:
+        runner = run_output
+
+    say = progress_or_silent(progress)
+    out = []
+    for i, (c, folder) in enumerate(zip(result.candidates, folders)):
+        say("measure", i, len(folders))
+        rep = runner(folder, repeats=repeats)
+        out.append(Measurement(c.label, rep.ms, rep.tflops, rep.ok, predicted_us=c.time_us, repeats=repeats))
+    say("measure", len(folders), len(folders))
+    timed = {m.label: m for m in out}
+    order = sorted(result.candidates, key=lambda c: (c.label not in timed, not timed[c.label].ok if c.label in timed
+                                                     else True, timed[c.label].ms if c.label in timed else 0.0))
+    return replace(result, measured=tuple(sorted(out, key=lambda m: (not m.ok, m.ms))),
+                   candidates=tuple(order), ranked_by="measurement")
+
+
+__all__ = ["RunReport", "run_output", "cublas_ms", "NO_GPU_FIX", "gpu_available", "measure"]

@@ -337,7 +337,7 @@ def test_emit_cuda_after_solve_and_user_edits(capsys, gemm_out):
 
 
 def test_run_exits_1_and_measure_exits_0_without_gpu(capsys, gemm_out):
-    from synth.search import gpu_available
+    from synth.run import gpu_available
 
     if gpu_available()[0]:
         pytest.skip("a GPU is present: this checks the no-GPU exit status")

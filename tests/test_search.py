@@ -319,7 +319,7 @@ def test_cli_json_and_prediction_notice(capsys, tmp_path):
     rc = main(["search", "gemm", "--M", "2048", "--N", "2048", "--K", "2048", "--json", "--time-limit", "20",
                "--measure", "--no-sass", "--out", str(tmp_path / "o")])
     out = capsys.readouterr().out
-    from synth.search import gpu_available
+    from synth.run import gpu_available
 
     gpu = gpu_available()[0]
     assert rc == 0  # --measure without a GPU says the figures are predictions and exits 0
@@ -337,7 +337,7 @@ def test_cli_json_and_prediction_notice(capsys, tmp_path):
 def test_cli_table(capsys):
     from synth.cli import main
 
-    from synth.search import gpu_available
+    from synth.run import gpu_available
 
     rc = main(["search", "gemm", "--M", "4096", "--N", "4096", "--K", "4096", "--time-limit", "20", "--measure",
                "--no-sass"])
@@ -351,7 +351,7 @@ def test_cli_table(capsys):
 
 def test_end_to_end_one_shape_writes_the_winner(tmp_path):
     from synth.load import load_problem
-    from synth.search import write_candidates
+    from synth.flow.candidates import write_candidates
 
     res = search_gemm(1024, 1024, 1024, top=2, time_limit=10.0)
     assert res.candidates[0].ktile_cycles is not None, res.notes
@@ -453,7 +453,7 @@ def _fake_gpu_libraries(monkeypatch, *, cuda_python: int | None, pycuda: bool) -
     (None, True, "cuda-python", None),                       # the library asked for is not there
 ])
 def test_measure_sees_the_gpu_through_the_library_synth_kernel_uses(monkeypatch, cuda_python, pycuda, env, seen):
-    from synth.search import gpu_available
+    from synth.run import gpu_available
 
     _fake_gpu_libraries(monkeypatch, cuda_python=cuda_python, pycuda=pycuda)
     if env:
@@ -468,7 +468,7 @@ def test_measure_sees_the_gpu_through_the_library_synth_kernel_uses(monkeypatch,
 
 
 def test_measure_of_hopper_kernels_needs_an_sm90_gpu_and_cuda_python(monkeypatch):
-    from synth.search import gpu_available
+    from synth.run import gpu_available
 
     _fake_gpu_libraries(monkeypatch, cuda_python=9, pycuda=True)
     assert gpu_available(hopper=True) == (True, "cuda-python: fake CUDA Python GPU")
@@ -485,7 +485,7 @@ def test_measure_of_hopper_kernels_needs_an_sm90_gpu_and_cuda_python(monkeypatch
 def test_synth_search_measure_uses_a_gpu_only_cuda_python_sees(monkeypatch, capsys, tmp_path, arch, major, measured):
     # a stock GPU image: CUDA Python, no pycuda. --measure writes and times the candidates there; Hopper
     # candidates only on an sm_90 GPU (else: once, the figures are predictions, exit 0)
-    import synth.search.cli as search_cli
+    import synth.cli_search as search_cli
     from synth.cli import main
 
     _fake_gpu_libraries(monkeypatch, cuda_python=major, pycuda=False)
@@ -505,7 +505,7 @@ def test_synth_search_measure_uses_a_gpu_only_cuda_python_sees(monkeypatch, caps
 
 def test_top_folder_proofs_get_the_whole_time_limit(monkeypatch, tmp_path):
     """`--time-limit` reaches each --top folder's proofs uncapped (a refused folder says "raise --time-limit")."""
-    import synth.search.cli as search_cli
+    import synth.cli_search as search_cli
     from synth.cli import main
 
     seen = []

@@ -230,7 +230,7 @@ def test_bad_arguments_are_clear_errors():
 
 def test_cli_json_table_and_flags(capsys, tmp_path):
     from synth.cli import main
-    from synth.search import gpu_available
+    from synth.run import gpu_available
 
     rc = main(["search", "gemm", "--M", "2048", "--N", "2048", "--K", "2048", "--arch", "sm_90", "--json",
                "--measure", "--out", str(tmp_path / "o")])
@@ -383,7 +383,7 @@ def test_a_persistent_winner_folder_loads_and_matches_numpy_on_the_emulator(tmp_
 
     from synth.kernel import load
     from synth.load import load_problem
-    from synth.search import write_candidates
+    from synth.flow.candidates import write_candidates
     from synth.search.hopper_search import search_hopper
 
     ctx = hopper_context(200, 136, 128, "f16", replace(get_arch("sm_90"), sm_count=1))
@@ -613,7 +613,7 @@ def test_a_ping_pong_winner_folder_says_so_and_matches_numpy_on_the_emulator(tmp
 
     from synth.kernel import load
     from synth.load import load_problem
-    from synth.search import write_candidates
+    from synth.flow.candidates import write_candidates
     from synth.search.hopper_search import search_hopper
 
     ctx = hopper_context(1024, 64, 256, "f16", replace(get_arch("sm_90"), sm_count=1))

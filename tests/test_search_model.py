@@ -248,7 +248,9 @@ def test_sass_mix_of_an_emitted_kernel(tmp_path, monkeypatch):
 def test_measure_ranks_by_measurement_and_records_the_model_error():
     from dataclasses import dataclass
 
-    from synth.search import measure, search_result_to_json
+    from synth.run import measure
+
+    from synth.search import search_result_to_json
 
     res = search_gemm(2048, 2048, 2048, top=3, references=False)
 
@@ -280,7 +282,7 @@ def test_cli_measure_without_gpu_says_once(capsys, tmp_path):
     """Without a GPU the figures are said to be predictions once; the exit status is synth.cli's
     (1, as for ``synth run``: docs/search.md), never a bad-input 2."""
     from synth.cli import main
-    from synth.search import gpu_available
+    from synth.run import gpu_available
 
     if gpu_available()[0]:
         pytest.skip("a GPU is present")

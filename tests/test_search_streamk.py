@@ -148,7 +148,7 @@ def test_the_table_marks_stream_k(square_2048):
 def test_a_stream_k_winner_writes_a_folder_that_loads_and_verifies(square_2048, tmp_path, capsys):
     from synth.cli import main
     from synth.load import load_problem
-    from synth.search import write_candidates
+    from synth.flow.candidates import write_candidates
 
     (folder,) = write_candidates(square_2048, str(tmp_path / "out"), k=1)
     assert re.search(r"/01-gemm-2048x2048x2048-f16-\d+x\d+x\d+-w\d-s\d+-streamk-sm_80$", folder), folder

@@ -58,7 +58,7 @@ def test_write_candidates_writes_the_folders_proven_and_names_the_others(monkeyp
     import synth.pipeline as pipeline
     from synth.api import search
     from synth.deadline import TimeUp
-    from synth.search.outputs import TopIncomplete, write_candidates
+    from synth.flow.candidates import TopIncomplete, write_candidates
 
     res = search(512, 512, 512, arch="sm_80", top=2, time_limit=30)
     real_run = pipeline.run

@@ -47,10 +47,12 @@ the wgmma rate, L2/DRAM traffic, occupancy, waves) and ``hopper_search`` (rankin
 CUTLASS 3 references, split-K included) replace phases 1-7; ``mainloop="cp_async"`` keeps the phases above.
 
 Around them: ``distribute`` (many shapes in processes or on Dask), ``shapes``
-(CSV input), ``outputs`` (write folders, measure on a GPU and rank by
-measurement), ``report`` (JSON and rich tables), ``cli`` (``synth search
-gemm``), ``results`` (the dataclasses), ``published`` (the published figures
-that bound and calibrate the model).
+(CSV input), ``report`` (JSON and rich tables), ``results`` (the dataclasses),
+``published`` (the published figures that bound and calibrate the model). Above
+the search (docs/architecture.md): writing the best candidates' folders is the
+flow's (:mod:`synth.flow.candidates`), measuring them on a GPU ``synth run``'s
+(:func:`synth.run.measure`), and ``synth search gemm`` on the command line
+:mod:`synth.cli_search`.
 
 Determinism: the space, the constraints and the model are pure; ties are broken
 by a fixed key; the pinned CUTLASS-like schedules (stages and order fixed by
@@ -64,9 +66,7 @@ does not expand them yet). (The grid's rasterization is grouped, as the kernels'
 
 from __future__ import annotations
 
-from .cli import add_search_arguments, cli_search
 from .distribute import search_many
-from .outputs import gpu_available, measure, write_candidates
 from .published import best_published, calibration_points
 from .sassmix import InstructionMix, estimated_mix, sass_mix
 from .references import REFERENCE_FILE, RefConfig, load_references, reference_points
@@ -85,8 +85,7 @@ from .hopper_search import hopper_context, resolve_mainloop, search_hopper
 __all__ = ["search_gemm", "search_many", "read_shapes_csv", "search_result_to_json", "SearchResult", "Candidate",
            "ReferenceRank", "Measurement", "Progress", "Point", "Context", "Constraint", "CONSTRAINTS",
            "enumerate_space", "prune", "is_legal", "make_context", "load_references", "reference_points",
-           "RefConfig", "REFERENCE_FILE", "add_search_arguments", "cli_search", "print_result", "write_candidates",
-           "gpu_available", "measure", "clear_cache", "time_now", "BM_SPACE", "BN_SPACE", "BK_SPACE",
+           "RefConfig", "REFERENCE_FILE", "print_result", "clear_cache", "time_now", "BM_SPACE", "BN_SPACE", "BK_SPACE",
            "WARPS_SPACE", "STAGES_SPACE", "SPLIT_SPACE", "SPLIT_CONSTRAINT", "split_issue", "split_points", "stream_k_points", "T_REF", "MAX_SOLVES", "PER_SOLVE_LIMIT", "best_published",
            "calibration_points", "InstructionMix", "estimated_mix", "sass_mix", "search_hopper", "hopper_context",
            "resolve_mainloop", "HopperPoint", "HopperEstimate", "HOPPER_CONSTRAINTS", "enumerate_hopper_space",

@@ -133,7 +133,7 @@ class HopperPoint(ClusterShaped):
         """The :class:`~synth.hopper.problem.HopperGemm` of this point (stages and k_pipe_mmas pinned). A cluster
         point's problem says its cluster where the problem has the key (:func:`problem_takes_cluster`); where it
         does not, the HopperGemm is the one-CTA-per-tile kernel of the same tile, and
-        :func:`synth.search.outputs.write_candidates` refuses to write it as the cluster candidate."""
+        :func:`synth.flow.candidates.write_candidates` refuses to write it as the cluster candidate."""
         from ..hopper.problem import HopperGemm
 
         extra = {"cluster": self.cluster} if self.cluster != "1x1" and problem_takes_cluster() else {}

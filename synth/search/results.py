@@ -182,7 +182,7 @@ class ReferenceRank:
 
 @dataclass(frozen=True)
 class Measurement:
-    """One candidate timed on the GPU (:func:`synth.search.measure`)."""
+    """One candidate timed on the GPU (:func:`synth.run.measure`)."""
 
     label: str
     ms: float
@@ -230,7 +230,7 @@ class SearchResult:
     """Solves run by this call (the rest came from the cache)."""
     measured: tuple[Measurement, ...] = field(default=(), compare=False)
     ranked_by: str = field(default="model", compare=False)
-    """``model``, or ``measurement`` after :func:`synth.search.measure`."""
+    """``model``, or ``measurement`` after :func:`synth.run.measure`."""
     mainloop: str = "cp_async"
     """The main loop searched: ``cp_async`` or ``tma_wgmma`` (sm_90's default, docs/search.md section 10)."""
     split_points: int = 0

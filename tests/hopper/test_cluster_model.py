@@ -206,7 +206,7 @@ def test_a_persistent_cluster_winner_folder_pins_both_keys_and_is_proven(tmp_pat
     """The 4096^3 winner's --top folder: problem.yaml pins persistent: true and cluster: 2x1, synth solve's flow
     proves its program (every obligation) and emits the persistent cluster kernel (the cluster's tile groups).
     About 15 s (the proof of the persistent cluster ring, 10 s of it)."""
-    from synth.search import write_candidates
+    from synth.flow.candidates import write_candidates
 
     res = search_gemm(4096, 4096, 4096, arch="sm_90", top=1, references=False)
     (folder,) = write_candidates(res, str(tmp_path / "s"), k=1, time_limit=300)
@@ -245,7 +245,7 @@ def test_a_cluster_candidate_the_problem_cannot_say_is_refused_before_anything_i
     """A candidate whose pinned problem lost its cluster (a problem format without the key) is never written as the
     one-CTA-per-tile kernel under the cluster's name: write_candidates refuses it first, and writes nothing."""
     from synth.errors import SynthError
-    from synth.search import write_candidates
+    from synth.flow.candidates import write_candidates
 
     res = search_gemm(*SHAPE, arch="sm_90", top=2, references=False)
     c = next(c for c in res.candidates if c.cluster != "1x1")
@@ -263,7 +263,7 @@ def test_a_cluster_winner_folder_says_so_and_matches_numpy_on_the_emulator(tmp_p
     import numpy as np
 
     from synth.kernel import load
-    from synth.search import write_candidates
+    from synth.flow.candidates import write_candidates
 
     res = search_gemm(*SHAPE, arch="sm_90", top=1, references=False)
     w = res.winner

@@ -14,13 +14,14 @@ import os
 import re
 import sys
 
-from ..bounds import MAX_GEMM_DIM, MAX_SEARCH_TOP
-from ..errors import Loc, SynthError
-from .distribute import search_many
-from .outputs import TopIncomplete, gpu_available, measure, write_candidates
-from .report import print_result, search_result_to_json
-from .shapes import read_shapes_csv
-from .tune import search_gemm
+from .bounds import MAX_GEMM_DIM, MAX_SEARCH_TOP
+from .errors import Loc, SynthError
+from .flow.candidates import TopIncomplete, write_candidates
+from .run import gpu_available, measure
+from .search.distribute import search_many
+from .search.report import print_result, search_result_to_json
+from .search.shapes import read_shapes_csv
+from .search.tune import search_gemm
 
 
 SASS_TOP = 3

@@ -1,20 +1,20 @@
-"""After ranking: write the best candidates' folders and time them on a GPU.
+"""After ranking: write the best candidates' folders (``synth search --top``), each through the flow of
+``synth solve``.
 
-Input: a :class:`~synth.search.results.SearchResult`. Output: one folder per
-candidate (solve -> lower -> verify -> emit, :func:`write_candidates`), whether a
-GPU is usable (:func:`gpu_available`), and the result with measured times
-(:func:`measure`). The only module of the search that compiles or runs kernels.
+Input: a :class:`~synth.search.results.SearchResult`. Output: one folder per candidate (solve -> lower -> verify
+-> emit, :func:`write_candidates`), or :class:`TopIncomplete` naming those whose proofs ran out of time. Timing
+the folders' kernels on a GPU is :func:`synth.run.measure`.
 """
 
 from __future__ import annotations
 
 import os
-from dataclasses import replace
 from typing import Optional, Sequence
 
 from ..deadline import TimeUp
 from ..errors import Loc, SynthError
-from .results import Measurement, Progress, SearchResult, progress_or_silent
+from ..gemm import expand_gemm
+from ..search.results import Progress, SearchResult, progress_or_silent
 
 
 class TopIncomplete(TimeUp):
@@ -56,8 +56,9 @@ def write_candidates(result: SearchResult, out_dir: str, *, k: Optional[int] = N
     runs out of it is not written (nothing of it is left) and the others are still written; then
     :class:`TopIncomplete` is raised after the last one, naming the folders written and those not.
     """
-    from ..gemm import expand_gemm
-    from ..pipeline import run, write_outputs
+    # the flow of synth solve loads OR-Tools and Z3: imported when a folder is written, as synth's argument parser
+    # (every command's, synth run's on a stock GPU image too) imports this module through synth.cli_search
+    from . import pipeline
 
     say = progress_or_silent(progress)
     cands = result.candidates[:k] if k else result.candidates
@@ -73,7 +74,7 @@ def write_candidates(result: SearchResult, out_dir: str, *, k: Optional[int] = N
     written, missing = [], []
     for i, c in enumerate(cands):
         say("write", i, len(cands))
-        # a Hopper candidate's config is its HopperGemm (stages and k_pipe_mmas pinned): synth.pipeline.run
+        # a Hopper candidate's config is its HopperGemm (stages and k_pipe_mmas pinned): synth.flow.pipeline.run
         # takes the Hopper flow for it, as synth solve does
         # the cp.async loop with a symbolic trip count, as synth solve reads the folder's problem.yaml back:
         # one kernel for every K (and every split of it), not only this shape's; stream-K needs exactly this (its
@@ -81,8 +82,8 @@ def write_candidates(result: SearchResult, out_dir: str, *, k: Optional[int] = N
         problem = c.config if c.mainloop == "tma_wgmma" else expand_gemm(c.config, min_ktiles=1)
         folder = os.path.join(out_dir, f"{c.rank:02d}-{problem.name}")
         try:
-            res = run(problem, time_limit=time_limit, workers=workers)
-            write_outputs(res, folder, force=force)
+            res = pipeline.run(problem, time_limit=time_limit, workers=workers)
+            pipeline.write_outputs(res, folder, force=force)
         except TimeUp as e:  # this folder is not written (write_outputs leaves none half-written); the next ones are
             missing.append((c.rank, folder, e.msg.replace("; nothing was written", "")))
             continue
@@ -93,50 +94,4 @@ def write_candidates(result: SearchResult, out_dir: str, *, k: Optional[int] = N
     return written
 
 
-def gpu_available(*, hopper: bool = False) -> tuple[bool, str]:
-    """``(True, "<library>: <device>")`` when the kernels :func:`measure` runs can run here, else
-    ``(False, why not)``; never raises.
-
-    The same choice as :func:`synth.kernel.gpu_ready`, which :func:`measure`'s runner loads through:
-    ``SYNTH_GPU_BACKEND`` when set, else CUDA Python (``cuda.bindings``) and then pycuda, the first that
-    imports and sees a GPU. With ``hopper`` (``tma_wgmma`` candidates) GPU 0 must be an sm_90 device seen by
-    CUDA Python (:func:`synth.emit.sm90.runner.gpu_status`: the sm_90a kernel needs its tensor maps).
-    """
-    if hopper:
-        from ..emit.sm90.runner import gpu_status
-
-        ok, why = gpu_status()
-        return (True, f"cuda-python: {why}") if ok else (False, why)
-    from ..kernel import gpu_ready
-
-    return gpu_ready()
-
-
-def measure(result: SearchResult, folders: Sequence[str], *, repeats: int = 25,
-            progress: Optional[Progress] = None, runner=None) -> SearchResult:
-    """Time each written folder's kernel on the GPU and rank the candidates by measurement.
-
-    ``runner(folder, repeats=...)`` (default :func:`synth.run.run_output`, which
-    imports CUDA Python or pycuda only when called) compiles the kernel, launches it once as a
-    warm-up and correctness check against numpy, then times ``repeats`` launches
-    with CUDA events and reports the median, as Triton's ``do_bench`` does.
-    Returns ``result`` with ``measured`` (one :class:`Measurement` per folder,
-    with the model's prediction, so ``model_error`` says how far the model was
-    off) and ``candidates`` re-ordered fastest measured first (a kernel whose
-    result is wrong goes last).
-    """
-    if runner is None:
-        from ..run import run_output as runner
-
-    say = progress_or_silent(progress)
-    out = []
-    for i, (c, folder) in enumerate(zip(result.candidates, folders)):
-        say("measure", i, len(folders))
-        rep = runner(folder, repeats=repeats)
-        out.append(Measurement(c.label, rep.ms, rep.tflops, rep.ok, predicted_us=c.time_us, repeats=repeats))
-    say("measure", len(folders), len(folders))
-    timed = {m.label: m for m in out}
-    order = sorted(result.candidates, key=lambda c: (c.label not in timed, not timed[c.label].ok if c.label in timed
-                                                     else True, timed[c.label].ms if c.label in timed else 0.0))
-    return replace(result, measured=tuple(sorted(out, key=lambda m: (not m.ok, m.ms))),
-                   candidates=tuple(order), ranked_by="measurement")
+__all__ = ["TopIncomplete", "write_candidates"]
