@@ -23,7 +23,7 @@ from .yamlnodes import LDict, check_bound, check_keys, require, suggest, want_in
 
 GEMM_KEYS = ("name", "description", "kind", "shape", "dtype", "tile", "warps", "stages", "split_k", "stream_k", "arch", "mainloop",
              "k_pipe_mmas", "min_k_tiles", "loop", "schedule", "objective", "target", "persistent",
-             "epilogue", "pingpong", "out_dtype", "cluster")
+             "epilogue", "pingpong", "out_dtype", "cluster", "activation")
 """Top-level keys of a ``kind: gemm`` document (``loop`` only to say it is derived)."""
 
 
@@ -79,6 +79,11 @@ def problem_from_gemm_doc(doc: LDict, path: str) -> "Problem | HopperGemm":
         raise SynthError(doc.val_loc["out_dtype"], f"out_dtype {doc['out_dtype']!r}: the cp.async kernel stores C as "
                          "f32; f16 and bf16 output is the Hopper TMA-store epilogue's (docs/hopper_store.md)",
                          "remove out_dtype:, or use arch: sm_90 with mainloop: tma_wgmma and epilogue: tma_store")
+    if "activation" in doc and doc["activation"] != "none":
+        raise SynthError(doc.val_loc["activation"], f"activation {doc['activation']!r}: the fused activation is built "
+                         "for the Hopper kernel's epilogues only (synth/emit/sm90/epilogue.py); the cp.async kernel "
+                         "(synth/emit/cuda.py) stores C = alpha A B^T + beta C_in",
+                         "remove activation:, or use arch: sm_90 with mainloop: tma_wgmma")
     if "pingpong" in doc and doc["pingpong"] is not False:
         raise SynthError(doc.key_loc["pingpong"], "ping-pong consumers are built for the Hopper main loop only "
                          "(docs/hopper_pingpong.md)", "remove pingpong:, or use arch: sm_90 with mainloop: tma_wgmma")

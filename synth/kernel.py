@@ -692,7 +692,8 @@ class HopperKernel:
         cl = "no cluster" if cluster == "1x1" else \
             f"cluster {cluster} ({'B' if cluster == '2x1' else 'A'} multicast)"
         epi = ("TMA-store epilogue" if c.epilogue == "tma_store" else "register epilogue") + \
-            f", C {getattr(c, 'out_dtype', 'f32')}"
+            f", C {getattr(c, 'out_dtype', 'f32')}" + \
+            (f", activation {c.activation}" if getattr(c, "activation", "none") != "none" else "")
         return (f"<synth.kernel.HopperKernel {self.name}: {c.bm}x{c.bn}x{c.bk} tiles {c.dtype}, {c.stages} stages, "
                 f"K_PIPE_MMAS {c.k_pipe_mmas}, {grid}, {cl}, {epi}, {ks}, backend {self.backend}>")
 
@@ -781,7 +782,10 @@ class HopperKernel:
         if K == 0:  # nothing to multiply: no launch (kernel.cu returns at once for K < 1), on every backend
             from .emit.sm90.runner import round_out
 
-            return round_out(k_zero_result(C, M, N, float(alpha), float(beta)), self.config.out_dtype)
+            out = k_zero_result(C, M, N, float(alpha), float(beta))
+            if getattr(self.config, "activation", "none") == "relu":  # as the epilogue writes C
+                out = np.maximum(out, np.float32(0.0))
+            return round_out(out, self.config.out_dtype)
         if self.backend == "cuda":
             with self.prepare(A, B, C, alpha=alpha, beta=beta, ctas=ctas) as job:
                 job.run()

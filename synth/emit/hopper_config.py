@@ -14,7 +14,8 @@ def kernel_config(g: HopperGemm, choice: HopperChoice) -> Sm90Config:
     """The :class:`~synth.emit.sm90.config.Sm90Config` of ``g`` under ``choice`` (checked)."""
     cfg = Sm90Config(bm=g.BM, bn=g.BN, stages=choice.stages, k_pipe_mmas=choice.k_pipe_mmas, dtype=g.dtype,
                      name=g.name, split_k=g.split_k, persistent=g.persistent, epilogue=g.epilogue,
-                     pingpong=g.pingpong, out_dtype=g.out_dtype, cluster=g.cluster)
+                     pingpong=g.pingpong, out_dtype=g.out_dtype, cluster=g.cluster,
+                     activation=g.activation)
     try:
         cfg.check()
     except ValueError as e:

@@ -52,6 +52,8 @@ EPILOGUES = ("register", "tma_store")
 """How the Hopper kernel stores C (``epilogue:``)."""
 OUT_DTYPES = ("f32", "f16", "bf16")
 """Element types C may be stored in (``out_dtype:``; f16 and bf16 with the TMA-store epilogue)."""
+ACTIVATIONS = ("none", "relu")
+"""The activation of C's value as stored (``activation:``; docs/problem-format.md)."""
 
 
 def consumers_of(BM: int) -> int:
@@ -101,6 +103,9 @@ class HopperGemm:
     cluster: str = "1x1"
     """Thread-block cluster shape (:data:`CLUSTERS`): ``1x1`` none, ``2x1`` / ``1x2`` two CTAs that load the shared
     operand's tile once, each half multicast into both (docs/hopper_cluster.md)."""
+    activation: str = "none"
+    """The activation of C's value as stored: ``none``, or ``relu`` (``C = max(alpha A B^T + beta C_in, 0)``, after
+    split-K's reduction; docs/hopper_kernel.md, "Activation")."""
     auto: tuple[str, ...] = ()
     """Design keys the problem writes ``auto`` (``persistent``, ``pingpong``, ``epilogue``, ``cluster``): synth chooses them
     (:mod:`synth.hopper.design`); until then their fields hold the defaults."""
@@ -330,10 +335,15 @@ def hopper_gemm_from_doc(doc: LDict, path: str, name: str, dims: dict, arch: str
         if dims["N"] % 8:
             raise SynthError(locs.get("shape", doc.loc), f"shape.N {dims['N']}: a TMA store of {out_dtype} needs C's "
                              "row stride (2 N bytes) to be a multiple of 16", "use N a multiple of 8, or out_dtype: f32")
+    activation = doc.get("activation", "none")
+    if activation not in ACTIVATIONS:
+        raise SynthError(doc.val_loc["activation"], f"activation {activation!r}: expected one of "
+                         f"{', '.join(ACTIVATIONS)}", "write activation: relu (C = max(alpha A B^T + beta C_in, 0)), "
+                         "or remove it (none)")
     cluster = _cluster(doc, split_k, persistent, pingpong, auto, tdims)
     g = HopperGemm(name, dims["M"], dims["N"], dims["K"], dtype, tdims["BM"], tdims["BN"], stages, k_pipe, limit,
                    arch, path, locs, split_k=split_k, persistent=persistent, epilogue=epilogue, pingpong=pingpong,
-                   auto=auto, out_dtype=out_dtype, cluster=cluster, source=getattr(doc, "source", None))
+                   auto=auto, out_dtype=out_dtype, cluster=cluster, activation=activation, source=getattr(doc, "source", None))
     if g.max_stages() < 1:
         raise SynthError(g.loc("target.shared_bytes"), f"one stage needs {g.smem_bytes(1)} B of shared memory, "
                          f"above the {limit} B allowed", "raise target.shared_bytes or use a smaller tile")
@@ -362,6 +372,8 @@ def hopper_gemm_yaml(g: HopperGemm) -> str:
             items.append((key, getattr(g, key)))
     if g.out_dtype != "f32":
         items.append(("out_dtype", g.out_dtype))
+    if g.activation != "none":
+        items.append(("activation", g.activation))
     if g.cluster != "1x1" or "cluster" in g.auto:
         items.append(("cluster", g.cluster))
     if g.shared_limit != SMEM_LIMIT:

@@ -44,6 +44,8 @@ EPILOGUES = ("register", "tma_store")
 OUT_DTYPES = ("f32", "f16", "bf16")
 """Element types of C as stored (``Sm90Config.out_dtype``)."""
 """How C is stored (docs/hopper_kernel.md; docs/hopper_store.md for ``tma_store``)."""
+ACTIVATIONS = ("none", "relu")
+"""The activation applied to C's value as stored (``Sm90Config.activation``; docs/hopper_kernel.md, "Activation")."""
 MAX_ACC_REGS = 128
 """f32 accumulators per consumer thread at most (of the 232 registers ``setmaxnreg`` gives it: the rest hold
 descriptors, addresses and the epilogue's values; more spills)."""
@@ -89,6 +91,10 @@ class Sm90Config(ClusterShaped):
     cluster: str = "1x1"
     """Thread-block cluster shape (:data:`CLUSTERS`): ``1x1`` none; ``2x1`` / ``1x2`` a pair of CTAs that load the
     shared operand's tile once, each half multicast into both (docs/hopper_cluster.md)."""
+    activation: str = "none"
+    """The activation of C's value as stored (:data:`ACTIVATIONS`): ``none``, or ``relu``: ``C = max(alpha acc + beta
+    C_in, 0)`` at the final write only (after split-K's reduction, before the rounding to ``out_dtype``); it changes
+    no synchronization (docs/hopper_kernel.md, "Activation")."""
 
     @property
     def a_box_rows(self) -> int:
@@ -190,6 +196,8 @@ class Sm90Config(ClusterShaped):
             raise ValueError(f"out_dtype {self.out_dtype!r}: expected one of {OUT_DTYPES}")
         if self.out_dtype != "f32" and self.epilogue != "tma_store":
             raise ValueError(f"out_dtype {self.out_dtype}: C is stored as f16 or bf16 by the TMA-store epilogue only")
+        if self.activation not in ACTIVATIONS:
+            raise ValueError(f"activation {self.activation!r}: expected one of {ACTIVATIONS}")
         if not 1 <= self.staging <= MAX_STAGING:
             raise ValueError(f"staging {self.staging} outside 1..{MAX_STAGING}")
         if self.pingpong and not self.persistent:
@@ -234,4 +242,5 @@ class Sm90Config(ClusterShaped):
         return store_program(self.staging, name=f"{self.name}.store") if self.epilogue == "tma_store" else None
 
 
-__all__ = ["Sm90Config", "BK", "CLUSTERS", "SMEM_LIMIT", "PRODUCER_REGS", "DTYPES", "EPILOGUES", "OUT_DTYPES"]
+__all__ = ["Sm90Config", "BK", "CLUSTERS", "SMEM_LIMIT", "PRODUCER_REGS", "DTYPES", "EPILOGUES", "OUT_DTYPES",
+           "ACTIVATIONS"]

@@ -188,12 +188,13 @@ def run_emulated(kernel_cu: str, A_bits: np.ndarray, B_bits: np.ndarray, C_in: O
 def emulate_sm90(kernel_cu: str, M: int, N: int, K: int, *, order: str = "forward", alpha: float = 1.0,
                  beta: float = 0.0, with_c: bool = False, ldc: Optional[int] = None, seed: int = 0,
                  load_when: Optional[str] = None, bk: int = 64, dtype: str = "f16",
-                 block_order: str = "forward", ctas: int = 0) -> Sm90Result:
+                 block_order: str = "forward", ctas: int = 0, activation: str = "none") -> Sm90Result:
     """Run the kernel on A (M x K), B (N x K) f16 drawn from [-1, 1) and compare C with
     ``alpha A @ B.T (+ beta C_in)`` in float64. C starts as NaN so an entry never written shows.
     ``load_when`` (the configuration's load predicate in ``k`` and ``T``): the reference sums only
     the k-tiles (``bk`` wide) where it holds. ``dtype`` ``bf16``: A and B are rounded to bfloat16
-    (nearest even) and passed as its bits. ``block_order``, ``ctas``: as :func:`run_emulated`."""
+    (nearest even) and passed as its bits. ``block_order``, ``ctas``: as :func:`run_emulated`. ``activation``
+    ``relu`` (the kernel's ``Sm90Config.activation``): the reference is ``max(..., 0)``."""
     if order not in ORDERS:
         raise EmulatorError(f"order {order!r}: expected one of {ORDERS}")
     ldc = N if ldc is None else ldc
@@ -224,6 +225,10 @@ def emulate_sm90(kernel_cu: str, M: int, N: int, K: int, *, order: str = "forwar
     ref = alpha * (A64 @ B64.T)
     if with_c:
         ref = ref + beta * Cin[:, :N].astype(np.float64)
+    if activation == "relu":
+        ref = np.maximum(ref, 0.0)
+    elif activation != "none":
+        raise EmulatorError(f"activation {activation!r}: expected none or relu")
     C, info = run_emulated(kernel_cu, A_bits, B_bits, Cin if with_c else None, alpha=alpha, beta=beta,
                            order=order, seed=seed, ldc=ldc, block_order=block_order, ctas=ctas)
     Cv = C[:, :N].astype(np.float64)

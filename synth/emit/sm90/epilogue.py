@@ -113,6 +113,8 @@ def _store_lines(cfg: Sm90Config, store, e0: str, rows: str = "cw * 64") -> list
                 "        if (row < M && col < N) v0 += beta * C_in[(size_t)row * ldc + col];",
                 "        if (row < M && col + 1 < N) v1 += beta * C_in[(size_t)row * ldc + col + 1];",
                 "      }",
+                *([f"      v0 = {_act(cfg, 'v0')}; v1 = {_act(cfg, 'v1')};  // activation: {cfg.activation}"]
+                  if cfg.activation != "none" else []),
                 f"      {_STAGE_WRITE[cfg.out_dtype]}(dst + (uint32_t)(r * {w} + c) * {cfg.out_bytes}u, v0, v1);",
                 "    }",
                 "  }",
@@ -168,13 +170,21 @@ def _store_drain(store) -> list[str]:
 
 
 
+def _act(cfg: Sm90Config, value: str) -> str:
+    """C's value ``value`` (a CUDA expression, f32) under ``cfg.activation``: itself, or ``fmaxf(value, 0.0f)`` for
+    ``relu``. Applied where C is written, never to a split-K partial (after the reduction, before the rounding to
+    ``out_dtype``)."""
+    return f"fmaxf({value}, 0.0f)" if cfg.activation == "relu" else value
+
+
 def register_lines(cfg: Sm90Config, split: str = "", rows: str = "cw * 64", out_dtype: str = "f32") -> list[str]:
     """C = alpha acc (+ beta C_in): lanes of a pair swap halves so each holds 4 consecutive
     columns of one row (one 128-bit store); ragged or unaligned edges store per element.
     ``split`` ``partial``: store each vector inside C to this split's workspace slot instead;
     ``fold``: first replace it by the split-order sum of every split's (:func:`synth.emit.splitk.fold_lines`).
     ``out_dtype`` ``f16`` / ``bf16`` (a TMA-store kernel's launch whose C is not TMA-aligned): C holds 2-byte
-    elements (row stride ``ldc`` of them), each stored on its own, rounded to nearest even."""
+    elements (row stride ``ldc`` of them), each stored on its own, rounded to nearest even. ``cfg.activation``
+    (:func:`_act`) wraps each value C is written with, never a ``partial``'s."""
     head = [
         "    // ---- epilogue: quad pairs exchange so each lane owns 4 consecutive columns of one row",
         "    const int lane = wt % 32, odd = lane & 1;",
@@ -223,7 +233,7 @@ def register_lines(cfg: Sm90Config, split: str = "", rows: str = "cw * 64", out_
             "      unsigned short* out = reinterpret_cast<unsigned short*>(C) + (size_t)row * ldc + col;",
             "      const float* in = C_in == nullptr ? nullptr : C_in + (size_t)row * ldc + col;",
             "      for (int e = 0; e < 4; ++e)",
-            f"        if (col + e < N) {store}(out + e, v[e] + (in != nullptr ? beta * in[e] : 0.0f));",
+            f"        if (col + e < N) {store}(out + e, {_act(cfg, 'v[e] + (in != nullptr ? beta * in[e] : 0.0f)')});",
             "    }",
         ]
     return head + [
@@ -237,10 +247,10 @@ def register_lines(cfg: Sm90Config, split: str = "", rows: str = "cw * 64", out_
         "      if (vec && col + 3 < N) {",
         "        float4 c4 = make_float4(0.f, 0.f, 0.f, 0.f);",
         "        if (in != nullptr) c4 = synth_ldg4(in);",
-        "        synth_stg4(out, v[0] + beta * c4.x, v[1] + beta * c4.y, v[2] + beta * c4.z, v[3] + beta * c4.w);",
+        f"        synth_stg4(out, {', '.join(_act(cfg, f'v[{e}] + beta * c4.{x}') for e, x in enumerate('xyzw'))});",
         "      } else {",
         "        for (int e = 0; e < 4; ++e)",
-        "          if (col + e < N) out[e] = v[e] + (in != nullptr ? beta * in[e] : 0.0f);",
+        f"          if (col + e < N) out[e] = {_act(cfg, 'v[e] + (in != nullptr ? beta * in[e] : 0.0f)')};",
         "      }",
         "    }",
     ]
