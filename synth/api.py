@@ -46,6 +46,7 @@ PROVE_QUERY_LIMIT = 10.0
 
 def load(path: str):
     """The problem of a ``problem.yaml`` (docs/problem-format.md), checked; raises :class:`SynthError`."""
+    # here, not at the top: import synth.api loads a command's layers when the command is called
     from .load import load_problem
 
     return load_problem(os.fspath(path))
@@ -67,9 +68,11 @@ def solve(problem, *, out: Optional[str] = None, force: bool = False, time_limit
     ``.program``, ``.report`` (None without ``verify``), ``.kernel``,
     ``.phases`` (wall seconds per phase) and ``.proven``.
     """
+    # here, not at the top: import synth.api loads a command's layers when the command is called
     from .outdir import check_out_dir
     from .flow.pipeline import run as run_pipeline, write_outputs
 
+    # here, not at the top: import synth.api loads a command's layers when the command is called
     from .deadline import Deadline
 
     _check_limits(time_limit, workers)
@@ -90,6 +93,7 @@ def lower(problem, schedule=None):
     problem with ``stages: auto`` has no pinned schedule; raises
     :class:`SynthError` saying to set ``stages:`` or to solve.
     """
+    # here, not at the top: import synth.api loads a command's layers when the command is called
     from .graph import build_graph
     from .hopper.problem import HopperGemm
     from .lower import lower as lower_program
@@ -97,6 +101,7 @@ def lower(problem, schedule=None):
 
     p = _problem(problem)
     if isinstance(p, HopperGemm):  # the Hopper loop: a HopperProgram of the pinned (or given) choice
+        # here, not at the top: import synth.api loads a command's layers when the command is called
         from .emit.hopper_config import kernel_config
 
         if schedule is None:
@@ -105,6 +110,7 @@ def lower(problem, schedule=None):
                                  "'synth lower' lowers the pipeline as given, but this Hopper problem leaves "
                                  f"{'stages' if p.stages is None else 'k_pipe_mmas'} to the solver",
                                  "set stages: N and k_pipe_mmas: K, or run 'synth solve'")
+            # here, not at the top: import synth.api loads a command's layers when the command is called
             from .hopper.loop import HopperChoice
 
             schedule = HopperChoice(p.stages, p.k_pipe_mmas, p.consumers, 0, p.smem_bytes(p.stages), "pinned")
@@ -137,6 +143,7 @@ def _check_undeclared_cluster(program, program_file: str) -> None:
     """SynthError at the ``problem.yaml`` beside ``program_file`` when it declares no cluster (``cluster: 1x1``
     or no such key; ``auto`` is a problem file's, left alone) and ``program`` is a thread-block cluster program
     (docs/hopper_cluster.md, "Which programs are cluster programs"): the folder does not describe its program."""
+    # here, not at the top: import synth.api loads a command's layers when the command is called
     from .verify.hopper_cluster import is_cluster_program
     from .trusted.flags import FlagError, read_cluster_flag
     from .trusted.hopper import MAX_FLAG_BYTES
@@ -182,6 +189,7 @@ def verify(target, *, time_limit: float = 60.0, certificate: Optional[str] = Non
     ``report.ok`` is False when a wait is refuted or unproven; ``report.render()``
     explains it. ``progress`` is called as ``progress("prove", done, total)`` per obligation.
     """
+    # here, not at the top: import synth.api loads a command's layers when the command is called
     from .deadline import Deadline, TimeUp
     from .hopper.ir import HopperProgram, is_hopper_file, load_hopper
     from .outdir import check_out_dir, publish
@@ -194,6 +202,7 @@ def verify(target, *, time_limit: float = 60.0, certificate: Optional[str] = Non
         check_out_dir(os.fspath(certificate), force=force, flag="--certificate")
     declared = False  # a folder's problem.yaml that says cluster: 2x1 / 1x2 (docs/hopper_cluster.md)
     if isinstance(target, (str, os.PathLike)) and is_hopper_file(os.fspath(target)):
+        # here, not at the top: import synth.api loads a command's layers when the command is called
         from .flow.hopper import declared_cluster
 
         path = os.fspath(target)
@@ -203,6 +212,7 @@ def verify(target, *, time_limit: float = 60.0, certificate: Optional[str] = Non
         if not declared:
             _check_undeclared_cluster(target, pfile)
     if isinstance(target, HopperProgram):  # docs/hopper.md: a HopperReport, obligations by class
+        # here, not at the top: import synth.api loads a command's layers when the command is called
         from .verify.hopper_cluster import prove_hopper
         from .verify.certificate_phases import write_hopper_certificate
 
@@ -220,6 +230,7 @@ def verify(target, *, time_limit: float = 60.0, certificate: Optional[str] = Non
         return report
     if isinstance(target, (str, os.PathLike)) and os.path.isdir(target) and \
             os.path.isfile(os.path.join(target, "problem.yaml")):
+        # here, not at the top: import synth.api loads a command's layers when the command is called
         from .flow.pipeline import load_output
 
         load_output(os.fspath(target))  # a folder's three files must agree (SynthError at the one that does not)
@@ -228,6 +239,7 @@ def verify(target, *, time_limit: float = 60.0, certificate: Optional[str] = Non
         program = load_program(os.fspath(target))
         data = _program_bytes(os.fspath(target))
     else:
+        # here, not at the top: import synth.api loads a command's layers when the command is called
         from .program import dumps
 
         program, data = target, dumps(target).encode("utf-8")
@@ -243,6 +255,7 @@ def verify(target, *, time_limit: float = 60.0, certificate: Optional[str] = Non
 
 def _program_bytes(path: str) -> bytes:
     """The bytes of the ``program.json`` of ``path`` (the file, or the folder holding it), read as verify read it."""
+    # here, not at the top: import synth.api loads a command's layers when the command is called
     from .readfile import read_regular_bytes
     from .trusted.program import MAX_BYTES
 
@@ -252,6 +265,7 @@ def _program_bytes(path: str) -> bytes:
 
 def certificate_dir(directory: str) -> str:
     """``directory`` itself when it holds a certificate manifest, else its ``certificate/`` folder if that does."""
+    # here, not at the top: import synth.api loads a command's layers when the command is called
     from .verify.certificate import MANIFEST
 
     if not os.path.isfile(os.path.join(directory, MANIFEST)) and \
@@ -267,9 +281,11 @@ def certify(directory: str, *, time_limit: float = 120.0):
     bounds the whole check: each solver call gets at most what is left, and an
     obligation not asked in time fails as unknown.
     """
+    # here, not at the top: import synth.api loads a command's layers when the command is called
     from .verify import certify as certify_dir
     from .verify.certificate_phases import certify_hopper, is_hopper_certificate
 
+    # here, not at the top: import synth.api loads a command's layers when the command is called
     from .deadline import Deadline
 
     _check_limits(time_limit)
@@ -283,6 +299,7 @@ def certify(directory: str, *, time_limit: float = 120.0):
 def _parts(source):
     """(problem, schedule, program) of an output folder or a :class:`~synth.pipeline.Result`."""
     if isinstance(source, (str, os.PathLike)):
+        # here, not at the top: import synth.api loads a command's layers when the command is called
         from .flow.pipeline import load_output
 
         return load_output(os.fspath(source))
@@ -296,6 +313,7 @@ def emit(source, *, target: str = "cuda") -> str:
     Nothing is written (the command writes kernel.cu; see docs/outputs.md).
     """
     problem, schedule, program = _parts(source)
+    # here, not at the top: import synth.api loads a command's layers when the command is called
     from .hopper.problem import HopperGemm
 
     if isinstance(problem, HopperGemm):
@@ -303,15 +321,18 @@ def emit(source, *, target: str = "cuda") -> str:
             raise SynthError(Loc(problem.path), f"a Hopper folder (mainloop: tma_wgmma) has no {target} export: "
                              "TVM's and MLIR's pipelining annotations describe cp.async loops",
                              "use --target cuda; the stages and k_pipe_mmas are in schedule.json")
+        # here, not at the top: import synth.api loads a command's layers when the command is called
         from .emit.hopper_config import kernel_config
         from .emit.sm90.kernel import emit_sm90_kernel
 
         return emit_sm90_kernel(kernel_config(problem, schedule), program)
     if target == "tvm":
+        # here, not at the top: import synth.api loads a command's layers when the command is called
         from .emit.tvm import tvm_annotations
 
         return tvm_annotations(problem, schedule)
     if target == "mlir":
+        # here, not at the top: import synth.api loads a command's layers when the command is called
         from .emit.mlir import mlir_pipelined_loop
 
         return mlir_pipelined_loop(problem, schedule)
@@ -320,6 +341,7 @@ def emit(source, *, target: str = "cuda") -> str:
     if problem.gemm is None:
         raise SynthError(Loc(problem.path), f"problem '{problem.name}' is not a GEMM; only 'kind: gemm' "
                          "problems get CUDA kernels", "use --target tvm or --target mlir, or write a kind: gemm problem")
+    # here, not at the top: import synth.api loads a command's layers when the command is called
     from .emit.cuda import emit_kernel
 
     return emit_kernel(problem, schedule, program)
@@ -331,6 +353,7 @@ def run(out: str, *, repeats: int = 20):
     Without a GPU raises :class:`SynthError` "no CUDA GPU available: ..." (the
     command exits 1); :func:`synth.kernel.load` runs a kernel on the CPU emulator instead.
     """
+    # here, not at the top: import synth.api loads a command's layers when the command is called
     from .run import run_output
 
     if not 1 <= int(repeats) <= 100000:
@@ -346,6 +369,7 @@ def search(M: int, N: int, K: int, *, arch: str = "sm_80", dtype: str = "f16", t
     ``time_limit`` bounds the whole search; ``result.candidates`` are best first. ``mainloop``:
     ``tma_wgmma`` or ``cp_async`` (``--mainloop``); None: the arch's default (the Hopper loop on sm_90).
     """
+    # here, not at the top: import synth.api loads a command's layers when the command is called
     from .search import search_gemm
 
     _check_limits(time_limit, workers)

@@ -27,6 +27,7 @@ from dataclasses import asdict, dataclass, field, is_dataclass
 from typing import Any, Callable, Optional, Sequence
 
 from . import __version__
+from .deadline import Deadline, TimeUp, enforced, install_interrupt, interrupted
 from .envelope import CODES, envelope, error_from_exception, error_object
 from .errors import Loc, SynthError
 
@@ -136,6 +137,7 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("check", help="prove or refute the waits of Triton, TVM or MLIR pipelined IR",
                        description="Map a compiler's pipelined loop (Triton TTGIR, TVM TIR, MLIR nvgpu) onto a "
                                    "program and prove each wait (docs/check.md); exit 1 when one is refuted.")
+    # here, not at the top: a command's layers load when it runs (synth --help and synth run stay light)
     from .frontends.cli import add_check_arguments
 
     add_check_arguments(p)
@@ -170,6 +172,7 @@ def build_parser() -> argparse.ArgumentParser:
                        description="Search tiles, warps, stages and schedules for a GEMM.")
     ssub = p.add_subparsers(dest="what", metavar="WHAT", parser_class=_Parser)
     g = ssub.add_parser("gemm", help="search tiles, warps, stages and schedule for a GEMM")
+    # here, not at the top: a command's layers load when it runs (synth --help and synth run stay light)
     from .cli_search import add_search_arguments
 
     add_search_arguments(g)
@@ -227,16 +230,12 @@ def _main(argv: Sequence[str] | None = None) -> int:
     command = _guess_command(argv)
     out = Outcome()
     try:
-        from .deadline import install_interrupt
-
         install_interrupt()  # Ctrl-C: exit 130 at any moment, native solvers stopped (synth.deadline)
         args = build_parser().parse_args(argv)
         if not args.command:
             raise UsageError(None, "synth: no command given", "run 'synth --help' for the list of commands")
         _check_numbers(args)
         out = _COMMANDS[args.command](args, _Ui(args))
-        from .deadline import interrupted
-
         if interrupted():  # a Ctrl-C Python dropped (raised inside a __del__) still ends the command as one
             raise KeyboardInterrupt
     except SystemExit as exc:  # --help and --version print and exit 0
@@ -255,8 +254,6 @@ def _main(argv: Sequence[str] | None = None) -> int:
     except BrokenPipeError:
         raise  # main's: standard output closed, not a bug
     except Exception as exc:
-        from .deadline import interrupted
-
         if interrupted():  # the Ctrl-C surfaced wrapped (ctypes raises ArgumentError around it inside Z3's calls)
             out = _interrupted(command, as_json)
         else:  # a bug: say so, keep the traceback on stderr
@@ -279,8 +276,6 @@ def _interrupted(command: str, as_json: bool) -> Outcome:
 
 
 def _code_of(exc: SynthError) -> Optional[str]:
-    from .deadline import TimeUp
-
     if isinstance(exc, TimeUp):
         return "time_limit"
     if exc.msg.startswith("no CUDA GPU"):
@@ -319,6 +314,7 @@ class _Ui:
     """Where human output goes: stdout tables unless -q/--json; progress bars on stderr."""
 
     def __init__(self, args) -> None:
+        # rich: a terminal's output only (a stock GPU image has none)
         from rich.console import Console
 
         self.quiet = bool(getattr(args, "quiet", False))
@@ -360,6 +356,7 @@ class _Progress:
 
     def __enter__(self) -> Callable[[str, int, int], None]:
         if self.enabled:
+            # rich: a terminal's output only (a stock GPU image has none)
             from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
             self.bar = Progress(TextColumn("{task.description:>24}"), BarColumn(), MofNCompleteColumn(),
@@ -383,11 +380,11 @@ class _Progress:
 # ---------------------------------------------------------------------------------------- solve
 
 def cmd_solve(args, ui: _Ui) -> Outcome:
+    # here, not at the top: a command's layers load when it runs (synth --help and synth run stay light)
     from .load import load_problem
     from .outdir import check_out_dir
     from .flow.pipeline import default_out_dir, run, write_outputs
 
-    from .deadline import Deadline, enforced
 
     t_start = time.monotonic()
     deadline = Deadline(t_start + args.time_limit, args.time_limit)  # one deadline for every phase, writing included
@@ -403,6 +400,7 @@ def cmd_solve(args, ui: _Ui) -> Outcome:
         prog("write", 1, 1)
     phases = [("load", t_load)] + list(result.phases) + [("write", time.monotonic() - t0)]
     wall = time.monotonic() - t_start
+    # here, not at the top: a command's layers load when it runs (synth --help and synth run stay light)
     from .flow.hopper import HopperResult
 
     if isinstance(result, HopperResult):
@@ -443,6 +441,7 @@ def _hopper_design_line(result) -> str:
 def _hopper_design_json(result) -> dict:
     """The design of a Hopper solve for the JSON: persistent, pingpong, epilogue, cluster, out_dtype, split_k, the
     keys the problem left ``auto`` and, for those, each candidate's prediction (µs)."""
+    # here, not at the top: a command's layers load when it runs (synth --help and synth run stay light)
     from .hopper.design import design_of
 
     g = result.problem
@@ -455,6 +454,7 @@ def _hopper_design_json(result) -> dict:
 
 def _solve_hopper(ui: _Ui, result, out: str, files: list[str], phases, wall: float) -> Outcome:
     """The report of ``synth solve`` on a Hopper problem: the choice, the obligations by class."""
+    # here, not at the top: a command's layers load when it runs (synth --help and synth run stay light)
     from .hopper.loop import choice_to_json
 
     rep = result.report
@@ -488,6 +488,7 @@ def stage_bound(problem, schedule) -> dict:
     A result that uses every allowed stage may be limited by the bound: a larger
     ``schedule.max_stage`` might give a shorter II.
     """
+    # here, not at the top: a command's layers load when it runs (synth --help and synth run stay light)
     from .model.constraints import stage_bounds
 
     bounds = stage_bounds(problem)
@@ -517,6 +518,7 @@ def _unproven_summary(report) -> tuple[bool, str]:
 
 
 def _waits_json(program, report) -> list[dict]:
+    # here, not at the top: a command's layers load when it runs (synth --help and synth run stay light)
     from .program import program_to_json
 
     verdicts = {v.index: v for v in report.verdicts} if report is not None else {}
@@ -532,6 +534,7 @@ def _waits_json(program, report) -> list[dict]:
 
 
 def _solve_json(result, out: str, files: list[str], phases, wall: float, bound: dict) -> dict:
+    # here, not at the top: a command's layers load when it runs (synth --help and synth run stay light)
     from .schedule import schedule_to_json
 
     rep = result.report
@@ -551,8 +554,10 @@ def _obligation_counts(report) -> dict:
 
 
 def _print_solve(ui: _Ui, result, out: str, files: list[str], phases, wall: float, bound: dict) -> None:
+    # rich: a terminal's output only (a stock GPU image has none)
     from rich.table import Table
 
+    # here, not at the top: a command's layers load when it runs (synth --help and synth run stay light)
     from .schedule import buffer_bytes
 
     if ui.silent:
@@ -611,8 +616,10 @@ def _print_solve(ui: _Ui, result, out: str, files: list[str], phases, wall: floa
 
 
 def _print_waits(ui: _Ui, program, report) -> None:
+    # rich: a terminal's output only (a stock GPU image has none)
     from rich.table import Table
 
+    # here, not at the top: a command's layers load when it runs (synth --help and synth run stay light)
     from .expr import to_str
 
     w = Table(title="waits")
@@ -637,14 +644,17 @@ def _why_not_tight(reason: str) -> str:
 # ---------------------------------------------------------------------------------------- lower
 
 def cmd_lower(args, ui: _Ui) -> Outcome:
+    # here, not at the top: a command's layers load when it runs (synth --help and synth run stay light)
     from .api import load, lower
     from .printer import program_text
     from .program import program_to_json
 
     program = lower(load(args.problem))
+    # here, not at the top: a command's layers load when it runs (synth --help and synth run stay light)
     from .hopper.ir import HopperProgram
 
     if isinstance(program, HopperProgram):
+        # here, not at the top: a command's layers load when it runs (synth --help and synth run stay light)
         from .hopper.ir import hopper_to_json
         from .hopper.printer import hopper_text
 
@@ -652,6 +662,7 @@ def cmd_lower(args, ui: _Ui) -> Outcome:
         return Outcome(result={"program": hopper_to_json(program)})
     ui.text(program_text(program))
     if ui.verbose and not ui.silent:
+        # here, not at the top: a command's layers load when it runs (synth --help and synth run stay light)
         from .expr import to_str
 
         for i, w in enumerate(program.waits):
@@ -663,8 +674,8 @@ def cmd_lower(args, ui: _Ui) -> Outcome:
 # ---------------------------------------------------------------------------------------- verify, certify
 
 def cmd_verify(args, ui: _Ui) -> Outcome:
+    # here, not at the top: a command's layers load when it runs (synth --help and synth run stay light)
     from .api import verify
-    from .deadline import Deadline, enforced
     from .hopper.ir import is_hopper_file
 
     if is_hopper_file(args.target):
@@ -694,9 +705,9 @@ def cmd_verify(args, ui: _Ui) -> Outcome:
 
 def _verify_hopper(args, ui: _Ui) -> Outcome:
     """``synth verify`` of a Hopper program.json (docs/hopper.md): obligations listed by class."""
+    # here, not at the top: a command's layers load when it runs (synth --help and synth run stay light)
     from .api import verify
 
-    from .deadline import Deadline, enforced
 
     dl = Deadline.after(args.time_limit)
     with enforced(dl):
@@ -726,6 +737,7 @@ def _verify_folder_parts(target: str, dl) -> dict:
     program.json given alone."""
     import os
 
+    # here, not at the top: a command's layers load when it runs (synth --help and synth run stay light)
     from .api import verify
     from .verify.load import hopper_folder_parts
 
@@ -735,6 +747,7 @@ def _verify_folder_parts(target: str, dl) -> dict:
         rep = verify(path, time_limit=max(1.0, dl.left()))
         ok, text = bool(rep.ok), rep.render()
         if name == "store":
+            # here, not at the top: a command's layers load when it runs (synth --help and synth run stay light)
             from .verify.hopper_store import check_threads
 
             threads = check_threads(rep.program)
@@ -745,9 +758,9 @@ def _verify_folder_parts(target: str, dl) -> dict:
 
 
 def cmd_certify(args, ui: _Ui) -> Outcome:
+    # here, not at the top: a command's layers load when it runs (synth --help and synth run stay light)
     from .api import certify
 
-    from .deadline import Deadline, enforced
 
     with enforced(Deadline.after(args.time_limit)):
         res = certify(args.directory, time_limit=args.time_limit)  # both forms: one limit for the whole check
@@ -756,6 +769,7 @@ def cmd_certify(args, ui: _Ui) -> Outcome:
                           "files": files, "messages": list(res.messages)})
     if not ui.silent:
         if ui.verbose:
+            # rich: a terminal's output only (a stock GPU image has none)
             from rich.table import Table
 
             t = Table(title="obligations")
@@ -780,6 +794,7 @@ def cmd_certify(args, ui: _Ui) -> Outcome:
 # ---------------------------------------------------------------------------------------- emit, run
 
 def cmd_emit(args, ui: _Ui) -> Outcome:
+    # here, not at the top: a command's layers load when it runs (synth --help and synth run stay light)
     from .api import emit
 
     text = emit(args.out, target=args.target)
@@ -789,6 +804,7 @@ def cmd_emit(args, ui: _Ui) -> Outcome:
     path, action = write_kernel(args.out, text)
     ui.print(f"{action} {path}")
     if ui.verbose:
+        # here, not at the top: a command's layers load when it runs (synth --help and synth run stay light)
         from .emit.emulate import kernel_macros
 
         ui.print(", ".join(f"SYNTH_{k} {v}" for k, v in kernel_macros(text).items()))
@@ -803,6 +819,7 @@ def write_kernel(out_dir: str, text: str) -> tuple[str, str]:
     is replaced. A kernel.cu synth did not write, or one changed since: refused.
     No kernel.cu: written.
     """
+    # here, not at the top: a command's layers load when it runs (synth --help and synth run stay light)
     from .outdir import read_marker, replace_file, sha256_file
     from .readfile import read_regular_bytes
 
@@ -834,6 +851,7 @@ def write_kernel(out_dir: str, text: str) -> tuple[str, str]:
 
 
 def cmd_run(args, ui: _Ui) -> Outcome:
+    # here, not at the top: a command's layers load when it runs (synth --help and synth run stay light)
     from .api import run
 
     rep = run(args.out, repeats=args.repeats)
@@ -844,8 +862,10 @@ def cmd_run(args, ui: _Ui) -> Outcome:
     if not ui.silent:
         ui.print(rep.render(), markup=False)
         if ui.verbose:
+            # here, not at the top: a command's layers load when it runs (synth --help and synth run stay light)
             from .emit.emulate import kernel_macros
 
+            # here, not at the top: a command's layers load when it runs (synth --help and synth run stay light)
             from .kernel import MAX_FILE_BYTES
             from .readfile import read_regular_text
 
@@ -867,6 +887,7 @@ def cmd_run(args, ui: _Ui) -> Outcome:
 def cmd_search(args, ui: _Ui) -> Outcome:
     if getattr(args, "what", None) != "gemm":
         raise UsageError(None, "synth search: say what to search", "use 'synth search gemm --M ... --N ... --K ...'")
+    # here, not at the top: a command's layers load when it runs (synth --help and synth run stay light)
     from .cli_search import cli_search
     from .flow.candidates import TopIncomplete
     from .run import gpu_available
@@ -909,6 +930,7 @@ def cmd_search(args, ui: _Ui) -> Outcome:
 
 
 def cmd_check(args, ui: _Ui) -> Outcome:
+    # here, not at the top: a command's layers load when it runs (synth --help and synth run stay light)
     from .frontends.cli import cli_check
 
     out = Outcome()

@@ -18,10 +18,6 @@ from .bounds import MAX_GEMM_DIM, MAX_SEARCH_TOP
 from .errors import Loc, SynthError
 from .flow.candidates import TopIncomplete, write_candidates
 from .run import gpu_available, measure
-from .search.distribute import search_many
-from .search.report import print_result, search_result_to_json
-from .search.shapes import read_shapes_csv
-from .search.tune import search_gemm
 
 
 SASS_TOP = 3
@@ -70,7 +66,14 @@ def add_search_arguments(parser: argparse.ArgumentParser) -> None:
 
 def cli_search(args: argparse.Namespace) -> int:
     """``synth search gemm``: returns the exit status (SynthError propagates to the CLI: status 2)."""
+    # rich: a terminal's output only (synth's argument parser imports this module)
     from rich.console import Console
+
+    # here, not at the top: the search loads its modules when it runs (synth's argument parser imports this one)
+    from .search.distribute import search_many
+    from .search.report import print_result, search_result_to_json
+    from .search.shapes import read_shapes_csv
+    from .search.tune import search_gemm
 
     quiet = bool(getattr(args, "quiet", False))
     as_json = bool(getattr(args, "json", False))
@@ -218,6 +221,7 @@ class _progress_bar:
     def __enter__(self):
         if not self.enabled:
             return None
+        # rich: a terminal's output only (synth's argument parser imports this module)
         from rich.progress import BarColumn, MofNCompleteColumn, Progress as RichProgress, TextColumn, \
             TimeElapsedColumn
 

@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from typing import Optional
 
 from .expr import Bin, Expr, Num, parse, simplify, to_str
+from .trusted.hopper_program import BOUNDS
 
 BARRIER_KINDS = ("full", "empty")
 FENCES = ("mbarrier_init", "proxy_async")
@@ -54,7 +55,6 @@ class PipelineState:
 
 def _bound(field: str) -> int:
     """The largest value of an integer field of the Hopper form: the trusted reader's bound (docs/bounds.md)."""
-    from .trusted.hopper_program import BOUNDS
     return BOUNDS[field][1]
 
 

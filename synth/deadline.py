@@ -261,6 +261,7 @@ def _stop_native() -> None:
     for s in stops:
         _call(s)
     try:
+        # z3 may be absent (a stock GPU image), and the light runtime (synth.kernel) imports this module
         import z3
 
         z3.main_ctx().interrupt()
@@ -313,6 +314,7 @@ def install_interrupt() -> None:
     if _installed or threading.current_thread() is not threading.main_thread():
         return
     try:
+        # z3 may be absent (a stock GPU image), and the light runtime (synth.kernel) imports this module
         import z3
 
         z3.set_param("ctrl_c", False)

@@ -456,6 +456,7 @@ def _fmt(e: Expr, outer: int) -> str:
 
 def to_z3(e: Expr, env: Mapping[str, object]):
     """Translate to a Z3 term; ``env`` maps each free name to a Z3 Int (or int)."""
+    # z3: only to build solver terms; the light runtime (synth.kernel) imports this module
     import z3
 
     def go(x: Expr):

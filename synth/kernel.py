@@ -96,6 +96,7 @@ def wave_ctas(facts: KernelFacts, registers: int, limits) -> int:
     ``registers`` per thread); ``limits(name)`` answers the device attributes ``MULTIPROCESSOR_COUNT``,
     ``MAX_SHARED_MEMORY_PER_MULTIPROCESSOR``, ``MAX_REGISTERS_PER_MULTIPROCESSOR``,
     ``MAX_THREADS_PER_MULTIPROCESSOR`` and ``MAX_BLOCKS_PER_MULTIPROCESSOR`` (None: 16)."""
+    # here, not at the top: the light runtime loads what this folder's kernel needs, when it needs it
     from .emit.streamk import resident_ctas
 
     ctas = limits("MAX_BLOCKS_PER_MULTIPROCESSOR")
@@ -151,6 +152,7 @@ def unexplained_nans(out: np.ndarray, A: np.ndarray, B: np.ndarray, C, alpha: fl
     """How many NaNs of ``out`` (an ``alpha A B^T + beta C`` result) no arithmetic explains: 0 unless every
     input is finite and ``|alpha| K max|A| max|B| + |beta| max|C|`` is below float32's largest value (so no
     partial sum can overflow to inf and no inf - inf can appear), else the NaN count: a kernel bug."""
+    # here, not at the top: the light runtime loads what this folder's kernel needs, when it needs it
     from .emit.emulate import nan_from_finite
 
     return nan_from_finite(out, A, B, C, alpha, beta)
@@ -158,6 +160,7 @@ def unexplained_nans(out: np.ndarray, A: np.ndarray, B: np.ndarray, C, alpha: fl
 
 def _raise_status(path: str, status: int) -> None:
     if status:
+        # here, not at the top: the light runtime loads what this folder's kernel needs, when it needs it
         from .emit.cuda import status_reasons
 
         why = status_reasons(status)
@@ -198,6 +201,7 @@ def _pick_library() -> tuple[str, str]:
 
 def _library_status(lib: str) -> tuple[bool, str]:
     if lib == "cuda-python":
+        # here, not at the top: the light runtime loads what this folder's kernel needs, when it needs it
         from .emit.sm90.runner import device_status
 
         return device_status()
@@ -331,6 +335,7 @@ class Kernel:
         return N + (-N) % 4  # the kernel stores C rows in 16-byte vectors: pad the rows, hand back M x N
 
     def _run_emulator(self, A, B, C, M, N, K, alpha, beta):
+        # here, not at the top: the light runtime loads what this folder's kernel needs, when it needs it
         from .emit.emulate import GEMM_KERNEL, STREAM_K_CTAS, Buf, compile_and_run
 
         ldc = self._ldc(N)
@@ -408,6 +413,7 @@ class Kernel:
 
     def _cuda_python_function(self):
         if self._cp is None:
+            # here, not at the top: the light runtime loads what this folder's kernel needs, when it needs it
             from .emit.sm90.runner import CudaDevice, GpuError
 
             try:
@@ -512,6 +518,7 @@ def _cp_limits(dev):
 
 def facts_of(source: str, path: str = "kernel.cu") -> KernelFacts:
     """The :class:`KernelFacts` of a kernel.cu text; raises :class:`KernelError` when a fact is missing."""
+    # here, not at the top: the light runtime loads what this folder's kernel needs, when it needs it
     from .emit.emulate import kernel_macros
 
     m = kernel_macros(source)
@@ -530,6 +537,7 @@ def read_folder(out: str, names: Sequence[str] = RUNTIME_FILES) -> dict[str, byt
     folder's sha256 manifest (``.synth-output.json``, :mod:`synth.outdir`): a missing file, one not in the
     manifest, changed since synth wrote it, not a regular file or larger than :data:`MAX_FILE_BYTES` is a
     SynthError naming it."""
+    # here, not at the top: the light runtime loads what this folder's kernel needs, when it needs it
     from .outdir import MARKER, read_marker
     from .readfile import read_regular_bytes
 
@@ -568,6 +576,7 @@ def read_folder(out: str, names: Sequence[str] = RUNTIME_FILES) -> dict[str, byt
 def _problem_of(out: str, files: dict[str, bytes]):
     """The folder's problem: problem.yaml parsed by the hand-written GEMM checks (:mod:`synth.gemm_doc`;
     the manifest vouches that ``synth solve`` validated this very text against the JSON Schema)."""
+    # here, not at the top: the light runtime loads what this folder's kernel needs, when it needs it
     from .gemm_doc import GEMM_KEYS, problem_from_gemm_doc
     from .readfile import decode_utf8
     from .yamlnodes import check_keys, read_yaml_text
@@ -582,6 +591,7 @@ def _problem_of(out: str, files: dict[str, bytes]):
 
 
 def _json(out: str, files: dict[str, bytes], name: str):
+    # here, not at the top: the light runtime loads what this folder's kernel needs, when it needs it
     from .readfile import load_json
 
     return load_json(files[name], MAX_FILE_BYTES, name, path=os.path.join(out, name))
@@ -610,12 +620,14 @@ def load(out: str, *, backend: str = "auto", images: Sequence[tuple[str, bytes]]
     files = read_folder(out, ("problem.yaml",))
     problem = _problem_of(out, files)  # a folder without a kernel: say why first
     files.update(read_folder(out, tuple(n for n in RUNTIME_FILES if n not in files)))  # problem.yaml read once
+    # here, not at the top: the light runtime loads what this folder's kernel needs, when it needs it
     from .hopper.problem import HopperGemm
 
     source = files["kernel.cu"].decode("utf-8", errors="replace")
     path = os.path.join(out, "kernel.cu")
     if isinstance(problem, HopperGemm):
         return _load_hopper(out, problem, files, source, backend, images)
+    # here, not at the top: the light runtime loads what this folder's kernel needs, when it needs it
     from .emit.cuda import emit_kernel
     from .program import program_from_json
     from .schedule import schedule_from_json
@@ -706,6 +718,7 @@ class HopperKernel:
                 raise KernelError(loc, f"{name} has dtype {x.dtype}; the kernel reads float16",
                                   f"convert it: {name}.astype(np.float16)")
             return np.ascontiguousarray(x).view(np.uint16)
+        # here, not at the top: the light runtime loads what this folder's kernel needs, when it needs it
         from .emit.sm90.emulate import bf16_bits
 
         if x.dtype == np.uint16:
@@ -740,6 +753,7 @@ class HopperKernel:
     def _grid_ctas(self, M: int, N: int, K: int, ctas: Optional[int], wave: int) -> int:
         """A persistent kernel's grid (:func:`synth.emit.launch.persistent_ctas`; 0 for the others, which take
         no ``ctas``); raises :class:`KernelError`."""
+        # here, not at the top: the light runtime loads what this folder's kernel needs, when it needs it
         from .emit.launch import persistent_ctas, persistent_ring, tile_groups
 
         cfg, loc = self.config, Loc(self.path)
@@ -768,6 +782,7 @@ class HopperKernel:
     def _values(self, bits: np.ndarray) -> np.ndarray:
         if self.config.dtype == "f16":
             return bits.view(np.float16)
+        # here, not at the top: the light runtime loads what this folder's kernel needs, when it needs it
         from .emit.sm90.emulate import bf16_value
 
         return bf16_value(bits)
@@ -780,6 +795,7 @@ class HopperKernel:
         loc = Loc(self.path)
         a, b, C, (M, N, K) = self.check(A, B, C, alpha=alpha, beta=beta, ctas=ctas)
         if K == 0:  # nothing to multiply: no launch (kernel.cu returns at once for K < 1), on every backend
+            # here, not at the top: the light runtime loads what this folder's kernel needs, when it needs it
             from .emit.sm90.runner import round_out
 
             out = k_zero_result(C, M, N, float(alpha), float(beta))
@@ -792,9 +808,11 @@ class HopperKernel:
                 out, _ = job.fetch()
             where = "the GPU"
         else:
+            # here, not at the top: the light runtime loads what this folder's kernel needs, when it needs it
             from .emit.sm90.emulate import EmulatorError, run_emulated
 
             try:
+                # here, not at the top: the light runtime loads what this folder's kernel needs, when it needs it
                 from .emit.launch import EMULATOR_SMS
 
                 grid = self._grid_ctas(M, N, K, ctas, EMULATOR_SMS)
@@ -816,6 +834,7 @@ class HopperKernel:
         a, b, C, (M, N, K) = self.check(A, B, C, alpha=alpha, beta=beta, ctas=ctas)
         if K == 0:
             raise _k_zero_prepare(self.path)
+        # here, not at the top: the light runtime loads what this folder's kernel needs, when it needs it
         from .emit.sm90.kernel import KERNEL
         from .emit.sm90.runner import CudaDevice, GpuError, gpu_status, sm90_params
 
@@ -845,6 +864,7 @@ class HopperKernel:
             dev.launch(fn, grid, (cfg.threads, 1, 1), cfg.smem_bytes, params)
 
         def fetch():
+            # here, not at the top: the light runtime loads what this folder's kernel needs, when it needs it
             from .emit.sm90.runner import widen_out
 
             dev.synchronize()
@@ -858,6 +878,7 @@ def _load_hopper(out: str, problem, files: dict[str, bytes], source: str, backen
     """A Hopper folder's kernel: schedule.json's choice, program.json equal to the lowering of problem.yaml
     under it, and kernel.cu equal to the kernel synth emits from that program (all derived again; a program
     equal to synth's own lowering needs no further validation, so no solver is loaded)."""
+    # here, not at the top: the light runtime loads what this folder's kernel needs, when it needs it
     from .emit.sm90.kernel import emit_sm90_kernel
     from .emit.hopper_config import kernel_config
     from .hopper.loop import choice_from_json
@@ -882,6 +903,7 @@ def _load_hopper(out: str, problem, files: dict[str, bytes], source: str, backen
                          "folder's proven program (edited, or from another folder)",
                          f"re-emit it with 'synth emit {out} --target cuda'")
     _check_hopper_parts(out, cfg)
+    # here, not at the top: the light runtime loads what this folder's kernel needs, when it needs it
     from .emit.sm90.runner import gpu_status
 
     return HopperKernel(os.path.join(out, "kernel.cu"), source, cfg,
@@ -895,16 +917,19 @@ def _check_hopper_parts(out: str, cfg) -> None:
     ``program.json`` is the same for those designs, so only these show that their proofs were written).
     A folder without ``certificate/`` (``synth solve --no-verify``: nothing in it was proven) needs none of
     them; those it holds are checked all the same."""
+    # here, not at the top: the light runtime loads what this folder's kernel needs, when it needs it
     from .hopper.ir import dumps
 
     want = {}
     if cfg.pingpong:
+        # here, not at the top: the light runtime loads what this folder's kernel needs, when it needs it
         from .lower.hopper_pingpong import order_program
 
         for n, odd in (("even", False), ("odd", True)):
             want[f"order/{n}/program.json"] = dumps(order_program(odd))
     store = cfg.store_program()
     if store is not None:
+        # here, not at the top: the light runtime loads what this folder's kernel needs, when it needs it
         from .program import dumps as program_dumps
 
         want["store/program.json"] = program_dumps(store)

@@ -13,13 +13,14 @@ import os
 import re
 from typing import Optional
 
-from .bounds import (MAX_BUFFERS, MAX_BYTES, MAX_DEPS, MAX_DISTANCE, MAX_ISSUE, MAX_LATENCY, MAX_OPS,
-                     MAX_TRIP_COUNT, MAX_UNIT_COUNT, MAX_UNITS)
+from .bounds import (MAX_BUFFERS, MAX_BYTES, MAX_DEPS, MAX_DISTANCE, MAX_INPUT_BYTES, MAX_ISSUE, MAX_LATENCY, MAX_OPS,
+                     MAX_TRIP_COUNT, MAX_UNITS, MAX_UNIT_COUNT)
 from .errors import Loc, SynthError
 from .expr import ExprError, check_expr, free_vars, is_bool, parse
 from .gemm_doc import GEMM_KEYS, problem_from_gemm_doc
 from .problem import Buffer, Dep, Loop, Op, Predicate, Problem, Target, Unit
 from .problem_schema import schema_errors
+from .readfile import read_regular_text
 from .sections import IDENT_RE, NAME_RE, check_name, check_problem, parse_objective, parse_pins
 from .yamlnodes import (LDict, LList, check_keys, empty_ldict, read_yaml, read_yaml_text, require, suggest,
                         want_int)
@@ -32,9 +33,6 @@ def given_source(path: str) -> Optional[str]:
     self-contained), or None when there is no such file (a problem built in memory)."""
     if not path or not os.path.isfile(path):
         return None
-    from .bounds import MAX_INPUT_BYTES
-    from .readfile import read_regular_text
-
     return read_regular_text(path, MAX_INPUT_BYTES, "the problem file")
 
 

@@ -34,6 +34,7 @@ from typing import Callable
 
 from .deadline import finishing
 from .errors import Loc, SynthError
+from .readfile import load_json
 
 MARKER = ".synth-output.json"
 """Marker file name; its JSON is ``{"synth_output": 1, "files": {relpath: sha256}}``."""
@@ -74,8 +75,6 @@ def _walk_files(root: str, dirs: list[str] | None = None) -> tuple[list[str], li
 def read_marker(folder: str) -> dict[str, str] | None:
     """The ``{relpath: sha256}`` map of a folder synth wrote, or None when there is no valid marker."""
     path = os.path.join(folder, MARKER)
-    from .readfile import load_json
-
     try:  # a regular file (never a link, FIFO or device), bounded while read, nested at most 64 deep
         doc = load_json(path, MAX_MARKER_BYTES, MARKER, follow=False)
     except SynthError:

@@ -23,6 +23,7 @@ from __future__ import annotations
 from typing import Optional, Union
 
 from .expr import Expr, Num, evaluate, free_vars, parse, substitute, to_str, to_z3
+from .lower import pretty_condition
 from .program import Access, CommitStmt, OpStmt, Part, Program, WaitStmt
 
 INDENT = "    "
@@ -204,8 +205,6 @@ class _Printer:
             return None
         if when == "opaque":
             return f"opaque({to_str(s.iteration)})"
-        from .lower import pretty_condition
-
         e = pretty_condition(substitute(parse(when), {self.p.loop_var: s.iteration}), self.part.var)
         folded = _fold(e, s.guard, self.part, self.p)
         if folded is True:
@@ -237,6 +236,7 @@ def _fold(cond: Expr, guard: Optional[Expr], part: Part, program: Program) -> Op
             if guard is None or evaluate(guard, env):
                 vals.add(bool(evaluate(cond, env)))
         return vals.pop() if len(vals) == 1 else None
+    # z3: only for a condition evaluation cannot fold; the printer is on light paths
     import z3
 
     env = {n: z3.Int(n) for n in names | {part.var}}

@@ -31,6 +31,7 @@ def problem_schema() -> dict:
 
 @lru_cache(maxsize=1)
 def _validator() -> Any:
+    # jsonschema: only when a problem is checked against the schema (a stock GPU image has none)
     from jsonschema import Draft202012Validator
 
     schema = problem_schema()
@@ -46,6 +47,7 @@ def schema_errors(doc: LDict) -> list[SynthError]:
 
 def _deepest(err: Any) -> Any:
     """For ``oneOf``/``anyOf``, the alternative that came closest (jsonschema's best match)."""
+    # jsonschema: only when a problem is checked against the schema (a stock GPU image has none)
     from jsonschema.exceptions import best_match
 
     while err.context:

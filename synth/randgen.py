@@ -18,6 +18,7 @@ from __future__ import annotations
 import random
 
 from .graph import Graph
+from .load import load_problem_text
 from .problem import Problem
 from .schedule import Schedule, lift_stages, multiplicity, same_step_order
 
@@ -204,8 +205,6 @@ def random_problem(seed: int, n_ops: int, *, async_frac: float = 0.4, predicated
     lines.append(f"  shared_bytes: {target_shared}{regs_line}")
     lines.append("  units:")
     lines += units
-    from .load import load_problem_text
-
     return load_problem_text("\n".join(lines) + "\n", f"<random {seed}/{n_ops}>")
 
 

@@ -21,10 +21,12 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass, replace
-from typing import Optional, Sequence
+from typing import TYPE_CHECKING, Optional, Sequence
 
 from .errors import Loc, SynthError
-from .search.results import Measurement, Progress, SearchResult, progress_or_silent
+
+if TYPE_CHECKING:
+    from .search.results import Progress, SearchResult
 
 NO_GPU_FIX = "run on a machine with an NVIDIA GPU and pip install '.[gpu]'"
 ATOL = 1e-2
@@ -88,6 +90,7 @@ def run_output(out_dir: str, *, repeats: int = 20, seed: int = 0) -> RunReport:
     check it against numpy and time ``repeats`` more launches (CUDA events, warm L2)."""
     import numpy as np
 
+    # here, not at the top: synth run loads the light runtime when it runs a folder
     from .arch import get_arch
     from .kernel import HopperKernel, KernelError, load
 
@@ -104,6 +107,7 @@ def run_output(out_dir: str, *, repeats: int = 20, seed: int = 0) -> RunReport:
     A = rng.uniform(-1, 1, size=(M, K)).astype(np.float16)
     B = rng.uniform(-1, 1, size=(N, K)).astype(np.float16)
     if dtype == "bf16":
+        # here, not at the top: synth run loads the light runtime when it runs a folder
         from .emit.sm90.emulate import bf16_bits, bf16_value
 
         A, B = bf16_bits(A.astype(np.float32)), bf16_bits(B.astype(np.float32))
@@ -121,6 +125,7 @@ def run_output(out_dir: str, *, repeats: int = 20, seed: int = 0) -> RunReport:
         job.run()
         C, status = job.fetch()
         if status:
+            # here, not at the top: synth run loads the light runtime when it runs a folder
             from .emit.cuda import status_reasons
 
             why = status_reasons(status)
@@ -198,10 +203,12 @@ def gpu_available(*, hopper: bool = False) -> tuple[bool, str]:
     CUDA Python (:func:`synth.emit.sm90.runner.gpu_status`: the sm_90a kernel needs its tensor maps).
     """
     if hopper:
+        # here, not at the top: synth run loads the light runtime when it runs a folder
         from .emit.sm90.runner import gpu_status
 
         ok, why = gpu_status()
         return (True, f"cuda-python: {why}") if ok else (False, why)
+    # here, not at the top: synth run loads the light runtime when it runs a folder
     from .kernel import gpu_ready
 
     return gpu_ready()
@@ -220,9 +227,11 @@ def measure(result: SearchResult, folders: Sequence[str], *, repeats: int = 25,
     off) and ``candidates`` re-ordered fastest measured first (a kernel whose
     result is wrong goes last).
     """
+    # here, not at the top: synth run (this module) loads only the light runtime
+    from .search.results import Measurement, progress_or_silent
+
     if runner is None:
         runner = run_output
-
     say = progress_or_silent(progress)
     out = []
     for i, (c, folder) in enumerate(zip(result.candidates, folders)):

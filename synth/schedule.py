@@ -16,8 +16,11 @@ import json
 from dataclasses import asdict, dataclass, field
 from typing import Optional
 
+from .bounds import MAX_STAGE
+from .errors import Loc, SynthError
 from .graph import Graph, describe
 from .problem import Problem
+from .readfile import load_json
 
 
 @dataclass(frozen=True)
@@ -215,8 +218,6 @@ def schedule_from_pins(problem: Problem, graph: Graph) -> Schedule:
     Order defaults to program order; ``async_stages`` defaults to none (all sync).
     Raises :class:`~synth.errors.SynthError` when stages are not pinned.
     """
-    from .errors import SynthError
-
     p = problem.pins
     if p.stage is None:
         raise SynthError(p.loc if p.loc.file != "<none>" else problem.loop.loc,
@@ -295,8 +296,6 @@ def schedule_from_json(problem: Problem, doc: dict) -> Schedule:
     Every field read is type-checked, never coerced, and bounded (stages ``0 .. MAX_STAGE``, orders
     ``0 .. ops`` (that they are a permutation is :func:`check_schedule`'s), multiplicities ``1 .. MAX_STAGE + 1``, cycle counts ``0 .. 2**62``): ValueError
     (or KeyError) naming the JSON path otherwise, which the readers turn into a located SynthError."""
-    from .bounds import MAX_STAGE
-
     big = 1 << 62
     if not isinstance(doc, dict) or not isinstance(doc.get("ops"), list) or not isinstance(doc.get("buffers"), list):
         raise ValueError("schedule.json needs an object with lists 'ops' and 'buffers'")
@@ -338,9 +337,6 @@ def read_schedule_json(path: str) -> dict:
     """The JSON object of the ``schedule.json`` at ``path``, read with :func:`synth.readfile.load_json`:
     a regular file of at most :data:`MAX_SCHEDULE_BYTES`, nested at most
     :data:`synth.readfile.MAX_JSON_DEPTH` deep; anything else is a located SynthError (exit 2)."""
-    from .errors import Loc, SynthError
-    from .readfile import load_json
-
     doc = load_json(path, MAX_SCHEDULE_BYTES, "schedule.json")
     if not isinstance(doc, dict):
         raise SynthError(Loc(path, 1, 1), f"schedule.json holds {type(doc).__name__}, not an object",

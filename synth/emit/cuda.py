@@ -48,7 +48,7 @@ from dataclasses import dataclass
 from typing import Optional
 
 from ..errors import SynthError
-from ..expr import Bin, Expr, Num, Var, evaluate, simplify, to_str
+from ..expr import Bin, Call, Expr, Ite, Num, Un, Var, evaluate, simplify, to_str
 from ..gemm import GemmConfig, Tiling, config_from_problem, load_shares, op_names, share_chunks, tiling
 from ..problem import Problem
 from ..program import CommitStmt, OpStmt, Part, Program, WaitStmt
@@ -94,8 +94,6 @@ def status_reasons(status: int) -> str:
 
 def c_expr(e: Expr) -> str:
     """``e`` in C (the expression grammar is C's; min/max become conditionals)."""
-    from ..expr import Call, Ite, Un, Var
-
     if isinstance(e, Num):
         return str(e.value) if e.value >= 0 else f"({e.value})"
     if isinstance(e, Var):

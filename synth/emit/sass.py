@@ -33,6 +33,8 @@ from dataclasses import dataclass, field
 from typing import Optional, Sequence
 
 from ..errors import SynthError
+from ..gemm import tiling
+from .cuda import emit_kernel
 
 NVCC_FLAGS = ("-O3", "-Xptxas", "-v")
 """Flags every kernel is compiled with (besides ``-arch``, ``-cubin`` and the caller's)."""
@@ -371,9 +373,6 @@ def kernel_mix(problem, schedule, program, arch: str = "sm_80") -> LoopStats:
     problem and return its main loop's :class:`LoopStats` (per k-tile via
     ``hmma_per_ktile = MI * NI * KI``). Cached: a second call with the same
     kernel costs no compile. Raises :class:`SassError` without nvcc/cuobjdump."""
-    from ..gemm import tiling
-    from .cuda import emit_kernel
-
     text = emit_kernel(problem, schedule, program)
     comp = compile_cuda(text, arch)
     t = tiling(problem.gemm)

@@ -31,9 +31,12 @@ import io
 from dataclasses import dataclass
 from typing import Optional
 
+from ..expr import evaluate
+from ..graph import build_graph
 from ..problem import Problem
 from ..program import CommitStmt, OpStmt, Program, WaitStmt
 from ..schedule import Schedule, Timing
+from ..sim import best_timing
 
 ROW_INCHES = 0.24
 """Height of one op row."""
@@ -67,9 +70,6 @@ class Event:
 def _timing(problem: Problem, schedule: Schedule) -> Timing:
     if schedule.timing is not None:
         return schedule.timing
-    from ..graph import build_graph
-    from ..sim import best_timing
-
     return best_timing(problem, build_graph(problem), schedule)
 
 
@@ -114,8 +114,6 @@ def timeline_events(problem: Problem, schedule: Schedule, program: Optional[Prog
 def _queue_events(problem: Problem, schedule: Schedule, program: Program, ii: int, off, index, n_iters: int,
                   trip: int) -> list[Event]:
     """Commit groups, waits and wait stalls, by running the program's statements step by step."""
-    from ..expr import evaluate
-
     S = program.max_stage
     parts = {p.name: p for p in program.parts}
     env0 = {program.loop_var: 0}
@@ -175,8 +173,6 @@ def _queue_events(problem: Problem, schedule: Schedule, program: Program, ii: in
 
 def _next_time(stmts, k: int, J: int, ii: int, off, index, env) -> int:
     """Issue time of the first op statement after position ``k`` in step ``J`` (else the step's end)."""
-    from ..expr import evaluate
-
     for st in stmts[k + 1:]:
         if isinstance(st, OpStmt) and (st.guard is None or evaluate(st.guard, env)):
             return J * ii + off[index[st.op]]
@@ -187,6 +183,7 @@ def _next_time(stmts, k: int, J: int, ii: int, off, index, env) -> int:
 
 
 def _figure(problem: Problem, schedule: Schedule, program: Optional[Program], n_iters: int):
+    # matplotlib: only when a timeline is drawn (a stock GPU image has none)
     import matplotlib
     from matplotlib.figure import Figure
     from matplotlib.patches import Patch
@@ -336,6 +333,7 @@ def place_legend(fig, handles, left: float, fontsize: float = 6) -> float:
 
     The figure then grows by that height and its axes start below it: nothing of the legend is clipped
     at any width (each column is measured with matplotlib's own text layout, not estimated)."""
+    # matplotlib: only when a timeline is drawn (a stock GPU image has none)
     from matplotlib.backends.backend_agg import FigureCanvasAgg
 
     renderer = FigureCanvasAgg(fig).get_renderer()
@@ -359,6 +357,7 @@ def timeline_figure(problem: Problem, schedule: Schedule, program: Optional[Prog
 def render_timeline(problem: Problem, schedule: Schedule, program: Optional[Program] = None,
                     n_iters: int = 6) -> tuple[str, bytes]:
     """``(svg text, png bytes)`` of the same picture (docs/outputs.md)."""
+    # matplotlib: only when a timeline is drawn (a stock GPU image has none)
     import matplotlib
     from matplotlib.backends.backend_agg import FigureCanvasAgg
     from matplotlib.backends.backend_svg import FigureCanvasSVG
@@ -376,6 +375,7 @@ def render_timeline(problem: Problem, schedule: Schedule, program: Optional[Prog
 
 def timeline_svg(problem: Problem, schedule: Schedule, n_iters: int = 6, program: Optional[Program] = None) -> str:
     """The SVG text of the picture (``n_iters`` iterations, fewer if the loop is shorter)."""
+    # matplotlib: only when a timeline is drawn (a stock GPU image has none)
     import matplotlib
     from matplotlib.backends.backend_svg import FigureCanvasSVG
 

@@ -437,6 +437,7 @@ def _rows(program: HopperProgram, events: list[HopperEvent]):
 
 
 def _figure(program: HopperProgram, events: list[HopperEvent], T: int, n_iters: int, lat: HopperLatency):
+    # matplotlib: only when a timeline is drawn (a stock GPU image has none)
     import matplotlib
     from matplotlib.figure import Figure
     from matplotlib.lines import Line2D
@@ -608,6 +609,7 @@ def render_hopper_timeline(program: HopperProgram, *, trip: Optional[int] = None
     at the same arguments): one row per warp group (waits, arrivals, releases, hangs) with its TMA
     copies and wgmma groups below it, one row per barrier slot (phases, completion marked with
     the phase number and parity); colour is the k-tile. Deterministic bytes."""
+    # matplotlib: only when a timeline is drawn (a stock GPU image has none)
     import matplotlib
     from matplotlib.backends.backend_agg import FigureCanvasAgg
     from matplotlib.backends.backend_svg import FigureCanvasSVG

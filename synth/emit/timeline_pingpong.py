@@ -23,6 +23,7 @@ from ..completion import ArriveStmt, Barrier, InitStmt, InvalStmt, PipelineState
 from ..expr import Bin, Num, parse, simplify
 from ..hopper.ir import HopperProgram, Role
 from ..program import OpStmt, ProgOp, Wait, WaitStmt
+from .timeline_hopper import ASYNC_STORE_UNIT, render_hopper_timeline
 
 EPILOGUE_CYCLES = 1500
 """Default cycles of one tile's C store drawn: a 64x128 f32 tile (32 KiB) at about 22 B/clk, the SM's
@@ -65,8 +66,6 @@ def pingpong_view(ring: HopperProgram, kt: int = 3, tiles: int = 4, epilogue_cyc
     if kt < 1 or tiles < 1:
         raise ValueError("kt and tiles must be at least 1")
     producers, consumers = _ring_roles(ring, pingpong)
-    from .timeline_hopper import ASYNC_STORE_UNIT
-
     # (drawn role name, the ring's consumer role it runs, the tile parity it takes or None, the store ops' suffix)
     if pingpong:
         lanes = [(f"consumer{w}", consumers[0], w, str(w)) for w in (0, 1)]
@@ -129,8 +128,6 @@ def render_pingpong_timeline(ring: HopperProgram, kt: int = 3, tiles: int = 4,
                              epilogue_cycles: int = EPILOGUE_CYCLES, *, pingpong: bool = True,
                              tma_store: bool = False) -> tuple[str, bytes]:
     """``(SVG text, PNG bytes)`` of :func:`pingpong_view` over all its ``kt x tiles`` k-tiles."""
-    from .timeline_hopper import render_hopper_timeline
-
     view = pingpong_view(ring, kt, tiles, epilogue_cycles, pingpong=pingpong, tma_store=tma_store)
     return render_hopper_timeline(view, trip=kt * tiles, n_iters=min(kt * tiles, 64))
 
@@ -171,8 +168,6 @@ def design_view(program: HopperProgram, cfg, kt: int = 3, tiles: int = 4) -> tup
 
 def design_timeline(program: HopperProgram, cfg) -> tuple[str, bytes]:
     """``(SVG text, PNG bytes)`` of an output folder's ``timeline.png``: :func:`design_view` drawn."""
-    from .timeline_hopper import render_hopper_timeline
-
     view, trip = design_view(program, cfg)
     if trip is None:
         return render_hopper_timeline(view)

@@ -9,12 +9,14 @@ the folders' kernels on a GPU is :func:`synth.run.measure`.
 from __future__ import annotations
 
 import os
-from typing import Optional, Sequence
+from typing import TYPE_CHECKING, Optional, Sequence
 
 from ..deadline import TimeUp
 from ..errors import Loc, SynthError
 from ..gemm import expand_gemm
-from ..search.results import Progress, SearchResult, progress_or_silent
+
+if TYPE_CHECKING:
+    from ..search.results import Progress, SearchResult
 
 
 class TopIncomplete(TimeUp):
@@ -56,8 +58,10 @@ def write_candidates(result: SearchResult, out_dir: str, *, k: Optional[int] = N
     runs out of it is not written (nothing of it is left) and the others are still written; then
     :class:`TopIncomplete` is raised after the last one, naming the folders written and those not.
     """
-    # the flow of synth solve loads OR-Tools and Z3: imported when a folder is written, as synth's argument parser
-    # (every command's, synth run's on a stock GPU image too) imports this module through synth.cli_search
+    # here, not at the top: the flow of synth solve loads OR-Tools and Z3, and the search package all its modules;
+    # synth's argument parser (every command's, synth run's on a stock GPU image too) imports this module through
+    # synth.cli_search
+    from ..search.results import progress_or_silent
     from . import pipeline
 
     say = progress_or_silent(progress)

@@ -18,9 +18,18 @@ from ..printer import program_text
 from ..program import Program
 from ..readfile import read_regular_text
 from ..verify import Report, verify_program
+from ..verify.phases import verify_hopper
 from .loop import Loop, SourceMap, to_program
 
 from . import FORMS  # noqa: E402 - defined in the package, which loads no solver
+from .mlir import nvgpu_to_loop
+from .tilelang import check_tilelang, is_tilelang, tilelang_to_loop
+from .ttgir import ttgir_to_loop
+from .ttgir_hopper import HopperCheck, check_hopper, is_hopper_ttgir, ttgir_to_hopper
+from .ttgir_nested import check_nested, is_nested_ttgir
+from .ttgir_persistent import PersistentCheck, check_persistent, is_persistent_ttgir, persistent_to_hopper
+from .ttgir_ws import WSCheck, check_ws, is_ws_ttgir, refuse_blackwell, ws_to_hopper
+from .tvm import tvmscript_to_loops
 MAX_BYTES = 16 * 1024 * 1024
 """Largest input read (16 MiB); a pipelined kernel's IR is a few hundred KiB at most."""
 
@@ -28,8 +37,6 @@ MAX_BYTES = 16 * 1024 * 1024
 def detect(text: str, path: str) -> str:
     """``triton`` (TTGIR), ``tvm`` (TVMScript), ``mlir`` (nvgpu) or ``tilelang`` (TileLang's lowered device TIR),
     from the content."""
-    from .tilelang import is_tilelang
-
     if is_tilelang(text):
         return "tilelang"
     if any(t in text for t in ("ttg.async_copy_global_to_local", "ttg.async_wait", "#ttg.", "triton_gpu.")):
@@ -85,22 +92,14 @@ def import_loops(text: str, path: str, form: Optional[str] = None, func: Optiona
     if form != "tvm":
         check_digits(text, path)
     if form == "tvm":
-        from .tvm import tvmscript_to_loops
-
         return tvmscript_to_loops(text, path, func)
     if func is not None:
         raise SynthError(Loc(path), f"--func {func}: only a TVMScript file names its functions to check",
                          "drop --func (a TTGIR or MLIR input holds one pipelined loop)")
     if form == "tilelang":
-        from .tilelang import tilelang_to_loop
-
         return (tilelang_to_loop(text, path),)
     if form == "triton":
-        from .ttgir import ttgir_to_loop
-
         return (ttgir_to_loop(text, path),)
-    from .mlir import nvgpu_to_loop
-
     return (nvgpu_to_loop(text, path),)
 
 
@@ -257,13 +256,8 @@ def _check_mbarrier(text: str, path: str, form: Optional[str], trip_count, min_t
     input. A Triton file with
     Blackwell ``tcgen05`` ops is refused first (exit 2 naming them). ``arrive_sync`` False: without the
     ``bar.sync`` Triton's lowering puts before each arrive and expect (the TTGIR's own convergence points only)."""
-    from .ttgir_hopper import check_hopper, is_hopper_ttgir
-    from .ttgir_ws import check_ws, is_ws_ttgir, refuse_blackwell
-
     if form == "triton" or (form is None and detect(text, path) == "triton"):
         refuse_blackwell(text, path)
-    from .ttgir_nested import check_nested, is_nested_ttgir
-
     if is_nested_ttgir(text):  # a tile loop around the k-loop, or TMA stores in partitions (every T >= 0)
         return check_nested(text, path, trip_count=trip_count, min_trip_count=min_trip_count,
                             time_limit=time_limit, tightness=tightness, arrive_sync=arrive_sync)
@@ -272,8 +266,6 @@ def _check_mbarrier(text: str, path: str, form: Optional[str], trip_count, min_t
     if is_ws_ttgir(text):
         return check_ws(text, path, trip_count=trip_count, min_trip_count=min_trip_count, time_limit=time_limit,
                         tightness=tightness, arrive_sync=arrive_sync)
-    from .ttgir_persistent import check_persistent, is_persistent_ttgir
-
     if is_persistent_ttgir(text):  # Triton's persistent matmul, its tile and k loops fused (flatten=True)
         return check_persistent(text, path, trip_count=trip_count, min_trip_count=min_trip_count,
                                 time_limit=time_limit, tightness=tightness, arrive_sync=arrive_sync)
@@ -293,11 +285,6 @@ def zero_trip_program(p):
 
 def _check_mbarrier_from_zero(text: str, path: str, time_limit: float, tightness: bool, arrive_sync: bool = True):
     """:func:`_check_mbarrier` with ``--min-trip-count 0``: the same mapping, proven for T >= 0."""
-    from ..verify.phases import verify_hopper
-    from .ttgir_hopper import HopperCheck, is_hopper_ttgir, ttgir_to_hopper
-    from .ttgir_persistent import PersistentCheck, is_persistent_ttgir, persistent_to_hopper
-    from .ttgir_ws import WSCheck, is_ws_ttgir, ws_to_hopper
-
     for is_form, to_hopper, result in ((is_ws_ttgir, ws_to_hopper, WSCheck),
                                        (is_persistent_ttgir, persistent_to_hopper, PersistentCheck),
                                        (is_hopper_ttgir, ttgir_to_hopper, HopperCheck)):
@@ -316,8 +303,6 @@ def _read_and_check_mbarrier(path: str, form: Optional[str], func: Optional[str]
     text = read_text(path)
     _check_digits_unless_tvm(text, path, form)
     if form == "tilelang" or (form is None and detect_quiet(text) == "tilelang"):
-        from .tilelang import check_tilelang
-
         if func is not None:
             raise SynthError(Loc(path), f"--func {func}: only a TVMScript file names its functions to check",
                              "drop --func (a TileLang device module holds one kernel)")

@@ -28,7 +28,7 @@ from typing import Optional
 import z3
 
 from ..errors import Loc, SynthError
-from ..expr import Expr, Num, Var, parse
+from ..expr import Expr, Num, Var, parse, to_str
 from .affine import parse_maps
 from .arith import eval_op, is_sym
 from .loop import Event, Loop
@@ -162,8 +162,6 @@ def fit_at(f, k):
 
 def fit_expr(f, at: Expr) -> Expr:
     """The fitted value at a synth expression (``T``)."""
-    from ..expr import to_str
-
     t = to_str(at)
     return parse(f"{f[1]} * ({t}) + {f[2]}") if f[0] == "aff" else parse(f"(({t}) + {f[1]}) % {f[2]}")
 

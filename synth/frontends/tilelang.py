@@ -44,9 +44,10 @@ import z3
 
 from ..completion import (ArriveStmt, Barrier, BarrierRef, BarSyncStmt, FenceStmt, InitStmt, InvalStmt, PipelineState, TryWaitStmt,
                           Tx)
-from ..expr import Bin, Expr, Num, Var, free_vars, parse, simplify, substitute, to_str, to_z3
+from ..expr import Bin, Expr, Num, Var, evaluate, free_vars, parse, simplify, substitute, to_str, to_z3
 from ..hopper.ir import HopperError, HopperProgram, Role, validate_hopper
 from ..program import Access, CommitStmt, OpStmt, Part, ProgBuffer, ProgOp, Program, Wait, WaitStmt
+from ..verify.phases import verify_hopper
 from .loop import Event, Loop
 from .tilelang_tir import FIX, Kernel, TEvent, read_tir, tir_error
 from .ttgir_hopper import HopperImport, prove_mapped
@@ -285,7 +286,6 @@ def tilelang_to_loop(text: str, path: str, kernel: Optional[Kernel] = None) -> L
                             "warp-specialized scope is outside the model", FIX)
     ext = simplify(substitute(extent, ren))
     if syms:
-        from ..expr import evaluate
         min_trip = next((t for t in range(0, 1 << 16) if evaluate(ext, {"T": t}) >= 0), None)
         if min_trip is None:
             raise tir_error(path, line, f"the loop's extent {to_str(ext)} is negative for every T below 65536",
@@ -726,7 +726,6 @@ def check_tilelang(text: str, path: str, *, trip_count: Optional[int] = None, mi
     k = read_tir(text, path)
     if k.roles and min_trip_count == 0 and trip_count is None:
         # every T >= 0: the roles' loops run T times (K = 0: none), the mapping does not depend on the bound
-        from ..verify.phases import verify_hopper
         from .check import zero_trip_program
 
         imp = tilelang_to_hopper(text, path, kernel=k)
@@ -739,6 +738,7 @@ def check_tilelang(text: str, path: str, *, trip_count: Optional[int] = None, mi
         return TileLangHopperCheck(*prove_mapped(mapper, text, path, trip_count=trip_count,
                                                  min_trip_count=min_trip_count, time_limit=time_limit,
                                                  tightness=tightness, runs="the loops run"))
+    # here: .check imports this module at its top, so this import stays one-way
     from .check import check_loop
     return check_loop(tilelang_to_loop(text, path, k), trip_count=trip_count, min_trip_count=min_trip_count,
                       time_limit=time_limit, tightness=tightness)

@@ -62,9 +62,11 @@ import z3
 from ..completion import (ArriveStmt, Barrier, BarrierRef, BarSyncStmt, FenceStmt, InitStmt, InvalStmt, PipelineState,
                           TryWaitStmt, Tx)
 from ..errors import Loc, SynthError
-from ..expr import Num, Var, parse, to_z3
+from ..expr import Num, Var, parse, to_str, to_z3
 from ..hopper.ir import HopperError, HopperProgram, Role, validate_hopper
+from ..hopper.printer import hopper_text
 from ..program import Access, CommitStmt, OpStmt, Part, ProgBuffer, ProgOp, Program, Wait, WaitStmt
+from ..verify.phases import verify_hopper
 from .arith import is_sym
 from .mlirtext import Op, int_type, parse_module, walk
 from .scfloop import Walker, err, find_block, fit, fit_at, fit_carried, short, valid
@@ -530,7 +532,6 @@ def _and(a, b):
         return b
     if b is None:
         return a
-    from ..expr import to_str
     return parse(f"({to_str(a)}) && ({to_str(b)})")
 
 
@@ -921,7 +922,6 @@ class HopperCheck:
                     lines += self.failure_lines(ob)
         lines += self.statement_lines()
         if verbose:
-            from ..hopper.printer import hopper_text
             lines.append("  mapped program:")
             lines += ["    " + x for x in hopper_text(self.imported.program).splitlines()]
         return "\n".join(lines)
@@ -958,7 +958,6 @@ def prove_mapped(mapper, text: str, path: str, *, trip_count: Optional[int], min
     :func:`synth.verify.phases.verify_hopper` for every trip count (or ``trip_count``).
     Raises :class:`SynthError` for a ``--trip-count`` or ``--min-trip-count`` below 1, and for a ``trip_count``
     other than the constant one the file runs (``runs``, e.g. ``the loops run``, starts that message)."""
-    from ..verify.phases import verify_hopper
     for flag, v in (("--trip-count", trip_count), ("--min-trip-count", min_trip_count)):
         if v is not None and v < 1:
             raise SynthError(Loc(path), f"{flag} {v}: a Hopper pipeline is checked for trip counts >= 1",

@@ -64,9 +64,13 @@ from typing import Optional
 import z3
 
 from ..completion import ArriveStmt, TryWaitStmt
-from ..errors import SynthError
-from ..expr import Num, parse, to_str
+from ..errors import Loc, SynthError
+from ..expr import Num, evaluate, parse, to_str, to_z3 as _to_z3
+from ..hopper.instances import role_instances
 from ..program import Access, CommitStmt, OpStmt, Part, ProgBuffer, ProgOp, Program, Wait, WaitStmt
+from ..verify import verify_program
+from ..verify.hopper_store import check_threads
+from ..verify.phases import verify_hopper
 from .arith import is_sym
 from .mlirtext import Op, parse_module, walk
 from .scfloop import err, find_block, fit_carried, for_header, short, valid
@@ -263,7 +267,6 @@ def tile_guard(tl: TileLoop, cond) -> tuple:
         return "always", None, None
     if valid(z3.Not(cond), facts):
         return "never", "0 != 0", _witness(tl, z3.Not(cond))
-    from ..expr import to_z3 as _to_z3
     for g in GUARD_TEMPLATES:
         gz = _to_z3(parse(g), {"i": tl.t, "E": tl.n})
         if valid(cond == gz, facts):
@@ -493,9 +496,6 @@ def store_teardown(p: Program) -> tuple:
 
 def prove_store(role: str, progs: tuple, sources: dict, r: int, time_limit: float) -> StoreCheck:
     """The store check of a role: ``progs`` the war and thread programs of :func:`store_program`."""
-    from ..verify.hopper_store import check_threads
-    from ..verify import verify_program
-
     war, threads = progs
     rep = verify_program(war, time_limit=time_limit, tightness=False, smt2=False)
     return StoreCheck(role, war, rep, check_threads(threads), store_teardown(threads), sources, r)
@@ -702,8 +702,6 @@ def _phase_reset(imp: HopperImport, hoisted: list, tile_line: int) -> TileObliga
     tile: tile ``t + 1`` starts where tile ``t`` left each barrier slot, so every slot must complete an even
     number of phases per tile. Searched at every k-trip count up to ``2 S + 2`` with the per-tile program's
     instances (an odd count is a counterexample; none found is reported unknown, never proven)."""
-    from ..hopper.instances import role_instances
-
     p = imp.program
     bars = {b.name: b for b in p.barriers}
     smax = max(b.slots for b in p.barriers)
@@ -1047,8 +1045,6 @@ def _carry_refute(imp: HopperImport, resets: list, path: str) -> TileObligation:
     ``t T + k + c``. The counterexample: the smallest ``(t, T, k)`` and barrier statement (a wait on a ``full``
     barrier first, then any wait, then the rest) whose slot is the ring's but whose parity is not (the wait
     passes one phase early), else whose slot differs."""
-    from ..expr import evaluate
-
     cands = []
     for r in resets:
         body = imp.program.role(r.role).program.part("body")
@@ -1227,6 +1223,7 @@ def nested_to_hopper(text: str, path: str, *, arrive_sync: bool = True) -> Neste
 
 
 def _with_min(p, m: int):
+    # here: .check imports this module at its top, so this import stays one-way
     from .check import zero_trip_program
 
     if isinstance(p.trip_count, int) or m >= p.min_trip_count:
@@ -1243,8 +1240,6 @@ def check_nested(text: str, path: str, *, trip_count: Optional[int] = None, min_
     """Map (:func:`nested_to_hopper`) and prove: the per-tile or ring program with
     :func:`synth.verify.phases.verify_hopper` for every k-trip count (ring length) ``>= min_trip_count``
     (default 0: a CTA without a tile, a tile without a k-tile), each variant, each store program."""
-    from ..verify.phases import verify_hopper
-
     t0 = time.perf_counter()
     n = nested_to_hopper(text, path, arrive_sync=arrive_sync)
     m = 0 if min_trip_count is None else min_trip_count
@@ -1266,8 +1261,6 @@ def check_nested(text: str, path: str, *, trip_count: Optional[int] = None, min_
 
 
 def Loc_(path: str, line: int = 0):
-    from ..errors import Loc
-
     return Loc(path, line, 1 if line else 0)
 
 

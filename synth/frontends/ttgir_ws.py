@@ -46,7 +46,7 @@ import z3
 
 from ..completion import ArriveStmt, Barrier, BarrierRef, BarSyncStmt, FenceStmt, InitStmt, InvalStmt, PipelineState, TryWaitStmt, Tx
 from ..errors import Loc, SynthError
-from ..expr import Num, Var, parse
+from ..expr import Num, Var, evaluate, parse
 from ..hopper.ir import HopperError, HopperProgram, Role, validate_hopper
 from ..program import Access, CommitStmt, OpStmt, Part, ProgBuffer, ProgOp, Program, Wait, WaitStmt
 from .arith import is_sym
@@ -595,7 +595,6 @@ class WSCheck(HopperCheck):
     def where(self, ob) -> Optional[str]:
         """``role R, barrier B slot S, phase P (count C)`` of the barrier statement a refuted obligation is
         anchored at, at its counterexample's iteration (None when it has no counterexample or no barrier)."""
-        from ..expr import evaluate
         cex = ob.counterexample
         a = _anchor(ob.id)
         if cex is None or cex.i < 0 or a is None:

@@ -31,6 +31,7 @@ from ..bounds import MAX_CHECK_UNROLL
 from ..errors import Loc, SynthError
 from ..expr import Bin, Call, Expr, Ite, Num, Un, Var, evaluate, free_vars, parse, simplify, substitute, to_str
 from .loop import Event, Loop
+from .tvmscript import screen
 
 _BIN = {"Add": "+", "Sub": "-", "Mul": "*", "FloorDiv": "/", "FloorMod": "%", "Div": "/", "Mod": "%",
         "LT": "<", "LE": "<=", "GT": ">", "GE": ">=", "EQ": "==", "NE": "!=", "And": "&&", "Or": "||"}
@@ -399,8 +400,6 @@ def tvmscript_functions(text: str, path: str, only: Optional[str] = None) -> tup
     other name. Needs the ``apache-tvm`` package. ``only``: the function of that name alone (SynthError, before
     TVM is imported, when the file has none).
     """
-    from .tvmscript import screen
-
     screened = screen(text, path)
     funcs = screened.funcs
     if only is not None:  # a name the file lacks is said at once, without importing TVM or parsing a function
@@ -410,6 +409,7 @@ def tvmscript_functions(text: str, path: str, only: Optional[str] = None) -> tup
                              f"(it has {', '.join(f.name for f in screened.funcs) or 'none'})",
                              "pass --func with one of those names")
     try:
+        # tvm: optional, only for a TVM input
         import tvm  # noqa: F401
         import tvm.script
         from tvm.script.parser.core.entry import _default_globals

@@ -18,9 +18,15 @@ import os
 from dataclasses import dataclass
 from typing import Union
 
-from ..completion import BARRIER_KINDS, ArriveStmt, Barrier, barrier_stmt_from_json, barrier_stmt_json
-from ..program import OpStmt, Program, ProgBuffer, ProgOp, program_from_json, program_to_json
-from ..trusted.hopper_program import BOUNDS
+from ..completion import (ArriveStmt, BARRIER_KINDS, BARRIER_STMTS, BarSyncStmt, Barrier, InitStmt, InvalStmt,
+                          barrier_stmt_from_json, barrier_stmt_json)
+from ..errors import Loc, SynthError
+from ..expr import ExprError, check_expr, free_vars, is_bool, parse, to_str
+from ..program import CommitStmt, OpStmt, ProgBuffer, ProgOp, Program, WaitStmt, program_from_json, program_to_json
+from ..readfile import load_json, read_regular_bytes
+from ..trusted import solvers
+from ..trusted.hopper import CLASSES, derive_hopper
+from ..trusted.hopper_program import BOUNDS, HopperInputError, read_hopper_bytes
 
 PROTOCOL = "mbarrier"
 
@@ -163,7 +169,6 @@ class HopperError(ValueError):
 
 
 def _expr(path: str, e, allowed: set, want_bool: bool) -> None:
-    from ..expr import ExprError, check_expr, free_vars, is_bool, parse, to_str
     if isinstance(e, (str, int)):
         try:
             e = parse(e)
@@ -185,8 +190,6 @@ def validate_hopper(p: HopperProgram) -> None:
     """Raise :class:`HopperError` on names the verifier cannot resolve, malformed expressions
     (names outside the part's variable and the trip symbol, conditions where integers belong,
     division by anything but a positive constant) or counts out of range."""
-    from ..completion import BARRIER_STMTS, BarSyncStmt, InitStmt, InvalStmt
-    from ..program import CommitStmt, WaitStmt
     tsym = {p.trip_count} if isinstance(p.trip_count, str) else set()
     if isinstance(p.trip_count, int) and p.trip_count < 1 or p.min_trip_count < 1:
         raise HopperError("loop", "trip counts start at 1", "use min_trip_count >= 1")
@@ -334,8 +337,6 @@ def _file(path: str) -> str:
 def is_hopper_file(path: str) -> bool:
     """Whether ``path`` (program.json or its folder) holds a Hopper program (False when unreadable,
     not a regular file, or larger than :data:`MAX_BYTES`; never blocks on a FIFO)."""
-    from ..errors import SynthError
-    from ..readfile import load_json
     try:
         return is_hopper_doc(load_json(_file(path), MAX_BYTES, "program.json"))
     except SynthError:  # load_json reports every failure (open, read, decode, parse) as one
@@ -353,10 +354,6 @@ def load_hopper(path: str, *, check_form: bool = True) -> HopperProgram:
     constant, a write of a version other than its op's iteration, an iteration that skips,
     repeats or invents one, is refused naming the obligation, before synth's prover believes any
     of these fields."""
-    from ..errors import Loc, SynthError
-    from ..expr import ExprError
-    from ..readfile import read_regular_bytes
-    from ..trusted.hopper_program import HopperInputError, read_hopper_bytes
     f = _file(path)
     data = read_regular_bytes(f, MAX_BYTES, "program.json", fix="pass program.json or its output folder")
     try:
@@ -377,9 +374,6 @@ def load_hopper(path: str, *, check_form: bool = True) -> HopperProgram:
 
 
 def _check_form(checked, f: str) -> None:
-    from ..errors import Loc, SynthError
-    from ..trusted import solvers
-    from ..trusted.hopper import CLASSES, derive_hopper
     kinds = tuple(k for k in FORM_CLASSES if k in CLASSES)
     try:
         obs = derive_hopper(checked, kinds=kinds)

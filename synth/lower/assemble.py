@@ -12,6 +12,7 @@ from typing import Optional
 
 from ..expr import Bin, Expr, Num, Var, evaluate, free_vars, simplify, to_str
 from ..program import Access, CommitStmt, OpStmt, Part, ProgBuffer, ProgOp, Program, Stmt, Wait, WaitStmt
+from ..schedule import multiplicity
 from .exprs import FALSE, norm, add_e, sub_e, aff_expr
 from .context import PartInfo, Context
 from .requirements import Req, producer_edges, req_text
@@ -105,8 +106,6 @@ def assemble(ctx: Context, waits: dict[WaitKey, WaitPlan],
 
 def _slot_notes(ctx: Context) -> list[str]:
     """Buffers given an extra slot because an async op reads them."""
-    from ..schedule import multiplicity
-
     p, s = ctx.problem, ctx.sched
     sync_need = dict(multiplicity(p, ctx.graph, s.stage, s.order))
     out = []

@@ -52,8 +52,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from typing import Optional
+from ortools.sat.python import cp_model
 
 from ..arch import get_arch
+from ..deadline import solve_cp_sat
 from ..gemm import GemmConfig
 from ..hopper.cluster_shape import cluster_dims
 from ..hopper.loop import DTYPE_BYTES, MAX_STAGES, HopperChoice, hopper_loop
@@ -112,8 +114,6 @@ def choose(cfg: GemmConfig, *, time_limit: float = 10.0, stages: Optional[int] =
     cluster, whose refill waits for the peer's remote release (:func:`loop_cost`). A design's whole
     input is :func:`synth.model.hopper.pipeline_input`, which ``synth solve`` and ``synth search`` share.
     """
-    from ortools.sat.python import cp_model  # here, not at import: reading a Hopper folder back needs no solver
-
     arch = get_arch(cfg.arch)
     limit = arch.smem_per_block if smem_limit is None else smem_limit
     if cfg.dtype not in DTYPE_BYTES:
@@ -155,8 +155,6 @@ def choose(cfg: GemmConfig, *, time_limit: float = 10.0, stages: Optional[int] =
     solver = cp_model.CpSolver()
     solver.parameters.max_time_in_seconds = time_limit
     solver.parameters.num_workers = 1
-    from ..deadline import solve_cp_sat
-
     st = solve_cp_sat(solver, m)  # Ctrl-C stops it and reaches Python (synth.deadline)
     if st not in (cp_model.OPTIMAL, cp_model.FEASIBLE):
         raise ValueError(f"CP-SAT found no pipeline ({solver.StatusName(st)})")

@@ -38,9 +38,11 @@ from ortools.sat.python import cp_model
 
 from ..deadline import cp_sat_parameters, solve_cp_sat
 from ..errors import Infeasible, Loc, SynthError
+from ..gemm import GemmConfig, order_pins, stage_pins
 from ..graph import Graph
 from ..problem import Problem
 from ..schedule import Schedule, SolveInfo, Timing, buffer_bytes, check_schedule, lift_stages, multiplicity, same_step_order
+from ..sim import best_timing, check_timing
 from .constraints import (build_model, stage_bounds, stage_domain_hi, weaving_applies, weaving_ok,
                           writer_order_ok)
 from .objective import (Encoded, Key, ObjectiveSpec, add_objective, decode_bound, ii_big, ii_lower_bound, key,
@@ -111,8 +113,6 @@ def uniform_schedule(problem: Problem, graph: Graph, n_ahead: int, *, use_async:
 
 def timed(problem: Problem, graph: Graph, sched: Schedule) -> Schedule:
     """``sched`` with the simulator's best timing."""
-    from ..sim import best_timing
-
     return replace(sched, timing=best_timing(problem, graph, sched))
 
 
@@ -148,8 +148,6 @@ def gemm_schedules(problem: Problem, graph: Graph) -> list[Schedule]:
     ``MmaMultistage``'s order) at every depth the stage bound allows, for a ``kind: gemm`` problem whose
     stages and order are free: incumbents that obey the weaving, which the uniform schedules (program
     order) never do. Pinned async stages and capacities are respected; invalid ones are left out."""
-    from ..gemm import GemmConfig, order_pins, stage_pins
-
     cfg, pins = problem.gemm, problem.pins
     if not isinstance(cfg, GemmConfig) or pins.stage is not None or pins.order is not None:
         return []
@@ -584,8 +582,6 @@ def solve(problem: Problem, graph: Graph, *, time_limit: float = 20.0, workers: 
 
 def recheck(problem: Problem, graph: Graph, sched: Schedule) -> Schedule:
     """Re-check a solved schedule without the solver; adopt the simulator's timing if it is better."""
-    from ..sim import best_timing, check_timing
-
     errs = check_schedule(problem, graph, sched)
     errs += [f"stage {sched.max_stage} breaks the bound: {b.text}" for b in stage_bounds(problem)
              if sched.max_stage > b.bound]

@@ -21,7 +21,14 @@ import functools
 from dataclasses import dataclass
 from typing import Optional, Sequence
 
+from ..arch import get_arch
+from .hopper import HopperPoint, estimate_hopper
+from .hopper_search import hopper_context, search_hopper
 from .published import Harness, PublishedPoint, calibration_points, harnesses
+from .rank import apply_sass, estimate_of, new_entry
+from .space import Point, make_context
+from .timing import timed
+from .tune import search_gemm
 
 TARGET = 0.15
 """The stated target: every point within 15 % (docs/search.md, section 8)."""
@@ -53,8 +60,6 @@ class CalibrationRow:
 def harness_arch(arch: str, harness: Optional[Harness], overhead_us: Optional[float] = None):
     """``arch``'s :class:`~synth.arch.ArchSpec` at ``harness``'s clock, with ``overhead_us`` in place of
     ``launch_us`` (None: keep it). Without a harness: the arch unchanged."""
-    from ..arch import get_arch
-
     spec = get_arch(arch)
     if harness is None:
         return spec
@@ -64,8 +69,6 @@ def harness_arch(arch: str, harness: Optional[Harness], overhead_us: Optional[fl
 
 
 def _kernel_us(shape: tuple[int, int, int], spec, sass: bool) -> float:
-    from .tune import search_gemm
-
     return search_gemm(*shape, arch=spec, top=1, references=False, sass=sass).candidates[0].time_us
 
 
@@ -88,11 +91,6 @@ def predict(pt: PublishedPoint, sass: bool = False, clock_ghz: Optional[float] =
     """The model's prediction of ``pt`` as its harness measured it (see the module docstring). ``clock_ghz``
     replaces the harness's clock (the sm_90 fit, :func:`fit_clock`); ``winner``: for a library point on sm_90, the
     Hopper point to predict instead of searching again (the fit keeps the winner found at the model's clock)."""
-    from .rank import apply_sass, estimate_of, new_entry
-    from .space import Point, make_context
-    from .timing import timed
-    from .tune import search_gemm
-
     h = harnesses().get(pt.harness) if pt.harness else None
     overhead = harness_overhead(pt.arch, h, sass) if h is not None else None
     spec = harness_arch(pt.arch, h, overhead)
@@ -123,9 +121,6 @@ def predict(pt: PublishedPoint, sass: bool = False, clock_ghz: Optional[float] =
 def predict_hopper(pt: PublishedPoint, spec, winner=None) -> tuple[float, str]:
     """(TFLOP/s, what was compared) of an sm_90 point on ``spec``: its named design through
     :func:`synth.search.hopper.estimate_hopper`, else the Hopper search's winner (``winner``: that point, given)."""
-    from .hopper import estimate_hopper
-    from .hopper_search import hopper_context, search_hopper
-
     ctx = hopper_context(*pt.shape, pt.dtype, spec)
     p = pt.hopper_point() or winner
     if p is not None:
@@ -136,8 +131,6 @@ def predict_hopper(pt: PublishedPoint, spec, winner=None) -> tuple[float, str]:
 
 def hopper_point_of(c):
     """The :class:`synth.search.hopper.HopperPoint` of a Hopper :class:`~synth.search.results.Candidate`."""
-    from .hopper import HopperPoint
-
     g = c.config
     return HopperPoint(g.BM, g.BN, g.stages, g.k_pipe_mmas, split_k=g.split_k, persistent=g.persistent,
                        epilogue=g.epilogue, pingpong=g.pingpong, cluster=g.cluster)
@@ -178,8 +171,6 @@ def fit_clock(arch: str = "sm_90", lo: float = 1.5, hi: float = 1.98, step: floa
     winners = {}
     for p in pts:
         if p.design is None:
-            from .hopper_search import hopper_context, search_hopper
-
             h = harnesses().get(p.harness) if p.harness else None
             ctx = hopper_context(*p.shape, p.dtype, harness_arch(arch, h, None))
             winners[p.name] = hopper_point_of(search_hopper(ctx, top=1, references=False).winner)

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from typing import Optional, Sequence
 
+from ..deadline import ignore_sigint
 from ..errors import SynthError
 from .results import SearchResult
 from .shapes import as_shape
@@ -38,6 +39,7 @@ def search_many(shapes: Sequence[tuple[int, int, int]], *, scheduler: Optional[s
     jobs = [(s, kw) for s in shapes]
     if scheduler:
         try:
+            # dask: optional (the dist extra), only with a scheduler address
             from distributed import Client
         except ImportError:
             raise SynthError(None, "--scheduler needs Dask, which is not installed",
@@ -56,7 +58,6 @@ def search_many(shapes: Sequence[tuple[int, int, int]], *, scheduler: Optional[s
         return [search_shape(j) for j in jobs]
     import multiprocessing
 
-    from ..deadline import ignore_sigint
 
     # Ctrl-C: the workers ignore SIGINT, this process gets KeyboardInterrupt at once and leaving the
     # block terminates the workers (a ProcessPoolExecutor would wait for each running search to end)

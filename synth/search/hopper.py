@@ -36,8 +36,13 @@ import math
 from dataclasses import dataclass, replace
 from typing import Callable, Optional, Sequence
 
+from ..arch import REG_ALLOC_UNIT, SMEM_RESERVED_PER_CTA
+from ..emit.sm90.config import Sm90Config
 from ..hopper.cluster_shape import ClusterShaped
-from .model import WaveEstimate, kernel_time
+from ..hopper.problem import HopperGemm, SMEM_LIMIT, consumers_of
+from .model import (OUT_BYTES, OVERLAP_NORM, PARTIAL_BYTES, WaveEstimate, kernel_time, reduction, sum_waves, traffic,
+                    workspace_spill)
+from .space import SPLIT_SPACE, tally
 
 HOPPER_BM_SPACE = (64, 128)
 HOPPER_BN_SPACE = tuple(range(16, 257, 16))
@@ -88,8 +93,6 @@ class HopperPoint(ClusterShaped):
     @property
     def consumers(self) -> int:
         """Consumer warp groups: 2 for ping-pong, else ``BM / 64`` (the kernel's ``Sm90Config.consumers``)."""
-        from ..hopper.problem import consumers_of
-
         return 2 if self.pingpong else consumers_of(self.BM)
 
     @property
@@ -134,8 +137,6 @@ class HopperPoint(ClusterShaped):
         point's problem says its cluster where the problem has the key (:func:`problem_takes_cluster`); where it
         does not, the HopperGemm is the one-CTA-per-tile kernel of the same tile, and
         :func:`synth.flow.candidates.write_candidates` refuses to write it as the cluster candidate."""
-        from ..hopper.problem import HopperGemm
-
         extra = {"cluster": self.cluster} if self.cluster != "1x1" and problem_takes_cluster() else {}
         return HopperGemm(name, M, N, K, dtype, self.BM, self.BN, self.stages, self.k_pipe_mmas,
                           split_k=self.split_k, persistent=self.persistent,
@@ -181,15 +182,12 @@ def problem_takes_cluster() -> bool:
     written by ``synth solve``'s flow)."""
     import dataclasses
 
-    from ..hopper.problem import HopperGemm
 
     return any(f.name == "cluster" for f in dataclasses.fields(HopperGemm))
 
 
 @functools.lru_cache(maxsize=None)
 def _smem_bytes(BM: int, BN: int, stages: int, epilogue: str, pingpong: bool) -> int:
-    from ..hopper.problem import HopperGemm
-
     return HopperGemm("point", 1, 1, HOPPER_BK, "f16", BM, BN, epilogue=epilogue, pingpong=pingpong,
                       persistent=pingpong).smem_bytes(stages)
 
@@ -221,8 +219,6 @@ def _c_tma(ctx, p: HopperPoint) -> Optional[str]:
 
 
 def _c_smem(ctx, p: HopperPoint) -> Optional[str]:
-    from ..hopper.problem import SMEM_LIMIT
-
     if p.smem_bytes() > SMEM_LIMIT:
         extra = " with the TMA-store staging slots" if p.epilogue == "tma_store" else ""
         return (f"{p.stages} stages need {p.smem_bytes()} B of shared memory{extra}, above the {SMEM_LIMIT} B "
@@ -244,8 +240,6 @@ def _c_store(ctx, p: HopperPoint) -> Optional[str]:
 
 
 def _c_kernel(ctx, p: HopperPoint) -> Optional[str]:
-    from ..emit.sm90.config import Sm90Config
-
     try:
         Sm90Config(bm=p.BM, bn=p.BN, stages=p.stages, k_pipe_mmas=p.k_pipe_mmas, dtype=ctx.dtype,
                    split_k=p.split_k, persistent=p.persistent, pingpong=p.pingpong, epilogue=p.epilogue,
@@ -262,7 +256,8 @@ def cluster_kernel_issue(BM: int, BN: int, stages: int, k_pipe: int, dtype: str,
     its ``Sm90Config`` returns a kernel; ``persistent``: the persistent cluster kernel), else the emitter's reason.
     A configuration the emitter cannot build is never ranked. Cached per process (a few milliseconds per
     configuration)."""
-    from ..emit.sm90.config import Sm90Config
+    # here, not at the top: the emitter loads when a cluster kernel is checked (synth's argument parser imports the
+    # search package), and emit_sm90_kernel is looked up when called (tests replace it)
     from ..emit.sm90.kernel import emit_sm90_kernel
 
     try:
@@ -315,8 +310,6 @@ def prune_hopper(ctx, points: Sequence[HopperPoint]) -> tuple[list[HopperPoint],
     ``Sm90Config.check`` (the kernel's own bounds) adjudicates only the points every named
     constraint accepts, so its count shows what they miss: zero.
     """
-    from .space import tally
-
     return tally(ctx, points, HOPPER_CONSTRAINTS, lambda fails, name: name in ("Sm90Config.check", "cluster-kernel"))
 
 
@@ -346,8 +339,6 @@ def hopper_split_issue(ctx, p: HopperPoint) -> Optional[str]:
     """None when ``p.split_k`` is legal (in :data:`synth.search.space.SPLIT_SPACE`, at most the k-tiles
     ``ceil(K / 64)``: the Hopper program is proven for every trip count, so a split needs one k-tile,
     not the stages), else why not."""
-    from .space import SPLIT_SPACE
-
     if p.split_k not in SPLIT_SPACE:
         return f"split_k = {p.split_k} is not one of {SPLIT_SPACE}"
     T = -(-ctx.K // HOPPER_BK)
@@ -361,8 +352,6 @@ def fit_stages(p: HopperPoint) -> Optional[HopperPoint]:
     ping-pong's order barriers take room from the ring), ``k_pipe_mmas`` lowered below them if needed; None when
     not even one stage fits. The pipeline model's per-k-tile cycles never grow with the stages, so this is the
     variant's best depth at the base point's ``k_pipe_mmas``."""
-    from ..hopper.problem import SMEM_LIMIT
-
     q = p
     while q.stages >= 1 and q.smem_bytes() > SMEM_LIMIT:
         q = replace(q, stages=q.stages - 1, k_pipe_mmas=min(q.k_pipe_mmas, q.stages - 2))
@@ -437,6 +426,7 @@ def point_input(p: HopperPoint, T: int, dtype: str):
     """The pipeline model's input (:func:`synth.model.hopper.pipeline_input`, the function ``synth solve`` prices a
     design with) of ``p``'s design for one CTA's loop of ``T`` k-tiles: the :class:`~synth.hopper.problem.HopperGemm`
     of the point, unsplit, with ``K = T x 64`` (``M`` and ``N`` do not enter it)."""
+    # synth.model loads OR-Tools: here, as synth's argument parser and synth run import the search package
     from ..model.hopper import pipeline_input
 
     g = replace(p, split_k=1).gemm(1, 1, max(T, 1) * HOPPER_BK, dtype)
@@ -478,6 +468,7 @@ def auto_choice(ctx, p: HopperPoint) -> Optional[HopperPoint]:
     :func:`synth.model.hopper.pipeline_input` (one split's ``floor(T / split_k)`` k-tiles, the consumers per slot,
     the cluster, the shared memory its staging slots and order barriers take), cached per design and
     ``min(T, CHOICE_T)``. None when no pipeline fits."""
+    # synth.model loads OR-Tools: here, as synth's argument parser and synth run import the search package
     from ..model.hopper import pipeline_input
 
     g = replace(p.gemm(ctx.M, ctx.N, ctx.K, ctx.dtype), stages=None, k_pipe_mmas=None)
@@ -534,8 +525,6 @@ def cluster_slots(arch, ctas_per_sm: int, size: int) -> int:
 
 def hopper_occupancy(arch, p: HopperPoint) -> tuple[int, str]:
     """CTAs per SM and what limits it (``registers`` for every point of this kernel)."""
-    from ..arch import REG_ALLOC_UNIT, SMEM_RESERVED_PER_CTA
-
     threads = 32 * p.warps
     regs_warp = math.ceil(launch_registers(arch, threads) * 32 / REG_ALLOC_UNIT) * REG_ALLOC_UNIT
     limits = [
@@ -708,8 +697,6 @@ def combine_hopper(t: dict[str, float]) -> tuple[float, str]:
     :data:`synth.search.model.OVERLAP_NORM`); one CTA's own pipeline is a floor (its latency overlaps
     the other CTAs' work, not its own). The L2 path is the slower of its two stages in series, the slices' reads
     (``l2``) and the SM's ingress (``ingress``), and binds as ``l2``."""
-    from .model import OVERLAP_NORM
-
     limits = (("tensor", t["tensor"]), ("l2", max(t["l2"], t.get("ingress", 0.0))), ("dram", t["dram"]))
     name, top = max(limits, key=lambda x: x[1])
     busy = sum(v ** OVERLAP_NORM for _, v in limits) ** (1.0 / OVERLAP_NORM) if top > 0 else 0.0
@@ -724,8 +711,6 @@ def estimate_hopper(ctx, p: HopperPoint) -> HopperEstimate:
     model's reduction per wave (:func:`synth.search.model.reduction`, with the kernel's two barriers); a
     persistent point one wave of CTAs walking the tiles, a ping-pong point two consumer warp groups alternating
     on them; a TMA-store point the staging of C on the consumers' path and its writes overlapped."""
-    from .model import OUT_BYTES, PARTIAL_BYTES, reduction, sum_waves, traffic, workspace_spill
-
     arch = ctx.arch
     M, N, K = ctx.M, ctx.N, ctx.K
     T = -(-K // p.BK)

@@ -27,13 +27,17 @@ from dataclasses import dataclass, replace
 from typing import Optional
 
 from ..errors import SynthError
-from .explain import behind, beats, difference, loop_rate, model_error, tie_text
-from .hopper import (HopperEstimate, HopperPoint, auto_point, cluster_slots, enumerate_hopper_space, estimate_hopper,
-                     fit_stages, hopper_occupancy, hopper_split_issue, hopper_variants, is_legal_hopper,
-                     pipeline_evaluations,
-                     prune_hopper, staging_wavefronts, store_cols)
+from ..hopper.problem import DTYPES, HopperGemm, MAINLOOPS
+from .explain import beats, behind, difference, loop_rate, model_error, pct, tie_text
+from .hopper import (HopperEstimate, HopperPoint, auto_choice, auto_point, cluster_slots, design_variant,
+                     enumerate_hopper_space, estimate_hopper, fit_stages, hopper_occupancy, hopper_split_issue,
+                     hopper_variants, is_legal_hopper, pipeline_evaluations, prune_hopper, staging_wavefronts,
+                     store_cols)
+from . import published  # published.best_published looked up when called (tests replace it)
 from .published import beats_published
+from .references import load_hopper_references
 from .results import Candidate, Progress, ReferenceRank, SearchResult, progress_or_silent
+from .space import SPLIT_SPACE, make_context
 
 
 @dataclass(frozen=True)
@@ -62,8 +66,6 @@ def resolve_mainloop(arch_name: str, mainloop: Optional[str]) -> str:
     """The main loop to search: ``mainloop``, or the arch's default (``tma_wgmma`` on sm_90, as
     ``synth solve``'s problem key). Raises :class:`SynthError` on an unknown value or a Hopper loop
     on an arch without TMA and wgmma."""
-    from ..hopper.problem import MAINLOOPS
-
     if mainloop is None:
         return "tma_wgmma" if arch_name == "sm_90" else "cp_async"
     if mainloop not in MAINLOOPS:
@@ -94,9 +96,6 @@ def evaluate_tiles(ctx, legal: list[HopperPoint], say: Progress, clusters: bool 
     cluster's remote release in the pipeline input), exactly what ``synth solve`` builds for that design with
     ``stages: auto``; from a pinned point they keep its pins (the most of its stages that fit). ``clusters`` False
     leaves the cluster variants out."""
-    from .hopper import auto_choice
-    from .space import SPLIT_SPACE
-
     by_tile: dict[tuple[int, int], list[HopperPoint]] = {}
     for p in legal:
         by_tile.setdefault(p.group, []).append(p)
@@ -135,8 +134,6 @@ def variant_or_pins(ctx, base: HopperPoint, **design) -> HopperPoint:
     """``base`` with ``design`` (keys of :class:`HopperPoint`: persistent, pingpong, epilogue, cluster) as the search
     ranks it (:func:`synth.search.hopper.design_variant`), or, where no pipeline fits, with ``base``'s pins (for the
     reason :func:`is_legal_hopper` gives)."""
-    from .hopper import design_variant
-
     d = dict(persistent=base.persistent, pingpong=base.pingpong, epilogue=base.epilogue, cluster=base.cluster)
     d.update(design)
     q = design_variant(ctx, base.base, d["persistent"], d["pingpong"], d["epilogue"], d["cluster"],
@@ -219,8 +216,6 @@ def why_hopper_persistent(ctx, e: HopperEntry) -> str:
     of the same point, with wave quantization, the prologue and fill saved per extra tile, the tile-boundary
     cost and the two predictions (a gap below :data:`synth.search.explain.MODEL_ERROR` is a tie within the
     model's error)."""
-    from .explain import pct
-
     if e.est.split_k > 1:
         return ""
     arch, base = ctx.arch, e.origin
@@ -255,8 +250,6 @@ def why_hopper_persistent(ctx, e: HopperEntry) -> str:
 
 def _versus(a: HopperEstimate, b: HopperEstimate, name_a: str, name_b: str) -> str:
     """``name_a predicted X% faster/slower than name_b (a vs b us)``, a tie within the model's error below it."""
-    from .explain import pct
-
     if abs(a.time_us - b.time_us) <= 1e-9 * b.time_us:
         return f"{name_a} predicted equal to {name_b} ({a.time_us:.1f} us)"
     if a.time_us < b.time_us:
@@ -274,8 +267,6 @@ def why_hopper_variant(ctx, e: HopperEntry, clusters: bool = True) -> str:
     handoffs), the TMA store against the register store of the same grid (staging writes with their bank
     conflicts and barriers against the register store; its writes overlapped); each gap below
     :data:`synth.search.explain.MODEL_ERROR` is a tie within the model's error."""
-    from .explain import pct
-
     if e.est.split_k > 1:
         return ""
     base = e.origin
@@ -433,8 +424,6 @@ def best_of_kinds(entries) -> dict[str, HopperEntry]:
 def why_not_kinds(e: HopperEntry, kinds: dict[str, HopperEntry]) -> str:
     """Why ``e`` beats the best kernel of each variant kind it is not (empty when there is none): its prediction,
     the gap (a tie within the model's error below it) and what ``e`` saves (:func:`synth.search.explain.difference`)."""
-    from .explain import pct
-
     parts = []
     for kind, has in VARIANT_KINDS:
         o = kinds.get(kind)
@@ -483,8 +472,6 @@ def why_hopper_short(ctx, e: HopperEntry, runner: Optional[HopperEntry]) -> str:
     variant it beats of its own tile, and the verdict against the best other tile, with the sm_90 error bar
     (:func:`hopper_error`). :func:`why_hopper_winner` gives the whole reasoning (``--explain``, the JSON's
     ``why``)."""
-    from .explain import pct
-
     est, p = e.est, e.point
     err = hopper_error()
     peak = ctx.arch.tensor_f16_f32_flop_per_clk_sm
@@ -545,9 +532,6 @@ def rank_hopper_references(ctx, entries: dict[HopperPoint, HopperEntry], best, w
     has them (the program is proven for every ``T``). A reference that is not legal is reported
     with the first constraint it breaks.
     """
-    from ..hopper.problem import HopperGemm
-    from .references import load_hopper_references
-
     rank_of = _ranker(best)
     out = []
     for ref in load_hopper_references():
@@ -623,11 +607,8 @@ def above_published_note(ctx, cands) -> tuple[str, ...]:
     against. No square or skinny shape of the tests gets there; a shape of whole waves and a long k-loop can, with
     or without a cluster (1536x2816x65536: 132 tiles of 128x256 in one wave; docs/search.md, section 10, "What it
     leaves out")."""
-    from ..errors import SynthError
-    from .published import best_published
-
     try:
-        cap, source = best_published(ctx.arch.name)
+        cap, source = published.best_published(ctx.arch.name)
     except SynthError:
         return ()
     over = [c for c in cands if c.tflops > cap]
@@ -643,9 +624,6 @@ def above_published_note(ctx, cands) -> tuple[str, ...]:
 
 def hopper_context(M: int, N: int, K: int, dtype: str, arch):
     """The :class:`~synth.search.space.Context` of a Hopper search (f16 or bf16 operands)."""
-    from ..hopper.problem import DTYPES
-    from .space import make_context
-
     ctx = make_context(M, N, K, "f16", arch)
     if dtype not in DTYPES:
         raise SynthError(None, f"dtype {dtype!r}: the Hopper main loop takes f16 or bf16 operands (f32 accumulation)",

@@ -67,6 +67,11 @@ from typing import Optional, Sequence
 
 from ..arch import REG_ALLOC_UNIT, SMEM_RESERVED_PER_CTA, ArchSpec
 from ..emit.raster import GROUP_M
+from ..emit.streamk import contributors, cta_range, grid_ctas
+from ..gemm import expand_gemm, register_estimate, smem_slots, stage_pins, tiling
+from ..graph import build_graph
+from .sassmix import estimated_mix
+from .space import Point
 OUT_BYTES = 4
 """C is written as f32 (docs/cuda_kernel.md: ``C`` is ``float*``); the optional ``C_in`` is not read by a
 ``beta = 0`` call (the published harnesses' ``C = A B``), so it is not counted."""
@@ -133,8 +138,6 @@ def problem_bounds(problem, stage: tuple[int, ...]) -> tuple[int, int, tuple[tup
       op (``tail_terms`` = ``(s_a, tmin_a + L_a)``) and ``>=`` the longest distance-0
       latency path (``path_lb``).
     """
-    from ..graph import build_graph
-
     graph = build_graph(problem)
     edges = graph.constraints()
     ops = problem.ops
@@ -184,10 +187,6 @@ def problem_bounds(problem, stage: tuple[int, ...]) -> tuple[int, int, tuple[tup
 
 def resources(cfg, arch: ArchSpec) -> Resources:
     """Resources of a valid configuration (``gemm.validate(cfg) == []``, ``cfg.stages`` set)."""
-    from ..gemm import expand_gemm, register_estimate, smem_slots, stage_pins, tiling
-    from .sassmix import estimated_mix
-    from .space import Point
-
     t = tiling(cfg)
     pins = stage_pins(cfg)
     slots = smem_slots(pins)
@@ -681,8 +680,6 @@ def stream_k_plan(tiles: int, k_tiles: int, ctas: int) -> tuple[tuple[int, int, 
     ``n - 1`` partials and stores C, and it *waits* when a partner's segment ends with its own (that partner's
     partial is stored only then). Every other contributor stores its partial.
     """
-    from ..emit.streamk import contributors, cta_range
-
     iters = tiles * k_tiles
     span = [cta_range(c, iters, ctas) for c in range(ctas)]
     # O(G), not O(tiles): a CTA's whole tiles are counted, only the tiles a range boundary cuts are visited
@@ -711,8 +708,6 @@ def stream_k_plan(tiles: int, k_tiles: int, ctas: int) -> tuple[tuple[int, int, 
 def stream_k_grid(arch: ArchSpec, M: int, N: int, K: int, BM: int, BN: int, BK: int, ctas_per_sm: int) -> int:
     """The stream-K launch's ``G`` (:func:`synth.emit.streamk.grid_ctas`: one wave of resident CTAs, at most
     one per k-tile iteration)."""
-    from ..emit.streamk import grid_ctas
-
     return grid_ctas(M, N, K, BM, BN, BK, arch.sm_count, ctas_per_sm)
 
 

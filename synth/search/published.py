@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from typing import Optional
 
 from ..errors import Loc, SynthError
+from .hopper import HopperPoint
 
 PUBLISHED_FILE = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "data",
                               "published_gemm.yaml")
@@ -49,8 +50,6 @@ class PublishedPoint:
         """The :class:`synth.search.hopper.HopperPoint` of :attr:`design` (None without one)."""
         if self.design is None:
             return None
-        from .hopper import HopperPoint
-
         return HopperPoint(**dict(self.design))
 
 

@@ -21,7 +21,9 @@ import time
 from dataclasses import dataclass, field
 from typing import Callable, Iterable, Optional, Sequence
 
+from .model import estimate, split_lower_bounds, stream_k_lower_bound
 from .results import Candidate, Progress
+from .sassmix import sass_mix
 from .space import Context, Point
 from .timing import PER_SOLVE_LIMIT, Timed, resources_of, timed
 
@@ -63,8 +65,6 @@ class Entry:
 def estimate_of(ctx: Context, p: Point, res, solved: Optional[Timed] = None, mix=None):
     """The model's :class:`~synth.search.model.Estimate` of ``p`` (with ``solved``'s timing and the
     SASS ``mix`` when given)."""
-    from .model import estimate
-
     ii, tail = (solved.ii, solved.tail) if solved is not None else (None, None)
     return estimate(ctx.arch, ctx.M, ctx.N, ctx.K, p.BM, p.BN, p.BK, res, ii=ii, tail=tail, mix=mix,
                     split_k=p.split_k, stream_k=p.stream_k)
@@ -72,8 +72,6 @@ def estimate_of(ctx: Context, p: Point, res, solved: Optional[Timed] = None, mix
 
 def apply_sass(ctx: Context, e: Entry) -> str:
     """Read ``e``'s instruction mix from the SASS of its kernel and re-estimate it; returns why not ("" if done)."""
-    from .sassmix import sass_mix
-
     if e.mix is not None:
         return ""
     mix, why = sass_mix(e.point.base, ctx.arch.name)  # a split runs the same main loop
@@ -93,8 +91,6 @@ def new_entry(ctx: Context, p: Point) -> Entry:
 def lazy_split_entries(ctx: Context, base: Entry, points: Sequence[Point]) -> list[Entry]:
     """Untimed entries for split variants ``points`` of ``base.point``, each holding a :class:`Bound`
     of its estimate (:func:`synth.search.model.split_lower_bounds`) until :meth:`Refiner.exact`."""
-    from .model import split_lower_bounds
-
     p0 = base.point
     bounds = split_lower_bounds(ctx.arch, ctx.M, ctx.N, ctx.K, p0.BM, p0.BN, p0.BK, base.res,
                                 [q.split_k for q in points])
@@ -105,8 +101,6 @@ def lazy_split_entries(ctx: Context, base: Entry, points: Sequence[Point]) -> li
 def lazy_stream_k_entry(ctx: Context, base: Entry) -> Entry:
     """An untimed entry for the stream-K variant of ``base.point``, holding a :class:`Bound` of its estimate
     (:func:`synth.search.model.stream_k_lower_bound`) until :meth:`Refiner.exact`."""
-    from .model import stream_k_lower_bound
-
     p0 = base.point
     lb = stream_k_lower_bound(ctx.arch, ctx.M, ctx.N, ctx.K, p0.BM, p0.BN, p0.BK, base.res)
     q = Point(p0.BM, p0.BN, p0.BK, p0.warps, p0.stages, 1, True)

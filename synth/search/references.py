@@ -14,7 +14,8 @@ from dataclasses import dataclass, replace
 from typing import Optional
 
 from ..errors import Loc, SynthError
-from .rank import Entry, Refiner, ranker
+from ..gemm import smem_slots, stage_pins
+from .rank import Entry, Refiner, apply_sass, ranker
 from .results import ReferenceRank
 from .space import STAGES_SPACE, Context, Point, is_legal
 
@@ -109,8 +110,6 @@ def reference_points(ref: RefConfig, M: int, N: int, K: int, *, dtype: str = "f1
     many shared slots for BK >= 32 (one fewer for BK = 16, whose only ldmatrix runs
     a stage ahead of the mma), so the depth with exactly ``ref.slots`` slots is looked up.
     """
-    from ..gemm import smem_slots, stage_pins
-
     first_reason = None
     for s in (ref.slots, ref.slots + 1):
         p = Point(ref.BM, ref.BN, ref.BK, ref.warps, s)
@@ -139,8 +138,6 @@ def rank_references(ctx: Context, entries: dict[Point, Entry], top: list[Entry],
     the best legal one is ranked. Ranks and ratios use the final estimates. With
     ``sass`` the defaults' instruction mix is read from their SASS too.
     """
-    from .rank import apply_sass
-
     refs = load_references()
     win = top[0] if top else None
     out: list[ReferenceRank] = []

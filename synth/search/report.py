@@ -80,6 +80,7 @@ def print_result(con, res: SearchResult, *, verbose: bool = False, folders: Sequ
                  note: Optional[str] = None, explain: bool = False) -> None:
     """The ranking table, the winner's reason (short; ``explain``: in full), exclusions and reference ranks
     (rich)."""
+    # rich: only when a table is printed
     from rich.table import Table
 
     measured = {m.label: m for m in res.measured}

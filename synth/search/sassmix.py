@@ -40,6 +40,12 @@ import tempfile
 from dataclasses import asdict, dataclass
 from typing import Optional
 
+from ..arch import get_arch
+from ..emit.cuda import emit_kernel
+from ..gemm import GemmConfig, expand_gemm, tiling
+from ..graph import build_graph
+from ..lower import lower
+from ..schedule import schedule_from_pins
 from .space import Point
 
 CATEGORIES = ("hmma", "ldsm", "ldgsts", "bar", "depbar", "other")
@@ -117,8 +123,6 @@ def structural_counts(p: Point) -> dict[str, float]:
     each); one barrier; one commit and one wait per k16 slice's copies (``KI + 1``, at least 2),
     as the emitter spreads them.
     """
-    from ..gemm import GemmConfig, tiling
-
     t = tiling(GemmConfig(p.BM, p.BN, 64 * p.BK, "f16", p.BM, p.BN, p.BK, p.warps, p.stages))
     return {"hmma": t.MI * t.NI * t.KI, "ldsm": (t.MI + t.NI // 2) * t.KI,
             "ldgsts": t.a_chunks_per_thread + t.b_chunks_per_thread, "bar": 1.0,
@@ -166,12 +170,6 @@ def tools_available() -> tuple[bool, str]:
 
 def kernel_text(p: Point, arch: str) -> str:
     """The kernel.cu synth emits for ``p`` on the canonical shape ``4 BM x 4 BN x 64 BK``."""
-    from ..emit.cuda import emit_kernel
-    from ..gemm import GemmConfig, expand_gemm
-    from ..graph import build_graph
-    from ..lower import lower
-    from ..schedule import schedule_from_pins
-
     cfg = GemmConfig(4 * p.BM, 4 * p.BN, 64 * p.BK, "f16", p.BM, p.BN, p.BK, p.warps, p.stages, arch)
     problem = expand_gemm(cfg)
     graph = build_graph(problem)
@@ -272,10 +270,6 @@ def _nvcc_version(nvcc: str) -> str:
 
 def sass_mix(p: Point, arch: str, *, use_cache: bool = True) -> tuple[Optional[InstructionMix], str]:
     """(mix, "") from the compiled kernel of ``p`` on ``arch``, or (None, why not). Cached on disk."""
-    from ..gemm import GemmConfig, tiling
-
-    from ..arch import get_arch
-
     ok, why = tools_available()
     if not ok:
         return None, why
@@ -295,6 +289,7 @@ def sass_mix(p: Point, arch: str, *, use_cache: bool = True) -> tuple[Optional[I
     t = tiling(GemmConfig(p.BM, p.BN, 64 * p.BK, "f16", p.BM, p.BN, p.BK, p.warps, p.stages))
     hpk, hc = t.MI * t.NI * t.KI, get_arch(arch).hmma_cycles
     try:
+        # the SASS reader only when a mix is read from SASS; without it the mix is estimated
         from ..emit import sass as emit_sass
     except ImportError:
         emit_sass = None

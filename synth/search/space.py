@@ -18,7 +18,10 @@ import math
 from dataclasses import dataclass
 from typing import Callable, Optional, Sequence
 
+from ..arch import ARCHS, ArchSpec, REG_ALLOC_UNIT, get_arch
+from ..bounds import MAX_GEMM_DIM, MAX_SPLIT_K
 from ..errors import SynthError
+from ..gemm import DTYPES, GemmConfig, register_estimate, smem_slots, stage_pins, validate, warp_layout
 
 BM_SPACE = (16, 32, 64, 128, 256)
 BN_SPACE = (16, 32, 64, 128, 256)
@@ -69,8 +72,6 @@ class Point:
 
     def config(self, M: int, N: int, K: int, dtype: str, arch: str):
         """The :class:`synth.gemm.GemmConfig` of this point for a shape."""
-        from ..gemm import GemmConfig
-
         return GemmConfig(M, N, K, dtype, self.BM, self.BN, self.BK, self.warps, self.stages, arch,
                           split_k=self.split_k, stream_k=self.stream_k)
 
@@ -99,10 +100,6 @@ def make_context(M: int, N: int, K: int, dtype: str, arch) -> Context:
     ``arch``: a name of :data:`synth.arch.ARCHS`, or an :class:`~synth.arch.ArchSpec` (a known
     arch with other clock or launch figures, as the calibration against published timings uses).
     """
-    from ..arch import ARCHS, ArchSpec, get_arch
-    from ..bounds import MAX_GEMM_DIM
-    from ..gemm import DTYPES
-
     for name, v in (("M", M), ("N", N), ("K", K)):
         if isinstance(v, bool) or not isinstance(v, int) or v < 1:
             raise SynthError(None, f"{name} = {v!r} is not a positive integer", f"pass --{name} 4096")
@@ -135,8 +132,6 @@ class Constraint:
 @functools.lru_cache(maxsize=None)
 def slots_regs(p: Point) -> tuple[int, int]:
     """(shared slots, registers per thread) of ``p``'s pinned stages (shape and arch independent)."""
-    from ..gemm import register_estimate, smem_slots, stage_pins
-
     cfg = p.loop_config(T_REF, "f16", "sm_80")
     return smem_slots(stage_pins(cfg)), register_estimate(cfg)
 
@@ -148,8 +143,6 @@ def _c_mma(ctx: Context, p: Point) -> Optional[str]:
 
 
 def _c_warps(ctx: Context, p: Point) -> Optional[str]:
-    from ..gemm import warp_layout
-
     if warp_layout(p.warps, p.BM, p.BN) is None:
         return f"{p.warps} warps cannot split {p.BM}x{p.BN} into warp tiles that are multiples of 16x16"
     return None
@@ -189,8 +182,6 @@ def _c_regs(ctx: Context, p: Point) -> Optional[str]:
 
 
 def _c_regs_sm(ctx: Context, p: Point) -> Optional[str]:
-    from ..arch import REG_ALLOC_UNIT
-
     _, regs = slots_regs(p)
     per_cta = math.ceil(regs * 32 / REG_ALLOC_UNIT) * REG_ALLOC_UNIT * p.warps
     if per_cta > ctx.arch.registers_per_sm:
@@ -205,8 +196,6 @@ def _c_threads(ctx: Context, p: Point) -> Optional[str]:
 
 
 def _c_validate(ctx: Context, p: Point) -> Optional[str]:
-    from ..gemm import validate
-
     issues = validate(p.config(ctx.M, ctx.N, ctx.K, ctx.dtype, ctx.arch.name))
     return issues[0] if issues else None
 
@@ -279,8 +268,6 @@ def split_issue(ctx: Context, p: Point) -> Optional[str]:
     :data:`SPLIT_SPACE`. The rest of a split point's legality is its base point's: the tile, slots,
     registers and threads do not depend on the split.
     """
-    from ..bounds import MAX_SPLIT_K
-
     if p.split_k not in SPLIT_SPACE or p.split_k > MAX_SPLIT_K:
         return f"split_k = {p.split_k} is not one of {SPLIT_SPACE}"
     T = -(-ctx.K // p.BK)

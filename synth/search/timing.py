@@ -21,6 +21,11 @@ from dataclasses import dataclass
 from typing import Optional
 
 from ..errors import SynthError
+from ..gemm import expand_gemm
+from ..graph import build_graph
+from ..schedule import check_schedule, schedule_from_pins
+from ..sim import best_timing
+from .model import resources
 from .space import T_REF, Context, Point
 
 PER_SOLVE_LIMIT = 10.0
@@ -51,8 +56,6 @@ def clear_cache() -> None:
 
 def resources_of(ctx: Context, p: Point):
     """:class:`synth.search.model.Resources` of ``p`` (independent of the shape and the split; cached)."""
-    from .model import resources
-
     p = p.base
     key = (ctx.arch.name, ctx.dtype, p)
     with _LOCK:
@@ -94,15 +97,9 @@ def time_now(ctx: Context, p: Point, T: int, time_limit: float, workers: int) ->
     them) in milliseconds instead of the solver's II search. A problem whose order
     is free goes to ``synth.model.solve``.
     """
-    from ..gemm import expand_gemm
-    from ..graph import build_graph
-
     problem = expand_gemm(p.loop_config(T, ctx.dtype, ctx.arch.name))
     graph = build_graph(problem)
     if problem.pins.stage is not None and problem.pins.order is not None:
-        from ..schedule import check_schedule, schedule_from_pins
-        from ..sim import best_timing
-
         sched = schedule_from_pins(problem, graph)
         errs = check_schedule(problem, graph, sched)
         if errs:
@@ -113,6 +110,7 @@ def time_now(ctx: Context, p: Point, T: int, time_limit: float, workers: int) ->
             return Timed(None, None, "INFEASIBLE", str(exc))
         return Timed(int(timing.ii), int(timing.cycles - (T - 1) * timing.ii), "OPTIMAL")
     try:
+        # synth.model loads OR-Tools: only for a free order, as synth's argument parser imports the search package
         from ..model import solve
     except ImportError as exc:
         return Timed(None, None, "UNAVAILABLE", f"synth.model is not available ({exc})")

@@ -13,6 +13,7 @@ import time
 from typing import Optional
 
 from ..errors import SynthError
+from ..gemm import DTYPES
 from .explain import model_error, why_other, why_winner
 from .published import beats_published
 from .hopper_search import hopper_context, resolve_mainloop, search_hopper
@@ -32,7 +33,6 @@ def _note_faster_ampere_loop(res: SearchResult, arch, time_limit: float, workers
     cp.async loop's best configuration is predicted faster for the shape (small grids, long K)."""
     from dataclasses import replace
 
-    from ..gemm import DTYPES
 
     if not res.candidates or res.dtype not in DTYPES:
         return res

@@ -27,6 +27,7 @@ class Verdict:
 
 
 def _solve(ob: Obligation, timeout_s: float) -> Verdict:
+    # the solver loads when a query is asked, not when the checker is imported
     import z3
 
     s = z3.Solver()

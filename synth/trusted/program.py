@@ -231,6 +231,7 @@ _VALIDATOR = None
 
 def _check_schema(doc, text: str, file: str) -> None:
     global _VALIDATOR
+    # jsonschema loads when a program is read, not when the checker is imported
     import jsonschema
 
     if _VALIDATOR is None:

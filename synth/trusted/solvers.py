@@ -12,11 +12,13 @@ def versions() -> dict:
     """``{"z3": version or None, "cvc5": version or None}`` (None: not installed)."""
     out: dict = {}
     try:
+        # the solvers load when a query is asked (either may be absent: the answer says so)
         import z3
         out["z3"] = z3.get_version_string()
     except ImportError:
         out["z3"] = None
     try:
+        # the solvers load when a query is asked (either may be absent: the answer says so)
         import cvc5
         out["cvc5"] = getattr(cvc5, "__version__", "unknown")
     except ImportError:
@@ -35,6 +37,7 @@ def z3_answer(text: str, timeout_s: float = 60.0) -> str:
     """``unsat`` / ``sat`` / ``unknown`` / ``error: ...`` of Z3 on ``text``; never raises: an exception of
     Z3 (a parse error, an internal assertion) is an ``error:`` answer, which proves nothing."""
     try:
+        # the solvers load when a query is asked (either may be absent: the answer says so)
         import z3
     except ImportError:
         return "error: z3 is not installed (pip install z3-solver)"
@@ -51,6 +54,7 @@ def z3_answer(text: str, timeout_s: float = 60.0) -> str:
 def cvc5_answer(text: str, timeout_s: float = 60.0) -> str:
     """The answer of cvc5 (its own SMT-LIB2 parser) to the last ``(check-sat)`` of ``text``."""
     try:
+        # the solvers load when a query is asked (either may be absent: the answer says so)
         import cvc5
     except ImportError:
         return "error: cvc5 is not installed (pip install cvc5)"

@@ -29,12 +29,14 @@ import re
 import time
 from dataclasses import dataclass, field
 from typing import Mapping, Optional
+import z3
 
 from ..completion import ArriveStmt, TryWaitStmt
 from ..expr import Num, parse, to_z3
 from ..hopper.ir import HopperProgram
 from ..lower.hopper_persistent import CANONICAL, TileCarry, role_carry, role_kind, tile_end_program
 from ..program import OpStmt
+from .hopper_cluster import verify_cluster
 from .phases import STATS, ProofPhase, verify_hopper
 
 _CTA = re.compile(r"[0-9]+\Z")
@@ -96,8 +98,6 @@ def _smallest(solver, variables, rounds: int = 32):
     """The model of a satisfiable ``solver`` with each of ``variables`` in turn pushed as low as it goes
     (at most ``rounds`` tightenings in all), so a counterexample names the first tile, the smallest T and
     the first k-tile that show the bug rather than whichever one Z3 happened to pick."""
-    import z3
-
     model = solver.model()
     for v in variables:
         while rounds > 0:
@@ -130,8 +130,6 @@ def check_carry(program: HopperProgram, carry: Mapping[str, TileCarry], *, time_
     of the running count; else ``(False, counterexample)`` naming the role (and its CTA), the statement, the
     barrier or buffer, the tile, the k-tile, ``T`` and both parities. Z3, ``t``, ``T``, ``k`` symbolic
     (non-linear: ``t T``)."""
-    import z3
-
     t, T, k = z3.Int("t"), z3.Int("T"), z3.Int("k")
     for role, part, what, count, stages, phase, is_wait, guard in _barrier_uses(program):
         c = role_carry(carry, role)
@@ -262,8 +260,6 @@ def verify_persistent(program: HopperProgram, carry: Optional[Mapping[str, TileC
     if cluster is None:
         cluster = is_cluster_ring(program)
     if cluster:
-        from .hopper_cluster import verify_cluster
-
         ring = verify_cluster(program, time_limit=time_limit, tightness=False)
     else:
         ring = verify_hopper(program, time_limit=time_limit, tightness=False)

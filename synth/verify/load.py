@@ -25,10 +25,11 @@ import os
 
 from ..errors import Loc, SynthError
 from ..program import Program, program_from_json
-from ..trusted.check import form
-from ..trusted.program import InputError, read_bytes
 from ..readfile import read_regular_bytes
-from ..trusted.program import MAX_BYTES
+from ..trusted.certify import PARTS, folder_disagreements, folder_parts
+from ..trusted.check import form
+from ..trusted.flags import MAX_BYTES as FLAG_MAX_BYTES, FlagError, read_design
+from ..trusted.program import MAX_BYTES, InputError, read_bytes
 from .obligations import ProgramError, validate_program
 
 def load_program(path: str, *, check_form: bool = True) -> Program:
@@ -74,16 +75,13 @@ def hopper_folder_parts(folder: str) -> tuple[str, ...]:
     :class:`~synth.errors.SynthError` (exit status 2, ``problem.yaml``, its line and a fix) when that reader
     refuses the file, when a part the design asks for is missing, or when a part is there that it does not ask
     for. A folder without ``problem.yaml`` (or a ``program.json`` given alone): the parts that are there."""
-    from ..trusted.certify import PARTS, folder_disagreements, folder_parts
-    from ..trusted.flags import MAX_BYTES, FlagError, read_design
-
     if not os.path.isdir(folder):
         return ()
     problem = os.path.join(folder, "problem.yaml")
     if not os.path.lexists(problem):
         need = tuple(name for name in PARTS if os.path.lexists(os.path.join(folder, name)))
     else:
-        data = read_regular_bytes(problem, MAX_BYTES, "problem.yaml", fix="pass a folder written by 'synth solve'")
+        data = read_regular_bytes(problem, FLAG_MAX_BYTES, "problem.yaml", fix="pass a folder written by 'synth solve'")
         try:
             design = read_design(data, problem)
         except FlagError as e:

@@ -52,6 +52,7 @@ from ..hopper.printer import wait_count
 from ..program import OpStmt, WaitStmt
 from .encode import And, Encoder, Ind, NeedsWaits, Not, Or, Point, Sum, Unsupported
 from .obligations import blame
+from .oracle_phases import run
 from .report import Counterexample, ObligationResult
 
 CLASSES = ("parity", "arrivals", "tx_bytes", "no_deadlock", "release_after_wgmma", "wgmma_wait", "wgmma_drain",
@@ -1209,7 +1210,6 @@ REPLAY_MAX_T = 8
 def _replay(p: HopperProgram, T: int) -> tuple[str, ...]:
     """What the explicit-state oracle sees when it runs ``p`` at ``T`` (empty when ``T`` is large). Cached:
     every refuted obligation of one program at one trip count replays the same run (a pure function of both)."""
-    from .oracle_phases import run
     if T > REPLAY_MAX_T:
         return ()
     res = run(p, T, max_states=50_000)

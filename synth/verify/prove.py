@@ -25,7 +25,7 @@ import z3
 
 from ..deadline import Deadline, TimeUp, as_deadline
 from ..errors import SynthError
-from ..expr import Bin, Expr, Num, as_affine, simplify, to_str
+from ..expr import Bin, Expr, Num, as_affine, evaluate, simplify, to_str
 from ..program import CommitStmt, OpStmt, Program, WaitStmt
 from . import oracle
 from .encode import Encoder, parse_opaque_name
@@ -149,7 +149,6 @@ def _counterexample(program: Program, ob: Obligation, enc: Encoder, s: z3.Solver
 
 def _wellformed_detail(program: Program, part: str, i: int, T: int) -> str:
     """Which identity of a ``wellformed`` obligation fails at ``(part, i)`` (no solver)."""
-    from ..expr import evaluate
     tenv = {program.trip_count: T} if isinstance(program.trip_count, str) else {}
     off = 0
     for p in program.parts:

@@ -46,6 +46,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Optional
 
+from ...errors import SynthError
 from ...hopper.ir import HopperProgram
 from .cluster import SingleCta, ctas_of
 from .config import PRODUCER_REGS, Sm90Config
@@ -217,11 +218,12 @@ def emit_proven(cfg: Sm90Config, *, time_limit: float = 60.0, carry=None):
     that the kernel is emitted with (``carry``, role or role kind -> :class:`synth.lower.hopper_persistent.TileCarry`;
     default the running count) proven by :func:`synth.verify.hopper_persistent.check_carry`. SynthError naming
     what is refuted otherwise (nothing emitted)."""
-    from ...errors import SynthError
+    # the provers (Z3), for emit_proven only: the light runtime emits kernels without them
     from ...verify.phases import verify_hopper
 
     p = cfg.program()
     if cfg.cluster_size > 1:  # the barrier classes of the whole cluster and the cluster classes
+        # the provers (Z3), for emit_proven only: the light runtime emits kernels without them
         from ...verify.hopper_cluster import verify_cluster
 
         report = verify_cluster(p, time_limit=time_limit, tightness=False)
@@ -231,6 +233,7 @@ def emit_proven(cfg: Sm90Config, *, time_limit: float = 60.0, carry=None):
         raise SynthError(None, f"the Hopper program of {cfg} is not proven:\n{report.render()}",
                          "use another configuration or raise the time limit")
     if cfg.persistent:  # each tile's state carried from the previous one, for every role of every CTA
+        # the provers (Z3), for emit_proven only: the light runtime emits kernels without them
         from ...verify.hopper_persistent import check_carry
 
         ok, why = check_carry(p, dict(carry or {}), time_limit=time_limit)

@@ -28,7 +28,9 @@ from typing import Optional, Sequence
 
 import numpy as np
 
+from ..launch import Param, persistent_ctas, persistent_grid, sm90_grid, tile_groups
 from ..sass import tool
+from ..splitk import ticket_count, workspace_floats
 from .config import Sm90Config
 from .emulate import bf16_bits, bf16_value
 from .kernel import KERNEL
@@ -269,9 +271,6 @@ def sm90_params(dev: CudaDevice, cfg: Sm90Config, dA: int, dB: int, dC: int, dCi
     ``ctas`` CTAs, default one wave of the device's SMs, :func:`synth.emit.launch.persistent_ctas`; the others'
     :func:`synth.emit.launch.sm90_grid`, rounded up to whole clusters). A and B's boxes have ``cfg.a_box_rows`` and
     ``cfg.b_box_rows`` rows (a cluster's shared operand: the part of the tile one CTA loads and multicasts)."""
-    from ..launch import Param
-    from ..splitk import ticket_count, workspace_floats
-
     cu = dev.cu
 
     def tmap(ptr, rows: int, box_rows: int) -> bytes:
@@ -309,13 +308,9 @@ def sm90_params(dev: CudaDevice, cfg: Sm90Config, dA: int, dB: int, dC: int, dCi
         tickets = dev.upload(np.zeros(ticket_count(M, N, cfg.bm, cfg.bn, cfg.split_k), np.uint32))
         params += [Param("workspace", "ptr", ws), Param("tickets", "ptr", tickets)]
     if cfg.persistent:  # a cluster kernel's clusters walk cluster-sized tile groups
-        from ..launch import persistent_ctas, persistent_grid, tile_groups
-
         groups = tile_groups(M, N, cfg.bm, cfg.bn, cfg.cluster_m, cfg.cluster_n)
         P = persistent_ctas(groups, dev.attribute("MULTIPROCESSOR_COUNT"), ctas, cfg.cluster_size)
         return params, persistent_grid(P, cfg.cluster_m, cfg.cluster_n)
-    from ..launch import sm90_grid
-
     # a cluster kernel (__cluster_dims__ in kernel.cu): this plain launch is a cluster launch, on a grid rounded up
     # to whole clusters
     return params, sm90_grid(M, N, cfg.bm, cfg.bn, split_k=cfg.split_k, cluster_m=cfg.cluster_m,
