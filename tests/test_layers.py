@@ -145,6 +145,18 @@ def synth_imports() -> list[Import]:
     return [i for i in imports() if i.target in modules() and i.target != i.source]
 
 
+def test_docs_architecture_draws_the_same_table():
+    """docs/architecture.md's table of layers names the modules :data:`LAYERS` does, layer by layer."""
+    import re
+
+    text = (SYNTH.parent / "docs" / "architecture.md").read_text(encoding="utf-8")
+    rows = {}
+    for layer, cell in re.findall(r"^\| ([a-z |\\]+?) \| (`synth.*) \|$", text, re.M):
+        rows[layer.replace("\\|", "|")] = tuple(re.findall(r"`(synth[\w.]*)`", cell))
+    want = {layer: prefixes for layer, prefixes in LAYERS}
+    assert {k: sorted(v) for k, v in rows.items()} == {k: sorted(v) for k, v in want.items()}
+
+
 def test_every_module_has_a_layer():
     unplaced = []
     for name in modules():
