@@ -139,7 +139,7 @@ def test_fifo_is_refused_without_blocking(tmp_path, command):
 
     th = threading.Thread(target=go, daemon=True)
     th.start()
-    th.join(20)
+    th.join(AT_ONCE_S)
     if th.is_alive():  # unblock the reader so the test process can end
         fd = os.open(fifo, os.O_WRONLY | os.O_NONBLOCK)
         os.close(fd)
