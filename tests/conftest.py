@@ -9,10 +9,12 @@ draws new examples each run, which is how to hunt for new failures while
 developing (a failure it finds prints the example to add as an ``@example``).
 
 What the test files share lives here: :func:`synth_cli` (``python -m synth`` as a user runs it),
-:func:`write_file`, and the ``solve_once`` fixture, which solves a problem once for the whole run (both
-xdist workers) and hands every test that asks for it the same folder. Emulator binaries are cached by
-content for the whole run (and across runs) by the emulators themselves (``$SYNTH_EMU_CACHE``, default
-``~/.cache/synth/emu``): a kernel text built once is not built again.
+:func:`write_file`, the ``solve_once`` fixture, which solves a problem once for the whole run (both
+xdist workers) and hands every test that asks for it the same folder, and :func:`gxx_build` for the tests'
+own C++ programs (the CuTe comparisons, the emulator probes). Every compiled binary is kept by content for
+the whole run and across runs: the emulators' kernels by the emulators themselves (``$SYNTH_EMU_CACHE``,
+default ``~/.cache/synth/emu``), nvcc's cubins by synth.emit.sass (``~/.cache/synth/sass``), the tests'
+programs under ``$SYNTH_EMU_CACHE/tests``: a source built once is not built again.
 """
 
 from __future__ import annotations
@@ -104,6 +106,29 @@ def run_lock(path: pathlib.Path):
             yield
         finally:
             fcntl.flock(fh, fcntl.LOCK_UN)
+
+
+def gxx_build(src: pathlib.Path, flags, depends=()) -> pathlib.Path:
+    """``g++ FLAGS SRC``: a test's own C++ program, built once and kept by content like the emulators' kernels
+    (under ``$SYNTH_EMU_CACHE/tests``, keyed by the source, the flags, the compiler and the text of ``depends``,
+    the headers it reads that can change); the xdist workers build it once between them."""
+    from synth.emit.emulate import cache_dir
+
+    gxx = shutil.which("g++")
+    assert gxx, "g++ is needed"
+    h = hashlib.sha256()
+    for part in (src.read_text(), *map(str, flags), gxx, *(pathlib.Path(d).read_text() for d in depends)):
+        h.update(part.encode())
+        h.update(b"\0")
+    out = cache_dir() / "tests" / f"{src.stem}-{h.hexdigest()[:24]}"
+    with run_lock(out.with_name(out.name + ".lock")):
+        if not out.exists():
+            tmp = out.with_name(f"{out.name}.{os.getpid()}.tmp")
+            proc = subprocess.run([gxx, *map(str, flags), str(src), "-o", str(tmp)], capture_output=True, text=True,
+                                  timeout=900)
+            assert proc.returncode == 0, f"g++ failed on {src.name}:\n{proc.stderr[-4000:]}"
+            os.replace(tmp, out)
+    return out
 
 
 class Solved(NamedTuple):

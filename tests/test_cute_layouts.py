@@ -26,6 +26,7 @@ import sysconfig
 import numpy as np
 import pytest
 
+from conftest import gxx_build
 from gemm_fixtures import emitted_kernel
 from synth.emit.emulate import Buf, compile_and_run
 from synth.emit.sm90.config import Sm90Config
@@ -70,31 +71,35 @@ pytestmark = [
 ]
 
 
-def _compile(src: pathlib.Path, out: pathlib.Path, flags: list[str]) -> pathlib.Path:
-    proc = subprocess.run([GXX, *flags, str(src), "-o", str(out)], capture_output=True, text=True, timeout=600)
-    assert proc.returncode == 0, f"g++ failed on {src.name}:\n{proc.stderr[-4000:]}"
-    return out
+def cute_build(src: pathlib.Path, flags: list[str]) -> pathlib.Path:
+    """A CuTe host program, built once (conftest.gxx_build: kept by its text, the flags, CUTLASS's version and
+    cuda.h)."""
+    return gxx_build(src, [*flags, f"-I{CUTE}", *(f"-I{i}" for i in CUDA_INC)],
+                     depends=[CUTE / "cutlass" / "version.h", CUDA_INC[0] / "cuda.h"])
+
+
+def probe_build() -> pathlib.Path:
+    """tests/cute/emu_sm90_probe.cpp (the sm_90a emulator's layout functions), built once (conftest.gxx_build)."""
+    return gxx_build(CUTE_DIR / "emu_sm90_probe.cpp", ["-std=c++20", "-O1", "-w", f"-I{RUNTIME}"],
+                     depends=sorted(RUNTIME.glob("*.h")))
 
 
 @pytest.fixture(scope="session")
-def cute(tmp_path_factory) -> dict:
+def cute() -> dict:
     """CuTe's layouts, descriptors and tensor-map arguments (the JSON of tests/cute/cute_layouts.cpp)."""
-    d = tmp_path_factory.mktemp("cute")
     # -D__CUDACC_VER_MAJOR__=12: CUTLASS builds its cuTensorMapEncodeTiled call only for CUDA >= 12 (host
     # code); the program defines that driver function itself to record the arguments.
-    flags = ["-std=c++17", "-O0", "-w", "-DSYNTH_CUTE_TMA", "-D__CUDACC_VER_MAJOR__=12", f"-I{CUTE}",
-             *(f"-I{i}" for i in CUDA_INC)]
-    exe = _compile(CUTE_DIR / "cute_layouts.cpp", d / "cute_layouts", flags)
+    exe = cute_build(CUTE_DIR / "cute_layouts.cpp",
+                     ["-std=c++17", "-O0", "-w", "-DSYNTH_CUTE_TMA", "-D__CUDACC_VER_MAJOR__=12"])
     proc = subprocess.run([str(exe)], capture_output=True, text=True, timeout=120)
     assert proc.returncode == 0, proc.stderr[-2000:]
     return json.loads(proc.stdout)
 
 
 @pytest.fixture(scope="session")
-def sm90_probe(tmp_path_factory):
+def sm90_probe():
     """``query(lines) -> [answer per line]`` from the sm_90a emulator's layout functions."""
-    exe = _compile(CUTE_DIR / "emu_sm90_probe.cpp", tmp_path_factory.mktemp("probe") / "probe",
-                   ["-std=c++20", "-O1", "-w", f"-I{RUNTIME}"])
+    exe = probe_build()
 
     def query(lines: list[str]) -> list:
         proc = subprocess.run([str(exe)], input="\n".join(lines) + "\n", capture_output=True, text=True, timeout=120)

@@ -422,12 +422,12 @@ def test_random_cluster_kernels_compute_c_on_the_emulator(case):
 # the multicast's half boxes against CuTe's multicast partition of the shared tile
 
 def _cute_multicast(tmp: pathlib.Path) -> dict:
-    from test_cute_layouts import CUDA_INC, CUTE, GXX, _compile
+    from test_cute_layouts import CUDA_INC, CUTE, GXX, cute_build
 
     if GXX is None or CUTE is None or not CUDA_INC:
         pytest.skip("g++, the CuTe headers (nvidia-cutlass) and the CUDA headers are needed")
-    exe = _compile(pathlib.Path(__file__).with_name("cute_multicast.cpp"), tmp / "cute_multicast",
-                   ["-std=c++17", "-O0", "-w", "-D__CUDACC_VER_MAJOR__=12", f"-I{CUTE}", *(f"-I{i}" for i in CUDA_INC)])
+    exe = cute_build(pathlib.Path(__file__).with_name("cute_multicast.cpp"),
+                     ["-std=c++17", "-O0", "-w", "-D__CUDACC_VER_MAJOR__=12"])
     proc = subprocess.run([str(exe)], capture_output=True, text=True, timeout=120)
     assert proc.returncode == 0, proc.stderr[-2000:]
     return json.loads(proc.stdout)
@@ -440,14 +440,13 @@ def test_the_multicast_halves_land_where_cute_puts_each_cta_s_part(tmp_path):
     half box the kernel issues for part c (at slot + c * rows / 2 * 128 bytes, global rows from c * rows / 2),
     which is where CuTe's whole-tile layout (the one the wgmma descriptors read) has those rows. The emitted
     kernels' multicast lines use that offset and those rows."""
-    from test_cute_layouts import RUNTIME, _compile
+    from test_cute_layouts import probe_build
 
     from synth.emit.sm90.config import Sm90Config
     from synth.emit.sm90.kernel import emit_sm90_kernel
 
     cute = _cute_multicast(tmp_path)
-    exe = _compile(pathlib.Path(__file__).parents[1] / "cute" / "emu_sm90_probe.cpp", tmp_path / "probe",
-                   ["-std=c++20", "-O1", "-w", f"-I{RUNTIME}"])
+    exe = probe_build()
     queries, expect = [], []
     for rows, c in cute.items():
         rows, base = int(rows), c["addr"][0][0]
