@@ -15,20 +15,11 @@ import sys
 import numpy as np
 import pytest
 
-PROBLEM = """\
-name: pcls
-kind: gemm
-shape: {M: 384, N: 64, K: 512}
-dtype: f16
-tile: {BM: 64, BN: 64, BK: 64}
-arch: sm_90
-mainloop: tma_wgmma
-cluster: 2x1
-persistent: true
-epilogue: tma_store
-stages: 2
-k_pipe_mmas: 1
-"""
+from gemm_fixtures import PERSISTENT_CLUSTER_PROBLEM
+
+PROBLEM = PERSISTENT_CLUSTER_PROBLEM.replace("name: pcl\n", "name: pcls\n").replace(
+    "persistent: true\n", "persistent: true\nepilogue: tma_store\n")
+"""The persistent 2x1 cluster problem of the other cluster tests, with the TMA-store epilogue."""
 
 
 @pytest.fixture(scope="module")
