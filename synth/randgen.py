@@ -18,7 +18,7 @@ from __future__ import annotations
 import random
 
 from .graph import Graph
-from .load import load_problem_text
+from . import load  # load.load_problem_text looked up when called (tests replace it)
 from .problem import Problem
 from .schedule import Schedule, lift_stages, multiplicity, same_step_order
 
@@ -205,7 +205,7 @@ def random_problem(seed: int, n_ops: int, *, async_frac: float = 0.4, predicated
     lines.append(f"  shared_bytes: {target_shared}{regs_line}")
     lines.append("  units:")
     lines += units
-    return load_problem_text("\n".join(lines) + "\n", f"<random {seed}/{n_ops}>")
+    return load.load_problem_text("\n".join(lines) + "\n", f"<random {seed}/{n_ops}>")
 
 
 def _predicate(rng: random.Random, trip: int | str) -> str:
