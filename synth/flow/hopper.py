@@ -1,19 +1,21 @@
-"""The Hopper flow of ``synth solve``: problem -> choice -> program -> {proof, kernel}, as pure steps.
+"""The Hopper flow of ``synth solve``: problem -> choice -> program -> {proof, kernel}, as a list of phases
+(:data:`HOPPER_PHASES`, run by :func:`synth.flow.phases.run_phases`).
 
 For a ``kind: gemm`` problem with ``mainloop: tma_wgmma`` (a :class:`~synth.hopper.problem.HopperGemm`):
 
 0. **design** (:func:`synth.flow.design.choose_design`, only when a design key is ``auto``): the design of
    least predicted time;
-1. **choose** (:func:`choose_pipeline`): CP-SAT picks ``stages`` and ``k_pipe_mmas`` under the
+1. **schedule** (:func:`choose_pipeline`): CP-SAT picks ``stages`` and ``k_pipe_mmas`` under the
    shared-memory limit, for the kernel's shape of pipeline (warp-specialized, ``BM / 64``
    cooperative consumer warp groups; :func:`synth.model.hopper.choose`, docs/hopper.md);
-2. **lower** (:func:`synth.emit.hopper_config.kernel_config`, :meth:`Sm90Config.program`): the warp-specialized barrier
-   protocol for every ``T >= 1`` (:func:`synth.lower.barriers.lower_hopper`);
-3. **prove** (:func:`synth.verify.hopper_cluster.prove_hopper`: :func:`synth.verify.phases.verify_hopper`, every obligation, wgmma wait
-   tightness; for a ``cluster:`` other than ``1x1`` the cluster program of both CTAs and the cluster classes of
-   :func:`synth.verify.hopper_cluster.verify_cluster`; a persistent kernel's tile ends, ping-pong's order programs
-   and carry, the TMA-store program: :mod:`synth.verify.hopper_persistent`, :mod:`synth.verify.hopper_pingpong`,
-   :mod:`synth.verify.hopper_store`);
+2. **lower** (:func:`synth.emit.hopper_config.kernel_config`, :meth:`Sm90Config.program`): the warp-specialized
+   barrier protocol for every ``T >= 1`` (:func:`synth.lower.barriers.lower_hopper`);
+3. **prove** (:func:`synth.verify.hopper_cluster.prove_hopper`: :func:`synth.verify.phases.verify_hopper`, every
+   obligation, wgmma wait tightness; for a ``cluster:`` other than ``1x1`` the cluster program of both CTAs and
+   the cluster classes of :func:`synth.verify.hopper_cluster.verify_cluster`; a persistent kernel's tile ends,
+   :mod:`synth.verify.hopper_persistent`); then each design variant's own proof phases
+   (:data:`PINGPONG_PHASES`: the order programs and the carry, :mod:`synth.verify.hopper_pingpong`;
+   :data:`TMA_STORE_PHASES`: the store program and its thread classes, :mod:`synth.verify.hopper_store`);
 4. **emit** (:func:`synth.emit.sm90.kernel.emit_sm90_kernel`): kernel.cu for sm_90a, from the
    proven program only.
 
@@ -31,6 +33,7 @@ import json
 import os
 import time
 from dataclasses import dataclass, replace
+from types import SimpleNamespace
 from typing import Callable, Optional, Union
 
 from ..deadline import Deadline, as_deadline
@@ -60,6 +63,7 @@ from ..verify.hopper_store import check_threads
 from ..verify.phases import STATS, ProofPhase, verify_hopper
 from ..yamlnodes import read_yaml_text
 from .design import choose_design
+from .phases import Phase, run_phases, timings, verify_text
 
 Progress = Callable[[str, int, int], None]
 
@@ -90,6 +94,9 @@ class HopperResult:
     """Ping-pong: ``(name, order program, its HopperReport)`` of the even and odd tile counts."""
     design: Optional[object] = None
     """The :class:`~synth.flow.design.DesignChoice` when the problem left a design key ``auto``."""
+    outcomes: tuple = ()
+    """The :class:`~synth.flow.phases.PhaseOutcome` of each phase run, in order (``verify.txt`` is written from
+    them)."""
 
     @property
     def proven(self) -> bool:
@@ -139,9 +146,167 @@ def declared_cluster(program_file: str) -> str:
                          "pass a folder written by 'synth solve'") from None
 
 
+def _not_proven(s, key: str, what: str, why: str, fix: str):
+    # a proof the deadline cut short is the command's time limit (exit 1), not a refusal of the problem
+    s.dl.check("prove")
+    raise SynthError(s.g.loc(key), f"{what} is not proven: {why}", fix)
+
+
+def _design(s):
+    """The design of least predicted time (``persistent`` / ``pingpong`` / ``epilogue`` / ``cluster``: auto)."""
+    design = choose_design(s.g, choose_pipeline, time_limit=s.budget)
+    s.g = with_design(s.g, design.design)
+    return design
+
+
+def _prove_ring(s):
+    """The program's proof (a cluster's: the barrier classes of both CTAs' roles and the cluster classes); a
+    persistent kernel's tile ends, once the ring is proven (its proof covers every tile count once each tile
+    carries the state)."""
+    q0 = STATS["queries"]
+    rep = prove_hopper(s.program, cluster=s.cfg.cluster != "1x1", time_limit=s.query_limit, deadline=s.dl.at)
+    s.proofs.append(ProofPhase("ring program" if s.cfg.persistent else "program", len(rep.obligations),
+                               sum(o.status == "proven" for o in rep.obligations), rep.seconds,
+                               STATS["queries"] - q0))
+    if s.cfg.persistent and rep.ok:
+        # the kernel's carry is the canonical one (the ring program's own expressions), which check_carry accepts
+        # without a query: only the tile ends are asked
+        ends = prove_tile_ends(s.program, tile_end_sizes(s.cfg.stages), time_limit=s.query_limit, deadline=s.dl.at)
+        s.proofs.append(ends.phase())
+        if not ends.ok:
+            _not_proven(s, "persistent", "the persistent kernel", ends.why,
+                        "remove persistent:, or raise --time-limit if a proof was unknown")
+    return rep
+
+
+def _ring_text(r) -> str:
+    text = r.report.render() + "\n"
+    if r.config.persistent:
+        text += ("persistent tiles: the program above is each CTA's one ring over all its tiles "
+                 "(N = tiles x T iterations, proven for every N >= 1); tile carry (each tile's "
+                 "state is the running count's): by construction (the kernel indexes every "
+                 "slot and parity by the running count), proven by the independent checker's "
+                 "carry obligations in certificate/; the tile end's wait_group 0 in place: "
+                 f"proven for every tile count at {cfg_tile_ends(r.config)} k-tiles per "
+                 "tile; a CTA with no tile uses no barrier (docs/hopper.md, \"Persistent "
+                 "tiles\")\n")
+    if r.config.cluster != "1x1":
+        text += (f"thread-block cluster {r.config.cluster} (docs/hopper_cluster.md): the "
+                 "program above is both CTAs' roles (a name ends in its CTA's index); the "
+                 "barrier classes are the whole cluster's (remote releases, the peer's "
+                 "multicast bytes), cluster_form, init_visible and safe_exit its cluster "
+                 "classes, all in certificate/\n")
+    return text
+
+
+def _proving(s) -> bool:
+    return s.verify and s.report.ok
+
+
+def _prove_pingpong(s):
+    """Ping-pong consumers: the order programs (even and odd tile counts) and the carry over the partner's tile."""
+    t0, q0 = time.perf_counter(), STATS["queries"]
+    progs = tuple((name, order_program(odd)) for name, odd in (("even", False), ("odd", True)))
+    reps = tuple((name, prog, verify_hopper(prog, time_limit=s.query_limit, deadline=s.dl.at)) for name, prog in progs)
+    obs = [o for _, _, rep in reps for o in rep.obligations]
+    s.proofs.append(ProofPhase("ping-pong order programs (even, odd)", len(obs),
+                               sum(o.status == "proven" for o in obs), time.perf_counter() - t0,
+                               STATS["queries"] - q0))
+    t0 = time.perf_counter()
+    out = verify_pingpong(s.program, time_limit=s.query_limit, deadline=s.dl.at, ring_report=s.report,
+                          order_reports={name: rep for name, _, rep in reps})
+    ok = out.checks.get("carry", (False, ""))[0]
+    s.proofs.append(ProofPhase("ping-pong carry (the running count, by construction)", 1, int(bool(ok)),
+                               time.perf_counter() - t0, 0))
+    s.pingpong, s.orders = out, reps
+    return out
+
+
+def _pingpong_verdict(s):
+    if not s.pingpong.ok:
+        _not_proven(s, "pingpong", "the ping-pong consumers", "\n" + s.pingpong.render(),
+                    "remove pingpong:, or raise --time-limit if a proof was unknown")
+
+
+def _pingpong_text(r) -> str:
+    return ("\nping-pong consumers (docs/hopper_pingpong.md): the order protocol in order/even "
+            "and order/odd (2 T and 2 T - 1 tiles, every T >= 1), each consumer warp group "
+            "on the CTA's running count:\n" + r.pingpong.render() + "\n")
+
+
+PINGPONG_PHASES = (
+    Phase("prove (ping-pong)", _prove_pingpong, when=lambda s: _proving(s) and s.cfg.pingpong,
+          verify_txt=_pingpong_text),
+    Phase("ping-pong verdict", _pingpong_verdict, when=lambda s: _proving(s) and s.cfg.pingpong, timed=False),
+)
+"""Ping-pong consumers' proof phases: the order programs and the carry, then the verdict."""
+
+
+def _store_threads(s):
+    """The TMA-store program's proof summary and its thread classes; the verdict on both."""
+    s.proofs.append(ProofPhase("TMA-store program", len(s.store_report.obligations),
+                               sum(o.status == "proven" for o in s.store_report.obligations), s.store_report.seconds))
+    t0 = time.perf_counter()
+    threads = check_threads(s.store)
+    s.proofs.append(ProofPhase("TMA-store threads", len(threads), sum(bool(t.ok) for t in threads),
+                               time.perf_counter() - t0))
+    bad = [t for t in threads if not t.ok]
+    if not s.store_report.ok or bad:
+        why = s.store_report.render() if not s.store_report.ok else "; ".join(f"{t.cls}: {t.detail}" for t in bad)
+        _not_proven(s, "epilogue", "the TMA-store epilogue", why,
+                    "use epilogue: register, or raise --time-limit if a proof was unknown")
+    return threads
+
+
+def _store_text(r) -> str:
+    return ("\nTMA-store epilogue (store/program.json: one consumer warp group's sub-tiles, "
+            "every E >= 1; docs/hopper_store.md; its last wait, wait_group.read 0 before "
+            "the exit, is the teardown class's: no read follows it in the program):\n" + r.store_report.render() +
+            "\n" + "".join(f"{t.cls}: {'proven' if t.ok else 'REFUTED: ' + t.detail}\n" for t in r.store_threads))
+
+
+TMA_STORE_PHASES = (
+    Phase("store program", lambda s: s.cfg.store_program(), key="store", timed=False),
+    Phase("prove (TMA store)", lambda s: verify_program(s.store, time_limit=s.query_limit, deadline=s.dl),
+          key="store_report", when=lambda s: _proving(s) and s.store is not None),
+    Phase("TMA-store threads", _store_threads, key="threads", when=lambda s: _proving(s) and s.store is not None,
+          timed=False, verify_txt=_store_text),
+)
+"""The TMA-store epilogue's phases: its store program, its proof, its thread classes and the verdict."""
+
+
+def _emit(s) -> str:
+    try:
+        return sm90_kernel.emit_sm90_kernel(s.cfg, s.program)
+    except ValueError as e:
+        if s.cfg.cluster == "1x1":
+            raise
+        # the program is proven, but the emitter cannot build its kernel: nothing is written
+        raise SynthError(s.g.loc("cluster"), f"the sm_90a emitter cannot build the cluster {s.cfg.cluster} "
+                         f"kernel: {e}", "use cluster: 1x1; 'synth lower' prints the proven cluster "
+                         "program and 'synth verify' proves it") from None
+
+
+HOPPER_PHASES = (
+    Phase("design", _design, key="design", when=lambda s: bool(s.g.auto)),
+    # the folder's problem.yaml reads back as g, for synth and for the certificate checker, before any proof
+    Phase("problem.yaml", lambda s: problem_source(s.g), timed=False),
+    Phase("schedule", lambda s: choose_pipeline(s.g, time_limit=s.budget), key="choice"),
+    Phase("kernel configuration", lambda s: kernel_config(s.g, s.choice), key="cfg", timed=False),
+    Phase("lower", lambda s: s.cfg.program(), key="program"),
+    Phase("prove", _prove_ring, key="report", when=lambda s: s.verify, verify_txt=_ring_text),
+    *PINGPONG_PHASES,
+    *TMA_STORE_PHASES,
+    Phase("emit", _emit, key="kernel", when=lambda s: s.emit and (s.report is None or s.report.ok)),
+)
+"""The Hopper flow of ``synth solve``, in order (the module docstring); a design variant's proof phases say when
+they apply."""
+
+
 def run_hopper(g: HopperGemm, *, deadline: Union[Deadline, float], verify: bool = True, emit: bool = True,
                progress: Optional[Progress] = None, query_limit: float = 10.0) -> HopperResult:
-    """Choose, lower, prove and emit (see the module docstring). Pure apart from solver time.
+    """Choose, lower, prove and emit: :data:`HOPPER_PHASES`, run by :func:`synth.flow.phases.run_phases`. Pure
+    apart from solver time.
 
     ``deadline`` is the command's :class:`~synth.deadline.Deadline` (or a :func:`time.monotonic`
     instant); CP-SAT gets at most a third of what is left, each Z3 query at most
@@ -149,113 +314,18 @@ def run_hopper(g: HopperGemm, *, deadline: Union[Deadline, float], verify: bool 
     :class:`~synth.deadline.TimeUp` naming itself: a result is complete or not returned.
     The kernel is emitted only when the program is proven (or ``verify`` is False).
     """
-    say = progress or (lambda phase, done, total: None)
     dl = as_deadline(deadline)
-    phases: list[tuple[str, float]] = []
-
-    def timed(phase: str, fn):
-        dl.check(phase)
-        t0 = time.monotonic()
-        say(phase, 0, 1)
-        out = fn()
-        phases.append((phase, time.monotonic() - t0))
-        say(phase, 1, 1)
-        dl.check(phase)
-        return out
-
-    budget = max(0.5, dl.left() / 3)  # the choice is a small model: half a second always finds one
-    design = None
-    if g.auto:  # persistent / pingpong / epilogue: auto: the design of least predicted time (synth.hopper.design)
-        design = timed("design", lambda: choose_design(g, choose_pipeline, time_limit=budget))
-        g = with_design(g, design.design)
-    problem_source(g)  # the folder's problem.yaml reads back as g, for synth and for the certificate checker
-    choice = timed("schedule", lambda: choose_pipeline(g, time_limit=budget))
-    cfg = kernel_config(g, choice)
-    program = timed("lower", cfg.program)
-    report = None
-
-    def not_proven(key: str, what: str, why: str, fix: str):
-        # a proof the deadline cut short is the command's time limit (exit 1), not a refusal of the problem
-        dl.check("prove")
-        raise SynthError(g.loc(key), f"{what} is not proven: {why}", fix)
-
-    proofs: list = []  # every proof phase, named with its obligations and time (the report's summary)
-
-    if verify:
-        def prove():
-            # a cluster's program: the barrier classes of both CTAs' roles and the cluster classes
-            q0 = STATS["queries"]
-            rep = prove_hopper(program, cluster=cfg.cluster != "1x1", time_limit=query_limit, deadline=dl.at)
-            proofs.append(ProofPhase("ring program" if cfg.persistent else "program", len(rep.obligations),
-                                     sum(o.status == "proven" for o in rep.obligations), rep.seconds,
-                                     STATS["queries"] - q0))
-            if cfg.persistent and rep.ok:  # the ring's proof covers every tile count once each tile carries the state
-                # the kernel's carry is the canonical one (the ring program's own expressions), which
-                # check_carry accepts without a query: only the tile ends are asked
-                ends = prove_tile_ends(program, tile_end_sizes(cfg.stages), time_limit=query_limit, deadline=dl.at)
-                proofs.append(ends.phase())
-                if not ends.ok:
-                    not_proven("persistent", "the persistent kernel", ends.why,
-                               "remove persistent:, or raise --time-limit if a proof was unknown")
-            return rep
-
-        report = timed("prove", prove)
-    pp, orders = None, ()
-    if verify and cfg.pingpong and report.ok:
-        def prove_pingpong():
-            t0, q0 = time.perf_counter(), STATS["queries"]
-            progs = tuple((name, order_program(odd)) for name, odd in (("even", False), ("odd", True)))
-            reps = tuple((name, prog, verify_hopper(prog, time_limit=query_limit, deadline=dl.at))
-                         for name, prog in progs)
-            obs = [o for _, _, rep in reps for o in rep.obligations]
-            proofs.append(ProofPhase("ping-pong order programs (even, odd)", len(obs),
-                                     sum(o.status == "proven" for o in obs), time.perf_counter() - t0,
-                                     STATS["queries"] - q0))
-            t0 = time.perf_counter()
-            out = verify_pingpong(program, time_limit=query_limit, deadline=dl.at, ring_report=report,
-                                  order_reports={name: rep for name, _, rep in reps})
-            ok = out.checks.get("carry", (False, ""))[0]
-            proofs.append(ProofPhase("ping-pong carry (the running count, by construction)", 1, int(bool(ok)),
-                                     time.perf_counter() - t0, 0))
-            return out, reps
-
-        pp, orders = timed("prove (ping-pong)", prove_pingpong)
-        if not pp.ok:
-            not_proven("pingpong", "the ping-pong consumers", "\n" + pp.render(),
-                       "remove pingpong:, or raise --time-limit if a proof was unknown")
-    store = cfg.store_program()
-    store_report, threads = None, ()
-    if verify and store is not None and report.ok:
-        store_report = timed("prove (TMA store)", lambda: verify_program(store, time_limit=query_limit, deadline=dl))
-        proofs.append(ProofPhase("TMA-store program", len(store_report.obligations),
-                                 sum(o.status == "proven" for o in store_report.obligations), store_report.seconds))
-        t0 = time.perf_counter()
-        threads = check_threads(store)
-        proofs.append(ProofPhase("TMA-store threads", len(threads), sum(bool(t.ok) for t in threads),
-                                 time.perf_counter() - t0))
-        bad = [t for t in threads if not t.ok]
-        if not store_report.ok or bad:
-            why = store_report.render() if not store_report.ok else "; ".join(f"{t.cls}: {t.detail}" for t in bad)
-            not_proven("epilogue", "the TMA-store epilogue", why,
-                       "use epilogue: register, or raise --time-limit if a proof was unknown")
-    kernel = None
-    if emit and (report is None or report.ok):
-        def emit_kernel():
-            try:
-                return sm90_kernel.emit_sm90_kernel(cfg, program)
-            except ValueError as e:
-                if cfg.cluster == "1x1":
-                    raise
-                # the program is proven, but the emitter cannot build its kernel: nothing is written
-                raise SynthError(g.loc("cluster"), f"the sm_90a emitter cannot build the cluster {cfg.cluster} "
-                                 f"kernel: {e}", "use cluster: 1x1; 'synth lower' prints the proven cluster "
-                                 "program and 'synth verify' proves it") from None
-
-        kernel = timed("emit", emit_kernel)
-    if report is not None and proofs:  # the summary names every proof phase, not the program's alone
-        report = replace(report, proofs=tuple(proofs))
-    return HopperResult(g, choice, cfg, program, report, kernel, tuple(phases), store, store_report, threads, pp,
-                        orders, design)
+    s = SimpleNamespace(g=g, verify=verify, emit=emit, dl=dl, query_limit=query_limit,
+                        budget=max(0.5, dl.left() / 3),  # the choice is a small model: half a second always finds one
+                        proofs=[],  # every proof phase, named with its obligations and time (the report's summary)
+                        design=None, report=None, pingpong=None, orders=(), store=None, store_report=None,
+                        threads=(), kernel=None)
+    outcomes = run_phases(HOPPER_PHASES, s, deadline=dl, progress=progress)
+    report = s.report
+    if report is not None and s.proofs:  # the summary names every proof phase, not the program's alone
+        report = replace(report, proofs=tuple(s.proofs))
+    return HopperResult(s.g, s.choice, s.cfg, s.program, report, s.kernel, timings(outcomes), s.store,
+                        s.store_report, s.threads, s.pingpong, s.orders, s.design, outcomes)
 
 
 def output_files(result: HopperResult) -> dict[str, str]:
@@ -278,32 +348,7 @@ def output_files(result: HopperResult) -> dict[str, str]:
     if result.kernel is not None:
         files["kernel.cu"] = result.kernel
     if result.report is not None:
-        files["verify.txt"] = result.report.render() + "\n"
-        if result.config.persistent:
-            files["verify.txt"] += ("persistent tiles: the program above is each CTA's one ring over all its tiles "
-                                    "(N = tiles x T iterations, proven for every N >= 1); tile carry (each tile's "
-                                    "state is the running count's): by construction (the kernel indexes every "
-                                    "slot and parity by the running count), proven by the independent checker's "
-                                    "carry obligations in certificate/; the tile end's wait_group 0 in place: "
-                                    f"proven for every tile count at {cfg_tile_ends(result.config)} k-tiles per "
-                                    "tile; a CTA with no tile uses no barrier (docs/hopper.md, \"Persistent "
-                                    "tiles\")\n")
-        if result.config.cluster != "1x1":
-            files["verify.txt"] += (f"thread-block cluster {result.config.cluster} (docs/hopper_cluster.md): the "
-                                    "program above is both CTAs' roles (a name ends in its CTA's index); the "
-                                    "barrier classes are the whole cluster's (remote releases, the peer's "
-                                    "multicast bytes), cluster_form, init_visible and safe_exit its cluster "
-                                    "classes, all in certificate/\n")
-        if result.pingpong is not None:
-            files["verify.txt"] += ("\nping-pong consumers (docs/hopper_pingpong.md): the order protocol in order/even "
-                                    "and order/odd (2 T and 2 T - 1 tiles, every T >= 1), each consumer warp group "
-                                    "on the CTA's running count:\n" + result.pingpong.render() + "\n")
-        if result.store_report is not None:
-            files["verify.txt"] += ("\nTMA-store epilogue (store/program.json: one consumer warp group's sub-tiles, "
-                                    "every E >= 1; docs/hopper_store.md; its last wait, wait_group.read 0 before "
-                                    "the exit, is the teardown class's: no read follows it in the program):\n" + result.store_report.render() + "\n" +
-                                    "".join(f"{t.cls}: {'proven' if t.ok else 'REFUTED: ' + t.detail}\n"
-                                            for t in result.store_threads))
+        files["verify.txt"] = verify_text(result)  # each proof phase's paragraph, in order
     return files
 
 

@@ -10,8 +10,8 @@ from __future__ import annotations
 
 import json
 import os
-import time
 from dataclasses import dataclass, replace
+from types import SimpleNamespace
 from typing import Callable, Optional, Union
 
 from ..deadline import NEVER, Deadline, TimeUp, as_deadline
@@ -34,6 +34,7 @@ from ..sections import NAME_RE
 from ..verify import load_program, verify_program, write_certificate
 from ..verify.certificate_phases import write_hopper_certificate
 from .hopper import HopperResult, load_hopper_output, output_files, run_hopper
+from .phases import Phase, run_phases, timings, verify_text
 
 
 @dataclass(frozen=True)
@@ -50,6 +51,9 @@ class Result:
     """kernel.cu text for GEMM problems."""
     phases: tuple[tuple[str, float], ...] = ()
     """Wall seconds of each phase run, in order: ``graph``, ``schedule``, ``lower``, ``prove``, ``emit``."""
+    outcomes: tuple = ()
+    """The :class:`~synth.flow.phases.PhaseOutcome` of each phase run, in order (``verify.txt`` is written from
+    them)."""
 
     @property
     def proven(self) -> bool:
@@ -81,7 +85,8 @@ def solve_schedule(problem: Problem, graph: Graph, *, time_limit: float = 20.0, 
 def run(problem: Problem, *, time_limit: float = 60.0, workers: int = 2, verify: bool = True,
         emit: bool = True, pinned_only: bool = False, progress: Progress | None = None,
         deadline: Union[Deadline, float, None] = None) -> Result:
-    """Solve (or take the pins as the schedule when ``pinned_only``), lower, prove, emit.
+    """Solve (or take the pins as the schedule when ``pinned_only``), lower, prove, emit: :data:`SM80_PHASES`,
+    run by :func:`synth.flow.phases.run_phases`.
 
     ``time_limit`` is the wall-clock budget of the whole call in seconds, or
     ``deadline`` (a :class:`~synth.deadline.Deadline` or a :func:`time.monotonic`
@@ -102,45 +107,39 @@ def run(problem: Problem, *, time_limit: float = 60.0, workers: int = 2, verify:
     (:class:`~synth.hopper.problem.HopperGemm`, ``mainloop: tma_wgmma``) takes the
     Hopper flow and gives a :class:`~synth.flow.hopper.HopperResult`.
     """
-    say = progress or (lambda phase, done, total: None)
     dl = as_deadline(deadline, time_limit)
     if isinstance(problem, HopperGemm):
         dl.check("schedule", loc=Loc(problem.path))
         return run_hopper(problem, deadline=dl, verify=verify, emit=emit, progress=progress,
                           query_limit=PROVE_QUERY_LIMIT)
-    phases: list[tuple[str, float]] = []
+    s = SimpleNamespace(problem=problem, workers=workers, verify=verify, emit=emit, pinned_only=pinned_only, dl=dl,
+                        say=progress or (lambda phase, done, total: None), report=None, kernel=None)
+    outcomes = run_phases(SM80_PHASES, s, deadline=dl, progress=progress, loc=Loc(problem.path), name_done=True)
+    return Result(problem, s.graph, s.schedule, s.program, s.report, s.kernel, timings(outcomes), outcomes)
 
-    def done() -> str:
-        return ", ".join(f"{n} {t:.2f} s" for n, t in phases) or "nothing"
 
-    def timed(phase: str, fn):
-        dl.check(phase, loc=Loc(problem.path), done=done())
-        t0 = time.monotonic()
-        say(phase, 0, 1)
-        out = fn()
-        dl.check(phase, loc=Loc(problem.path), done=done())  # a phase that ended past the deadline was cut
-        phases.append((phase, time.monotonic() - t0))
-        say(phase, 1, 1)
-        return out
+def _solve(s) -> Schedule:
+    budget = s.dl.left() * (SOLVER_SHARE if s.verify else SOLVER_SHARE_NO_PROOF)
+    return solve_schedule(s.problem, s.graph, time_limit=budget, workers=s.workers)
 
-    graph = timed("graph", lambda: build_graph(problem))
-    if pinned_only:
-        schedule = timed("schedule", lambda: schedule_from_pins(problem, graph))
-    else:
-        dl.check("schedule", loc=Loc(problem.path), done=done())
-        budget = dl.left() * (SOLVER_SHARE if verify else SOLVER_SHARE_NO_PROOF)
-        schedule = timed("schedule", lambda: solve_schedule(problem, graph, time_limit=budget, workers=workers))
-    program = timed("lower", lambda: lower(problem, graph, schedule))
-    report = None
-    if verify:
-        report = timed("prove", lambda: verify_program(
-            program, time_limit=PROVE_QUERY_LIMIT, deadline=dl,
-            progress=lambda done, total: say("prove", done, total)))
-        program = report.program
-    kernel = None
-    if emit and problem.gemm is not None and (report is None or report.ok):
-        kernel = timed("emit", lambda: emit_kernel(problem, schedule, program))
-    return Result(problem, graph, schedule, program, report, kernel, tuple(phases))
+
+def _prove(s):
+    report = verify_program(s.program, time_limit=PROVE_QUERY_LIMIT, deadline=s.dl,
+                            progress=lambda done, total: s.say("prove", done, total))
+    s.program = report.program
+    return report
+
+
+SM80_PHASES = (
+    Phase("graph", lambda s: build_graph(s.problem), key="graph"),
+    Phase("schedule", lambda s: schedule_from_pins(s.problem, s.graph), key="schedule", when=lambda s: s.pinned_only),
+    Phase("schedule", _solve, key="schedule", when=lambda s: not s.pinned_only),
+    Phase("lower", lambda s: lower(s.problem, s.graph, s.schedule), key="program"),
+    Phase("prove", _prove, key="report", when=lambda s: s.verify, verify_txt=lambda r: r.report.render() + "\n"),
+    Phase("emit", lambda s: emit_kernel(s.problem, s.schedule, s.program), key="kernel",
+          when=lambda s: s.emit and s.problem.gemm is not None and (s.report is None or s.report.ok)),
+)
+"""The flow of ``synth solve`` for an sm_80 problem (:func:`run`), in order."""
 
 
 def default_out_dir(problem: Problem) -> str:
@@ -229,7 +228,7 @@ def _write_all(result: Result, d: str, program_text, dl: Deadline = NEVER) -> li
         write_certificate(result.report, os.path.join(d, "certificate"), timeout_s=CERTIFICATE_QUERY_LIMIT,
                           deadline=dl)
         with open(os.path.join(d, "verify.txt"), "w", encoding="utf-8") as fh:
-            fh.write(result.report.render() + "\n")
+            fh.write(verify_text(result))  # each proof phase's paragraph, in order
         written += ["certificate/", "verify.txt"]
     dl.check("write")
     return written
