@@ -214,7 +214,7 @@ def verify(target, *, time_limit: float = 60.0, certificate: Optional[str] = Non
     if isinstance(target, HopperProgram):  # docs/hopper.md: a HopperReport, obligations by class
         # here, not at the top: import synth.api loads a command's layers when the command is called
         from .verify.hopper_cluster import prove_hopper
-        from .verify.certificate_phases import write_hopper_certificate
+        from .flow.pipeline import hopper_certificate_by
 
         deadline.check("prove")
         report = prove_hopper(target, cluster=declared, time_limit=PROVE_QUERY_LIMIT, deadline=deadline.at)
@@ -223,7 +223,7 @@ def verify(target, *, time_limit: float = 60.0, certificate: Optional[str] = Non
         if certificate is not None and report.ok:
             def build(tmp: str) -> None:
                 deadline.check("write (certificate)")
-                write_hopper_certificate(report, tmp, timeout_s=deadline.cap(60.0))
+                hopper_certificate_by(report, tmp, deadline, "write (certificate)")
                 deadline.check("write (certificate)")
 
             publish(os.fspath(certificate), build, force=force, flag="--certificate")

@@ -186,6 +186,22 @@ CERTIFICATE_QUERY_LIMIT = 60.0
 """Seconds at most per solver call of a certificate's re-check while writing (less near the deadline)."""
 
 
+def hopper_certificate_by(report, directory: str, dl: Deadline, phase: str) -> None:
+    """:func:`write_hopper_certificate` under the deadline: each re-check query is capped by what is left, so a
+    query cut by the deadline answers unknown and the writer refuses; that is the time limit (:class:`TimeUp`),
+    not a failed proof."""
+    try:
+        write_hopper_certificate(report, directory, timeout_s=dl.cap(CERTIFICATE_QUERY_LIMIT))
+    except ValueError:
+        if dl.left() < DEADLINE_SLACK:
+            raise TimeUp(phase, dl.limit) from None
+        raise
+
+
+DEADLINE_SLACK = 0.1
+"""Seconds: a certificate refused with less than this left of the deadline was cut by it."""
+
+
 def _write_hopper(result, d: str, dl: Deadline = NEVER) -> list[str]:
     files = output_files(result)
     dl.check("write (timeline)")
@@ -194,14 +210,12 @@ def _write_hopper(result, d: str, dl: Deadline = NEVER) -> list[str]:
     written = _write_files(d, files, png)
     if result.report is not None and result.report.ok:
         dl.check("write (certificate)")
-        write_hopper_certificate(result.report, os.path.join(d, "certificate"),
-                                 timeout_s=dl.cap(CERTIFICATE_QUERY_LIMIT))
+        hopper_certificate_by(result.report, os.path.join(d, "certificate"), dl, "write (certificate)")
         dl.check("write (certificate)")
         written.append("certificate/")
     for name, _, rep in result.orders:  # each order program is a Hopper program folder: 'synth certify OUT/order/even'
         dl.check("write (order certificate)")
-        write_hopper_certificate(rep, os.path.join(d, "order", name, "certificate"),
-                                 timeout_s=dl.cap(CERTIFICATE_QUERY_LIMIT))
+        hopper_certificate_by(rep, os.path.join(d, "order", name, "certificate"), dl, "write (order certificate)")
         written.append(f"order/{name}/certificate/")
     if result.store_report is not None and result.store_report.ok:
         dl.check("write (store certificate)")  # store/ is an sm_80 program folder: 'synth certify OUT/store'
