@@ -1,0 +1,391 @@
+"""The sm_90a corpus of issue 37: what Triton 3.9 writes for its tutorial matmuls and attention on Hopper.
+
+``python tests/check_inputs/generate_hopper.py`` compiles the kernels below for ``GPUTarget("cuda", 90, 32)``
+(sm_90a; no GPU is needed) at the options of :data:`FIXTURES` and saves each TTGIR under
+``tests/check_inputs/triton_sm90a/`` with a first line naming the Triton version and the call, so that the
+tests and ``benchmarks/check_corpus.py`` read them where Triton is absent. ``--check`` also runs
+``synth check`` on each and prints the verdicts; ``--only SUBSTRING`` compiles the matching files only.
+
+The kernels are our own, written after Triton's tutorials 09 (persistent matmul: ``flatten``,
+``warp_specialize``, ``EPILOGUE_SUBTILE``, tensor descriptors made in the kernel or passed from the host) and
+06 (fused attention, forward pass: the causal kernel's two k-loops, the non-causal one's single loop, each
+``tl.range(..., warp_specialize=WS)``). The matrix is representative, not every combination: each option is
+varied around a base (128x128x64 f16 tiles, ``num_stages = 3``, 8 warps for one warp group, 4 for the
+warp-specialized forms, which Triton 3.9 partitions on sm_90 only at 4 warps).
+"""
+
+from __future__ import annotations
+
+import argparse
+import functools
+import hashlib
+import importlib.util
+import os
+import sys
+import tempfile
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+OUT_DIR = os.path.join(HERE, "triton_sm90a")
+
+# The kernels, as a module written to a file before import: triton.jit reads its functions' source back.
+KERNELS = r'''
+import triton
+import triton.language as tl
+
+
+@triton.jit
+def tile_of(tile, per_group, tiles_m, GROUP_M: tl.constexpr):
+    """Tile index -> (row block, column block), GROUP_M row blocks per group (L2 reuse)."""
+    group = tile // per_group
+    first = group * GROUP_M
+    rows = min(tiles_m - first, GROUP_M)
+    within = tile % per_group
+    return first + within % rows, within // rows
+
+
+@triton.jit
+def gemm_persistent(a, b, c, M, N, K, BM: tl.constexpr, BN: tl.constexpr, BK: tl.constexpr,
+                    GROUP_M: tl.constexpr, SMS: tl.constexpr, FLATTEN: tl.constexpr, WS: tl.constexpr,
+                    SUBTILE: tl.constexpr, HOST: tl.constexpr):
+    """C = A B^T over tiles t = pid, pid + SMS, ...; C leaves through a TMA store (two halves if SUBTILE)."""
+    if not HOST:
+        a = tl.make_tensor_descriptor(a, shape=[M, K], strides=[K, 1], block_shape=[BM, BK])
+        b = tl.make_tensor_descriptor(b, shape=[N, K], strides=[K, 1], block_shape=[BN, BK])
+        if SUBTILE:
+            c = tl.make_tensor_descriptor(c, shape=[M, N], strides=[N, 1], block_shape=[BM, BN // 2])
+        else:
+            c = tl.make_tensor_descriptor(c, shape=[M, N], strides=[N, 1], block_shape=[BM, BN])
+    pid = tl.program_id(0)
+    tiles_m = tl.cdiv(M, BM)
+    tiles_n = tl.cdiv(N, BN)
+    steps = tl.cdiv(K, BK)
+    per_group = GROUP_M * tiles_n
+    out_tile = pid - SMS
+    for tile in tl.range(pid, tiles_m * tiles_n, SMS, flatten=FLATTEN, warp_specialize=WS):
+        pm, pn = tile_of(tile, per_group, tiles_m, GROUP_M)
+        acc = tl.zeros((BM, BN), dtype=tl.float32)
+        for s in range(steps):
+            x = a.load([pm * BM, s * BK])
+            y = b.load([pn * BN, s * BK])
+            acc = tl.dot(x, y.T, acc)
+        out_tile += SMS
+        om, on = tile_of(out_tile, per_group, tiles_m, GROUP_M)
+        if SUBTILE:
+            pair = tl.permute(tl.reshape(acc, (BM, 2, BN // 2)), (0, 2, 1))
+            lo, hi = tl.split(pair)
+            c.store([om * BM, on * BN], lo.to(tl.float16))
+            c.store([om * BM, on * BN + BN // 2], hi.to(tl.float16))
+        else:
+            c.store([om * BM, on * BN], acc.to(tl.float16))
+
+
+@triton.jit
+def gemm_tile(a, b, c, M, N, K, BM: tl.constexpr, BN: tl.constexpr, BK: tl.constexpr, STAGES: tl.constexpr,
+              WS: tl.constexpr, HOST: tl.constexpr):
+    """One C tile per program; the k-loop warp-specialized when WS; C stored by TMA."""
+    if not HOST:
+        a = tl.make_tensor_descriptor(a, shape=[M, K], strides=[K, 1], block_shape=[BM, BK])
+        b = tl.make_tensor_descriptor(b, shape=[N, K], strides=[K, 1], block_shape=[BN, BK])
+        c = tl.make_tensor_descriptor(c, shape=[M, N], strides=[N, 1], block_shape=[BM, BN])
+    pm = tl.program_id(0)
+    pn = tl.program_id(1)
+    acc = tl.zeros((BM, BN), dtype=tl.float32)
+    for s in tl.range(0, tl.cdiv(K, BK), num_stages=STAGES, warp_specialize=WS):
+        acc = tl.dot(a.load([pm * BM, s * BK]), b.load([pn * BN, s * BK]).T, acc)
+    c.store([pm * BM, pn * BN], acc.to(tl.float16))
+
+
+@triton.jit
+def attn_steps(acc, l_i, m_i, q, kd, vd, row0, offs_m, lo, hi, qk_scale, BLOCK_N: tl.constexpr,
+               MASKED: tl.constexpr, WS: tl.constexpr):
+    """Online softmax over the key blocks lo, lo + BLOCK_N, ..., hi (masked on the diagonal band)."""
+    offs_n = tl.arange(0, BLOCK_N)
+    for n0 in tl.range(lo, hi, BLOCK_N, warp_specialize=WS):
+        kt = kd.load([row0 + n0, 0]).T
+        s = tl.dot(q, kt)
+        if MASKED:
+            keep = offs_m[:, None] >= (n0 + offs_n[None, :])
+            s = s * qk_scale + tl.where(keep, 0, -1.0e6)
+            m_new = tl.maximum(m_i, tl.max(s, 1))
+            s = s - m_new[:, None]
+        else:
+            m_new = tl.maximum(m_i, tl.max(s, 1) * qk_scale)
+            s = s * qk_scale - m_new[:, None]
+        p = tl.math.exp2(s)
+        alpha = tl.math.exp2(m_i - m_new)
+        l_i = l_i * alpha + tl.sum(p, 1)
+        v = vd.load([row0 + n0, 0])
+        acc = tl.dot(p.to(tl.float16), v, acc * alpha[:, None])
+        m_i = m_new
+    return acc, l_i, m_i
+
+
+@triton.jit
+def attn_fwd(sm_scale, lse, q, k, v, o, Z, H, N_CTX, D: tl.constexpr, BLOCK_M: tl.constexpr,
+             BLOCK_N: tl.constexpr, CAUSAL: tl.constexpr, WS: tl.constexpr, HOST: tl.constexpr):
+    """Attention forward for one (BLOCK_M queries, head) block: O = softmax(Q K^T * sm_scale) V, and the
+    rows' log-sum-exp; the causal form runs the blocks left of the diagonal, then the diagonal band."""
+    rows = Z * H * N_CTX
+    if not HOST:
+        q = tl.make_tensor_descriptor(q, shape=[rows, D], strides=[D, 1], block_shape=[BLOCK_M, D])
+        k = tl.make_tensor_descriptor(k, shape=[rows, D], strides=[D, 1], block_shape=[BLOCK_N, D])
+        v = tl.make_tensor_descriptor(v, shape=[rows, D], strides=[D, 1], block_shape=[BLOCK_N, D])
+        o = tl.make_tensor_descriptor(o, shape=[rows, D], strides=[D, 1], block_shape=[BLOCK_M, D])
+    block = tl.program_id(0)
+    head = tl.program_id(1)
+    row0 = (head // H) * (H * N_CTX) + (head % H) * N_CTX
+    offs_m = block * BLOCK_M + tl.arange(0, BLOCK_M)
+    m_i = tl.zeros([BLOCK_M], dtype=tl.float32) - float("inf")
+    l_i = tl.zeros([BLOCK_M], dtype=tl.float32) + 1.0
+    acc = tl.zeros([BLOCK_M, D], dtype=tl.float32)
+    qk_scale = sm_scale * 1.44269504
+    qt = q.load([row0 + block * BLOCK_M, 0])
+    if CAUSAL:
+        acc, l_i, m_i = attn_steps(acc, l_i, m_i, qt, k, v, row0, offs_m, 0, block * BLOCK_M, qk_scale,
+                                   BLOCK_N, False, WS)
+        acc, l_i, m_i = attn_steps(acc, l_i, m_i, qt, k, v, row0, offs_m, block * BLOCK_M,
+                                   (block + 1) * BLOCK_M, qk_scale, BLOCK_N, True, WS)
+    else:
+        acc, l_i, m_i = attn_steps(acc, l_i, m_i, qt, k, v, row0, offs_m, 0, N_CTX, qk_scale, BLOCK_N, False, WS)
+    m_i += tl.math.log2(l_i)
+    tl.store(lse + head * N_CTX + offs_m, m_i)
+    o.store([row0 + block * BLOCK_M, 0], (acc / l_i[:, None]).to(tl.float16))
+'''
+
+
+def _base(kind, **kw):
+    """A fixture's options: the defaults of its kernel, overridden by ``kw``."""
+    if kind == "attention":
+        d = dict(stages=3, warps=8, block=(128, 64), head_dim=64, causal=False, ws=False, host=False)
+    elif kind == "persistent":
+        d = dict(stages=3, warps=8, block=(128, 128, 64), flatten=False, ws=False, subtile=False, host=False)
+    else:  # one tile per program
+        d = dict(stages=3, warps=4, block=(128, 128, 64), ws=True, host=False)
+    d.update(kw)
+    if kind == "persistent" and d["ws"] and "warps" not in kw:
+        d["warps"] = 4
+    return dict(kind=kind, **d)
+
+
+FIXTURES = {
+    # tutorial 09, flatten=False (Triton's default): the tile loop around the pipelined k-loop, one warp group
+    "persistent_s2.ttgir": _base("persistent", stages=2),
+    "persistent_s3.ttgir": _base("persistent"),
+    "persistent_s4.ttgir": _base("persistent", stages=4),
+    "persistent_s5.ttgir": _base("persistent", stages=5),
+    "persistent_w4_s3.ttgir": _base("persistent", warps=4),
+    "persistent_128x256_s3.ttgir": _base("persistent", block=(128, 256, 64)),
+    "persistent_64x256_w4_s4.ttgir": _base("persistent", block=(64, 256, 64), warps=4, stages=4),
+    "persistent_subtile_s3.ttgir": _base("persistent", subtile=True),
+    "persistent_host_s3.ttgir": _base("persistent", host=True),
+    "persistent_host_subtile_s4.ttgir": _base("persistent", host=True, subtile=True, stages=4),
+    # flatten=True: one fused loop, the per-tile epilogue under scf.if
+    "flat_s2.ttgir": _base("persistent", flatten=True, stages=2),
+    "flat_s3.ttgir": _base("persistent", flatten=True),
+    "flat_s5.ttgir": _base("persistent", flatten=True, stages=5),
+    "flat_w4_s3.ttgir": _base("persistent", flatten=True, warps=4),
+    "flat_128x256_s3.ttgir": _base("persistent", flatten=True, block=(128, 256, 64)),
+    "flat_64x256_w4_s3.ttgir": _base("persistent", flatten=True, block=(64, 256, 64), warps=4),
+    "flat_subtile_s3.ttgir": _base("persistent", flatten=True, subtile=True),
+    "flat_host_s3.ttgir": _base("persistent", flatten=True, host=True),
+    # warp_specialize=True, persistent (Triton 3.9 partitions the tile loop at 4 warps, not when flattened)
+    "persistent_ws_s2.ttgir": _base("persistent", ws=True, stages=2),
+    "persistent_ws_s3.ttgir": _base("persistent", ws=True),
+    "persistent_ws_s4.ttgir": _base("persistent", ws=True, stages=4),
+    "persistent_ws_s5.ttgir": _base("persistent", ws=True, stages=5),
+    "persistent_ws_subtile_s3.ttgir": _base("persistent", ws=True, subtile=True),
+    "persistent_ws_128x256_s3.ttgir": _base("persistent", ws=True, block=(128, 256, 64)),
+    "persistent_ws_w8_s3.ttgir": _base("persistent", ws=True, warps=8),
+    "flat_ws_s3.ttgir": _base("persistent", ws=True, flatten=True),
+    # one tile per program, the k-loop warp-specialized (or not), C by TMA
+    "tile_ws_s2.ttgir": _base("tile", stages=2),
+    "tile_ws_s3.ttgir": _base("tile"),
+    "tile_ws_s4.ttgir": _base("tile", stages=4),
+    "tile_ws_s5.ttgir": _base("tile", stages=5),
+    "tile_ws_128x256_s3.ttgir": _base("tile", block=(128, 256, 64)),
+    "tile_ws_w8_s3.ttgir": _base("tile", warps=8),
+    "tile_s3.ttgir": _base("tile", ws=False, warps=8),
+    # tutorial 06's forward pass (sm_90a: Q by TMA before the loop, K and V pipelined, O by TMA after it)
+    "attn_s2.ttgir": _base("attention", stages=2),
+    "attn_s3.ttgir": _base("attention"),
+    "attn_s4.ttgir": _base("attention", stages=4),
+    "attn_w4_64x64_s3.ttgir": _base("attention", warps=4, block=(64, 64)),
+    "attn_d128_s3.ttgir": _base("attention", head_dim=128, block=(128, 128)),
+    "attn_host_s3.ttgir": _base("attention", host=True),
+    "attn_causal_s3.ttgir": _base("attention", causal=True),
+    "attn_ws_s3.ttgir": _base("attention", ws=True, warps=4),
+}
+"""File name -> the kernel (``kind``) and its options."""
+
+TRITON_FAILS = {
+    "persistent_ws_host_s3.ttgir": (_base("persistent", ws=True, host=True),
+                                    "the partitioner splits A's 128-row tile between two consumers, but a host "
+                                    "descriptor's block is fixed at 128x64: 'descriptor block and tensor must "
+                                    "have the same number of elements'"),
+    "tile_ws_host_s3.ttgir": (_base("tile", host=True), "the same as persistent_ws_host_s3"),
+    "persistent_ws_64x256_s3.ttgir": (_base("persistent", ws=True, block=(64, 256, 64)),
+                                      "'instruction shape [16, 256] is too large for the layout with block size "
+                                      "[64, 128]' (no wgmma layout for B once the tile is split)"),
+    "tile_ws_64x256_s3.ttgir": (_base("tile", block=(64, 256, 64)), "the same as persistent_ws_64x256_s3"),
+    "attn_causal_ws_s3.ttgir": (_base("attention", causal=True, ws=True, warps=4),
+                                "the pass pipeline fails on the causal kernel's two warp-specialized loops"),
+}
+"""Options Triton 3.9 fails to compile for sm_90a (its pass pipeline errors out): not in the corpus; ``--fails``
+tries them again."""
+
+FORMS = {
+    "persistent": "persistent, flatten=False",
+    "flat": "persistent, flatten=True",
+    "persistent_ws": "persistent, warp-specialized",
+    "flat_ws": "persistent, flatten=True + warp_specialize",
+    "tile_ws": "one tile, warp-specialized",
+    "tile": "one tile, one warp group",
+    "attn": "attention forward",
+    "attn_causal": "attention forward, causal",
+    "attn_ws": "attention forward, warp_specialize",
+    "attn_causal_ws": "attention forward, causal, warp_specialize",
+}
+"""File-name prefix -> the form it is reported under (longest prefix wins; :func:`form_of`)."""
+
+
+def form_of(fname: str) -> str:
+    """The form of a saved file (:data:`FORMS`), plus ", host descriptors" for the host-descriptor ones."""
+    stem = os.path.basename(fname)
+    best = max((p for p in FORMS if stem.startswith(p + "_")), key=len, default=None)
+    form = FORMS[best] if best else "?"
+    return form + (", host descriptors" if "_host" in stem else "")
+
+
+@functools.lru_cache(maxsize=None)
+def kernels():
+    """:data:`KERNELS` as a module (one file per text, reused by every run and so by Triton's cache)."""
+    folder = os.path.join(tempfile.gettempdir(),
+                          "synth-triton-sm90a-" + hashlib.sha256(KERNELS.encode()).hexdigest()[:16])
+    os.makedirs(folder, exist_ok=True)
+    path = os.path.join(folder, "triton_sm90a_kernels.py")
+    if not os.path.exists(path):
+        tmp = f"{path}.{os.getpid()}.tmp"
+        with open(tmp, "w", encoding="utf-8") as f:
+            f.write(KERNELS)
+        os.replace(tmp, path)
+    spec = importlib.util.spec_from_file_location("triton_sm90a_kernels", path)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+def _desc(shape) -> str:
+    return f"tensordesc<fp16[{', '.join(str(s) for s in shape)}]>"
+
+
+def source(opts: dict):
+    """``(kernel, signature, constexprs)`` of a fixture's options."""
+    k = kernels()
+    kind = opts["kind"]
+    if kind == "attention":
+        bm, bn = opts["block"]
+        d = opts["head_dim"]
+        host = opts["host"]
+        sig = {"sm_scale": "fp32", "lse": "*fp32",
+               "q": _desc((bm, d)) if host else "*fp16", "k": _desc((bn, d)) if host else "*fp16",
+               "v": _desc((bn, d)) if host else "*fp16", "o": _desc((bm, d)) if host else "*fp16",
+               "Z": "i32", "H": "i32", "N_CTX": "i32", "D": "constexpr", "BLOCK_M": "constexpr",
+               "BLOCK_N": "constexpr", "CAUSAL": "constexpr", "WS": "constexpr", "HOST": "constexpr"}
+        consts = {"D": d, "BLOCK_M": bm, "BLOCK_N": bn, "CAUSAL": opts["causal"], "WS": opts["ws"], "HOST": host}
+        return k.attn_fwd, sig, consts
+    bm, bn, bk = opts["block"]
+    host = opts["host"]
+    cblock = (bm, bn // 2) if opts.get("subtile") else (bm, bn)
+    sig = {"a": _desc((bm, bk)) if host else "*fp16", "b": _desc((bn, bk)) if host else "*fp16",
+           "c": _desc(cblock) if host else "*fp16", "M": "i32", "N": "i32", "K": "i32",
+           "BM": "constexpr", "BN": "constexpr", "BK": "constexpr"}
+    consts = {"BM": bm, "BN": bn, "BK": bk}
+    if kind == "persistent":
+        sig.update(GROUP_M="constexpr", SMS="constexpr", FLATTEN="constexpr", WS="constexpr", SUBTILE="constexpr",
+                   HOST="constexpr")
+        consts.update(GROUP_M=8, SMS=132, FLATTEN=opts["flatten"], WS=opts["ws"], SUBTILE=opts["subtile"],
+                      HOST=host)
+        return k.gemm_persistent, sig, consts
+    sig.update(STAGES="constexpr", WS="constexpr", HOST="constexpr")
+    consts.update(STAGES=opts["stages"], WS=opts["ws"], HOST=host)
+    return k.gemm_tile, sig, consts
+
+
+def header(fname: str) -> str:
+    """The first line of a saved file: the Triton version, the kernel and its options."""
+    import triton
+
+    full = FIXTURES[fname] if fname in FIXTURES else TRITON_FAILS[fname][0]
+    opts = {k: v for k, v in full.items() if k != "kind"}
+    kernel = {"attention": "attn_fwd", "persistent": "gemm_persistent", "tile": "gemm_tile"}[full["kind"]]
+    return (f"// Triton {triton.__version__}: {kernel} of tests/check_inputs/generate_hopper.py for sm_90a, "
+            + ", ".join(f"{k}={v}" for k, v in opts.items()) + "\n")
+
+
+def ttgir(fname: str) -> str:
+    """The TTGIR of the fixture ``fname``, headed by :func:`header` (a comment: the reader skips it)."""
+    import warnings
+
+    import triton
+    from triton.backends.compiler import GPUTarget
+    from triton.compiler import ASTSource
+
+    warnings.filterwarnings("ignore")
+    opts = FIXTURES[fname] if fname in FIXTURES else TRITON_FAILS[fname][0]
+    fn, sig, consts = source(opts)
+    attrs = {(i,): [["tt.divisibility", 16]] for i, kind in enumerate(sig.values())
+             if kind in ("i32",) or kind.startswith("*")}
+    src = ASTSource(fn, sig, constexprs=consts, attrs=attrs)
+    k = triton.compile(src, target=GPUTarget("cuda", 90, 32),
+                       options={"num_stages": opts["stages"], "num_warps": opts["warps"]})
+    return header(fname) + k.asm["ttgir"]
+
+
+def generate(only: str = "", out_dir: str = OUT_DIR, fails: bool = False) -> list:
+    """Compile and save the fixtures whose name holds ``only`` (with ``fails``: try :data:`TRITON_FAILS`
+    instead): their paths."""
+    os.makedirs(out_dir, exist_ok=True)
+    out = []
+    for fname in (TRITON_FAILS if fails else FIXTURES):
+        if only and only not in fname:
+            continue
+        path = os.path.join(out_dir, fname)
+        try:
+            text = ttgir(fname)
+        except RuntimeError as e:  # Triton's own pass pipeline failed (its error went to stderr)
+            print(f"{fname}: Triton failed to compile it ({str(e).splitlines()[0]}); not saved", flush=True)
+            continue
+        with open(path, "w", encoding="utf-8") as f:
+            f.write(text)
+        out.append(path)
+        print(f"{fname}: {len(text)} bytes", flush=True)
+    return out
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--only", default="", help="compile only the fixtures whose file name holds this")
+    ap.add_argument("--fails", action="store_true", help="try the options Triton failed to compile (TRITON_FAILS)")
+    ap.add_argument("--check", action="store_true", help="run synth check on each and print its verdict")
+    args = ap.parse_args(argv)
+    if args.fails:
+        with tempfile.TemporaryDirectory() as tmp:
+            generate(args.only, tmp, fails=True)
+        return 0
+    paths = generate(args.only)
+    if args.check:
+        sys.path.insert(0, os.path.dirname(os.path.dirname(HERE)))
+        from synth.errors import SynthError
+        from synth.frontends.check import check_file_all
+
+        for p in paths:
+            try:
+                rs = check_file_all(p)
+                print(f"{os.path.basename(p)}: {'proven' if all(r.ok for r in rs) else 'refuted'}")
+            except SynthError as e:
+                print(f"{os.path.basename(p)}: exit 2: {str(e).splitlines()[0]}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
