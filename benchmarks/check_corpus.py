@@ -4,6 +4,7 @@
     python benchmarks/check_corpus.py --quick    # one input per form (the test's set, a few seconds)
     python benchmarks/check_corpus.py --json out.json
     python benchmarks/check_corpus.py --under triton_nested   # the inputs of one folder only
+    python benchmarks/check_corpus.py --under triton_sm90a    # issue 37's sm_90a corpus, per kernel form
 
 Each row: the input (or mutant), its form, the programs checked (loops, or Hopper roles), the waits and the
 obligations proven / refuted / unknown, the verdict, the time. The originals must be proven (the refused
@@ -44,6 +45,17 @@ from synth.frontends import ttgir_mutants as NM  # noqa: E402
 from synth.frontends.check import check_file_all  # noqa: E402
 
 INPUTS = ROOT / "tests" / "check_inputs"
+SM90A = "triton_sm90a"
+"""The folder of issue 37's sm_90a corpus (tests/check_inputs/generate_hopper.py): its rows are grouped by the
+kernel form the generator names (``generate_hopper.form_of``), and its mutants are :mod:`.ttgir_mutants`'."""
+
+
+def _hopper_generator():
+    """tests/check_inputs/generate_hopper.py as a module (it imports Triton only when it compiles)."""
+    spec = importlib.util.spec_from_file_location("generate_hopper", INPUTS / "generate_hopper.py")
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
 QUICK = ("triton-matmul-s3.ttgir", "triton_hopper_s3.ttgir", "triton_persistent/triton_persistent_s2.ttgir",
          "triton_ws/triton_ws_s2.ttgir", "triton_nested/triton_tiles_s2.ttgir", "tvm-stream-s2.py",
          "mlir-copy-depth2.mlir",
@@ -64,6 +76,9 @@ class Row:
     verdict: str = ""
     seconds: float = 0.0
     note: str = ""
+    kform: str = ""
+    """The kernel's form (issue 37's corpus: persistent flatten=False, warp-specialized, attention, ...), the
+    per-form table's key; else the reader's form."""
     zero: str = ""
     """An original's verdict with --min-trip-count 0 (tightness not judged): proven, refuted, refused at a
     line, or "fixed T" (its trip count is fixed in the IR)."""
@@ -81,7 +96,7 @@ def inputs(quick: bool) -> list[pathlib.Path]:
     if quick:
         return [INPUTS / q for q in QUICK]
     out = [p for p in sorted(INPUTS.rglob("*")) if p.suffix in (".ttgir", ".mlir", ".py", ".tir")
-           and p.name not in ("generate.py", "helpers.py", "__init__.py")]
+           and p.name not in ("generate.py", "generate_hopper.py", "helpers.py", "__init__.py")]
     return out
 
 
@@ -173,7 +188,7 @@ def mutants_of(path: pathlib.Path, results: list) -> list[tuple[str, Callable[[s
     out = []
     if path.suffix == ".tir":  # TileLang: its own mutants (synth.frontends.tilelang_mutants)
         return _tilelang_mutants(text, results)
-    if path.parent.name == "triton_nested":  # tile loops and TMA stores: synth.frontends.ttgir_mutants
+    if path.parent.name in ("triton_nested", SM90A):  # tile loops and TMA stores: synth.frontends.ttgir_mutants
         for name, fn in NM.MUTANTS.items():
             try:
                 fn(text)
@@ -256,13 +271,16 @@ def main(argv: Optional[list] = None) -> int:
             if args.under and not rel.startswith(args.under.rstrip("/") + "/"):
                 continue
             row = Row(rel, expect=expected(path))
+            if path.parent.name == SM90A:
+                row.kform = _hopper_generator().form_of(path.name)
             results = run_check(row, str(path))
             rows.append(row)
             if row.verdict != "proven" or row.expect != "proven":
                 continue
             row.zero = zero_trip_verdict(str(path))
             for name, fn, mt in mutants_of(path, results):
-                m = Row(f"  {rel}: {name}" + (" (T >= 0)" if mt == 0 else ""), form=row.form, expect="refuted")
+                m = Row(f"  {rel}: {name}" + (" (T >= 0)" if mt == 0 else ""), form=row.form, kform=row.kform,
+                        expect="refuted")
                 mpath = pathlib.Path(tmp) / f"m{len(rows)}{path.suffix}"
                 mpath.write_text(fn(path.read_text()))
                 run_check(m, str(mpath), min_trip_count=mt)
@@ -305,7 +323,7 @@ def form_summary(rows: list[Row]) -> list[dict]:
     for r in rows:
         mutant = r.source.startswith("  ")
         key = r.source.strip().split(":")[0] if mutant else r.source
-        form = r.form or form_of.get(key) or ("refused" if r.verdict == "refused" else "?")
+        form = r.kform or r.form or form_of.get(key) or ("refused" if r.verdict == "refused" else "?")
         if not mutant:
             form_of[key] = form
         f = forms.setdefault(form, {"form": form, "files": 0, "proven": 0, "refuted": 0, "refused": 0,

@@ -52,6 +52,7 @@ and ``fence.proxy.async`` before the first TMA, modelled as the init fence.
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import re
 from dataclasses import dataclass, field
@@ -71,6 +72,7 @@ from .arith import is_sym
 from .mlirtext import Op, int_type, parse_module, walk
 from .scfloop import Walker, err, find_block, fit, fit_at, fit_carried, short, valid
 from .ttgir import new_dialect_names, slot_view
+from .ttgir_oneshot import one_shot_loads
 
 TMA = "ttng.async_tma_copy_global_to_local"
 WAIT = "ttng.wait_barrier"
@@ -389,6 +391,28 @@ class _Ctx:
     k: object
     T: object
     iv_known: bool
+    slack: object = None
+    """The Z3 symbol ``d`` of :func:`symbolic_bound` when the loop's step is ``s > 1`` (its facts:
+    :func:`slack_facts`), else None."""
+    step: int = 1
+
+
+def symbolic_bound(lb: int, step: int, T):
+    """``(value, slack)``: what a loop's symbolic upper bound is read as so that the loop runs ``T`` times.
+    Step 1: ``lb + T``, no slack. Step ``s > 1`` (attention's ``tl.range(0, N_CTX, BLOCK_N)``): ``lb + s T -
+    d`` with a fresh ``d`` in ``[0, s)`` -- every bound in ``(lb + s (T - 1), lb + s T]`` gives ``T``
+    iterations, so ``d`` ranges over all of them; each predicate must be the same for every ``d``
+    (:func:`_guard` renders it at ``d = 0`` and proves it equal for all ``d``), never assumed."""
+    if step == 1:
+        return T + lb, None
+    d = z3.Int("ub_slack")
+    return lb + step * T - d, d
+
+
+def slack_facts(ctx) -> list:
+    """``0 <= d < s`` for a loop read with :func:`symbolic_bound`'s slack, else nothing."""
+    d = getattr(ctx, "slack", None)
+    return [] if d is None else [d >= 0, d < ctx.step]
 
 
 def ttgir_to_hopper(text: str, path: str, *, min_trip_count: Optional[int] = None,
@@ -402,6 +426,35 @@ def ttgir_to_hopper(text: str, path: str, *, min_trip_count: Optional[int] = Non
     is no convergence point of the role). ``arrive_sync``: each ``ttng.barrier_expect`` is preceded by a
     ``bar_sync`` of the role's threads, as Triton's lowering emits (``bar.sync 0`` before the elected
     ``mbarrier.arrive.expect_tx``); ``False`` proves the TTGIR's own convergence points only."""
+    r = read_one_loop(text, path)
+    imp = _build(r.ctx, r.walker, r.loop, r.pro, r.body, r.runs, r.epi, r.trip, min_trip_count,
+                 _func_name(r.mod, r.loop), warps=module_warps(r.text), arrive_sync=arrive_sync)
+    return dataclasses.replace(imp, notes=imp.notes + r.notes) if r.notes else imp
+
+
+@dataclass
+class OneLoop:
+    """What :func:`read_one_loop` reads: the module, the pipelined loop, its walker and context, the events
+    before the loop (one-shot loads taken out: :mod:`.ttgir_oneshot`), of one symbolic iteration, of the
+    concrete first iterations and after the loop, the trip count, notes."""
+
+    mod: list
+    text: str
+    loop: Op
+    walker: object
+    ctx: object
+    pro: list
+    body: list
+    runs: list
+    epi: list
+    trip: object
+    notes: tuple
+
+
+def read_one_loop(text: str, path: str, walker=None) -> OneLoop:
+    """The events of a module with one pipelined TMA loop (``walker``: a :class:`HopperWalker` class, the
+    default, or one that reads more ops); SynthError (exit 2) for what is outside the model."""
+    walker = walker or HopperWalker
     text = new_dialect_names(text)
     mod = parse_module(text, path)
     is_pipe = (TMA, WAIT)
@@ -425,16 +478,18 @@ def ttgir_to_hopper(text: str, path: str, *, min_trip_count: Optional[int] = Non
         if "iter_args" in lp.text else []
     # pass 1: is the upper bound a constant?
     probe: dict = {}
-    HopperWalker(path, {}).block(block[:pos], probe, [], "before the loop")
+    walker(path, {}).block(block[:pos], probe, [], "before the loop")
     T = z3.Int("T")
     ubv = probe.get(ub)
     fixed = isinstance(ubv, int) and not isinstance(ubv, bool)
     lb0, st0 = probe.get(lb), probe.get(st)
-    if not fixed and not (isinstance(lb0, int) and not isinstance(lb0, bool) and st0 == 1):
-        raise err(path, lp.line, "the pipelined loop's bound is not a constant and its lower bound is not a "
-                  "constant or its step is not 1", "pass a loop `range(c, n)` with a constant c (step 1)")
-    bind = {} if fixed else {ub: T + lb0}  # T iterations: the upper bound is lb + T
-    w = HopperWalker(path, bind)
+    if not fixed and not (isinstance(lb0, int) and not isinstance(lb0, bool) and isinstance(st0, int)
+                          and not isinstance(st0, bool) and st0 >= 1):
+        raise err(path, lp.line, "the pipelined loop's bound is not a constant and its lower bound or step is not "
+                  "a constant", "pass a loop `range(c, n, s)` with constants c and s > 0")
+    ubsym, slack = (None, None) if fixed else symbolic_bound(lb0, st0, T)
+    bind = {} if fixed else {ub: ubsym}  # T iterations: the upper bound is lb + s T - d
+    w = walker(path, bind)
     env: dict = dict(bind)
     pro: list = []
     w.block(block[:pos], env, pro, "before the loop")
@@ -454,9 +509,11 @@ def ttgir_to_hopper(text: str, path: str, *, min_trip_count: Optional[int] = Non
     for r in lp.results:
         env_after[r] = None
     w.block(block[pos + 1:], env_after, epi, "after the loop")
-    ctx = _Ctx(path, k, T, fixed)
-    return _build(ctx, w, lp, pro, sym, runs, epi, trip, min_trip_count, _func_name(mod, lp),
-                  warps=module_warps(text), arrive_sync=arrive_sync)
+    ctx = _Ctx(path, k, T, fixed, slack, stv)
+    pro, shots = one_shot_loads(pro, sym + epi)
+    return OneLoop(mod, text, lp, w, ctx, pro, sym, runs, epi, trip, tuple(s.note() for s in shots))
+
+
 
 
 def module_warps(text: str) -> int:
@@ -507,23 +564,28 @@ def _guard(ctx: _Ctx, e: HEvent, pred, runs_preds: Optional[list], var: str):
         raise err(ctx.path, e.line, f"the predicate of {e.text} is not known (it depends on a value synth does "
                   "not model)", "predicates must be functions of the induction variable and the trip count")
     p = _zb(pred)
+    facts = slack_facts(ctx)
     if runs_preds is not None:
         for j, rp in enumerate(runs_preds):
-            if rp is None or not valid(_zb(rp) == z3.substitute(p, (ctx.k, z3.IntVal(j))), [ctx.T >= 1]):
+            if rp is None or not valid(_zb(rp) == z3.substitute(p, (ctx.k, z3.IntVal(j))), [ctx.T >= 1] + facts):
                 raise err(ctx.path, e.line, f"the predicate of {e.text} in iteration {j} differs from the one "
                           "synth derived for every iteration", "predicates must be functions of k and T")
     p = z3.simplify(p)
-    if z3.is_true(p):
+    # a loop of step s > 1 with a symbolic bound: the predicate at d = 0, proven equal for every d below
+    p0 = p if not facts else z3.simplify(z3.substitute(p, (ctx.slack, z3.IntVal(0))))
+    if z3.is_true(p0) and valid(p, facts):
         return None
     try:
-        s = render(p, {"k": var, "T": "T"})
+        s = render(p0, {"k": var, "T": "T"})
         g = parse(s)
     except Exception as x:  # noqa: BLE001 -- ValueError or ExprError: reported as outside the model
         raise err(ctx.path, e.line, f"the predicate of {e.text} cannot be written as a guard ({x})",
                   "predicates must be affine conditions on k and T") from None
     back = to_z3(g, {var: ctx.k, "T": ctx.T})
-    if not valid(back == p, []):
-        raise err(ctx.path, e.line, f"the predicate of {e.text} could not be rendered exactly", FIX)
+    if not valid(back == p, facts):
+        raise err(ctx.path, e.line, f"the predicate of {e.text} " + ("depends on where the loop's bound falls "
+                  f"between two multiples of its step {ctx.step}" if facts else "could not be rendered exactly"),
+                  FIX)
     return g
 
 
@@ -979,4 +1041,5 @@ build_program, func_name = _build, _func_name  # and the flattened persistent lo
 
 __all__ = ["ttgir_to_hopper", "is_hopper_ttgir", "check_hopper", "HopperImport", "HopperCheck",
            "HopperWalker", "render", "HEvent", "Ctx", "fit_phase", "fit_phase_at", "same_carried", "slot_rotation",
-           "guard_of", "wait_states", "FIX", "build_program", "func_name", "and_guards", "prove_mapped", "module_warps"]
+           "guard_of", "wait_states", "FIX", "build_program", "func_name", "and_guards", "prove_mapped", "module_warps",
+           "symbolic_bound", "slack_facts", "read_one_loop", "OneLoop"]

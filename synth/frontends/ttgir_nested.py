@@ -76,7 +76,7 @@ from .mlirtext import Op, parse_module, walk
 from .scfloop import err, find_block, fit_carried, for_header, short, valid
 from .ttgir import new_dialect_names
 from .ttgir_hopper import (DOT_WAIT, FIX, HEvent, HopperCheck, HopperImport, HopperWalker, Ctx, build_program,
-                           fit_phase, fit_phase_at, func_name, module_warps, same_carried)
+                           fit_phase, fit_phase_at, func_name, module_warps, read_one_loop, same_carried)
 from .ttgir_ws import WS_OP, WSCheck, WSWalker, _build as ws_build, _func_args, _regions, _TASK_ATTR, _zi
 
 TMA_STORE = "ttng.async_tma_copy_local_to_global"
@@ -208,8 +208,6 @@ def is_nested_ttgir(text: str) -> bool:
     ws = bool(re.search(r"\bttg\.warp_specialize\b", text))
     if ws and TMA_STORE in text:
         return True
-    if text.count("scf.for") < 2:
-        return False
     try:
         mod = parse_module(new_dialect_names(_strip_tasks(text)), "<text>")
     except SynthError:
@@ -217,7 +215,20 @@ def is_nested_ttgir(text: str) -> bool:
     for lp in walk(mod):
         if lp.name == "scf.for" and lp.regions and _event_loops([x for x in walk(lp.regions[0])], _PROTO):
             return True
-    return False
+    return not ws and _is_store_after_loop(mod)
+
+
+def _is_store_after_loop(mod: list) -> bool:
+    """One warp group, no tile loop: one TMA k-loop and a TMA store in the same block after it (attention's
+    O, a one-tile matmul's C; the flattened persistent kernel's stores sit inside its loop: not this form)."""
+    loops = _event_loops(list(walk(mod)), _PROTO)
+    if len(loops) != 1:
+        return False
+    block = find_block(mod, loops[0])
+    pos = next(i for i, op in enumerate(block) if op is loops[0])
+    stores = [x for x in walk(mod) if x.name == TMA_STORE]
+    after = [x for op in block[pos + 1:] for x in ([op] + list(walk(op.regions[0]) if op.regions else []))]
+    return bool(stores) and all(any(x is y for y in after) for x in stores)
 
 
 def _strip_tasks(text: str) -> str:
@@ -697,6 +708,29 @@ def tiles_to_hopper(text: str, path: str, *, arrive_sync: bool = True) -> Nested
                         tuple(obligations), tuple(var_out), notes)
 
 
+def store_to_hopper(text: str, path: str, *, arrive_sync: bool = True) -> NestedImport:
+    """One warp group, one pipelined k-loop, C (or attention's O) stored by TMA after it: the one-loop program
+    of :mod:`.ttgir_hopper` (every ``T >= 1``; ``T >= 0`` by :func:`check_nested`), and the store program of
+    its one tile (:func:`store_program` with one tile). SynthError (exit 2) for what is outside the model."""
+    r = read_one_loop(text, path, TileWalker)
+    pro_h, pro_s = _split(r.pro)
+    if pro_s:
+        raise err(path, pro_s[0].line, f"{pro_s[0].text} before the pipelined loop is outside the model", NESTED_FIX)
+    epi_h, epi_s = _split(r.epi)
+    for e in epi_h + epi_s:
+        if getattr(e, "cond", None) is not None:
+            raise err(path, getattr(e, "if_line", e.line), f"{e.text} under an scf.if after the loop (no tile loop) "
+                      "is outside the model", NESTED_FIX)
+    imp = build_program(r.ctx, r.walker, r.loop, pro_h, r.body, r.runs, epi_h, r.trip, None, func_name(r.mod, r.loop),
+                        warps=module_warps(r.text), arrive_sync=arrive_sync)
+    protected = {b.name for b in imp.program.buffers} | {b.name for b in imp.program.barriers}
+    war, thr, sources, sub = store_program(path, "mainloop", epi_s, [], 1, None, protected=protected,
+                                           arrive_sync=arrive_sync)
+    notes = imp.notes + r.notes + (f"one pipelined loop at line {r.loop.line}, then C stored by TMA (one tile)",)
+    return NestedImport("store", dataclasses.replace(imp, notes=notes), None,
+                        (("mainloop", (war, thr), sources, sub),), (), (), notes)
+
+
 def _phase_reset(imp: HopperImport, hoisted: list, tile_line: int) -> TileObligation:
     """Barriers initialized once before the tile loop while the k-loop restarts its slots and phases at every
     tile: tile ``t + 1`` starts where tile ``t`` left each barrier slot, so every slot must complete an even
@@ -1161,7 +1195,7 @@ class NestedCheck:
                 and all(s.ok for s in self.stores) and all(o.ok for o in self.nested.obligations))
 
     def _inner(self, report=None):
-        cls = {"tiles": _TilesCheck, "ws_tiles": _RingCheck}.get(self.nested.form, WSCheck)
+        cls = {"tiles": _TilesCheck, "ws_tiles": _RingCheck, "store": HopperCheck}.get(self.nested.form, WSCheck)
         return cls(self.nested.imported, report if report is not None else self.report)
 
     def title(self) -> str:
@@ -1177,7 +1211,9 @@ class NestedCheck:
                             f"{', '.join(r.name for r in p.roles)}): one ring of {trip} iterations "
                             "(T = tiles x k-tiles)",
                 "ws_store": f"Triton warp-specialized sm_90 pipeline ({WS_OP} at line {n.imported.loop_line}, roles "
-                            f"{', '.join(r.name for r in p.roles)}), trip count {trip}, C stored by TMA"}[n.form]
+                            f"{', '.join(r.name for r in p.roles)}), trip count {trip}, C stored by TMA",
+                "store": f"Triton sm_90 TMA + mbarrier + wgmma pipeline, loop at line {n.imported.loop_line}, trip "
+                         f"count {trip}, one warp group, its result stored by TMA"}[n.form]
         return f"{n.imported.path}: {what}: {'PROVEN' if self.ok else 'NOT PROVEN'}"
 
     def render(self, verbose: bool = False) -> str:
@@ -1205,7 +1241,7 @@ class NestedCheck:
         d = self._inner().to_json()
         d["ok"] = self.ok
         d["source"] = {"tiles": "triton-sm90-tiles", "ws_tiles": "triton-sm90-ws-tiles",
-                       "ws_store": "triton-sm90-ws-store"}[self.nested.form]
+                       "ws_store": "triton-sm90-ws-store", "store": "triton-sm90-store"}[self.nested.form]
         d["tile_line"] = self.nested.tile_line
         d["tile_obligations"] = [o.to_json() for o in self.nested.obligations]
         d["stores"] = [s.to_json() for s in self.stores]
@@ -1219,6 +1255,13 @@ def nested_to_hopper(text: str, path: str, *, arrive_sync: bool = True) -> Neste
     """:func:`ws_nested_to_hopper` for a warp-specialized TTGIR, else :func:`tiles_to_hopper`."""
     if re.search(r"\bttg\.warp_specialize\b", text):
         return ws_nested_to_hopper(text, path, arrive_sync=arrive_sync)
+    try:
+        mod = parse_module(new_dialect_names(_strip_tasks(text)), path)
+    except SynthError:
+        mod = None
+    if mod is not None and not any(lp.name == "scf.for" and lp.regions and
+                                   _event_loops(list(walk(lp.regions[0])), _PROTO) for lp in walk(mod)):
+        return store_to_hopper(text, path, arrive_sync=arrive_sync)
     return tiles_to_hopper(text, path, arrive_sync=arrive_sync)
 
 
@@ -1264,5 +1307,5 @@ def Loc_(path: str, line: int = 0):
     return Loc(path, line, 1 if line else 0)
 
 
-__all__ = ["is_nested_ttgir", "nested_to_hopper", "tiles_to_hopper", "ws_nested_to_hopper", "check_nested",
+__all__ = ["is_nested_ttgir", "nested_to_hopper", "tiles_to_hopper", "store_to_hopper", "ws_nested_to_hopper", "check_nested",
            "NestedCheck", "NestedImport", "StoreCheck", "TileObligation", "store_program", "tile_guard", "TileLoop"]
