@@ -353,8 +353,10 @@ def test_persistent_flattened_matmul_is_proven_for_every_trip_count(stages):
     rc, doc, err = run_check(str(path))
     assert rc == 0, err
     r = doc["result"]
-    assert r["source"] == "triton-sm90-persistent" and r["trip_count"] == "T" and r["min_trip_count"] == 1
+    # every tile count, 0 included (a CTA past the last tile); its C stores checked as a store program
+    assert r["source"] == "triton-sm90-persistent" and r["trip_count"] == "T" and r["min_trip_count"] == 0
     assert r["counts"]["refuted"] == r["counts"]["unknown"] == 0
+    assert r["stores"] and all(s["ok"] for s in r["stores"])
     for cls in ("raw", "slot_reuse", "parity", "teardown", "wgmma_drain"):
         assert r["obligations"][cls]["proven"] >= 1, cls
     # what is not checked is said: the branch without the loop, the per-tile epilogue, the stores' drain
@@ -377,16 +379,19 @@ def test_persistent_loop_wait_raised_is_refuted(tmp_path):
     assert any(f["class"] == "slot_reuse" for f in doc["result"]["failures"])
 
 
-def test_persistent_epilogue_wait_that_is_not_a_drain_is_refused(tmp_path):
-    """The per-tile epilogue's wait is left out only because it waits for every group; pendings = 1 there is
-    exit 2 at its line."""
+def test_persistent_epilogue_wait_that_is_not_a_drain_is_refuted(tmp_path):
+    """The per-tile epilogue's wait with pendings = 1 lets the tile's last wgmma run on while the epilogue reads
+    the accumulator: refuted (wgmma_wait) at its line, naming the wgmma and the scf.if (it was exit 2)."""
     text = _persistent_s3()
     mutant = text.replace("{pendings = 0 : i32, warpGroupLocal}", "{pendings = 1 : i32, warpGroupLocal}", 1)
     assert mutant != text
     path = write_file(tmp_path, "epilogue.ttgir", mutant)
     line = next(n for n, ln in enumerate(mutant.splitlines(), 1) if "pendings = 1 : i32, warpGroupLocal" in ln)
-    rc, _, err = run_text(path)
-    assert rc == 2 and f"{path}:{line}:1: error" in err and "pendings = 0" in err and "fix:" in err
+    rc, doc, err = run_check(path)
+    assert rc == 1, err
+    bad = [o for o in doc["result"]["tile_obligations"] if not o["ok"]]
+    assert [o["class"] for o in bad] == ["wgmma_wait"] and bad[0]["line"] == line
+    assert "may still be writing the accumulator" in bad[0]["detail"] and "scf.if at line" in bad[0]["detail"]
 
 
 @pytest.mark.slow

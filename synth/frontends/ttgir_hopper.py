@@ -427,6 +427,9 @@ def ttgir_to_hopper(text: str, path: str, *, min_trip_count: Optional[int] = Non
     ``bar_sync`` of the role's threads, as Triton's lowering emits (``bar.sync 0`` before the elected
     ``mbarrier.arrive.expect_tx``); ``False`` proves the TTGIR's own convergence points only."""
     r = read_one_loop(text, path)
+    bad = next((s for s in r.shots if not s.ok), None)
+    if bad is not None:  # this reader has no obligation to put it in: the reader of TMA stores does
+        raise err(path, bad.line, f"one-shot TMA load through barrier {bad.barrier} before the loop: {bad.why}", FIX)
     imp = _build(r.ctx, r.walker, r.loop, r.pro, r.body, r.runs, r.epi, r.trip, min_trip_count,
                  _func_name(r.mod, r.loop), warps=module_warps(r.text), arrive_sync=arrive_sync)
     return dataclasses.replace(imp, notes=imp.notes + r.notes) if r.notes else imp
@@ -449,6 +452,8 @@ class OneLoop:
     epi: list
     trip: object
     notes: tuple
+    shots: tuple = ()
+    """The one-shot loads taken out of ``pro`` (:class:`.ttgir_oneshot.OneShot`, each ``ok`` or not)."""
 
 
 def read_one_loop(text: str, path: str, walker=None) -> OneLoop:
@@ -511,7 +516,7 @@ def read_one_loop(text: str, path: str, walker=None) -> OneLoop:
     w.block(block[pos + 1:], env_after, epi, "after the loop")
     ctx = _Ctx(path, k, T, fixed, slack, stv)
     pro, shots = one_shot_loads(pro, sym + epi)
-    return OneLoop(mod, text, lp, w, ctx, pro, sym, runs, epi, trip, tuple(s.note() for s in shots))
+    return OneLoop(mod, text, lp, w, ctx, pro, sym, runs, epi, trip, tuple(s.note() for s in shots), tuple(shots))
 
 
 

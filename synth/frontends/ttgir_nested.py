@@ -77,6 +77,7 @@ from .scfloop import err, find_block, fit_carried, for_header, short, valid
 from .ttgir import new_dialect_names
 from .ttgir_hopper import (DOT_WAIT, FIX, HEvent, HopperCheck, HopperImport, HopperWalker, Ctx, build_program,
                            fit_phase, fit_phase_at, func_name, module_warps, read_one_loop, same_carried)
+from .ttgir_persistent import PersistentCheck, is_persistent_ttgir, persistent_to_hopper
 from .ttgir_ws import WS_OP, WSCheck, WSWalker, _build as ws_build, _func_args, _regions, _TASK_ATTR, _zi
 
 TMA_STORE = "ttng.async_tma_copy_local_to_global"
@@ -208,6 +209,8 @@ def is_nested_ttgir(text: str) -> bool:
     ws = bool(re.search(r"\bttg\.warp_specialize\b", text))
     if ws and TMA_STORE in text:
         return True
+    if not ws and TMA_STORE in text and is_persistent_ttgir(text):
+        return True  # the flattened persistent kernel: its ring by ttgir_persistent, its stores here
     try:
         mod = parse_module(new_dialect_names(_strip_tasks(text)), "<text>")
     except SynthError:
@@ -727,8 +730,120 @@ def store_to_hopper(text: str, path: str, *, arrive_sync: bool = True) -> Nested
     war, thr, sources, sub = store_program(path, "mainloop", epi_s, [], 1, None, protected=protected,
                                            arrive_sync=arrive_sync)
     notes = imp.notes + r.notes + (f"one pipelined loop at line {r.loop.line}, then C stored by TMA (one tile)",)
+    shots = tuple(TileObligation("one_shot", s.ok, f"the one-shot TMA load through barrier {s.barrier} (lines "
+                                 f"{', '.join(map(str, s.lines))}) lands before it is read and before the inval",
+                                 s.why, s.line or None) for s in r.shots)
     return NestedImport("store", dataclasses.replace(imp, notes=notes), None,
-                        (("mainloop", (war, thr), sources, sub),), (), (), notes)
+                        (("mainloop", (war, thr), sources, sub),), shots, (), notes)
+
+
+_VIEWS = ("ttg.memdesc_subslice", "ttg.memdesc_reinterpret", "ttg.memdesc_trans", "ttg.memdesc_reshape")
+
+
+def _store_events(path: str, ops: list, defs: dict) -> list:
+    """The TMA-store events of the straight-line ``ops`` (staging buffers named by their allocation, through
+    views); an op with a region holding store ops is outside the model."""
+    def base(v: str, line: int) -> str:
+        seen = 0
+        while v in defs and defs[v].name in _VIEWS + ("ttg.memdesc_index",) and seen < 64:
+            if defs[v].name == "ttg.memdesc_index":
+                raise err(path, line, f"a TMA store through a slot of a multi-buffered staging buffer ({v}) is "
+                          "outside the model", NESTED_FIX)
+            v, seen = defs[v].operands[0], seen + 1
+        return v.lstrip("%")
+
+    out = []
+    for x in ops:
+        n = x.name
+        if n == STORE_WAIT:
+            if "pendings" not in x.attrs:
+                raise err(path, x.line, f"{n} without {{pendings = N}}", "print the TTGIR with attributes")
+            out.append(HEvent("stwait", x.line, short(x), count=int(x.attrs["pendings"])))
+        elif n == FENCE:
+            out.append(HEvent("fence", x.line, short(x)))
+        elif n == "ttg.local_store" and len(x.operands) >= 2:
+            out.append(HEvent("stwrite", x.line, short(x), buf=base(x.operands[1], x.line), slot=0, is_async=False))
+        elif n == "ttg.local_alloc" and x.operands and x.results:
+            out.append(HEvent("stwrite", x.line, short(x), buf=x.results[0].lstrip("%"), slot=0, is_async=False))
+        elif n == TMA_STORE:
+            out.append(HEvent("tstore", x.line, short(x), buf=base(x.operands[-1], x.line), slot=0))
+        elif x.regions and any(y.name in STORE_EVENT_OPS for r in x.regions for y in walk(r)):
+            raise err(path, x.line, f"TMA-store ops under {n} inside a tile's epilogue are outside the model",
+                      NESTED_FIX)
+    return out
+
+
+def flat_to_hopper(text: str, path: str, *, arrive_sync: bool = True) -> NestedImport:
+    """Triton's flattened persistent kernel (``flatten=True``): the fused loop's one-role program of
+    :func:`.ttgir_persistent.persistent_to_hopper` (its TMA ring carried across tiles), and the store program
+    of its per-tile epilogue (the ``scf.if`` in the fused loop that stores C by TMA: it runs once per tile,
+    and the store program is proven for every number ``E >= 0`` of its runs, so whichever k-steps run it) with
+    the store wait after the loop; the ``k_tiles <= 0`` branch's own tile loop of stores, when it has one, is
+    a second store program. SynthError (exit 2) for what is outside the model."""
+    drains: list = []
+    imp = persistent_to_hopper(text, path, arrive_sync=arrive_sync, stores_checked=True, drains=drains)
+    mod = parse_module(new_dialect_names(text), path)
+    defs = {r: op for op in walk(mod) for r in op.results}
+    names = ("ttng.async_tma_copy_global_to_local", "ttng.wait_barrier")
+    lp = next(op for op in walk(mod) if op.name == "scf.for" and op.regions and
+              any(x.name in names for x in walk(op.regions[0])))
+    protected = {b.name for b in imp.program.buffers} | {b.name for b in imp.program.barriers}
+    ifs = [x for x in lp.regions[0] if x.name == "scf.if" and any(y.name == TMA_STORE for r in x.regions
+                                                                   for y in walk(r))]
+    if len(ifs) > 1:
+        raise err(path, ifs[1].line, "several scf.if epilogues with TMA stores in the fused loop", NESTED_FIX)
+    deep = [y for y in walk(lp.regions[0]) if y.name in STORE_EVENT_OPS[:3]
+            and not any(y is z for x in ifs for z in x.regions[0])]
+    if deep:
+        raise err(path, deep[0].line, f"{deep[0].name} in the fused loop outside its per-tile epilogue's scf.if (or "
+                  "nested deeper in it) is outside the model", NESTED_FIX)
+    stores = []
+    if ifs:
+        block = find_block(mod, lp)
+        pos = next(i for i, op in enumerate(block) if op is lp)
+        tile = _store_events(path, ifs[0].regions[0], defs)
+        final = _store_events(path, block[pos + 1:], defs)
+        war, thr, sources, sub = store_program(path, "mainloop", tile, final, "E", None, protected=protected,
+                                               arrive_sync=arrive_sync)
+        stores.append(("mainloop", (war, thr), sources, sub))
+    # the k_tiles <= 0 branch: a tile loop of zero tiles' stores, no barrier
+    for op in walk(mod):
+        if op.name == "scf.if" and len(op.regions) == 2 and any(x is lp for r in op.regions for x in walk(r)):
+            other = next(r for r in op.regions if not any(x is lp for x in walk(r)))
+            zl = [x for x in other if x.name == "scf.for" and any(y.name == TMA_STORE for y in walk(x.regions[0]))]
+            if zl:
+                zpos = next(i for i, x in enumerate(other) if x is zl[0])
+                tile = _store_events(path, zl[0].regions[0], defs)
+                final = _store_events(path, other[zpos + 1:], defs)
+                war, thr, sources, sub = store_program(path, "mainloop (k_tiles <= 0)", tile, final, "E", None,
+                                                       protected=protected, arrive_sync=arrive_sync)
+                stores.append(("mainloop (k_tiles <= 0)", (war, thr), sources, sub))
+            break
+    return NestedImport("flat", imp, None, tuple(stores), tuple(_partial_drain(path, lp, x, i) for x, i in
+                                                          {x.line: (x, i) for x, i in drains}.values()),
+                        (), imp.notes)
+
+
+def _partial_drain(path: str, lp: Op, wait: Op, cond_if: Op) -> TileObligation:
+    """A per-tile epilogue's ``warp_group_dot_wait {pendings = N > 0}`` in the fused loop: the accumulator it
+    releases to the epilogue is the result of the tile's last wgmma, the group committed last before the
+    ``scf.if`` (the body's last async ``warp_group_dot``); with ``N >= 1`` pending groups allowed, that group
+    may still be running when the epilogue reads the accumulator registers (converts and stages C): refuted
+    (class ``wgmma_wait``). Exit 2 when no async wgmma precedes the ``scf.if`` in the loop body."""
+    body = lp.regions[0]
+    ipos = next((i for i, x in enumerate(body) if x.line == cond_if.line), len(body))  # another parse's ops
+    dots = [x for x in body[:ipos] if x.name == "ttng.warp_group_dot" and str(x.attrs.get("isAsync")) == "true"]
+    n = wait.attrs.get("pendings")
+    if not dots:
+        raise err(path, wait.line, f"{wait.name} {{pendings = {n}}} in a per-tile epilogue with no asynchronous wgmma "
+                  "before it in the loop body is outside the model", NESTED_FIX)
+    d = dots[-1]
+    detail = (f"on the last k-step of any tile (the scf.if at line {cond_if.line} runs): the wgmma at line {d.line} is "
+              f"the last group committed before the wait at line {wait.line}, which lets {n} group(s) stay pending: "
+              "that wgmma may still be writing the accumulator when the epilogue reads it (converts it and writes the "
+              "staging buffer); the drain must be pendings = 0")
+    return TileObligation("wgmma_wait", False, "the per-tile epilogue reads the accumulator after its last wgmma "
+                          "completes", detail, wait.line)
 
 
 def _phase_reset(imp: HopperImport, hoisted: list, tile_line: int) -> TileObligation:
@@ -1195,7 +1310,8 @@ class NestedCheck:
                 and all(s.ok for s in self.stores) and all(o.ok for o in self.nested.obligations))
 
     def _inner(self, report=None):
-        cls = {"tiles": _TilesCheck, "ws_tiles": _RingCheck, "store": HopperCheck}.get(self.nested.form, WSCheck)
+        cls = {"tiles": _TilesCheck, "ws_tiles": _RingCheck, "store": HopperCheck,
+               "flat": PersistentCheck}.get(self.nested.form, WSCheck)
         return cls(self.nested.imported, report if report is not None else self.report)
 
     def title(self) -> str:
@@ -1213,7 +1329,9 @@ class NestedCheck:
                 "ws_store": f"Triton warp-specialized sm_90 pipeline ({WS_OP} at line {n.imported.loop_line}, roles "
                             f"{', '.join(r.name for r in p.roles)}), trip count {trip}, C stored by TMA",
                 "store": f"Triton sm_90 TMA + mbarrier + wgmma pipeline, loop at line {n.imported.loop_line}, trip "
-                         f"count {trip}, one warp group, its result stored by TMA"}[n.form]
+                         f"count {trip}, one warp group, its result stored by TMA",
+                "flat": f"Triton sm_90 persistent matmul (flattened: tiles x k-tiles in one loop at line "
+                        f"{n.imported.loop_line}, trip count {trip}), C stored by TMA per tile"}[n.form]
         return f"{n.imported.path}: {what}: {'PROVEN' if self.ok else 'NOT PROVEN'}"
 
     def render(self, verbose: bool = False) -> str:
@@ -1241,7 +1359,8 @@ class NestedCheck:
         d = self._inner().to_json()
         d["ok"] = self.ok
         d["source"] = {"tiles": "triton-sm90-tiles", "ws_tiles": "triton-sm90-ws-tiles",
-                       "ws_store": "triton-sm90-ws-store", "store": "triton-sm90-store"}[self.nested.form]
+                       "ws_store": "triton-sm90-ws-store", "store": "triton-sm90-store",
+                       "flat": "triton-sm90-persistent"}[self.nested.form]
         d["tile_line"] = self.nested.tile_line
         d["tile_obligations"] = [o.to_json() for o in self.nested.obligations]
         d["stores"] = [s.to_json() for s in self.stores]
@@ -1255,6 +1374,8 @@ def nested_to_hopper(text: str, path: str, *, arrive_sync: bool = True) -> Neste
     """:func:`ws_nested_to_hopper` for a warp-specialized TTGIR, else :func:`tiles_to_hopper`."""
     if re.search(r"\bttg\.warp_specialize\b", text):
         return ws_nested_to_hopper(text, path, arrive_sync=arrive_sync)
+    if TMA_STORE in text and is_persistent_ttgir(text):
+        return flat_to_hopper(text, path, arrive_sync=arrive_sync)
     try:
         mod = parse_module(new_dialect_names(_strip_tasks(text)), path)
     except SynthError:
@@ -1307,5 +1428,5 @@ def Loc_(path: str, line: int = 0):
     return Loc(path, line, 1 if line else 0)
 
 
-__all__ = ["is_nested_ttgir", "nested_to_hopper", "tiles_to_hopper", "store_to_hopper", "ws_nested_to_hopper", "check_nested",
+__all__ = ["is_nested_ttgir", "nested_to_hopper", "tiles_to_hopper", "store_to_hopper", "flat_to_hopper", "ws_nested_to_hopper", "check_nested",
            "NestedCheck", "NestedImport", "StoreCheck", "TileObligation", "store_program", "tile_guard", "TileLoop"]

@@ -31,14 +31,21 @@ __all__ = ["OneShot", "one_shot_loads"]
 
 @dataclass(frozen=True)
 class OneShot:
-    """A one-shot load: its barrier, the buffers its copies fill and the lines of its statements."""
+    """A one-shot load: its barrier, the buffers its copies fill, the lines of its statements, and whether it
+    satisfies the conditions of the module docstring (``why``: the first that fails, naming the class)."""
 
     barrier: str
     buffers: tuple
     lines: tuple
     bytes: int
+    ok: bool = True
+    why: str = ""
+    line: int = 0
+    """The line of the statement ``why`` names."""
 
     def note(self) -> str:
+        if not self.ok:
+            return f"one-shot TMA load through barrier {self.barrier}: {self.why}"
         return (f"one-shot TMA load into {', '.join(self.buffers)} through barrier {self.barrier} (lines "
                 f"{', '.join(map(str, self.lines))}): init count 1, one expect of {self.bytes} bytes, copies of "
                 f"{self.bytes} bytes, a wait for phase 0 before every read and before the inval; checked in "
@@ -53,10 +60,71 @@ def _zero(x) -> bool:
     return not is_sym(x) and not isinstance(x, tuple) and x is not None and not isinstance(x, bool) and x == 0
 
 
+def _judge(b: str, evs: list, before: list) -> tuple:
+    """``(ok, why, line)`` of the one-shot barrier ``b`` (its events ``evs``: ``(index in before, event)``)."""
+    kinds = [e.kind for _i, e in evs]
+    init = evs[0][1]
+    if kinds[0] != "init":
+        return False, f"fence: {init.text} uses the barrier before its ttng.init_barrier", init.line
+    if kinds.count("init") != 1:
+        e = [e for _i, e in evs if e.kind == "init"][1]
+        return False, f"fence: the barrier is initialized twice (line {e.line})", e.line
+    if any(e.bar_slot not in (0, None) for _i, e in evs):
+        return False, "a one-shot barrier of several slots is outside the model", init.line
+    exps = [e for _i, e in evs if e.kind == "expect"]
+    tmas = [e for _i, e in evs if e.kind == "tma"]
+    waits = [(k, e) for k, (_i, e) in enumerate(evs) if e.kind == "wait"]
+    if not waits:
+        return False, (f"raw: no ttng.wait_barrier observes the copy at line {tmas[0].line}: its buffer is read "
+                       "before it lands, and the barrier is invalidated with the copy in flight"), tmas[0].line
+    if len(exps) + sum(1 for e in evs if e[1].kind == "arrive") != init.count:
+        got = len(exps) + sum(1 for e in evs if e[1].kind == "arrive")
+        return False, (f"arrivals / no_deadlock: the barrier is initialized with count {init.count} at line "
+                       f"{init.line} and gets {got} arrival(s) before its wait at line {waits[0][1].line}: phase 0 "
+                       f"{'never completes, the wait never returns' if got < init.count else 'completes before the bytes land'}"
+                       ), init.line
+    if len(exps) != 1:
+        return False, f"tx_bytes: {len(exps)} barrier_expect on a one-shot barrier", init.line
+    first_wait = waits[0][0]
+    exp_k = next(k for k, (_i, e) in enumerate(evs) if e.kind == "expect")
+    if not _true(exps[0].pred) or not all(_true(e.pred) for e in tmas):
+        e = next(e for e in exps + tmas if not _true(e.pred))
+        return False, f"a conditional statement of a one-shot load ({e.text}) is outside the model", e.line
+    late = [e for k, (_i, e) in enumerate(evs) if e.kind == "tma" and not exp_k < k < first_wait]
+    if late:
+        return False, (f"raw: the copy at line {late[0].line} is not between the expect and the wait for phase 0: "
+                       "the wait does not cover it"), late[0].line
+    if sum(e.bytes for e in tmas) != exps[0].bytes:
+        return False, (f"tx_bytes: the expect at line {exps[0].line} announces {exps[0].bytes} bytes, the copies "
+                       f"deliver {sum(e.bytes for e in tmas)}"), exps[0].line
+    for _k, e in waits:
+        if not _zero(e.phase) or not _true(e.pred):
+            return False, (f"parity: {e.text} waits for parity {e.phase} of a barrier that completes only phase 0: "
+                           "it passes at once, before the copy lands" if _true(e.pred) else
+                           f"a conditional wait on a one-shot barrier ({e.text}) is outside the model"), e.line
+    bad = [e for k, (_i, e) in enumerate(evs) if k > first_wait and e.kind not in ("wait", "inval")]
+    if bad:
+        return False, f"{bad[0].text} after the wait on a one-shot barrier is outside the model", bad[0].line
+    bufs = {e.buf for e in tmas}
+    wait_pos = evs[first_wait][0]
+    for i, e in enumerate(before):
+        if i < wait_pos and e.kind in ("dot", "load") and (any(r[0] in bufs for r in e.reads) or e.buf in bufs):
+            return False, f"raw: {e.text} reads the loaded buffer before the wait at line {waits[0][1].line}", e.line
+        if e.kind == "tma" and e.buf in bufs and e.bar != b:
+            return False, f"{e.text} writes the one-shot buffer through another barrier", e.line
+    invals = [k for k, (_i, e) in enumerate(evs) if e.kind == "inval"]
+    if invals and invals[0] < first_wait:
+        e = evs[invals[0]][1]
+        return False, f"teardown: the barrier is invalidated at line {e.line} before the wait observes its copy", e.line
+    return True, "", 0
+
+
 def one_shot_loads(before: list, later: list) -> tuple:
     """``(kept, shots)``: ``before`` (the events of the straight-line code before the loop, in order) without
-    the events of each one-shot load (module docstring), and the :class:`OneShot` records; ``later`` the
-    events of the loop and after it (a barrier or buffer used there is not one-shot)."""
+    the events of each one-shot load, and the :class:`OneShot` records (``ok`` or the first condition of the
+    module docstring that fails); ``later`` the events of the loop and after it. A barrier is a one-shot load
+    when it is initialized before the loop, a TMA copy completes on it there, and neither it nor the buffers
+    those copies fill is used by the loop or after it."""
     later_bars = {e.bar for e in later if e.bar}
     later_bufs = {e.buf for e in later if e.kind == "tma" and e.buf}
     shots, drop = [], set()
@@ -64,36 +132,11 @@ def one_shot_loads(before: list, later: list) -> tuple:
         if b in later_bars:
             continue
         evs = [(i, e) for i, e in enumerate(before) if e.bar == b]
-        kinds = [e.kind for _i, e in evs]
-        if not kinds or kinds[0] != "init" or evs[0][1].count != 1 or any(e.bar_slot not in (0, None)
-                                                                          for _i, e in evs):
+        tmas = [e for _i, e in evs if e.kind == "tma"]
+        if not tmas or any(e.buf in later_bufs for e in tmas):
             continue
-        if kinds.count("init") != 1 or kinds.count("expect") != 1 or kinds.count("wait") < 1 or "tma" not in kinds:
-            continue
-        exp = next(i for i, (_j, e) in enumerate(evs) if e.kind == "expect")
-        first_wait = next(i for i, (_j, e) in enumerate(evs) if e.kind == "wait")
-        tmas = [e for _j, e in evs if e.kind == "tma"]
-        if not (exp < first_wait and all(exp < k < first_wait for k, (_j, e) in enumerate(evs) if e.kind == "tma")):
-            continue
-        if not _true(evs[exp][1].pred) or not all(_true(e.pred) for e in tmas):
-            continue
-        if sum(e.bytes for e in tmas) != evs[exp][1].bytes:
-            continue
-        waits = [e for _j, e in evs if e.kind == "wait"]
-        if not all(_zero(e.phase) and _true(e.pred) for e in waits):
-            continue
-        if any(k > first_wait and e.kind not in ("wait", "inval") for k, (_j, e) in enumerate(evs)):
-            continue
-        bufs = tuple(dict.fromkeys(e.buf for e in tmas))
-        if any(x in later_bufs for x in bufs):
-            continue
-        wait_pos = evs[first_wait][0]
-        # every read of the buffers before the loop comes after the wait; no other copy writes them
-        if any(e.kind == "tma" and e.buf in bufs and e.bar != b for e in before):
-            continue
-        if any(e.kind in ("dot", "load") and (any(r[0] in bufs for r in e.reads) or e.buf in bufs) and i < wait_pos
-               for i, e in enumerate(before)):
-            continue
-        shots.append(OneShot(b, bufs, tuple(e.line for _j, e in evs), evs[exp][1].bytes))
+        ok, why, line = _judge(b, evs, before)
+        shots.append(OneShot(b, tuple(dict.fromkeys(e.buf for e in tmas)), tuple(e.line for _i, e in evs),
+                             sum(e.bytes for _i, e in evs if e.kind == "expect"), ok, why, line))
         drop |= {i for i, _e in evs}
     return [e for i, e in enumerate(before) if i not in drop], shots

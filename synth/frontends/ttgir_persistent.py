@@ -47,11 +47,18 @@ class PersistentWalker(HopperWalker):
     """:class:`~.ttgir_hopper.HopperWalker` that reads past a per-tile epilogue ``scf.if`` in the loop and the
     TMA-store ops around it (each recorded in :attr:`left_out`)."""
 
+    stores_checked = False
+    """Set by a caller that checks the TMA stores itself (:func:`.ttgir_nested.flat_to_hopper`): the notes say
+    so instead of "not checked"."""
+
     def __init__(self, path: str, bind: dict) -> None:
         super().__init__(path, bind)
         self.left_out: list = []
         self.touched: dict = {}
         """Shared allocations the left-out epilogue stores through (name -> op)."""
+        self.partial_drains: list = []
+        """``(warp_group_dot_wait op, its scf.if)`` with ``pendings > 0`` in a per-tile epilogue (read only with
+        :attr:`stores_checked`; otherwise exit 2)."""
 
     def op(self, op: Op, env: dict, events: list, where: str) -> None:
         if op.name == "scf.if" and op.regions and where == "in the loop":
@@ -70,23 +77,30 @@ class PersistentWalker(HopperWalker):
                           "outside the model: only a per-tile epilogue (warp_group_dot_wait {pendings = 0} and the "
                           "TMA store of the C tile) may be conditional", FIX)
             if x.name == DOT_WAIT and x.attrs.get("pendings") != 0:
-                raise err(self.path, x.line, f"{x.name} {{pendings = {x.attrs.get('pendings')}}} under scf.if: a "
-                          "conditional wait is left out only when it waits for every group (pendings = 0)", FIX)
+                if not self.stores_checked:  # the caller that checks the stores judges it (flat_to_hopper)
+                    raise err(self.path, x.line, f"{x.name} {{pendings = {x.attrs.get('pendings')}}} under scf.if: a "
+                              "conditional wait is left out only when it waits for every group (pendings = 0)", FIX)
+                self.partial_drains.append((x, op))
             if x.name in STORE_OPS:
                 for o in x.operands:
                     v = env.get(o)
                     if isinstance(v, tuple):  # checked against the pipeline's buffers and barriers once known
                         self.touched.setdefault(v[1], x)
         if not self.left_out or self.left_out[-1][0] != op.line:
-            waits = sum(1 for x in inner if x.name == DOT_WAIT)
+            waits = sum(1 for x in inner if x.name == DOT_WAIT and x.attrs.get("pendings") == 0)
+            partial = sum(1 for x in inner if x.name == DOT_WAIT and x.attrs.get("pendings") != 0)
             stores = sum(1 for x in inner if x.name == "ttng.async_tma_copy_local_to_global")
             self.left_out.append((op.line, f"line {op.line}: the per-tile epilogue (scf.if): {waits} "
-                                  f"warp_group_dot_wait {{pendings = 0}} (stricter than the program without it) "
-                                  f"and {stores} TMA store(s) of the C tile (not checked)"))
+                                  f"warp_group_dot_wait {{pendings = 0}} (stricter than the program without it)"
+                                  + (f", {partial} with pendings > 0 (judged below: wgmma_wait)" if partial else "")
+                                  + f" and {stores} TMA store(s) of the C tile "
+                                  + ("(checked as the store program below)" if self.stores_checked else
+                                     "(not checked)")))
 
     def dialect(self, op: Op, env: dict, events: list, where: str) -> bool:
         if op.name in STORE_OPS[:3] and where != "in the loop":
-            note = (op.line, f"line {op.line}: {op.name} (the TMA stores' drain, not checked)")
+            note = (op.line, f"line {op.line}: {op.name} (the TMA stores' drain, "
+                             + ("checked as the store program's teardown)" if self.stores_checked else "not checked)"))
             if note not in self.left_out:
                 self.left_out.append(note)
             return True
@@ -134,10 +148,13 @@ def is_persistent_ttgir(text: str) -> bool:
 
 
 def persistent_to_hopper(text: str, path: str, *, min_trip_count: Optional[int] = None,
-                         arrive_sync: bool = True) -> HopperImport:
+                         arrive_sync: bool = True, stores_checked: bool = False,
+                         drains: Optional[list] = None) -> HopperImport:
     """Read Triton's flattened persistent sm_90 TTGIR (module docstring) into a one-role Hopper program of
     the fused loop; SynthError (exit 2) for what is outside the model. Threads, collectives and
-    ``arrive_sync`` as :func:`~.ttgir_hopper.ttgir_to_hopper`."""
+    ``arrive_sync`` as :func:`~.ttgir_hopper.ttgir_to_hopper`. ``stores_checked``: the caller checks the TMA
+    stores (the notes say so) and judges each per-tile ``warp_group_dot_wait`` with ``pendings > 0``, appended
+    to ``drains`` as ``(op, its scf.if)`` instead of exit 2."""
     text = new_dialect_names(text)
     mod = parse_module(text, path)
     loops = _tma_loops(mod)
@@ -149,6 +166,7 @@ def persistent_to_hopper(text: str, path: str, *, min_trip_count: Optional[int] 
     pos = next(i for i, op in enumerate(block) if op is lp)
     outer = _enclosing_if(mod, lp)
     w = PersistentWalker(path, {})
+    w.stores_checked = stores_checked
     env: dict = {}
     pre: list = []
     if outer is not None:
@@ -194,6 +212,8 @@ def persistent_to_hopper(text: str, path: str, *, min_trip_count: Optional[int] 
         if name in {b.name for b in p.buffers} | {b.name for b in p.barriers}:
             raise err(path, x.line, f"{x.name} in the per-tile epilogue uses {name}, a buffer or barrier of the "
                       "pipeline: the epilogue cannot be left out", FIX)
+    if drains is not None:
+        drains.extend(w.partial_drains)
     notes = imp.notes + (f"Triton persistent matmul, flattened: one loop of tiles x k-tiles iterations at line "
                          f"{lp.line}; left out: " + "; ".join(t for _, t in sorted(set(w.left_out))),)
     prog = dataclasses.replace(imp.program, notes=notes)
