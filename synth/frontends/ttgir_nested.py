@@ -78,7 +78,8 @@ from .ttgir import new_dialect_names
 from .ttgir_hopper import (DOT_WAIT, FIX, HEvent, HopperCheck, HopperImport, HopperWalker, Ctx, build_program,
                            fit_phase, fit_phase_at, func_name, module_warps, read_one_loop, same_carried)
 from .ttgir_persistent import PersistentCheck, is_persistent_ttgir, persistent_to_hopper
-from .ttgir_ws import WS_OP, WSCheck, WSWalker, _build as ws_build, _func_args, _regions, _TASK_ATTR, _zi
+from .ttgir_ws import (TASK_ATTR, WS_OP, Region, WSCheck, WSWalker, as_int_term, build_ws_program, func_args,
+                       ws_regions)
 
 TMA_STORE = "ttng.async_tma_copy_local_to_global"
 STORE_WAIT = "ttng.async_tma_store_wait"
@@ -235,9 +236,9 @@ def _is_store_after_loop(mod: list) -> bool:
 
 
 def _strip_tasks(text: str) -> str:
-    text = re.sub(r"\s*\{" + _TASK_ATTR.pattern + r"\}", "", text)
-    text = re.sub(_TASK_ATTR.pattern + r",\s*", "", text)
-    return re.sub(r",\s*" + _TASK_ATTR.pattern, "", text)
+    text = re.sub(r"\s*\{" + TASK_ATTR.pattern + r"\}", "", text)
+    text = re.sub(TASK_ATTR.pattern + r",\s*", "", text)
+    return re.sub(r",\s*" + TASK_ATTR.pattern, "", text)
 
 
 # ----------------------------------------------------------------------------------------------
@@ -581,7 +582,7 @@ def tiles_to_hopper(text: str, path: str, *, arrive_sync: bool = True) -> Nested
     tiv, tlb, tub, tst, titers = for_header(tile, path)
     kiv, klb, kub, kst, kiters = for_header(kl, path)
     # pass 1: the bounds
-    probe: dict = dict(_func_args(mod, tile))
+    probe: dict = dict(func_args(mod, tile))
     pw = TileWalker(path, {})
     pw.block(fblock[:opos], probe, [], BEFORE_TILES)
     tstv, tlbv = probe.get(tst), probe.get(tlb)
@@ -602,7 +603,7 @@ def tiles_to_hopper(text: str, path: str, *, arrive_sync: bool = True) -> Nested
     if not _is_int(probe.get(tub)):
         bind[tub] = U
     w = TileWalker(path, bind)
-    env: dict = dict(_func_args(mod, tile))
+    env: dict = dict(func_args(mod, tile))
     env.update(bind)
     pre: list = []
     w.block(fblock[:opos], env, pre, BEFORE_TILES)
@@ -884,29 +885,6 @@ def _phase_reset(imp: HopperImport, hoisted: list, tile_line: int) -> TileObliga
 # ----------------------------------------------------------------------------------------------
 # warp-specialized: the tile loop inside every partition
 
-@dataclass
-class _WSRole:
-    role: str
-    warps: int
-    ops: list
-    line: int
-    env: dict = field(default_factory=dict)
-    loop: Optional[Op] = None
-    tile: Optional[Op] = None
-    tl: Optional[TileLoop] = None
-    runs: list = field(default_factory=list)
-    sym: list = field(default_factory=list)
-    k: object = None
-    ub: object = None
-    after: list = field(default_factory=list)
-    tile_stores: list = field(default_factory=list)
-    final_stores: list = field(default_factory=list)
-    mode: str = "single"
-    """``single`` (no tile loop), ``carried`` (the count carried across tiles), ``reset`` (restarted)."""
-    carry_line: int = 0
-    tile_bounds: tuple = ()
-
-
 def ws_nested_to_hopper(text: str, path: str, *, arrive_sync: bool = True) -> NestedImport:
     """The warp-specialized forms (module docstring): ring or one-tile program, store programs, ``carry``."""
     text = new_dialect_names(_strip_tasks(text))
@@ -918,9 +896,9 @@ def ws_nested_to_hopper(text: str, path: str, *, arrive_sync: bool = True) -> Ne
     block = find_block(mod, ws)
     pos = next(i for i, op in enumerate(block) if op is ws)
     mw = module_warps(text)
-    regions = _regions(path, block, pos, ws, mw)
+    regions = ws_regions(path, block, pos, ws, mw)
     end = pos + 1 + len(regions)
-    args = _func_args(mod, ws)
+    args = func_args(mod, ws)
     T = z3.Int("T")
     probe_w = TileWSWalker(path, {})
     env: dict = dict(args)
@@ -938,7 +916,7 @@ def ws_nested_to_hopper(text: str, path: str, *, arrive_sync: bool = True) -> Ne
     w.buffers, w.shapes, w.elem = probe_w.buffers, probe_w.shapes, probe_w.elem
     roles: list = []
     for reg in regions:
-        r = _WSRole(reg.role, reg.warps, reg.ops, reg.line)
+        r = Region(reg.role, reg.warps, reg.ops, reg.line)  # a fresh role: reg.env maps arguments to captures
         r.env = dict(env) if reg.role == "default" else {a: env.get(c) for a, c in reg.env.items()}
         if reg.role != "default":
             r.env.update({k_: v for k_, v in args.items() if k_ not in r.env})
@@ -955,10 +933,10 @@ def ws_nested_to_hopper(text: str, path: str, *, arrive_sync: bool = True) -> Ne
         raise err(path, r.loop.line, f"{r.role} has no tile loop while {tiled[0].role} has one", NESTED_FIX)
     first = roles[0]
     for r in roles[1:]:
-        if not valid(_zi(r.ub) == _zi(first.ub), []):
+        if not valid(as_int_term(r.ub) == as_int_term(first.ub), []):
             raise err(path, r.loop.line, f"the k-loop of {r.role} may run a different number of times than the k-loop "
                       f"of {first.role} (line {first.loop.line})", "every partition must run the same loop")
-        if tiled and not all(valid(_zi(a) == _zi(b), []) for a, b in zip(r.tile_bounds, first.tile_bounds)):
+        if tiled and not all(valid(as_int_term(a) == as_int_term(b), []) for a, b in zip(r.tile_bounds, first.tile_bounds)):
             raise err(path, r.tile.line, f"the tile loop of {r.role} may run a different number of times than the tile "
                       f"loop of {first.role} (line {first.tile.line})", NESTED_FIX)
     fixed_k = _is_int(first.ub)
@@ -972,7 +950,7 @@ def ws_nested_to_hopper(text: str, path: str, *, arrive_sync: bool = True) -> Ne
         raise err(path, first.loop.line, f"the loops run {trip} times", "a Hopper pipeline needs T >= 1")
     for r in roles:
         _ws_fit(w, r, path, None if fixed else T)
-    imp = ws_build(path, w, ws, mod, roles, pre, post, trip, fixed, None, arrive_sync)
+    imp = build_ws_program(path, w, ws, mod, roles, pre, post, trip, fixed, None, arrive_sync)
     obligations = []
     if ring:
         for r in roles:
@@ -1004,7 +982,7 @@ def ws_nested_to_hopper(text: str, path: str, *, arrive_sync: bool = True) -> Ne
                         tuple(stores), tuple(obligations), (), notes)
 
 
-def _ws_region(w, r: _WSRole, path: str, T) -> bool:
+def _ws_region(w, r: Region, path: str, T) -> bool:
     """Find the region's loops (a tile loop around the k-loop, or the k-loop alone), evaluate what is around
     them and collect its store events; False when the region has no barrier traffic."""
     evs = WSWalker.event_ops
@@ -1089,7 +1067,7 @@ def _ws_region(w, r: _WSRole, path: str, T) -> bool:
         raise err(path, loop.line, f"{r.role}: the k-loop's upper bound is not a function of the kernel's integer "
                   "arguments", NESTED_FIX)
     r.loop = loop
-    r.ub = ubv - lbv if _is_int(ubv) else z3.simplify(_zi(ubv) - lbv)
+    r.ub = ubv - lbv if _is_int(ubv) else z3.simplify(as_int_term(ubv) - lbv)
     h_after, s_after = _split(after)
     h_fin, s_fin = _split(fin)
     for e in h_after + h_fin:
@@ -1103,7 +1081,7 @@ def _ws_region(w, r: _WSRole, path: str, T) -> bool:
     return True
 
 
-def _ws_fit(w, r: _WSRole, path: str, T) -> None:
+def _ws_fit(w, r: Region, path: str, T) -> None:
     """Run the role's k-loop on its first iterations and symbolically (as :func:`.ttgir_ws._run_loop`); in a
     ring, from the count the tile loop starts with."""
     lp = r.loop

@@ -64,7 +64,7 @@ WS_FIX = ("pass the TTGIR of a loop `tl.range(..., warp_specialize=True)` compil
 BLACKWELL_FIX = ("synth check models sm_80 cp.async and sm_90 TMA + mbarrier + wgmma (one warp group or "
                  "ttg.warp_specialize partitions): compile the same kernel for GPUTarget('cuda', 90, 32) "
                  "to check its pipeline; tcgen05 MMAs and tensor memory are not modelled")
-_TASK_ATTR = re.compile(r"async_task_id = array<i32(?::\s*[\d,\s]*)?>")
+TASK_ATTR = re.compile(r"async_task_id = array<i32(?::\s*[\d,\s]*)?>")
 
 
 def is_ws_ttgir(text: str) -> bool:
@@ -157,7 +157,14 @@ class WSWalker(HopperWalker):
 
 
 @dataclass
-class _Region:
+class Region:
+    """One region of ``ttg.warp_specialize`` read as a role (``default`` or ``partitionN``): its warps, ops and
+    line, the environment its values are read in, its pipelined k-loop with the loop's concrete runs, symbolic
+    events, induction symbol and trip count, and the events after the loop. The tile-loop reader
+    (:mod:`.ttgir_nested`) also fills the tile loop around the k-loop (``tile``, ``tl``, ``tile_bounds``), the
+    TMA-store events of a tile and after the tile loop, how the k-loop's count crosses tiles (``mode``) and what
+    it needs to prove ``carry``; :func:`ws_to_hopper` leaves those at their defaults."""
+
     role: str
     warps: int
     ops: list
@@ -169,9 +176,24 @@ class _Region:
     k: object = None
     ub: object = None
     after: list = field(default_factory=list)
+    # the tile loop (ttgir_nested)
+    tile: Optional[Op] = None
+    tl: object = None
+    """The tile loop (:class:`.ttgir_nested.TileLoop`) when the region has one."""
+    tile_bounds: tuple = ()
+    tile_stores: list = field(default_factory=list)
+    final_stores: list = field(default_factory=list)
+    mode: str = "single"
+    """``single`` (no tile loop), ``carried`` (the count carried across tiles), ``reset`` (restarted)."""
+    carry: tuple = ()
+    """``(tile iter_args names, their initial values, the k-loop's iter_args, the tile loop's iter_args)``."""
+    tile_yield: object = None
+    tile_yield_names: list = field(default_factory=list)
+    fits: list = field(default_factory=list)
+    fit_env: dict = field(default_factory=dict)
 
 
-def _func_args(mod: list, ws: Op) -> dict:
+def func_args(mod: list, ws: Op) -> dict:
     """The kernel's integer arguments as Z3 integers (so region bounds can be compared)."""
     for op in walk(mod):
         if op.name in ("tt.func", "func.func") and op.regions and find_block(op.regions[0], ws):
@@ -181,7 +203,7 @@ def _func_args(mod: list, ws: Op) -> dict:
     return {}
 
 
-def _regions(path: str, block: list, pos: int, ws: Op, module_warps: int) -> list:
+def ws_regions(path: str, block: list, pos: int, ws: Op, module_warps: int) -> list:
     """The ``default`` and ``partitionN`` regions that follow the op in the printed form, with their
     block arguments bound to the op's operands."""
     caps = re.match(r"[^(]*\(([^)]*)\)", ws.text[ws.text.find(WS_OP):])
@@ -189,7 +211,7 @@ def _regions(path: str, block: list, pos: int, ws: Op, module_warps: int) -> lis
     out = []
     for op in block[pos + 1:]:
         if op.name == "default" and op.regions:
-            out.append(_Region("default", module_warps, op.regions[0], op.line))
+            out.append(Region("default", module_warps, op.regions[0], op.line))
         elif re.fullmatch(r"partition\d+", op.name) and op.regions:
             inner = op.text[op.text.find("(") + 1:op.text.rfind(")")] if "(" in op.text else ""
             args = re.findall(r"(%[\w$.-]+)\s*:", inner)
@@ -197,7 +219,7 @@ def _regions(path: str, block: list, pos: int, ws: Op, module_warps: int) -> lis
                 raise err(path, op.line, f"{op.name} has {len(args)} arguments, {WS_OP} passes {len(captures)}",
                           "pass the whole printed module")
             w = re.search(r"num_warps\((\d+)\)", op.text)
-            r = _Region(op.name, int(w.group(1)) if w else module_warps, op.regions[0], op.line)
+            r = Region(op.name, int(w.group(1)) if w else module_warps, op.regions[0], op.line)
             r.env = dict(zip(args, captures))  # argument -> capture name, resolved below
             out.append(r)
         else:
@@ -221,9 +243,9 @@ def ws_to_hopper(text: str, path: str, *, min_trip_count: Optional[int] = None,
     right before each ``mbarrier.arrive``); ``False`` proves the TTGIR's own convergence points only."""
     text = new_dialect_names(text)
     # the partitioner's task ids sit inside attribute dictionaries between operands: drop them (same lines)
-    text = re.sub(r"\s*\{" + _TASK_ATTR.pattern + r"\}", "", text)
-    text = re.sub(_TASK_ATTR.pattern + r",\s*", "", text)
-    text = re.sub(r",\s*" + _TASK_ATTR.pattern, "", text)
+    text = re.sub(r"\s*\{" + TASK_ATTR.pattern + r"\}", "", text)
+    text = re.sub(TASK_ATTR.pattern + r",\s*", "", text)
+    text = re.sub(r",\s*" + TASK_ATTR.pattern, "", text)
     mod = parse_module(text, path)
     wss = [op for op in walk(mod) if op.name == WS_OP]
     if not wss:
@@ -235,11 +257,11 @@ def ws_to_hopper(text: str, path: str, *, min_trip_count: Optional[int] = None,
     block = find_block(mod, ws)
     pos = next(i for i, op in enumerate(block) if op is ws)
     mw = re.search(r'"ttg.num-warps"\s*=\s*(\d+)', text)
-    regions = _regions(path, block, pos, ws, int(mw.group(1)) if mw else 4)
+    regions = ws_regions(path, block, pos, ws, int(mw.group(1)) if mw else 4)
     end = pos + 1 + len(regions)
 
     w = WSWalker(path, {})
-    env: dict = dict(_func_args(mod, ws))
+    env: dict = dict(func_args(mod, ws))
     pre: list = []
     w.block(block[:pos], env, pre, "before the loop")
     for e in pre:
@@ -268,7 +290,7 @@ def ws_to_hopper(text: str, path: str, *, min_trip_count: Optional[int] = None,
     fixed = all(isinstance(r.ub, int) and not isinstance(r.ub, bool) for r in roles)
     for r in roles[1:]:
         if fixed and r.ub != first.ub or not fixed and (isinstance(r.ub, int) != isinstance(first.ub, int) or
-                                                        not valid(_zi(r.ub) == _zi(first.ub), [])):
+                                                        not valid(as_int_term(r.ub) == as_int_term(first.ub), [])):
             raise err(path, r.loop.line, f"the loop of {r.role} may run a different number of times than the loop "
                       f"of {first.role} (line {first.loop.line})", "every partition must run the same loop")
     trip = first.ub if fixed else T
@@ -276,14 +298,15 @@ def ws_to_hopper(text: str, path: str, *, min_trip_count: Optional[int] = None,
         raise err(path, first.loop.line, f"the loops run {trip} times", "a Hopper pipeline needs T >= 1")
     for r in roles:
         _run_loop(w, r, path, None if fixed else T)
-    return _build(path, w, ws, mod, roles, pre, post, trip, fixed, min_trip_count, arrive_sync)
+    return build_ws_program(path, w, ws, mod, roles, pre, post, trip, fixed, min_trip_count, arrive_sync)
 
 
-def _zi(x):
+def as_int_term(x):
+    """An integer or a Z3 integer term as a Z3 term."""
     return x if is_sym(x) else z3.IntVal(int(x))
 
 
-def _walk_region(w: WSWalker, r: _Region, path: str) -> bool:
+def _walk_region(w: WSWalker, r: Region, path: str) -> bool:
     """Find the region's loop and evaluate what comes before it; False when the region has no barrier
     traffic (it takes no part in the protocol)."""
     evs = w.event_ops
@@ -322,11 +345,11 @@ def _walk_region(w: WSWalker, r: _Region, path: str) -> bool:
         raise err(path, lp.line, f"{r.role}: the loop's upper bound is not a function of the kernel's integer "
                   "arguments", WS_FIX)
     r.loop = lp
-    r.ub = ubv - lbv if isinstance(ubv, int) else z3.simplify(_zi(ubv) - lbv)
+    r.ub = ubv - lbv if isinstance(ubv, int) else z3.simplify(as_int_term(ubv) - lbv)
     return True
 
 
-def _run_loop(w: WSWalker, r: _Region, path: str, T) -> None:
+def _run_loop(w: WSWalker, r: Region, path: str, T) -> None:
     """Run the region's loop body on its first iterations and symbolically (carried values fitted)."""
     lp = r.loop
     iv, lb, ub, st, iters = for_header(lp, path)
@@ -342,7 +365,7 @@ def _run_loop(w: WSWalker, r: _Region, path: str, T) -> None:
 
 # ----------------------------------------------------------------------------------------------
 
-def _build(path: str, w: WSWalker, ws: Op, mod: list, roles: list, pre: list, post: list, trip, fixed: bool,
+def build_ws_program(path: str, w: WSWalker, ws: Op, mod: list, roles: list, pre: list, post: list, trip, fixed: bool,
            min_trip: Optional[int], arrive_sync: bool = True) -> HopperImport:
     names = {}  # allocation -> program name (Triton's SSA numbers become bar3 / buf44)
 
@@ -457,7 +480,7 @@ def _build(path: str, w: WSWalker, ws: Op, mod: list, roles: list, pre: list, po
     return HopperImport(prog, path, ws.line, sources, notes)
 
 
-def _role_parts(ctx: Ctx, r: _Region, slots: dict, tma_bufs: list, nm, ops: dict, sources: dict,
+def _role_parts(ctx: Ctx, r: Region, slots: dict, tma_bufs: list, nm, ops: dict, sources: dict,
                 bar_id: int = 1, arrive_sync: bool = True):
     """The body part (iteration ``k`` is ``i``) and the epilogue (wgmma waits after the loop) of one role."""
     path = ctx.path
@@ -648,4 +671,5 @@ def check_ws(text: str, path: str, *, trip_count: Optional[int] = None, min_trip
                                  arrive_sync=arrive_sync))
 
 
-__all__ = ["ws_to_hopper", "check_ws", "is_ws_ttgir", "blackwell_ops", "refuse_blackwell", "WSCheck", "WSWalker"]
+__all__ = ["ws_to_hopper", "check_ws", "is_ws_ttgir", "blackwell_ops", "refuse_blackwell", "WSCheck", "WSWalker",
+           "Region", "ws_regions", "func_args", "build_ws_program", "as_int_term", "TASK_ATTR", "WS_OP"]
