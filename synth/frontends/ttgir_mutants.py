@@ -19,6 +19,11 @@ mutant is never silently the original.
   {pendings = 0}``; warp-specialized: the store wait after the TMA store).
 * :func:`arrive_count_off_by_one` -- warp-specialized: the first ``ttng.arrive_barrier %b, 128`` made 127;
   one warp group: the ring's barrier initialized with count 2 (one ``barrier_expect`` arrives per phase).
+* :func:`parity_from_tile_local_k` -- warp-specialized ring: every partition's k-loop computes its phase bit
+  from the tile-local k (the k-loop's induction variable) instead of the count carried across tiles; the
+  slots still follow the carried count.
+* :func:`rewrite_staging_before_read` -- the store wait before a staging write moved after it: the staging
+  buffer is rewritten while the previous TMA store may still read it.
 """
 
 from __future__ import annotations
@@ -191,14 +196,65 @@ def arrive_count_off_by_one(text: str) -> str:
     return new
 
 
+def parity_from_tile_local_k(text: str) -> str:
+    """Warp-specialized ring (module docstring): in every k-loop inside a tile loop, the phase bit ``(count /
+    N) & 1`` computed from the k-loop's own induction variable instead of the carried count."""
+    if not re.search(r"\bttg\.warp_specialize\b", text):
+        raise ValueError("not a warp-specialized kernel")
+    lines = _lines(text)
+    n = 0
+    for i in reversed(_tile_loops(lines)):  # bottom up: an inserted line shifts only what follows it
+        end = _close(lines, i)
+        for j in range(i + 1, end):
+            km = re.search(r"scf\.for (%[\w$.-]+) = \S+ to \S+ step \S+ iter_args\((.*?)\)\s*->", lines[j])
+            if not km:
+                continue
+            iv = km.group(1)
+            carried = re.findall(r"(%[\w$.-]+)\s*=", km.group(2))
+            kend = _close(lines, j)
+            for m in range(j + 1, kend):
+                dm = re.match(r"\s*(%[\w$.-]+) = arith\.divui (%[\w$.-]+), (%c\d+_i64)\b", lines[m])
+                if not dm or dm.group(2) not in carried:
+                    continue
+                q, stages = dm.group(1), dm.group(3)
+                am = next((a for a in range(m + 1, kend)
+                           if re.match(rf"\s*%[\w$.-]+ = arith\.andi {re.escape(q)}, %c1_i64\b", lines[a])), None)
+                if am is None:
+                    continue
+                kl, kq = f"%synth_kl{n}", f"%synth_kq{n}"
+                lines[am] = lines[am].replace(f"arith.andi {q},", f"arith.andi {kq},", 1)
+                ind = _indent(lines[j + 1])
+                lines[j + 1:j + 1] = [f"{ind}{kl} = arith.extsi {iv} : i32 to i64\n",
+                                      f"{ind}{kq} = arith.divui {kl}, {stages} : i64\n"]
+                n += 1
+                break
+            break
+    if not n:
+        raise ValueError("no phase bit (count / N) & 1 of a carried count in a k-loop inside a tile loop")
+    return "".join(lines)
+
+
+def rewrite_staging_before_read(text: str) -> str:
+    """The first ``ttng.async_tma_store_wait`` directly before a staging write (``ttg.local_store`` or
+    ``ttg.local_alloc`` of a value) swapped with it: the write no longer waits for the previous store's read."""
+    lines = _lines(text)
+    for i, ln in enumerate(lines[:-1]):
+        if "ttng.async_tma_store_wait" in ln and re.search(r"ttg\.local_store |= ttg\.local_alloc %", lines[i + 1]):
+            lines[i], lines[i + 1] = lines[i + 1], lines[i]
+            return "".join(lines)
+    raise ValueError("no ttng.async_tma_store_wait directly before a staging write")
+
+
 MUTANTS = {
     "reset_phase_per_tile": reset_phase_per_tile,
     "raise_store_wait": raise_store_wait,
     "drop_store_fence": drop_store_fence,
     "skip_last_tile_wait": skip_last_tile_wait,
     "arrive_count_off_by_one": arrive_count_off_by_one,
+    "parity_from_tile_local_k": parity_from_tile_local_k,
+    "rewrite_staging_before_read": rewrite_staging_before_read,
 }
 """Every mutant of this module by name (each applies to the tile-loop and TMA-store fixtures it can edit)."""
 
 __all__ = ["reset_phase_per_tile", "raise_store_wait", "drop_store_fence", "skip_last_tile_wait",
-           "arrive_count_off_by_one", "MUTANTS"]
+           "arrive_count_off_by_one", "parity_from_tile_local_k", "rewrite_staging_before_read", "MUTANTS"]

@@ -1162,13 +1162,78 @@ def _carry(w, imp: HopperImport, roles: list, path: str) -> TileObligation:
         except SynthError:
             evs = []
         if len(evs) != len(r.sym) or not all(_same_event(a, b) for a, b in zip(evs, r.sym)):
+            found = _local_k_refute(w, r, kiters, iv, path)
+            if found is not None:
+                return found
             raise err(path, r.loop.line, f"{r.role}: a slot or phase in the k-loop depends on the tile-local k, not "
-                      "on the count carried across tiles: outside the model of the ring", NESTED_FIX)
+                      "on the count carried across tiles, and no tile where it differs from the ring's was found: "
+                      "outside the model of the ring", NESTED_FIX)
     del B, K, Tk
     return TileObligation("carry", True, "every partition enters tile t with count t T (the tile loop starts the "
                           "count at 0 and yields the k-loop's count after its T iterations), and its slots and "
                           "phases are functions of that count: tile t's k-step k is ring iteration t T + k",
                           "proven by induction over tiles", roles[0].tile.line)
+
+
+def _conc(x, var, i: int):
+    """``x`` (an int, a Z3 term in ``var``, a bool) at ``var = i`` as an int, or None when it is not known."""
+    if x is None or isinstance(x, tuple):
+        return None
+    if is_sym(x):
+        v = z3.simplify(z3.substitute(x, (var, z3.IntVal(i))))
+        if z3.is_true(v) or z3.is_false(v):
+            return int(z3.is_true(v))
+        return v.as_long() if z3.is_int_value(v) else None
+    return int(x)
+
+
+def _local_k_refute(w, r: Region, kiters: list, iv: str, path: str) -> Optional[TileObligation]:
+    """A k-loop whose slots or phases depend on its own (tile-local) induction variable in a ring: the first
+    ``(tile t, T, k-step k)`` and barrier statement where, run with the count the ring carries there (``t T +
+    k``) and the tile-local ``k``, its slot or phase differs from the ring's iteration ``t T + k`` (the
+    statement in the ring program). None when no such place is found in tiles 1..2, ``T`` 1..8."""
+    _iv, lb, _ub, _st, _ = for_header(r.loop, path)
+    lbv = r.fit_env.get(lb, 0)
+    if not _is_int(lbv):
+        return None
+    for tt in (1, 2):
+        for TT in range(1, 9):
+            for kk in range(TT):
+                ring = tt * TT + kk
+                env = dict(r.fit_env)
+                env[iv] = lbv + kk
+                for j, (a, _i) in enumerate(kiters):
+                    f = r.fits[j]
+                    env[a] = None if f is None else (("view", f[1], fit_phase_at(f[3], ring), f[2]) if f[0] == "view"
+                                                     else fit_phase_at(f, ring))
+                evs: list = []
+                try:
+                    w.block(r.loop.regions[0], env, evs, "in the loop")
+                except SynthError:
+                    return None
+                if len(evs) != len(r.sym):
+                    return None
+                for got, want in zip(evs, r.sym):
+                    if not got.bar:
+                        continue
+                    gs, ws_ = _conc(got.bar_slot, r.k, ring), _conc(want.bar_slot, r.k, ring)
+                    gp, wp = _conc(got.phase, r.k, ring), _conc(want.phase, r.k, ring)
+                    if gs == ws_ and (gp is None or wp is None or gp % 2 == wp % 2):
+                        continue
+                    what = ("waits on" if got.kind == "wait" else "arrives on" if got.kind == "arrive" else
+                            "completes on")
+                    detail = (f"tile {tt}, k-step {kk}, with T = {TT} k-tile(s) per tile: partition {r.role} {what} "
+                              f"barrier {got.bar} at line {got.line} ({got.text}) with slot {gs} and parity {gp}, "
+                              f"computed from the tile-local k = {kk}; the ring is at count {ring} = t T + k there, "
+                              f"which means slot {ws_} and parity {wp}: "
+                              + ("the wait passes on a phase of an earlier tile, before this tile's data lands (or "
+                                 "waits for a phase that never completes)" if got.kind == "wait" else
+                                 "it names a phase the ring does not expect") +
+                              f". The barriers live across tiles (initialized once before {WS_OP}), so a parity "
+                              "from the tile-local k is wrong unless T is a multiple of twice the stages")
+                    return TileObligation("carry", False, f"{r.role}: the k-loop's slots and phases follow the count "
+                                          "carried across tiles", detail, got.line)
+    return None
 
 
 def _same_event(a: HEvent, b: HEvent) -> bool:
