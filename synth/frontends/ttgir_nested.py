@@ -360,6 +360,9 @@ class StoreCheck:
                 "waits": [{"index": v.index, "status": v.status, "line": self.sources.get(f"wait{v.index}", (None,))[0],
                            "counterexample": v.counterexample.render("") if v.counterexample else None}
                           for v in self.report.verdicts],
+                "failures": [{"status": o.status, "description": o.description,
+                              "counterexample": o.counterexample.render("") if o.counterexample else None}
+                             for o in self.report.global_failures],
                 "threads": {t.cls: {"ok": t.ok, "detail": t.detail} for t in self.threads if t.cls != "teardown"},
                 "teardown": {"ok": self.teardown[0], "detail": self.teardown[1]}}
 

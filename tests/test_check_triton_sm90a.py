@@ -1,0 +1,223 @@
+"""``synth check`` on issue 37's sm_90a corpus: what Triton 3.9 writes for its tutorial matmuls and attention.
+
+The saved inputs ``tests/check_inputs/triton_sm90a/`` come from ``tests/check_inputs/generate_hopper.py`` (our own
+kernels after Triton's tutorials 09 and 06, compiled for ``GPUTarget("cuda", 90, 32)``; each file names the
+Triton version and the options in its first line). The tests read them (no Triton needed): every file of the
+forms synth reads gets a verdict (proven, for every tile count and k-trip count, 0 included); the files still
+outside the model exit 2 at a named op and line; each mutant of :mod:`synth.frontends.ttgir_mutants` (the
+issue's list) is refuted with a counterexample. One test (slow) compiles a kernel afresh when Triton is installed.
+"""
+
+from __future__ import annotations
+
+import pathlib
+import re
+import sys
+
+import pytest
+
+sys.path.insert(0, str(pathlib.Path(__file__).parent))
+from check_inputs import generate_hopper as gen  # noqa: E402
+from check_inputs.helpers import run_check, run_text  # noqa: E402
+
+from synth.frontends import ttgir_mutants as mut  # noqa: E402
+
+DIR = pathlib.Path(gen.OUT_DIR)
+OUTSIDE = {
+    # file: (line, what the message names)
+    "attn_causal_s3.ttgir": (234, "several pipelined loops"),
+    "attn_ws_s3.ttgir": (174, "default uses barriers or shared slots before its loop"),
+}
+"""The saved files still outside the model (docs/check.md, "Still outside the model")."""
+
+
+def _mutant(tmp_path, name: str, fn, text: str = None) -> str:
+    src = DIR / name
+    p = tmp_path / f"{src.stem}_{fn.__name__}.ttgir"
+    p.write_text(fn(src.read_text()) if text is None else text)
+    return str(p)
+
+
+def test_saved_corpus_is_the_generator_s_fixtures():
+    saved = sorted(p.name for p in DIR.glob("*.ttgir"))
+    assert saved == sorted(gen.FIXTURES)
+    assert not set(gen.TRITON_FAILS) & set(gen.FIXTURES)
+    for name in saved:
+        first = (DIR / name).read_text().splitlines()[0]
+        assert re.match(r"// Triton \d+\.\d+\.\d+: (gemm_persistent|gemm_tile|attn_fwd) of "
+                        r"tests/check_inputs/generate_hopper\.py for sm_90a, ", first), first
+        assert 'ttg.target = "cuda:90"' in (DIR / name).read_text()
+    # every option the issue lists appears in the matrix
+    opts = list(gen.FIXTURES.values())
+    assert {o["stages"] for o in opts} >= {2, 3, 4, 5} and {o["warps"] for o in opts} >= {4, 8}
+    assert {o["block"][:2] for o in opts if o["kind"] == "persistent"} >= {(128, 128), (128, 256), (64, 256)}
+    for key in ("flatten", "subtile", "ws", "host"):
+        assert {o.get(key) for o in opts if o["kind"] == "persistent"} >= {True, False}, key
+    assert any(o["kind"] == "attention" and o["ws"] for o in opts)
+
+
+@pytest.mark.parametrize("name", sorted(set(gen.FIXTURES) - set(OUTSIDE)))
+def test_every_file_is_proven_for_every_tile_and_k_count(name):
+    rc, doc, err = run_check(str(DIR / name))
+    assert rc == 0, err + str(doc)[:3000]
+    r = doc["result"]
+    assert r["ok"] and r["min_trip_count"] == 0, r.get("min_trip_count")
+    assert r["counts"]["refuted"] == r["counts"]["unknown"] == 0
+    want = {"persistent": "triton-sm90-tiles", "flat": "triton-sm90-persistent", "persistent_ws":
+            "triton-sm90-ws-tiles", "tile_ws": "triton-sm90-ws-store", "tile": "triton-sm90-store",
+            "attn": "triton-sm90-store", "flat_ws": "triton-sm90-persistent"}
+    prefix = max((p for p in want if name.startswith(p + "_")), key=len)
+    if name == "persistent_ws_w8_s3.ttgir":  # Triton 3.9 does not partition at 8 warps: one warp group
+        prefix = "persistent"
+    if name == "tile_ws_w8_s3.ttgir":
+        prefix = "tile"
+    assert r["source"] == want[prefix], (name, r["source"])
+    assert r["stores"] and all(s["ok"] for s in r["stores"])  # every file stores its result by TMA
+
+
+@pytest.mark.parametrize("name", sorted(OUTSIDE))
+def test_files_outside_the_model_exit_2_at_a_named_op_and_line(name):
+    line, what = OUTSIDE[name]
+    rc, out, err = run_text(str(DIR / name))
+    assert rc == 2 and out == ""
+    assert f"{DIR / name}:{line}:1: error: " in err and what in err and "fix:" in err
+    assert "Traceback" not in err
+
+
+def test_attention_forward_reads_its_one_shot_q_load_and_a_loop_of_step_block_n():
+    rc, out, _ = run_text(str(DIR / "attn_s3.ttgir"))
+    assert rc == 0, out
+    assert "trip count T >= 0, one warp group, its result stored by TMA: PROVEN" in out.splitlines()[0]
+    assert "one_shot: proven: the one-shot TMA load through barrier qt_21 (lines 77, 78, 79, 80, 81)" in out
+    assert "TMA store of mainloop: proven" in out
+
+
+def test_flattened_kernel_checks_its_stores_and_both_branches():
+    rc, doc, _ = run_check(str(DIR / "flat_subtile_s3.ttgir"))
+    assert rc == 0
+    roles = [s["role"] for s in doc["result"]["stores"]]
+    assert roles == ["mainloop", "mainloop (k_tiles <= 0)"] and all(s["subtiles"] == 2 for s in doc["result"]["stores"])
+
+
+def test_warp_specialized_subtiled_epilogue_reads_its_two_staging_allocations_as_one():
+    rc, out, _ = run_text(str(DIR / "persistent_ws_subtile_s3.ttgir"))
+    assert rc == 0, out
+    assert "staging buffers 54, 57 read as one (they may share shared memory: the stronger condition)" in out
+
+
+# ---------------------------------------------------------------------------------------------
+# the issue's mutants: each refuted, with a counterexample
+
+
+def test_phase_reset_per_tile_is_refuted(tmp_path):
+    rc, out, _ = run_text(_mutant(tmp_path, "persistent_s3.ttgir", mut.reset_phase_per_tile))
+    assert rc == 1 and "phase_reset: refuted" in out
+    assert re.search(r"tile 1, k-step 0, with T = 1 k-tile\(s\) per tile: role mainloop's wait on barrier \w+ slot 0", out)
+    rc, out, _ = run_text(_mutant(tmp_path, "persistent_ws_s3.ttgir", mut.reset_phase_per_tile))
+    assert rc == 1 and re.search(r"carry: refuted: .*\n\s+tile 1, k-step 0, with T = \d+ k-tile\(s\) per tile: "
+                                 r"partition \w+ waits on barrier \w+ slot 0 with parity 0", out), out
+
+
+def test_parity_from_the_tile_local_k_is_refuted(tmp_path):
+    rc, out, _ = run_text(_mutant(tmp_path, "persistent_ws_s3.ttgir", mut.parity_from_tile_local_k))
+    assert rc == 1, out
+    m = re.search(r"carry: refuted: (\w+): the k-loop's slots and phases follow the count carried across tiles\n\s+"
+                  r"tile (\d), k-step (\d), with T = (\d) k-tile\(s\) per tile: partition \w+ waits on barrier (\w+) at "
+                  r"line (\d+) .* with slot (\d) and parity (\d), computed from the tile-local k = \3; the ring is at "
+                  r"count (\d+) = t T \+ k there, which means slot \7 and parity (\d)", out)
+    assert m, out
+    t, k, T, count = int(m.group(2)), int(m.group(3)), int(m.group(4)), int(m.group(9))
+    assert count == t * T + k and m.group(8) != m.group(10)
+
+
+@pytest.mark.parametrize("name", ["persistent_s3.ttgir", "flat_s3.ttgir", "attn_s3.ttgir", "tile_s3.ttgir",
+                                  "persistent_ws_s3.ttgir", "tile_ws_s3.ttgir"])
+def test_store_wait_pending_count_raised_is_refuted(tmp_path, name):
+    rc, doc, _ = run_check(_mutant(tmp_path, name, mut.raise_store_wait))
+    assert rc == 1
+    bad = [s for s in doc["result"]["stores"] if not s["ok"]]
+    assert bad, doc["result"]["stores"]
+    s = bad[0]
+    assert (any(w["status"] == "refuted" for w in s["waits"]) or not s["teardown"]["ok"]), s
+
+
+@pytest.mark.parametrize("name", ["persistent_s3.ttgir", "flat_s3.ttgir", "attn_s3.ttgir", "tile_ws_s3.ttgir"])
+def test_missing_fence_before_a_tma_store_is_refuted(tmp_path, name):
+    rc, doc, _ = run_check(_mutant(tmp_path, name, mut.drop_store_fence))
+    assert rc == 1
+    s = next(s for s in doc["result"]["stores"] if not s["ok"])
+    assert not s["threads"]["proxy_fence"]["ok"]
+    assert "no fence.proxy.async between" in s["threads"]["proxy_fence"]["detail"]
+
+
+@pytest.mark.parametrize("name", ["persistent_s3.ttgir", "flat_s3.ttgir", "persistent_host_subtile_s4.ttgir"])
+def test_staging_buffer_rewritten_before_its_store_read_it_is_refuted(tmp_path, name):
+    rc, doc, _ = run_check(_mutant(tmp_path, name, mut.rewrite_staging_before_read))
+    assert rc == 1
+    s = next(s for s in doc["result"]["stores"] if not s["ok"])
+    cex = " ".join([w["counterexample"] or "" for w in s["waits"] if w["status"] == "refuted"] +
+                   [f["counterexample"] or "" for f in s["failures"]])
+    m = re.search(r"WAR \(slot overwritten while read\).* stage \(iteration (\d)\) overwrites \w+ slot 0 \(version "
+                  r"\1\) while store2?'s read of version (\d) may still be pending", cex)
+    assert m and int(m.group(2)) == int(m.group(1)) - 1, cex
+
+
+def test_conditional_wait_that_skips_the_last_tile_is_refuted(tmp_path):
+    rc, out, _ = run_text(_mutant(tmp_path, "persistent_s3.ttgir", mut.skip_last_tile_wait))
+    assert rc == 1 and "e.g. tile 0 of 1 (the last tile)" in out and "wgmma_drain" in out
+    rc, out, _ = run_text(_mutant(tmp_path, "persistent_ws_s3.ttgir", mut.skip_last_tile_wait))
+    assert rc == 1 and "runs only where i < E - 1: not at the last tile, i = E - 1" in out
+
+
+@pytest.mark.parametrize("name", ["persistent_ws_s3.ttgir", "tile_ws_s3.ttgir", "persistent_s3.ttgir",
+                                  "flat_s3.ttgir", "attn_s3.ttgir"])
+def test_arrive_count_off_by_one_is_refuted(tmp_path, name):
+    rc, doc, _ = run_check(_mutant(tmp_path, name, mut.arrive_count_off_by_one))
+    assert rc == 1
+    fails = doc["result"]["failures"]
+    assert any(f["class"] == "arrivals" for f in fails), [f["class"] for f in fails]
+
+
+def test_flattened_epilogue_wait_with_one_pending_group_is_refuted(tmp_path):
+    text = (DIR / "flat_s3.ttgir").read_text()
+    bad = text.replace("{pendings = 0 : i32, warpGroupLocal}", "{pendings = 1 : i32, warpGroupLocal}", 1)
+    assert bad != text
+    rc, doc, _ = run_check(_mutant(tmp_path, "flat_s3.ttgir", lambda t: t, bad))
+    assert rc == 1
+    ob = [o for o in doc["result"]["tile_obligations"] if not o["ok"]]
+    assert [o["class"] for o in ob] == ["wgmma_wait"] and "the wgmma at line 169" in ob[0]["detail"]
+
+
+def test_one_shot_load_without_its_wait_is_refuted(tmp_path):
+    text = (DIR / "attn_s3.ttgir").read_text()
+    lines = text.splitlines(keepends=True)
+    assert "ttng.wait_barrier %qt_21, %c0_i32" in lines[79]
+    rc, doc, _ = run_check(_mutant(tmp_path, "attn_s3.ttgir", lambda t: t, "".join(lines[:79] + lines[80:])))
+    assert rc == 1
+    ob = [o for o in doc["result"]["tile_obligations"] if not o["ok"]]
+    assert ob and ob[0]["class"] == "one_shot" and ob[0]["detail"].startswith("raw: no ttng.wait_barrier observes")
+
+
+def test_one_shot_load_waiting_for_the_wrong_parity_is_refuted(tmp_path):
+    text = (DIR / "attn_s3.ttgir").read_text()
+    bad = text.replace("ttng.wait_barrier %qt_21, %c0_i32", "ttng.wait_barrier %qt_21, %c1_i32", 1)
+    assert bad != text
+    rc, doc, _ = run_check(_mutant(tmp_path, "attn_s3.ttgir", lambda t: t, bad))
+    assert rc == 1
+    ob = [o for o in doc["result"]["tile_obligations"] if not o["ok"]]
+    assert ob and ob[0]["detail"].startswith("parity: ") and ob[0]["line"] == 80
+
+
+# ---------------------------------------------------------------------------------------------
+# a fresh compile (Triton installed)
+
+
+@pytest.mark.slow
+def test_fresh_compile_gets_the_saved_verdict(tmp_path):
+    pytest.importorskip("triton")
+    for name in ("attn_s2.ttgir", "flat_s2.ttgir"):
+        p = tmp_path / name
+        p.write_text(gen.ttgir(name))
+        rc, doc, err = run_check(str(p))
+        assert rc == 0, err
+        assert doc["result"]["ok"]
