@@ -37,14 +37,16 @@ def fake_gxx(tmp_path, monkeypatch):
 def test_an_sm90_build_says_what_and_where(fake_gxx, tmp_path, monkeypatch, capsys):
     text = emit_sm90_kernel(Sm90Config(bm=128, bn=128, stages=4, persistent=True, pingpong=True))
     exe = emulate90.binary(text)
-    (line,) = capsys.readouterr().err.splitlines()
-    assert line.startswith("synth emulator: building the sm_90a emulator (20 s to over a minute) with g++ for sm_90a GEMM "
+    runtime, line = capsys.readouterr().err.splitlines()  # the runtime object first (once), then the kernel's binary
+    assert runtime.startswith("synth emulator: building the sm_90a emulator runtime (10 s to a minute) with g++ for "
+                              "every sm_90a kernel"), runtime
+    assert line.startswith("synth emulator: building the sm_90a emulator binary (5 to 30 s) with g++ for sm_90a GEMM "
                            "128x128x64, 4 stages"), line
     assert "ping-pong" in line and str(tmp_path / "cache" / "sm90") in line and "SYNTH_EMU_QUIET" in line
-    assert emulate90.binary(text) == exe and capsys.readouterr().err == "" and len(fake_gxx) == 1  # cached: silent
+    assert emulate90.binary(text) == exe and capsys.readouterr().err == "" and len(fake_gxx) == 2  # cached: silent
     monkeypatch.setenv("SYNTH_EMU_QUIET", "1")
     emulate90.binary(text + "// another variant\n")
-    assert capsys.readouterr().err == "" and len(fake_gxx) == 2  # built, quietly
+    assert capsys.readouterr().err == "" and len(fake_gxx) == 3  # built (the runtime object cached), quietly
 
 
 def test_an_sm80_build_says_what_and_where(fake_gxx, tmp_path, capsys):

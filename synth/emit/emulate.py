@@ -22,6 +22,7 @@ instrumented (poison still shows in the result).
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import os
@@ -227,6 +228,22 @@ def build_notice(what: str, about: str, cached: Union[str, pathlib.Path]) -> Non
           "SYNTH_EMU_QUIET=1 silences this)", file=sys.stderr, flush=True)
 
 
+@contextlib.contextmanager
+def build_lock(target: pathlib.Path):
+    """Hold an exclusive lock on ``.TARGET.lock`` (beside it) while building ``target``: of the processes that need
+    the same build at once (pytest-xdist's workers), one builds and the others wait for it, then find it built. The
+    build itself writes a temporary file renamed into place, so that no process ever reads a partial one."""
+    import fcntl
+
+    target.parent.mkdir(parents=True, exist_ok=True)
+    with open(target.with_name(f".{target.name}.lock"), "a") as fh:
+        fcntl.flock(fh, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(fh, fcntl.LOCK_UN)
+
+
 def _hash(*parts: str) -> str:
     h = hashlib.sha256()
     for part in parts:
@@ -258,12 +275,13 @@ def runtime_object() -> pathlib.Path:
     obj = cache_dir() / f"runtime-{_hash(header, source, ' '.join(CXXFLAGS), gxx)}.o"
     if obj.exists():
         return obj
-    obj.parent.mkdir(parents=True, exist_ok=True)
-    build_notice("the emulator runtime (about 10 s)", "every kernel", obj.parent)
-    tmp = obj.with_name(f"{obj.name}.{os.getpid()}.tmp")
-    _build([gxx, *CXXFLAGS, f"-I{RUNTIME}", "-c", str(RUNTIME / "synth_emu_runtime.cpp"), "-o", str(tmp)],
-           "the emulator runtime")
-    os.replace(tmp, obj)  # atomic: parallel test workers may race here
+    with build_lock(obj):
+        if not obj.exists():  # another process built it while this one waited
+            build_notice("the emulator runtime (about 10 s)", "every kernel", obj.parent)
+            tmp = obj.with_name(f"{obj.name}.{os.getpid()}.tmp")
+            _build([gxx, *CXXFLAGS, f"-I{RUNTIME}", "-c", str(RUNTIME / "synth_emu_runtime.cpp"), "-o", str(tmp)],
+                   "the emulator runtime")
+            os.replace(tmp, obj)  # atomic: parallel test workers may race here
     return obj
 
 
@@ -280,16 +298,19 @@ def compile_kernel(kernel_cu: str, kernel_name: str, args: Sequence[Arg],
     if binary.exists():
         os.utime(binary)  # most recently used: kept by _prune
         return binary, time.perf_counter() - t0
-    build_notice(f"the emulator binary of {kernel_name} (seconds)", describe_kernel(kernel_cu), binary.parent)
-    with tempfile.TemporaryDirectory(prefix="synth-emu-build-") as tmp:
-        src = pathlib.Path(tmp)
-        (src / "kernel.cu").write_text(kernel_cu)
-        (src / "emu_launch.inc").write_text(inc)
-        shutil.copy(RUNTIME / "emu_harness.cpp", src / "emu_harness.cpp")
-        out = binary.with_name(f"{binary.name}.{os.getpid()}.tmp")
-        _build([gxx, *flags, f"-I{RUNTIME}", f"-I{src}", str(src / "emu_harness.cpp"), str(runtime), "-o", str(out)],
-               "the kernel")
-        os.replace(out, binary)
+    with build_lock(binary):
+        if binary.exists():  # another process built it while this one waited
+            return binary, time.perf_counter() - t0
+        build_notice(f"the emulator binary of {kernel_name} (seconds)", describe_kernel(kernel_cu), binary.parent)
+        with tempfile.TemporaryDirectory(prefix="synth-emu-build-") as tmp:
+            src = pathlib.Path(tmp)
+            (src / "kernel.cu").write_text(kernel_cu)
+            (src / "emu_launch.inc").write_text(inc)
+            shutil.copy(RUNTIME / "emu_harness.cpp", src / "emu_harness.cpp")
+            out = binary.with_name(f"{binary.name}.{os.getpid()}.tmp")
+            _build([gxx, *flags, f"-I{RUNTIME}", f"-I{src}", str(src / "emu_harness.cpp"), str(runtime), "-o",
+                    str(out)], "the kernel")
+            os.replace(out, binary)
     _prune(cache_dir())
     return binary, time.perf_counter() - t0
 

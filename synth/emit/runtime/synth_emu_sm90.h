@@ -1,5 +1,7 @@
 // synth_emu_sm90.h: a CPU emulator of the sm_90a API the synth Hopper GEMM uses
-// (docs/hopper_kernel.md). Header-only; included by kernel.cu under -DSYNTH_EMULATE.
+// (docs/hopper_kernel.md), included by kernel.cu under -DSYNTH_EMULATE. Header-only by default; the emulator
+// (synth.emit.sm90.emulate) compiles its runtime once (sm90_runtime.cpp) and each kernel against declarations
+// only ("the emulator's runtime, compiled once" below).
 //
 // Every CUDA thread of a block is a coroutine (ucontext); one runs at a time and control
 // passes to the next thread (round robin, forward or reverse, or a seeded random pick) at every synchronization call,
@@ -145,6 +147,78 @@ alignas(4096) inline unsigned char synth_smem_raw[synth_emu::SMEM_SIZE];
 #define blockDim (synth_emu::S().bdim)
 #define gridDim (synth_emu::S().grid)
 
+// ---- the emulator's runtime, compiled once (synth.emit.sm90.emulate: the sm90_runtime object)
+// The functions declared here hold the emulator proper (scheduling, barriers, copies, reports, the API calls that
+// synchronize); their definitions below stand between #ifndef SYNTH_EMU_SM90_LINKED and #endif. Header-only (the
+// default): they are inline, as everything else here. -DSYNTH_EMU_SM90_RUNTIME (sm90_runtime.cpp): they are
+// compiled into the runtime object. -DSYNTH_EMU_SM90_LINKED (a kernel's build): only declared, so that a kernel's
+// translation unit compiles the kernel, the harness and the templates, and links with the runtime object.
+// A new API function: inline where it stands (compiled with each kernel), or declared here and defined between
+// #ifndef SYNTH_EMU_SM90_LINKED and #endif (compiled once; a default argument only in the declaration).
+#if defined(SYNTH_EMU_SM90_RUNTIME) || defined(SYNTH_EMU_SM90_LINKED)
+#define SYNTH_EMU_RT
+#else
+#define SYNTH_EMU_RT inline
+#endif
+
+namespace synth_emu {
+SYNTH_EMU_RT std::string cta_name(int r);
+SYNTH_EMU_RT std::string cta_prefix(int r);
+[[noreturn]] SYNTH_EMU_RT void fail(const std::string& kind, const std::string& msg);
+SYNTH_EMU_RT bool held_back(int j);
+SYNTH_EMU_RT void update_prefer();
+SYNTH_EMU_RT void switch_next();
+SYNTH_EMU_RT MBar& gbar_at(uint32_t g, const char* op);
+SYNTH_EMU_RT MBar& bar_at(uint32_t a, const char* op);
+SYNTH_EMU_RT void maybe_complete(MBar& b);
+SYNTH_EMU_RT void land_one(size_t k);
+SYNTH_EMU_RT std::string bar_label(uint32_t g);
+SYNTH_EMU_RT std::string bar_state(uint32_t g, const MBar& b);
+SYNTH_EMU_RT std::string describe_waiters();
+SYNTH_EMU_RT void run_op(Op& op);
+SYNTH_EMU_RT bool overlaps_copy(uint32_t lo, uint32_t hi, int cta = -1);
+SYNTH_EMU_RT void st_shared_pair16(uint32_t a, uint16_t x, uint16_t y);
+SYNTH_EMU_RT void complete_bulk_group(Thread& th);
+[[noreturn]] SYNTH_EMU_RT void cluster_fail(const std::string& kind, const std::string& msg);
+SYNTH_EMU_RT MBar& remote_bar(int d, uint32_t a, const std::string& op);
+SYNTH_EMU_RT void cluster_addr(uint32_t ca, int& rank, uint32_t& a);
+SYNTH_EMU_RT void complete_cluster_sync();
+SYNTH_EMU_RT void cta_exits(int r);
+SYNTH_EMU_RT void trampoline();
+SYNTH_EMU_RT bool run_cluster(const std::vector<synth_dim3>& blocks, int threads, int order, std::function<void()> body);
+SYNTH_EMU_RT bool run_block(synth_dim3 block, int threads, int order, std::function<void()> body);
+}  // namespace synth_emu
+SYNTH_EMU_RT void synth_syncthreads();
+SYNTH_EMU_RT void synth_mbar_init(uint32_t a, unsigned n);
+SYNTH_EMU_RT void synth_emu_name_barrier(uint32_t a, const char* name, int slot);
+SYNTH_EMU_RT void synth_mbar_inval(uint32_t a);
+SYNTH_EMU_RT void synth_fence_mbarrier_init();
+SYNTH_EMU_RT void synth_fence_proxy_async();
+SYNTH_EMU_RT void synth_st_shared_f32x2(uint32_t a, float x, float y);
+SYNTH_EMU_RT void synth_tma_store_2d(const CUtensorMap* map, uint32_t src, int c0, int c1);
+SYNTH_EMU_RT void synth_bulk_commit();
+SYNTH_EMU_RT void synth_mbar_expect_tx(uint32_t b, uint32_t bytes);
+SYNTH_EMU_RT void synth_mbar_arrive(uint32_t b);
+SYNTH_EMU_RT void synth_mbar_arrive_expect_tx(uint32_t b, uint32_t bytes);
+SYNTH_EMU_RT void synth_mbar_wait(uint32_t a, uint32_t parity);
+SYNTH_EMU_RT void synth_tma_load_2d(uint32_t d, const CUtensorMap* map, int c0, int c1, uint32_t a);
+SYNTH_EMU_RT void synth_wgmma_fence();
+SYNTH_EMU_RT void synth_emu_plain_mma(float* d, uint64_t da, uint64_t db, int n, bool bf16);
+SYNTH_EMU_RT void synth_wgmma_commit();
+SYNTH_EMU_RT void synth_wgmma_wait(int n);
+SYNTH_EMU_RT float synth_shfl_xor(float v, int mask);
+SYNTH_EMU_RT bool synth_bar_red_or(int id, int n, bool p);
+SYNTH_EMU_RT void synth_threadfence();
+SYNTH_EMU_RT void synth_emu_protocol_error(const std::string& msg);
+SYNTH_EMU_RT void synth_st_cg_f32x4(float* p, float a, float b, float c, float d);
+SYNTH_EMU_RT void synth_ld_cg_f32x4(float* r, const float* p);
+SYNTH_EMU_RT unsigned synth_atomic_add_u32(unsigned* p, unsigned v);
+SYNTH_EMU_RT unsigned synth_ld_acquire_u32(const unsigned* p);
+SYNTH_EMU_RT uint32_t synth_mapa(uint32_t a, uint32_t rank);
+SYNTH_EMU_RT void synth_mbar_arrive_cluster(uint32_t ca);
+SYNTH_EMU_RT void synth_tma_load_2d_multicast(uint32_t d, const CUtensorMap* map, int c0, int c1, uint32_t bar, uint16_t mask);
+SYNTH_EMU_RT void synth_cluster_sync();
+
 namespace synth_emu {
 
 constexpr uint32_t CTA_SHIFT = 20;            // internal key of shared address a of CTA r: (r << 20) | a
@@ -162,20 +236,22 @@ inline long long block_linear_of(int cta) {
   return (long long)((b.z * S().grid.y + b.y) * S().grid.x + b.x);
 }
 // "CTA 1 (block 3,0)": how reports name a CTA of a cluster
-inline std::string cta_name(int r) {
+#ifndef SYNTH_EMU_SM90_LINKED
+SYNTH_EMU_RT std::string cta_name(int r) {
   const synth_dim3 b = S().ctas[r].block;
   return "CTA " + std::to_string(r) + " (block " + std::to_string(b.x) + "," + std::to_string(b.y) +
          (b.z ? "," + std::to_string(b.z) : "") + ")";
 }
 // prefix of a report about a CTA: "" when the cluster is one CTA (the reports of a 1x1 kernel are unchanged)
-inline std::string cta_prefix(int r) { return clustered() ? cta_name(r) + ": " : ""; }
+SYNTH_EMU_RT std::string cta_prefix(int r) { return clustered() ? cta_name(r) + ": " : ""; }
 
-[[noreturn]] inline void fail(const std::string& kind, const std::string& msg) {
+[[noreturn]] SYNTH_EMU_RT void fail(const std::string& kind, const std::string& msg) {
   State& s = S();
   if (!s.failed) { s.failed = true; s.kind = kind; s.failure = msg; }
   swapcontext(&s.th[s.cur].ctx, &s.main_ctx);
   std::abort();  // never resumed
 }
+#endif
 
 inline void progress() { S().stuck = 0; S().epoch++; S().failed_in_epoch = 0; }
 
@@ -183,7 +259,8 @@ inline void progress() { S().stuck = 0; S().epoch++; S().failed_in_epoch = 0; }
 // is held back while another live thread has not failed its wait since the last state change (it may still
 // progress); orders "ctaR_first": a thread of another CTA than R is held back while a thread of CTA R may
 inline bool starved(int j) { const int l = local_tid(j); return l >= 128 && l % 128 == 1; }
-inline bool held_back(int j) {
+#ifndef SYNTH_EMU_SM90_LINKED
+SYNTH_EMU_RT bool held_back(int j) {
   State& s = S();
   if (s.prefer_active && cta_of(j) != s.prefer) return true;
   if (!s.starve || !starved(j)) return false;
@@ -191,7 +268,7 @@ inline bool held_back(int j) {
     if (k != j && !s.th[k].done && s.th[k].failed_at != s.epoch && !starved(k)) return true;
   return false;
 }
-inline void update_prefer() {
+SYNTH_EMU_RT void update_prefer() {
   State& s = S();
   s.prefer_active = false;
   if (s.prefer < 0 || s.prefer >= int(s.ctas.size())) return;
@@ -199,7 +276,7 @@ inline void update_prefer() {
     if (!s.th[k].done && s.th[k].failed_at != s.epoch) { s.prefer_active = true; return; }
 }
 
-inline void switch_next() {
+SYNTH_EMU_RT void switch_next() {
   State& s = S();
   int n = s.nthreads, from = s.cur;
   update_prefer();
@@ -233,9 +310,8 @@ inline void switch_next() {
   }
   swapcontext(&s.th[from].ctx, &s.main_ctx);
 }
+#endif
 
-inline void land_one(size_t k);
-inline std::string describe_waiters();
 
 // Block the current thread until cond() holds; detects a hang: every live thread found its wait
 // unsatisfied since the last state change (conditions change only with one) and no copy is left to land.
@@ -275,14 +351,15 @@ inline void check_shared(uint32_t a, uint32_t n) {
   if (a < SMEM_BASE || a + n > SMEM_BASE + SMEM_SIZE) fail("fault", "shared address outside shared memory");
 }
 
-inline MBar& gbar_at(uint32_t g, const char* op) {
+#ifndef SYNTH_EMU_SM90_LINKED
+SYNTH_EMU_RT MBar& gbar_at(uint32_t g, const char* op) {
   auto it = S().bars.find(g);
   if (it == S().bars.end() || !it->second.init)
     fail("fault", cta_prefix(int(g >> CTA_SHIFT)) + std::string(op) + " on an uninitialized mbarrier at shared offset " +
                       std::to_string(g & ((1u << CTA_SHIFT) - 1)));
   return it->second;
 }
-inline MBar& bar_at(uint32_t a, const char* op) {
+SYNTH_EMU_RT MBar& bar_at(uint32_t a, const char* op) {
   if (a >= CLUSTER_WINDOW)  // an address from synth_mapa: only the remote arrive and the multicast take one
     fail("fault", cta_prefix(my_cta()) + op + " on a shared::cluster address (from mapa): it takes a barrier of " +
                       "the calling thread's own CTA (a shared::cta address)");
@@ -290,7 +367,7 @@ inline MBar& bar_at(uint32_t a, const char* op) {
   return gbar_at(gkey(a), op);
 }
 
-inline void maybe_complete(MBar& b) {
+SYNTH_EMU_RT void maybe_complete(MBar& b) {
   if (b.pending == 0 && b.tx == 0) {
     b.phases += 1; b.pending = b.count; b.tx = 0; progress();
     // the released side runs first: a producer refills a slot as soon as it is released
@@ -300,6 +377,7 @@ inline void maybe_complete(MBar& b) {
         s.urgent.push_back(t);
   }
 }
+#endif
 
 inline float half_to_float(uint16_t h) {
   uint32_t sign = (h >> 15) & 1, e = (h >> 10) & 31, m = h & 1023;
@@ -356,7 +434,8 @@ inline uint32_t tma_box_addr(uint32_t dst, uint32_t r, uint32_t e, uint32_t elem
   return swz128(dst + r * 128 + e * elem_bytes);
 }
 
-inline void land_one(size_t k) {
+#ifndef SYNTH_EMU_SM90_LINKED
+SYNTH_EMU_RT void land_one(size_t k) {
   State& s = S();
   Copy c = s.copies[k];  // lands in its destination CTA's window
   s.copies.erase(s.copies.begin() + long(k));
@@ -378,7 +457,7 @@ inline void land_one(size_t k) {
 }
 
 // "mbarrier full[0] (shared 0x...)" of the barrier at cluster-wide key g ("of CTA r" in a cluster)
-inline std::string bar_label(uint32_t g) {
+SYNTH_EMU_RT std::string bar_label(uint32_t g) {
   char hex[32];
   std::snprintf(hex, sizeof hex, "0x%x", unsigned(g & ((1u << CTA_SHIFT) - 1)));
   auto nm = S().bar_names.find(g);
@@ -390,12 +469,12 @@ inline std::string bar_label(uint32_t g) {
              ") of " + cta_name(int(g >> CTA_SHIFT));
   return "mbarrier " + who + (clustered() ? " of " + cta_name(int(g >> CTA_SHIFT)) : "");
 }
-inline std::string bar_state(uint32_t g, const MBar& b) {
+SYNTH_EMU_RT std::string bar_state(uint32_t g, const MBar& b) {
   return bar_label(g) + " (phases completed " + std::to_string(b.phases) + ", pending arrivals " +
          std::to_string(b.pending) + "/" + std::to_string(b.count) + ", tx " + std::to_string(b.tx) + ")";
 }
 
-inline std::string describe_waiters() {
+SYNTH_EMU_RT std::string describe_waiters() {
   State& s = S();
   std::map<std::string, int> by;
   for (int j = 0; j < s.nthreads; ++j) {
@@ -411,6 +490,7 @@ inline std::string describe_waiters() {
   for (auto& [w, n] : by) out += std::to_string(n) + " thread(s) at " + w + "; ";
   return out;
 }
+#endif
 
 
 // Warp-group collective: the 128th arrival performs `perform`; the others wait for it.
@@ -431,7 +511,8 @@ template <class Rec, class F> inline void wg_collective(const char* kind, Rec re
   block_until([&] { return w.gen != my; }, std::string("warp group ") + std::to_string(l / 128) + " " + kind);
 }
 
-inline void run_op(Op& op) {
+#ifndef SYNTH_EMU_SM90_LINKED
+SYNTH_EMU_RT void run_op(Op& op) {
   State& s = S();
   s.stat_wgmma++;
   for (auto [d, which] : {std::pair<uint64_t, const char*>{op.da, "A"}, {op.db, "B"}})
@@ -457,7 +538,7 @@ inline void run_op(Op& op) {
 }
 
 // a copy in flight into [lo, hi) of CTA cta (the current thread's by default)
-inline bool overlaps_copy(uint32_t lo, uint32_t hi, int cta = -1) {
+SYNTH_EMU_RT bool overlaps_copy(uint32_t lo, uint32_t hi, int cta) {
   if (cta < 0) cta = my_cta();
   lo = gkey(lo, cta); hi = gkey(hi, cta);
   for (auto& c : S().copies) {
@@ -466,6 +547,7 @@ inline bool overlaps_copy(uint32_t lo, uint32_t hi, int cta = -1) {
   }
   return false;
 }
+#endif
 
 }  // namespace synth_emu
 
@@ -473,7 +555,8 @@ inline bool overlaps_copy(uint32_t lo, uint32_t hi, int cta = -1) {
 
 inline uint32_t synth_smem_u32(const void* p) { return synth_emu::smem_u32(p); }
 
-inline void synth_syncthreads() {  // the calling thread's CTA
+#ifndef SYNTH_EMU_SM90_LINKED
+SYNTH_EMU_RT void synth_syncthreads() {  // the calling thread's CTA
   using namespace synth_emu;
   State& s = S();
   Cta& c = s.ctas[my_cta()];
@@ -482,7 +565,7 @@ inline void synth_syncthreads() {  // the calling thread's CTA
   block_until([&] { return c.sync_gen != my; }, "__syncthreads");
 }
 
-inline void synth_mbar_init(uint32_t a, unsigned n) {
+SYNTH_EMU_RT void synth_mbar_init(uint32_t a, unsigned n) {
   using namespace synth_emu;
   check_shared(a, 8);
   if (a % 8) fail("fault", "misaligned mbarrier");
@@ -493,10 +576,10 @@ inline void synth_mbar_init(uint32_t a, unsigned n) {
   progress();
 }
 // the kernel names its barriers for the emulator's reports (not part of the CUDA API)
-inline void synth_emu_name_barrier(uint32_t a, const char* name, int slot) {
+SYNTH_EMU_RT void synth_emu_name_barrier(uint32_t a, const char* name, int slot) {
   synth_emu::S().bar_names[synth_emu::gkey(a)] = std::string(name) + "[" + std::to_string(slot) + "]";
 }
-inline void synth_mbar_inval(uint32_t a) {
+SYNTH_EMU_RT void synth_mbar_inval(uint32_t a) {
   using namespace synth_emu;
   bar_at(a, "mbarrier.inval");
   for (auto& c : S().copies)
@@ -508,21 +591,20 @@ inline void synth_mbar_inval(uint32_t a) {
 }
 // fence.mbarrier_init.release.cluster: the calling thread's inits so far are released to the cluster (they
 // become visible to the peers at the next cluster barrier)
-inline void synth_fence_mbarrier_init() {
+SYNTH_EMU_RT void synth_fence_mbarrier_init() {
   using namespace synth_emu;
   State& s = S();
   for (auto it = s.bars.lower_bound(gkey(0)); it != s.bars.end() && int(it->first >> CTA_SHIFT) == my_cta(); ++it)
     if (it->second.init && it->second.init_thread == s.cur) it->second.fenced = true;
   yield_point();
 }
-inline void synth_emu_protocol_error(const std::string& msg);
-inline void synth_fence_proxy_async() {
+SYNTH_EMU_RT void synth_fence_proxy_async() {
   auto& s = synth_emu::S();
   s.th[s.cur].proxy_fence = ++s.stamp;
   synth_emu::yield_point();
 }
 // st.shared.v2.f32 (generic proxy): recorded per word, so that a TMA store reading it can ask for the fence
-inline void synth_st_shared_f32x2(uint32_t a, float x, float y) {
+SYNTH_EMU_RT void synth_st_shared_f32x2(uint32_t a, float x, float y) {
   using namespace synth_emu;
   State& s = S();
   check_shared(a, 8);
@@ -531,6 +613,7 @@ inline void synth_st_shared_f32x2(uint32_t a, float x, float y) {
   for (uint32_t w = 0; w < 2; ++w) s.swrites[sw_index(a) + w] = {s.cur, ++s.stamp};
   yield_point();
 }
+#endif
 namespace synth_emu {
 // float -> f16 / bf16 bits, rounded to nearest even (as __floats2half2_rn and __floats2bfloat162_rn)
 inline uint16_t float_to_half(float f) {
@@ -542,7 +625,8 @@ inline uint16_t float_to_bf16(float f) {
   if ((u & 0x7FFFFFFFu) > 0x7F800000u) return uint16_t((u >> 16) | 0x40);  // NaN stays NaN
   return uint16_t((u + 0x7FFFu + ((u >> 16) & 1u)) >> 16);
 }
-inline void st_shared_pair16(uint32_t a, uint16_t x, uint16_t y) {
+#ifndef SYNTH_EMU_SM90_LINKED
+SYNTH_EMU_RT void st_shared_pair16(uint32_t a, uint16_t x, uint16_t y) {
   State& s = S();
   check_shared(a, 4);
   if (a & 3) fail("fault", "misaligned st.shared.b32");
@@ -550,6 +634,7 @@ inline void st_shared_pair16(uint32_t a, uint16_t x, uint16_t y) {
   s.swrites[sw_index(a)] = {s.cur, ++s.stamp};
   yield_point();
 }
+#endif
 }  // namespace synth_emu
 // st.shared.b32 of two f16 / bf16 values (generic proxy), recorded per word as st.shared.v2.f32 is
 inline void synth_st_shared_f16x2(uint32_t a, float x, float y) {
@@ -569,7 +654,8 @@ inline void synth_st_global_bf16(void* p, float v) {
   std::memcpy(p, &h, 2);
 }
 // cp.async.bulk.tensor.2d.global.shared::cta.bulk_group: f32, f16 or bf16 elements, no swizzle (the C map)
-inline void synth_tma_store_2d(const CUtensorMap* map, uint32_t src, int c0, int c1) {
+#ifndef SYNTH_EMU_SM90_LINKED
+SYNTH_EMU_RT void synth_tma_store_2d(const CUtensorMap* map, uint32_t src, int c0, int c1) {
   using namespace synth_emu;
   State& s = S();
   // cuTensorMapEncodeTiled encodes no map whose base or row stride is not a multiple of 16 bytes: the host then
@@ -595,17 +681,19 @@ inline void synth_tma_store_2d(const CUtensorMap* map, uint32_t src, int c0, int
   s.th[s.cur].bulk_open.push_back(std::move(st));
   yield_point();
 }
-inline void synth_bulk_commit() {
+SYNTH_EMU_RT void synth_bulk_commit() {
   auto& s = synth_emu::S();
   auto& th = s.th[s.cur];
   th.bulk_groups.push_back(std::move(th.bulk_open));
   th.bulk_open.clear();
   synth_emu::yield_point();
 }
+#endif
 namespace synth_emu {
 // a bulk group's stores read their boxes (now: as late as allowed), write global memory (clipped to the
 // tensor's extent) and poison what they read; a box that changed since its store was issued is a race
-inline void complete_bulk_group(Thread& th) {
+#ifndef SYNTH_EMU_SM90_LINKED
+SYNTH_EMU_RT void complete_bulk_group(Thread& th) {
   State& s = S();
   std::vector<Store> g = std::move(th.bulk_groups.front());
   th.bulk_groups.erase(th.bulk_groups.begin());
@@ -629,6 +717,7 @@ inline void complete_bulk_group(Thread& th) {
   }
   progress();
 }
+#endif
 }  // namespace synth_emu
 template <int N> inline void synth_bulk_wait_read() {
   auto& s = synth_emu::S();
@@ -637,14 +726,15 @@ template <int N> inline void synth_bulk_wait_read() {
   synth_emu::yield_point();
 }
 
-inline void synth_mbar_expect_tx(uint32_t b, uint32_t bytes) {
+#ifndef SYNTH_EMU_SM90_LINKED
+SYNTH_EMU_RT void synth_mbar_expect_tx(uint32_t b, uint32_t bytes) {
   using namespace synth_emu;
   MBar& m = bar_at(b, "mbarrier.expect_tx");
   m.tx += bytes;
   progress();
   yield_point();
 }
-inline void synth_mbar_arrive(uint32_t b) {
+SYNTH_EMU_RT void synth_mbar_arrive(uint32_t b) {
   using namespace synth_emu;
   MBar& m = bar_at(b, "mbarrier.arrive");
   S().stat_arrivals++;
@@ -653,7 +743,7 @@ inline void synth_mbar_arrive(uint32_t b) {
   progress();
   yield_point();
 }
-inline void synth_mbar_arrive_expect_tx(uint32_t b, uint32_t bytes) {
+SYNTH_EMU_RT void synth_mbar_arrive_expect_tx(uint32_t b, uint32_t bytes) {
   using namespace synth_emu;
   MBar& m = bar_at(b, "mbarrier.arrive.expect_tx");
   m.tx += bytes;
@@ -663,7 +753,7 @@ inline void synth_mbar_arrive_expect_tx(uint32_t b, uint32_t bytes) {
   progress();
   yield_point();
 }
-inline void synth_mbar_wait(uint32_t a, uint32_t parity) {
+SYNTH_EMU_RT void synth_mbar_wait(uint32_t a, uint32_t parity) {
   using namespace synth_emu;
   State& s = S();
   bar_at(a, "mbarrier.try_wait");
@@ -682,7 +772,7 @@ inline void synth_mbar_wait(uint32_t a, uint32_t parity) {
   yield_point();
 }
 
-inline void synth_tma_load_2d(uint32_t d, const CUtensorMap* map, int c0, int c1, uint32_t a) {
+SYNTH_EMU_RT void synth_tma_load_2d(uint32_t d, const CUtensorMap* map, int c0, int c1, uint32_t a) {
   using namespace synth_emu;
   State& s = S();
   bar_at(a, "cp.async.bulk.tensor");
@@ -698,9 +788,10 @@ inline void synth_tma_load_2d(uint32_t d, const CUtensorMap* map, int c0, int c1
   yield_point();
 }
 
-inline void synth_wgmma_fence() {
+SYNTH_EMU_RT void synth_wgmma_fence() {
   synth_emu::wg_collective("wgmma.fence", [](synth_emu::WG&, int) {}, [](synth_emu::WG&) {});
 }
+#endif
 
 template <int N> inline void synth_wgmma_issue(float* d, uint64_t da, uint64_t db, bool bf16) {
   using namespace synth_emu;
@@ -732,7 +823,8 @@ SYNTH_WGMMA_SHAPE(256)
 // A test-only stand-in for a warp group's wgmma (docs/emulator.md, "Starved threads"): THIS thread's
 // accumulators from shared memory now, as plain per-thread reads with no warp-group convergence (the shape
 // of a consumer that reads its slot with ld.shared instead of wgmma)
-inline void synth_emu_plain_mma(float* d, uint64_t da, uint64_t db, int n, bool bf16) {
+#ifndef SYNTH_EMU_SM90_LINKED
+SYNTH_EMU_RT void synth_emu_plain_mma(float* d, uint64_t da, uint64_t db, int n, bool bf16) {
   using namespace synth_emu;
   yield_point();
   const int t = local_tid(S().cur) % 128;
@@ -751,11 +843,11 @@ inline void synth_emu_plain_mma(float* d, uint64_t da, uint64_t db, int n, bool 
   }
 }
 
-inline void synth_wgmma_commit() {
+SYNTH_EMU_RT void synth_wgmma_commit() {
   using namespace synth_emu;
   wg_collective("wgmma.commit_group", [](WG&, int) {}, [](WG& w) { w.committed.push_back(w.open); w.open.clear(); });
 }
-inline void synth_wgmma_wait(int n) {
+SYNTH_EMU_RT void synth_wgmma_wait(int n) {
   using namespace synth_emu;
   if (n < 0) fail("fault", "wgmma.wait_group with a negative count " + std::to_string(n));
   wg_collective("wgmma.wait_group",
@@ -771,11 +863,13 @@ inline void synth_wgmma_wait(int n) {
                   }
                 });
 }
+#endif
 template <int N> inline void synth_wgmma_wait_n() { synth_wgmma_wait(N); }
 template <int R> inline void synth_setmaxnreg_dec() { synth_emu::yield_point(); }
 template <int R> inline void synth_setmaxnreg_inc() { synth_emu::yield_point(); }
 
-inline float synth_shfl_xor(float v, int mask) {
+#ifndef SYNTH_EMU_SM90_LINKED
+SYNTH_EMU_RT float synth_shfl_xor(float v, int mask) {
   using namespace synth_emu;
   State& s = S();
   Warp& w = s.warps[warp_index(s.cur)];
@@ -790,6 +884,7 @@ inline float synth_shfl_xor(float v, int mask) {
   block_until([&] { return w.gen != my; }, "shfl.sync of warp " + std::to_string(local_tid(s.cur) / 32));
   return w.res[lane];
 }
+#endif
 // a warp-uniform value (CUDA: broadcast from lane 0); the kernel passes one value per warp
 inline int synth_uniform(int v) { return v; }
 inline uint32_t synth_pinned_uniform(uint32_t v) { return v; }
@@ -800,7 +895,8 @@ inline void synth_stg4(float* p, float a, float b, float c, float d) {
 inline void synth_pin_u64(const uint64_t&) {}
 inline int synth_block_linear() { return int(synth_emu::block_linear_of(synth_emu::my_cta())); }
 // bar.red.or.pred id, n, p: the named barrier of n threads, returning the OR of their predicates
-inline bool synth_bar_red_or(int id, int n, bool p) {
+#ifndef SYNTH_EMU_SM90_LINKED
+SYNTH_EMU_RT bool synth_bar_red_or(int id, int n, bool p) {
   using namespace synth_emu;
   State& s = S();
   if (id <= 0 || id > 15 || n <= 0 || n % 32 || n > s.tpc) fail("fault", "bad named barrier (id 1..15, n a multiple of 32)");
@@ -817,19 +913,21 @@ inline bool synth_bar_red_or(int id, int n, bool p) {
   block_until([&] { return s.named[key].gen != my; }, "bar.sync " + std::to_string(id));
   return s.named[key].result;
 }
+#endif
 inline void synth_bar_sync(int id, int n) { synth_bar_red_or(id, n, false); }
-inline void synth_threadfence() {
+#ifndef SYNTH_EMU_SM90_LINKED
+SYNTH_EMU_RT void synth_threadfence() {
   auto& s = synth_emu::S();
   s.unfenced[s.cur] = 0; s.fence_mark[s.cur] = s.acquires;
   synth_emu::yield_point();
 }
-inline void synth_emu_protocol_error(const std::string& msg) {
+SYNTH_EMU_RT void synth_emu_protocol_error(const std::string& msg) {
   auto& s = synth_emu::S();
   if (s.stat_protocol_errors++ == 0) synth_emu::fail("protocol", msg);
 }
 // st.global.cg.v4.f32: other blocks may read the bytes once this block published them (a fence in
 // every storing thread, then an atomicAdd on a counter) and they observed that count (then a fence)
-inline void synth_st_cg_f32x4(float* p, float a, float b, float c, float d) {
+SYNTH_EMU_RT void synth_st_cg_f32x4(float* p, float a, float b, float c, float d) {
   auto& s = synth_emu::S();
   if (reinterpret_cast<uintptr_t>(p) & 15) synth_emu::fail("fault", "misaligned st.global.cg");
   p[0] = a; p[1] = b; p[2] = c; p[3] = d;
@@ -838,7 +936,7 @@ inline void synth_st_cg_f32x4(float* p, float a, float b, float c, float d) {
   s.unfenced[s.cur]++;
   synth_emu::yield_point();
 }
-inline void synth_ld_cg_f32x4(float* r, const float* p) {
+SYNTH_EMU_RT void synth_ld_cg_f32x4(float* r, const float* p) {
   auto& s = synth_emu::S();
   if (reinterpret_cast<uintptr_t>(p) & 15) synth_emu::fail("fault", "misaligned ld.global.cg");
   auto it = s.gstores.find(reinterpret_cast<uintptr_t>(p));
@@ -857,7 +955,7 @@ inline void synth_ld_cg_f32x4(float* r, const float* p) {
   r[0] = p[0]; r[1] = p[1]; r[2] = p[2]; r[3] = p[3];
   synth_emu::yield_point();
 }
-inline unsigned synth_atomic_add_u32(unsigned* p, unsigned v) {
+SYNTH_EMU_RT unsigned synth_atomic_add_u32(unsigned* p, unsigned v) {
   auto& s = synth_emu::S();
   if (reinterpret_cast<uintptr_t>(p) & 3) synth_emu::fail("fault", "misaligned atomicAdd");
   bool fenced = true;
@@ -879,7 +977,7 @@ inline unsigned synth_atomic_add_u32(unsigned* p, unsigned v) {
   return old;
 }
 // ld.acquire.gpu.u32: adversarially the oldest value of the counter this thread has not seen yet
-inline unsigned synth_ld_acquire_u32(const unsigned* p) {
+SYNTH_EMU_RT unsigned synth_ld_acquire_u32(const unsigned* p) {
   auto& s = synth_emu::S();
   if (reinterpret_cast<uintptr_t>(p) & 3) synth_emu::fail("fault", "misaligned ld.acquire");
   auto& h = s.history[reinterpret_cast<uintptr_t>(p)];
@@ -900,6 +998,7 @@ inline unsigned synth_ld_acquire_u32(const unsigned* p) {
   synth_emu::yield_point();
   return value;
 }
+#endif
 inline float4 synth_ldg4(const float* p) {
   if (reinterpret_cast<uintptr_t>(p) & 15) synth_emu::fail("fault", "misaligned 128-bit global load");
   return {p[0], p[1], p[2], p[3]};
@@ -909,12 +1008,13 @@ inline float4 synth_ldg4(const float* p) {
 
 namespace synth_emu {
 // A report about the cluster: kind "protocol" for a use of an exited CTA, "fault" otherwise
-[[noreturn]] inline void cluster_fail(const std::string& kind, const std::string& msg) { fail(kind, msg); }
+#ifndef SYNTH_EMU_SM90_LINKED
+[[noreturn]] SYNTH_EMU_RT void cluster_fail(const std::string& kind, const std::string& msg) { fail(kind, msg); }
 
 // The barrier at shared address a of CTA d as a peer's remote operation `op` sees it: CTA d must not have
 // exited, the barrier must be initialized there, and its init visible to the cluster (the initializing
 // thread's fence.mbarrier_init, then a completed cluster barrier)
-inline MBar& remote_bar(int d, uint32_t a, const std::string& op) {
+SYNTH_EMU_RT MBar& remote_bar(int d, uint32_t a, const std::string& op) {
   State& s = S();
   const int me = my_cta();
   check_shared(a, 8);
@@ -934,25 +1034,27 @@ inline MBar& remote_bar(int d, uint32_t a, const std::string& op) {
   return it->second;
 }
 // decode a shared::cluster address (synth_mapa's, or a shared::cta address of the calling thread's CTA)
-inline void cluster_addr(uint32_t ca, int& rank, uint32_t& a) {
+SYNTH_EMU_RT void cluster_addr(uint32_t ca, int& rank, uint32_t& a) {
   if (ca < CLUSTER_WINDOW) { rank = my_cta(); a = ca; return; }
   rank = int(ca / CLUSTER_WINDOW) - 1; a = ca % CLUSTER_WINDOW;
   if (rank >= int(S().ctas.size()))
     fail("fault", cta_prefix(my_cta()) + "shared::cluster address of CTA rank " + std::to_string(rank) +
                       " outside the cluster of " + std::to_string(S().ctas.size()) + " CTA(s)");
 }
-inline void complete_cluster_sync() {
+SYNTH_EMU_RT void complete_cluster_sync() {
   State& s = S();
   s.cs_count = 0; s.cs_gen++; s.stat_cluster_syncs++;
   for (auto& [g, b] : s.bars) if (b.init && b.fenced) b.visible = true;  // released inits: now cluster-visible
   progress();
 }
+#endif
 }  // namespace synth_emu
 
 // %cluster_ctarank
 inline uint32_t synth_cluster_ctarank() { return uint32_t(synth_emu::my_cta()); }
 // mapa.shared::cluster.u32: the shared::cluster address of local shared address a in CTA `rank`
-inline uint32_t synth_mapa(uint32_t a, uint32_t rank) {
+#ifndef SYNTH_EMU_SM90_LINKED
+SYNTH_EMU_RT uint32_t synth_mapa(uint32_t a, uint32_t rank) {
   using namespace synth_emu;
   if (rank >= S().ctas.size())
     fail("fault", cta_prefix(my_cta()) + "mapa to CTA rank " + std::to_string(rank) + " outside the cluster of " +
@@ -963,7 +1065,7 @@ inline uint32_t synth_mapa(uint32_t a, uint32_t rank) {
   return (rank + 1) * CLUSTER_WINDOW + a;
 }
 // mbarrier.arrive.release.cluster.shared::cluster.b64: an arrive on the barrier of the CTA the address names
-inline void synth_mbar_arrive_cluster(uint32_t ca) {
+SYNTH_EMU_RT void synth_mbar_arrive_cluster(uint32_t ca) {
   using namespace synth_emu;
   State& s = S();
   int d; uint32_t a;
@@ -979,7 +1081,7 @@ inline void synth_mbar_arrive_cluster(uint32_t ca) {
 // cp.async.bulk.tensor.2d.shared::cluster.global.tile.mbarrier::complete_tx::bytes.multicast::cluster: one copy
 // in flight per CTA of the mask, each poisoning its box at issue and landing (complete_tx of the box's bytes on
 // that CTA's barrier at offset bar) as late as that CTA's waiter allows, independently of the others
-inline void synth_tma_load_2d_multicast(uint32_t d, const CUtensorMap* map, int c0, int c1, uint32_t bar,
+SYNTH_EMU_RT void synth_tma_load_2d_multicast(uint32_t d, const CUtensorMap* map, int c0, int c1, uint32_t bar,
                                         uint16_t mask) {
   using namespace synth_emu;
   State& s = S();
@@ -1013,18 +1115,20 @@ inline void synth_tma_load_2d_multicast(uint32_t d, const CUtensorMap* map, int 
   yield_point();
 }
 // barrier.cluster.arrive.release + barrier.cluster.wait.acquire: every live thread of every CTA of the cluster
-inline void synth_cluster_sync() {
+SYNTH_EMU_RT void synth_cluster_sync() {
   using namespace synth_emu;
   State& s = S();
   long my = s.cs_gen;
   if (++s.cs_count >= s.live) { complete_cluster_sync(); yield_point(); return; }
   block_until([&] { return s.cs_gen != my; }, "barrier.cluster.wait");
 }
+#endif
 
 namespace synth_emu {
 
 // a CTA whose threads are all done: its shared memory is gone; a peer's copy still in flight into it is reported
-inline void cta_exits(int r) {
+#ifndef SYNTH_EMU_SM90_LINKED
+SYNTH_EMU_RT void cta_exits(int r) {
   State& s = S();
   s.ctas[r].exited = true;
   if (!clustered()) return;
@@ -1034,7 +1138,7 @@ inline void cta_exits(int r) {
                        "(completing on " + bar_label(c.bar) + "): its peer still writes its shared memory");
 }
 
-inline void trampoline() {
+SYNTH_EMU_RT void trampoline() {
   State& s = S();
   s.body();
   s.th[s.cur].done = true;
@@ -1051,7 +1155,7 @@ inline void trampoline() {
 // Run the CTAs of one cluster together (blocks[r]: the block index of the CTA of rank r), each of `threads`
 // threads; false on a hang or fault (S().kind, S().failure). order: 0 forward, 1 reverse, 2 + seed: a random
 // thread at every switch (seeded, deterministic), 100000 starve, 100001 + R: CTA R's threads first
-inline bool run_cluster(const std::vector<synth_dim3>& blocks, int threads, int order, std::function<void()> body) {
+SYNTH_EMU_RT bool run_cluster(const std::vector<synth_dim3>& blocks, int threads, int order, std::function<void()> body) {
   const bool starve = order == 100000;  // the harness's code of order "starve"
   const int prefer = order > 100000 ? order - 100001 : -1;  // orders "ctaR_first"
   if (starve || prefer >= 0) order = 0;
@@ -1101,8 +1205,9 @@ inline bool run_cluster(const std::vector<synth_dim3>& blocks, int threads, int 
 }
 
 // Run one block of `threads` threads (a cluster of one CTA)
-inline bool run_block(synth_dim3 block, int threads, int order, std::function<void()> body) {
+SYNTH_EMU_RT bool run_block(synth_dim3 block, int threads, int order, std::function<void()> body) {
   return run_cluster({block}, threads, order, std::move(body));
 }
+#endif
 
 }  // namespace synth_emu

@@ -4,11 +4,14 @@ Input: a ``kernel.cu`` written by :func:`synth.emit.sm90.kernel.emit_sm90_kernel
 nvcc compiles), a shape and a scheduling order. Output: :class:`Sm90Result` with C, the
 comparison with numpy and what the emulator saw (a hang is reported as such, with the waiting
 threads' barriers and parities). A cluster kernel (``SYNTH_CLUSTER_M`` / ``SYNTH_CLUSTER_N``) runs each
-cluster's CTAs together (docs/emulator.md, "Clusters"). The binary is compiled with ``g++ -std=c++20 -O2
--DSYNTH_EMULATE`` and cached under ``$SYNTH_EMU_CACHE/sm90`` (default ``~/.cache/synth/emu``) by the
-hash of the kernel, the runtime sources and the compiler; shapes and orders are run-time inputs. A build
-(20 s to over a minute) says so in one line on stderr unless ``$SYNTH_EMU_QUIET`` is set
-(:func:`synth.emit.emulate.build_notice`).
+cluster's CTAs together (docs/emulator.md, "Clusters"). The emulator proper (``runtime/sm90_runtime.cpp``: the
+functions ``synth_emu_sm90.h`` declares as its runtime) is compiled once into an object, and each kernel's binary
+is ``sm90_harness.cpp`` with the kernel, compiled against the runtime's declarations only and linked with it
+(:func:`runtime_object`, :func:`binary`), with ``g++ -std=c++20 -O2 -DSYNTH_EMULATE``. Both are cached under
+``$SYNTH_EMU_CACHE/sm90`` (default ``~/.cache/synth/emu``) by the hash of what goes into them (the kernel, the
+runtime sources, the compiler and its flags), built by one process at a time (the others wait for it, then use it)
+and written under a temporary name renamed into place; shapes and orders are run-time inputs. A build says so in
+one line on stderr unless ``$SYNTH_EMU_QUIET`` is set (:func:`synth.emit.emulate.build_notice`).
 """
 
 from __future__ import annotations
@@ -27,11 +30,15 @@ from typing import Optional
 import numpy as np
 
 from ...expr import evaluate, parse
-from ..emulate import EmulatorError, build_notice, cache_dir, describe_kernel
+from ..emulate import EmulatorError, build_lock, build_notice, cache_dir, describe_kernel
 from .kernel import KERNEL
 
 RUNTIME = pathlib.Path(__file__).resolve().parent.parent / "runtime"
-SOURCES = ("synth_emu_sm90.h", "sm90_harness.cpp")
+SOURCES = ("synth_emu_sm90.h", "sm90_harness.cpp", "sm90_runtime.cpp")
+RUNTIME_SOURCES = ("synth_emu_sm90.h", "sm90_runtime.cpp")
+"""What the runtime object is compiled from (its cache key, with the compiler and :data:`CXXFLAGS`)."""
+CXXFLAGS = ("-std=c++20", "-O2", "-DSYNTH_EMULATE", "-w")
+"""g++ flags of the runtime object and of every kernel's binary (the same: the two link together)."""
 ORDERS = ("forward", "reverse", "random", "starve", "cta0_first", "cta1_first")
 """Thread orders: round robin with the producer warp group first, or the consumers first, or a random
 thread at every switch (seeded by ``seed``: deterministic), or round robin with thread 1 of every consumer
@@ -90,30 +97,77 @@ def bf16_value(bits: np.ndarray) -> np.ndarray:
     return (bits.astype(np.uint32) << 16).view(np.float32)
 
 
-def binary(kernel_cu: str) -> pathlib.Path:
-    """The emulator binary of ``kernel_cu`` (compiled once, cached)."""
+def _gxx() -> str:
     gxx = shutil.which("g++")
     if gxx is None:
         raise EmulatorError("g++ is not on PATH", "install g++ (C++20)")
+    return gxx
+
+
+def _compiler_id(gxx: str) -> str:
+    """The compiler as a cache key: its path and the size and time of the file it resolves to (an upgraded g++ at
+    the same path builds anew)."""
+    try:
+        st = os.stat(os.path.realpath(gxx))
+        return f"{gxx} {st.st_size} {st.st_mtime_ns}"
+    except OSError:
+        return gxx
+
+
+def _key(*parts: str) -> str:
     h = hashlib.sha256()
-    for part in (kernel_cu, *(str((RUNTIME / s).read_text()) for s in SOURCES), gxx):
+    for part in parts:
         h.update(part.encode())
         h.update(b"\0")
+    return h.hexdigest()[:24]
+
+
+def _compile(cmd: list[str], what: str) -> None:
+    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=600)
+    if proc.returncode:
+        raise EmulatorError(f"g++ failed on {what}:\n{proc.stderr[-3000:]}", "fix the kernel source")
+
+
+def runtime_object() -> pathlib.Path:
+    """The compiled ``runtime/sm90_runtime.cpp`` (the emulator proper, which every kernel's binary links with): built
+    once per version of :data:`RUNTIME_SOURCES`, compiler and :data:`CXXFLAGS`, and cached."""
+    gxx = _gxx()
     d = cache_dir() / "sm90"
+    key = _key(*((RUNTIME / s).read_text() for s in RUNTIME_SOURCES), " ".join(CXXFLAGS), _compiler_id(gxx))
+    obj = d / f"runtime-{key}.o"
+    if obj.exists():
+        return obj
     d.mkdir(parents=True, exist_ok=True)
-    exe = d / f"gemm-{h.hexdigest()[:24]}"
+    with build_lock(obj):
+        if not obj.exists():  # another process built it while this one waited
+            build_notice("the sm_90a emulator runtime (10 s to a minute)", "every sm_90a kernel", d)
+            tmp = obj.with_name(f"{obj.name}.{os.getpid()}.tmp")
+            _compile([gxx, *CXXFLAGS, f"-I{RUNTIME}", "-c", str(RUNTIME / "sm90_runtime.cpp"), "-o", str(tmp)],
+                     "the sm_90a emulator runtime")
+            os.replace(tmp, obj)  # atomic: no process sees a partial object
+    return obj
+
+
+def binary(kernel_cu: str) -> pathlib.Path:
+    """The emulator binary of ``kernel_cu`` (compiled once, cached): the harness and the kernel, linked with
+    :func:`runtime_object`."""
+    gxx = _gxx()
+    runtime = runtime_object()
+    d = cache_dir() / "sm90"
+    key = _key(kernel_cu, (RUNTIME / "sm90_harness.cpp").read_text(), runtime.name, " ".join(CXXFLAGS),
+               _compiler_id(gxx))
+    exe = d / f"gemm-{key}"
     if exe.exists():
         return exe
-    build_notice("the sm_90a emulator (20 s to over a minute)", describe_kernel(kernel_cu), d)
-    with tempfile.TemporaryDirectory(prefix="synth-sm90-") as tmp:
-        (pathlib.Path(tmp) / "kernel.cu").write_text(kernel_cu)
-        out = pathlib.Path(tmp) / "a.out"
-        cmd = [gxx, "-std=c++20", "-O2", "-DSYNTH_EMULATE", "-w", f"-I{tmp}", f"-I{RUNTIME}",
-               str(RUNTIME / "sm90_harness.cpp"), "-o", str(out)]
-        proc = subprocess.run(cmd, capture_output=True, text=True, timeout=600)
-        if proc.returncode:
-            raise EmulatorError(f"g++ failed on the sm_90a kernel:\n{proc.stderr[-3000:]}", "fix the kernel source")
-        os.replace(out, exe)
+    with build_lock(exe):
+        if not exe.exists():
+            build_notice("the sm_90a emulator binary (5 to 30 s)", describe_kernel(kernel_cu), d)
+            with tempfile.TemporaryDirectory(prefix="synth-sm90-") as tmp:
+                (pathlib.Path(tmp) / "kernel.cu").write_text(kernel_cu)
+                out = exe.with_name(f"{exe.name}.{os.getpid()}.tmp")
+                _compile([gxx, *CXXFLAGS, "-DSYNTH_EMU_SM90_LINKED", f"-I{tmp}", f"-I{RUNTIME}",
+                          str(RUNTIME / "sm90_harness.cpp"), str(runtime), "-o", str(out)], "the sm_90a kernel")
+                os.replace(out, exe)  # atomic
     return exe
 
 
@@ -243,5 +297,5 @@ def emulate_sm90(kernel_cu: str, M: int, N: int, K: int, *, order: str = "forwar
     return Sm90Result(C, ref, ok, info["kind"], info["message"], err, nan, stats)
 
 
-__all__ = ["emulate_sm90", "run_emulated", "Sm90Result", "binary", "ORDERS", "STARVE", "CTA_FIRST", "order_code",
+__all__ = ["emulate_sm90", "run_emulated", "Sm90Result", "binary", "runtime_object", "ORDERS", "STARVE", "CTA_FIRST", "order_code",
            "KERNEL", "bf16_bits", "bf16_value"]
