@@ -162,6 +162,7 @@ def _nested_statuses(r) -> list:
     if n is None:
         return []
     out = [o.status for _l, rep, _w in r.variant_reports for o in rep.obligations]
+    out += [o.status for _l, rep in getattr(r, "segment_reports", ()) for o in rep.obligations]
     for s in r.stores:
         out += [o.status for o in s.report.obligations]
         out += ["proven" if t.ok else "refuted" for t in s.threads if t.cls != "teardown"]

@@ -36,18 +36,19 @@ from synth.flow.hopper import choose_pipeline, kernel_config  # noqa: E402
 from synth.hopper.problem import HopperGemm  # noqa: E402
 from synth.run import cublas_ms  # noqa: E402
 from synth.verify.phases import verify_hopper  # noqa: E402
+from synth.lower.hopper_design import design_program
 
 TOL = {"f16": 1e-2, "bf16": 5e-2}
 
 
 def build(size: int, dtype: str, bm: int, bn: int):
     """(config, kernel.cu, seconds to choose, seconds to prove) of the Hopper flow for this GEMM."""
-    g = HopperGemm(f"bench-{size}-{dtype}-{bm}x{bn}", size, size, size, dtype, bm, bn)
+    g = HopperGemm.of(f"bench-{size}-{dtype}-{bm}x{bn}", size, size, size, dtype, bm, bn)
     t0 = time.perf_counter()
     choice = choose_pipeline(g)
     t1 = time.perf_counter()
     cfg = kernel_config(g, choice)
-    program = cfg.program()
+    program = design_program(cfg)
     report = verify_hopper(program)
     t2 = time.perf_counter()
     if not report.ok:

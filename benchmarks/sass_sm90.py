@@ -10,7 +10,7 @@ launch value; setmaxnreg targets from USETMAXREG are listed separately), shared 
 * CUTLASS 3.x: ``CollectiveBuilder`` with ``KernelTmaWarpSpecializedCooperative`` and
   ``KernelTmaWarpSpecializedPingpong``, f16 in, f32 accumulate and out, cluster 1x1x1, headers
   from the ``nvidia-cutlass`` wheel;
-* clusters (``--clusters``, on by default): synth's 2x1 cluster kernel (``Sm90Config(cluster="2x1")``: two CTAs
+* clusters (``--clusters``, on by default): synth's 2x1 cluster kernel (``KernelDesign.of(cluster="2x1")``: two CTAs
   of a tile column, each loading half of the B tile and multicasting it into both) beside CUTLASS 3.x cooperative
   built with ``ClusterShape<_2,_1,_1>`` (B multicast across the cluster's M) for the same tiles, with three more
   columns: the producer's UTMALDG per k-tile (plain + ``.MULTICAST``, in the innermost loop with UTMALDG and an
@@ -36,9 +36,10 @@ import sys
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 from synth.emit import sass  # noqa: E402
-from synth.emit.sm90.config import SMEM_LIMIT, Sm90Config  # noqa: E402
+from synth.hopper.kernel_design import SMEM_LIMIT, KernelDesign  # noqa: E402
 from synth.emit.sm90.kernel import emit_sm90_kernel  # noqa: E402
 from synth.emit.sm90.sass_mix import consumer_loop, figures  # noqa: E402
+from synth.lower.hopper_design import design_program
 
 FLAGS = ("-DNDEBUG",)
 
@@ -71,7 +72,7 @@ SCHEDULES = {"cooperative": ("KernelTmaWarpSpecializedCooperative", "TmaWarpSpec
 
 def synth_row(bm: int, bn: int, stages: int, persistent: bool = False, epilogue: str = "register",
               pingpong: bool = False) -> tuple[str, dict]:
-    cfg = Sm90Config(bm, bn, stages, 1, persistent=persistent, epilogue=epilogue, pingpong=pingpong)
+    cfg = KernelDesign.of(bm, bn, stages, 1, persistent=persistent, epilogue=epilogue, pingpong=pingpong)
     c = sass.compile_cuda(emit_sm90_kernel(cfg), "sm_90a", flags=FLAGS)
     f = figures(c, cfg.bk // 16 * cfg.row_blocks)
     f["smem"] = cfg.smem_bytes
@@ -84,10 +85,10 @@ def synth_solve_row(bm: int, bn: int, size: int = 4096) -> tuple[str, dict]:
     from synth.flow.hopper import choose_pipeline, kernel_config
     from synth.hopper.problem import HopperGemm
 
-    g = HopperGemm("bench", size, size, size, "f16", bm, bn)
+    g = HopperGemm.of("bench", size, size, size, "f16", bm, bn)
     choice = choose_pipeline(g)
     cfg = kernel_config(g, choice)
-    c = sass.compile_cuda(emit_sm90_kernel(cfg, cfg.program()), "sm_90a", flags=FLAGS)
+    c = sass.compile_cuda(emit_sm90_kernel(cfg, design_program(cfg)), "sm_90a", flags=FLAGS)
     f = figures(c, cfg.bk // 16 * cfg.row_blocks)
     f["smem"] = cfg.smem_bytes
     return f"synth solve {bm}x{bn}x64 (chose s{choice.stages} K_PIPE_MMAS {choice.k_pipe_mmas})", f
@@ -123,7 +124,7 @@ def synth_cluster_row(bm: int, bn: int, stages: int, cluster: str = "2x1") -> tu
     """synth's cluster kernel; ``(name, {"error": "not available: <reason>"})`` where the emitter cannot build it."""
     name = f"synth {bm}x{bn}x64 s{stages} K_PIPE_MMAS 1 cluster {cluster} ({'B' if cluster == '2x1' else 'A'} multicast)"
     try:
-        cfg = Sm90Config(bm, bn, stages, 1, cluster=cluster)
+        cfg = KernelDesign.of(bm, bn, stages, 1, cluster=cluster)
         text = emit_sm90_kernel(cfg)
     except (ValueError, NotImplementedError, TypeError) as exc:
         return name, {"error": f"not available: {str(exc).splitlines()[0][:100]}"}
@@ -210,7 +211,7 @@ def main(argv=None) -> int:
             continue
         rows.append(synth_row(bm, bn, stages, persistent=True))
         # the TMA-store epilogue's staging (2 x 8 KiB per consumer warp group) may cost a stage at 128x256
-        st = stages if Sm90Config(bm, bn, stages, 1, epilogue="tma_store").smem_bytes <= SMEM_LIMIT else stages - 1
+        st = stages if KernelDesign.of(bm, bn, stages, 1, epilogue="tma_store").smem_bytes <= SMEM_LIMIT else stages - 1
         rows.append(synth_row(bm, bn, st, persistent=True, epilogue="tma_store"))
         if bm == 128:  # ping-pong: two warp groups with a 64-row tile each, the same 128 rows in flight
             rows.append(synth_row(64, bn, stages, persistent=True, pingpong=True))

@@ -40,6 +40,7 @@ import signal
 import sys
 import tempfile
 import time
+from synth.lower.hopper_design import design_program
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
@@ -227,12 +228,12 @@ def ctrl_c_cp_sat() -> float:
 
 @check("verify_hopper: whole-call deadline 0.3 s, returned after", 2.0, "s")
 def hopper_deadline() -> float:
-    from synth.emit.sm90.config import Sm90Config
+    from synth.hopper.kernel_design import KernelDesign
     from synth.verify import phases
     from synth.verify.phases import verify_hopper
 
     # a program whose proof takes seconds, none of it done before (the prover reuses what this process proved)
-    p = Sm90Config(bm=64, bn=16, stages=16, k_pipe_mmas=1, cluster="2x1").program()
+    p = design_program(KernelDesign.of(bm=64, bn=16, stages=16, k_pipe_mmas=1, cluster="2x1"))
     for memo in ("_PROVEN", "_VIEWS"):
         getattr(phases, memo, {}).clear()
     t0 = time.monotonic()
@@ -243,11 +244,11 @@ def hopper_deadline() -> float:
 
 @check("trusted: the 5-stage two-consumer program accepted", 30.0, "s")
 def trusted_five_stage() -> float:
-    from synth.emit.sm90.config import Sm90Config
+    from synth.hopper.kernel_design import KernelDesign
     from synth.hopper.ir import dumps
     from synth.trusted.hopper import check_hopper_program
 
-    p = Sm90Config(bm=128, stages=5, k_pipe_mmas=1).program()
+    p = design_program(KernelDesign.of(bm=128, stages=5, k_pipe_mmas=1))
     t0 = time.monotonic()
     r = check_hopper_program(dumps(p).encode("utf-8"), timeout_s=30)
     assert r.ok, r.render()

@@ -37,6 +37,7 @@ import os
 from typing import Callable, Optional, Union
 
 from .errors import Loc, SynthError
+from .lower.hopper_design import design_program
 
 Progress = Callable[[str, int, int], None]
 
@@ -114,7 +115,7 @@ def lower(problem, schedule=None):
             from .hopper.loop import HopperChoice
 
             schedule = HopperChoice(p.stages, p.k_pipe_mmas, p.consumers, 0, p.smem_bytes(p.stages), "pinned")
-        return kernel_config(p, schedule).program()
+        return design_program(kernel_config(p, schedule))
     graph = build_graph(p)
     if schedule is None:
         if p.gemm is not None and p.pins.stage is None:

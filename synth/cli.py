@@ -442,10 +442,10 @@ def _hopper_design_json(result) -> dict:
     """The design of a Hopper solve for the JSON: persistent, pingpong, epilogue, cluster, out_dtype, split_k, the
     keys the problem left ``auto`` and, for those, each candidate's prediction (µs)."""
     # here, not at the top: a command's layers load when it runs (synth --help and synth run stay light)
-    from .hopper.design import design_of
+    from .hopper.design import design_json
 
     g = result.problem
-    doc = {**design_of(g).to_json(), "out_dtype": g.out_dtype, "split_k": g.split_k, "auto": list(g.auto)}
+    doc = {**design_json(g.design), "out_dtype": g.out_dtype, "split_k": g.split_k, "auto": list(g.auto)}
     if result.design is not None:
         doc["predicted_us"] = dict(result.design.predicted_us)
         doc["status"] = result.design.status

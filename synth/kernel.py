@@ -43,6 +43,8 @@ import numpy as np
 
 from .emit.launch import INT_MAX, Launch, Param, gemm_launch  # INT_MAX: M, N and K are passed as C ``int``
 from .errors import Loc, SynthError
+from .lower.hopper_design import design_program
+from .lower.hopper_design import design_store_program
 
 BACKENDS = ("auto", "cuda", "emulator")
 GPU_LIBRARIES = ("cuda-python", "pycuda")
@@ -894,7 +896,7 @@ def _load_hopper(out: str, problem, files: dict[str, bytes], source: str, backen
     except Exception as exc:  # noqa: BLE001 - any malformed document: it is not synth's lowering
         raise SynthError(Loc(ppath), f"program.json does not read back as a Hopper program: {exc!s}",
                          "re-run 'synth solve'") from None
-    if program != cfg.program():
+    if program != design_program(cfg):
         raise SynthError(Loc(ppath), "program.json is not the lowering of problem.yaml under schedule.json "
                          "(edited, or from another folder)", "re-run 'synth solve'; 'synth verify' checks an "
                          "edited program on its own")
@@ -927,7 +929,7 @@ def _check_hopper_parts(out: str, cfg) -> None:
 
         for n, odd in (("even", False), ("odd", True)):
             want[f"order/{n}/program.json"] = dumps(order_program(odd))
-    store = cfg.store_program()
+    store = design_store_program(cfg)
     if store is not None:
         # here, not at the top: the light runtime loads what this folder's kernel needs, when it needs it
         from .program import dumps as program_dumps

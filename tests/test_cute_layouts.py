@@ -29,7 +29,7 @@ import pytest
 from conftest import gxx_build
 from gemm_fixtures import emitted_kernel
 from synth.emit.emulate import Buf, compile_and_run
-from synth.emit.sm90.config import Sm90Config
+from synth.hopper.kernel_design import KernelDesign
 from synth.emit.sm90.emulate import run_emulated
 from synth.emit.sm90.kernel import emit_sm90_kernel
 
@@ -261,7 +261,7 @@ def test_gmma_accumulator_layout_matches_cute(cute, sm90_probe):
         assert g == cute["gmma_c"][str(n)], n
 
 
-@pytest.mark.parametrize("cfg", [Sm90Config(), Sm90Config(bm=64, bn=48, stages=2, dtype="bf16")],
+@pytest.mark.parametrize("cfg", [KernelDesign.of(), KernelDesign.of(bm=64, bn=48, stages=2, dtype="bf16")],
                          ids=lambda c: f"{c.bm}x{c.bn}{c.dtype}")
 def test_kernel_wgmma_instruction_is_cutes(cute, cfg):
     """The emulator reads operands as K-major, unscaled and untransposed and accumulates into D; the
@@ -292,23 +292,23 @@ def test_kernel_tma_instruction_is_cutes():
     ``.tile``, and asks for no L2 cache hint (CuTe passes one, its default being evict-normal)."""
     import re
 
-    text = emit_sm90_kernel(Sm90Config())
+    text = emit_sm90_kernel(KernelDesign.of())
     (ours,) = set(re.findall(r'"(cp\.async\.bulk\.tensor[^ "]*)', text))
     cutes = _cute_asm("copy_sm90_tma.hpp", "SM90_TMA_LOAD_2D", "cp.async.bulk.tensor.2d.shared::cluster")
     assert set(ours.split(".")) - {"tile"} == set(cutes.split(".")) - {"L2::cache_hint"}, (ours, cutes)
 
 
-CONFIGS = [Sm90Config(bm=128, bn=128, stages=4), Sm90Config(bm=128, bn=64, stages=3)]
-SLOW_CONFIGS = [Sm90Config(bm=64, bn=256, stages=3), Sm90Config(bm=128, bn=48, stages=2, dtype="bf16")]
+CONFIGS = [KernelDesign.of(bm=128, bn=128, stages=4), KernelDesign.of(bm=128, bn=64, stages=3)]
+SLOW_CONFIGS = [KernelDesign.of(bm=64, bn=256, stages=3), KernelDesign.of(bm=128, bn=48, stages=2, dtype="bf16")]
 
 
-def _cute_config(cute, cfg: Sm90Config) -> dict:
+def _cute_config(cute, cfg: KernelDesign) -> dict:
     (c,) = [c for c in cute["configs"] if (c["bm"], c["bn"], c["stages"], c["dtype"]) ==
             (cfg.bm, cfg.bn, cfg.stages, cfg.dtype)]
     return c
 
 
-def _check_descriptors(cute, sm90_probe, cfg: Sm90Config) -> None:
+def _check_descriptors(cute, sm90_probe, cfg: KernelDesign) -> None:
     """Every wgmma the kernel issues on the emulator (one CTA, every slot used) uses CuTe's descriptors
     for the same tiles; the emulator reads through each one the shared address CuTe's tile layout gives
     each element; and its TMA reads tensor maps of the form make_tma_copy builds (dims {K, rows}, row
@@ -392,7 +392,7 @@ class _FakeDriver:
         return 0, Map()
 
 
-def _runner_tensor_maps(cfg: Sm90Config, M: int, N: int, K: int) -> list[dict]:
+def _runner_tensor_maps(cfg: KernelDesign, M: int, N: int, K: int) -> list[dict]:
     from synth.emit.sm90 import runner
 
     class Dev:

@@ -12,7 +12,7 @@ import pytest
 
 from synth.emit import emulate
 from synth.emit.sm90 import emulate as emulate90
-from synth.emit.sm90.config import Sm90Config
+from synth.hopper.kernel_design import KernelDesign
 from synth.emit.sm90.kernel import emit_sm90_kernel
 
 
@@ -35,7 +35,7 @@ def fake_gxx(tmp_path, monkeypatch):
 
 
 def test_an_sm90_build_says_what_and_where(fake_gxx, tmp_path, monkeypatch, capsys):
-    text = emit_sm90_kernel(Sm90Config(bm=128, bn=128, stages=4, persistent=True, pingpong=True))
+    text = emit_sm90_kernel(KernelDesign.of(bm=128, bn=128, stages=4, persistent=True, pingpong=True))
     exe = emulate90.binary(text)
     runtime, line = capsys.readouterr().err.splitlines()  # the runtime object first (once), then the kernel's binary
     assert runtime.startswith("synth emulator: building the sm_90a emulator runtime (10 s to a minute) with g++ for "

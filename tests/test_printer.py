@@ -14,6 +14,7 @@ from synth.lower import lower
 from synth.printer import program_text
 from synth.program import program_from_json, program_to_json
 from synth.schedule import schedule_from_pins
+from synth.lower.hopper_design import design_program
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 PROBLEMS = ROOT / "problems"
@@ -171,11 +172,11 @@ def test_hopper_wait_group_counts_print_as_non_negative_counts(k_pipe_mmas):
     (``1 - i``), and it equals the program's own expression at every iteration of its part."""
     import re
 
-    from synth.emit.sm90.config import Sm90Config
+    from synth.hopper.kernel_design import KernelDesign
     from synth.expr import evaluate, parse
     from synth.hopper.printer import hopper_text
 
-    prog = Sm90Config(bm=128, bn=128, stages=5, k_pipe_mmas=k_pipe_mmas).program()
+    prog = design_program(KernelDesign.of(bm=128, bn=128, stages=5, k_pipe_mmas=k_pipe_mmas))
     text = hopper_text(prog)
     counts = re.findall(r"wgmma\.wait_group (.+)$", text, re.M)
     assert counts and all(not c.lstrip().startswith("-") for c in counts), counts

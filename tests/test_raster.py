@@ -28,10 +28,10 @@ def test_consecutive_ctas_walk_down_a_band():
 
 
 def test_both_kernels_use_it():
-    from synth.emit.sm90.config import Sm90Config
+    from synth.hopper.kernel_design import KernelDesign
     from synth.emit.sm90.kernel import emit_sm90_kernel
 
-    src = emit_sm90_kernel(Sm90Config(bm=128, bn=256, stages=3, k_pipe_mmas=1))
+    src = emit_sm90_kernel(KernelDesign.of(bm=128, bn=256, stages=3, k_pipe_mmas=1))
     assert all(line in src for line in cuda_lines(128, 256))
     from tests.test_emulate import gemm
 

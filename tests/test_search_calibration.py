@@ -163,10 +163,10 @@ def test_solve_chooses_the_stages_the_search_ranks_each_design_at(shape, seed):
 
     ctx, sample = _sample(shape, 12, seed)
     for p in sample:
-        g = replace(p.problem(*shape, "f16"), stages=None, k_pipe_mmas=None)
+        g = p.problem(*shape, "f16").with_(stages=None, k_pipe_mmas=None)
         ch = choose_pipeline(g)
         assert (ch.stages, ch.k_pipe_mmas) == (p.stages, p.k_pipe_mmas), p.label
-    g = HopperGemm("c", 1024, 1024, 1024, "f16", 64, 128, cluster="2x1")
+    g = HopperGemm.of("c", 1024, 1024, 1024, "f16", 64, 128, cluster="2x1")
     assert choose_pipeline(g).stages == 8
 
 
@@ -181,7 +181,7 @@ def test_solve_prices_each_design_as_the_search_does():
     shape = (2048, 2048, 2048)
     ctx = hopper_context(*shape, "f16", "sm_90")
     for bm, bn in ((128, 128), (64, 128)):
-        g = HopperGemm("d", *shape, "f16", bm, bn, auto=DESIGN_KEYS)
+        g = HopperGemm.of("d", *shape, "f16", bm, bn, auto=DESIGN_KEYS)
         choice = choose_design(g, choose_pipeline)
         priced = dict(choice.predicted_us)
         assert len(priced) >= 6
@@ -198,11 +198,10 @@ def test_solve_prices_each_design_as_the_search_does():
 def test_the_solve_summary_names_the_design_chosen():
     from synth.cli import _hopper_design_json, _hopper_design_line
     from synth.flow.design import DesignChoice
-    from synth.hopper.design import Design
 
-    g = HopperGemm("d", 1024, 1024, 1024, "f16", 128, 128, persistent=True, cluster="2x1", epilogue="tma_store",
+    g = HopperGemm.of("d", 1024, 1024, 1024, "f16", 128, 128, persistent=True, cluster="2x1", epilogue="tma_store",
                    auto=("persistent", "cluster"))
-    ch = DesignChoice(Design(True, False, "tma_store", "2x1"), (("one CTA per tile", 9.5),
+    ch = DesignChoice(g.design, (("one CTA per tile", 9.5),
                                                                 ("persistent 2x1 cluster + TMA store", 9.1)), "OPTIMAL")
     line = _hopper_design_line(SimpleNamespace(problem=g, design=ch))
     assert line.startswith("persistent, cluster 2x1, TMA-store epilogue (C f32); chosen for persistent: auto, "
@@ -210,23 +209,23 @@ def test_the_solve_summary_names_the_design_chosen():
     doc = _hopper_design_json(SimpleNamespace(problem=g, design=ch))
     assert doc["cluster"] == "2x1" and doc["persistent"] and doc["auto"] == ["persistent", "cluster"]
     assert doc["predicted_us"]["one CTA per tile"] == 9.5
-    plain = _hopper_design_line(SimpleNamespace(problem=replace(g, auto=(), pingpong=True, cluster="1x1",
-                                                                 epilogue="register"), design=None))
+    plain = _hopper_design_line(SimpleNamespace(problem=replace(g.with_(pingpong=True, cluster="1x1",
+                                                                          epilogue="register"), auto=()), design=None))
     assert plain == "ping-pong (persistent), no cluster, register epilogue (C f32)"
 
 
 def test_the_hopper_kernel_repr_names_every_design_part():
-    from synth.emit.sm90.config import Sm90Config
+    from synth.hopper.kernel_design import KernelDesign
     from synth.kernel import HopperKernel
 
-    cfg = Sm90Config(bm=128, bn=256, stages=4, k_pipe_mmas=1, persistent=True, cluster="2x1", epilogue="tma_store")
-    g = HopperGemm("k", 4096, 4096, 4096, "f16", 128, 256, 4, 1, persistent=True, cluster="2x1",
+    cfg = KernelDesign.of(bm=128, bn=256, stages=4, k_pipe_mmas=1, persistent=True, cluster="2x1", epilogue="tma_store")
+    g = HopperGemm.of("k", 4096, 4096, 4096, "f16", 128, 256, 4, 1, persistent=True, cluster="2x1",
                    epilogue="tma_store")
     r = repr(HopperKernel("kernel.cu", "", cfg, "emulator", g))
     for part in ("128x256x64 tiles f16", "4 stages", "K_PIPE_MMAS 1", "persistent tiles",
                  "2 cooperative consumer warp groups", "cluster 2x1 (B multicast)", "TMA-store epilogue", "C f32",
                  "backend emulator"):
         assert part in r, r
-    pp = Sm90Config(bm=64, bn=128, stages=6, k_pipe_mmas=1, persistent=True, pingpong=True)
-    r = repr(HopperKernel("kernel.cu", "", pp, "cuda", replace(g, BM=64, BN=128, pingpong=True, cluster="1x1")))
+    pp = KernelDesign.of(bm=64, bn=128, stages=6, k_pipe_mmas=1, persistent=True, pingpong=True)
+    r = repr(HopperKernel("kernel.cu", "", pp, "cuda", g.with_(bm=64, bn=128, pingpong=True, cluster="1x1")))
     assert "ping-pong" in r and "no cluster" in r and "register epilogue" in r, r

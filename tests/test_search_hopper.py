@@ -13,7 +13,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from synth.arch import get_arch
-from synth.emit.sm90.config import Sm90Config
+from synth.hopper.kernel_design import KernelDesign
 from synth.errors import SynthError
 from synth.hopper.problem import SMEM_LIMIT, HopperGemm
 from synth.search import search_gemm, search_result_to_json
@@ -29,7 +29,7 @@ NEG = re.compile(r"(?<![\w.])-\d")
 
 def _kernel_accepts(p: HopperPoint, dtype: str = "f16") -> bool:
     try:
-        Sm90Config(bm=p.BM, bn=p.BN, stages=p.stages, k_pipe_mmas=p.k_pipe_mmas, dtype=dtype).check()
+        KernelDesign.of(bm=p.BM, bn=p.BN, stages=p.stages, k_pipe_mmas=p.k_pipe_mmas, dtype=dtype).check()
     except ValueError:
         return False
     return True
@@ -52,7 +52,7 @@ def test_sm90_search_ranks_the_hopper_kernels_by_default():
     # the winner's pipeline is what synth solve builds for its tile with stages: auto
     from synth.flow.hopper import choose_pipeline
 
-    auto = choose_pipeline(replace(w.config, stages=None, k_pipe_mmas=None))
+    auto = choose_pipeline(w.config.with_(stages=None, k_pipe_mmas=None))
     assert (auto.stages, auto.k_pipe_mmas) == (w.stages, w.k_pipe_mmas)
     doc = search_result_to_json(res)
     assert doc["mainloop"] == "tma_wgmma"
@@ -74,15 +74,15 @@ def test_the_space_is_exactly_what_the_kernel_accepts(M, N, K):
     legal, first, anyv = prune_hopper(ctx, space)
     assert len(space) == 2 * 16 * 16 * 16 == len(set(space))
     assert sum(first.values()) == len(space) - len(legal)
-    assert first["Sm90Config.check"] == 0, "the named constraints must catch everything the kernel refuses"
+    assert first["KernelDesign.check"] == 0, "the named constraints must catch everything the kernel refuses"
     assert all(anyv[k] >= first[k] for k in first) and set(first) == {c.name for c in HOPPER_CONSTRAINTS}
     if K % 8:
         assert not legal and first["tma-16B"] > 0
         return
     assert set(legal) == {p for p in space if _kernel_accepts(p)}
     for p in legal[::97]:
-        g = HopperGemm("x", M, N, K, "f16", p.BM, p.BN, p.stages, p.k_pipe_mmas)
-        assert p.smem_bytes() == g.smem_bytes(p.stages) <= SMEM_LIMIT and p.stages <= g.max_stages()
+        g = HopperGemm.of("x", M, N, K, "f16", p.BM, p.BN, p.stages, p.k_pipe_mmas)
+        assert p.smem_bytes == g.smem_bytes(p.stages) <= SMEM_LIMIT and p.stages <= g.max_stages()
 
 
 @pytest.mark.parametrize("shapes", [SQUARES, SKINNY])
@@ -154,7 +154,7 @@ def test_cutlass3_cooperative_kernels_are_ranked_as_references():
     res = search_gemm(4096, 4096, 4096, arch="sm_90", top=3)
     refs = {r.name: r for r in res.references}
     r = refs["cutlass3 cooperative 128x128"]
-    g = HopperGemm("x", 4096, 4096, 4096, "f16", 128, 128)
+    g = HopperGemm.of("x", 4096, 4096, 4096, "f16", 128, 128)
     assert r.tile == (128, 128, 64) and r.stages == g.max_stages() == 7 and r.k_pipe_mmas == 1 and r.warps == 12
     for r in refs.values():
         assert r.excluded is None and r.rank >= 1 and r.ratio >= 1.0 - 1e-9 and r.tflops > 0
@@ -410,7 +410,7 @@ def test_a_persistent_winner_folder_loads_and_matches_numpy_on_the_emulator(tmp_
 
 def _variant_kernel_accepts(ctx, p: HopperPoint) -> bool:
     try:
-        Sm90Config(bm=p.BM, bn=p.BN, stages=p.stages, k_pipe_mmas=p.k_pipe_mmas, dtype=ctx.dtype, split_k=p.split_k,
+        KernelDesign.of(bm=p.BM, bn=p.BN, stages=p.stages, k_pipe_mmas=p.k_pipe_mmas, dtype=ctx.dtype, split_k=p.split_k,
                    persistent=p.persistent, pingpong=p.pingpong, epilogue=p.epilogue).check()
     except ValueError:
         return False
@@ -429,10 +429,10 @@ def test_variant_points_shared_memory_threads_and_problem_keys():
     for p in (HopperPoint(128, 256, 4, 1, epilogue="tma_store"), HopperPoint(128, 48, 6, 1, persistent=True,
               epilogue="tma_store"), HopperPoint(64, 128, 7, 1, persistent=True, pingpong=True),
               HopperPoint(64, 256, 4, 1, persistent=True, pingpong=True, epilogue="tma_store")):
-        cfg = Sm90Config(bm=p.BM, bn=p.BN, stages=p.stages, k_pipe_mmas=p.k_pipe_mmas, persistent=p.persistent,
+        cfg = KernelDesign.of(bm=p.BM, bn=p.BN, stages=p.stages, k_pipe_mmas=p.k_pipe_mmas, persistent=p.persistent,
                          pingpong=p.pingpong, epilogue=p.epilogue)
         g = p.problem(4096, 4096, 4096, "f16")
-        assert p.smem_bytes() == cfg.smem_bytes == g.smem_bytes(p.stages), p.label
+        assert p.smem_bytes == cfg.smem_bytes == g.smem_bytes(p.stages), p.label
         assert (p.consumers, p.warps) == (cfg.consumers, cfg.threads // 32) == (g.consumers, g.warps)
         assert (g.pingpong, g.epilogue, g.persistent) == (p.pingpong, p.epilogue, p.persistent)
         assert is_legal_hopper(ctx, p) is None and _variant_kernel_accepts(ctx, p)
@@ -449,17 +449,17 @@ def test_variant_points_shared_memory_threads_and_problem_keys():
         back = load_problem(_write(hopper_gemm_yaml(g)))
         assert (back.name, back.pingpong, back.epilogue, back.split_k) == (g.name, p.pingpong, p.epilogue, p.split_k)
     plain = HopperPoint(128, 256, 4, 1)
-    assert HopperPoint(128, 256, 4, 1, epilogue="tma_store").smem_bytes() - plain.smem_bytes() == 2 * 2 * 64 * 32 * 4
-    assert HopperPoint(128, 48, 4, 1, epilogue="tma_store").smem_bytes() - \
-        HopperPoint(128, 48, 4, 1).smem_bytes() == 2 * 2 * 64 * 16 * 4  # BN % 32: 16-column sub-tiles
+    assert HopperPoint(128, 256, 4, 1, epilogue="tma_store").smem_bytes - plain.smem_bytes == 2 * 2 * 64 * 32 * 4
+    assert HopperPoint(128, 48, 4, 1, epilogue="tma_store").smem_bytes - \
+        HopperPoint(128, 48, 4, 1).smem_bytes == 2 * 2 * 64 * 16 * 4  # BN % 32: 16-column sub-tiles
     pp = HopperPoint(64, 128, 4, 1, persistent=True, pingpong=True)
-    assert pp.smem_bytes() - HopperPoint(64, 128, 4, 1).smem_bytes() == 16 and pp.warps == 12
+    assert pp.smem_bytes - HopperPoint(64, 128, 4, 1).smem_bytes == 16 and pp.warps == 12
     assert hopper_occupancy(ctx.arch, pp) == (1, "registers")
     assert estimate_hopper(ctx, pp).regs_per_thread == 168  # __launch_bounds__(384, 1)
     # 7 stages of 128x128 fill the shared memory: the staging slots take one; a variant keeps its k_pipe_mmas
     full = HopperPoint(128, 128, 7, 1, epilogue="tma_store")
     assert is_legal_hopper(ctx, full).startswith("shared-memory:") and "staging" in is_legal_hopper(ctx, full)
-    assert fit_stages(full) == replace(full, stages=6)
+    assert fit_stages(full) == full.with_(stages=6)
     # a ping-pong warp group holds a whole tile: 128x256 would need 256 accumulators per thread (or BM 64)
     assert is_legal_hopper(ctx, HopperPoint(128, 256, 4, 1, persistent=True, pingpong=True)) is not None
     for bad, name in ((HopperPoint(64, 128, 4, 1, pingpong=True), "ping-pong"),
@@ -519,17 +519,17 @@ def test_the_tma_store_terms():
     ep = epilogue_cost(arch, p, 1)
     assert ep.staging == 128 * 256 * 4 / arch.smem_bytes_per_clk * 8 / 2 == 4096
     assert ep.barriers == 2 * (256 // 32) * arch.barrier_cycles and ep.critical == ep.staging + ep.barriers
-    reg = epilogue_cost(arch, replace(p, epilogue="register"), 1)
+    reg = epilogue_cost(arch, p.with_(epilogue="register"), 1)
     assert ep.write == reg.critical == arch.lat_global + 128 * 256 * 4 / (arch.l2_bytes_per_clk / arch.sm_count)
     per = estimate_hopper(ctx, p)
     n = per.tiles_per_cta
     assert n == 4 and per.epilogue_cycles == int(ep.critical) and per.staging_cycles == 4096
     assert per.hidden_cycles == round((n - 1) * ep.write) and per.drain_cycles == round(ep.write)
     assert abs(per.fixed_cycles - (per.prologue_cycles + n * ep.critical + ep.write)) <= 2
-    one = estimate_hopper(ctx, replace(p, persistent=False))
+    one = estimate_hopper(ctx, p.with_(persistent=False))
     assert one.waves == 4 and one.drain_cycles == round(ep.write - ep.tail)  # the last wave's writes land at the end
     # the register store's bytes sit on the consumers' path; the TMA store's share L2 with the next main loop
-    regp = estimate_hopper(ctx, replace(p, epilogue="register"))
+    regp = estimate_hopper(ctx, p.with_(epilogue="register"))
     assert per.loop_cycles > regp.loop_cycles and dict(per.terms)["l2"] > dict(regp.terms)["l2"]
 
 
@@ -571,7 +571,7 @@ def test_ping_pong_loses_on_large_squares_and_ties_with_one_tile_per_cta():
     res = search_gemm(4096, 4096, 4096, arch="sm_90", top=2, references=False)
     w = res.winner
     assert w.BM == 128 and not w.config.pingpong and w.config.epilogue == "register"
-    assert "ping-pong is not ranked for this tile (Sm90Config.check: " in w.why, w.why
+    assert "ping-pong is not ranked for this tile (KernelDesign.check: " in w.why, w.why
     m = re.search(r"the best ping-pong kernel \((\d+)x(\d+)x64 s\d+ k\d+ persistent pingpong\) is predicted ([\d.]+)% "
                   r"slower(, a tie within the model's error \(up to 15%\))?; #1 saves [\d,]+ main-loop cycles", w.why)
     assert m and float(m.group(3)) > 5, w.why

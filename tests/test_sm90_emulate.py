@@ -10,16 +10,17 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from synth.emit.sm90.config import Sm90Config
+from synth.hopper.kernel_design import KernelDesign
 from synth.emit.emulate import EmulatorError
 from synth.emit.sm90.emulate import emulate_sm90
 from synth.emit.sm90.kernel import emit_sm90_kernel
 from synth.hopper.mutants import mutants
+from synth.lower.hopper_design import design_program
 
 pytestmark = pytest.mark.skipif(shutil.which("g++") is None, reason="g++ needed")
 
-CFG = Sm90Config(bm=128, bn=64, stages=3, k_pipe_mmas=1)
-PRED = Sm90Config(bm=64, bn=64, stages=4, k_pipe_mmas=2, load_when="k < T - 1")
+CFG = KernelDesign.of(bm=128, bn=64, stages=3, k_pipe_mmas=1)
+PRED = KernelDesign.of(bm=64, bn=64, stages=4, k_pipe_mmas=2, load_when="k < T - 1")
 
 
 @pytest.mark.parametrize("M,N,K,order,with_c", [
@@ -54,21 +55,21 @@ def test_ldc_padding_untouched_and_predicated_ktiles():
 
 @pytest.mark.slow
 def test_one_consumer_n256_and_two_consumers_k_pipe_2():
-    for cfg, (M, N, K) in ((Sm90Config(bm=64, bn=256, stages=3, k_pipe_mmas=1), (70, 300, 200)),
-                           (Sm90Config(bm=128, bn=128, stages=4, k_pipe_mmas=2), (130, 129, 520))):
+    for cfg, (M, N, K) in ((KernelDesign.of(bm=64, bn=256, stages=3, k_pipe_mmas=1), (70, 300, 200)),
+                           (KernelDesign.of(bm=128, bn=128, stages=4, k_pipe_mmas=2), (130, 129, 520))):
         r = emulate_sm90(emit_sm90_kernel(cfg), M, N, K, order="reverse", with_c=True, beta=0.25)
         assert r.ok, (cfg, r.summary())
 
 
 def test_bf16():
-    src = emit_sm90_kernel(Sm90Config(bm=128, bn=64, stages=3, dtype="bf16"))
+    src = emit_sm90_kernel(KernelDesign.of(bm=128, bn=64, stages=3, dtype="bf16"))
     r = emulate_sm90(src, 130, 100, 296, dtype="bf16", with_c=True, beta=0.5)
     assert r.ok, r.summary()
     assert not emulate_sm90(src, 130, 100, 296, dtype="f16").ok  # the emulator reads the kernel's type
 
 
 def _mutant(cfg, name):
-    (mp,) = [m for n, m, _ in mutants(cfg.program()) if n == name]
+    (mp,) = [m for n, m, _ in mutants(design_program(cfg)) if n == name]
     return emit_sm90_kernel(cfg, mp)
 
 
@@ -97,6 +98,6 @@ def test_injected_bug_fails(cfg, name):
        k_pipe=st.integers(0, 4), M=st.integers(1, 140), N=st.integers(1, 200), K=st.integers(1, 88).map(lambda k: 8 * k),
        order=st.sampled_from(["forward", "reverse", "random"]))
 def test_random_configs_and_shapes(bm, bn, stages, k_pipe, M, N, K, order):
-    cfg = Sm90Config(bm=bm, bn=bn, stages=stages, k_pipe_mmas=min(k_pipe, stages - 1))
+    cfg = KernelDesign.of(bm=bm, bn=bn, stages=stages, k_pipe_mmas=min(k_pipe, stages - 1))
     r = emulate_sm90(emit_sm90_kernel(cfg), M, N, K, order=order, with_c=True, beta=0.5)
     assert r.ok, (cfg, M, N, K, order, r.summary())

@@ -8,14 +8,15 @@ import pytest
 
 from synth.completion import ArriveStmt
 from synth.emit import sass
-from synth.emit.sm90.config import Sm90Config
+from synth.hopper.kernel_design import KernelDesign
 from synth.emit.sm90.kernel import emit_proven, emit_sm90_kernel
 from synth.emit.sm90.sass_mix import figures
+from synth.lower.hopper_design import design_program
 
 
 def test_synchronization_comes_from_the_program():
-    cfg = Sm90Config(bm=128, bn=128, stages=4, k_pipe_mmas=2)
-    p = cfg.program()
+    cfg = KernelDesign.of(bm=128, bn=128, stages=4, k_pipe_mmas=2)
+    p = design_program(cfg)
     text = emit_sm90_kernel(cfg, p)
     assert "synth_wgmma_wait_n<2>();" in text                      # the program's wait count
     assert "16384u + 16384u" in text                               # its expect_tx bytes
@@ -32,7 +33,7 @@ def test_synchronization_comes_from_the_program():
 
 @pytest.mark.slow
 def test_the_program_is_proven():
-    cfg = Sm90Config(bm=128, bn=128, stages=4, k_pipe_mmas=1)
+    cfg = KernelDesign.of(bm=128, bn=128, stages=4, k_pipe_mmas=1)
     text, report = emit_proven(cfg)
     assert report.ok and text == emit_sm90_kernel(cfg)
     kinds = {o.kind for o in report.obligations}
@@ -40,7 +41,7 @@ def test_the_program_is_proven():
 
 
 def test_bounds():
-    for bad in (Sm90Config(bm=96), Sm90Config(bn=72), Sm90Config(stages=8, bn=256), Sm90Config(stages=2, k_pipe_mmas=2)):
+    for bad in (KernelDesign.of(bm=96), KernelDesign.of(bn=72), KernelDesign.of(stages=8, bn=256), KernelDesign.of(stages=2, k_pipe_mmas=2)):
         with pytest.raises(ValueError):
             emit_sm90_kernel(bad)
 
@@ -48,7 +49,7 @@ def test_bounds():
 @pytest.mark.skipif(sass.tool("nvcc") is None or sass.tool("cuobjdump") is None, reason="nvcc/cuobjdump needed")
 @pytest.mark.parametrize("bm,bn,stages", [(128, 128, 4), pytest.param(128, 256, 4, marks=pytest.mark.slow)])
 def test_compiles_for_sm90a(bm, bn, stages):
-    c = sass.compile_cuda(emit_sm90_kernel(Sm90Config(bm, bn, stages, 1)), "sm_90a", flags=("-DNDEBUG",))
+    c = sass.compile_cuda(emit_sm90_kernel(KernelDesign.of(bm=bm, bn=bn, stages=stages, k_pipe_mmas=1)), "sm_90a", flags=("-DNDEBUG",))
     ops = Counter(i.opcode for i in sass.parse_sass(c.sass))
     names = Counter(o.split(".")[0] for o in ops.elements())
     assert names["UTMALDG"] and names["HGMMA"] and names["SYNCS"]
@@ -65,6 +66,6 @@ def test_compiles_for_sm90a(bm, bn, stages):
 @pytest.mark.slow
 @pytest.mark.skipif(sass.tool("nvcc") is None or sass.tool("cuobjdump") is None, reason="nvcc/cuobjdump needed")
 def test_bf16_compiles():
-    c = sass.compile_cuda(emit_sm90_kernel(Sm90Config(128, 128, 4, 1, dtype="bf16")), "sm_90a", flags=("-DNDEBUG",))
+    c = sass.compile_cuda(emit_sm90_kernel(KernelDesign.of(bm=128, bn=128, stages=4, k_pipe_mmas=1, dtype="bf16")), "sm_90a", flags=("-DNDEBUG",))
     assert {i.opcode for i in sass.parse_sass(c.sass) if i.op == "HGMMA"} == {"HGMMA.64x128x16.F32.BF16"}
     assert "C7514" not in c.log and c.spill_stores == 0

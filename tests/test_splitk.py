@@ -255,10 +255,10 @@ HOPPER_MUTANTS = {  # name: (text, its replacement, the block order that shows i
 
 
 def _sm90(split_k: int, **kw):
-    from synth.emit.sm90.config import Sm90Config
+    from synth.hopper.kernel_design import KernelDesign
     from synth.emit.sm90.kernel import emit_sm90_kernel
 
-    return emit_sm90_kernel(Sm90Config(bm=kw.pop("bm", 128), bn=kw.pop("bn", 64), stages=kw.pop("stages", 3),
+    return emit_sm90_kernel(KernelDesign.of(bm=kw.pop("bm", 128), bn=kw.pop("bn", 64), stages=kw.pop("stages", 3),
                                        split_k=split_k, **kw))
 
 

@@ -14,6 +14,7 @@ from synth.lower import lower
 from synth.model import solve
 from synth.randgen import random_problem, random_schedule
 from synth.schedule import schedule_from_pins
+from synth.lower.hopper_design import design_program
 
 PROBLEMS = pathlib.Path(__file__).resolve().parent.parent / "problems"
 
@@ -184,7 +185,7 @@ def _inside(fig, *artists) -> None:
 def test_the_legend_lies_within_the_figure() -> None:
     """The legend once ran off the right edge of every PNG: at every figure width (a narrow pinned
     GEMM, the wide symbolic one, a Hopper protocol picture) it lies within the figure, as does the title."""
-    from synth.emit.sm90.config import Sm90Config
+    from synth.hopper.kernel_design import KernelDesign
     from synth.emit.timeline import timeline_figure
     from synth.emit.timeline_hopper import hopper_timeline_figure
 
@@ -193,7 +194,7 @@ def test_the_legend_lies_within_the_figure() -> None:
         fig = timeline_figure(p, s, prog)
         assert fig.legends, name
         _inside(fig, *fig.legends, _title(fig))
-    fig = hopper_timeline_figure(Sm90Config(bm=128, bn=128, stages=4, k_pipe_mmas=1).program())
+    fig = hopper_timeline_figure(design_program(KernelDesign.of(bm=128, bn=128, stages=4, k_pipe_mmas=1)))
     _inside(fig, *fig.legends, _title(fig))
 
 

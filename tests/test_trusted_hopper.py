@@ -14,13 +14,14 @@ import time
 import pytest
 
 from conftest import AT_ONCE_S
-from synth.emit.sm90.config import Sm90Config
+from synth.hopper.kernel_design import KernelDesign
 from synth.hopper.ir import dumps
 from synth.hopper.loop import HopperLoop, Load
 from synth.hopper.mutants import mutants
 from synth.lower.barriers import lower_hopper, lower_hopper_single
 from synth.trusted.hopper import CLASSES, check_hopper_program
 from synth.verify.phases import verify_hopper
+from synth.lower.hopper_design import design_program
 
 TIMEOUT = 30.0
 LOADS = (Load("load_A", "A", 16384), Load("load_B", "B", 8192, "k < T - 1"))
@@ -40,7 +41,7 @@ def _accepted(p) -> None:
 @pytest.mark.parametrize("bm,bn,stages,k", [(128, 128, 1, 0), (128, 256, 2, 1), (128, 64, 3, 0), (128, 128, 4, 3),
                                             (128, 128, 5, 1), (64, 128, 2, 0), (64, 64, 3, 2), (64, 256, 5, 4)])
 def test_lowered_warp_specialized_programs_are_accepted(bm: int, bn: int, stages: int, k: int) -> None:
-    _accepted(Sm90Config(bm=bm, bn=bn, stages=stages, k_pipe_mmas=k).program())
+    _accepted(design_program(KernelDesign.of(bm=bm, bn=bn, stages=stages, k_pipe_mmas=k)))
 
 
 @pytest.mark.slow
@@ -50,7 +51,7 @@ def test_every_k_pipe_mmas_is_accepted(stages: int) -> None:
     taking turns, so each stage count from 2 up meets both (1 stage: both, it has only k = 0)."""
     for k in range(stages):
         for bm in ((64, 128) if stages == 1 else (64 if k % 2 == 0 else 128,)):
-            _accepted(Sm90Config(bm=bm, bn=128, stages=stages, k_pipe_mmas=k).program())
+            _accepted(design_program(KernelDesign.of(bm=bm, bn=128, stages=stages, k_pipe_mmas=k)))
 
 
 @pytest.mark.parametrize("stages,k", [(1, 0), (2, 1), (3, 0), (4, 2), (5, 4)])
@@ -59,14 +60,14 @@ def test_single_warp_group_programs_are_accepted(stages: int, k: int) -> None:
 
 
 def test_predicated_loads_and_other_trip_counts_are_accepted() -> None:
-    _accepted(Sm90Config(stages=4, k_pipe_mmas=1, load_when="k % 2 == 0").program())
+    _accepted(design_program(KernelDesign.of(stages=4, k_pipe_mmas=1, load_when="k % 2 == 0")))
     _accepted(lower_hopper(HopperLoop("g", LOADS, "mma", 3, 1, 2)))
     _accepted(lower_hopper(HopperLoop("g", LOADS[:1], "mma", 3, 2, 3, trip_count=7, min_trip_count=7)))
     _accepted(lower_hopper(HopperLoop("g", LOADS, "mma", 3, 2, 1, min_trip_count=4)))
 
 
 def test_every_class_is_derived_and_the_ranking_is_reported() -> None:
-    r = _check(Sm90Config(stages=3, k_pipe_mmas=1, load_when="k < T - 1").program())
+    r = _check(design_program(KernelDesign.of(stages=3, k_pipe_mmas=1, load_when="k < T - 1")))
     assert r.ok, r.render()
     kinds = {c.kind for c in r.obligations}
     assert kinds <= set(CLASSES)
@@ -79,7 +80,7 @@ def test_every_class_is_derived_and_the_ranking_is_reported() -> None:
 def test_five_stage_program_has_two_consumer_warp_groups() -> None:
     # its acceptance is test_lowered_warp_specialized_programs_are_accepted[128-128-5-1]'s; the time it takes
     # (about 1 s alone, 30 allowed) is benchmarks/speed_bounds.py's
-    assert Sm90Config(bm=128, stages=5, k_pipe_mmas=1).program().role("consumer").warpgroups == 2
+    assert design_program(KernelDesign.of(bm=128, stages=5, k_pipe_mmas=1)).role("consumer").warpgroups == 2
 
 
 def _compare_mutants(p) -> int:
@@ -100,7 +101,7 @@ def _compare_mutants(p) -> int:
 # stages the same mutants apply and fail the same classes, at twice the cost), one stage with
 # K_PIPE_MMAS 0 (ws-1-0), one load and no wgmma in flight at the wait (single-2-0).
 @pytest.mark.parametrize("program", [
-    pytest.param(lambda: Sm90Config(bm=128, stages=3, k_pipe_mmas=2, load_when="k % 2 == 0").program(), id="ws-pred"),
+    pytest.param(lambda: design_program(KernelDesign.of(bm=128, stages=3, k_pipe_mmas=2, load_when="k % 2 == 0")), id="ws-pred"),
     pytest.param(lambda: lower_hopper_single(HopperLoop("g", LOADS, "mma", 2, 1)), id="single"),
 ])
 def test_refuted_mutants_are_rejected(program) -> None:
@@ -109,7 +110,7 @@ def test_refuted_mutants_are_rejected(program) -> None:
 
 @pytest.mark.slow
 @pytest.mark.parametrize("program", [
-    pytest.param(lambda: Sm90Config(bm=64, stages=1, k_pipe_mmas=0).program(), id="ws-1-0"),
+    pytest.param(lambda: design_program(KernelDesign.of(bm=64, stages=1, k_pipe_mmas=0)), id="ws-1-0"),
     pytest.param(lambda: lower_hopper_single(HopperLoop("g", LOADS[:1], "mma", 2, 0)), id="single-2-0"),
 ])
 def test_refuted_mutants_are_rejected_more_shapes(program) -> None:
@@ -120,7 +121,7 @@ def test_an_arrival_for_phase_minus_one_is_rejected() -> None:
     """A release of count i - 1 without its guard arrives at i = 0 for phase -1, which lands in
     phase 0 (the oracle sees it); the phase each arrival names must be >= 0."""
     from synth.verify.oracle_phases import run
-    doc = json.loads(dumps(Sm90Config(bm=64, stages=3, k_pipe_mmas=0).program()))
+    doc = json.loads(dumps(design_program(KernelDesign.of(bm=64, stages=3, k_pipe_mmas=0))))
     rel = _stmt(doc, "consumer", "arrive")
     assert rel["state"]["count"] == "i" and rel["guard"] is None
     rel["state"]["count"] = "i - 1"
@@ -134,7 +135,7 @@ def test_an_arrival_for_phase_minus_one_is_rejected() -> None:
 
 @functools.lru_cache(maxsize=None)
 def _doc_text() -> str:
-    return dumps(Sm90Config(stages=2, k_pipe_mmas=1).program())
+    return dumps(design_program(KernelDesign.of(stages=2, k_pipe_mmas=1)))
 
 
 def _doc():
@@ -336,7 +337,7 @@ def _tma_tags(doc) -> set:
 
 
 SHAPES = [
-    pytest.param(lambda: Sm90Config(bm=128, stages=2, k_pipe_mmas=1).program(), id="ws"),
+    pytest.param(lambda: design_program(KernelDesign.of(bm=128, stages=2, k_pipe_mmas=1)), id="ws"),
     pytest.param(lambda: lower_hopper_single(HopperLoop("g", LOADS, "mma", 3, 1)), id="single"),
 ]
 
@@ -407,7 +408,7 @@ def test_inval_after_the_final_wait_of_one_warp_group_is_accepted() -> None:
     assert r.ok, r.render()
     assert any(c.id.startswith("teardown:mainloop:epilogue:4<-") for c in r.obligations)
     # two consumer warp groups: one may invalidate while the other still waits
-    doc = json.loads(dumps(Sm90Config(bm=128, stages=2, k_pipe_mmas=1).program()))
+    doc = json.loads(dumps(design_program(KernelDesign.of(bm=128, stages=2, k_pipe_mmas=1))))
     body = next(r for r in doc["roles"] if r["role"] == "consumer")["parts"][0]
     body["stmts"].append({"kind": "inval", "barrier": "full", "guard": _last(body)})
     r = check_hopper_program(json.dumps(doc).encode(), timeout_s=TIMEOUT)
@@ -439,7 +440,7 @@ def test_a_certificate_without_teardown_obligations_is_refused(tmp_path) -> None
 # -- wgmma wait_group tightness ---------------------------------------------------------------------
 
 def test_wgmma_tightness_agrees_with_synths_prover() -> None:
-    for p in (Sm90Config(bm=64, stages=3, k_pipe_mmas=1).program(),
+    for p in (design_program(KernelDesign.of(bm=64, stages=3, k_pipe_mmas=1)),
               lower_hopper_single(HopperLoop("g", LOADS, "mma", 3, 1))):
         r = _check(p)
         mine = [(w.role, w.index, w.tight) for w in r.waits]

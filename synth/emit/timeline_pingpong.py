@@ -156,7 +156,7 @@ def _flags(cfg) -> tuple[bool, bool, str]:
 
 def design_view(program: HopperProgram, cfg, kt: int = 3, tiles: int = 4) -> tuple[HopperProgram, Optional[int]]:
     """``(the program drawn, its trip count or None for the default)`` of an output folder's timeline: the proven
-    ``program`` of the kernel configuration ``cfg`` (an :class:`~synth.emit.sm90.config.Sm90Config`, or anything
+    ``program`` of the kernel configuration ``cfg`` (an :class:`~synth.hopper.kernel_design.KernelDesign`, or anything
     with its ``persistent``, ``pingpong`` and ``epilogue``) as it is, or its :func:`pingpong_view` of ``tiles``
     tiles of ``kt`` k-tiles, as :func:`timeline_kind` says."""
     persistent, pingpong, epilogue = _flags(cfg)

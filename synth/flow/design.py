@@ -24,17 +24,19 @@ from ortools.sat.python import cp_model
 
 from ..deadline import solve_cp_sat
 from ..errors import SynthError
-from ..hopper.design import Design, candidate_designs, with_design
+from ..hopper.design import candidate_designs, with_design
+from ..hopper.kernel_design import KernelDesign
 from ..hopper.problem import HopperGemm
-from ..search.hopper import HopperPoint, cluster_kernel_issue, estimate_hopper
+from ..search.hopper import cluster_kernel_issue, estimate_hopper, point_of
 from ..search.hopper_search import hopper_context
 
 
 @dataclass(frozen=True)
 class DesignChoice:
-    """The chosen :class:`Design`, each candidate's predicted microseconds (``label -> us``) and CP-SAT's status."""
+    """The chosen :class:`~synth.hopper.kernel_design.KernelDesign` (its ``stages`` and ``k_pipe_mmas`` as the problem
+    pins them), each candidate's predicted microseconds (``label -> us``) and CP-SAT's status."""
 
-    design: Design
+    design: KernelDesign
     predicted_us: tuple[tuple[str, float], ...]
     status: str
 
@@ -55,12 +57,10 @@ def choose_design(g: HopperGemm, pipeline, *, time_limit: float = 10.0) -> Desig
             ch = pipeline(gd, time_limit=max(0.5, time_limit / (2 * len(cands))))
         except SynthError:
             continue  # its shared memory leaves no stage: not a candidate
-        if d.cluster != "1x1" and "cluster" in g.auto and \
-                cluster_kernel_issue(g.BM, g.BN, ch.stages, ch.k_pipe_mmas, g.dtype, d.epilogue, d.cluster,
-                                     gd.persistent):
+        chosen = gd.design.with_(stages=ch.stages, k_pipe_mmas=ch.k_pipe_mmas)
+        if d.cluster != "1x1" and "cluster" in g.auto and cluster_kernel_issue(chosen):
             continue  # a cluster kernel the emitter does not build is never chosen
-        p = HopperPoint(g.BM, g.BN, ch.stages, ch.k_pipe_mmas, split_k=g.split_k, persistent=gd.persistent,
-                        epilogue=d.epilogue, pingpong=d.pingpong, cluster=d.cluster)
+        p = point_of(chosen)
         scored.append((d, estimate_hopper(ctx, p).time_us))
     if not scored:
         raise SynthError(g.loc("stages"), "no design of the Hopper kernel has a pipeline that fits",
@@ -78,7 +78,7 @@ def choose_design(g: HopperGemm, pipeline, *, time_limit: float = 10.0) -> Desig
         raise SynthError(g.loc(g.auto[0]), f"CP-SAT found no design ({solver.StatusName(st)})",
                          "pin persistent:, pingpong:, epilogue: and cluster:")
     d = next(d for x, (d, _) in zip(pick, scored) if solver.Value(x))
-    return DesignChoice(d, tuple((dd.label, round(us, 3)) for dd, us in scored), solver.StatusName(st))
+    return DesignChoice(d, tuple((dd.variant, round(us, 3)) for dd, us in scored), solver.StatusName(st))
 
 
 __all__ = ["DesignChoice", "choose_design"]

@@ -8,7 +8,7 @@ For a ``kind: gemm`` problem with ``mainloop: tma_wgmma`` (a :class:`~synth.hopp
 1. **schedule** (:func:`choose_pipeline`): CP-SAT picks ``stages`` and ``k_pipe_mmas`` under the
    shared-memory limit, for the kernel's shape of pipeline (warp-specialized, ``BM / 64``
    cooperative consumer warp groups; :func:`synth.model.hopper.choose`, docs/hopper.md);
-2. **lower** (:func:`synth.emit.hopper_config.kernel_config`, :meth:`Sm90Config.program`): the warp-specialized
+2. **lower** (:func:`synth.emit.hopper_config.kernel_config`, :meth:`KernelDesign.program`): the warp-specialized
    barrier protocol for every ``T >= 1`` (:func:`synth.lower.barriers.lower_hopper`);
 3. **prove** (:func:`synth.verify.hopper_cluster.prove_hopper`: :func:`synth.verify.phases.verify_hopper`, every
    obligation, wgmma wait tightness; for a ``cluster:`` other than ``1x1`` the cluster program of both CTAs and
@@ -41,7 +41,7 @@ from ..emit.hopper_config import kernel_config
 from ..emit.sm90 import kernel as sm90_kernel  # emit_sm90_kernel looked up when called (tests replace it)
 from ..errors import Loc, SynthError
 from ..gemm import GemmConfig
-from ..hopper.design import with_design
+from ..hopper.design import design_json, with_design
 from ..hopper.ir import HopperProgram, dumps, load_hopper
 from ..hopper.loop import HopperChoice, choice_from_json, choice_to_json
 from ..hopper.printer import hopper_text
@@ -64,6 +64,8 @@ from ..verify.phases import STATS, ProofPhase, verify_hopper
 from ..yamlnodes import read_yaml_text
 from .design import choose_design
 from .phases import Phase, run_phases, timings, verify_text
+from ..lower.hopper_design import design_program
+from ..lower.hopper_design import design_store_program
 
 Progress = Callable[[str, int, int], None]
 
@@ -75,7 +77,7 @@ class HopperResult:
     problem: HopperGemm
     choice: HopperChoice
     config: object
-    """The kernel's :class:`~synth.emit.sm90.config.Sm90Config`."""
+    """The kernel's :class:`~synth.hopper.kernel_design.KernelDesign`."""
     program: HopperProgram
     report: Optional[object] = None
     """:class:`~synth.verify.phases.HopperReport`; None when verification was skipped."""
@@ -266,7 +268,7 @@ def _store_text(r) -> str:
 
 
 TMA_STORE_PHASES = (
-    Phase("store program", lambda s: s.cfg.store_program(), key="store", timed=False),
+    Phase("store program", lambda s: design_store_program(s.cfg), key="store", timed=False),
     Phase("prove (TMA store)", lambda s: verify_program(s.store, time_limit=s.query_limit, deadline=s.dl),
           key="store_report", when=lambda s: _proving(s) and s.store is not None),
     Phase("TMA-store threads", _store_threads, key="threads", when=lambda s: _proving(s) and s.store is not None,
@@ -293,7 +295,7 @@ HOPPER_PHASES = (
     Phase("problem.yaml", lambda s: problem_source(s.g), timed=False),
     Phase("schedule", lambda s: choose_pipeline(s.g, time_limit=s.budget), key="choice"),
     Phase("kernel configuration", lambda s: kernel_config(s.g, s.choice), key="cfg", timed=False),
-    Phase("lower", lambda s: s.cfg.program(), key="program"),
+    Phase("lower", lambda s: design_program(s.cfg), key="program"),
     Phase("prove", _prove_ring, key="report", when=lambda s: s.verify, verify_txt=_ring_text),
     *PINGPONG_PHASES,
     *TMA_STORE_PHASES,
@@ -333,7 +335,7 @@ def output_files(result: HopperResult) -> dict[str, str]:
     g = result.problem
     sched = choice_to_json(g, result.choice)
     if result.design is not None:
-        sched["design"] = {**result.design.design.to_json(), "auto": list(g.auto), "status": result.design.status,
+        sched["design"] = {**design_json(result.design.design), "auto": list(g.auto), "status": result.design.status,
                            "predicted_us": dict(result.design.predicted_us)}
     files = {"schedule.json": json.dumps(sched, indent=2) + "\n",
              "program.json": dumps(result.program),
@@ -402,7 +404,7 @@ def load_hopper_output(out_dir: str, problem: HopperGemm) -> HopperOutput:
     choice = choice_from_json(problem, doc, spath)
     cfg = kernel_config(problem, choice)
     program = load_hopper(os.path.join(out_dir, "program.json"))
-    if program != cfg.program():
+    if program != design_program(cfg):
         raise SynthError(Loc(os.path.join(out_dir, "program.json")),
                          "program.json is not the lowering of problem.yaml under schedule.json (edited, or from "
                          "another folder)", "re-run 'synth solve'; 'synth verify' checks an edited program on its own")

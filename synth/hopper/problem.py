@@ -23,138 +23,96 @@ with one CTA per tile or a persistent grid, never ping-pong).
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Optional
 
-from ..arch import get_arch
 from ..bounds import MAX_SPLIT_K
 from ..errors import Loc, SynthError
 from ..yamlnodes import (LDict, check_keys, comment_block, leading_comments, read_yaml_text, want_int, yaml_flow,
                          yaml_line)
-from .cluster_shape import CLUSTERS
-from .loop import MAX_STAGES
-from .store import DEFAULT_STAGING
+from .kernel_design import (ACTIVATIONS, ALIGN_PAD, BK, BM_CHOICES, CLUSTERS, DTYPES, EPILOGUES, MAX_STAGES,
+                            OUT_DTYPES, SMEM_LIMIT, KernelDesign, consumers_of, warps_of)
 
 MAINLOOPS = ("tma_wgmma", "cp_async")
 """``mainloop:`` values: the Hopper TMA + mbarrier + wgmma loop, or the Ampere cp.async + mma.sync loop."""
-DTYPES = ("f16", "bf16")
-"""Operand types of the Hopper kernel (f32 accumulation)."""
-BK = 64
-"""k-tile depth: 64 two-byte elements are one 128-byte swizzle row."""
-BM_CHOICES = (64, 128)
-SMEM_LIMIT = get_arch("sm_90").smem_per_block
-"""Dynamic shared memory per CTA on sm_90 (227 KiB, the opt-in maximum: synth/arch.py)."""
-ALIGN_PAD = 1024
-"""Bytes the kernel adds so it can align its shared-memory base to the 1024-byte swizzle atom."""
-BARRIER_BYTES = 16
-"""Shared memory of one stage's two mbarriers (full and empty, 8 bytes each)."""
-EPILOGUES = ("register", "tma_store")
-"""How the Hopper kernel stores C (``epilogue:``)."""
-OUT_DTYPES = ("f32", "f16", "bf16")
-"""Element types C may be stored in (``out_dtype:``; f16 and bf16 with the TMA-store epilogue)."""
-ACTIVATIONS = ("none", "relu")
-"""The activation of C's value as stored (``activation:``; docs/problem-format.md)."""
-
-
-def consumers_of(BM: int) -> int:
-    """Consumer warp groups of the kernel for a ``BM``-row tile: one per 64 rows (wgmma m64)."""
-    return BM // 64
-
-
-def warps_of(BM: int) -> int:
-    """Warps of the kernel for a ``BM``-row tile: a producer warp group and the consumers'."""
-    return 4 * (1 + consumers_of(BM))
 
 
 @dataclass(frozen=True)
 class HopperGemm:
-    """A validated Hopper GEMM problem: ``C = alpha A B^T (+ beta C_in)``, A M x K, B N x K."""
+    """A validated Hopper GEMM problem: ``C = alpha A B^T (+ beta C_in)``, A M x K, B N x K, computed by the kernel
+    ``design`` (:class:`~synth.hopper.kernel_design.KernelDesign`, whose ``stages`` and ``k_pipe_mmas`` are None
+    until CP-SAT chooses them, unless the problem pins them). The design's knobs read flat (``g.BM``, ``g.persistent``,
+    ``g.epilogue``, ...); build one with :meth:`of`."""
 
     name: str
     M: int
     N: int
     K: int
-    dtype: str = "f16"
-    BM: int = 128
-    BN: int = 128
-    stages: Optional[int] = None
-    """Pipeline depth; None: CP-SAT chooses."""
-    k_pipe_mmas: Optional[int] = None
-    """wgmma groups a consumer keeps in flight before releasing a slot; None: CP-SAT chooses."""
+    design: KernelDesign = KernelDesign.of(stages=None, k_pipe_mmas=None)
     shared_limit: int = SMEM_LIMIT
     """Shared memory the kernel may use (``target.shared_bytes`` or 227 KiB)."""
     arch: str = "sm_90"
     path: str = "<memory>"
     locs: dict = field(default_factory=dict, compare=False, hash=False, repr=False)
     """``key -> Loc`` of the document's values (errors point at them)."""
-
-    BK: int = BK
-    split_k: int = 1
-    """K splits (``gridDim.z``, docs/hopper_kernel.md "Split-K"); 1: none."""
-    persistent: bool = False
-    """A persistent grid walks the tiles, the pipeline state carried across them (docs/hopper_kernel.md,
-    "Persistent tiles"); False: one CTA per tile."""
-    epilogue: str = "register"
-    """How C is stored: ``register`` or ``tma_store`` (shared staging and TMA stores, docs/hopper_store.md)."""
-    pingpong: bool = False
-    """Two consumer warp groups take the persistent CTA's 64-row tiles in turn (docs/hopper_pingpong.md)."""
-    out_dtype: str = "f32"
-    """The element type C is stored in: ``f32``, or ``f16`` / ``bf16`` with the TMA-store epilogue."""
-    cluster: str = "1x1"
-    """Thread-block cluster shape (:data:`CLUSTERS`): ``1x1`` none, ``2x1`` / ``1x2`` two CTAs that load the shared
-    operand's tile once, each half multicast into both (docs/hopper_cluster.md)."""
-    activation: str = "none"
-    """The activation of C's value as stored: ``none``, or ``relu`` (``C = max(alpha A B^T + beta C_in, 0)``, after
-    split-K's reduction; docs/hopper_kernel.md, "Activation")."""
     auto: tuple[str, ...] = ()
     """Design keys the problem writes ``auto`` (``persistent``, ``pingpong``, ``epilogue``, ``cluster``): synth chooses them
-    (:mod:`synth.hopper.design`); until then their fields hold the defaults."""
+    (:mod:`synth.hopper.design`); until then the design holds their defaults."""
     source: Optional[str] = field(default=None, compare=False, hash=False, repr=False)
     """The text of the problem file it was read from (the document's, :func:`synth.yamlnodes.read_yaml_text`); None
     when built in memory. The output folder's ``problem.yaml`` is written from it (:func:`hopper_problem_yaml`): the
     file is not read again after the proof."""
 
-    def staging_bytes(self) -> int:
-        """Shared memory of the TMA-store staging buffers (0 for the register epilogue)."""
-        if self.epilogue != "tma_store":
-            return 0
-        cols = 32 if self.BN % 32 == 0 else 16
-        return self.consumers * DEFAULT_STAGING * 64 * cols * (4 if self.out_dtype == "f32" else 2)
+    @classmethod
+    def of(cls, name: str, M: int, N: int, K: int, dtype: str = "f16", BM: int = 128, BN: int = 128,
+           stages: Optional[int] = None, k_pipe_mmas: Optional[int] = None, shared_limit: int = SMEM_LIMIT,
+           arch: str = "sm_90", path: str = "<memory>", locs: Optional[dict] = None, *, auto: tuple = (),
+           source: Optional[str] = None, **knobs) -> "HopperGemm":
+        """The problem of this shape with the kernel of these knobs (:meth:`KernelDesign.of`'s; ``stages`` and
+        ``k_pipe_mmas`` None: CP-SAT chooses)."""
+        design = KernelDesign.of(name=name, dtype=dtype, bm=BM, bn=BN, stages=stages, k_pipe_mmas=k_pipe_mmas,
+                                 **knobs)
+        return cls(name, M, N, K, design, shared_limit, arch, path, locs or {}, auto, source)
 
-    @property
-    def consumers(self) -> int:
-        """Consumer warp groups of the CTA: 2 for ping-pong, else one per 64 rows."""
-        return 2 if self.pingpong else consumers_of(self.BM)
+    def with_(self, **knobs) -> "HopperGemm":
+        """The problem with some knobs of its design changed (:meth:`KernelDesign.with_`'s names)."""
+        return replace(self, design=self.design.with_(**knobs))
 
-    @property
-    def ring_consumers(self) -> int:
-        """Consumer warp groups reading each slot: 1 for ping-pong (one takes the tile), else all."""
-        return 1 if self.pingpong else self.consumers
-
-    @property
-    def warps(self) -> int:
-        return 4 * (1 + self.consumers)
+    # the design's knobs, read flat
+    dtype = property(lambda self: self.design.dtype)
+    BM = property(lambda self: self.design.bm)
+    BN = property(lambda self: self.design.bn)
+    BK = property(lambda self: self.design.bk)
+    stages = property(lambda self: self.design.stages, doc="Pipeline depth; None: CP-SAT chooses.")
+    k_pipe_mmas = property(lambda self: self.design.k_pipe_mmas,
+                           doc="wgmma groups a consumer keeps in flight before releasing a slot; None: CP-SAT chooses.")
+    split_k = property(lambda self: self.design.split_k)
+    persistent = property(lambda self: self.design.persistent)
+    epilogue = property(lambda self: self.design.epilogue)
+    pingpong = property(lambda self: self.design.pingpong)
+    out_dtype = property(lambda self: self.design.out_dtype)
+    cluster = property(lambda self: self.design.cluster)
+    activation = property(lambda self: self.design.activation)
+    consumers = property(lambda self: self.design.consumers)
+    ring_consumers = property(lambda self: self.design.ring_consumers)
+    warps = property(lambda self: self.design.warps)
 
     @property
     def trip_count(self) -> int:
         """k-tiles of ``shape.K`` (the kernel itself takes any ``K``)."""
         return -(-self.K // self.BK)
 
-    def stage_bytes(self) -> int:
-        """Shared memory of one stage: an A and a B slot and their two barriers."""
-        return (self.BM + self.BN) * self.BK * 2 + BARRIER_BYTES
+    def at(self, stages: int, k_pipe_mmas: int = 0) -> KernelDesign:
+        """The kernel with ``stages`` and ``k_pipe_mmas`` (the pipeline choice)."""
+        return self.design.with_(stages=stages, k_pipe_mmas=k_pipe_mmas)
 
     def smem_bytes(self, stages: int) -> int:
-        return stages * self.stage_bytes() + self.staging_bytes() + self.order_bytes() + ALIGN_PAD
-
-    def order_bytes(self) -> int:
-        """Shared memory of ping-pong's two order mbarriers (0 otherwise)."""
-        return 16 if self.pingpong else 0
+        """Dynamic shared memory of the kernel at ``stages`` (:attr:`KernelDesign.smem_bytes`)."""
+        return self.at(stages).smem_bytes
 
     def max_stages(self) -> int:
         """Most stages within ``shared_limit`` and the 16-stage bound (0 when not even one fits)."""
-        fixed = ALIGN_PAD + self.staging_bytes() + self.order_bytes()
-        return max(0, min(MAX_STAGES, (self.shared_limit - fixed) // self.stage_bytes()))
+        return self.at(1).max_stages(self.shared_limit)
 
     def loc(self, key: str) -> Loc:
         return self.locs.get(key) or self.locs.get("") or Loc(self.path)
@@ -211,7 +169,7 @@ def _cluster(doc: LDict, split_k: int, persistent: bool, pingpong: bool, auto: t
                              "built: a cluster kernel's CTA pair computes whole tiles with cooperative consumers "
                              "(docs/hopper_cluster.md, \"Not done\")", f"{fix}, or use cluster: 1x1")
     rows = tdims["BN"] if v == "2x1" else tdims["BM"]
-    if rows % 16:  # each CTA loads half of the shared tile: whole 8-row swizzle atoms (Sm90Config.check)
+    if rows % 16:  # each CTA loads half of the shared tile: whole 8-row swizzle atoms (KernelDesign.check)
         raise SynthError(loc, f"cluster {v}: the shared operand's {rows} rows do not split into two halves of whole "
                          "8-row swizzle atoms", f"use a tile {'BN' if v == '2x1' else 'BM'} that is a multiple of 16")
     return v
@@ -341,7 +299,7 @@ def hopper_gemm_from_doc(doc: LDict, path: str, name: str, dims: dict, arch: str
                          f"{', '.join(ACTIVATIONS)}", "write activation: relu (C = max(alpha A B^T + beta C_in, 0)), "
                          "or remove it (none)")
     cluster = _cluster(doc, split_k, persistent, pingpong, auto, tdims)
-    g = HopperGemm(name, dims["M"], dims["N"], dims["K"], dtype, tdims["BM"], tdims["BN"], stages, k_pipe, limit,
+    g = HopperGemm.of(name, dims["M"], dims["N"], dims["K"], dtype, tdims["BM"], tdims["BN"], stages, k_pipe, limit,
                    arch, path, locs, split_k=split_k, persistent=persistent, epilogue=epilogue, pingpong=pingpong,
                    auto=auto, out_dtype=out_dtype, cluster=cluster, activation=activation, source=getattr(doc, "source", None))
     if g.max_stages() < 1:
@@ -350,6 +308,11 @@ def hopper_gemm_from_doc(doc: LDict, path: str, name: str, dims: dict, arch: str
     if stages is not None and g.smem_bytes(stages) > limit:
         raise SynthError(g.loc("stages"), f"{stages} stages need {g.smem_bytes(stages)} B of shared memory, above "
                          f"the {limit} B allowed", f"use at most {g.max_stages()} stages, or auto")
+    # the design's own statement of its bounds has the last word (the checks above say the same with a fix)
+    for issue in g.design.issues(limit) + g.design.shape_issues(g.M, g.N, g.K):
+        if issue.key == "stages" and (stages is None or k_pipe is None):
+            continue  # CP-SAT chooses them
+        raise SynthError(g.loc(issue.key), issue.message, "change this key (docs/hopper_kernel.md, \"Bounds\")")
     return g
 
 

@@ -42,7 +42,7 @@ class Prover:
     sub-trees built apart cost one translation."""
 
     def __init__(self, T: Expr, tmin: int) -> None:
-        # z3: only when a count is proven; the light runtime imports the lowering (Sm90Config.program)
+        # z3: only when a count is proven; the light runtime imports the lowering (KernelDesign.program)
         import z3
 
         self.z3 = z3

@@ -59,9 +59,8 @@ from ..deadline import solve_cp_sat
 from ..gemm import GemmConfig
 from ..hopper.cluster_shape import cluster_dims
 from ..hopper.loop import DTYPE_BYTES, MAX_STAGES, HopperChoice, hopper_loop
-from ..hopper.problem import ALIGN_PAD, HopperGemm
-
-BARRIER_BYTES = 8
+from ..hopper.kernel_design import BARRIER_BYTES
+from ..hopper.problem import HopperGemm
 
 
 @dataclass(frozen=True)
@@ -119,14 +118,14 @@ def choose(cfg: GemmConfig, *, time_limit: float = 10.0, stages: Optional[int] =
     if cfg.dtype not in DTYPE_BYTES:
         raise ValueError(f"dtype {cfg.dtype} has no TMA element size here")
     b = DTYPE_BYTES[cfg.dtype]
-    stage_bytes = (cfg.BM + cfg.BN) * cfg.BK * b
+    stage_bytes = (cfg.BM + cfg.BN) * cfg.BK * b + BARRIER_BYTES  # the slots and their full/empty mbarriers
     T = max(cfg.split_trip_count, 1)  # one CTA's loop: one split's k-tiles
     m = cp_model.CpModel()
     cands = []
     for S in range(1, MAX_STAGES + 1):
         if stages is not None and S != stages:
             continue
-        smem = S * stage_bytes + 2 * S * BARRIER_BYTES + reserve_bytes
+        smem = S * stage_bytes + reserve_bytes
         if smem > limit:
             continue
         for K in range(S):
@@ -142,7 +141,7 @@ def choose(cfg: GemmConfig, *, time_limit: float = 10.0, stages: Optional[int] =
                         continue
                     cands.append((S, K, C, smem, loop_cost(cfg, S, K, C, T, ws, cluster).cycles, ws))
     if not cands:
-        raise ValueError(f"no pipeline fits: one stage needs {stage_bytes + 2 * BARRIER_BYTES + reserve_bytes} B "
+        raise ValueError(f"no pipeline fits: one stage needs {stage_bytes + reserve_bytes} B "
                          f"of the {limit} B a CTA may use on {arch.name} (with the pins given)")
     pick = [m.NewBoolVar(f"c{n}") for n in range(len(cands))]
     m.AddExactlyOne(pick)
@@ -210,7 +209,7 @@ def pipeline_input(g: HopperGemm) -> PipelineInput:
     at the one-CTA point's stages; both now read this."""
     cfg = GemmConfig(g.M, g.N, g.K, g.dtype, g.BM, g.BN, g.BK, g.warps, g.stages, g.arch, g.name, g.split_k)
     m, n = cluster_dims(g.cluster)
-    return PipelineInput(cfg, g.ring_consumers, m * n, ALIGN_PAD + g.staging_bytes() + g.order_bytes(),
+    return PipelineInput(cfg, g.ring_consumers, m * n, g.at(1).fixed_smem_bytes(),
                          g.shared_limit)
 
 

@@ -33,13 +33,12 @@ from __future__ import annotations
 import functools
 import itertools
 import math
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import Callable, Optional, Sequence
 
 from ..arch import REG_ALLOC_UNIT, SMEM_RESERVED_PER_CTA
-from ..emit.sm90.config import Sm90Config
-from ..hopper.cluster_shape import ClusterShaped
-from ..hopper.problem import HopperGemm, SMEM_LIMIT, consumers_of
+from ..hopper.kernel_design import BK, SMEM_LIMIT, Epilogue, KernelDesign
+from ..hopper.problem import HopperGemm
 from .model import (OUT_BYTES, OVERLAP_NORM, PARTIAL_BYTES, WaveEstimate, kernel_time, reduction, sum_waves, traffic,
                     workspace_spill)
 from .space import SPLIT_SPACE, tally
@@ -48,7 +47,7 @@ HOPPER_BM_SPACE = (64, 128)
 HOPPER_BN_SPACE = tuple(range(16, 257, 16))
 HOPPER_STAGES_SPACE = tuple(range(1, 17))
 HOPPER_KPIPE_SPACE = tuple(range(0, 16))
-HOPPER_BK = 64  # the Hopper kernel's BK (synth.hopper.problem.BK)
+
 C_BYTES = 4
 """The Hopper kernel writes C as f32 (docs/hopper_kernel.md)."""
 NAME_LIMIT = 64
@@ -61,53 +60,26 @@ SETUP_BARRIERS = 3
 invalidation, and one for the epilogue's hand-over (docs/hopper_kernel.md, "Setup / teardown")."""
 
 
-@dataclass(frozen=True)
-class HopperPoint(ClusterShaped):
-    """One Hopper kernel configuration (shape independent)."""
+@dataclass(frozen=True, init=False, repr=False)
+class HopperPoint(KernelDesign):
+    """One point of the Hopper search space: a :class:`~synth.hopper.kernel_design.KernelDesign` (shape
+    independent), built from the search's names (``HopperPoint(BM, BN, stages, k_pipe_mmas, split_k, persistent,
+    epilogue, pingpong, cluster)``) and named the way the search's tables name it (:attr:`label`, :attr:`group`).
+    It holds nothing a design does not: every knob, count and bound is the design's."""
 
-    BM: int
-    BN: int
-    stages: int
-    k_pipe_mmas: int
-    split_k: int = 1
-    """K splits (docs/hopper_kernel.md, "Split-K"); 1: none. A split keeps its tile's pipeline choice."""
-    persistent: bool = False
-    """A persistent grid of ``P`` CTAs walking the tiles (docs/hopper_kernel.md, "Persistent tiles"); never with
-    a split (the kernel refuses it). False: one CTA per tile."""
-    epilogue: str = "register"
-    """How C leaves: ``register`` (``st.global`` from the accumulators) or ``tma_store`` (shared staging slots and
-    asynchronous TMA stores, docs/hopper_store.md; never with a split, N a multiple of 4)."""
-    pingpong: bool = False
-    """Two consumer warp groups take the persistent CTA's tiles in turn, each a whole ``BM x BN`` tile
-    (docs/hopper_pingpong.md; needs ``persistent`` and a tile ``Sm90Config.check`` builds). False: cooperative."""
-    cluster: str = "1x1"
-    """Thread-block cluster (``Sm90Config.cluster``): ``1x1`` none, ``2x1`` two CTAs of one tile column sharing
-    (multicasting) the B tile, ``1x2`` two CTAs of one tile row sharing A (docs/hopper_cluster.md); never split or
-    ping-pong (the kernel refuses them). With ``persistent``: a grid of whole clusters walking cluster-sized tile
-    groups (docs/hopper_cluster.md, "Persistent clusters")."""
+    def __init__(self, BM: int, BN: int, stages: int, k_pipe_mmas: int, split_k: int = 1, persistent: bool = False,
+                 epilogue: str = "register", pingpong: bool = False, cluster: str = "1x1", dtype: str = "f16"):
+        d = KernelDesign.of(bm=BM, bn=BN, stages=stages, k_pipe_mmas=k_pipe_mmas, split_k=split_k,
+                            persistent=persistent, epilogue=epilogue, pingpong=pingpong, cluster=cluster, dtype=dtype)
+        for f in ("mainloop", "scheduler", "output", "name"):
+            object.__setattr__(self, f, getattr(d, f))
 
-    @property
-    def BK(self) -> int:
-        return HOPPER_BK
+    BM = property(lambda self: self.bm)
+    BN = property(lambda self: self.bn)
+    BK = property(lambda self: self.bk)
 
-    @property
-    def consumers(self) -> int:
-        """Consumer warp groups: 2 for ping-pong, else ``BM / 64`` (the kernel's ``Sm90Config.consumers``)."""
-        return 2 if self.pingpong else consumers_of(self.BM)
-
-    @property
-    def warps(self) -> int:
-        """A producer warp group and the consumer warp groups (12 warps, 384 threads, for ping-pong)."""
-        return 4 * (1 + self.consumers)
-
-    @property
-    def variant(self) -> str:
-        """The schedule and epilogue in words: ``one CTA per tile``, ``persistent``, ``ping-pong``, ``2x1 cluster``
-        (one CTA per tile), ``persistent 2x1 cluster``, each with ``+ TMA store`` for the TMA-store epilogue."""
-        grid = "ping-pong" if self.pingpong else "persistent" if self.persistent else "one CTA per tile"
-        if self.cluster != "1x1":
-            grid = ("persistent " if self.persistent else "") + f"{self.cluster} cluster"
-        return grid + (" + TMA store" if self.epilogue == "tma_store" else "")
+    def __repr__(self) -> str:
+        return f"HopperPoint({self.label})"
 
     @property
     def group(self) -> tuple[int, int]:
@@ -130,22 +102,12 @@ class HopperPoint(ClusterShaped):
     @property
     def kernel(self) -> "HopperPoint":
         """The point without its split (the kernel whose constraints the split point must meet first)."""
-        return replace(self, split_k=1)
+        return self.with_(split_k=1)
 
-    def gemm(self, M: int = 1, N: int = 1, K: int = HOPPER_BK, dtype: str = "f16", name: str = "point"):
-        """The :class:`~synth.hopper.problem.HopperGemm` of this point (stages and k_pipe_mmas pinned). A cluster
-        point's problem says its cluster where the problem has the key (:func:`problem_takes_cluster`); where it
-        does not, the HopperGemm is the one-CTA-per-tile kernel of the same tile, and
-        :func:`synth.flow.candidates.write_candidates` refuses to write it as the cluster candidate."""
-        extra = {"cluster": self.cluster} if self.cluster != "1x1" and problem_takes_cluster() else {}
-        return HopperGemm(name, M, N, K, dtype, self.BM, self.BN, self.stages, self.k_pipe_mmas,
-                          split_k=self.split_k, persistent=self.persistent,
-                          epilogue=self.epilogue, pingpong=self.pingpong, **extra)
-
-    def smem_bytes(self) -> int:
-        """Dynamic shared memory of the kernel (:meth:`synth.hopper.problem.HopperGemm.smem_bytes`): slots, two
-        mbarriers per stage, the TMA-store staging slots, ping-pong's two order mbarriers, the alignment pad."""
-        return _smem_bytes(self.BM, self.BN, self.stages, self.epilogue, self.pingpong)
+    def gemm(self, M: int = 1, N: int = 1, K: Optional[int] = None, dtype: str = "f16", name: str = "point"):
+        """The :class:`~synth.hopper.problem.HopperGemm` of this point's design (stages and k_pipe_mmas pinned; ``K``
+        one k-tile unless given)."""
+        return HopperGemm(name, M, N, self.bk if K is None else K, self.with_(name=name, dtype=dtype).as_design())
 
     def problem(self, M: int, N: int, K: int, dtype: str):
         """The :class:`~synth.hopper.problem.HopperGemm` of this point (stages and k_pipe_mmas pinned; its name
@@ -165,7 +127,7 @@ class HopperPoint(ClusterShaped):
             ([("tma_store", "tmas", "")] if self.epilogue == "tma_store" else []) + \
             ([("cluster", "c", self.cluster)] if self.cluster != "1x1" else [])
         tile = f"{self.BM}x{self.BN}x{self.BK}-s{self.stages}-k{self.k_pipe_mmas}"
-        # a TMA-store kernel's store program is named after the problem with ".store" (Sm90Config.store_program),
+        # a TMA-store kernel's store program is named after the problem with ".store" (synth.lower.hopper_design.design_store_program),
         # itself a program name of at most NAME_LIMIT characters
         limit = NAME_LIMIT - (len(".store") if self.epilogue == "tma_store" else 0)
         for short, shape in ((False, True), (True, True), (True, False)):
@@ -176,20 +138,12 @@ class HopperPoint(ClusterShaped):
         return name
 
 
-@functools.lru_cache(maxsize=None)
-def problem_takes_cluster() -> bool:
-    """Whether :class:`synth.hopper.problem.HopperGemm` has a ``cluster`` field (a cluster point's folder can be
-    written by ``synth solve``'s flow)."""
-    import dataclasses
-
-
-    return any(f.name == "cluster" for f in dataclasses.fields(HopperGemm))
-
-
-@functools.lru_cache(maxsize=None)
-def _smem_bytes(BM: int, BN: int, stages: int, epilogue: str, pingpong: bool) -> int:
-    return HopperGemm("point", 1, 1, HOPPER_BK, "f16", BM, BN, epilogue=epilogue, pingpong=pingpong,
-                      persistent=pingpong).smem_bytes(stages)
+def point_of(design: KernelDesign) -> HopperPoint:
+    """The search's point of ``design`` (the same parts: nothing is copied field by field)."""
+    p = object.__new__(HopperPoint)
+    for f in ("mainloop", "scheduler", "output", "name"):
+        object.__setattr__(p, f, getattr(design, f))
+    return p
 
 
 # ---------------------------------------------------------------------------
@@ -219,9 +173,9 @@ def _c_tma(ctx, p: HopperPoint) -> Optional[str]:
 
 
 def _c_smem(ctx, p: HopperPoint) -> Optional[str]:
-    if p.smem_bytes() > SMEM_LIMIT:
+    if p.smem_bytes > SMEM_LIMIT:
         extra = " with the TMA-store staging slots" if p.epilogue == "tma_store" else ""
-        return (f"{p.stages} stages need {p.smem_bytes()} B of shared memory{extra}, above the {SMEM_LIMIT} B "
+        return (f"{p.stages} stages need {p.smem_bytes} B of shared memory{extra}, above the {SMEM_LIMIT} B "
                 "of sm_90")
     return None
 
@@ -240,29 +194,21 @@ def _c_store(ctx, p: HopperPoint) -> Optional[str]:
 
 
 def _c_kernel(ctx, p: HopperPoint) -> Optional[str]:
-    try:
-        Sm90Config(bm=p.BM, bn=p.BN, stages=p.stages, k_pipe_mmas=p.k_pipe_mmas, dtype=ctx.dtype,
-                   split_k=p.split_k, persistent=p.persistent, pingpong=p.pingpong, epilogue=p.epilogue,
-                   cluster=p.cluster).check()
-    except ValueError as e:
-        return str(e)
-    return None
+    bad = p.with_(dtype=ctx.dtype).issues()
+    return bad[0].message if bad else None
 
 
 @functools.lru_cache(maxsize=None)
-def cluster_kernel_issue(BM: int, BN: int, stages: int, k_pipe: int, dtype: str, epilogue: str,
-                         cluster: str, persistent: bool = False) -> Optional[str]:
+def cluster_kernel_issue(design: KernelDesign) -> Optional[str]:
     """None when the sm_90a emitter builds this cluster kernel (:func:`synth.emit.sm90.kernel.emit_sm90_kernel` of
-    its ``Sm90Config`` returns a kernel; ``persistent``: the persistent cluster kernel), else the emitter's reason.
-    A configuration the emitter cannot build is never ranked. Cached per process (a few milliseconds per
-    configuration)."""
+    ``design`` returns a kernel), else the emitter's reason. A design the emitter cannot build is never ranked.
+    Cached per process (a few milliseconds per design)."""
     # here, not at the top: the emitter loads when a cluster kernel is checked (synth's argument parser imports the
     # search package), and emit_sm90_kernel is looked up when called (tests replace it)
     from ..emit.sm90.kernel import emit_sm90_kernel
 
     try:
-        emit_sm90_kernel(Sm90Config(bm=BM, bn=BN, stages=stages, k_pipe_mmas=k_pipe, dtype=dtype, epilogue=epilogue,
-                                    cluster=cluster, persistent=persistent))
+        emit_sm90_kernel(design.as_design().with_(split_k=1, name="gemm_sm90"))
     except Exception as e:  # noqa: BLE001 -- whatever stops the emitter, the kernel is not built: never ranked
         return f"the sm_90a emitter does not build it yet ({str(e).splitlines()[0] if str(e) else type(e).__name__})"
     return None
@@ -279,7 +225,7 @@ def _c_cluster(ctx, p: HopperPoint) -> Optional[str]:
     if slots < 1:
         return (f"{ctx.arch.name} ({ctx.arch.sm_count} SMs of {ctx.arch.sms_per_tpc} per TPC) has no GPC slot for a "
                 f"cluster of {p.cluster_size} CTAs at {r}/SM")
-    return cluster_kernel_issue(p.BM, p.BN, p.stages, p.k_pipe_mmas, ctx.dtype, p.epilogue, p.cluster, p.persistent)
+    return cluster_kernel_issue(p.with_(dtype=ctx.dtype))
 
 
 HOPPER_CONSTRAINTS: tuple[HopperConstraint, ...] = (
@@ -287,10 +233,10 @@ HOPPER_CONSTRAINTS: tuple[HopperConstraint, ...] = (
     HopperConstraint("tma-16B", "K % 8 == 0", _c_tma),
     HopperConstraint("shared-memory", "stages * ((BM + BN) * 128 + 16) + staging + order + 1024 <= 232448",
                      _c_smem),
-    HopperConstraint("ping-pong", "pingpong => persistent (the tile: Sm90Config.check)", _c_pingpong),
+    HopperConstraint("ping-pong", "pingpong => persistent (the tile: KernelDesign.check)", _c_pingpong),
     HopperConstraint("tma-store-16B", "epilogue == tma_store => N % 4 == 0", _c_store),
-    HopperConstraint("Sm90Config.check", "synth.emit.sm90.config.Sm90Config(...).check() passes", _c_kernel),
-    HopperConstraint("cluster-kernel", "cluster != 1x1 => emit_sm90_kernel(Sm90Config(..., cluster)) builds it",
+    HopperConstraint("KernelDesign.check", "synth.hopper.kernel_design.KernelDesign.check() passes", _c_kernel),
+    HopperConstraint("cluster-kernel", "cluster != 1x1 => emit_sm90_kernel(the design) builds it",
                      _c_cluster),
 )
 
@@ -307,10 +253,10 @@ def enumerate_hopper_space() -> list[HopperPoint]:
 def prune_hopper(ctx, points: Sequence[HopperPoint]) -> tuple[list[HopperPoint], dict[str, int], dict[str, int]]:
     """Legal points, counts per first-broken constraint and per broken constraint.
 
-    ``Sm90Config.check`` (the kernel's own bounds) adjudicates only the points every named
+    ``KernelDesign.check`` (the kernel's own bounds) adjudicates only the points every named
     constraint accepts, so its count shows what they miss: zero.
     """
-    return tally(ctx, points, HOPPER_CONSTRAINTS, lambda fails, name: name in ("Sm90Config.check", "cluster-kernel"))
+    return tally(ctx, points, HOPPER_CONSTRAINTS, lambda fails, name: name in ("KernelDesign.check", "cluster-kernel"))
 
 
 def is_legal_hopper(ctx, p: HopperPoint) -> Optional[str]:
@@ -331,7 +277,7 @@ def is_legal_hopper(ctx, p: HopperPoint) -> Optional[str]:
             return (f"tma-store: a TMA-store epilogue with split_k = {p.split_k} is not built (the split's last CTA "
                     "sums the partials through global memory)")
         if p.cluster != "1x1":
-            return f"cluster: cluster {p.cluster} with split_k = {p.split_k} is not built (Sm90Config.check)"
+            return f"cluster: cluster {p.cluster} with split_k = {p.split_k} is not built (KernelDesign.check)"
     return None
 
 
@@ -341,7 +287,7 @@ def hopper_split_issue(ctx, p: HopperPoint) -> Optional[str]:
     not the stages), else why not."""
     if p.split_k not in SPLIT_SPACE:
         return f"split_k = {p.split_k} is not one of {SPLIT_SPACE}"
-    T = -(-ctx.K // HOPPER_BK)
+    T = -(-ctx.K // BK)
     if p.split_k > T:
         return f"split_k = {p.split_k} exceeds the {T} k-tiles of K"
     return None
@@ -353,8 +299,8 @@ def fit_stages(p: HopperPoint) -> Optional[HopperPoint]:
     not even one stage fits. The pipeline model's per-k-tile cycles never grow with the stages, so this is the
     variant's best depth at the base point's ``k_pipe_mmas``."""
     q = p
-    while q.stages >= 1 and q.smem_bytes() > SMEM_LIMIT:
-        q = replace(q, stages=q.stages - 1, k_pipe_mmas=min(q.k_pipe_mmas, q.stages - 2))
+    while q.stages >= 1 and q.smem_bytes > SMEM_LIMIT:
+        q = q.with_(stages=q.stages - 1, k_pipe_mmas=min(q.k_pipe_mmas, q.stages - 2))
     return q if q.stages >= 1 and q.k_pipe_mmas >= 0 else None
 
 
@@ -376,7 +322,7 @@ def design_variant(ctx, p: HopperPoint, persistent: bool, pingpong: bool, epilog
     stages and ``K_PIPE_MMAS`` ``synth solve`` chooses for that design (:func:`auto_choice`, the design's own
     pipeline input: its staging slots, order barriers and cluster); without, at ``p``'s pins (:func:`fit_stages`:
     the most of its stages that fit). None when no pipeline fits."""
-    q = replace(p, persistent=persistent, pingpong=pingpong, epilogue=epilogue, cluster=cluster)
+    q = p.with_(persistent=persistent, pingpong=pingpong, epilogue=epilogue, cluster=cluster)
     return auto_choice(ctx, q) if auto else fit_stages(q)
 
 
@@ -429,8 +375,8 @@ def point_input(p: HopperPoint, T: int, dtype: str):
     # synth.model loads OR-Tools: here, as synth's argument parser and synth run import the search package
     from ..model.hopper import pipeline_input
 
-    g = replace(p, split_k=1).gemm(1, 1, max(T, 1) * HOPPER_BK, dtype)
-    return pipeline_input(replace(g, stages=None, k_pipe_mmas=None))
+    g = p.with_(split_k=1).gemm(1, 1, max(T, 1) * BK, dtype)
+    return pipeline_input(g.with_(stages=None, k_pipe_mmas=None))
 
 
 @functools.lru_cache(maxsize=None)
@@ -471,13 +417,13 @@ def auto_choice(ctx, p: HopperPoint) -> Optional[HopperPoint]:
     # synth.model loads OR-Tools: here, as synth's argument parser and synth run import the search package
     from ..model.hopper import pipeline_input
 
-    g = replace(p.gemm(ctx.M, ctx.N, ctx.K, ctx.dtype), stages=None, k_pipe_mmas=None)
+    g = p.gemm(ctx.M, ctx.N, ctx.K, ctx.dtype).with_(stages=None, k_pipe_mmas=None)
     T = min(pipeline_input(g).trip_count, CHOICE_T)
     try:
-        s, k = _choice(point_input(replace(p, split_k=1), T, ctx.dtype))
+        s, k = _choice(point_input(p.with_(split_k=1), T, ctx.dtype))
     except ValueError:
         return None
-    return replace(p, stages=s, k_pipe_mmas=k)
+    return p.with_(stages=s, k_pipe_mmas=k)
 
 
 def auto_point(ctx, BM: int, BN: int) -> Optional[HopperPoint]:
@@ -529,7 +475,7 @@ def hopper_occupancy(arch, p: HopperPoint) -> tuple[int, str]:
     regs_warp = math.ceil(launch_registers(arch, threads) * 32 / REG_ALLOC_UNIT) * REG_ALLOC_UNIT
     limits = [
         (arch.registers_per_sm // (regs_warp * p.warps), "registers"),
-        (arch.smem_per_sm // (p.smem_bytes() + SMEM_RESERVED_PER_CTA), "smem"),
+        (arch.smem_per_sm // (p.smem_bytes + SMEM_RESERVED_PER_CTA), "smem"),
         (arch.max_threads_per_sm // threads, "threads"),
         (arch.max_ctas_per_sm, "cta slots"),
     ]
@@ -600,12 +546,6 @@ class HopperEstimate(WaveEstimate):
     ``lat_remote_arrive``; 0 without a cluster."""
 
 
-def store_cols(BN: int) -> int:
-    """Columns ``W`` of one TMA-store sub-tile (64 rows of f32): 32, or 16 where ``BN`` is not a multiple of 32
-    (the kernel's ``Sm90Config.store_cols``)."""
-    return 32 if BN % 32 == 0 else 16
-
-
 def staging_wavefronts(BN: int) -> int:
     """Shared-memory wavefronts of one warp's ``st.shared.v2.f32`` into a staging slot (docs/search.md, section 10,
     "The epilogues"): lane ``l`` writes row ``l / 4`` (plus 16 per warp and 8 per half), columns ``2 (l % 4)`` and
@@ -613,7 +553,7 @@ def staging_wavefronts(BN: int) -> int:
     (docs/hopper_store.md). A wavefront serves one 4-byte word per bank (32 banks), so the count is the most
     distinct words one bank receives: 8 for ``W = 32`` (rows 128 bytes apart share their banks), 4 for
     ``W = 16``, against 2 for a conflict-free 256-byte access."""
-    W = store_cols(BN)
+    W = Epilogue.store_cols(BN)
     words: dict[int, set[int]] = {}
     for lane in range(32):
         for j in (0, 1):
@@ -648,7 +588,7 @@ def epilogue_cost(arch, p: HopperPoint, stores: float) -> EpilogueCost:
     through_l2 = arch.lat_global + c_bytes / l2_per_sm
     if p.epilogue != "tma_store":
         return EpilogueCost(critical=through_l2)
-    W = store_cols(p.BN)
+    W = p.store_cols
     ideal = max(1, -(-32 * 8 // arch.smem_bytes_per_clk))  # a warp's 256 bytes without a conflict
     staging = c_bytes / arch.smem_bytes_per_clk * staging_wavefronts(p.BN) / ideal
     blocks = p.BM // 64 if p.pingpong else 1  # 64-row blocks one warp group stores
@@ -661,7 +601,7 @@ def l2_ktile_bytes(p: HopperPoint) -> int:
     """Bytes one CTA of ``p`` reads from L2 per k-tile: ``(BM + BN) 64 x 2``, with the shared operand's tile
     counted half in a cluster (each CTA of the pair loads half of it, multicast into both: the tile is read from L2
     once per cluster instead of once per CTA)."""
-    a, b = p.BM * p.BK * 2, p.BN * p.BK * 2
+    a, b = p.a_slot_bytes, p.b_slot_bytes
     share = p.shared_operand
     return (a // p.cluster_size if share == "A" else a) + (b // p.cluster_size if share == "B" else b)
 
@@ -670,7 +610,7 @@ def ingress_ktile_bytes(p: HopperPoint) -> int:
     """Bytes landing in one CTA's shared memory per k-tile: its whole A and B tiles, ``(BM + BN) 64 x 2``, with or
     without a cluster (a multicast copy lands whole in every CTA of the cluster: it saves L2 reads, not what each SM
     receives)."""
-    return (p.BM + p.BN) * p.BK * 2
+    return p.a_slot_bytes + p.b_slot_bytes
 
 
 def round_terms_hopper(arch, p: HopperPoint, k: int, pipe: Pipeline, l2_hit: float,
@@ -831,8 +771,8 @@ __all__ = ["HopperPoint", "HopperConstraint", "HOPPER_CONSTRAINTS", "HopperEstim
            "enumerate_hopper_space", "prune_hopper", "is_legal_hopper", "pipeline", "hopper_occupancy",
            "launch_registers", "estimate_hopper", "auto_point", "auto_choice", "design_variant", "point_input",
            "point_pipeline", "CHOICE_T", "round_terms_hopper", "combine_hopper",
-           "clear_hopper_cache", "pipeline_evaluations", "VARIANTS", "hopper_variants", "fit_stages", "EpilogueCost",
+           "clear_hopper_cache", "pipeline_evaluations", "VARIANTS", "hopper_variants", "fit_stages", "point_of", "EpilogueCost",
            "epilogue_cost", "staging_wavefronts", "cluster_slots", "cluster_kernel_issue", "l2_ktile_bytes",
            "ingress_ktile_bytes",
-           "problem_takes_cluster", "store_cols", "NAME_LIMIT", "HOPPER_BM_SPACE", "HOPPER_BN_SPACE", "HOPPER_STAGES_SPACE",
-           "HOPPER_KPIPE_SPACE", "HOPPER_BK", "C_BYTES", "HOPPER_SPLIT_BARRIERS", "hopper_split_issue"]
+           "NAME_LIMIT", "HOPPER_BM_SPACE", "HOPPER_BN_SPACE", "HOPPER_STAGES_SPACE",
+           "HOPPER_KPIPE_SPACE", "C_BYTES", "HOPPER_SPLIT_BARRIERS", "hopper_split_issue"]

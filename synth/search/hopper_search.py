@@ -30,9 +30,8 @@ from ..errors import SynthError
 from ..hopper.problem import DTYPES, HopperGemm, MAINLOOPS
 from .explain import beats, behind, difference, loop_rate, model_error, pct, tie_text
 from .hopper import (HopperEstimate, HopperPoint, auto_choice, auto_point, cluster_slots, design_variant,
-                     enumerate_hopper_space, estimate_hopper, fit_stages, hopper_occupancy, hopper_split_issue,
-                     hopper_variants, is_legal_hopper, pipeline_evaluations, prune_hopper, staging_wavefronts,
-                     store_cols)
+                     enumerate_hopper_space, estimate_hopper, hopper_occupancy, hopper_split_issue,
+                     hopper_variants, is_legal_hopper, pipeline_evaluations, prune_hopper, staging_wavefronts)
 from . import published  # published.best_published looked up when called (tests replace it)
 from .published import beats_published
 from .references import load_hopper_references
@@ -82,7 +81,7 @@ def hopper_key(e: HopperEntry) -> tuple:
     fewer stages, fewer wgmma groups held, then the tile."""
     p = e.point
     return (round(e.est.time_us, 9), p.split_k, p.persistent, p.pingpong, p.cluster != "1x1", p.cluster != "2x1",
-            p.epilogue != "register", p.smem_bytes(), p.stages, p.k_pipe_mmas, p.BM, p.BN)
+            p.epilogue != "register", p.smem_bytes, p.stages, p.k_pipe_mmas, p.BM, p.BN)
 
 
 def evaluate_tiles(ctx, legal: list[HopperPoint], say: Progress, clusters: bool = True
@@ -114,7 +113,7 @@ def evaluate_tiles(ctx, legal: list[HopperPoint], say: Progress, clusters: bool 
                 if v not in out or v == p:
                     out[v] = HopperEntry(v, estimate_hopper(ctx, v), p)
             for s in SPLIT_SPACE[1:]:
-                ps = replace(p, split_k=s)
+                ps = p.with_(split_k=s)
                 if hopper_split_issue(ctx, ps) is not None:
                     continue
                 ps = auto_choice(ctx, ps) if auto else ps
@@ -138,7 +137,7 @@ def variant_or_pins(ctx, base: HopperPoint, **design) -> HopperPoint:
     d.update(design)
     q = design_variant(ctx, base.base, d["persistent"], d["pingpong"], d["epilogue"], d["cluster"],
                        is_auto_point(ctx, base))
-    return q if q is not None else replace(base, **design)
+    return q if q is not None else base.with_(**design)
 
 
 def _best_per_tile(entries) -> dict[tuple[int, int], HopperEntry]:
@@ -219,7 +218,7 @@ def why_hopper_persistent(ctx, e: HopperEntry) -> str:
     if e.est.split_k > 1:
         return ""
     arch, base = ctx.arch, e.origin
-    one, per = estimate_hopper(ctx, base), estimate_hopper(ctx, replace(base, persistent=True))
+    one, per = estimate_hopper(ctx, base), estimate_hopper(ctx, base.with_(persistent=True))
     slots = arch.sm_count * one.ctas_per_sm
     exact = one.ctas / slots
     idle = (one.waves * slots - one.ctas) / slots
@@ -307,7 +306,7 @@ def why_hopper_variant(ctx, e: HopperEntry, clusters: bool = True) -> str:
                      "bytes)")
     elif ts is not None and rg is not None:
         s = ts.est
-        W = store_cols(p.BN)
+        W = p.store_cols
         text = (f"TMA store ({p.variant.replace(' + TMA store', '')}): "
                 f"{s.staging_cycles:,} cycles of staging writes ({staging_wavefronts(p.BN)} shared-memory wavefronts "
                 f"per warp store where 2 carry no bank conflict: the rows of the {W}-column f32 slot share banks) "
@@ -512,7 +511,7 @@ def hopper_candidate(ctx, e: HopperEntry, rank: int, why: str, why_short: str = 
     p, est = e.point, e.est
     return Candidate(
         rank=rank, config=p.problem(ctx.M, ctx.N, ctx.K, ctx.dtype), time_us=est.time_us, tflops=est.tflops,
-        smem_bytes=p.smem_bytes(), smem_slots=p.stages, regs_per_thread=est.regs_per_thread,
+        smem_bytes=p.smem_bytes, smem_slots=p.stages, regs_per_thread=est.regs_per_thread,
         ctas_per_sm=est.ctas_per_sm, occupancy_limit=est.occupancy_limit, ctas=est.ctas, waves=est.waves,
         wave_efficiency=round(est.wave_efficiency, 6), k_tiles=est.k_tiles, ktile_cycles=int(round(est.ii)),
         ktile_bound=est.mma_cycles, round_cycles=est.round_cycles, bound=est.bound, solver_status=est.status,
@@ -535,13 +534,13 @@ def rank_hopper_references(ctx, entries: dict[HopperPoint, HopperEntry], best, w
     rank_of = _ranker(best)
     out = []
     for ref in load_hopper_references():
-        g = HopperGemm("ref", ctx.M, ctx.N, ctx.K, ctx.dtype, ref.BM, ref.BN)
+        g = HopperGemm.of("ref", ctx.M, ctx.N, ctx.K, ctx.dtype, ref.BM, ref.BN)
         stages = ref.stages if ref.stages is not None else g.max_stages()
         k = min(ref.k_pipe_mmas, max(stages - 1, 0))
         p = HopperPoint(ref.BM, ref.BN, stages, k)
         why = "shared-memory: not even one stage fits" if stages < 1 else is_legal_hopper(ctx, p)
         if ref.BK != p.BK:
-            why = f"Sm90Config.check: bk must be {p.BK}"
+            why = f"KernelDesign.check: bk must be {p.BK}"
         if why is not None:
             out.append(ReferenceRank(ref.name, (ref.BM, ref.BN, ref.BK), p.warps, stages, None, None, None, None,
                                      why, k_pipe_mmas=k))

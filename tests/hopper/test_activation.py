@@ -12,14 +12,14 @@ import pytest
 
 import synth.kernel
 from conftest import synth_cli
-from synth.emit.sm90.config import Sm90Config
+from synth.hopper.kernel_design import KernelDesign
 from synth.emit.sm90.emulate import emulate_sm90
 from synth.emit.sm90.kernel import emit_sm90_kernel
 
 ALPHA, BETA = 0.75, -1.25
 
 
-def _relu_run(cfg: Sm90Config, M: int, N: int, K: int, **kw):
+def _relu_run(cfg: KernelDesign, M: int, N: int, K: int, **kw):
     """The emulator's run of ``cfg`` with ReLU, with C_in, against numpy's ``max(alpha A B^T + beta C_in, 0)``."""
     r = emulate_sm90(emit_sm90_kernel(cfg), M, N, K, with_c=True, alpha=ALPHA, beta=BETA, activation="relu", **kw)
     assert r.ok, r.summary()
@@ -34,20 +34,20 @@ def test_none_is_the_default_text_and_relu_wraps_only_the_final_writes():
     """``activation: none`` is the default design (the identity golden holds its text); ``relu`` adds ``fmaxf`` at
     C's writes and never to a split-K partial (the workspace store)."""
     for kw in ({}, {"epilogue": "tma_store"}, {"split_k": 2}, {"persistent": True, "pingpong": True, "bm": 64}):
-        base = Sm90Config(bm=kw.pop("bm", 128), bn=64, stages=3, **kw)
-        assert emit_sm90_kernel(base) == emit_sm90_kernel(Sm90Config(**{**base.__dict__, "activation": "none"}))
-        relu = emit_sm90_kernel(Sm90Config(**{**base.__dict__, "activation": "relu"}))
+        base = KernelDesign.of(bm=kw.pop("bm", 128), bn=64, stages=3, **kw)
+        assert emit_sm90_kernel(base) == emit_sm90_kernel(base.with_(activation="none"))
+        relu = emit_sm90_kernel(base.with_(activation="relu"))
         assert "fmaxf" not in emit_sm90_kernel(base) and "fmaxf" in relu
         if base.split_k > 1:
             partial = [ln for ln in relu.splitlines() if "ws_tile + (size_t)split" in ln]
             assert partial and not any("fmaxf" in ln for ln in partial)
     with pytest.raises(ValueError, match="activation 'gelu'"):
-        Sm90Config(activation="gelu").check()
+        KernelDesign.of(activation="gelu").check()
 
 
 def test_register_epilogue_relu_odd_and_aligned_n():
     """Register stores: N = 137 (per-element edge stores) and N = 136 (128-bit stores), alpha and beta != 0."""
-    cfg = Sm90Config(bm=64, bn=64, stages=2, activation="relu")
+    cfg = KernelDesign.of(bm=64, bn=64, stages=2, activation="relu")
     for N in (137, 136):
         _relu_run(cfg, 70, N, 128)
 
@@ -55,7 +55,7 @@ def test_register_epilogue_relu_odd_and_aligned_n():
 def test_tma_store_persistent_cluster_relu_fallback_and_aligned():
     """A persistent 2x1 cluster with the TMA-store epilogue: N = 137 (C not TMA-aligned: the register fallback) and
     N = 128 (the store program's staged sub-tiles)."""
-    cfg = Sm90Config(bm=64, bn=64, stages=2, epilogue="tma_store", persistent=True, cluster="2x1",
+    cfg = KernelDesign.of(bm=64, bn=64, stages=2, epilogue="tma_store", persistent=True, cluster="2x1",
                      activation="relu")
     fallback = _relu_run(cfg, 130, 137, 128, ctas=2)
     assert not fallback.stats["c_tma"]

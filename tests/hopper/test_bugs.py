@@ -13,6 +13,7 @@ from synth.lower.barriers import lower_hopper
 from synth.program import Access, CommitStmt, OpStmt, Part, WaitStmt
 from synth.verify.oracle_phases import run
 from synth.verify.phases import verify_hopper
+from synth.lower.hopper_design import design_program
 
 LOADS = (Load("load_A", "A", 16384), Load("load_B", "B", 8192))
 
@@ -267,9 +268,9 @@ def test_an_arrival_naming_phase_minus_one_is_refuted():
     """A release counted ``i - 1`` with no ``i >= 1`` guard names phase -1 at ``i = 0``: the arrival
     really lands in phase 0, one too many there. Found by the independent checker (synth/trusted):
     the prover used to skip phases below 0."""
-    from synth.emit.sm90.config import Sm90Config
+    from synth.hopper.kernel_design import KernelDesign
 
-    p = Sm90Config(bm=64, stages=3, k_pipe_mmas=0).program()
+    p = design_program(KernelDesign.of(bm=64, stages=3, k_pipe_mmas=0))
 
     def shift(stmts):
         out, done = [], False
@@ -415,10 +416,10 @@ def test_whole_call_deadline():
     """`deadline` bounds the whole verification: past it nothing more is asked, and what was not asked
     is unknown with the reason (never proven, never a crash)."""
     import time as _t
-    from synth.emit.sm90.config import Sm90Config
+    from synth.hopper.kernel_design import KernelDesign
     from synth.verify import phases
     # a program whose proof takes seconds, none of it done before (the prover reuses what this process proved)
-    p = Sm90Config(bm=64, bn=16, stages=16, k_pipe_mmas=1, cluster="2x1").program()
+    p = design_program(KernelDesign.of(bm=64, bn=16, stages=16, k_pipe_mmas=1, cluster="2x1"))
     phases._PROVEN.clear()
     phases._VIEWS.clear()
     t0 = _t.monotonic()

@@ -17,6 +17,7 @@ import pytest
 from conftest import PROBLEMS
 from conftest import synth_cli as synth
 from gemm_fixtures import CLUSTER_SOLVED, SOLVE_FLAGS
+from synth.lower.hopper_design import design_program
 
 CLUSTER_CLASSES = {"cluster_form", "init_visible", "safe_exit"}
 
@@ -225,7 +226,7 @@ def test_a_folder_that_declares_a_cluster_is_checked_as_one(solved, tmp_path):
     CTA indices, no multicast): verify refutes cluster_form, and certify refuses a certificate without the
     cluster classes."""
     from synth.api import certify, verify
-    from synth.emit.sm90.config import Sm90Config
+    from synth.hopper.kernel_design import KernelDesign
     from synth.hopper.ir import dumps
     from synth.verify.certificate_phases import write_hopper_certificate
     from synth.verify.phases import verify_hopper
@@ -233,7 +234,7 @@ def test_a_folder_that_declares_a_cluster_is_checked_as_one(solved, tmp_path):
     folder = tmp_path / "one"
     shutil.copytree(solved, folder)
     shutil.rmtree(folder / "certificate")
-    one = Sm90Config(stages=2, name="cl2").program()
+    one = design_program(KernelDesign.of(stages=2, name="cl2"))
     (folder / "program.json").write_text(dumps(one))
     rep = verify(str(folder))
     assert not rep.ok and rep.refuted_classes() == {"cluster_form"}

@@ -26,6 +26,7 @@ from hypothesis import strategies as st
 
 from conftest import synth_cli as synth
 from gemm_fixtures import CLUSTER_SOLVED, NEEDS_GXX, PERSISTENT_CLUSTER_PROBLEM, SOLVE_FLAGS
+from synth.lower.hopper_design import design_program
 
 EXPLORE = os.environ.get("SYNTH_HYPOTHESIS") == "explore"
 
@@ -363,10 +364,10 @@ def test_a_refused_cluster_exits_2_without_a_folder(tmp_path, text):
 
 @st.composite
 def cluster_cases(draw):
-    """A legal cluster Sm90Config (Sm90Config.check accepts it) and M, N, K around its tile: M or N below one
+    """A legal cluster KernelDesign (KernelDesign.check accepts it) and M, N, K around its tile: M or N below one
     tile, an odd tile count along the cluster axis (a CTA outside C), K below BK or off it, and a thread and
     block order (cta0_first / cta1_first: one CTA of each cluster runs ahead)."""
-    from synth.emit.sm90.config import Sm90Config
+    from synth.hopper.kernel_design import KernelDesign
     from synth.emit.sm90.emulate import ORDERS
 
     cluster = draw(st.sampled_from(["2x1", "1x2"]))
@@ -374,7 +375,7 @@ def cluster_cases(draw):
     bn = 16 * draw(st.integers(1, 8 if bm == 128 else 16))  # at most 128 accumulators per thread
     stages = draw(st.integers(1, 5))
     epilogue = draw(st.sampled_from(["register", "tma_store"]))
-    cfg = Sm90Config(bm=bm, bn=bn, stages=stages, k_pipe_mmas=draw(st.integers(0, stages - 1)),
+    cfg = KernelDesign.of(bm=bm, bn=bn, stages=stages, k_pipe_mmas=draw(st.integers(0, stages - 1)),
                      dtype=draw(st.sampled_from(["f16", "bf16"])), epilogue=epilogue,
                      out_dtype=draw(st.sampled_from(["f32", "f16", "bf16"])) if epilogue == "tma_store" else "f32",
                      persistent=draw(st.booleans()), cluster=cluster)
@@ -442,7 +443,7 @@ def test_the_multicast_halves_land_where_cute_puts_each_cta_s_part(tmp_path):
     kernels' multicast lines use that offset and those rows."""
     from test_cute_layouts import probe_build
 
-    from synth.emit.sm90.config import Sm90Config
+    from synth.hopper.kernel_design import KernelDesign
     from synth.emit.sm90.kernel import emit_sm90_kernel
 
     cute = _cute_multicast(tmp_path)
@@ -463,7 +464,7 @@ def test_the_multicast_halves_land_where_cute_puts_each_cta_s_part(tmp_path):
         flat = sorted(a for row in landed for a in row)
         assert flat == sorted(cute_part) == sorted(cute_tma_part), (rows, part)
     for cluster, bm, bn in (("2x1", 128, 48), ("2x1", 64, 256), ("1x2", 64, 128), ("1x2", 128, 16)):
-        cfg = Sm90Config(bm=bm, bn=bn, stages=2, cluster=cluster)
+        cfg = KernelDesign.of(bm=bm, bn=bn, stages=2, cluster=cluster)
         rows = bn if cluster == "2x1" else bm
         (line,) = [ln for ln in emit_sm90_kernel(cfg).splitlines() if "synth_tma_load_2d_multicast(s" in ln]
         assert f"crank * {rows // 2 * 128}u" in line and f"+ (int)crank * {rows // 2}" in line, line
@@ -511,10 +512,10 @@ def test_a_guarded_init_does_not_make_a_barrier_visible_to_the_peer(solved, tmp_
 
 def _one_cta_named_cta0(tmp_path) -> dict:
     """The 1x1 lowering of PROBLEM's tile with every role, barrier and buffer renamed to end in 0 (CTA 0)."""
-    from synth.emit.sm90.config import Sm90Config
+    from synth.hopper.kernel_design import KernelDesign
     from synth.hopper.ir import dumps
 
-    one = json.loads(dumps(Sm90Config(stages=2, name="cl2").program()))
+    one = json.loads(dumps(design_program(KernelDesign.of(stages=2, name="cl2"))))
     names = {r["role"] for r in one["roles"]} | {b["name"] for b in one["barriers"]} | \
         {b["name"] for b in one["buffers"]}
 
@@ -675,10 +676,10 @@ def test_a_guarded_init_is_not_an_init_for_one_cta_either(barrier):
     it is never initialized): the fence class's "initialized in setup and fenced before use" is refuted, as the
     cluster's init_visible is (the trusted reader refuses the file)."""
     from synth.api import verify
-    from synth.emit.sm90.config import Sm90Config
+    from synth.hopper.kernel_design import KernelDesign
     from synth.hopper.ir import dumps, hopper_from_json
 
-    doc = json.loads(dumps(Sm90Config(stages=2).program()))
+    doc = json.loads(dumps(design_program(KernelDesign.of(stages=2))))
     (k,) = [k for k, s in enumerate(doc["setup"]) if s == {"kind": "init", "barrier": barrier, "guard": None}]
     doc["setup"][k]["guard"] = "T > 1"
     rep = verify(hopper_from_json(doc))

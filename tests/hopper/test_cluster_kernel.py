@@ -22,11 +22,12 @@ from synth.completion import TryWaitStmt
 from synth.emit import sass
 from synth.emit.launch import sm90_grid
 from synth.emit.raster import cluster_tile_of
-from synth.emit.sm90.config import Sm90Config
+from synth.hopper.kernel_design import KernelDesign
 from synth.emit.sm90.kernel import emit_proven, emit_sm90_kernel
 from synth.emit.sm90.sass_mix import figures
 from synth.verify.hopper_cluster import CLUSTER_BUGS, mask_missing_peer
 from synth.program import OpStmt
+from synth.lower.hopper_design import design_program
 
 EXPLORE = os.environ.get("SYNTH_HYPOTHESIS") == "explore"
 NEEDS_NVCC = pytest.mark.skipif(sass.tool("nvcc") is None or sass.tool("cuobjdump") is None,
@@ -51,7 +52,7 @@ def _role_block(text: str, role: str) -> str:
 # ---------------------------------------------------------------------------------------------------------------
 
 def test_cluster_kernel_is_the_cluster_program():
-    cfg = Sm90Config(bm=128, bn=128, stages=4, k_pipe_mmas=1, cluster="2x1")
+    cfg = KernelDesign.of(bm=128, bn=128, stages=4, k_pipe_mmas=1, cluster="2x1")
     text = emit_sm90_kernel(cfg)
     assert "__cluster_dims__(SYNTH_CLUSTER_N, SYNTH_CLUSTER_M, 1)" in text
     for macro in ("SYNTH_CLUSTER_M 2", "SYNTH_CLUSTER_N 1", "SYNTH_A_BOX_ROWS 128", "SYNTH_B_BOX_ROWS 64"):
@@ -88,14 +89,14 @@ def test_cluster_kernel_is_the_cluster_program():
     assert teardown.index("synth_cluster_sync();") < teardown.index("synth_mbar_inval")
     assert "synth_syncthreads" not in teardown
     # a 1x2 cluster shares A: its half rows along M
-    text12 = emit_sm90_kernel(Sm90Config(bm=128, bn=64, stages=3, cluster="1x2"))
+    text12 = emit_sm90_kernel(KernelDesign.of(bm=128, bn=64, stages=3, cluster="1x2"))
     assert "#define SYNTH_CLUSTER_N 2" in text12 and "#define SYNTH_A_BOX_ROWS 64" in text12
     assert any("m0 + (int)crank * 64," in ln and "&tmA" in ln for ln in _lines(text12, "synth_tma_load_2d_multicast("))
 
 
 def test_mutants_are_emitted_as_they_are():
-    cfg = Sm90Config(bm=64, bn=64, stages=2, cluster="2x1")
-    p = cfg.program()
+    cfg = KernelDesign.of(bm=64, bn=64, stages=2, cluster="2x1")
+    p = design_program(cfg)
     mut = {name: emit_sm90_kernel(cfg, fn(p)) for name, (fn, _, _) in CLUSTER_BUGS.items()}
     # the mask follows the copies present: producer1's copy into CTA 0 gone -> its multicast lands in CTA 1 only;
     # the producers differ, so each CTA's role is emitted as it is, under its rank
@@ -123,17 +124,17 @@ def test_mutants_are_emitted_as_they_are():
 
 
 def test_what_the_kernel_cannot_be_is_refused():
-    cfg = Sm90Config(bm=64, bn=64, stages=2, cluster="2x1")
-    p = cfg.program()
+    cfg = KernelDesign.of(bm=64, bn=64, stages=2, cluster="2x1")
+    p = design_program(cfg)
     with pytest.raises(ValueError, match="expected roles producer0"):
-        emit_sm90_kernel(cfg, Sm90Config(bm=64, bn=64, stages=2).program())
+        emit_sm90_kernel(cfg, design_program(KernelDesign.of(bm=64, bn=64, stages=2)))
     with pytest.raises(ValueError, match="expected a producer role"):
-        emit_sm90_kernel(Sm90Config(bm=64, bn=64, stages=2), p)
+        emit_sm90_kernel(KernelDesign.of(bm=64, bn=64, stages=2), p)
     with pytest.raises(ValueError, match="cluster 2x1: expected roles"):
         emit_sm90_kernel(cfg, replace(p, roles=p.roles[:3]))
     # a 2x1 program (sharing B) for a 1x2 configuration (sharing A)
     with pytest.raises(ValueError, match="load_A0: the cluster 1x2 shares A: each producer loads its part"):
-        emit_sm90_kernel(Sm90Config(bm=64, bn=64, stages=2, cluster="1x2"), p)
+        emit_sm90_kernel(KernelDesign.of(bm=64, bn=64, stages=2, cluster="1x2"), p)
 
     def edit(role, fn):
         prog = p.role(role).program
@@ -171,15 +172,15 @@ def test_emitting_a_cluster_kernel_needs_no_prover():
     import subprocess
     import sys
 
-    code = ("import sys; from synth.emit.sm90.config import Sm90Config; "
+    code = ("import sys; from synth.hopper.kernel_design import KernelDesign; "
             "from synth.emit.sm90.kernel import emit_sm90_kernel; "
-            "emit_sm90_kernel(Sm90Config(cluster='1x2', bm=64, bn=64, stages=2)); "
+            "emit_sm90_kernel(KernelDesign.of(cluster='1x2', bm=64, bn=64, stages=2)); "
             "assert not {'z3', 'synth.verify', 'synth.verify.hopper_cluster'} & set(sys.modules), sorted(sys.modules)")
     subprocess.run([sys.executable, "-c", code], check=True, timeout=120)
 
 
 def test_emit_proven_proves_the_cluster_program():
-    cfg = Sm90Config(bm=64, bn=64, stages=2, cluster="2x1")
+    cfg = KernelDesign.of(bm=64, bn=64, stages=2, cluster="2x1")
     text, report = emit_proven(cfg)
     assert report.ok and text == emit_sm90_kernel(cfg)
     assert {"init_visible", "safe_exit", "cluster_form", "tx_bytes", "arrivals"} <= \
@@ -211,7 +212,7 @@ def test_cluster_raster_keeps_a_cluster_on_its_shared_tile(tm, tn, shape, group)
 def test_the_kernel_uses_the_cluster_raster():
     from synth.emit.raster import cluster_cuda_lines
 
-    text = emit_sm90_kernel(Sm90Config(bm=128, bn=64, stages=3, cluster="1x2"))
+    text = emit_sm90_kernel(KernelDesign.of(bm=128, bn=64, stages=3, cluster="1x2"))
     assert all(ln in text for ln in cluster_cuda_lines(128, 64, 1, 2))
 
 
@@ -221,7 +222,7 @@ def test_runner_launches_whole_clusters_with_half_boxes():
 
     for cl, boxes, grid in (("2x1", [[64, 128], [64, 32]], (3, 4, 1)), ("1x2", [[64, 64], [64, 64]], (4, 3, 1)),
                             ("1x1", [[64, 128], [64, 64]], (3, 3, 1))):
-        cfg = Sm90Config(bm=128, bn=64, stages=2, cluster=cl)
+        cfg = KernelDesign.of(bm=128, bn=64, stages=2, cluster=cl)
         drv = FakeDriver(None)
         params, g = runner.sm90_params(SimpleNamespace(cu=drv), cfg, 1 << 32, 2 << 32, 3 << 32, None,
                                        M=300, N=130, K=128, alpha=1.0, beta=0.0)
@@ -240,7 +241,7 @@ def test_run_gpu_launches_the_cluster_kernel(monkeypatch):
     from synth.emit.sm90 import runner
     from tests.test_run import FakeDriver
 
-    cfg = Sm90Config(bm=64, bn=64, stages=2, k_pipe_mmas=1, cluster="2x1")
+    cfg = KernelDesign.of(bm=64, bn=64, stages=2, k_pipe_mmas=1, cluster="2x1")
     drv = FakeDriver(emit_sm90_kernel(cfg))
     monkeypatch.setattr(runner, "driver", lambda: drv)
     rng = np.random.default_rng(4)
@@ -256,7 +257,7 @@ def test_run_gpu_launches_the_cluster_kernel(monkeypatch):
 # nvcc for sm_90a: the SASS
 # ---------------------------------------------------------------------------------------------------------------
 
-def _sass_checks(cfg: Sm90Config, targets: bool = True):
+def _sass_checks(cfg: KernelDesign, targets: bool = True):
     c = sass.compile_cuda(emit_sm90_kernel(cfg), "sm_90a", flags=("-DNDEBUG",))
     ops = Counter(i.opcode for i in sass.parse_sass(c.sass))
     # each producer's multicast (one per k-tile position of its unrolled loop) beside its own box's copy
@@ -277,15 +278,15 @@ def _sass_checks(cfg: Sm90Config, targets: bool = True):
 @NEEDS_NVCC
 @pytest.mark.parametrize("cluster", ["2x1", "1x2"])
 def test_cluster_kernel_compiles_for_sm90a(cluster):
-    _sass_checks(Sm90Config(bm=128, bn=128, stages=4, k_pipe_mmas=1, cluster=cluster))
+    _sass_checks(KernelDesign.of(bm=128, bn=128, stages=4, k_pipe_mmas=1, cluster=cluster))
 
 
 @pytest.mark.slow
 @NEEDS_NVCC
-@pytest.mark.parametrize("cfg", [Sm90Config(bm=128, bn=256, stages=3, k_pipe_mmas=1, cluster="2x1"),
-                                 Sm90Config(bm=64, bn=128, stages=2, k_pipe_mmas=0, cluster="1x2"),
-                                 Sm90Config(bm=128, bn=128, stages=4, cluster="2x1", epilogue="tma_store"),
-                                 Sm90Config(bm=128, bn=64, stages=5, k_pipe_mmas=2, cluster="1x2", dtype="bf16")],
+@pytest.mark.parametrize("cfg", [KernelDesign.of(bm=128, bn=256, stages=3, k_pipe_mmas=1, cluster="2x1"),
+                                 KernelDesign.of(bm=64, bn=128, stages=2, k_pipe_mmas=0, cluster="1x2"),
+                                 KernelDesign.of(bm=128, bn=128, stages=4, cluster="2x1", epilogue="tma_store"),
+                                 KernelDesign.of(bm=128, bn=64, stages=5, k_pipe_mmas=2, cluster="1x2", dtype="bf16")],
                          ids=["2x1-128x256", "1x2-64x128-k0", "2x1-tma-store", "1x2-bf16"])
 def test_cluster_kernels_compile_for_sm90a(cfg):
     _sass_checks(cfg, targets=cfg.stages & (cfg.stages - 1) == 0)
@@ -294,8 +295,8 @@ def test_cluster_kernels_compile_for_sm90a(cfg):
 # stage counts that are not a power of two, and 8: the slot i % S and the round i / S carried from one k-tile to the
 # next and the peer's barrier array mapped once (docs/hopper_cluster.md, "Performance"); before, a division by S per
 # slot and a mapa per release made the longest HGMMA-free run 30 to 44
-_ODD_STAGES = [pytest.param(Sm90Config(bm=128, bn=128, stages=3, k_pipe_mmas=1, cluster="2x1"), id="2x1-s3")] + [
-    pytest.param(Sm90Config(bm=bm, bn=bn, stages=st, k_pipe_mmas=k, cluster=cl, persistent=pers), marks=pytest.mark.slow,
+_ODD_STAGES = [pytest.param(KernelDesign.of(bm=128, bn=128, stages=3, k_pipe_mmas=1, cluster="2x1"), id="2x1-s3")] + [
+    pytest.param(KernelDesign.of(bm=bm, bn=bn, stages=st, k_pipe_mmas=k, cluster=cl, persistent=pers), marks=pytest.mark.slow,
                  id=f"{cl}-{bm}x{bn}-s{st}-k{k}{'-persistent' if pers else ''}")
     for bm, bn, st, k, cl, pers in [(128, 256, 3, 1, "2x1", False), (128, 128, 5, 3, "2x1", False),
                                     (128, 128, 5, 3, "1x2", False), (128, 128, 6, 1, "2x1", False),
@@ -327,7 +328,7 @@ def _emulate(src, M, N, K, **kw):
                                                      ("1x2", 70, 150, 320, "random")])
 def test_cluster_kernel_on_the_emulator(cluster, M, N, K, order):
     # 3 tile rows (2x1) / columns (1x2) of 64: the grid rounds up to 4, and the fourth CTA's tile lies outside C
-    cfg = Sm90Config(bm=64, bn=64, stages=2, k_pipe_mmas=1, cluster=cluster)
+    cfg = KernelDesign.of(bm=64, bn=64, stages=2, k_pipe_mmas=1, cluster=cluster)
     r = _emulate(emit_sm90_kernel(cfg), M, N, K, order=order, with_c=True, alpha=0.5, beta=2.0, seed=3)
     assert r.ok, r.summary()
     tiles = 4 * 2  # 4 x 2 CTAs, each multicasting its half of every k-tile into both CTAs of its cluster
@@ -336,11 +337,11 @@ def test_cluster_kernel_on_the_emulator(cluster, M, N, K, order):
 
 
 SWEEP = [
-    (Sm90Config(bm=128, bn=64, stages=2, k_pipe_mmas=1, cluster="2x1"), 330, 70, 64),     # T = 1, 3 tile rows
-    (Sm90Config(bm=128, bn=64, stages=2, k_pipe_mmas=1, cluster="2x1"), 200, 136, 456),   # T = 8 > stages
-    (Sm90Config(bm=64, bn=128, stages=3, k_pipe_mmas=0, cluster="1x2"), 100, 300, 200),   # 3 tile columns
-    (Sm90Config(bm=64, bn=64, stages=4, k_pipe_mmas=3, cluster="1x2", dtype="bf16"), 64, 192, 512),
-    (Sm90Config(bm=128, bn=128, stages=2, k_pipe_mmas=1, cluster="2x1", epilogue="tma_store"), 130, 136, 136),
+    (KernelDesign.of(bm=128, bn=64, stages=2, k_pipe_mmas=1, cluster="2x1"), 330, 70, 64),     # T = 1, 3 tile rows
+    (KernelDesign.of(bm=128, bn=64, stages=2, k_pipe_mmas=1, cluster="2x1"), 200, 136, 456),   # T = 8 > stages
+    (KernelDesign.of(bm=64, bn=128, stages=3, k_pipe_mmas=0, cluster="1x2"), 100, 300, 200),   # 3 tile columns
+    (KernelDesign.of(bm=64, bn=64, stages=4, k_pipe_mmas=3, cluster="1x2", dtype="bf16"), 64, 192, 512),
+    (KernelDesign.of(bm=128, bn=128, stages=2, k_pipe_mmas=1, cluster="2x1", epilogue="tma_store"), 130, 136, 136),
 ]
 ORDERS = ["forward", "reverse", "random", "starve", "cta0_first", "cta1_first"]
 
@@ -360,12 +361,12 @@ def test_cluster_kernels_on_the_emulator(k):
 # stage counts that are not a power of two: the carried slots and rounds (a chain of moves for i - 1 and i - 2, a step
 # for i - 3 and beyond; from kb in the persistent ring) compute C as the divisions did
 _ODD_RUNS = [
-    (Sm90Config(bm=64, bn=64, stages=3, k_pipe_mmas=2, cluster="2x1"), 130, 64, 7 * 64, None, "cta1_first"),
-    pytest.param(Sm90Config(bm=64, bn=64, stages=5, k_pipe_mmas=3, cluster="1x2"), 64, 200, 13 * 64, None, "random",
+    (KernelDesign.of(bm=64, bn=64, stages=3, k_pipe_mmas=2, cluster="2x1"), 130, 64, 7 * 64, None, "cta1_first"),
+    pytest.param(KernelDesign.of(bm=64, bn=64, stages=5, k_pipe_mmas=3, cluster="1x2"), 64, 200, 13 * 64, None, "random",
                  marks=pytest.mark.slow),
-    pytest.param(Sm90Config(bm=64, bn=64, stages=3, k_pipe_mmas=1, cluster="2x1", persistent=True), 330, 70, 5 * 64, 4,
+    pytest.param(KernelDesign.of(bm=64, bn=64, stages=3, k_pipe_mmas=1, cluster="2x1", persistent=True), 330, 70, 5 * 64, 4,
                  "cta0_first", marks=pytest.mark.slow),
-    pytest.param(Sm90Config(bm=64, bn=64, stages=7, k_pipe_mmas=4, cluster="1x2", persistent=True), 70, 200, 3 * 64, 2,
+    pytest.param(KernelDesign.of(bm=64, bn=64, stages=7, k_pipe_mmas=4, cluster="1x2", persistent=True), 70, 200, 3 * 64, 2,
                  "starve", marks=pytest.mark.slow),
 ]
 
@@ -384,7 +385,7 @@ def test_odd_stage_counts_on_the_emulator(cfg, M, N, K, ctas, order):
 BUG_ORDER = {"local_empty_count": "cta0_first", "own_part_expect_tx": "forward", "mask_missing_peer": "forward",
              "cta_scope_init_fence": "forward", "no_cluster_sync_after_init": "forward",
              "no_cluster_sync_before_exit": "cta1_first", "trip_mismatch": "forward"}
-BUG_CFG = Sm90Config(bm=64, bn=64, stages=2, k_pipe_mmas=1, cluster="2x1")
+BUG_CFG = KernelDesign.of(bm=64, bn=64, stages=2, k_pipe_mmas=1, cluster="2x1")
 BUG_SHAPE = (128, 64, 192)  # one cluster, T = 3 > stages
 
 
@@ -397,7 +398,7 @@ def test_every_cluster_bug_has_its_order():
                                  for b in BUG_ORDER])
 def test_each_cluster_bug_fails_on_the_emulator(bug):
     fn = CLUSTER_BUGS[bug][0]
-    r = _emulate(emit_sm90_kernel(BUG_CFG, fn(BUG_CFG.program())), *BUG_SHAPE, order=BUG_ORDER[bug])
+    r = _emulate(emit_sm90_kernel(BUG_CFG, fn(design_program(BUG_CFG))), *BUG_SHAPE, order=BUG_ORDER[bug])
     assert not r.ok, (bug, r.summary())
     assert r.kind in ("hang", "fault", "protocol") or r.nan_count or r.max_abs_err > 1e-2, r.summary()
 

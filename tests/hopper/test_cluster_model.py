@@ -13,7 +13,7 @@ from dataclasses import replace
 import pytest
 
 from synth.arch import get_arch
-from synth.emit.sm90.config import Sm90Config
+from synth.hopper.kernel_design import KernelDesign
 from synth.search import search_gemm, search_result_to_json
 from synth.search.hopper import (HopperPoint, cluster_kernel_issue, cluster_slots, enumerate_hopper_space,
                                  estimate_hopper, hopper_variants, is_legal_hopper, l2_ktile_bytes, prune_hopper)
@@ -110,8 +110,8 @@ def test_clusters_are_never_split_or_ping_pong_and_persistent_where_the_kernel_b
     for c in ("2x1", "1x2"):
         per = HopperPoint(128, 128, 4, 1, persistent=True, cluster=c)
         try:
-            Sm90Config(bm=128, bn=128, stages=4, k_pipe_mmas=1, persistent=True, cluster=c).check()
-            built = cluster_kernel_issue(128, 128, 4, 1, "f16", "register", c, True) is None
+            KernelDesign.of(bm=128, bn=128, stages=4, k_pipe_mmas=1, persistent=True, cluster=c).check()
+            built = cluster_kernel_issue(KernelDesign.of(stages=4, k_pipe_mmas=1, cluster=c, persistent=True)) is None
         except ValueError:
             built = False
         assert built and is_legal_hopper(ctx, per) is None
@@ -158,9 +158,9 @@ def test_the_search_ranks_only_buildable_clusters_and_says_why_the_winner_won():
     clustered = [c for c in res.candidates if c.cluster != "1x1"]
     assert clustered, [c.label for c in res.candidates]
     for c in clustered:  # each is a kernel the check and the emitter accept
-        Sm90Config(bm=c.BM, bn=c.BN, stages=c.stages, k_pipe_mmas=c.k_pipe_mmas, cluster=c.cluster,
+        KernelDesign.of(bm=c.BM, bn=c.BN, stages=c.stages, k_pipe_mmas=c.k_pipe_mmas, cluster=c.cluster,
                    epilogue=c.config.epilogue).check()
-        assert cluster_kernel_issue(c.BM, c.BN, c.stages, c.k_pipe_mmas, "f16", c.config.epilogue, c.cluster) is None
+        assert cluster_kernel_issue(c.config.design) is None
         assert c.label.endswith(f"cluster{c.cluster}") and f"-cluster{c.cluster}-" in c.name
     w = res.winner
     assert "cluster 2x1 (B multicast): a CTA reads" in w.why and "cluster 1x2 (A multicast)" in w.why, w.why
@@ -185,7 +185,7 @@ def test_the_search_ranks_a_persistent_cluster_and_says_why_it_won():
     w = res.winner
     assert (w.config.persistent, w.config.cluster, w.BM, w.BN) == (True, "2x1", 128, 256), w.label
     assert w.label.endswith(" persistent cluster2x1") and "-pers-c2x1-" in w.name, (w.label, w.name)
-    Sm90Config(bm=w.BM, bn=w.BN, stages=w.stages, k_pipe_mmas=w.k_pipe_mmas, persistent=True, cluster="2x1").check()
+    KernelDesign.of(bm=w.BM, bn=w.BN, stages=w.stages, k_pipe_mmas=w.k_pipe_mmas, persistent=True, cluster="2x1").check()
     assert "132 persistent CTAs at 1/SM (registers-limited) in 66 2x1 clusters walking 256 groups of 2 tiles" in w.why
     assert "persistent 2x1 cluster is the fastest of the" in w.why, w.why
     assert "persistent cluster 2x1: 132 CTAs in 66 clusters walk 256 groups of 2 tiles, the busiest 4 " \
@@ -249,7 +249,7 @@ def test_a_cluster_candidate_the_problem_cannot_say_is_refused_before_anything_i
 
     res = search_gemm(*SHAPE, arch="sm_90", top=2, references=False)
     c = next(c for c in res.candidates if c.cluster != "1x1")
-    lost = replace(res, candidates=(replace(c, config=replace(c.config, cluster="1x1")),))
+    lost = replace(res, candidates=(replace(c, config=c.config.with_(cluster="1x1")),))
     out = tmp_path / "s"
     with pytest.raises(SynthError, match=r"cluster kernel.*--no-clusters|no cluster key"):
         write_candidates(lost, str(out), k=1)

@@ -10,11 +10,12 @@ import itertools
 
 import pytest
 
-from synth.emit.sm90.config import Sm90Config
+from synth.hopper.kernel_design import KernelDesign
 from synth.emit.timeline_hopper import simulate
 from synth.emit.timeline_pingpong import design_timeline, design_view, pingpong_view, timeline_kind
 from synth.errors import SynthError
 from synth.load import load_problem_text
+from synth.lower.hopper_design import design_program
 
 BASE = ("name: g\nkind: gemm\nshape: {M: 256, N: 256, K: 256}\ndtype: f16\ntile: {BM: 64, BN: 64, BK: 64}\n"
         "arch: sm_90\nmainloop: tma_wgmma\nstages: 2\nk_pipe_mmas: 1\n")
@@ -34,8 +35,8 @@ def _accepted(persistent, pingpong, epilogue, cluster) -> bool:
 ACCEPTED = [f for f in FLAGS if _accepted(*f)]
 
 
-def _cfg(persistent, pingpong, epilogue, cluster) -> Sm90Config:
-    return Sm90Config(bm=64, bn=64, stages=2, k_pipe_mmas=1, persistent=persistent, pingpong=pingpong,
+def _cfg(persistent, pingpong, epilogue, cluster) -> KernelDesign:
+    return KernelDesign.of(bm=64, bn=64, stages=2, k_pipe_mmas=1, persistent=persistent, pingpong=pingpong,
                       epilogue=epilogue, cluster=cluster)
 
 
@@ -55,7 +56,7 @@ def test_the_reader_and_the_kernel_accept_the_same_designs():
 def test_every_accepted_design_is_drawn(flags):
     persistent, pingpong, epilogue, cluster = flags
     cfg = _cfg(*flags)
-    ring = cfg.program()
+    ring = design_program(cfg)
     view, trip = design_view(ring, cfg)
     kind = timeline_kind(persistent=persistent, pingpong=pingpong, epilogue=epilogue)
     T, events = simulate(view, trip)
@@ -77,8 +78,8 @@ def test_every_accepted_design_is_drawn(flags):
 
 @pytest.mark.parametrize("cluster", ["2x1", "1x2"])
 def test_a_persistent_cluster_draws_each_cta_s_stores_under_its_next_main_loop(cluster):
-    cfg = Sm90Config(bm=128, bn=128, stages=4, persistent=True, epilogue="tma_store", cluster=cluster)
-    view = pingpong_view(cfg.program(), kt=3, tiles=4, pingpong=False, tma_store=True)
+    cfg = KernelDesign.of(bm=128, bn=128, stages=4, persistent=True, epilogue="tma_store", cluster=cluster)
+    view = pingpong_view(design_program(cfg), kt=3, tiles=4, pingpong=False, tma_store=True)
     _, events = simulate(view, 12)
     assert not [e for e in events if e.kind in ("violation", "hang")]
     for c in (0, 1):
@@ -91,7 +92,7 @@ def test_a_persistent_cluster_draws_each_cta_s_stores_under_its_next_main_loop(c
 
 
 def test_ping_pong_on_a_cluster_ring_is_refused_by_the_view():
-    ring = Sm90Config(bm=64, bn=64, stages=2, persistent=True, cluster="2x1").program()
+    ring = design_program(KernelDesign.of(bm=64, bn=64, stages=2, persistent=True, cluster="2x1"))
     with pytest.raises(ValueError, match="not a design synth builds"):
         pingpong_view(ring, pingpong=True)
     from dataclasses import replace
@@ -105,7 +106,7 @@ def test_ping_pong_on_a_cluster_ring_is_refused_by_the_view():
                                    (False, False, "tma_store", "1x2")], ids=["pcl-store", "pingpong-store", "cl"])
 def test_the_folder_timeline_is_written(flags):
     cfg = _cfg(*flags)
-    svg, png = design_timeline(cfg.program(), cfg)
+    svg, png = design_timeline(design_program(cfg), cfg)
     assert png.startswith(b"\x89PNG") and svg.lstrip().startswith("<?xml")
     if flags[0]:
         assert "TMA store" in svg and "view" in svg

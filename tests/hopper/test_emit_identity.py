@@ -1,9 +1,9 @@
 """The sm_90a emitter's text, byte for byte, for every design it builds: the guard of its refactors.
 
 One sha256 (its first 16 hex digits) per case in ``tests/golden/sm90_emit_identity.json``. A case is an
-:class:`Sm90Config` (every legal combination of the design fields: persistent, ping-pong, epilogue with its out
+:class:`KernelDesign` (every legal combination of the design fields: persistent, ping-pong, epilogue with its out
 dtype and staging, cluster, split-K, dtype, load predicate; each with a spread of tiles, stages and ``K_PIPE_MMAS``,
-plus a sweep of stages x ``K_PIPE_MMAS`` for the main designs) emitted from ``cfg.program()``, or one of the bug
+plus a sweep of stages x ``K_PIPE_MMAS`` for the main designs) emitted from ``design_program(cfg)``, or one of the bug
 tests' mutants (a tile carry, an order program, a store program, the ``cta`` scheduler, a program mutant) whose
 text, or whose refusal's message, is hashed the same way. No compiler runs: hashing only, a few seconds. ``pytest
 --update-golden`` rewrites the golden (for a deliberate change of the emitted text, reviewed in the diff);
@@ -15,12 +15,13 @@ from __future__ import annotations
 import hashlib
 import json
 import pathlib
-from dataclasses import fields
 
 import pytest
 
-from synth.emit.sm90.config import Sm90Config
+from synth.hopper.kernel_design import KernelDesign
 from synth.emit.sm90.kernel import emit_sm90_kernel
+from synth.lower.hopper_design import design_program
+from synth.lower.hopper_design import design_store_program
 
 GOLDEN = pathlib.Path(__file__).resolve().parent.parent / "golden" / "sm90_emit_identity.json"
 
@@ -43,7 +44,7 @@ def _geometries() -> list[dict]:
 
 
 def _designs() -> list[dict]:
-    """Every combination of the design fields that :meth:`Sm90Config.check` may accept (the tile decides)."""
+    """Every combination of the design fields that :meth:`KernelDesign.check` may accept (the tile decides)."""
     epilogues = [dict()] + [dict(epilogue="tma_store", staging=s) for s in (1, 2, 3, 4)] + \
         [dict(epilogue="tma_store", out_dtype=o, staging=s) for o in ("f16", "bf16") for s in (1, 2)]
     out = []
@@ -66,7 +67,7 @@ SWEEP = (dict(), dict(bm=64, bn=64), dict(persistent=True), dict(persistent=True
 
 
 def _legal(kw: dict):
-    cfg = Sm90Config(**kw)
+    cfg = KernelDesign.of(**kw)
     try:
         cfg.check()
     except ValueError:
@@ -74,7 +75,7 @@ def _legal(kw: dict):
     return cfg
 
 
-def configs() -> list[Sm90Config]:
+def configs() -> list[KernelDesign]:
     """The configurations of the golden, each once, in a stable order."""
     geos = _geometries()
     out, seen = [], set()
@@ -98,11 +99,15 @@ def configs() -> list[Sm90Config]:
     return out
 
 
-def key(cfg: Sm90Config) -> str:
-    """The fields of ``cfg`` that differ from the defaults, ``name=value`` joined by commas."""
-    base = Sm90Config()
-    return ",".join(f"{f.name}={getattr(cfg, f.name)}" for f in fields(cfg)
-                    if getattr(cfg, f.name) != getattr(base, f.name)) or "default"
+def key(cfg: KernelDesign) -> str:
+    """The knobs of ``cfg`` that differ from the defaults, ``name=value`` joined by commas (in the golden's order)."""
+    base = KernelDesign.of()
+    return ",".join(f"{k}={getattr(cfg, k)}" for k in KNOBS if getattr(cfg, k) != getattr(base, k)) or "default"
+
+
+KNOBS = ("bm", "bn", "stages", "k_pipe_mmas", "load_when", "bk", "dtype", "name", "split_k", "persistent", "pingpong",
+         "epilogue", "staging", "out_dtype", "cluster", "activation")
+"""The design's knobs in the order the golden's keys name them."""
 
 
 def _digest(thunk) -> str:
@@ -124,10 +129,10 @@ def mutant_cases() -> list[tuple[str, object]]:
     from synth.hopper.store import STORE_MUTANTS, store_mutant
 
     cases: list = []
-    pers = [Sm90Config(persistent=True), Sm90Config(persistent=True, stages=5, k_pipe_mmas=2, bn=80,
+    pers = [KernelDesign.of(persistent=True), KernelDesign.of(persistent=True, stages=5, k_pipe_mmas=2, bn=80,
                                                     epilogue="tma_store"),
-            Sm90Config(persistent=True, cluster="2x1"), Sm90Config(persistent=True, cluster="1x2", stages=3, bm=64),
-            Sm90Config(persistent=True, pingpong=True, bm=64), Sm90Config(persistent=True, pingpong=True, stages=3)]
+            KernelDesign.of(persistent=True, cluster="2x1"), KernelDesign.of(persistent=True, cluster="1x2", stages=3, bm=64),
+            KernelDesign.of(persistent=True, pingpong=True, bm=64), KernelDesign.of(persistent=True, pingpong=True, stages=3)]
     for cfg in pers:
         roles = ("consumer", "producer") + (("consumer1", "producer0") if cfg.cluster_size > 1 else ())
         for name, c in sorted({**CARRY_MUTANTS, **(PP_CARRY if cfg.pingpong else {})}.items()):
@@ -139,37 +144,37 @@ def mutant_cases() -> list[tuple[str, object]]:
             cases.append((f"{key(cfg)}|order={name}",
                           lambda cfg=cfg, name=name: emit_sm90_kernel(cfg, order=order_program(False, name))))
         cases.append((f"{key(cfg)}|order=odd", lambda cfg=cfg: emit_sm90_kernel(cfg, order=order_program(True))))
-    for cfg in (Sm90Config(epilogue="tma_store"), Sm90Config(epilogue="tma_store", bn=208, out_dtype="bf16",
+    for cfg in (KernelDesign.of(epilogue="tma_store"), KernelDesign.of(epilogue="tma_store", bn=208, out_dtype="bf16",
                                                              staging=3),
-                Sm90Config(epilogue="tma_store", persistent=True), Sm90Config(epilogue="tma_store", persistent=True,
+                KernelDesign.of(epilogue="tma_store", persistent=True), KernelDesign.of(epilogue="tma_store", persistent=True,
                                                                               pingpong=True, stages=5),
-                Sm90Config(epilogue="tma_store", persistent=True, cluster="2x1", out_dtype="f16")):
+                KernelDesign.of(epilogue="tma_store", persistent=True, cluster="2x1", out_dtype="f16")):
         for name in sorted(STORE_MUTANTS):
             cases.append((f"{key(cfg)}|store={name}",
-                          lambda cfg=cfg, name=name: emit_sm90_kernel(cfg, store=store_mutant(cfg.store_program(),
+                          lambda cfg=cfg, name=name: emit_sm90_kernel(cfg, store=store_mutant(design_store_program(cfg),
                                                                                               name))))
-    for cfg in (Sm90Config(persistent=True, cluster="2x1", bm=64, bn=64, stages=2),
-                Sm90Config(persistent=True, cluster="1x2", stages=5), Sm90Config(cluster="2x1")):
+    for cfg in (KernelDesign.of(persistent=True, cluster="2x1", bm=64, bn=64, stages=2),
+                KernelDesign.of(persistent=True, cluster="1x2", stages=5), KernelDesign.of(cluster="2x1")):
         cases.append((f"{key(cfg)}|scheduler=cta", lambda cfg=cfg: emit_sm90_kernel(cfg, scheduler="cta")))
-    for cfg in (Sm90Config(bm=128, bn=64, stages=3), Sm90Config(bm=64, bn=64, stages=4, k_pipe_mmas=2,
+    for cfg in (KernelDesign.of(bm=128, bn=64, stages=3), KernelDesign.of(bm=64, bn=64, stages=4, k_pipe_mmas=2,
                                                                 load_when="k < T - 1"),
-                Sm90Config(persistent=True, stages=3), Sm90Config(split_k=2)):
-        for name, mp, _ in mutants(cfg.program()):
+                KernelDesign.of(persistent=True, stages=3), KernelDesign.of(split_k=2)):
+        for name, mp, _ in mutants(design_program(cfg)):
             cases.append((f"{key(cfg)}|mutant={name}", lambda cfg=cfg, mp=mp: emit_sm90_kernel(cfg, mp)))
-    for cfg in (Sm90Config(bm=64, bn=64, stages=2, k_pipe_mmas=1, cluster="2x1"),
-                Sm90Config(bm=64, stages=3, cluster="1x2", persistent=True)):
+    for cfg in (KernelDesign.of(bm=64, bn=64, stages=2, k_pipe_mmas=1, cluster="2x1"),
+                KernelDesign.of(bm=64, stages=3, cluster="1x2", persistent=True)):
         for name, (fn, _, _) in sorted(CLUSTER_BUGS.items()):
             cases.append((f"{key(cfg)}|cluster_bug={name}",
-                          lambda cfg=cfg, fn=fn: emit_sm90_kernel(cfg, fn(cfg.program()))))
-    for cfg in (Sm90Config(bm=64, bn=64, stages=2), Sm90Config(bm=64, bn=64, stages=2, cluster="2x1")):
-        for name, mp in field_mutants(cfg.program()):
+                          lambda cfg=cfg, fn=fn: emit_sm90_kernel(cfg, fn(design_program(cfg)))))
+    for cfg in (KernelDesign.of(bm=64, bn=64, stages=2), KernelDesign.of(bm=64, bn=64, stages=2, cluster="2x1")):
+        for name, mp in field_mutants(design_program(cfg)):
             cases.append((f"{key(cfg)}|field={name}", lambda cfg=cfg, mp=mp: emit_sm90_kernel(cfg, mp)))
     return cases
 
 
 def hashes() -> dict[str, str]:
     """Case name -> sha256 of the emitted text (or of the refusal), every configuration and mutant case."""
-    out = {key(cfg): _digest(lambda cfg=cfg: emit_sm90_kernel(cfg, cfg.program())) for cfg in configs()}
+    out = {key(cfg): _digest(lambda cfg=cfg: emit_sm90_kernel(cfg, design_program(cfg))) for cfg in configs()}
     for name, thunk in mutant_cases():
         assert name not in out, name
         out[name] = _digest(thunk)

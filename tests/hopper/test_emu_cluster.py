@@ -12,7 +12,7 @@ import shutil
 import numpy as np
 import pytest
 
-from synth.emit.sm90.config import Sm90Config
+from synth.hopper.kernel_design import KernelDesign
 from synth.emit.sm90.emulate import CTA_FIRST, ORDERS, emulate_sm90, order_code, run_emulated
 from synth.emit.sm90.kernel import emit_sm90_kernel
 
@@ -113,7 +113,7 @@ def test_addresses_outside_the_cluster_fault(bug, message, monkeypatch):
 
 
 def test_1x1_kernel_unchanged_under_cluster_orders():
-    cu = emit_sm90_kernel(Sm90Config(bm=128, bn=64, stages=3, k_pipe_mmas=1))
+    cu = emit_sm90_kernel(KernelDesign.of(bm=128, bn=64, stages=3, k_pipe_mmas=1))
     runs = {o: emulate_sm90(cu, 200, 136, 448, order=o, with_c=True, alpha=0.5, beta=-1.5)
             for o in ("forward", "cta0_first", "cta1_first")}
     for o, r in runs.items():

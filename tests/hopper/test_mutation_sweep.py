@@ -12,7 +12,7 @@ import os
 
 import pytest
 
-from synth.emit.sm90.config import Sm90Config
+from synth.hopper.kernel_design import KernelDesign
 from synth.hopper.ir import dumps
 from synth.hopper.loop import HopperLoop, Load
 from synth.hopper.mutants import field_mutants
@@ -20,6 +20,7 @@ from synth.lower.barriers import lower_hopper_single
 from synth.trusted.hopper import check_hopper_program
 from synth.verify.oracle_phases import run
 from synth.verify.phases import verify_hopper
+from synth.lower.hopper_design import design_program
 
 TRIPS = range(1, 13)
 SAMPLE = 8
@@ -30,7 +31,7 @@ TRUSTED_TIMEOUT = 20.0 if EXPLORE else 4.0
 
 
 def _ws():
-    return Sm90Config(bm=64, stages=2, k_pipe_mmas=1).program()
+    return design_program(KernelDesign.of(bm=64, stages=2, k_pipe_mmas=1))
 
 
 def _one():

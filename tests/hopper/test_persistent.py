@@ -12,15 +12,16 @@ import pytest
 
 from synth.emit import sass
 from synth.emit.launch import persistent_ctas, persistent_ring
-from synth.emit.sm90.config import Sm90Config
+from synth.hopper.kernel_design import KernelDesign
 from synth.emit.sm90.emulate import emulate_sm90
 from synth.emit.sm90.kernel import emit_sm90_kernel
 from synth.emit.sm90.sass_mix import figures
 from synth.errors import SynthError
 from synth.lower.hopper_persistent import TileCarry
 from synth.verify.hopper_persistent import CARRY_MUTANTS, check_carry, verify_persistent
+from synth.lower.hopper_design import design_program
 
-CFG = Sm90Config(bm=128, bn=64, stages=3, k_pipe_mmas=1, persistent=True)
+CFG = KernelDesign.of(bm=128, bn=64, stages=3, k_pipe_mmas=1, persistent=True)
 needs_gxx = pytest.mark.skipif(shutil.which("g++") is None, reason="g++ needed")
 
 
@@ -43,42 +44,42 @@ def test_persistent_grids_match_numpy(M, N, K, ctas, order, block_order):
 @needs_gxx
 @pytest.mark.slow
 @pytest.mark.parametrize("cfg,shape,ctas", [
-    (Sm90Config(bm=64, bn=64, stages=4, k_pipe_mmas=2, persistent=True), (200, 130, 520), 3),  # a 2-step drain
-    (Sm90Config(bm=128, bn=64, stages=2, k_pipe_mmas=0, persistent=True, dtype="bf16"), (260, 130, 200), 4),  # none
-    (Sm90Config(bm=64, bn=256, stages=3, k_pipe_mmas=1, persistent=True), (130, 300, 136), 2),  # one consumer
+    (KernelDesign.of(bm=64, bn=64, stages=4, k_pipe_mmas=2, persistent=True), (200, 130, 520), 3),  # a 2-step drain
+    (KernelDesign.of(bm=128, bn=64, stages=2, k_pipe_mmas=0, persistent=True, dtype="bf16"), (260, 130, 200), 4),  # none
+    (KernelDesign.of(bm=64, bn=256, stages=3, k_pipe_mmas=1, persistent=True), (130, 300, 136), 2),  # one consumer
 ])
 def test_other_pipelines_persistent(cfg, shape, ctas):
     r = emulate_sm90(emit_sm90_kernel(cfg), *shape, ctas=ctas, with_c=True, beta=0.25, order="random", dtype=cfg.dtype)
     assert r.ok, r.summary()
-    assert verify_persistent(cfg.program(), tile_ends=range(1, cfg.stages + 2)).ok
+    assert verify_persistent(design_program(cfg), tile_ends=range(1, cfg.stages + 2)).ok
 
 
 def test_default_is_one_cta_per_tile_and_refusals():
-    plain = emit_sm90_kernel(Sm90Config(bm=128, bn=64, stages=3, k_pipe_mmas=1))
+    plain = emit_sm90_kernel(KernelDesign.of(bm=128, bn=64, stages=3, k_pipe_mmas=1))
     assert "n_tiles" not in plain and "SYNTH_PERSISTENT" not in plain
     src = emit_sm90_kernel(CFG)
     assert "#define SYNTH_PERSISTENT 1" in src and "for (int t = 0; t < n_tiles; ++t)" in src
     assert "if (n_tiles > 0)" in src  # a CTA with no tile uses no barrier
-    for bad in (Sm90Config(persistent=True, split_k=2), Sm90Config(persistent=True, load_when="k < T - 1")):
+    for bad in (KernelDesign.of(persistent=True, split_k=2), KernelDesign.of(persistent=True, load_when="k < T - 1")):
         with pytest.raises(ValueError):
             emit_sm90_kernel(bad)
     with pytest.raises(ValueError, match="persistent"):
-        emit_sm90_kernel(Sm90Config(), carry={"consumer": CARRY_MUTANTS["phase_reset"]})
+        emit_sm90_kernel(KernelDesign.of(), carry={"consumer": CARRY_MUTANTS["phase_reset"]})
 
 
 def test_the_persistent_kernel_is_proven():
-    r = verify_persistent(CFG.program(), tile_ends=range(1, CFG.stages + 2))
+    r = verify_persistent(design_program(CFG), tile_ends=range(1, CFG.stages + 2))
     assert r.ok, r.render()
     for line in ("ring program (every N >= 1): proven", "carry: proven", "tile_end: proven"):
         assert line in r.render()
     # the kernel of a persistent config writes the ring program's own states: the program is the one-tile lowering
-    assert CFG.program() == Sm90Config(bm=128, bn=64, stages=3, k_pipe_mmas=1).program()
+    assert design_program(CFG) == design_program(KernelDesign.of(bm=128, bn=64, stages=3, k_pipe_mmas=1))
 
 
 @pytest.mark.parametrize("name", sorted(CARRY_MUTANTS))
 @pytest.mark.parametrize("role", ["producer", "consumer"])
 def test_each_carry_bug_is_refuted_with_its_tile(name, role):
-    ok, why = check_carry(CFG.program(), {role: CARRY_MUTANTS[name]})
+    ok, why = check_carry(design_program(CFG), {role: CARRY_MUTANTS[name]})
     assert not ok
     assert why.startswith(role) and "at the CTA's tile " in why and "k-tile" in why and "T = " in why, why
     tile = int(why.split("at the CTA's tile ")[1].split(",")[0])
@@ -86,7 +87,7 @@ def test_each_carry_bug_is_refuted_with_its_tile(name, role):
     if name == "second_tile_parity_flip":
         assert tile == 1, why
     # its corrected form is proven
-    assert check_carry(CFG.program(), {role: TileCarry()}) == (True, "")
+    assert check_carry(design_program(CFG), {role: TileCarry()}) == (True, "")
 
 
 def test_carry_bug_invisible_at_one_tile_per_cta():
@@ -123,7 +124,7 @@ def test_tile_end_wait_is_checked_in_place():
     from synth.lower.hopper_persistent import tile_end_program
     from synth.verify.phases import verify_hopper
 
-    p = tile_end_program(CFG.program(), 2)
+    p = tile_end_program(design_program(CFG), 2)
     cons = next(r for r in p.roles if r.name == "consumer")
     assert cons.program.parts[0].stmts[-1].guard is not None
     waits = cons.program.waits[:-1] + (dataclasses.replace(cons.program.waits[-1], in_flight=Num(-1)),)
@@ -131,7 +132,7 @@ def test_tile_end_wait_is_checked_in_place():
                                              if r.name == "consumer" else r for r in p.roles))
     assert not verify_hopper(bad, tightness=False).ok
     with pytest.raises(ValueError):
-        tile_end_program(CFG.program(), 0)
+        tile_end_program(design_program(CFG), 0)
 
 
 @needs_gxx
@@ -202,7 +203,7 @@ def test_solved_folder_launches_any_grid(tmp_path):
 @pytest.mark.skipif(sass.tool("nvcc") is None or sass.tool("cuobjdump") is None, reason="nvcc/cuobjdump needed")
 @pytest.mark.parametrize("bm,bn", [(128, 128), (128, 256)])
 def test_compiles_for_sm90a_and_keeps_the_main_loop(bm, bn):
-    c = sass.compile_cuda(emit_sm90_kernel(Sm90Config(bm, bn, 4, 1, persistent=True)), "sm_90a",
+    c = sass.compile_cuda(emit_sm90_kernel(KernelDesign.of(bm, bn, 4, 1, persistent=True)), "sm_90a",
                           flags=("-DNDEBUG",))
     names = Counter(i.op for i in sass.parse_sass(c.sass))
     assert names["UTMALDG"] and names["HGMMA"] and names["HMMA"] == 0 and names["LDGSTS"] == 0

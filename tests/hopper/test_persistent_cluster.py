@@ -19,18 +19,19 @@ from hypothesis import strategies as st
 from gemm_fixtures import PERSISTENT_CLUSTER_PROBLEM, SOLVE_FLAGS
 from synth.emit import sass
 from synth.emit.launch import persistent_ctas, persistent_grid, persistent_ring, tile_groups
-from synth.emit.sm90.config import Sm90Config
+from synth.hopper.kernel_design import KernelDesign
 from synth.emit.sm90.kernel import emit_proven, emit_sm90_kernel
 from synth.errors import SynthError
 from synth.lower.hopper_persistent import TileCarry, tile_end_program
 from synth.verify.hopper_persistent import CARRY_MUTANTS, check_carry, verify_persistent
+from synth.lower.hopper_design import design_program
 
 EXPLORE = os.environ.get("SYNTH_HYPOTHESIS") == "explore"
 NEEDS_GXX = pytest.mark.skipif(shutil.which("g++") is None, reason="g++ needed")
 NEEDS_NVCC = pytest.mark.skipif(sass.tool("nvcc") is None or sass.tool("cuobjdump") is None,
                                 reason="nvcc/cuobjdump needed")
 
-CFG = Sm90Config(bm=64, bn=64, stages=2, k_pipe_mmas=1, cluster="2x1", persistent=True)
+CFG = KernelDesign.of(bm=64, bn=64, stages=2, k_pipe_mmas=1, cluster="2x1", persistent=True)
 
 
 def _emulate(src, M, N, K, **kw):
@@ -45,15 +46,15 @@ def _emulate(src, M, N, K, **kw):
 
 def test_persistent_clusters_are_built_the_rest_refused():
     for cluster in ("2x1", "1x2"):
-        Sm90Config(cluster=cluster, persistent=True).check()
-        Sm90Config(cluster=cluster, persistent=True, epilogue="tma_store").check()
-    for bad, why in ((Sm90Config(bm=64, cluster="2x1", persistent=True, pingpong=True), "ping-pong consumers"),
-                     (Sm90Config(cluster="1x2", split_k=2), "split-K"),
-                     (Sm90Config(cluster="2x1", persistent=True, load_when="k < T - 1"), "load predicate")):
+        KernelDesign.of(cluster=cluster, persistent=True).check()
+        KernelDesign.of(cluster=cluster, persistent=True, epilogue="tma_store").check()
+    for bad, why in ((KernelDesign.of(bm=64, cluster="2x1", persistent=True, pingpong=True), "ping-pong consumers"),
+                     (KernelDesign.of(cluster="1x2", split_k=2), "split-K"),
+                     (KernelDesign.of(cluster="2x1", persistent=True, load_when="k < T - 1"), "load predicate")):
         with pytest.raises(ValueError, match=why):
             bad.check()
     with pytest.raises(ValueError, match="persistent cluster kernel only"):
-        emit_sm90_kernel(Sm90Config(cluster="2x1", bm=64, bn=64, stages=2), scheduler="cta")
+        emit_sm90_kernel(KernelDesign.of(cluster="2x1", bm=64, bn=64, stages=2), scheduler="cta")
 
 
 def test_the_grid_is_whole_clusters():
@@ -79,13 +80,13 @@ def test_the_runner_launches_a_grid_of_whole_clusters():
     # 3 x 3 tiles of 128 x 64: 2 x 3 groups of a 2x1 cluster (one CTA of the last group row outside C)
     for cl, ctas, grid in (("2x1", None, (6, 2, 1)), ("2x1", 4, (2, 2, 1)), ("1x2", None, (12, 1, 1)),
                            ("1x1", None, (9, 1, 1))):
-        cfg = Sm90Config(bm=128, bn=64, stages=2, cluster=cl, persistent=True)
+        cfg = KernelDesign.of(bm=128, bn=64, stages=2, cluster=cl, persistent=True)
         dev = SimpleNamespace(cu=FakeDriver(None), attribute=lambda name: 132)
         _, g = runner.sm90_params(dev, cfg, 1 << 32, 2 << 32, 3 << 32, None, M=300, N=130, K=128, alpha=1.0,
                                   beta=0.0, ctas=ctas)
         assert g == grid, (cl, ctas, g)
     with pytest.raises(ValueError, match="multiple of 2"):
-        runner.sm90_params(dev, Sm90Config(bm=128, bn=64, stages=2, cluster="2x1", persistent=True), 1 << 32,
+        runner.sm90_params(dev, KernelDesign.of(bm=128, bn=64, stages=2, cluster="2x1", persistent=True), 1 << 32,
                            2 << 32, 3 << 32, None, M=300, N=130, K=128, alpha=1.0, beta=0.0, ctas=5)
 
 
@@ -94,7 +95,7 @@ def test_the_runner_launches_a_grid_of_whole_clusters():
 # ---------------------------------------------------------------------------------------------------------------
 
 def test_the_persistent_cluster_ring_is_proven():
-    p = CFG.program()
+    p = design_program(CFG)
     r = verify_persistent(p, tile_ends=range(1, CFG.stages + 2))
     assert r.ok, r.render()
     # the ring is the cluster program's: every barrier class of both CTAs' roles and the cluster classes
@@ -108,13 +109,13 @@ def test_the_persistent_cluster_ring_is_proven():
 
 @pytest.mark.parametrize("role", ["consumer1", "producer0"])
 def test_a_carry_bug_is_refuted_naming_the_cta_s_role(role):
-    ok, why = check_carry(CFG.program(), {role: CARRY_MUTANTS["second_tile_parity_flip"]})
+    ok, why = check_carry(design_program(CFG), {role: CARRY_MUTANTS["second_tile_parity_flip"]})
     assert not ok and why.startswith(f"{role} (CTA {role[-1]}, carry slot t * T"), why
     assert "at the CTA's tile 1, k-tile 0" in why, why
     # a carry given for a role kind is every CTA's role of that kind: the first CTA's is named
-    ok, why = check_carry(CFG.program(), {role[:-1]: CARRY_MUTANTS["phase_reset"]})
+    ok, why = check_carry(design_program(CFG), {role[:-1]: CARRY_MUTANTS["phase_reset"]})
     assert not ok and why.startswith(f"{role[:-1]}0 (CTA 0, "), why
-    assert check_carry(CFG.program(), {role: TileCarry()}) == (True, "")
+    assert check_carry(design_program(CFG), {role: TileCarry()}) == (True, "")
 
 
 def test_emit_proven_proves_the_ring_and_the_carry():
@@ -159,7 +160,7 @@ RUNS = [
     # (cfg, M, N, K, P, order): 64x64 tiles
     (CFG, 300, 130, 192, 2, "cta1_first"),      # P = 2: one cluster walks all 9 groups; T = 3 > stages; M, N ragged
     (CFG, 300, 130, 64, 4, "random"),           # P = 4, 9 groups (odd): 5 and 4; T = 1; a group's 2nd tile outside C
-    (Sm90Config(bm=64, bn=64, stages=2, k_pipe_mmas=1, cluster="1x2", persistent=True), 130, 300, 320, 4,
+    (KernelDesign.of(bm=64, bn=64, stages=2, k_pipe_mmas=1, cluster="1x2", persistent=True), 130, 300, 320, 4,
      "cta0_first"),                            # 1x2: 3 x 3 groups on 2 clusters, T = 5
 ]
 
@@ -184,7 +185,7 @@ def test_persistent_clusters_compute_c(k):
 @given(st.integers(1, 400), st.integers(1, 300), st.integers(1, 40), st.integers(1, 8), st.sampled_from(
     ["forward", "random", "cta0_first", "cta1_first"]), st.sampled_from(["2x1", "1x2"]))
 def test_any_grid_of_whole_clusters_computes_c(M, N, k8, clusters, order, cluster):
-    cfg = Sm90Config(bm=64, bn=64, stages=2, k_pipe_mmas=1, cluster=cluster, persistent=True)
+    cfg = KernelDesign.of(bm=64, bn=64, stages=2, k_pipe_mmas=1, cluster=cluster, persistent=True)
     r = _emulate(emit_sm90_kernel(cfg), M, N, 8 * k8, ctas=2 * clusters, order=order, with_c=True, beta=0.5)
     assert r.ok, (M, N, 8 * k8, clusters, order, r.summary())
 
@@ -193,9 +194,9 @@ SLOW_RUNS = [
     # more clusters than groups (clusters without a tile group run setup and teardown only)
     (CFG, 190, 70, 136, 12, "forward", "shuffle:2"),
     # the TMA-store epilogue, 128-row tiles (two consumer warp groups), K_PIPE_MMAS 2 (a two-step drain)
-    (Sm90Config(bm=128, bn=64, stages=3, k_pipe_mmas=2, cluster="2x1", persistent=True, epilogue="tma_store"),
+    (KernelDesign.of(bm=128, bn=64, stages=3, k_pipe_mmas=2, cluster="2x1", persistent=True, epilogue="tma_store"),
      390, 136, 456, 4, "cta1_first", "reverse"),
-    (Sm90Config(bm=64, bn=128, stages=4, k_pipe_mmas=0, cluster="1x2", persistent=True, dtype="bf16"),
+    (KernelDesign.of(bm=64, bn=128, stages=4, k_pipe_mmas=0, cluster="1x2", persistent=True, dtype="bf16"),
      200, 500, 200, 2, "starve", "forward"),
 ]
 
@@ -245,7 +246,7 @@ def test_a_grid_of_part_of_a_cluster_is_refused():
 # nvcc for sm_90a
 # ---------------------------------------------------------------------------------------------------------------
 
-def _sass(cfg: Sm90Config):
+def _sass(cfg: KernelDesign):
     from synth.emit.sm90.sass_mix import figures
 
     c = sass.compile_cuda(emit_sm90_kernel(cfg), "sm_90a", flags=("-DNDEBUG",))
@@ -260,14 +261,14 @@ def _sass(cfg: Sm90Config):
 
 @NEEDS_NVCC
 def test_the_persistent_cluster_kernel_compiles_for_sm90a():
-    f = _sass(Sm90Config(bm=128, bn=128, stages=4, k_pipe_mmas=1, cluster="2x1", persistent=True))
+    f = _sass(KernelDesign.of(bm=128, bn=128, stages=4, k_pipe_mmas=1, cluster="2x1", persistent=True))
     assert f["insn_per_hgmma"] <= 11.25 and f["longest_free"] <= 28, f
 
 
 @pytest.mark.slow
 @NEEDS_NVCC
-@pytest.mark.parametrize("cfg", [Sm90Config(bm=128, bn=256, stages=4, k_pipe_mmas=1, cluster="1x2", persistent=True),
-                                 Sm90Config(bm=128, bn=128, stages=4, cluster="2x1", persistent=True,
+@pytest.mark.parametrize("cfg", [KernelDesign.of(bm=128, bn=256, stages=4, k_pipe_mmas=1, cluster="1x2", persistent=True),
+                                 KernelDesign.of(bm=128, bn=128, stages=4, cluster="2x1", persistent=True,
                                             epilogue="tma_store")], ids=["1x2-128x256", "2x1-tma-store"])
 def test_persistent_cluster_kernels_compile_for_sm90a(cfg):
     f = _sass(cfg)

@@ -15,7 +15,7 @@ import pytest
 
 import synth.kernel
 from synth.emit import sass
-from synth.emit.sm90.config import Sm90Config
+from synth.hopper.kernel_design import KernelDesign
 from synth.emit.sm90.emulate import emulate_sm90
 from synth.emit.sm90.kernel import emit_sm90_kernel
 from synth.hopper.ir import dumps
@@ -26,9 +26,10 @@ from synth.trusted import solvers
 from synth.trusted.hopper import derive_hopper
 from synth.trusted.hopper_program import read_hopper_bytes
 from synth.verify.phases import verify_hopper
+from synth.lower.hopper_design import design_program
 
 needs_gxx = pytest.mark.skipif(shutil.which("g++") is None, reason="g++ needed")
-CFG = Sm90Config(bm=64, bn=64, stages=3, persistent=True, pingpong=True)
+CFG = KernelDesign.of(bm=64, bn=64, stages=3, persistent=True, pingpong=True)
 
 
 def _trusted_ok(program) -> bool:
@@ -54,7 +55,7 @@ def test_order_bugs_are_refuted_by_both_checkers(name):
 
 
 def test_the_kernel_proof_and_the_partner_skip_carry():
-    ring = CFG.program()
+    ring = design_program(CFG)
     assert verify_pingpong(ring, time_limit=20).ok
     ok, why = check_carry(ring, {"consumer": CARRY_MUTANTS["partner_skip"]})
     assert not ok and "tile 1" in why and "running count" in why
@@ -66,7 +67,7 @@ def test_the_trusted_carry_is_the_pingpong_carry():
     ((t / 2) T) is refuted by both solvers at the consumer's statements only, as check_carry refutes it."""
     from synth.trusted.hopper import derive_carry
 
-    p = read_hopper_bytes(dumps(CFG.program()).encode())
+    p = read_hopper_bytes(dumps(design_program(CFG)).encode())
     assert all(solvers.z3_answer(o.smt2, 20) == "unsat" and solvers.cvc5_answer(o.smt2, 20) == "unsat"
                for o in derive_carry(p))
     m = CARRY_MUTANTS["partner_skip"]
@@ -80,10 +81,10 @@ def test_the_trusted_carry_is_the_pingpong_carry():
     (CFG, 192, 130, 200, 1, "random"),            # P = 1: 9 tiles (5 and 4 per warp group), T = 4 > stages
     (CFG, 300, 200, 64, 3, "forward"),            # 20 tiles on 3 CTAs (7, 7, 6): odd and even counts, T = 1
     (CFG, 64, 64, 136, 4, "reverse"),             # one tile: warp group 1 has none; CTAs without a tile
-    (Sm90Config(bm=128, bn=64, stages=3, persistent=True, pingpong=True), 300, 130, 136, 2, "random"),  # 128 rows
+    (KernelDesign.of(bm=128, bn=64, stages=3, persistent=True, pingpong=True), 300, 130, 136, 2, "random"),  # 128 rows
     # 128 rows, 4 stages, K_PIPE_MMAS 2: slots (i - 1 and i - 2 as moves) and parities carried, T = 9 wraps the ring
-    (Sm90Config(bm=128, bn=64, stages=4, k_pipe_mmas=2, persistent=True, pingpong=True), 300, 130, 520, 2, "random"),
-    (Sm90Config(bm=64, bn=128, stages=4, k_pipe_mmas=2, persistent=True, pingpong=True, epilogue="tma_store"),
+    (KernelDesign.of(bm=128, bn=64, stages=4, k_pipe_mmas=2, persistent=True, pingpong=True), 300, 130, 520, 2, "random"),
+    (KernelDesign.of(bm=64, bn=128, stages=4, k_pipe_mmas=2, persistent=True, pingpong=True, epilogue="tma_store"),
      130, 260, 136, 3, "random"),                 # with the TMA-store epilogue, M and N off the tile grid
 ])
 def test_emulated_pingpong_matches_numpy(cfg, M, N, K, ctas, order):
@@ -109,7 +110,7 @@ def test_sass_of_the_pingpong_kernel():
     from synth.emit.sm90.sass_mix import figures
 
     for bm in (64, 128):  # CUTLASS's shape too: a whole 128-row tile per warp group, two wgmma per k16
-        cfg = Sm90Config(bm=bm, bn=128, stages=4, persistent=True, pingpong=True)
+        cfg = KernelDesign.of(bm=bm, bn=128, stages=4, persistent=True, pingpong=True)
         c = sass.compile_cuda(emit_sm90_kernel(cfg), arch="sm_90a")
         assert c.spill_loads == 0 and c.spill_stores == 0
         assert "HGMMA.64x128x16" in c.sass and "LDGSTS" not in c.sass and "HMMA" not in c.sass.replace("HGMMA", "")
@@ -120,7 +121,7 @@ def test_sass_of_the_pingpong_kernel():
         else:
             assert f["insn_per_hgmma"] <= 6.6 and f["longest_free"] <= 18, f
     with pytest.raises(ValueError, match="spill"):  # 256 accumulators per thread
-        Sm90Config(bm=128, bn=256, persistent=True, pingpong=True).check()
+        KernelDesign.of(bm=128, bn=256, persistent=True, pingpong=True).check()
 
 
 def test_problem_key_refusals(tmp_path):
@@ -171,7 +172,7 @@ def test_the_timeline_draws_two_warp_groups_in_turn():
     from synth.emit.timeline_hopper import simulate
     from synth.emit.timeline_pingpong import pingpong_view
 
-    view = pingpong_view(Sm90Config(bm=64, bn=128, stages=4, persistent=True, pingpong=True).program(), kt=3, tiles=4)
+    view = pingpong_view(design_program(KernelDesign.of(bm=64, bn=128, stages=4, persistent=True, pingpong=True)), kt=3, tiles=4)
     _, events = simulate(view, 12)
     assert not [e for e in events if e.kind in ("violation", "hang")]
     groups = {e.iteration: e for e in events if e.kind == "wgmma"}

@@ -9,7 +9,7 @@ import shutil
 
 import pytest
 
-from synth.emit.sm90.config import Sm90Config
+from synth.hopper.kernel_design import KernelDesign
 from synth.emit.sm90.emulate import emulate_sm90
 from synth.emit.sm90.kernel import emit_sm90_kernel
 
@@ -23,8 +23,8 @@ def without_teardown_barrier(src: str) -> str:
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("cfg,ctas", [(Sm90Config(bm=128, bn=64, stages=3), 0),
-                                      (Sm90Config(bm=64, bn=64, stages=2, persistent=True, pingpong=True), 2)])
+@pytest.mark.parametrize("cfg,ctas", [(KernelDesign.of(bm=128, bn=64, stages=3), 0),
+                                      (KernelDesign.of(bm=64, bn=64, stages=2, persistent=True, pingpong=True), 2)])
 def test_the_producer_leaving_before_the_last_release_fails(cfg, ctas):
     good = emulate_sm90(emit_sm90_kernel(cfg), 200, 130, 200, ctas=ctas, order="forward")
     assert good.ok, good.summary()

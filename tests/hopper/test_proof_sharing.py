@@ -10,15 +10,16 @@ import dataclasses
 
 import pytest
 
-from synth.emit.sm90.config import Sm90Config
+from synth.hopper.kernel_design import KernelDesign
 from synth.expr import Num
 from synth.lower.hopper_persistent import tile_end_program
 from synth.verify.hopper_persistent import prove_tile_ends, tile_end_sizes
 from synth.verify import phases
 from synth.verify.encode import NeedsWaits
 from synth.verify.phases import barrier_view, enumerate_hopper, verify_hopper
+from synth.lower.hopper_design import design_program
 
-CFG = Sm90Config(bm=128, bn=128, stages=4, k_pipe_mmas=1, persistent=True)
+CFG = KernelDesign.of(bm=128, bn=128, stages=4, k_pipe_mmas=1, persistent=True)
 
 
 def _with_wait(p, role: str, idx: int, count: int):
@@ -30,7 +31,7 @@ def _with_wait(p, role: str, idx: int, count: int):
 
 
 def test_tile_end_programs_have_the_rings_view_and_wait_classes_need_the_waits():
-    p = CFG.program()
+    p = design_program(CFG)
     assert barrier_view(tile_end_program(p, 3)) == barrier_view(p)
     ph = phases.Phases(barrier_view(p), no_waits=True)
     kinds = {}
@@ -48,7 +49,7 @@ def test_tile_end_programs_have_the_rings_view_and_wait_classes_need_the_waits()
 def test_a_wait_changed_after_the_proof_is_still_refuted_in_the_same_process():
     """The consumer's release waits for one more group than the ring allows: the barrier view is the proven
     ring's (its obligations shared), but the release obligations are asked again and refuted."""
-    p = CFG.program()
+    p = design_program(CFG)
     assert verify_hopper(p, tightness=False).ok
     before = dict(phases.STATS)
     bad = _with_wait(p, "consumer", 0, 2)  # wait_group(2) with 4 stages and a release one behind: too many
@@ -63,7 +64,7 @@ def test_a_wait_changed_after_the_proof_is_still_refuted_in_the_same_process():
 def test_verdicts_and_counterexamples_match_a_cold_prover():
     """Proving the good ring first (every cache filled) changes nothing of a mutant's report: the same statuses
     and the same smallest trip count in each counterexample as with every cache emptied."""
-    p = CFG.program()
+    p = design_program(CFG)
     bad = _with_wait(p, "consumer", 0, 3)
 
     def report():
@@ -79,7 +80,7 @@ def test_verdicts_and_counterexamples_match_a_cold_prover():
 
 
 def test_tile_end_with_a_negative_wait_is_refuted_after_the_ring_is_proven():
-    p = CFG.program()
+    p = design_program(CFG)
     assert verify_hopper(p, tightness=False).ok
     q = tile_end_program(p, 2)
     q = _with_wait(q, "consumer", len(q.role("consumer").program.waits) - 1, -1)
@@ -88,7 +89,7 @@ def test_tile_end_with_a_negative_wait_is_refuted_after_the_ring_is_proven():
 
 
 def test_tile_ends_count_every_program_and_share_the_rings_queries():
-    p = CFG.program()
+    p = design_program(CFG)
     assert verify_hopper(p, tightness=False).ok
     r = prove_tile_ends(p, tile_end_sizes(CFG.stages))
     assert r.ok and r.kts == (1, 2, 3, 4, 5)

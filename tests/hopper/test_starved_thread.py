@@ -9,12 +9,12 @@ import shutil
 
 import pytest
 
-from synth.emit.sm90.config import Sm90Config
+from synth.hopper.kernel_design import KernelDesign
 from synth.emit.sm90.emulate import emulate_sm90
 from synth.emit.sm90.kernel import emit_sm90_kernel
 
 pytestmark = pytest.mark.skipif(shutil.which("g++") is None, reason="g++ needed")
-CFG = Sm90Config(bm=64, bn=64, stages=2, k_pipe_mmas=0)
+CFG = KernelDesign.of(bm=64, bn=64, stages=2, k_pipe_mmas=0)
 
 
 def plain_reads(src: str) -> str:
@@ -34,8 +34,8 @@ def with_convergence(src: str) -> str:
     return fixed
 
 
-@pytest.mark.parametrize("cfg", [CFG, Sm90Config(bm=128, bn=64, stages=3, persistent=True),
-                                 Sm90Config(bm=64, bn=64, stages=2, persistent=True, pingpong=True)])
+@pytest.mark.parametrize("cfg", [CFG, KernelDesign.of(bm=128, bn=64, stages=3, persistent=True),
+                                 KernelDesign.of(bm=64, bn=64, stages=2, persistent=True, pingpong=True)])
 def test_emitted_kernels_are_right_with_a_starved_thread(cfg):
     r = emulate_sm90(emit_sm90_kernel(cfg), 130, 130, 320, order="starve", ctas=2 if cfg.persistent else 0)
     assert r.ok, r.summary()

@@ -18,7 +18,7 @@ from hypothesis import strategies as st
 
 import synth.kernel
 from synth.emit import sass
-from synth.emit.sm90.config import Sm90Config
+from synth.hopper.kernel_design import KernelDesign
 from synth.emit.sm90.emulate import emulate_sm90
 from synth.emit.sm90.kernel import emit_sm90_kernel
 from synth.hopper.store import STORE_MUTANTS, THREAD_CLASSES, store_mutant
@@ -28,9 +28,11 @@ from synth.program import dumps, program_to_json
 from synth.trusted.flags import FlagError, read_epilogue_flag
 from synth.trusted.store import check_store_threads
 from synth.verify import verify_program
+from synth.lower.hopper_design import design_program
+from synth.lower.hopper_design import design_store_program
 
 needs_gxx = pytest.mark.skipif(shutil.which("g++") is None, reason="g++ needed")
-CFG = Sm90Config(bm=128, bn=128, stages=3, epilogue="tma_store")
+CFG = KernelDesign.of(bm=128, bn=128, stages=3, epilogue="tma_store")
 EXPLORE = os.environ.get("SYNTH_HYPOTHESIS") == "explore"
 
 # which check refutes each bug: the prover's war obligations or one thread class (the others hold)
@@ -99,9 +101,9 @@ def test_thread_classes_agree_on_reordered_programs(data):
 @pytest.mark.parametrize("cfg,M,N,K,ctas,order", [
     (CFG, 128, 128, 64, 0, "forward"),                    # one tile, one k-tile
     (CFG, 200, 260, 136, 0, "random"),                    # M, N off the tile grid (stores clipped), K below stages x BK
-    (Sm90Config(bm=64, bn=48, stages=2, epilogue="tma_store", staging=1), 70, 52, 200, 0, "reverse"),  # 16 columns
-    (Sm90Config(bm=128, bn=64, stages=3, epilogue="tma_store", persistent=True), 300, 200, 200, 5, "random"),
-    (Sm90Config(bm=128, bn=64, stages=3, epilogue="tma_store", persistent=True, staging=3), 300, 200, 64, 1, "forward"),
+    (KernelDesign.of(bm=64, bn=48, stages=2, epilogue="tma_store", staging=1), 70, 52, 200, 0, "reverse"),  # 16 columns
+    (KernelDesign.of(bm=128, bn=64, stages=3, epilogue="tma_store", persistent=True), 300, 200, 200, 5, "random"),
+    (KernelDesign.of(bm=128, bn=64, stages=3, epilogue="tma_store", persistent=True, staging=3), 300, 200, 64, 1, "forward"),
 ])
 def test_emulated_kernel_matches_numpy(cfg, M, N, K, ctas, order):
     r = emulate_sm90(emit_sm90_kernel(cfg), M, N, K, ctas=ctas, order=order, with_c=True, alpha=0.5, beta=-1.5)
@@ -110,7 +112,7 @@ def test_emulated_kernel_matches_numpy(cfg, M, N, K, ctas, order):
 
 
 def _mutant_fails(name, order):
-    src = emit_sm90_kernel(CFG, store=store_mutant(CFG.store_program(), name))
+    src = emit_sm90_kernel(CFG, store=store_mutant(design_store_program(CFG), name))
     return emulate_sm90(src, 200, 260, 136, order=order, with_c=True, beta=0.5)
 
 
@@ -131,7 +133,7 @@ def test_every_injected_bug_fails_the_emulator(name):
 
 @pytest.mark.skipif(sass.tool("cuobjdump") is None or sass.tool("nvcc") is None, reason="nvcc and cuobjdump needed")
 def test_sass_keeps_the_tma_stores():
-    for cfg in (CFG, Sm90Config(bm=128, bn=128, stages=4, epilogue="tma_store", persistent=True)):
+    for cfg in (CFG, KernelDesign.of(bm=128, bn=128, stages=4, epilogue="tma_store", persistent=True)):
         c = sass.compile_cuda(emit_sm90_kernel(cfg), arch="sm_90a")
         assert c.sass.count("UTMASTG") == cfg.bn // cfg.store_cols  # one per sub-tile, unrolled
         assert c.spill_loads == 0 and c.spill_stores == 0
@@ -181,7 +183,7 @@ def test_solved_folder_certifies_and_runs(tmp_path):
                        text=True)
     assert r.returncode == 0, r.stderr
     assert (out / "store" / "program.json").read_text() == dumps(
-        Sm90Config(bm=128, bn=64, stages=3, epilogue="tma_store", name="gs").store_program())
+        design_store_program(KernelDesign.of(bm=128, bn=64, stages=3, epilogue="tma_store", name="gs")))
     text = (out / "verify.txt").read_text()
     assert "TMA-store epilogue" in text and "teardown: proven" in text and "proxy_fence: proven" in text
     r = subprocess.run([sys.executable, "-m", "synth", "certify", str(out)], capture_output=True, text=True)
@@ -218,7 +220,7 @@ def test_c_stored_as_f16_or_bf16(out_dtype):
     # the TMA store writes C in the output type: every value is one of that type, within its rounding of numpy's
     from synth.emit.sm90.runner import round_out
 
-    cfg = Sm90Config(bm=128, bn=64, stages=3, epilogue="tma_store", out_dtype=out_dtype, persistent=True)
+    cfg = KernelDesign.of(bm=128, bn=64, stages=3, epilogue="tma_store", out_dtype=out_dtype, persistent=True)
     r = emulate_sm90(emit_sm90_kernel(cfg), 200, 136, 136, with_c=True, beta=0.5, ctas=2, order="random")
     assert r.ok, r.summary()
     C = r.C[:, :136].astype(np.float32)
@@ -250,7 +252,7 @@ def test_the_timeline_draws_the_stores_under_the_next_main_loop():
     from synth.emit.timeline_hopper import simulate
     from synth.emit.timeline_pingpong import pingpong_view
 
-    view = pingpong_view(Sm90Config(bm=128, bn=128, stages=4, persistent=True).program(), kt=3, tiles=4,
+    view = pingpong_view(design_program(KernelDesign.of(bm=128, bn=128, stages=4, persistent=True)), kt=3, tiles=4,
                          pingpong=False, tma_store=True)
     _, events = simulate(view, 12)
     assert not [e for e in events if e.kind in ("violation", "hang")]

@@ -10,7 +10,7 @@ from dataclasses import replace
 
 import pytest
 
-from synth.emit.sm90.config import Sm90Config
+from synth.hopper.kernel_design import KernelDesign
 from synth.emit.timeline_hopper import (MAX_TRIP, HopperLatency, default_trip, hopper_timeline_events,
                                         render_hopper_timeline, simulate)
 from synth.gemm import GemmConfig
@@ -20,8 +20,9 @@ from synth.model.hopper import choose
 from synth.hopper.mutants import mutants
 from synth.lower.barriers import lower_hopper, lower_hopper_single
 from synth.verify.oracle_phases import run
+from synth.lower.hopper_design import design_program
 
-WS4 = Sm90Config(bm=128, bn=128, stages=4, k_pipe_mmas=1).program()
+WS4 = design_program(KernelDesign.of(bm=128, bn=128, stages=4, k_pipe_mmas=1))
 SINGLE = lower_hopper_single(HopperLoop("single", (Load("tma_A", "A_s", 16384),
                                                    Load("tma_B", "B_s", 16384, "k < T - 1")), "wgmma", 3, 1, 1))
 SMALL = lower_hopper(HopperLoop("small", (Load("load_A", "A", 16384), Load("load_B", "B", 8192, "k < T - 1")),
@@ -147,7 +148,7 @@ def test_bounds_are_refused():
 
 def test_default_draws_the_whole_default_run():
     """5 stages: T = 7 by default, and all 7 k-tiles are drawn (refill of slot 0 and the drain included)."""
-    p5 = Sm90Config(bm=128, bn=128, stages=5, k_pipe_mmas=1).program()
+    p5 = design_program(KernelDesign.of(bm=128, bn=128, stages=5, k_pipe_mmas=1))
     events = hopper_timeline_events(p5)
     assert {e.iteration for e in _by(events, "wgmma")} == set(range(7))
     assert [e.iteration for e in _by(events, "release", "consumer 1")] == list(range(7))

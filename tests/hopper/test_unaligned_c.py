@@ -19,7 +19,7 @@ from types import SimpleNamespace
 import numpy as np
 import pytest
 
-from synth.emit.sm90.config import Sm90Config
+from synth.hopper.kernel_design import KernelDesign
 from synth.emit.sm90.emulate import emulate_sm90, run_emulated
 from synth.emit.sm90.kernel import emit_sm90_kernel
 from synth.emit.sm90.runner import c_tma_aligned, round_out
@@ -37,21 +37,21 @@ def _gpu_check():
 
 TS = dict(epilogue="tma_store")
 DESIGNS = {  # every design with the TMA-store epilogue (ping-pong has no cluster), each once
-    "one-tile": Sm90Config(bm=128, bn=128, stages=3, **TS),  # tests/hopper/test_store.py's CFG: N = 137, 133
-    "persistent": Sm90Config(bm=128, bn=64, stages=3, persistent=True, **TS),
-    "persistent-f16": Sm90Config(bm=128, bn=64, stages=3, persistent=True, out_dtype="f16", **TS),
-    "pingpong": Sm90Config(bm=64, bn=128, stages=4, k_pipe_mmas=2, persistent=True, pingpong=True, **TS),
-    "persistent-cluster2x1": Sm90Config(bm=128, bn=64, stages=3, k_pipe_mmas=2, cluster="2x1", persistent=True, **TS),
+    "one-tile": KernelDesign.of(bm=128, bn=128, stages=3, **TS),  # tests/hopper/test_store.py's CFG: N = 137, 133
+    "persistent": KernelDesign.of(bm=128, bn=64, stages=3, persistent=True, **TS),
+    "persistent-f16": KernelDesign.of(bm=128, bn=64, stages=3, persistent=True, out_dtype="f16", **TS),
+    "pingpong": KernelDesign.of(bm=64, bn=128, stages=4, k_pipe_mmas=2, persistent=True, pingpong=True, **TS),
+    "persistent-cluster2x1": KernelDesign.of(bm=128, bn=64, stages=3, k_pipe_mmas=2, cluster="2x1", persistent=True, **TS),
 }
 SLOW_DESIGNS = {
-    "cluster2x1": Sm90Config(bm=64, bn=64, stages=2, k_pipe_mmas=1, cluster="2x1", **TS),
-    "persistent-cluster1x2-bf16": Sm90Config(bm=64, bn=128, stages=2, k_pipe_mmas=1, cluster="1x2", persistent=True,
+    "cluster2x1": KernelDesign.of(bm=64, bn=64, stages=2, k_pipe_mmas=1, cluster="2x1", **TS),
+    "persistent-cluster1x2-bf16": KernelDesign.of(bm=64, bn=128, stages=2, k_pipe_mmas=1, cluster="1x2", persistent=True,
                                              out_dtype="bf16", **TS),
-    "pingpong-128rows": Sm90Config(bm=128, bn=64, stages=3, persistent=True, pingpong=True, **TS),  # 2 row blocks
+    "pingpong-128rows": KernelDesign.of(bm=128, bn=64, stages=3, persistent=True, pingpong=True, **TS),  # 2 row blocks
 }
 
 
-def _check(cfg: Sm90Config, M: int, N: int, K: int, seed: int = 0):
+def _check(cfg: KernelDesign, M: int, N: int, K: int, seed: int = 0):
     r = emulate_sm90(emit_sm90_kernel(cfg), M, N, K, with_c=True, alpha=0.5, beta=-1.5, seed=seed, order="random",
                      ctas=2 * cfg.cluster_size if cfg.persistent else 0)
     assert r.ok, (M, N, K, r.summary())
@@ -63,7 +63,7 @@ def _check(cfg: Sm90Config, M: int, N: int, K: int, seed: int = 0):
     return r
 
 
-def _run_design(cfg: Sm90Config) -> None:
+def _run_design(cfg: KernelDesign) -> None:
     shapes = _gpu_check().shapes_for(SimpleNamespace(config=cfg), "sm_90a", 132, emulator=True)
     widths = [N for _, _, N, _ in shapes]
     assert any((N * cfg.out_bytes) % 16 for N in widths) and any((N * cfg.out_bytes) % 16 == 0 for N in widths)
@@ -113,12 +113,12 @@ def test_the_host_s_rule_is_the_kernel_s():
     assert "reinterpret_cast<uintptr_t>(C) | ((uintptr_t)(unsigned)ldc * 4u)) & 15) == 0" in src
     assert src.count("if (synth_c_tma(C, ldc))") == 1
     # a 128-row ping-pong tile: each of its two 64-row blocks
-    pp = Sm90Config(bm=128, bn=64, stages=3, persistent=True, pingpong=True, **TS)
+    pp = KernelDesign.of(bm=128, bn=64, stages=3, persistent=True, pingpong=True, **TS)
     assert emit_sm90_kernel(pp).count("if (synth_c_tma(C, ldc))") == 2
     f16 = emit_sm90_kernel(DESIGNS["persistent-f16"])
     assert "(unsigned)ldc * 2u" in f16 and "synth_st_global_f16(out + e" in f16
     # the register epilogue kernel has neither
-    assert "synth_c_tma" not in emit_sm90_kernel(Sm90Config(bm=128, bn=64, stages=3, persistent=True))
+    assert "synth_c_tma" not in emit_sm90_kernel(KernelDesign.of(bm=128, bn=64, stages=3, persistent=True))
 
 
 @needs_gxx

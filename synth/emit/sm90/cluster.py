@@ -1,6 +1,6 @@
 """The CTA arrangement of the sm_90a kernel: one CTA, or a thread-block cluster (docs/hopper_cluster.md, "The kernel").
 
-Selected by ``Sm90Config.cluster`` (:func:`ctas_of`). :class:`SingleCta`: each role is the program's one role of
+Selected by ``KernelDesign.cluster`` (:func:`ctas_of`). :class:`SingleCta`: each role is the program's one role of
 its kind, thread 0 runs setup and teardown around a CTA barrier. :class:`Cluster`: the kernel is declared
 ``__cluster_dims__``, each CTA runs its own CTA's roles (one body relative to ``crank`` when the program is
 symmetric under the swap of the CTAs, else one ``if (crank == c)`` per CTA), setup and teardown hold the cluster
@@ -14,7 +14,7 @@ from dataclasses import dataclass
 
 from ...completion import ClusterSyncStmt
 from ...hopper.ir import HopperProgram
-from .config import Sm90Config
+from ...hopper.kernel_design import KernelDesign
 from .writer import Writer
 
 CLUSTER_PTX = r"""// thread-block cluster (docs/hopper_cluster.md, "The kernel")
@@ -42,7 +42,7 @@ SYNTH_DEV void synth_cluster_sync() {
 class SingleCta:
     """A kernel of one CTA per block: roles ``producer`` and ``consumer``."""
 
-    cfg: Sm90Config
+    cfg: KernelDesign
 
     inner = 0
     """Levels of nesting :meth:`roles` adds around a role's text."""
@@ -226,7 +226,7 @@ class Cluster(SingleCta):
         w.w(depth, "}")
 
 
-def ctas_of(cfg: Sm90Config) -> SingleCta:
+def ctas_of(cfg: KernelDesign) -> SingleCta:
     """The CTA arrangement of ``cfg.cluster``: :class:`SingleCta` for ``1x1``, else :class:`Cluster`."""
     return Cluster(cfg) if cfg.cluster_size > 1 else SingleCta(cfg)
 

@@ -1,7 +1,7 @@
 """The consumer warp groups of the sm_90a kernel: cooperative or ping-pong (docs/hopper_kernel.md,
 docs/hopper_pingpong.md).
 
-Selected by ``Sm90Config.pingpong`` (:func:`consumers_of`). :class:`Cooperative`: the ``bm / 64`` consumer warp
+Selected by ``KernelDesign.pingpong`` (:func:`consumers_of`). :class:`Cooperative`: the ``bm / 64`` consumer warp
 groups split each tile's rows (warp group ``cw`` rows ``cw * 64 ..``), all reading every ring slot, each tile
 drained by ``wgmma.wait_group 0`` before C. :class:`PingPong`: two warp groups take a persistent CTA's tiles in
 turn (tile ``t`` by warp group ``t % 2``), each a whole ``bm x bn`` tile (``bm / 64`` row blocks), their main
@@ -21,13 +21,13 @@ from ...completion import ArriveStmt
 from ...hopper.ir import HopperProgram
 from ...lower.hopper_pingpong import order_program
 from ...program import CommitStmt, OpStmt
-from .config import Sm90Config
+from ...hopper.kernel_design import KernelDesign
 from .epilogue import Epilogue
 from .scheduler import EVERY_TILE, Turns
 from .writer import Writer, carries_slots
 
 
-def pingpong_carries(cfg: Sm90Config) -> bool:
+def pingpong_carries(cfg: KernelDesign) -> bool:
     """Whether the ping-pong consumer's ring carries its slots and parities (:meth:`Writer.carried_loop`): with a
     128-row tile per warp group (two wgmma per k16: the 4-stage loop's masks and shifts of ``i % 4`` and
     ``i / 4 % 2`` made 5.62 instructions per HGMMA and a longest HGMMA-free run of 29, carried 5.5 / 22; with 2, 3,
@@ -41,7 +41,7 @@ def pingpong_carries(cfg: Sm90Config) -> bool:
 class Cooperative:
     """The ``bm / 64`` consumer warp groups split each tile's rows; every tile of the CTA is theirs."""
 
-    cfg: Sm90Config
+    cfg: KernelDesign
 
     name = "cooperative"
     rows = "cw * 64"
@@ -178,7 +178,7 @@ class PingPong(Cooperative):
         return out
 
 
-def consumers_of(cfg: Sm90Config, order: Optional[HopperProgram] = None) -> Cooperative:
+def consumers_of(cfg: KernelDesign, order: Optional[HopperProgram] = None) -> Cooperative:
     """The consumer warp groups of ``cfg.pingpong``: :class:`PingPong` with the order program ``order`` (default
     ``order_program(False)``), else :class:`Cooperative`."""
     if cfg.pingpong:

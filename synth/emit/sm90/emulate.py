@@ -248,7 +248,7 @@ def emulate_sm90(kernel_cu: str, M: int, N: int, K: int, *, order: str = "forwar
     ``load_when`` (the configuration's load predicate in ``k`` and ``T``): the reference sums only
     the k-tiles (``bk`` wide) where it holds. ``dtype`` ``bf16``: A and B are rounded to bfloat16
     (nearest even) and passed as its bits. ``block_order``, ``ctas``: as :func:`run_emulated`. ``activation``
-    ``relu`` (the kernel's ``Sm90Config.activation``): the reference is ``max(..., 0)``."""
+    ``relu`` (the kernel's ``KernelDesign.activation``): the reference is ``max(..., 0)``."""
     if order not in ORDERS:
         raise EmulatorError(f"order {order!r}: expected one of {ORDERS}")
     ldc = N if ldc is None else ldc

@@ -1,7 +1,7 @@
 """The epilogue component of the sm_90a kernel: how C leaves the consumers (docs/hopper_kernel.md, "Epilogue";
 docs/hopper_store.md).
 
-Selected by ``Sm90Config.epilogue`` (:func:`epilogue_of`): :class:`RegisterEpilogue` stores C from the
+Selected by ``KernelDesign.epilogue`` (:func:`epilogue_of`): :class:`RegisterEpilogue` stores C from the
 accumulators (``C = alpha acc (+ beta C_in)``, 128-bit stores where aligned, per element at the edges);
 :class:`TmaStoreEpilogue` writes each tile through shared staging slots and ``cp.async.bulk.tensor`` stores,
 one line per statement of its proven store program (:func:`synth.lower.hopper_store.store_program`), C stored as
@@ -18,7 +18,8 @@ from ...expr import Num, evaluate
 from ...hopper.store import UNITS
 from ...program import CommitStmt, Program, WaitStmt
 from ..cuda import c_expr
-from .config import Sm90Config
+from ...hopper.kernel_design import KernelDesign
+from ...lower.hopper_design import design_store_program
 
 STORE_BARRIER = 2
 """Named barrier of consumer warp group ``cw`` in the TMA-store epilogue: ``STORE_BARRIER + cw`` (128 threads)."""
@@ -64,7 +65,7 @@ def _store_wait(store, s) -> str:
     return f"if (wt == 0) synth_bulk_wait_read<{n.value}>();  // wait_group.read {n.value}: the slot's last store has read it"
 
 
-def _store_slot(cfg: Sm90Config, acc) -> str:
+def _store_slot(cfg: KernelDesign, acc) -> str:
     sub = 64 * cfg.store_cols * cfg.out_bytes
     return (f"sStage + (uint32_t)cw * {cfg.staging * sub}u + ((unsigned)({c_expr(acc.slot)}) % {cfg.staging}u) * "
             f"{sub}u")
@@ -74,7 +75,7 @@ _STAGE_WRITE = {"f32": "synth_st_shared_f32x2", "f16": "synth_st_shared_f16x2", 
 """The staging write of a pair of C values, by the element type C is stored in (f16 / bf16: rounded to nearest)."""
 
 
-def _store_lines(cfg: Sm90Config, store, e0: str, rows: str = "cw * 64") -> list[str]:
+def _store_lines(cfg: KernelDesign, store, e0: str, rows: str = "cw * 64") -> list[str]:
     """The consumers' TMA-store epilogue of one tile: sub-tile ``jj`` (columns ``jj * W ..``) is the store
     program's body at ``i = e0 + jj``, each statement one line (module docstring of
     :mod:`synth.hopper.store`); lines indented as :func:`register_lines`'s."""
@@ -133,7 +134,7 @@ def _store_lines(cfg: Sm90Config, store, e0: str, rows: str = "cw * 64") -> list
     return out
 
 
-def _store_or_registers(cfg: Sm90Config, store, e0: str, rows: str = "cw * 64") -> list[str]:
+def _store_or_registers(cfg: KernelDesign, store, e0: str, rows: str = "cw * 64") -> list[str]:
     """A TMA-store kernel's C of one tile (lines indented as :func:`register_lines`'s): the store program's sub-tiles
     (:func:`_store_lines`) when this launch's C is TMA-aligned (``synth_c_tma``, uniform over the launch), else
     the register epilogue's lines (:func:`register_lines`, in ``cfg.out_dtype``): no staging write, no bulk group,
@@ -170,14 +171,14 @@ def _store_drain(store) -> list[str]:
 
 
 
-def _act(cfg: Sm90Config, value: str) -> str:
+def _act(cfg: KernelDesign, value: str) -> str:
     """C's value ``value`` (a CUDA expression, f32) under ``cfg.activation``: itself, or ``fmaxf(value, 0.0f)`` for
     ``relu``. Applied where C is written, never to a split-K partial (after the reduction, before the rounding to
     ``out_dtype``)."""
     return f"fmaxf({value}, 0.0f)" if cfg.activation == "relu" else value
 
 
-def register_lines(cfg: Sm90Config, split: str = "", rows: str = "cw * 64", out_dtype: str = "f32") -> list[str]:
+def register_lines(cfg: KernelDesign, split: str = "", rows: str = "cw * 64", out_dtype: str = "f32") -> list[str]:
     """C = alpha acc (+ beta C_in): lanes of a pair swap halves so each holds 4 consecutive
     columns of one row (one 128-bit store); ragged or unaligned edges store per element.
     ``split`` ``partial``: store each vector inside C to this split's workspace slot instead;
@@ -259,7 +260,7 @@ def register_lines(cfg: Sm90Config, split: str = "", rows: str = "cw * 64", out_
 class Epilogue:
     """What an epilogue brings to the kernel (each method's default: nothing) and writes (:meth:`tile`)."""
 
-    cfg: Sm90Config
+    cfg: KernelDesign
 
     @property
     def subtiles(self) -> int:
@@ -367,11 +368,11 @@ class TmaStoreEpilogue(Epilogue):
         return _store_drain(self.store)
 
 
-def epilogue_of(cfg: Sm90Config, store=None) -> Epilogue:
+def epilogue_of(cfg: KernelDesign, store=None) -> Epilogue:
     """The epilogue of ``cfg.epilogue``: ``tma_store`` with the store program ``store`` (default
-    ``cfg.store_program()``), else the register epilogue."""
+    ``design_store_program(cfg)``), else the register epilogue."""
     if cfg.epilogue == "tma_store":
-        return TmaStoreEpilogue(cfg, store if store is not None else cfg.store_program())
+        return TmaStoreEpilogue(cfg, store if store is not None else design_store_program(cfg))
     return RegisterEpilogue(cfg)
 
 

@@ -1,7 +1,7 @@
 """Write the sm_90a GEMM ``kernel.cu`` from a lowered Hopper program (docs/hopper_kernel.md): the parts composed.
 
-Input: an :class:`~.config.Sm90Config` and the :class:`~synth.hopper.ir.HopperProgram` of its
-loop (default: ``cfg.program()``; a mutant of it for the emulator's bug tests). Output: CUDA C++
+Input: an :class:`~.config.KernelDesign` and the :class:`~synth.hopper.ir.HopperProgram` of its
+loop (default: ``design_program(cfg)``; a mutant of it for the emulator's bug tests). Output: CUDA C++
 text. Every synchronization line comes from one statement of the program, in the program's
 order: ``try_wait`` -> ``synth_mbar_wait(bar, parity)`` with the parity
 ``PipelineState.parity()`` of the statement, ``arrive`` -> ``arrive`` / ``arrive.expect_tx`` /
@@ -49,13 +49,14 @@ from typing import Optional
 from ...errors import SynthError
 from ...hopper.ir import HopperProgram
 from .cluster import SingleCta, ctas_of
-from .config import PRODUCER_REGS, Sm90Config
+from ...hopper.kernel_design import PRODUCER_REGS, KernelDesign
 from .consumers import Cooperative, consumers_of
 from .epilogue import Epilogue, epilogue_of
 from .mainloop import DESCRIPTOR, Mainloop
 from .ptx import BASE_PTX
 from .scheduler import SCHEDULERS, OneTile, scheduler_of
 from .writer import Writer
+from ...lower.hopper_design import design_program
 
 KERNEL = "synth_gemm_sm90"
 
@@ -76,7 +77,7 @@ class KernelParts:
     """How C leaves (:func:`synth.emit.sm90.epilogue.epilogue_of`)."""
 
 
-def kernel_parts(cfg: Sm90Config, store=None, order=None, scheduler: str = "cluster") -> KernelParts:
+def kernel_parts(cfg: KernelDesign, store=None, order=None, scheduler: str = "cluster") -> KernelParts:
     """The parts of ``cfg``'s kernel, each chosen by its design field: ``cluster``, ``persistent`` / ``split_k``,
     ``pingpong``, ``epilogue``; ``store``, ``order`` and ``scheduler`` as :func:`emit_sm90_kernel` takes them."""
     tiles = scheduler_of(cfg, scheduler)
@@ -84,17 +85,17 @@ def kernel_parts(cfg: Sm90Config, store=None, order=None, scheduler: str = "clus
                        epilogue_of(cfg, store))
 
 
-def emit_sm90_kernel(cfg: Sm90Config, program: Optional[HopperProgram] = None, carry=None, store=None,
+def emit_sm90_kernel(cfg: KernelDesign, program: Optional[HopperProgram] = None, carry=None, store=None,
                      order=None, scheduler: str = "cluster") -> str:
     """The ``kernel.cu`` text of ``cfg`` with its synchronization taken from ``program``
-    (default: the proven lowering ``cfg.program()``). ValueError when the program is not of the
+    (default: the proven lowering ``design_program(cfg)``). ValueError when the program is not of the
     shape this emitter knows (roles ``producer`` of 1 warp group and ``consumer`` of
     ``bm / 64``, TMA into buffers A and B, one wgmma op reading both). ``cfg.persistent``: the
     program is the CTA's ring over all its tiles (docs/hopper_kernel.md, "Persistent tiles"), each
     role's parts a ``body`` of extent ``T`` then at most a constant-extent ``epilogue``; ``carry``
     (role -> :class:`synth.lower.hopper_persistent.TileCarry`) replaces the running count of a role's
     states (the bug tests' mutants; default: the running count). ``cfg.epilogue == "tma_store"``: C leaves
-    through the store program ``store`` (default ``cfg.store_program()``; a mutant for the bug tests), each
+    through the store program ``store`` (default ``design_store_program(cfg)``; a mutant for the bug tests), each
     of its statements one line of the consumers' epilogue (docs/hopper_store.md). A cluster ``cfg`` takes a cluster
     program (roles ``producer{c}``, ``consumer{c}`` for each CTA ``c``, its barriers and buffers naming their CTA);
     ValueError for a statement the cluster kernel cannot be (a wait on another CTA's barrier, a copy into
@@ -104,7 +105,7 @@ def emit_sm90_kernel(cfg: Sm90Config, program: Optional[HopperProgram] = None, c
     clusters"); ``carry`` keys may name a role (``consumer1``) or a role kind (``consumer``: every CTA's);
     ``scheduler`` (:data:`SCHEDULERS`) ``cta`` writes the scheduler bug of the emulator's test."""
     cfg.check()
-    p = program if program is not None else cfg.program()
+    p = program if program is not None else design_program(cfg)
     if store is not None and cfg.epilogue != "tma_store":
         raise ValueError("a store program applies to a TMA-store epilogue only")
     if order is not None and not cfg.pingpong:
@@ -210,8 +211,8 @@ def _roles(w: Writer, parts: KernelParts) -> None:
     w.lines += parts.scheduler.close()
 
 
-def emit_proven(cfg: Sm90Config, *, time_limit: float = 60.0, carry=None):
-    """``(kernel.cu text, report)`` for ``cfg.program()`` once it is proven for every ``T >= 1``: by
+def emit_proven(cfg: KernelDesign, *, time_limit: float = 60.0, carry=None):
+    """``(kernel.cu text, report)`` for ``design_program(cfg)`` once it is proven for every ``T >= 1``: by
     :func:`synth.verify.phases.verify_hopper` (a ``HopperReport``), or for a cluster by
     :func:`synth.verify.hopper_cluster.verify_cluster` (a ``ClusterReport``: the barrier classes of every CTA's
     roles and the cluster classes); a persistent ``cfg`` also needs the tile carry of every role (of every CTA)
@@ -221,7 +222,7 @@ def emit_proven(cfg: Sm90Config, *, time_limit: float = 60.0, carry=None):
     # the provers (Z3), for emit_proven only: the light runtime emits kernels without them
     from ...verify.phases import verify_hopper
 
-    p = cfg.program()
+    p = design_program(cfg)
     if cfg.cluster_size > 1:  # the barrier classes of the whole cluster and the cluster classes
         # the provers (Z3), for emit_proven only: the light runtime emits kernels without them
         from ...verify.hopper_cluster import verify_cluster

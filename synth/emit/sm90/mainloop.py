@@ -17,7 +17,7 @@ from typing import Callable
 
 from ...program import OpStmt
 from ..cuda import c_expr
-from .config import Sm90Config
+from ...hopper.kernel_design import KernelDesign
 from .writer import HALF_OP, Writer, cta_of
 
 DESCRIPTOR = [
@@ -45,12 +45,12 @@ class Multicast:
         return self.stmts[0].guard
 
 
-def wgmma_name(cfg: Sm90Config) -> str:
+def wgmma_name(cfg: KernelDesign) -> str:
     """The device function of one ``m64n{bn}k16`` wgmma of ``cfg.dtype`` operands."""
     return f"synth_wgmma_m64n{cfg.bn}k16" if cfg.dtype == "f16" else f"synth_wgmma_bf16_m64n{cfg.bn}k16"
 
 
-def wgmma_ptx(cfg: Sm90Config) -> str:
+def wgmma_ptx(cfg: KernelDesign) -> str:
     """The inline-PTX definition of :func:`wgmma_name` (f32 accumulators ``d[0 .. bn / 2 - 1]``, descriptors)."""
     n, t = cfg.bn, cfg.dtype
     regs = n // 2
@@ -76,7 +76,7 @@ class Mainloop:
     """The ring's ops of ``cfg``: the :class:`~synth.emit.sm90.writer.OpWriter` of its program, one for every
     design (a cluster's multicast and shared-operand box read off ``cfg``)."""
 
-    cfg: Sm90Config
+    cfg: KernelDesign
     k_tile: Callable[[str], str]
     """The C k-tile of the tile being computed at a copy's ring iteration (a C expression): the tile scheduler's
     (:meth:`synth.emit.sm90.scheduler.OneTile.k_tile`: the iteration itself, ``kt0 +`` it in a split, ``- kb`` in a

@@ -10,7 +10,7 @@ The sm_90a GEMM (:func:`run_gpu`, :func:`time_gpu`) adds tensor maps (``cuTensor
 pycuda has none, so a Hopper folder always runs here): A is M x K f16 row-major (dims ``{K, M}``,
 row stride ``2 K`` bytes, box ``{64, BM}``), B is N x K (``{K, N}``, box ``{64, BN}``), 128-byte
 swizzle, out-of-bound elements zero-filled (``FLOAT_OOB_FILL_NONE``: zeros). K must be a multiple
-of 8 (TMA: global strides are multiples of 16 bytes). A cluster kernel (``Sm90Config.cluster`` ``2x1`` /
+of 8 (TMA: global strides are multiples of 16 bytes). A cluster kernel (``KernelDesign.cluster`` ``2x1`` /
 ``1x2``, docs/hopper_cluster.md "The kernel") gets the shared operand's map with a half box
 (``cfg.a_box_rows`` / ``cfg.b_box_rows``) and a grid of whole clusters; its ``__cluster_dims__`` makes the
 plain ``cuLaunchKernel`` a cluster launch. Not run in this repository's CI (no GPU
@@ -31,7 +31,7 @@ import numpy as np
 from ..launch import Param, persistent_ctas, persistent_grid, sm90_grid, tile_groups
 from ..sass import tool
 from ..splitk import ticket_count, workspace_floats
-from .config import Sm90Config
+from ...hopper.kernel_design import KernelDesign
 from .emulate import bf16_bits, bf16_value
 from .kernel import KERNEL
 
@@ -264,7 +264,7 @@ class CudaDevice:
         self.cu.cuDevicePrimaryCtxRelease(self.dev)
 
 
-def sm90_params(dev: CudaDevice, cfg: Sm90Config, dA: int, dB: int, dC: int, dCin: Optional[int], M: int, N: int,
+def sm90_params(dev: CudaDevice, cfg: KernelDesign, dA: int, dB: int, dC: int, dCin: Optional[int], M: int, N: int,
                 K: int, alpha: float, beta: float, ctas: Optional[int] = None) -> tuple[list, tuple[int, int, int]]:
     """The sm_90a kernel's typed arguments (tensor maps of A and B, with a TMA-store epilogue C's, C, C_in, M, N, K, ldc = N, alpha, beta and,
     with split-K, a workspace and zeroed tickets allocated on ``dev``) and its grid (a persistent kernel's:
@@ -343,7 +343,7 @@ def widen_out(C: np.ndarray, out_dtype: str) -> np.ndarray:
     return bf16_value(C)
 
 
-def sm90_operands(cfg: Sm90Config, A: np.ndarray, B: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+def sm90_operands(cfg: KernelDesign, A: np.ndarray, B: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """A and B as the kernel reads them: float16 for ``f16``; for ``bf16``, uint16 arrays are taken as bfloat16
     bits and anything else is rounded to bfloat16. ValueError unless N x K with one K, a multiple of 8."""
     if cfg.dtype == "f16":
@@ -358,7 +358,7 @@ def sm90_operands(cfg: Sm90Config, A: np.ndarray, B: np.ndarray) -> tuple[np.nda
     return A, B
 
 
-def run_gpu(kernel_cu: str, cfg: Sm90Config, A: np.ndarray, B: np.ndarray, C_in: Optional[np.ndarray] = None,
+def run_gpu(kernel_cu: str, cfg: KernelDesign, A: np.ndarray, B: np.ndarray, C_in: Optional[np.ndarray] = None,
             alpha: float = 1.0, beta: float = 0.0, *, images: Sequence[tuple[str, bytes]] = ()) -> np.ndarray:
     """``alpha A @ B.T (+ beta C_in)`` computed by the kernel on GPU 0 (a new M x N float32 array).
     A is M x K and B is N x K: float16 for ``cfg.dtype == "f16"``; for ``bf16``, bfloat16 bits as
@@ -366,7 +366,7 @@ def run_gpu(kernel_cu: str, cfg: Sm90Config, A: np.ndarray, B: np.ndarray, C_in:
     return time_gpu(kernel_cu, cfg, A, B, C_in, alpha, beta, repeats=0, images=images)[0]
 
 
-def time_gpu(kernel_cu: str, cfg: Sm90Config, A: np.ndarray, B: np.ndarray, C_in: Optional[np.ndarray] = None,
+def time_gpu(kernel_cu: str, cfg: KernelDesign, A: np.ndarray, B: np.ndarray, C_in: Optional[np.ndarray] = None,
              alpha: float = 1.0, beta: float = 0.0, *, repeats: int = 20,
              images: Sequence[tuple[str, bytes]] = ()) -> tuple[np.ndarray, list, int, str]:
     """As :func:`run_gpu`, then ``repeats`` more launches timed with CUDA events (warm L2). Returns

@@ -1,6 +1,6 @@
 """The tile scheduler component of the sm_90a kernel: which output tiles a CTA computes (docs/hopper_kernel.md).
 
-Selected by ``Sm90Config.persistent``, ``split_k`` and ``cluster`` (:func:`scheduler_of`):
+Selected by ``KernelDesign.persistent``, ``split_k`` and ``cluster`` (:func:`scheduler_of`):
 
 * :class:`OneTile`: one tile per CTA, the grid ``(ceil(N/BN), ceil(M/BM))`` in grouped raster order
   (:mod:`synth.emit.raster`); each role runs the program's parts once, ``T = ceil(K / BK)``.
@@ -29,7 +29,7 @@ from ...hopper.ir import HopperProgram
 from ..raster import cluster_cuda_lines, cuda_lines as raster_lines
 from ..splitk import index_lines as split_index_lines, range_lines as split_range_lines
 from .cluster import SingleCta
-from .config import Sm90Config
+from ...hopper.kernel_design import KernelDesign
 from .epilogue import Epilogue, register_lines
 from .writer import Writer
 
@@ -96,7 +96,7 @@ def ring(w: Writer, depth: int, role: str, kind: str, program, per_tile_head, pe
     w.role = ""
 
 
-def split_reduction_lines(cfg: Sm90Config) -> list[str]:
+def split_reduction_lines(cfg: KernelDesign) -> list[str]:
     """Split-K (docs/hopper_kernel.md): the consumers learn whether their CTA arrived last at the tile
     (one thread counts it, ``bar.red.or`` tells the others); the others store their partial tile (after
     ``alpha``, in tile rows: 16-byte ``st.global.cg``), release it and count it; the last waits for
@@ -135,7 +135,7 @@ def split_reduction_lines(cfg: Sm90Config) -> list[str]:
 class OneTile:
     """One output tile per CTA (the grid ``(ceil(N/BN), ceil(M/BM))``, grouped raster order)."""
 
-    cfg: Sm90Config
+    cfg: KernelDesign
 
     def title(self) -> str:
         """What the kernel's first comment line adds: nothing."""
@@ -415,7 +415,7 @@ class PersistentClusters(Persistent):
                 "nothing else"]
 
 
-def scheduler_of(cfg: Sm90Config, count_by: str = "cluster") -> OneTile:
+def scheduler_of(cfg: KernelDesign, count_by: str = "cluster") -> OneTile:
     """The tile scheduler of ``cfg``: persistent (with a cluster, :class:`PersistentClusters` counting by
     ``count_by``), else split-K, else one tile per CTA (of a cluster: :class:`ClusterTile`)."""
     if cfg.persistent:

@@ -23,7 +23,7 @@ from ...expr import Bin, Expr, Ite, Num, Var, as_affine, parse, simplify, substi
 from ...hopper.ir import HopperProgram
 from ...program import CommitStmt, Part, WaitStmt
 from ..cuda import c_expr
-from .config import Sm90Config
+from ...hopper.kernel_design import KernelDesign
 
 UNROLL_MAX = 16
 """Parts of a constant extent up to this are unrolled (wait counts become immediates)."""
@@ -71,7 +71,7 @@ class Writer:
     role kind -> :class:`synth.lower.hopper_persistent.TileCarry`); ``others``: further programs whose statements the
     kernel writes (the ping-pong order program), their barriers addressed as the ring program's."""
 
-    def __init__(self, cfg: Sm90Config, p: HopperProgram, op_writer: OpWriter, carry=None, others=()) -> None:
+    def __init__(self, cfg: KernelDesign, p: HopperProgram, op_writer: OpWriter, carry=None, others=()) -> None:
         self.cfg, self.p, self.op_writer = cfg, p, op_writer
         self.lines: list[str] = []
         self.ops = {o.name: o for o in p.ops}
