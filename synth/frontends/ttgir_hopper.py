@@ -456,24 +456,58 @@ class OneLoop:
     """The one-shot loads taken out of ``pro`` (:class:`.ttgir_oneshot.OneShot`, each ``ok`` or not)."""
 
 
-def read_one_loop(text: str, path: str, walker=None) -> OneLoop:
+def pipelined_loops(mod: list) -> list:
+    """The ``scf.for`` loops of ``mod`` holding a TMA copy or a barrier wait, in program order."""
+    return [op for op in walk(mod) if op.name == "scf.for" and op.regions
+            and any(x.name in (TMA, WAIT) for x in walk(op.regions[0]))]
+
+
+def loop_segments(path: str, mod: list, loops: list) -> list:
+    """``(block, start, pos, end)`` per pipelined loop when every one is an op of the same block and the code
+    between two of them ends the first one's barriers (a ``ttng.inval_barrier`` after it) before the next
+    begins: segment ``j`` is ``block[start:end]``, its loop at ``pos`` (the code after the last
+    ``inval_barrier`` that follows loop ``j - 1`` starts segment ``j``). Exit 2 otherwise."""
+    block = find_block(mod, loops[0])
+    pos = [next((i for i, op in enumerate(block) if op is lp), None) for lp in loops]
+    if any(p is None for p in pos):
+        lp = next(lp for lp, p in zip(loops, pos) if p is None)
+        raise err(path, lp.line, "several pipelined loops (or a nested one) in one module, not all in one block",
+                  "pass a kernel whose pipelined loops run one after the other")
+    starts = [0]
+    for j in range(1, len(loops)):
+        inv = [i for i in range(pos[j - 1] + 1, pos[j]) if block[i].name == INVAL]
+        if not inv:
+            raise err(path, loops[j].line, f"the pipelined loop at line {loops[j].line} starts before the barriers of "
+                      f"the loop at line {loops[j - 1].line} are invalidated: several pipelines sharing barriers are "
+                      "outside the model", "pass a kernel whose pipelined loops run one after the other")
+        starts.append(inv[-1] + 1)
+    ends = starts[1:] + [len(block)]
+    return [(block, starts[j], pos[j], ends[j]) for j in range(len(loops))]
+
+
+def read_one_loop(text: str, path: str, walker=None, segment: Optional[int] = None) -> OneLoop:
     """The events of a module with one pipelined TMA loop (``walker``: a :class:`HopperWalker` class, the
-    default, or one that reads more ops); SynthError (exit 2) for what is outside the model."""
+    default, or one that reads more ops); SynthError (exit 2) for what is outside the model. ``segment`` j:
+    the module has several pipelined loops one after the other (:func:`loop_segments`), and this reads the
+    j-th with the code of its segment (the values of the code before it are evaluated, its events dropped)."""
     walker = walker or HopperWalker
     text = new_dialect_names(text)
     mod = parse_module(text, path)
-    is_pipe = (TMA, WAIT)
-    loops = [op for op in walk(mod) if op.name == "scf.for" and op.regions
-             and any(x.name in is_pipe for x in walk(op.regions[0]))]
+    loops = pipelined_loops(mod)
     if not loops:
         raise err(path, 0, "no pipelined loop: no scf.for holds a ttng.async_tma_copy_global_to_local or "
                   "ttng.wait_barrier", FIX)
-    if len(loops) > 1:
+    if len(loops) > 1 and segment is None:
         raise err(path, loops[1].line, "several pipelined loops (or a nested one) in one module",
                   "pass a kernel with one pipelined loop")
-    lp = loops[0]
-    block = find_block(mod, lp)
-    pos = next(i for i, op in enumerate(block) if op is lp)
+    if segment is None:
+        lp = loops[0]
+        block = find_block(mod, lp)
+        pos = next(i for i, op in enumerate(block) if op is lp)
+        start, end = 0, len(block)
+    else:
+        block, start, pos, end = loop_segments(path, mod, loops)[segment]
+        lp = block[pos]
     m = re.search(r"scf\.for\s+(%[\w$.-]+)\s*=\s*(%[\w$.-]+(?:#\d+)?)\s+to\s+(%[\w$.-]+(?:#\d+)?)\s+step\s+"
                   r"(%[\w$.-]+(?:#\d+)?)", lp.text)
     if not m:
@@ -481,13 +515,30 @@ def read_one_loop(text: str, path: str, walker=None) -> OneLoop:
     iv, lb, ub, st = m.groups()
     iters = re.findall(r"(%[\w$.-]+)\s*=\s*(%[\w$.-]+(?:#\d+)?)", lp.text[lp.text.find("iter_args"):]) \
         if "iter_args" in lp.text else []
-    # pass 1: is the upper bound a constant?
+
+    def values_before(w, env: dict) -> None:
+        """The values of the code before the segment (its loops' results unknown, its events dropped)."""
+        for op in block[:start]:
+            if any(op is x for x in loops):
+                for r in op.results:
+                    env[r] = None
+            else:
+                w.op(op, env, [], "before the loop")
+
+    # pass 1: is the upper bound a constant, or a constant away from the lower bound?
     probe: dict = {}
-    walker(path, {}).block(block[:pos], probe, [], "before the loop")
+    pw = walker(path, {})
+    values_before(pw, probe)
+    pw.block(block[start:pos], probe, [], "before the loop")
     T = z3.Int("T")
     ubv = probe.get(ub)
-    fixed = isinstance(ubv, int) and not isinstance(ubv, bool)
     lb0, st0 = probe.get(lb), probe.get(st)
+    fixed = isinstance(ubv, int) and not isinstance(ubv, bool)
+    span = None  # ub - lb when both are symbolic and their difference is a constant
+    if not fixed and is_sym(ubv) and is_sym(lb0) and not z3.is_bool(ubv) and not z3.is_bool(lb0):
+        d = z3.simplify(ubv - lb0)
+        span = d.as_long() if z3.is_int_value(d) else None
+        fixed = span is not None
     if not fixed and not (isinstance(lb0, int) and not isinstance(lb0, bool) and isinstance(st0, int)
                           and not isinstance(st0, bool) and st0 >= 1):
         raise err(path, lp.line, "the pipelined loop's bound is not a constant and its lower bound or step is not "
@@ -496,12 +547,13 @@ def read_one_loop(text: str, path: str, walker=None) -> OneLoop:
     bind = {} if fixed else {ub: ubsym}  # T iterations: the upper bound is lb + s T - d
     w = walker(path, bind)
     env: dict = dict(bind)
+    values_before(w, env)
     pro: list = []
-    w.block(block[:pos], env, pro, "before the loop")
+    w.block(block[start:pos], env, pro, "before the loop")
     lbv, stv = env.get(lb), env.get(st)
-    if not (isinstance(lbv, int) and isinstance(stv, int)) or isinstance(lbv, bool) or stv <= 0:
+    if not ((isinstance(lbv, int) or span is not None) and isinstance(stv, int)) or isinstance(lbv, bool) or stv <= 0:
         raise err(path, lp.line, "the pipelined loop's lower bound and step must be constants (step > 0)", FIX)
-    trip: object = max(0, math.ceil((ubv - lbv) / stv)) if fixed else T
+    trip: object = max(0, math.ceil(((ubv - lbv) if span is None else span) / stv)) if fixed else T
     if fixed and trip < 1:
         raise err(path, lp.line, f"the pipelined loop runs {trip} times", "a Hopper pipeline needs T >= 1")
 
@@ -513,12 +565,10 @@ def read_one_loop(text: str, path: str, walker=None) -> OneLoop:
     env_after = dict(env)
     for r in lp.results:
         env_after[r] = None
-    w.block(block[pos + 1:], env_after, epi, "after the loop")
+    w.block(block[pos + 1:end], env_after, epi, "after the loop")
     ctx = _Ctx(path, k, T, fixed, slack, stv)
     pro, shots = one_shot_loads(pro, sym + epi)
     return OneLoop(mod, text, lp, w, ctx, pro, sym, runs, epi, trip, tuple(s.note() for s in shots), tuple(shots))
-
-
 
 
 def module_warps(text: str) -> int:
@@ -1047,4 +1097,4 @@ build_program, func_name = _build, _func_name  # and the flattened persistent lo
 __all__ = ["ttgir_to_hopper", "is_hopper_ttgir", "check_hopper", "HopperImport", "HopperCheck",
            "HopperWalker", "render", "HEvent", "Ctx", "fit_phase", "fit_phase_at", "same_carried", "slot_rotation",
            "guard_of", "wait_states", "FIX", "build_program", "func_name", "and_guards", "prove_mapped", "module_warps",
-           "symbolic_bound", "slack_facts", "read_one_loop", "OneLoop"]
+           "symbolic_bound", "slack_facts", "read_one_loop", "OneLoop", "pipelined_loops", "loop_segments"]

@@ -77,7 +77,8 @@ from .mlirtext import Op, parse_module, walk
 from .scfloop import err, find_block, fit_carried, for_header, short, valid
 from .ttgir import new_dialect_names
 from .ttgir_hopper import (DOT_WAIT, FIX, HEvent, HopperCheck, HopperImport, HopperWalker, Ctx, build_program,
-                           fit_phase, fit_phase_at, func_name, module_warps, read_one_loop, same_carried)
+                           fit_phase, fit_phase_at, func_name, module_warps, pipelined_loops, read_one_loop,
+                           same_carried)
 from .ttgir_persistent import PersistentCheck, is_persistent_ttgir, persistent_to_hopper
 from .ttgir_ws import (TASK_ATTR, WS_OP, Region, WSCheck, WSWalker, as_int_term, build_ws_program, func_args,
                        ws_regions)
@@ -227,10 +228,12 @@ def _is_store_after_loop(mod: list) -> bool:
     """One warp group, no tile loop: one TMA k-loop and a TMA store in the same block after it (attention's
     O, a one-tile matmul's C; the flattened persistent kernel's stores sit inside its loop: not this form)."""
     loops = _event_loops(list(walk(mod)), _PROTO)
-    if len(loops) != 1:
+    if not loops:
         return False
     block = find_block(mod, loops[0])
-    pos = next(i for i, op in enumerate(block) if op is loops[0])
+    if not all(any(op is lp for op in block) for lp in loops):
+        return False
+    pos = next(i for i, op in enumerate(block) if op is loops[-1])
     stores = [x for x in walk(mod) if x.name == TMA_STORE]
     after = [x for op in block[pos + 1:] for x in ([op] + list(walk(op.regions[0]) if op.regions else []))]
     return bool(stores) and all(any(x is y for y in after) for x in stores)
@@ -574,6 +577,9 @@ class NestedImport:
     """``(label, HopperProgram, witness text)``: the per-tile program without a wait an scf.if skips on some
     tiles."""
     notes: tuple = ()
+    segments: tuple = ()
+    """``(label, HopperImport)``: the programs of the pipelined loops before the last one (several loops one
+    after the other, :func:`store_to_hopper`), each proven on its own."""
 
 
 def _split(events: list) -> tuple:
@@ -738,27 +744,55 @@ def tiles_to_hopper(text: str, path: str, *, arrive_sync: bool = True) -> Nested
 def store_to_hopper(text: str, path: str, *, arrive_sync: bool = True) -> NestedImport:
     """One warp group, one pipelined k-loop, C (or attention's O) stored by TMA after it: the one-loop program
     of :mod:`.ttgir_hopper` (every ``T >= 1``; ``T >= 0`` by :func:`check_nested`), and the store program of
-    its one tile (:func:`store_program` with one tile). SynthError (exit 2) for what is outside the model."""
-    r = read_one_loop(text, path, TileWalker)
-    pro_h, pro_s = _split(r.pro)
-    if pro_s:
-        raise err(path, pro_s[0].line, f"{pro_s[0].text} before the pipelined loop is outside the model", NESTED_FIX)
-    epi_h, epi_s = _split(r.epi)
-    for e in epi_h + epi_s:
-        if getattr(e, "cond", None) is not None:
-            raise err(path, getattr(e, "if_line", e.line), f"{e.text} under an scf.if after the loop (no tile loop) "
-                      "is outside the model", NESTED_FIX)
-    imp = build_program(r.ctx, r.walker, r.loop, pro_h, r.body, r.runs, epi_h, r.trip, None, func_name(r.mod, r.loop),
-                        warps=module_warps(r.text), arrive_sync=arrive_sync)
-    protected = {b.name for b in imp.program.buffers} | {b.name for b in imp.program.barriers}
+    its one tile (:func:`store_program` with one tile). Several pipelined loops one after the other (the causal
+    attention's blocks left of the diagonal, then the diagonal band), each with its own buffers and barriers
+    ended by ``inval_barrier`` before the next begins (:func:`.ttgir_hopper.loop_segments`): one program per
+    loop, each proven on its own -- sound because each proves ``teardown`` (every copy observed before its
+    barriers are invalidated) and ``wgmma_drain`` (every wgmma group complete), so the next loop starts with
+    nothing in flight, and no two loops share a buffer or barrier (checked). SynthError (exit 2) for what is
+    outside the model."""
+    mod = parse_module(new_dialect_names(_strip_tasks(text)), path)
+    n = max(1, len(pipelined_loops(mod)))
+    segs = []
+    for j in range(n):
+        r = read_one_loop(text, path, TileWalker, segment=j if n > 1 else None)
+        pro_h, pro_s = _split(r.pro)
+        if pro_s:
+            raise err(path, pro_s[0].line, f"{pro_s[0].text} before the pipelined loop is outside the model",
+                      NESTED_FIX)
+        epi_h, epi_s = _split(r.epi)
+        if epi_s and j < n - 1:
+            raise err(path, epi_s[0].line, f"{epi_s[0].text} between two pipelined loops is outside the model",
+                      NESTED_FIX)
+        for e in epi_h + epi_s:
+            if getattr(e, "cond", None) is not None:
+                raise err(path, getattr(e, "if_line", e.line), f"{e.text} under an scf.if after the loop (no tile "
+                          "loop) is outside the model", NESTED_FIX)
+        imp = build_program(r.ctx, r.walker, r.loop, pro_h, r.body, r.runs, epi_h, r.trip, None,
+                            func_name(r.mod, r.loop), warps=module_warps(r.text), arrive_sync=arrive_sync)
+        segs.append((r, imp, epi_s))
+    used: dict = {}
+    for r, imp, _s in segs:
+        for x in [b.name for b in imp.program.buffers] + [b.name for b in imp.program.barriers]:
+            if x in used and used[x] != r.loop.line:
+                raise err(path, r.loop.line, f"the pipelined loops at lines {used[x]} and {r.loop.line} share {x}: "
+                          "outside the model (each loop must have its own buffers and barriers)", NESTED_FIX)
+            used[x] = r.loop.line
+    r, imp, epi_s = segs[-1]
+    protected = set(used)
     war, thr, sources, sub = store_program(path, "mainloop", epi_s, [], 1, None, protected=protected,
                                            arrive_sync=arrive_sync)
-    notes = imp.notes + r.notes + (f"one pipelined loop at line {r.loop.line}, then C stored by TMA (one tile)",)
+    loops_note = (f"one pipelined loop at line {r.loop.line}" if n == 1 else
+                  f"{n} pipelined loops one after the other (lines {', '.join(str(x.loop.line) for x, _i, _s in segs)}),"
+                  " each with its own barriers, proven one by one")
+    notes = imp.notes + tuple(x for q, _i, _s in segs for x in q.notes) + (f"{loops_note}, then C stored by TMA "
+                                                                            "(one tile)",)
     shots = tuple(TileObligation("one_shot", s.ok, f"the one-shot TMA load through barrier {s.barrier} (lines "
                                  f"{', '.join(map(str, s.lines))}) lands before it is read and before the inval",
-                                 s.why, s.line or None) for s in r.shots)
+                                 s.why, s.line or None) for q, _i, _s in segs for s in q.shots)
+    earlier = tuple((f"the pipelined loop at line {q.loop.line}", i) for q, i, _s in segs[:-1])
     return NestedImport("store", dataclasses.replace(imp, notes=notes), None,
-                        (("mainloop", (war, thr), sources, sub),), shots, (), notes)
+                        (("mainloop", (war, thr), sources, sub),), shots, (), notes, earlier)
 
 
 _VIEWS = ("ttg.memdesc_subslice", "ttg.memdesc_reinterpret", "ttg.memdesc_trans", "ttg.memdesc_reshape")
@@ -1365,6 +1399,8 @@ class NestedCheck:
     stores: tuple = ()
     seconds: float = 0.0
     trip_count: Optional[int] = None
+    segment_reports: tuple = ()
+    """``(label, report)`` of each earlier pipelined loop (:attr:`NestedImport.segments`)."""
 
     @property
     def imported(self) -> HopperImport:
@@ -1373,6 +1409,7 @@ class NestedCheck:
     @property
     def ok(self) -> bool:
         return (bool(self.report.ok) and all(r.ok for _, r, _ in self.variant_reports)
+                and all(r.ok for _, r in self.segment_reports)
                 and all(s.ok for s in self.stores) and all(o.ok for o in self.nested.obligations))
 
     def _inner(self, report=None):
@@ -1411,6 +1448,12 @@ class NestedCheck:
                 sub = self._inner(rep).render().splitlines()
                 cut = next((k for k, x in enumerate(sub) if x.startswith("  statements")), len(sub))
                 lines += ["  " + x for x in sub[1:cut]]
+        for (label, imp), (_l, rep) in zip(self.nested.segments, self.segment_reports):
+            lines.append(f"  {label} (its own barriers, ended before the next loop): "
+                         f"{'proven' if rep.ok else 'NOT PROVEN'}")
+            sub = HopperCheck(imp, rep).render().splitlines()
+            cut = next((k for k, x in enumerate(sub) if x.startswith("  statements")), len(sub))
+            lines += ["  " + x for x in sub[1:cut]]
         for s in self.stores:
             lines += s.render()
         for o in self.nested.obligations:
@@ -1432,6 +1475,11 @@ class NestedCheck:
         d["stores"] = [s.to_json() for s in self.stores]
         d["variants"] = [{"label": label, "where": where, "ok": bool(rep.ok), "report": rep.to_json()}
                          for (label, _v, where), (_l, rep, _w) in zip(self.nested.variants, self.variant_reports)]
+        d["segments"] = [dict(HopperCheck(imp, rep).to_json(), label=label)
+                         for (label, imp), (_l, rep) in zip(self.nested.segments, self.segment_reports)]
+        if d["segments"]:
+            for seg in d["segments"]:
+                d["failures"] = d.get("failures", []) + seg.get("failures", [])
         d["seconds"] = round(self.seconds, 3)
         return d
 
@@ -1486,8 +1534,14 @@ def check_nested(text: str, path: str, *, trip_count: Optional[int] = None, min_
     for label, vimp, where in n.variants:
         vp = _with_min(vimp.program, m)
         vreps.append((label, verify_hopper(vp, time_limit=time_limit, tightness=False, trip_count=trip_count), where))
+    sreps, segs = [], []
+    for label, simp in n.segments:
+        sp = _with_min(simp.program, m)
+        segs.append((label, dataclasses.replace(simp, program=sp)))
+        sreps.append((label, verify_hopper(sp, time_limit=time_limit, tightness=tightness)))
+    n = dataclasses.replace(n, segments=tuple(segs))
     stores = tuple(prove_store(role, prog, sources, sub, time_limit) for role, prog, sources, sub in n.stores)
-    return NestedCheck(n, rep, tuple(vreps), stores, time.perf_counter() - t0, trip_count)
+    return NestedCheck(n, rep, tuple(vreps), stores, time.perf_counter() - t0, trip_count, tuple(sreps))
 
 
 def Loc_(path: str, line: int = 0):
