@@ -124,7 +124,7 @@ def attention_body(head_dim: int, BM: int, BN: int, dtype: str = "f16", arch: st
     b = _dtype(dtype)
     d = head_dim
     kv = BN * d * b
-    rows = BM // 64  # registers per thread per row-vector (a 64-row warp group: 2 rows per thread... 1 register)
+    rows = BM // 64  # a per-row f32 vector: each thread of a 64-row warp group holds 2 of its rows (m64 layout)
     ops = (
         WsOp("load_K", "tma", kv // a.tma_bytes_per_clk, a.lat_global, writes=("K_s",), split=False),
         WsOp("load_V", "tma", kv // a.tma_bytes_per_clk, a.lat_global, writes=("V_s",), split=False),
@@ -154,5 +154,43 @@ def attention_body(head_dim: int, BM: int, BN: int, dtype: str = "f16", arch: st
                   max_stage=3)
 
 
-__all__ = ["gemm_kloop_body", "gemm_tile_body", "gemm_design", "GemmDesign", "attention_body", "FMA_PER_CLK",
+@dataclass(frozen=True)
+class Overlap:
+    """A synchronous op of one consumer warp group running while a wgmma keeps the tensor cores busy."""
+
+    sync_op: str
+    sync_wg: int
+    wgmma: str
+    wgmma_wg: int
+    iteration: int
+    """The wgmma's iteration minus the synchronous op's (``+1``: the next block's wgmma)."""
+
+    @property
+    def kind(self) -> str:
+        return "ping-pong" if self.sync_wg != self.wgmma_wg else "intra-warp-group"
+
+
+def overlaps(body: WsBody, sched: WsSchedule) -> list[Overlap]:
+    """Every (synchronous op, wgmma) pair whose busy intervals meet in the steady state, with the warp groups and
+    the iteration distance: how a schedule hides the softmax under the tensor cores (FA3's two overlaps)."""
+    ii, out = sched.ii, []
+    offs = sched.offsets if sched.mode == "stagger" else (0,)
+    for x in sched.ops:
+        ox = body.op(x.name)
+        if ox.unit not in ("fma", "mufu", "alu", "lsu"):
+            continue
+        for y in sched.ops:
+            if not body.op(y.name).is_wgmma:
+                continue
+            for a, da in enumerate(offs):
+                for b, db in enumerate(offs):
+                    x0, x1 = x.start + da, x.start + da + x.duration
+                    for n in range(-body.max_stage - 2, body.max_stage + 3):
+                        y0 = y.start + db + n * ii
+                        if x0 < y0 + y.duration and y0 < x1:
+                            out.append(Overlap(x.name, a, y.name, b, n))
+    return out
+
+
+__all__ = ["Overlap", "overlaps", "gemm_kloop_body", "gemm_tile_body", "gemm_design", "GemmDesign", "attention_body", "FMA_PER_CLK",
            "MUFU_PER_CLK", "ALU_PER_CLK", "WGMMA_ISSUE"]

@@ -97,7 +97,7 @@ def check_ws(body: WsBody, mach: WsMachine, sched) -> list[str]:
             for j, oj in enumerate(ops):
                 if oj.unit == "tensor" and not oj.blocking:
                     m = 1 if j == i else 0
-                    while s[j] + m * P <= w[i]:
+                    while s[j] + m * P + oj.issue <= w[i]:
                         if s[j] + m * P > s[i]:
                             k += 1
                         m += 1

@@ -544,7 +544,7 @@ def _pin_groups(m: cp_model.CpModel, c: _ComboModel, i: int, k: int) -> None:
     wg = [j for j, o in enumerate(body.ops) if o.is_wgmma]
     if wg == [i]:
         m.Add(c.w[i] >= c.s[i] + k * c.P + body.ops[i].issue).OnlyEnforceIf(c.lit)
-        m.Add(c.w[i] < c.s[i] + (k + 1) * c.P).OnlyEnforceIf(c.lit)
+        m.Add(c.w[i] < c.s[i] + (k + 1) * c.P + body.ops[i].issue).OnlyEnforceIf(c.lit)
         return
     raise SynthError(None, f"body {body.name}: groups in flight are pinned only for a body with one wgmma op")
 
@@ -578,13 +578,13 @@ def _decode(body: WsBody, mach: WsMachine, ii: int, c: _ComboModel, solver) -> W
 
 
 def groups_in_flight(body: WsBody, starts: list[int], i: int, wait: int, P: int) -> int:
-    """wgmma issues of the warp group after op ``i``'s issue and up to its wait (every later iteration counted)."""
+    """wgmma issues of the warp group after op ``i``'s and finished by its wait (every later iteration counted)."""
     k = 0
     for j, o in enumerate(body.ops):
         if not o.is_wgmma:
             continue
         n = 0 if j != i else 1
-        while starts[j] + n * P <= wait:
+        while starts[j] + n * P + o.issue <= wait:
             if starts[j] + n * P > starts[i]:
                 k += 1
             n += 1
@@ -651,7 +651,7 @@ def solve_ws(body: WsBody, mach: Optional[WsMachine] = None, *, pins: Pins = Pin
         if not feas(pins.ii):
             raise SynthError(None, f"body {body.name}: no schedule at the pinned II {pins.ii}")
     else:
-        lo, step, ii = lb - 1, max(1, lb // 64), lb
+        lo, step, ii = lb - 1, max(1, lb // 16), lb
         while True:
             if left() <= 0:
                 break
