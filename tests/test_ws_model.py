@@ -38,7 +38,7 @@ def test_k_pipe_mmas_agrees_with_the_enumeration(BM, BN, S):
     is compute-bound (the wgmma plus its drain when K = 0); where loop_cost is fill-bound the model is lower, as it
     times the consumer's wait for the full barrier inside its step (docs/ws_model.md, "GEMM")."""
     body = gemm_kloop_body(BM, BN, 64)
-    s = solve_ws(body, M, pins=Pins(mode="coop", depth=(("stage", S),)), time_limit=10)
+    s = solve_ws(body, M, pins=Pins(mode="coop", producer=True, depth=(("stage", S),)), time_limit=10)
     assert s.status == "OPTIMAL" and s.gap == 0
     lc = {K: loop_cost(_cfg(BM, BN), S, K, 1, 64).per_tile for K in range(S)}
     best = min(lc.values())
@@ -56,7 +56,8 @@ def test_k_pipe_mmas_agrees_with_the_enumeration(BM, BN, S):
 def test_tma_throughput_is_a_term_the_enumeration_leaves_out():
     """64x64x64: the two boxes take 256 cycles of the TMA engine per k-tile, the wgmma 128; loop_cost charges the
     bytes as latency only, so at 7 stages it predicts 190 cycles, below what the engine can land."""
-    s = solve_ws(gemm_kloop_body(64, 64, 64), M, pins=Pins(mode="coop", depth=(("stage", 7),)), time_limit=10)
+    s = solve_ws(gemm_kloop_body(64, 64, 64), M, pins=Pins(mode="coop", producer=True, depth=(("stage", 7),)),
+                 time_limit=10)
     assert s.ii == 256 == sum(o.work for o in gemm_kloop_body(64, 64, 64).ops if o.unit == "tma")
     assert min(loop_cost(_cfg(64, 64), 7, K, 1, 64).per_tile for K in range(7)) < s.ii
 

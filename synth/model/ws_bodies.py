@@ -32,6 +32,10 @@ table gives 64 for compare / min / max on recent compute capabilities; the pack'
 the attention body's ALU work grows 4x, 384 -> 1,536 cycles at 128x128, still under its tensor work (2,048)."""
 WGMMA_ISSUE = 1
 """Cycles a wgmma holds its warp group's stream to issue (one instruction; the descriptors are precomputed)."""
+COPY_ISSUE = 20
+"""Cycles a TMA copy holds the stream of the warp group issuing it (``arrive.expect_tx`` and the copy):
+``barrier_cycles``, as :func:`synth.model.hopper.loop_cost` charges a warp group that issues its own two copies
+``2 barrier_cycles`` per k-tile."""
 DTYPE_BYTES = {"f16": 2, "bf16": 2}
 
 
@@ -55,8 +59,10 @@ def gemm_kloop_body(BM: int, BN: int, BK: int, dtype: str = "f16", arch: str = "
     b = _dtype(dtype)
     A, B = BM * BK * b, BN * BK * b
     ops = (
-        WsOp("load_A", "tma", A // a.tma_bytes_per_clk, a.lat_global, writes=("stage",), split=False),
-        WsOp("load_B", "tma", B // a.tma_bytes_per_clk, a.lat_global, writes=("stage",), split=False),
+        WsOp("load_A", "tma", A // a.tma_bytes_per_clk, a.lat_global, writes=("stage",), split=False,
+             issue=COPY_ISSUE),
+        WsOp("load_B", "tma", B // a.tma_bytes_per_clk, a.lat_global, writes=("stage",), split=False,
+             issue=COPY_ISSUE),
         WsOp("mma", "tensor", _mma_cycles(arch, BM, BN, BK), 0, reads=("stage",), reads_prev=("acc",),
              writes=("acc",), issue=WGMMA_ISSUE, hold=hold),
     )
@@ -108,8 +114,9 @@ def gemm_design(BM: int, BN: int, BK: int = 64, K: int = 4096, dtype: str = "f16
     """The k-loop body solved (stages, ``K_PIPE_MMAS``), then the tile body at its II (cooperative or ping-pong)."""
     mach = mach or machine()
     body = gemm_kloop_body(BM, BN, BK, dtype, mach.arch, hold=hold)
-    # the main loop's consumers issue each k-tile together (today's kernels): lockstep, one or BM / 64 of them
-    pins = Pins(mode="coop", depth=(("stage", stages),) if stages is not None else ())
+    # the main loop's consumers issue each k-tile together behind a producer (today's kernels): lockstep, one or
+    # BM / 64 of them
+    pins = Pins(mode="coop", producer=True, depth=(("stage", stages),) if stages is not None else ())
     kl = solve_ws(body, mach, pins=pins, time_limit=time_limit / 2)
     T = max(-(-K // BK), 1)
     tl = solve_ws(gemm_tile_body(BM, BN, T, kl, mach.arch), mach, time_limit=time_limit / 2)
@@ -126,8 +133,10 @@ def attention_body(head_dim: int, BM: int, BN: int, dtype: str = "f16", arch: st
     kv = BN * d * b
     rows = BM // 64  # a per-row f32 vector: each thread of a 64-row warp group holds 2 of its rows (m64 layout)
     ops = (
-        WsOp("load_K", "tma", kv // a.tma_bytes_per_clk, a.lat_global, writes=("K_s",), split=False),
-        WsOp("load_V", "tma", kv // a.tma_bytes_per_clk, a.lat_global, writes=("V_s",), split=False),
+        WsOp("load_K", "tma", kv // a.tma_bytes_per_clk, a.lat_global, writes=("K_s",), split=False,
+             issue=COPY_ISSUE),
+        WsOp("load_V", "tma", kv // a.tma_bytes_per_clk, a.lat_global, writes=("V_s",), split=False,
+             issue=COPY_ISSUE),
         WsOp("qk", "tensor", _mma_cycles(arch, BM, BN, d), 0, reads=("Q_s", "K_s"), writes=("S",),
              issue=WGMMA_ISSUE),
         WsOp("rowmax", "alu", -(-BM * BN // ALU_PER_CLK), 0, reads=("S",), reads_prev=("m",),

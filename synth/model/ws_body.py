@@ -8,7 +8,8 @@ barriers, the barrier and wgmma drain latencies. :func:`machine` reads them from
 
 Units (one of each per SM, shared by every warp group of the CTA):
 
-* ``tma``: the TMA engine (async; issued by the producer warp group, busy ``bytes / tma_bytes_per_clk``);
+* ``tma``: the TMA engine (async; issued by the producer warp group, or by consumer 0 when the CTA has none; busy
+  ``bytes / tma_bytes_per_clk``);
 * ``tensor``: the tensor cores (``wgmma``: async, waited with ``wgmma.wait_group``; or a *blocking* compound op,
   a whole inner loop that holds its warp group and the tensor cores for its duration);
 * ``fma``, ``mufu``, ``alu``: the FP32, special-function (``ex2``) and integer / compare pipes (synchronous);
@@ -86,8 +87,8 @@ class WsOp:
         return self.unit == "tensor" and not self.blocking
 
     @property
-    def on_producer(self) -> bool:
-        """TMA ops run on the producer warp group; every other op on the consumers."""
+    def is_copy(self) -> bool:
+        """A TMA copy: on the producer warp group, or issued by consumer 0 when there is none."""
         return self.unit == "tma"
 
 
@@ -113,14 +114,10 @@ class WsBody:
     max_groups: int = 3
     """``wgmma`` groups in flight a warp group may keep (``K_PIPE_MMAS`` and beyond)."""
     producer: Optional[bool] = None
-    """The CTA has a producer warp group (None: when the body has a TMA op; True for a body whose inner loop has
-    one, as the GEMM tile body's main loop)."""
+    """A producer warp group issues the TMA copies: None, the model chooses (a body without copies has none); True
+    or False pinned (True for a body whose inner loop has one, as the GEMM tile body)."""
     notes: tuple[str, ...] = field(default_factory=tuple)
     """Where the numbers came from (docs/ws_model.md lists them)."""
-
-    @property
-    def has_producer(self) -> bool:
-        return any(o.on_producer for o in self.ops) if self.producer is None else self.producer
 
     def op(self, name: str) -> WsOp:
         return next(o for o in self.ops if o.name == name)
@@ -206,7 +203,9 @@ def validate(body: WsBody, mach: WsMachine) -> None:
         for b in o.reads + o.reads_prev + o.writes:
             if b not in bufs:
                 raise bad(f"op {o.name}: unknown buffer {b!r}")
-        if o.on_producer:
+        if o.is_copy:
+            if o.split:
+                raise bad(f"op {o.name}: a TMA copy moves the whole tile (split: false)")
             if any(bufs[b].space != "smem" for b in o.writes) or o.reads or o.reads_prev:
                 raise bad(f"op {o.name}: a TMA op writes shared buffers and reads nothing of the body")
     for b in body.buffers:
@@ -221,7 +220,7 @@ def validate(body: WsBody, mach: WsMachine) -> None:
             raise bad(f"buffer {b.name} has no writer", "mark it once: true if it is loaded before the loop")
         if b.space == "smem" and b.carried:
             raise bad(f"buffer {b.name}: only register buffers are loop-carried")
-        if b.space == "smem" and any(not body.ops[i].on_producer for i in w):
+        if b.space == "smem" and any(not body.ops[i].is_copy for i in w):
             raise bad(f"buffer {b.name}: a shared ring is written by TMA ops only")
         if b.carried and not any(b.name in body.ops[i].reads_prev for i in body.readers(b.name)):
             raise bad(f"buffer {b.name} is carried but nothing reads it from the previous iteration")
@@ -231,9 +230,8 @@ def validate(body: WsBody, mach: WsMachine) -> None:
         for b in o.reads:
             if not bufs[b].once and not body.writers(b):
                 raise bad(f"op {o.name} reads {b}, which nothing writes")
-    if body.has_producer and mach.warp_groups < 2:
-        raise SynthError(None, f"machine: {mach.warp_groups} warp group per CTA leaves no consumer beside the producer",
-                         "warp_groups >= 2")
+    if mach.warp_groups < 1:
+        raise SynthError(None, f"machine: {mach.warp_groups} warp groups per CTA", "warp_groups >= 1")
 
 
 __all__ = ["UNITS", "SYNC_UNITS", "MODES", "WsBuffer", "WsOp", "WsBody", "WsMachine", "machine", "validate"]

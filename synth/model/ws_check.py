@@ -41,7 +41,12 @@ def check_ws(body: WsBody, mach: WsMachine, sched) -> list[str]:
     P = ii * C if mode == "alternate" else ii
     split = mode in ("coop", "stagger")
     stag = mode == "stagger"
-    producer = any(o.unit == "tma" for o in ops) if body.producer is None else body.producer
+    producer = sched.producer
+    copies = any(o.unit == "tma" for o in ops)
+    if body.producer is not None and producer != body.producer or not copies and producer and body.producer is None:
+        errs.append(f"producer warp group {producer}: the body says {body.producer}")
+    if copies and not producer and C > 1:
+        errs.append("without a producer, more than one consumer warp group")
     delta = list(sched.offsets)
     if len(delta) != C or delta[0] != 0 or any(not 0 <= x < ii for x in delta) or \
             (not stag and any(delta)) or delta != sorted(delta):
@@ -72,16 +77,17 @@ def check_ws(body: WsBody, mach: WsMachine, sched) -> list[str]:
             errs.append(f"{o.name}: duration {p.duration}, the arrangement gives {dur[i]}")
         if p.start < 0 or p.stage != p.start // ii:
             errs.append(f"{o.name}: start {p.start} and stage {p.stage} disagree at II {ii}")
-        step = ii if o.unit == "tma" else P
+        on_prod = o.unit == "tma" and producer
+        step = ii if on_prod else P
         if p.start // step > body.max_stage:
             errs.append(f"{o.name}: step {p.start // step} is past the bound {body.max_stage}")
-        if o.unit != "tma":
+        if not on_prod:
             occ = dur[i] if (o.unit in _SYNC or o.blocking or o.hold) else o.issue
             if p.start % step + occ > step:
                 errs.append(f"{o.name}: its {occ} cycles cross the end of its step")
-        want_wg = "producer" if o.unit == "tma" else None
+        want_wg = ("producer" if producer else "consumer 0") if o.unit == "tma" else None
         if want_wg and p.warp_group != want_wg:
-            errs.append(f"{o.name}: a TMA op runs on the producer, not {p.warp_group}")
+            errs.append(f"{o.name}: a TMA op runs on the {want_wg}, not {p.warp_group}")
     # -- wgmma waits
     W, w = {}, {}
     for i, (o, p) in enumerate(zip(ops, sched.ops)):
@@ -123,7 +129,7 @@ def check_ws(body: WsBody, mach: WsMachine, sched) -> list[str]:
     # -- one consumer warp group's stream, modulo its period
     st = []
     for i, o in enumerate(ops):
-        if o.unit == "tma":
+        if o.unit == "tma" and producer:
             continue
         if o.unit in _SYNC or o.blocking:
             st.append((o.name, s[i], dur[i]))
@@ -201,7 +207,7 @@ def check_ws(body: WsBody, mach: WsMachine, sched) -> list[str]:
                 else:
                     rel = read_end(r)
                 rel += dmax
-                if s[j] + D * ii < rel + mach.barrier_cycles:
+                if s[j] + D * ii < rel + (mach.barrier_cycles if producer else 0):
                     errs.append(f"{b.name}: {oj.name} of iteration i+{D} refills the slot at {s[j] + D * ii}, "
                                 f"before {o.name} of iteration i releases it ({rel} + barrier)")
     # -- registers
@@ -243,7 +249,7 @@ def check_ws(body: WsBody, mach: WsMachine, sched) -> list[str]:
         errs.append(f"shared memory {smem} bytes (schedule says {sched.smem}), the machine has {mach.smem}")
     # -- makespan and the solver's numbers
     for i, o in enumerate(ops):
-        end = s[i] + dur[i] + o.latency + (0 if o.unit == "tma" else dmax)
+        end = s[i] + dur[i] + o.latency + (0 if o.unit == "tma" and producer else dmax)
         if i in W:
             end = max(end, W[i] + dmax)
         if end > sched.makespan:

@@ -39,11 +39,22 @@ class Combo:
 
     consumers: int
     mode: str
+    producer: bool = True
+    """A producer warp group issues the copies (False: consumer 0 issues them, one consumer only)."""
 
     @property
     def label(self) -> str:
         return {"coop": "cooperative", "stagger": "staggered (ping-pong order)",
-                "alternate": "alternating iterations (ping-pong)"}[self.mode] + f", {self.consumers} consumer(s)"
+                "alternate": "alternating iterations (ping-pong)"}[self.mode] + \
+            f", {self.consumers} consumer(s)" + ("" if self.producer else ", no producer")
+
+    @property
+    def tag(self) -> str:
+        return f"{self.consumers}{self.mode[0]}{'p' if self.producer else 'n'}"
+
+    def on_producer(self, op) -> bool:
+        """The op runs on the producer warp group."""
+        return op.unit == "tma" and self.producer
 
 
 @dataclass(frozen=True)
@@ -57,6 +68,8 @@ class Pins:
     groups: tuple[tuple[str, int], ...] = ()
     """``(wgmma op, groups in flight at its wait)``."""
     ii: Optional[int] = None
+    producer: Optional[bool] = None
+    """A producer warp group issues the copies (None: free)."""
 
 
 @dataclass(frozen=True)
@@ -145,14 +158,14 @@ class WsSchedule:
 def duration(body: WsBody, op_index: int, combo: Combo) -> int:
     """Cycles one copy of the op keeps its unit (and, synchronous, its warp group) busy."""
     o = body.ops[op_index]
-    if o.on_producer or not o.split or combo.mode != "stagger":
+    if o.is_copy or not o.split or combo.mode != "stagger":
         return o.work
     return -(-o.work // combo.consumers)
 
 
 def copies_on_unit(combo: Combo, op) -> int:
     """Copies of the op the unit sees per iteration: one per consumer when staggered, else one."""
-    return combo.consumers if (combo.mode == "stagger" and not op.on_producer) else 1
+    return combo.consumers if (combo.mode == "stagger" and not op.is_copy) else 1
 
 
 def reg_size(buf, combo: Combo) -> int:
@@ -197,36 +210,37 @@ def edges(body: WsBody) -> list[tuple[int, int, int, str]]:
 
 def combo_issues(body: WsBody, mach: WsMachine, pins: Pins = Pins()) -> tuple[list[Combo], list[str]]:
     """The consumer arrangements the body and machine allow, and why each other one is out."""
-    producer = body.has_producer
+    copies = any(o.is_copy for o in body.ops)
+    pinned = body.producer if pins.producer is None else pins.producer
+    producers = [pinned] if pinned is not None else ([True, False] if copies else [False])
     carried_regs = [b.name for b in body.buffers if b.carried and b.space == "reg"]
     ok, why = [], []
-    for C in range(1, body.max_consumers + 1):
-        for mode in MODES:
-            if C == 1 and mode != "coop":
-                continue
-            cb = Combo(C, mode)
-            if pins.consumers is not None and C != pins.consumers or pins.mode is not None and mode != pins.mode:
-                continue
-            if C + int(producer) > mach.warp_groups:
-                why.append(f"{cb.label}: {C + int(producer)} warp groups, the machine has {mach.warp_groups}")
-            elif mode != "alternate" and body.rows % (body.row_quantum * C):
-                why.append(f"{cb.label}: {body.rows} rows do not split into {C} x {body.row_quantum}")
-            elif mode == "alternate" and carried_regs:
-                why.append(f"{cb.label}: loop-carried registers ({', '.join(carried_regs)}) cannot move between "
-                           "warp groups")
-            elif mode == "stagger" and C + 1 > mach.named_barriers:
-                why.append(f"{cb.label}: needs {C} named barriers beside the CTA's, the machine has "
-                           f"{mach.named_barriers}")
-            elif mach.register_limit(C, producer) < mach.reg_min:
-                why.append(f"{cb.label}: {mach.registers} registers leave under {mach.reg_min} per consumer thread")
-            else:
-                need = mach.reg_overhead + sum(reg_size(b, cb) for b in body.buffers if b.space == "reg")
-                lim = mach.register_limit(C, producer)
-                if need > lim:
-                    why.append(f"{cb.label}: a consumer thread needs at least {need} registers, the split allows "
-                               f"{lim}")
-                else:
-                    ok.append(cb)
+    for C, mode, producer in ((C, mode, p) for C in range(1, body.max_consumers + 1) for mode in MODES
+                              for p in producers):
+        cb = Combo(C, mode, producer)
+        if C == 1 and mode != "coop" or pins.consumers not in (None, C) or pins.mode not in (None, mode):
+            continue
+        lim = mach.register_limit(C, producer)
+        need = mach.reg_overhead + sum(reg_size(b, cb) for b in body.buffers if b.space == "reg")
+        if copies and not producer and C > 1:
+            why.append(f"{cb.label}: without a producer only one consumer warp group issues its own copies (with "
+                       "more, the issuer would wait for the others' releases)")
+        elif C + int(producer) > mach.warp_groups:
+            why.append(f"{cb.label}: {C + int(producer)} warp groups, the machine has {mach.warp_groups}")
+        elif mode != "alternate" and body.rows % (body.row_quantum * C):
+            why.append(f"{cb.label}: {body.rows} rows do not split into {C} x {body.row_quantum}")
+        elif mode == "alternate" and carried_regs:
+            why.append(f"{cb.label}: loop-carried registers ({', '.join(carried_regs)}) cannot move between "
+                       "warp groups")
+        elif mode == "stagger" and C + 1 > mach.named_barriers:
+            why.append(f"{cb.label}: needs {C} named barriers beside the CTA's, the machine has "
+                       f"{mach.named_barriers}")
+        elif lim < mach.reg_min:
+            why.append(f"{cb.label}: {mach.registers} registers leave under {mach.reg_min} per consumer thread")
+        elif need > lim:
+            why.append(f"{cb.label}: a consumer thread needs at least {need} registers, the split allows {lim}")
+        else:
+            ok.append(cb)
     return ok, why
 
 
@@ -254,8 +268,8 @@ def ii_lower_bound(body: WsBody, combos: list[Combo]) -> int:
     streams = []
     for cb in combos:
         occ = sum(duration(body, i, cb) for i, o in enumerate(body.ops)
-                  if not o.on_producer and (o.unit in SYNC_UNITS or o.blocking))
-        occ += sum(o.issue for o in body.ops if o.is_wgmma)
+                  if not cb.on_producer(o) and (o.unit in SYNC_UNITS or o.blocking))
+        occ += sum(o.issue for o in body.ops if o.is_wgmma or (o.is_copy and not cb.producer))
         streams.append(-(-occ // (cb.consumers if cb.mode == "alternate" else 1)))
     return max(lb, min(streams) if streams else 1)
 
@@ -268,7 +282,7 @@ class _ComboModel:
 
     def __init__(self, m: cp_model.CpModel, body: WsBody, mach: WsMachine, ii: int, cb: Combo, pins: Pins):
         self.m, self.body, self.mach, self.ii, self.cb = m, body, mach, ii, cb
-        self.lit = m.NewBoolVar(f"use[{cb.consumers},{cb.mode}]")
+        self.lit = m.NewBoolVar(f"use[{cb.tag}]")
         lit = self.lit
         P = period(ii, cb)
         self.P = P
@@ -276,7 +290,7 @@ class _ComboModel:
         S = body.max_stage
         H = (S + 2) * P + sum(o.work + o.latency for o in body.ops) + mach.wgmma_drain + 4 * mach.barrier_cycles
         self.H = H
-        tag = f"{cb.consumers}{cb.mode[0]}"
+        tag = cb.tag
         C = cb.consumers
         stag = cb.mode == "stagger"
         self.ok = True
@@ -289,8 +303,9 @@ class _ComboModel:
         # op starts: consumer s = q P + t (occupancy inside the step), producer s = q II + t
         self.q, self.t, self.s = [], [], []
         for i, o in enumerate(body.ops):
-            step = ii if o.on_producer else P
-            occ = 0 if o.on_producer else (self.d[i] if (o.unit in SYNC_UNITS or o.blocking or o.hold) else o.issue)
+            prod = cb.on_producer(o)
+            step = ii if prod else P
+            occ = 0 if prod else (self.d[i] if (o.unit in SYNC_UNITS or o.blocking or o.hold) else o.issue)
             if occ > step:
                 self.ok = False
                 occ = step
@@ -362,10 +377,10 @@ class _ComboModel:
     def _streams(self) -> None:
         """A consumer warp group runs its synchronous ops, issues and waits one at a time (modulo its period)."""
         body, P = self.body, self.P
-        tag = f"{self.cb.consumers}{self.cb.mode[0]}"
+        tag = self.cb.tag
         bucket: list = []
         for i, o in enumerate(body.ops):
-            if o.on_producer:
+            if self.cb.on_producer(o):
                 continue
             if o.unit in SYNC_UNITS or o.blocking:
                 self._mod_interval(f"wg:{o.name}:{tag}", self.s[i], self.d[i], P, bucket)
@@ -379,7 +394,7 @@ class _ComboModel:
     def _units(self) -> None:
         """Each unit of the SM serves one op copy at a time (modulo II), every warp group's copies together."""
         body, ii = self.body, self.ii
-        tag = f"{self.cb.consumers}{self.cb.mode[0]}"
+        tag = self.cb.tag
         for u in UNITS:
             bucket: list = []
             for i, o in enumerate(body.ops):
@@ -393,7 +408,7 @@ class _ComboModel:
     def ready(self, w: int, reader: int) -> cp_model.LinearExpr:
         """When writer ``w``'s result may be used by ``reader`` (same warp-group frame)."""
         o, r = self.body.ops[w], self.body.ops[reader]
-        if o.on_producer:
+        if o.is_copy:  # the copy completes on the slot's full barrier, which the reader waits on
             return self.s[w] + self.d[w] + o.latency + self.mach.barrier_cycles
         if o.is_wgmma:
             return self.s[w] + self.d[w] if r.is_wgmma else self.W[w]
@@ -436,11 +451,13 @@ class _ComboModel:
             if b.space != "smem" or b.once:
                 continue
             lo, hi = (pinned[b.name], pinned[b.name]) if b.name in pinned else (1, body.max_depth)
-            D = m.NewIntVar(lo, hi, f"depth[{b.name},{self.cb.consumers}{self.cb.mode[0]}]")
+            D = m.NewIntVar(lo, hi, f"depth[{b.name},{self.cb.tag}]")
             self.depth[b.name] = D
+            # the producer learns of the release through the empty barrier; a consumer refills after its own release
+            hand = self.mach.barrier_cycles if self.cb.producer else 0
             for w in body.writers(b.name):
                 for r in body.readers(b.name):
-                    m.Add(self.s[w] + D * ii >= self.release(r) + self.mach.barrier_cycles).OnlyEnforceIf(lit)
+                    m.Add(self.s[w] + D * ii >= self.release(r) + hand).OnlyEnforceIf(lit)
 
     def _registers(self) -> None:
         m, lit, body, P = self.m, self.lit, self.body, self.P
@@ -452,16 +469,15 @@ class _ComboModel:
             if b.carried:
                 need += reg_size(b, self.cb)
                 continue
-            k = m.NewIntVar(1, body.max_stage + 2, f"copies[{b.name},{self.cb.consumers}{self.cb.mode[0]}]")
+            k = m.NewIntVar(1, body.max_stage + 2, f"copies[{b.name},{self.cb.tag}]")
             self.mult[b.name] = k
             for w in body.writers(b.name):
                 for r in body.readers(b.name):
                     m.Add(k * P >= self.read_end(r) - self.s[w]).OnlyEnforceIf(lit)
             need += k * reg_size(b, self.cb)
-        self.need = m.NewIntVar(0, 4096, f"regneed[{self.cb.consumers}{self.cb.mode[0]}]")
+        self.need = m.NewIntVar(0, 4096, f"regneed[{self.cb.tag}]")
         m.Add(self.need == need).OnlyEnforceIf(lit)
-        producer = body.has_producer
-        m.Add(self.need <= self.mach.register_limit(self.cb.consumers, producer)).OnlyEnforceIf(lit)
+        m.Add(self.need <= self.mach.register_limit(self.cb.consumers, self.cb.producer)).OnlyEnforceIf(lit)
 
     def _smem_objective(self) -> None:
         m, lit, body, mach = self.m, self.lit, self.body, self.mach
@@ -469,12 +485,12 @@ class _ComboModel:
         if self.cb.mode == "alternate":
             fixed += self.cb.consumers * mach.mbarrier_bytes
         expr = fixed + sum(D * (body.buffer(name).size + 2 * mach.mbarrier_bytes) for name, D in self.depth.items())
-        self.smem = m.NewIntVar(0, 1 << 40, f"smem[{self.cb.consumers}{self.cb.mode[0]}]")
+        self.smem = m.NewIntVar(0, 1 << 40, f"smem[{self.cb.tag}]")
         m.Add(self.smem == expr).OnlyEnforceIf(lit)
         m.Add(self.smem <= mach.smem).OnlyEnforceIf(lit)
-        self.span = m.NewIntVar(0, 4 * self.H, f"span[{self.cb.consumers}{self.cb.mode[0]}]")
+        self.span = m.NewIntVar(0, 4 * self.H, f"span[{self.cb.tag}]")
         for i, o in enumerate(body.ops):
-            end = self.s[i] + self.d[i] + o.latency + (0 if o.on_producer else self.delta[-1])
+            end = self.s[i] + self.d[i] + o.latency + (0 if self.cb.on_producer(o) else self.delta[-1])
             m.Add(self.span >= end).OnlyEnforceIf(lit)
             if o.is_wgmma:
                 m.Add(self.span >= self.W[i] + self.delta[-1]).OnlyEnforceIf(lit)
@@ -502,11 +518,11 @@ def _solve_fixed(body: WsBody, mach: WsMachine, ii: int, combos: list[Combo], pi
         span_hi = max(4 * c.H for c in cms)
         obj = []
         for c in cms:
-            v = m.NewIntVar(0, span_hi * w_span + w_smem, f"obj[{c.cb.consumers}{c.cb.mode[0]}]")
+            v = m.NewIntVar(0, span_hi * w_span + w_smem, f"obj[{c.cb.tag}]")
             m.Add(v == c.span * w_span + c.need * w_reg + c.cb.consumers + named_barriers(c.cb) * w_nb
                   ).OnlyEnforceIf(c.lit)
             m.Add(v == 0).OnlyEnforceIf(c.lit.Not())
-            sq = m.NewIntVar(0, smem_q, f"smemq[{c.cb.consumers}{c.cb.mode[0]}]")
+            sq = m.NewIntVar(0, smem_q, f"smemq[{c.cb.tag}]")
             m.Add(8 * sq >= c.smem).OnlyEnforceIf(c.lit)
             m.Add(sq == 0).OnlyEnforceIf(c.lit.Not())
             obj.append(v + sq * w_smem)
@@ -555,8 +571,10 @@ def _decode(body: WsBody, mach: WsMachine, ii: int, c: _ComboModel, solver) -> W
     delta = tuple(solver.Value(v) for v in c.delta) + (0,) * (cb.consumers - len(c.delta))
     ops = []
     for i, o in enumerate(body.ops):
-        if o.on_producer:
+        if cb.on_producer(o):
             wg = "producer"
+        elif o.is_copy:
+            wg = "consumer 0"
         elif cb.mode == "alternate":
             wg = f"consumer i mod {cb.consumers}"
         elif cb.mode == "stagger":
@@ -570,7 +588,7 @@ def _decode(body: WsBody, mach: WsMachine, ii: int, c: _ComboModel, solver) -> W
         ops.append(OpPlace(o.name, o.unit, wg, s[i], s[i] // ii, c.d[i], w, W, k))
     depth = tuple((n, solver.Value(v)) for n, v in c.depth.items())
     copies = tuple((n, solver.Value(v)) for n, v in c.mult.items())
-    producer = body.has_producer
+    producer = cb.producer
     return WsSchedule(body.name, ii, cb.consumers, cb.mode, delta, tuple(ops), depth, copies, producer,
                       (mach.producer_registers if producer else 0, mach.register_limit(cb.consumers, producer)),
                       solver.Value(c.need), solver.Value(c.smem), named_barriers(cb), solver.Value(c.span),
