@@ -23,11 +23,8 @@ from check_inputs.helpers import run_check, run_text  # noqa: E402
 from synth.frontends import ttgir_mutants as mut  # noqa: E402
 
 DIR = pathlib.Path(gen.OUT_DIR)
-OUTSIDE = {
-    # file: (line, what the message names)
-    "attn_ws_s3.ttgir": (174, "default uses barriers or shared slots before its loop"),
-}
-"""The saved files still outside the model (docs/check.md, "Still outside the model")."""
+OUTSIDE: dict = {}
+"""The saved files still outside the model (none: docs/check.md, "Still outside the model", says what is)."""
 
 
 def _mutant(tmp_path, name: str, fn, text: str = None) -> str:
@@ -66,7 +63,7 @@ def test_every_file_is_proven_for_every_tile_and_k_count(name):
     assert r["counts"]["refuted"] == r["counts"]["unknown"] == 0
     want = {"persistent": "triton-sm90-tiles", "flat": "triton-sm90-persistent", "persistent_ws":
             "triton-sm90-ws-tiles", "tile_ws": "triton-sm90-ws-store", "tile": "triton-sm90-store",
-            "attn": "triton-sm90-store", "flat_ws": "triton-sm90-persistent"}
+            "attn": "triton-sm90-store", "flat_ws": "triton-sm90-persistent", "attn_ws": "triton-sm90-ws-store"}
     prefix = max((p for p in want if name.startswith(p + "_")), key=len)
     if name == "persistent_ws_w8_s3.ttgir":  # Triton 3.9 does not partition at 8 warps: one warp group
         prefix = "persistent"
@@ -76,13 +73,48 @@ def test_every_file_is_proven_for_every_tile_and_k_count(name):
     assert r["stores"] and all(s["ok"] for s in r["stores"])  # every file stores its result by TMA
 
 
-@pytest.mark.parametrize("name", sorted(OUTSIDE))
-def test_files_outside_the_model_exit_2_at_a_named_op_and_line(name):
-    line, what = OUTSIDE[name]
-    rc, out, err = run_text(str(DIR / name))
-    assert rc == 2 and out == ""
-    assert f"{DIR / name}:{line}:1: error: " in err and what in err and "fix:" in err
-    assert "Traceback" not in err
+def test_pipelines_that_overlap_are_exit_2_at_a_named_op_and_line(tmp_path):
+    """The causal attention with the first loop's inval_barrier lines deleted: the second pipeline starts while
+    the first one's barriers live on, which synth does not read (exit 2 at the second loop, with a fix)."""
+    text = (DIR / "attn_causal_s3.ttgir").read_text()
+    lines = [ln for i, ln in enumerate(text.splitlines(keepends=True), 1)
+             if not (186 <= i <= 192 and "ttng.inval_barrier" in ln)]
+    p = _mutant(tmp_path, "attn_causal_s3.ttgir", lambda t: t, "".join(lines))
+    rc, out, err = run_text(p)
+    line = next(i for i, ln in enumerate(lines, 1) if "scf.for" in ln and "%offs_m to" in ln)
+    assert rc == 2 and out == "" and "Traceback" not in err
+    assert f"{p}:{line}:1: error: the pipelined loop at line {line} starts before the barriers of the loop at line 126 " \
+           "are invalidated" in err and "fix:" in err
+
+
+def test_warp_specialized_attention_hands_q_over_in_a_one_shot_exchange():
+    rc, doc, _ = run_check(str(DIR / "attn_ws_s3.ttgir"))
+    assert rc == 0
+    ob = doc["result"]["tile_obligations"]
+    assert sorted((o["class"], o["ok"]) for o in ob) == [("one_shot", True)] * 4  # two Q halves: full + empty each
+    assert sum("the load lands before any role reads it" in o["description"] for o in ob) == 2
+
+
+def test_warp_specialized_attention_q_wait_with_the_wrong_parity_is_refuted(tmp_path):
+    text = (DIR / "attn_ws_s3.ttgir").read_text()
+    lines = text.splitlines(keepends=True)
+    assert "ttng.wait_barrier %60, %c0_i32_12" in lines[249]
+    lines[249] = lines[249].replace("ttng.wait_barrier %60, %c0_i32_12", "ttng.wait_barrier %60, %c1_i32_15")
+    assert "%c1_i32_15 = arith.constant 1 : i32" in "".join(lines[215:249])
+    rc, doc, _ = run_check(_mutant(tmp_path, "attn_ws_s3.ttgir", lambda t: t, "".join(lines)))
+    assert rc == 1
+    bad = [o for o in doc["result"]["tile_obligations"] if not o["ok"]]
+    assert bad and bad[0]["detail"].startswith("parity: partition0 waits for parity") and bad[0]["line"] == 250
+
+
+def test_warp_specialized_attention_producer_waiting_for_parity_0_deadlocks(tmp_path):
+    text = (DIR / "attn_ws_s3.ttgir").read_text()
+    bad_text = text.replace("ttng.wait_barrier %60, %c1_i32 {", "ttng.wait_barrier %60, %c0_i32 {", 1)
+    assert bad_text != text
+    rc, doc, _ = run_check(_mutant(tmp_path, "attn_ws_s3.ttgir", lambda t: t, bad_text))
+    assert rc == 1
+    bad = [o for o in doc["result"]["tile_obligations"] if not o["ok"]]
+    assert bad and bad[0]["detail"].startswith("no_deadlock: default waits on barrier") and bad[0]["line"] == 174
 
 
 def test_attention_forward_reads_its_one_shot_q_load_and_a_loop_of_step_block_n():

@@ -68,9 +68,10 @@ def test_mapped_program_has_one_role_per_partition_and_full_empty_pairs():
     p = ws_to_hopper(S3.read_text(), str(S3)).program
     assert [(r.name, r.warpgroups) for r in p.roles] == [("default", 1), ("partition0", 1), ("partition1", 1)]
     kinds = sorted((b.kind, b.count, b.slots, len(b.guards)) for b in p.barriers)
-    # three full barriers (A top half, A bottom half, B; init 1) and four empty ones (one per consumer and
-    # operand pair; init 128, one arrive of 128 per consumer iteration); the four unused ones are left out
-    assert kinds == [("empty", 128, 3, 2)] * 4 + [("full", 1, 3, 1)] * 3
+    # three full barriers (A top half, A bottom half, B; init 1) and four empty ones (init 128, one arrive of 128
+    # per consumer iteration), each guarding the one buffer the producer refills after waiting on it (A's half,
+    # or B); the four unused ones are left out
+    assert kinds == [("empty", 128, 3, 1)] * 4 + [("full", 1, 3, 1)] * 3
     assert "left out" in p.notes[0]
     producer = p.role("default").program.parts[0].stmts
     assert sum(type(s).__name__ == "TryWaitStmt" and s.state.phase == 1 for s in producer) == 4  # waits on empty

@@ -78,7 +78,8 @@ from .scfloop import err, find_block, fit_carried, for_header, short, valid
 from .ttgir import new_dialect_names
 from .ttgir_hopper import (DOT_WAIT, FIX, HEvent, HopperCheck, HopperImport, HopperWalker, Ctx, build_program,
                            fit_phase, fit_phase_at, func_name, module_warps, pipelined_loops, read_one_loop,
-                           same_carried)
+                           same_carried, symbolic_bound)
+from .ttgir_oneshot import exchange_loads
 from .ttgir_persistent import PersistentCheck, is_persistent_ttgir, persistent_to_hopper
 from .ttgir_ws import (TASK_ATTR, WS_OP, Region, WSCheck, WSWalker, as_int_term, build_ws_program, func_args,
                        ws_regions)
@@ -990,6 +991,9 @@ def ws_nested_to_hopper(text: str, path: str, *, arrive_sync: bool = True) -> Ne
         raise err(path, r.loop.line, f"{r.role} has no tile loop while {tiled[0].role} has one", NESTED_FIX)
     first = roles[0]
     for r in roles[1:]:
+        if r.step != first.step:
+            raise err(path, r.loop.line, f"the k-loop of {r.role} steps by {r.step}, the k-loop of {first.role} (line "
+                      f"{first.loop.line}) by {first.step}", "every partition must run the same loop")
         if not valid(as_int_term(r.ub) == as_int_term(first.ub), []):
             raise err(path, r.loop.line, f"the k-loop of {r.role} may run a different number of times than the k-loop "
                       f"of {first.role} (line {first.loop.line})", "every partition must run the same loop")
@@ -1001,14 +1005,27 @@ def ws_nested_to_hopper(text: str, path: str, *, arrive_sync: bool = True) -> Ne
     if ring:
         for r in roles:
             r.ub = T  # the ring: N = tiles x k-tiles iterations, symbolic
-    trip = T if (ring or not fixed_k) else first.ub
+    trip = T if (ring or not fixed_k) else max(0, math.ceil(first.ub / first.step))
     fixed = not ring and fixed_k
     if fixed and trip < 1:
         raise err(path, first.loop.line, f"the loops run {trip} times", "a Hopper pipeline needs T >= 1")
     for r in roles:
         _ws_fit(w, r, path, None if fixed else T)
-    imp = build_ws_program(path, w, ws, mod, roles, pre, post, trip, fixed, None, arrive_sync)
     obligations = []
+    if any(r.pre or r.post for r in roles):
+        inits = {(e.bar, e.bar_slot): e.count for e in pre if e.kind == "init"}
+        shots, unread = exchange_loads([(r.role, r.pre, r.post, r.sym) for r in roles], inits)
+        if unread:
+            e = min(unread, key=lambda x: x.line)
+            role = next(r.role for r in roles if any(e is x for x in r.pre + r.post))
+            raise err(path, e.line, f"{e.text}: {role} uses barriers or shared slots before or after its loop in a way "
+                      "synth does not read (not a one-shot load handed between roles)", NESTED_FIX)
+        obligations += [TileObligation("one_shot", s.ok, f"the one-shot exchange through barrier {s.barrier} (lines "
+                                       f"{', '.join(map(str, s.lines))}): "
+                                       + ("the load lands before any role reads it and before the inval" if s.buffers
+                                          else "its producer's wait for parity 1 passes on the fresh barrier"),
+                                       s.why, s.line or None) for s in shots]
+    imp = build_ws_program(path, w, ws, mod, roles, pre, post, trip, fixed, None, arrive_sync)
     if ring:
         for r in roles:
             for role in imp.program.roles:
@@ -1053,10 +1070,11 @@ def _ws_region(w, r: Region, path: str, T) -> bool:
     pos = next(i for i, op in enumerate(r.ops) if op is top)
     before: list = []
     w.block(r.ops[:pos], r.env, before, "before the loop")
-    if before:
+    inner = _event_loops(top.regions[0], evs)
+    if before and (inner or any(e.kind not in ("wait", "expect", "tma", "arrive") for e in before)):
         raise err(path, before[0].line, f"{before[0].text}: {r.role} uses barriers or shared slots before its loop",
                   NESTED_FIX)
-    inner = _event_loops(top.regions[0], evs)
+    r.pre = before  # judged with every role's by exchange_loads (one-shot loads handed between roles)
     if inner:
         kl = inner[0]
         if len(inner) > 1 or _event_loops([x for x in walk(kl.regions[0])], evs):
@@ -1118,8 +1136,10 @@ def _ws_region(w, r: Region, path: str, T) -> bool:
         fin = []
     iv, lb, ub, st, _iters = for_header(loop, path)
     lbv, stv, ubv = r.env.get(lb), r.env.get(st), r.env.get(ub)
-    if not (_is_int(lbv) and _is_int(stv)) or stv != 1:
-        raise err(path, loop.line, f"{r.role}: the k-loop's lower bound must be a constant and its step 1", NESTED_FIX)
+    if not (_is_int(lbv) and _is_int(stv)) or stv < 1 or (stv != 1 and r.tile is not None):
+        raise err(path, loop.line, f"{r.role}: the k-loop's lower bound must be a constant and its step a positive "
+                  "constant (1 in a tile loop)", NESTED_FIX)
+    r.step = stv
     if ubv is None or isinstance(ubv, (bool, tuple)) or (is_sym(ubv) and z3.is_bool(ubv)):
         raise err(path, loop.line, f"{r.role}: the k-loop's upper bound is not a function of the kernel's integer "
                   "arguments", NESTED_FIX)
@@ -1127,6 +1147,9 @@ def _ws_region(w, r: Region, path: str, T) -> bool:
     r.ub = ubv - lbv if _is_int(ubv) else z3.simplify(as_int_term(ubv) - lbv)
     h_after, s_after = _split(after)
     h_fin, s_fin = _split(fin)
+    if r.tile is None:  # a release after the loop (attention's Q): judged by exchange_loads
+        r.post = [e for e in h_after if e.kind == "arrive" and getattr(e, "cond", None) is None]
+        h_after = [e for e in h_after if not any(e is x for x in r.post)]
     for e in h_after + h_fin:
         if e.kind != "dotwait" or (r.tile is not None and e.count != 0) or getattr(e, "cond", None) is not None:
             raise err(path, e.line, f"{e.text} after {r.role}'s k-loop is outside the model", NESTED_FIX)
@@ -1146,10 +1169,10 @@ def _ws_fit(w, r: Region, path: str, T) -> None:
     lbv = r.env[lb]
     env = dict(r.env)
     if T is not None:
-        env[ub] = T + lbv
+        env[ub] = symbolic_bound(lbv, r.step, T)[0]  # lb + s T - d, d in [0, s): every bound of T iterations
     names = [a for a, _ in iters]
     inits = [env.get(i) for _, i in iters]
-    r.runs, r.sym, r.fits, r.k = fit_carried(w, lp.regions[0], env, names, inits, lambda kk: lbv + kk, iv,
+    r.runs, r.sym, r.fits, r.k = fit_carried(w, lp.regions[0], env, names, inits, lambda kk: lbv + kk * r.step, iv,
                                              fit_phase, fit_phase_at, same_carried)
     r.fit_env = env
 

@@ -26,7 +26,7 @@ from dataclasses import dataclass
 
 from .arith import is_sym
 
-__all__ = ["OneShot", "one_shot_loads"]
+__all__ = ["OneShot", "one_shot_loads", "exchange_loads"]
 
 
 @dataclass(frozen=True)
@@ -140,3 +140,129 @@ def one_shot_loads(before: list, later: list) -> tuple:
                              sum(e.bytes for _i, e in evs if e.kind == "expect"), ok, why, line))
         drop |= {i for i, _e in evs}
     return [e for i, e in enumerate(before) if i not in drop], shots
+
+
+def exchange_loads(roles: list, inits: dict) -> tuple:
+    """One-shot loads handed from one role to others (Triton's warp-specialized attention: the producer loads
+    Q once before its loop through a barrier pair of one phase). ``roles``: ``(name, pre, post, loop)`` per role
+    -- the barrier events before its loop, after it, and in it; ``inits``: ``(barrier, slot) -> init count``.
+    Returns ``(shots, unread)``: a :class:`OneShot` per one-shot barrier that TMA copies complete on, and the
+    events of barriers used before or after a loop that are not such an exchange (the caller refuses them).
+
+    A barrier ``F`` used outside every loop with an expect and copies is a one-shot **full** barrier: its
+    expects (one arrival each, count ``init``), copies and predicates in one role ``P`` (expect before copies,
+    bytes equal: ``tx_bytes``); every wait on it is for parity 0 (phase 0) and some role waits on it before
+    its loop (``raw``: the buffer is read in the loop; ``teardown``: the copy is observed before the
+    barriers are invalidated after the partitions join). A barrier ``E`` used outside every loop with only
+    waits and arrives is its **empty** partner: each wait on it is in ``P``, for parity 1 (on a fresh barrier
+    it returns at once), before ``P``'s expect on ``F``; each role arriving on ``E`` waits on ``F`` before it
+    arrives, so every arrival happens after ``F``'s copy, hence after ``P``'s wait on ``E``: the wait cannot
+    see a completed phase 0 and block for ever (``no_deadlock``). Nothing waits on ``E`` after the arrivals."""
+    loop_bars = {(e.bar, e.bar_slot) for _n, _pre, _post, lp in roles for e in lp if e.bar}
+    outside = {}
+    for name, pre, post, _lp in roles:
+        for where, evs in (("pre", pre), ("post", post)):
+            for k, e in enumerate(evs):
+                if e.bar:
+                    outside.setdefault((e.bar, e.bar_slot), []).append((name, where, k, e))
+    shots, unread, partners, prod = [], [], set(), {}
+    fulls = {b for b, xs in outside.items() if any(e.kind in ("expect", "tma") for *_x, e in xs)}
+    for b, xs in outside.items():
+        if b in loop_bars:
+            unread += [e for *_x, e in xs]
+    for b in sorted(fulls - loop_bars, key=str):
+        xs = outside[b]
+        exps = [(n, w, k, e) for n, w, k, e in xs if e.kind == "expect"]
+        tmas = [(n, w, k, e) for n, w, k, e in xs if e.kind == "tma"]
+        waits = [(n, w, k, e) for n, w, k, e in xs if e.kind == "wait"]
+        lines = tuple(sorted(e.line for *_x, e in xs))
+        bufs = tuple(dict.fromkeys(e.buf for *_x, e in tmas))
+        nbytes = sum(e.bytes for *_x, e in exps)
+
+        def shot(ok, why="", line=0):
+            shots.append(OneShot(f"{b[0]}[{b[1]}]", bufs, lines, nbytes, ok, why, line))
+
+        producers = {n for n, *_x in exps + tmas}
+        if len(producers) != 1 or any(w != "pre" for _n, w, _k, _e in exps + tmas):
+            unread += [e for *_x, e in xs]
+            continue
+        P = next(iter(producers))
+        count = inits.get(b)
+        if count is None:
+            shot(False, f"fence: barrier {b[0]} slot {b[1]} is not initialized before the partitions start",
+                 exps[0][3].line if exps else tmas[0][3].line)
+            continue
+        if len(exps) != count:
+            shot(False, f"arrivals / no_deadlock: {len(exps)} expect(s) on a barrier initialized with count {count}: "
+                 f"phase 0 {'never completes' if len(exps) < count else 'completes early'}",
+                 exps[0][3].line if exps else tmas[0][3].line)
+            continue
+        if not all(_true(e.pred) for *_x, e in exps + tmas):
+            e = next(e for *_x, e in exps + tmas if not _true(e.pred))
+            shot(False, f"a conditional statement of a one-shot load ({e.text}) is outside the model", e.line)
+            continue
+        if sum(e.bytes for *_x, e in tmas) != nbytes:
+            shot(False, f"tx_bytes: the expect(s) announce {nbytes} bytes, the copies deliver "
+                 f"{sum(e.bytes for *_x, e in tmas)}", exps[0][3].line)
+            continue
+        if min(k for *_x, k, _e in tmas) < min(k for *_x, k, _e in exps):
+            shot(False, "tx_bytes: a copy is issued before the expect that announces its bytes", tmas[0][3].line)
+            continue
+        if not waits:
+            shot(False, f"raw: no role waits on barrier {b[0]} slot {b[1]}: the loaded buffer is read before the copy "
+                 "lands, and the copy may be in flight when the barriers are invalidated", tmas[0][3].line)
+            continue
+        bad = next(((n, w, k, e) for n, w, k, e in waits if not _zero(e.phase) or not _true(e.pred) or w != "pre"),
+                   None)
+        if bad is not None:
+            n, w, k, e = bad
+            why = (f"parity: {n} waits for parity {e.phase} on a barrier that completes only phase 0: the wait "
+                   "passes at once, before the copy lands" if w == "pre" and _true(e.pred) else
+                   f"{n}'s wait ({e.text}) is not an unconditional wait before its loop")
+            shot(False, why, e.line)
+            continue
+        prod[b] = (P, min(k for *_x, k, _e in exps))
+        shot(True)
+    # the empty partners: barriers used outside every loop with waits and arrives only
+    for eb in sorted(set(outside) - fulls - loop_bars, key=str):
+        ys = outside[eb]
+        pw = [(n, w, k, e) for n, w, k, e in ys if e.kind == "wait"]
+        ar = [(n, w, k, e) for n, w, k, e in ys if e.kind == "arrive"]
+        if not pw or any(e.kind not in ("wait", "arrive") for *_x, e in ys):
+            continue
+        PE = {n for n, *_x in pw}
+        kE = min(k for *_x, k, _e in pw)
+        G = {f for f, (pf, kf) in prod.items() if PE == {pf} and kf > kE}
+        if not G:
+            continue
+        partners.add(eb)
+        lines = tuple(sorted(e.line for *_x, e in ys))
+
+        def eshot(ok, why="", line=0, eb=eb, lines=lines):
+            shots.append(OneShot(f"{eb[0]}[{eb[1]}]", (), lines, 0, ok, why, line))
+
+        bad = next(((n, w, k, e) for n, w, k, e in pw if w != "pre" or not _true(e.pred) or _zero(e.phase)), None)
+        if bad is not None:
+            n, w, k, e = bad
+            eshot(False, f"no_deadlock: {n} waits on barrier {eb[0]} slot {eb[1]} ({e.text}) for parity {e.phase}: on a "
+                  "fresh barrier only a wait for parity 1 returns at once; this one waits for a phase that only the "
+                  "consumers' arrivals complete, after they have waited for the load it guards", e.line)
+            continue
+        wrong = None
+        for n in dict.fromkeys(n for n, *_x in ar):
+            if not any(m == n and w == "pre" and e.kind == "wait" for f in G for m, w, _k, e in outside[f]):
+                wrong = next(e for m, _w, _k, e in ar if m == n)
+                break
+        if wrong is not None:
+            eshot(False, f"no_deadlock: {n} arrives on barrier {eb[0]} slot {eb[1]} at line {wrong.line} without waiting "
+                  f"first on the load the wait at line {pw[0][3].line} guards: its arrivals may complete phase 0 "
+                  f"before that wait for parity 1, which then waits for ever", wrong.line)
+            continue
+        eshot(True)
+    for b, xs in outside.items():
+        if b in loop_bars or b in fulls or b in partners:
+            continue
+        if any(e.kind == "wait" for *_x, e in xs):  # a wait on a barrier of no exchange synth reads
+            unread += [e for *_x, e in xs]
+        # arrivals only: a release nobody waits for, harmless
+    return shots, unread

@@ -188,6 +188,12 @@ class Region:
     carry: tuple = ()
     """``(tile iter_args names, their initial values, the k-loop's iter_args, the tile loop's iter_args)``."""
     tile_yield: object = None
+    pre: list = field(default_factory=list)
+    """Barrier events before the region's loop (one-shot exchanges, :func:`.ttgir_oneshot.exchange_loads`)."""
+    post: list = field(default_factory=list)
+    """Barrier events after the region's loop (their arrivals)."""
+    step: int = 1
+    """The k-loop's step (attention's ``tl.range(0, N_CTX, BLOCK_N)``: BLOCK_N)."""
     tile_yield_names: list = field(default_factory=list)
     fits: list = field(default_factory=list)
     fit_env: dict = field(default_factory=dict)
@@ -226,6 +232,25 @@ def ws_regions(path: str, block: list, pos: int, ws: Op, module_warps: int) -> l
             break
     if not out or out[0].role != "default":
         raise err(path, ws.line, f"{WS_OP} without its default region after it", "pass the whole printed module")
+    return out
+
+
+def _refilled_after(roles: list, b: str) -> set:
+    """The TMA buffers a role writes after a wait on barrier ``b`` in its loop, before its next wait that
+    follows a copy (the producer's ``wait empty; expect full; copy`` group): the buffers ``b`` releases."""
+    out: set = set()
+    for r in roles:
+        evs = r.sym
+        for i, e in enumerate(evs):
+            if e.kind != "wait" or e.bar != b:
+                continue
+            copied = False
+            for x in evs[i + 1:]:
+                if x.kind == "tma":
+                    out.add(x.buf)
+                    copied = True
+                elif x.kind == "wait" and copied:
+                    break
     return out
 
 
@@ -421,6 +446,10 @@ def build_ws_program(path: str, w: WSWalker, ws: Op, mod: list, roles: list, pre
         if b in arrived:
             guards = sorted({x for r in roles if any(e.kind == "arrive" and e.bar == b for e in r.sym)
                              for x in reads_of[r.role]})
+            # the buffers a role refills after waiting on b (up to its next wait after a copy): what b releases
+            refilled = _refilled_after(roles, b)
+            if refilled and refilled & set(guards):
+                guards = sorted(refilled & set(guards))
             kind = "empty"
         else:
             guards = sorted({e.buf for r in roles for e in r.sym if e.kind == "tma" and e.bar == b})
