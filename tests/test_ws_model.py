@@ -18,6 +18,7 @@ from synth.model.hopper import choose, loop_cost
 from synth.model.ws_bodies import attention_body, gemm_design, gemm_kloop_body, gemm_tile_body, overlaps
 from synth.model.ws_body import WsBody, WsBuffer, WsOp, machine
 from synth.model.ws_check import check_ws
+from synth.model.ws_read import read_ws, read_ws_text
 from synth.model.ws_schedule import Pins, combo_issues, solve_ws
 
 M = machine("sm_90")
@@ -190,3 +191,34 @@ def test_random_bodies_satisfy_every_constraint(body):
         # one cycle less is refused by the solver (the least II is proven): the solver agrees with itself pinned
         with pytest.raises(SynthError):
             solve_ws(body, M, pins=Pins(ii=s.ii - 1), time_limit=5)
+
+
+# ---------------------------------------------------------------------------- the file form
+
+
+def test_files_read_to_the_bodies():
+    body, mach, pins = read_ws("problems/ws/attention-d128-f16.yaml")
+    assert replace(body, name="x") == replace(attention_body(128, 128, 128), name="x") and mach == M
+    body, mach, pins = read_ws("problems/ws/gemm-kloop-128x256x64-f16.yaml")
+    assert pins == Pins(mode="coop", producer=True, depth=(("stage", 4),))
+    s = solve_ws(body, mach, pins=pins, time_limit=10)
+    assert s.op("mma").groups == choose(_cfg(128, 256), stages=4, consumers=1, warp_specialized=True).k_pipe_mmas
+    body, mach, pins = read_ws("problems/ws/body-two-stage.yaml")
+    s = solve_ws(body, mach, pins=pins, time_limit=10)
+    assert check_ws(body, mach, s) == [] and s.ii == 512
+
+
+@pytest.mark.parametrize("text,where,what", [
+    ("name: x\nkind: body\nrows: 128\nbuffers:\n  - {name: t, space: smem, size: 16}\nops:\n"
+     "  - {name: l, unit: tmaa, work: 4, writes: [t], split: false}\n", "f.yaml:7:21", "did you mean 'tma'"),
+    ("name: x\nkind: body\nrows: 128\nbuffers:\n  - {name: t, space: smem, size: 16}\nops:\n"
+     "  - {name: l, unit: tma, work: 4, writes: [u], split: false}\n", "f.yaml:7:43", "unknown buffer 'u'"),
+    ("name: x\nkind: attention\nhead_dim: 128\nBM: 100\nBN: 128\n", "f.yaml:4:5", "rows 100"),
+    ("name: x\nkind: attention\nhead_dim: 128\nBM: 128\nBN: 128\npins: {depth: {K: 2}}\n", "f.yaml:6:16",
+     "not a shared ring"),
+    ("name: x\nkind: attention\nhead_dim: 128\nBM: 128\nBN: 128\nrows: 4\n", "f.yaml:6:1", "does not belong"),
+])
+def test_file_errors_name_the_line(text, where, what):
+    with pytest.raises(SynthError) as e:
+        read_ws_text(text, "f.yaml")
+    assert str(e.value.loc) == where and what in e.value.render()

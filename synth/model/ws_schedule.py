@@ -530,6 +530,7 @@ def _solve_fixed(body: WsBody, mach: WsMachine, ii: int, combos: list[Combo], pi
     solver = cp_model.CpSolver()
     solver.parameters.max_time_in_seconds = max(time_limit, 0.01)
     solver.parameters.num_workers = workers
+    solver.parameters.linearization_level = 2  # the makespan's LP bound: attention's optimum proven 2-3x sooner
     st = solve_cp_sat(solver, m)
     name = solver.StatusName(st)
     if st not in (cp_model.OPTIMAL, cp_model.FEASIBLE):
