@@ -504,7 +504,7 @@ class _Run:
 
 
 def _solve_fixed(body: WsBody, mach: WsMachine, ii: int, combos: list[Combo], pins: Pins, *, optimize: bool,
-                 time_limit: float, workers: int, start: float) -> _Run:
+                 time_limit: float, workers: int) -> _Run:
     m = cp_model.CpModel()
     cms = [_ComboModel(m, body, mach, ii, cb, pins) for cb in combos]
     m.AddExactlyOne([c.lit for c in cms])
@@ -653,8 +653,7 @@ def solve_ws(body: WsBody, mach: Optional[WsMachine] = None, *, pins: Pins = Pin
         if pins.ii is not None and ii != pins.ii:
             return False
         solves += 1
-        run = _solve_fixed(body, mach, ii, combos, pins, optimize=False, time_limit=left(), workers=workers,
-                           start=start)
+        run = _solve_fixed(body, mach, ii, combos, pins, optimize=False, time_limit=left(), workers=workers)
         if run.sched is not None:
             feasible[ii] = run
             return True
@@ -678,10 +677,12 @@ def solve_ws(body: WsBody, mach: Optional[WsMachine] = None, *, pins: Pins = Pin
             if r:
                 break
             lo = ii if r is False else lo
-            if ii >= hi_cap:
+            if ii >= hi_cap and not unknown:
                 raise SynthError(None, f"body {body.name}: no schedule up to II {ii} (the serial bound): "
                                  "a ring or register limit forbids every arrangement",
                                  "raise shared memory or registers, or the body's max_depth / max_stage")
+            if ii >= hi_cap:
+                break
             ii = min(ii + step, hi_cap)
             step *= 2
         if not feasible:
@@ -700,7 +701,7 @@ def solve_ws(body: WsBody, mach: Optional[WsMachine] = None, *, pins: Pins = Pin
     best_ii = min(feasible)
     solves += 1
     run = _solve_fixed(body, mach, best_ii, combos, pins, optimize=True, time_limit=max(left(), 0.05),
-                       workers=workers, start=start)
+                       workers=workers)
     if run.sched is None:
         run = feasible[best_ii]
         run = _Run("FEASIBLE", run.sched, 0)
