@@ -412,14 +412,10 @@ def store_program(path: str, role: str, tile: list, final: list, tiles, tl: Opti
             end = next((m for m in range(k + 1, stores[j + 1]) if tile[m].kind != "stwait"), stores[j + 1])
         bounds.append((start, end))
         start = end
-    if r > 1 and any(getattr(e, "cond", None) is not None for e in tile):
-        e = next(e for e in tile if getattr(e, "cond", None) is not None)
-        raise err(path, getattr(e, "if_line", e.line), f"{role}: a conditional store wait with {r} stores per tile",
-                  NESTED_FIX)
     buf = sorted(bufs)[0]
     sources: dict = {}
 
-    def guard_of_event(e):
+    def guard_of_event(e, per_tile: bool):
         cond = getattr(e, "cond", None)
         if cond is None:
             return None
@@ -427,7 +423,8 @@ def store_program(path: str, role: str, tile: list, final: list, tiles, tl: Opti
         if kind == "always":
             return None
         if kind in ("guard", "never"):
-            return parse(text)
+            # the war program counts sub-tiles e = r t + j: its tile index is e / r (the tile count stays E)
+            return parse(text if per_tile or r == 1 else re.sub(r"\bi\b", f"(i / {r})", text))
         raise err(path, getattr(e, "if_line", e.line), f"{role}: the condition of the scf.if around {e.text} is not "
                   "one synth can write as a function of the tile index (i < E - 1, i == 0, ...)", NESTED_FIX)
 
@@ -447,7 +444,7 @@ def store_program(path: str, role: str, tile: list, final: list, tiles, tl: Opti
             ver = parse(f"{r} * i + {j}") if (per_tile and r > 1) else i
             writer = None
             for e in tile[s0:s1]:
-                g = guard_of_event(e)
+                g = guard_of_event(e, per_tile)
                 if sub is not None:
                     g = sub if g is None else parse(f"({to_str(sub)}) && ({to_str(g)})")
                 if e.kind == "stwait":
