@@ -172,7 +172,8 @@ def bodies(draw):
         prev = ["X"]
     for j in range(n_sync):
         name = f"Y{j}"
-        bufs.append(WsBuffer(name, "reg", draw(st.sampled_from([2, 8, 16]))))
+        alias = "X" if j == 0 and use_mma and draw(st.booleans()) else None  # packed into X's registers
+        bufs.append(WsBuffer(name, "reg", draw(st.sampled_from([2, 8])), alias=alias))
         ops.append(WsOp(f"op{j}", draw(st.sampled_from(units)), draw(st.integers(4, 120)), draw(st.integers(0, 30)),
                         reads=tuple(prev), writes=(name,), split=draw(st.booleans())))
         prev = [name]
@@ -217,6 +218,9 @@ def test_files_read_to_the_bodies():
     ("name: x\nkind: attention\nhead_dim: 128\nBM: 128\nBN: 128\npins: {depth: {K: 2}}\n", "f.yaml:6:16",
      "not a shared ring"),
     ("name: x\nkind: attention\nhead_dim: 128\nBM: 128\nBN: 128\nrows: 4\n", "f.yaml:6:1", "does not belong"),
+    ("name: x\nkind: body\nrows: 128\nbuffers:\n  - {name: t, space: smem, size: 16}\n"
+     "  - {name: p, space: reg, size: 4, alias: t}\nops:\n  - {name: l, unit: tma, work: 4, writes: [t], split: false}\n"
+     "  - {name: f, unit: fma, work: 4, reads: [t], writes: [p]}\n", "f.yaml:7:1", "alias 't' must be"),
 ])
 def test_file_errors_name_the_line(text, where, what):
     with pytest.raises(SynthError) as e:

@@ -123,10 +123,12 @@ def gemm_design(BM: int, BN: int, BK: int = 64, K: int = 4096, dtype: str = "f16
     return GemmDesign(kl, tl)
 
 
-def attention_body(head_dim: int, BM: int, BN: int, dtype: str = "f16", arch: str = "sm_90") -> WsBody:
+def attention_body(head_dim: int, BM: int, BN: int, dtype: str = "f16", arch: str = "sm_90", *,
+                   p_in_s: bool = False) -> WsBody:
     """One KV block of FlashAttention forward for a ``BM``-row Q tile: K and V through TMA rings, ``S = Q K^T`` and
     ``O += P V`` (P from registers) on wgmma, the online softmax on the consumers' pipes (row max, scale, ``exp2``,
-    row sum, the f16 pack of P, the rescale of O)."""
+    row sum, the f16 pack of P, the rescale of O). ``p_in_s``: P may be packed into S's registers (FA3's in-place
+    conversion; the model chooses, at 3-5x the solve time), else P has registers of its own."""
     a = get_arch(arch)
     b = _dtype(dtype)
     d = head_dim
@@ -154,7 +156,7 @@ def attention_body(head_dim: int, BM: int, BN: int, dtype: str = "f16", arch: st
     bufs = (
         WsBuffer("Q_s", "smem", BM * d * b, once=True),
         WsBuffer("K_s", "smem", kv), WsBuffer("V_s", "smem", kv),
-        WsBuffer("S", "reg", BM * BN // 128), WsBuffer("P", "reg", BM * BN // 256),
+        WsBuffer("S", "reg", BM * BN // 128), WsBuffer("P", "reg", BM * BN // 256, alias="S" if p_in_s else None),
         WsBuffer("O", "reg", BM * d // 128, carried=True),
         WsBuffer("m", "reg", rows, carried=True), WsBuffer("l", "reg", rows, carried=True),
         WsBuffer("corr", "reg", rows),

@@ -53,6 +53,9 @@ class WsBuffer:
     """Loaded once before the loop (attention's Q tile): one slot, no ring, no writer in the body."""
     rows: bool = True
     """``reg``: split among the consumer warp groups with the rows (False: every warp group holds it whole)."""
+    alias: Optional[str] = None
+    """``reg``: another register buffer this one may be written into, in place (attention's P into S's registers:
+    its writer reads S); the model chooses, and the host's copies then cover this buffer's reads too."""
 
 
 @dataclass(frozen=True)
@@ -226,6 +229,15 @@ def validate(body: WsBody, mach: WsMachine) -> None:
             raise bad(f"buffer {b.name} is carried but nothing reads it from the previous iteration")
         if not b.carried and any(b.name in body.ops[i].reads_prev for i in body.readers(b.name)):
             raise bad(f"buffer {b.name} is read from the previous iteration but not marked carried")
+    for b in body.buffers:
+        if b.alias is None:
+            continue
+        h = bufs.get(b.alias)
+        if b.space != "reg" or h is None or h.space != "reg" or h.carried or b.carried or h.alias or \
+                h.size < b.size or h.rows != b.rows or \
+                any(b.alias not in body.ops[i].reads for i in body.writers(b.name)):
+            raise bad(f"buffer {b.name}: alias {b.alias!r} must be a larger non-carried register buffer that every "
+                      f"writer of {b.name} reads")
     for o in body.ops:
         for b in o.reads:
             if not bufs[b].once and not body.writers(b):

@@ -221,6 +221,15 @@ def check_ws(body: WsBody, mach: WsMachine, sched) -> list[str]:
             need += size
             continue
         k = copies.get(b.name)
+        if k == 0 and b.alias:  # in the host's registers: the host's copies cover its reads
+            kh = copies.get(b.alias, 0)
+            for j, oj in enumerate(ops):
+                if b.alias in oj.writes:
+                    for r, o in enumerate(ops):
+                        if b.name in o.reads and read_end(r) - s[j] > kh * P:
+                            errs.append(f"{b.name} in {b.alias}'s registers: live {read_end(r) - s[j]} cycles from "
+                                        f"{oj.name} to {o.name}, {kh} copies of {b.alias} cover {kh * P}")
+            continue
         if k is None or k < 1:
             errs.append(f"{b.name}: {k} copies")
             continue

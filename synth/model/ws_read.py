@@ -22,7 +22,7 @@ KINDS = ("attention", "gemm_kloop", "body")
 MACHINE_KEYS = ("arch", "warp_groups", "registers", "reg_overhead", "producer_registers", "smem", "named_barriers",
                 "barrier_cycles", "wgmma_drain")
 PIN_KEYS = ("consumers", "mode", "producer", "depth", "groups", "ii")
-BUFFER_KEYS = ("name", "space", "size", "carried", "once", "rows")
+BUFFER_KEYS = ("name", "space", "size", "carried", "once", "rows", "alias")
 OP_KEYS = ("name", "unit", "work", "latency", "reads", "reads_prev", "writes", "split", "issue", "blocking", "hold")
 BIG = 1 << 30
 
@@ -123,7 +123,8 @@ def _explicit(doc: LDict, name: str) -> WsBody:
         locs[bn] = b.loc
         bufs.append(WsBuffer(bn, _str(b, "space", f"buffer {bn}", choices=("smem", "reg")),
                              want_int(b, "size", f"buffer {bn}", lo=1, hi=BIG), _bool(b, "carried", bn, False),
-                             _bool(b, "once", bn, False), _bool(b, "rows", bn, True)))
+                             _bool(b, "once", bn, False), _bool(b, "rows", bn, True),
+                             _str(b, "alias", f"buffer {bn}", None)))
     ops, seen = [], set()
     for i, o in enumerate(_list(doc, "ops", "the body")):
         o = _mapping(o, doc["ops"].item_loc[i], "an op")

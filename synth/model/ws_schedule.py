@@ -221,7 +221,7 @@ def combo_issues(body: WsBody, mach: WsMachine, pins: Pins = Pins()) -> tuple[li
         if C == 1 and mode != "coop" or pins.consumers not in (None, C) or pins.mode not in (None, mode):
             continue
         lim = mach.register_limit(C, producer)
-        need = mach.reg_overhead + sum(reg_size(b, cb) for b in body.buffers if b.space == "reg")
+        need = mach.reg_overhead + sum(reg_size(b, cb) for b in body.buffers if b.space == "reg" and not b.alias)
         if copies and not producer and C > 1:
             why.append(f"{cb.label}: without a producer only one consumer warp group issues its own copies (with "
                        "more, the issuer would wait for the others' releases)")
@@ -463,17 +463,26 @@ class _ComboModel:
         m, lit, body, P = self.m, self.lit, self.body, self.P
         self.mult = {}
         need = self.mach.reg_overhead
+        regs = [b for b in body.buffers if b.space == "reg" and not b.carried]
+        for b in regs:
+            self.mult[b.name] = m.NewIntVar(0 if b.alias else 1, body.max_stage + 2, f"copies[{b.name},{self.cb.tag}]")
         for b in body.buffers:
-            if b.space != "reg":
-                continue
-            if b.carried:
+            if b.space == "reg" and b.carried:
                 need += reg_size(b, self.cb)
-                continue
-            k = m.NewIntVar(1, body.max_stage + 2, f"copies[{b.name},{self.cb.tag}]")
-            self.mult[b.name] = k
+        for b in regs:
+            k = self.mult[b.name]
+            own = [lit]
+            if b.alias:  # 0 copies: written into the host's registers, whose copies then cover its reads
+                inside = m.NewBoolVar(f"alias[{b.name},{self.cb.tag}]")
+                m.Add(k == 0).OnlyEnforceIf([lit, inside])
+                m.Add(k >= 1).OnlyEnforceIf([lit, inside.Not()])
+                own = [lit, inside.Not()]
+                for w in body.writers(b.alias):
+                    for r in body.readers(b.name):
+                        m.Add(self.mult[b.alias] * P >= self.read_end(r) - self.s[w]).OnlyEnforceIf([lit, inside])
             for w in body.writers(b.name):
                 for r in body.readers(b.name):
-                    m.Add(k * P >= self.read_end(r) - self.s[w]).OnlyEnforceIf(lit)
+                    m.Add(k * P >= self.read_end(r) - self.s[w]).OnlyEnforceIf(own)
             need += k * reg_size(b, self.cb)
         self.need = m.NewIntVar(0, 4096, f"regneed[{self.cb.tag}]")
         m.Add(self.need == need).OnlyEnforceIf(lit)
@@ -512,6 +521,18 @@ def _solve_fixed(body: WsBody, mach: WsMachine, ii: int, combos: list[Combo], pi
         for name, k in dict(pins.groups).items():
             i = [o.name for o in body.ops].index(name)
             _pin_groups(m, c, i, k)
+    solver = cp_model.CpSolver()
+    solver.parameters.num_workers = workers
+    solver.parameters.linearization_level = 2  # the makespan's LP bound: attention's optimum proven 2-3x sooner
+    solver.parameters.max_time_in_seconds = max(time_limit, 0.01)
+    t0 = time.monotonic()
+    st = solve_cp_sat(solver, m)
+    if st not in (cp_model.OPTIMAL, cp_model.FEASIBLE) or not optimize:
+        return _finish(body, mach, ii, cms, solver, st, combos, optimize=False)
+    # optimize from the feasible solution: every variable hinted with its value
+    hint = m.Proto().solution_hint
+    hint.vars.extend(range(len(m.Proto().variables)))
+    hint.values.extend(solver.ResponseProto().solution)
     if optimize:
         smem_q, w_reg, w_smem, w_span = _weights(mach, combos)
         w_nb = (mach.reg_max + mach.reg_overhead + 4096 + 1) * w_reg  # after shared memory, before registers
@@ -527,11 +548,16 @@ def _solve_fixed(body: WsBody, mach: WsMachine, ii: int, combos: list[Combo], pi
             m.Add(sq == 0).OnlyEnforceIf(c.lit.Not())
             obj.append(v + sq * w_smem)
         m.Minimize(sum(obj))
-    solver = cp_model.CpSolver()
-    solver.parameters.max_time_in_seconds = max(time_limit, 0.01)
-    solver.parameters.num_workers = workers
-    solver.parameters.linearization_level = 2  # the makespan's LP bound: attention's optimum proven 2-3x sooner
+    first = _finish(body, mach, ii, cms, solver, st, combos, optimize=False)
+    solver.parameters.max_time_in_seconds = max(time_limit - (time.monotonic() - t0), 0.01)
     st = solve_cp_sat(solver, m)
+    if st not in (cp_model.OPTIMAL, cp_model.FEASIBLE):
+        return _Run("FEASIBLE", first.sched, 0)
+    return _finish(body, mach, ii, cms, solver, st, combos, optimize=True)
+
+
+def _finish(body: WsBody, mach: WsMachine, ii: int, cms: list, solver, st, combos: list[Combo], *,
+            optimize: bool) -> _Run:
     name = solver.StatusName(st)
     if st not in (cp_model.OPTIMAL, cp_model.FEASIBLE):
         return _Run(name, None)
@@ -653,7 +679,9 @@ def solve_ws(body: WsBody, mach: Optional[WsMachine] = None, *, pins: Pins = Pin
         if pins.ii is not None and ii != pins.ii:
             return False
         solves += 1
-        run = _solve_fixed(body, mach, ii, combos, pins, optimize=False, time_limit=left(), workers=workers)
+        # a probe gets a third of what is left (at least a second): one hard II does not eat the whole budget
+        run = _solve_fixed(body, mach, ii, combos, pins, optimize=False, workers=workers,
+                           time_limit=min(left(), max(1.0, left() / 3)))
         if run.sched is not None:
             feasible[ii] = run
             return True
