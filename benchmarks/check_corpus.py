@@ -4,7 +4,7 @@
     python benchmarks/check_corpus.py --quick    # one input per form (the test's set, a few seconds)
     python benchmarks/check_corpus.py --json out.json
     python benchmarks/check_corpus.py --under triton_nested   # the inputs of one folder only
-    python benchmarks/check_corpus.py --under triton_sm90a    # issue 37's sm_90a corpus, per kernel form
+    python benchmarks/check_corpus.py --under triton_sm90a    # Triton's tutorials on sm_90a, per kernel form
 
 Each row: the input (or mutant), its form, the programs checked (loops, or Hopper roles), the waits and the
 obligations proven / refuted / unknown, the verdict, the time. The originals must be proven (the refused
@@ -46,8 +46,9 @@ from synth.frontends.check import check_file_all  # noqa: E402
 
 INPUTS = ROOT / "tests" / "check_inputs"
 SM90A = "triton_sm90a"
-"""The folder of issue 37's sm_90a corpus (tests/check_inputs/generate_hopper.py): its rows are grouped by the
-kernel form the generator names (``generate_hopper.form_of``), and its mutants are :mod:`.ttgir_mutants`'."""
+"""The folder of the sm_90a corpus of Triton's tutorials (tests/check_inputs/generate_hopper.py): its rows are
+grouped by the kernel form the generator names (``generate_hopper.form_of``); its mutants are
+:mod:`.ttgir_mutants`'."""
 
 
 def _hopper_generator():
@@ -77,7 +78,7 @@ class Row:
     seconds: float = 0.0
     note: str = ""
     kform: str = ""
-    """The kernel's form (issue 37's corpus: persistent flatten=False, warp-specialized, attention, ...), the
+    """The kernel's form (the sm_90a corpus: persistent flatten=False, warp-specialized, attention, ...), the
     per-form table's key; else the reader's form."""
     zero: str = ""
     """An original's verdict with --min-trip-count 0 (tightness not judged): proven, refuted, refused at a

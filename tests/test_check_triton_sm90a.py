@@ -1,11 +1,12 @@
-"""``synth check`` on issue 37's sm_90a corpus: what Triton 3.9 writes for its tutorial matmuls and attention.
+"""``synth check`` on the sm_90a corpus: what Triton 3.9 writes for its tutorial matmuls and attention.
 
 The saved inputs ``tests/check_inputs/triton_sm90a/`` come from ``tests/check_inputs/generate_hopper.py`` (our own
 kernels after Triton's tutorials 09 and 06, compiled for ``GPUTarget("cuda", 90, 32)``; each file names the
 Triton version and the options in its first line). The tests read them (no Triton needed): every file of the
-forms synth reads gets a verdict (proven, for every tile count and k-trip count, 0 included); the files still
-outside the model exit 2 at a named op and line; each mutant of :mod:`synth.frontends.ttgir_mutants` (the
-issue's list) is refuted with a counterexample. One test (slow) compiles a kernel afresh when Triton is installed.
+forms synth reads gets a verdict (proven, for every tile count and k-trip count, 0 included); what is outside
+the model exits 2 at a named op and line; each mutant of :mod:`synth.frontends.ttgir_mutants` (phase reset per
+tile, parity from the tile-local k, store wait raised, fence dropped, staging rewritten before its store read
+it, the last tile's wait skipped, arrive count off by one) is refuted with a counterexample. One test (slow) compiles a kernel afresh when Triton is installed.
 """
 
 from __future__ import annotations
@@ -43,7 +44,7 @@ def test_saved_corpus_is_the_generator_s_fixtures():
         assert re.match(r"// Triton \d+\.\d+\.\d+: (gemm_persistent|gemm_tile|attn_fwd) of "
                         r"tests/check_inputs/generate_hopper\.py for sm_90a, ", first), first
         assert 'ttg.target = "cuda:90"' in (DIR / name).read_text()
-    # every option the issue lists appears in the matrix
+    # every option docs/check.md lists (num_stages 2-5, 4 and 8 warps, three tile shapes, ...) appears in the matrix
     opts = list(gen.FIXTURES.values())
     assert {o["stages"] for o in opts} >= {2, 3, 4, 5} and {o["warps"] for o in opts} >= {4, 8}
     assert {o["block"][:2] for o in opts if o["kind"] == "persistent"} >= {(128, 128), (128, 256), (64, 256)}
@@ -160,7 +161,7 @@ def test_warp_specialized_subtiled_epilogue_reads_its_two_staging_allocations_as
 
 
 # ---------------------------------------------------------------------------------------------
-# the issue's mutants: each refuted, with a counterexample
+# the mutants: each refuted, with a counterexample
 
 
 def test_phase_reset_per_tile_is_refuted(tmp_path):

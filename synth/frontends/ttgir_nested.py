@@ -780,9 +780,10 @@ def store_to_hopper(text: str, path: str, *, arrive_sync: bool = True) -> Nested
     protected = set(used)
     war, thr, sources, sub = store_program(path, "mainloop", epi_s, [], 1, None, protected=protected,
                                            arrive_sync=arrive_sync)
+    seg_lines = ", ".join(str(x.loop.line) for x, _i, _s in segs)
     loops_note = (f"one pipelined loop at line {r.loop.line}" if n == 1 else
-                  f"{n} pipelined loops one after the other (lines {', '.join(str(x.loop.line) for x, _i, _s in segs)}),"
-                  " each with its own barriers, proven one by one")
+                  f"{n} pipelined loops one after the other (lines {seg_lines}), each with its own barriers, proven "
+                  "one by one")
     notes = imp.notes + tuple(x for q, _i, _s in segs for x in q.notes) + (f"{loops_note}, then C stored by TMA "
                                                                             "(one tile)",)
     shots = tuple(TileObligation("one_shot", s.ok, f"the one-shot TMA load through barrier {s.barrier} (lines "
@@ -994,7 +995,8 @@ def ws_nested_to_hopper(text: str, path: str, *, arrive_sync: bool = True) -> Ne
         if not valid(as_int_term(r.ub) == as_int_term(first.ub), []):
             raise err(path, r.loop.line, f"the k-loop of {r.role} may run a different number of times than the k-loop "
                       f"of {first.role} (line {first.loop.line})", "every partition must run the same loop")
-        if tiled and not all(valid(as_int_term(a) == as_int_term(b), []) for a, b in zip(r.tile_bounds, first.tile_bounds)):
+        if tiled and not all(valid(as_int_term(a) == as_int_term(b), [])
+                             for a, b in zip(r.tile_bounds, first.tile_bounds)):
             raise err(path, r.tile.line, f"the tile loop of {r.role} may run a different number of times than the tile "
                       f"loop of {first.role} (line {first.tile.line})", NESTED_FIX)
     fixed_k = _is_int(first.ub)

@@ -79,10 +79,10 @@ def _judge(b: str, evs: list, before: list) -> tuple:
                        "before it lands, and the barrier is invalidated with the copy in flight"), tmas[0].line
     if len(exps) + sum(1 for e in evs if e[1].kind == "arrive") != init.count:
         got = len(exps) + sum(1 for e in evs if e[1].kind == "arrive")
+        what = "never completes, the wait never returns" if got < init.count else "completes before the bytes land"
         return False, (f"arrivals / no_deadlock: the barrier is initialized with count {init.count} at line "
                        f"{init.line} and gets {got} arrival(s) before its wait at line {waits[0][1].line}: phase 0 "
-                       f"{'never completes, the wait never returns' if got < init.count else 'completes before the bytes land'}"
-                       ), init.line
+                       f"{what}"), init.line
     if len(exps) != 1:
         return False, f"tx_bytes: {len(exps)} barrier_expect on a one-shot barrier", init.line
     first_wait = waits[0][0]
@@ -244,9 +244,9 @@ def exchange_loads(roles: list, inits: dict) -> tuple:
         bad = next(((n, w, k, e) for n, w, k, e in pw if w != "pre" or not _true(e.pred) or _zero(e.phase)), None)
         if bad is not None:
             n, w, k, e = bad
-            eshot(False, f"no_deadlock: {n} waits on barrier {eb[0]} slot {eb[1]} ({e.text}) for parity {e.phase}: on a "
-                  "fresh barrier only a wait for parity 1 returns at once; this one waits for a phase that only the "
-                  "consumers' arrivals complete, after they have waited for the load it guards", e.line)
+            eshot(False, f"no_deadlock: {n} waits on barrier {eb[0]} slot {eb[1]} ({e.text}) for parity {e.phase}: "
+                  "on a fresh barrier only a wait for parity 1 returns at once; this one waits for a phase that only "
+                  "the consumers' arrivals complete, after they have waited for the load it guards", e.line)
             continue
         wrong = None
         for n in dict.fromkeys(n for n, *_x in ar):
@@ -254,9 +254,9 @@ def exchange_loads(roles: list, inits: dict) -> tuple:
                 wrong = next(e for m, _w, _k, e in ar if m == n)
                 break
         if wrong is not None:
-            eshot(False, f"no_deadlock: {n} arrives on barrier {eb[0]} slot {eb[1]} at line {wrong.line} without waiting "
-                  f"first on the load the wait at line {pw[0][3].line} guards: its arrivals may complete phase 0 "
-                  f"before that wait for parity 1, which then waits for ever", wrong.line)
+            eshot(False, f"no_deadlock: {n} arrives on barrier {eb[0]} slot {eb[1]} at line {wrong.line} without "
+                  f"waiting first on the load the wait at line {pw[0][3].line} guards: its arrivals may complete "
+                  "phase 0 before that wait for parity 1, which then waits for ever", wrong.line)
             continue
         eshot(True)
     for b, xs in outside.items():

@@ -1,4 +1,4 @@
-"""The sm_90a corpus of issue 37: what Triton 3.9 writes for its tutorial matmuls and attention on Hopper.
+"""The sm_90a corpus: what Triton 3.9 writes for its tutorial matmuls and attention on Hopper.
 
 ``python tests/check_inputs/generate_hopper.py`` compiles the kernels below for ``GPUTarget("cuda", 90, 32)``
 (sm_90a; no GPU is needed) at the options of :data:`FIXTURES` and saves each TTGIR under
