@@ -67,10 +67,12 @@ WARP_GROUP_THREADS = 128
 @dataclass(frozen=True)
 class Issue:
     """Why a design cannot be built: the problem file's ``key`` the refusal belongs to (``tile.BN``, ``stages``,
-    ``cluster``, ...; its line is where the refusal points) and the reason."""
+    ``cluster``, ``shape``, ...; its line is where the refusal points), the reason, and the ``rule`` broken (the
+    search's exclusion table counts points per rule: docs/search.md, section 10)."""
 
     key: str
     message: str
+    rule: str = "kernel"
 
 
 def consumers_of(bm: int, pingpong: bool = False) -> int:
@@ -158,7 +160,8 @@ class Mainloop:
         elif not 1 <= self.stages <= MAX_STAGES:
             out.append(Issue("stages", f"stages {self.stages} outside 1..{MAX_STAGES}"))
         elif not 0 <= self.k_pipe_mmas < self.stages:
-            out.append(Issue("k_pipe_mmas", f"k_pipe_mmas {self.k_pipe_mmas} outside 0..stages - 1"))
+            out.append(Issue("k_pipe_mmas", f"k_pipe_mmas {self.k_pipe_mmas} outside 0..stages - 1: a consumer holding "
+                             "every slot starves the producer", "k_pipe_mmas<stages"))
         if self.row_blocks * self.bn // 2 > MAX_ACC_REGS:
             out.append(Issue("pingpong", f"a {self.bm}x{self.bn} tile per warp group holds "
                              f"{self.row_blocks * self.bn // 2} accumulators per thread, above {MAX_ACC_REGS}: the "
@@ -417,7 +420,8 @@ class KernelDesign(ClusterShaped):
             out.append(Issue("epilogue", "a TMA-store epilogue with split-K is not built: the split's last CTA sums "
                              "through global memory"))
         if self.pingpong and not self.persistent:
-            out.append(Issue("pingpong", "ping-pong consumers take whole tiles of a persistent CTA: set persistent"))
+            out.append(Issue("pingpong", "ping-pong consumers take whole tiles of a persistent CTA: set persistent",
+                             "ping-pong"))
         if self.cluster in CLUSTERS and self.cluster != "1x1":
             for flag, why in ((self.load_when is not None, "a load predicate"), (self.pingpong, "ping-pong consumers")):
                 if flag:
@@ -428,7 +432,9 @@ class KernelDesign(ClusterShaped):
                 out.append(Issue("cluster", f"cluster {self.cluster}: the shared operand's {rows} rows do not split "
                                  "into two halves of whole 8-row swizzle atoms (use a multiple of 16)"))
         if self.stages is not None and self.smem_bytes > limit:
-            out.append(Issue("stages", f"{self.smem_bytes} bytes of shared memory exceed {limit}: use fewer stages"))
+            staged = " (with the TMA-store staging buffers)" if self.epilogue == "tma_store" else ""
+            out.append(Issue("stages", f"{self.smem_bytes} bytes of shared memory{staged} exceed {limit}: use fewer "
+                             "stages", "shared-memory"))
         return out
 
     def shape_issues(self, M: int, N: int, K: int) -> list[Issue]:
@@ -436,11 +442,12 @@ class KernelDesign(ClusterShaped):
         a multiple of 8; C through TMA stores: ``N`` a multiple of 4 for f32, of 8 for f16 and bf16)."""
         out = []
         if K % 8:
-            out.append(Issue("shape", f"shape.K {K}: TMA needs the row stride of A and B (2 K bytes) to be a multiple "
-                             "of 16"))
+            out.append(Issue("shape", f"K = {K}: TMA needs the row stride of A and B (2 K bytes) to be a multiple of "
+                             "16", "tma-16B"))
         if self.epilogue == "tma_store" and N % (16 // self.out_bytes):
-            out.append(Issue("shape", f"shape.N {N}: a TMA store needs C's row stride ({self.out_bytes} N bytes) to "
-                             "be a multiple of 16"))
+            out.append(Issue("shape", f"N = {N}: a TMA store needs C's row stride ({self.out_bytes} N bytes) to be a "
+                             f"multiple of 16; use N a multiple of {16 // self.out_bytes}, or the register epilogue",
+                             "tma-store-16B"))
         return out
 
     def check(self) -> None:

@@ -159,43 +159,22 @@ class HopperConstraint:
     """None when the point satisfies it, else why not."""
 
 
-def _c_kpipe(ctx, p: HopperPoint) -> Optional[str]:
-    if p.k_pipe_mmas >= p.stages:
-        return (f"k_pipe_mmas {p.k_pipe_mmas} with {p.stages} stages: a consumer holding every slot "
-                "starves the producer")
-    return None
+@functools.lru_cache(maxsize=65536)
+def _issues(p: HopperPoint, dtype: str, M: int, N: int, K: int) -> tuple:
+    d = p.with_(dtype=dtype)
+    return tuple(d.issues() + d.shape_issues(M, N, K))
 
 
-def _c_tma(ctx, p: HopperPoint) -> Optional[str]:
-    if ctx.K % 8:
-        return f"K = {ctx.K}: TMA needs the row stride of A and B (2 K bytes) to be a multiple of 16"
-    return None
-
-
-def _c_smem(ctx, p: HopperPoint) -> Optional[str]:
-    if p.smem_bytes > SMEM_LIMIT:
-        extra = " with the TMA-store staging slots" if p.epilogue == "tma_store" else ""
-        return (f"{p.stages} stages need {p.smem_bytes} B of shared memory{extra}, above the {SMEM_LIMIT} B "
-                "of sm_90")
-    return None
-
-
-def _c_pingpong(ctx, p: HopperPoint) -> Optional[str]:
-    if p.pingpong and not p.persistent:
-        return "ping-pong consumers take whole tiles of a persistent CTA: set persistent"
-    return None
-
-
-def _c_store(ctx, p: HopperPoint) -> Optional[str]:
-    if p.epilogue == "tma_store" and ctx.N % 4:
-        return (f"N = {ctx.N}: a TMA store needs C's row stride (4 N bytes) to be a multiple of 16; use N a "
-                "multiple of 4, or the register epilogue")
-    return None
+def _rule(name: str) -> Callable[[object, HopperPoint], Optional[str]]:
+    """The check of the design's rule ``name`` (:class:`~synth.hopper.kernel_design.Issue.rule`) at the context's
+    shape: the design states it, the search only counts it."""
+    def check(ctx, p: HopperPoint) -> Optional[str]:
+        return next((i.message for i in _issues(p, ctx.dtype, ctx.M, ctx.N, ctx.K) if i.rule == name), None)
+    return check
 
 
 def _c_kernel(ctx, p: HopperPoint) -> Optional[str]:
-    bad = p.with_(dtype=ctx.dtype).issues()
-    return bad[0].message if bad else None
+    return next((i.message for i in _issues(p, ctx.dtype, ctx.M, ctx.N, ctx.K)), None)
 
 
 @functools.lru_cache(maxsize=None)
@@ -229,12 +208,12 @@ def _c_cluster(ctx, p: HopperPoint) -> Optional[str]:
 
 
 HOPPER_CONSTRAINTS: tuple[HopperConstraint, ...] = (
-    HopperConstraint("k_pipe_mmas<stages", "k_pipe_mmas < stages", _c_kpipe),
-    HopperConstraint("tma-16B", "K % 8 == 0", _c_tma),
+    HopperConstraint("k_pipe_mmas<stages", "k_pipe_mmas < stages", _rule("k_pipe_mmas<stages")),
+    HopperConstraint("tma-16B", "K % 8 == 0", _rule("tma-16B")),
     HopperConstraint("shared-memory", "stages * ((BM + BN) * 128 + 16) + staging + order + 1024 <= 232448",
-                     _c_smem),
-    HopperConstraint("ping-pong", "pingpong => persistent (the tile: KernelDesign.check)", _c_pingpong),
-    HopperConstraint("tma-store-16B", "epilogue == tma_store => N % 4 == 0", _c_store),
+                     _rule("shared-memory")),
+    HopperConstraint("ping-pong", "pingpong => persistent (the tile: KernelDesign.check)", _rule("ping-pong")),
+    HopperConstraint("tma-store-16B", "epilogue == tma_store => N % 4 == 0", _rule("tma-store-16B")),
     HopperConstraint("KernelDesign.check", "synth.hopper.kernel_design.KernelDesign.check() passes", _c_kernel),
     HopperConstraint("cluster-kernel", "cluster != 1x1 => emit_sm90_kernel(the design) builds it",
                      _c_cluster),
