@@ -153,10 +153,88 @@ def attn_fwd(sm_scale, lse, q, k, v, o, Z, H, N_CTX, D: tl.constexpr, BLOCK_M: t
 '''
 
 
+# Gluon (triton.experimental.gluon): a Hopper matmul pipelined by hand -- explicit mbarriers, TMA loads, async
+# wgmma -- written after Gluon's Hopper tutorial; BUG selects a hand-made synchronization bug (0: none).
+GLUON_KERNELS = r'''
+from triton.experimental import gluon
+from triton.experimental.gluon import language as gl
+from triton.experimental.gluon.language.nvidia.hopper import (fence_async_shared, mbarrier, tma, warpgroup_mma,
+                                                             warpgroup_mma_wait)
+
+
+@gluon.jit
+def gluon_matmul(a_desc, b_desc, c_desc, K, STAGES: gl.constexpr, BUG: gl.constexpr, num_warps: gl.constexpr):
+    """C = A B^T for one C tile: a ring of STAGES slots filled by TMA, one async wgmma in flight."""
+    BM: gl.constexpr = c_desc.block_type.shape[0]
+    BN: gl.constexpr = c_desc.block_type.shape[1]
+    BK: gl.constexpr = a_desc.block_type.shape[1]
+    dtype: gl.constexpr = a_desc.dtype
+    if BUG == 5:  # the expect announces A's bytes only
+        nbytes: gl.constexpr = a_desc.block_type.nbytes
+    else:
+        nbytes: gl.constexpr = a_desc.block_type.nbytes + b_desc.block_type.nbytes
+    off_m = gl.program_id(0) * BM
+    off_n = gl.program_id(1) * BN
+    a_s = gl.allocate_shared_memory(dtype, [STAGES, BM, BK], a_desc.layout)
+    b_s = gl.allocate_shared_memory(dtype, [STAGES, BN, BK], b_desc.layout)
+    ready = gl.allocate_shared_memory(gl.int64, [STAGES, 1], mbarrier.MBarrierLayout())
+    for i in gl.static_range(STAGES):
+        mbarrier.init(ready.index(i), count=1)
+    n_k = gl.cdiv(K, BK)
+    for i in gl.static_range(STAGES - 1):  # fill all slots but one
+        live = i < n_k
+        mbarrier.expect(ready.index(i), nbytes, pred=live)
+        tma.async_load(a_desc, [off_m, i * BK], ready.index(i), a_s.index(i), pred=live)
+        tma.async_load(b_desc, [off_n, i * BK], ready.index(i), b_s.index(i), pred=live)
+    mma: gl.constexpr = gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[num_warps, 1],
+                                                  instr_shape=[16, BN, 16])
+    acc = gl.zeros((BM, BN), dtype=gl.float32, layout=mma)
+    for k in range(n_k):
+        s = k % STAGES
+        if BUG == 2:  # the parity one phase ahead
+            mbarrier.wait(ready.index(s), ((k // STAGES) + 1) & 1)
+        else:
+            mbarrier.wait(ready.index(s), (k // STAGES) & 1)
+        acc = warpgroup_mma(a_s.index(s), b_s.index(s).permute((1, 0)), acc, is_async=True)
+        nk = k + STAGES - 1  # refill the slot of step k - 1, once its wgmma is complete
+        ns = nk % STAGES
+        live = nk < n_k
+        if BUG == 1:  # the refill issued before the wait for step k - 1's wgmma
+            mbarrier.expect(ready.index(ns), nbytes, pred=live)
+            tma.async_load(a_desc, [off_m, nk * BK], ready.index(ns), a_s.index(ns), pred=live)
+            tma.async_load(b_desc, [off_n, nk * BK], ready.index(ns), b_s.index(ns), pred=live)
+        if BUG == 3:  # two wgmmas left in flight: the one reading the slot refilled below among them
+            acc, _a, _b = warpgroup_mma_wait(2, deps=[acc, a_s.index(s), b_s.index(s)])
+        else:
+            acc, _a, _b = warpgroup_mma_wait(1, deps=[acc, a_s.index(s), b_s.index(s)])
+        if BUG != 1:
+            mbarrier.expect(ready.index(ns), nbytes, pred=live)
+            tma.async_load(a_desc, [off_m, nk * BK], ready.index(ns), a_s.index(ns), pred=live)
+            tma.async_load(b_desc, [off_n, nk * BK], ready.index(ns), b_s.index(ns), pred=live)
+    acc = warpgroup_mma_wait(0, deps=[acc])
+    for i in gl.static_range(STAGES):
+        mbarrier.invalidate(ready.index(i))
+    c_s = gl.allocate_shared_memory(dtype, [BM, BN], c_desc.layout)
+    c_s.store(acc.to(dtype))
+    if BUG != 4:  # 4: no fence between the threads' writes and the TMA store
+        fence_async_shared()
+    tma.async_store(c_desc, [off_m, off_n], c_s)
+    tma.store_wait(0)
+'''
+
+GLUON_BUGS = {1: "refills a slot before waiting for the wgmma that reads it", 2: "waits for the parity one phase ahead",
+              3: "leaves two wgmmas in flight before the refill", 4: "no fence_async_shared before the TMA store",
+              5: "the expect announces A's bytes only"}
+"""The hand-made bugs of :data:`GLUON_KERNELS` (``BUG``): each saved file ``gluon_bug{n}_s3.ttgir`` must be
+refuted."""
+
+
 def _base(kind, **kw):
     """A fixture's options: the defaults of its kernel, overridden by ``kw``."""
     if kind == "attention":
         d = dict(stages=3, warps=8, block=(128, 64), head_dim=64, causal=False, ws=False, host=False)
+    elif kind == "gluon":
+        d = dict(stages=3, warps=4, block=(128, 128, 64), bug=0)
     elif kind == "persistent":
         d = dict(stages=3, warps=8, block=(128, 128, 64), flatten=False, ws=False, subtile=False, host=False)
     else:  # one tile per program
@@ -214,6 +292,10 @@ FIXTURES = {
     "attn_host_s3.ttgir": _base("attention", host=True),
     "attn_causal_s3.ttgir": _base("attention", causal=True),
     "attn_ws_s3.ttgir": _base("attention", ws=True, warps=4),
+    # Gluon: the hand-pipelined Hopper matmul, and its hand-made bugs (each must be refuted)
+    **{f"gluon_s{n}.ttgir": _base("gluon", stages=n) for n in (2, 3, 4)},
+    "gluon_w8_s3.ttgir": _base("gluon", warps=8),
+    **{f"gluon_bug{b}_s3.ttgir": _base("gluon", bug=b) for b in GLUON_BUGS},
 }
 """File name -> the kernel (``kind``) and its options."""
 
@@ -244,6 +326,10 @@ FORMS = {
     "attn_causal": "attention forward, causal",
     "attn_ws": "attention forward, warp_specialize",
     "attn_causal_ws": "attention forward, causal, warp_specialize",
+    "gluon": "Gluon matmul (hand-pipelined)",
+    "gluon_bug1": "Gluon matmul, hand-made bugs", "gluon_bug2": "Gluon matmul, hand-made bugs",
+    "gluon_bug3": "Gluon matmul, hand-made bugs", "gluon_bug4": "Gluon matmul, hand-made bugs",
+    "gluon_bug5": "Gluon matmul, hand-made bugs",
 }
 """File-name prefix -> the form it is reported under (longest prefix wins; :func:`form_of`)."""
 
@@ -257,18 +343,19 @@ def form_of(fname: str) -> str:
 
 
 @functools.lru_cache(maxsize=None)
-def kernels():
-    """:data:`KERNELS` as a module (one file per text, reused by every run and so by Triton's cache)."""
+def kernels(text: str = KERNELS, name: str = "triton_sm90a_kernels"):
+    """A kernels text (:data:`KERNELS`, :data:`GLUON_KERNELS`) as a module (one file per text, reused by every
+    run and so by Triton's cache)."""
     folder = os.path.join(tempfile.gettempdir(),
-                          "synth-triton-sm90a-" + hashlib.sha256(KERNELS.encode()).hexdigest()[:16])
+                          "synth-triton-sm90a-" + hashlib.sha256(text.encode()).hexdigest()[:16])
     os.makedirs(folder, exist_ok=True)
-    path = os.path.join(folder, "triton_sm90a_kernels.py")
+    path = os.path.join(folder, f"{name}.py")
     if not os.path.exists(path):
         tmp = f"{path}.{os.getpid()}.tmp"
         with open(tmp, "w", encoding="utf-8") as f:
-            f.write(KERNELS)
+            f.write(text)
         os.replace(tmp, path)
-    spec = importlib.util.spec_from_file_location("triton_sm90a_kernels", path)
+    spec = importlib.util.spec_from_file_location(name, path)
     mod = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(mod)
     return mod
@@ -280,8 +367,20 @@ def _desc(shape) -> str:
 
 def source(opts: dict):
     """``(kernel, signature, constexprs)`` of a fixture's options."""
-    k = kernels()
     kind = opts["kind"]
+    if kind == "gluon":
+        from triton.experimental.gluon import language as gl
+
+        g = kernels(GLUON_KERNELS, "triton_sm90a_gluon")
+        bm, bn, bk = opts["block"]
+
+        def desc(shape) -> str:
+            return f"tensordesc<fp16[{shape[0]}, {shape[1]}],{gl.NVMMASharedLayout.get_default_for(list(shape), gl.float16)!r}>"
+
+        sig = {"a_desc": desc((bm, bk)), "b_desc": desc((bn, bk)), "c_desc": desc((bm, bn)), "K": "i32",
+               "STAGES": "constexpr", "BUG": "constexpr", "num_warps": "constexpr"}
+        return g.gluon_matmul, sig, {"STAGES": opts["stages"], "BUG": opts["bug"], "num_warps": opts["warps"]}
+    k = kernels()
     if kind == "attention":
         bm, bn = opts["block"]
         d = opts["head_dim"]
@@ -317,7 +416,8 @@ def header(fname: str) -> str:
 
     full = FIXTURES[fname] if fname in FIXTURES else TRITON_FAILS[fname][0]
     opts = {k: v for k, v in full.items() if k != "kind"}
-    kernel = {"attention": "attn_fwd", "persistent": "gemm_persistent", "tile": "gemm_tile"}[full["kind"]]
+    kernel = {"attention": "attn_fwd", "persistent": "gemm_persistent", "tile": "gemm_tile",
+              "gluon": "gluon_matmul"}[full["kind"]]
     return (f"// Triton {triton.__version__}: {kernel} of tests/check_inputs/generate_hopper.py for sm_90a, "
             + ", ".join(f"{k}={v}" for k, v in opts.items()) + "\n")
 
@@ -335,7 +435,12 @@ def ttgir(fname: str) -> str:
     fn, sig, consts = source(opts)
     attrs = {(i,): [["tt.divisibility", 16]] for i, kind in enumerate(sig.values())
              if kind in ("i32",) or kind.startswith("*")}
-    src = ASTSource(fn, sig, constexprs=consts, attrs=attrs)
+    if opts["kind"] == "gluon":
+        from triton.experimental.gluon._runtime import GluonASTSource
+
+        src = GluonASTSource(fn, sig, constexprs=consts, attrs=attrs)
+    else:
+        src = ASTSource(fn, sig, constexprs=consts, attrs=attrs)
     k = triton.compile(src, target=GPUTarget("cuda", 90, 32),
                        options={"num_stages": opts["stages"], "num_warps": opts["warps"]})
     return header(fname) + k.asm["ttgir"]
