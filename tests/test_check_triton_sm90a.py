@@ -41,7 +41,7 @@ def test_saved_corpus_is_the_generator_s_fixtures():
     assert not set(gen.TRITON_FAILS) & set(gen.FIXTURES)
     for name in saved:
         first = (DIR / name).read_text().splitlines()[0]
-        assert re.match(r"// Triton \d+\.\d+\.\d+: (gemm_persistent|gemm_tile|attn_fwd|gluon_matmul) of "
+        assert re.match(r"// Triton \d+\.\d+\.\d+: (gemm_persistent|gemm_tile|attn_fwd|gluon_matmul(_ws)?) of "
                         r"tests/check_inputs/generate_hopper\.py for sm_90a, ", first), first
         assert 'ttg.target = "cuda:90"' in (DIR / name).read_text()
     # every option docs/check.md lists (num_stages 2-5, 4 and 8 warps, three tile shapes, ...) appears in the matrix
@@ -70,7 +70,7 @@ def test_every_file_is_proven_for_every_tile_and_k_count(name):
     want = {"persistent": "triton-sm90-tiles", "flat": "triton-sm90-persistent", "persistent_ws":
             "triton-sm90-ws-tiles", "tile_ws": "triton-sm90-ws-store", "tile": "triton-sm90-store",
             "attn": "triton-sm90-store", "flat_ws": "triton-sm90-persistent", "attn_ws": "triton-sm90-ws-store",
-            "gluon": "triton-sm90-store"}
+            "gluon": "triton-sm90-store", "gluon_ws": "triton-sm90-ws-store"}
     prefix = max((p for p in want if name.startswith(p + "_")), key=len)
     if name == "persistent_ws_w8_s3.ttgir":  # Triton 3.9 does not partition at 8 warps: one warp group
         prefix = "persistent"
@@ -129,9 +129,11 @@ def test_warp_specialized_attention_producer_waiting_for_parity_0_deadlocks(tmp_
     ("gluon_bug2_s3.ttgir", {"parity", "raw"}),  # the wait's parity one phase ahead
     ("gluon_bug3_s3.ttgir", {"slot_reuse"}),  # warpgroup_mma_wait(2): the refilled slot's wgmma may run on
     ("gluon_bug5_s3.ttgir", {"tx_bytes", "no_deadlock"}),  # the expect announces A's bytes only
+    ("gluon_bug6_s3.ttgir", {"no_deadlock"}),  # warp-specialized: the loader's empty-barrier parity not negated
+    ("gluon_bug7_s3.ttgir", {"release_after_wgmma"}),  # warp-specialized: the slot released before its wgmma ends
 ])
 def test_gluon_hand_made_bugs_are_refuted(name, classes):
-    assert re.search(r"gluon_matmul of .*, bug=[1-5]$", (DIR / name).read_text().splitlines()[0])
+    assert re.search(r"gluon_matmul(_ws)? of .*, bug=[1-7], ws=(True|False)$", (DIR / name).read_text().splitlines()[0])
     rc, doc, _ = run_check(str(DIR / name))
     assert rc == 1
     got = {f["class"] for f in doc["result"]["failures"]}

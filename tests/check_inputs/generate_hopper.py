@@ -220,11 +220,78 @@ def gluon_matmul(a_desc, b_desc, c_desc, K, STAGES: gl.constexpr, BUG: gl.conste
         fence_async_shared()
     tma.async_store(c_desc, [off_m, off_n], c_s)
     tma.store_wait(0)
+
+
+@gluon.jit
+def _ws_loader(a_desc, b_desc, a_s, b_s, ready, empty, off_m, off_n, n_k, STAGES: gl.constexpr,
+               BUG: gl.constexpr):
+    BK: gl.constexpr = a_desc.block_type.shape[1]
+    nbytes: gl.constexpr = a_desc.block_type.nbytes + b_desc.block_type.nbytes
+    for k in range(n_k):
+        s = k % STAGES
+        if BUG == 6:  # waits for the release of the current round instead of the previous one
+            mbarrier.wait(empty.index(s), (k // STAGES) & 1)
+        else:  # the first round passes on the fresh barriers (parity 1)
+            mbarrier.wait(empty.index(s), ((k // STAGES) & 1) ^ 1)
+        mbarrier.expect(ready.index(s), nbytes)
+        tma.async_load(a_desc, [off_m, k * BK], ready.index(s), a_s.index(s))
+        tma.async_load(b_desc, [off_n, k * BK], ready.index(s), b_s.index(s))
+
+
+@gluon.jit
+def _ws_mma(a_s, b_s, ready, empty, c_desc, off_m, off_n, n_k, STAGES: gl.constexpr, BUG: gl.constexpr,
+            num_warps: gl.constexpr):
+    BM: gl.constexpr = c_desc.block_type.shape[0]
+    BN: gl.constexpr = c_desc.block_type.shape[1]
+    mma: gl.constexpr = gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[num_warps, 1],
+                                                  instr_shape=[16, BN, 16])
+    acc = gl.zeros((BM, BN), dtype=gl.float32, layout=mma)
+    for k in range(n_k):
+        s = k % STAGES
+        mbarrier.wait(ready.index(s), (k // STAGES) & 1)
+        acc = warpgroup_mma(a_s.index(s), b_s.index(s).permute((1, 0)), acc, is_async=True)
+        if BUG == 7:  # releases the slot while its wgmma may still read it
+            mbarrier.arrive(empty.index(s), count=1)
+            acc, _a, _b = warpgroup_mma_wait(0, deps=[acc, a_s.index(s), b_s.index(s)])
+        else:
+            acc, _a, _b = warpgroup_mma_wait(0, deps=[acc, a_s.index(s), b_s.index(s)])
+            mbarrier.arrive(empty.index(s), count=1)
+    c_s = gl.allocate_shared_memory(c_desc.dtype, [BM, BN], c_desc.layout)
+    c_s.store(acc.to(c_desc.dtype))
+    fence_async_shared()
+    tma.async_store(c_desc, [off_m, off_n], c_s)
+    tma.store_wait(0)
+
+
+@gluon.jit
+def gluon_matmul_ws(a_desc, b_desc, c_desc, K, STAGES: gl.constexpr, BUG: gl.constexpr, num_warps: gl.constexpr):
+    """C = A B^T for one C tile, warp-specialized by hand: a 1-warp TMA loader and the default partition's
+    wgmma, a ring of STAGES slots with ready and empty barriers."""
+    BM: gl.constexpr = c_desc.block_type.shape[0]
+    BN: gl.constexpr = c_desc.block_type.shape[1]
+    BK: gl.constexpr = a_desc.block_type.shape[1]
+    off_m = gl.program_id(0) * BM
+    off_n = gl.program_id(1) * BN
+    a_s = gl.allocate_shared_memory(a_desc.dtype, [STAGES, BM, BK], a_desc.layout)
+    b_s = gl.allocate_shared_memory(b_desc.dtype, [STAGES, BN, BK], b_desc.layout)
+    ready = gl.allocate_shared_memory(gl.int64, [STAGES, 1], mbarrier.MBarrierLayout())
+    empty = gl.allocate_shared_memory(gl.int64, [STAGES, 1], mbarrier.MBarrierLayout())
+    for i in gl.static_range(STAGES):
+        mbarrier.init(ready.index(i), count=1)
+        mbarrier.init(empty.index(i), count=1)
+    n_k = gl.cdiv(K, BK)
+    gl.warp_specialize([(_ws_mma, (a_s, b_s, ready, empty, c_desc, off_m, off_n, n_k, STAGES, BUG, num_warps)),
+                        (_ws_loader, (a_desc, b_desc, a_s, b_s, ready, empty, off_m, off_n, n_k, STAGES, BUG))], [1])
+    for i in gl.static_range(STAGES):
+        mbarrier.invalidate(ready.index(i))
+        mbarrier.invalidate(empty.index(i))
 '''
 
 GLUON_BUGS = {1: "refills a slot before waiting for the wgmma that reads it", 2: "waits for the parity one phase ahead",
               3: "leaves two wgmmas in flight before the refill", 4: "no fence_async_shared before the TMA store",
-              5: "the expect announces A's bytes only"}
+              5: "the expect announces A's bytes only", 6: "warp-specialized: the loader waits for the current "
+              "round's release (parity not negated)", 7: "warp-specialized: the slot released before its wgmma "
+              "completes"}
 """The hand-made bugs of :data:`GLUON_KERNELS` (``BUG``): each saved file ``gluon_bug{n}_s3.ttgir`` must be
 refuted."""
 
@@ -234,7 +301,7 @@ def _base(kind, **kw):
     if kind == "attention":
         d = dict(stages=3, warps=8, block=(128, 64), head_dim=64, causal=False, ws=False, host=False)
     elif kind == "gluon":
-        d = dict(stages=3, warps=4, block=(128, 128, 64), bug=0)
+        d = dict(stages=3, warps=4, block=(128, 128, 64), bug=0, ws=False)
     elif kind == "persistent":
         d = dict(stages=3, warps=8, block=(128, 128, 64), flatten=False, ws=False, subtile=False, host=False)
     else:  # one tile per program
@@ -295,7 +362,8 @@ FIXTURES = {
     # Gluon: the hand-pipelined Hopper matmul, and its hand-made bugs (each must be refuted)
     **{f"gluon_s{n}.ttgir": _base("gluon", stages=n) for n in (2, 3, 4)},
     "gluon_w8_s3.ttgir": _base("gluon", warps=8),
-    **{f"gluon_bug{b}_s3.ttgir": _base("gluon", bug=b) for b in GLUON_BUGS},
+    **{f"gluon_ws_s{n}.ttgir": _base("gluon", stages=n, ws=True) for n in (2, 3)},
+    **{f"gluon_bug{b}_s3.ttgir": _base("gluon", bug=b, ws=b >= 6) for b in GLUON_BUGS},
 }
 """File name -> the kernel (``kind``) and its options."""
 
@@ -327,9 +395,11 @@ FORMS = {
     "attn_ws": "attention forward, warp_specialize",
     "attn_causal_ws": "attention forward, causal, warp_specialize",
     "gluon": "Gluon matmul (hand-pipelined)",
+    "gluon_ws": "Gluon matmul, warp-specialized by hand",
     "gluon_bug1": "Gluon matmul, hand-made bugs", "gluon_bug2": "Gluon matmul, hand-made bugs",
     "gluon_bug3": "Gluon matmul, hand-made bugs", "gluon_bug4": "Gluon matmul, hand-made bugs",
-    "gluon_bug5": "Gluon matmul, hand-made bugs",
+    "gluon_bug5": "Gluon matmul, hand-made bugs", "gluon_bug6": "Gluon matmul, hand-made bugs",
+    "gluon_bug7": "Gluon matmul, hand-made bugs",
 }
 """File-name prefix -> the form it is reported under (longest prefix wins; :func:`form_of`)."""
 
@@ -379,7 +449,8 @@ def source(opts: dict):
 
         sig = {"a_desc": desc((bm, bk)), "b_desc": desc((bn, bk)), "c_desc": desc((bm, bn)), "K": "i32",
                "STAGES": "constexpr", "BUG": "constexpr", "num_warps": "constexpr"}
-        return g.gluon_matmul, sig, {"STAGES": opts["stages"], "BUG": opts["bug"], "num_warps": opts["warps"]}
+        fn = g.gluon_matmul_ws if opts["ws"] else g.gluon_matmul
+        return fn, sig, {"STAGES": opts["stages"], "BUG": opts["bug"], "num_warps": opts["warps"]}
     k = kernels()
     if kind == "attention":
         bm, bn = opts["block"]
@@ -417,7 +488,7 @@ def header(fname: str) -> str:
     full = FIXTURES[fname] if fname in FIXTURES else TRITON_FAILS[fname][0]
     opts = {k: v for k, v in full.items() if k != "kind"}
     kernel = {"attention": "attn_fwd", "persistent": "gemm_persistent", "tile": "gemm_tile",
-              "gluon": "gluon_matmul"}[full["kind"]]
+              "gluon": "gluon_matmul_ws" if full.get("ws") else "gluon_matmul"}[full["kind"]]
     return (f"// Triton {triton.__version__}: {kernel} of tests/check_inputs/generate_hopper.py for sm_90a, "
             + ", ".join(f"{k}={v}" for k, v in opts.items()) + "\n")
 
