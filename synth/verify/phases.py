@@ -80,8 +80,12 @@ class Phases:
 
     def __init__(self, program: HopperProgram, *, trip: Optional[int] = None,
                  overrides: Optional[dict[str, dict[int, Expr]]] = None,
-                 lags: Optional[dict[str, int]] = None, no_waits: bool = False) -> None:
+                 lags: Optional[dict[str, int]] = None, no_waits: bool = False, hops: int = 1) -> None:
         self.p = program
+        self.hops = hops
+        """Barrier hops the "complete before" and "after" searches may take (1: the default; a ring of ``C``
+        warp groups handing a turn on, as the attention program's ping-pong order of three consumers, needs
+        ``C - 1``: :func:`verify_hopper`'s ``hops``)."""
         self.lags = lags or {}
         """Per role, steps subtracted from its step in the deadlock ranking (:meth:`rank_before`)."""
         self.trip = trip
@@ -298,8 +302,11 @@ class Phases:
         self._memo[key] = out
         return out
 
-    def done_before(self, barrier: str, sl, n, enc: Encoder, ref: Ref, hops: int = 1):
-        """Phase ``n`` of slot ``sl`` of ``barrier`` is complete before instance ``(enc, ref)`` runs."""
+    def done_before(self, barrier: str, sl, n, enc: Encoder, ref: Ref, hops: Optional[int] = None):
+        """Phase ``n`` of slot ``sl`` of ``barrier`` is complete before instance ``(enc, ref)`` runs (through at
+        most ``hops`` barrier hops; None: :attr:`hops`)."""
+        if hops is None:
+            hops = self.hops
         key = ("done", barrier, ref.role, ref.part, ref.pos, hops) + self._key(sl, n, enc.j)
         hit = self._memo.get(key)
         if hit is not None:
@@ -332,11 +339,16 @@ class Phases:
         return ref.stmt.barrier.bytes > 0 and not any(
             isinstance(x.stmt, ArriveStmt) and x.stmt.barrier == b for x in self._role_refs[ref.role])
 
-    def after(self, aenc: Encoder, aref: Ref, wenc: Encoder, wref: Ref):
-        """Instance ``A`` runs after wait ``W`` has passed."""
+    def after(self, aenc: Encoder, aref: Ref, wenc: Encoder, wref: Ref, hops: Optional[int] = None):
+        """Instance ``A`` runs after wait ``W`` has passed (through at most ``hops`` barrier hops; None:
+        :attr:`hops`)."""
         if aref.role == wref.role:  # one thread: after in program order, or before it
             return self.po_before(wenc, wref, aenc, aref)
+        if hops is None:
+            hops = self.hops
         key = ("after", aref.role, aref.part, aref.pos, wref.role, wref.part, wref.pos) + self._key(aenc.j, wenc.j)
+        if hops != 1:
+            key += (hops,)
         if key in self._memo:
             return self._memo[key]
         cases = []
@@ -347,6 +359,8 @@ class Phases:
                                                 x=self.ring(w2, x2, w2.stmt.state.phase)):
                 if a2.role == wref.role:
                     cases.append(And(runs, n2 >= 0, ar2, self.po_before(wenc, wref, ae2, a2)))
+                elif hops > 1 and a2.role != aref.role:
+                    cases.append(And(runs, n2 >= 0, ar2, self.after(ae2, a2, wenc, wref, hops - 1)))
         out = self._memo[key] = Or(cases)
         return out
 
@@ -1016,17 +1030,17 @@ _VIEWS: "OrderedDict[tuple, Phases]" = OrderedDict()
 
 
 def view_phases(p: HopperProgram, trip: Optional[int] = None, lags: Optional[dict] = None,
-                cache: Optional[dict] = None) -> Phases:
+                cache: Optional[dict] = None, hops: int = 1) -> Phases:
     """The :class:`Phases` (``no_waits``) of :func:`barrier_view` of ``p``, shared by every program with the same
-    view, trip count and ranking in this process."""
-    lkey = tuple(sorted((lags or {}).items()))
+    view, trip count, ranking and hops in this process."""
+    lkey = tuple(sorted((lags or {}).items())) + ((("hops", hops),) if hops != 1 else ())
     mine = None if cache is None else cache.get(("view", id(p), trip, lkey))
     if mine is not None and mine[0] is p:
         return mine[1]
     key = (barrier_view(p), trip, lkey)
     ph = _VIEWS.get(key)
     if ph is None:
-        ph = _VIEWS[key] = Phases(key[0], trip=trip, lags=lags, no_waits=True)
+        ph = _VIEWS[key] = Phases(key[0], trip=trip, lags=lags, no_waits=True, hops=hops)
         if len(_VIEWS) > VIEW_PHASES:
             _VIEWS.popitem(last=False)
     else:
@@ -1045,22 +1059,22 @@ STATS = {"queries": 0, "shared": 0, "constant": 0}
 
 
 def phases_for(p: HopperProgram, trip: Optional[int] = None, overrides: Optional[dict] = None,
-               lags: Optional[dict] = None, cache: Optional[dict] = None) -> Phases:
+               lags: Optional[dict] = None, cache: Optional[dict] = None, hops: int = 1) -> Phases:
     """The :class:`Phases` of ``p`` for one trip count, wait overrides and ranking; from ``cache`` (a dict
     one verification keeps) when it holds one, so the obligations of a program share their terms."""
     if cache is None:
-        return Phases(p, trip=trip, overrides=overrides, lags=lags)
+        return Phases(p, trip=trip, overrides=overrides, lags=lags, hops=hops)
     key = (id(p), trip, repr(sorted((r, sorted(o.items())) for r, o in (overrides or {}).items())),
-           repr(sorted((lags or {}).items())))
+           repr(sorted((lags or {}).items())), hops)
     hit = cache.get(key)
     if hit is None or hit.p is not p:
-        hit = cache[key] = Phases(p, trip=trip, overrides=overrides, lags=lags)
+        hit = cache[key] = Phases(p, trip=trip, overrides=overrides, lags=lags, hops=hops)
     return hit
 
 
 def _solve(p: HopperProgram, ob: HObligation, time_limit: float, trip: Optional[int],
            overrides: Optional[dict] = None, lags: Optional[dict] = None, cache: Optional[dict] = None,
-           text: bool = False):
+           text: bool = False, hops: int = 1):
     """``(status, solver, phases, detail)`` of one obligation. Its negation is asked of Z3 unless it is the
     constant false (proven: a class decided by the program's structure, such as ``fence``) or the very term
     (Z3 terms are hash-consed: the same formula over the same variables) of a negation already answered
@@ -1069,10 +1083,10 @@ def _solve(p: HopperProgram, ob: HObligation, time_limit: float, trip: Optional[
     model or an unknown is always asked again. The solver returned holds the query, checked when it was asked;
     None for a proof given without asking unless ``text`` (its SMT-LIB2 text is wanted)."""
     try:  # over the barrier view when the obligation reads no wait; else over the whole program
-        ph = view_phases(p, trip, lags, cache)
+        ph = view_phases(p, trip, lags, cache, hops)
         f, detail = ob.build(ph)
     except NeedsWaits:
-        ph = phases_for(p, trip, overrides, lags, cache)
+        ph = phases_for(p, trip, overrides, lags, cache, hops)
         f, detail = ob.build(ph)
     dom = ph.domain()
 
@@ -1250,19 +1264,20 @@ def _canonical_lets(text: str) -> str:
 def prove_hopper_obligation(p: HopperProgram, ob: HObligation, time_limit: float = 10.0,
                             trip: Optional[int] = None, lags: Optional[dict] = None,
                             deadline: Optional[float] = None, cache: Optional[dict] = None,
-                            smt2: bool = False) -> ObligationResult:
+                            smt2: bool = False, hops: int = 1) -> ObligationResult:
     """Prove one obligation (each query at most ``time_limit`` s, less near ``deadline``, a
     :func:`time.monotonic` instant); a refutation carries a counterexample in the program's terms. Past
     ``deadline`` nothing is asked: the result is ``unknown`` with that reason. ``cache``: a dict kept across
     the obligations of one verification (:func:`phases_for`). ``smt2``: keep the query's SMT-LIB2 text
-    (:func:`smt2_file`) in the result (a Hopper certificate holds the trusted checker's files, not these)."""
+    (:func:`smt2_file`) in the result (a Hopper certificate holds the trusted checker's files, not these). ``hops``:
+    :attr:`Phases.hops`."""
     t0 = time.perf_counter()
     if _late(deadline):
         return ObligationResult(ob.id, ob.kind, ob.wait, None, ob.part, ob.description, "unknown", 0.0,
                                 reason="not asked: the time limit of the whole verification ran out")
     limit = _limit(time_limit, deadline)
     try:
-        status, s, ph, detail = _solve(p, ob, limit, trip, lags=lags, cache=cache, text=smt2)
+        status, s, ph, detail = _solve(p, ob, limit, trip, lags=lags, cache=cache, text=smt2, hops=hops)
     except Unsupported as e:
         return ObligationResult(ob.id, ob.kind, ob.wait, None, ob.part, ob.description, "refuted",
                                 time.perf_counter() - t0, reason=f"wellformed: {e}")
@@ -1297,15 +1312,46 @@ def prove_hopper_obligation(p: HopperProgram, ob: HObligation, time_limit: float
                             time.perf_counter() - t0, text, cex, reason)
 
 
+def refutation_values(p: HopperProgram, ob: HObligation, *, time_limit: float = 10.0, trip: Optional[int] = None,
+                      lags: Optional[dict] = None, hops: int = 1) -> Optional[dict]:
+    """The numbers of a refuted obligation's counterexample, for a caller that names them (the attention proof's
+    refutations): ``T`` (the smallest trip count the re-checks show, as :func:`prove_hopper_obligation`'s), ``j``
+    and ``i`` (the anchor's step and its part's index) and each detail term of the obligation (``x``: the state
+    count or version, ``slot``, ``phase``, ``got``, ...), as ints (Booleans as 0 / 1). None when the obligation is
+    not refuted within ``time_limit``."""
+    try:
+        status, s, ph, detail = _solve(p, ob, time_limit, trip, lags=lags, hops=hops)
+    except Unsupported:
+        return None
+    if status != "refuted":
+        return None
+    detail.pop("harm", None)
+    m = _smallest_model(p, s, ph, time_limit, None) if trip is None else s.model()
+
+    def ev(t) -> int:
+        v = m.eval(t, model_completion=True)
+        return int(z3.is_true(v)) if z3.is_bool(v) else v.as_long()
+    out = {"T": ev(ph.T)}
+    if ob.role in ph.base:
+        enc = ph.base[ob.role]
+        out["j"] = ev(enc.j)
+        out["i"] = out["j"] - (ev(enc.off[ob.part]) if ob.part in enc.off else 0)
+    for k, t in detail.items():
+        out[k] = ev(t)
+    return out
+
+
 def verify_hopper(p: HopperProgram, *, time_limit: float = 10.0, tightness: bool = True,
                   trip_count: Optional[int] = None, deadline: Optional[float] = None,
-                  smt2: bool = False) -> HopperReport:
+                  smt2: bool = False, hops: int = 1) -> HopperReport:
     """Prove every obligation of ``p`` for every allowed trip count (or ``trip_count``) and judge
     the wgmma waits' tightness. ``time_limit`` bounds each Z3 query (seconds); ``deadline`` (a
     :func:`time.monotonic` instant) bounds the whole call: queries are cut to what is left, and
     obligations not asked by then are ``unknown`` ("the time limit of the whole verification ran
     out"), tightness then unjudged. ``smt2``: keep each query's SMT-LIB2 text in its result (off: nothing reads
-    it; certificates are the trusted checker's). Raises :class:`SynthError` on a malformed program."""
+    it; certificates are the trusted checker's). ``hops``: the barrier hops "complete before" and "after" may
+    take (:attr:`Phases.hops`; 1 unless a ring of more than two warp groups hands a turn on). Raises
+    :class:`SynthError` on a malformed program."""
     t0 = time.perf_counter()
     try:
         # T >= 0 (a loop that may run zero times) is proven like any bound: every obligation is quantified over
@@ -1319,8 +1365,10 @@ def verify_hopper(p: HopperProgram, *, time_limit: float = 10.0, tightness: bool
                          "write the predicate as a condition in the loop variable and T")
     obs = enumerate_hopper(p)
     cache: dict = {}  # the program's Phases, shared by its obligations
-    lags = _ranking(p, [ob for ob in obs if ob.kind == "no_deadlock"], time_limit, trip_count, deadline, cache)
-    results = [prove_hopper_obligation(p, ob, time_limit, trip_count, lags, deadline, cache, smt2) for ob in obs]
+    lags = _ranking(p, [ob for ob in obs if ob.kind == "no_deadlock"], time_limit, trip_count, deadline, cache,
+                    hops)
+    results = [prove_hopper_obligation(p, ob, time_limit, trip_count, lags, deadline, cache, smt2, hops)
+               for ob in obs]
     verdicts = []
     for r in p.roles:
         drains = [ob for ob in obs if ob.kind == "wgmma_drain" and ob.role == r.name]
@@ -1334,7 +1382,7 @@ def verify_hopper(p: HopperProgram, *, time_limit: float = 10.0, tightness: bool
                     reason = "tightness not judged: the time limit of the whole verification ran out"
                 else:
                     rel = [ob for ob, _ in mine] + [ob for ob in drains if ob.wait != idx]
-                    tight, reason = _tightness(p, r.name, idx, rel, time_limit, trip_count, deadline, cache)
+                    tight, reason = _tightness(p, r.name, idx, rel, time_limit, trip_count, deadline, cache, hops)
             verdicts.append(WgmmaVerdict(r.name, idx, status, tight, reason))
     ok = all(x.status == "proven" for x in results)
     return HopperReport(ok, p, tuple(results), tuple(verdicts), time.perf_counter() - t0, lags)
@@ -1345,7 +1393,7 @@ LAGS = (0, 1, -1, 2, -2)
 
 
 def _ranking(p: HopperProgram, obs: list[HObligation], time_limit: float, trip: Optional[int],
-             deadline: Optional[float] = None, cache: Optional[dict] = None) -> dict:
+             deadline: Optional[float] = None, cache: Optional[dict] = None, hops: int = 1) -> dict:
     """Role lags under which every ``no_deadlock`` obligation holds (all zero when none does: the
     refutations are then reported under the plain (step, role, position) order)."""
     import itertools
@@ -1355,7 +1403,7 @@ def _ranking(p: HopperProgram, obs: list[HObligation], time_limit: float, trip: 
             return {}
         lags = dict(zip(others, combo))
         try:
-            if all(_solve(p, ob, _limit(time_limit, deadline), trip, lags=lags, cache=cache)[0] == "proven"
+            if all(_solve(p, ob, _limit(time_limit, deadline), trip, lags=lags, cache=cache, hops=hops)[0] == "proven"
                    for ob in obs):
                 return lags
         except Unsupported:
@@ -1365,7 +1413,7 @@ def _ranking(p: HopperProgram, obs: list[HObligation], time_limit: float, trip: 
 
 def _tightness(p: HopperProgram, role: str, idx: int, obs: list[HObligation], time_limit: float,
                trip: Optional[int], deadline: Optional[float] = None,
-               cache: Optional[dict] = None) -> tuple[Optional[bool], str]:
+               cache: Optional[dict] = None, hops: int = 1) -> tuple[Optional[bool], str]:
     """Tight when ``N + 1`` breaks a release, a refill (one warp group) or a drain (every group complete
     before the warp group finishes) that depends on the wait."""
     w = p.role(role).program.waits[idx]
@@ -1376,7 +1424,7 @@ def _tightness(p: HopperProgram, role: str, idx: int, obs: list[HObligation], ti
         if _late(deadline):
             return None, "tightness not judged: the time limit of the whole verification ran out"
         try:
-            status, *_ = _solve(p, ob, _limit(time_limit, deadline), trip, plus, cache=cache)
+            status, *_ = _solve(p, ob, _limit(time_limit, deadline), trip, plus, cache=cache, hops=hops)
         except Unsupported:
             return None, "tightness unknown: the program is outside the encoding"
         if status == "refuted":
@@ -1391,4 +1439,4 @@ def _tightness(p: HopperProgram, role: str, idx: int, obs: list[HObligation], ti
 
 
 __all__ = ["verify_hopper", "enumerate_hopper", "prove_hopper_obligation", "smt2_file", "HopperReport", "HObligation",
-           "WgmmaVerdict", "Phases", "CLASSES", "converges", "ProofPhase", "proofs_text", "barrier_view", "STATS"]
+           "WgmmaVerdict", "Phases", "CLASSES", "converges", "refutation_values", "ProofPhase", "proofs_text", "barrier_view", "STATS"]
