@@ -345,4 +345,91 @@ def _is_wgmma_event(events: list[_Event], e: _Event) -> bool:
     return any(x.kind == "wait" and x.op == e.op for x in events)
 
 
-__all__ = ["lower_attention", "AttentionProgram", "OnceRead", "TRIP"]
+MUTANTS = {
+    "softmax_before_wait": "consumer0's wait_group for qk (and the K release after it) moved to the end of its "
+                           "step: rowmax and scale read S while qk's wgmma group may still be writing it",
+    "rescale_races_pv": "consumer0's rescale of O moved after the pv issue: it scales O while the pv wgmma that "
+                        "reads and accumulates the old O is in flight",
+    "v_released_early": "consumer0 releases the V slot (arrive empty_V) right after issuing pv, before the "
+                        "wait_group that completes it: the producer may refill the slot pv still reads",
+    "order_wrong_parity": "consumer1 waits on order1 with the parity of turn i + 1",
+    "q_load_before_exit": "the producer issues Q's arrive.expect_tx and copy before the loop, unconditionally, while "
+                          "the consumers' causal early exit (n = 0 KV blocks) never waits on full_Q: phase 0 "
+                          "completes unobserved and the copy may land after mbarrier.inval",
+}
+"""The attention program's bug table (docs/attention.md), each a change of a lowered program
+(:func:`attention_mutant`)."""
+
+
+def _body_edit(p: HopperProgram, role: str, fn) -> HopperProgram:
+    prog = p.role(role).program
+    parts = tuple(replace(pt, stmts=tuple(fn(list(pt.stmts)))) if pt.name == "body" else pt for pt in prog.parts)
+    return p.with_role(role, replace(prog, parts=parts))
+
+
+def _index(stmts: list, pred) -> int:
+    return next(k for k, s in enumerate(stmts) if pred(s))
+
+
+def _wait_of(prog: Program, op: str):
+    return lambda s: isinstance(s, WaitStmt) and prog.waits[s.wait].before == op
+
+
+def attention_mutant(ap: AttentionProgram, name: str, *, qk: str = "qk", pv: str = "pv",
+                     rescale: str = "rescale_O") -> AttentionProgram:
+    """``ap`` with bug ``name`` of :data:`MUTANTS` (KeyError for another name; ValueError where it does not apply:
+    ``order_wrong_parity`` needs staggered consumers)."""
+    if name not in MUTANTS:
+        raise KeyError(name)
+    p = ap.program
+    c0 = ap.consumers[0]
+    prog = p.role(c0).program
+    if name == "softmax_before_wait":
+        def fn(st):
+            k = _index(st, _wait_of(prog, qk))
+            moved = [st[k]]
+            while k + len(moved) < len(st) and isinstance(st[k + len(moved)], ArriveStmt):
+                moved.append(st[k + len(moved)])
+            return st[:k] + st[k + len(moved):] + moved
+        return ap.with_program(_body_edit(p, c0, fn))
+    if name == "rescale_races_pv":
+        def fn(st):
+            r = _index(st, lambda s: isinstance(s, OpStmt) and s.op == rescale)
+            x = st.pop(r)
+            c = _index(st, lambda s: isinstance(s, OpStmt) and s.op == pv) + 1  # pv's commit
+            return st[:c + 1] + [x] + st[c + 1:]
+        return ap.with_program(_body_edit(p, c0, fn))
+    if name == "v_released_early":
+        def fn(st):
+            w = _index(st, _wait_of(prog, pv))
+            a = st.pop(w + 1)
+            c = _index(st, lambda s: isinstance(s, OpStmt) and s.op == pv) + 1
+            return st[:c + 1] + [a] + st[c + 1:]
+        return ap.with_program(_body_edit(p, c0, fn))
+    if name == "order_wrong_parity":
+        if len(ap.order) < 2:
+            raise ValueError("order_wrong_parity: the consumers are not staggered")
+        bar = ap.order[1]
+
+        def fn(st):
+            k = _index(st, lambda s: isinstance(s, TryWaitStmt) and s.barrier == bar)
+            s = st[k]
+            st[k] = replace(s, state=replace(s.state, count=simplify(parse(f"{to_str(s.state.count)} + 1"))))
+            return st
+        return ap.with_program(_body_edit(p, ap.consumers[1], fn))
+    # q_load_before_exit: the producer's loop runs at least once (extent max(n, 1)); its once-loads keep their
+    # guard i < 1, every other statement is guarded i < n: at n = 0 it loads Q and nothing else
+    once_bars = {o.barrier for o in ap.once}
+    once_loads = {o.load for o in ap.once}
+    prod = p.role("producer").program
+    body = prod.part("body")
+
+    def is_once(s) -> bool:
+        return (isinstance(s, ArriveStmt) and s.barrier in once_bars) or (isinstance(s, OpStmt) and s.op in once_loads)
+    inside = parse(f"{VAR} < {TRIP}")
+    stmts = tuple(s if is_once(s) else replace(s, guard=inside) for s in body.stmts)
+    new_body = replace(body, extent=parse(f"max({TRIP}, 1)"), stmts=stmts)
+    return ap.with_program(p.with_role("producer", replace(prod, parts=(new_body,))))
+
+
+__all__ = ["lower_attention", "attention_mutant", "AttentionProgram", "OnceRead", "TRIP", "MUTANTS"]

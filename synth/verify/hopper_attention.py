@@ -262,18 +262,25 @@ def _register_refutation(ap: AttentionProgram, role: str, prog, ob, enc: Encoder
         pversion = evaluate(wacc.version, env) - prog.buffer(wacc.buffer).multiplicity
     else:
         partner, pversion = None, None
-    phase = None
+    # the wgmma group of the hazard: the partner's when it is async, else the anchor's (an async reader)
     if partner is not None and prog.op(partner).is_async:
+        gop, gver = partner, pversion
+    elif prog.op(stmt.op).is_async:
+        gop, gver = stmt.op, block
+    else:
+        gop, gver = None, None
+    phase = None
+    if gop is not None:
         commits = 0
         for inst in role_instances(ap.program, T, ap.program.role(role)):
             if inst.kind == "commit":
                 commits += 1
-            elif inst.kind == "wgmma" and inst.op == partner and inst.tile == pversion:
+            elif inst.kind == "wgmma" and inst.op == gop and inst.tile == gver:
                 phase = commits  # the group it joins: the next commit closes it
                 break
-    what = f"{partner}({pversion})" if partner is not None else "?"
+    group = f"the wgmma group of {gop}({gver}) (group {phase} of its FIFO)" if gop is not None else "no wgmma group"
     summary = (f"register: with n = {T}, warp group {role} {ob.part} i = {env[prog.part(ob.part).var]}: "
-               f"{stmt.op}({block}) while the wgmma group of {what} (group {phase} of its FIFO) may be pending: "
+               f"{stmt.op}({block}) against {partner}({pversion}), {group} not complete between them: "
                f"this fails: {desc}")
     return Refutation("register", f"register:{role}:{ob.id}", role, block, "wgmma group", None, phase, T, summary)
 
