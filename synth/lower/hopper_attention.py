@@ -216,7 +216,7 @@ def lower_attention(body: WsBody, sched: WsSchedule, *, name: Optional[str] = No
                        (Part("body", VAR, n, tuple(prod)),), ())
 
     # ---- the consumers' step
-    extent = parse(f"{TRIP} + {last} * min({TRIP}, 1)") if last else n
+    extent = parse(f"{TRIP} + " + (f"{last} * " if last > 1 else "") + f"min({TRIP}, 1)") if last else n
     idx = {o.name: k for k, o in enumerate(body.ops)}
 
     def accesses(o, stage: int):

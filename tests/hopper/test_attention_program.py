@@ -6,13 +6,17 @@ counterexample that names the warp group, the block, the barrier and the phase; 
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pytest
 
 from synth.expr import evaluate
+from synth.hopper.ir import dumps
 from synth.lower.hopper_attention import MUTANTS, attention_mutant, lower_attention
 from synth.model.ws_bodies import attention_body
 from synth.model.ws_schedule import solve_ws
 from synth.program import WaitStmt
+from synth.trusted.hopper import check_hopper_program
 from synth.verify.hopper_attention import barrier_program, verify_attention
 from synth.verify.oracle_phases import run
 
@@ -137,3 +141,13 @@ def test_oracle_confirms_barrier_bugs(lowered, name, cls):
             found = res.violations
             break
     assert cls in found, found
+
+
+def test_independent_checker_accepts_the_barrier_protocol(lowered):
+    """synth.trusted re-derives the barrier program's obligations from its program.json bytes and asks Z3 and cvc5
+    (the file form counts trip counts from 1: n >= 1 there; at n = 0 no warp group runs a step). Two staggered
+    consumers (head dim 128) need one barrier hop, which is what the checker searches."""
+    _, _, ap = lowered[128]
+    bp = replace(barrier_program(ap.program, ap.registers), min_trip_count=1)
+    res = check_hopper_program(dumps(bp).encode(), timeout_s=20, tightness=False)
+    assert res.ok, res.messages
