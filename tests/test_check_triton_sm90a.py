@@ -299,7 +299,7 @@ def test_one_shot_load_waiting_for_the_wrong_parity_is_refuted(tmp_path):
 @pytest.mark.slow
 def test_fresh_compile_gets_the_saved_verdict(tmp_path):
     pytest.importorskip("triton")
-    for name in ("attn_s2.ttgir", "flat_s2.ttgir"):
+    for name in ("attn_s2.ttgir", "flat_s2.ttgir", "gluon_ws_s2.ttgir"):
         p = tmp_path / name
         p.write_text(gen.ttgir(name))
         rc, doc, err = run_check(str(p))

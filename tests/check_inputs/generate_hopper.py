@@ -9,9 +9,13 @@ tests and ``benchmarks/check_corpus.py`` read them where Triton is absent. ``--c
 The kernels are our own, written after Triton's tutorials 09 (persistent matmul: ``flatten``,
 ``warp_specialize``, ``EPILOGUE_SUBTILE``, tensor descriptors made in the kernel or passed from the host) and
 06 (fused attention, forward pass: the causal kernel's two k-loops, the non-causal one's single loop, each
-``tl.range(..., warp_specialize=WS)``). The matrix is representative, not every combination: each option is
-varied around a base (128x128x64 f16 tiles, ``num_stages = 3``, 8 warps for one warp group, 4 for the
-warp-specialized forms, which Triton 3.9 partitions on sm_90 only at 4 warps).
+``tl.range(..., warp_specialize=WS)``), and a Hopper matmul written in Gluon (``triton.experimental.gluon``)
+after its Hopper tutorial, pipelined by hand and warp-specialized by hand, with hand-made synchronization bugs
+(:data:`GLUON_BUGS`, saved as ``gluon_bug*``: each must be refuted). The matrix is representative, not every
+combination: each option is varied around a base (128x128x64 f16 tiles, ``num_stages = 3``, 8 warps for one
+warp group, 4 for the warp-specialized forms, which Triton 3.9 partitions on sm_90 only at 4 warps).
+Set ``TRITON_DEFAULT_FP_FUSION=1`` to silence Triton 3.9's warning (the saved files were compiled with it unset,
+which means enabled).
 """
 
 from __future__ import annotations
