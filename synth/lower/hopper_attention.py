@@ -28,13 +28,14 @@ The program (every barrier an mbarrier of the IR):
   ``order{w}`` before the first wgmma it issues in a step (consumer 0 not in its first step) and, after the last
   wgmma of the step is committed, arrives on ``order{w + 1 mod C}``: the consumers issue their wgmmas in turns
   ``0, 1, .., C - 1, 0, ..`` (FA3's warp scheduler barrier, as mbarriers: the IR's named barrier is a warp-group
-  convergence point only). Every step of a consumer issues a wgmma (checked), so turn ``i`` is step ``i``.
+  convergence point only). Every step of a staggered consumer issues a wgmma (checked), so turn ``i`` is step
+  ``i``. Lockstep consumers (``coop``) have no order barrier.
 * Register buffers (``S``, ``P``, ``O``, ``m``, ``l``, ``corr``) have the schedule's copies as multiplicity (1 for
   a carried one); an op of block ``b`` writes version ``b`` and reads the same iteration's version ``b`` (its last
   writer before it) or, for a carried read, version ``b - 1`` (the body's last writer).
 
-Pure; ValueError on a schedule outside this form (alternating consumers, a step without a wgmma, a consumer
-without a producer).
+Pure; ValueError on a schedule outside this form (alternating consumers, a staggered step without a wgmma, no
+producer warp group).
 """
 
 from __future__ import annotations
@@ -90,6 +91,13 @@ class AttentionProgram:
     def with_program(self, p: HopperProgram) -> "AttentionProgram":
         """The same lowering with the program replaced (mutants)."""
         return replace(self, program=p)
+
+
+def _extent(last: int) -> Expr:
+    """``n + last min(n, 1)``: the steps of a role whose ops span stages ``0 .. last`` (none when ``n = 0``)."""
+    if not last:
+        return Var(TRIP)
+    return parse(f"{TRIP} + " + (f"{last} * " if last > 1 else "") + f"min({TRIP}, 1)")
 
 
 def _guard(stage: int, last: int) -> Optional[Expr]:
@@ -150,7 +158,7 @@ def lower_attention(body: WsBody, sched: WsSchedule, *, name: Optional[str] = No
         raise ValueError("alternating consumers keep no carried state: not an attention schedule")
     C = sched.consumers
     staggered = sched.mode == "stagger" and C > 1
-    n = Var(TRIP)
+
     i = Var(VAR)
     depth = dict(sched.depth)
     copies = dict(sched.copies)
@@ -160,7 +168,7 @@ def lower_attention(body: WsBody, sched: WsSchedule, *, name: Optional[str] = No
     events = _events(body, sched)
     last = max(e.stage for e in events)
     wg_stages = {sched.op(w).stage for w in wgmmas}
-    if wg_stages != set(range(last + 1)):
+    if staggered and wg_stages != set(range(last + 1)):
         raise ValueError(f"the wgmma ops' stages {sorted(wg_stages)} do not cover every step 0 .. {last}: a step "
                          "without a wgmma has no ping-pong turn")
     ring_of = {}  # TMA op -> the ring buffer it fills
@@ -169,12 +177,20 @@ def lower_attention(body: WsBody, sched: WsSchedule, *, name: Optional[str] = No
             raise ValueError(f"copy {o.name} must write one shared ring")
         ring_of[o.name] = o.writes[0]
     filler = {b: op for op, b in ring_of.items()}
+
+    def idx_of(op: str) -> int:
+        return next(k for k, o in enumerate(body.ops) if o.name == op)
     once_bufs = [b for b in body.buffers if b.space == "smem" and b.once]
-    regs = [b for b in body.buffers if b.space == "reg"]
+    # a register buffer written into another's registers (the schedule gave it no copies: P in S) is that buffer
+    home = {b.name: (b.alias if b.space == "reg" and b.alias and copies.get(b.name, 1) == 0 else b.name)
+            for b in body.buffers}
+    regs = [b for b in body.buffers if b.space == "reg" and home[b.name] == b.name]
 
     # ---- declarations
     ops = [ProgOp(f"{ONCE_PREFIX}{b.name.split('_')[0]}", "tma", 0, True, None, f"{VAR} < 1") for b in once_bufs]
-    ops += [ProgOp(o.name, "tma", 0, True, None, None) for o in copy_ops]
+    pstage = {o.name: sched.op(o.name).stage for o in copy_ops}
+    plast = max(pstage.values(), default=0)
+    ops += [ProgOp(o.name, "tma", pstage[o.name], True, None, None) for o in copy_ops]
     ops += [ProgOp(o.name, "wgmma" if o.is_wgmma else o.unit, sched.op(o.name).stage, o.is_wgmma,
                    0 if o.is_wgmma else None, None) for o in comp_ops]
     ops_t = tuple(ops)
@@ -204,19 +220,23 @@ def lower_attention(body: WsBody, sched: WsSchedule, *, name: Optional[str] = No
         prod += [ArriveStmt(once_bar[b.name], st, 1, (Tx(b.size),), g),
                  OpStmt(once_load[b.name], i, None, None, (), (Access(b.name, i, Num(0)),),
                         BarrierRef(once_bar[b.name], st, b.size))]
-    for o in sorted(copy_ops, key=lambda o: sched.op(o.name).start):
+    # a copy of stage s (its start in the schedule's step s) loads block i - s at the producer's step i
+    for o in sorted(copy_ops, key=lambda o: (sched.op(o.name).start - pstage[o.name] * sched.ii, idx_of(o.name))):
         b = ring_of[o.name]
         D = depth[b]
-        slot = simplify(parse(f"{VAR} % {D}"))
-        prod += [TryWaitStmt(empty[b], PipelineState(i, D, 1)),
-                 ArriveStmt(full[b], PipelineState(i, D, 0), 1, (Tx(body.buffer(b).size),)),
-                 OpStmt(o.name, i, None, None, (), (Access(b, i, slot),),
-                        BarrierRef(full[b], PipelineState(i, D, 0), body.buffer(b).size))]
-    producer = Program(f"{name or body.name}.producer", VAR, TRIP, 0, 0, ops_t, bufs_t, (),
-                       (Part("body", VAR, n, tuple(prod)),), ())
+        st = pstage[o.name]
+        blk = _block(st)
+        g = _guard(st, plast)
+        slot = simplify(parse(f"({VAR} - {st}) % {D}"))
+        prod += [TryWaitStmt(empty[b], PipelineState(blk, D, 1), g),
+                 ArriveStmt(full[b], PipelineState(blk, D, 0), 1, (Tx(body.buffer(b).size),), g),
+                 OpStmt(o.name, blk, g, None, (), (Access(b, blk, slot),),
+                        BarrierRef(full[b], PipelineState(blk, D, 0), body.buffer(b).size))]
+    producer = Program(f"{name or body.name}.producer", VAR, TRIP, 0, plast, ops_t, bufs_t, (),
+                       (Part("body", VAR, _extent(plast), tuple(prod)),), ())
 
     # ---- the consumers' step
-    extent = parse(f"{TRIP} + " + (f"{last} * " if last > 1 else "") + f"min({TRIP}, 1)") if last else n
+    extent = _extent(last)
     idx = {o.name: k for k, o in enumerate(body.ops)}
 
     def accesses(o, stage: int):
@@ -231,16 +251,19 @@ def lower_attention(body: WsBody, sched: WsSchedule, *, name: Optional[str] = No
                 reads.append(Access(bname, blk, sl, filler[bname]))
             else:
                 w = last_writer(body, bname, idx[o.name])
-                sl = simplify(parse(f"({VAR} - {stage}) % {mult[bname]}"))
-                reads.append(Access(bname, blk, sl, body.ops[w].name))
+                h = home[bname]
+                sl = simplify(parse(f"({VAR} - {stage}) % {mult[h]}"))
+                reads.append(Access(h, blk, sl, body.ops[w].name))
         for bname in o.reads_prev:
             w = last_writer(body, bname, None)
+            h = home[bname]
             v = _block(stage + 1)
-            sl = simplify(parse(f"({VAR} - {stage + 1}) % {mult[bname]}"))
-            reads.append(Access(bname, v, sl, body.ops[w].name))
+            sl = simplify(parse(f"({VAR} - {stage + 1}) % {mult[h]}"))
+            reads.append(Access(h, v, sl, body.ops[w].name))
         for bname in o.writes:
-            sl = simplify(parse(f"({VAR} - {stage}) % {mult[bname]}"))
-            writes.append(Access(bname, blk, sl))
+            h = home[bname]
+            sl = simplify(parse(f"({VAR} - {stage}) % {mult[h]}"))
+            writes.append(Access(h, blk, sl))
         return tuple(reads), tuple(writes)
 
     def consumer(w: int) -> Role:
@@ -417,8 +440,8 @@ def attention_mutant(ap: AttentionProgram, name: str, *, qk: str = "qk", pv: str
             st[k] = replace(s, state=replace(s.state, count=simplify(parse(f"{to_str(s.state.count)} + 1"))))
             return st
         return ap.with_program(_body_edit(p, ap.consumers[1], fn))
-    # q_load_before_exit: the producer's loop runs at least once (extent max(n, 1)); its once-loads keep their
-    # guard i < 1, every other statement is guarded i < n: at n = 0 it loads Q and nothing else
+    # q_load_before_exit: the producer's loop runs at least once (extent max(its extent, 1)); its once-loads keep
+    # their guard i < 1, every other statement is guarded 1 <= n too: at n = 0 it loads Q and nothing else
     once_bars = {o.barrier for o in ap.once}
     once_loads = {o.load for o in ap.once}
     prod = p.role("producer").program
@@ -426,9 +449,8 @@ def attention_mutant(ap: AttentionProgram, name: str, *, qk: str = "qk", pv: str
 
     def is_once(s) -> bool:
         return (isinstance(s, ArriveStmt) and s.barrier in once_bars) or (isinstance(s, OpStmt) and s.op in once_loads)
-    inside = parse(f"{VAR} < {TRIP}")
-    stmts = tuple(s if is_once(s) else replace(s, guard=inside) for s in body.stmts)
-    new_body = replace(body, extent=parse(f"max({TRIP}, 1)"), stmts=stmts)
+    stmts = tuple(s if is_once(s) else replace(s, guard=_and(s.guard, parse(f"1 <= {TRIP}"))) for s in body.stmts)
+    new_body = replace(body, extent=parse(f"max({to_str(body.extent)}, 1)"), stmts=stmts)
     return ap.with_program(p.with_role("producer", replace(prod, parts=(new_body,))))
 
 
