@@ -5,8 +5,9 @@ nvcc compiles), a shape and a scheduling order. Output: :class:`Sm90Result` with
 comparison with numpy and what the emulator saw (a hang is reported as such, with the waiting
 threads' barriers and parities). A cluster kernel (``SYNTH_CLUSTER_M`` / ``SYNTH_CLUSTER_N``) runs each
 cluster's CTAs together (docs/emulator.md, "Clusters"). The emulator proper (``runtime/sm90_runtime.cpp``: the
-functions ``synth_emu_sm90.h`` declares as its runtime) is compiled once into an object, and each kernel's binary
-is ``sm90_harness.cpp`` with the kernel, compiled against the runtime's declarations only and linked with it
+functions ``synth_emu_sm90.h`` declares as its runtime, and the harness's main, ``sm90_harness.h``) is compiled once
+into an object, and each kernel's binary is ``sm90_harness.cpp`` with the kernel (its facts and its launch, handed
+to that main), compiled against the runtime's declarations only and linked with it
 (:func:`runtime_object`, :func:`binary`), with ``g++ -std=c++20 -O2 -DSYNTH_EMULATE``. Both are cached under
 ``$SYNTH_EMU_CACHE/sm90`` (default ``~/.cache/synth/emu``) by the hash of what goes into them (the kernel, the
 runtime sources, the compiler and its flags), built by one process at a time (the others wait for it, then use it)
@@ -34,8 +35,8 @@ from ..emulate import EmulatorError, build_lock, build_notice, cache_dir, descri
 from .kernel import KERNEL
 
 RUNTIME = pathlib.Path(__file__).resolve().parent.parent / "runtime"
-SOURCES = ("synth_emu_sm90.h", "sm90_harness.cpp", "sm90_runtime.cpp")
-RUNTIME_SOURCES = ("synth_emu_sm90.h", "sm90_runtime.cpp")
+SOURCES = ("synth_emu_sm90.h", "sm90_harness.h", "sm90_harness.cpp", "sm90_runtime.cpp")
+RUNTIME_SOURCES = ("synth_emu_sm90.h", "sm90_harness.h", "sm90_runtime.cpp")
 """What the runtime object is compiled from (its cache key, with the compiler and :data:`CXXFLAGS`)."""
 CXXFLAGS = ("-std=c++20", "-O2", "-DSYNTH_EMULATE", "-w")
 """g++ flags of the runtime object and of every kernel's binary (the same: the two link together)."""
