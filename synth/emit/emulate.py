@@ -328,6 +328,7 @@ def _prune(directory: pathlib.Path, keep: int = CACHE_KEEP) -> None:
             pass
     for _, p in sorted(entries, reverse=True)[keep:]:
         p.unlink(missing_ok=True)
+        p.with_name(f".{p.name}.lock").unlink(missing_ok=True)  # its build_lock's file
 
 
 # ---------------------------------------------------------------------------
