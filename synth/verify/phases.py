@@ -1439,4 +1439,5 @@ def _tightness(p: HopperProgram, role: str, idx: int, obs: list[HObligation], ti
 
 
 __all__ = ["verify_hopper", "enumerate_hopper", "prove_hopper_obligation", "smt2_file", "HopperReport", "HObligation",
-           "WgmmaVerdict", "Phases", "CLASSES", "converges", "refutation_values", "ProofPhase", "proofs_text", "barrier_view", "STATS"]
+           "WgmmaVerdict", "Phases", "CLASSES", "converges", "refutation_values", "ProofPhase", "proofs_text",
+           "barrier_view", "STATS"]
