@@ -155,3 +155,13 @@ def test_independent_checker_accepts_the_barrier_protocol(lowered):
     bp = replace(barrier_program(ap.program, ap.registers), min_trip_count=1)
     res = check_hopper_program(dumps(bp).encode(), timeout_s=20, tightness=False)
     assert res.ok, res.messages
+
+
+def test_schedules_outside_the_form_are_refused(lowered):
+    """Alternating consumers (no carried state can move between warp groups) and a schedule without a producer warp
+    group are not attention programs: refused, naming why."""
+    body, sched, _ = lowered[128]
+    with pytest.raises(ValueError, match="alternating"):
+        lower_attention(body, replace(sched, mode="alternate"))
+    with pytest.raises(ValueError, match="producer"):
+        lower_attention(body, replace(sched, producer=False))
