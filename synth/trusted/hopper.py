@@ -242,8 +242,10 @@ class _Member:
 class _File:
     """Named definitions of one file (``define-fun``), in the order they are needed."""
 
-    def __init__(self, p: HProgram, offs: dict, lags: dict, D: int) -> None:
+    def __init__(self, p: HProgram, offs: dict, lags: dict, D: int, hops: int = 1) -> None:
         self.p, self.offs, self.lags, self.D = p, offs, lags, D
+        self.hops = hops
+        """Barrier hops of "complete before" and "after" (1 unless the caller asks more: :func:`derive_hopper`)."""
         self.defs: dict[str, str] = {}
         self.steps: dict[str, str] = {"j": "j"}
         self.free: list[str] = []
@@ -445,7 +447,9 @@ class _File:
                 out.append((w, self.step(_add(k, -d))))
         return out
 
-    def complete_before(self, barrier: str, sl: str, n: str, s: HStmt, k: str, hops: int = 1) -> str:
+    def complete_before(self, barrier: str, sl: str, n: str, s: HStmt, k: str, hops: Optional[int] = None) -> str:
+        if hops is None:
+            hops = self.hops
         cases = [f"(< {n} 0)"]
         for w, kw in self.earlier_waits(s, k, barrier):
             cases.append(_and(self.runs(w, kw), f"(= {self.slot(w, kw)} {sl})", f"(>= {self.phase(w, kw)} {n})"))
@@ -466,16 +470,22 @@ class _File:
         """Instance 1 comes before instance 2 in one warp group's program order."""
         return f"(<= {k1} {k2})" if s1.part == s2.part and s1.pos < s2.pos else f"(< {k1} {k2})"
 
-    def after(self, a: HStmt, ka: str, w: HStmt, kw: str) -> str:
-        """Arrival ``(a, ka)`` happens after wait ``(w, kw)`` passed."""
+    def after(self, a: HStmt, ka: str, w: HStmt, kw: str, hops: Optional[int] = None) -> str:
+        """Arrival ``(a, ka)`` happens after wait ``(w, kw)`` passed (through at most ``hops`` barrier hops; None:
+        :attr:`hops`)."""
         if a.role == w.role:
             return self.po_before(w, kw, a, ka)
+        if hops is None:
+            hops = self.hops
         cases = []
         for w2, k2 in self.earlier_waits(a, ka):
             n2 = self.phase(w2, k2)
             for m in self.members(w2.barrier, self.slot(w2, k2), n2, arrivals_only=True):
                 if m.stmt.role == w.role:
                     cases.append(_and(self.runs(w2, k2), f"(>= {n2} 0)", m.cond, self.po_before(w, kw, m.stmt, m.k)))
+                elif hops > 1 and m.stmt.role != a.role:
+                    cases.append(_and(self.runs(w2, k2), f"(>= {n2} 0)", m.cond,
+                                      self.after(m.stmt, m.k, w, kw, hops - 1)))
         return _or(cases)
 
     def precedes_wait(self, s: HStmt, ks: str, v: HStmt, kv: str) -> str:
@@ -582,9 +592,11 @@ def _what(s: HStmt) -> str:
     return {"tma": f"TMA {s.op}", "try_wait": "try_wait", "inval": "mbarrier.inval"}.get(s.kind, s.kind)
 
 
-def derive_hopper(p: HProgram, lags: Optional[dict] = None, kinds: Optional[tuple] = None) -> list[HopperObligation]:
+def derive_hopper(p: HProgram, lags: Optional[dict] = None, kinds: Optional[tuple] = None,
+                  hops: int = 1) -> list[HopperObligation]:
     """Every obligation of ``p`` (the deadlock ranking with role ``lags``), in a stable order; only
-    those of ``kinds`` when given."""
+    those of ``kinds`` when given. ``hops``: the barrier hops "complete before" and "after" may take (1: the
+    files of every certificate; a ring of three warp groups handing a turn on needs 2)."""
     lags = lags or {}
     offs = _offsets(p)
     D = 1 + max([b.slots for b in p.barriers.values()] +
@@ -596,7 +608,7 @@ def derive_hopper(p: HProgram, lags: Optional[dict] = None, kinds: Optional[tupl
             return
         if len(out) >= MAX_OBLIGATIONS:
             raise _TooLarge(f"more than {MAX_OBLIGATIONS} obligations")
-        f = _File(p, offs, lags, D)
+        f = _File(p, offs, lags, D, hops)
         claim = build(f)
         out.append(HopperObligation(oid, kind, desc, f.text(
             [f"synth trusted Hopper obligation {oid} ({kind})", desc,
@@ -1115,18 +1127,18 @@ def derive_carry(p: HProgram, carry: Optional[dict] = None) -> list[HopperObliga
 # checking
 # ---------------------------------------------------------------------------------------------
 
-def _search_lags(p: HProgram, timeout_s: float) -> dict:
+def _search_lags(p: HProgram, timeout_s: float, hops: int = 1) -> dict:
     """Role lags under which Z3 proves every no_deadlock obligation (all zero when none does)."""
     others = [r.name for r in p.roles[1:]][:2]
     for combo in itertools.product(LAGS, repeat=len(others)):
         lags = dict(zip(others, combo))
-        if all(solvers.z3_answer(o.smt2, timeout_s) == "unsat" for o in derive_hopper(p, lags)
+        if all(solvers.z3_answer(o.smt2, timeout_s) == "unsat" for o in derive_hopper(p, lags, hops=hops)
                if o.kind == "no_deadlock"):
             return lags
     return {r: 0 for r in others}
 
 
-def wgmma_tightness(p: HProgram, timeout_s: float) -> tuple:
+def wgmma_tightness(p: HProgram, timeout_s: float, hops: int = 1) -> tuple:
     """A :class:`WaitTightness` per wgmma wait of ``p`` (whose obligations are proven): ``N + 1``
     is substituted for its count and the ``release_after_wgmma``, ``slot_reuse`` and ``wgmma_drain``
     obligations whose text changes are asked of Z3; one satisfiable means ``N + 1`` lets a slot be
@@ -1134,7 +1146,7 @@ def wgmma_tightness(p: HProgram, timeout_s: float) -> tuple:
     pending, so ``N`` is tight. None changes: no release, refill or drain depends on the wait (it is
     redundant)."""
     kinds = ("release_after_wgmma", "slot_reuse", "wgmma_drain")
-    base = {o.id: o.smt2 for o in derive_hopper(p, kinds=kinds)}
+    base = {o.id: o.smt2 for o in derive_hopper(p, kinds=kinds, hops=hops)}
     out = []
     for r in p.roles:
         for idx, w in enumerate(r.waits):
@@ -1143,7 +1155,7 @@ def wgmma_tightness(p: HProgram, timeout_s: float) -> tuple:
             q = replace(p, roles=tuple(replace(x, waits=tuple(waits)) if x.name == r.name else x for x in p.roles))
             what = f"wait_group #{idx} of {r.name} {w.part}"
             try:
-                changed = [o for o in derive_hopper(q, kinds=kinds) if o.smt2 != base.get(o.id)]
+                changed = [o for o in derive_hopper(q, kinds=kinds, hops=hops) if o.smt2 != base.get(o.id)]
             except (_TooLarge, RecursionError):
                 out.append(WaitTightness(r.name, idx, w.part, None, f"{what}: tightness unknown (N + 1 is outside "
                                          "the checker's bounds)", w.claimed_tight))
@@ -1174,7 +1186,7 @@ def _ask(o: HopperObligation, timeout_s: float) -> HopperCheck:
 
 
 def check_hopper_program(data: bytes, *, timeout_s: float = 60.0, tightness: bool = True,
-                         persistent: bool = False) -> TrustedHopperResult:
+                         persistent: bool = False, hops: int = 1) -> TrustedHopperResult:
     """Re-derive every obligation of the Hopper ``program.json`` in ``data`` and ask Z3 and cvc5 each
     (``timeout_s`` per solver call); with ``persistent`` (the kernel walks tiles, the problem's
     ``persistent: true`` or ``pingpong: true``) also the ``carry`` obligations of :func:`derive_carry`. ``ok`` iff
@@ -1182,7 +1194,9 @@ def check_hopper_program(data: bytes, *, timeout_s: float = 60.0, tightness: boo
     to every obligation and no wgmma wait claims (``"tight": true``) a tightness the check does not
     show. With ``tightness`` (and every obligation proven) each wgmma wait's tightness is reported
     (:func:`wgmma_tightness`). Never raises on bad input: a refused file gives ``ok`` False with the
-    reason (JSON path, problem, fix) in ``messages``."""
+    reason (JSON path, problem, fix) in ``messages``. ``hops``: the barrier hops of "complete before" and "after"
+    (1, what a certificate's files are derived with; the attention program of three consumer warp groups, whose
+    ping-pong order is a ring, needs 2: docs/attention.md)."""
     t0 = time.perf_counter()
     try:
         p = read_hopper_bytes(data)
@@ -1194,7 +1208,7 @@ def check_hopper_program(data: bytes, *, timeout_s: float = 60.0, tightness: boo
         return TrustedHopperResult(False, (), (f"independent Hopper check FAILED: missing solver(s): "
                                                f"{', '.join(missing)}",), sha256=p.sha256)
     try:
-        first = derive_hopper(p)
+        first = derive_hopper(p, hops=hops)
         # the offsets every other obligation relies on: when they fail, the others mean nothing
         wf = [_ask(o, timeout_s) for o in first if o.kind == "wellformed"]
         if not all(c.ok for c in wf):
@@ -1202,8 +1216,8 @@ def check_hopper_program(data: bytes, *, timeout_s: float = 60.0, tightness: boo
             return TrustedHopperResult(False, tuple(wf), tuple(
                 [f"independent Hopper check FAILED: {p.name} is not well formed; the other {len(first) - len(wf)} "
                  "obligations were not asked"] + fails), (), time.perf_counter() - t0, p.sha256)
-        lags = _search_lags(p, timeout_s)
-        obs = derive_hopper(p, lags)
+        lags = _search_lags(p, timeout_s, hops)
+        obs = derive_hopper(p, lags, hops=hops)
     except (_TooLarge, RecursionError) as e:
         return TrustedHopperResult(False, (), (f"independent Hopper check FAILED: {p.name}: program outside the "
                                                f"checker's bounds: {e!s} (split the loop or use fewer stages)",),
@@ -1212,7 +1226,7 @@ def check_hopper_program(data: bytes, *, timeout_s: float = 60.0, tightness: boo
     if persistent:
         checks += [_ask(o, timeout_s) for o in derive_carry(p)]
     proven = all(c.ok for c in checks)
-    waits = wgmma_tightness(p, timeout_s) if proven and tightness else ()
+    waits = wgmma_tightness(p, timeout_s, hops) if proven and tightness else ()
     # a claim of tightness is tested, never believed: unchecked (tightness off) it fails too
     unchecked = [] if waits or not proven else [(r.name, k) for r in p.roles for k, w in enumerate(r.waits)
                                   if w.claimed_tight is True]
