@@ -15,8 +15,9 @@ The program (every barrier an mbarrier of the IR):
   ``qk``. Q is read by every ``qk`` but is not a ring: those reads are not listed in the op statements (a version
   that is not the step plus a constant is outside the prover's encoding); the proof's ``once`` class covers them.
 * ``full_X`` / ``empty_X`` for each ring ``X`` (``K_s``, ``V_s``) of the schedule's depth ``D_X``: the producer's
-  body (extent ``n``): ``try_wait empty_X (i, D_X, phase 1)``, ``arrive.expect_tx full_X``, the copy; ``empty_X``
-  is initialized with ``C`` (each consumer warp group releases each slot).
+  body (extent ``n``, or ``n + L_p min(n, 1)`` when a copy's start lies ``L_p`` steps on), each copy of stage ``s``
+  for block ``i - s``: ``try_wait empty_X (i - s, D_X, phase 1)``, ``arrive.expect_tx full_X``, the copy;
+  ``empty_X`` is initialized with ``C`` (each consumer warp group releases each slot).
 * Each consumer warp group is a role of its own (``consumer0`` ..), one warp group of 128 threads, its wgmma ops
   collective. Its body has extent ``n + L min(n, 1)`` (``L``: the last stage): step ``i`` runs each op of stage
   ``s`` for block ``i - s`` (guards ``s <= i`` and ``i < n + s``), in the order of the ops' starts in the
@@ -32,7 +33,8 @@ The program (every barrier an mbarrier of the IR):
   ``i``. Lockstep consumers (``coop``) have no order barrier.
 * Register buffers (``S``, ``P``, ``O``, ``m``, ``l``, ``corr``) have the schedule's copies as multiplicity (1 for
   a carried one); an op of block ``b`` writes version ``b`` and reads the same iteration's version ``b`` (its last
-  writer before it) or, for a carried read, version ``b - 1`` (the body's last writer).
+  writer before it) or, for a carried read, version ``b - 1`` (the body's last writer). A buffer the schedule
+  keeps in another's registers (an ``alias`` given no copies: P in S) is accessed as that buffer.
 
 Pure; ValueError on a schedule outside this form (alternating consumers, a staggered step without a wgmma, no
 producer warp group).
