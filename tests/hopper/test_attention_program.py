@@ -165,3 +165,17 @@ def test_schedules_outside_the_form_are_refused(lowered):
         lower_attention(body, replace(sched, mode="alternate"))
     with pytest.raises(ValueError, match="producer"):
         lower_attention(body, replace(sched, producer=False))
+
+
+def test_p_in_s_needs_a_second_copy_of_s(lowered):
+    """P written into S's registers (the body's alias, FA3's in-place conversion) is lowered as accesses of S: with
+    one copy of S the next block's qk overwrites the registers the previous pv still reads (refuted, naming pv's
+    group); with two copies it is proven."""
+    _, sched, _ = lowered[128]
+    body = attention_body(128, 128, 128, p_in_s=True)
+    one = verify_attention(lower_attention(body, replace(sched, copies=(("S", 1), ("P", 0), ("corr", 1)))))
+    assert not one.ok and one.barriers.ok
+    assert {(r.warp_group, r.block, r.phase, r.n) for r in one.refuted("register")} >= {("consumer0", 1, 1, 2)}
+    assert all("qk(1) against pv(0)" in r.summary for r in one.refuted("register"))
+    two = verify_attention(lower_attention(body, replace(sched, copies=(("S", 2), ("P", 0), ("corr", 1)))))
+    assert two.ok, two.render()
