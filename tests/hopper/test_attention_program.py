@@ -105,10 +105,15 @@ EXPECTED = {
 (qk(0) is group 0, pv(0) group 1)."""
 
 
-@pytest.mark.parametrize("name", sorted(MUTANTS))
-def test_bug_refuted_naming_where(lowered, name):
+@pytest.fixture(scope="module")
+def mutants(lowered):
     _, _, ap = lowered[128]
-    rep = verify_attention(attention_mutant(ap, name))
+    return {name: verify_attention(attention_mutant(ap, name)) for name in MUTANTS}
+
+
+@pytest.mark.parametrize("name", sorted(MUTANTS))
+def test_bug_refuted_naming_where(mutants, name):
+    rep = mutants[name]
     assert not rep.ok
     kind, wg, block, barrier, slot, phase, n = EXPECTED[name]
     mine = rep.refuted(kind)
@@ -119,12 +124,11 @@ def test_bug_refuted_naming_where(lowered, name):
     assert f"n = {n}" in hit[0].summary or f"trip count {n}" in hit[0].summary
 
 
-def test_register_bugs_name_the_ops(lowered):
-    _, _, ap = lowered[128]
-    soft = verify_attention(attention_mutant(ap, "softmax_before_wait"))
+def test_register_bugs_name_the_ops(mutants):
+    soft = mutants["softmax_before_wait"]
     assert "rowmax" in {r.summary.split(": ")[2].split("(")[0] for r in soft.refuted("register")}
     assert all("wgmma group of qk(0)" in r.summary for r in soft.refuted("register"))
-    res = verify_attention(attention_mutant(ap, "rescale_races_pv"))
+    res = mutants["rescale_races_pv"]
     assert any("pv(0) against rescale_O(0)" in r.summary for r in res.refuted("register"))
     # the barrier protocol of either is intact: only the register class refutes them
     assert soft.barriers.ok and res.barriers.ok
