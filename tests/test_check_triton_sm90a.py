@@ -41,21 +41,23 @@ def test_saved_corpus_is_the_generator_s_fixtures():
     assert not set(gen.TRITON_FAILS) & set(gen.FIXTURES)
     for name in saved:
         first = (DIR / name).read_text().splitlines()[0]
-        assert re.match(r"// Triton \d+\.\d+\.\d+: (gemm_persistent|gemm_tile|attn_fwd|gluon_matmul(_ws)?) of "
+        assert re.match(r"// Triton \d+\.\d+\.\d+: (gemm_persistent|gemm_tile|attn_fwd|gluon_matmul(_ws)?|"
+                        r"gluon_attention(_ws)?) of "
                         r"tests/check_inputs/generate_hopper\.py for sm_90a, ", first), first
         assert 'ttg.target = "cuda:90"' in (DIR / name).read_text()
     # every option docs/check.md lists (num_stages 2-5, 4 and 8 warps, three tile shapes, ...) appears in the matrix
     opts = list(gen.FIXTURES.values())
     assert {o["stages"] for o in opts} >= {2, 3, 4, 5} and {o["warps"] for o in opts} >= {4, 8}
     assert {o["block"][:2] for o in opts if o["kind"] == "persistent"} >= {(128, 128), (128, 256), (64, 256)}
-    assert any(o["kind"] == "gluon" for o in opts) and len(BUGS) == len(gen.GLUON_BUGS)
+    assert any(o["kind"] == "gluon" for o in opts) and len(BUGS) == len(gen.GLUON_BUGS) + len(gen.GLUON_ATTN_BUGS)
+    assert {o["ws"] for o in opts if o["kind"] == "gluon_attn" and not o["bug"]} == {True, False}
     for key in ("flatten", "subtile", "ws", "host"):
         assert {o.get(key) for o in opts if o["kind"] == "persistent"} >= {True, False}, key
     assert any(o["kind"] == "attention" and o["ws"] for o in opts)
 
 
 BUGS = sorted(n for n in gen.FIXTURES if "_bug" in n)
-"""Gluon's hand-made bugs (``generate_hopper.GLUON_BUGS``): refuted, not proven."""
+"""Gluon's hand-made bugs (``generate_hopper.GLUON_BUGS``, ``GLUON_ATTN_BUGS``): refuted, not proven."""
 
 
 @pytest.mark.parametrize("name", sorted(set(gen.FIXTURES) - set(OUTSIDE) - set(BUGS)))
@@ -70,7 +72,8 @@ def test_every_file_is_proven_for_every_tile_and_k_count(name):
     want = {"persistent": "triton-sm90-tiles", "flat": "triton-sm90-persistent", "persistent_ws":
             "triton-sm90-ws-tiles", "tile_ws": "triton-sm90-ws-store", "tile": "triton-sm90-store",
             "attn": "triton-sm90-store", "flat_ws": "triton-sm90-persistent", "attn_ws": "triton-sm90-ws-store",
-            "gluon": "triton-sm90-store", "gluon_ws": "triton-sm90-ws-store"}
+            "gluon": "triton-sm90-store", "gluon_ws": "triton-sm90-ws-store", "gluon_attn": "triton-sm90-store",
+            "gluon_attn_ws": "triton-sm90-ws-store"}
     prefix = max((p for p in want if name.startswith(p + "_")), key=len)
     if name == "persistent_ws_w8_s3.ttgir":  # Triton 3.9 does not partition at 8 warps: one warp group
         prefix = "persistent"
@@ -145,6 +148,91 @@ def test_gluon_missing_fence_before_its_tma_store_is_refuted():
     assert rc == 1 and doc["result"]["counts"]["refuted"] == 0  # the pipeline is fine; the store is not
     s = doc["result"]["stores"][0]
     assert not s["threads"]["proxy_fence"]["ok"] and "no fence.proxy.async between" in s["threads"]["proxy_fence"]["detail"]
+
+
+GLUON_ATTN = sorted(n for n in gen.FIXTURES if n.startswith("gluon_attn_") and "_bug" not in n)
+
+
+@pytest.mark.parametrize("name", GLUON_ATTN)
+def test_gluon_attention_loads_q_once_and_pipelines_k_and_v(name):
+    """Gluon's hand-written attention: Q's barrier lives through the loop (invalidated with the ring's after it)
+    and is judged as a one-shot load; K and V each through their own ring barriers; O stored by TMA."""
+    rc, doc, err = run_check(str(DIR / name))
+    assert rc == 0, err
+    r = doc["result"]
+    ob = r["tile_obligations"]
+    assert [(o["class"], o["ok"]) for o in ob] == [("one_shot", True)] and "barrier q_bar" in ob[0]["description"]
+    assert "lands before" in ob[0]["description"] and "before the inval" in ob[0]["description"]
+    assert r["min_trip_count"] == 0 and [st["ok"] for st in r["stores"]] == [True]
+    if "_ws_" in name:  # the loader partition (1 warp) and the compute in the default partition (4 warps)
+        _rc, out, _ = run_text(str(DIR / name))
+        assert re.search(r"roles default \(line \d+, 4 warps, 128 threads\), partition0 \(line ", out)
+        assert re.search(r"partition0 \(line \d+, 1 warps, 32 threads\)", out)
+
+
+def test_gluon_attention_q_barrier_invalidated_after_the_loop_still_needs_its_wait(tmp_path):
+    """The one-shot reading of a barrier invalidated after the loop is not a pass for its wait: the Q wait
+    deleted, the wgmma reads Q before it lands and the barrier is invalidated with the copy in flight."""
+    text = (DIR / "gluon_attn_s3.ttgir").read_text()
+    lines = text.splitlines(keepends=True)
+    assert "ttng.wait_barrier %q_bar, %c0_i32" in lines[95] and "ttng.inval_barrier %q_bar" in lines[155]
+    rc, doc, _ = run_check(_mutant(tmp_path, "gluon_attn_s3.ttgir", lambda t: t, "".join(lines[:95] + lines[96:])))
+    assert rc == 1
+    ob = [o for o in doc["result"]["tile_obligations"] if not o["ok"]]
+    assert ob and ob[0]["class"] == "one_shot" and ob[0]["detail"].startswith("raw: no ttng.wait_barrier observes")
+    assert ob[0]["line"] == 78  # the Q copy
+
+
+def _failures(name: str, cls: str) -> list:
+    rc, doc, _ = run_check(str(DIR / name))
+    assert rc == 1
+    assert re.search(r"gluon_attention(_ws)? of .*, bug=[1-5], ws=(True|False)$",
+                     (DIR / name).read_text().splitlines()[0])
+    return [f for f in doc["result"]["failures"] if f["class"] == cls]
+
+
+def test_gluon_attention_k_slot_released_before_its_wgmma_completes_is_refuted():
+    bad = _failures("gluon_attn_bug1_s3.ttgir", "release_after_wgmma")
+    assert len(bad) == 1 and bad[0]["role"] == "default" and bad[0]["text"].startswith("ttng.arrive_barrier")
+    assert "arrive k_empty[i % 3]" in bad[0]["description"] and "read of k_s version i + 0" in bad[0]["description"]
+    assert "barrier k_empty slot 0, phase 0" in bad[0]["at"]
+
+
+def test_gluon_attention_v_wait_with_the_wrong_parity_is_refuted():
+    bad = _failures("gluon_attn_bug2_s3.ttgir", "parity")
+    assert len(bad) == 1 and bad[0]["line"] == 136
+    assert "try_wait v_bar[i % 3] parity (i / 3 + 1) % 2" in bad[0]["description"]
+    assert "warp group mainloop body i = 0: iteration 0, barrier v_bar[0]" in bad[0]["reason"]
+    raw = _failures("gluon_attn_bug2_s3.ttgir", "raw")
+    assert raw and "reads v_s version i + 0" in raw[0]["description"]  # P V's wgmma reads V before it lands
+
+
+def test_gluon_attention_missing_fence_before_o_s_tma_store_is_refuted():
+    rc, doc, _ = run_check(str(DIR / "gluon_attn_bug3_s3.ttgir"))
+    assert rc == 1 and doc["result"]["counts"]["refuted"] == 0  # the pipeline is fine; the store is not
+    s = doc["result"]["stores"][0]
+    assert not s["ok"] and not s["threads"]["proxy_fence"]["ok"]
+    assert "reads o_s slot i % 1 written by stage (generic proxy) with no fence.proxy.async between" in \
+        s["threads"]["proxy_fence"]["detail"]
+
+
+def test_gluon_attention_expect_of_too_few_bytes_is_refuted():
+    bad = _failures("gluon_attn_bug4_s3.ttgir", "tx_bytes")
+    got = {re.search(r"barrier (\w+)\[0\] phase 0, 4096 bytes expected, 8192 delivered", f["reason"]).group(1)
+           for f in bad}
+    assert got == {"k_bar", "v_bar"} and all("warp group mainloop" in f["reason"] for f in bad)
+    assert {f["line"] for f in _failures("gluon_attn_bug4_s3.ttgir", "no_deadlock")} == {f["line"] for f in bad}
+
+
+def test_gluon_attention_loader_phase_not_flipped_on_wrap_is_refuted():
+    bad = _failures("gluon_attn_bug5_s3.ttgir", "parity")
+    assert {f["role"] for f in bad} == {"partition0"}
+    ats = sorted(f["at"] for f in bad)
+    assert ats == [f"role partition0, iteration 3: barrier {b}_empty slot 0, phase 1 (parity 1, count 3), trip count 4"
+                   for b in ("k", "v")]
+    rc, out, _ = run_text(str(DIR / "gluon_attn_bug5_s3.ttgir"))
+    # the explicit-state oracle at that trip count confirms it: the loader's second round waits for ever
+    assert rc == 1 and "oracle at trip count 4: no_deadlock: no thread can move" in out
 
 
 def test_attention_forward_reads_its_one_shot_q_load_and_a_loop_of_step_block_n():

@@ -72,7 +72,7 @@ from .arith import is_sym
 from .mlirtext import Op, int_type, parse_module, walk
 from .scfloop import Walker, err, find_block, fit, fit_at, fit_carried, short, valid
 from .ttgir import new_dialect_names, slot_view
-from .ttgir_oneshot import one_shot_loads
+from .ttgir_oneshot import drop_invals, one_shot_loads
 
 TMA = "ttng.async_tma_copy_global_to_local"
 WAIT = "ttng.wait_barrier"
@@ -568,6 +568,7 @@ def read_one_loop(text: str, path: str, walker=None, segment: Optional[int] = No
     w.block(block[pos + 1:end], env_after, epi, "after the loop")
     ctx = _Ctx(path, k, T, fixed, slack, stv)
     pro, shots = one_shot_loads(pro, sym + epi)
+    epi = drop_invals(epi, shots)
     return OneLoop(mod, text, lp, w, ctx, pro, sym, runs, epi, trip, tuple(s.note() for s in shots), tuple(shots))
 
 

@@ -26,7 +26,7 @@ from dataclasses import dataclass
 
 from .arith import is_sym
 
-__all__ = ["OneShot", "one_shot_loads", "exchange_loads"]
+__all__ = ["OneShot", "one_shot_loads", "drop_invals", "exchange_loads"]
 
 
 @dataclass(frozen=True)
@@ -124,8 +124,10 @@ def one_shot_loads(before: list, later: list) -> tuple:
     the events of each one-shot load, and the :class:`OneShot` records (``ok`` or the first condition of the
     module docstring that fails); ``later`` the events of the loop and after it. A barrier is a one-shot load
     when it is initialized before the loop, a TMA copy completes on it there, and neither it nor the buffers
-    those copies fill is used by the loop or after it."""
-    later_bars = {e.bar for e in later if e.bar}
+    those copies fill is used by the loop or after it, but for the barrier's ``inval_barrier`` after the loop
+    (a Gluon kernel invalidates its Q barrier with the ring's): that one follows the wait before the loop in
+    program order, so the copy has landed when it runs; the caller drops it with :func:`drop_invals`."""
+    later_bars = {e.bar for e in later if e.bar and e.kind != "inval"}
     later_bufs = {e.buf for e in later if e.kind == "tma" and e.buf}
     shots, drop = [], set()
     for b in dict.fromkeys(e.bar for e in before if e.kind == "init" and e.bar):
@@ -140,6 +142,13 @@ def one_shot_loads(before: list, later: list) -> tuple:
                              sum(e.bytes for _i, e in evs if e.kind == "expect"), ok, why, line))
         drop |= {i for i, _e in evs}
     return [e for i, e in enumerate(before) if i not in drop], shots
+
+
+def drop_invals(later: list, shots: list) -> list:
+    """``later`` without the ``inval`` events of the one-shot barriers ``shots`` (judged by
+    :func:`one_shot_loads`: they follow the shot's wait)."""
+    bars = {s.barrier for s in shots}
+    return [e for e in later if not (e.kind == "inval" and e.bar in bars)]
 
 
 def exchange_loads(roles: list, inits: dict) -> tuple:

@@ -11,7 +11,10 @@ The kernels are our own, written after Triton's tutorials 09 (persistent matmul:
 06 (fused attention, forward pass: the causal kernel's two k-loops, the non-causal one's single loop, each
 ``tl.range(..., warp_specialize=WS)``), and a Hopper matmul written in Gluon (``triton.experimental.gluon``)
 after its Hopper tutorial, pipelined by hand and warp-specialized by hand, with hand-made synchronization bugs
-(:data:`GLUON_BUGS`, saved as ``gluon_bug*``: each must be refuted). The matrix is representative, not every
+(:data:`GLUON_BUGS`, saved as ``gluon_bug*``: each must be refuted), and a FlashAttention forward pass written in
+Gluon after its attention examples, hand-pipelined and warp-specialized by hand (a loader partition, the compute
+in the default partition), with its own hand-made bugs (:data:`GLUON_ATTN_BUGS`, saved as ``gluon_attn_bug*``).
+The matrix is representative, not every
 combination: each option is varied around a base (128x128x64 f16 tiles, ``num_stages = 3``, 8 warps for one
 warp group, 4 for the warp-specialized forms, which Triton 3.9 partitions on sm_90 only at 4 warps).
 Set ``TRITON_DEFAULT_FP_FUSION=1`` to silence Triton 3.9's warning (the saved files were compiled with it unset,
@@ -300,12 +303,227 @@ GLUON_BUGS = {1: "refills a slot before waiting for the wgmma that reads it", 2:
 refuted."""
 
 
+# Gluon: a FlashAttention forward pass for Hopper written by hand -- Q loaded once by TMA through a barrier of its
+# own, K and V through a ring of STAGES slots (a ready barrier each), S = Q K^T and O += P V by async wgmma, the
+# online softmax in registers (P fed to the second wgmma from registers), O stored by TMA -- after the ideas of
+# Gluon's attention examples; and the same warp-specialized (a 1-warp loader partition, the compute in the
+# default partition, empty barriers per K and V slot, slot and phase carried as counters). BUG selects a
+# hand-made synchronization bug (0: none; :data:`GLUON_ATTN_BUGS`).
+GLUON_ATTENTION = r'''
+from triton.experimental import gluon
+from triton.experimental.gluon import language as gl
+from triton.experimental.gluon.language.nvidia.hopper import (fence_async_shared, mbarrier, tma, warpgroup_mma,
+                                                             warpgroup_mma_wait)
+
+
+@gluon.jit
+def _online_softmax(s, m_i, l_i, acc, qk_scale):
+    # one key block's step: the new row maxima, P = exp2(S * scale - m), the old sums and O rescaled by alpha
+    m_new = gl.maximum(m_i, gl.max(s, 1) * qk_scale)
+    p = gl.exp2(s * qk_scale - gl.expand_dims(m_new, 1))
+    alpha = gl.exp2(m_i - m_new)
+    l_i = l_i * alpha + gl.sum(p, 1)
+    acc = acc * gl.expand_dims(gl.convert_layout(alpha, gl.SliceLayout(1, acc.type.layout)), 1)
+    return p, m_new, l_i, acc
+
+
+@gluon.jit
+def _store_o(o_desc, acc, l_i, qrow, BUG: gl.constexpr):
+    # O = acc / l through shared memory and a TMA store (BUG 3: no proxy fence between the two)
+    o = acc / gl.expand_dims(gl.convert_layout(l_i, gl.SliceLayout(1, acc.type.layout)), 1)
+    o_s = gl.allocate_shared_memory(o_desc.dtype, o_desc.block_type.shape, o_desc.layout)
+    o_s.store(o.to(o_desc.dtype))
+    if BUG != 3:
+        fence_async_shared()
+    tma.async_store(o_desc, [qrow, 0], o_s)
+    tma.store_wait(0)
+
+
+@gluon.jit
+def gluon_attention(q_desc, k_desc, v_desc, o_desc, N_CTX, qk_scale, STAGES: gl.constexpr, BUG: gl.constexpr,
+                    num_warps: gl.constexpr):
+    # O = softmax(Q K^T * scale) V for one block of BM queries of one head (rows head * N_CTX + ...): K and V
+    # through a ring refilled with block j + STAGES - 1 once block j - 1's wgmmas are complete
+    BM: gl.constexpr = q_desc.block_type.shape[0]
+    D: gl.constexpr = q_desc.block_type.shape[1]
+    BN: gl.constexpr = k_desc.block_type.shape[0]
+    dtype: gl.constexpr = q_desc.dtype
+    if BUG == 4:  # the expect counts the block's elements, not its bytes
+        kv_bytes: gl.constexpr = BN * D
+    else:
+        kv_bytes: gl.constexpr = k_desc.block_type.nbytes
+    row0 = gl.program_id(1) * N_CTX
+    qrow = row0 + gl.program_id(0) * BM
+    q_s = gl.allocate_shared_memory(dtype, [BM, D], q_desc.layout)
+    k_s = gl.allocate_shared_memory(dtype, [STAGES, BN, D], k_desc.layout)
+    v_s = gl.allocate_shared_memory(dtype, [STAGES, BN, D], v_desc.layout)
+    q_bar = gl.allocate_shared_memory(gl.int64, [1], mbarrier.MBarrierLayout())
+    k_bar = gl.allocate_shared_memory(gl.int64, [STAGES, 1], mbarrier.MBarrierLayout())
+    v_bar = gl.allocate_shared_memory(gl.int64, [STAGES, 1], mbarrier.MBarrierLayout())
+    mbarrier.init(q_bar, count=1)
+    for i in gl.static_range(STAGES):
+        mbarrier.init(k_bar.index(i), count=1)
+        mbarrier.init(v_bar.index(i), count=1)
+    mbarrier.expect(q_bar, q_desc.block_type.nbytes)
+    tma.async_load(q_desc, [qrow, 0], q_bar, q_s)
+    n = gl.cdiv(N_CTX, BN)
+    for i in gl.static_range(STAGES - 1):  # blocks 0 .. STAGES - 2, those that exist
+        live = i < n
+        mbarrier.expect(k_bar.index(i), kv_bytes, pred=live)
+        tma.async_load(k_desc, [row0 + i * BN, 0], k_bar.index(i), k_s.index(i), pred=live)
+        mbarrier.expect(v_bar.index(i), kv_bytes, pred=live)
+        tma.async_load(v_desc, [row0 + i * BN, 0], v_bar.index(i), v_s.index(i), pred=live)
+    s_l: gl.constexpr = gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[num_warps, 1],
+                                                  instr_shape=[16, BN, 16])
+    o_l: gl.constexpr = gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[num_warps, 1],
+                                                  instr_shape=[16, D, 16])
+    p_l: gl.constexpr = gl.DotOperandLayout(operand_index=0, parent=o_l, k_width=2)
+    m_i = gl.full([BM], float("-inf"), gl.float32, gl.SliceLayout(1, s_l))
+    l_i = gl.full([BM], 1.0, gl.float32, gl.SliceLayout(1, s_l))
+    acc = gl.zeros((BM, D), dtype=gl.float32, layout=o_l)
+    mbarrier.wait(q_bar, 0)
+    for j in range(n):
+        s = j % STAGES
+        ph = (j // STAGES) & 1
+        mbarrier.wait(k_bar.index(s), ph)
+        qk = warpgroup_mma(q_s, k_s.index(s).permute((1, 0)), gl.zeros((BM, BN), gl.float32, s_l), is_async=True)
+        qk, _q, _k = warpgroup_mma_wait(0, deps=[qk, q_s, k_s.index(s)])
+        p, m_i, l_i, acc = _online_softmax(qk, m_i, l_i, acc, qk_scale)
+        if BUG == 2:  # V's wait for the other parity: passes on the slot's previous phase
+            mbarrier.wait(v_bar.index(s), ph ^ 1)
+        else:
+            mbarrier.wait(v_bar.index(s), ph)
+        acc = warpgroup_mma(gl.convert_layout(p.to(dtype), p_l), v_s.index(s), acc, is_async=True)
+        acc, _v = warpgroup_mma_wait(0, deps=[acc, v_s.index(s)])
+        nj = j + STAGES - 1  # block j - 1's slot: both its wgmmas are complete
+        ns = nj % STAGES
+        live = nj < n
+        mbarrier.expect(k_bar.index(ns), kv_bytes, pred=live)
+        tma.async_load(k_desc, [row0 + nj * BN, 0], k_bar.index(ns), k_s.index(ns), pred=live)
+        mbarrier.expect(v_bar.index(ns), kv_bytes, pred=live)
+        tma.async_load(v_desc, [row0 + nj * BN, 0], v_bar.index(ns), v_s.index(ns), pred=live)
+    mbarrier.invalidate(q_bar)
+    for i in gl.static_range(STAGES):
+        mbarrier.invalidate(k_bar.index(i))
+        mbarrier.invalidate(v_bar.index(i))
+    _store_o(o_desc, acc, l_i, qrow, BUG)
+
+
+@gluon.jit
+def _attn_loader(q_desc, k_desc, v_desc, q_s, k_s, v_s, q_bar, k_ready, v_ready, k_empty, v_empty, row0, qrow, n,
+                 STAGES: gl.constexpr, BUG: gl.constexpr):
+    # the worker partition: Q once, then K and V of every key block into slot idx once the compute released it
+    BN: gl.constexpr = k_desc.block_type.shape[0]
+    kv_bytes: gl.constexpr = k_desc.block_type.nbytes
+    mbarrier.expect(q_bar, q_desc.block_type.nbytes)
+    tma.async_load(q_desc, [qrow, 0], q_bar, q_s)
+    idx = 0
+    phase = 0
+    for j in range(n):
+        mbarrier.wait(k_empty.index(idx), phase ^ 1)  # the first round passes on the fresh barriers
+        mbarrier.expect(k_ready.index(idx), kv_bytes)
+        tma.async_load(k_desc, [row0 + j * BN, 0], k_ready.index(idx), k_s.index(idx))
+        mbarrier.wait(v_empty.index(idx), phase ^ 1)
+        mbarrier.expect(v_ready.index(idx), kv_bytes)
+        tma.async_load(v_desc, [row0 + j * BN, 0], v_ready.index(idx), v_s.index(idx))
+        idx += 1
+        wrap = idx == STAGES
+        idx = gl.where(wrap, 0, idx)
+        if BUG != 5:  # 5: the phase is not flipped when the slot index wraps
+            phase = gl.where(wrap, phase ^ 1, phase)
+
+
+@gluon.jit
+def _attn_compute(q_s, k_s, v_s, q_bar, k_ready, v_ready, k_empty, v_empty, o_desc, qrow, n, qk_scale,
+                  STAGES: gl.constexpr, BUG: gl.constexpr, num_warps: gl.constexpr):
+    # the default partition: S = Q K^T, K's slot released; the softmax; O += P V, V's slot released; O by TMA
+    BM: gl.constexpr = q_s.shape[0]
+    D: gl.constexpr = q_s.shape[1]
+    BN: gl.constexpr = k_s.shape[1]
+    s_l: gl.constexpr = gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[num_warps, 1],
+                                                  instr_shape=[16, BN, 16])
+    o_l: gl.constexpr = gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[num_warps, 1],
+                                                  instr_shape=[16, D, 16])
+    p_l: gl.constexpr = gl.DotOperandLayout(operand_index=0, parent=o_l, k_width=2)
+    m_i = gl.full([BM], float("-inf"), gl.float32, gl.SliceLayout(1, s_l))
+    l_i = gl.full([BM], 1.0, gl.float32, gl.SliceLayout(1, s_l))
+    acc = gl.zeros((BM, D), dtype=gl.float32, layout=o_l)
+    mbarrier.wait(q_bar, 0)
+    idx = 0
+    phase = 0
+    for j in range(n):
+        mbarrier.wait(k_ready.index(idx), phase)
+        qk = warpgroup_mma(q_s, k_s.index(idx).permute((1, 0)), gl.zeros((BM, BN), gl.float32, s_l), is_async=True)
+        if BUG == 1:  # K's slot released while Q K^T's wgmma may still read it
+            mbarrier.arrive(k_empty.index(idx), count=1)
+        qk, _q, _k = warpgroup_mma_wait(0, deps=[qk, q_s, k_s.index(idx)])
+        if BUG != 1:
+            mbarrier.arrive(k_empty.index(idx), count=1)
+        p, m_i, l_i, acc = _online_softmax(qk, m_i, l_i, acc, qk_scale)
+        mbarrier.wait(v_ready.index(idx), phase)
+        acc = warpgroup_mma(gl.convert_layout(p.to(q_s.dtype), p_l), v_s.index(idx), acc, is_async=True)
+        acc, _v = warpgroup_mma_wait(0, deps=[acc, v_s.index(idx)])
+        mbarrier.arrive(v_empty.index(idx), count=1)
+        idx += 1
+        wrap = idx == STAGES
+        idx = gl.where(wrap, 0, idx)
+        phase = gl.where(wrap, phase ^ 1, phase)
+    _store_o(o_desc, acc, l_i, qrow, BUG)
+
+
+@gluon.jit
+def gluon_attention_ws(q_desc, k_desc, v_desc, o_desc, N_CTX, qk_scale, STAGES: gl.constexpr, BUG: gl.constexpr,
+                       num_warps: gl.constexpr):
+    # the same forward pass, warp-specialized: a ready and an empty barrier per K slot and per V slot
+    BM: gl.constexpr = q_desc.block_type.shape[0]
+    D: gl.constexpr = q_desc.block_type.shape[1]
+    BN: gl.constexpr = k_desc.block_type.shape[0]
+    dtype: gl.constexpr = q_desc.dtype
+    row0 = gl.program_id(1) * N_CTX
+    qrow = row0 + gl.program_id(0) * BM
+    q_s = gl.allocate_shared_memory(dtype, [BM, D], q_desc.layout)
+    k_s = gl.allocate_shared_memory(dtype, [STAGES, BN, D], k_desc.layout)
+    v_s = gl.allocate_shared_memory(dtype, [STAGES, BN, D], v_desc.layout)
+    q_bar = gl.allocate_shared_memory(gl.int64, [1], mbarrier.MBarrierLayout())
+    k_ready = gl.allocate_shared_memory(gl.int64, [STAGES, 1], mbarrier.MBarrierLayout())
+    v_ready = gl.allocate_shared_memory(gl.int64, [STAGES, 1], mbarrier.MBarrierLayout())
+    k_empty = gl.allocate_shared_memory(gl.int64, [STAGES, 1], mbarrier.MBarrierLayout())
+    v_empty = gl.allocate_shared_memory(gl.int64, [STAGES, 1], mbarrier.MBarrierLayout())
+    mbarrier.init(q_bar, count=1)
+    for i in gl.static_range(STAGES):
+        mbarrier.init(k_ready.index(i), count=1)
+        mbarrier.init(v_ready.index(i), count=1)
+        mbarrier.init(k_empty.index(i), count=1)
+        mbarrier.init(v_empty.index(i), count=1)
+    n = gl.cdiv(N_CTX, BN)
+    gl.warp_specialize([(_attn_compute, (q_s, k_s, v_s, q_bar, k_ready, v_ready, k_empty, v_empty, o_desc, qrow, n,
+                                         qk_scale, STAGES, BUG, num_warps)),
+                        (_attn_loader, (q_desc, k_desc, v_desc, q_s, k_s, v_s, q_bar, k_ready, v_ready, k_empty,
+                                        v_empty, row0, qrow, n, STAGES, BUG))], [1])
+    mbarrier.invalidate(q_bar)
+    for i in gl.static_range(STAGES):
+        mbarrier.invalidate(k_ready.index(i))
+        mbarrier.invalidate(v_ready.index(i))
+        mbarrier.invalidate(k_empty.index(i))
+        mbarrier.invalidate(v_empty.index(i))
+'''
+
+GLUON_ATTN_BUGS = {1: "warp-specialized: K's slot released before Q K^T's wgmma completes",
+                   2: "V's wait for the other parity", 3: "no fence_async_shared before O's TMA store",
+                   4: "the K and V expects count elements, not bytes (half the bytes)",
+                   5: "warp-specialized: the loader's phase not flipped when its slot index wraps"}
+"""The hand-made bugs of :data:`GLUON_ATTENTION` (``BUG``): each saved file ``gluon_attn_bug{n}_s3.ttgir`` must
+be refuted."""
+
+
 def _base(kind, **kw):
     """A fixture's options: the defaults of its kernel, overridden by ``kw``."""
     if kind == "attention":
         d = dict(stages=3, warps=8, block=(128, 64), head_dim=64, causal=False, ws=False, host=False)
     elif kind == "gluon":
         d = dict(stages=3, warps=4, block=(128, 128, 64), bug=0, ws=False)
+    elif kind == "gluon_attn":
+        d = dict(stages=3, warps=4, block=(128, 64), head_dim=64, bug=0, ws=False)
     elif kind == "persistent":
         d = dict(stages=3, warps=8, block=(128, 128, 64), flatten=False, ws=False, subtile=False, host=False)
     else:  # one tile per program
@@ -368,6 +586,13 @@ FIXTURES = {
     "gluon_w8_s3.ttgir": _base("gluon", warps=8),
     **{f"gluon_ws_s{n}.ttgir": _base("gluon", stages=n, ws=True) for n in (2, 3)},
     **{f"gluon_bug{b}_s3.ttgir": _base("gluon", bug=b, ws=b >= 6) for b in GLUON_BUGS},
+    # Gluon: the hand-written attention forward, one warp group and warp-specialized, and its hand-made bugs
+    **{f"gluon_attn_s{n}.ttgir": _base("gluon_attn", stages=n) for n in (2, 3, 4)},
+    "gluon_attn_w8_s3.ttgir": _base("gluon_attn", warps=8),
+    "gluon_attn_d128_s3.ttgir": _base("gluon_attn", head_dim=128),
+    **{f"gluon_attn_ws_s{n}.ttgir": _base("gluon_attn", stages=n, ws=True) for n in (2, 3, 4)},
+    "gluon_attn_ws_d128_s3.ttgir": _base("gluon_attn", head_dim=128, ws=True),
+    **{f"gluon_attn_bug{b}_s3.ttgir": _base("gluon_attn", bug=b, ws=b in (1, 5)) for b in GLUON_ATTN_BUGS},
 }
 """File name -> the kernel (``kind``) and its options."""
 
@@ -404,6 +629,9 @@ FORMS = {
     "gluon_bug3": "Gluon matmul, hand-made bugs", "gluon_bug4": "Gluon matmul, hand-made bugs",
     "gluon_bug5": "Gluon matmul, hand-made bugs", "gluon_bug6": "Gluon matmul, hand-made bugs",
     "gluon_bug7": "Gluon matmul, hand-made bugs",
+    "gluon_attn": "Gluon attention forward (hand-pipelined)",
+    "gluon_attn_ws": "Gluon attention forward, warp-specialized by hand",
+    **{f"gluon_attn_bug{b}": "Gluon attention forward, hand-made bugs" for b in range(1, 6)},
 }
 """File-name prefix -> the form it is reported under (longest prefix wins; :func:`form_of`)."""
 
@@ -439,18 +667,33 @@ def _desc(shape) -> str:
     return f"tensordesc<fp16[{', '.join(str(s) for s in shape)}]>"
 
 
+def _gluon_desc(shape) -> str:
+    """A Gluon kernel's tensor-descriptor argument type: f16 blocks of ``shape`` in Gluon's default NVMMA layout."""
+    from triton.experimental.gluon import language as gl
+
+    layout = gl.NVMMASharedLayout.get_default_for(list(shape), gl.float16)
+    return f"tensordesc<fp16[{shape[0]}, {shape[1]}],{layout!r}>"
+
+
 def source(opts: dict):
     """``(kernel, signature, constexprs)`` of a fixture's options."""
     kind = opts["kind"]
-    if kind == "gluon":
-        from triton.experimental.gluon import language as gl
+    if kind == "gluon_attn":
+        g = kernels(GLUON_ATTENTION, "triton_sm90a_gluon_attn")
+        bm, bn = opts["block"]
+        d = opts["head_dim"]
 
+        desc = _gluon_desc
+        sig = {"q_desc": desc((bm, d)), "k_desc": desc((bn, d)), "v_desc": desc((bn, d)), "o_desc": desc((bm, d)),
+               "N_CTX": "i32", "qk_scale": "fp32", "STAGES": "constexpr", "BUG": "constexpr",
+               "num_warps": "constexpr"}
+        fn = g.gluon_attention_ws if opts["ws"] else g.gluon_attention
+        return fn, sig, {"STAGES": opts["stages"], "BUG": opts["bug"], "num_warps": opts["warps"]}
+    if kind == "gluon":
         g = kernels(GLUON_KERNELS, "triton_sm90a_gluon")
         bm, bn, bk = opts["block"]
 
-        def desc(shape) -> str:
-            return f"tensordesc<fp16[{shape[0]}, {shape[1]}],{gl.NVMMASharedLayout.get_default_for(list(shape), gl.float16)!r}>"
-
+        desc = _gluon_desc
         sig = {"a_desc": desc((bm, bk)), "b_desc": desc((bn, bk)), "c_desc": desc((bm, bn)), "K": "i32",
                "STAGES": "constexpr", "BUG": "constexpr", "num_warps": "constexpr"}
         fn = g.gluon_matmul_ws if opts["ws"] else g.gluon_matmul
@@ -492,7 +735,8 @@ def header(fname: str) -> str:
     full = FIXTURES[fname] if fname in FIXTURES else TRITON_FAILS[fname][0]
     opts = {k: v for k, v in full.items() if k != "kind"}
     kernel = {"attention": "attn_fwd", "persistent": "gemm_persistent", "tile": "gemm_tile",
-              "gluon": "gluon_matmul_ws" if full.get("ws") else "gluon_matmul"}[full["kind"]]
+              "gluon": "gluon_matmul_ws" if full.get("ws") else "gluon_matmul",
+              "gluon_attn": "gluon_attention_ws" if full.get("ws") else "gluon_attention"}[full["kind"]]
     return (f"// Triton {triton.__version__}: {kernel} of tests/check_inputs/generate_hopper.py for sm_90a, "
             + ", ".join(f"{k}={v}" for k, v in opts.items()) + "\n")
 
@@ -510,7 +754,7 @@ def ttgir(fname: str) -> str:
     fn, sig, consts = source(opts)
     attrs = {(i,): [["tt.divisibility", 16]] for i, kind in enumerate(sig.values())
              if kind in ("i32",) or kind.startswith("*")}
-    if opts["kind"] == "gluon":
+    if opts["kind"] in ("gluon", "gluon_attn"):
         from triton.experimental.gluon._runtime import GluonASTSource
 
         src = GluonASTSource(fn, sig, constexprs=consts, attrs=attrs)
