@@ -381,14 +381,14 @@ class _Progress:
 
 def cmd_solve(args, ui: _Ui) -> Outcome:
     # here, not at the top: a command's layers load when it runs (synth --help and synth run stay light)
-    from .load import load_problem
     from .outdir import check_out_dir
     from .flow.pipeline import default_out_dir, run, write_outputs
+    from .flow.ws import WsResult, load_solve_problem
 
 
     t_start = time.monotonic()
     deadline = Deadline(t_start + args.time_limit, args.time_limit)  # one deadline for every phase, writing included
-    problem = load_problem(args.problem)
+    problem = load_solve_problem(args.problem)  # a warp-specialized body (kind: attention, ...) or a problem
     out = args.out or default_out_dir(problem)
     check_out_dir(out, force=args.force)
     t_load = time.monotonic() - t_start
@@ -405,6 +405,8 @@ def cmd_solve(args, ui: _Ui) -> Outcome:
 
     if isinstance(result, HopperResult):
         return _solve_hopper(ui, result, out, files, phases, wall)
+    if isinstance(result, WsResult):
+        return _solve_ws(ui, result, out, files, phases, wall)
     bound = stage_bound(problem, result.schedule)
     outcome = Outcome(result=_solve_json(result, out, files, phases, wall, bound))
     if bound["reached"]:
@@ -479,6 +481,34 @@ def _solve_hopper(ui: _Ui, result, out: str, files: list[str], phases, wall: flo
                      f"the Hopper program is not proven ({', '.join(sorted(rep.refuted_classes())) or 'unknown'}); "
                      "no kernel.cu was written", "see verify.txt, or raise --time-limit if a proof was unknown",
                      Loc(os.path.join(out, "verify.txt")))
+    return outcome
+
+
+def _solve_ws(ui: _Ui, result, out: str, files: list[str], phases, wall: float) -> Outcome:
+    """The report of ``synth solve`` on a warp-specialized body (synth.flow.ws): the schedule, the proof."""
+    # here, not at the top: a command's layers load when it runs (synth --help and synth run stay light)
+    from .flow.ws import summary_json, summary_lines
+
+    outcome = Outcome(result=summary_json(result, out, files, phases, wall))
+    s = result.schedule
+    if s.status != "OPTIMAL":
+        outcome.warnings.append(f"the schedule is {s.status}: II {s.ii}, the least II not refuted is {s.bound} "
+                                f"(gap {100 * s.gap:.2f}%); raise --time-limit for a proof of the least II")
+    if not ui.silent:
+        for line in summary_lines(result):
+            ui.print(line, markup=False)
+        ui.print(f"wall time {wall:.2f} s: " + ", ".join(f"{n} {t:.2f} s" for n, t in phases))
+        ui.print(f"wrote {out}/: {', '.join(files)}")
+    for w in outcome.warnings:
+        ui.warn(w)
+    if not result.proven:
+        refuted = bool(result.report.refutations)
+        outcome.fail("refuted" if refuted else "unproven", f"the attention program of {result.problem.name} is not "
+                     f"proven ({'refuted' if refuted else 'unknown'}); see {os.path.join(out, 'verify.txt')}",
+                     "see the refutation in verify.txt, or raise --time-limit if a proof was unknown",
+                     Loc(os.path.join(out, "verify.txt")))
+        if not ui.json:
+            print(f"error: {outcome.errors[-1]['message']}", file=sys.stderr)
     return outcome
 
 

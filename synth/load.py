@@ -27,6 +27,10 @@ from .yamlnodes import (LDict, LList, check_keys, empty_ldict, read_yaml, read_y
 
 TOP_KEYS = ("name", "description", "loop", "buffers", "ops", "deps", "target", "schedule", "objective")
 
+WS_BODY_KINDS = ("attention", "gemm_kloop", "body")
+"""The ``kind:`` of a warp-specialized loop body (:mod:`synth.model.ws_read`, docs/ws_model.md): ``synth solve``
+reads such a file (:func:`synth.flow.ws.load_solve_problem`); :func:`load_problem` refuses it, naming that."""
+
 
 def given_source(path: str) -> Optional[str]:
     """The text of the problem file at ``path`` as the user gave it (so an output folder is
@@ -68,9 +72,15 @@ def problem_from_doc(doc: LDict, path: str) -> Problem:
 
 def _problem(doc: LDict, path: str) -> Problem:
     if doc.get("kind") is not None:
+        if doc["kind"] in WS_BODY_KINDS:
+            raise SynthError(doc.val_loc["kind"], f"kind: {doc['kind']} is a warp-specialized loop body, which only "
+                             "'synth solve' reads", "run 'synth solve FILE -o OUT' (docs/problem-format.md, "
+                             "\"Warp-specialized bodies\")")
         if doc["kind"] != "gemm":
             raise SynthError(doc.val_loc["kind"], f"unknown problem kind {doc['kind']!r}",
-                             "the only kind is 'gemm'; omit 'kind' for a hand-written loop")
+                             _did_you_mean(str(doc["kind"]), ("gemm",) + WS_BODY_KINDS) + "the kinds are 'gemm' and "
+                             "the warp-specialized bodies 'attention', 'gemm_kloop', 'body' ('synth solve' only); omit "
+                             "'kind' for a hand-written loop")
         check_keys(doc, GEMM_KEYS, "a gemm problem")
         return problem_from_gemm_doc(doc, path)
     check_keys(doc, TOP_KEYS, "the problem")
@@ -89,6 +99,12 @@ def _problem(doc: LDict, path: str) -> Problem:
     check_problem(problem, {k: target_doc.val_loc[k] for k in ("shared_bytes", "registers_bytes")
                             if k in target_doc.val_loc})
     return problem
+
+
+def _did_you_mean(name: str, known: tuple[str, ...]) -> str:
+    """``did you mean 'x'? `` when a known name is close, else nothing."""
+    hint = suggest(name, known)
+    return hint + " " if hint.startswith("did you mean") else ""
 
 
 def _loop(d: object, doc: LDict) -> Loop:

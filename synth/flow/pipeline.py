@@ -34,6 +34,7 @@ from ..sections import NAME_RE
 from ..verify import load_program, verify_program, write_certificate
 from ..verify.certificate_phases import write_hopper_certificate
 from .hopper import HopperResult, load_hopper_output, output_files, run_hopper
+from .ws import WsProblem, WsResult, run_ws, write_ws
 from .phases import Phase, run_phases, timings, verify_text
 
 
@@ -108,6 +109,9 @@ def run(problem: Problem, *, time_limit: float = 60.0, workers: int = 2, verify:
     Hopper flow and gives a :class:`~synth.flow.hopper.HopperResult`.
     """
     dl = as_deadline(deadline, time_limit)
+    if isinstance(problem, WsProblem):  # a warp-specialized body (synth.flow.ws)
+        return run_ws(problem, deadline=dl, verify=verify, workers=workers, progress=progress,
+                      query_limit=PROVE_QUERY_LIMIT)
     if isinstance(problem, HopperGemm):
         dl.check("schedule", loc=Loc(problem.path))
         return run_hopper(problem, deadline=dl, verify=verify, emit=emit, progress=progress,
@@ -165,6 +169,8 @@ def write_outputs(result: Result, out_dir: str, *, force: bool = False,
     left behind (no folder, no temporary folder).
     """
     dl = as_deadline(deadline)
+    if isinstance(result, WsResult):  # a warp-specialized body's folder (synth.flow.ws)
+        return write_ws(result, out_dir, force=force, deadline=dl)
     files: list[str] = []
     write = _write_hopper if isinstance(result, HopperResult) else (lambda r, d, t: _write_all(r, d, program_text, t))
     publish(out_dir, lambda tmp: files.extend(write(result, tmp, dl)), force=force)
