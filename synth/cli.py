@@ -508,6 +508,7 @@ def _solve_ws(ui: _Ui, result, out: str, files: list[str], phases, wall: float) 
                      "see the refutation in verify.txt, or raise --time-limit if a proof was unknown",
                      Loc(os.path.join(out, "verify.txt")))
         if not ui.json:
+            print(result.report.render(), file=sys.stderr)
             print(f"error: {outcome.errors[-1]['message']}", file=sys.stderr)
     return outcome
 

@@ -238,3 +238,29 @@ def test_ctrl_c_mid_solve_leaves_no_folder(tmp_path):
     doc = json.loads(out)
     assert doc["errors"][0]["code"] == "interrupted", doc
     assert not (tmp_path / "out").exists() and leftovers(tmp_path) == []
+
+
+def test_a_refuted_program_exits_1_naming_where(tmp_path, monkeypatch, capsys):
+    """A bug put into the lowered program (the V slot released before pv's wait_group: a mutant of
+    synth.lower.hopper_attention) is refuted: exit 1, code refuted, the folder written with verify.txt naming the
+    class, the warp group, the KV block, the barrier with its slot and phase, and the trip count."""
+    import synth.flow.ws as ws
+    from synth.cli import main
+    from synth.lower.hopper_attention import attention_mutant
+
+    real = ws.lower_attention
+    monkeypatch.setattr(ws, "lower_attention", lambda body, sched: attention_mutant(real(body, sched),
+                                                                                    "v_released_early"))
+    out = tmp_path / "out"
+    rc = main(["solve", str(WS / "attention-d128-f16.yaml"), "-o", str(out), "--json"])
+    doc = json.loads(capsys.readouterr().out)
+    assert rc == 1 and doc["errors"][0]["code"] == "refuted", doc["errors"]
+    assert doc["errors"][0]["file"] == str(out / "verify.txt")
+    assert doc["result"]["verified"] is False
+    ref = next(r for r in doc["result"]["refutations"] if r["class"] == "release_after_wgmma")
+    assert (ref["warp_group"], ref["block"], ref["barrier"], ref["slot"], ref["phase"], ref["n"]) == \
+        ("consumer0", 0, "empty_V", 0, 0, 1)
+    text = (out / "verify.txt").read_text()
+    assert "NOT PROVEN" in text
+    assert "refuted [release_after_wgmma] consumer0, block 0, empty_V[0] phase 0, n = 1:" in text
+    assert folder_files(out) == ["problem.yaml", "program.json", "program.txt", "schedule.json", "verify.txt"]

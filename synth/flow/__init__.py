@@ -5,6 +5,8 @@
   lowering, proof and kernel (a Hopper problem goes to :mod:`~synth.flow.hopper`), and the output folder;
 * :mod:`~synth.flow.hopper` -- a Hopper GEMM: design, pipeline choice, lowering, every proof its design needs,
   the sm_90a kernel;
+* :mod:`~synth.flow.ws` -- a warp-specialized loop body (``kind: attention | gemm_kloop | body``): its schedule,
+  and for attention its program and proof;
 * :mod:`~synth.flow.design` -- the Hopper design of least predicted time, priced by the search's model;
 * :mod:`~synth.flow.candidates` -- the folders of ``synth search --top``, each written by the pipeline.
 
