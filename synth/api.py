@@ -67,7 +67,9 @@ def solve(problem, *, out: Optional[str] = None, force: bool = False, time_limit
     the same rules as the command (docs/outputs.md; ``force`` replaces a folder
     synth wrote). Returns :class:`synth.pipeline.Result`: ``.schedule``,
     ``.program``, ``.report`` (None without ``verify``), ``.kernel``,
-    ``.phases`` (wall seconds per phase) and ``.proven``.
+    ``.phases`` (wall seconds per phase) and ``.proven``. A warp-specialized body (its file, or a
+    :class:`synth.flow.ws.WsProblem`) gives a :class:`synth.flow.ws.WsResult` (``.schedule``, ``.program``,
+    ``.report``, ``.proven``).
     """
     # here, not at the top: import synth.api loads a command's layers when the command is called
     from .outdir import check_out_dir
@@ -78,7 +80,13 @@ def solve(problem, *, out: Optional[str] = None, force: bool = False, time_limit
 
     _check_limits(time_limit, workers)
     deadline = Deadline.after(time_limit)
-    p = _problem(problem)
+    if isinstance(problem, (str, os.PathLike)):
+        # here, not at the top: import synth.api loads a command's layers when the command is called
+        from .flow.ws import load_solve_problem
+
+        p = load_solve_problem(os.fspath(problem))  # as synth solve: a warp-specialized body file too
+    else:
+        p = problem
     if out is not None:
         check_out_dir(os.fspath(out), force=force)
     result = run_pipeline(p, deadline=deadline, workers=workers, verify=verify, progress=progress)

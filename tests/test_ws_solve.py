@@ -264,3 +264,18 @@ def test_a_refuted_program_exits_1_naming_where(tmp_path, monkeypatch, capsys):
     assert "NOT PROVEN" in text
     assert "refuted [release_after_wgmma] consumer0, block 0, empty_V[0] phase 0, n = 1:" in text
     assert folder_files(out) == ["problem.yaml", "program.json", "program.txt", "schedule.json", "verify.txt"]
+
+
+def test_the_api_solves_a_body_file_as_the_command_does(tmp_path):
+    """synth.api.solve, the command's Python twin, reads a body file too and writes the same folder."""
+    from synth import api
+    from synth.flow.ws import WsResult
+
+    r = api.solve(str(WS / "body-two-stage.yaml"), out=str(tmp_path / "out"), time_limit=60)
+    assert isinstance(r, WsResult) and r.proven and r.program is None and r.report is None
+    assert [n for n, _ in r.phases] == ["schedule"]
+    problem, sched, doc = read_back(tmp_path / "out")
+    assert sched == r.schedule
+    assert (problem.body, problem.machine, problem.pins, problem.source) == \
+        (r.problem.body, r.problem.machine, r.problem.pins, r.problem.source)
+    assert folder_files(tmp_path / "out") == ["problem.yaml", "schedule.json"]
