@@ -139,7 +139,9 @@ def _schedule(s) -> WsSchedule:
         raise
     except SynthError as e:
         if time.monotonic() - t0 >= 0.9 * budget:  # the search's own limit ended it before any schedule
-            raise TimeUp("schedule", s.dl.limit, loc=Loc(s.problem.path)) from None
+            cut = TimeUp("schedule", s.dl.limit, loc=Loc(s.problem.path))
+            cut.msg += f" (the search, after {budget:.2f} s of CP-SAT: {e.msg})"
+            raise cut from None
         if e.loc is not None:
             raise
         raise SynthError(s.problem.kind_loc, e.msg, e.fix) from None
