@@ -1,9 +1,10 @@
 """``synth check`` on the sm_90a corpus: what Triton 3.9 writes for its tutorial matmuls and attention.
 
 The saved inputs ``tests/check_inputs/triton_sm90a/`` come from ``tests/check_inputs/generate_hopper.py`` (our own
-kernels after Triton's tutorials 09 and 06, compiled for ``GPUTarget("cuda", 90, 32)``; each file names the
-Triton version and the options in its first line). The tests read them (no Triton needed): every file of the
-forms synth reads gets a verdict (proven, for every tile count and k-trip count, 0 included); what is outside
+kernels after Triton's tutorials 09 and 06, and a matmul and an attention forward written in Gluon, compiled for
+``GPUTarget("cuda", 90, 32)``; each file names the Triton version and the options in its first line). The tests
+read them (no Triton needed): every file of the forms synth reads gets a verdict (proven, for every tile count
+and k-trip count, 0 included; each Gluon hand-made bug refuted, its role, barrier and phase named); what is outside
 the model exits 2 at a named op and line; each mutant of :mod:`synth.frontends.ttgir_mutants` (phase reset per
 tile, parity from the tile-local k, store wait raised, fence dropped, staging rewritten before its store read
 it, the last tile's wait skipped, arrive count off by one) is refuted with a counterexample. One test (slow) compiles a kernel afresh when Triton is installed.
@@ -387,7 +388,7 @@ def test_one_shot_load_waiting_for_the_wrong_parity_is_refuted(tmp_path):
 @pytest.mark.slow
 def test_fresh_compile_gets_the_saved_verdict(tmp_path):
     pytest.importorskip("triton")
-    for name in ("attn_s2.ttgir", "flat_s2.ttgir", "gluon_ws_s2.ttgir"):
+    for name in ("attn_s2.ttgir", "flat_s2.ttgir", "gluon_ws_s2.ttgir", "gluon_attn_ws_s2.ttgir"):
         p = tmp_path / name
         p.write_text(gen.ttgir(name))
         rc, doc, err = run_check(str(p))

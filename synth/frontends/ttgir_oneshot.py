@@ -3,6 +3,8 @@
 Triton's attention forward (tutorial 06) loads its Q tile once, before the k-loop, through a barrier of its
 own: ``init_barrier %b, 1``, ``barrier_expect %b, BYTES, %true``, ``async_tma_copy_global_to_local ... %q,
 %b, %true``, ``wait_barrier %b, %c0``, ``inval_barrier %b`` -- all in the straight-line code before the loop.
+An attention kernel written by hand in Gluon does the same but invalidates the barrier after the loop, with
+the ring's barriers; that ``inval_barrier`` follows the wait in program order, so it is read as the shot's own.
 That barrier completes exactly one phase, so the ring's reasoning (counts, slots, parities for every ``T``) has
 nothing to say about it; what matters is decided here, on the events in program order:
 
