@@ -72,7 +72,8 @@ SCHEDULES = {"cooperative": ("KernelTmaWarpSpecializedCooperative", "TmaWarpSpec
 
 def synth_row(bm: int, bn: int, stages: int, persistent: bool = False, epilogue: str = "register",
               pingpong: bool = False) -> tuple[str, dict]:
-    cfg = KernelDesign.of(bm, bn, stages, 1, persistent=persistent, epilogue=epilogue, pingpong=pingpong)
+    cfg = KernelDesign.of(bm=bm, bn=bn, stages=stages, k_pipe_mmas=1, persistent=persistent, epilogue=epilogue,
+                          pingpong=pingpong)
     c = sass.compile_cuda(emit_sm90_kernel(cfg), "sm_90a", flags=FLAGS)
     f = figures(c, cfg.bk // 16 * cfg.row_blocks)
     f["smem"] = cfg.smem_bytes
@@ -124,7 +125,7 @@ def synth_cluster_row(bm: int, bn: int, stages: int, cluster: str = "2x1") -> tu
     """synth's cluster kernel; ``(name, {"error": "not available: <reason>"})`` where the emitter cannot build it."""
     name = f"synth {bm}x{bn}x64 s{stages} K_PIPE_MMAS 1 cluster {cluster} ({'B' if cluster == '2x1' else 'A'} multicast)"
     try:
-        cfg = KernelDesign.of(bm, bn, stages, 1, cluster=cluster)
+        cfg = KernelDesign.of(bm=bm, bn=bn, stages=stages, k_pipe_mmas=1, cluster=cluster)
         text = emit_sm90_kernel(cfg)
     except (ValueError, NotImplementedError, TypeError) as exc:
         return name, {"error": f"not available: {str(exc).splitlines()[0][:100]}"}
@@ -211,7 +212,8 @@ def main(argv=None) -> int:
             continue
         rows.append(synth_row(bm, bn, stages, persistent=True))
         # the TMA-store epilogue's staging (2 x 8 KiB per consumer warp group) may cost a stage at 128x256
-        st = stages if KernelDesign.of(bm, bn, stages, 1, epilogue="tma_store").smem_bytes <= SMEM_LIMIT else stages - 1
+        store = KernelDesign.of(bm=bm, bn=bn, stages=stages, k_pipe_mmas=1, epilogue="tma_store")
+        st = stages if store.smem_bytes <= SMEM_LIMIT else stages - 1
         rows.append(synth_row(bm, bn, st, persistent=True, epilogue="tma_store"))
         if bm == 128:  # ping-pong: two warp groups with a 64-row tile each, the same 128 rows in flight
             rows.append(synth_row(64, bn, stages, persistent=True, pingpong=True))

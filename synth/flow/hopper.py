@@ -43,6 +43,7 @@ from ..errors import Loc, SynthError
 from ..gemm import GemmConfig
 from ..hopper.design import design_json, with_design
 from ..hopper.ir import HopperProgram, dumps, load_hopper
+from ..hopper.kernel_design import KernelDesign
 from ..hopper.loop import HopperChoice, choice_from_json, choice_to_json
 from ..hopper.printer import hopper_text
 from ..hopper.problem import HopperGemm, hopper_problem_yaml
@@ -71,34 +72,79 @@ Progress = Callable[[str, int, int], None]
 
 
 @dataclass(frozen=True)
+class PingpongProof:
+    """What the ping-pong proof phase found: the :class:`~synth.verify.hopper_pingpong.PingpongResult` (ring, order
+    programs, carry) and ``orders``, ``(name, order program, its HopperReport)`` of the even and odd tile counts."""
+
+    result: object
+    orders: tuple
+
+    @property
+    def ok(self) -> bool:
+        return bool(self.result.ok)
+
+    def render(self) -> str:
+        return self.result.render()
+
+
+@dataclass(frozen=True)
 class HopperResult:
-    """Everything ``synth solve`` computes for a Hopper GEMM problem."""
+    """Everything ``synth solve`` computes for a Hopper GEMM problem: the problem, the pipeline choice, the kernel's
+    :class:`~synth.hopper.kernel_design.KernelDesign` (``config``), the program, the proof summary and the kernel,
+    and ``outcomes``, the :class:`~synth.flow.phases.PhaseOutcome` of each phase run, in order (``verify.txt`` is
+    written from them). What a design variant's phases computed is read from its outcome, by the phase's key
+    (:meth:`value`), not held in a field per variant."""
 
     problem: HopperGemm
     choice: HopperChoice
-    config: object
-    """The kernel's :class:`~synth.hopper.kernel_design.KernelDesign`."""
+    config: KernelDesign
     program: HopperProgram
     report: Optional[object] = None
-    """:class:`~synth.verify.phases.HopperReport`; None when verification was skipped."""
+    """:class:`~synth.verify.phases.HopperReport` naming every proof phase; None when verification was skipped."""
     kernel: Optional[str] = None
     """kernel.cu (sm_90a), emitted only from a proven program (or with verification skipped)."""
-    phases: tuple[tuple[str, float], ...] = ()
-    store: Optional[object] = None
-    """The TMA-store epilogue's :class:`~synth.program.Program` (None for the register epilogue)."""
-    store_report: Optional[object] = None
-    """Its :class:`~synth.verify.report.Report` (every wait, every ``E >= 1``); None when not verified."""
-    store_threads: tuple = ()
-    """Its :class:`~synth.hopper.store.ThreadCheck` verdicts (``converge``, ``proxy_fence``)."""
-    pingpong: Optional[object] = None
-    """Ping-pong: the :class:`~synth.verify.hopper_pingpong.PingpongResult` (order protocol, carry); None otherwise."""
-    orders: tuple = ()
-    """Ping-pong: ``(name, order program, its HopperReport)`` of the even and odd tile counts."""
-    design: Optional[object] = None
-    """The :class:`~synth.flow.design.DesignChoice` when the problem left a design key ``auto``."""
     outcomes: tuple = ()
-    """The :class:`~synth.flow.phases.PhaseOutcome` of each phase run, in order (``verify.txt`` is written from
-    them)."""
+
+    def value(self, key: str, default=None):
+        """The value of the phase run that stored ``key`` (``default`` when none did)."""
+        return next((o.value for o in reversed(self.outcomes) if o.phase.key == key), default)
+
+    @property
+    def phases(self) -> tuple[tuple[str, float], ...]:
+        """``(name, seconds)`` of each timed phase run."""
+        return timings(self.outcomes)
+
+    @property
+    def design(self):
+        """The :class:`~synth.flow.design.DesignChoice` when the problem left a design key ``auto``."""
+        return self.value("design")
+
+    @property
+    def store(self):
+        """The TMA-store epilogue's :class:`~synth.program.Program` (None for the register epilogue)."""
+        return self.value("store")
+
+    @property
+    def store_report(self):
+        """Its :class:`~synth.verify.report.Report` (every wait, every ``E >= 1``); None when not verified."""
+        return self.value("store_report")
+
+    @property
+    def store_threads(self) -> tuple:
+        """Its :class:`~synth.hopper.store.ThreadCheck` verdicts (``converge``, ``proxy_fence``)."""
+        return self.value("threads", ())
+
+    @property
+    def pingpong(self):
+        """Ping-pong: the :class:`~synth.verify.hopper_pingpong.PingpongResult`; None otherwise."""
+        proof = self.value("pingpong")
+        return None if proof is None else proof.result
+
+    @property
+    def orders(self) -> tuple:
+        """Ping-pong: ``(name, order program, its HopperReport)`` of the even and odd tile counts."""
+        proof = self.value("pingpong")
+        return () if proof is None else proof.orders
 
     @property
     def proven(self) -> bool:
@@ -220,8 +266,7 @@ def _prove_pingpong(s):
     ok = out.checks.get("carry", (False, ""))[0]
     s.proofs.append(ProofPhase("ping-pong carry (the running count, by construction)", 1, int(bool(ok)),
                                time.perf_counter() - t0, 0))
-    s.pingpong, s.orders = out, reps
-    return out
+    return PingpongProof(out, reps)
 
 
 def _pingpong_verdict(s):
@@ -237,7 +282,7 @@ def _pingpong_text(r) -> str:
 
 
 PINGPONG_PHASES = (
-    Phase("prove (ping-pong)", _prove_pingpong, when=lambda s: _proving(s) and s.cfg.pingpong,
+    Phase("prove (ping-pong)", _prove_pingpong, key="pingpong", when=lambda s: _proving(s) and s.cfg.pingpong,
           verify_txt=_pingpong_text),
     Phase("ping-pong verdict", _pingpong_verdict, when=lambda s: _proving(s) and s.cfg.pingpong, timed=False),
 )
@@ -320,14 +365,13 @@ def run_hopper(g: HopperGemm, *, deadline: Union[Deadline, float], verify: bool 
     s = SimpleNamespace(g=g, verify=verify, emit=emit, dl=dl, query_limit=query_limit,
                         budget=max(0.5, dl.left() / 3),  # the choice is a small model: half a second always finds one
                         proofs=[],  # every proof phase, named with its obligations and time (the report's summary)
-                        design=None, report=None, pingpong=None, orders=(), store=None, store_report=None,
-                        threads=(), kernel=None)
+                        design=None, report=None, pingpong=None, store=None, store_report=None, threads=(),
+                        kernel=None)
     outcomes = run_phases(HOPPER_PHASES, s, deadline=dl, progress=progress)
     report = s.report
     if report is not None and s.proofs:  # the summary names every proof phase, not the program's alone
         report = replace(report, proofs=tuple(s.proofs))
-    return HopperResult(s.g, s.choice, s.cfg, s.program, report, s.kernel, timings(outcomes), s.store,
-                        s.store_report, s.threads, s.pingpong, s.orders, s.design, outcomes)
+    return HopperResult(s.g, s.choice, s.cfg, s.program, report, s.kernel, tuple(outcomes))
 
 
 def output_files(result: HopperResult) -> dict[str, str]:

@@ -480,8 +480,6 @@ class HopperEstimate(WaveEstimate):
     l2_hit: float = 0.0
     round_exact: float = 0.0
     """``round_cycles`` before rounding (the explanations compare rates with it)."""
-    persistent: bool = False
-    """A persistent grid: ``ctas`` is ``P``, each CTA walks ``tiles_per_cta`` tiles at most."""
     tiles_per_cta: int = 1
     """Tiles the busiest CTA computes: ``ceil(tiles / P)`` when persistent, 1 otherwise."""
     epilogue_cycles: int = 0
@@ -495,10 +493,6 @@ class HopperEstimate(WaveEstimate):
     prologue_cycles: int = 0
     """One CTA's start: its setup barriers and the pipeline fill (paid per wave without persistence, once per
     CTA with it)."""
-    epilogue: str = "register"
-    """``register`` or ``tma_store``."""
-    pingpong: bool = False
-    """Two consumer warp groups alternate on the persistent CTA's 64-row tiles."""
     loop_per_tile_cycles: int = 0
     """One tile's main loop on the busiest SM (``T x round``)."""
     staging_cycles: int = 0
@@ -510,8 +504,6 @@ class HopperEstimate(WaveEstimate):
     ping-pong epilogues behind the other warp group's main loop."""
     drain_cycles: int = 0
     """TMA store: the last tile's (or wave's) writes, landed before the kernel ends."""
-    cluster: str = "1x1"
-    """The thread-block cluster (``1x1``, ``2x1``, ``1x2``)."""
     idle_ctas: int = 0
     """CTAs of the launched grid that compute no tile: the grid is rounded up to whole clusters along the cluster's
     axis (a 2x1 cluster over an odd count of tile rows adds one CTA per tile column); they still run the whole
@@ -523,6 +515,14 @@ class HopperEstimate(WaveEstimate):
     cluster_sync_cycles: int = 0
     """A cluster CTA's two cluster barriers (after the barrier init, before exit), each a remote round of
     ``lat_remote_arrive``; 0 without a cluster."""
+    design: Optional[KernelDesign] = None
+    """The design estimated (its scheduler, consumers, epilogue and cluster are what the terms above price)."""
+
+    persistent = property(lambda self: self.design.persistent, doc="A persistent grid: ``ctas`` is ``P``.")
+    epilogue = property(lambda self: self.design.epilogue, doc="``register`` or ``tma_store``.")
+    pingpong = property(lambda self: self.design.pingpong,
+                        doc="Two consumer warp groups alternate on the persistent CTA's tiles.")
+    cluster = property(lambda self: self.design.cluster, doc="The thread-block cluster (``1x1``, ``2x1``, ``1x2``).")
 
 
 def staging_wavefronts(BN: int) -> int:
@@ -570,9 +570,9 @@ def epilogue_cost(arch, p: HopperPoint, stores: float) -> EpilogueCost:
     W = p.store_cols
     ideal = max(1, -(-32 * 8 // arch.smem_bytes_per_clk))  # a warp's 256 bytes without a conflict
     staging = c_bytes / arch.smem_bytes_per_clk * staging_wavefronts(p.BN) / ideal
-    blocks = p.BM // 64 if p.pingpong else 1  # 64-row blocks one warp group stores
+    blocks = p.row_blocks  # 64-row blocks one warp group stores
     barriers = 2 * blocks * (p.BN // W) * arch.barrier_cycles  # cooperative warp groups run theirs side by side
-    tail = stores * (1 if p.pingpong else p.BM // 64) * 64 * W * C_BYTES / arch.tma_bytes_per_clk
+    tail = stores * p.ring_consumers * 64 * W * C_BYTES / arch.tma_bytes_per_clk  # the warp groups storing a tile
     return EpilogueCost(critical=staging + barriers, write=through_l2, tail=tail, staging=staging, barriers=barriers)
 
 
@@ -738,11 +738,11 @@ def estimate_hopper(ctx, p: HopperPoint) -> HopperEstimate:
         terms=tuple((n, round(terms[n], 1)) for n in shown if n in terms), l2_hit=round(tr.l2_hit, 4),
         split_k=S, tiles=tiles, split_k_tiles=Ts, busiest_ctas=-(-ctas // arch.sm_count),
         reduction_cycles=int(round(red_total)), workspace_bytes=tiles * S * p.BM * p.BN * PARTIAL_BYTES if S > 1 else 0,
-        persistent=p.persistent, tiles_per_cta=n, epilogue_cycles=int(round(ep_r.critical)),
+        tiles_per_cta=n, epilogue_cycles=int(round(ep_r.critical)),
         boundary_cycles=int(round((n - 1) * boundary)), prologue_cycles=int(round(prologue)),
-        epilogue=p.epilogue, pingpong=p.pingpong, loop_per_tile_cycles=int(round(lw)),
+        loop_per_tile_cycles=int(round(lw)),
         staging_cycles=int(round(ep_r.staging)), store_cycles=int(round(ep_r.write)),
-        hidden_cycles=int(round(hidden)), drain_cycles=int(round(drain)), cluster=p.cluster,
+        hidden_cycles=int(round(hidden)), drain_cycles=int(round(drain)), design=p.as_design(),
         idle_ctas=idle, l2_ktile_bytes=l2_ktile_bytes(p), cluster_sync_cycles=syncs)
 
 

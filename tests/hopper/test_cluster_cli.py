@@ -192,7 +192,7 @@ def test_cluster_auto_is_chosen_with_the_design_and_pinned_in_the_folder(tmp_pat
     p = tmp_path / "auto.yaml"
     p.write_text(PROBLEM.replace("cluster: 2x1", "cluster: auto\npersistent: auto"))
     # persistent: auto and cluster: auto give three shapes, each one CTA per tile or a persistent grid
-    assert {d.label for d in candidate_designs(load_problem(str(p)))} == \
+    assert {d.variant for d in candidate_designs(load_problem(str(p)))} == \
         {"one CTA per tile", "persistent", "2x1 cluster", "1x2 cluster", "persistent 2x1 cluster",
          "persistent 1x2 cluster"}
     out = tmp_path / "out"

@@ -203,7 +203,8 @@ def test_solved_folder_launches_any_grid(tmp_path):
 @pytest.mark.skipif(sass.tool("nvcc") is None or sass.tool("cuobjdump") is None, reason="nvcc/cuobjdump needed")
 @pytest.mark.parametrize("bm,bn", [(128, 128), (128, 256)])
 def test_compiles_for_sm90a_and_keeps_the_main_loop(bm, bn):
-    c = sass.compile_cuda(emit_sm90_kernel(KernelDesign.of(bm, bn, 4, 1, persistent=True)), "sm_90a",
+    cfg = KernelDesign.of(bm=bm, bn=bn, stages=4, k_pipe_mmas=1, persistent=True)
+    c = sass.compile_cuda(emit_sm90_kernel(cfg), "sm_90a",
                           flags=("-DNDEBUG",))
     names = Counter(i.op for i in sass.parse_sass(c.sass))
     assert names["UTMALDG"] and names["HGMMA"] and names["HMMA"] == 0 and names["LDGSTS"] == 0

@@ -49,7 +49,7 @@ from typing import Optional
 from ...errors import SynthError
 from ...hopper.ir import HopperProgram
 from .cluster import SingleCta, ctas_of
-from ...hopper.kernel_design import PRODUCER_REGS, KernelDesign
+from ...hopper.kernel_design import ALIGN_PAD, PRODUCER_REGS, KernelDesign
 from .consumers import Cooperative, consumers_of
 from .epilogue import Epilogue, epilogue_of
 from .mainloop import DESCRIPTOR, Mainloop
@@ -188,7 +188,7 @@ def _head(w: Writer, parts: KernelParts) -> list[str]:
         head.append(f"  const uint32_t bar_{name} = sA + {off};  // {b.kind}, "
                     f"{b.slots} slots" + (f" ({', '.join(peers)}: each CTA's own at this offset)" if w.cluster else ""))
         off += 8 * b.slots
-    if off + 1024 > cfg.smem_bytes:
+    if off + ALIGN_PAD > cfg.smem_bytes:
         raise ValueError("the program's barriers do not fit the shared memory of the configuration")
     return head
 
