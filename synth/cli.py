@@ -457,7 +457,7 @@ def _hopper_design_json(result) -> dict:
 def _solve_hopper(ui: _Ui, result, out: str, files: list[str], phases, wall: float) -> Outcome:
     """The report of ``synth solve`` on a Hopper problem: the choice, the obligations by class."""
     # here, not at the top: a command's layers load when it runs (synth --help and synth run stay light)
-    from .hopper.loop import choice_to_json
+    from .hopper.choice_json import choice_to_json
 
     rep = result.report
     outcome = Outcome(result={"problem": result.problem.name, "out": out, "files": files, "mainloop": "tma_wgmma",

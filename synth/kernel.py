@@ -883,7 +883,7 @@ def _load_hopper(out: str, problem, files: dict[str, bytes], source: str, backen
     # here, not at the top: the light runtime loads what this folder's kernel needs, when it needs it
     from .emit.sm90.kernel import emit_sm90_kernel
     from .emit.hopper_config import kernel_config
-    from .hopper.loop import choice_from_json
+    from .hopper.choice_json import choice_from_json
     from .hopper.ir import hopper_from_json
 
     cfg = kernel_config(problem, choice_from_json(problem, _json(out, files, "schedule.json"),

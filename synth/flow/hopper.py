@@ -20,7 +20,7 @@ For a ``kind: gemm`` problem with ``mainloop: tma_wgmma`` (a :class:`~synth.hopp
    proven program only.
 
 :func:`output_files` gives the text of each file of the output folder (the writer in
-:mod:`synth.flow.pipeline` publishes them; ``schedule.json`` is :func:`synth.hopper.loop.choice_to_json`);
+:mod:`synth.flow.pipeline` publishes them; ``schedule.json`` is :func:`synth.hopper.choice_json.choice_to_json`);
 :func:`load_hopper_output` reads a folder back and
 re-derives what it can: the program must be the lowering of ``problem.yaml`` under
 ``schedule.json``'s choice, so an edited ``program.json`` or ``schedule.json`` is refused rather
@@ -44,7 +44,8 @@ from ..gemm import GemmConfig
 from ..hopper.design import design_json, with_design
 from ..hopper.ir import HopperProgram, dumps, load_hopper
 from ..hopper.kernel_design import KernelDesign
-from ..hopper.loop import HopperChoice, choice_from_json, choice_to_json
+from ..hopper.choice_json import choice_from_json, choice_to_json
+from ..hopper.loop import HopperChoice
 from ..hopper.printer import hopper_text
 from ..hopper.problem import HopperGemm, hopper_problem_yaml
 from ..load import load_problem_text

@@ -7,7 +7,7 @@ Input: ``device_mod.script()`` of a TileLang kernel lowered for ``cuda`` sm_80 o
 
 * **cp.async** (sm_80, or sm_90 with warp specialization disabled) -> a
   :class:`~synth.frontends.loop.Loop` (one queue: the thread's commit groups), mapped and
-  proven by :func:`synth.frontends.check.check_loop` like Triton's and TVM's loops. The
+  proven by :func:`synth.frontends.verdict.check_loop` like Triton's and TVM's loops. The
   pipelined loop is the non-unrolled ``for`` holding ``T.ptx_cp_async``; a buffer written by
   ``cp.async`` is multi-buffered when the loop's offsets into it read ``(k + c) % M * S + r``
   (``S`` elements per slot, ``0 <= r < S`` proven with Z3 for every thread and inner loop
@@ -52,6 +52,7 @@ from .loop import Event, Loop
 from .tilelang_tir import FIX, Kernel, TEvent, read_tir, tir_error
 from .ttgir_hopper import HopperImport, prove_mapped
 from .ttgir_ws import WSCheck
+from .verdict import check_loop, zero_trip_program
 
 MARKERS = ("T.ptx_cp_async(", "T.tma_load(", "T.mbarrier_wait_parity(", "T.ptx_wait_group(")
 MAX_SLOTS = 64
@@ -722,12 +723,10 @@ class TileLangHopperCheck(WSCheck):
 def check_tilelang(text: str, path: str, *, trip_count: Optional[int] = None, min_trip_count: Optional[int] = None,
                    time_limit: float = 10.0, tightness: bool = True):
     """Read TileLang TIR and prove it: a :class:`TileLangHopperCheck` for a warp-specialized kernel, else the
-    :class:`~synth.frontends.check.CheckResult` of its cp.async loop."""
+    :class:`~synth.frontends.verdict.CheckResult` of its cp.async loop."""
     k = read_tir(text, path)
     if k.roles and min_trip_count == 0 and trip_count is None:
         # every T >= 0: the roles' loops run T times (K = 0: none), the mapping does not depend on the bound
-        from .check import zero_trip_program
-
         imp = tilelang_to_hopper(text, path, kernel=k)
         if not isinstance(imp.program.trip_count, int):
             imp = replace(imp, program=zero_trip_program(imp.program))
@@ -738,8 +737,6 @@ def check_tilelang(text: str, path: str, *, trip_count: Optional[int] = None, mi
         return TileLangHopperCheck(*prove_mapped(mapper, text, path, trip_count=trip_count,
                                                  min_trip_count=min_trip_count, time_limit=time_limit,
                                                  tightness=tightness, runs="the loops run"))
-    # here: .check imports this module at its top, so this import stays one-way
-    from .check import check_loop
     return check_loop(tilelang_to_loop(text, path, k), trip_count=trip_count, min_trip_count=min_trip_count,
                       time_limit=time_limit, tightness=tightness)
 

@@ -990,7 +990,7 @@ def _wait_states(ctx: _Ctx, e: HEvent, n_ev: int, runs: list, a: int, m: int) ->
 @dataclass(frozen=True)
 class HopperCheck:
     """``synth check`` of an sm_90 TTGIR: the mapped program, the prover's report (plus ``teardown``)
-    and the source line of each statement; the same interface as :class:`~synth.frontends.check.CheckResult`."""
+    and the source line of each statement; the same interface as :class:`~synth.frontends.verdict.CheckResult`."""
 
     imported: HopperImport
     report: object

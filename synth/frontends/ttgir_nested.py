@@ -74,6 +74,7 @@ from ..verify.hopper_store import check_threads
 from ..verify.phases import verify_hopper
 from .arith import is_sym
 from .mlirtext import Op, parse_module, walk
+from .verdict import zero_trip_program
 from .scfloop import err, find_block, fit_carried, for_header, short, valid
 from .ttgir import new_dialect_names
 from .ttgir_hopper import (DOT_WAIT, FIX, HEvent, HopperCheck, HopperImport, HopperWalker, Ctx, build_program,
@@ -1523,9 +1524,6 @@ def nested_to_hopper(text: str, path: str, *, arrive_sync: bool = True) -> Neste
 
 
 def _with_min(p, m: int):
-    # here: .check imports this module at its top, so this import stays one-way
-    from .check import zero_trip_program
-
     if isinstance(p.trip_count, int) or m >= p.min_trip_count:
         if m > p.min_trip_count and not isinstance(p.trip_count, int):
             roles = tuple(dataclasses.replace(r, program=dataclasses.replace(r.program, min_trip_count=m))

@@ -8,19 +8,15 @@ warp groups. Bounds: 1 <= stages <= 16, 0 <= k_pipe_mmas < stages, 1..4 consumer
 
 A :class:`HopperChoice` is the pipeline's choice (stages, ``K_PIPE_MMAS``, consumers: what
 :func:`synth.model.hopper.choose` picks and a Hopper folder's ``schedule.json`` holds), and
-:func:`hopper_loop` the GEMM main loop it gives; :func:`choice_to_json` / :func:`choice_from_json` its ``schedule.json``.
+:func:`hopper_loop` the GEMM main loop it gives (:mod:`synth.hopper.choice_json` writes and reads its ``schedule.json``).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Optional, Union
+from typing import Optional, Union
 
-from ..errors import Loc, SynthError
 from ..gemm import GemmConfig
-
-if TYPE_CHECKING:  # annotations only: synth.hopper.problem imports this module
-    from .problem import HopperGemm
 
 SCHEDULE_FORMAT = "synth-hopper-schedule/1"
 """``schedule.json`` of a Hopper folder."""
@@ -99,35 +95,3 @@ def hopper_loop(cfg: GemmConfig, choice: HopperChoice) -> HopperLoop:
                       "wgmma", choice.stages, choice.k_pipe_mmas, choice.consumers, "T", 1)
 
 
-def choice_to_json(g: HopperGemm, c: HopperChoice) -> dict:
-    """``schedule.json`` of a Hopper folder (docs/outputs.md)."""
-    return {"format": SCHEDULE_FORMAT, "problem": g.name, "mainloop": MAINLOOP, "stages": c.stages,
-            "k_pipe_mmas": c.k_pipe_mmas, "consumer_warpgroups": g.consumers,
-            "warp_specialized": c.warp_specialized, "predicted_cycles": c.cycles,
-            "predicted_for_k_tiles": g.trip_count // g.split_k, "shared_bytes": c.smem_bytes, "status": c.status,
-            **({"cluster": g.cluster} if g.cluster != "1x1" else {})}
-
-
-def choice_from_json(g: HopperGemm, doc, path: str) -> HopperChoice:
-    """The choice of a Hopper ``schedule.json``; SynthError when a field is missing, out of bounds or
-    disagrees with the problem. Only ``stages`` and ``k_pipe_mmas`` are read as choices; the rest is
-    derived again (consumers from the tile, shared memory from the stages)."""
-    loc = Loc(path)
-    if not isinstance(doc, dict) or doc.get("format") != SCHEDULE_FORMAT:
-        raise SynthError(loc, f"not a Hopper schedule (format {SCHEDULE_FORMAT})", "re-run 'synth solve'")
-    vals = {}
-    for key, lo, hi in (("stages", 1, g.max_stages()), ("k_pipe_mmas", 0, 15)):
-        v = doc.get(key)
-        if type(v) is not int or not lo <= v <= hi:
-            raise SynthError(loc, f"{key} {v!r} is not an integer in {lo}..{hi}", "re-run 'synth solve'")
-        vals[key] = v
-    if vals["k_pipe_mmas"] >= vals["stages"]:
-        raise SynthError(loc, f"k_pipe_mmas {vals['k_pipe_mmas']} must be below stages {vals['stages']}",
-                         "re-run 'synth solve'")
-    for key in ("stages", "k_pipe_mmas"):
-        pin = getattr(g, key)
-        if pin is not None and pin != vals[key]:
-            raise SynthError(loc, f"{key} {vals[key]} differs from the problem's {key}: {pin}", "re-run 'synth solve'")
-    cyc = doc.get("predicted_cycles")
-    return HopperChoice(vals["stages"], vals["k_pipe_mmas"], g.consumers, cyc if type(cyc) is int else 0,
-                        g.smem_bytes(vals["stages"]), str(doc.get("status", "")), True)
