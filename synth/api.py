@@ -196,7 +196,9 @@ def verify(target, *, time_limit: float = 60.0, certificate: Optional[str] = Non
     ``force`` and only if synth wrote every file in it (docs/outputs.md). A
     Hopper certificate is written only when every obligation is proven.
     ``report.ok`` is False when a wait is refuted or unproven; ``report.render()``
-    explains it. ``progress`` is called as ``progress("prove", done, total)`` per obligation.
+    explains it. A warp-specialized body's folder (or its ``program.json``) gives a
+    :class:`~synth.flow.ws.WsVerify` (:func:`synth.flow.ws.verify_ws_output`: the folder re-checked, its
+    attention program proven for every ``n >= 0``; no certificate is written for it). ``progress`` is called as ``progress("prove", done, total)`` per obligation.
     """
     # here, not at the top: import synth.api loads a command's layers when the command is called
     from .deadline import Deadline, TimeUp
@@ -207,6 +209,17 @@ def verify(target, *, time_limit: float = 60.0, certificate: Optional[str] = Non
     _check_limits(time_limit)
     deadline = Deadline.after(time_limit)
     deadline.check("reading the program")
+    if isinstance(target, (str, os.PathLike)):
+        # here, not at the top: import synth.api loads a command's layers when the command is called
+        from .flow.ws import certify_refusal, verify_ws_output, ws_output_folder
+
+        folder = ws_output_folder(target)
+        if folder is not None:  # a warp-specialized body's folder: re-checked and proven by synth.flow.ws
+            refusal = certify_refusal(folder)
+            if certificate is not None and refusal is not None:
+                raise SynthError(refusal.loc, refusal.msg, "drop --certificate: 'synth verify' re-checks "
+                                 "schedule.json and proves program.json again without one")
+            return verify_ws_output(target, deadline=deadline, query_limit=PROVE_QUERY_LIMIT)
     if certificate is not None:
         check_out_dir(os.fspath(certificate), force=force, flag="--certificate")
     declared = False  # a folder's problem.yaml that says cluster: 2x1 / 1x2 (docs/hopper_cluster.md)
@@ -299,6 +312,12 @@ def certify(directory: str, *, time_limit: float = 120.0):
 
     _check_limits(time_limit)
     Deadline.after(time_limit).check("certify (reading and re-checking the certificate)")  # names the phase
+    # here, not at the top: import synth.api loads a command's layers when the command is called
+    from .flow.ws import certify_refusal
+
+    refusal = certify_refusal(directory)  # a warp-specialized body's folder: none is written (exit 2, the reason)
+    if refusal is not None:
+        raise refusal
     d = certificate_dir(os.fspath(directory))
     if is_hopper_certificate(d):
         return certify_hopper(d, timeout_s=time_limit)

@@ -707,8 +707,11 @@ def cmd_lower(args, ui: _Ui) -> Outcome:
 def cmd_verify(args, ui: _Ui) -> Outcome:
     # here, not at the top: a command's layers load when it runs (synth --help and synth run stay light)
     from .api import verify
+    from .flow.ws import ws_output_folder
     from .hopper.ir import is_hopper_file
 
+    if ws_output_folder(args.target) is not None:
+        return _verify_ws(args, ui)
     if is_hopper_file(args.target):
         return _verify_hopper(args, ui)
     with ui.progress() as prog, enforced(Deadline.after(args.time_limit)):
@@ -758,6 +761,25 @@ def _verify_hopper(args, ui: _Ui) -> Outcome:
     if bad:
         out.fail("refuted", f"{', '.join(b + '/program.json' for b in bad)}: not proven",
                  "the text above names what fails; re-run 'synth solve'", Loc(args.target))
+    return out
+
+
+def _verify_ws(args, ui: _Ui) -> Outcome:
+    """``synth verify`` of a warp-specialized body's folder (synth.flow.ws.verify_ws_output, docs/commands.md)."""
+    # here, not at the top: a command's layers load when it runs (synth --help and synth run stay light)
+    from .api import verify
+
+    with enforced(Deadline.after(args.time_limit)):
+        res = verify(args.target, time_limit=args.time_limit, certificate=args.certificate, force=args.force)
+    out = Outcome(result=res.to_json())
+    if not ui.silent:
+        ui.print("\n".join(res.lines()), markup=False)
+    if not res.ok:
+        out.fail("refuted" if res.report.refutations else "unproven", res.failure(),
+                 "the refutation names its class, warp group, KV block, barrier[slot] and phase, and n; raise "
+                 "--time-limit if a proof was unknown", Loc(os.path.join(res.output.folder, "program.json")))
+        if ui.silent and not ui.json:
+            print(res.report.render(), file=sys.stderr)
     return out
 
 

@@ -24,6 +24,7 @@ from __future__ import annotations
 import json
 import math
 import os
+import re
 import time
 from dataclasses import dataclass
 from types import SimpleNamespace
@@ -40,7 +41,7 @@ from ..model.ws_body import WsBody, WsMachine
 from ..model.ws_read import KINDS, read_ws_text
 from ..model.ws_schedule import OpPlace, Pins, WsSchedule, solve_ws
 from ..outdir import publish
-from ..readfile import read_regular_text
+from ..readfile import load_json, read_regular_text
 from ..verify.hopper_attention import AttentionReport, verify_attention
 from ..yamlnodes import LDict, read_yaml_text
 from .phases import Phase, run_phases, timings, verify_text
@@ -307,5 +308,359 @@ def summary_lines(result: WsResult) -> list[str]:
     return lines
 
 
+# ------------------------------------------------------------------------------------------------ the folder read back
+
+PROGRAM_MAX_BYTES = 256 * 1024
+"""Largest ``program.json`` and ``schedule.json`` read back (the Hopper program reader's bound)."""
+
+EDITABLE = "a wait's in_flight (and its tight and reason) and a barrier statement's state (count, stages, phase)"
+"""What of ``program.json`` may differ from the lowering: the counts the proof checks (docs/outputs.md)."""
+
+
+def ws_output_folder(target: Union[str, os.PathLike]) -> Optional[str]:
+    """The output folder of a warp-specialized body that ``target`` names (the folder, or a file in it such as
+    its ``program.json``), or None: the folder's ``problem.yaml`` names a warp-specialized ``kind:``. Never raises
+    (a missing or unreadable problem.yaml is None: the target is then read as any other)."""
+    t = os.fspath(target)
+    folder = t if os.path.isdir(t) else os.path.dirname(t) or "."
+    try:
+        text = read_regular_text(os.path.join(folder, "problem.yaml"), MAX_INPUT_BYTES, "problem.yaml")
+        doc = read_yaml_text(text, os.path.join(folder, "problem.yaml"))
+    except (SynthError, OSError, ValueError, RecursionError):
+        return None
+    if isinstance(doc, LDict) and isinstance(doc.get("kind"), str) and doc["kind"] in WS_KINDS:
+        return folder
+    return None
+
+
+@dataclass(frozen=True)
+class WsOutput:
+    """A warp-specialized body's folder read back (:func:`load_ws_output`)."""
+
+    folder: str
+    problem: WsProblem
+    schedule: WsSchedule
+    attention: Optional[AttentionProgram]
+    """The lowering of problem.yaml under schedule.json with program.json's program in it (as read: its wait
+    counts and barrier states are what the proof checks); None for a body that is scheduled only."""
+
+
+def _json_pos(text: str, path: list) -> tuple[int, int]:
+    """Line and column (1-based) of the value at JSON ``path`` in ``text`` (the nearest enclosing value found)."""
+    dec = json.JSONDecoder()
+
+    def ws(p: int) -> int:
+        while p < len(text) and text[p] in " \t\r\n":
+            p += 1
+        return p
+
+    pos = best = ws(0)
+    try:
+        for key in path:
+            if text[pos] == "{" and isinstance(key, str):
+                pos = ws(pos + 1)
+                while text[pos] != "}":
+                    kpos = pos
+                    k, pos = dec.raw_decode(text, pos)
+                    pos = ws(ws(pos) + 1)  # past the colon
+                    if k == key:
+                        best = kpos
+                        break
+                    pos = ws(dec.raw_decode(text, pos)[1])
+                    if text[pos] == ",":
+                        pos = ws(pos + 1)
+                else:
+                    break
+            elif text[pos] == "[" and isinstance(key, int):
+                pos = ws(pos + 1)
+                for _ in range(key):
+                    pos = ws(dec.raw_decode(text, pos)[1])
+                    if text[pos] == ",":
+                        pos = ws(pos + 1)
+                best = pos
+            else:
+                break
+    except (ValueError, IndexError):
+        pass
+    line = text.count("\n", 0, best) + 1
+    return line, best - (text.rfind("\n", 0, best) + 1) + 1
+
+
+def _path_text(path: list) -> str:
+    out = ""
+    for k in path:
+        out += f"[{k}]" if isinstance(k, int) else (f".{k}" if out else str(k))
+    return out
+
+
+def _path_of(text: str) -> list:
+    """The JSON path a reader's message starts with (``roles[1].parts[0].stmts[3]``), as a list."""
+    out: list = []
+    for name, index in re.findall(r"\.?([A-Za-z_][A-Za-z0-9_]*)|\[(\d+)\]", text):
+        out.append(int(index) if index else name)
+    return out
+
+
+def _at(path: str, text: str, where: list, msg: str, fix: str) -> SynthError:
+    line, col = _json_pos(text, where)
+    return SynthError(Loc(path, line, col), msg, fix)
+
+
+def _first_difference(a: Any, b: Any, path: list) -> Optional[tuple[list, Any, Any]]:
+    """The first JSON path where documents ``a`` and ``b`` differ, with the two values there."""
+    if isinstance(a, dict) and isinstance(b, dict):
+        for k in list(a) + [k for k in b if k not in a]:
+            if k not in a or k not in b:
+                return path + [k], a.get(k, "(absent)"), b.get(k, "(absent)")
+            d = _first_difference(a[k], b[k], path + [k])
+            if d is not None:
+                return d
+        return None
+    if isinstance(a, list) and isinstance(b, list):
+        for k, (x, y) in enumerate(zip(a, b)):
+            d = _first_difference(x, y, path + [k])
+            if d is not None:
+                return d
+        if len(a) != len(b):
+            k = min(len(a), len(b))
+            return path + [k], a[k] if k < len(a) else "(absent)", b[k] if k < len(b) else "(absent)"
+        return None
+    same = a == b and type(a) is type(b)
+    return None if same else (path, a, b)
+
+
+def _up_to_counts(doc: Any) -> Any:
+    """A Hopper program document without what the proof checks (:data:`EDITABLE`): each wait's ``in_flight``,
+    ``tight`` and ``reason``, each barrier statement's ``state``."""
+    if isinstance(doc, dict):
+        return {k: ("(checked by the proof)" if k == "state" and isinstance(v, dict) else _up_to_counts(v))
+                for k, v in doc.items()
+                if not (k == "waits" and isinstance(v, list))} | (
+            {"waits": [{k: v for k, v in w.items() if k not in ("in_flight", "tight", "reason")}
+                       if isinstance(w, dict) else w for w in doc["waits"]]}
+            if isinstance(doc.get("waits"), list) else {})
+    if isinstance(doc, list):
+        return [_up_to_counts(x) for x in doc]
+    return doc
+
+
+def _short(x: Any) -> str:
+    t = x if isinstance(x, str) else json.dumps(x, sort_keys=True)
+    return t if len(t) <= 160 else t[:157] + "..."
+
+
+_SCHEDULE_KEYS = (("arrangement", ("arrangement", "consumer offsets", "producer", "without a producer", "warp groups",
+                                   "rows do not split", "alternating")),
+                  ("registers", ("register need", "registers", "setmaxnreg")), ("smem", ("shared memory",)),
+                  ("named_barriers", ("named barriers",)), ("status", ("status",)), ("ops", ("the schedule's ops",)))
+
+
+def _schedule_where(msg: str, doc: dict) -> list:
+    """Where in ``schedule.json`` a re-check's sentence points: the op or buffer it names first, else its field."""
+    words = re.findall(r"[A-Za-z_][A-Za-z0-9_]*", msg)
+    name = words[0] if words else ""
+    ops = {o.get("name"): k for k, o in enumerate(doc.get("ops", []) if isinstance(doc.get("ops"), list) else [])
+           if isinstance(o, dict)}
+    named = next((w for w in words if w in ops), None)  # the first op the sentence names
+    if named is not None:
+        return ["ops", ops[named]]
+    for key in ("rings", "register_copies"):
+        if isinstance(doc.get(key), dict) and name in doc[key]:
+            return [key, name]
+    for key, starts in _SCHEDULE_KEYS:
+        if msg.startswith(starts):
+            return [key]
+    return ["ii"]
+
+
+def _pin_errors(pins: Pins, s: WsSchedule) -> list[tuple[list, str]]:
+    """The pins of problem.yaml a schedule breaks, each with where schedule.json says it."""
+    out = []
+    if pins.consumers is not None and s.consumers != pins.consumers:
+        out.append((["arrangement", "consumers"], f"{s.consumers} consumer warp groups, problem.yaml pins "
+                    f"{pins.consumers}"))
+    if pins.mode is not None and s.mode != pins.mode:
+        out.append((["arrangement", "mode"], f"mode {s.mode}, problem.yaml pins {pins.mode}"))
+    if pins.producer is not None and s.producer != pins.producer:
+        out.append((["arrangement", "producer"], f"producer {s.producer}, problem.yaml pins {pins.producer}"))
+    if pins.ii is not None and s.ii != pins.ii:
+        out.append((["ii"], f"II {s.ii}, problem.yaml pins {pins.ii}"))
+    depth = dict(s.depth)
+    for b, d in pins.depth:
+        if depth.get(b) != d:
+            out.append((["rings", b], f"{b}: {depth.get(b)} slots, problem.yaml pins {d}"))
+    groups = {o.name: o.groups for o in s.ops}
+    for o, g in pins.groups:
+        if groups.get(o) != g:
+            where = next((["ops", k] for k, p in enumerate(s.ops) if p.name == o), ["ops"])
+            out.append((where, f"{o}: {groups.get(o)} groups in flight, problem.yaml pins {g}"))
+    return out
+
+
+def load_ws_output(target: Union[str, os.PathLike]) -> WsOutput:
+    """Read a warp-specialized body's folder back (``target``: the folder or a file in it), re-deriving what can
+    be derived; :class:`SynthError` (exit 2) at ``file:line:col`` with a fix where a file is not what ``synth
+    solve`` writes:
+
+    * ``problem.yaml`` is read as ``synth solve`` reads it (:func:`ws_problem_text`);
+    * ``schedule.json`` must be a schedule of that body (:func:`schedule_from_json`, every field read and written
+      again the same), keep its pins and pass the model's independent re-check (:func:`synth.model.ws_check.check_ws`);
+    * ``kind: attention``: ``program.json`` is read by the Hopper program reader with trip counts from 0 (the
+      program's ``n`` KV blocks, ``n >= 0``; :func:`synth.hopper.ir.load_hopper` ``zero_trips``, its
+      well-formedness asked of Z3), and must be the lowering of the two
+      (:func:`synth.lower.hopper_attention.lower_attention`) up to :data:`EDITABLE`, which the proof checks.
+    """
+    # here, not at the top: the model's re-check and the Hopper reader load with the command that reads a folder
+    from ..hopper.ir import load_hopper
+    from ..model.ws_check import check_ws
+
+    folder = ws_output_folder(target)
+    if folder is None:
+        raise SynthError(Loc(os.fspath(target)), "not the output folder of a warp-specialized body (its problem.yaml "
+                         "names no kind: attention, gemm_kloop or body)", "pass the folder 'synth solve' wrote")
+    ypath = os.path.join(folder, "problem.yaml")
+    problem = ws_problem_text(read_regular_text(ypath, MAX_INPUT_BYTES, "problem.yaml"), ypath)
+    spath = os.path.join(folder, "schedule.json")
+    stext = read_regular_text(spath, PROGRAM_MAX_BYTES, "schedule.json",
+                              fix="run 'synth solve' on problem.yaml again to write the folder")
+    sdoc = load_json(stext, PROGRAM_MAX_BYTES, "schedule.json", path=spath)
+    sched = schedule_from_json(sdoc, spath)
+    fix = "re-run 'synth solve' on problem.yaml: schedule.json is synth's choice, not an input"
+    if sched.body != problem.name or sdoc.get("kind") != problem.kind:
+        raise _at(spath, stext, ["body"], f"schedule.json is of body {sched.body!r} (kind {sdoc.get('kind')!r}), "
+                  f"problem.yaml is {problem.name!r} (kind {problem.kind!r}): files of two folders", fix)
+    again = schedule_to_json(problem, sched)
+    d = _first_difference(sdoc, again, [])
+    if d is not None:
+        raise _at(spath, stext, d[0], f"schedule.json: {_path_text(d[0]) or 'the document'} is {_short(d[1])}, "
+                  f"which does not read back as a schedule ({_short(d[2])})", fix)
+    for where, why in _pin_errors(problem.pins, sched):
+        raise _at(spath, stext, where, f"schedule.json breaks a pin of problem.yaml: {why}", fix)
+    errs = check_ws(problem.body, problem.machine, sched)
+    if errs:
+        more = f" (and {len(errs) - 1} more)" if len(errs) > 1 else ""
+        raise _at(spath, stext, _schedule_where(errs[0], sdoc), f"schedule.json is not a valid schedule of "
+                  f"problem.yaml (the model's re-check): {errs[0]}{more}", fix)
+    if problem.kind != "attention":
+        return WsOutput(folder, problem, sched, None)
+    try:
+        lowered = lower_attention(problem.body, sched)
+    except ValueError as e:
+        raise SynthError(Loc(spath), f"the attention lowering does not take this schedule: {e}", fix) from None
+    ppath = os.path.join(folder, "program.json")
+    ptext = read_regular_text(ppath, PROGRAM_MAX_BYTES, "program.json",
+                              fix="run 'synth solve' on problem.yaml again to write the folder")
+    pfix = ("program.json is synth's lowering of problem.yaml under schedule.json: only " + EDITABLE
+            + " may be edited (synth verify proves them); re-run 'synth solve' for the rest")
+    try:
+        program = load_hopper(ppath, zero_trips=True)
+    except SynthError as e:
+        if e.loc is not None and e.loc.line <= 0 and ": " in e.msg:
+            line, col = _json_pos(ptext, _path_of(e.msg.split(": ", 1)[0]))
+            raise SynthError(Loc(ppath, line, col), e.msg, e.fix) from None
+        raise
+    pdoc = json.loads(ptext)
+    d = _first_difference(_up_to_counts(pdoc), _up_to_counts(json.loads(dumps(lowered.program))), [])
+    if d is not None:
+        role = ""
+        if d[0][:1] == ["roles"] and len(d[0]) > 1 and isinstance(pdoc.get("roles"), list) \
+                and isinstance(d[0][1], int) and d[0][1] < len(pdoc["roles"]) and isinstance(pdoc["roles"][d[0][1]], dict):
+            role = f" (role {pdoc['roles'][d[0][1]].get('role')})"
+        raise _at(ppath, ptext, d[0], f"program.json is not the lowering of problem.yaml under schedule.json: "
+                  f"{_path_text(d[0])}{role} is {_short(d[1])}, the lowering has {_short(d[2])}", pfix)
+    return WsOutput(folder, problem, sched, lowered.with_program(program))
+
+
+@dataclass(frozen=True)
+class WsVerify:
+    """``synth verify`` of a warp-specialized body's folder (:func:`verify_ws_output`)."""
+
+    output: WsOutput
+    report: Optional[AttentionReport]
+    """The proof of program.json (None: a body that is scheduled only)."""
+    seconds: float
+
+    @property
+    def ok(self) -> bool:
+        return self.report is None or bool(self.report.ok)
+
+    def failure(self) -> str:
+        """One line: why the folder is not proven (its first refutation), '' when it is."""
+        if self.ok:
+            return ""
+        rep = self.report
+        refs = rep.refutations
+        if not refs:
+            return f"{rep.barriers.program.name}: not proven (an obligation is unknown)"
+        r = refs[0]
+        where = r.barrier + (f"[{r.slot}]" if r.slot is not None else "") + \
+            (f" phase {r.phase}" if r.phase is not None else "")
+        return (f"{rep.barriers.program.name}: not proven ({len(refs)} refuted; first: [{r.kind}] {r.warp_group}, "
+                f"block {r.block}, {where}, n = {r.n})")
+
+    def lines(self) -> list[str]:
+        """What ``synth verify`` prints."""
+        o = self.output
+        head = (f"{o.folder}: a warp-specialized body's folder (kind: {o.problem.kind}); schedule.json is a schedule "
+                f"of problem.yaml (its pins, the model's re-check)")
+        if self.report is None:
+            return [head, f"  kind: {o.problem.kind} is scheduled only: there is no program to prove"]
+        return [head + "; program.json is their lowering (up to the counts the proof checks), proven again for "
+                "every number of KV blocks n >= 0:", self.report.render()]
+
+    def to_json(self) -> dict:
+        rep = self.report
+        return {"folder": self.output.folder, "kind": self.output.problem.kind, "program": self.output.problem.name,
+                "ok": self.ok, "proven": None if rep is None else bool(rep.ok),
+                "obligations": None if rep is None else rep.by_class(),
+                "refutations": [] if rep is None else [
+                    {"class": r.kind, "warp_group": r.warp_group, "block": r.block, "barrier": r.barrier,
+                     "slot": r.slot, "phase": r.phase, "n": r.n, "summary": r.summary} for r in rep.refutations],
+                "seconds": round(self.seconds, 4)}
+
+
+def verify_ws_output(target: Union[str, os.PathLike], *, deadline: Union[Deadline, float, None] = None,
+                     query_limit: float = QUERY_LIMIT) -> WsVerify:
+    """``synth verify`` of a warp-specialized body's folder: :func:`load_ws_output`, then (``kind: attention``)
+    :func:`synth.verify.hopper_attention.verify_attention` of program.json as read, each Z3 query at most
+    ``query_limit`` s and none past ``deadline``."""
+    dl = as_deadline(deadline)
+    t0 = time.perf_counter()
+    dl.check("reading the folder")
+    out = load_ws_output(target)
+    report = None
+    if out.attention is not None:
+        dl.check("prove")
+        report = verify_attention(out.attention, time_limit=dl.cap(query_limit))
+        dl.check("prove")
+    return WsVerify(out, report, time.perf_counter() - t0)
+
+
+def certify_refusal(directory: Union[str, os.PathLike]) -> Optional[SynthError]:
+    """Why there is no certificate to check or write for ``directory`` when it is a warp-specialized body's folder
+    (or its ``certificate/``, which is never written; ``synth certify``, ``synth verify --certificate``): the error
+    to raise (exit 2), else None."""
+    d = os.fspath(directory)
+    folder = ws_output_folder(d) if os.path.isdir(d) else None
+    if folder is None and os.path.basename(os.path.normpath(d)) == "certificate":
+        folder = ws_output_folder(os.path.dirname(os.path.normpath(d)) or ".")
+    if folder is None:
+        return None
+    try:
+        kind = read_yaml_text(read_regular_text(os.path.join(folder, "problem.yaml"), MAX_INPUT_BYTES,
+                                                "problem.yaml"), "problem.yaml")["kind"]
+    except (SynthError, KeyError, TypeError):
+        kind = "attention, gemm_kloop or body"
+    why = ("its attention program's proof has classes the independent checker (synth/trusted/) does not derive "
+           "(register, once), a certificate's manifest records no barrier hop count, and the checker's "
+           "certificates count trip counts from 1, where n starts at 0" if kind == "attention" else
+           "it holds no program, only the schedule")
+    return SynthError(Loc(d), f"no certificate is written for a warp-specialized body's folder (kind: {kind}): "
+                      f"{why}",
+                      "run 'synth verify " + folder + "' to re-check schedule.json and prove program.json again")
+
+
 __all__ = ["WS_KINDS", "WS_PHASES", "WsProblem", "WsResult", "load_solve_problem", "ws_problem_text", "run_ws",
-           "schedule_to_json", "schedule_from_json", "output_files", "write_ws", "summary_json", "summary_lines"]
+           "schedule_to_json", "schedule_from_json", "output_files", "write_ws", "summary_json", "summary_lines",
+           "ws_output_folder", "WsOutput", "load_ws_output", "WsVerify", "verify_ws_output", "certify_refusal",
+           "EDITABLE"]

@@ -186,13 +186,16 @@ def _expr(path: str, e, allowed: set, want_bool: bool) -> None:
                           "write a condition such as 1 <= i" if want_bool else "write an integer expression")
 
 
-def validate_hopper(p: HopperProgram) -> None:
+def validate_hopper(p: HopperProgram, *, zero_trips: bool = False) -> None:
     """Raise :class:`HopperError` on names the verifier cannot resolve, malformed expressions
     (names outside the part's variable and the trip symbol, conditions where integers belong,
-    division by anything but a positive constant) or counts out of range."""
+    division by anything but a positive constant) or counts out of range. Trip counts start at 1;
+    ``zero_trips`` (a program whose loop may run zero times: the attention program, ``n >= 0``) lets a
+    symbolic trip count start at 0."""
     tsym = {p.trip_count} if isinstance(p.trip_count, str) else set()
-    if isinstance(p.trip_count, int) and p.trip_count < 1 or p.min_trip_count < 1:
-        raise HopperError("loop", "trip counts start at 1", "use min_trip_count >= 1")
+    least = 0 if zero_trips and tsym else 1
+    if isinstance(p.trip_count, int) and p.trip_count < 1 or p.min_trip_count < least:
+        raise HopperError("loop", f"trip counts start at {least}", f"use min_trip_count >= {least}")
     for o in p.ops:
         if o.when not in (None, "opaque"):
             _expr(f"ops[{o.name}].when", o.when, {p.loop_var} | tsym, True)
@@ -343,7 +346,7 @@ def is_hopper_file(path: str) -> bool:
         return False
 
 
-def load_hopper(path: str, *, check_form: bool = True) -> HopperProgram:
+def load_hopper(path: str, *, check_form: bool = True, zero_trips: bool = False) -> HopperProgram:
     """Read a Hopper ``program.json`` (or its folder); errors are :class:`~synth.errors.SynthError` (exit 2).
 
     The file must be a regular file of at most :data:`MAX_BYTES`; it is read by the trusted
@@ -353,16 +356,20 @@ def load_hopper(path: str, *, check_form: bool = True) -> HopperProgram:
     that is not ``version % slots``, a version or state count that is not the step plus a
     constant, a write of a version other than its op's iteration, an iteration that skips,
     repeats or invents one, is refused naming the obligation, before synth's prover believes any
-    of these fields."""
+    of these fields.
+
+    Trip counts start at 1 (``min_trip_count`` 0 is refused); ``zero_trips`` is for a caller that knows the
+    program's loop may run zero times (:func:`synth.flow.ws.load_ws_output`: the attention program of a
+    warp-specialized body's folder, ``n >= 0`` KV blocks), and lets a symbolic trip count start at 0."""
     f = _file(path)
     data = read_regular_bytes(f, MAX_BYTES, "program.json", fix="pass program.json or its output folder")
     try:
-        checked = read_hopper_bytes(data)
+        checked = read_hopper_bytes(data, zero_trips=zero_trips)
     except HopperInputError as e:
         raise SynthError(Loc(f), f"{e.path + ': ' if e.path else ''}{e.msg}", e.fix) from None
     try:
         p = hopper_from_json(json.loads(data))
-        validate_hopper(p)
+        validate_hopper(p, zero_trips=zero_trips)
     except HopperError as e:
         raise SynthError(Loc(f), f"{e.path}: {e.msg}", e.fix) from None
     except (KeyError, ValueError, TypeError, AttributeError, ExprError, RecursionError) as e:

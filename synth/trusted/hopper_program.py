@@ -190,8 +190,12 @@ class HProgram:
         return next(r for r in self.roles if r.name == name)
 
 
-def read_hopper_bytes(data: bytes) -> HProgram:
-    """Check ``data`` (the bytes of a Hopper ``program.json``); raises :class:`HopperInputError`."""
+def read_hopper_bytes(data: bytes, *, zero_trips: bool = False) -> HProgram:
+    """Check ``data`` (the bytes of a Hopper ``program.json``); raises :class:`HopperInputError`.
+
+    Trip counts start at 1. ``zero_trips``: the caller reads a program whose loop may run zero times (the
+    attention program of a warp-specialized body's folder: ``n`` KV blocks, ``n >= 0``), so a *symbolic* trip count
+    may have ``min_trip_count`` 0; a numeric trip count is still at least 1."""
     if not isinstance(data, (bytes, bytearray)):
         raise HopperInputError("", "expected the bytes of program.json", "pass the file's contents as bytes")
     if len(data) > MAX_BYTES:
@@ -214,7 +218,7 @@ def read_hopper_bytes(data: bytes) -> HProgram:
                                "fix the JSON syntax") from None
     except _Reject as e:
         raise HopperInputError("", str(e), "write plain integers and distinct keys") from None
-    return _build(doc, hashlib.sha256(bytes(data)).hexdigest())
+    return _build(doc, hashlib.sha256(bytes(data)).hexdigest(), zero_trips)
 
 
 class _Reject(ValueError):
@@ -355,7 +359,7 @@ def _guard(x, path: list, allowed: set) -> Optional[tuple]:
 # the program
 # ---------------------------------------------------------------------------------------------
 
-def _build(doc, digest: str) -> HProgram:
+def _build(doc, digest: str, zero_trips: bool = False) -> HProgram:
     """Field checks, then the semantic checks: names unique and resolved; queues numbered 0, 1, ...;
     parts distinct and in the order prologue, body, epilogue; a TMA op (its statements name a
     barrier) is async with no queue, writes at least one buffer and reads none, in a role of one
@@ -382,7 +386,9 @@ def _build(doc, digest: str) -> HProgram:
             _fail(["loop", "trip_count"], "the trip-count symbol is the loop variable", "name it T")
     else:
         tsym, trip = None, _intv(tc, ["loop", "trip_count"], "trip_count")
-    mt = _intv(loop["min_trip_count"], ["loop", "min_trip_count"], "trip_count")
+    mt = loop["min_trip_count"]
+    if not (zero_trips and tsym is not None and type(mt) is int and mt == 0):
+        mt = _intv(mt, ["loop", "min_trip_count"], "trip_count")
     if trip is not None and mt != trip:
         _fail(["loop", "min_trip_count"], f"min_trip_count {mt} differs from the trip count {trip}",
               f"set it to {trip}")
