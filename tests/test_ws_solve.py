@@ -279,3 +279,182 @@ def test_the_api_solves_a_body_file_as_the_command_does(tmp_path):
     assert (problem.body, problem.machine, problem.pins, problem.source) == \
         (r.problem.body, r.problem.machine, r.problem.pins, r.problem.source)
     assert folder_files(tmp_path / "out") == ["problem.yaml", "schedule.json"]
+
+
+# ------------------------------------------------------------------------------------------------ synth verify, certify
+# of a warp-specialized body's folder (synth.flow.ws.verify_ws_output, docs/commands.md "Warp-specialized bodies")
+
+def copy_folder(src: Path, dst: Path) -> Path:
+    dst.mkdir()
+    for p in src.iterdir():
+        (dst / p.name).write_bytes(p.read_bytes())
+    return dst
+
+
+def edit_json(path: Path, fn) -> None:
+    doc = json.loads(path.read_text())
+    fn(doc)
+    path.write_text(json.dumps(doc, indent=2) + "\n")
+
+
+def test_verify_proves_the_folder_again(attention_d128, tmp_path):
+    """synth verify OUT (and OUT/program.json) re-checks the schedule and proves the program again for every n >= 0:
+    exit 0, the obligations by class as solve counted them."""
+    folder, rc, doc, _ = attention_d128
+    assert rc == 0
+    rc, out, err = synth("verify", str(folder), cwd=tmp_path)
+    assert rc == 0, err[-2000:]
+    assert "a warp-specialized body's folder (kind: attention)" in out and "all obligations proven" in out, out
+    assert "every n >= 0" in out
+    rc, out, err = synth("verify", str(folder / "program.json"), "--json", cwd=tmp_path)
+    env = json.loads(out)
+    assert rc == 0 and env["ok"] and env["errors"] == [], (env["errors"], err[-2000:])
+    res = env["result"]
+    assert (res["kind"], res["ok"], res["proven"], res["refutations"]) == ("attention", True, True, [])
+    assert res["obligations"] == doc["result"]["obligations"]
+    assert os.path.samefile(res["folder"], folder)
+
+
+def test_verify_refuses_a_program_that_is_not_the_lowering(attention_d128, tmp_path):
+    """A wait_group removed from program.json: not the lowering of problem.yaml under schedule.json, exit 2 at the
+    statement's line, the fix naming what may be edited."""
+    folder, rc, _, _ = attention_d128
+    bad = copy_folder(folder, tmp_path / "bad")
+
+    def drop_wait(doc):
+        role = doc["roles"][1]
+        stmts = role["parts"][0]["stmts"]
+        k = next(i for i, s in enumerate(stmts) if s["kind"] == "wait")
+        del stmts[k]
+        del role["waits"][0]
+        for s in stmts:
+            if s["kind"] == "wait":
+                s["wait"] -= 1
+
+    edit_json(bad / "program.json", drop_wait)
+    rc, out, err = synth("verify", str(bad), cwd=tmp_path)
+    assert rc == 2 and "Traceback" not in err, err
+    head = err.splitlines()[0]
+    assert head.startswith(f"{bad / 'program.json'}:") and "is not the lowering of problem.yaml under " \
+        "schedule.json: roles[1].parts[0].stmts[" in head and "(role consumer0)" in head, err
+    line = int(head.split(":")[1])
+    assert '"kind"' in (bad / "program.json").read_text().splitlines()[line - 1]
+    assert "fix: program.json is synth's lowering" in err and "in_flight" in err
+
+
+def test_verify_refutes_an_edited_barrier_phase_or_wait_count(attention_d128, tmp_path):
+    """What the proof checks may be edited, and is proven, not trusted: the producer's wait on empty_K for the
+    consumers' release of phase 0 instead of the fresh barrier's phase 1 deadlocks (exit 1, the warp group, block,
+    barrier, slot and phase); qk's wait_group 0 raised to 1 lets the softmax read S while qk may be running."""
+    folder, rc, _, _ = attention_d128
+    phase = copy_folder(folder, tmp_path / "phase")
+
+    def wrong_phase(doc):
+        stmts = doc["roles"][0]["parts"][0]["stmts"]
+        s = next(s for s in stmts if s["kind"] == "try_wait" and s["barrier"] == "empty_K")
+        assert s["state"]["phase"] == 1
+        s["state"]["phase"] = 0
+
+    edit_json(phase / "program.json", wrong_phase)
+    rc, out, err = synth("verify", str(phase), "--json", cwd=tmp_path)
+    env = json.loads(out)
+    assert rc == 1 and env["errors"][0]["code"] == "refuted", (env["errors"], err[-2000:])
+    assert env["errors"][0]["file"] == str(phase / "program.json")
+    assert "[no_deadlock] producer, block 0, empty_K[0] phase 0, n = 1" in env["errors"][0]["message"]
+    ref = env["result"]["refutations"][0]
+    assert (ref["class"], ref["warp_group"], ref["block"], ref["barrier"], ref["slot"], ref["phase"], ref["n"]) == \
+        ("no_deadlock", "producer", 0, "empty_K", 0, 0, 1)
+    rc, out, err = synth("verify", str(phase), cwd=tmp_path)
+    assert rc == 1 and "refuted [no_deadlock] producer, block 0, empty_K[0] phase 0, n = 1:" in out, (out, err)
+
+    count = copy_folder(folder, tmp_path / "count")
+    edit_json(count / "program.json", lambda doc: doc["roles"][1]["waits"][1].update(in_flight=1))
+    rc, out, err = synth("verify", str(count), "--json", cwd=tmp_path)
+    env = json.loads(out)
+    assert rc == 1 and env["errors"][0]["code"] == "refuted", env["errors"]
+    refs = env["result"]["refutations"]
+    assert any((r["class"], r["warp_group"], r["block"], r["barrier"], r["n"]) ==
+               ("register", "consumer0", 0, "wgmma group", 1) and "rowmax(0) against qk(0)" in r["summary"]
+               for r in refs), refs
+
+
+def test_verify_refuses_an_edited_schedule(attention_d128, tmp_path):
+    """schedule.json is synth's choice: a start moved breaks the model's re-check, a deeper ring breaks its shared
+    memory (each exit 2 at the line in schedule.json); a schedule of another body is named as such."""
+    folder, rc, _, _ = attention_d128
+    moved = copy_folder(folder, tmp_path / "moved")
+    doc = json.loads((folder / "schedule.json").read_text())
+    k = next(i for i, o in enumerate(doc["ops"]) if o["name"] == "rowmax")
+    edit_json(moved / "schedule.json", lambda d: d["ops"][k].update(start=d["ops"][k]["start"] + 7))
+    rc, _, err = synth("verify", str(moved), cwd=tmp_path)
+    assert rc == 2 and "Traceback" not in err, err
+    head = err.splitlines()[0]
+    assert head.startswith(f"{moved / 'schedule.json'}:") and "not a valid schedule of problem.yaml" in head, err
+    line = int(head.split(":")[1])
+    lines = (moved / "schedule.json").read_text().splitlines()
+    assert any('"rowmax"' in ln for ln in lines[line - 1:line + 2]), (line, lines[line - 1:line + 2])
+    assert "fix: re-run 'synth solve'" in err
+
+    deeper = copy_folder(folder, tmp_path / "deeper")
+    edit_json(deeper / "schedule.json", lambda d: d["rings"].update(K_s=d["rings"]["K_s"] + 1))
+    rc, _, err = synth("verify", str(deeper), cwd=tmp_path)
+    assert rc == 2 and err.startswith(f"{deeper / 'schedule.json'}:") and "shared memory" in err, err
+
+    other = copy_folder(folder, tmp_path / "other")
+    edit_json(other / "schedule.json", lambda d: d.update(body="another-body"))
+    rc, _, err = synth("verify", str(other), cwd=tmp_path)
+    assert rc == 2 and "files of two folders" in err, err
+
+
+def test_trip_counts_from_zero_only_for_the_attention_program(attention_d128, tmp_path):
+    """The Hopper reader takes min_trip_count 0 only where the caller says the loop may run zero times (the attention
+    program of a body's folder): program.json alone, without its folder, is refused as before; a numeric trip count
+    of 0 is refused even then."""
+    from synth.hopper.ir import load_hopper
+
+    folder, rc, _, _ = attention_d128
+    alone = tmp_path / "alone"
+    alone.mkdir()
+    (alone / "program.json").write_bytes((folder / "program.json").read_bytes())
+    rc, _, err = synth("verify", str(alone / "program.json"), cwd=tmp_path)
+    assert rc == 2 and "loop.min_trip_count: 0 is outside 1 .. 65536" in err, err
+    with pytest.raises(SynthError, match="min_trip_count: 0 is outside 1"):
+        load_hopper(str(folder / "program.json"))
+    assert load_hopper(str(folder / "program.json"), zero_trips=True).min_trip_count == 0
+    edit_json(alone / "program.json", lambda d: d["loop"].update(trip_count=0))
+    with pytest.raises(SynthError, match="trip_count: 0 is outside 1"):
+        load_hopper(str(alone / "program.json"), zero_trips=True)
+
+
+def test_certify_says_no_certificate_is_written(attention_d128, tmp_path):
+    """synth certify OUT (or OUT/certificate) of a body's folder: exit 2, the folder kind and the reason;
+    synth verify --certificate likewise, writing nothing."""
+    folder, rc, _, _ = attention_d128
+    for target in (folder, folder / "certificate"):
+        rc, out, err = synth("certify", str(target), cwd=tmp_path)
+        assert rc == 2 and "Traceback" not in err, err
+        assert err.startswith(f"{target}: error: no certificate is written for a warp-specialized body's folder "
+                              "(kind: attention): "), err
+        assert "(register, once)" in err and f"fix: run 'synth verify {folder}'" in err
+    rc, out, err = synth("certify", str(folder), "--json", cwd=tmp_path)
+    assert rc == 2 and json.loads(out)["errors"][0]["code"] == "bad_input"
+    rc, _, err = synth("verify", str(folder), "--certificate", "cert", cwd=tmp_path)
+    assert rc == 2 and "no certificate is written" in err and "drop --certificate" in err, err
+    assert not (tmp_path / "cert").exists()
+
+
+def test_verify_and_certify_a_body_that_is_scheduled_only(tmp_path):
+    """kind: body has no program: synth verify re-checks its schedule (exit 0, saying nothing is proven), refuses an
+    edited one, and synth certify says there is no certificate."""
+    rc, _, err = synth("solve", str(WS / "body-two-stage.yaml"), "-o", "out", cwd=tmp_path)
+    assert rc == 0, err[-2000:]
+    rc, out, err = synth("verify", "out", "--json", cwd=tmp_path)
+    res = json.loads(out)["result"]
+    assert rc == 0 and (res["kind"], res["ok"], res["proven"], res["obligations"]) == ("body", True, None, None), err
+    rc, out, _ = synth("verify", "out", cwd=tmp_path)
+    assert rc == 0 and "kind: body is scheduled only: there is no program to prove" in out
+    rc, _, err = synth("certify", "out", cwd=tmp_path)
+    assert rc == 2 and "(kind: body): it holds no program" in err, err
+    edit_json(tmp_path / "out" / "schedule.json", lambda d: d.update(ii=d["ii"] // 2))
+    rc, _, err = synth("verify", "out", cwd=tmp_path)
+    assert rc == 2 and err.startswith("out/schedule.json:") and "not a valid schedule" in err, err

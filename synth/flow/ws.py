@@ -17,6 +17,11 @@ run by :func:`synth.flow.phases.run_phases`).
 (:func:`schedule_to_json`, docs/outputs.md), ``program.json`` and ``program.txt`` for attention, ``verify.txt``
 when proven or refuted); :func:`write_ws` publishes them with :func:`synth.outdir.publish` (never a half-written
 folder).
+
+The folder read back (``synth verify OUT``): :func:`load_ws_output` re-checks ``schedule.json`` against
+``problem.yaml`` and requires ``program.json`` to be the lowering of the two up to :data:`EDITABLE`;
+:func:`verify_ws_output` proves it again. :func:`certify_refusal` is ``synth certify``'s answer for such a folder
+(no certificate is written for it).
 """
 
 from __future__ import annotations
@@ -655,9 +660,10 @@ def certify_refusal(directory: Union[str, os.PathLike]) -> Optional[SynthError]:
            "(register, once), a certificate's manifest records no barrier hop count, and the checker's "
            "certificates count trip counts from 1, where n starts at 0" if kind == "attention" else
            "it holds no program, only the schedule")
+    again = "re-check schedule.json and prove program.json again" if kind == "attention" else \
+        "re-check schedule.json against problem.yaml"
     return SynthError(Loc(d), f"no certificate is written for a warp-specialized body's folder (kind: {kind}): "
-                      f"{why}",
-                      "run 'synth verify " + folder + "' to re-check schedule.json and prove program.json again")
+                      f"{why}", f"run 'synth verify {folder}' to {again}")
 
 
 __all__ = ["WS_KINDS", "WS_PHASES", "WsProblem", "WsResult", "load_solve_problem", "ws_problem_text", "run_ws",
