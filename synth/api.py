@@ -198,7 +198,8 @@ def verify(target, *, time_limit: float = 60.0, certificate: Optional[str] = Non
     ``report.ok`` is False when a wait is refuted or unproven; ``report.render()``
     explains it. A warp-specialized body's folder (or its ``program.json``) gives a
     :class:`~synth.flow.ws.WsVerify` (:func:`synth.flow.ws.verify_ws_output`: the folder re-checked, its
-    attention program proven for every ``n >= 0``; no certificate is written for it). ``progress`` is called as ``progress("prove", done, total)`` per obligation.
+    attention program proven for every ``n >= 0``; no certificate is written for it). ``progress`` is called as
+    ``progress("prove", done, total)`` per obligation.
     """
     # here, not at the top: import synth.api loads a command's layers when the command is called
     from .deadline import Deadline, TimeUp

@@ -458,3 +458,23 @@ def test_verify_and_certify_a_body_that_is_scheduled_only(tmp_path):
     edit_json(tmp_path / "out" / "schedule.json", lambda d: d.update(ii=d["ii"] // 2))
     rc, _, err = synth("verify", "out", cwd=tmp_path)
     assert rc == 2 and err.startswith("out/schedule.json:") and "not a valid schedule" in err, err
+
+
+def test_verify_names_the_line_of_a_malformed_file(attention_d128, tmp_path):
+    """A schedule.json cut short, a problem.yaml that is not YAML, a program.json missing: exit 2, file:line:col
+    (a file's name where there is no line) and a fix, no traceback."""
+    folder, rc, _, _ = attention_d128
+    cut = copy_folder(folder, tmp_path / "cut")
+    text = (folder / "schedule.json").read_text()
+    (cut / "schedule.json").write_text(text[: len(text) // 2])
+    rc, _, err = synth("verify", str(cut), cwd=tmp_path)
+    assert rc == 2 and "Traceback" not in err, err
+    assert err.startswith(f"{cut / 'schedule.json'}:") and err.split(":")[1].isdigit() and "fix:" in err, err
+    yaml = copy_folder(folder, tmp_path / "yaml")
+    (yaml / "problem.yaml").write_text("name: x\nkind: [\n")
+    rc, _, err = synth("verify", str(yaml / "program.json"), cwd=tmp_path)
+    assert rc == 2 and err.startswith(f"{yaml / 'problem.yaml'}:3:") and "fix:" in err, err
+    gone = copy_folder(folder, tmp_path / "gone")
+    (gone / "program.json").unlink()
+    rc, _, err = synth("verify", str(gone), cwd=tmp_path)
+    assert rc == 2 and err.startswith(f"{gone / 'program.json'}: error: cannot read program.json") and "fix:" in err

@@ -324,15 +324,22 @@ EDITABLE = "a wait's in_flight (and its tight and reason) and a barrier statemen
 
 def ws_output_folder(target: Union[str, os.PathLike]) -> Optional[str]:
     """The output folder of a warp-specialized body that ``target`` names (the folder, or a file in it such as
-    its ``program.json``), or None: the folder's ``problem.yaml`` names a warp-specialized ``kind:``. Never raises
-    (a missing or unreadable problem.yaml is None: the target is then read as any other)."""
+    its ``program.json``), or None: the folder's ``problem.yaml`` names a warp-specialized ``kind:`` (or does not
+    read, and its ``schedule.json`` is a warp-specialized one). Never raises (otherwise None: the target is then
+    read as any other)."""
     t = os.fspath(target)
     folder = t if os.path.isdir(t) else os.path.dirname(t) or "."
     try:
         text = read_regular_text(os.path.join(folder, "problem.yaml"), MAX_INPUT_BYTES, "problem.yaml")
         doc = read_yaml_text(text, os.path.join(folder, "problem.yaml"))
     except (SynthError, OSError, ValueError, RecursionError):
-        return None
+        # a problem.yaml that does not read: the folder is a body's when its schedule.json says so (the folder's
+        # reader then names problem.yaml's error at its line)
+        try:
+            sdoc = load_json(os.path.join(folder, "schedule.json"), PROGRAM_MAX_BYTES, "schedule.json")
+        except (SynthError, OSError, ValueError, RecursionError):
+            return None
+        return folder if isinstance(sdoc, dict) and sdoc.get("format") == SCHEDULE_FORMAT else None
     if isinstance(doc, LDict) and isinstance(doc.get("kind"), str) and doc["kind"] in WS_KINDS:
         return folder
     return None
@@ -567,10 +574,11 @@ def load_ws_output(target: Union[str, os.PathLike]) -> WsOutput:
     pdoc = json.loads(ptext)
     d = _first_difference(_up_to_counts(pdoc), _up_to_counts(json.loads(dumps(lowered.program))), [])
     if d is not None:
+        roles = pdoc.get("roles") if isinstance(pdoc, dict) else None
+        k = d[0][1] if d[0][:1] == ["roles"] and len(d[0]) > 1 else None
         role = ""
-        if d[0][:1] == ["roles"] and len(d[0]) > 1 and isinstance(pdoc.get("roles"), list) \
-                and isinstance(d[0][1], int) and d[0][1] < len(pdoc["roles"]) and isinstance(pdoc["roles"][d[0][1]], dict):
-            role = f" (role {pdoc['roles'][d[0][1]].get('role')})"
+        if isinstance(roles, list) and isinstance(k, int) and k < len(roles) and isinstance(roles[k], dict):
+            role = f" (role {roles[k].get('role')})"
         raise _at(ppath, ptext, d[0], f"program.json is not the lowering of problem.yaml under schedule.json: "
                   f"{_path_text(d[0])}{role} is {_short(d[1])}, the lowering has {_short(d[2])}", pfix)
     return WsOutput(folder, problem, sched, lowered.with_program(program))
