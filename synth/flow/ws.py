@@ -567,8 +567,10 @@ def load_ws_output(target: Union[str, os.PathLike]) -> WsOutput:
     try:
         program = load_hopper(ppath, zero_trips=True)
     except SynthError as e:
-        if e.loc is not None and e.loc.line <= 0 and ": " in e.msg:
-            line, col = _json_pos(ptext, _path_of(e.msg.split(": ", 1)[0]))
+        head = e.msg.split(": ", 1)[0]
+        if e.loc is not None and e.loc.line <= 0 and re.fullmatch(r"[A-Za-z_]\w*(\.[A-Za-z_]\w*|\[\d+\])*", head) \
+                and _path_of(head)[0] in json.loads(ptext):  # the reader's JSON path: its line
+            line, col = _json_pos(ptext, _path_of(head))
             raise SynthError(Loc(ppath, line, col), e.msg, e.fix) from None
         raise
     pdoc = json.loads(ptext)
