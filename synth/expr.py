@@ -317,10 +317,10 @@ def evaluate(e: Expr, env: Mapping[str, int]) -> Value:
         vals = [int(evaluate(a, env)) for a in e.args]
         return min(vals) if e.fn == "min" else max(vals)
     a, b = evaluate(e.lhs, env), evaluate(e.rhs, env)
-    return _BIN_EVAL[e.op](a, b)
+    return apply_binary(e.op, a, b)
 
 
-_BIN_EVAL: dict[str, Callable[[Value, Value], Value]] = {
+BIN_EVAL: dict[str, Callable[[Value, Value], Value]] = {
     "+": lambda a, b: int(a) + int(b),
     "-": lambda a, b: int(a) - int(b),
     "*": lambda a, b: int(a) * int(b),
@@ -335,6 +335,12 @@ _BIN_EVAL: dict[str, Callable[[Value, Value], Value]] = {
     "&&": lambda a, b: bool(a) and bool(b),
     "||": lambda a, b: bool(a) or bool(b),
 }
+"""The value of each binary operator on two values (``/`` and ``%`` floor, as in the expression language)."""
+
+
+def apply_binary(op: str, a: Value, b: Value) -> Value:
+    """``a op b`` for a binary operator of the expression language (KeyError for another)."""
+    return BIN_EVAL[op](a, b)
 
 
 def substitute(e: Expr, binding: Mapping[str, Expr]) -> Expr:

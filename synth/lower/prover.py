@@ -8,7 +8,7 @@ is tried before Z3. Raises ``RuntimeError`` if Z3 answers unknown.
 
 from __future__ import annotations
 
-from ..expr import _BIN_EVAL, Bin, Call, Expr, Ite, Num, Un, Var, to_str
+from ..expr import Bin, Call, Expr, Ite, Num, Un, Var, apply_binary, to_str
 from .exprs import conj
 
 
@@ -227,7 +227,7 @@ class Prover:
         elif isinstance(e, Var):
             out = env[e.name]
         elif isinstance(e, Bin):
-            out = _BIN_EVAL[e.op](self._eval(e.lhs, env, memo), self._eval(e.rhs, env, memo))
+            out = apply_binary(e.op, self._eval(e.lhs, env, memo), self._eval(e.rhs, env, memo))
         elif isinstance(e, Ite):
             out = self._eval(e.then, env, memo) if self._eval(e.cond, env, memo) else self._eval(e.other, env, memo)
         elif isinstance(e, Un):

@@ -43,7 +43,7 @@ from ..lower.hopper_attention import AttentionProgram, OnceRead
 from ..program import OpStmt
 from .encode import And, Encoder, Not, Or
 from .obligations import enumerate_obligations
-from .phases import HopperReport, _barrier, _kind, enumerate_hopper, refutation_values, verify_hopper
+from .phases import HopperReport, enumerate_hopper, refutation_values, stmt_barrier, stmt_kind, verify_hopper
 from .report import ObligationResult
 
 REGISTER_KINDS = ("raw", "war", "waw", "wellformed", "count-nonnegative")
@@ -173,8 +173,8 @@ def _barrier_refutation(p: HopperProgram, ob, res: ObligationResult, lags: dict,
     if ob.role in {r.name for r in p.roles}:
         stmt = p.role(ob.role).program.part(ob.part).stmts[ob.pos]
     barrier, slot, phase = "", None, None
-    if stmt is not None and _kind(stmt) in ("arrive", "try_wait", "tma"):
-        barrier = _barrier(stmt)
+    if stmt is not None and stmt_kind(stmt) in ("arrive", "try_wait", "tma"):
+        barrier = stmt_barrier(stmt)
         st = stmt.barrier.state if isinstance(stmt, OpStmt) else stmt.state
         slots = p.barrier(barrier).slots
         if "x" in vals:

@@ -182,7 +182,7 @@ class Phases:
         hit = self._memo.get(key)
         if hit is None:
             st = _state(ref.stmt)
-            b = self.bars[_barrier(ref.stmt)]
+            b = self.bars[stmt_barrier(ref.stmt)]
             hit = self._memo[key] = ((x % st.stages) % b.slots, x / st.stages)
         return hit
 
@@ -192,7 +192,7 @@ class Phases:
         ``x - shift * slots`` when the statement's stages are the barrier's slots (``x = st (x / st) + x % st``),
         else None. A member whose stages are the slots has this count: its instance is placed at it."""
         st = _state(ref.stmt).stages
-        if st != self.bars[_barrier(ref.stmt)].slots:
+        if st != self.bars[stmt_barrier(ref.stmt)].slots:
             return None
         return x - shift * st if shift else x
 
@@ -222,8 +222,8 @@ class Phases:
         b = self.bars[barrier]
         out = []
         for ref in self._refs:
-            kind = _kind(ref.stmt)
-            if kind not in kinds or _barrier(ref.stmt) != barrier or (keep is not None and not keep(ref)):
+            kind = stmt_kind(ref.stmt)
+            if kind not in kinds or stmt_barrier(ref.stmt) != barrier or (keep is not None and not keep(ref)):
                 continue
             st = _state(ref.stmt).stages
             if st == b.slots:  # the slot is the ring index: one instance, count n * st + sl
@@ -335,7 +335,7 @@ class Phases:
         completes only after it lands (``tx_bytes``: the phase gets exactly the bytes it expects), so what
         its role waited for before issuing it is complete when that phase is. A copy of a role that also
         arrives on the barrier adds nothing its arrival does not already give, and is left out."""
-        b = _barrier(ref.stmt)
+        b = stmt_barrier(ref.stmt)
         return ref.stmt.barrier.bytes > 0 and not any(
             isinstance(x.stmt, ArriveStmt) and x.stmt.barrier == b for x in self._role_refs[ref.role])
 
@@ -377,18 +377,20 @@ def _state(s):
     return s.barrier.state if isinstance(s, OpStmt) else s.state
 
 
-def _barrier(s) -> str:
+def stmt_barrier(s) -> str:
+    """The barrier a Hopper statement names (a TMA copy's: the barrier it completes on)."""
     return s.barrier.barrier if isinstance(s, OpStmt) else s.barrier
 
 
-def _kind(s) -> str:
+def stmt_kind(s) -> str:
+    """``tma`` for a TMA copy, ``op`` for another op, else the statement's own kind (``arrive``, ``try_wait``, ...)."""
     if isinstance(s, OpStmt):
         return "tma" if s.barrier is not None else "op"
     return s.kind
 
 
 def _stages(ref: Ref) -> int:
-    return _state(ref.stmt).stages if _kind(ref.stmt) in ("arrive", "try_wait", "tma") else 1
+    return _state(ref.stmt).stages if stmt_kind(ref.stmt) in ("arrive", "try_wait", "tma") else 1
 
 
 def _role_refs(p: HopperProgram, role: str) -> list[Ref]:
@@ -476,13 +478,13 @@ def _converge_obligations(p: HopperProgram) -> list[HObligation]:
         waits = [x for x in refs if isinstance(x.stmt, TryWaitStmt)]
         convs = [x for x in refs if converges(r, x.stmt)]
         for a in refs:
-            if _kind(a.stmt) not in ("arrive", "tma") or _barrier(a.stmt) not in waited:
+            if stmt_kind(a.stmt) not in ("arrive", "tma") or stmt_barrier(a.stmt) not in waited:
                 continue
-            what = f"TMA {a.stmt.op}" if _kind(a.stmt) == "tma" else "arrive"
+            what = f"TMA {a.stmt.op}" if stmt_kind(a.stmt) == "tma" else "arrive"
             for w in waits:
                 out.append(HObligation(
                     f"converge:{r.name}:{a.part}:{a.pos}<-{w.part}:{w.pos}", "converge", r.name, a.part, a.pos, None,
-                    f"{r.name} {a.part}: the elected thread's {what} on {_barrier(a.stmt)}"
+                    f"{r.name} {a.part}: the elected thread's {what} on {stmt_barrier(a.stmt)}"
                     f"[{to_str(_state(a.stmt).index())}] comes after a convergence point (collective wgmma or "
                     f"bar_sync) that follows every earlier try_wait {w.stmt.barrier}[{to_str(w.stmt.state.index())}] "
                     f"({w.part} statement {w.pos}) of its warp group's {r.threads} threads",
@@ -840,7 +842,7 @@ def _raw_builder(p: HopperProgram, ref: Ref, a: int):
 
 def _fence_obligations(p: HopperProgram) -> list[HObligation]:
     out = []
-    used = {_barrier(r.stmt) for r in _all_refs(p) if _kind(r.stmt) in ("arrive", "try_wait", "tma")}
+    used = {stmt_barrier(r.stmt) for r in _all_refs(p) if stmt_kind(r.stmt) in ("arrive", "try_wait", "tma")}
     inits = [k for k, s in enumerate(p.setup) if isinstance(s, InitStmt)]
     fences = [k for k, s in enumerate(p.setup) if isinstance(s, FenceStmt) and s.fence == "mbarrier_init"]
     invals = {s.barrier for s in p.teardown if isinstance(s, InvalStmt)}
@@ -1167,8 +1169,8 @@ def _counterexample(p: HopperProgram, ob: HObligation, m: z3.ModelRef, ph: Phase
         bits.append(f"iteration {vals['x']}")
     if "runs" in vals:
         bits.append(f"run {vals['runs']} time(s)")
-    s_ = ph.bars.get(_barrier(_stmt_of(p, ob))) if _stmt_of(p, ob) is not None and \
-        _kind(_stmt_of(p, ob)) in ("arrive", "try_wait", "tma") else None
+    s_ = ph.bars.get(stmt_barrier(_stmt_of(p, ob))) if _stmt_of(p, ob) is not None and \
+        stmt_kind(_stmt_of(p, ob)) in ("arrive", "try_wait", "tma") else None
     if "slot" in vals and s_ is not None:
         bits.append(f"barrier {s_.name}[{vals['slot']}] phase {vals['phase']}")
     if "got" in vals:
@@ -1198,7 +1200,7 @@ def _converge_counterexample(p: HopperProgram, ob: HObligation, ph: Phases, vals
     wj = vals["wj"].as_long()
     off = ph.base[ob.role].off
     wi = wj - (ev(off[wpart]).as_long() if wpart in off else 0)
-    what = "arrives" if _kind(a) == "arrive" else f"issues TMA {a.op}"
+    what = "arrives" if stmt_kind(a) == "arrive" else f"issues TMA {a.op}"
     who = f"warp group {ob.role}" if role.warpgroups == 1 else f"each of the {role.warpgroups} warp groups of {ob.role}"
     wn = vals["wphase"].as_long()
     lag = (f"thread 1 of {who} may still be waiting in its try_wait on {w.barrier}[{vals['wslot']}] for phase {wn} "
@@ -1210,7 +1212,7 @@ def _converge_counterexample(p: HopperProgram, ob: HObligation, ph: Phases, vals
         tail = (f"no later phase of {w.barrier}[{vals['wslot']}] completes at this trip count: the lag shows once "
                 f"one does")
     summary = (f"converge: with trip count {T}, {who} {ob.part} i = {i}: the elected thread 0 {what} on "
-               f"{_barrier(a)}[{vals['slot']}] phase {vals['phase']} (iteration {vals['x']}) while {lag}: no "
+               f"{stmt_barrier(a)}[{vals['slot']}] phase {vals['phase']} (iteration {vals['x']}) while {lag}: no "
                f"convergence point (a collective wgmma or a bar_sync over the warp group) lies between them; {tail}: "
                f"this fails: {ob.description}")
     return Counterexample(ob.kind, T, j, ob.part, i, summary, () if _late(deadline) else _replay(p, T))
@@ -1440,4 +1442,4 @@ def _tightness(p: HopperProgram, role: str, idx: int, obs: list[HObligation], ti
 
 __all__ = ["verify_hopper", "enumerate_hopper", "prove_hopper_obligation", "smt2_file", "HopperReport", "HObligation",
            "WgmmaVerdict", "Phases", "CLASSES", "converges", "refutation_values", "ProofPhase", "proofs_text",
-           "barrier_view", "STATS"]
+           "barrier_view", "STATS", "stmt_barrier", "stmt_kind"]
