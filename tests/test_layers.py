@@ -262,3 +262,15 @@ def test_an_import_inside_a_function_says_why():
         at = {k for i in imports() if i.source == name and i.in_function for k in range(i.line, i.end + 1)}
         silent += [repr(i) for i in imps if not _says_why(lines, i, at)]
     assert not silent, "imports inside functions that do not say why:\n" + "\n".join(sorted(set(silent)))
+
+
+def test_no_module_imports_another_s_private_names():
+    """A module uses another's public names only: ``from synth.x import _name`` means the boundary is drawn in the
+    wrong place (make the name public where it is defined, or move the code that needs it)."""
+    bad = []
+    for name, path in modules().items():
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"), str(path))):
+            if isinstance(node, ast.ImportFrom) and any(t in modules() for t in _targets(name, node)):
+                bad += [f"{path.relative_to(SYNTH.parent)}:{node.lineno}: {a.name}" for a in node.names
+                        if a.name.startswith("_") and not a.name.startswith("__")]
+    assert bad == []
