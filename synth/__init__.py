@@ -10,7 +10,7 @@ docs/api.md), and :func:`synth.kernel.load` turns an output folder into a
 callable GEMM. ``import synth.api as synth`` gives the command names.
 """
 
-__version__ = "0.6.0"
+__version__ = "0.8.0"
 
 
 def __getattr__(name: str):
