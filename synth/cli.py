@@ -414,14 +414,20 @@ def cmd_solve(args, ui: _Ui) -> Outcome:
     _print_solve(ui, result, out, files, phases, wall, bound)
     if not result.proven:
         why = _unproven_summary(result.report)
-        outcome.fail("refuted" if why[0] else "unproven",
-                     f"some wait counts are not proven correct ({why[1]}); see {os.path.join(out, 'verify.txt')}",
-                     "see the counterexample in verify.txt, or raise --time-limit if a proof was unknown",
-                     Loc(os.path.join(out, "verify.txt")))
-        if not ui.json:
-            print(result.report.render(), file=sys.stderr)
-            print(f"error: {outcome.errors[-1]['message']}", file=sys.stderr)
+        _fail_unproven(ui, outcome, result.report, why[0], f"some wait counts are not proven correct ({why[1]})",
+                       "see the counterexample in verify.txt", out)
     return outcome
+
+
+def _fail_unproven(ui: _Ui, outcome: Outcome, report, refuted: bool, what: str, see: str, out: str) -> None:
+    """Exit 1 for a folder whose proof did not hold: ``refuted`` or ``unproven``, pointing at its verify.txt; the
+    report on stderr unless the output is JSON."""
+    verify_txt = os.path.join(out, "verify.txt")
+    outcome.fail("refuted" if refuted else "unproven", f"{what}; see {verify_txt}",
+                 f"{see}, or raise --time-limit if a proof was unknown", Loc(verify_txt))
+    if not ui.json:
+        print(report.render(), file=sys.stderr)
+        print(f"error: {outcome.errors[-1]['message']}", file=sys.stderr)
 
 
 def _hopper_design_line(result) -> str:
@@ -503,13 +509,8 @@ def _solve_ws(ui: _Ui, result, out: str, files: list[str], phases, wall: float) 
         ui.warn(w)
     if not result.proven:
         refuted = bool(result.report.refutations)
-        outcome.fail("refuted" if refuted else "unproven", f"the attention program of {result.problem.name} is not "
-                     f"proven ({'refuted' if refuted else 'unknown'}); see {os.path.join(out, 'verify.txt')}",
-                     "see the refutation in verify.txt, or raise --time-limit if a proof was unknown",
-                     Loc(os.path.join(out, "verify.txt")))
-        if not ui.json:
-            print(result.report.render(), file=sys.stderr)
-            print(f"error: {outcome.errors[-1]['message']}", file=sys.stderr)
+        _fail_unproven(ui, outcome, result.report, refuted, f"the attention program of {result.problem.name} is not "
+                       f"proven ({'refuted' if refuted else 'unknown'})", "see the refutation in verify.txt", out)
     return outcome
 
 
