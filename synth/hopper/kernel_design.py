@@ -285,16 +285,25 @@ class KernelDesign(ClusterShaped):
             if k not in FLAT:
                 raise TypeError(f"KernelDesign has no knob {k!r}")
             parts[FLAT[k]][k] = v
-        new = object.__new__(type(self))  # a subclass's constructor may take other names: set the fields
-        for p, kv in parts.items():
-            part = getattr(self, p)
-            object.__setattr__(new, p, type(part)(**{**_values(part), **kv}) if kv else part)
-        object.__setattr__(new, "name", name)
-        return new
+        new = {p: (type(getattr(self, p))(**{**_values(getattr(self, p)), **kv}) if kv else getattr(self, p))
+               for p, kv in parts.items()}
+        return KernelDesign(new["mainloop"], new["scheduler"], new["output"], name).recast(type(self))
 
     def as_design(self) -> "KernelDesign":
         """The design itself (a subclass's value, such as the search's point, as a plain :class:`KernelDesign`)."""
-        return KernelDesign(self.mainloop, self.scheduler, self.output, self.name)
+        return self.recast(KernelDesign)
+
+    def recast(self, cls: type) -> "KernelDesign":
+        """The same parts and name as a value of ``cls`` (this class or a subclass that adds no field, such as the
+        search's point, whose constructor may take other names: the fields are set, not passed)."""
+        out = object.__new__(cls)
+        self.copy_into(out)
+        return out
+
+    def copy_into(self, other: "KernelDesign") -> None:
+        """Set ``other``'s fields (a value under construction) to this design's."""
+        for f in fields(KernelDesign):
+            object.__setattr__(other, f.name, getattr(self, f.name))
 
     # the knobs, read flat -------------------------------------------------------------------------------------
     bm = property(lambda self: self.mainloop.bm)

@@ -71,8 +71,7 @@ class HopperPoint(KernelDesign):
                  epilogue: str = "register", pingpong: bool = False, cluster: str = "1x1", dtype: str = "f16"):
         d = KernelDesign.of(bm=BM, bn=BN, stages=stages, k_pipe_mmas=k_pipe_mmas, split_k=split_k,
                             persistent=persistent, epilogue=epilogue, pingpong=pingpong, cluster=cluster, dtype=dtype)
-        for f in ("mainloop", "scheduler", "output", "name"):
-            object.__setattr__(self, f, getattr(d, f))
+        d.copy_into(self)
 
     BM = property(lambda self: self.bm)
     BN = property(lambda self: self.bn)
@@ -140,10 +139,7 @@ class HopperPoint(KernelDesign):
 
 def point_of(design: KernelDesign) -> HopperPoint:
     """The search's point of ``design`` (the same parts: nothing is copied field by field)."""
-    p = object.__new__(HopperPoint)
-    for f in ("mainloop", "scheduler", "output", "name"):
-        object.__setattr__(p, f, getattr(design, f))
-    return p
+    return design.recast(HopperPoint)
 
 
 # ---------------------------------------------------------------------------
