@@ -379,6 +379,191 @@ def kernel_mix(problem, schedule, program, arch: str = "sm_80") -> LoopStats:
     return loop_stats(main_loop(parse_sass(comp.sass)), t.MI * t.NI * t.KI)
 
 
+# ---------------------------------------------------------------------------
+# control flow and the attention consumer's main loop (sm_90a)
+
+
+_TARGET = re.compile(r"\b(0x[0-9a-f]+)\s*$")
+
+
+def _branch_target(ins: Insn) -> Optional[int]:
+    """The address a ``BRA`` (any modifier: ``.U``, ``.DIV``, ``.U.ANY``) jumps to, None when it names none."""
+    if ins.op != "BRA":
+        return None
+    m = _TARGET.search(ins.operands)
+    return int(m.group(1), 16) if m else None
+
+
+def _ends_block(ins: Insn) -> bool:
+    return ins.op in ("BRA", "EXIT", "RET", "BRX", "JMX", "JMP", "CALL")
+
+
+def _falls_through(ins: Insn) -> bool:
+    """Whether control may reach the next instruction: anything but an unguarded jump, exit or return (a
+    ``BRA.DIV`` / ``BRA.U.ANY`` is taken by some threads only)."""
+    if ins.op in ("BRA", "EXIT", "RET", "BRX", "JMX", "JMP"):
+        return bool(ins.pred) or ".DIV" in ins.opcode or ".ANY" in ins.opcode
+    return True
+
+
+def natural_loops(insns: Sequence[Insn]) -> list[list[Insn]]:
+    """The loops of the listing whose back edge is a natural loop's: a ``BRA`` to an earlier address whose target's
+    basic block dominates the branch's (every path from the function's entry to the branch passes the target). Each
+    is returned as :func:`backward_loops` does, the instructions from the target to the branch in address order.
+
+    An sm_90a kernel's ``mbarrier.try_wait`` retry blocks sit after the function's body and jump back into the code
+    that called them; such a jump lands at an address no path reaches the retry block through, so it is not a loop
+    (:func:`backward_loops` counts it, from its target to the end of the listing)."""
+    if not insns:
+        return []
+    addrs = [x.addr for x in insns]
+    index = {a: k for k, a in enumerate(addrs)}
+    leaders = {0}
+    for k, x in enumerate(insns):
+        t = _branch_target(x)
+        if t is not None and t in index:
+            leaders.add(index[t])
+        if _ends_block(x) and k + 1 < len(insns):
+            leaders.add(k + 1)
+    starts = sorted(leaders)
+    block_of = {}
+    for b, s in enumerate(starts):
+        end = starts[b + 1] if b + 1 < len(starts) else len(insns)
+        for k in range(s, end):
+            block_of[k] = b
+    nb = len(starts)
+    succ: list[set[int]] = [set() for _ in range(nb)]
+    for b, s in enumerate(starts):
+        last = (starts[b + 1] if b + 1 < len(starts) else len(insns)) - 1
+        x = insns[last]
+        t = _branch_target(x)
+        if t is not None and t in index and x.pred != "@!PT":
+            succ[b].add(block_of[index[t]])
+        if (x.pred == "@!PT" or _falls_through(x)) and last + 1 < len(insns):
+            succ[b].add(block_of[last + 1])
+    preds: list[set[int]] = [set() for _ in range(nb)]
+    for b in range(nb):
+        for c in succ[b]:
+            preds[c].add(b)
+    reach, todo = {0}, [0]
+    while todo:
+        for c in succ[todo.pop()]:
+            if c not in reach:
+                reach.add(c)
+                todo.append(c)
+    full = (1 << nb) - 1
+    dom = [full] * nb
+    dom[0] = 1
+    changed = True
+    while changed:
+        changed = False
+        for b in sorted(reach - {0}):
+            d = full
+            for p in preds[b]:
+                if p in reach:
+                    d &= dom[p]
+            d |= 1 << b
+            if d != dom[b]:
+                dom[b], changed = d, True
+    loops = []
+    for k, x in enumerate(insns):
+        t = _branch_target(x)
+        if t is None or t not in index or t >= x.addr or block_of[k] not in reach:
+            continue
+        h = block_of[index[t]]
+        if dom[block_of[k]] >> h & 1:
+            loops.append([y for y in insns if t <= y.addr <= x.addr])
+    return loops
+
+
+def attention_loop(insns: Sequence[Insn]) -> list[Insn]:
+    """The consumer main loop of an attention kernel: the innermost natural loop (:func:`natural_loops`; several back
+    edges to one header are one loop, from the header to its last back edge) holding the most ``HGMMA``, the fewer
+    instructions on a tie. Innermost: a loop around another loop with HGMMA (a persistent kernel's tile loop) is not
+    it. Raises :class:`SassError` when no loop holds an HGMMA."""
+    by_header: dict[int, list[Insn]] = {}
+    for body in natural_loops(insns):
+        if len(body) > len(by_header.get(body[0].addr, [])):
+            by_header[body[0].addr] = body
+    hg = {h: sum(1 for x in b if x.op == "HGMMA") for h, b in by_header.items()}
+    loops = [b for h, b in by_header.items() if hg[h]]
+    inner = [b for b in loops
+             if not any(o is not b and b[0].addr <= o[0].addr and o[-1].addr <= b[-1].addr for o in loops)]
+    if not inner:
+        raise SassError("no loop with HGMMA instructions in the SASS")
+    return max(inner, key=lambda b: (hg[b[0].addr], -len(b)))
+
+
+@dataclass(frozen=True)
+class AttentionLoopStats:
+    """Figures of an attention consumer's main loop (:func:`attention_loop`), per KV block where a rate."""
+
+    blocks: float
+    """KV blocks one loop iteration computes: the loop's HGMMA over ``hgmma_per_block``."""
+    instructions: int
+    """Live instructions per iteration (NOP and never-executed ``@!PT`` ones excluded)."""
+    hgmma: int
+    per_hgmma: float
+    """Live instructions per HGMMA."""
+    longest_hgmma_free: int
+    """Longest run of live instructions with no HGMMA, wrapping around the loop."""
+    ex2_per_block: float
+    """``MUFU.EX2`` per KV block (the softmax's exponentials and the rescale factors)."""
+    shfl_per_block: float
+    """``SHFL`` per KV block (the row max and row sum reductions across a row's threads)."""
+    mufu_per_block: float
+    """Every ``MUFU`` per KV block."""
+    syncs_per_block: float
+    """``SYNCS`` (mbarrier waits and arrives) per KV block."""
+    bar_per_block: float
+    """``BAR`` (named barriers: the warp groups' ordering) per KV block."""
+    hgmma_shapes: tuple[str, ...]
+    """The loop's HGMMA shapes (``64x176x16``), sorted."""
+
+
+def attention_stats(loop: Sequence[Insn], hgmma_per_block: int) -> AttentionLoopStats:
+    """Figures of an attention main loop; ``hgmma_per_block``: HGMMAs one consumer warp group issues per KV block
+    (``d / 16`` for ``S = Q K^T`` plus ``BN / 16`` for ``O += P V`` with k16 instructions)."""
+    live = [x for x in loop if x.op != "NOP" and x.pred != "@!PT"]
+    hg = [k for k, x in enumerate(live) if x.op == "HGMMA"]
+    n = len(live)
+    if hg:
+        longest = max(b - a - 1 for a, b in zip(hg, hg[1:] + [hg[0] + n]))
+    else:
+        longest = n
+    blocks = len(hg) / hgmma_per_block if hgmma_per_block > 0 else 0.0
+
+    def rate(count: int) -> float:
+        return count / blocks if blocks else float("nan")
+
+    shapes = sorted({x.opcode.split(".")[1] for x in live if x.op == "HGMMA" and "." in x.opcode})
+    return AttentionLoopStats(
+        blocks, n, len(hg), n / len(hg) if hg else float("inf"), longest,
+        rate(sum(1 for x in live if x.op == "MUFU" and ".EX2" in x.opcode)),
+        rate(sum(1 for x in live if x.op == "SHFL")),
+        rate(sum(1 for x in live if x.op == "MUFU")),
+        rate(sum(1 for x in live if x.op == "SYNCS")),
+        rate(sum(1 for x in live if x.op == "BAR")),
+        tuple(shapes))
+
+
+def setmaxnreg_targets(insns: Sequence[Insn]) -> tuple[tuple[str, int], ...]:
+    """The ``setmaxnreg`` requests of a kernel, ``(("dealloc", 24), ("alloc", 240))``: each ``USETMAXREG``'s kind
+    (``alloc`` for ``.TRY_ALLOC``, else ``dealloc``) and register count, distinct, in listing order."""
+    out: list[tuple[str, int]] = []
+    for x in insns:
+        if x.op != "USETMAXREG":
+            continue
+        m = _TARGET.search(x.operands)
+        if not m:
+            continue
+        item = ("alloc" if "ALLOC" in x.opcode and "DEALLOC" not in x.opcode else "dealloc", int(m.group(1), 16))
+        if item not in out:
+            out.append(item)
+    return tuple(out)
+
+
 __all__ = ["Compiled", "Insn", "LoopStats", "SassError", "compile_cuda", "compile_ptx", "parse_sass", "main_loop",
            "backward_loops",
-           "loop_stats", "stg_widths", "kernel_mix", "tool", "cache_dir", "INT_OPS", "UNIFORM_OPS", "NVCC_FLAGS", "ORDER_OPS"]
+           "loop_stats", "stg_widths", "kernel_mix", "natural_loops", "attention_loop", "AttentionLoopStats",
+           "attention_stats", "setmaxnreg_targets", "tool", "cache_dir", "INT_OPS", "UNIFORM_OPS", "NVCC_FLAGS", "ORDER_OPS"]
