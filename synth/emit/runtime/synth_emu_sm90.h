@@ -15,7 +15,11 @@
 //    copy is in flight is a hang: reported with each waiter's barrier, parity and state.
 //  * wgmma: an op reads its shared-memory operands when a wait_group retires its group (as
 //    late as allowed), so a slot overwritten before the wait poisons the result; an op issued
-//    while a TMA into its operands is in flight yields NaN (read before the data landed).
+//    while a TMA into its operands is in flight yields NaN (read before the data landed). The
+//    register-A form (synth_wgmma_rs_*: A from registers, B MN-major) reads its A registers at
+//    retire time too, and reports a race when they changed since the issue. A warp group's wgmma
+//    with no wgmma.fence since its last wgmma.wait_group (or since the start) is a protocol error
+//    (docs/emulator.md, "Register-operand wgmma and MN-major B").
 //  * clusters (docs/emulator.md, "Clusters"): the CTAs of a thread-block cluster run together, thread j
 //    of CTA rank r being coroutine r * threads + j; each CTA has its own shared-memory window (the same
 //    shared addresses in every CTA, as on the GPU), barriers, __syncthreads and named barriers. Internal
@@ -71,10 +75,15 @@ struct MBar { bool init = false; int count = 0, pending = 0; long tx = 0, phases
 };
 // dst and bar are cluster-wide keys ((rank << 20) | shared address); from: the issuing CTA's rank
 struct Copy { uint32_t dst; CUtensorMap map; int c0, c1; uint32_t bar; long seq; int from = 0; };
-struct Op { uint64_t da, db; int n; bool poisoned; float* d[128]; bool bf16 = false; int cta = 0; };
+struct Op { uint64_t da, db; int n; bool poisoned; float* d[128]; bool bf16 = false; int cta = 0;
+  // the register-A form (da unused): each thread's 4 A registers, read when the op retires, and their values
+  // at issue (a change in between is a race: PTX leaves the result undefined)
+  bool rs = false; const uint32_t* a[128] = {}; uint32_t a_issue[128][4] = {};
+};
 struct WG {
   int count = 0; long gen = 0; std::string kind; uint64_t da = 0, db = 0; int n = 0; int arg = 0;
-  float* d[128];
+  float* d[128]; const uint32_t* a[128];
+  bool fenced = false;  // a wgmma.fence since the warp group's last wgmma.wait_group (none at the start)
   std::vector<Op> open; std::vector<std::vector<Op>> committed;
 };
 struct Warp { int count = 0; long gen = 0; float vals[32], res[32]; int mask = 0; };
@@ -422,12 +431,29 @@ inline uint32_t gmma_k_major_addr(uint64_t d, int r, int k, uint32_t elem_bytes)
   GmmaDesc g = gmma_desc_decode(d);
   return swz128(g.start + uint32_t(r / 8) * g.sbo + uint32_t(r % 8) * 128 + uint32_t(k) * elem_bytes);
 }
+// Shared address of element (n, k) (n along MN, k < 16 along K) of the MN-major operand read through descriptor
+// d with a 128-byte swizzle (PTX ISA, "Matrix Descriptor"; CuTe's make_gmma_desc<Major::MN>, canonical layout
+// Swizzle<3,4,3> o ((T,8,m),(8,k)):((1,T,LBO),(8T,SBO)) with T elements per 16 bytes): chunks of 128 bytes along
+// MN (64 f16 elements) LBO apart, K rows 128 bytes apart within an 8-row group, 8-row groups SBO apart, then the
+// swizzle. A TMA box of [K rows x 64 elements] with CU_TENSOR_MAP_SWIZZLE_128B is one chunk: LBO = the distance
+// between two such boxes, SBO = 1024.
+inline uint32_t gmma_mn_major_addr(uint64_t d, int n, int k, uint32_t elem_bytes) {
+  GmmaDesc g = gmma_desc_decode(d);
+  const uint32_t per_chunk = 128 / elem_bytes;
+  return swz128(g.start + uint32_t(n) / per_chunk * g.lbo + uint32_t(k / 8) * g.sbo + uint32_t(k % 8) * 128 +
+                uint32_t(n) % per_chunk * elem_bytes);
+}
 // Accumulator layout of wgmma m64nNk16 (f32): value i of thread t of the warp group is C[row][col].
 inline void gmma_acc_coord(int t, int i, int& row, int& col) {
   int w = t / 32, l = t % 32;
   row = 16 * w + l / 4 + 8 * ((i >> 1) & 1);
   col = 8 * (i >> 2) + 2 * (l % 4) + (i & 1);
 }
+// Register fragment of A of wgmma m64nNk16 with 16-bit A (PTX ISA, "Register Fragments and Shared Memory Matrix
+// Layouts", matrix A): value j (0..7) of thread t of the warp group is A[row][k]; value j is the low (j even) or
+// high (j odd) half of register j / 2. The same (row, column) as accumulator value j of an n16 tile: an f32
+// accumulator block of 16 columns packs in place into one k16 A fragment.
+inline void gmma_a_frag_coord(int t, int j, int& row, int& k) { gmma_acc_coord(t, j, row, k); }
 // Shared address where element e of box row r lands (TMA tile mode, 128-byte swizzle, an inner box of
 // 128 bytes: box rows are 128 bytes apart from the 1024-aligned destination, then the swizzle).
 inline uint32_t tma_box_addr(uint32_t dst, uint32_t r, uint32_t e, uint32_t elem_bytes) {
@@ -516,16 +542,32 @@ SYNTH_EMU_RT void run_op(Op& op) {
   State& s = S();
   s.stat_wgmma++;
   for (auto [d, which] : {std::pair<uint64_t, const char*>{op.da, "A"}, {op.db, "B"}})
-    if (*gmma_desc_unsupported(d)) fail("fault", std::string("wgmma ") + which + ": " + gmma_desc_unsupported(d));
-  auto elem = [&](uint64_t d, int r, int k) {  // the issuing CTA's window
-    uint32_t p = gmma_k_major_addr(d, r, k, 2);
+    if ((which[0] == 'B' || !op.rs) && *gmma_desc_unsupported(d))
+      fail("fault", std::string("wgmma ") + which + ": " + gmma_desc_unsupported(d));
+  auto value = [&](uint16_t h) { return op.bf16 ? bf16_to_float(h) : half_to_float(h); };
+  auto elem = [&](uint64_t d, int r, int k, bool mn) {  // the issuing CTA's window
+    uint32_t p = mn ? gmma_mn_major_addr(d, r, k, 2) : gmma_k_major_addr(d, r, k, 2);
     if (p < SMEM_BASE || p + 2 > SMEM_BASE + SMEM_SIZE) fail("fault", "wgmma operand outside shared memory");
     uint16_t h; std::memcpy(&h, gptr(gkey(p, op.cta)), 2);
-    return op.bf16 ? bf16_to_float(h) : half_to_float(h);
+    return value(h);
   };
   float A[64][16], B[256][16];
-  for (int r = 0; r < 64; ++r) for (int k = 0; k < 16; ++k) A[r][k] = elem(op.da, r, k);
-  for (int r = 0; r < op.n; ++r) for (int k = 0; k < 16; ++k) B[r][k] = elem(op.db, r, k);
+  if (op.rs) {  // A from each thread's registers, as they are now (the late read); changed since the issue: a race
+    for (int t = 0; t < 128; ++t)
+      for (int j = 0; j < 8; ++j) {
+        const uint32_t reg = op.a[t][j / 2];
+        if (reg != op.a_issue[t][j / 2])
+          fail("race", cta_prefix(op.cta) + "wgmma (register A): thread " + std::to_string(t) + " of the warp group "
+                       "changed A-fragment register " + std::to_string(j / 2) + " between the wgmma's issue and the "
+                       "wgmma.wait_group that completes it (PTX: undefined; keep the fragment until the wait)");
+        int row, k;
+        gmma_a_frag_coord(t, j, row, k);
+        A[row][k] = value(uint16_t(reg >> (16 * (j & 1))));
+      }
+  } else {
+    for (int r = 0; r < 64; ++r) for (int k = 0; k < 16; ++k) A[r][k] = elem(op.da, r, k, false);
+  }
+  for (int r = 0; r < op.n; ++r) for (int k = 0; k < 16; ++k) B[r][k] = elem(op.db, r, k, op.rs);
   for (int t = 0; t < 128; ++t) {
     for (int i = 0; i < op.n / 2; ++i) {
       int row, col;
@@ -789,9 +831,22 @@ SYNTH_EMU_RT void synth_tma_load_2d(uint32_t d, const CUtensorMap* map, int c0, 
 }
 
 SYNTH_EMU_RT void synth_wgmma_fence() {
-  synth_emu::wg_collective("wgmma.fence", [](synth_emu::WG&, int) {}, [](synth_emu::WG&) {});
+  synth_emu::wg_collective("wgmma.fence", [](synth_emu::WG&, int) {}, [](synth_emu::WG& w) { w.fenced = true; });
 }
 #endif
+namespace synth_emu {
+// a wgmma of a warp group that has not run wgmma.fence since its last wait_group (or at all): reported. PTX asks for
+// the fence before the first wgmma and between any other access of a wgmma's accumulator or A-fragment registers and
+// that wgmma; the emulator cannot see register accesses, so it asks for one after every wait_group (CUTLASS's and
+// FA3's warpgroup_arrive before each batch of wgmmas)
+inline void check_wgmma_fenced(const WG& w) {
+  if (!w.fenced)
+    synth_emu_protocol_error(cta_prefix(my_cta()) + "warp group " + std::to_string(local_tid(S().cur) / 128) +
+                             " issues wgmma.mma_async with no wgmma.fence since its last wgmma.wait_group (or since "
+                             "the start): PTX requires wgmma.fence before the first wgmma and before a wgmma whose "
+                             "accumulator or A-fragment registers other instructions accessed");
+}
+}  // namespace synth_emu
 
 template <int N> inline void synth_wgmma_issue(float* d, uint64_t da, uint64_t db, bool bf16) {
   using namespace synth_emu;
@@ -802,6 +857,7 @@ template <int N> inline void synth_wgmma_issue(float* d, uint64_t da, uint64_t d
                   w.d[t] = d;
                 },
                 [&](WG& w) {
+                  check_wgmma_fenced(w);
                   Op op{w.da, w.db, N, false, {}, bf16, my_cta()};
                   std::memcpy(op.d, w.d, sizeof(op.d));
                   S().wgmma_descs.insert({w.da, w.db});
@@ -819,6 +875,69 @@ SYNTH_WGMMA_SHAPE(16) SYNTH_WGMMA_SHAPE(32) SYNTH_WGMMA_SHAPE(48) SYNTH_WGMMA_SH
 SYNTH_WGMMA_SHAPE(96) SYNTH_WGMMA_SHAPE(112) SYNTH_WGMMA_SHAPE(128) SYNTH_WGMMA_SHAPE(144) SYNTH_WGMMA_SHAPE(160)
 SYNTH_WGMMA_SHAPE(176) SYNTH_WGMMA_SHAPE(192) SYNTH_WGMMA_SHAPE(208) SYNTH_WGMMA_SHAPE(224) SYNTH_WGMMA_SHAPE(240)
 SYNTH_WGMMA_SHAPE(256)
+
+// ---- the attention kernel's device functions (synth.emit.sm90.attention_ptx holds their inline PTX)
+
+// wgmma.mma_async m64nNk16 with A from registers (4 per thread, two 16-bit values each: gmma_a_frag_coord) and B
+// MN-major through descriptor db (transpose-b 1; synth_desc_mn128), accumulating into d (scale-d 1). Retired as the
+// shared-memory form: B and the A registers are read when a wait_group completes the group; a TMA in flight into B at
+// the issue poisons the result (NaN); A registers changed between the issue and that wait_group: a race.
+template <int N> inline void synth_wgmma_rs_issue(float* d, const uint32_t* a, uint64_t db, bool bf16) {
+  using namespace synth_emu;
+  wg_collective("wgmma.mma_async (register A)",
+                [&](WG& w, int t) {
+                  if (w.count == 0) w.db = db;
+                  else if (w.db != db) fail("fault", "wgmma: threads of a warp group pass different descriptors");
+                  w.d[t] = d; w.a[t] = a;
+                },
+                [&](WG& w) {
+                  check_wgmma_fenced(w);
+                  Op op{0, w.db, N, false, {}, bf16, my_cta()};
+                  std::memcpy(op.d, w.d, sizeof(op.d));
+                  op.rs = true;
+                  for (int t = 0; t < 128; ++t) {
+                    op.a[t] = w.a[t];
+                    std::memcpy(op.a_issue[t], w.a[t], sizeof(op.a_issue[t]));
+                  }
+                  S().wgmma_descs.insert({0, w.db});
+                  const GmmaDesc g = gmma_desc_decode(w.db);
+                  for (int c = 0; c < (N + 63) / 64; ++c) {  // each 64-element chunk: 16 K rows of 128 bytes
+                    const uint32_t lo = (g.start + uint32_t(c) * g.lbo) & ~127u;
+                    if (overlaps_copy(lo, lo + 16 * 128)) op.poisoned = true;
+                  }
+                  if (op.poisoned) S().stat_poisoned_ops++;
+                  w.open.push_back(op);
+                });
+}
+#define SYNTH_WGMMA_RS_SHAPE(N) \
+  inline void synth_wgmma_rs_m64n##N##k16(float* d, const uint32_t* a, uint64_t db) { \
+    synth_wgmma_rs_issue<N>(d, a, db, false); } \
+  inline void synth_wgmma_rs_bf16_m64n##N##k16(float* d, const uint32_t* a, uint64_t db) { \
+    synth_wgmma_rs_issue<N>(d, a, db, true); }
+SYNTH_WGMMA_RS_SHAPE(16) SYNTH_WGMMA_RS_SHAPE(32) SYNTH_WGMMA_RS_SHAPE(48) SYNTH_WGMMA_RS_SHAPE(64)
+SYNTH_WGMMA_RS_SHAPE(80) SYNTH_WGMMA_RS_SHAPE(96) SYNTH_WGMMA_RS_SHAPE(112) SYNTH_WGMMA_RS_SHAPE(128)
+SYNTH_WGMMA_RS_SHAPE(144) SYNTH_WGMMA_RS_SHAPE(160) SYNTH_WGMMA_RS_SHAPE(176) SYNTH_WGMMA_RS_SHAPE(192)
+SYNTH_WGMMA_RS_SHAPE(208) SYNTH_WGMMA_RS_SHAPE(224) SYNTH_WGMMA_RS_SHAPE(240) SYNTH_WGMMA_RS_SHAPE(256)
+// The MN-major, 128-byte-swizzle descriptor (the same text as synth.emit.sm90.attention_ptx's): start >> 4,
+// LBO = chunk_bytes (from one 64-element MN chunk to the next), SBO 1024 bytes (8 K rows), layout 1 (128B)
+inline uint64_t synth_desc_mn128(uint32_t a, uint32_t chunk_bytes) {
+  return (uint64_t)((a & 0x3FFFF) >> 4) | ((uint64_t)((chunk_bytes >> 4) & 0x3FFF) << 16) |
+         ((uint64_t)(1024 >> 4) << 32) | ((uint64_t)1 << 62);
+}
+// ex2.approx.ftz.f32: 2^x (exact here; the GPU's is within 2 ulp), subnormal inputs and results flushed to zero
+// (sign kept), -inf -> +0, +inf -> +inf, NaN -> NaN
+inline float synth_ex2(float x) {
+  if (std::fpclassify(x) == FP_SUBNORMAL) x = 0.0f;
+  const float r = std::exp2(x);
+  return std::fpclassify(r) == FP_SUBNORMAL ? 0.0f : r;
+}
+// cvt.rn.f16x2.f32 / cvt.rn.bf16x2.f32: two f32 rounded to nearest even, lo in bits 0..15, hi in bits 16..31
+inline uint32_t synth_pack_f16x2(float lo, float hi) {
+  return uint32_t(synth_emu::float_to_half(lo)) | uint32_t(synth_emu::float_to_half(hi)) << 16;
+}
+inline uint32_t synth_pack_bf16x2(float lo, float hi) {
+  return uint32_t(synth_emu::float_to_bf16(lo)) | uint32_t(synth_emu::float_to_bf16(hi)) << 16;
+}
 
 // A test-only stand-in for a warp group's wgmma (docs/emulator.md, "Starved threads"): THIS thread's
 // accumulators from shared memory now, as plain per-thread reads with no warp-group convergence (the shape
