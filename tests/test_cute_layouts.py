@@ -4,7 +4,8 @@
 the ``nvidia-cutlass`` wheel and the CUDA toolkit's headers (host code only, no GPU) and prints, as JSON,
 what CuTe says: the ``mma.sync.m16n8k16`` and ``ldmatrix.x4`` fragment layouts, the 128-byte swizzle, the
 wgmma accumulator layout, the GmmaDescriptor bitfields and the descriptors and element addresses of the
-CollectiveBuilder's shared-memory tiles, and the arguments ``make_tma_copy`` passes to
+CollectiveBuilder's shared-memory tiles, the register-A wgmma's A fragment and the MN-major 128-byte-swizzle B
+(descriptors and addresses) the attention kernel's P V reads, and the arguments ``make_tma_copy`` passes to
 ``cuTensorMapEncodeTiled``. Each test sets that beside what synth actually executes: the sm_80 emulator
 running probe kernels (``tests/cute/sm80_probe.cu``), the sm_90a emulator's own layout functions
 (``tests/cute/emu_sm90_probe.cpp`` calls the functions its wgmma and TMA use), the descriptors an emitted
@@ -437,3 +438,104 @@ def test_runner_l2_promotion_matches_make_tma_copy(cute):
     for got, want in zip(calls, (c["A"]["tma"], c["B"]["tma"])):
         assert got["l2_promotion"] == _by_name(cute, want["l2_promotion"], "CU_TENSOR_MAP_L2_PROMOTION_")
 
+
+
+# ---- the attention kernel's register-A wgmma and its MN-major B (docs/emulator.md, "Register-operand wgmma and
+# MN-major B")
+
+
+def test_rs_a_fragment_matches_cute(cute, sm90_probe):
+    """ALayout of CuTe's register-A atoms (SM90_64x64x16_F32F16F16_RS and the bf16 one): value j of thread t holds
+    A[m][k]; the emulator's register-A wgmma reads value j from that (row, k) (gmma_a_frag_coord), for all 128
+    threads and 8 values."""
+    (got,) = sm90_probe(["afrag"])
+    assert len(got) == 128 and all(len(v) == 8 for v in got)
+    assert got == cute["gmma_rs_a"]["f16"] == cute["gmma_rs_a"]["bf16"]
+    assert sorted(tuple(x) for v in got for x in v) == [(m, k) for m in range(64) for k in range(16)]
+
+
+@pytest.fixture(scope="session")
+def desc_mn128_ptx(tmp_path_factory):
+    """``(a, chunk_bytes) -> descriptor`` from the kernel's own text of synth_desc_mn128
+    (:data:`synth.emit.sm90.attention_ptx.DESC_MN128`, the nvcc side), compiled with g++ (built once)."""
+    from synth.emit.sm90.attention_ptx import DESC_MN128
+
+    src = tmp_path_factory.mktemp("descmn") / "desc_mn128_ptx.cpp"
+    src.write_text("#include <cstdint>\n#include <cstdio>\n#define SYNTH_DEV inline\n" + "\n".join(DESC_MN128) +
+                   "\nint main() {\n  unsigned a, c;\n  while (std::scanf(\"%u %u\", &a, &c) == 2)\n"
+                   "    std::printf(\"%llu\\n\", (unsigned long long)synth_desc_mn128(a, c));\n}\n")
+    exe = gxx_build(src, ["-std=c++17", "-O1"])
+
+    def desc(pairs):
+        proc = subprocess.run([str(exe)], input="".join(f"{a} {c}\n" for a, c in pairs), capture_output=True,
+                              text=True, timeout=60)
+        assert proc.returncode == 0, proc.stderr
+        return [int(x) for x in proc.stdout.split()]
+
+    return desc
+
+
+LBO_FIELD = 0x3FFF << 16
+
+
+@pytest.mark.parametrize("case", range(5), ids=lambda i: ["f16-n64", "f16-n128", "f16-n256", "f16-n128-kt128",
+                                                          "bf16-n128"][i])
+def test_mn_major_b_descriptor_matches_cute(cute, sm90_probe, desc_mn128_ptx, case):
+    """An MN-major B of N x KT (N = 64, 128, 256) as two or more TMA boxes of [KT rows x 64 elements] (the 128-byte
+    swizzle) ``KT * 128`` bytes apart, CuTe's tile_to_shape(Layout_MN_SW128_Atom, (N, KT), Step<_2,_1>):
+
+    * synth_desc_mn128(base + 2048 kb, KT * 128), the emulator's and the nvcc text's, is the descriptor CuTe's
+      make_fragment_B (make_gmma_desc<Major::MN>) builds for k-block kb, bit for bit; for N = 64 (one chunk) but
+      for the leading byte offset, which CuTe leaves 0 there (no second chunk to point at);
+    * the emulator reads element (n, k) of k-block kb, through synth's descriptor and through CuTe's, at the address
+      CuTe's tile gives (n, 16 kb + k), every element;
+    * TMA box c lands element (row k, e) at CuTe's address of (n = 64 c + e, k)."""
+    m = cute["mn_b"][case]
+    n, kt, base, chunk = m["n"], m["kt"], m["base"], m["chunk_bytes"]
+    assert (n, chunk) == ([64, 128, 256, 128, 128][case], kt * 128) and len(m["desc"]) == kt // 16
+    pairs = [(base + 2048 * kb, chunk) for kb in range(kt // 16)]
+    ours = [int(x) for x in sm90_probe([f"descmn {a} {c}" for a, c in pairs])]
+    assert ours == desc_mn128_ptx(pairs)
+    mask = ~LBO_FIELD if n == 64 else ~0
+    assert [d & mask for d in ours] == [d & mask for d in m["desc"]]
+    if n > 64:
+        assert all((d >> 16) & 0x3FFF == chunk >> 4 for d in m["desc"])
+    queries, expect = [], []
+    for kb in range(kt // 16):
+        want = [[m["addr"][j][16 * kb + k] for k in range(16)] for j in range(n)]
+        for d in (ours[kb], m["desc"][kb]):
+            queries.append(f"mn {d} {n} 2")
+            expect.append(want)
+    for c in range(n // 64):
+        queries.append(f"tma {base + c * chunk} {kt} 2")
+        expect.append([[m["addr"][64 * c + e][k] for e in range(64)] for k in range(kt)])
+    for q, g, w in zip(queries, sm90_probe(queries), expect):
+        assert g == w, q
+
+
+@pytest.mark.parametrize("n, dtype", [(64, "f16"), (128, "bf16"), (256, "f16")])
+def test_rs_wgmma_instruction_is_cutes(cute, n, dtype):
+    """The register-A wgmma's inline PTX asks the GPU for what the emulator computes: CuTe's RS atom's mnemonic,
+    N/2 accumulators, four A registers, one B descriptor, scale-d ``p`` set from ScaleOut::One (accumulate), and the
+    immediates scale-a, scale-b = ScaleIn::One, transpose-b = Major::MN (B MN-major, read by gmma_mn_major_addr)."""
+    import re
+
+    from synth.emit.sm90.attention_ptx import rs_wgmma_ptx
+
+    e = cute["gmma_enums"]
+    mnemonic = f"wgmma.mma_async.sync.aligned.m64n{n}k16.f32.{dtype}.{dtype}"
+    text = (CUTE / "cute" / "arch" / "mma_sm90_gmma.hpp").read_text()
+    t = "F16F16" if dtype == "f16" else "BF16BF16"
+    body = text[text.index(f"struct MMA_{64}x{n}x16_F32{t}_RS\n"):]
+    body = body[:body.index("\nstruct ", 1)]
+    assert f'"{mnemonic} "' in body and "ARegisters = uint32_t[4]" in body
+    # CuTe's immediates after p, in order: scale-a, scale-b, transpose-b (no transpose-a: A is in registers)
+    assert re.search(r'"n"\(int32_t\(scaleA\)\),\s*"n"\(int32_t\(scaleB\)\),\s*"n"\(int32_t\(tnspB\)\)\)', body)
+    ours = rs_wgmma_ptx(n, dtype)
+    mt = re.search(r"setp\.ne\.b32 p, (\d+), 0;\\n " + re.escape(mnemonic) +
+                   r" \{([^}]*)\}, \{([^}]*)\}, %(\d+), p, (\d+), (\d+), (\d+);", ours)
+    assert mt, ours
+    scale_d, dregs, aregs, db, *imm = mt.groups()
+    assert int(scale_d) == e["ScaleOut_One"]
+    assert len(dregs.split(",")) == n // 2 and len(aregs.split(",")) == 4 and int(db) == n // 2 + 4
+    assert [int(x) for x in imm] == [e["ScaleIn_One"], e["ScaleIn_One"], e["Major_MN"]]

@@ -9,6 +9,14 @@
 //  * "swizzle":   Swizzle<3,4,S> (S = 3, 4, 5) of byte offsets 0, 16, ..., 16383.
 //  * "gmma_c":    CLayout_64xN<N> (N = 16 .. 256 step 16): per thread of the warp group, per value, (m, n).
 //  * "gmma_enums": the values of GMMA::ScaleIn, Major and ScaleOut (the wgmma immediates and scale-d).
+//  * "gmma_rs_a": ALayout of MMA_Traits<SM90_64x64x16_F32{F16F16,BF16BF16}_RS<K, MN>> (the register-A wgmma): per
+//                 thread of the warp group, per value, (m, k) of the 64 x 16 A tile, keyed "f16" and "bf16".
+//  * "mn_b":      per (dtype, N, KT): an MN-major B operand of N x KT (N along MN) as
+//                 tile_to_shape(GMMA::Layout_MN_SW128_Atom, (N, KT), Step<_2,_1>) lays it out (K first: each
+//                 64-element N chunk is KT rows of 128 bytes, the chunks KT * 128 bytes apart, as TMA boxes of
+//                 [KT rows x 64 elements] with the 128-byte swizzle land), read by the TiledMMA of rs_op_selector
+//                 (A K-major from registers, B MN-major): the GmmaDescriptor of each k-block (make_fragment_B) and
+//                 the shared address of every element (n, k).
 //  * "gmma_desc_fields": a GmmaDescriptor with distinct values in every bitfield, as a 64-bit word.
 //  * "configs":   per kernel tile (bm, bn, stages, dtype), operands A and B as the CollectiveBuilder makes
 //                 them (K-major, swizzle atom GMMA::Layout_K_SW128_Atom, tile_to_shape, a TiledMMA of
@@ -192,6 +200,49 @@ static void gmma_desc_fields() {
   emit(b);
 }
 
+template <class Elem>
+static void gmma_rs_a(const char* key, bool first) {
+  using Op = std::conditional_t<std::is_same_v<Elem, half_t>,
+                                SM90_64x64x16_F32F16F16_RS<GMMA::Major::K, GMMA::Major::MN>,
+                                SM90_64x64x16_F32BF16BF16_RS<GMMA::Major::K, GMMA::Major::MN>>;
+  out += first ? "\"" : ",\"";
+  out += key;
+  emit("\":");
+  thr_val(typename MMA_Traits<Op>::ALayout{}, 64);
+}
+
+// An MN-major B operand (N x KT, N along MN) in TMA-box chunks of 64 elements, KT * 128 bytes apart (the "mn_b" entry)
+template <class Elem, int N, int KT>
+static void mn_operand(bool first) {
+  auto layout = tile_to_shape(GMMA::Layout_MN_SW128_Atom<Elem>{}, make_shape(Int<N>{}, Int<KT>{}), Step<_2, _1>{});
+  Tensor s = make_tensor(make_smem_ptr(reinterpret_cast<Elem*>(g_smem)), layout);
+  auto op = GMMA::rs_op_selector<Elem, Elem, float, Shape<_64, Int<N>, Int<KT>>, GMMA::Major::K, GMMA::Major::MN>();
+  auto mma = make_tiled_mma(op);
+  auto thr = mma.get_slice(0);
+  Tensor tCsB = thr.partition_B(s);
+  Tensor tCrB = thr.make_fragment_B(tCsB);
+  if (!first) emit(",");
+  emit(std::is_same_v<Elem, half_t> ? "{\"dtype\":\"f16\"," : "{\"dtype\":\"bf16\",");
+  emitf("\"n\":%lld,", N);
+  emitf("\"kt\":%lld,", KT);
+  emitf("\"base\":%lld,", BASE);
+  emitf("\"chunk_bytes\":%lld,\"desc\":[", KT * 128);
+  for (int kb = 0; kb < int(size<2>(tCrB)); ++kb) {
+    if (kb) emit(",");
+    emitf("%llu", (long long)(uint64_t(tCrB(0, 0, kb))));
+  }
+  emit("],\"addr\":[");
+  for (int n = 0; n < N; ++n) {
+    emit(n ? ",[" : "[");
+    for (int k = 0; k < KT; ++k) {
+      if (k) emit(",");
+      emitf("%lld", (long long)__cvta_generic_to_shared(&s(n, k)));
+    }
+    emit("]");
+  }
+  emit("]}");
+}
+
 // One operand tile, ROWS x 64 (k) x STAGES, f16, as the CollectiveBuilder lays it out; read by warp groups
 // of WG_ROWS rows each (A: 64 per consumer warp group; B: all of it).
 template <class Elem, int ROWS, int STAGES, bool IS_A>
@@ -347,6 +398,16 @@ int main() {
   emitf("\"Major_MN\":%lld,", int(GMMA::Major::MN));
   emitf("\"ScaleOut_One\":%lld,", int(GMMA::ScaleOut::One));
   emitf("\"ScaleOut_Zero\":%lld}", int(GMMA::ScaleOut::Zero));
+  emit(",\"gmma_rs_a\":{");
+  gmma_rs_a<half_t>("f16", true);
+  gmma_rs_a<bfloat16_t>("bf16", false);
+  emit("},\"mn_b\":[");
+  mn_operand<half_t, 64, 64>(true);
+  mn_operand<half_t, 128, 64>(false);
+  mn_operand<half_t, 256, 64>(false);
+  mn_operand<half_t, 128, 128>(false);
+  mn_operand<bfloat16_t, 128, 64>(false);
+  emit("]");
   emit(",\"configs\":[");
   config<half_t, 128, 128, 4>(true);
   config<half_t, 128, 64, 3>(false);

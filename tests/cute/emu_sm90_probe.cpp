@@ -5,6 +5,9 @@
 //   desc D ROWS EB      shared address of element (r, k), r < ROWS, k < 16, read through descriptor D
 //   acc N               (row, col) of value i of thread t of wgmma m64nNk16's accumulator
 //   tma DST ROWS EB     shared address where element e of box row r lands (128-byte rows)
+//   afrag               (row, k) of value j of thread t of the register-A wgmma's A fragment (64 x 16)
+//   mn D N EB           shared address of element (n, k), n < N, k < 16, of the MN-major operand read through D
+//   descmn A CHUNK      synth_desc_mn128(A, CHUNK): the MN-major 128-byte-swizzle descriptor the kernel builds
 #include "synth_emu_sm90.h"
 
 #include <iostream>
@@ -62,6 +65,34 @@ int main() {
         o += "]";
       }
       o += "]";
+    } else if (what == "afrag") {
+      o = "[";
+      for (int t = 0; t < 128; ++t) {
+        o += t ? ",[" : "[";
+        for (int j = 0; j < 8; ++j) {
+          int row, k;
+          gmma_a_frag_coord(t, j, row, k);
+          o += (j ? ",[" : "[") + std::to_string(row) + "," + std::to_string(k) + "]";
+        }
+        o += "]";
+      }
+      o += "]";
+    } else if (what == "mn") {
+      uint64_t d;
+      int n;
+      uint32_t eb;
+      in >> d >> n >> eb;
+      o = "[";
+      for (int r = 0; r < n; ++r) {
+        o += r ? ",[" : "[";
+        for (int k = 0; k < 16; ++k) o += (k ? "," : "") + std::to_string(gmma_mn_major_addr(d, r, k, eb));
+        o += "]";
+      }
+      o += "]";
+    } else if (what == "descmn") {
+      uint32_t a, chunk;
+      in >> a >> chunk;
+      o = std::to_string(synth_desc_mn128(a, chunk));
     } else {
       o = "null";
     }

@@ -976,6 +976,7 @@ SYNTH_EMU_RT void synth_wgmma_wait(int n) {
                   else if (w.arg != n) fail("fault", "wgmma.wait_group: threads of a warp group wait different counts");
                 },
                 [](WG& w) {
+                  w.fenced = false;  // the warp group may access wgmma registers from here: a fence before the next
                   while (long(w.committed.size()) > w.arg) {
                     for (auto& op : w.committed.front()) run_op(op);
                     w.committed.erase(w.committed.begin());
