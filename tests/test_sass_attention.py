@@ -51,7 +51,7 @@ LISTING = """
         /*01b0*/                   SYNCS.ARRIVE.TRANS64.RED.A1T0 RZ, [UR24], RZ ;
         /*01c0*/                   IADD3 R4, R4, -0x1, RZ ;
         /*01d0*/                   ISETP.GT.AND P2, PT, R4, RZ, PT ;
-        /*01e0*/                   FMUL R112, R112, R9 ;
+        /*01e0*/                   STL [R1+0x4], R112 ;
         /*01f0*/                   FMUL R113, R113, R9 ;
         /*0200*/               @P2 BRA 0x60 ;
         /*0210*/                   MUFU.RCP R13, R10 ;
@@ -102,6 +102,7 @@ def test_attention_stats_per_kv_block():
     assert (st.ex2_per_block, st.mufu_per_block, st.shfl_per_block) == (3, 3, 2)
     assert (st.syncs_per_block, st.bar_per_block) == (2, 2)
     assert st.hgmma_shapes == ("64x128x16", "64x176x16")
+    assert st.local == 1
     two = attention_stats(attention_loop(parse_sass(LISTING)), hgmma_per_block=2)
     assert two.blocks == 2.0 and two.ex2_per_block == 1.5
     assert math.isnan(attention_stats(attention_loop(parse_sass(LISTING)), 0).ex2_per_block)
@@ -136,7 +137,8 @@ def test_synth_attention_kernel_sass():
     """synth's head-dim-128 kernel (the schedule of problems/ws/attention-d128-f16.yaml) compiles for sm_90a, and its
     consumer main loop holds the schedule's wgmmas, 8 + 8 HGMMA (k16) per KV block and warp group, and at least
     ``BN / 2 = 64`` exponentials per KV block and thread (a warp group's 64 x 128 block of S over its 128 threads),
-    with no spills."""
+    with no local-memory traffic in it (ptxas may spill outside the loop at the launch bound, as it does for FA3's
+    kernel: 20 + 20 bytes with nvcc 13.0)."""
     mod = _emitter()
     sys_path = str(ROOT / "benchmarks")
     import sys
@@ -150,4 +152,5 @@ def test_synth_attention_kernel_sass():
     assert "error" not in row, row.get("error")
     assert row["blocks"] >= 1 and row["hgmma_per_block"] == 16
     assert row["ex2_per_block"] >= 64
-    assert row["spills"] == 0
+    assert row["loop_local"] == 0
+    assert row["setmaxnreg"] != "-"  # the producer gives its registers to the consumers

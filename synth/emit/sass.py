@@ -519,6 +519,8 @@ class AttentionLoopStats:
     """``BAR`` (named barriers: the warp groups' ordering) per KV block."""
     hgmma_shapes: tuple[str, ...]
     """The loop's HGMMA shapes (``64x176x16``), sorted."""
+    local: int = 0
+    """Local-memory loads and stores (``LDL``, ``STL``: spill traffic) per iteration."""
 
 
 def attention_stats(loop: Sequence[Insn], hgmma_per_block: int) -> AttentionLoopStats:
@@ -544,7 +546,7 @@ def attention_stats(loop: Sequence[Insn], hgmma_per_block: int) -> AttentionLoop
         rate(sum(1 for x in live if x.op == "MUFU")),
         rate(sum(1 for x in live if x.op == "SYNCS")),
         rate(sum(1 for x in live if x.op == "BAR")),
-        tuple(shapes))
+        tuple(shapes), sum(1 for x in live if x.op in ("LDL", "STL")))
 
 
 def setmaxnreg_targets(insns: Sequence[Insn]) -> tuple[tuple[str, int], ...]:
