@@ -149,15 +149,16 @@ def runtime_object() -> pathlib.Path:
     return obj
 
 
-def binary(kernel_cu: str) -> pathlib.Path:
-    """The emulator binary of ``kernel_cu`` (compiled once, cached): the harness and the kernel, linked with
+def binary(kernel_cu: str, harness: str = "sm90_harness.cpp") -> pathlib.Path:
+    """The emulator binary of ``kernel_cu`` (compiled once, cached): the harness (a file of ``runtime/``: the GEMM's
+    ``sm90_harness.cpp`` by default, the attention kernel's ``attn_harness.cpp``) and the kernel, linked with
     :func:`runtime_object`."""
     gxx = _gxx()
     runtime = runtime_object()
     d = cache_dir() / "sm90"
-    key = _key(kernel_cu, (RUNTIME / "sm90_harness.cpp").read_text(), runtime.name, " ".join(CXXFLAGS),
+    key = _key(kernel_cu, (RUNTIME / harness).read_text(), runtime.name, " ".join(CXXFLAGS),
                _compiler_id(gxx))
-    exe = d / f"gemm-{key}"
+    exe = d / f"{'gemm' if harness == 'sm90_harness.cpp' else pathlib.Path(harness).stem}-{key}"
     if exe.exists():
         return exe
     with build_lock(exe):
@@ -167,7 +168,7 @@ def binary(kernel_cu: str) -> pathlib.Path:
                 (pathlib.Path(tmp) / "kernel.cu").write_text(kernel_cu)
                 out = exe.with_name(f"{exe.name}.{os.getpid()}.tmp")
                 _compile([gxx, *CXXFLAGS, "-DSYNTH_EMU_SM90_LINKED", f"-I{tmp}", f"-I{RUNTIME}",
-                          str(RUNTIME / "sm90_harness.cpp"), str(runtime), "-o", str(out)], "the sm_90a kernel")
+                          str(RUNTIME / harness), str(runtime), "-o", str(out)], "the sm_90a kernel")
                 os.replace(out, exe)  # atomic
     return exe
 
