@@ -18,9 +18,11 @@ pipeline choice and the design choice price it, the search ranks it, the lowerin
 (synth/trusted/), which reads the folder's problem.yaml on purpose without this module.
 
 Each part states its own legality (:meth:`Mainloop.issues` ...), keyed by the problem file's key so a refusal keeps
-its file and line; :meth:`KernelDesign.issues` adds the rules that join two parts and the shared-memory bound. The
-shared memory (:meth:`KernelDesign.smem_bytes`), the consumer counts and the store sub-tile width are computed here
-and nowhere else. The kernel's constants (the machine facts the kernel is built on) are the module's constants.
+its file and line, worded for the problem file with its fix (:class:`Issue`); :meth:`KernelDesign.issues` adds the
+rules that join two parts and the shared-memory bound, and with a problem's shape the shape's rules, in the order a
+reader fixes them. This is the one statement of each rule: the problem reader reads the file and reports the first
+of these (docs/architecture.md, "The design value"). The shared memory (:meth:`KernelDesign.smem_bytes`), the
+consumer counts, the accumulators per thread and the store sub-tile width are computed here and nowhere else. The kernel's constants (the machine facts the kernel is built on) are the module's constants.
 
 Pure: no solver, no file, nothing of the layers above.
 """
@@ -67,12 +69,34 @@ WARP_GROUP_THREADS = 128
 @dataclass(frozen=True)
 class Issue:
     """Why a design cannot be built: the problem file's ``key`` the refusal belongs to (``tile.BN``, ``stages``,
-    ``cluster``, ``shape``, ...; its line is where the refusal points), the reason, and the ``rule`` broken (the
-    search's exclusion table counts points per rule: docs/search.md, section 10)."""
+    ``cluster``, ``shape``, ...; its line is where the refusal points), the reason, the ``rule`` broken (the
+    search's exclusion table counts points per rule: docs/search.md, section 10) and the ``fix``: what to change, in
+    the problem file's terms. The problem reader (:func:`synth.hopper.problem.hopper_gemm_from_doc`) refuses a file
+    with the message and the fix as they are written here."""
 
     key: str
     message: str
     rule: str = "kernel"
+    fix: str = "change this key (docs/hopper_kernel.md, \"Bounds\")"
+    other: str = ""
+    """Another problem key the rule joins (``split_k``, ``pingpong``, ``epilogue``), or empty. Where the message
+    names its value as ``(key: value)``, :meth:`text` can add that value's line; a problem whose ``other`` key is
+    ``auto`` reports the issue after the others (synth's choice of that key is still to come)."""
+
+    def text(self, other_line: Optional[int] = None) -> str:
+        """The message, with ``at line N`` after :attr:`other`'s ``(key: value)`` where ``other_line`` is given
+        (the line of that key in the problem file) and the message names it; else the message itself."""
+        mark = f"({self.other}: "
+        start = self.message.find(mark) if self.other and other_line else -1
+        if start < 0:
+            return self.message
+        end = self.message.index(")", start)
+        return f"{self.message[:end]} at line {other_line}{self.message[end:]}"
+
+
+UNCHOSEN = "pipeline-chosen"
+"""The rule of a design whose ``stages`` or ``k_pipe_mmas`` is not chosen yet (None): CP-SAT chooses them for a
+problem that leaves them ``auto``, so the problem reader does not refuse it."""
 
 
 def consumers_of(bm: int, pingpong: bool = False) -> int:
@@ -144,29 +168,62 @@ class Mainloop:
         """Shared memory of the ring: ``stages`` stages and the order mbarriers."""
         return self.stages * self.stage_bytes + self.order_bytes
 
-    def issues(self) -> list[Issue]:
-        """The bounds of the part alone (module docstring), in the order a reader fixes them."""
+    @property
+    def accumulators(self) -> int:
+        """f32 accumulators per consumer thread: a warp group's share of the tile (64 rows, or a ping-pong warp
+        group's whole ``bm``) times ``bn``, over its 128 threads."""
+        return self.row_blocks * 64 * self.bn // WARP_GROUP_THREADS
+
+    def issues(self, K: Optional[int] = None) -> list[Issue]:
+        """The bounds of the part alone (module docstring), in the order a reader fixes them; with ``K`` (a
+        problem's), :meth:`shape_issues` after the pipeline's."""
         out = []
         if self.dtype not in DTYPES:
-            out.append(Issue("dtype", f"dtype {self.dtype!r}: expected one of {DTYPES}"))
+            out.append(Issue("dtype", f"dtype {self.dtype!r}: expected one of {DTYPES}",
+                             fix=f"use dtype: {' or dtype: '.join(DTYPES)}"))
         if self.bk != BK:
-            out.append(Issue("tile.BK", f"bk must be {BK} (one 128-byte swizzle row of f16)"))
+            out.append(Issue("tile.BK", f"tile.BK {self.bk}: the Hopper main loop loads k-tiles of {BK} elements (one "
+                             "128-byte swizzle row of 2-byte operands)", fix=f"use BK: {BK}, or mainloop: cp_async"))
         if self.bm not in BM_CHOICES:
-            out.append(Issue("tile.BM", f"bm {self.bm}: expected 64 or 128 (one or two consumer warp groups)"))
+            out.append(Issue("tile.BM", f"tile.BM {self.bm}: the Hopper kernel has one consumer warp group per 64 rows, "
+                             "one or two of them", fix=f"use BM: {' or BM: '.join(map(str, BM_CHOICES))}"))
         if self.bn % 16 or not 16 <= self.bn <= 256:
-            out.append(Issue("tile.BN", f"bn {self.bn}: expected a multiple of 16 in 16..256"))
+            out.append(Issue("tile.BN", f"tile.BN {self.bn}: wgmma's N and the TMA box take a multiple of 16 in 16..256",
+                             fix="use BN: 64, 128, 192 or 256 (any multiple of 16 up to 256)"))
         if self.stages is None or self.k_pipe_mmas is None:
-            out.append(Issue("stages", "stages and k_pipe_mmas are not chosen yet"))
+            out.append(Issue("stages", "stages and k_pipe_mmas are not chosen yet", UNCHOSEN,
+                             "pin stages: and k_pipe_mmas:, or leave them auto for synth solve (CP-SAT) to choose"))
         elif not 1 <= self.stages <= MAX_STAGES:
-            out.append(Issue("stages", f"stages {self.stages} outside 1..{MAX_STAGES}"))
-        elif not 0 <= self.k_pipe_mmas < self.stages:
-            out.append(Issue("k_pipe_mmas", f"k_pipe_mmas {self.k_pipe_mmas} outside 0..stages - 1: a consumer holding "
-                             "every slot starves the producer", "k_pipe_mmas<stages"))
-        if self.row_blocks * self.bn // 2 > MAX_ACC_REGS:
-            out.append(Issue("pingpong", f"a {self.bm}x{self.bn} tile per warp group holds "
-                             f"{self.row_blocks * self.bn // 2} accumulators per thread, above {MAX_ACC_REGS}: the "
-                             "kernel would spill (CUTLASS's 128x256 ping-pong does); use bn <= 128 with bm 128"))
+            out.append(Issue("stages", f"stages {self.stages} outside 1..{MAX_STAGES}",
+                             fix=f"use a value in 1..{MAX_STAGES}, or auto"))
+        elif self.k_pipe_mmas < 0:
+            out.append(Issue("k_pipe_mmas", f"k_pipe_mmas {self.k_pipe_mmas} outside 0..{MAX_STAGES - 1}",
+                             "k_pipe_mmas<stages", f"use a value in 0..{self.stages - 1}, or auto"))
+        elif self.k_pipe_mmas >= self.stages:
+            out.append(Issue("k_pipe_mmas", f"k_pipe_mmas {self.k_pipe_mmas} with {self.stages} stages: a consumer "
+                             "holding as many groups as there are slots starves the producer", "k_pipe_mmas<stages",
+                             f"use k_pipe_mmas below {self.stages}, or auto"))
+        if K is not None:
+            out += self.shape_issues(K)
+        if self.accumulators > MAX_ACC_REGS:
+            if self.pingpong:
+                out.append(Issue("pingpong", f"ping-pong consumers each hold a whole {self.bm}x{self.bn} tile: "
+                                 f"{self.accumulators} accumulators per thread, above {MAX_ACC_REGS} (the kernel would "
+                                 "spill, as CUTLASS's 128x256 ping-pong does)",
+                                 fix="use BN <= 128 with BM 128, or BM 64, or remove pingpong:"))
+            else:
+                out.append(Issue("tile.BN", f"a consumer warp group's 64x{self.bn} tile holds {self.accumulators} "
+                                 f"accumulators per thread, above {MAX_ACC_REGS}: the kernel would spill",
+                                 fix="use BN <= 256"))
         return out
+
+    def shape_issues(self, K: int) -> list[Issue]:
+        """What keeps the main loop from a problem's ``K``: TMA's 16-byte row strides of A and B (``K`` a multiple
+        of 8)."""
+        if K % 8:
+            return [Issue("shape", f"shape.K {K}: TMA needs the row stride of A and B (2 K bytes) to be a multiple of "
+                          "16", "tma-16B", "use K a multiple of 8")]
+        return []
 
 
 @dataclass(frozen=True)
@@ -186,18 +243,27 @@ class TileScheduler(ClusterShaped):
     shared operand's tile once, each half multicast into both (docs/hopper_cluster.md)."""
 
     def issues(self) -> list[Issue]:
+        """The bounds of the part alone, in the order a reader fixes them."""
         out = []
         if not 1 <= self.split_k <= MAX_SPLIT_K:
-            out.append(Issue("split_k", f"split_k {self.split_k} outside 1..{MAX_SPLIT_K}"))
+            out.append(Issue("split_k", f"split_k {self.split_k} outside 1..{MAX_SPLIT_K}",
+                             fix=f"use a value in 1..{MAX_SPLIT_K}"))
         if self.persistent and self.split_k > 1:
-            out.append(Issue("persistent", "persistent tiles with split-K are not built: a persistent CTA computes "
-                             "whole tiles"))
+            out.append(Issue("persistent", f"persistent tiles with split_k = {self.split_k} are not built: a "
+                             "persistent CTA computes whole tiles", fix="remove persistent:, or use split_k: 1"))
         if self.cluster not in CLUSTERS:
-            out.append(Issue("cluster", f"cluster {self.cluster!r}: expected one of {CLUSTERS}"))
+            out.append(Issue("cluster", f"cluster {self.cluster!r}: expected one of {CLUSTERS}",
+                             fix="write cluster: 2x1 or 1x2, or remove it (1x1: no cluster)"))
         elif self.cluster != "1x1" and self.split_k > 1:
-            out.append(Issue("cluster", f"cluster {self.cluster} with split-K is not built (docs/hopper_cluster.md, "
-                             "\"Not done\"): use cluster 1x1"))
+            out.append(Issue("cluster", f"cluster {self.cluster} with split_k = {self.split_k} (split_k: "
+                             f"{self.split_k}) is not built: {CLUSTER_NOT_DONE}", fix="use split_k: 1, or use cluster: 1x1",
+                             other="split_k"))
         return out
+
+
+CLUSTER_NOT_DONE = ("a cluster kernel's CTA pair computes whole tiles with cooperative consumers (docs/hopper_cluster.md, "
+                    "\"Not done\")")
+"""Why a cluster kernel is not built with split-K or ping-pong consumers."""
 
 
 @dataclass(frozen=True)
@@ -232,20 +298,39 @@ class Epilogue:
             return 0
         return consumers * self.staging * 64 * self.store_cols(bn) * self.out_bytes
 
-    def issues(self) -> list[Issue]:
+    def issues(self, N: Optional[int] = None) -> list[Issue]:
+        """The bounds of the part alone, in the order a reader fixes them; with ``N`` (a problem's),
+        :meth:`shape_issues` last."""
         out = []
         if self.kind not in EPILOGUES:
-            out.append(Issue("epilogue", f"epilogue {self.kind!r}: expected one of {EPILOGUES}"))
+            out.append(Issue("epilogue", f"epilogue {self.kind!r}: expected one of {EPILOGUES}",
+                             fix="write epilogue: tma_store, or remove it (register)"))
         if self.out_dtype not in OUT_DTYPES:
-            out.append(Issue("out_dtype", f"out_dtype {self.out_dtype!r}: expected one of {OUT_DTYPES}"))
+            out.append(Issue("out_dtype", f"out_dtype {self.out_dtype!r}: expected one of {OUT_DTYPES}",
+                             fix="write out_dtype: f16 or bf16 (with epilogue: tma_store), or remove it (f32)"))
         elif self.out_dtype != "f32" and self.kind != "tma_store":
             out.append(Issue("out_dtype", f"out_dtype {self.out_dtype}: C is stored as f16 or bf16 by the TMA-store "
-                             "epilogue only"))
+                             "epilogue only", fix="add epilogue: tma_store, or remove out_dtype:", other="epilogue"))
         if self.activation not in ACTIVATIONS:
-            out.append(Issue("activation", f"activation {self.activation!r}: expected one of {ACTIVATIONS}"))
+            out.append(Issue("activation", f"activation {self.activation!r}: expected one of {ACTIVATIONS}",
+                             fix="write activation: relu, or remove it (none)"))
         if not 1 <= self.staging <= MAX_STAGING:
-            out.append(Issue("epilogue", f"staging {self.staging} outside 1..{MAX_STAGING}"))
+            out.append(Issue("epilogue", f"staging {self.staging} outside 1..{MAX_STAGING}",
+                             fix=f"use a value in 1..{MAX_STAGING}"))
+        if N is not None:
+            out += self.shape_issues(N)
         return out
+
+    def shape_issues(self, N: int) -> list[Issue]:
+        """What keeps the epilogue from a problem's ``N``: a TMA store (the ``tma_store`` kind, and every f16 or
+        bf16 C) needs C's row stride, ``out_bytes N``, a multiple of 16 bytes."""
+        per = 16 // self.out_bytes
+        if (self.kind == "tma_store" or self.out_dtype != "f32") and N % per:
+            of = "" if self.out_dtype == "f32" else f" of {self.out_dtype}"
+            other = "epilogue: register" if self.out_dtype == "f32" else "out_dtype: f32"
+            return [Issue("shape", f"shape.N {N}: a TMA store{of} needs C's row stride ({self.out_bytes} N bytes) to be "
+                          "a multiple of 16", "tma-store-16B", f"use N a multiple of {per}, or {other}")]
+        return []
 
 
 FLAT = {"bm": "mainloop", "bn": "mainloop", "stages": "mainloop", "k_pipe_mmas": "mainloop", "dtype": "mainloop",
@@ -386,8 +471,9 @@ class KernelDesign(ClusterShaped):
         return self.mainloop.smem_bytes() + self.staging_bytes + ALIGN_PAD
 
     def fixed_smem_bytes(self) -> int:
-        """The shared memory that does not grow with ``stages``."""
-        return self.smem_bytes - self.stages * self.mainloop.stage_bytes
+        """The shared memory that does not grow with ``stages`` (ping-pong's order mbarriers, the staging buffers,
+        the alignment pad; whether ``stages`` is chosen or not)."""
+        return self.mainloop.order_bytes + self.staging_bytes + ALIGN_PAD
 
     def max_stages(self, limit: int = SMEM_LIMIT) -> int:
         """Most stages within ``limit`` bytes and :data:`MAX_STAGES` (0 when not even one fits)."""
@@ -416,51 +502,77 @@ class KernelDesign(ClusterShaped):
             int(self.cluster != "1x1")
 
     # legality -------------------------------------------------------------------------------------------------
-    def issues(self, limit: int = SMEM_LIMIT) -> list[Issue]:
-        """Everything that keeps the kernel from being built: each part's issues, the rules that join parts, and
-        the shared memory within ``limit`` bytes. Empty: the emitter builds it."""
-        out = self.mainloop.issues() + self.scheduler.issues() + self.output.issues()
-        if self.load_when is not None and self.split_k > 1:
-            out.append(Issue("split_k", "a load predicate names k and T of the whole loop; split-K runs parts of it"))
+    def issues(self, limit: int = SMEM_LIMIT, shape: Optional[tuple[int, int, int]] = None) -> list[Issue]:
+        """Everything that keeps the kernel from being built, in the order a reader fixes them: the main loop's
+        issues, the scheduler's, the rules that join parts, the epilogue's, and the shared memory within ``limit``
+        bytes. With ``shape`` (a problem's ``M, N, K``), :meth:`shape_issues` too, each after the part it bounds.
+        Empty: the emitter builds it."""
+        M, N, K = shape if shape is not None else (None, None, None)
+        out = self.mainloop.issues(K) + (self.k_tile_issues(K) if K is not None else []) + self.scheduler.issues()
+        s = self.split_k
+        if self.load_when is not None and s > 1:
+            out.append(Issue("split_k", "a load predicate names k and T of the whole loop; split-K runs parts of it",
+                             fix="use split_k: 1, or no load predicate"))
         if self.load_when is not None and self.persistent:
             out.append(Issue("persistent", "a load predicate names k and T of one tile's loop; a persistent CTA's "
-                             "ring runs many tiles"))
-        if self.epilogue == "tma_store" and self.split_k > 1:
-            out.append(Issue("epilogue", "a TMA-store epilogue with split-K is not built: the split's last CTA sums "
-                             "through global memory"))
+                             "ring runs many tiles", fix="remove persistent:, or the load predicate"))
+        if self.epilogue == "tma_store" and s > 1:
+            out.append(Issue("epilogue", f"a TMA-store epilogue with split_k = {s} is not built: the split's last CTA "
+                             "sums the partials through global memory", fix="remove epilogue:, or use split_k: 1"))
+        if self.pingpong and s > 1:
+            out.append(Issue("pingpong", f"ping-pong with split_k = {s} is not built: the consumers take whole tiles "
+                             "of a persistent CTA", fix="remove pingpong:, or use split_k: 1"))
         if self.pingpong and not self.persistent:
-            out.append(Issue("pingpong", "ping-pong consumers take whole tiles of a persistent CTA: set persistent",
-                             "ping-pong"))
+            out.append(Issue("persistent", "ping-pong consumers take a persistent CTA's tiles in turn", "ping-pong",
+                             "write persistent: true, or remove it (pingpong: true implies it)"))
         if self.cluster in CLUSTERS and self.cluster != "1x1":
-            for flag, why in ((self.load_when is not None, "a load predicate"), (self.pingpong, "ping-pong consumers")):
-                if flag:
-                    out.append(Issue("cluster", f"cluster {self.cluster} with {why} is not built "
-                                     "(docs/hopper_cluster.md, \"Not done\"): use cluster 1x1"))
-            rows = self.bn if self.shared_operand == "B" else self.bm
-            if rows % 16:
+            if self.load_when is not None:
+                out.append(Issue("cluster", f"cluster {self.cluster} with a load predicate is not built "
+                                 "(docs/hopper_cluster.md, \"Not done\"): use cluster 1x1",
+                                 fix="use cluster: 1x1, or no load predicate"))
+            if self.pingpong:
+                out.append(Issue("cluster", f"cluster {self.cluster} with ping-pong consumers (pingpong: true) is not "
+                                 f"built: {CLUSTER_NOT_DONE}", fix="remove pingpong:, or use cluster: 1x1",
+                                 other="pingpong"))
+            key = "BN" if self.shared_operand == "B" else "BM"
+            rows = self.bn if key == "BN" else self.bm
+            if rows % 16:  # each CTA loads half of the shared tile
                 out.append(Issue("cluster", f"cluster {self.cluster}: the shared operand's {rows} rows do not split "
-                                 "into two halves of whole 8-row swizzle atoms (use a multiple of 16)"))
+                                 "into two halves of whole 8-row swizzle atoms",
+                                 fix=f"use a tile {key} that is a multiple of 16"))
+        out += self.output.issues(N)
+        return out + self.smem_issues(limit)
+
+    def smem_issues(self, limit: int = SMEM_LIMIT) -> list[Issue]:
+        """The shared memory within ``limit`` bytes: one stage at least (whether ``stages`` is chosen or not),
+        and the chosen ``stages``."""
+        one = self.fixed_smem_bytes() + self.mainloop.stage_bytes
+        if one > limit:
+            return [Issue("target.shared_bytes", f"one stage needs {one} B of shared memory, above the {limit} B "
+                          "allowed", "shared-memory", "raise target.shared_bytes or use a smaller tile")]
         if self.stages is not None and self.smem_bytes > limit:
             staged = " (with the TMA-store staging buffers)" if self.epilogue == "tma_store" else ""
-            out.append(Issue("stages", f"{self.smem_bytes} bytes of shared memory{staged} exceed {limit}: use fewer "
-                             "stages", "shared-memory"))
-        return out
+            return [Issue("stages", f"{self.stages} stages need {self.smem_bytes} B of shared memory{staged}, above "
+                          f"the {limit} B allowed", "shared-memory", f"use at most {self.max_stages(limit)} stages, "
+                          "or auto")]
+        return []
+
+    def k_tile_issues(self, K: int) -> list[Issue]:
+        """What keeps the split from a problem's ``K``: each of the ``split_k`` CTAs of a tile needs a k-tile."""
+        tiles = -(-K // self.bk)
+        if self.split_k > tiles:
+            return [Issue("split_k", f"split_k = {self.split_k} exceeds the {tiles} k-tiles of K = {K} / BK = "
+                          f"{self.bk}: a split would get no k-tile", fix=f"use split_k at most {tiles}")]
+        return []
 
     def shape_issues(self, M: int, N: int, K: int) -> list[Issue]:
         """What keeps the kernel from a problem of shape ``M x N x K``: TMA's 16-byte row strides (A and B: ``K``
-        a multiple of 8; C through TMA stores: ``N`` a multiple of 4 for f32, of 8 for f16 and bf16)."""
-        out = []
-        if K % 8:
-            out.append(Issue("shape", f"K = {K}: TMA needs the row stride of A and B (2 K bytes) to be a multiple of "
-                             "16", "tma-16B"))
-        if self.epilogue == "tma_store" and N % (16 // self.out_bytes):
-            out.append(Issue("shape", f"N = {N}: a TMA store needs C's row stride ({self.out_bytes} N bytes) to be a "
-                             f"multiple of 16; use N a multiple of {16 // self.out_bytes}, or the register epilogue",
-                             "tma-store-16B"))
-        return out
+        a multiple of 8, :meth:`Mainloop.shape_issues`; C through TMA stores: ``N`` a multiple of 4 for f32, of 8
+        for f16 and bf16, :meth:`Epilogue.shape_issues`) and a k-tile for each split (:meth:`k_tile_issues`)."""
+        return self.mainloop.shape_issues(K) + self.k_tile_issues(K) + self.output.shape_issues(N)
 
     def check(self) -> None:
-        """ValueError with the first of :meth:`issues`."""
+        """ValueError with the first of :meth:`issues` (its message)."""
         bad = self.issues()
         if bad:
             raise ValueError(bad[0].message)
@@ -489,4 +601,4 @@ register epilogue)."""
 __all__ = ["KernelDesign", "Mainloop", "TileScheduler", "Epilogue", "Issue", "FLAT", "DEFAULT", "consumers_of",
            "warps_of", "BK", "BM_CHOICES", "SMEM_LIMIT", "ALIGN_PAD", "BARRIER_BYTES", "DTYPES", "EPILOGUES",
            "OUT_DTYPES", "ACTIVATIONS", "MAX_ACC_REGS", "PRODUCER_REGS", "CLUSTERS", "MAX_STAGES", "MAX_STAGING",
-           "WARP_GROUP_THREADS"]
+           "WARP_GROUP_THREADS", "UNCHOSEN", "CLUSTER_NOT_DONE"]

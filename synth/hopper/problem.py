@@ -30,8 +30,8 @@ from ..bounds import MAX_SPLIT_K
 from ..errors import Loc, SynthError
 from ..yamlnodes import (LDict, check_keys, comment_block, leading_comments, read_yaml_text, want_int, yaml_flow,
                          yaml_line)
-from .kernel_design import (ACTIVATIONS, ALIGN_PAD, BK, BM_CHOICES, CLUSTERS, DTYPES, EPILOGUES, MAX_STAGES,
-                            OUT_DTYPES, SMEM_LIMIT, KernelDesign, consumers_of, warps_of)
+from .kernel_design import (ACTIVATIONS, ALIGN_PAD, BK, CLUSTERS, DTYPES, EPILOGUES, MAX_STAGES, OUT_DTYPES,
+                            SMEM_LIMIT, UNCHOSEN, Issue, KernelDesign, consumers_of, warps_of)
 
 MAINLOOPS = ("tma_wgmma", "cp_async")
 """``mainloop:`` values: the Hopper TMA + mbarrier + wgmma loop, or the Ampere cp.async + mma.sync loop."""
@@ -140,9 +140,10 @@ def _auto_or_int(doc: LDict, key: str, lo: int, hi: int, what: str) -> Optional[
     return v
 
 
-def _cluster(doc: LDict, split_k: int, persistent: bool, pingpong: bool, auto: tuple, tdims: dict) -> str:
-    """The ``cluster:`` value of ``doc`` (``1x1`` when absent), refused at its line with the fix when it is not
-    one of :data:`CLUSTERS` or the kernel cannot pair it with the other keys (docs/hopper_cluster.md)."""
+def _cluster(doc: LDict, split_k: int) -> str:
+    """The ``cluster:`` value of ``doc`` (``1x1`` when absent or ``auto``: the design holds it until
+    :mod:`synth.hopper.design` chooses), refused at its line with the fix when it is not one of :data:`CLUSTERS`, or
+    ``auto`` with a split (a cluster kernel has no split-K: nothing to choose)."""
     if "cluster" not in doc:
         return "1x1"
     v, loc = doc["cluster"], doc.val_loc["cluster"]
@@ -155,30 +156,32 @@ def _cluster(doc: LDict, split_k: int, persistent: bool, pingpong: bool, auto: t
         raise SynthError(loc, f"cluster {v!r}: expected one of {', '.join(CLUSTERS)} (CTAs along M x along N)",
                          "write cluster: 2x1 (two CTAs of a tile column share and multicast B), 1x2 (a tile row "
                          "shares A), or remove it (1x1: no cluster)")
-    if v == "1x1":
-        return v
-    # persistent: true is built (the clusters walk cluster-sized tile groups); persistent: auto / pingpong: auto are
-    # left to synth.hopper.design, which pairs a cluster with one CTA per tile or a persistent grid, never ping-pong
-    clash = [(split_k > 1, "split_k", f"split_k = {split_k}", "use split_k: 1"),
-             (pingpong and "pingpong" not in auto, "pingpong", "ping-pong consumers", "remove pingpong:")]
-    for bad, key, what, fix in clash:
-        if bad:
-            given = doc[key]
-            word = ("true" if given else "false") if isinstance(given, bool) else given
-            raise SynthError(loc, f"cluster {v} with {what} ({key}: {word} at line {doc.val_loc[key].line}) is not "
-                             "built: a cluster kernel's CTA pair computes whole tiles with cooperative consumers "
-                             "(docs/hopper_cluster.md, \"Not done\")", f"{fix}, or use cluster: 1x1")
-    rows = tdims["BN"] if v == "2x1" else tdims["BM"]
-    if rows % 16:  # each CTA loads half of the shared tile: whole 8-row swizzle atoms (KernelDesign.check)
-        raise SynthError(loc, f"cluster {v}: the shared operand's {rows} rows do not split into two halves of whole "
-                         "8-row swizzle atoms", f"use a tile {'BN' if v == '2x1' else 'BM'} that is a multiple of 16")
     return v
+
+
+def _reported(issues: list[Issue], stated: set, auto: tuple) -> list[Issue]:
+    """The design's ``issues`` a problem is refused for, first the one to report: the design's order (the order a
+    reader fixes them), except that an issue at a key the file does not state (absent, ``auto``, or implied by
+    another key, as ``persistent`` by ``pingpong: true``) or joined to an ``auto`` key (:attr:`Issue.other`) follows
+    the others; without the pipeline's :data:`UNCHOSEN` (CP-SAT chooses ``stages`` and ``k_pipe_mmas`` left
+    ``auto``)."""
+    kept = [i for i in issues if i.rule != UNCHOSEN]
+    return sorted(kept, key=lambda i: i.key not in stated or i.other in auto)
+
+
+def _refuse_issue(g: "HopperGemm", issue: Issue) -> None:
+    """SynthError at the line of ``issue``'s key with its message (the line of its other key added) and fix."""
+    other = g.locs.get(issue.other) if issue.other else None
+    raise SynthError(g.loc(issue.key), issue.text(other.line if other else None), issue.fix)
 
 
 def hopper_gemm_from_doc(doc: LDict, path: str, name: str, dims: dict, arch: str) -> HopperGemm:
     """The :class:`HopperGemm` of a ``kind: gemm`` document with ``mainloop: tma_wgmma``.
 
-    ``name``, ``dims`` (``M``, ``N``, ``K``) and ``arch`` were already checked by the caller.
+    ``name``, ``dims`` (``M``, ``N``, ``K``) and ``arch`` were already checked by the caller. Reads every key (its
+    type, its values, the keys of the cp.async main loop refused, ``auto``), builds the design and refuses the first
+    of its issues (:meth:`KernelDesign.issues` with the problem's shape, in :func:`_reported`'s order; ``warps:``
+    is checked against the tile's consumer warp groups once the tile has none).
     Raises :class:`~synth.errors.SynthError` at the offending value.
     """
     locs: dict = {"": doc.loc, **{k: doc.val_loc[k] for k in doc}}
@@ -204,29 +207,9 @@ def hopper_gemm_from_doc(doc: LDict, path: str, name: str, dims: dict, arch: str
         for k in tile:
             tdims[k] = want_int(tile, k, "tile", lo=1, hi=256)
             locs[f"tile.{k}"] = tile.val_loc[k]
-    if tdims["BK"] != BK:
-        raise SynthError(locs.get("tile.BK", doc.loc), f"tile.BK {tdims['BK']}: the Hopper main loop loads k-tiles "
-                         f"of {BK} elements (one 128-byte swizzle row of 2-byte operands)",
-                         f"use BK: {BK}, or mainloop: cp_async")
-    if tdims["BM"] not in BM_CHOICES:
-        raise SynthError(locs.get("tile.BM", doc.loc), f"tile.BM {tdims['BM']}: the Hopper kernel has one consumer "
-                         "warp group per 64 rows, one or two of them", "use BM: 64 or BM: 128")
-    if tdims["BN"] % 16 or not 16 <= tdims["BN"] <= 256:
-        raise SynthError(locs.get("tile.BN", doc.loc), f"tile.BN {tdims['BN']}: wgmma's N and the TMA box take "
-                         "a multiple of 16 in 16..256", "use BN: 64, 128, 192 or 256 (any multiple of 16 up to 256)")
-    if "warps" in doc:
-        w = want_int(doc, "warps", "a gemm problem", lo=1, hi=16)
-        want = 4 * (1 + tdims["BM"] // 64)
-        if w != want:
-            raise SynthError(doc.val_loc["warps"], f"warps {w}: the Hopper kernel runs one producer warp group and "
-                             f"{tdims['BM'] // 64} consumer warp group(s) for BM {tdims['BM']}, {want} warps",
-                             f"remove warps:, or write warps: {want}")
+    warps = want_int(doc, "warps", "a gemm problem", lo=1, hi=16) if "warps" in doc else None
     stages = _auto_or_int(doc, "stages", 1, MAX_STAGES, "slots per operand")
     k_pipe = _auto_or_int(doc, "k_pipe_mmas", 0, MAX_STAGES - 1, "wgmma groups kept in flight before a release")
-    if stages is not None and k_pipe is not None and k_pipe >= stages:
-        raise SynthError(doc.val_loc["k_pipe_mmas"], f"k_pipe_mmas {k_pipe} with {stages} stages: a consumer "
-                         "holding as many groups as there are slots starves the producer",
-                         f"use k_pipe_mmas below {stages}, or auto")
     limit = SMEM_LIMIT
     if "target" in doc:
         td = doc["target"]
@@ -239,80 +222,46 @@ def hopper_gemm_from_doc(doc: LDict, path: str, name: str, dims: dict, arch: str
         if sb is not None:
             limit = sb
             locs["target.shared_bytes"] = td.val_loc["shared_bytes"]
-    if dims["K"] % 8:
-        raise SynthError(locs.get("shape", doc.loc), f"shape.K {dims['K']}: TMA needs the row stride of A and B "
-                         "(2 K bytes) to be a multiple of 16", "use K a multiple of 8")
     split_k = want_int(doc, "split_k", "a gemm problem", lo=1, default=1, hi=MAX_SPLIT_K)
-    tiles = -(-dims["K"] // BK)
-    if split_k > tiles:
-        raise SynthError(doc.val_loc["split_k"], f"split_k = {split_k} exceeds the {tiles} k-tiles of K = {dims['K']} "
-                         f"/ BK = {BK}: a split would get no k-tile", f"use split_k at most {tiles}")
     auto = tuple(k for k in ("persistent", "pingpong", "epilogue", "cluster") if doc.get(k) == "auto")
     persistent = False if "persistent" in auto else doc.get("persistent", False)
     if not isinstance(persistent, bool):
         raise SynthError(doc.val_loc["persistent"], f"persistent must be true or false, not {persistent!r}",
                          "write persistent: true (a persistent grid walks the tiles), auto, or remove it")
-    if persistent and split_k > 1:
-        raise SynthError(doc.val_loc["persistent"], f"persistent tiles with split_k = {split_k} are not built: a "
-                         "persistent CTA computes whole tiles", "remove persistent:, or use split_k: 1")
     epilogue = "register" if "epilogue" in auto else doc.get("epilogue", "register")
     if epilogue not in EPILOGUES:
         raise SynthError(doc.val_loc["epilogue"], f"epilogue {epilogue!r}: expected one of {', '.join(EPILOGUES)}",
                          "write epilogue: tma_store (C through shared staging buffers and TMA stores), auto, or remove it")
-    if epilogue == "tma_store" and split_k > 1:
-        raise SynthError(doc.val_loc["epilogue"], f"a TMA-store epilogue with split_k = {split_k} is not built: the "
-                         "split's last CTA sums the partials through global memory", "remove epilogue:, or use split_k: 1")
-    if epilogue == "tma_store" and dims["N"] % 4:
-        raise SynthError(locs.get("shape", doc.loc), f"shape.N {dims['N']}: a TMA store needs C's row stride (4 N "
-                         "bytes) to be a multiple of 16", "use N a multiple of 4, or epilogue: register")
     pingpong = False if "pingpong" in auto else doc.get("pingpong", False)
     if not isinstance(pingpong, bool):
         raise SynthError(doc.val_loc["pingpong"], f"pingpong must be true, false or auto, not {pingpong!r}",
                          "write pingpong: true (two consumer warp groups take tiles in turn), auto, or remove it")
-    if pingpong:
-        if tdims["BM"] * tdims["BN"] // 128 > 128:
-            raise SynthError(doc.val_loc["pingpong"], f"ping-pong consumers each hold a whole {tdims['BM']}x"
-                             f"{tdims['BN']} tile: {tdims['BM'] * tdims['BN'] // 128} accumulators per thread, "
-                             "above 128 (the kernel would spill, as CUTLASS's 128x256 ping-pong does)",
-                             "use BN <= 128 with BM 128, or BM 64, or remove pingpong:")
-        if split_k > 1:
-            raise SynthError(doc.val_loc["pingpong"], f"ping-pong with split_k = {split_k} is not built: the "
-                             "consumers take whole tiles of a persistent CTA", "remove pingpong:, or use split_k: 1")
-        if "persistent" in doc and not persistent and "persistent" not in auto:
-            raise SynthError(doc.val_loc["persistent"], "ping-pong consumers take a persistent CTA's tiles in turn",
-                             "write persistent: true, or remove it (pingpong: true implies it)")
-        persistent = True
+    if pingpong and ("persistent" not in doc or "persistent" in auto):
+        persistent = True  # pingpong: true implies it (persistent: false is the design's to refuse)
     out_dtype = doc.get("out_dtype", "f32")
     if out_dtype not in OUT_DTYPES:
         raise SynthError(doc.val_loc["out_dtype"], f"out_dtype {out_dtype!r}: expected one of {', '.join(OUT_DTYPES)}",
                          "write out_dtype: f16 (C stored as f16 by the TMA-store epilogue), or remove it (f32)")
-    if out_dtype != "f32":
-        if epilogue != "tma_store" and "epilogue" not in auto:
-            raise SynthError(doc.val_loc["out_dtype"], f"out_dtype {out_dtype}: C is stored as f16 or bf16 by the "
-                             "TMA-store epilogue only", "add epilogue: tma_store (or auto), or remove out_dtype:")
-        if dims["N"] % 8:
-            raise SynthError(locs.get("shape", doc.loc), f"shape.N {dims['N']}: a TMA store of {out_dtype} needs C's "
-                             "row stride (2 N bytes) to be a multiple of 16", "use N a multiple of 8, or out_dtype: f32")
     activation = doc.get("activation", "none")
     if activation not in ACTIVATIONS:
         raise SynthError(doc.val_loc["activation"], f"activation {activation!r}: expected one of "
                          f"{', '.join(ACTIVATIONS)}", "write activation: relu (C = max(alpha A B^T + beta C_in, 0)), "
                          "or remove it (none)")
-    cluster = _cluster(doc, split_k, persistent, pingpong, auto, tdims)
+    cluster = _cluster(doc, split_k)
     g = HopperGemm.of(name, dims["M"], dims["N"], dims["K"], dtype, tdims["BM"], tdims["BN"], stages, k_pipe, limit,
                    arch, path, locs, split_k=split_k, persistent=persistent, epilogue=epilogue, pingpong=pingpong,
-                   auto=auto, out_dtype=out_dtype, cluster=cluster, activation=activation, source=getattr(doc, "source", None))
-    if g.max_stages() < 1:
-        raise SynthError(g.loc("target.shared_bytes"), f"one stage needs {g.smem_bytes(1)} B of shared memory, "
-                         f"above the {limit} B allowed", "raise target.shared_bytes or use a smaller tile")
-    if stages is not None and g.smem_bytes(stages) > limit:
-        raise SynthError(g.loc("stages"), f"{stages} stages need {g.smem_bytes(stages)} B of shared memory, above "
-                         f"the {limit} B allowed", f"use at most {g.max_stages()} stages, or auto")
-    # the design's own statement of its bounds has the last word (the checks above say the same with a fix)
-    for issue in g.design.issues(limit) + g.design.shape_issues(g.M, g.N, g.K):
-        if issue.key == "stages" and (stages is None or k_pipe is None):
-            continue  # CP-SAT chooses them
-        raise SynthError(g.loc(issue.key), issue.message, "change this key (docs/hopper_kernel.md, \"Bounds\")")
+                   auto=auto, out_dtype=out_dtype, cluster=cluster, activation=activation, bk=tdims["BK"],
+                   source=getattr(doc, "source", None))
+    stated = {k for k in locs if k and doc.get(k) != "auto"}
+    issues = _reported(g.design.issues(limit, (g.M, g.N, g.K)), stated, auto)
+    if issues and issues[0].key.startswith("tile."):
+        _refuse_issue(g, issues[0])
+    if warps is not None and warps != warps_of(g.BM):  # the cooperative count, ping-pong or not
+        raise SynthError(doc.val_loc["warps"], f"warps {warps}: the Hopper kernel runs one producer warp group and "
+                         f"{consumers_of(g.BM)} consumer warp group(s) for BM {g.BM}, {warps_of(g.BM)} warps",
+                         f"remove warps:, or write warps: {warps_of(g.BM)}")
+    if issues:
+        _refuse_issue(g, issues[0])
     return g
 
 

@@ -49,7 +49,7 @@ def test_persistent_clusters_are_built_the_rest_refused():
         KernelDesign.of(cluster=cluster, persistent=True).check()
         KernelDesign.of(cluster=cluster, persistent=True, epilogue="tma_store").check()
     for bad, why in ((KernelDesign.of(bm=64, cluster="2x1", persistent=True, pingpong=True), "ping-pong consumers"),
-                     (KernelDesign.of(cluster="1x2", split_k=2), "split-K"),
+                     (KernelDesign.of(cluster="1x2", split_k=2), "with split_k = 2"),
                      (KernelDesign.of(cluster="2x1", persistent=True, load_when="k < T - 1"), "load predicate")):
         with pytest.raises(ValueError, match=why):
             bad.check()
