@@ -30,7 +30,7 @@ from ...model.ws_body import WsBody
 from ...model.ws_schedule import WsSchedule
 from ...program import WaitStmt
 from ..cuda import c_expr
-from .attention_ops import LOG2E, AttentionOps, AttentionShape
+from .attention_ops import LOG2E, AttentionOps, AttentionShape, zero_wgmma_lines
 from .attention_ptx import ATTENTION_PTX, rs_wgmma_ptx
 from .cluster import SingleCta
 from .mainloop import DESCRIPTOR, wait_dispatch, wgmma_ptx
@@ -41,6 +41,10 @@ KERNEL = "synth_attention_sm90"
 OPS = {"load_K", "load_V", "qk", "rowmax", "scale", "exp2", "rowsum", "pack_P", "rescale_O", "pv"}
 """The ops of ``attention_body``: the kernel writes code for these."""
 HEAD_DIMS = (64, 128, 256)
+PRODUCER_MIN_REGS = 32
+"""The producer's least ``setmaxnreg``: at 24 (the schedule's, FA3's with two consumers) ptxas spills 20 bytes of
+the producer's loop at head dim 128 (its tensor-map addresses, slots and rows); at 32 none, and two consumers keep
+240 (``32 + 2 x 240 = 512`` registers per thread slot of 128: the whole file), three keep 160."""
 ONE_CTA = KernelDesign.of()
 """The design the :class:`~synth.emit.sm90.writer.Writer` is given: it reads a design's cluster facts only (one CTA,
 not persistent), none of its tile."""
@@ -122,6 +126,16 @@ def attention_shape(ap: AttentionProgram, body: WsBody, schedule: WsSchedule, *,
     return AttentionShape(d, bm, bn, C, dtype, causal, tuple(ap.rings))
 
 
+def kernel_registers(schedule: WsSchedule) -> tuple[int, int]:
+    """``setmaxnreg`` of the producer and of each consumer: the schedule's, with the producer given at least
+    :data:`PRODUCER_MIN_REGS` and the consumers then the most that fits the register file (65,536 per SM, one CTA:
+    ``128 (producer + C consumer) <= 65536``, multiples of 8), at most the schedule's figure."""
+    prod, cons = schedule.registers
+    prod = max(prod, PRODUCER_MIN_REGS)
+    cons = min(cons, (65536 // 128 - prod) // schedule.consumers // 8 * 8)
+    return prod, cons
+
+
 def smem_bytes(shape: AttentionShape, ap: AttentionProgram) -> int:
     """Dynamic shared memory: the 1024-byte alignment pad, Q, the K and V rings, the barriers."""
     bars = sum(8 * b.slots for b in ap.program.barriers)
@@ -140,7 +154,7 @@ def emit_attention_kernel(ap: AttentionProgram, body: WsBody, schedule: WsSchedu
     the form this kernel is written for."""
     sh = attention_shape(ap, body, schedule, causal=causal, dtype=dtype)
     p = ap.program
-    prod_regs, cons_regs = schedule.registers
+    prod_regs, cons_regs = kernel_registers(schedule)
     threads = 128 * (1 + sh.consumers)
     smem = smem_bytes(sh, ap)
     if smem > SMEM_LIMIT:
@@ -150,6 +164,8 @@ def emit_attention_kernel(ap: AttentionProgram, body: WsBody, schedule: WsSchedu
     ctas = SingleCta(ONE_CTA)
     ss_cfg = KernelDesign.of(bn=sh.bn, dtype=sh.dtype)  # the GEMM's SS wgmma of that width and dtype (qk's)
     rings = {b: slots for b, slots in sh.depth}
+    ss_ptx = wgmma_ptx(ss_cfg)
+    zero_emu, zero_ptx = zero_wgmma_lines(sh, ss_ptx)
     head = [
         f"// synth: sm_90a FlashAttention forward, head dim {sh.d}, {sh.bm}x{sh.bn} tile, {sh.consumers} consumer "
         f"warp group(s) ({schedule.design}, II {schedule.ii}), K ring {rings.get('K_s')} / V ring {rings.get('V_s')} "
@@ -161,8 +177,9 @@ def emit_attention_kernel(ap: AttentionProgram, body: WsBody, schedule: WsSchedu
         f"#define SYNTH_ATTN_CAUSAL {int(causal)}", f"#define SYNTH_ATTN_BF16 {int(sh.bf16)}",
         "#ifdef SYNTH_EMULATE",
         '#include "synth_emu_sm90.h"',
+        *zero_emu,
         "#else",
-        BASE_PTX.strip(), wgmma_ptx(ss_cfg).rstrip(), wait_dispatch(body.max_groups + 1).rstrip(),
+        BASE_PTX.strip(), ss_ptx.rstrip(), *zero_ptx, wait_dispatch(body.max_groups + 1).rstrip(),
         *ATTENTION_PTX, rs_wgmma_ptx(sh.d, sh.dtype).rstrip(),
         "#endif",
         *DESCRIPTOR,
@@ -251,5 +268,5 @@ def _epilogue(sh: AttentionShape) -> list[str]:
     ]
 
 
-__all__ = ["emit_attention_kernel", "attention_shape", "smem_bytes", "grid", "body_dtype", "AttentionWriter",
-           "KERNEL", "OPS", "HEAD_DIMS"]
+__all__ = ["emit_attention_kernel", "attention_shape", "smem_bytes", "grid", "body_dtype", "kernel_registers",
+           "AttentionWriter", "KERNEL", "OPS", "HEAD_DIMS", "PRODUCER_MIN_REGS"]

@@ -15,8 +15,9 @@ import re
 KERNEL_MUTANTS = {
     "softmax_before_wait": "every consumer's wait_group for qk (and the K release after it) moved to the end of its "
                            "step: rowmax and scale read S before qk's wgmma group has written it",
-    "rescale_races_pv": "every consumer's wait_group for pv keeps one group more in flight ((i < n) ? 2 : 1): after "
-                        "the last block the O / l rescale reads O while the last pv wgmma still accumulates into it",
+    "rescale_races_pv": "every consumer's wait_group for pv in the step after the last block keeps one group in "
+                        "flight ((i < n) ? 1 : 0 becomes (i < n) ? 1 : 1): the O / l rescale after the loop reads O "
+                        "while the last pv wgmma still accumulates into it",
     "v_released_early": "every consumer releases the V slot (arrive empty_V) right after committing pv, before the "
                         "wait_group that completes it: the producer refills the slot pv still reads",
     "order_wrong_parity": "consumer1 waits on its ping-pong order barrier order1 with the parity of turn i + 1",
@@ -107,7 +108,10 @@ def attention_kernel_mutant(text: str, name: str) -> str:
         if name == "rescale_races_pv":
             k = _find(stmts, PV_WAIT, "waiting for pv's group")
             s = "\n".join(stmts[k])
-            s = re.sub(r"synth_wgmma_wait_n<([0-9]+)>", lambda m: f"synth_wgmma_wait_n<{int(m.group(1)) + 1}>", s)
+            s2 = re.sub(r"else synth_wgmma_wait_n<([0-9]+)>", lambda m: f"else synth_wgmma_wait_n<{int(m.group(1)) + 1}>", s)
+            if s2 == s:
+                raise ValueError("pv's wait has no count for the step after the last block")
+            s = s2
             stmts[k] = s.split("\n")
             return stmts
         # v_released_early: the empty_V release right after pv's commit

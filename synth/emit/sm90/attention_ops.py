@@ -80,6 +80,23 @@ def rs_wgmma(shape: AttentionShape) -> str:
     return rs_wgmma_name(shape.d, shape.dtype)
 
 
+def zero_wgmma_lines(shape: AttentionShape, ss_ptx: str) -> tuple[list[str], list[str]]:
+    """``(emulator lines, nvcc lines)`` of ``{ss_wgmma(shape)}_zero``: the SS wgmma with scale-d 0 (``D = A B``, the
+    accumulator's old value ignored). For nvcc, ``ss_ptx`` (the GEMM's definition of :func:`ss_wgmma`,
+    :func:`synth.emit.sm90.mainloop.wgmma_ptx`) with its scale-d predicate set false; on the emulator, ``d`` zeroed by
+    the issuing thread, then the accumulating wgmma (which the emulator retires as ``d + A B`` at the
+    ``wait_group``)."""
+    name = ss_wgmma(shape)
+    if "setp.ne.b32 p, 1, 0;" not in ss_ptx or name not in ss_ptx:
+        raise ValueError(f"{name}: its PTX has no scale-d predicate to set")
+    ptx = ss_ptx.replace(name, f"{name}_zero").replace("setp.ne.b32 p, 1, 0;", "setp.ne.b32 p, 0, 0;")
+    emu = [f"inline void {name}_zero(float* d, uint64_t da, uint64_t db) {{  // scale-d 0",
+           f"  for (int j = 0; j < {shape.bn // 2}; ++j) d[j] = 0.0f;",
+           f"  {name}(d, da, db);",
+           "}"]
+    return emu, ["// scale-d 0: D = A B", *ptx.rstrip().split("\n")]
+
+
 @dataclass(frozen=True)
 class AttentionOps:
     """The op writer of the attention program (module docstring). The kernel's frame declares what the code here
@@ -145,18 +162,20 @@ class AttentionOps:
         raise ValueError(f"{s.op}: reads no slot of {ring}")
 
     def op_qk(self, w: Writer, s: OpStmt) -> list[str]:
-        """``S = Q K^T`` of this consumer's 64 rows: S zeroed, the fence (S was touched), ``d / 16`` SS wgmmas."""
+        """``S = Q K^T`` of this consumer's 64 rows: the fence (S was touched), ``d / 16`` SS wgmmas, the first with
+        scale-d 0 (:func:`zero_wgmma_lines`: S is not zeroed by other instructions, which, with ``pv``'s group in
+        flight, made ptxas serialize every wgmma of the kernel, its C7515)."""
         sh = self.shape
         slot = self.slot_of(s, "K_s")
-        lines = ["#pragma unroll", f"for (int j = 0; j < {sh.bn // 2}; ++j) S[j] = 0.0f;",
-                 "synth_wgmma_fence();",
+        lines = ["synth_wgmma_fence();",
                  "{",
                  "  const uint64_t dq = synth_desc_k128(sQ + cw * 64u * 128u);  // this consumer's 64 Q rows",
                  f"  const uint64_t dk = synth_desc_k128(sK + {slot} * {sh.kv_bytes}u);"]
         for kk in range(sh.d // 16):
             c, k = divmod(kk, 4)
-            lines.append(f"  {ss_wgmma(sh)}(S, dq + {c * sh.bm * 8 + 2 * k}, dk + {c * sh.bn * 8 + 2 * k});"
-                         f"  // k {16 * kk}..{16 * kk + 15}")
+            fn = ss_wgmma(sh) + ("_zero" if kk == 0 else "")
+            lines.append(f"  {fn}(S, dq + {c * sh.bm * 8 + 2 * k}, dk + {c * sh.bn * 8 + 2 * k});"
+                         f"  // k {16 * kk}..{16 * kk + 15}" + ("; S = Q K^T (scale-d 0): S starts from 0" if kk == 0 else ""))
         return lines + ["}"]
 
     def op_pv(self, w: Writer, s: OpStmt) -> list[str]:
@@ -187,7 +206,8 @@ class AttentionOps:
             f"  if (kv0 + {sh.bn} > seqlen_k{causal}) {{  // a block the mask reaches",
             "#pragma unroll",
             f"    for (int j = 0; j < {sh.bn // 2}; ++j) {{",
-            "      const int c = kv0 + 8 * (j >> 2) + 2 * (lane % 4) + (j & 1), r = row0 + 8 * ((j >> 1) & 1);",
+            "      const int c = kv0 + 8 * (j >> 2) + 2 * (lane % 4) + (j & 1)" +
+            (", r = row0 + 8 * ((j >> 1) & 1);" if sh.causal else ";"),
             f"      if ({colmask}) S[j] = -INFINITY;",
             "    }",
             "  }",
@@ -248,4 +268,4 @@ class AttentionOps:
                 "}"]
 
 
-__all__ = ["AttentionOps", "AttentionShape", "ss_wgmma", "rs_wgmma", "LOG2E"]
+__all__ = ["AttentionOps", "AttentionShape", "ss_wgmma", "rs_wgmma", "zero_wgmma_lines", "LOG2E"]

@@ -1,0 +1,245 @@
+"""The sm_90a FlashAttention-forward kernel emitted from the proven attention program (docs/attention.md, "The
+kernel"): the text follows the program statement by statement, nvcc compiles it for sm_90a (HGMMA and MUFU.EX2 in the
+consumers' loop, no spill), the CPU emulator runs it against numpy (head dims 64 and 128, f16 and bf16, causal or not,
+odd lengths, CTAs with no KV block, a grid larger than one in both dimensions, every thread order), and each bug of
+the table, injected into the kernel text, fails there."""
+
+from __future__ import annotations
+
+import re
+import shutil
+from dataclasses import replace
+
+import numpy as np
+import pytest
+
+from synth.completion import TryWaitStmt
+from synth.emit import sass
+from synth.emit.sm90.attention_kernel import emit_attention_kernel, kernel_registers
+from synth.emit.sm90.attention_mutants import KERNEL_MUTANTS, attention_kernel_mutant
+from synth.emit.sm90.emulate_attention import ATTENTION_ORDERS, emulate_attention, reference
+from synth.lower.hopper_attention import attention_mutant, lower_attention
+from synth.model.ws_bodies import attention_body
+from synth.model.ws_schedule import solve_ws
+from synth.program import CommitStmt, WaitStmt
+
+needs_gxx = pytest.mark.skipif(shutil.which("g++") is None, reason="g++ is needed for the CPU emulator")
+needs_nvcc = pytest.mark.skipif(sass.tool("nvcc") is None or sass.tool("cuobjdump") is None,
+                                reason="nvcc and cuobjdump are needed")
+
+TILES = {128: 128, 64: 192}
+"""Head dim -> the CTA's Q rows (two consumer warp groups at 128, three at 64); 128 KV rows per block."""
+
+
+@pytest.fixture(scope="module")
+def solved():
+    """``(body, schedule, program)`` per head dim: ``solve_ws``'s schedules (as tests/hopper/test_attention_program.py
+    solves them), lowered. The bf16 bodies take the f16 schedule: attention_body's costs do not depend on the
+    16-bit type (its lowering is the same program)."""
+    out = {}
+    for d, bm in TILES.items():
+        body = attention_body(d, bm, 128)
+        sched = solve_ws(body, time_limit=60, workers=1 if d == 128 else 2)
+        out[d, "f16"] = (body, sched, lower_attention(body, sched))
+        bbody = attention_body(d, bm, 128, "bf16")
+        out[d, "bf16"] = (bbody, sched, lower_attention(bbody, sched))
+    return out
+
+
+def kernel(solved, d, causal, dtype="f16"):
+    body, sched, ap = solved[d, dtype]
+    return emit_attention_kernel(ap, body, sched, causal=causal)
+
+
+# ---- the text
+
+
+def test_every_synchronization_statement_is_one_line(solved):
+    """Each try_wait, commit and wait_group of every role is one line of the kernel, in the program's order."""
+    body, sched, ap = solved[128, "f16"]
+    text = emit_attention_kernel(ap, body, sched, causal=True)
+    for role in ap.program.roles:
+        stmts = role.program.part("body").stmts
+        m = re.search(rf"// ---- {role.name} body\n(.*?)\n      }}\n", text, re.S)
+        assert m, role.name
+        seg = m.group(1)
+        waits = [s.barrier for s in stmts if isinstance(s, TryWaitStmt)]
+        assert re.findall(r"synth_mbar_wait\(bar_(\w+) ", seg) == waits, role.name
+        assert seg.count("synth_wgmma_commit();") == sum(isinstance(s, CommitStmt) for s in stmts)
+        assert seg.count("synth_wgmma_wait_n<0>();") == sum(
+            isinstance(s, WaitStmt) for s in stmts)  # pv's (i < n) ? 1 : 0 and qk's 0: one immediate 0 each
+    # the wait counts are the program's: pv keeps the next qk in flight
+    assert "if ((i < n)) synth_wgmma_wait_n<1>();" in text
+    # setmaxnreg: the producer at least 32 (24 spills), the consumers the rest of the register file
+    assert kernel_registers(sched) == (32, 240)
+    assert "synth_setmaxnreg_dec<32>();" in text and "synth_setmaxnreg_inc<240>();" in text
+
+
+def test_kernel_follows_the_program(solved):
+    """A change of the program is the same change of the kernel: consumer1's order wait on the parity of turn i + 1
+    (the table's order_wrong_parity, a program mutant) changes that one line."""
+    body, sched, ap = solved[128, "f16"]
+    base = emit_attention_kernel(ap, body, sched, causal=False)
+    mut = emit_attention_kernel(attention_mutant(ap, "order_wrong_parity"), body, sched, causal=False)
+    diff = [(a, b) for a, b in zip(base.split("\n"), mut.split("\n")) if a != b]
+    assert len(base.split("\n")) == len(mut.split("\n")) and len(diff) == 1
+    assert "bar_order1" in diff[0][0] and "((i / 1) % 2)" in diff[0][0] and "(((i + 1) / 1) % 2)" in diff[0][1]
+
+
+def test_refused_outside_the_form(solved):
+    body, sched, ap = solved[128, "f16"]
+    with pytest.raises(ValueError, match="head dim 32"):
+        emit_attention_kernel(ap, attention_body(32, 128, 128), sched, causal=False)
+    with pytest.raises(ValueError, match="1 consumer warp group"):
+        emit_attention_kernel(ap, body, replace(sched, consumers=1), causal=False)
+    with pytest.raises(ValueError, match="does not end in the dtype"):
+        emit_attention_kernel(ap, replace(body, name="attention"), sched, causal=False)
+    with pytest.raises(ValueError, match="no producer"):
+        emit_attention_kernel(ap, body, replace(sched, producer=False), causal=False)
+    # a copy whose complete_tx bytes are not the tile's
+    prod = ap.program.role("producer").program
+    stmts = tuple(replace(s, barrier=replace(s.barrier, bytes=s.barrier.bytes // 2))
+                  if getattr(s, "barrier", None) is not None and getattr(s, "op", "") == "load_K" else s
+                  for s in prod.part("body").stmts)
+    p2 = ap.program.with_role("producer", replace(prod, parts=(replace(prod.part("body"), stmts=stmts),)))
+    with pytest.raises(ValueError, match="complete_tx bytes 16384 differ"):
+        emit_attention_kernel(ap.with_program(p2), body, sched, causal=False)
+
+
+# ---- nvcc
+
+
+@needs_nvcc
+@pytest.mark.parametrize("d,causal", [(128, True), (64, False), pytest.param(128, False, marks=pytest.mark.slow),
+                                      pytest.param(64, True, marks=pytest.mark.slow)])
+def test_nvcc_sm90a(solved, d, causal):
+    """nvcc -arch=sm_90a: no spill; each consumer's loop holds its d / 16 + BN / 16 HGMMA (qk, pv) and its BN / 2 + 2
+    MUFU.EX2 (exp2 of S, the two corrections)."""
+    c = sass.compile_cuda(kernel(solved, d, causal), arch="sm_90a")
+    assert c.spill_stores == c.spill_loads == 0 and c.stack == 0, c.log
+    per_step = d // 16 + 128 // 16
+    steps = {lp[0].addr for lp in sass.backward_loops(sass.parse_sass(c.sass))
+             if sum(x.op == "HGMMA" for x in lp) == per_step
+             and sum(x.opcode.startswith("MUFU.EX2") for x in lp) >= 128 // 2 + 2}
+    assert len(steps) >= TILES[d] // 64  # a loop per consumer role (ptxas may peel more)
+
+
+# ---- the emulator
+
+
+def test_reference_is_softmax_attention():
+    """The numpy reference on a case by hand: one query, two keys; a causal row that sees no key is 0."""
+    q = np.array([[[[1.0, 0.0]]]])
+    k = np.array([[[[1.0, 0.0], [0.0, 1.0]]]])
+    v = np.array([[[[1.0, 2.0], [3.0, 4.0]]]])
+    p = np.exp([1.0, 0.0]) / np.exp([1.0, 0.0]).sum()
+    assert np.allclose(reference(q, k, v, causal=False, scale=1.0)[0, 0, 0], p @ v[0, 0])
+    q2 = np.ones((1, 1, 3, 2))  # 3 queries, 2 keys, causal bottom-right: row 0 sees no key
+    out = reference(q2, k, v, causal=True, scale=1.0)
+    assert np.all(out[0, 0, 0] == 0) and np.allclose(out[0, 0, 1], v[0, 0, 0])
+
+
+@needs_gxx
+@pytest.mark.parametrize("d,causal,dtype,shape,order", [
+    (128, True, "f16", (1, 2, 200, 330), "forward"),     # 3 KV blocks, the last ragged; grid 2 x 2
+    (128, True, "f16", (2, 1, 300, 130), "reverse"),     # Sq > Sk: CTAs with n = 0 (their rows 0), grid 3 x 2
+    (64, False, "f16", (2, 1, 250, 77), "starve"),       # one ragged block, Sq not a multiple of BM
+    (64, True, "f16", (1, 1, 77, 1), "random"),          # one key
+    (128, False, "bf16", (1, 2, 130, 257), "random"),
+])
+def test_emulator_matches_numpy(solved, d, causal, dtype, shape, order):
+    b, h, sq, sk = shape
+    r = emulate_attention(kernel(solved, d, causal, dtype), batch=b, heads=h, seqlen_q=sq, seqlen_k=sk,
+                          causal=causal, order=order, seed=7)
+    assert r.ok, r.summary()
+    assert r.stats["ctas"] == -(-sq // TILES[d]) * b * h
+    if causal and sq > sk:  # rows that see no key are 0, as FlashAttention returns them
+        assert np.all(r.O[:, :, :sq - sk] == 0)
+
+
+MUTANT_SHAPES = {128: ((1, 2, 128, 400), (1, 2, 300, 130)), 64: ((1, 2, 200, 400), (1, 2, 500, 100))}
+"""Head dim -> (batch, heads, Sq, Sk) without and with the causal mask (the latter with CTAs of no KV block):
+four KV blocks, so that both slots of each ring are refilled."""
+
+
+def _mutant_case(d, name):
+    causal = name == "q_load_before_exit"
+    return causal, MUTANT_SHAPES[d][causal]
+
+
+@needs_gxx
+@pytest.mark.parametrize("causal", [False, True])
+def test_unmutated_passes_every_order(solved, causal):
+    """The kernel the mutants are made from passes at their shapes in every thread order."""
+    b, h, sq, sk = MUTANT_SHAPES[128][causal]
+    text = kernel(solved, 128, causal)
+    for order in ATTENTION_ORDERS:
+        r = emulate_attention(text, batch=b, heads=h, seqlen_q=sq, seqlen_k=sk, causal=causal, order=order, seed=3)
+        assert r.ok, (order, r.summary())
+
+
+EXPECTED = {
+    "softmax_before_wait": "nan",          # rowmax and scale run on S before qk wrote it
+    "rescale_races_pv": "wrong",           # the last block's P V missing from O / l
+    "v_released_early": "nan",             # pv reads V's slot after the refill poisoned it
+    "order_wrong_parity": "hang",          # (the starve order) a consumer waits on a phase already passed
+    "q_load_before_exit": "fault",         # mbarrier.inval with the Q copy in flight
+}
+
+
+@needs_gxx
+@pytest.mark.parametrize("name", sorted(KERNEL_MUTANTS))
+def test_table_bug_fails_on_the_emulator(solved, name):
+    """Each bug of the table, injected into the head-dim-128 kernel, fails on the emulator in some thread order,
+    the way :data:`EXPECTED` says."""
+    causal, (b, h, sq, sk) = _mutant_case(128, name)
+    base = kernel(solved, 128, causal)
+    text = attention_kernel_mutant(base, name)
+    assert text != base
+    seen = []
+    for order in ATTENTION_ORDERS:
+        r = emulate_attention(text, batch=b, heads=h, seqlen_q=sq, seqlen_k=sk, causal=causal, order=order, seed=3)
+        seen.append((order, r.summary()[:200]))
+        if not r.ok:
+            break
+    assert not r.ok, seen
+    kind = EXPECTED[name]
+    if kind in ("hang", "fault"):
+        assert r.kind == kind, r.summary()
+    elif kind == "nan":
+        assert r.kind == "" and r.nan_count > 0, r.summary()
+    else:
+        assert r.kind == "" and r.nan_count == 0 and r.max_abs_err > 0.05, r.summary()
+
+
+@needs_gxx
+@pytest.mark.slow
+@pytest.mark.parametrize("name", ["softmax_before_wait", "rescale_races_pv", "v_released_early", "q_load_before_exit"])
+def test_table_bug_fails_with_three_consumers(solved, name):
+    """The same bugs in the head-dim-64 kernel (three consumer warp groups)."""
+    causal, (b, h, sq, sk) = _mutant_case(64, name)
+    text = attention_kernel_mutant(kernel(solved, 64, causal), name)
+    r = emulate_attention(text, batch=b, heads=h, seqlen_q=sq, seqlen_k=sk, causal=causal, order="forward", seed=3)
+    assert not r.ok, r.summary()
+
+
+def test_mutant_names():
+    """The kernel's bug table names the program's (docs/attention.md); an unknown name is refused."""
+    from synth.lower.hopper_attention import MUTANTS
+    assert set(KERNEL_MUTANTS) == set(MUTANTS)
+    with pytest.raises(KeyError):
+        attention_kernel_mutant("", "no_such_bug")
+
+
+@needs_gxx
+@pytest.mark.slow
+@pytest.mark.parametrize("d", sorted(TILES))
+@pytest.mark.parametrize("causal", [False, True])
+def test_emulator_sweep(solved, d, causal):
+    """Every thread order, odd lengths (one key, 77, 130, Sq not a multiple of BM, Sq > Sk), batch x heads 4."""
+    text = kernel(solved, d, causal)
+    for sq, sk in ((77, 1), (130, 77), (300, 130), (200, 330)):
+        for order in ATTENTION_ORDERS:
+            r = emulate_attention(text, batch=2, heads=2, seqlen_q=sq, seqlen_k=sk, causal=causal, order=order,
+                                  seed=sq + sk)
+            assert r.ok, (sq, sk, order, r.summary())
