@@ -79,6 +79,7 @@ struct Op { uint64_t da, db; int n; bool poisoned; float* d[128]; bool bf16 = fa
   // the register-A form (da unused): each thread's 4 A registers, read when the op retires, and their values
   // at issue (a change in between is a race: PTX leaves the result undefined)
   bool rs = false; const uint32_t* a[128] = {}; uint32_t a_issue[128][4] = {};
+  int wg = 0;  // the issuing warp group of the CTA (for reports)
 };
 struct WG {
   int count = 0; long gen = 0; std::string kind; uint64_t da = 0, db = 0; int n = 0; int arg = 0;
@@ -557,9 +558,10 @@ SYNTH_EMU_RT void run_op(Op& op) {
       for (int j = 0; j < 8; ++j) {
         const uint32_t reg = op.a[t][j / 2];
         if (reg != op.a_issue[t][j / 2])
-          fail("race", cta_prefix(op.cta) + "wgmma (register A): thread " + std::to_string(t) + " of the warp group "
-                       "changed A-fragment register " + std::to_string(j / 2) + " between the wgmma's issue and the "
-                       "wgmma.wait_group that completes it (PTX: undefined; keep the fragment until the wait)");
+          fail("race", cta_prefix(op.cta) + "wgmma (register A): thread " + std::to_string(128 * op.wg + t) +
+                       " (warp group " + std::to_string(op.wg) + ") changed A-fragment register " +
+                       std::to_string(j / 2) + " between the wgmma's issue and the wgmma.wait_group that completes it "
+                       "(PTX: undefined; keep the fragment until the wait)");
         int row, k;
         gmma_a_frag_coord(t, j, row, k);
         A[row][k] = value(uint16_t(reg >> (16 * (j & 1))));
@@ -894,7 +896,7 @@ template <int N> inline void synth_wgmma_rs_issue(float* d, const uint32_t* a, u
                   check_wgmma_fenced(w);
                   Op op{0, w.db, N, false, {}, bf16, my_cta()};
                   std::memcpy(op.d, w.d, sizeof(op.d));
-                  op.rs = true;
+                  op.rs = true; op.wg = local_tid(S().cur) / 128;
                   for (int t = 0; t < 128; ++t) {
                     op.a[t] = w.a[t];
                     std::memcpy(op.a_issue[t], w.a[t], sizeof(op.a_issue[t]));
