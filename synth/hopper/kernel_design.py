@@ -29,7 +29,7 @@ Pure: no solver, no file, nothing of the layers above.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, fields
+from dataclasses import dataclass, field, fields
 from typing import Optional
 
 from ..arch import get_arch
@@ -77,8 +77,8 @@ class Issue:
     key: str
     message: str
     rule: str = "kernel"
-    fix: str = "change this key (docs/hopper_kernel.md, \"Bounds\")"
-    other: str = ""
+    fix: str = field(kw_only=True)
+    other: str = field(default="", kw_only=True)
     """Another problem key the rule joins (``split_k``, ``pingpong``, ``epilogue``), or empty. Where the message
     names its value as ``(key: value)``, :meth:`text` can add that value's line; a problem whose ``other`` key is
     ``auto`` reports the issue after the others (synth's choice of that key is still to come)."""
@@ -192,17 +192,17 @@ class Mainloop:
                              fix="use BN: 64, 128, 192 or 256 (any multiple of 16 up to 256)"))
         if self.stages is None or self.k_pipe_mmas is None:
             out.append(Issue("stages", "stages and k_pipe_mmas are not chosen yet", UNCHOSEN,
-                             "pin stages: and k_pipe_mmas:, or leave them auto for synth solve (CP-SAT) to choose"))
+                             fix="pin stages: and k_pipe_mmas:, or leave them auto for synth solve (CP-SAT) to choose"))
         elif not 1 <= self.stages <= MAX_STAGES:
             out.append(Issue("stages", f"stages {self.stages} outside 1..{MAX_STAGES}",
                              fix=f"use a value in 1..{MAX_STAGES}, or auto"))
         elif self.k_pipe_mmas < 0:
             out.append(Issue("k_pipe_mmas", f"k_pipe_mmas {self.k_pipe_mmas} outside 0..{MAX_STAGES - 1}",
-                             "k_pipe_mmas<stages", f"use a value in 0..{self.stages - 1}, or auto"))
+                             "k_pipe_mmas<stages", fix=f"use a value in 0..{self.stages - 1}, or auto"))
         elif self.k_pipe_mmas >= self.stages:
             out.append(Issue("k_pipe_mmas", f"k_pipe_mmas {self.k_pipe_mmas} with {self.stages} stages: a consumer "
                              "holding as many groups as there are slots starves the producer", "k_pipe_mmas<stages",
-                             f"use k_pipe_mmas below {self.stages}, or auto"))
+                             fix=f"use k_pipe_mmas below {self.stages}, or auto"))
         if K is not None:
             out += self.shape_issues(K)
         if self.accumulators > MAX_ACC_REGS:
@@ -222,7 +222,7 @@ class Mainloop:
         of 8)."""
         if K % 8:
             return [Issue("shape", f"shape.K {K}: TMA needs the row stride of A and B (2 K bytes) to be a multiple of "
-                          "16", "tma-16B", "use K a multiple of 8")]
+                          "16", "tma-16B", fix="use K a multiple of 8")]
         return []
 
 
@@ -329,7 +329,7 @@ class Epilogue:
             of = "" if self.out_dtype == "f32" else f" of {self.out_dtype}"
             other = "epilogue: register" if self.out_dtype == "f32" else "out_dtype: f32"
             return [Issue("shape", f"shape.N {N}: a TMA store{of} needs C's row stride ({self.out_bytes} N bytes) to be "
-                          "a multiple of 16", "tma-store-16B", f"use N a multiple of {per}, or {other}")]
+                          "a multiple of 16", "tma-store-16B", fix=f"use N a multiple of {per}, or {other}")]
         return []
 
 
@@ -524,11 +524,11 @@ class KernelDesign(ClusterShaped):
                              "of a persistent CTA", fix="remove pingpong:, or use split_k: 1"))
         if self.pingpong and not self.persistent:
             out.append(Issue("persistent", "ping-pong consumers take a persistent CTA's tiles in turn", "ping-pong",
-                             "write persistent: true, or remove it (pingpong: true implies it)"))
+                             fix="write persistent: true, or remove it (pingpong: true implies it)"))
         if self.cluster in CLUSTERS and self.cluster != "1x1":
             if self.load_when is not None:
                 out.append(Issue("cluster", f"cluster {self.cluster} with a load predicate is not built "
-                                 "(docs/hopper_cluster.md, \"Not done\"): use cluster 1x1",
+                                 "(docs/hopper_cluster.md, \"Not done\")",
                                  fix="use cluster: 1x1, or no load predicate"))
             if self.pingpong:
                 out.append(Issue("cluster", f"cluster {self.cluster} with ping-pong consumers (pingpong: true) is not "
@@ -549,11 +549,11 @@ class KernelDesign(ClusterShaped):
         one = self.fixed_smem_bytes() + self.mainloop.stage_bytes
         if one > limit:
             return [Issue("target.shared_bytes", f"one stage needs {one} B of shared memory, above the {limit} B "
-                          "allowed", "shared-memory", "raise target.shared_bytes or use a smaller tile")]
+                          "allowed", "shared-memory", fix="raise target.shared_bytes or use a smaller tile")]
         if self.stages is not None and self.smem_bytes > limit:
             staged = " (with the TMA-store staging buffers)" if self.epilogue == "tma_store" else ""
             return [Issue("stages", f"{self.stages} stages need {self.smem_bytes} B of shared memory{staged}, above "
-                          f"the {limit} B allowed", "shared-memory", f"use at most {self.max_stages(limit)} stages, "
+                          f"the {limit} B allowed", "shared-memory", fix=f"use at most {self.max_stages(limit)} stages, "
                           "or auto")]
         return []
 
