@@ -7,7 +7,9 @@ No GPU. Three tables (docs/attention_perf.md):
    with the most HGMMA; an ``mbarrier.try_wait`` retry block's jump back is not a loop), per kernel, head dim (64,
    128), f16, causal and not: instructions per HGMMA, the longest HGMMA-free run (wrapping around the loop),
    ``MUFU.EX2`` and ``SHFL`` per KV block (counts in the loop over KV blocks per iteration: the loop's HGMMA over
-   ``d / 16 + BN / 16``), registers (ptxas's launch value and the ``setmaxnreg`` targets), shared memory, spills.
+   ``d / 16 + BN / 16``), ``wgmma.wait_group`` per KV block and what ptxas says of the wgmma pipeline (serialized,
+   waits it injected: ``synth.emit.sass.wgmma_diagnostics``), registers (ptxas's launch value and the
+   ``setmaxnreg`` targets), shared memory, spills (and local-memory instructions in the loop).
 
    * synth: ``synth.emit.sm90.attention_kernel.emit_attention_kernel(ap, body, schedule, causal=...)`` of the
      schedule ``solve_ws`` finds for ``problems/ws/attention-d{128,64}-f16.yaml`` (``ap`` its lowering,
@@ -123,6 +125,7 @@ def kernel_figures(c: sass.Compiled, hgmma_per_block: int) -> dict:
     insns = sass.parse_sass(c.sass)
     st = sass.attention_stats(sass.attention_loop(insns), hgmma_per_block)
     targets = sass.setmaxnreg_targets(insns)
+    diag = sass.wgmma_diagnostics(c.log)
     return {
         "blocks": st.blocks, "hgmma_per_block": hgmma_per_block if st.blocks else 0,
         "hgmma_shapes": " ".join(st.hgmma_shapes), "loop_insns": st.instructions,
@@ -130,6 +133,10 @@ def kernel_figures(c: sass.Compiled, hgmma_per_block: int) -> dict:
         "ex2_per_block": round(st.ex2_per_block, 2), "shfl_per_block": round(st.shfl_per_block, 2),
         "registers": c.registers, "setmaxnreg": " ".join(f"{k} {n}" for k, n in targets) or "-",
         "spills": c.spill_stores + c.spill_loads, "loop_local": st.local, "static_smem": c.static_smem,
+        "waits_per_block": round(st.wgmma_waits_per_block, 2),
+        "ptxas_wgmma": ("serialized" if diag.serialized else "pipelined") + (
+            f", {diag.injected_waits} waits injected" if diag.injected_waits else ""),
+        "serialized_reason": diag.serialized,
     }
 
 
@@ -236,7 +243,8 @@ def fa3_row(fa3: pathlib.Path, d: int, causal: bool) -> dict:
 
 COLUMNS = [("tile", "tile"), ("hgmma_shapes", "HGMMA shapes"), ("blocks", "KV blocks / iter"),
            ("per_hgmma", "insn / HGMMA"), ("longest_free", "longest HGMMA-free"), ("ex2_per_block", "EX2 / block"),
-           ("shfl_per_block", "SHFL / block"), ("registers", "regs (ptxas)"), ("setmaxnreg", "setmaxnreg"),
+           ("shfl_per_block", "SHFL / block"), ("waits_per_block", "wgmma waits / block"),
+           ("ptxas_wgmma", "ptxas wgmma"), ("registers", "regs (ptxas)"), ("setmaxnreg", "setmaxnreg"),
            ("smem", "smem B"), ("spills", "spill B"), ("loop_local", "LDL+STL in loop"),
            ("compile", "compile")]
 
@@ -337,6 +345,8 @@ def main(argv=None) -> int:
             console.print(f"{name}: {f['error']}")
         if "cutlass" in f:
             console.print(f"{name}: CUTLASS from {f['cutlass']}")
+        if f.get("serialized_reason"):
+            console.print(f"{name}: ptxas serializes its wgmmas: {f['serialized_reason']}")
     tw, tw_src = twill_seconds()
     console.print(solve_table(solved, tw, tw_src))
     if not args.no_predict:

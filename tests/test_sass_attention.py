@@ -11,7 +11,7 @@ import pathlib
 import pytest
 
 from synth.emit.sass import (attention_loop, attention_stats, backward_loops, natural_loops, parse_sass,
-                             setmaxnreg_targets, tool)
+                             setmaxnreg_targets, tool, wgmma_diagnostics)
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 
@@ -103,6 +103,7 @@ def test_attention_stats_per_kv_block():
     assert (st.syncs_per_block, st.bar_per_block) == (2, 2)
     assert st.hgmma_shapes == ("64x128x16", "64x176x16")
     assert st.local == 1
+    assert (st.wgmma_waits_per_block, st.wgmma_arrives_per_block) == (1, 0)
     two = attention_stats(attention_loop(parse_sass(LISTING)), hgmma_per_block=2)
     assert two.blocks == 2.0 and two.ex2_per_block == 1.5
     assert math.isnan(attention_stats(attention_loop(parse_sass(LISTING)), 0).ex2_per_block)
@@ -110,6 +111,25 @@ def test_attention_stats_per_kv_block():
 
 def test_setmaxnreg_targets():
     assert setmaxnreg_targets(parse_sass(LISTING)) == (("alloc", 240), ("dealloc", 24))
+
+
+PTXAS_LOG = """ptxas info    : (C7517) warpgroup.wait is injected in around line 283 by compiler to allow use of registers \
+defined by GMMA in function 'k'
+ptxas info    : (C7517) warpgroup.wait is injected in around line 777 by compiler to allow use of registers defined by \
+GMMA in function 'k'
+ptxas info    : (C7515) Potential Performance Loss: wgmma.mma_async instructions are serialized due to non wgmma \
+instructions defining accumulator registers of a wgmma between start and end of the pipeline stage in the function 'k'
+ptxas info    : Used 168 registers, used 1 barriers
+"""
+
+
+def test_wgmma_diagnostics_of_a_ptxas_log():
+    d = wgmma_diagnostics(PTXAS_LOG)
+    assert d.injected_waits == 2
+    assert d.serialized == ("non wgmma instructions defining accumulator registers of a wgmma between start and end "
+                            "of the pipeline stage")
+    clean = wgmma_diagnostics("ptxas info    : Used 168 registers, used 16 barriers\n")
+    assert (clean.serialized, clean.injected_waits) == ("", 0)
 
 
 def test_no_hgmma_loop_is_an_error():
@@ -138,7 +158,9 @@ def test_synth_attention_kernel_sass():
     consumer main loop holds the schedule's wgmmas, 8 + 8 HGMMA (k16) per KV block and warp group, and at least
     ``BN / 2 = 64`` exponentials per KV block and thread (a warp group's 64 x 128 block of S over its 128 threads),
     with no local-memory traffic in it (ptxas may spill outside the loop at the launch bound, as it does for FA3's
-    kernel: 20 + 20 bytes with nvcc 13.0)."""
+    kernel: 20 + 20 bytes with nvcc 13.0), and with its wgmmas pipelined: one ``wgmma.wait_group`` per GEMM and
+    block, none serialized by ptxas (message C7515: what a write to an accumulator register between a wgmma's fence
+    and its commit costs)."""
     mod = _emitter()
     sys_path = str(ROOT / "benchmarks")
     import sys
@@ -154,3 +176,5 @@ def test_synth_attention_kernel_sass():
     assert row["ex2_per_block"] >= 64
     assert row["loop_local"] == 0
     assert row["setmaxnreg"] != "-"  # the producer gives its registers to the consumers
+    # the wgmmas pipelined as the schedule has them: ptxas serializes none, and the loop waits once per GEMM
+    assert not row["serialized_reason"] and row["waits_per_block"] == 2

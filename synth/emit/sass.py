@@ -521,6 +521,11 @@ class AttentionLoopStats:
     """The loop's HGMMA shapes (``64x176x16``), sorted."""
     local: int = 0
     """Local-memory loads and stores (``LDL``, ``STL``: spill traffic) per iteration."""
+    wgmma_waits_per_block: float = 0.0
+    """``WARPGROUP.DEPBAR`` (``wgmma.wait_group``, the kernel's or ptxas's) per KV block: 2 when each GEMM of a block
+    is waited once; one per HGMMA when every wgmma is serialized."""
+    wgmma_arrives_per_block: float = 0.0
+    """``WARPGROUP.ARRIVE`` (``wgmma.fence``) per KV block."""
 
 
 def attention_stats(loop: Sequence[Insn], hgmma_per_block: int) -> AttentionLoopStats:
@@ -546,7 +551,27 @@ def attention_stats(loop: Sequence[Insn], hgmma_per_block: int) -> AttentionLoop
         rate(sum(1 for x in live if x.op == "MUFU")),
         rate(sum(1 for x in live if x.op == "SYNCS")),
         rate(sum(1 for x in live if x.op == "BAR")),
-        tuple(shapes), sum(1 for x in live if x.op in ("LDL", "STL")))
+        tuple(shapes), sum(1 for x in live if x.op in ("LDL", "STL")),
+        rate(sum(1 for x in live if x.opcode.startswith("WARPGROUP.DEPBAR"))),
+        rate(sum(1 for x in live if x.opcode.startswith("WARPGROUP.ARRIVE"))))
+
+
+@dataclass(frozen=True)
+class WgmmaDiagnostics:
+    """What ptxas says about a kernel's wgmma pipeline (its ``-v`` log, sm_90a)."""
+
+    serialized: str
+    """The reason ptxas gives for serializing every ``wgmma.mma_async`` of a function (message C7515), '' when it
+    does not."""
+    injected_waits: int
+    """``warpgroup.wait`` instructions ptxas injected so that other instructions may use registers a wgmma defines
+    (message C7517)."""
+
+
+def wgmma_diagnostics(log: str) -> WgmmaDiagnostics:
+    """The wgmma messages of a ptxas ``-v`` log (:attr:`Compiled.log`)."""
+    m = re.search(r"\(C7515\)[^\n]*?serialized due to ([^\n]*?)(?: in the function|$)", log, re.M)
+    return WgmmaDiagnostics(m.group(1).strip() if m else "", len(re.findall(r"\(C7517\)", log)))
 
 
 def setmaxnreg_targets(insns: Sequence[Insn]) -> tuple[tuple[str, int], ...]:
@@ -568,4 +593,4 @@ def setmaxnreg_targets(insns: Sequence[Insn]) -> tuple[tuple[str, int], ...]:
 __all__ = ["Compiled", "Insn", "LoopStats", "SassError", "compile_cuda", "compile_ptx", "parse_sass", "main_loop",
            "backward_loops",
            "loop_stats", "stg_widths", "kernel_mix", "natural_loops", "attention_loop", "AttentionLoopStats",
-           "attention_stats", "setmaxnreg_targets", "tool", "cache_dir", "INT_OPS", "UNIFORM_OPS", "NVCC_FLAGS", "ORDER_OPS"]
+           "attention_stats", "setmaxnreg_targets", "WgmmaDiagnostics", "wgmma_diagnostics", "tool", "cache_dir", "INT_OPS", "UNIFORM_OPS", "NVCC_FLAGS", "ORDER_OPS"]
