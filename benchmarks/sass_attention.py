@@ -275,28 +275,34 @@ def solve_table(solved: list[Solved], twill: tuple[float, float], twill_source: 
     return t
 
 
-def predict_table(solved: list[Solved], bench: dict, published) -> Table:
+def predict_table(solved: list[Solved], bench: dict, published, insns: Optional[dict] = None) -> Table:
+    """The prediction of each solved schedule at the FA3 benchmark's sizes; ``insns``: ``(d, BM, BN, causal) ->``
+    a consumer warp's instructions per KV block in synth's kernel, for the issue column."""
+    insns = insns or {}
     best = max((p for p in published if p.dtype == "f16"), key=lambda p: p.tflops, default=None)
     title = "Predicted forward TFLOP/s on H100 SXM (synth/search/attention_estimate.py)"
     if best is not None:
         title += f"; FA3 published best f16: {best.tflops:g} ({best.config})"
     t = Table(title=title)
     for c in ("schedule", "causal", "seqlen", "batch x heads", "II alone", "persistent", "one CTA per tile",
-              "waves", "bound"):
+              "issue / block", "waves", "bound"):
         t.add_column(c, justify="right" if c not in ("schedule", "bound") else "left")
     for s in solved:
         for causal in (False, True):
             for n in bench["seqlens"]:
                 shape = AttentionShape.fa3_benchmark(n, s.tile.d, causal, bench["tokens"], bench["hidden"])
-                e = predict_attention(s.schedule, s.tile, shape)
-                g = predict_attention(s.schedule, s.tile, shape, persistent=False)
+                li = insns.get((s.tile.d, s.tile.BM, s.tile.BN, causal))
+                e = predict_attention(s.schedule, s.tile, shape, loop_instructions=li)
+                g = predict_attention(s.schedule, s.tile, shape, persistent=False, loop_instructions=li)
                 t.add_row(f"{s.tile.BM}x{s.tile.BN} d{s.tile.d} II {s.schedule.ii}", "yes" if causal else "no",
                           str(n), f"{shape.batch} x {shape.heads}", f"{e.steady_tflops:.0f}", f"{e.tflops:.0f}",
-                          f"{g.tflops:.0f}", f"{e.wave_efficiency:.2f}", e.bound)
+                          f"{g.tflops:.0f}", f"{e.issue_cycles} of {e.block_cycles}" if li else "-",
+                          f"{e.wave_efficiency:.2f}", e.bound)
     peak = predict_attention(solved[0].schedule, solved[0].tile, AttentionShape(1, 1, 1, solved[0].tile.d)).peak_tflops \
         if solved else 0.0
     t.caption = (f"II alone: 4 BM BN d / II per SM and cycle, all SMs, 1.755 GHz (tensor peak {peak:.0f}); "
-                 "persistent: FA3's schedulers; one CTA per tile: a grid, each CTA loading its Q")
+                 "persistent: FA3's schedulers; one CTA per tile: a grid, each CTA loading its Q; issue / block: "
+                 "consumers x synth's SASS loop instructions per KV block, of the block's cycles")
     return t
 
 
@@ -328,11 +334,16 @@ def main(argv=None) -> int:
         solved.append(solve_tile(AttentionTile(int(bm), int(bn), int(d)), args.time_limit))
     fa3 = None if args.no_fa3 else fa3_checkout(args.fa3)
     rows: list[tuple[str, dict]] = []
+    insns: dict = {}
     for key in args.only.split(","):
         d, causal = CONFIGS[key]
         label = f"d{d} {'causal' if causal else 'non-causal'}"
         if d in by_d:
-            rows.append((f"synth {label}", synth_row(by_d[d], causal)))
+            f = synth_row(by_d[d], causal)
+            rows.append((f"synth {label}", f))
+            if "error" not in f and f["blocks"]:
+                t = by_d[d].tile
+                insns[(d, t.BM, t.BN, causal)] = f["loop_insns"] / f["blocks"]
         if args.no_fa3:
             continue
         if fa3 is None:
@@ -351,7 +362,7 @@ def main(argv=None) -> int:
     console.print(solve_table(solved, tw, tw_src))
     if not args.no_predict:
         published, bench = published_attention()
-        console.print(predict_table(solved, bench, published))
+        console.print(predict_table(solved, bench, published, insns))
         for p in published:
             console.print(f"published: {p.name}: {p.tflops:g} TFLOP/s {p.dtype} on {p.gpu} -- {p.source}")
     return 0

@@ -59,6 +59,18 @@ def test_a_block_takes_at_least_the_tensor_work_at_the_best_gemm_rate():
     assert slower.block_cycles == 3000 and slower.bound == "schedule"
 
 
+def test_the_sass_loop_s_instruction_issue_bounds_a_block():
+    shape = AttentionShape.fa3_benchmark(16384, 128)
+    two = SimpleNamespace(ii=2048, makespan=4386, consumers=2)
+    base = predict_attention(two, T128, shape)
+    light = predict_attention(two, T128, shape, loop_instructions=625)  # 2 x 625 issue cycles: under the tensor term
+    assert light.issue_cycles == 1250 and light.tflops == base.tflops and light.bound == "tensor rate"
+    heavy = predict_attention(two, T128, shape, loop_instructions=1500)
+    assert heavy.issue_cycles == 3000 == heavy.block_cycles and heavy.bound == "issue"
+    assert heavy.tflops < base.tflops
+    assert base.issue_cycles == 0
+
+
 def test_causal_blocks_are_those_at_or_left_of_the_diagonal():
     s = AttentionShape(1, 1, 512, 128, causal=True)
     assert [kv_blocks(T128, s, j) for j in range(4)] == [1, 2, 3, 4]

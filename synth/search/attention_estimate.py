@@ -15,6 +15,10 @@ The model, each term with its bound:
   peak at the sustained clock): an attention kernel issues the same wgmmas and more besides, so its tensor pipe
   runs no faster. Per block: ``max(II, tensor work / that share)``. An assumption bounded by the data: the share
   is the highest any published kernel shows, so this term never lowers a prediction below a reachable figure.
+* **Instruction issue** (optional, from SASS: ``loop_instructions``, a consumer warp's instructions per KV block,
+  ``benchmarks/sass_attention.py`` reads them): each of the SM's four sub-partitions issues one warp instruction per
+  clock (``issue_per_clk_smsp``) and holds ``C`` of the ``4 C`` consumer warps, so a block takes at least
+  ``C x loop_instructions`` cycles. A lower bound of the cycles (stalls only add), so the prediction stays a ceiling.
 * **Per tile**: ``n`` KV blocks (``ceil(seqlen / BN)``; causal: the blocks at or left of the diagonal, ``ceil(min((j +
   1) BM, seqlen) / BN)`` for row tile ``j``), the pipeline's fill once (``makespan - II``: the first block's latency
   the steady state does not hide; an upper bound, since FA3's producer prefetches the next tile's Q and K during the
@@ -42,6 +46,7 @@ schedule's unit costs (benchmarks/sass_attention.py reads those from SASS), and 
 from __future__ import annotations
 
 import heapq
+import math
 import os
 from dataclasses import dataclass
 from typing import Optional
@@ -106,12 +111,13 @@ class AttentionEstimate:
     dram_us: float
     bound: str
     """``dram`` (Q, K, V, O at the DRAM rate take longer than the busiest SM), else what sets a block's cycles:
-    ``schedule`` (the II) or ``tensor rate`` (the tensor work at the best published GEMM's share of the peak)."""
+    ``schedule`` (the II), ``tensor rate`` (the tensor work at the best published GEMM's share of the peak) or
+    ``issue`` (the SASS loop's instructions)."""
     ii: int
     tensor_cycles: int
     """One KV block's tensor work at the SM's full rate: the least II."""
     block_cycles: int
-    """One KV block's cycles: ``max(II, tensor_cycles / tensor_share)``."""
+    """One KV block's cycles: ``max(II, tensor_cycles / tensor_share, issue_cycles)``."""
     tensor_share: float
     """The best published dense GEMM figure of the arch over its tensor peak at the sustained clock (at most 1)."""
     fill_cycles: int
@@ -120,6 +126,9 @@ class AttentionEstimate:
     """Per tile: the O tile's shared-memory writes and a barrier."""
     setup_cycles: int
     """Per tile without a persistent scheduler: Q's TMA load and a barrier (0 when persistent)."""
+    issue_cycles: int
+    """One KV block's instruction issue on a sub-partition: consumers x the SASS loop's instructions per block (0
+    when not given)."""
     tiles: int
     tiles_busiest: int
     """Tiles the busiest SM computes."""
@@ -169,9 +178,10 @@ def _busiest(costs: list[int], sms: int, order: str) -> tuple[int, int, float]:
 
 
 def predict_attention(schedule, tile: AttentionTile, shape: AttentionShape, arch: str | ArchSpec = "sm_90", *,
-                      persistent: bool = True) -> AttentionEstimate:
+                      persistent: bool = True, loop_instructions: Optional[float] = None) -> AttentionEstimate:
     """Predicted forward TFLOP/s of ``schedule`` (a ``WsSchedule``: ``ii``, ``makespan``) for ``tile`` on ``shape``
-    (module docstring); ``persistent``: FA3's persistent schedulers, else one CTA per tile. Contract: the TFLOP/s
+    (module docstring); ``persistent``: FA3's persistent schedulers, else one CTA per tile; ``loop_instructions``: a
+    consumer warp's instructions per KV block in the kernel's SASS (the issue term; None: not counted). Contract: the TFLOP/s
     does not rise as the II grows (the rest fixed), and never exceeds the tensor peak at the sustained clock nor
     the best published dense GEMM figure of the arch (the II is at least the tensor work, which ``ValueError``
     enforces); ``ValueError`` when the shape's head dim is not the tile's or a size is not positive."""
@@ -187,7 +197,9 @@ def predict_attention(schedule, tile: AttentionTile, shape: AttentionShape, arch
                          f"this tile on {a.name}")
     peak = a.tensor_f16_f32_flop_per_clk_sm * a.sm_count * a.clock_ghz / 1e3
     share = min(1.0, best_published(a.name)[0] / peak)
-    per_block = max(ii, -(-tensor * 1000 // int(share * 1000)))
+    consumers = int(getattr(schedule, "consumers", 1) or 1)
+    issue = math.ceil(consumers * loop_instructions / a.issue_per_clk_smsp) if loop_instructions else 0
+    per_block = max(ii, -(-tensor * 1000 // int(share * 1000)), issue)
     fill = max(0, int(schedule.makespan) - ii)
     epilogue = -(-tile.BM * tile.d * OUT_BYTES // a.smem_bytes_per_clk) + a.barrier_cycles
     setup = 0 if persistent else \
@@ -205,9 +217,10 @@ def predict_attention(schedule, tile: AttentionTile, shape: AttentionShape, arch
     clock = a.clock_ghz
     return AttentionEstimate(
         tflops=shape.flops / (time_us * 1e-6) / 1e12, time_us=time_us, compute_us=compute_us, dram_us=dram_us,
-        bound="dram" if dram_us > compute_us else ("schedule" if per_block == ii else "tensor rate"), ii=ii,
+        bound="dram" if dram_us > compute_us else ("schedule" if per_block == ii else
+                                                   "issue" if per_block == issue else "tensor rate"), ii=ii,
         tensor_cycles=tensor, block_cycles=per_block, tensor_share=share, fill_cycles=fill, epilogue_cycles=epilogue,
-        setup_cycles=setup, tiles=len(costs), tiles_busiest=ntiles, blocks_busiest=int(blocks),
+        setup_cycles=setup, issue_cycles=issue, tiles=len(costs), tiles_busiest=ntiles, blocks_busiest=int(blocks),
         busiest_cycles=int(cycles), steady_tflops=tile.block_flops / ii * a.sm_count * clock / 1e3,
         peak_tflops=peak, wave_efficiency=eff)
 
