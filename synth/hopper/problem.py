@@ -1,13 +1,15 @@
-"""A ``kind: gemm`` problem on the Hopper main loop (``mainloop: tma_wgmma``), validated.
+"""A ``kind: gemm`` problem on the Hopper main loop (``mainloop: tma_wgmma``), read and checked.
 
 The loader (:mod:`synth.gemm_doc`) hands a ``kind: gemm`` document here when its main loop is
-``tma_wgmma`` (the default for ``arch: sm_90``). :func:`hopper_gemm_from_doc` checks every key
-against what the sm_90a kernel (docs/hopper_kernel.md) can be: a CTA tile ``BM x BN x 64``
-(``BM`` 64 or 128: one or two consumer warp groups of ``m64`` rows each; ``BN`` a multiple of 16
-in 16..256, the wgmma N and the TMA box limit), f16 or bf16 operands, a producer warp group and
-``BM / 64`` consumer warp groups, ``stages`` and ``k_pipe_mmas`` pinned or chosen by CP-SAT, and
-the shared memory ``stages * (BM + BN) * 128 + 16 * stages + 1024`` bytes within 227 KiB (or the
-file's ``target.shared_bytes``). The result is a :class:`HopperGemm`, the first stage of the
+``tma_wgmma`` (the default for ``arch: sm_90``). :func:`hopper_gemm_from_doc` reads every key (its
+type, its value among the names it may take, an integer within its documented bound, ``auto``),
+builds the kernel's design (:class:`~synth.hopper.kernel_design.KernelDesign`: a CTA tile
+``BM x BN x 64``, f16 or bf16 operands, ``stages`` and ``k_pipe_mmas`` pinned or chosen by CP-SAT,
+the scheduler and the epilogue) and refuses the first of the design's own issues
+(:meth:`KernelDesign.issues` with the problem's shape and ``target.shared_bytes``) at the line of its
+key, with the design's message and fix: the kernel's rules (the tile, the pipeline, the shared
+memory within 227 KiB, the shape's strides, which parts go together) are stated there, not here
+(docs/hopper_kernel.md, "Bounds"). The result is a :class:`HopperGemm`, the first stage of the
 Hopper flow (:mod:`synth.flow.hopper`): problem -> choice -> program -> {proof, kernel}.
 
 Keys of the Ampere flow that have no meaning here are refused with a fix rather than ignored:
@@ -16,9 +18,9 @@ Keys of the Ampere flow that have no meaning here are refused with a fix rather 
 that differs from ``4 * (1 + BM / 64)``.
 
 ``cluster:`` (``1x1``, ``2x1``, ``1x2`` or ``auto``; docs/hopper_cluster.md) pairs two CTAs that share an
-operand tile; with ``persistent: true`` the clusters walk cluster-sized tile groups; it is refused at its line
-with split-K or ping-pong consumers (``auto`` ones are left to :mod:`synth.hopper.design`, which pairs a cluster
-with one CTA per tile or a persistent grid, never ping-pong).
+operand tile; the design refuses it with split-K or ping-pong consumers; ``cluster: auto`` with split-K is refused
+here (nothing to choose), other ``auto`` ones are left to :mod:`synth.hopper.design`, which pairs a cluster with
+one CTA per tile or a persistent grid, never ping-pong.
 """
 
 from __future__ import annotations

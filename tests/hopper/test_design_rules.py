@@ -1,6 +1,6 @@
 """Each Hopper design rule is stated once, by the design (synth/hopper/kernel_design.py: ``Issue(key, message, rule,
 fix=...)``), and the problem reader (synth/hopper/problem.py) refuses a file with the design's first issue at the
-line of its key, with the issue's own message and fix (docs/architecture.md, "The design value").
+line of its key, with that Issue's message and fix (docs/architecture.md, "The design value").
 
 A problem file breaking each rule exits 2 from ``python -m synth solve`` with the file, the key's line, the message
 and the fix; a file breaking two rules shows which one is reported; the reader's source compares no bound of the
