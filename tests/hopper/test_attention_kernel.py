@@ -54,20 +54,29 @@ def kernel(solved, d, causal, dtype="f16"):
 # ---- the text
 
 
+def _role_text(text: str, role: str) -> str:
+    """The kernel's text of role ``role``: from its ``// ---- ROLE body`` to the next such comment."""
+    m = re.search(rf"// ---- {role} body\n(.*?)// ---- ", text, re.S)
+    assert m, role
+    return m.group(1)
+
+
 def test_every_synchronization_statement_is_one_line(solved):
-    """Each try_wait, commit and wait_group of every role is one line of the kernel, in the program's order."""
+    """Each try_wait, commit and wait_group of every role is one line of the kernel, in the program's order, in each
+    piece of the role's loop (the steps split at the guards' thresholds: 0, 1, n, n + 1 for a consumer)."""
     body, sched, ap = solved[128, "f16"]
     text = emit_attention_kernel(ap, body, sched, causal=True)
     for role in ap.program.roles:
         stmts = role.program.part("body").stmts
-        m = re.search(rf"// ---- {role.name} body\n(.*?)\n      }}\n", text, re.S)
-        assert m, role.name
-        seg = m.group(1)
+        seg = _role_text(text, role.name)
+        pieces = re.findall(r"for \(int i = (.*?); i < (.*?); \+\+i\)", seg)
+        assert pieces == ([("0", "1"), ("1", "n")] if role.name == "producer" else
+                          [("0", "1"), ("1", "n"), ("n", "n + 1")]), role.name
         waits = [s.barrier for s in stmts if isinstance(s, TryWaitStmt)]
-        assert re.findall(r"synth_mbar_wait\(bar_(\w+) ", seg) == waits, role.name
-        assert seg.count("synth_wgmma_commit();") == sum(isinstance(s, CommitStmt) for s in stmts)
-        assert seg.count("synth_wgmma_wait_n<0>();") == sum(
-            isinstance(s, WaitStmt) for s in stmts)  # pv's (i < n) ? 1 : 0 and qk's 0: one immediate 0 each
+        assert re.findall(r"synth_mbar_wait\(bar_(\w+) ", seg) == waits * len(pieces), role.name
+        assert seg.count("synth_wgmma_commit();") == len(pieces) * sum(isinstance(s, CommitStmt) for s in stmts)
+        # pv's (i < n) ? 1 : 0 and qk's 0: one immediate 0 each
+        assert seg.count("synth_wgmma_wait_n<0>();") == len(pieces) * sum(isinstance(s, WaitStmt) for s in stmts)
     # the wait counts are the program's: pv keeps the next qk in flight
     assert "if ((i < n)) synth_wgmma_wait_n<1>();" in text
     # setmaxnreg: the producer at least 32 (24 spills), the consumers the rest of the register file
@@ -77,13 +86,14 @@ def test_every_synchronization_statement_is_one_line(solved):
 
 def test_kernel_follows_the_program(solved):
     """A change of the program is the same change of the kernel: consumer1's order wait on the parity of turn i + 1
-    (the table's order_wrong_parity, a program mutant) changes that one line."""
+    (the table's order_wrong_parity, a program mutant) changes that one line (in each piece of consumer1's loop)."""
     body, sched, ap = solved[128, "f16"]
     base = emit_attention_kernel(ap, body, sched, causal=False)
     mut = emit_attention_kernel(attention_mutant(ap, "order_wrong_parity"), body, sched, causal=False)
     diff = [(a, b) for a, b in zip(base.split("\n"), mut.split("\n")) if a != b]
-    assert len(base.split("\n")) == len(mut.split("\n")) and len(diff) == 1
-    assert "bar_order1" in diff[0][0] and "((i / 1) % 2)" in diff[0][0] and "(((i + 1) / 1) % 2)" in diff[0][1]
+    assert len(base.split("\n")) == len(mut.split("\n")) and len(diff) == 3
+    for a, b in diff:
+        assert "bar_order1" in a and "((i / 1) % 2)" in a and "(((i + 1) / 1) % 2)" in b
 
 
 def test_refused_outside_the_form(solved):

@@ -22,13 +22,15 @@ that saw no key), the rows ``< Sq`` stored.
 
 from __future__ import annotations
 
+from typing import Optional
+
 from ...completion import ArriveStmt
-from ...expr import Ite, Num
+from ...expr import Bin, Ite, Num, Var, as_affine, evaluate, parse, substitute
 from ...hopper.kernel_design import ALIGN_PAD, SMEM_LIMIT, KernelDesign
-from ...lower.hopper_attention import AttentionProgram
+from ...lower.hopper_attention import TRIP, AttentionProgram
 from ...model.ws_body import WsBody
 from ...model.ws_schedule import WsSchedule
-from ...program import WaitStmt
+from ...program import OpStmt, Part, WaitStmt
 from ..cuda import c_expr
 from .attention_ops import LOG2E, AttentionOps, AttentionShape, zero_wgmma_lines
 from .attention_ptx import ATTENTION_PTX, rs_wgmma_ptx
@@ -74,6 +76,81 @@ class AttentionWriter(Writer):
             self.w(depth, "}")
             return
         super().stmt(depth, role, s, waits)
+
+    def part(self, depth: int, role: str, part: Part, waits) -> None:
+        """Part ``part`` of role ``role``: the loop over the steps split at its guards' thresholds
+        (:func:`split_points`), each piece the same statements under the same guards, so that in each piece every
+        guard is constant to the compiler (with the guards' ``if``s in one loop, ptxas, which does not correlate a
+        wgmma's issue and its wait under two ``if``s, injected waits and serialized every wgmma: its C7517 and
+        C7515). The loop as :meth:`Writer.part` writes it where the part is not of that form."""
+        pts = split_points(part, self.ops)
+        if pts is None:
+            super().part(depth, role, part, waits)
+            return
+        need, points = pts
+        v = part.var
+        self.w(depth, f"// ---- {role} {part.name}")
+        self.w(depth, f"if ({TRIP} >= {need}) {{  // the steps split at the guards' thresholds "
+                      f"{', '.join(points[1:-1])}: each guard constant in each piece")
+        for a, b in zip(points, points[1:]):
+            self.w(depth + 1, f"for (int {v} = {a}; {v} < {b}; ++{v}) {{")
+            for s in self.grouped(part.stmts):
+                self.stmt(depth + 2, role, s, waits)
+            self.w(depth + 1, "}")
+        self.w(depth, "}")
+
+
+def _atoms(g, out: list) -> None:
+    if isinstance(g, Bin) and g.op == "&&":
+        _atoms(g.lhs, out)
+        _atoms(g.rhs, out)
+    elif g is not None:
+        out.append(g)
+
+
+def split_points(part: Part, ops: dict) -> Optional[tuple[int, list[str]]]:
+    """``(M, points)`` where a step loop of extent ``n + L min(n, 1)`` (``n`` the trip count) whose guards (and its
+    ops' ``when``) are conjunctions of ``c <= i``, ``i < c`` and ``i < n + c`` (``c`` numbers) splits: for ``n >= M``
+    the thresholds are ordered ``0 <= c1 < .. <= n + c'1 < .. <= n + L`` and the pieces ``[points[k], points[k + 1])``
+    cover the steps; for ``0 < n < M`` too the extent must be 0, which holds when ``M <= 1``. None otherwise."""
+    ext = part.extent
+    try:
+        e = [evaluate(ext, {TRIP: k}) for k in range(4)]
+    except Exception:  # an extent in other symbols: not this form
+        return None
+    L = e[1] - 1
+    if L < 0 or e != [0, 1 + L, 2 + L, 3 + L]:
+        return None
+    consts, offs = set(), set()
+    atoms: list = []
+    for s in part.stmts:
+        _atoms(getattr(s, "guard", None), atoms)
+        if isinstance(s, OpStmt) and ops.get(s.op) is not None and ops[s.op].when:
+            _atoms(substitute(parse(ops[s.op].when), {part.var: s.iteration}), atoms)
+    for a in atoms:
+        lhs, rhs = (a.lhs, a.rhs) if isinstance(a, Bin) else (None, None)
+        if isinstance(a, Bin) and a.op == "<=" and isinstance(lhs, Num) and rhs == Var(part.var):
+            consts.add(lhs.value)
+        elif isinstance(a, Bin) and a.op == "<" and lhs == Var(part.var) and isinstance(rhs, Num):
+            consts.add(rhs.value)
+        elif isinstance(a, Bin) and a.op == "<" and lhs == Var(part.var) and as_affine(rhs) is not None and \
+                as_affine(rhs)[0] == {TRIP: 1}:
+            offs.add(as_affine(rhs)[1])
+        else:
+            return None
+    consts = sorted(c for c in consts if c > 0)
+    offs = sorted(c for c in offs if 0 <= c < L) if offs else []
+    if any(c > L + 1 for c in consts) or not consts and not offs:
+        return None
+    need = max(1, (consts[-1] if consts else 0) - (offs[0] if offs else L))
+    if need > 1:
+        return None  # 0 < n < need would need the loop unsplit beside it
+    points = ["0", *map(str, consts), *(f"{TRIP} + {c}" if c else TRIP for c in offs), f"{TRIP} + {L}" if L else TRIP]
+    out = [points[0]]
+    for x in points[1:]:
+        if x != out[-1]:
+            out.append(x)
+    return need, out
 
 
 def body_dtype(body: WsBody) -> str:
@@ -269,4 +346,4 @@ def _epilogue(sh: AttentionShape) -> list[str]:
 
 
 __all__ = ["emit_attention_kernel", "attention_shape", "smem_bytes", "grid", "body_dtype", "kernel_registers",
-           "AttentionWriter", "KERNEL", "OPS", "HEAD_DIMS", "PRODUCER_MIN_REGS"]
+           "AttentionWriter", "split_points", "KERNEL", "OPS", "HEAD_DIMS", "PRODUCER_MIN_REGS"]

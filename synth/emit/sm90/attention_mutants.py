@@ -28,17 +28,29 @@ KERNEL_MUTANTS = {
 """Each bug of docs/attention.md's table as an edit of the kernel text (:func:`attention_kernel_mutant`)."""
 
 
-def _body(lines: list[str], role: str) -> tuple[int, int, int]:
-    """``(first, end, indent)``: the lines ``first .. end - 1`` of role ``role``'s loop body and their indentation."""
+def _loops(lines: list[str], role: str) -> tuple[int, list[tuple[int, int]]]:
+    """``(marker, loops)``: the line of role ``role``'s ``// ---- ROLE body`` comment and, for each loop over its steps
+    (one, or the pieces of :meth:`synth.emit.sm90.attention_kernel.AttentionWriter.part`), the range of its body's
+    lines."""
     mark = next((k for k, x in enumerate(lines) if x.strip() == f"// ---- {role} body"), None)
     if mark is None:
         raise ValueError(f"no loop body of role {role} in the kernel text")
-    head = mark + 1
-    if not lines[head].lstrip().startswith("for ("):
+    ind = len(lines[mark]) - len(lines[mark].lstrip())
+    loops = []
+    k = mark + 1
+    while k < len(lines) and (len(lines[k]) - len(lines[k].lstrip()) >= ind and lines[k].strip()):
+        x = lines[k]
+        if x.lstrip().startswith("for (int "):
+            pad = x[:len(x) - len(x.lstrip())]
+            end = next(j for j in range(k + 1, len(lines)) if lines[j] == pad + "}")
+            loops.append((k + 1, end))
+            k = end
+        elif x.strip() == "}" and len(x) - len(x.lstrip()) == ind:
+            break
+        k += 1
+    if not loops:
         raise ValueError(f"role {role}: its body is not a loop")
-    ind = len(lines[head]) - len(lines[head].lstrip())
-    end = next(k for k in range(head + 1, len(lines)) if lines[k] == " " * ind + "}")
-    return head + 1, end, ind + 2
+    return mark, loops
 
 
 def _statements(body: list[str]) -> list[list[str]]:
@@ -54,10 +66,13 @@ def _statements(body: list[str]) -> list[list[str]]:
 
 
 def _edit_body(text: str, role: str, fn) -> str:
+    """``text`` with ``fn`` applied to the statements of each loop of role ``role``'s body."""
     lines = text.split("\n")
-    a, b, _ = _body(lines, role)
-    stmts = fn(_statements(lines[a:b]))
-    return "\n".join(lines[:a] + [x for s in stmts for x in s] + lines[b:])
+    _, loops = _loops(lines, role)
+    for a, b in reversed(loops):
+        stmts = fn(_statements(lines[a:b]))
+        lines[a:b] = [x for s in stmts for x in s]
+    return "\n".join(lines)
 
 
 def _find(stmts: list[list[str]], pattern: str, what: str) -> int:
@@ -126,22 +141,24 @@ def attention_kernel_mutant(text: str, name: str) -> str:
 
 
 def _hoist_q(text: str) -> str:
-    """The producer's Q statements (its arrive.expect_tx on full_Q and load_Q, guarded ``i < 1`` in the loop) moved
+    """The producer's Q statements (its arrive.expect_tx on full_Q and load_Q, guarded ``i < 1`` in its loop) moved
     before the loop, unguarded, at ``i = 0``."""
     lines = text.split("\n")
-    a, b, ind = _body(lines, "producer")
-    stmts = _statements(lines[a:b])
-    q = [s for s in stmts if "bar_full_Q" in "\n".join(s)]
-    if not q:
+    mark, loops = _loops(lines, "producer")
+    hoisted: list[str] = []
+    for a, b in reversed(loops):
+        stmts = _statements(lines[a:b])
+        q = [s for s in stmts if "bar_full_Q" in "\n".join(s)]
+        if q and not hoisted:
+            pad = " " * (len(lines[mark]) - len(lines[mark].lstrip()))
+            hoisted = [pad + "{  // Q loaded before the loop, whatever n (the bug)", pad + "  const int i = 0;"]
+            for s in q:
+                hoisted += s[1:-1] if s[0].strip().startswith("if (") else s
+            hoisted.append(pad + "}")
+        lines[a:b] = [x for s in stmts if s not in q for x in s]
+    if not hoisted:
         raise ValueError("q_load_before_exit: the producer's loop loads no Q")
-    rest = [s for s in stmts if s not in q]
-    pad = " " * (ind - 2)
-    hoisted = [pad + "{  // Q loaded before the loop, whatever n (the bug)", pad + "  const int i = 0;"]
-    for s in q:
-        inner = s[1:-1] if s[0].strip().startswith("if (") else s
-        hoisted += inner
-    hoisted.append(pad + "}")
-    return "\n".join(lines[:a - 1] + hoisted + [lines[a - 1]] + [x for s in rest for x in s] + lines[b:])
+    return "\n".join(lines[:mark + 1] + hoisted + lines[mark + 1:])
 
 
 __all__ = ["attention_kernel_mutant", "KERNEL_MUTANTS"]
