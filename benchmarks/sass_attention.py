@@ -134,8 +134,7 @@ def kernel_figures(c: sass.Compiled, hgmma_per_block: int) -> dict:
         "registers": c.registers, "setmaxnreg": " ".join(f"{k} {n}" for k, n in targets) or "-",
         "spills": c.spill_stores + c.spill_loads, "loop_local": st.local, "static_smem": c.static_smem,
         "waits_per_block": round(st.wgmma_waits_per_block, 2),
-        "ptxas_wgmma": ("serialized" if diag.serialized else "pipelined") + (
-            f", {diag.injected_waits} waits injected" if diag.injected_waits else ""),
+        "ptxas_wgmma": "serialized" if diag.serialized else "no", "injected": diag.injected_waits,
         "serialized_reason": diag.serialized,
     }
 
@@ -244,7 +243,8 @@ def fa3_row(fa3: pathlib.Path, d: int, causal: bool) -> dict:
 COLUMNS = [("tile", "tile"), ("hgmma_shapes", "HGMMA shapes"), ("blocks", "KV blocks / iter"),
            ("per_hgmma", "insn / HGMMA"), ("longest_free", "longest HGMMA-free"), ("ex2_per_block", "EX2 / block"),
            ("shfl_per_block", "SHFL / block"), ("waits_per_block", "wgmma waits / block"),
-           ("ptxas_wgmma", "ptxas wgmma"), ("registers", "regs (ptxas)"), ("setmaxnreg", "setmaxnreg"),
+           ("ptxas_wgmma", "ptxas serializes wgmma"), ("injected", "ptxas-injected waits"),
+           ("registers", "regs (ptxas)"), ("setmaxnreg", "setmaxnreg"),
            ("smem", "smem B"), ("spills", "spill B"), ("loop_local", "LDL+STL in loop"),
            ("compile", "compile")]
 
@@ -325,7 +325,7 @@ def main(argv=None) -> int:
                     help="more attention tiles to solve and predict, d:BMxBN comma-separated (default FA3's head-dim-128 "
                          "non-causal tile; '' for none)")
     args = ap.parse_args(argv)
-    console = Console(width=200)
+    console = Console(width=240)
     solved = [solve_problem(p, args.time_limit) for p in PROBLEMS]
     by_d = {s.tile.d: s for s in solved}
     for spec in filter(None, args.tiles.split(",")):
