@@ -227,7 +227,8 @@ def fa3_row(fa3: pathlib.Path, d: int, causal: bool) -> dict:
     try:
         c = sass.compile_cuda(text, "sm_90a", flags=FA3_FLAGS, include_dirs=(str(hopper), str(inc)))
     except SynthError as exc:
-        first = next((ln for ln in str(exc).splitlines() if "error" in ln), str(exc).splitlines()[0])
+        lines = str(exc).splitlines()  # "nvcc failed:", then nvcc's output: its first error line
+        first = next((ln for ln in lines[1:] if re.search(r"\berror\b", ln)), lines[0] if lines else "")
         return {"error": f"does not compile with {where}: {first.strip()[:200]}"}
     secs = time.monotonic() - t0
     f = kernel_figures(c, d // 16 + bn // 16)

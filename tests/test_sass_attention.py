@@ -174,3 +174,56 @@ def test_synth_attention_kernel_sass():
     assert row["ex2_per_block"] >= 64
     assert row["loop_local"] == 0
     assert row["setmaxnreg"] != "-"  # the producer gives its registers to the consumers
+
+
+# --- the benchmark's FA3 side: where its sources and CUTLASS come from, and what it says when they do not build ------
+
+
+def _bench():
+    import sys
+
+    path = str(ROOT / "benchmarks")
+    if path not in sys.path:
+        sys.path.insert(0, path)
+    import sass_attention
+
+    return sass_attention
+
+
+def test_fa3_checkout_and_cutlass_version(tmp_path, monkeypatch):
+    b = _bench()
+    monkeypatch.delenv("SYNTH_FA3", raising=False)
+    assert b.fa3_checkout(None) is None
+    monkeypatch.setenv("SYNTH_FA3", str(tmp_path))
+    assert b.fa3_checkout(None) == tmp_path.resolve()
+    assert b.fa3_checkout("/elsewhere") == pathlib.Path("/elsewhere")
+    inc = tmp_path / "csrc" / "cutlass" / "include"
+    (inc / "cutlass").mkdir(parents=True)
+    (inc / "cutlass" / "version.h").write_text("#define CUTLASS_MAJOR 3\n#define CUTLASS_MINOR 5\n"
+                                               "#define CUTLASS_PATCH 1\n")
+    assert b.cutlass_version(inc) == (3, 5, 1)
+    found, where = b.cutlass_for(tmp_path)
+    assert found != inc  # 3.5 is too old for FA3: the wheel's headers, or none with the reason
+    assert ("nvidia-cutlass wheel" in where) if found else ("CUTLASS 3.5.1" in where)
+    (inc / "cutlass" / "version.h").write_text("#define CUTLASS_MAJOR 3\n#define CUTLASS_MINOR 6\n"
+                                               "#define CUTLASS_PATCH 0\n")
+    assert b.cutlass_for(tmp_path) == (inc, "the checkout's csrc/cutlass (CUTLASS 3.6.0)")
+
+
+def test_fa3_row_without_the_launch_template(tmp_path):
+    row = _bench().fa3_row(tmp_path, 128, False)
+    assert row["error"].startswith("not available:") and "flash_fwd_launch_template.h not found" in row["error"]
+
+
+@pytest.mark.nvcc
+@pytest.mark.skipif(tool("nvcc") is None, reason="nvcc is not on PATH (install the CUDA toolkit)")
+def test_fa3_row_names_the_first_compiler_error(tmp_path):
+    b = _bench()
+    inc = tmp_path / "csrc" / "cutlass" / "include" / "cutlass"
+    inc.mkdir(parents=True)
+    (inc / "version.h").write_text("#define CUTLASS_MAJOR 4\n#define CUTLASS_MINOR 2\n#define CUTLASS_PATCH 0\n")
+    (tmp_path / "hopper").mkdir()
+    (tmp_path / "hopper" / "flash_fwd_launch_template.h").write_text('#include "missing_header_of_fa3.h"\n')
+    row = b.fa3_row(tmp_path, 128, False)
+    assert row["error"].startswith("does not compile with the checkout's csrc/cutlass (CUTLASS 4.2.0):")
+    assert "missing_header_of_fa3.h" in row["error"]
