@@ -158,7 +158,8 @@ def test_synth_attention_kernel_sass():
     consumer main loop holds the schedule's wgmmas, 8 + 8 HGMMA (k16) per KV block and warp group, and at least
     ``BN / 2 = 64`` exponentials per KV block and thread (a warp group's 64 x 128 block of S over its 128 threads),
     with no local-memory traffic in it (ptxas may spill outside the loop at the launch bound, as it does for FA3's
-    kernel: 20 + 20 bytes with nvcc 13.0)."""
+    kernel: 20 + 20 bytes with nvcc 13.0), and with its wgmmas pipelined: one ``wgmma.wait_group`` per GEMM and
+    block, none serialized by ptxas (message C7515) nor waits injected (C7517)."""
     mod = _emitter()
     sys_path = str(ROOT / "benchmarks")
     import sys
@@ -174,6 +175,9 @@ def test_synth_attention_kernel_sass():
     assert row["ex2_per_block"] >= 64
     assert row["loop_local"] == 0
     assert row["setmaxnreg"] != "-"  # the producer gives its registers to the consumers
+    # the wgmmas pipelined as the schedule has them: ptxas serializes none, injects no wait, and the loop waits once
+    # per GEMM and block
+    assert row["ptxas_wgmma"] == "no" and row["injected"] == 0 and row["waits_per_block"] == 2
 
 
 # --- the benchmark's FA3 side: where its sources and CUTLASS come from, and what it says when they do not build ------
