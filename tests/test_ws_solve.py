@@ -66,12 +66,13 @@ def test_attention_d128_writes_the_proven_folder(attention_d128):
     folder, rc, doc, err = attention_d128
     assert rc == 0, (doc["errors"], err[-2000:])
     assert doc["command"] == "solve" and doc["ok"] and doc["errors"] == []
-    assert folder_files(folder) == ["problem.yaml", "program.json", "program.txt", "schedule.json", "verify.txt"]
+    assert folder_files(folder) == ["kernel.cu", "problem.yaml", "program.json", "program.txt", "schedule.json",
+                                    "timeline.png", "timeline.svg", "verify.txt"]
     assert (folder / "problem.yaml").read_bytes() == (WS / "attention-d128-f16.yaml").read_bytes()
     res = doc["result"]
     assert res["kind"] == "attention" and res["verified"] is True and res["refutations"] == []
     assert res["files"] == folder_files(folder)
-    assert [p["name"] for p in res["phases"]] == ["load", "schedule", "lower", "prove", "write"]
+    assert [p["name"] for p in res["phases"]] == ["load", "schedule", "lower", "prove", "emit", "write"]
     # docs/ws_model.md's row: II 2,048 (the tensor bound), OPTIMAL, a producer and two staggered consumers
     sched = json.loads((folder / "schedule.json").read_text())
     assert res["schedule"] == sched
@@ -263,7 +264,9 @@ def test_a_refuted_program_exits_1_naming_where(tmp_path, monkeypatch, capsys):
     text = (out / "verify.txt").read_text()
     assert "NOT PROVEN" in text
     assert "refuted [release_after_wgmma] consumer0, block 0, empty_V[0] phase 0, n = 1:" in text
-    assert folder_files(out) == ["problem.yaml", "program.json", "program.txt", "schedule.json", "verify.txt"]
+    # a refuted program gets no kernel.cu; the timeline is the schedule's picture
+    assert folder_files(out) == ["problem.yaml", "program.json", "program.txt", "schedule.json", "timeline.png",
+                                 "timeline.svg", "verify.txt"]
 
 
 def test_the_api_solves_a_body_file_as_the_command_does(tmp_path):

@@ -11,15 +11,21 @@ run by :func:`synth.flow.phases.run_phases`).
 2. **lower** (:func:`synth.lower.hopper_attention.lower_attention`, ``kind: attention`` only): the Hopper program
    for every number of KV blocks;
 3. **prove** (:func:`synth.verify.hopper_attention.verify_attention`, unless ``--no-verify``): the barrier protocol,
-   the consumers' registers, the once-loaded Q.
+   the consumers' registers, the once-loaded Q;
+4. **emit** (:func:`synth.emit.sm90.attention_kernel.emit_attention_kernel`, ``kind: attention`` whose program is
+   proven, or with ``--no-verify`` as the Hopper GEMM's flow does): the sm_90a ``kernel.cu`` of the program, with the
+   file's ``causal`` mask and ``dtype``. A body outside the form the kernel is written for (head dim 64, 128 or 256,
+   BN a multiple of 64, 64 rows per consumer, ...) gets no kernel: the result's ``kernel_note`` says why.
 
 :func:`output_files` gives the text of each file of the output folder (``problem.yaml``, ``schedule.json``
-(:func:`schedule_to_json`, docs/outputs.md), ``program.json`` and ``program.txt`` for attention, ``verify.txt``
-when proven or refuted); :func:`write_ws` publishes them with :func:`synth.outdir.publish` (never a half-written
-folder).
+(:func:`schedule_to_json`, docs/outputs.md), ``program.json``, ``program.txt`` and ``kernel.cu`` for attention,
+``verify.txt`` when proven or refuted); :func:`write_ws` publishes them with :func:`synth.outdir.publish` (never a
+half-written folder), with an attention body's timeline (``timeline.svg`` and ``timeline.png``,
+:func:`synth.emit.timeline_ws.render_ws_timeline`: the steady state, one lane per warp group).
 
 The folder read back (``synth verify OUT``): :func:`load_ws_output` re-checks ``schedule.json`` against
-``problem.yaml`` and requires ``program.json`` to be the lowering of the two up to :data:`EDITABLE`;
+``problem.yaml`` and requires ``program.json`` to be the lowering of the two up to :data:`EDITABLE` and ``kernel.cu``, when there is one,
+to be the kernel synth emits from that ``program.json``;
 :func:`verify_ws_output` proves it again. :func:`certify_refusal` is ``synth certify``'s answer for such a folder
 (no certificate is written for it).
 """
@@ -37,13 +43,15 @@ from typing import Any, Callable, Optional, Union
 
 from ..bounds import MAX_INPUT_BYTES
 from ..deadline import Deadline, TimeUp, as_deadline
+from ..emit.sm90.attention_kernel import emit_attention_kernel
+from ..emit.timeline_ws import render_ws_timeline
 from ..errors import Loc, SynthError
 from ..hopper.ir import HopperProgram, dumps
 from ..hopper.printer import hopper_text
 from ..load import problem_from_doc
 from ..lower.hopper_attention import AttentionProgram, lower_attention
 from ..model.ws_body import WsBody, WsMachine
-from ..model.ws_read import KINDS, read_ws_text
+from ..model.ws_read import KINDS, attention_causal, attention_dtype, read_ws_text
 from ..model.ws_schedule import OpPlace, Pins, WsSchedule, solve_ws
 from ..outdir import publish
 from ..readfile import load_json, read_regular_text
@@ -86,6 +94,10 @@ class WsProblem:
     """The file's text, as given (the output folder's ``problem.yaml``)."""
     kind_loc: Loc
     """Where the file says ``kind:`` (errors about the body as a whole point there)."""
+    causal: bool = False
+    """``kind: attention``: the kernel applies the causal mask (the file's ``causal:``)."""
+    dtype: str = "f16"
+    """``kind: attention``: Q, K and V's element type (the file's ``dtype:``, ``f16`` or ``bf16``)."""
 
 
 def ws_problem_text(text: str, path: str = "<string>") -> WsProblem:
@@ -93,7 +105,8 @@ def ws_problem_text(text: str, path: str = "<string>") -> WsProblem:
     doc = read_yaml_text(text, path)
     body, mach, pins = read_ws_text(text, path)
     kind = doc["kind"]
-    return WsProblem(body.name, kind, body, mach, pins, path, text, doc.val_loc.get("kind", Loc(path)))
+    causal, dtype = (attention_causal(doc), attention_dtype(doc)) if kind == "attention" else (False, "f16")
+    return WsProblem(body.name, kind, body, mach, pins, path, text, doc.val_loc.get("kind", Loc(path)), causal, dtype)
 
 
 def load_solve_problem(path: str):
@@ -110,14 +123,19 @@ def load_solve_problem(path: str):
 @dataclass(frozen=True)
 class WsResult:
     """Everything ``synth solve`` computes for a warp-specialized body: the problem, its schedule, the attention
-    program and its proof (None where the body is not attention or the proof was skipped), and ``outcomes``, the
-    :class:`~synth.flow.phases.PhaseOutcome` of each phase run, in order."""
+    program, its proof (None where the body is not attention or the proof was skipped) and its kernel (None where
+    there is none: not attention, not proven, or outside the kernel's form, ``kernel_note`` saying which), and
+    ``outcomes``, the :class:`~synth.flow.phases.PhaseOutcome` of each phase run, in order."""
 
     problem: WsProblem
     schedule: WsSchedule
     attention: Optional[AttentionProgram] = None
     report: Optional[AttentionReport] = None
     outcomes: tuple = ()
+    kernel: Optional[str] = None
+    """``kernel.cu`` (sm_90a), emitted only from a proven program (or with verification skipped)."""
+    kernel_note: str = ""
+    """Why an attention program has no kernel ('' when it has one, or is not attention)."""
 
     @property
     def program(self) -> Optional[HopperProgram]:
@@ -181,25 +199,41 @@ def _prove_text(r: WsResult) -> str:
             "group, KV block, barrier[slot] and phase, and n\n" + r.report.render() + "\n")
 
 
+def _emit(s) -> Optional[str]:
+    p = s.problem
+    try:
+        return emit_attention_kernel(s.attention, p.body, s.schedule, causal=p.causal, dtype=p.dtype)
+    except ValueError as e:  # a body the proof covers but the kernel is not written for: the folder has no kernel
+        s.kernel_note = (f"no kernel.cu: the sm_90a attention kernel is not written for this body ({e}); the "
+                         "program is proven all the same (docs/attention.md, \"The kernel\")")
+        return None
+
+
+def _unrefuted(s) -> bool:
+    return s.report is None or bool(s.report.ok)
+
+
 WS_PHASES = (
     Phase("schedule", _schedule, key="schedule"),
     Phase("lower", _lower, key="attention", when=lambda s: s.problem.kind == "attention"),
     Phase("prove", _prove, key="report", when=lambda s: s.verify and s.attention is not None,
           verify_txt=_prove_text),
+    Phase("emit", _emit, key="kernel", when=lambda s: s.attention is not None and _unrefuted(s)),
 )
 """The flow of ``synth solve`` for a warp-specialized body, in order (the module docstring)."""
 
 
 def run_ws(problem: WsProblem, *, deadline: Union[Deadline, float], verify: bool = True, workers: int = 2,
            progress: Optional[Progress] = None, query_limit: float = QUERY_LIMIT) -> WsResult:
-    """Schedule, lower (attention) and prove: :data:`WS_PHASES`, run by :func:`synth.flow.phases.run_phases`. Pure
-    apart from solver time. Past the deadline the phase running raises :class:`~synth.deadline.TimeUp` naming
-    itself: a result is complete or not returned."""
+    """Schedule, lower (attention), prove and emit: :data:`WS_PHASES`, run by :func:`synth.flow.phases.run_phases`.
+    Pure apart from solver time. Past the deadline the phase running raises :class:`~synth.deadline.TimeUp` naming
+    itself: a result is complete or not returned. The kernel is emitted only when the program is proven (or
+    ``verify`` is False)."""
     dl = as_deadline(deadline)
     s = SimpleNamespace(problem=problem, verify=verify, workers=workers, dl=dl, query_limit=query_limit,
-                        attention=None, report=None)
+                        attention=None, report=None, kernel=None, kernel_note="")
     outcomes = run_phases(WS_PHASES, s, deadline=dl, progress=progress, loc=Loc(problem.path), name_done=True)
-    return WsResult(problem, s.schedule, s.attention, s.report, outcomes)
+    return WsResult(problem, s.schedule, s.attention, s.report, outcomes, s.kernel, s.kernel_note)
 
 
 # ------------------------------------------------------------------------------------------------ schedule.json
@@ -257,6 +291,8 @@ def output_files(result: WsResult) -> dict[str, str]:
     if result.program is not None:
         files["program.json"] = dumps(result.program)
         files["program.txt"] = hopper_text(result.program)
+    if result.kernel is not None:
+        files["kernel.cu"] = result.kernel
     if result.report is not None:
         files["verify.txt"] = verify_text(result)
     return files
@@ -265,19 +301,28 @@ def output_files(result: WsResult) -> dict[str, str]:
 def write_ws(result: WsResult, out_dir: str, *, force: bool = False, deadline: Union[Deadline, float, None] = None
              ) -> list[str]:
     """Publish :func:`output_files` as ``out_dir`` (:func:`synth.outdir.publish`: built aside, moved into place; on
-    any failure, a Ctrl-C or the deadline nothing is left). Returns the written names, sorted."""
+    any failure, a Ctrl-C or the deadline nothing is left), with an attention body's timeline (``timeline.svg``,
+    ``timeline.png``). Returns the written names, sorted."""
     dl = as_deadline(deadline)
     files = output_files(result)
+    png = None
+    if result.attention is not None:
+        dl.check("write (timeline)")
+        files["timeline.svg"], png = render_ws_timeline(result.schedule)
+        dl.check("write (timeline)")
 
     def build(tmp: str) -> None:
         for name, text in files.items():
             dl.check("write")
             with open(os.path.join(tmp, name), "w", encoding="utf-8") as fh:
                 fh.write(text)
+        if png is not None:
+            with open(os.path.join(tmp, "timeline.png"), "wb") as fh:
+                fh.write(png)
         dl.check("write")
 
     publish(out_dir, build, force=force)
-    return sorted(files)
+    return sorted(list(files) + (["timeline.png"] if png is not None else []))
 
 
 def summary_json(result: WsResult, out: str, files: list[str], phases, wall: float) -> dict:
@@ -307,7 +352,12 @@ def summary_lines(result: WsResult) -> list[str]:
     lines += [f"  note: {n}" for n in s.notes]
     if result.report is not None:
         lines.append(result.report.render())
-    elif result.attention is None:
+    if result.kernel is not None:
+        lines.append(f"  kernel.cu: sm_90a, {p.dtype}, {'causal mask' if p.causal else 'no mask'}, emitted from the "
+                     f"{'proven' if result.report is not None else 'unproven (--no-verify)'} program")
+    elif result.kernel_note:
+        lines.append(f"  {result.kernel_note}")
+    if result.report is None and result.attention is None:
         lines.append(f"  kind: {p.kind} is scheduled only (no program is lowered, so nothing is proven); the "
                      "schedule passed the model's independent re-check")
     return lines
@@ -317,6 +367,9 @@ def summary_lines(result: WsResult) -> list[str]:
 
 PROGRAM_MAX_BYTES = 256 * 1024
 """Largest ``program.json`` and ``schedule.json`` read back (the Hopper program reader's bound)."""
+
+KERNEL_MAX_BYTES = 4 << 20
+"""Largest ``kernel.cu`` read back (an attention kernel is about 60 KB)."""
 
 EDITABLE = "a wait's in_flight (and its tight and reason) and a barrier statement's state (count, stages, phase)"
 """What of ``program.json`` may differ from the lowering: the counts the proof checks (docs/outputs.md)."""
@@ -355,6 +408,8 @@ class WsOutput:
     attention: Optional[AttentionProgram]
     """The lowering of problem.yaml under schedule.json with program.json's program in it (as read: its wait
     counts and barrier states are what the proof checks); None for a body that is scheduled only."""
+    kernel: Optional[str] = None
+    """``kernel.cu`` as read, byte for byte the kernel synth emits from ``attention`` (None: the folder has none)."""
 
 
 def _json_pos(text: str, path: list) -> tuple[int, int]:
@@ -520,7 +575,9 @@ def load_ws_output(target: Union[str, os.PathLike]) -> WsOutput:
     * ``kind: attention``: ``program.json`` is read by the Hopper program reader with trip counts from 0 (the
       program's ``n`` KV blocks, ``n >= 0``; :func:`synth.hopper.ir.load_hopper` ``zero_trips``, its
       well-formedness asked of Z3), and must be the lowering of the two
-      (:func:`synth.lower.hopper_attention.lower_attention`) up to :data:`EDITABLE`, which the proof checks.
+      (:func:`synth.lower.hopper_attention.lower_attention`) up to :data:`EDITABLE`, which the proof checks;
+      ``kernel.cu``, when the folder has one, is read (a regular file of at most :data:`KERNEL_MAX_BYTES`); that it
+      is the kernel of program.json is :func:`check_kernel`'s, after the proof (:func:`verify_ws_output`).
     """
     # here, not at the top: the model's re-check and the Hopper reader load with the command that reads a folder
     from ..hopper.ir import load_hopper
@@ -583,7 +640,36 @@ def load_ws_output(target: Union[str, os.PathLike]) -> WsOutput:
             role = f" (role {roles[k].get('role')})"
         raise _at(ppath, ptext, d[0], f"program.json is not the lowering of problem.yaml under schedule.json: "
                   f"{_path_text(d[0])}{role} is {_short(d[1])}, the lowering has {_short(d[2])}", pfix)
-    return WsOutput(folder, problem, sched, lowered.with_program(program))
+    kpath = os.path.join(folder, "kernel.cu")
+    kernel = read_regular_text(kpath, KERNEL_MAX_BYTES, "kernel.cu", fix=KERNEL_FIX) if os.path.lexists(kpath) \
+        else None
+    return WsOutput(folder, problem, sched, lowered.with_program(program), kernel)
+
+
+KERNEL_FIX = "re-run 'synth solve' on problem.yaml: kernel.cu is emitted from the proven program.json, not edited"
+
+
+def check_kernel(out: WsOutput) -> None:
+    """That ``out``'s ``kernel.cu`` (if any) is byte for byte the kernel synth emits from its program.json as read,
+    with problem.yaml's ``causal`` and ``dtype`` (:func:`synth.emit.sm90.attention_kernel.emit_attention_kernel`): a
+    kernel is trusted only as the text of the program the proof covers. :class:`SynthError` (exit 2) at the first
+    line that differs."""
+    if out.kernel is None or out.attention is None:
+        return
+    problem, text = out.problem, out.kernel
+    kpath = os.path.join(out.folder, "kernel.cu")
+    try:
+        want = emit_attention_kernel(out.attention, problem.body, out.schedule, causal=problem.causal,
+                                     dtype=problem.dtype)
+    except ValueError as e:
+        raise SynthError(Loc(kpath), f"kernel.cu: synth writes no kernel for this body ({e})", KERNEL_FIX) from None
+    if text != want:
+        got, exp = text.split("\n"), want.split("\n")
+        k = next((i for i, (a, b) in enumerate(zip(got, exp)) if a != b), min(len(got), len(exp)))
+        raise SynthError(Loc(kpath, k + 1, 1), f"kernel.cu is not the kernel synth emits from program.json with "
+                         f"problem.yaml's causal: {str(problem.causal).lower()} and dtype: {problem.dtype} (line "
+                         f"{k + 1} differs: {_short(got[k].strip() if k < len(got) else '(end of file)')})",
+                         KERNEL_FIX)
 
 
 @dataclass(frozen=True)
@@ -620,8 +706,9 @@ class WsVerify:
                 f"of problem.yaml (its pins, the model's re-check)")
         if self.report is None:
             return [head, f"  kind: {o.problem.kind} is scheduled only: there is no program to prove"]
+        kernel = " (kernel.cu is the kernel synth emits from it)" if o.kernel is not None and self.ok else ""
         return [head + "; program.json is their lowering (up to the counts the proof checks), proven again for "
-                "every number of KV blocks n >= 0:", self.report.render()]
+                "every number of KV blocks n >= 0" + kernel + ":", self.report.render()]
 
     def to_json(self) -> dict:
         rep = self.report
@@ -638,7 +725,8 @@ def verify_ws_output(target: Union[str, os.PathLike], *, deadline: Union[Deadlin
                      query_limit: float = QUERY_LIMIT) -> WsVerify:
     """``synth verify`` of a warp-specialized body's folder: :func:`load_ws_output`, then (``kind: attention``)
     :func:`synth.verify.hopper_attention.verify_attention` of program.json as read, each Z3 query at most
-    ``query_limit`` s and none past ``deadline``."""
+    ``query_limit`` s and none past ``deadline``; when the proof holds, :func:`check_kernel` (a folder whose
+    kernel.cu is not the proven program's is refused, exit 2; a refuted program is reported as such first)."""
     dl = as_deadline(deadline)
     t0 = time.perf_counter()
     dl.check("reading the folder")
@@ -648,6 +736,8 @@ def verify_ws_output(target: Union[str, os.PathLike], *, deadline: Union[Deadlin
         dl.check("prove")
         report = verify_attention(out.attention, time_limit=dl.cap(query_limit))
         dl.check("prove")
+        if report.ok:
+            check_kernel(out)
     return WsVerify(out, report, time.perf_counter() - t0)
 
 
@@ -679,4 +769,4 @@ def certify_refusal(directory: Union[str, os.PathLike]) -> Optional[SynthError]:
 __all__ = ["WS_KINDS", "WS_PHASES", "WsProblem", "WsResult", "load_solve_problem", "ws_problem_text", "run_ws",
            "schedule_to_json", "schedule_from_json", "output_files", "write_ws", "summary_json", "summary_lines",
            "ws_output_folder", "WsOutput", "load_ws_output", "WsVerify", "verify_ws_output", "certify_refusal",
-           "EDITABLE"]
+           "EDITABLE", "KERNEL_MAX_BYTES", "check_kernel"]

@@ -1,6 +1,7 @@
 """The file form of a warp-specialized body (docs/ws_model.md, "The file form"), read with :mod:`synth.yamlnodes`.
 
-A file names one body, either a named one (``kind: attention`` with ``head_dim``, ``BM``, ``BN``, ``dtype``;
+A file names one body, either a named one (``kind: attention`` with ``head_dim``, ``BM``, ``BN``, ``dtype`` and
+``causal``, the mask its kernel applies (:func:`attention_causal`);
 ``kind: gemm_kloop`` with ``BM``, ``BN``, ``BK``, ``dtype``) or one written out (``kind: body`` with ``rows``,
 ``buffers`` and ``ops``), with optional ``machine`` facts and ``pins``. Every error names ``file:line:col``.
 """
@@ -16,7 +17,7 @@ from .ws_bodies import attention_body, gemm_kloop_body
 from .ws_body import MODES, UNITS, WsBody, WsBuffer, WsMachine, WsOp, machine, validate
 from .ws_schedule import Pins
 
-TOP_KEYS = ("name", "kind", "head_dim", "BM", "BN", "BK", "dtype", "rows", "buffers", "ops", "machine", "pins",
+TOP_KEYS = ("name", "kind", "head_dim", "BM", "BN", "BK", "dtype", "causal", "rows", "buffers", "ops", "machine", "pins",
             "max_consumers", "max_stage", "max_depth", "producer")
 KINDS = ("attention", "gemm_kloop", "body")
 MACHINE_KEYS = ("arch", "warp_groups", "registers", "reg_overhead", "producer_registers", "smem", "named_barriers",
@@ -150,6 +151,25 @@ def _explicit(doc: LDict, name: str) -> WsBody:
     return WsBody(name, tuple(ops), tuple(bufs), want_int(doc, "rows", "the body", lo=1, hi=BIG), **extra)
 
 
+def attention_causal(doc: LDict) -> bool:
+    """``causal:`` of an attention body file (default false): whether its kernel applies the causal mask (bottom-right
+    aligned, docs/attention.md). It changes neither the body, its schedule nor its program (each CTA's number of KV
+    blocks is the trip count ``n >= 0`` the proof covers), only the kernel. :class:`SynthError` at the value's line
+    for anything but true or false."""
+    if "causal" not in doc:
+        return False
+    v = doc["causal"]
+    if not isinstance(v, bool):
+        raise SynthError(doc.val_loc["causal"], f"'causal' of the attention body must be true or false, not {v!r}",
+                         "write 'causal: true' (the causal mask) or 'causal: false' (none; the default)")
+    return v
+
+
+def attention_dtype(doc: LDict) -> str:
+    """``dtype:`` of an attention body file (``f16``, the default, or ``bf16``); :class:`SynthError` at its line."""
+    return _str(doc, "dtype", "the attention body", "f16", ("f16", "bf16"))
+
+
 def read_ws_text(text: str, path: str = "<string>") -> tuple[WsBody, WsMachine, Pins]:
     """The body, machine facts and pins a file of the form above states; :class:`SynthError` at ``file:line:col``."""
     return _from_doc(read_yaml_text(text, path))
@@ -165,18 +185,20 @@ def _from_doc(doc: LDict) -> tuple[WsBody, WsMachine, Pins]:
     kind = _str(doc, "kind", "a ws body file", choices=KINDS)
     name = _str(doc, "name", "a ws body file", kind)
     mach = _machine(doc)
-    allowed = {"attention": ("head_dim", "BM", "BN", "dtype"), "gemm_kloop": ("BM", "BN", "BK", "dtype"),
+    allowed = {"attention": ("head_dim", "BM", "BN", "dtype", "causal"), "gemm_kloop": ("BM", "BN", "BK", "dtype"),
                "body": ("rows", "buffers", "ops", "max_consumers", "max_stage", "max_depth", "producer")}[kind]
     for key in doc:
         if key not in allowed and key not in ("name", "kind", "machine", "pins"):
             raise SynthError(doc.key_loc[key], f"'{key}' does not belong to kind: {kind}",
                              f"keys of kind {kind}: {', '.join(allowed)}")
+    if kind == "attention":
+        attention_causal(doc)
     try:
         if kind == "attention":
             body = attention_body(want_int(doc, "head_dim", "the attention body", lo=16, hi=256),
                                   want_int(doc, "BM", "the attention body", lo=64, hi=256),
                                   want_int(doc, "BN", "the attention body", lo=16, hi=256),
-                                  _str(doc, "dtype", "the attention body", "f16", ("f16", "bf16")), mach.arch)
+                                  attention_dtype(doc), mach.arch)
         elif kind == "gemm_kloop":
             body = gemm_kloop_body(want_int(doc, "BM", "the GEMM body", lo=64, hi=256),
                                    want_int(doc, "BN", "the GEMM body", lo=8, hi=256),
@@ -196,4 +218,4 @@ def _from_doc(doc: LDict) -> tuple[WsBody, WsMachine, Pins]:
 
 
 
-__all__ = ["read_ws", "read_ws_text", "KINDS"]
+__all__ = ["read_ws", "read_ws_text", "attention_causal", "attention_dtype", "KINDS"]
