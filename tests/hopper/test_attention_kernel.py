@@ -123,14 +123,17 @@ def test_refused_outside_the_form(solved):
 @pytest.mark.parametrize("d,causal", [(128, True), (64, False), pytest.param(128, False, marks=pytest.mark.slow),
                                       pytest.param(64, True, marks=pytest.mark.slow)])
 def test_nvcc_sm90a(solved, d, causal):
-    """nvcc -arch=sm_90a: no spill; each consumer's loop holds its d / 16 + BN / 16 HGMMA (qk, pv) and its BN / 2 + 2
-    MUFU.EX2 (exp2 of S, the two corrections)."""
+    """nvcc -arch=sm_90a: no spill; each consumer's steady loop holds its d / 16 + BN / 16 HGMMA (qk, pv), its
+    BN / 2 + 2 MUFU.EX2 (exp2 of S, the two corrections) and 4 warpgroup instructions (a fence and a wait per batch):
+    ptxas serializes no wgmma (no C7515 / C7517 / C7511 in its report)."""
     c = sass.compile_cuda(kernel(solved, d, causal), arch="sm_90a")
     assert c.spill_stores == c.spill_loads == 0 and c.stack == 0, c.log
+    assert "C751" not in c.log, c.log
     per_step = d // 16 + 128 // 16
     steps = {lp[0].addr for lp in sass.backward_loops(sass.parse_sass(c.sass))
              if sum(x.op == "HGMMA" for x in lp) == per_step
-             and sum(x.opcode.startswith("MUFU.EX2") for x in lp) >= 128 // 2 + 2}
+             and sum(x.opcode.startswith("MUFU.EX2") for x in lp) >= 128 // 2 + 2
+             and sum("WARPGROUP" in x.op for x in lp) == 4}
     assert len(steps) >= TILES[d] // 64  # a loop per consumer role (ptxas may peel more)
 
 

@@ -26,9 +26,9 @@ from .emulate import ORDERS, TIMEOUT_S, bf16_bits, bf16_value, binary, order_cod
 HARNESS = "attn_harness.cpp"
 ATTENTION_ORDERS = tuple(o for o in ORDERS if not o.startswith("cta"))
 """The thread orders that apply to a one-CTA kernel: ``forward``, ``reverse``, ``random`` (seeded), ``starve``."""
-TOLERANCE = {"f16": 1e-2, "bf16": 4e-2}
+TOLERANCE = {"f16": 5e-3, "bf16": 1e-2}
 """``|O - ref| <= tol (1 + |ref|)`` everywhere: P is rounded to the input dtype before ``pv`` (as FlashAttention does),
-the rest is f32."""
+the rest is f32. Measured errors are ten times smaller: at most 4.3e-4 (f16) and 9.2e-4 (bf16)."""
 
 
 @dataclass(frozen=True)
