@@ -256,3 +256,22 @@ def test_emulator_sweep(solved, d, causal):
             r = emulate_attention(text, batch=2, heads=2, seqlen_q=sq, seqlen_k=sk, causal=causal, order=order,
                                   seed=sq + sk)
             assert r.ok, (sq, sk, order, r.summary())
+
+
+@needs_gxx
+@pytest.mark.parametrize("name,kind", [("softmax_before_wait", ""), ("order_wrong_parity", "hang"),
+                                       ("q_load_before_exit", "fault")])
+def test_program_mutant_emitted_fails(solved, name, kind):
+    """The kernel emitted from a mutant of the program (docs/attention.md's table, ``attention_mutant``) carries the
+    bug too: the three the emulator can see fail there. ``q_load_before_exit``'s producer loop (extent
+    ``max(n, 1)``) is not of the split form and is written as one loop under its guards."""
+    body, sched, ap = solved[128, "f16"]
+    causal, (b, h, sq, sk) = _mutant_case(128, name)
+    text = emit_attention_kernel(attention_mutant(ap, name), body, sched, causal=causal)
+    if name == "q_load_before_exit":
+        assert "for (int i = 0; i < ((n) > (1) ? (n) : (1)); ++i) {" in text
+    for order in ATTENTION_ORDERS:
+        r = emulate_attention(text, batch=b, heads=h, seqlen_q=sq, seqlen_k=sk, causal=causal, order=order, seed=3)
+        if not r.ok:
+            break
+    assert not r.ok and r.kind == kind, r.summary()
