@@ -25,7 +25,7 @@ from __future__ import annotations
 from typing import Optional
 
 from ...completion import ArriveStmt
-from ...expr import Bin, Ite, Num, Var, as_affine, evaluate, parse, substitute
+from ...expr import Bin, Ite, Num, Var, as_affine, evaluate, free_vars, parse, substitute
 from ...hopper.kernel_design import ALIGN_PAD, SMEM_LIMIT, KernelDesign
 from ...lower.hopper_attention import TRIP, AttentionProgram
 from ...model.ws_body import WsBody
@@ -109,15 +109,16 @@ def _atoms(g, out: list) -> None:
 
 
 def split_points(part: Part, ops: dict) -> Optional[tuple[int, list[str]]]:
-    """``(M, points)`` where a step loop of extent ``n + L min(n, 1)`` (``n`` the trip count) whose guards (and its
-    ops' ``when``) are conjunctions of ``c <= i``, ``i < c`` and ``i < n + c`` (``c`` numbers) splits: for ``n >= M``
-    the thresholds are ordered ``0 <= c1 < .. <= n + c'1 < .. <= n + L`` and the pieces ``[points[k], points[k + 1])``
-    cover the steps; for ``0 < n < M`` too the extent must be 0, which holds when ``M <= 1``. None otherwise."""
+    """Where the step loop ``part`` splits into pieces in each of which every guard is constant: ``(M, points)``, the
+    pieces ``[points[k], points[k + 1])`` (C expressions in the trip count ``n``) covering the steps whenever
+    ``n >= M``. For a part of extent ``n + L min(n, 1)`` whose guards (and its ops' ``when``) are conjunctions of
+    ``c <= i``, ``i < c`` and ``i < n + c`` (``c`` numbers): the points are 0, the constant thresholds, the
+    ``n``-relative ones, ``n + L``, ordered so for ``n >= M``; ``M`` is 1 (below it the extent is 0, nothing to
+    cover). None for another part, or where ``M`` would be larger (the loop is then written unsplit)."""
     ext = part.extent
-    try:
-        e = [evaluate(ext, {TRIP: k}) for k in range(4)]
-    except Exception:  # an extent in other symbols: not this form
+    if free_vars(ext) - {TRIP}:
         return None
+    e = [evaluate(ext, {TRIP: k}) for k in range(4)]
     L = e[1] - 1
     if L < 0 or e != [0, 1 + L, 2 + L, 3 + L]:
         return None
@@ -140,7 +141,7 @@ def split_points(part: Part, ops: dict) -> Optional[tuple[int, list[str]]]:
             return None
     consts = sorted(c for c in consts if c > 0)
     offs = sorted(c for c in offs if 0 <= c < L) if offs else []
-    if any(c > L + 1 for c in consts) or not consts and not offs:
+    if not consts and not offs:
         return None
     need = max(1, (consts[-1] if consts else 0) - (offs[0] if offs else L))
     if need > 1:
