@@ -602,6 +602,12 @@ def _json(out: str, files: dict[str, bytes], name: str):
 def load(out: str, *, backend: str = "auto", images: Sequence[tuple[str, bytes]] = ()):
     """The kernel of output folder ``out`` as a callable (``backend``: ``auto``, ``cuda`` or ``emulator``).
 
+    A ``kind: attention`` folder gives an :class:`~synth.emit.sm90.attention_runtime.AttentionKernel`
+    (``kernel(q, k, v, *, causal=None, scale=None) -> o``, docs/api.md "An attention folder"): its files are read
+    against the manifest as below and kernel.cu's head dim, tile, mask and dtype checked against problem.yaml;
+    that kernel.cu is the proven program's is left to the manifest (``synth verify OUT`` re-emits it: the solver's
+    model is not loaded here).
+
     ``auto`` picks ``cuda`` when :func:`gpu_ready` (a Hopper folder: an sm_90 GPU and CUDA Python), else
     ``emulator``. ``images``: precompiled ``(label, cubin or PTX)`` of the folder's kernel.cu, tried
     before nvcc by the CUDA Python library (the caller vouches that they were built from this kernel.cu).
@@ -620,6 +626,8 @@ def load(out: str, *, backend: str = "auto", images: Sequence[tuple[str, bytes]]
         if not os.path.lexists(os.path.join(out, name)):
             raise SynthError(Loc(out), f"'{out}' has no {name}", "pass a folder written by 'synth solve'")
     files = read_folder(out, ("problem.yaml",))
+    if _is_attention(out, files):  # a kind: attention folder: its kernel is softmax attention, not a GEMM
+        return _load_attention(out, files, backend, images)
     problem = _problem_of(out, files)  # a folder without a kernel: say why first
     files.update(read_folder(out, tuple(n for n in RUNTIME_FILES if n not in files)))  # problem.yaml read once
     # here, not at the top: the light runtime loads what this folder's kernel needs, when it needs it
@@ -652,6 +660,30 @@ def load(out: str, *, backend: str = "auto", images: Sequence[tuple[str, bytes]]
     facts = KernelFacts(problem.name, f.BM, f.BN, f.BK, f.ktiles, f.threads, f.smem_bytes, f.split_k, f.min_ktiles,
                         f.stream_k)
     return Kernel(path, source, facts, _backend(backend, gpu_ready, "CUDA GPU", "an NVIDIA GPU"), images, problem)
+
+
+def _is_attention(out: str, files: dict[str, bytes]) -> bool:
+    """Whether the folder's problem.yaml (read against the manifest) says ``kind: attention``."""
+    # here, not at the top: the light runtime loads what this folder's kernel needs, when it needs it
+    from .readfile import decode_utf8
+    from .yamlnodes import read_yaml_text
+
+    path = os.path.join(out, "problem.yaml")
+    doc = read_yaml_text(decode_utf8(files["problem.yaml"], path, "problem.yaml"), path)
+    return hasattr(doc, "get") and doc.get("kind") == "attention"
+
+
+def _load_attention(out: str, files: dict[str, bytes], backend: str, images):
+    """An attention folder's kernel (:class:`synth.emit.sm90.attention_runtime.AttentionKernel`): every file read
+    against the manifest, kernel.cu's facts checked against problem.yaml and schedule.json."""
+    # here, not at the top: the light runtime loads what this folder's kernel needs, when it needs it
+    from .emit.sm90.attention_runtime import AttentionKernel, attention_facts
+    from .emit.sm90.runner import gpu_status
+
+    files.update(read_folder(out, tuple(n for n in RUNTIME_FILES if n not in files)))
+    facts = attention_facts(out, files)
+    return AttentionKernel(os.path.join(out, "kernel.cu"), files["kernel.cu"].decode("utf-8", errors="replace"),
+                           facts, _backend(backend, gpu_status, "sm_90 GPU", "an H100/H200"), images, KernelError)
 
 
 def _backend(backend: str, ready, what: str, where: str) -> str:

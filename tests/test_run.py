@@ -288,9 +288,34 @@ class FakeDriver:
         self.emulated.add(key)
         if kernel == "synth_gemm":
             self._run_sm80(source, sig, vals, (gx, gy, gz), (bx, by, bz), smem)
+        elif kernel == "synth_attention_sm90":
+            self._run_attention(source, vals, (gx, gy, gz), (bx, by, bz), smem)
         else:
             self._run_sm90(source, vals)
         return (0,)
+
+    def _run_attention(self, source, vals, grid, block, smem):
+        """The FlashAttention-forward kernel: Q, K and V read back from their tensor maps as the emulator's harness
+        builds them (2-D over [B H S, d], box {64, BM} / {64, BN}, 128-byte swizzle, zero fill), run on the emulator
+        with the launch's lengths and scale; the launch's grid, block and shared memory must be kernel.cu's."""
+        from synth.emit.sm90.attention_runtime import run_attention_emulated
+
+        facts = {m.group(1): int(m.group(2)) for m in re.finditer(r"#define SYNTH_ATTN_(\w+) (\d+)", source)}
+        d, Sq, Sk = facts["D"], vals["seqlen_q"], vals["seqlen_k"]
+        dtype = "bf16" if facts["BF16"] else "f16"
+        arrays = []
+        for name, box, S in (("tmQ", facts["BM"], Sq), ("tmK", facts["BN"], Sk), ("tmV", facts["BN"], Sk)):
+            t = vals[name]
+            assert t["rank"] == 2 and t["dims"][0] == d and t["dims"][1] % S == 0 and t["strides"] == [2 * d], t
+            assert t["box"] == [64, box] and t["dtype"] == dtype, t
+            assert (t["swizzle"], t["oob"], t["interleave"], t["elem"]) == ("128B", "zeros", "none", [1, 1])
+            arrays.append(self._array(t["addr"], np.uint16)[:t["dims"][1] * d].reshape(1, t["dims"][1] // S, S, d))
+        BH = arrays[0].shape[1]
+        assert grid == (-(-Sq // facts["BM"]), BH, 1) and block == (facts["THREADS"], 1, 1), (grid, block)
+        assert smem == facts["SMEM_BYTES"] and self.smem_limit >= smem
+        O, info = run_attention_emulated(source, *arrays, scale=vals["softmax_scale"])
+        assert info["ok"] and not info["kind"], info
+        self._array(vals["Out"][1], np.float32)[:O.size] = O.reshape(-1)
 
     def _run_sm80(self, source, sig, vals, grid, block, smem):
         from synth.emit.emulate import Buf, compile_and_run

@@ -1,4 +1,5 @@
-"""synth's kernels on a GPU through CUDA Python (``cuda.bindings.driver``): the sm_80 and the sm_90a GEMM.
+"""synth's kernels on a GPU through CUDA Python (``cuda.bindings.driver``): the sm_80 and the sm_90a GEMM, and the
+sm_90a FlashAttention-forward kernel's arguments (:func:`attention_params`).
 
 CUDA Python is imported only when a GPU is used (:func:`driver`), so this module loads on machines
 without one; it is what stock GPU images ship (``pip install cuda-python``: wheels, no compiler).
@@ -317,6 +318,33 @@ def sm90_params(dev: CudaDevice, cfg: KernelDesign, dA: int, dB: int, dC: int, d
                              cluster_n=cfg.cluster_n)
 
 
+def attention_params(dev: CudaDevice, *, head_dim: int, bm: int, bn: int, dtype: str, dQ: int, dK: int, dV: int,
+                     dO: int, batch_heads: int, seqlen_q: int, seqlen_k: int, scale: float) -> list:
+    """The FlashAttention-forward kernel's typed arguments (``synth_attention_sm90(tmQ, tmK, tmV, Out, seqlen_q,
+    seqlen_k, softmax_scale)``, docs/attention.md "The kernel"): Q, K and V (``dtype`` f16 or bf16, row-major
+    ``[B H, S, head_dim]``) each described by a 2-D tensor map over the flattened ``[B H S, head_dim]`` tensor (dims
+    ``{head_dim, B H S}``, row stride ``2 head_dim`` bytes, box ``{64, bm}`` for Q and ``{64, bn}`` for K and V,
+    128-byte swizzle, out-of-bound rows zero-filled), then O (f32 ``[B H, seqlen_q, head_dim]``), the two lengths
+    and the softmax scale."""
+    cu = dev.cu
+
+    def tmap(ptr: int, rows: int, box_rows: int) -> bytes:
+        t = _check(cu.cuTensorMapEncodeTiled(
+            cu.CUtensorMapDataType.CU_TENSOR_MAP_DATA_TYPE_FLOAT16 if dtype == "f16"
+            else cu.CUtensorMapDataType.CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, 2, int(ptr), [head_dim, rows],
+            [head_dim * 2], [64, box_rows], [1, 1], cu.CUtensorMapInterleave.CU_TENSOR_MAP_INTERLEAVE_NONE,
+            cu.CUtensorMapSwizzle.CU_TENSOR_MAP_SWIZZLE_128B,
+            cu.CUtensorMapL2promotion.CU_TENSOR_MAP_L2_PROMOTION_L2_128B,
+            cu.CUtensorMapFloatOOBfill.CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE), "cuTensorMapEncodeTiled")
+        return bytes(ctypes.string_at(t.getPtr(), 128))
+
+    return [Param("tmQ", "raw", tmap(dQ, batch_heads * seqlen_q, bm)),
+            Param("tmK", "raw", tmap(dK, batch_heads * seqlen_k, bn)),
+            Param("tmV", "raw", tmap(dV, batch_heads * seqlen_k, bn)),
+            Param("Out", "ptr", dO), Param("seqlen_q", "i32", int(seqlen_q)), Param("seqlen_k", "i32", int(seqlen_k)),
+            Param("softmax_scale", "f32", float(scale))]
+
+
 def c_tma_aligned(address: int, ldc: int, out_bytes: int) -> bool:
     """Whether a TMA-store kernel's launch stores C with TMA: C's base ``address`` and row stride (``ldc`` elements
     of ``out_bytes``) multiples of 16 bytes, as ``cuTensorMapEncodeTiled`` needs (the kernel's ``synth_c_tma``
@@ -396,4 +424,4 @@ def time_gpu(kernel_cu: str, cfg: KernelDesign, A: np.ndarray, B: np.ndarray, C_
 
 
 __all__ = ["run_gpu", "time_gpu", "gpu_status", "device_status", "GpuError", "CudaDevice", "driver", "nvcc_image",
-           "sm90_params", "c_tma_aligned", "sm90_operands", "widen_out", "round_out", "NVCC_FLAGS"]
+           "sm90_params", "attention_params", "c_tma_aligned", "sm90_operands", "widen_out", "round_out", "NVCC_FLAGS"]
