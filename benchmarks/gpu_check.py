@@ -9,8 +9,15 @@ within ``--time-limit`` seconds (default :data:`TIME_LIMIT`; ``--only NAME ...``
 printed; a folder that fails is left out, named with its reason in the manifest's ``not_built``, and the others are
 packed (exit 1; ``run`` reports it NOT BUILT); exit 2 for a DIR that cannot be a pack or an unknown name.
 
+The pack also holds FlashAttention-forward folders (``kind: attention``, :data:`ATTENTION`: head dim 128 f16 without
+and with the causal mask, head dim 64 f16; each with its sm_90a cubin). Their run checks O against torch's
+``scaled_dot_product_attention`` (numpy's float64 softmax attention without torch) at odd lengths, one key, more
+rows than keys under the mask and more batch x heads than SMs, and times the kernel against torch SDPA's flash
+backend in the same process (TFLOP/s = ``4 B H Sq Sk d``, halved under the causal mask; FlashAttention's count) at
+``B = 16384 / S``, ``H = 2048 / d`` for S = 1024 and 4096 (FlashAttention's benchmark sizing).
+
 ``python benchmarks/gpu_check.py run DIR`` on the GPU machine (stdlib, numpy, PyYAML, torch and CUDA
-Python only: synth's light runtime, :mod:`synth.kernel`; no solver, no pycuda): for every folder,
+Python only: synth's light runtime, :mod:`synth.kernel`; no solver, no pycuda): for every GEMM folder,
 
 1. correctness against torch's f32 product (TF32 off) at odd shapes (M and N off the tile grid, K below
    ``stages x BK``, K = 8, one tile, more tiles than SMs) and at 4096^3 and 8192^3; a K the kernel was not
@@ -104,11 +111,28 @@ DESIGNS = (
 """The folders ``prepare`` writes: the sm_80 designs, the default Hopper (sm_90a) folder, its split-K 2, its
 persistent form, its persistent form with the TMA-store epilogue, a ping-pong kernel of 64x256 tiles, and the
 default's 2x1 thread-block cluster (B multicast), one tile pair per cluster and persistent."""
+
+
+def _attention(name: str, head_dim: int, bm: int, causal: bool) -> tuple[str, str]:
+    return name, (f"name: {name}\nkind: attention\nhead_dim: {head_dim}\nBM: {bm}\nBN: 128\ndtype: f16\n"
+                  f"causal: {'true' if causal else 'false'}\n")
+
+
+ATTENTION = (
+    _attention("attn-d128-f16", 128, 128, False),
+    _attention("attn-d128-f16-causal", 128, 128, True),
+    _attention("attn-d64-f16", 64, 192, False),
+)
+"""The FlashAttention-forward folders (``kind: attention``): FA3's tiles (128 x 128 at head dim 128, two consumer
+warp groups; 192 x 128 at 64, three)."""
+DESIGNS = DESIGNS + ATTENTION
 REDUCED = (
     _gemm("s80-64x64x32-s3", "{BM: 64, BN: 64, BK: 32}", 4, 3, shape=256),
     HOPPER_DEFAULT,
+    ATTENTION[1],
 )
-"""``prepare --reduced``: one small sm_80 folder and the Hopper one (CI, with the emulator)."""
+"""``prepare --reduced``: one small sm_80 folder, the Hopper one and the causal head-dim-128 attention folder (CI,
+with the emulator)."""
 
 
 def _sha256(data: bytes) -> str:
@@ -252,9 +276,11 @@ def prepare(out_dir: str, *, reduced: bool = False, images: bool = True, time_li
                 manifest["not_built"].append({"name": name, "reason": why, "prepare_s": secs})
                 print(f"[{n}/{len(todo)}] {name}: NOT BUILT after {secs} s: {why}", file=sys.stderr, flush=True)
                 continue
-            arch = "sm_90a" if isinstance(res.problem, HopperGemm) else "sm_80"
-            entry = {"name": name, "dir": folder, "arch": arch, "kernel_sha256": _sha256(source), "images": [],
-                     "notes": [], "solve_s": round(time.monotonic() - t0, 1)}
+            attention = getattr(res.problem, "kind", "gemm") == "attention"
+            arch = "sm_90a" if attention or isinstance(res.problem, HopperGemm) else "sm_80"
+            entry = {"name": name, "dir": folder, "arch": arch, "kind": "attention" if attention else "gemm",
+                     "kernel_sha256": _sha256(source), "images": [], "notes": [],
+                     "solve_s": round(time.monotonic() - t0, 1)}
             manifest["folders"].append(entry)
             futures = [pool.submit(compile_image, name, source, target, ptx)
                        for target, ptx in (image_targets(arch) if images else [])]
@@ -366,6 +392,9 @@ def read_pack(pack: str) -> dict:
         names.add(f["name"])
         if f["arch"] not in ("sm_80", "sm_90a") or f["dir"] != f"folders/{f['name']}":
             raise PackError(f"{where}: arch {f['arch'][:100]!r} / dir {f['dir'][:200]!r} is not one prepare writes")
+        if f.setdefault("kind", "gemm") not in ("gemm", "attention") or f["kind"] == "attention" and \
+                f["arch"] != "sm_90a":
+            raise PackError(f"{where}: kind {str(f['kind'])[:100]!r} (arch {f['arch']}) is not one prepare writes")
         kpath = os.path.join(pack, f["dir"], "kernel.cu")
         source = open(kpath, "rb").read() if os.path.isfile(kpath) else None
         if source is None or _sha256(source) != f["kernel_sha256"]:
@@ -446,13 +475,12 @@ class Report:
                  f"- started {d['started']}, finished {d['finished'] or '-'}, {d['elapsed_s']} s of a "
                  f"{d['budget_s']} s budget", f"- backend: {d['backend']}; reference: {d['reference']}"]
         lines += [f"- {k}: {v}" for k, v in env.items()]
-        lines += ["", "| kernel | result | shapes ok | image | regs | TFLOP/s warm / flushed (cuBLAS) | sanitizer |",
-                  "|---|---|---|---|---|---|---|"]
+        lines += ["", "| kernel | result | shapes ok | image | regs | TFLOP/s warm / flushed (cuBLAS; attention: "
+                  "torch SDPA flash) | sanitizer |", "|---|---|---|---|---|---|---|"]
         for k in d["kernels"]:
             good = sum(1 for c in k["correctness"] if c["status"] in ("ok", "refused"))
-            perf = "; ".join(f"{t['shape'][0]}³ {_f(t.get('tflops_warm'))} / {_f(t.get('tflops_flushed'))} "
-                             f"({_f(t.get('cublas_tflops_warm'))} / {_f(t.get('cublas_tflops_flushed'))})"
-                             for t in k["timing"]) or "-"
+            perf = "; ".join(f"{_shape_label(t)} {_f(t.get('tflops_warm'))} / {_f(t.get('tflops_flushed'))} "
+                             f"({_f(_ref(t)[1])} / {_f(_ref(t)[2])})" for t in k["timing"]) or "-"
             san = ", ".join(f"{tool} {r['result']}" for tool, r in k["sanitizer"].items()) or "-"
             res = {True: "OK", False: "WRONG"}.get(k["ok"], "NOT BUILT" if _not_built(k) else "skipped" if str(
                 k["load"]).startswith("skipped") else "running")
@@ -471,6 +499,18 @@ class Report:
                              f"{t.get('clock_before')}, after {t.get('clock_after')}")
         lines += [f"- skipped: {s}" for s in d["skipped"]]
         return "\n".join(lines) + "\n"
+
+
+def _shape_label(t: dict) -> str:
+    """A timed shape in words: ``4096³`` (a GEMM), ``4x16x4096x4096`` (attention's B x H x Sq x Sk)."""
+    return f"{t['shape'][0]}³" if len(t["shape"]) == 3 else "x".join(map(str, t["shape"]))
+
+
+def _ref(t: dict) -> tuple:
+    """``(name, TFLOP/s warm, flushed)`` of a timing's reference: cuBLAS for a GEMM, torch SDPA for attention."""
+    if "sdpa_tflops_warm" in t or len(t["shape"]) == 4:
+        return "SDPA", t.get("sdpa_tflops_warm"), t.get("sdpa_tflops_flushed")
+    return "cuBLAS", t.get("cublas_tflops_warm"), t.get("cublas_tflops_flushed")
 
 
 def _not_built(k: dict) -> bool:
@@ -675,8 +715,9 @@ def run_kernel(pack: str, entry: dict, env: Env, data: Data, rep: Report, budget
                flush) -> dict:
     """Load, check and time one folder's kernel; its report entry (``ok`` False on any wrong result)."""
     import synth.kernel
-    from synth.errors import SynthError
 
+    if entry.get("kind") == "attention":
+        return run_attention(pack, entry, env, rep, budget, flush)
     k = rep.kernel(entry["name"], entry["arch"])
     folder = os.path.join(pack, entry["dir"])
     if env.backend == "cuda" and entry["arch"] == "sm_90a" and not env.device_arch.startswith("sm_90"):
@@ -747,6 +788,210 @@ def run_kernel(pack: str, entry: dict, env: Env, data: Data, rep: Report, budget
     k["ok"] = ok
     rep.save()
     return k
+
+
+# --------------------------------------------------------------------------- attention (kind: attention folders)
+
+
+def attention_shapes(facts, sms: int, emulator: bool) -> list[tuple[str, int, int, int, int, bool]]:
+    """``(what, B, H, Sq, Sk, timed)`` of an attention folder's runs: odd lengths (a ragged last Q tile and KV
+    block), one key, more rows than keys (under the causal mask: rows that see no key are 0), more batch x heads than
+    SMs, then the timed shapes (``B = 16384 / S``, ``H = 2048 / d``; S = 1024 and 4096). The emulator gets the three
+    small ones."""
+    bm, bn, d = facts.bm, facts.bn, facts.head_dim
+    out = [("odd lengths", 1, 2, bm + 2, bn - 51, False), ("one key", 1, 1, 77, 1, False),
+           ("Sq > Sk, both ragged", 2, 1, 2 * bm + 44, bn + 2, False)]
+    if not emulator:
+        heads = -(-(sms + 1) // 4)
+        n = ATTENTION_WIDE_SEQLEN
+        out.append((f"batch x heads {4 * heads} > {sms} SMs", 4, heads, n, n, False))
+        out += [(f"seqlen {n}", max(1, ATTENTION_TOKENS // n), max(1, ATTENTION_HIDDEN // d), n, n, True)
+                for n in ATTENTION_SEQLENS]
+    return out
+
+
+ATTENTION_SEQLENS = (1024, 4096)
+"""The timed sequence lengths (``Sq = Sk``)."""
+ATTENTION_TOKENS, ATTENTION_HIDDEN = 16384, 2048
+"""A timed shape's ``B S`` and ``H d`` (FlashAttention's benchmark: 16k tokens, hidden size 2048)."""
+ATTENTION_WIDE_SEQLEN = 1000
+"""Sq = Sk of the more-batch-x-heads-than-SMs run (not a multiple of the tiles)."""
+
+
+def attention_inputs(env: Env, dtype: str, B: int, H: int, Sq: int, Sk: int, d: int):
+    """q, k, v (standard normal, seeded by the shape) as numpy arrays of the kernel's type (float16, or bfloat16 bits
+    as uint16) and, with torch on the GPU, as torch tensors there."""
+    seed = ((B * 1009 + H) * 1_000_003 + Sq) * 31 + Sk
+    shapes = ((B, H, Sq, d), (B, H, Sk, d), (B, H, Sk, d))
+    if env.gpu:
+        t = env.torch
+        g = t.Generator(device="cuda").manual_seed(seed % (1 << 62))
+        tt = t.float16 if dtype == "f16" else t.bfloat16
+        xs = [t.randn(*s, device="cuda", generator=g).to(tt) for s in shapes]
+        host = [x.cpu().view(t.int16).numpy().view(np.uint16) if dtype == "bf16" else x.cpu().numpy() for x in xs]
+        return host, xs
+    from synth.emit.sm90.emulate import bf16_bits
+
+    rng = np.random.default_rng(seed % (1 << 62))
+    xs = [rng.standard_normal(s).astype(np.float32) for s in shapes]
+    return [x.astype(np.float16) if dtype == "f16" else bf16_bits(x) for x in xs], None
+
+
+def attention_reference(env: Env, host, dev, dtype: str, causal: bool, scale: float):
+    """softmax(scale q k^T) v in float32 on the GPU (torch's ``scaled_dot_product_attention`` of the rounded inputs,
+    TF32 off; under the causal mask with ``Sq != Sk`` its own float32 arithmetic, the mask bottom-right aligned as
+    FlashAttention's and a row that sees no key 0: torch's ``is_causal`` aligns top-left), else numpy's float64."""
+    if env.gpu:
+        t = env.torch
+        q, k, v = (x.float() for x in dev)
+        Sq, Sk = q.shape[2], k.shape[2]
+        if not causal or Sq == Sk:
+            return t.nn.functional.scaled_dot_product_attention(q, k, v, is_causal=causal, scale=scale)
+        s = t.matmul(q, k.transpose(-1, -2)) * scale
+        r = t.arange(Sq, device="cuda")[:, None]
+        c = t.arange(Sk, device="cuda")[None, :]
+        s = s.masked_fill(c > r + Sk - Sq, float("-inf"))
+        p = t.nan_to_num(t.softmax(s, dim=-1), nan=0.0)  # a row that sees no key: 0
+        return t.matmul(p, v)
+    from synth.emit.sm90.emulate import bf16_value
+    from synth.emit.sm90.emulate_attention import reference
+
+    vals = [x.astype(np.float32) if dtype == "f16" else bf16_value(x) for x in host]
+    return reference(*vals, causal=causal, scale=scale)
+
+
+def attention_compare(env: Env, o: np.ndarray, ref, tol: float) -> tuple[float, int, int]:
+    """``(max |o - ref|, entries out of tolerance |o - ref| <= tol (1 + |ref|), NaNs)``."""
+    if env.gpu:
+        t = env.torch
+        c = t.from_numpy(np.ascontiguousarray(o)).cuda()
+        nan = int(t.isnan(c).sum())
+        diff = (c - ref).abs()
+        bad = int((~(diff <= tol * (ref.abs() + 1))).sum())
+        return float(t.nan_to_num(diff, nan=float("inf")).max()), bad, nan
+    nan = int(np.count_nonzero(np.isnan(o)))
+    diff = np.abs(o.astype(np.float64) - ref)
+    bad = int(np.count_nonzero(~(diff <= tol * (1 + np.abs(ref)))))
+    return float(np.nan_to_num(diff, nan=np.inf).max()), bad, nan
+
+
+def sdpa(env: Env, dev, causal: bool, flush_buf) -> dict:
+    """torch's ``scaled_dot_product_attention`` (flash backend where torch has it) on the same inputs: median ms warm
+    and flushed, and which backend ran."""
+    t = env.torch
+    q, k, v = dev
+    F = t.nn.functional
+    try:
+        from torch.nn.attention import SDPBackend, sdpa_kernel  # noqa: PLC0415 - torch >= 2.3
+
+        ctx, backend = (lambda: sdpa_kernel(SDPBackend.FLASH_ATTENTION)), "flash"
+    except Exception:  # noqa: BLE001 - an older torch: its default choice
+        import contextlib
+
+        ctx, backend = contextlib.nullcontext, "default"
+    out = {"sdpa_backend": backend}
+    with ctx():
+        F.scaled_dot_product_attention(q, k, v, is_causal=causal)
+        t.cuda.synchronize()
+        for mode in ("warm", "flushed"):
+            times = []
+            for _ in range(LAUNCHES):
+                if mode == "flushed":
+                    flush_buf.zero_()
+                s, e = t.cuda.Event(enable_timing=True), t.cuda.Event(enable_timing=True)
+                s.record()
+                F.scaled_dot_product_attention(q, k, v, is_causal=causal)
+                e.record()
+                e.synchronize()
+                times.append(s.elapsed_time(e))
+            out[f"sdpa_ms_{mode}"] = float(np.median(times))
+    return out
+
+
+def run_attention(pack: str, entry: dict, env: Env, rep: Report, budget: Budget, flush) -> dict:
+    """Load, check and time one attention folder's kernel (:func:`attention_shapes`); its report entry."""
+    import synth.kernel
+    from synth.emit.sm90.emulate_attention import TOLERANCE
+
+    k = rep.kernel(entry["name"], entry["arch"])
+    folder = os.path.join(pack, entry["dir"])
+    if env.backend == "cuda" and not env.device_arch.startswith("sm_90"):
+        k["load"] = f"skipped: an sm_90a kernel, and this GPU is {env.device_arch}"
+        rep.skip(f"{entry['name']}: needs an sm_90 GPU")
+        return k
+    try:
+        kern = synth.kernel.load(folder, backend=env.backend, images=images_for(pack, entry, env.device_arch))
+    except Exception as e:  # noqa: BLE001 - a refused folder (SynthError) or a driver failure: reported
+        k["load"], k["ok"] = f"refused: {getattr(e, 'msg', None) or f'{type(e).__name__}: {e}'}", False
+        rep.save()
+        return k
+    k["load"] = f"ok ({type(kern).__name__}, backend {kern.backend})"
+    f = kern.facts
+    emulator = env.backend == "emulator"
+    scale = f.head_dim ** -0.5
+    ok = True
+    for what, B, H, Sq, Sk, timed in attention_shapes(f, env.sms, emulator):
+        reserve = 0.0 if emulator else SANITIZER_RESERVE
+        if budget.left() < reserve + (20 if timed else 5):
+            rep.skip(f"{entry['name']} {what} ({B}x{H}x{Sq}x{Sk}): budget")
+            continue
+        c = {"what": what, "shape": [B, H, Sq, Sk]}
+        k["correctness"].append(c)
+        t0 = time.monotonic()
+        job = None
+        try:
+            host, dev = attention_inputs(env, f.dtype, B, H, Sq, Sk, f.head_dim)
+            if emulator:
+                o = kern(*host, scale=scale)
+            else:
+                job = kern.prepare(*host, scale=scale)
+                job.run()
+                o, _ = job.fetch()
+                k["image"], k["registers"] = job.image, job.registers
+            ref = attention_reference(env, host, dev, f.dtype, f.causal, scale)
+            err, bad, nan = attention_compare(env, o, ref, TOLERANCE[f.dtype])
+            c.update(status="ok" if bad == 0 and nan == 0 else "wrong", max_abs_err=err, bad=bad, nan=nan,
+                     seconds=round(time.monotonic() - t0, 2))
+            if c["status"] != "ok":
+                ok = False
+                c["message"] = f"{bad} entries out of tolerance, {nan} NaN, max |o - ref| = {err:.3g}"
+            elif job is not None and timed:
+                k["timing"].append(time_attention(job, env, f, dev, (B, H, Sq, Sk), flush))
+            del ref, dev
+        except Exception as e:  # noqa: BLE001 - a refused launch, a driver error: this shape is wrong, go on
+            msg = getattr(e, "msg", None) or f"{type(e).__name__}: {str(e)[:2000]}"
+            c.update(status="error", message=msg, seconds=round(time.monotonic() - t0, 2))
+            ok = False
+        finally:
+            if job is not None:
+                try:
+                    job.close()
+                except Exception as e:  # noqa: BLE001 - a poisoned context: said in the report
+                    k["notes"].append(f"freeing the buffers failed: {type(e).__name__}: {e}")
+            rep.save()
+    k["ok"] = ok
+    rep.save()
+    return k
+
+
+def time_attention(job, env: Env, facts, dev, shape: tuple, flush) -> dict:
+    """The kernel's median ms and TFLOP/s warm and flushed, and torch SDPA's on the same inputs (with torch)."""
+    B, H, Sq, Sk = shape
+    flop = facts.flops(B, H, Sq, Sk)
+    t = {"shape": list(shape), "launches": LAUNCHES, "flop": flop, "clock_before": env.clock()}
+    job.run()
+    warm = job.time_ms(LAUNCHES)
+    flushed = job.time_ms(LAUNCHES, before=flush[0])
+    t["clock_after"] = env.clock()
+    t["ms_warm"], t["ms_flushed"] = float(np.median(warm)), float(np.median(flushed))
+    for mode in ("warm", "flushed"):
+        t[f"tflops_{mode}"] = flop / (t[f"ms_{mode}"] * 1e-3) / 1e12
+    if env.gpu:
+        t.update(sdpa(env, dev, facts.causal, flush[1]))
+        for mode in ("warm", "flushed"):
+            t[f"sdpa_tflops_{mode}"] = flop / (t[f"sdpa_ms_{mode}"] * 1e-3) / 1e12
+        t["fraction_of_sdpa_warm"] = t["tflops_warm"] / t["sdpa_tflops_warm"]
+    return t
 
 
 def time_kernel(job, env: Env, data: Data, M: int, N: int, K: int, cublas_cache: dict, flush) -> dict:
@@ -832,6 +1077,17 @@ def one(pack: str, name: str) -> int:
 
     arch = CudaDevice().arch
     kern = synth.kernel.load(os.path.join(pack, entry["dir"]), backend="cuda", images=images_for(pack, entry, arch))
+    if entry.get("kind") == "attention":  # one Q tile and a ragged one, three KV blocks
+        from synth.emit.sm90.emulate_attention import TOLERANCE, reference
+
+        f = kern.facts
+        rng = np.random.default_rng(0)
+        q, kk, v = (rng.standard_normal((1, 1, n, f.head_dim)).astype(np.float16) for n in (f.bm + 8, 330, 330))
+        o = kern(q, kk, v)
+        ref = reference(q, kk, v, causal=f.causal, scale=f.head_dim ** -0.5)
+        ok = bool(np.all(np.abs(o - ref) <= TOLERANCE["f16"] * (1 + np.abs(ref))))
+        print(json.dumps({"name": name, "shape": list(q.shape[:3]) + [330], "ok": ok}))
+        return 0 if ok else 1
     if entry["arch"] == "sm_90a":
         c = kern.config
         M, N, K = c.bm + 8, c.bn, max(c.stages + 1, c.split_k) * c.bk
@@ -884,9 +1140,11 @@ def _run(pack: str, doc, backend: str, budget_s: float, only, sanitizer: bool) -
     env = Env(backend)
     try:
         rep.doc["environment"] = env.info()
-        rep.doc["reference"] = ("torch float32 product on the GPU (TF32 off)" if env.gpu else
-                                "numpy float64 product (torch is not importable here)" if env.torch is None else
-                                "numpy float64 product (torch sees no GPU)")
+        rep.doc["reference"] = ("torch float32 product on the GPU (TF32 off); attention: torch "
+                                "scaled_dot_product_attention in float32" if env.gpu else
+                                "numpy float64 product and softmax attention (torch is not importable here)"
+                                if env.torch is None else
+                                "numpy float64 product and softmax attention (torch sees no GPU)")
         if backend == "cuda" and not env.gpu:
             rep.skip("cuBLAS, the torch reference and 8192^3: torch is absent or sees no GPU (numpy is the "
                      "reference)")
@@ -898,8 +1156,8 @@ def _run(pack: str, doc, backend: str, budget_s: float, only, sanitizer: bool) -
             tbuf = env.torch.empty(FLUSH_BYTES // 4, dtype=env.torch.float32, device="cuda") if env.gpu else None
             flush = (lambda: env.dev.memset(fb, FLUSH_BYTES, 0x5A), tbuf)
         if backend == "emulator":
-            rep.skip("4096^3, 8192^3, the more-tiles-than-SMs shape, timing and sanitizers: the emulator is "
-                     "for small shapes")
+            rep.skip("4096^3, 8192^3, the more-tiles-than-SMs shape, attention's more-batch-x-heads-than-SMs and "
+                     "timed shapes, timing and sanitizers: the emulator is for small shapes")
         folders = [f for f in doc["folders"] if only is None or f["name"] in only]
         for f in doc["not_built"]:  # prepare could not build it: reported, never OK
             if only is None or f["name"] in only:
@@ -937,9 +1195,9 @@ def line(k: dict, seconds: float) -> str:
     if _not_built(k):
         return f"{k['name']:28s} NOT BUILT  {k['load'][len('not built: '):]}"
     res = {True: "OK", False: "WRONG", None: "SKIP"}[k["ok"]]
-    perf = "  ".join(f"{t['shape'][0]}^3 {t['tflops_warm']:.1f}/{t['tflops_flushed']:.1f} TF/s " + (
-        f"(cuBLAS {t['cublas_tflops_warm']:.1f}: {100 * t['fraction_of_cublas_warm']:.0f}%)"
-        if "cublas_tflops_warm" in t else "(no cuBLAS)") for t in k["timing"])
+    perf = "  ".join(f"{_shape_label(t).replace('³', '^3')} {t['tflops_warm']:.1f}/{t['tflops_flushed']:.1f} TF/s " + (
+        f"({_ref(t)[0]} {_ref(t)[1]:.1f}: {100 * t['tflops_warm'] / _ref(t)[1]:.0f}%)"
+        if _ref(t)[1] else f"(no {_ref(t)[0]})") for t in k["timing"])
     why = "" if k["ok"] else f"  {k['load']}" if k["ok"] is None else "  " + "; ".join(
         [k["load"]] if str(k["load"]).startswith("refused") else
         [f"{c['what']}: {c.get('message', c['status'])}" for c in k["correctness"] if c["status"] not in ("ok", "refused")])

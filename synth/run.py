@@ -95,6 +95,10 @@ def run_output(out_dir: str, *, repeats: int = 20, seed: int = 0) -> RunReport:
     from .kernel import HopperKernel, KernelError, load
 
     kernel = load(out_dir, backend="emulator")  # the folder's checks; the launch below uses the GPU
+    if not hasattr(kernel, "problem"):  # an attention folder's kernel: no GEMM shape to run and compare with cuBLAS
+        raise SynthError(Loc(out_dir), f"synth run measures a GEMM folder; {out_dir} holds an attention kernel",
+                         "call synth.kernel.load(OUT)(q, k, v) (docs/api.md), or time it against torch's "
+                         "scaled_dot_product_attention with benchmarks/gpu_check.py (docs/gpu.md)")
     hopper = isinstance(kernel, HopperKernel)
     if hopper:
         problem = kernel.problem

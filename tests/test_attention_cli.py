@@ -320,3 +320,11 @@ def test_the_runtime_names_the_kernel_as_the_emitter_does():
     assert attention_runtime.KERNEL == attention_kernel.KERNEL
     src = (ROOT / "synth" / "emit" / "runtime" / "attn_harness.cpp").read_text()
     assert re.search(rf"\b{attention_runtime.KERNEL}\(", src)
+
+
+def test_synth_run_names_what_runs_an_attention_folder(causal, tmp_path):
+    """synth run times a GEMM folder against cuBLAS; an attention folder is refused with exit 2 naming the callable
+    and the GPU check (no traceback)."""
+    r = synth_cli("run", causal.out, cwd=tmp_path)
+    assert r.returncode == 2 and "Traceback" not in r.stderr, r.stderr
+    assert "holds an attention kernel" in r.stderr and "synth.kernel.load(OUT)(q, k, v)" in r.stderr, r.stderr

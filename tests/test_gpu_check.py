@@ -60,19 +60,25 @@ def _refused(proc: subprocess.CompletedProcess, *words: str) -> None:
 def test_prepare_then_run_on_the_emulator_with_a_stock_gpu_image(pack, tmp_path):
     gc = _module()
     man = json.loads((pack / "manifest.json").read_text())
-    assert man["format"] == gc.PACK_FORMAT and [f["arch"] for f in man["folders"]] == ["sm_80", "sm_90a"]
+    assert man["format"] == gc.PACK_FORMAT and [f["arch"] for f in man["folders"]] == ["sm_80", "sm_90a", "sm_90a"]
+    assert [f["kind"] for f in man["folders"]] == ["gemm", "gemm", "attention"]
     if NVCC:
         assert [sorted(i["target"] for i in f["images"]) for f in man["folders"]] == [
-            ["compute_80", "sm_80", "sm_90"], ["compute_90a", "sm_90a"]]
+            ["compute_80", "sm_80", "sm_90"], ["compute_90a", "sm_90a"], ["compute_90a", "sm_90a"]]
     assert gc._size(str(pack)) <= gc.MAX_PACK_BYTES and oct(os.stat(pack).st_mode & 0o777) != "0o700"
     proc, got = run_stock(RUN, tmp_path, "run", str(pack), "--backend", "emulator")
     assert proc.returncode == 0, proc.stdout + proc.stderr[-3000:]
     lines = proc.stdout.splitlines()
-    assert [ln.split()[:2] for ln in lines[:2]] == [[f["name"], "OK"] for f in man["folders"]], proc.stdout
+    assert [ln.split()[:2] for ln in lines[:3]] == [[f["name"], "OK"] for f in man["folders"]], proc.stdout
     assert not HEAVY & set(got["modules"]) and {t.partition(".")[0] for t in got["blocked_tries"]} <= {"pycuda"}
     rep = json.loads((pack / "report.json").read_text())
     assert rep["status"] == "done" and rep["wrong"] == 0 and "numpy" in rep["reference"]
-    assert all(k["ok"] and len(k["correctness"]) == 4 for k in rep["kernels"])
+    assert all(k["ok"] and len(k["correctness"]) == 4 for k in rep["kernels"][:2])
+    attn = rep["kernels"][2]  # the attention folder: odd lengths, one key, more rows than keys, against numpy
+    assert attn["ok"] and [c["what"] for c in attn["correctness"]] == ["odd lengths", "one key",
+                                                                       "Sq > Sk, both ragged"]
+    assert all(c["status"] == "ok" and c["max_abs_err"] < 1e-2 for c in attn["correctness"])
+    assert "| attn-d128-f16-causal (sm_90a) | OK | 3/3 |" in (pack / "report.md").read_text()
     assert any("K = 8" == c["what"] for c in rep["kernels"][0]["correctness"])
     assert "| s80-64x64x32-s3 (sm_80) | OK | 4/4 |" in (pack / "report.md").read_text()
 
@@ -168,6 +174,25 @@ class _T:
     def __matmul__(self, o):
         return _T(self.a.astype(np.float32) @ o.a.astype(np.float32))
 
+    @property
+    def shape(self):
+        return self.a.shape
+
+    def to(self, dtype):
+        return _T(self.a.astype(dtype))
+
+    def transpose(self, i, j):
+        return _T(np.swapaxes(self.a, i, j))
+
+    def masked_fill(self, mask, value):
+        return _T(np.where(mask.a, value, self.a))
+
+    def __getitem__(self, key):
+        return _T(self.a[key])
+
+    def __gt__(self, o):
+        return _T(self.a > self._v(o))
+
     def _v(self, o):
         return o.a if isinstance(o, _T) else o
 
@@ -230,8 +255,27 @@ def _fake_torch():
         from_numpy=_T, isnan=lambda x: _T(np.isnan(x.a)), matmul=lambda a, b: _T(
             (a.a.astype(np.float32) @ b.a.astype(np.float32)).astype(np.float16)),
         nan_to_num=lambda x, nan: _T(np.nan_to_num(x.a, nan=nan)),
-        empty=lambda n, dtype, device: _T(np.empty(n, dtype)))
+        empty=lambda n, dtype, device: _T(np.empty(n, dtype)),
+        # attention: inputs, torch's float32 SDPA (its is_causal is top-left aligned: only Sq == Sk is asked of it)
+        float16=np.float16, bfloat16=np.float32, randn=lambda *shape, device, generator: _T(
+            generator.rng.standard_normal(shape).astype(np.float32)),
+        arange=lambda n, device: _T(np.arange(n)), softmax=lambda x, dim: _T(_softmax(x.a, dim)),
+        nn=SimpleNamespace(functional=SimpleNamespace(scaled_dot_product_attention=_sdpa)))
     return torch
+
+
+def _softmax(a, dim):
+    with np.errstate(invalid="ignore"):
+        e = np.exp(a - a.max(axis=dim, keepdims=True))
+        return e / e.sum(axis=dim, keepdims=True)
+
+
+def _sdpa(q, k, v, is_causal=False, scale=None):
+    from synth.emit.sm90.emulate_attention import reference
+
+    assert not is_causal or q.shape[2] == k.shape[2]
+    s = q.shape[-1] ** -0.5 if scale is None else scale
+    return _T(reference(q.a, k.a, v.a, causal=is_causal, scale=s).astype(np.float32))
 
 
 @_heavy
@@ -260,6 +304,11 @@ def test_the_gpu_run_with_a_fake_driver_and_torch(pack, tmp_path, monkeypatch):
     monkeypatch.setitem(sys.modules, "torch", _fake_torch())
     monkeypatch.setattr(gc, "BIG", (192,))
     monkeypatch.setattr(gc, "FLUSH_BYTES", 1 << 20)
+    # attention: the wide run at 200 x 200, one timed shape of one 256-long sequence and head
+    monkeypatch.setattr(gc, "ATTENTION_WIDE_SEQLEN", 200)
+    monkeypatch.setattr(gc, "ATTENTION_SEQLENS", (256,))
+    monkeypatch.setattr(gc, "ATTENTION_TOKENS", 256)
+    monkeypatch.setattr(gc, "ATTENTION_HIDDEN", 128)
     san = tmp_path / "bin" / "compute-sanitizer"
     san.parent.mkdir()
     san.write_text("#!/bin/sh\necho '========= ERROR SUMMARY: 0 errors'\nexit 0\n")
@@ -274,7 +323,13 @@ def test_the_gpu_run_with_a_fake_driver_and_torch(pack, tmp_path, monkeypatch):
         assert k["ok"] and [c["status"] for c in k["correctness"]].count("ok") >= 5, k
         assert "cubin" in k["image"] and k["registers"] == 128
         (t,) = k["timing"]
-        assert t["shape"] == [192, 192, 192] and t["ms_warm"] == 0.5 and t["cublas_ms_flushed"] == 0.25
+        if len(t["shape"]) == 4:  # attention: against torch SDPA, FLOPs 4 B H Sq Sk d halved under the mask
+            assert t["shape"] == [1, 1, 256, 256] and t["ms_warm"] == 0.5 and t["sdpa_ms_flushed"] == 0.25
+            assert t["flop"] == 4 * 256 * 256 * 128 / 2 and t["sdpa_backend"] == "default"
+            assert t["tflops_warm"] == pytest.approx(t["flop"] / 0.5e-3 / 1e12)
+            assert [c["what"] for c in k["correctness"]][3] == "batch x heads 4 > 3 SMs"
+        else:
+            assert t["shape"] == [192, 192, 192] and t["ms_warm"] == 0.5 and t["cublas_ms_flushed"] == 0.25
         assert "CUDA attribute" in t["clock_before"] or "sm MHz" in t["clock_before"]
         assert set(k["sanitizer"]) == {"racecheck", "synccheck"} and all(
             r["result"] == "ok" for r in k["sanitizer"].values())
