@@ -180,21 +180,23 @@ class AttentionOps:
 
     def op_pv(self, w: Writer, s: OpStmt) -> list[str]:
         """``O += P V``: the fence (P and O were written), ``bn / 16`` RS wgmmas, k16 step ``j`` taking
-        ``P[4 j ..]`` and V's rows ``16 j ..`` (2048 bytes on per step, the 64-column chunks ``bn * 128`` bytes
-        apart)."""
+        ``P[4 j ..]`` and V's rows ``16 j ..`` (2048 bytes on per step: the descriptor's start field, in 16-byte
+        units, plus ``128 j``; the 64-column chunks ``bn * 128`` bytes apart)."""
         sh = self.shape
         slot = self.slot_of(s, "V_s")
-        lines = ["synth_wgmma_fence();", "{", f"  const uint32_t v = sV + {slot} * {sh.kv_bytes}u;"]
+        lines = ["synth_wgmma_fence();", "{",
+                 f"  const uint64_t dv = synth_desc_mn128(sV + {slot} * {sh.kv_bytes}u, {sh.bn * 128}u);"]
         for j in range(sh.bn // 16):
-            lines.append(f"  {rs_wgmma(sh)}(O, P + {4 * j}, synth_desc_mn128(v + {2048 * j}u, {sh.bn * 128}u));"
-                         f"  // keys {16 * j}..{16 * j + 15}")
+            lines.append(f"  {rs_wgmma(sh)}(O, P + {4 * j}, dv + {128 * j});"
+                         f"  // keys {16 * j}..{16 * j + 15}: +{2048 * j} bytes")
         return lines + ["}"]
 
     # ---- the softmax of a thread's two rows (values i with (i >> 1) & 1 == 0: row r0, else r0 + 8)
 
     def op_rowmax(self, w: Writer, s: OpStmt) -> list[str]:
         """The mask of block ``s.iteration`` (key columns ``>= seqlen_k`` and, causal, ``c > r + seqlen_k -
-        seqlen_q`` get ``-inf``; only in a block that reaches past either), then the new row max over the quad and
+        seqlen_q`` get ``-inf``; only in a block that reaches past either: a uniform branch around the mask, which the
+        other blocks skip), then the new row max over the quad and
         ``corr = exp2((m_old - m_new) scale_log2)`` (1 for a row still at ``-inf``)."""
         sh = self.shape
         j = c_expr(s.iteration)
