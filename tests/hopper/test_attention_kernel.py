@@ -135,6 +135,15 @@ def test_nvcc_sm90a(solved, d, causal):
              and sum(x.opcode.startswith("MUFU.EX2") for x in lp) >= 128 // 2 + 2
              and sum("WARPGROUP" in x.op for x in lp) == 4}
     assert len(steps) >= TILES[d] // 64  # a loop per consumer role (ptxas may peel more)
+    # the mask (its FSEL ... -INF) lies behind a predicated forward branch: a block no mask reaches skips it
+    ins = sass.parse_sass(c.sass)
+    for lp in sass.backward_loops(ins):
+        if lp[0].addr not in steps:
+            continue
+        skips = [(x.addr, int(re.search(r"0x[0-9a-f]+", x.operands).group(0), 16)) for x in lp
+                 if x.op == "BRA" and x.pred and re.search(r"0x[0-9a-f]+", x.operands)]
+        masks = [x.addr for x in lp if x.op == "FSEL" and "-INF" in x.operands]
+        assert len(masks) == 64 and all(any(a < m < b for a, b in skips) for m in masks)
 
 
 # ---- the emulator
