@@ -190,11 +190,12 @@ def _mutant_case(d, name):
 
 
 @needs_gxx
-@pytest.mark.parametrize("causal", [False, True])
-def test_unmutated_passes_every_order(solved, causal):
+@pytest.mark.parametrize("d,causal", [(128, False), (128, True), pytest.param(64, False, marks=pytest.mark.slow),
+                                      pytest.param(64, True, marks=pytest.mark.slow)])
+def test_unmutated_passes_every_order(solved, d, causal):
     """The kernel the mutants are made from passes at their shapes in every thread order."""
-    b, h, sq, sk = MUTANT_SHAPES[128][causal]
-    text = kernel(solved, 128, causal)
+    b, h, sq, sk = MUTANT_SHAPES[d][causal]
+    text = kernel(solved, d, causal)
     for order in ATTENTION_ORDERS:
         r = emulate_attention(text, batch=b, heads=h, seqlen_q=sq, seqlen_k=sk, causal=causal, order=order, seed=3)
         assert r.ok, (order, r.summary())
