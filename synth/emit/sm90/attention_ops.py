@@ -7,11 +7,11 @@ here, which writes its code:
 * ``load_Q`` / ``load_K`` / ``load_V`` (the producer's TMA ops): one ``cp.async.bulk.tensor.2d`` per 64-column chunk
   of the head dimension (a 128-byte-swizzled box of ``rows x 64`` elements), into the slot of the statement's write
   access, completing on its ``BarrierRef`` (whose bytes must be the whole tile's: the boxes' sum);
-* ``qk``: ``S = 0``, ``wgmma.fence``, ``d / 16`` SS wgmmas ``m64n{BN}k16`` (Q: this consumer's 64 rows; K: the slot
-  of the statement's read access; both K-major through :data:`~synth.emit.sm90.mainloop.DESCRIPTOR`'s
-  ``synth_desc_k128``);
+* ``qk``: ``wgmma.fence``, ``d / 16`` SS wgmmas ``m64n{BN}k16``, the first with scale-d 0 (S starts from 0; Q: this
+  consumer's 64 rows; K: the slot of the statement's read access; both K-major through
+  :data:`~synth.emit.sm90.mainloop.DESCRIPTOR`'s ``synth_desc_k128``);
 * ``pv``: ``wgmma.fence``, ``BN / 16`` RS wgmmas ``m64n{d}k16`` (A: the P fragments of k16 step ``j``, registers
-  ``P[4 j .. 4 j + 3]``; B: V's slot, MN-major, ``synth_desc_mn128``);
+  ``P[4 j .. 4 j + 3]``; B: V's slot, MN-major, one ``synth_desc_mn128`` per block);
 * the softmax ops of a consumer thread (two rows: ``r0 = 16 warp + lane / 4`` and ``r0 + 8``, the accumulator layout
   of ``m64nNk16``): ``rowmax`` (the mask, then the row max over the quad, the new ``m``, ``corr``), ``scale``,
   ``exp2``, ``rowsum``, ``pack_P``, ``rescale_O``.
