@@ -473,3 +473,24 @@ def test_a_folder_that_runs_out_of_time_is_left_out_and_run_reports_it(tmp_path)
     assert run.returncode == 0 and "0 not built" in run.stdout, run.stdout + run.stderr[-3000:]
     run, _ = run_stock(RUN, tmp_path, "run", str(d), "--backend", "emulator", "--only", "h90-128x128x64")
     assert run.returncode == 1 and "NOT BUILT" in run.stdout, run.stdout + run.stderr[-3000:]
+
+
+@_heavy
+def test_the_sanitizer_child_runs_an_attention_folder(pack, monkeypatch, capsys):
+    """``gpu_check.py one PACK NAME`` (what compute-sanitizer runs) on the attention folder: one launch through CUDA
+    Python (the fake driver of test_run: the launch runs on the emulator), checked against numpy, exit 0."""
+    from synth.emit.sm90 import runner
+    from test_run import FakeDriver
+
+    gc = _module()
+    man = json.loads((pack / "manifest.json").read_text())
+    entry = next(f for f in man["folders"] if f["kind"] == "attention")
+    text = (pack / entry["dir"] / "kernel.cu").read_text()
+    drv = FakeDriver(text, sources={(pack / im["file"]).read_bytes(): text for im in entry["images"]})
+    monkeypatch.setattr(runner, "driver", lambda: drv)
+    monkeypatch.setattr(runner, "nvcc_image", lambda src, arch, **kw: b"NVCC")
+    assert gc.one(str(pack), entry["name"]) == 0
+    out = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
+    assert out == {"name": entry["name"], "shape": [1, 1, 136, 330], "ok": True}
+    (launch,) = drv.launches
+    assert launch["grid"] == (2, 1, 1) and launch["vals"]["seqlen_k"] == 330
