@@ -680,6 +680,10 @@ def _load_attention(out: str, files: dict[str, bytes], backend: str, images):
     from .emit.sm90.attention_runtime import AttentionKernel, attention_facts
     from .emit.sm90.runner import gpu_status
 
+    if not os.path.lexists(os.path.join(out, "kernel.cu")):
+        raise SynthError(Loc(out), f"'{out}' has no kernel.cu: 'synth solve' writes one for a proven attention program "
+                         "whose body the kernel is written for (its summary says why not)",
+                         "re-run 'synth solve' on problem.yaml (docs/attention.md, \"From the command line\")")
     files.update(read_folder(out, tuple(n for n in RUNTIME_FILES if n not in files)))
     facts = attention_facts(out, files)
     return AttentionKernel(os.path.join(out, "kernel.cu"), files["kernel.cu"].decode("utf-8", errors="replace"),

@@ -247,8 +247,9 @@ def test_a_tampered_folder_is_refused_by_load(causal, tmp_path):
         synth.kernel.load(str(hidden), backend="emulator")
     gone = copy(causal.out, tmp_path / "gone")
     (gone / "kernel.cu").unlink()
-    with pytest.raises(SynthError, match="has no kernel.cu"):
+    with pytest.raises(SynthError, match="has no kernel.cu: 'synth solve' writes one for a proven") as e:
         synth.kernel.load(str(gone), backend="emulator")
+    assert "re-run 'synth solve'" in e.value.fix
 
 
 @NEEDS_GXX
