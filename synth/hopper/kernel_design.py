@@ -29,6 +29,7 @@ Pure: no solver, no file, nothing of the layers above.
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass, field, fields
 from typing import Optional
 
@@ -387,8 +388,20 @@ class KernelDesign(ClusterShaped):
 
     def copy_into(self, other: "KernelDesign") -> None:
         """Set ``other``'s fields (a value under construction) to this design's."""
-        for f in fields(KernelDesign):
-            object.__setattr__(other, f.name, getattr(self, f.name))
+        for name in field_names(KernelDesign):
+            object.__setattr__(other, name, getattr(self, name))
+
+    # The search hashes a design millions of times (its caches are keyed by it): the hash of the value is kept once
+    # computed. It is left out of the pickled state, since str hashes differ between processes (Dask workers).
+    def __hash__(self) -> int:
+        h = self.__dict__.get("_hash")
+        if h is None:
+            h = hash((self.mainloop, self.scheduler, self.output, self.name))
+            object.__setattr__(self, "_hash", h)
+        return h
+
+    def __getstate__(self) -> dict:
+        return {k: v for k, v in self.__dict__.items() if k != "_hash"}
 
     # the knobs, read flat -------------------------------------------------------------------------------------
     bm = property(lambda self: self.mainloop.bm)
@@ -589,8 +602,14 @@ class KernelDesign(ClusterShaped):
         return f"KernelDesign({knobs})"
 
 
+@functools.cache
+def field_names(cls: type) -> tuple[str, ...]:
+    """The dataclass fields of ``cls``, by name (``dataclasses.fields`` computed once per class)."""
+    return tuple(f.name for f in fields(cls))
+
+
 def _values(part) -> dict:
-    return {f.name: getattr(part, f.name) for f in fields(part)}
+    return {name: getattr(part, name) for name in field_names(type(part))}
 
 
 DEFAULT = KernelDesign()
