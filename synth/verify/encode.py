@@ -270,6 +270,11 @@ class Encoder:
         enc._opq, enc._memo, enc.waits_used = {}, {}, set()
         return enc
 
+    def opaque_predicates(self) -> list[tuple[tuple[str, int], z3.BoolRef]]:
+        """``((op, r), constant)`` of every opaque predicate this encoder has made (:meth:`when`): the only opaque
+        constants a query built with it can mention."""
+        return list(self._opq.items())
+
     # -- bookkeeping ---------------------------------------------------------------------------
     def begin(self) -> None:
         self.waits_used = set()

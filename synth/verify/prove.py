@@ -28,7 +28,7 @@ from ..errors import SynthError
 from ..expr import Bin, Expr, Num, as_affine, evaluate, simplify, to_str
 from ..program import CommitStmt, OpStmt, Program, WaitStmt
 from . import oracle
-from .encode import Encoder, parse_opaque_name
+from .encode import Encoder
 from .obligations import (Obligation, ProgramError, enumerate_obligations, validate_program, wait_text)
 from .report import Counterexample, ObligationResult, Report, WaitVerdict
 
@@ -118,11 +118,12 @@ def _counterexample(program: Program, ob: Obligation, enc: Encoder, s: z3.Solver
             s.pop()
     j = m.eval(enc.j, model_completion=True).as_long()
     preds: dict[tuple[str, int], bool] = {}
-    for d in m.decls():
-        key = parse_opaque_name(d.name())
-        if key is not None:
-            op, r = key
-            preds[(op, j + r - program.op(op).stage)] = z3.is_true(m[d])
+    # the encoder's own opaque constants, looked up (a model holds every constant of the query: listing them all
+    # and reading their names costs more than the proof)
+    for (op, r), c in enc.opaque_predicates():
+        val = m[c]
+        if val is not None:
+            preds[(op, j + r - program.op(op).stage)] = z3.is_true(val)
     part, i = _locate_step(program, enc, m, j)
     kind = ob.kind
     if T <= REPLAY_MAX_T and kind != "wellformed":
