@@ -47,6 +47,35 @@ loaded many times over and for first imports. A hang or a blow-up still fails it
 are benchmarks/speed_bounds.py's. Tests assert on what the code computes, not on how fast a shared machine is."""
 
 
+SLOW_ENV = "SYNTH_SLOW"
+"""``SYNTH_SLOW=1`` runs the checks marked ``slow`` (sweeps over many shapes, mutants, orders and examples, each of
+whose cases the default run checks at least once); ``.ci/run`` sets it, so CI runs every test. An explicit ``-m``
+expression chooses for itself."""
+
+
+def pytest_collection_modifyitems(config, items):
+    if not _slow_left_out(config):
+        return
+    slow = [item for item in items if item.get_closest_marker("slow")]
+    if slow:
+        items[:] = [item for item in items if not item.get_closest_marker("slow")]
+        config.hook.pytest_deselected(items=slow)
+
+
+def _slow_left_out(config) -> bool:
+    return os.environ.get(SLOW_ENV) != "1" and not config.getoption("markexpr", "")
+
+
+def pytest_report_header(config):
+    if _slow_left_out(config):
+        return f"checks marked slow are left out; {SLOW_ENV}=1 runs them too (CI does: .ci/run sets it)"
+
+
+def pytest_terminal_summary(terminalreporter, exitstatus, config):
+    if _slow_left_out(config):
+        terminalreporter.write_line(f"checks marked slow were left out: {SLOW_ENV}=1 runs them too (.ci/run sets it)")
+
+
 def pytest_addoption(parser):
     parser.addoption("--update-golden", action="store_true", default=False,
                      help="rewrite golden files instead of comparing with them")
