@@ -409,6 +409,7 @@ def test_fresh_persistent_compile_maps_like_the_saved_one():
     assert mapped(gen.triton_persistent_ttgir(3)) == mapped(_persistent_s3())
 
 
+@pytest.mark.slow  # a sweep; the quick tier proves and refutes each warp-specialized input
 def test_oracle_agrees_on_small_trip_counts():
     """The explicit-state oracle (real mbarrier / wgmma semantics, one T, every interleaving of the three
     roles) on the mapped programs: Triton's have no violation; each warp-specialized mutant has one by T = 4."""

@@ -246,6 +246,7 @@ def test_search_timing_of_pinned_schedules_equals_the_solver():
 # determinism, many shapes
 
 
+@pytest.mark.slow  # many shapes searched twice
 def test_ranking_is_deterministic():
     clear_cache()
     a = search_gemm(2048, 1024, 4096, top=5, time_limit=20.0)

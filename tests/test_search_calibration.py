@@ -41,6 +41,7 @@ def test_a_malformed_design_is_refused_with_the_point_named(tmp_path):
         calibration_points(str(bad))
 
 
+@pytest.mark.slow  # a sweep over every sm_90 point
 def test_the_tie_bar_covers_every_sm90_point_at_the_models_clock():
     """The data file's sm_90 tie bar is at least the largest error of the calibration (benchmarks/calibrate_sm90.py
     derives it; a model change that widens the error fails here until the figure is updated)."""

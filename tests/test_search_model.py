@@ -19,7 +19,8 @@ SQUARES = [(512, 512, 512), (1024, 1024, 1024), (2048, 2048, 2048), (4096, 4096,
 SKINNY = [(64, 8192, 4096), (8192, 64, 8192), (32, 4096, 8192), (4096, 16, 4096)]
 
 
-@pytest.mark.parametrize("arch", sorted(ARCHS))
+@pytest.mark.parametrize("arch", [pytest.param(a, marks=[pytest.mark.slow] if a == "sm_80" else [])
+                                  for a in sorted(ARCHS)])
 def test_no_prediction_above_the_best_published_figure(arch):
     """Every square shape 512^3..8192^3 and every skinny one on sm_80; on the other archs the
     extremes (the large square, where the model is closest to its cap, and two skinny shapes)."""

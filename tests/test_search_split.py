@@ -147,6 +147,7 @@ def test_sm90_splits_both_main_loops_where_tiles_are_few():
     assert all(c.split_k == 1 for c in big.candidates)
 
 
+@pytest.mark.slow  # the quick tier's CLI --top folder: tests/test_search.py::test_cli_top_writes_folders
 def test_cli_top_one_with_a_split_writes_a_folder_that_loads_and_verifies(tmp_path, capsys):
     from synth.cli import main
     from synth.load import load_problem

@@ -35,6 +35,7 @@ def test_top_time_limit_keeps_the_ranking_and_names_each_folder_not_written(tmp_
     assert not out.exists() or not any(out.iterdir())  # no folder, none half-written
 
 
+@pytest.mark.slow  # the same promise as the test above, read from --json
 def test_top_time_limit_json_has_the_ranking_and_the_folders_not_written(tmp_path):
     out = tmp_path / "s"
     r = _synth("search", "gemm", *SHAPE, "--top", "2", "--no-sass", "--time-limit", "0.05", "--out", str(out),

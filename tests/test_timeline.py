@@ -6,6 +6,8 @@ import pathlib
 import re
 import xml.etree.ElementTree as ET
 
+import pytest
+
 from synth.emit.timeline import ROW_INCHES, render_timeline, timeline_events, timeline_svg
 from synth.expr import evaluate
 from synth.graph import build_graph
@@ -109,6 +111,7 @@ def test_labels_stay_legible_at_100_ops() -> None:
     assert 'font-size="7' in svg or "font: 7" in svg or "font-size: 7" in svg
 
 
+@pytest.mark.slow  # a very long body drawn; the quick tier draws the examples
 def test_very_long_bodies_draw_the_first_rows_and_say_how_many_are_left_out() -> None:
     from synth.emit.timeline import MAX_OP_ROWS
 

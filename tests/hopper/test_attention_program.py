@@ -42,7 +42,7 @@ def reports(lowered):
     return {d: verify_attention(ap) for d, (_, _, ap) in lowered.items()}
 
 
-@pytest.mark.parametrize("d", sorted(TILES))
+@pytest.mark.parametrize("d", [pytest.param(d, marks=[pytest.mark.slow] if d == 64 else []) for d in sorted(TILES)])
 def test_proven_for_every_block_count(lowered, reports, d):
     body, sched, ap = lowered[d]
     rep = reports[d]
