@@ -19,7 +19,9 @@
 //    register-A form (synth_wgmma_rs_*: A from registers, B MN-major) reads its A registers at
 //    retire time too, and reports a race when they changed since the issue. A warp group's wgmma
 //    with no wgmma.fence since its last wgmma.wait_group (or since the start) is a protocol error
-//    (docs/emulator.md, "Register-operand wgmma and MN-major B").
+//    (docs/emulator.md, "Register-operand wgmma and MN-major B"). A write to a wgmma's accumulator
+//    registers between its issue and the wait_group that retires it is a race (wgmmas chained on
+//    one accumulator excepted; docs/emulator.md, "The accumulator in flight").
 //  * clusters (docs/emulator.md, "Clusters"): the CTAs of a thread-block cluster run together, thread j
 //    of CTA rank r being coroutine r * threads + j; each CTA has its own shared-memory window (the same
 //    shared addresses in every CTA, as on the GPU), barriers, __syncthreads and named barriers. Internal
@@ -81,11 +83,16 @@ struct Op { uint64_t da, db; int n; bool poisoned; float* d[128]; bool bf16 = fa
   bool rs = false; const uint32_t* a[128] = {}; uint32_t a_issue[128][4] = {};
   int wg = 0;  // the issuing warp group of the CTA (for reports)
 };
+// an accumulator with wgmmas in flight (docs/emulator.md, "The accumulator in flight"): each thread's range d[t] ..
+// d[t] + len, the ops issued on it and not yet retired, and its values as they were when the first of them was issued
+// (then after each retire: the emulator's own writes); a write by the program in between is a race
+struct Acc { float* d[128] = {}; int len = 0; int inflight = 0; std::vector<float> snap; };
 struct WG {
   int count = 0; long gen = 0; std::string kind; uint64_t da = 0, db = 0; int n = 0; int arg = 0;
   float* d[128]; const uint32_t* a[128];
   bool fenced = false;  // a wgmma.fence since the warp group's last wgmma.wait_group (none at the start)
   std::vector<Op> open; std::vector<std::vector<Op>> committed;
+  std::vector<Acc> accs;  // the accumulators with an op in flight
 };
 struct Warp { int count = 0; long gen = 0; float vals[32], res[32]; int mask = 0; };
 // a TMA store (cp.async.bulk.tensor global <- shared): the box's bytes as they were when it was issued; it reads
@@ -108,6 +115,7 @@ struct Cta {
 struct State {
   std::vector<Thread> th; int cur = 0, nthreads = 0; bool reverse = false; bool random = false;
   bool starve = false;  // order "starve": thread 1 of each consumer warp group runs only when nothing else can
+  int starve_wg = -1;   // orders "starve_wgW" (code STARVE_WG + W): that of warp group W only
   std::vector<Cta> ctas; int tpc = 1;  // the cluster's CTAs (rank order) and the threads of each
   int prefer = -1;           // orders "ctaR_first": this CTA's threads run while one of them may progress
   bool prefer_active = false;  // (computed at each switch) the preferred CTA has a thread that may progress
@@ -267,8 +275,13 @@ inline void progress() { S().stuck = 0; S().epoch++; S().failed_in_epoch = 0; }
 
 // order "starve": thread 1 of every warp group but the first (a consumer's non-elected thread) of each CTA
 // is held back while another live thread has not failed its wait since the last state change (it may still
-// progress); orders "ctaR_first": a thread of another CTA than R is held back while a thread of CTA R may
-inline bool starved(int j) { const int l = local_tid(j); return l >= 128 && l % 128 == 1; }
+// progress); orders "starve_wgW": thread 1 of warp group W only (one consumer lags, the others run ahead of it);
+// orders "ctaR_first": a thread of another CTA than R is held back while a thread of CTA R may
+constexpr int STARVE_WG = 200000;  // the harness's code of order "starve_wgW" is STARVE_WG + W
+inline bool starved(int j) {
+  const int l = local_tid(j);
+  return l >= 128 && l % 128 == 1 && (S().starve_wg < 0 || l / 128 == S().starve_wg);
+}
 #ifndef SYNTH_EMU_SM90_LINKED
 SYNTH_EMU_RT bool held_back(int j) {
   State& s = S();
@@ -538,6 +551,47 @@ template <class Rec, class F> inline void wg_collective(const char* kind, Rec re
   block_until([&] { return w.gen != my; }, std::string("warp group ") + std::to_string(l / 128) + " " + kind);
 }
 
+// The accumulator in flight: a wgmma reads and writes its accumulator registers asynchronously, so another
+// instruction's access between its issue and the wait_group that completes it is undefined (PTX ISA,
+// wgmma.mma_async). Wgmmas of one warp group on the same accumulator may be in flight together (they chain in
+// order). The emulator executes an op at its retire; it tracks each accumulator with ops in flight (Acc) and reports
+// a value that changed since the issue of the first (or since the emulator's last write of it) as a race. A read
+// alone is invisible here; a read and a write back (a rescale) is not, unless it writes the same bits.
+inline Acc* find_acc(WG& w, float* const* d) {
+  for (Acc& a : w.accs)
+    if (std::equal(d, d + 128, a.d)) return &a;
+  return nullptr;
+}
+inline void acc_snap(Acc& a) {
+  a.snap.resize(size_t(128) * a.len);
+  for (int t = 0; t < 128; ++t) std::memcpy(&a.snap[size_t(t) * a.len], a.d[t], sizeof(float) * a.len);
+}
+inline void acc_check(const Acc& a, int cta, int wg) {
+  for (int t = 0; t < 128; ++t)
+    for (int i = 0; i < a.len; ++i)
+      if (std::memcmp(&a.d[t][i], &a.snap[size_t(t) * a.len + i], sizeof(float))) {
+        char vals[96];
+        std::snprintf(vals, sizeof vals, " (%g, now %g)", double(a.snap[size_t(t) * a.len + i]), double(a.d[t][i]));
+        fail("race", cta_name(cta) + ": wgmma accumulator: thread " + std::to_string(128 * wg + t) + " (warp group " +
+                         std::to_string(wg) + ") wrote accumulator register " + std::to_string(i) + vals +
+                         " between the issue of a wgmma accumulating into it and the wgmma.wait_group that completes "
+                         "it (PTX: undefined; wait for the wgmma's group before touching its accumulator)");
+      }
+}
+// at a wgmma's issue: its accumulator (op.d, op.n / 2 values a thread) is in flight from here
+inline void acc_issue(WG& w, const Op& op) {
+  const int len = op.n / 2;
+  Acc* a = find_acc(w, op.d);
+  if (!a) {
+    w.accs.push_back(Acc{});
+    a = &w.accs.back();
+    std::memcpy(a->d, op.d, sizeof(a->d));
+  } else if (len > a->len) {
+    acc_check(*a, op.cta, op.wg);
+  }
+  if (len > a->len) { a->len = len; acc_snap(*a); }
+  a->inflight++;
+}
 #ifndef SYNTH_EMU_SM90_LINKED
 SYNTH_EMU_RT void run_op(Op& op) {
   State& s = S();
@@ -862,6 +916,8 @@ template <int N> inline void synth_wgmma_issue(float* d, uint64_t da, uint64_t d
                   check_wgmma_fenced(w);
                   Op op{w.da, w.db, N, false, {}, bf16, my_cta()};
                   std::memcpy(op.d, w.d, sizeof(op.d));
+                  op.wg = local_tid(S().cur) / 128;
+                  acc_issue(w, op);
                   S().wgmma_descs.insert({w.da, w.db});
                   uint32_t sa = gmma_desc_decode(w.da).start, sb = gmma_desc_decode(w.db).start;
                   if (overlaps_copy(sa & ~1023u, (sa & ~1023u) + 64 * 128) || overlaps_copy(sb & ~1023u, (sb & ~1023u) + N * 128)) {
@@ -897,6 +953,7 @@ template <int N> inline void synth_wgmma_rs_issue(float* d, const uint32_t* a, u
                   Op op{0, w.db, N, false, {}, bf16, my_cta()};
                   std::memcpy(op.d, w.d, sizeof(op.d));
                   op.rs = true; op.wg = local_tid(S().cur) / 128;
+                  acc_issue(w, op);
                   for (int t = 0; t < 128; ++t) {
                     op.a[t] = w.a[t];
                     std::memcpy(op.a_issue[t], w.a[t], sizeof(op.a_issue[t]));
@@ -979,8 +1036,15 @@ SYNTH_EMU_RT void synth_wgmma_wait(int n) {
                 },
                 [](WG& w) {
                   w.fenced = false;  // the warp group may access wgmma registers from here: a fence before the next
+                  const int cta = my_cta(), wg = local_tid(S().cur) / 128;
+                  for (const Acc& a : w.accs) acc_check(a, cta, wg);  // written while in flight: a race
                   while (long(w.committed.size()) > w.arg) {
-                    for (auto& op : w.committed.front()) run_op(op);
+                    for (auto& op : w.committed.front()) {
+                      run_op(op);
+                      if (Acc* a = find_acc(w, op.d); a && --a->inflight == 0)
+                        w.accs.erase(w.accs.begin() + (a - w.accs.data()));
+                      for (Acc& b : w.accs) acc_snap(b);  // the emulator's own write (and one of an overlapping range)
+                    }
                     w.committed.erase(w.committed.begin());
                   }
                 });
@@ -1276,16 +1340,18 @@ SYNTH_EMU_RT void trampoline() {
 
 // Run the CTAs of one cluster together (blocks[r]: the block index of the CTA of rank r), each of `threads`
 // threads; false on a hang or fault (S().kind, S().failure). order: 0 forward, 1 reverse, 2 + seed: a random
-// thread at every switch (seeded, deterministic), 100000 starve, 100001 + R: CTA R's threads first
+// thread at every switch (seeded, deterministic), 100000 starve, 100001 + R: CTA R's threads first,
+// STARVE_WG + W: starve warp group W's thread 1 only
 SYNTH_EMU_RT bool run_cluster(const std::vector<synth_dim3>& blocks, int threads, int order, std::function<void()> body) {
-  const bool starve = order == 100000;  // the harness's code of order "starve"
-  const int prefer = order > 100000 ? order - 100001 : -1;  // orders "ctaR_first"
+  const int starve_wg = order >= STARVE_WG ? order - STARVE_WG : -1;  // orders "starve_wgW"
+  const bool starve = order == 100000 || starve_wg >= 0;  // the harness's code of order "starve"
+  const int prefer = order > 100000 && order < STARVE_WG ? order - 100001 : -1;  // orders "ctaR_first"
   if (starve || prefer >= 0) order = 0;
   bool reverse = order == 1;
   State& s = S();
   const int nc = int(blocks.size()), total = nc * threads;
   const synth_dim3 block = blocks[0];
-  s.starve = starve; s.prefer = prefer; s.prefer_active = false;
+  s.starve = starve; s.starve_wg = starve_wg; s.prefer = prefer; s.prefer_active = false;
   s.bdim = {unsigned(threads), 1, 1}; s.reverse = reverse; s.random = order >= 2; s.rng.seed(unsigned(order >= 2 ? order - 2 : 0) * 7919u + block.x * 31u + block.y); s.body = std::move(body);
   s.ctas.resize(nc); s.tpc = threads;
   for (int r = 0; r < nc; ++r) {

@@ -26,6 +26,21 @@ from .emulate import ORDERS, TIMEOUT_S, bf16_bits, bf16_value, binary, order_cod
 HARNESS = "attn_harness.cpp"
 ATTENTION_ORDERS = tuple(o for o in ORDERS if not o.startswith("cta"))
 """The thread orders that apply to a one-CTA kernel: ``forward``, ``reverse``, ``random`` (seeded), ``starve``."""
+STARVE_WG = 200000
+"""The harness's code of order ``starve_consumerW``: ``STARVE_WG + W + 1`` (the emulator's ``starve_wgW`` of the
+consumer's warp group)."""
+
+
+def consumer_orders(kernel_cu: str) -> tuple[str, ...]:
+    """The orders ``starve_consumer0`` .. ``starve_consumer{C-1}`` of a kernel of ``C`` consumer warp groups: thread 1 of
+    that consumer's warp group runs only when no other thread can, so that one consumer lags while the producer and
+    the other consumers run ahead of it (``starve`` holds back every consumer's thread 1 alike)."""
+    return tuple(f"starve_consumer{w}" for w in range(kernel_facts(kernel_cu)["THREADS"] // 128 - 1))
+
+
+def attention_orders(kernel_cu: str) -> tuple[str, ...]:
+    """Every thread order of the kernel: :data:`ATTENTION_ORDERS` and its :func:`consumer_orders`."""
+    return ATTENTION_ORDERS + consumer_orders(kernel_cu)
 TOLERANCE = {"f16": 5e-3, "bf16": 1e-2}
 """``|O - ref| <= tol (1 + |ref|)`` everywhere: P is rounded to the input dtype before ``pv`` (as FlashAttention does),
 the rest is f32. Measured errors are ten times smaller: at most 4.3e-4 (f16) and 9.2e-4 (bf16)."""
@@ -86,7 +101,7 @@ def emulate_attention(kernel_cu: str, *, batch: int, heads: int, seqlen_q: int, 
                       order: str = "forward", seed: int = 0, block_order: str = "forward") -> AttentionRun:
     """Run ``kernel_cu`` (an :func:`~synth.emit.sm90.attention_kernel.emit_attention_kernel` text) on the emulator:
     inputs drawn from ``seed``, the grid ``(ceil(Sq / BM), batch heads)`` run one CTA at a time in ``block_order``
-    (``forward``, ``reverse`` or ``shuffle:SEED``), each CTA's threads in ``order`` (:data:`ATTENTION_ORDERS`;
+    (``forward``, ``reverse`` or ``shuffle:SEED``), each CTA's threads in ``order`` (:func:`attention_orders`;
     ``random`` seeded by ``seed``). ``causal`` must be the kernel's mask (the reference's). EmulatorError when it
     cannot run (a shape below 1, an order that does not apply, g++ missing, the emulator crashing)."""
     facts = kernel_facts(kernel_cu)
@@ -94,8 +109,10 @@ def emulate_attention(kernel_cu: str, *, batch: int, heads: int, seqlen_q: int, 
         raise EmulatorError(f"causal={causal}, but the kernel was emitted with causal={bool(facts['CAUSAL'])}")
     if min(batch, heads, seqlen_q, seqlen_k) < 1:
         raise EmulatorError(f"batch {batch}, heads {heads}, seqlen_q {seqlen_q}, seqlen_k {seqlen_k}: each >= 1")
-    if order not in ATTENTION_ORDERS:
-        raise EmulatorError(f"order {order!r}: expected one of {ATTENTION_ORDERS}")
+    orders = attention_orders(kernel_cu)
+    if order not in orders:
+        raise EmulatorError(f"order {order!r}: expected one of {orders}")
+    code = STARVE_WG + int(order[15:]) + 1 if order.startswith("starve_consumer") else order_code(order, seed)
     kind, _, bseed = block_order.partition(":")
     if kind not in ("forward", "reverse", "shuffle") or (kind == "shuffle") != bseed.isdigit():
         raise EmulatorError(f"block order {block_order!r}: expected forward, reverse or shuffle:SEED")
@@ -119,7 +136,7 @@ def emulate_attention(kernel_cu: str, *, batch: int, heads: int, seqlen_q: int, 
     with tempfile.TemporaryDirectory(prefix="synth-attn-run-") as tmp:
         inp, outp = pathlib.Path(tmp) / "in.bin", pathlib.Path(tmp) / "out.bin"
         with open(inp, "wb") as f:
-            f.write(np.array([batch * heads, seqlen_q, seqlen_k, order_code(order, seed), border], np.int32).tobytes())
+            f.write(np.array([batch * heads, seqlen_q, seqlen_k, code, border], np.int32).tobytes())
             f.write(np.array([scale], np.float32).tobytes())
             for name in ("q", "k", "v"):
                 f.write(np.ascontiguousarray(bits[name]).tobytes())
@@ -142,4 +159,5 @@ def emulate_attention(kernel_cu: str, *, batch: int, heads: int, seqlen_q: int, 
 
 
 __all__ = ["emulate_attention", "AttentionRun", "reference", "kernel_facts", "ATTENTION_ORDERS", "TOLERANCE",
+           "attention_orders", "consumer_orders", "STARVE_WG",
            "HARNESS"]
