@@ -14,6 +14,11 @@
 //   no_fence            no wgmma.fence before the wgmma
 //   unfenced_after_wait a second batch (the same wgmmas again) after the wait_group, without a wgmma.fence
 //   fenced_after_wait   the same second batch with its wgmma.fence (D = 0.5 + 2 A B)
+//   overwrite_d         thread 37 adds 1 to its accumulator register 5 between the commit and the wait_group
+//   chained             a second batch (fenced, committed) on the same accumulator before any wait_group: two
+//                       groups in flight together, then wait_group 1 and 0 (D = 0.5 + 2 A B)
+//   overwrite_d_chained as chained, thread 37 adding 1 to register 5 between wait_group 1 (the first group retired)
+//                       and wait_group 0 (the second still in flight)
 // Prints one JSON line: ok, kind, message, the emulator's counts, and D (row-major).
 #include "synth_emu_sm90.h"
 
@@ -86,6 +91,12 @@ int main(int argc, char** argv) {
     };
     batch(variant != "no_fence");
     if (variant == "overwrite_a" && t == 37) a[0][1] ^= 0x3C00u;
+    if (variant == "overwrite_d" && t == 37) d[5] += 1.0f;
+    if (variant == "chained" || variant == "overwrite_d_chained") {
+      batch(true);
+      synth_wgmma_wait_n<1>();
+      if (variant == "overwrite_d_chained" && t == 37) d[5] += 1.0f;
+    }
     if (variant == "overwrite_b") {
       if (t == 0) load(mapB2);
       synth_mbar_wait(bar, 1);

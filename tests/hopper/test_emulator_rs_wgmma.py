@@ -4,7 +4,8 @@ and MN-major B"):
 * on the sm_90a emulator, a warp group's register-A wgmma (tests/hopper/rs_wgmma_emu.cpp: A fragments built from a
   known matrix, B = V in shared memory as TMA boxes, fence / rs wgmma / commit / wait) computes 0.5 + A B as numpy
   does, f16 and bf16, N = 16 .. 256, one to four k16 steps, under every thread order; and its adversarial semantics
-  show: A registers changed before the wait_group are a race, a B slot refilled before it changes D (the late
+  show: A registers changed before the wait_group are a race, and so is an accumulator register written then (two
+  groups chained on one accumulator in flight together run), a B slot refilled before it changes D (the late
   read), a wgmma issued while B's TMA is in flight gives NaN, a missing wgmma.fence is a protocol error;
 * ex2, the f16x2 / bf16x2 packs and synth_desc_mn128 of the emulator against numpy and the nvcc text;
 * with nvcc, every real definition compiles for sm_90a and the SASS holds a register-A, transposed-B HGMMA per
@@ -106,6 +107,31 @@ def test_rs_wgmma_a_registers_changed_before_the_wait_is_a_race(tmp_path, order)
     r = Case(tmp_path, 64, 1, "bf16").run("overwrite_a", order)
     assert not r["ok"] and r["kind"] == "race"
     assert "thread 37" in r["message"] and "A-fragment register 1" in r["message"] and "wait_group" in r["message"]
+
+
+@needs_gxx
+@pytest.mark.parametrize("variant, order", [("overwrite_d", 0), ("overwrite_d", 2 + 3), ("overwrite_d_chained", 1)])
+def test_accumulator_written_before_the_wait_is_a_race(tmp_path, variant, order):
+    """One thread adds 1 to one of its accumulator registers while a wgmma accumulating into it is in flight (after
+    the commit, or after wait_group 1 retired the first of two chained groups): a race naming the CTA, the warp
+    group, the thread and the register, not the D of ``corr O + P V`` that an execution at the retire would give."""
+    r = Case(tmp_path, 64, 2, "f16").run(variant, order)
+    assert not r["ok"] and r["kind"] == "race", r["message"]
+    m = r["message"]
+    assert "CTA 0 (block 0,0)" in m and "warp group 0" in m and "thread 37" in m
+    assert "accumulator register 5" in m and "wait_group" in m
+
+
+@needs_gxx
+@pytest.mark.parametrize("order", [0, 1])
+def test_chained_wgmmas_on_one_accumulator_run(tmp_path, order):
+    """Two groups of wgmmas on the same accumulator in flight together (wait_group 1, then 0), as the GEMM kernels'
+    k-tiles are: allowed (they chain in order), D = 0.5 + 2 A B."""
+    c = Case(tmp_path, 128, 2, "f16")
+    r = c.run("chained", order)
+    assert r["ok"] and r["kind"] == "", r["message"]
+    assert r["wgmma"] == 4
+    np.testing.assert_array_equal(r["D"], 0.5 + 2 * (c.A @ c.B))
 
 
 @needs_gxx
