@@ -212,7 +212,7 @@ def verify(target, *, time_limit: float = 60.0, certificate: Optional[str] = Non
     deadline.check("reading the program")
     if isinstance(target, (str, os.PathLike)):
         # here, not at the top: import synth.api loads a command's layers when the command is called
-        from .flow.ws import certify_refusal, verify_ws_output, ws_output_folder
+        from .flow.ws import certify_refusal, verify_ws_output, write_ws_certificate, ws_output_folder
 
         folder = ws_output_folder(target)
         if folder is not None:  # a warp-specialized body's folder: re-checked and proven by synth.flow.ws
@@ -220,7 +220,12 @@ def verify(target, *, time_limit: float = 60.0, certificate: Optional[str] = Non
             if certificate is not None and refusal is not None:
                 raise SynthError(refusal.loc, refusal.msg, "drop --certificate: 'synth verify' re-checks "
                                  "schedule.json and proves program.json again without one")
-            return verify_ws_output(target, deadline=deadline, query_limit=PROVE_QUERY_LIMIT)
+            if certificate is not None:
+                check_out_dir(os.fspath(certificate), force=force, flag="--certificate")
+            out = verify_ws_output(target, deadline=deadline, query_limit=PROVE_QUERY_LIMIT)
+            if certificate is not None and out.ok and out.output.attention is not None:  # the independent checker's
+                write_ws_certificate(out.output.folder, os.fspath(certificate), force=force, deadline=deadline)
+            return out
     if certificate is not None:
         check_out_dir(os.fspath(certificate), force=force, flag="--certificate")
     declared = False  # a folder's problem.yaml that says cluster: 2x1 / 1x2 (docs/hopper_cluster.md)
@@ -316,9 +321,15 @@ def certify(directory: str, *, time_limit: float = 120.0):
     # here, not at the top: import synth.api loads a command's layers when the command is called
     from .flow.ws import certify_refusal
 
-    refusal = certify_refusal(directory)  # a warp-specialized body's folder: none is written (exit 2, the reason)
+    refusal = certify_refusal(directory)  # a body's folder with no program: none is written (exit 2, the reason)
     if refusal is not None:
         raise refusal
+    # here, not at the top: import synth.api loads a command's layers when the command is called
+    from .flow.ws import certify_ws
+
+    attention = certify_ws(directory, time_limit=time_limit)  # an attention folder: written when absent, checked
+    if attention is not None:
+        return attention
     d = certificate_dir(os.fspath(directory))
     if is_hopper_certificate(d):
         return certify_hopper(d, timeout_s=time_limit)

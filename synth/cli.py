@@ -775,6 +775,9 @@ def _verify_ws(args, ui: _Ui) -> Outcome:
     out = Outcome(result=res.to_json())
     if not ui.silent:
         ui.print("\n".join(res.lines()), markup=False)
+        if args.certificate is not None and res.ok and res.output.attention is not None:
+            ui.print(f"wrote {args.certificate} (the independent checker's certificate of program.json: 'synth "
+                     f"certify {args.certificate}' checks it)", markup=False)
     if not res.ok:
         out.fail("refuted" if res.report.refutations else "unproven", res.failure(),
                  "the refutation names its class, warp group, KV block, barrier[slot] and phase, and n; raise "

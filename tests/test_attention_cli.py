@@ -163,8 +163,6 @@ def test_verify_re_emits_the_kernel(causal, tmp_path):
     assert r.stderr.startswith(f"{edited / 'kernel.cu'}:{k + 1}:1: error: kernel.cu is not the kernel synth emits "
                                "from program.json with problem.yaml's causal: true and dtype: f16"), r.stderr
     assert "fix: re-run 'synth solve'" in r.stderr
-    r = synth_cli("certify", causal.out, cwd=tmp_path)  # as before: no certificate for a body's folder
-    assert r.returncode == 2 and "no certificate is written" in r.stderr, r.stderr
 
 
 # ---- synth.kernel.load

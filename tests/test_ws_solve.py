@@ -429,23 +429,6 @@ def test_trip_counts_from_zero_only_for_the_attention_program(attention_d128, tm
         load_hopper(str(alone / "program.json"), zero_trips=True)
 
 
-def test_certify_says_no_certificate_is_written(attention_d128, tmp_path):
-    """synth certify OUT (or OUT/certificate) of a body's folder: exit 2, the folder kind and the reason;
-    synth verify --certificate likewise, writing nothing."""
-    folder, rc, _, _ = attention_d128
-    for target in (folder, folder / "certificate"):
-        rc, out, err = synth("certify", str(target), cwd=tmp_path)
-        assert rc == 2 and "Traceback" not in err, err
-        assert err.startswith(f"{target}: error: no certificate is written for a warp-specialized body's folder "
-                              "(kind: attention): "), err
-        assert "(register, once)" in err and f"fix: run 'synth verify {folder}'" in err
-    rc, out, err = synth("certify", str(folder), "--json", cwd=tmp_path)
-    assert rc == 2 and json.loads(out)["errors"][0]["code"] == "bad_input"
-    rc, _, err = synth("verify", str(folder), "--certificate", "cert", cwd=tmp_path)
-    assert rc == 2 and "no certificate is written" in err and "drop --certificate" in err, err
-    assert not (tmp_path / "cert").exists()
-
-
 def test_verify_and_certify_a_body_that_is_scheduled_only(tmp_path):
     """kind: body has no program: synth verify re-checks its schedule (exit 0, saying nothing is proven), refuses an
     edited one, and synth certify says there is no certificate."""

@@ -26,8 +26,9 @@ half-written folder), with an attention body's timeline (``timeline.svg`` and ``
 The folder read back (``synth verify OUT``): :func:`load_ws_output` re-checks ``schedule.json`` against
 ``problem.yaml`` and requires ``program.json`` to be the lowering of the two up to :data:`EDITABLE` and ``kernel.cu``, when there is one,
 to be the kernel synth emits from that ``program.json``;
-:func:`verify_ws_output` proves it again. :func:`certify_refusal` is ``synth certify``'s answer for such a folder
-(no certificate is written for it).
+:func:`verify_ws_output` proves it again. ``synth certify`` of an attention folder is :func:`certify_ws` (the
+independent checker writes ``certificate/`` when it is absent, then checks it); :func:`certify_refusal` is its
+answer for a body's folder that holds no program (no certificate is written for it).
 """
 
 from __future__ import annotations
@@ -36,6 +37,7 @@ import json
 import math
 import os
 import re
+import tempfile
 import time
 from dataclasses import dataclass
 from types import SimpleNamespace
@@ -53,8 +55,11 @@ from ..lower.hopper_attention import AttentionProgram, lower_attention
 from ..model.ws_body import WsBody, WsMachine
 from ..model.ws_read import KINDS, attention_causal, attention_dtype, read_ws_text
 from ..model.ws_schedule import OpPlace, Pins, WsSchedule, solve_ws
-from ..outdir import publish
-from ..readfile import load_json, read_regular_text
+from ..outdir import MARKER, publish, read_marker, sha256_file
+from ..readfile import load_json, read_regular_bytes, read_regular_text
+from ..trusted import attention as trusted_attention
+from ..trusted import certify as trusted_certify
+from ..trusted import solvers as trusted_solvers
 from ..verify.hopper_attention import AttentionReport, verify_attention
 from ..yamlnodes import LDict, read_yaml_text
 from .phases import Phase, run_phases, timings, verify_text
@@ -741,32 +746,160 @@ def verify_ws_output(target: Union[str, os.PathLike], *, deadline: Union[Deadlin
     return WsVerify(out, report, time.perf_counter() - t0)
 
 
-def certify_refusal(directory: Union[str, os.PathLike]) -> Optional[SynthError]:
-    """Why there is no certificate to check or write for ``directory`` when it is a warp-specialized body's folder
-    (or its ``certificate/``, which is never written; ``synth certify``, ``synth verify --certificate``): the error
-    to raise (exit 2), else None."""
-    d = os.fspath(directory)
+def _ws_folder_of(d: str) -> Optional[str]:
+    """The warp-specialized body's folder that ``d`` names: the folder, or its ``certificate/`` (there or not)."""
     folder = ws_output_folder(d) if os.path.isdir(d) else None
     if folder is None and os.path.basename(os.path.normpath(d)) == "certificate":
         folder = ws_output_folder(os.path.dirname(os.path.normpath(d)) or ".")
-    if folder is None:
-        return None
+    return folder
+
+
+def _folder_kind(folder: str) -> str:
     try:
         kind = read_yaml_text(read_regular_text(os.path.join(folder, "problem.yaml"), MAX_INPUT_BYTES,
                                                 "problem.yaml"), "problem.yaml")["kind"]
     except (SynthError, KeyError, TypeError):
-        kind = "attention, gemm_kloop or body"
-    why = ("its attention program's proof has classes the independent checker (synth/trusted/) does not derive "
-           "(register, once), a certificate's manifest records no barrier hop count, and the checker's "
-           "certificates count trip counts from 1, where n starts at 0" if kind == "attention" else
-           "it holds no program, only the schedule")
-    again = "re-check schedule.json and prove program.json again" if kind == "attention" else \
-        "re-check schedule.json against problem.yaml"
-    return SynthError(Loc(d), f"no certificate is written for a warp-specialized body's folder (kind: {kind}): "
-                      f"{why}", f"run 'synth verify {folder}' to {again}")
+        return "attention, gemm_kloop or body"
+    return kind if isinstance(kind, str) else "attention, gemm_kloop or body"
+
+
+def certify_refusal(directory: Union[str, os.PathLike]) -> Optional[SynthError]:
+    """Why there is no certificate to check or write for ``directory`` when it is a warp-specialized body's folder
+    that holds no program (``kind: gemm_kloop`` or ``body``, or its ``certificate/``, which is never written;
+    ``synth certify``, ``synth verify --certificate``): the error to raise (exit 2), else None. An attention folder
+    has a certificate (:func:`certify_ws`)."""
+    d = os.fspath(directory)
+    folder = _ws_folder_of(d)
+    if folder is None:
+        return None
+    kind = _folder_kind(folder)
+    if kind == "attention":
+        return None
+    return SynthError(Loc(d), f"no certificate is written for a warp-specialized body's folder (kind: {kind}): it "
+                      "holds no program, only the schedule",
+                      f"run 'synth verify {folder}' to re-check schedule.json against problem.yaml")
+
+
+CERTIFICATE = "certificate"
+"""An attention folder's certificate folder (written by :func:`certify_ws` when absent)."""
+
+
+def _record(folder: str, sub: str) -> None:
+    """List the files under ``folder/sub`` in ``folder``'s marker (:data:`synth.outdir.MARKER`), when ``folder`` has
+    one, so that the folder stays wholly synth's (``synth solve --force`` may replace it)."""
+    listing = read_marker(folder)
+    if listing is None:
+        return
+    root = os.path.join(folder, sub)
+    for dirpath, _, names in os.walk(root, followlinks=False):
+        for n in names:
+            rel = os.path.relpath(os.path.join(dirpath, n), folder).replace(os.sep, "/")
+            listing[rel] = sha256_file(os.path.join(dirpath, n))
+    fd, tmp = tempfile.mkstemp(prefix=".synth-tmp-", dir=folder)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as fh:
+            fh.write(json.dumps({"synth_output": 1, "files": listing}, indent=1, sort_keys=True) + "\n")
+        os.chmod(tmp, os.stat(os.path.join(folder, MARKER)).st_mode & 0o777)
+        os.replace(tmp, os.path.join(folder, MARKER))
+    except BaseException:
+        if os.path.exists(tmp):
+            os.remove(tmp)
+        raise
+
+
+def _is_attention_certificate(d: str) -> bool:
+    try:
+        return trusted_certify.read_manifest(os.path.join(d, trusted_certify.MANIFEST)).get("format") == \
+            trusted_attention.FORMAT
+    except (OSError, ValueError):
+        return False
+
+
+def certify_ws(directory: Union[str, os.PathLike], *, time_limit: float = 120.0
+               ) -> Optional[trusted_certify.CertifyResult]:
+    """``synth certify`` of an attention program's certificate, or None when ``directory`` is neither an attention
+    folder (nor its ``certificate/``) nor a folder holding an attention certificate.
+
+    An attention folder without ``certificate/``: the certificate is written first
+    (:func:`synth.trusted.attention.write_attention_certificate` on the bytes of the folder's ``program.json``: the
+    trusted checker derives every obligation of the barrier program, the consumers' registers and the once-loaded Q,
+    and writes nothing unless Z3 and cvc5 prove each), built aside and moved into place
+    (:func:`synth.outdir.publish`: never a half-written folder) and listed in the folder's marker. Then (or when it
+    is there) the certificate is checked by :func:`synth.trusted.certify.certify_attention`, within ``time_limit``
+    seconds for the whole command. A program the checker does not prove gives a failed result (exit 1), with
+    nothing written."""
+    t0 = time.monotonic()
+    d = os.fspath(directory)
+    folder = _ws_folder_of(d)
+    if folder is None:
+        here = d if _is_attention_certificate(d) else os.path.join(d, CERTIFICATE)
+        if not _is_attention_certificate(here):
+            return None
+        return trusted_certify.certify_attention(here, timeout_s=time_limit, time_limit=time_limit)
+    if _folder_kind(folder) != "attention":
+        return None
+    cert = os.path.join(folder, CERTIFICATE)
+    wrote = ""
+    if not os.path.lexists(cert):
+        data = read_regular_bytes(os.path.join(folder, "program.json"), trusted_attention.MAX_PROGRAM_BYTES,
+                                  "program.json", fix="run 'synth solve' on problem.yaml again to write the folder")
+        failed: list = []
+
+        def build(tmp: str) -> None:
+            try:
+                trusted_attention.write_attention_certificate(data, tmp, timeout_s=time_limit)
+            except ValueError as e:
+                failed.append(str(e))
+                raise _NotProven() from None
+
+        try:
+            publish(cert, build, flag="certify")
+        except _NotProven:
+            v = trusted_solvers.versions()
+            lines = failed[0].split("\n")
+            return trusted_certify.CertifyResult(
+                False, (), (f"certificate FAILED: {lines[0]} ({os.path.join(folder, 'program.json')})",)
+                + tuple(x.strip() for x in lines[1:] if x.strip()), tuple((n, v[n] or "missing") for n in ("z3", "cvc5")),
+                os.path.join(folder, "program.json"))
+        _record(folder, CERTIFICATE)
+        wrote = f"wrote {cert}{os.sep} (the trusted checker's obligations of program.json, each unsat with z3 and cvc5)"
+    left = max(0.05, time_limit - (time.monotonic() - t0))
+    res = trusted_certify.certify_attention(cert, timeout_s=left, time_limit=left)
+    if wrote:
+        res = trusted_certify.CertifyResult(res.ok, res.files, res.messages + (wrote,), res.solvers, res.program)
+    return res
+
+
+def write_ws_certificate(folder: str, directory: str, *, force: bool = False,
+                         deadline: Union[Deadline, float, None] = None) -> None:
+    """``synth verify OUT --certificate DIR`` of an attention folder ``folder`` (proven): the independent checker's
+    certificate of its ``program.json`` (:func:`synth.trusted.attention.write_attention_certificate`) published as
+    ``directory`` (:func:`synth.outdir.publish`: a new folder, an existing one only with ``force`` and only when synth
+    wrote it). :class:`SynthError` (exit 2) when the checker does not prove every obligation: nothing is written."""
+    dl = as_deadline(deadline)
+    ppath = os.path.join(folder, "program.json")
+    data = read_regular_bytes(ppath, trusted_attention.MAX_PROGRAM_BYTES, "program.json",
+                              fix="run 'synth solve' on problem.yaml again to write the folder")
+
+    def build(tmp: str) -> None:
+        dl.check("write (certificate)")
+        try:
+            trusted_attention.write_attention_certificate(data, tmp, timeout_s=dl.cap(QUERY_LIMIT))
+        except ValueError as e:
+            dl.check("write (certificate)")
+            raise SynthError(Loc(ppath), str(e).split("\n")[0] + ": " + " ".join(str(e).split("\n")[1:3]),
+                             "synth verify proves it, the independent checker does not: report it") from None
+        dl.check("write (certificate)")
+
+    publish(directory, build, force=force, flag="--certificate")
+
+
+class _NotProven(Exception):
+    """The trusted checker did not prove the program: nothing is published."""
 
 
 __all__ = ["WS_KINDS", "WS_PHASES", "WsProblem", "WsResult", "load_solve_problem", "ws_problem_text", "run_ws",
            "schedule_to_json", "schedule_from_json", "output_files", "write_ws", "summary_json", "summary_lines",
            "ws_output_folder", "WsOutput", "load_ws_output", "WsVerify", "verify_ws_output", "certify_refusal",
+           "certify_ws", "write_ws_certificate", "CERTIFICATE",
            "EDITABLE", "KERNEL_MAX_BYTES", "check_kernel"]

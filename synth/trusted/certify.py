@@ -58,6 +58,8 @@ from .program import MAX_BYTES, InputError, read_bytes, read_regular
 from .cluster import check_cluster_bytes, cta
 from .flags import Design, FlagError, read_design
 from .store import check_store_threads
+from .attention import FORMAT as ATTENTION_FORMAT
+from .attention import AttentionInputError, derive_attention, read_attention_bytes
 
 FORMAT = "synth-certificate/2"
 HOPPER_FORMAT = "synth-certificate-hopper/4"
@@ -469,6 +471,56 @@ def _certify_hopper_protocol(directory: str, *, timeout_s: float = 60.0,
         return res
     head = res.messages[0].replace("certificate OK", "certificate FAILED", 1)
     return CertifyResult(False, res.files, (head,) + res.messages[1:] + tuple(bad), res.solvers, res.program)
+
+
+def certify_attention(directory: str, *, timeout_s: float = 60.0,
+                      time_limit: Optional[float] = None) -> CertifyResult:
+    """Check the certificate of an attention program in ``directory`` (``OUT/certificate/``; ``OUT/`` also
+    accepted; format :data:`~synth.trusted.attention.FORMAT`): as :func:`certify_hopper`, with the obligations of
+    :func:`synth.trusted.attention.derive_attention` (the barrier program's under the manifest's ``ranking``, a
+    hint with lags in ``-MAX_LAG .. MAX_LAG``; each consumer's ``register`` class; the ``once`` class), every one
+    derived from ``program.json``'s bytes alone (trip counts from 0). The manifest's ``hops`` and ``registers``, when
+    given, must be what the checker derives."""
+    t0 = time.monotonic()
+    directory = _cert_dir(directory)
+    v = solvers.versions()
+    sv = tuple((n, v[n] or "missing") for n in ("z3", "cvc5"))
+    try:
+        manifest, prog_file, data = _load(directory, ATTENTION_FORMAT, HOPPER_MAX_BYTES)
+    except _Refused as e:
+        return _fail(str(e), sv)
+    try:
+        a = read_attention_bytes(data)
+    except (HopperInputError, InputError, AttentionInputError) as e:
+        fix = getattr(e, "fix", "")
+        return _fail(f"{prog_file}: {e}" + (f" (fix: {fix})" if fix else ""), sv, prog_file)
+    where = os.path.join(directory, MANIFEST)
+    lags = manifest.get("ranking")
+    roles = {r.name for r in a.program.roles}
+    if not isinstance(lags, dict) or not all(k in roles and type(x) is int and abs(x) <= MAX_LAG
+                                             for k, x in lags.items()):
+        return _fail(f"{where}: ranking: expected {{role: lag}} with roles of {PROGRAM} and integer lags in "
+                     f"-{MAX_LAG}..{MAX_LAG}", sv, prog_file)
+    for key, want in (("hops", a.hops), ("registers", list(a.registers))):
+        if key in manifest and manifest[key] != want:
+            return _fail(f"{where}: {key} is {json.dumps(manifest[key])[:80]}, but {PROGRAM} gives {json.dumps(want)} "
+                         "(the checker derives it: re-run 'synth certify' on the folder to write a current "
+                         "certificate)", sv, prog_file)
+    try:
+        derived = derive_attention(a, dict(lags))
+    except (ValueError, RecursionError) as e:
+        return _fail(f"{prog_file}: program outside the checker's bounds: {e}", sv, prog_file)
+    left = None if time_limit is None else time_limit - (time.monotonic() - t0)
+    res = _compare_and_ask(directory, manifest, derived, prog_file, sv, timeout_s, left)
+    classes: dict = {}
+    for f in res.files:
+        k = f.kind if f.kind in ("register", "once") else "barrier"
+        held, asked = classes.get(k, (0, 0))
+        classes[k] = (held + f.ok, asked + 1)
+    line = ("attention program, every n >= 0: " + ", ".join(f"{k} {h}/{n}" for k, (h, n) in classes.items())
+            + f" (barrier program with {a.hops} barrier hop{'s' if a.hops != 1 else ''}; registers "
+            f"{', '.join(a.registers)})")
+    return CertifyResult(res.ok, res.files, res.messages[:1] + (line,) + res.messages[1:], res.solvers, res.program)
 
 
 def _compare_and_ask(directory: str, manifest: dict, derived: list, prog_file: str, sv, timeout_s: float,

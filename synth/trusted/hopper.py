@@ -1123,6 +1123,39 @@ def derive_carry(p: HProgram, carry: Optional[dict] = None) -> list[HopperObliga
     return out
 
 
+def derive_once(p: HProgram, reads, hops: int = 1) -> list[HopperObligation]:
+    """The ``once`` obligations of a program whose loop reads a buffer loaded once before it (the Q tile of the
+    attention program, docs/attention.md): for each ``(role, op, buffer, barrier)`` of ``reads``, every instance of
+    ``op`` in ``role`` runs after an instance of one of the role's ``try_wait`` statements on ``barrier`` whose state
+    has one stage and phase offset 0 and whose count is 0 (slot 0, phase 0: the phase the load completes on), at an
+    earlier step, or at the same step earlier in the part. The count is ``step + c`` (the offsets every other
+    obligation uses, proved by the ``wellformed`` obligations), so that instance runs at step ``-c``. Kind
+    ``once``, id ``once:<role>:<op>:<buffer>``; the file is the negated claim, as every other."""
+    offs = _offsets(p)
+    out: list[HopperObligation] = []
+    for role, op, buffer, barrier in reads:
+        f = _File(p, offs, {}, 1, hops)
+        stmts = [s for s in _role_stmts(p, role) if s.kind == "op" and s.op == op]
+        waits = [w for w in _role_stmts(p, role) if w.kind == "try_wait" and w.barrier == barrier
+                 and w.state.stages == 1 and w.state.phase == 0]
+        cases = []
+        for s in stmts:
+            seen = []
+            for w in waits:
+                c = -f.offset(w, "count")
+                k0 = f.step(str(c) if c >= 0 else f"(- {-c})")
+                same = w.part == s.part and w.pos < s.pos
+                seen.append(_and(f.runs(w, k0), f"({'<=' if same else '<'} {k0} j)"))
+            cases.append(_and(f.runs(s, "j"), _not(_or(seen))))
+        oid = f"once:{role}:{op}:{buffer}"
+        desc = (f"{role}: every {op} runs after its warp group's try_wait on {barrier}[0] phase 0, the phase the "
+                f"copy of {buffer} completes on ({buffer} is loaded once and its reads are not listed)")
+        out.append(HopperObligation(oid, "once", desc, f.text(
+            [f"synth trusted attention obligation {oid} (once)", desc,
+             f"program {p.name}, program.json sha256 {p.sha256}"], _or(cases))))
+    return out
+
+
 # ---------------------------------------------------------------------------------------------
 # checking
 # ---------------------------------------------------------------------------------------------
@@ -1136,6 +1169,12 @@ def _search_lags(p: HProgram, timeout_s: float, hops: int = 1) -> dict:
                if o.kind == "no_deadlock"):
             return lags
     return {r: 0 for r in others}
+
+
+def search_lags(p: HProgram, timeout_s: float, hops: int = 1) -> dict:
+    """Role lags of a deadlock ranking under which Z3 proves every ``no_deadlock`` obligation of ``p`` (all zero
+    when none does): a hint a certificate records, never a fact (any ranking whose files are unsat proves it)."""
+    return _search_lags(p, timeout_s, hops)
 
 
 def wgmma_tightness(p: HProgram, timeout_s: float, hops: int = 1) -> tuple:
@@ -1243,7 +1282,7 @@ def check_hopper_program(data: bytes, *, timeout_s: float = 60.0, tightness: boo
                                tuple(lags.items()), time.perf_counter() - t0, p.sha256, waits)
 
 
-__all__ = ["check_hopper_program", "derive_hopper", "derive_carry", "read_persistent_flag", "read_carry_flag",
+__all__ = ["check_hopper_program", "derive_hopper", "derive_carry", "derive_once", "search_lags", "read_persistent_flag", "read_carry_flag",
            "wgmma_tightness",
            "TrustedHopperResult", "HopperCheck", "HopperObligation", "WaitTightness", "CLASSES", "KERNEL_CARRY",
            "MAX_FLAG_BYTES"]

@@ -30,7 +30,7 @@ import json
 import os
 import re
 import stat
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from decimal import Decimal
 from typing import Optional
 
@@ -166,8 +166,12 @@ def read_file(path: str) -> Program:
     return read_bytes(data, path)
 
 
-def read_bytes(data: bytes, file: str = "program.json") -> Program:
-    """Check ``data`` (the bytes of a ``program.json``) and return its program; raises :class:`InputError`."""
+def read_bytes(data: bytes, file: str = "program.json", *, zero_trips: bool = False) -> Program:
+    """Check ``data`` (the bytes of a ``program.json``) and return its program; raises :class:`InputError`.
+
+    ``zero_trips``: the caller reads a program whose loop may run zero times (a consumer warp group's register
+    program of an attention program, ``n >= 0`` KV blocks: :mod:`synth.trusted.attention`), so a *symbolic* trip
+    count may have ``min_trip_count`` 0 (the schema's bound is 1 otherwise)."""
     if len(data) > MAX_BYTES:
         raise InputError(file, 0, 0, "", f"more than {MAX_BYTES} bytes", "pass the program.json of 'synth solve'")
     try:
@@ -185,8 +189,14 @@ def read_bytes(data: bytes, file: str = "program.json") -> Program:
     except _Reject as e:
         line, col = _find(text, e.needle)
         raise InputError(file, line, col, "", e.msg, e.fix) from None
+    loop = doc.get("loop") if isinstance(doc, dict) else None
+    zero = zero_trips and isinstance(loop, dict) and isinstance(loop.get("trip_count"), str) and \
+        type(loop.get("min_trip_count")) is int and loop["min_trip_count"] == 0
+    if zero:
+        loop["min_trip_count"] = 1  # the schema's bound; the program's is 0 (below)
     _check_schema(doc, text, file)
-    return _check(doc, text, file, hashlib.sha256(data).hexdigest())
+    prog = _check(doc, text, file, hashlib.sha256(data).hexdigest())
+    return replace(prog, min_trip=0) if zero else prog
 
 
 class _Reject(ValueError):
