@@ -6,18 +6,24 @@ the table, injected into the kernel text, fails there."""
 
 from __future__ import annotations
 
+import hashlib
+import os
+import pathlib
+import pickle
 import re
 import shutil
 from dataclasses import replace
 
 import numpy as np
+import ortools
 import pytest
 
 from synth.completion import TryWaitStmt
 from synth.emit import sass
 from synth.emit.sm90.attention_kernel import emit_attention_kernel, kernel_registers
 from synth.emit.sm90.attention_mutants import KERNEL_MUTANTS, attention_kernel_mutant
-from synth.emit.sm90.emulate_attention import ATTENTION_ORDERS, emulate_attention, reference
+from synth.emit.emulate import EmulatorError, cache_dir
+from synth.emit.sm90.emulate_attention import attention_orders, consumer_orders, emulate_attention, reference
 from synth.lower.hopper_attention import attention_mutant, lower_attention
 from synth.model.ws_bodies import attention_body
 from synth.model.ws_schedule import solve_ws
@@ -31,15 +37,35 @@ TILES = {128: 128, 64: 192}
 """Head dim -> the CTA's Q rows (two consumer warp groups at 128, three at 64); 128 KV rows per block."""
 
 
+def _solve(body, workers):
+    """``solve_ws(body)``, kept by content like the emulator's binaries (under ``$SYNTH_EMU_CACHE/tests``, keyed by the
+    body, the workers, OR-Tools' version and the text of every module of synth/model): the solve takes most of this
+    file's quick tier, and tests/hopper/test_attention_program.py solves the same bodies anew on every run."""
+    model = pathlib.Path(__file__).resolve().parents[2] / "synth" / "model"
+    h = hashlib.sha256()
+    for part in (repr(body), str(workers), ortools.__version__, *(p.read_text() for p in sorted(model.glob("*.py")))):
+        h.update(part.encode())
+        h.update(b"\0")
+    path = cache_dir() / "tests" / f"attention-schedule-{h.hexdigest()[:24]}.pickle"
+    if path.exists():
+        return pickle.loads(path.read_bytes())
+    sched = solve_ws(body, time_limit=60, workers=workers)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f"{path.name}.{os.getpid()}.tmp")
+    tmp.write_bytes(pickle.dumps(sched))
+    os.replace(tmp, path)
+    return sched
+
+
 @pytest.fixture(scope="module")
 def solved():
     """``(body, schedule, program)`` per head dim: ``solve_ws``'s schedules (as tests/hopper/test_attention_program.py
-    solves them), lowered. The bf16 bodies take the f16 schedule: attention_body's costs do not depend on the
-    16-bit type (its lowering is the same program)."""
+    solves them; cached, :func:`_solve`), lowered. The bf16 bodies take the f16 schedule: attention_body's costs do
+    not depend on the 16-bit type (its lowering is the same program)."""
     out = {}
     for d, bm in TILES.items():
         body = attention_body(d, bm, 128)
-        sched = solve_ws(body, time_limit=60, workers=1 if d == 128 else 2)
+        sched = _solve(body, 1 if d == 128 else 2)
         out[d, "f16"] = (body, sched, lower_attention(body, sched))
         bbody = attention_body(d, bm, 128, "bf16")
         out[d, "bf16"] = (bbody, sched, lower_attention(bbody, sched))
@@ -163,10 +189,10 @@ def test_reference_is_softmax_attention():
 
 @needs_gxx
 @pytest.mark.parametrize("d,causal,dtype,shape,order", [
-    (128, True, "f16", (1, 2, 200, 330), "forward"),     # 3 KV blocks, the last ragged; grid 2 x 2
     (128, True, "f16", (2, 1, 300, 130), "reverse"),     # Sq > Sk: CTAs with n = 0 (their rows 0), grid 3 x 2
     (64, False, "f16", (2, 1, 250, 77), "starve"),       # one ragged block, Sq not a multiple of BM
-    (64, True, "f16", (1, 1, 77, 1), "random"),          # one key
+    pytest.param(128, True, "f16", (1, 2, 200, 330), "forward", marks=pytest.mark.slow),  # 3 KV blocks, grid 2 x 2
+    pytest.param(64, True, "f16", (1, 1, 77, 1), "random", marks=pytest.mark.slow),       # one key
     (128, False, "bf16", (1, 2, 130, 257), "random"),
 ])
 def test_emulator_matches_numpy(solved, d, causal, dtype, shape, order):
@@ -177,6 +203,16 @@ def test_emulator_matches_numpy(solved, d, causal, dtype, shape, order):
     assert r.stats["ctas"] == -(-sq // TILES[d]) * b * h
     if causal and sq > sk:  # rows that see no key are 0, as FlashAttention returns them
         assert np.all(r.O[:, :, :sq - sk] == 0)
+
+
+def test_consumer_orders(solved):
+    """One ``starve_consumerW`` order per consumer warp group of the kernel; an order naming a consumer the kernel
+    does not have is refused."""
+    text = kernel(solved, 128, False)
+    assert consumer_orders(text) == ("starve_consumer0", "starve_consumer1")
+    assert consumer_orders(kernel(solved, 64, False))[-1] == "starve_consumer2"
+    with pytest.raises(EmulatorError, match="starve_consumer2"):
+        emulate_attention(text, batch=1, heads=1, seqlen_q=1, seqlen_k=1, causal=False, order="starve_consumer2")
 
 
 MUTANT_SHAPES = {128: ((1, 2, 128, 400), (1, 2, 300, 130)), 64: ((1, 2, 200, 400), (1, 2, 500, 100))}
@@ -190,44 +226,38 @@ def _mutant_case(d, name):
 
 
 @needs_gxx
-@pytest.mark.parametrize("d,causal", [(128, False), (128, True), pytest.param(64, False, marks=pytest.mark.slow),
+@pytest.mark.parametrize("d,causal", [(128, False), pytest.param(128, True, marks=pytest.mark.slow),
+                                      pytest.param(64, False, marks=pytest.mark.slow),
                                       pytest.param(64, True, marks=pytest.mark.slow)])
 def test_unmutated_passes_every_order(solved, d, causal):
-    """The kernel the mutants are made from passes at their shapes in every thread order."""
+    """The kernel the mutants are made from passes at their shapes in every thread order (each consumer starved
+    alone included)."""
     b, h, sq, sk = MUTANT_SHAPES[d][causal]
     text = kernel(solved, d, causal)
-    for order in ATTENTION_ORDERS:
+    for order in attention_orders(text):
         r = emulate_attention(text, batch=b, heads=h, seqlen_q=sq, seqlen_k=sk, causal=causal, order=order, seed=3)
         assert r.ok, (order, r.summary())
 
 
 EXPECTED = {
-    "softmax_before_wait": "nan",          # rowmax and scale run on S before qk wrote it
-    "rescale_races_pv": "wrong",           # the last block's P V missing from O / l
-    "v_released_early": "nan",             # pv reads V's slot after the refill poisoned it
-    "order_wrong_parity": "hang",          # (the starve order) a consumer waits on a phase already passed
-    "q_load_before_exit": "fault",         # mbarrier.inval with the Q copy in flight
+    # name: (how it fails, the thread order that shows it)
+    "softmax_before_wait": ("race", "forward"),  # rowmax's mask writes S while qk accumulates into it
+    "rescale_races_pv": ("wrong", "forward"),    # the last block's P V missing from O / l
+    "v_released_early": ("nan", "forward"),      # pv reads V's slot after the refill poisoned it
+    "order_wrong_parity": ("hang", "starve"),    # a consumer waits on a phase already passed
+    "q_load_before_exit": ("fault", "forward"),  # mbarrier.inval with the Q copy in flight
 }
+"""How each kernel edit of the table fails at head dim 128; with three consumers (head dim 64) the same, but for
+``order_wrong_parity``, which hangs when one consumer lags alone (:data:`EXPECTED_THREE`)."""
+EXPECTED_THREE = {**EXPECTED, "order_wrong_parity": ("hang", "starve_consumer2")}
+EXPECTED_PROGRAM = {**EXPECTED, "rescale_races_pv": ("race", "forward"), "v_released_early": ("nan", "starve_consumer0")}
+"""How the kernel emitted from each program mutant fails (head dim 128): the rescale moved after pv's issue writes O
+while pv accumulates into it; consumer 0's early release of V needs consumer 0 to lag while consumer 1 releases and
+the producer refills the slot."""
 
 
-@needs_gxx
-@pytest.mark.parametrize("name", sorted(KERNEL_MUTANTS))
-def test_table_bug_fails_on_the_emulator(solved, name):
-    """Each bug of the table, injected into the head-dim-128 kernel, fails on the emulator in some thread order,
-    the way :data:`EXPECTED` says."""
-    causal, (b, h, sq, sk) = _mutant_case(128, name)
-    base = kernel(solved, 128, causal)
-    text = attention_kernel_mutant(base, name)
-    assert text != base
-    seen = []
-    for order in ATTENTION_ORDERS:
-        r = emulate_attention(text, batch=b, heads=h, seqlen_q=sq, seqlen_k=sk, causal=causal, order=order, seed=3)
-        seen.append((order, r.summary()[:200]))
-        if not r.ok:
-            break
-    assert not r.ok, seen
-    kind = EXPECTED[name]
-    if kind in ("hang", "fault"):
+def _assert_fails(r, kind):
+    if kind in ("hang", "fault", "race"):
         assert r.kind == kind, r.summary()
     elif kind == "nan":
         assert r.kind == "" and r.nan_count > 0, r.summary()
@@ -236,14 +266,36 @@ def test_table_bug_fails_on_the_emulator(solved, name):
 
 
 @needs_gxx
+@pytest.mark.parametrize("name", sorted(KERNEL_MUTANTS))
+def test_table_bug_fails_on_the_emulator(solved, name):
+    """Each bug of the table, injected into the head-dim-128 kernel, fails on the emulator in the thread order and the
+    way :data:`EXPECTED` says."""
+    causal, (b, h, sq, sk) = _mutant_case(128, name)
+    base = kernel(solved, 128, causal)
+    text = attention_kernel_mutant(base, name)
+    assert text != base
+    kind, order = EXPECTED[name]
+    r = emulate_attention(text, batch=b, heads=h, seqlen_q=sq, seqlen_k=sk, causal=causal, order=order, seed=3)
+    _assert_fails(r, kind)
+    if name == "softmax_before_wait":
+        assert "wgmma accumulator" in r.message and "warp group 1" in r.message, r.message
+
+
+@needs_gxx
 @pytest.mark.slow
-@pytest.mark.parametrize("name", ["softmax_before_wait", "rescale_races_pv", "v_released_early", "q_load_before_exit"])
+@pytest.mark.parametrize("name", sorted(KERNEL_MUTANTS))
 def test_table_bug_fails_with_three_consumers(solved, name):
-    """The same bugs in the head-dim-64 kernel (three consumer warp groups)."""
+    """The same bugs in the head-dim-64 kernel (three consumer warp groups), as :data:`EXPECTED_THREE` says; the wrong
+    order parity passes the orders that hold back no consumer or all alike (forward, reverse, random, starve)."""
     causal, (b, h, sq, sk) = _mutant_case(64, name)
     text = attention_kernel_mutant(kernel(solved, 64, causal), name)
-    r = emulate_attention(text, batch=b, heads=h, seqlen_q=sq, seqlen_k=sk, causal=causal, order="forward", seed=3)
-    assert not r.ok, r.summary()
+    kind, order = EXPECTED_THREE[name]
+    r = emulate_attention(text, batch=b, heads=h, seqlen_q=sq, seqlen_k=sk, causal=causal, order=order, seed=3)
+    _assert_fails(r, kind)
+    if name == "order_wrong_parity":
+        for o in ("forward", "starve"):
+            r = emulate_attention(text, batch=b, heads=h, seqlen_q=sq, seqlen_k=sk, causal=causal, order=o, seed=3)
+            assert r.ok, (o, r.summary())
 
 
 def test_mutant_names():
@@ -262,26 +314,44 @@ def test_emulator_sweep(solved, d, causal):
     """Every thread order, odd lengths (one key, 77, 130, Sq not a multiple of BM, Sq > Sk), batch x heads 4."""
     text = kernel(solved, d, causal)
     for sq, sk in ((77, 1), (130, 77), (300, 130), (200, 330)):
-        for order in ATTENTION_ORDERS:
+        for order in attention_orders(text):
             r = emulate_attention(text, batch=2, heads=2, seqlen_q=sq, seqlen_k=sk, causal=causal, order=order,
                                   seed=sq + sk)
             assert r.ok, (sq, sk, order, r.summary())
 
 
 @needs_gxx
-@pytest.mark.parametrize("name,kind", [("softmax_before_wait", ""), ("order_wrong_parity", "hang"),
-                                       ("q_load_before_exit", "fault")])
-def test_program_mutant_emitted_fails(solved, name, kind):
+@pytest.mark.parametrize("name", sorted(EXPECTED_PROGRAM))
+def test_program_mutant_emitted_fails(solved, name):
     """The kernel emitted from a mutant of the program (docs/attention.md's table, ``attention_mutant``) carries the
-    bug too: the three the emulator can see fail there. ``q_load_before_exit``'s producer loop (extent
-    ``max(n, 1)``) is not of the split form and is written as one loop under its guards."""
+    bug too, and each fails on the emulator as :data:`EXPECTED_PROGRAM` says: the rescale racing pv as a race on the
+    accumulator, naming the warp group and the thread; consumer 0's early V release when consumer 0 alone lags
+    (``starve_consumer0``; ``starve``, which holds both back alike, passes). ``q_load_before_exit``'s producer loop (extent ``max(n, 1)``) is
+    not of the split form and is written as one loop under its guards."""
     body, sched, ap = solved[128, "f16"]
     causal, (b, h, sq, sk) = _mutant_case(128, name)
     text = emit_attention_kernel(attention_mutant(ap, name), body, sched, causal=causal)
     if name == "q_load_before_exit":
         assert "for (int i = 0; i < ((n) > (1) ? (n) : (1)); ++i) {" in text
-    for order in ATTENTION_ORDERS:
-        r = emulate_attention(text, batch=b, heads=h, seqlen_q=sq, seqlen_k=sk, causal=causal, order=order, seed=3)
-        if not r.ok:
-            break
-    assert not r.ok and r.kind == kind, r.summary()
+    kind, order = EXPECTED_PROGRAM[name]
+    r = emulate_attention(text, batch=b, heads=h, seqlen_q=sq, seqlen_k=sk, causal=causal, order=order, seed=3)
+    _assert_fails(r, kind)
+    if name == "rescale_races_pv":
+        assert re.search(r"thread \d+ \(warp group [12]\) wrote accumulator register \d+", r.message), r.message
+    if name == "v_released_early":
+        r = emulate_attention(text, batch=b, heads=h, seqlen_q=sq, seqlen_k=sk, causal=causal, order="starve", seed=3)
+        assert r.ok, r.summary()
+
+
+@needs_gxx
+@pytest.mark.slow
+@pytest.mark.parametrize("name", sorted(EXPECTED_PROGRAM))
+def test_program_mutant_emitted_fails_with_three_consumers(solved, name):
+    """The same program mutants emitted at head dim 64 (three consumer warp groups): as at head dim 128, but for the
+    wrong order parity, which hangs when one consumer lags alone (as the kernel edit does)."""
+    body, sched, ap = solved[64, "f16"]
+    causal, (b, h, sq, sk) = _mutant_case(64, name)
+    text = emit_attention_kernel(attention_mutant(ap, name), body, sched, causal=causal)
+    kind, order = {**EXPECTED_PROGRAM, "order_wrong_parity": EXPECTED_THREE["order_wrong_parity"]}[name]
+    r = emulate_attention(text, batch=b, heads=h, seqlen_q=sq, seqlen_k=sk, causal=causal, order=order, seed=3)
+    _assert_fails(r, kind)
