@@ -39,11 +39,13 @@ TILES = {128: 128, 64: 192}
 
 def _solve(body, workers):
     """``solve_ws(body)``, kept by content like the emulator's binaries (under ``$SYNTH_EMU_CACHE/tests``, keyed by the
-    body, the workers, OR-Tools' version and the text of every module of synth/model): the solve takes most of this
-    file's quick tier, and tests/hopper/test_attention_program.py solves the same bodies anew on every run."""
-    model = pathlib.Path(__file__).resolve().parents[2] / "synth" / "model"
+    body, the workers, OR-Tools' version and the text of every module of synth/model and of the two it imports from
+    the base, arch and deadline): the solve takes most of this file's quick tier, and
+    tests/hopper/test_attention_program.py solves the same bodies anew on every run."""
+    pkg = pathlib.Path(__file__).resolve().parents[2] / "synth"
+    sources = [*sorted((pkg / "model").glob("*.py")), pkg / "arch.py", pkg / "deadline.py"]
     h = hashlib.sha256()
-    for part in (repr(body), str(workers), ortools.__version__, *(p.read_text() for p in sorted(model.glob("*.py")))):
+    for part in (repr(body), str(workers), ortools.__version__, *(p.read_text() for p in sources)):
         h.update(part.encode())
         h.update(b"\0")
     path = cache_dir() / "tests" / f"attention-schedule-{h.hexdigest()[:24]}.pickle"
