@@ -3,7 +3,8 @@
 :func:`emulate_attention` draws q ``[B, H, Sq, d]``, k and v ``[B, H, Sk, d]`` (standard normal from ``seed``, rounded
 to the kernel's f16 or bf16), runs ``kernel.cu`` over its whole grid on the emulator (``runtime/attn_harness.cpp``
 linked with the emulator's runtime object; the binary cached by :func:`synth.emit.sm90.emulate.binary`), in a thread
-``order`` of :data:`synth.emit.sm90.emulate.ORDERS` (the cluster ones excepted: the kernel is one CTA), and returns O
+``order`` of :data:`synth.emit.sm90.emulate.ORDERS` (the cluster ones excepted: the kernel is one CTA) or one consumer
+lagging alone (:func:`consumer_orders`), and returns O
 beside the reference: f32 softmax attention of the same rounded inputs (float64 arithmetic, scale ``1 / sqrt(d)``, the
 causal mask bottom-right aligned, a row that sees no key 0).
 """
