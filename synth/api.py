@@ -198,7 +198,8 @@ def verify(target, *, time_limit: float = 60.0, certificate: Optional[str] = Non
     ``report.ok`` is False when a wait is refuted or unproven; ``report.render()``
     explains it. A warp-specialized body's folder (or its ``program.json``) gives a
     :class:`~synth.flow.ws.WsVerify` (:func:`synth.flow.ws.verify_ws_output`: the folder re-checked, its
-    attention program proven for every ``n >= 0``; no certificate is written for it). ``progress`` is called as
+    attention program proven for every ``n >= 0``; with ``certificate``, the independent checker's certificate of
+    its ``program.json``, :func:`synth.flow.ws.write_ws_certificate`; a body with no program gets none, exit 2). ``progress`` is called as
     ``progress("prove", done, total)`` per obligation.
     """
     # here, not at the top: import synth.api loads a command's layers when the command is called
@@ -307,7 +308,9 @@ def certify(directory: str, *, time_limit: float = 120.0):
 
     ``directory`` is ``OUT/certificate/`` or ``OUT/`` itself. ``time_limit``
     bounds the whole check: each solver call gets at most what is left, and an
-    obligation not asked in time fails as unknown.
+    obligation not asked in time fails as unknown. An attention folder without
+    ``certificate/`` gets it written first by the independent checker
+    (:func:`synth.flow.ws.certify_ws`).
     """
     # here, not at the top: import synth.api loads a command's layers when the command is called
     from .verify import certify as certify_dir

@@ -13,6 +13,9 @@ its SMT-LIB2 formula, and checks a certificate against them with Z3 and cvc5
 * :mod:`~synth.trusted.hopper_program`, :mod:`~synth.trusted.hopper` -- Hopper programs
   (``"protocol": "mbarrier"``): a strict reader and an independent encoding of every
   obligation class, asked of Z3 and cvc5 (what ``synth certify`` adds to a Hopper certificate);
+* :mod:`~synth.trusted.attention` -- attention programs (``n >= 0`` KV blocks): the barrier program, each
+  consumer's register program in the ``cp.async`` form and the once-loaded buffer's reads, derived from the bytes,
+  their obligations and certificate (:func:`~synth.trusted.certify.certify_attention` checks one);
 * :mod:`~synth.trusted.flags` -- the design keys of an output folder's ``problem.yaml``, read with PyYAML's
   pure-Python parser (which proofs the folder must hold).
 
