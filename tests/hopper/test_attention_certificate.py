@@ -9,6 +9,8 @@ from __future__ import annotations
 import hashlib
 import json
 import shutil
+import subprocess
+import sys
 
 import pytest
 
@@ -74,6 +76,23 @@ def test_certify_writes_and_checks_the_certificate(certified):
     assert {"register", "once", "parity", "arrivals", "no_deadlock", "release_after_wgmma", "teardown"} <= kinds
     assert (out / "certificate" / "program.json").read_bytes() == (out / "program.json").read_bytes()
     assert foreign_files(str(out)) == []  # listed in the folder's marker: synth solve --force may replace it
+
+
+def test_checked_in_a_fresh_interpreter_by_the_checker_alone(certified):
+    """The certificate checked by synth.trusted alone, in a fresh interpreter that loads no other synth module:
+    OK, every obligation."""
+    out, _ = certified
+    code = ("import sys, json\n"
+            "from synth.trusted.certify import certify_attention\n"
+            f"r = certify_attention({str(out / 'certificate')!r}, timeout_s=60)\n"
+            "mods = sorted(m for m in sys.modules if m.startswith('synth') and m != 'synth'"
+            " and not m.startswith('synth.trusted'))\n"
+            "print(json.dumps({'ok': r.ok, 'head': r.messages[0], 'mods': mods}))\n"
+            "sys.exit(0 if r.ok else 1)\n")
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, timeout=300)
+    assert r.returncode == 0, r.stdout + r.stderr
+    doc = json.loads(r.stdout.splitlines()[-1])
+    assert doc["ok"] and doc["mods"] == [] and doc["head"].startswith("certificate OK: 195/195"), doc
 
 
 def test_n_zero_is_in_every_obligation(certified):
