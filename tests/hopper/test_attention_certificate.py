@@ -78,6 +78,7 @@ def test_certify_writes_and_checks_the_certificate(certified):
     assert foreign_files(str(out)) == []  # listed in the folder's marker: synth solve --force may replace it
 
 
+@pytest.mark.slow  # the quick tier's certify subprocess writes and checks it; tests/test_layers.py the imports
 def test_checked_in_a_fresh_interpreter_by_the_checker_alone(certified):
     """The certificate checked by synth.trusted alone, in a fresh interpreter that loads no other synth module:
     OK, every obligation."""
