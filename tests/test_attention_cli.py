@@ -186,6 +186,7 @@ def test_load_runs_on_the_emulator_at_odd_lengths(causal):
     assert kern.last_info["ctas"] == 2 * 2
 
 
+@pytest.mark.slow  # a second solve (head dim 64, bf16); the quick tier runs bf16 kernels in test_attention_kernel
 @NEEDS_GXX
 def test_bf16_inputs_as_floats_bits_or_ml_dtypes(bf16):
     from synth.emit.sm90.emulate import bf16_bits, bf16_value

@@ -371,8 +371,7 @@ class KernelDesign(ClusterShaped):
             if k not in FLAT:
                 raise TypeError(f"KernelDesign has no knob {k!r}")
             parts[FLAT[k]][k] = v
-        new = {p: (type(getattr(self, p))(**{**_values(getattr(self, p)), **kv}) if kv else getattr(self, p))
-               for p, kv in parts.items()}
+        new = {p: (_replaced(getattr(self, p), kv) if kv else getattr(self, p)) for p, kv in parts.items()}
         return KernelDesign(new["mainloop"], new["scheduler"], new["output"], name).recast(type(self))
 
     def as_design(self) -> "KernelDesign":
@@ -610,6 +609,15 @@ def field_names(cls: type) -> tuple[str, ...]:
 
 def _values(part) -> dict:
     return {name: getattr(part, name) for name in field_names(type(part))}
+
+
+def _replaced(part, changes: dict):
+    """``dataclasses.replace(part, **changes)`` for a part (no ``__post_init__``; ``changes`` names its fields):
+    the search builds millions of designs, and ``replace`` reads the class's fields each time."""
+    out = object.__new__(type(part))
+    out.__dict__.update(part.__dict__)
+    out.__dict__.update(changes)
+    return out
 
 
 DEFAULT = KernelDesign()

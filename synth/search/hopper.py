@@ -157,7 +157,7 @@ class HopperConstraint:
 
 @functools.lru_cache(maxsize=65536)
 def _issues(p: HopperPoint, dtype: str, M: int, N: int, K: int) -> tuple:
-    d = p.with_(dtype=dtype)
+    d = p if p.dtype == dtype else p.with_(dtype=dtype)
     return tuple(d.issues() + d.shape_issues(M, N, K))
 
 
@@ -220,9 +220,15 @@ def enumerate_hopper_space() -> list[HopperPoint]:
     """Every point: BM in {64, 128}, BN in 16..256 step 16, stages 1..16, k_pipe_mmas 0..15 (8192).
 
     ``stages`` is not bounded by the k-tiles of K: the Hopper program is proven for every ``T >= 1``
-    and the pipeline model counts ``min(stages - k_pipe_mmas - 1, T)`` loads in flight."""
-    return [HopperPoint(bm, bn, s, k) for bm, bn, s, k in
-            itertools.product(HOPPER_BM_SPACE, HOPPER_BN_SPACE, HOPPER_STAGES_SPACE, HOPPER_KPIPE_SPACE)]
+    and the pipeline model counts ``min(stages - k_pipe_mmas - 1, T)`` loads in flight. A new list each call (of
+    the same immutable points, built once per process)."""
+    return list(_hopper_space())
+
+
+@functools.lru_cache(maxsize=1)
+def _hopper_space() -> tuple[HopperPoint, ...]:
+    return tuple(HopperPoint(bm, bn, s, k) for bm, bn, s, k in
+                 itertools.product(HOPPER_BM_SPACE, HOPPER_BN_SPACE, HOPPER_STAGES_SPACE, HOPPER_KPIPE_SPACE))
 
 
 def prune_hopper(ctx, points: Sequence[HopperPoint]) -> tuple[list[HopperPoint], dict[str, int], dict[str, int]]:
