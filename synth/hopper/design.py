@@ -6,20 +6,20 @@ A problem may leave any of ``persistent``, ``pingpong``, ``epilogue`` and ``clus
 :class:`~synth.hopper.kernel_design.KernelDesign` values its pins allow (:func:`legal`: the design's own
 :meth:`~synth.hopper.kernel_design.KernelDesign.issues` and the problem shape's, e.g. ping-pong needs a persistent
 grid and at most 128 accumulators per thread, the TMA-store epilogue ``N`` a multiple of 4, neither split-K, a
-cluster neither ping-pong nor split-K); :func:`synth.flow.design.choose_design` picks the one of least predicted
+cluster neither ping-pong nor split-K, an f16 or bf16 C the TMA-store epilogue, a ``warps:`` pin its count of
+consumer warp groups); :func:`synth.flow.design.choose_design` picks the one of least predicted
 time.
 """
 
 from __future__ import annotations
 
-import itertools
 from dataclasses import replace
 from typing import Optional
 
-from .kernel_design import CLUSTERS, EPILOGUES, KernelDesign
+from .kernel_design import AUTO_VALUES, KernelDesign
 from .problem import HopperGemm
 
-DESIGN_KEYS = ("persistent", "pingpong", "epilogue", "cluster")
+DESIGN_KEYS = tuple(AUTO_VALUES)
 """Problem keys that may be ``auto``."""
 
 
@@ -34,9 +34,10 @@ def with_design(g: HopperGemm, d: KernelDesign) -> HopperGemm:
 
 
 def legal(g: HopperGemm, d: KernelDesign) -> Optional[str]:
-    """None when the kernel can be built with design ``d`` for ``g``'s shape, else why not (the pipeline choice,
-    ``stages`` and ``k_pipe_mmas``, is not judged here: it is made for each design afterwards)."""
-    for i in d.issues(g.shared_limit) + d.shape_issues(g.M, g.N, g.K):
+    """None when the kernel can be built with design ``d`` for ``g``'s shape and ``warps:`` (where the problem
+    gives it), else why not (the pipeline choice, ``stages`` and ``k_pipe_mmas``, is not judged here: it is made
+    for each design afterwards)."""
+    for i in d.issues(g.shared_limit) + d.shape_issues(g.M, g.N, g.K) + d.warp_issues(g.pinned_warps):
         if i.key not in ("stages", "k_pipe_mmas"):
             return i.message
     return None
@@ -44,15 +45,11 @@ def legal(g: HopperGemm, d: KernelDesign) -> Optional[str]:
 
 def candidate_designs(g: HopperGemm) -> list[KernelDesign]:
     """The designs the problem's pins allow (an ``auto`` key takes each of its values), legal ones only, in the
-    order persistent, pingpong, epilogue, cluster vary (the last fastest)."""
-    values = {"persistent": (False, True), "pingpong": (False, True), "epilogue": EPILOGUES, "cluster": CLUSTERS}
-    axes = [values[k] if k in g.auto else (getattr(g, k),) for k in DESIGN_KEYS]
-    out = []
-    for p, pp, e, c in itertools.product(*axes):
-        d = g.design.with_(persistent=p, pingpong=pp, epilogue=e, cluster=c)
-        if legal(g, d) is None:
-            out.append(d)
-    return out
+    order persistent, pingpong, epilogue, cluster vary (the last fastest:
+    :meth:`~synth.hopper.kernel_design.KernelDesign.auto_variants`). An ``out_dtype`` of f16 or bf16 leaves the
+    TMA-store epilogue alone to an ``epilogue: auto`` (the register epilogue stores f32 only); a ``warps:`` the
+    designs of its count."""
+    return [d for d in g.design.auto_variants(g.auto) if legal(g, d) is None]
 
 
 __all__ = ["DESIGN_KEYS", "candidate_designs", "design_json", "with_design", "legal"]

@@ -30,6 +30,7 @@ Pure: no solver, no file, nothing of the layers above.
 from __future__ import annotations
 
 import functools
+import itertools
 from dataclasses import dataclass, field, fields
 from typing import Optional
 
@@ -341,6 +342,11 @@ FLAT = {"bm": "mainloop", "bn": "mainloop", "stages": "mainloop", "k_pipe_mmas":
 """Each knob's part (``epilogue``, the kind, is the epilogue part's ``kind``)."""
 
 
+AUTO_VALUES = {"persistent": (False, True), "pingpong": (False, True), "epilogue": EPILOGUES, "cluster": CLUSTERS}
+"""The values of each design key a problem may leave ``auto`` (docs/hopper_design.md), in the order synth tries
+them (:meth:`KernelDesign.auto_variants`)."""
+
+
 @dataclass(frozen=True)
 class KernelDesign(ClusterShaped):
     """The sm_90a GEMM kernel (module docstring): a :class:`Mainloop`, a :class:`TileScheduler` and an
@@ -583,6 +589,27 @@ class KernelDesign(ClusterShaped):
         for f16 and bf16, :meth:`Epilogue.shape_issues`) and a k-tile for each split (:meth:`k_tile_issues`)."""
         return self.mainloop.shape_issues(K) + self.k_tile_issues(K) + self.output.shape_issues(N)
 
+    def warp_issues(self, warps: Optional[int]) -> list[Issue]:
+        """What keeps the kernel from a problem's ``warps:`` (None: the problem leaves it out): the kernel runs
+        :attr:`warps` warps, a producer warp group and its consumers' (:func:`warps_of`: two for ping-pong, else
+        one per 64 rows). Joined to ``pingpong``, which changes the count."""
+        if warps is None or warps == self.warps:
+            return []
+        if self.pingpong:
+            why = f"two ping-pong consumer warp groups (pingpong: true), {self.warps} warps"
+        else:
+            why = f"{self.consumers} consumer warp group(s) for BM {self.bm}, {self.warps} warps"
+        return [Issue("warps", f"warps {warps}: the Hopper kernel runs one producer warp group and {why}", "warps",
+                      fix=f"remove warps:, or write warps: {self.warps}", other="pingpong")]
+
+    def auto_variants(self, keys) -> list["KernelDesign"]:
+        """This design with each of ``keys`` (design keys a problem leaves ``auto``: :data:`AUTO_VALUES`'s) taking
+        each of its values, in the order ``persistent``, ``pingpong``, ``epilogue``, ``cluster`` vary (the last
+        fastest); the other knobs as they are. Legal or not: the caller keeps those without issues."""
+        axes = [AUTO_VALUES[k] if k in keys else (getattr(self, k),) for k in AUTO_VALUES]
+        return [self.with_(persistent=p, pingpong=pp, epilogue=e, cluster=c)
+                for p, pp, e, c in itertools.product(*axes)]
+
     def check(self) -> None:
         """ValueError with the first of :meth:`issues` (its message)."""
         bad = self.issues()
@@ -628,4 +655,4 @@ register epilogue)."""
 __all__ = ["KernelDesign", "Mainloop", "TileScheduler", "Epilogue", "Issue", "FLAT", "DEFAULT", "consumers_of",
            "warps_of", "BK", "BM_CHOICES", "SMEM_LIMIT", "ALIGN_PAD", "BARRIER_BYTES", "DTYPES", "EPILOGUES",
            "OUT_DTYPES", "ACTIVATIONS", "MAX_ACC_REGS", "PRODUCER_REGS", "CLUSTERS", "MAX_STAGES", "MAX_STAGING",
-           "WARP_GROUP_THREADS", "UNCHOSEN", "CLUSTER_NOT_DONE"]
+           "WARP_GROUP_THREADS", "UNCHOSEN", "CLUSTER_NOT_DONE", "AUTO_VALUES"]

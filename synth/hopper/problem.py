@@ -14,8 +14,9 @@ Hopper flow (:mod:`synth.flow.hopper`): problem -> choice -> program -> {proof, 
 
 Keys of the Ampere flow that have no meaning here are refused with a fix rather than ignored:
 ``schedule`` (op pins), ``objective``, ``min_k_tiles`` (the Hopper program is proven for every
-``T >= 1``), ``target.registers_bytes`` (registers are split by ``setmaxnreg``) and a ``warps``
-that differs from ``4 * (1 + BM / 64)``.
+``T >= 1``) and ``target.registers_bytes`` (registers are split by ``setmaxnreg``). A ``warps:`` is the
+design's to check (:meth:`KernelDesign.warp_issues`: a producer warp group and the consumers', ``BM / 64`` of
+them, or two for ping-pong).
 
 ``cluster:`` (``1x1``, ``2x1``, ``1x2`` or ``auto``; docs/hopper_cluster.md) pairs two CTAs that share an
 operand tile; the design refuses it with split-K or ping-pong consumers; ``cluster: auto`` with split-K is refused
@@ -59,11 +60,16 @@ class HopperGemm:
     """``key -> Loc`` of the document's values (errors point at them)."""
     auto: tuple[str, ...] = ()
     """Design keys the problem writes ``auto`` (``persistent``, ``pingpong``, ``epilogue``, ``cluster``): synth chooses them
-    (:mod:`synth.hopper.design`); until then the design holds their defaults."""
+    (:mod:`synth.hopper.design`); until then the design holds their defaults, or, where the defaults do not build
+    with the other keys (``out_dtype: f16`` and ``epilogue: auto``), the first values that do
+    (:func:`hopper_gemm_from_doc`)."""
     source: Optional[str] = field(default=None, compare=False, hash=False, repr=False)
     """The text of the problem file it was read from (the document's, :func:`synth.yamlnodes.read_yaml_text`); None
     when built in memory. The output folder's ``problem.yaml`` is written from it (:func:`hopper_problem_yaml`): the
     file is not read again after the proof."""
+    pinned_warps: Optional[int] = None
+    """The problem's ``warps:`` (None: left out): the designs synth may choose for ``auto`` keys run that many warps
+    (:meth:`~synth.hopper.kernel_design.KernelDesign.warp_issues`)."""
 
     @classmethod
     def of(cls, name: str, M: int, N: int, K: int, dtype: str = "f16", BM: int = 128, BN: int = 128,
@@ -171,6 +177,33 @@ def _reported(issues: list[Issue], stated: set, auto: tuple) -> list[Issue]:
     return sorted(kept, key=lambda i: i.key not in stated or i.other in auto)
 
 
+def _design_issues(d: KernelDesign, limit: int, shape: tuple, warps: Optional[int]) -> list[Issue]:
+    """The design's issues (:meth:`KernelDesign.issues` at the problem's shape) with ``warps:``'s
+    (:meth:`KernelDesign.warp_issues`) after the tile's: the warp count is the tile's and the consumers'."""
+    issues = d.issues(limit, shape)
+    tile = [i for i in issues if i.key.startswith("tile.")]
+    return tile + d.warp_issues(warps) + [i for i in issues if not i.key.startswith("tile.")]
+
+
+def _held(d: KernelDesign, limit: int, shape: tuple, warps: Optional[int], stated: set, auto: tuple
+          ) -> tuple[KernelDesign, list[Issue]]:
+    """The design a problem holds until synth chooses its ``auto`` keys, and the issues it is refused for
+    (:func:`_reported`'s order; empty: accepted). ``d`` holds the ``auto`` keys' defaults; where an issue of it is at
+    an ``auto`` key or joined to one, synth would choose another value: the first of ``d.auto_variants(auto)``
+    none of whose issues is (an ``epilogue: auto`` with an f16 C holds the TMA store, the one epilogue that stores
+    it), else ``d`` and its issues."""
+    def at_auto(issues: list[Issue]) -> bool:
+        return any(i.key in auto or i.other in auto for i in issues)
+
+    issues = _reported(_design_issues(d, limit, shape, warps), stated, auto)
+    if at_auto(issues):
+        for v in d.auto_variants(auto):
+            found = _reported(_design_issues(v, limit, shape, warps), stated, auto)
+            if not at_auto(found):
+                return v, found
+    return d, issues
+
+
 def _refuse_issue(g: "HopperGemm", issue: Issue) -> None:
     """SynthError at the line of ``issue``'s key with its message (the line of its other key added) and fix."""
     other = g.locs.get(issue.other) if issue.other else None
@@ -183,7 +216,8 @@ def hopper_gemm_from_doc(doc: LDict, path: str, name: str, dims: dict, arch: str
     ``name``, ``dims`` (``M``, ``N``, ``K``) and ``arch`` were already checked by the caller. Reads every key (its
     type, its values, the keys of the cp.async main loop refused, ``auto``), builds the design and refuses the first
     of its issues (:meth:`KernelDesign.issues` with the problem's shape, in :func:`_reported`'s order; ``warps:``
-    is checked against the tile's consumer warp groups once the tile has none).
+    against the design's warp count, :meth:`KernelDesign.warp_issues`, once the tile has none; the ``auto`` keys
+    as :func:`_held` holds them).
     Raises :class:`~synth.errors.SynthError` at the offending value.
     """
     locs: dict = {"": doc.loc, **{k: doc.val_loc[k] for k in doc}}
@@ -255,16 +289,10 @@ def hopper_gemm_from_doc(doc: LDict, path: str, name: str, dims: dict, arch: str
                    auto=auto, out_dtype=out_dtype, cluster=cluster, activation=activation, bk=tdims["BK"],
                    source=getattr(doc, "source", None))
     stated = {k for k in locs if k and doc.get(k) != "auto"}
-    issues = _reported(g.design.issues(limit, (g.M, g.N, g.K)), stated, auto)
-    if issues and issues[0].key.startswith("tile."):
-        _refuse_issue(g, issues[0])
-    if warps is not None and warps != warps_of(g.BM):  # the cooperative count, ping-pong or not
-        raise SynthError(doc.val_loc["warps"], f"warps {warps}: the Hopper kernel runs one producer warp group and "
-                         f"{consumers_of(g.BM)} consumer warp group(s) for BM {g.BM}, {warps_of(g.BM)} warps",
-                         f"remove warps:, or write warps: {warps_of(g.BM)}")
+    design, issues = _held(g.design, limit, (g.M, g.N, g.K), warps, stated, auto)
     if issues:
         _refuse_issue(g, issues[0])
-    return g
+    return replace(g, design=design, pinned_warps=warps)
 
 
 CHOSEN = "chosen by synth solve (the problem said auto; docs/hopper_design.md)"

@@ -240,10 +240,19 @@ def prune_hopper(ctx, points: Sequence[HopperPoint]) -> tuple[list[HopperPoint],
     return tally(ctx, points, HOPPER_CONSTRAINTS, lambda fails, name: name in ("KernelDesign.check", "cluster-kernel"))
 
 
+SPLIT_RULES = {"split_k": "split-k", "persistent": "persistent", "pingpong": "persistent", "epilogue": "tma-store",
+               "cluster": "cluster"}
+"""The name a split point's refusal gives the design's issue at each key (:class:`~synth.hopper.kernel_design.Issue`
+``key``): ``split-k`` the k-tile per split (:meth:`~synth.hopper.kernel_design.KernelDesign.k_tile_issues`),
+``persistent`` a persistent or ping-pong scheduler, ``tma-store`` the TMA-store epilogue and ``cluster`` a cluster
+with split-K (:meth:`~synth.hopper.kernel_design.TileScheduler.issues`, :meth:`KernelDesign.issues`); the design
+states each rule and its words."""
+
+
 def is_legal_hopper(ctx, p: HopperPoint) -> Optional[str]:
     """None when ``p`` is legal for the context's shape, else ``constraint: why`` (a split point: the constraints
-    of the point unsplit, then :func:`hopper_split_issue`; persistent, ping-pong and the TMA store are never
-    split)."""
+    of the point unsplit, then :func:`hopper_split_issue` and the design's first issue with the split, named by
+    :data:`SPLIT_RULES`: persistent, ping-pong, the TMA store and a cluster are never split)."""
     for c in HOPPER_CONSTRAINTS:
         why = c.check(ctx, p.kernel)
         if why is not None:
@@ -252,26 +261,19 @@ def is_legal_hopper(ctx, p: HopperPoint) -> Optional[str]:
         why = hopper_split_issue(ctx, p)
         if why is not None:
             return f"split-k: {why}"
-        if p.persistent or p.pingpong:
-            return f"persistent: a persistent CTA computes whole tiles, not split_k = {p.split_k} splits"
-        if p.epilogue == "tma_store":
-            return (f"tma-store: a TMA-store epilogue with split_k = {p.split_k} is not built (the split's last CTA "
-                    "sums the partials through global memory)")
-        if p.cluster != "1x1":
-            return f"cluster: cluster {p.cluster} with split_k = {p.split_k} is not built (KernelDesign.check)"
+        issue = next(iter(_issues(p, ctx.dtype, ctx.M, ctx.N, ctx.K)), None)
+        if issue is not None:
+            return f"{SPLIT_RULES.get(issue.key, 'KernelDesign.check')}: {issue.message}"
     return None
 
 
 def hopper_split_issue(ctx, p: HopperPoint) -> Optional[str]:
-    """None when ``p.split_k`` is legal (in :data:`synth.search.space.SPLIT_SPACE`, at most the k-tiles
-    ``ceil(K / 64)``: the Hopper program is proven for every trip count, so a split needs one k-tile,
-    not the stages), else why not."""
+    """None when ``p.split_k`` is legal (in :data:`synth.search.space.SPLIT_SPACE`, and the design's
+    :meth:`~synth.hopper.kernel_design.KernelDesign.k_tile_issues` at the context's ``K``: a k-tile per split; the
+    Hopper program is proven for every trip count, so a split needs no more, not the stages), else why not."""
     if p.split_k not in SPLIT_SPACE:
         return f"split_k = {p.split_k} is not one of {SPLIT_SPACE}"
-    T = -(-ctx.K // BK)
-    if p.split_k > T:
-        return f"split_k = {p.split_k} exceeds the {T} k-tiles of K"
-    return None
+    return next((i.message for i in p.k_tile_issues(ctx.K)), None)
 
 
 def fit_stages(p: HopperPoint) -> Optional[HopperPoint]:
@@ -756,4 +758,4 @@ __all__ = ["HopperPoint", "HopperConstraint", "HOPPER_CONSTRAINTS", "HopperEstim
            "epilogue_cost", "staging_wavefronts", "cluster_slots", "cluster_kernel_issue", "l2_ktile_bytes",
            "ingress_ktile_bytes",
            "NAME_LIMIT", "HOPPER_BM_SPACE", "HOPPER_BN_SPACE", "HOPPER_STAGES_SPACE",
-           "HOPPER_KPIPE_SPACE", "C_BYTES", "HOPPER_SPLIT_BARRIERS", "hopper_split_issue"]
+           "HOPPER_KPIPE_SPACE", "C_BYTES", "HOPPER_SPLIT_BARRIERS", "hopper_split_issue", "SPLIT_RULES"]

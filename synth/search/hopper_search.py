@@ -88,7 +88,7 @@ def evaluate_tiles(ctx, legal: list[HopperPoint], say: Progress, clusters: bool 
                    ) -> dict[HopperPoint, HopperEntry]:
     """The evaluated points: per tile the pipeline model's choice, or every legal point of a tile whose
     depths differ in CTAs per SM (or whose choice is not legal); each with its legal K splits
-    (:func:`synth.search.hopper.hopper_split_issue`) and its legal variants
+    (:func:`synth.search.hopper.hopper_split_issue`: the design's k-tile per split) and its legal variants
     (:func:`synth.search.hopper.hopper_variants`: persistent, the TMA store, ping-pong, the clusters; never
     split). From a tile's ``stages: auto`` point every variant and split gets its own design's choice
     (:func:`synth.search.hopper.auto_choice`: the split's k-tiles, the staging slots, order barriers and the
@@ -539,8 +539,9 @@ def rank_hopper_references(ctx, entries: dict[HopperPoint, HopperEntry], best, w
         k = min(ref.k_pipe_mmas, max(stages - 1, 0))
         p = HopperPoint(ref.BM, ref.BN, stages, k)
         why = "shared-memory: not even one stage fits" if stages < 1 else is_legal_hopper(ctx, p)
-        if ref.BK != p.BK:
-            why = f"KernelDesign.check: bk must be {p.BK}"
+        bk = next((i for i in p.with_(bk=ref.BK).mainloop.issues() if i.key == "tile.BK"), None)
+        if bk is not None:  # the design's tile.BK rule
+            why = f"KernelDesign.check: {bk.message}"
         if why is not None:
             out.append(ReferenceRank(ref.name, (ref.BM, ref.BN, ref.BK), p.warps, stages, None, None, None, None,
                                      why, k_pipe_mmas=k))
