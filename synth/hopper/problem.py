@@ -189,18 +189,14 @@ def _held(d: KernelDesign, limit: int, shape: tuple, warps: Optional[int], state
           ) -> tuple[KernelDesign, list[Issue]]:
     """The design a problem holds until synth chooses its ``auto`` keys, and the issues it is refused for
     (:func:`_reported`'s order; empty: accepted). ``d`` holds the ``auto`` keys' defaults; where an issue of it is at
-    an ``auto`` key or joined to one, synth would choose another value: the first of ``d.auto_variants(auto)``
-    none of whose issues is (an ``epilogue: auto`` with an f16 C holds the TMA store, the one epilogue that stores
-    it), else ``d`` and its issues."""
-    def at_auto(issues: list[Issue]) -> bool:
-        return any(i.key in auto or i.other in auto for i in issues)
-
+    an ``auto`` key or joined to one, synth chooses among the other values: the first of ``d.auto_variants(auto)``
+    that has no issue (an ``epilogue: auto`` with an f16 C holds the TMA store, the one epilogue that stores it),
+    else ``d`` and its issues (no value of the ``auto`` keys builds)."""
     issues = _reported(_design_issues(d, limit, shape, warps), stated, auto)
-    if at_auto(issues):
+    if any(i.key in auto or i.other in auto for i in issues):
         for v in d.auto_variants(auto):
-            found = _reported(_design_issues(v, limit, shape, warps), stated, auto)
-            if not at_auto(found):
-                return v, found
+            if not _reported(_design_issues(v, limit, shape, warps), stated, auto):
+                return v, []
     return d, issues
 
 

@@ -10,6 +10,7 @@ kernel and words no rule's message.
 from __future__ import annotations
 
 import ast
+import json
 import pathlib
 
 import pytest
@@ -56,6 +57,14 @@ RULES = [
      "any multiple of 16 up to 256", None),
     ("warps", {"tile": tile(BM=64), "warps": 12}, "warps", "warps 12: the Hopper kernel runs one producer warp group "
      "and 1 consumer warp group(s) for BM 64, 8 warps", "write warps: 8", None),
+    ("warps-ping-pong", {"tile": tile(BM=64), "pingpong": "true", "warps": 8}, "warps", "warps 8: the Hopper kernel "
+     "runs one producer warp group and two ping-pong consumer warp groups (pingpong: true at line", "write warps: 12",
+     "pingpong"),
+    ("out_dtype-auto-epilogue-split", {"out_dtype": "f16", "epilogue": "auto", "split_k": 2}, "out_dtype",
+     "out_dtype f16: C is stored as f16 or bf16 by the TMA-store epilogue only", "add epilogue: tma_store", None),
+    ("warps-no-auto-value", {"tile": tile(BM=64), "pingpong": "auto", "warps": 12}, "warps",
+     "warps 12: the Hopper kernel runs one producer warp group and 1 consumer warp group(s) for BM 64, 8 warps",
+     "write warps: 8", None),
     ("k_pipe_mmas<stages", {"stages": 4, "k_pipe_mmas": 4}, "k_pipe_mmas",
      "k_pipe_mmas 4 with 4 stages: a consumer holding as many groups as there are slots starves the producer",
      "use k_pipe_mmas below 4, or auto", None),
@@ -188,7 +197,8 @@ def test_rules_left_to_synth_are_not_refused(tmp_path):
     not refused (a pinned stages count's shared memory is, whatever ``k_pipe_mmas`` is)."""
     for keys in ({"stages": "auto", "k_pipe_mmas": 3}, {"stages": 6, "k_pipe_mmas": "auto"},
                  {"pingpong": "auto", "tile": tile(128, 256)}, {"epilogue": "auto", "shape": shape(N=250)},
-                 {"cluster": "2x1", "pingpong": "auto"}, {"target": "{shared_bytes: 40000}", "epilogue": "auto"}):
+                 {"cluster": "2x1", "pingpong": "auto"}, {"target": "{shared_bytes: 40000}", "epilogue": "auto"},
+                 {"out_dtype": "bf16", "epilogue": "auto"}, {"tile": tile(BM=64), "pingpong": "auto", "persistent": "auto", "warps": 12}):
         p = tmp_path / "p.yaml"
         p.write_text(problem_text(keys))
         load_problem(str(p))
@@ -279,3 +289,122 @@ DESIGN_WORDS = ["the Hopper main loop loads k-tiles of", "the Hopper kernel has 
 @pytest.mark.parametrize("words", DESIGN_WORDS)
 def test_each_rule_is_worded_by_the_design_alone(words):
     assert words in strings(DESIGN) and words not in strings(READER)
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# the kernel's warps and an auto key's values: what synth solve builds
+# ---------------------------------------------------------------------------------------------------------------
+
+
+def _solve(tmp_path, keys: dict, name: str = "p") -> tuple[dict, pathlib.Path]:
+    """``synth solve --no-verify --json`` of the problem file of ``keys`` in a fresh interpreter: the JSON result and
+    the output folder (exit 0 asserted)."""
+    p = tmp_path / f"{name}.yaml"
+    p.write_text(problem_text(keys))
+    out = tmp_path / f"{name}-out"
+    r = synth("solve", p, "-o", out, "--no-verify", "--json")
+    assert r.returncode == 0, r.stdout + r.stderr
+    return json.loads(r.stdout)["result"], out
+
+
+def test_ping_pong_warps_are_the_kernels_own(tmp_path):
+    """``warps:`` is compared with the design's count: a ping-pong kernel of BM 64 runs 12 warps (a producer warp
+    group and two consumers), so ``warps: 12`` is accepted and launches 384 threads; ``warps: 8`` is refused (the
+    first RULES row ``warps-ping-pong``)."""
+    res, out = _solve(tmp_path, {"tile": tile(BM=64, BN=64), "pingpong": "true", "warps": 12})
+    assert res["design"]["pingpong"] is True, res["design"]
+    assert "#define SYNTH_THREADS 384\n" in (out / "kernel.cu").read_text()
+    assert "warps: 12\n" in (out / "problem.yaml").read_text()
+    load_problem(str(out / "problem.yaml"))  # the folder's file reads back
+
+
+def test_a_warps_pin_bounds_the_designs_synth_chooses(tmp_path):
+    """With ``pingpong: auto``, ``warps:`` keeps synth to the designs of that many warps: 12 with BM 64 is a
+    ping-pong kernel, 8 a cooperative one; the folder's ``problem.yaml`` reads back either way."""
+    auto = {"tile": tile(BM=64, BN=64), "persistent": "auto", "pingpong": "auto"}
+    for warps, pingpong in ((12, True), (8, False)):
+        res, out = _solve(tmp_path, {**auto, "warps": warps}, f"w{warps}")
+        assert res["design"]["pingpong"] is pingpong, (warps, res["design"])
+        g = load_problem(str(out / "problem.yaml"))
+        assert g.pingpong is pingpong and g.warps == warps
+
+
+@pytest.mark.parametrize("out_dtype", ["f16", "bf16"])
+def test_an_f16_c_with_epilogue_auto_is_stored_by_the_tma_store(tmp_path, out_dtype):
+    """``epilogue: auto`` chooses among the epilogues that build: an f16 or bf16 C is stored by the TMA-store epilogue
+    only (docs/hopper_design.md), so that is synth's choice and the folder says so."""
+    res, out = _solve(tmp_path, {"out_dtype": out_dtype, "epilogue": "auto"})
+    assert res["design"]["epilogue"] == "tma_store", res["design"]
+    text = (out / "problem.yaml").read_text()
+    assert "epilogue: tma_store  # chosen by synth solve" in text and f"out_dtype: {out_dtype}\n" in text, text
+    assert (out / "store").is_dir()
+    g = load_problem(str(out / "problem.yaml"))
+    assert (g.epilogue, g.out_dtype) == ("tma_store", out_dtype)
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# the search states none of the split rules, nor the tile's BK
+# ---------------------------------------------------------------------------------------------------------------
+
+SEARCH = ROOT / "synth" / "search"
+SEARCH_RULE_FUNCTIONS = {"hopper.py": ("is_legal_hopper", "hopper_split_issue"),
+                         "hopper_search.py": ("rank_hopper_references",)}
+"""The search's functions that refuse a split point or a reference tile: each asks the design (``k_tile_issues``,
+``issues()``, the main loop's tile.BK issue)."""
+DESIGN_KNOBS = {"persistent", "pingpong", "epilogue", "cluster", "BK", "bk"}
+"""Knobs a restated split or tile rule tests (a split with persistent, ping-pong, the TMA store, a cluster; BK 64)."""
+SEARCH_WORDS = ["a split would get no k-tile", "a persistent CTA computes whole tiles",
+                "the split's last CTA sums the partials", "a cluster kernel's CTA pair computes whole tiles",
+                "the Hopper main loop loads k-tiles of", "bk must be", "is not built (KernelDesign.check)"]
+"""The design's words for these rules, and the search's own former wording of two of them."""
+
+
+def restated_search_rules(source: str, names: tuple) -> list[str]:
+    """Where the functions ``names`` of ``source`` restate a split or tile rule (``function:line``, once a line): a
+    k-tile count (a floor division), or a test (``if``, a comparison, ``and`` / ``or``) of a design knob of
+    :data:`DESIGN_KNOBS`."""
+    out: list[str] = []
+    for f in ast.parse(source).body:
+        if not (isinstance(f, ast.FunctionDef) and f.name in names):
+            continue
+        tests = [n.test for n in ast.walk(f) if isinstance(n, (ast.If, ast.IfExp, ast.While))]
+        tests += [n for n in ast.walk(f) if isinstance(n, (ast.Compare, ast.BoolOp))]
+        for node in ast.walk(f):
+            if isinstance(node, ast.BinOp) and isinstance(node.op, ast.FloorDiv):
+                out.append(f"{f.name}:{node.lineno}")
+        for t in tests:
+            if any(isinstance(sub, ast.Attribute) and sub.attr in DESIGN_KNOBS for sub in ast.walk(t)):
+                out.append(f"{f.name}:{t.lineno}")
+    return sorted(set(out))
+
+
+@pytest.mark.parametrize("module", sorted(SEARCH_RULE_FUNCTIONS))
+def test_the_search_restates_no_split_or_tile_rule(module):
+    source = (SEARCH / module).read_text()
+    assert restated_search_rules(source, SEARCH_RULE_FUNCTIONS[module]) == []
+    assert {f.name for f in ast.parse(source).body if isinstance(f, ast.FunctionDef)} >= set(
+        SEARCH_RULE_FUNCTIONS[module])
+    # the check sees the rules as the search once stated them itself
+    restated = '''
+def hopper_split_issue(ctx, p):
+    T = -(-ctx.K // BK)
+    if p.split_k > T:
+        return "exceeds"
+
+def is_legal_hopper(ctx, p):
+    if p.persistent or p.pingpong:
+        return "persistent"
+    if p.epilogue == "tma_store":
+        return "tma-store"
+
+def rank_hopper_references(ctx, entries, best, winner):
+    if ref.BK != p.BK:
+        why = "bk"
+'''
+    assert len(restated_search_rules(restated, ("hopper_split_issue", "is_legal_hopper", "rank_hopper_references"))) == 4
+
+
+@pytest.mark.parametrize("words", SEARCH_WORDS)
+def test_the_search_words_no_split_or_tile_rule(words):
+    for path in sorted(SEARCH.glob("*.py")):
+        assert words not in strings(path), path
