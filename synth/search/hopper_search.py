@@ -301,9 +301,9 @@ def why_hopper_variant(ctx, e: HopperEntry, clusters: bool = True) -> str:
         ts, rg = cl.get("tma_store"), cl.get("register")
     else:
         ts, rg = by.get(grid + ("tma_store",)), by.get(grid + ("register",))
-    if ctx.N % 4:
-        parts.append(f"no TMA store: N = {ctx.N} is not a multiple of 4 (C's row stride must be a multiple of 16 "
-                     "bytes)")
+    no_store = next(iter(p.with_(epilogue="tma_store").output.shape_issues(ctx.N)), None)  # the design's rule
+    if no_store is not None:
+        parts.append(f"no TMA store: {no_store.message}")
     elif ts is not None and rg is not None:
         s = ts.est
         W = p.store_cols

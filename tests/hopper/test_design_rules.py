@@ -355,8 +355,10 @@ DESIGN_KNOBS = {"persistent", "pingpong", "epilogue", "cluster", "BK", "bk"}
 """Knobs a restated split or tile rule tests (a split with persistent, ping-pong, the TMA store, a cluster; BK 64)."""
 SEARCH_WORDS = ["a split would get no k-tile", "a persistent CTA computes whole tiles",
                 "the split's last CTA sums the partials", "a cluster kernel's CTA pair computes whole tiles",
-                "the Hopper main loop loads k-tiles of", "bk must be", "is not built (KernelDesign.check)"]
-"""The design's words for these rules, and the search's own former wording of two of them."""
+                "the Hopper main loop loads k-tiles of", "bk must be", "is not built (KernelDesign.check)",
+                "needs C's row stride (", "is not a multiple of 4 (C's row stride"]
+"""The design's words for these rules (and the TMA store's row stride, which ``why`` names), and the search's own
+former wording of some of them."""
 
 
 def restated_search_rules(source: str, names: tuple) -> list[str]:
