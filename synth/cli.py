@@ -381,14 +381,20 @@ class _Progress:
 
 def cmd_solve(args, ui: _Ui) -> Outcome:
     # here, not at the top: a command's layers load when it runs (synth --help and synth run stay light)
-    from .outdir import check_out_dir
-    from .flow.pipeline import default_out_dir, run, write_outputs
-    from .flow.ws import WsResult, load_solve_problem
-
+    from .load import is_ws_body, problem_from_doc, solve_document
 
     t_start = time.monotonic()
     deadline = Deadline(t_start + args.time_limit, args.time_limit)  # one deadline for every phase, writing included
-    problem = load_solve_problem(args.problem)  # a warp-specialized body (kind: attention, ...) or a problem
+    text, doc = solve_document(args.problem)
+    # a problem is read and checked before the solvers load: a bad file is refused at once (exit 2)
+    problem = None if is_ws_body(doc) else problem_from_doc(doc, args.problem)
+    # the solvers' layers load once the problem is read (above)
+    from .outdir import check_out_dir
+    from .flow.pipeline import default_out_dir, run, write_outputs
+    from .flow.ws import WsResult, ws_problem_text
+
+    if problem is None:  # a warp-specialized body (kind: attention, ...)
+        problem = ws_problem_text(text, args.problem)
     out = args.out or default_out_dir(problem)
     check_out_dir(out, force=args.force)
     t_load = time.monotonic() - t_start

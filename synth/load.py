@@ -32,6 +32,19 @@ WS_BODY_KINDS = ("attention", "gemm_kloop", "body")
 reads such a file (:func:`synth.flow.ws.load_solve_problem`); :func:`load_problem` refuses it, naming that."""
 
 
+def solve_document(path: str) -> tuple[str, object]:
+    """``synth solve``'s one read of ``path``: its text and its YAML document (:class:`SynthError` at
+    ``file:line:col``)."""
+    text = read_regular_text(path, MAX_INPUT_BYTES, "the problem file", fix="give the path of a problem.yaml file")
+    return text, read_yaml_text(text, path)
+
+
+def is_ws_body(doc) -> bool:
+    """Whether a document is a warp-specialized loop body (its ``kind:`` one of :data:`WS_BODY_KINDS`), which
+    :func:`synth.flow.ws.ws_problem_text` reads, rather than a problem :func:`problem_from_doc` reads."""
+    return isinstance(doc, LDict) and isinstance(doc.get("kind"), str) and doc["kind"] in WS_BODY_KINDS
+
+
 def given_source(path: str) -> Optional[str]:
     """The text of the problem file at ``path`` as the user gave it (so an output folder is
     self-contained), or None when there is no such file (a problem built in memory)."""

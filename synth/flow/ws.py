@@ -50,7 +50,7 @@ from ..emit.timeline_ws import render_ws_timeline
 from ..errors import Loc, SynthError
 from ..hopper.ir import HopperProgram, dumps
 from ..hopper.printer import hopper_text
-from ..load import problem_from_doc
+from ..load import is_ws_body, problem_from_doc, solve_document
 from ..lower.hopper_attention import AttentionProgram, lower_attention
 from ..model.ws_body import WsBody, WsMachine
 from ..model.ws_read import KINDS, attention_causal, attention_dtype, read_ws_text
@@ -118,11 +118,8 @@ def load_solve_problem(path: str):
     """``synth solve``'s loader: a :class:`WsProblem` when the file's ``kind:`` names a warp-specialized body
     (:data:`WS_KINDS`), else what :func:`synth.load.load_problem` gives (a :class:`~synth.problem.Problem` or a
     :class:`~synth.hopper.problem.HopperGemm`)."""
-    text = read_regular_text(path, MAX_INPUT_BYTES, "the problem file", fix="give the path of a problem.yaml file")
-    doc = read_yaml_text(text, path)
-    if isinstance(doc, LDict) and isinstance(doc.get("kind"), str) and doc["kind"] in WS_KINDS:
-        return ws_problem_text(text, path)
-    return problem_from_doc(doc, path)
+    text, doc = solve_document(path)
+    return ws_problem_text(text, path) if is_ws_body(doc) else problem_from_doc(doc, path)
 
 
 @dataclass(frozen=True)
