@@ -79,6 +79,7 @@ def _solved_reads_back(tmp_path, text: str, *flags: str):
     return given, back, out
 
 
+@pytest.mark.slow  # a variant of the folder round trip
 def test_a_quoted_numeric_name_stays_a_string_in_the_folder(tmp_path):
     """A flow-style auto problem named "123": the folder's problem.yaml used to say name: 123 (an int), which synth
     itself refused to read back."""
@@ -100,6 +101,7 @@ def test_auto_is_resolved_at_the_key_not_inside_a_description(tmp_path):
     assert "persistent: false  # chosen by synth solve" in folder and "# description: first line" in folder, folder
 
 
+@pytest.mark.slow  # a flow-style variant of a certified folder
 def test_flow_style_epilogue_and_pingpong_certify(tmp_path):
     """epilogue and pingpong in a flow mapping: solve wrote a folder (the file copied as given) whose certificate
     synth certify refused, its line reader not finding the keys."""
@@ -111,6 +113,7 @@ def test_flow_style_epilogue_and_pingpong_certify(tmp_path):
     assert r.returncode == 0 and "ping-pong order (odd tile count): certificate OK" in r.stdout, r.stdout + r.stderr
 
 
+@pytest.mark.slow  # a variant of the folder round trip
 def test_a_description_mentioning_persistent_is_not_refused_after_the_proof(tmp_path):
     """A description whose second line reads 'persistent: false': solve proved the kernel, then refused the valid
     problem at the output folder's copy ("problem.yaml:3:1: the persistent key is not written as ...")."""

@@ -32,6 +32,7 @@ def _run(mod, *args) -> tuple[int, str]:
     return rc, out.getvalue() + err.getvalue()
 
 
+@pytest.mark.slow  # every file is proven and refuted in its own form's tests
 def test_quick_corpus_refutes_every_mutant_and_proves_every_input(tmp_path):
     mod = _corpus()
     rc, out = _run(mod, "--quick", "--json", str(tmp_path / "rows.json"))

@@ -115,6 +115,7 @@ def test_a_prediction_above_the_published_figure_for_its_shape_warns_on_stderr_a
     assert rc == 0 and err.count("warning: #") == 2 and "a lowered figure" in err
 
 
+@pytest.mark.slow  # a sweep of the calibrated shapes
 def test_no_warning_at_the_calibrated_shapes():
     """The calibrated shapes' winners stay at or below the fastest figure published for each."""
     for n in (4096, 6144, 8192):
@@ -123,6 +124,7 @@ def test_no_warning_at_the_calibrated_shapes():
 
 # -------------------------------------------------------------------------------------------------------- short why
 
+@pytest.mark.slow  # the table's columns are read in the quick tier's CLI tests
 def test_the_table_gives_a_short_why_and_explain_the_whole_one(capsys):
     from synth.cli import main
 

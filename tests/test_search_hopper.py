@@ -85,7 +85,8 @@ def test_the_space_is_exactly_what_the_kernel_accepts(M, N, K):
         assert p.smem_bytes == g.smem_bytes(p.stages) <= SMEM_LIMIT and p.stages <= g.max_stages()
 
 
-@pytest.mark.parametrize("shapes", [SQUARES, pytest.param(SKINNY, marks=pytest.mark.slow)])
+@pytest.mark.slow  # sweeps of shapes; tests/test_search_model.py checks the sm_90 cap in the quick tier
+@pytest.mark.parametrize("shapes", [SQUARES, SKINNY])
 def test_no_prediction_above_the_best_published_figure(shapes):
     cap, _ = best_published("sm_90")
     peak = get_arch("sm_90").peak_tflops_f16

@@ -68,6 +68,7 @@ def test_shallow_pipelines_rank_below_the_best_deep_one_of_the_same_tile(shape):
     assert checked > 10
 
 
+@pytest.mark.slow  # a sweep of long-K shapes
 def test_search_winners_are_pipelined_for_long_k():
     for shape in [SQUARES[1], SQUARES[3], SKINNY[0], SKINNY[1]]:
         res = search_gemm(*shape, top=5, references=False)

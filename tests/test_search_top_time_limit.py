@@ -53,6 +53,7 @@ def test_top_time_limit_json_has_the_ranking_and_the_folders_not_written(tmp_pat
     assert missing[0]["folder"] in env["errors"][0]["message"]
 
 
+@pytest.mark.slow  # the CLI's --top time limit stays in the quick tier
 def test_write_candidates_writes_the_folders_proven_and_names_the_others(monkeypatch, tmp_path):
     """A candidate whose solve runs out of time is skipped (its folder not written) and the later ones are still
     written; TopIncomplete names both kinds."""

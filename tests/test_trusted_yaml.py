@@ -314,6 +314,7 @@ def test_a_proof_folder_the_problem_does_not_ask_for_is_refused(pingpong, tmp_pa
     assert r.returncode == 2 and "does not say pingpong: true" in r.stderr, r.stderr
 
 
+@pytest.mark.slow  # a variant of the carry tamper checks
 def test_a_hidden_persistent_key_does_not_drop_the_carry(persistent, tmp_path):
     """The persistent folder's problem.yaml as a flow mapping with ``description: "x #"`` before ``persistent``,
     and its certificate without the carry obligations (manifest ``persistent: false``): certify fails, naming the

@@ -429,6 +429,7 @@ def test_trip_counts_from_zero_only_for_the_attention_program(attention_d128, tm
         load_hopper(str(alone / "program.json"), zero_trips=True)
 
 
+@pytest.mark.slow  # the attention folder's verify runs in the quick tier
 def test_verify_and_certify_a_body_that_is_scheduled_only(tmp_path):
     """kind: body has no program: synth verify re-checks its schedule (exit 0, saying nothing is proven), refuses an
     edited one, and synth certify says there is no certificate."""

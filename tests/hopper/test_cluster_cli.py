@@ -92,6 +92,7 @@ def test_a_dropped_cluster_barrier_or_init_fence_fails_verify(solved, tmp_path):
     assert "consumer1 (CTA 1) arrives remotely on empty0 of CTA 0" in r.stdout
 
 
+@pytest.mark.slow  # tampering: tests/hopper/test_cluster_hostile.py
 def test_a_certificate_without_the_cluster_classes_is_refused(solved, tmp_path):
     from synth.hopper.ir import dumps, load_hopper
     from synth.verify.certificate_phases import write_hopper_certificate

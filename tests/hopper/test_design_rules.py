@@ -318,6 +318,7 @@ def test_ping_pong_warps_are_the_kernels_own(tmp_path):
     load_problem(str(out / "problem.yaml"))  # the folder's file reads back
 
 
+@pytest.mark.slow  # two solves; the warps rule's refusal is in the quick tier's table
 def test_a_warps_pin_bounds_the_designs_synth_chooses(tmp_path):
     """With ``pingpong: auto``, ``warps:`` keeps synth to the designs of that many warps: 12 with BM 64 is a
     ping-pong kernel, 8 a cooperative one; the folder's ``problem.yaml`` reads back either way."""

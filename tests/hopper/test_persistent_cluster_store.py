@@ -22,6 +22,9 @@ PROBLEM = PERSISTENT_CLUSTER_PROBLEM.replace("name: pcl\n", "name: pcls\n").repl
 """The persistent 2x1 cluster problem of the other cluster tests, with the TMA-store epilogue."""
 
 
+# persistent + cluster + TMA store together; each is solved, proven and run in the quick tier
+pytestmark = pytest.mark.slow
+
 @pytest.fixture(scope="module")
 def solved(tmp_path_factory):
     d = tmp_path_factory.mktemp("pcls")
