@@ -29,12 +29,8 @@ imported; that kernel.cu is the proven program's is the manifest's word here, an
 
 from __future__ import annotations
 
-import json
 import math
 import os
-import pathlib
-import subprocess
-import tempfile
 from dataclasses import dataclass
 from typing import Callable, Optional, Sequence
 
@@ -42,8 +38,8 @@ import numpy as np
 
 from ...errors import Loc, SynthError
 from ..emulate import EmulatorError
-from .emulate import TIMEOUT_S, bf16_bits, binary, order_code
-from .emulate_attention import HARNESS, kernel_facts
+from .emulate import bf16_bits, order_code
+from .emulate_attention import kernel_facts, run_harness
 
 KERNEL = "synth_attention_sm90"
 """The kernel's name in kernel.cu (:data:`synth.emit.sm90.attention_kernel.KERNEL`, which is not imported here: that
@@ -131,26 +127,7 @@ def run_attention_emulated(kernel_cu: str, q_bits: np.ndarray, k_bits: np.ndarra
     ``[B, H, Sk, d]`` as 16-bit patterns (uint16: f16 or bf16, the kernel's). Returns ``(O [B, H, Sq, d] float32, NaN
     where the kernel wrote nothing; the harness's report: ok, kind, message, guard_written, counters)``.
     EmulatorError when it cannot run (g++ missing, the emulator crashing or running past its time)."""
-    B, H, Sq, d = q_bits.shape
-    Sk = k_bits.shape[2]
-    exe = binary(kernel_cu, HARNESS)
-    with tempfile.TemporaryDirectory(prefix="synth-attn-") as tmp:
-        inp, outp = pathlib.Path(tmp) / "in.bin", pathlib.Path(tmp) / "out.bin"
-        with open(inp, "wb") as f:  # the harness's input (runtime/attn_harness.cpp): the launch order is the grid's
-            f.write(np.array([B * H, Sq, Sk, order_code(order, seed), 0], np.int32).tobytes())
-            f.write(np.array([scale], np.float32).tobytes())
-            for x in (q_bits, k_bits, v_bits):
-                f.write(np.ascontiguousarray(x, np.uint16).tobytes())
-        try:
-            proc = subprocess.run([str(exe), str(inp), str(outp)], capture_output=True, text=True, timeout=TIMEOUT_S)
-        except subprocess.TimeoutExpired:
-            raise EmulatorError(f"the emulator ran past {TIMEOUT_S} s") from None
-        lines = [ln for ln in proc.stdout.splitlines() if ln.startswith("{")]
-        if not lines:
-            raise EmulatorError(f"the emulator crashed (status {proc.returncode}): {proc.stderr[-2000:]}")
-        info = json.loads(lines[-1])
-        O = np.fromfile(outp, np.float32).reshape(B, H, Sq, d)
-    return O, info
+    return run_harness(kernel_cu, q_bits, k_bits, v_bits, scale=scale, code=order_code(order, seed))
 
 
 class AttentionJob:

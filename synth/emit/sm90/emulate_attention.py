@@ -133,23 +133,7 @@ def emulate_attention(kernel_cu: str, *, batch: int, heads: int, seqlen_q: int, 
             vals[name] = bf16_value(bits[name])
     scale = 1.0 / math.sqrt(d)
     ref = reference(vals["q"], vals["k"], vals["v"], causal=causal, scale=scale)
-    exe = binary(kernel_cu, HARNESS)
-    with tempfile.TemporaryDirectory(prefix="synth-attn-run-") as tmp:
-        inp, outp = pathlib.Path(tmp) / "in.bin", pathlib.Path(tmp) / "out.bin"
-        with open(inp, "wb") as f:
-            f.write(np.array([batch * heads, seqlen_q, seqlen_k, code, border], np.int32).tobytes())
-            f.write(np.array([scale], np.float32).tobytes())
-            for name in ("q", "k", "v"):
-                f.write(np.ascontiguousarray(bits[name]).tobytes())
-        try:
-            proc = subprocess.run([str(exe), str(inp), str(outp)], capture_output=True, text=True, timeout=TIMEOUT_S)
-        except subprocess.TimeoutExpired:
-            raise EmulatorError(f"the emulator ran past {TIMEOUT_S} s") from None
-        lines = [ln for ln in proc.stdout.splitlines() if ln.startswith("{")]
-        if not lines:
-            raise EmulatorError(f"the emulator crashed (status {proc.returncode}): {proc.stderr[-2000:]}")
-        info = json.loads(lines[-1])
-        O = np.fromfile(outp, np.float32).reshape(batch, heads, seqlen_q, d)
+    O, info = run_harness(kernel_cu, bits["q"], bits["k"], bits["v"], scale=scale, code=code, border=border)
     nan = int(np.isnan(O).sum())
     diff = np.abs(O.astype(np.float64) - ref)
     err = float(np.nanmax(diff)) if nan < O.size else float("inf")
@@ -159,6 +143,34 @@ def emulate_attention(kernel_cu: str, *, batch: int, heads: int, seqlen_q: int, 
     return AttentionRun(O, ref, ok, info["kind"], info["message"], err, nan, stats)
 
 
+def run_harness(kernel_cu: str, q_bits: np.ndarray, k_bits: np.ndarray, v_bits: np.ndarray, *, scale: float,
+                code: int, border: int = 0) -> tuple[np.ndarray, dict]:
+    """One run of ``kernel_cu`` in the attention harness (``runtime/attn_harness.cpp``): q ``[B, H, Sq, d]``, k and v
+    ``[B, H, Sk, d]`` as 16-bit patterns (the kernel's f16 or bf16), the thread order's harness ``code``
+    (:func:`synth.emit.sm90.emulate.order_code`, or a ``starve_consumerW`` code) and the CTA order ``border`` (0
+    forward, 1 reverse, 2 + seed shuffled). Returns ``(O [B, H, Sq, d] float32, NaN where the kernel wrote nothing;
+    the harness's report)``. EmulatorError when it cannot run (g++ missing, the emulator crashing or running past
+    its time)."""
+    B, H, Sq, d = q_bits.shape
+    Sk = k_bits.shape[2]
+    exe = binary(kernel_cu, HARNESS)
+    with tempfile.TemporaryDirectory(prefix="synth-attn-run-") as tmp:
+        inp, outp = pathlib.Path(tmp) / "in.bin", pathlib.Path(tmp) / "out.bin"
+        with open(inp, "wb") as f:  # the harness's input: the launch, the scale, q, k and v
+            f.write(np.array([B * H, Sq, Sk, code, border], np.int32).tobytes())
+            f.write(np.array([scale], np.float32).tobytes())
+            for x in (q_bits, k_bits, v_bits):
+                f.write(np.ascontiguousarray(x, np.uint16).tobytes())
+        try:
+            proc = subprocess.run([str(exe), str(inp), str(outp)], capture_output=True, text=True, timeout=TIMEOUT_S)
+        except subprocess.TimeoutExpired:
+            raise EmulatorError(f"the emulator ran past {TIMEOUT_S} s") from None
+        lines = [ln for ln in proc.stdout.splitlines() if ln.startswith("{")]
+        if not lines:
+            raise EmulatorError(f"the emulator crashed (status {proc.returncode}): {proc.stderr[-2000:]}")
+        return np.fromfile(outp, np.float32).reshape(B, H, Sq, d), json.loads(lines[-1])
+
+
 __all__ = ["emulate_attention", "AttentionRun", "reference", "kernel_facts", "ATTENTION_ORDERS", "TOLERANCE",
            "attention_orders", "consumer_orders", "STARVE_WG",
-           "HARNESS"]
+           "HARNESS", "run_harness"]
