@@ -354,15 +354,14 @@ def timeline_figure(problem: Problem, schedule: Schedule, program: Optional[Prog
     return _figure(problem, schedule, program, n_iters)
 
 
-def render_timeline(problem: Problem, schedule: Schedule, program: Optional[Program] = None,
-                    n_iters: int = 6) -> tuple[str, bytes]:
-    """``(svg text, png bytes)`` of the same picture (docs/outputs.md)."""
+def figure_files(fig) -> tuple[str, bytes]:
+    """``(svg text, png bytes)`` of a timeline figure, with deterministic bytes (:data:`RC`: text stays text, ids
+    are salted; no date or software stamp), the PNG at 110 dpi. Every timeline synth writes is saved here."""
     # matplotlib: only when a timeline is drawn (a stock GPU image has none)
     import matplotlib
     from matplotlib.backends.backend_agg import FigureCanvasAgg
     from matplotlib.backends.backend_svg import FigureCanvasSVG
 
-    fig = _figure(problem, schedule, program, n_iters)
     with matplotlib.rc_context(RC):
         FigureCanvasSVG(fig)
         sbuf = io.StringIO()
@@ -371,6 +370,12 @@ def render_timeline(problem: Problem, schedule: Schedule, program: Optional[Prog
         pbuf = io.BytesIO()
         fig.savefig(pbuf, format="png", dpi=110, metadata={"Software": None})
     return sbuf.getvalue(), pbuf.getvalue()
+
+
+def render_timeline(problem: Problem, schedule: Schedule, program: Optional[Program] = None,
+                    n_iters: int = 6) -> tuple[str, bytes]:
+    """``(svg text, png bytes)`` of the same picture (docs/outputs.md)."""
+    return figure_files(_figure(problem, schedule, program, n_iters))
 
 
 def timeline_svg(problem: Problem, schedule: Schedule, n_iters: int = 6, program: Optional[Program] = None) -> str:
@@ -387,4 +392,4 @@ def timeline_svg(problem: Problem, schedule: Schedule, n_iters: int = 6, program
     return buf.getvalue()
 
 
-__all__ = ["timeline_svg", "render_timeline", "timeline_events", "timeline_figure", "drawn_trip", "place_legend", "Event"]
+__all__ = ["timeline_svg", "render_timeline", "figure_files", "RC", "timeline_events", "timeline_figure", "drawn_trip", "place_legend", "Event"]

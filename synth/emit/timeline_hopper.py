@@ -37,14 +37,13 @@ a slot that does not hold its version).
 from __future__ import annotations
 
 import heapq
-import io
 from dataclasses import dataclass, fields
 from typing import Optional
 
 from ..expr import evaluate
 from ..hopper.instances import role_instances
 from ..hopper.ir import HopperProgram
-from .timeline import place_legend
+from .timeline import RC, figure_files, place_legend
 
 MAX_TRIP = 4096
 """Largest trip count simulated (the run is linear in it; only the first k-tiles are drawn)."""
@@ -56,8 +55,6 @@ MAX_VIOLATIONS = 12
 """At most this many violation events are reported (the first ones in time)."""
 ROW_INCHES = 0.26
 """Height of one drawn row."""
-RC = {"svg.hashsalt": "synth", "svg.fonttype": "none", "font.size": 7}
-"""matplotlib settings for drawing and saving: text stays text in the SVG, ids are deterministic."""
 ASYNC_STORE_UNIT = "bulk_store"
 """Unit of a drawing view's synchronous op that stands for an asynchronous TMA store: it is issued, drawn
 on its own row for its latency, and the warp group goes on (synth.emit.timeline_pingpong)."""
@@ -609,20 +606,7 @@ def render_hopper_timeline(program: HopperProgram, *, trip: Optional[int] = None
     at the same arguments): one row per warp group (waits, arrivals, releases, hangs) with its TMA
     copies and wgmma groups below it, one row per barrier slot (phases, completion marked with
     the phase number and parity); colour is the k-tile. Deterministic bytes."""
-    # matplotlib: only when a timeline is drawn (a stock GPU image has none)
-    import matplotlib
-    from matplotlib.backends.backend_agg import FigureCanvasAgg
-    from matplotlib.backends.backend_svg import FigureCanvasSVG
-
-    fig = hopper_timeline_figure(program, trip=trip, n_iters=n_iters, latency=latency)
-    with matplotlib.rc_context(RC):
-        FigureCanvasSVG(fig)
-        sbuf = io.StringIO()
-        fig.savefig(sbuf, format="svg", metadata={"Date": None})
-        FigureCanvasAgg(fig)
-        pbuf = io.BytesIO()
-        fig.savefig(pbuf, format="png", dpi=110, metadata={"Software": None})
-    return sbuf.getvalue(), pbuf.getvalue()
+    return figure_files(hopper_timeline_figure(program, trip=trip, n_iters=n_iters, latency=latency))
 
 
 __all__ = ["hopper_timeline_events", "render_hopper_timeline", "hopper_timeline_figure", "simulate", "HopperEvent", "HopperLatency",

@@ -17,9 +17,9 @@ model placed them (docs/ws_model.md); the proof is docs/attention.md's.
 
 from __future__ import annotations
 
-import io
 
 from ..model.ws_schedule import WsSchedule
+from .timeline import RC, figure_files
 
 WINDOW_IIS = 2
 """Initiation intervals drawn (each holds a stage of two or three KV blocks)."""
@@ -30,8 +30,6 @@ UNIT_NAMES = {"tma": "TMA", "tensor": "tensor core (wgmma)", "mufu": "MUFU", "fm
               "lsu": "LSU"}
 ASYNC_UNITS = ("tma", "tensor")
 """Units whose ops run on their own once issued: drawn on the lane's first row."""
-RC = {"svg.hashsalt": "synth", "svg.fonttype": "none", "font.size": 7}
-"""matplotlib settings for drawing and saving: text stays text in the SVG, ids are deterministic."""
 WIDTH_INCHES = 16.0
 
 
@@ -169,20 +167,7 @@ def ws_timeline_figure(schedule: WsSchedule):
 
 def render_ws_timeline(schedule: WsSchedule) -> tuple[str, bytes]:
     """``(svg text, png bytes)`` of :func:`ws_timeline_figure` (deterministic bytes)."""
-    # matplotlib: only when a timeline is drawn (a stock GPU image has none)
-    import matplotlib
-    from matplotlib.backends.backend_agg import FigureCanvasAgg
-    from matplotlib.backends.backend_svg import FigureCanvasSVG
-
-    fig = ws_timeline_figure(schedule)
-    with matplotlib.rc_context(RC):
-        FigureCanvasSVG(fig)
-        sbuf = io.StringIO()
-        fig.savefig(sbuf, format="svg", metadata={"Date": None})
-        FigureCanvasAgg(fig)
-        pbuf = io.BytesIO()
-        fig.savefig(pbuf, format="png", dpi=110, metadata={"Software": None})
-    return sbuf.getvalue(), pbuf.getvalue()
+    return figure_files(ws_timeline_figure(schedule))
 
 
 __all__ = ["render_ws_timeline", "ws_timeline_figure", "instances", "lanes", "window", "WINDOW_IIS", "UNIT_COLORS"]
