@@ -42,7 +42,7 @@ from dataclasses import dataclass, field, replace
 from typing import Optional
 
 from . import solvers
-from .hopper import derive_hopper, derive_once, search_lags
+from .hopper import HopperCheck, derive_hopper, derive_once, search_lags
 from .hopper_program import MAX_BYTES as MAX_PROGRAM_BYTES
 from .hopper_program import HopperInputError, HProgram, read_hopper_bytes
 from .obligations import derive
@@ -217,20 +217,11 @@ def derive_attention(a: AttentionRead, lags: Optional[dict] = None) -> list[Atte
 
 
 @dataclass(frozen=True)
-class AttentionCheck:
-    id: str
-    kind: str
-    description: str
-    z3: str
-    cvc5: str
-    ok: bool
-
-
-@dataclass(frozen=True)
 class AttentionResult:
     ok: bool
     checks: tuple
-    """One :class:`AttentionCheck` per obligation (empty when the file is refused)."""
+    """One :class:`~synth.trusted.hopper.HopperCheck` (the same record: id, kind, solvers' answers) per obligation
+    (empty when the file is refused)."""
     messages: tuple
     """A summary line first, then each failure."""
     lags: tuple = ()
@@ -250,10 +241,10 @@ class AttentionResult:
         return out
 
 
-def _ask(o: AttentionObligation, timeout_s: float) -> AttentionCheck:
+def _ask(o: AttentionObligation, timeout_s: float) -> HopperCheck:
     z = solvers.z3_answer(o.smt2, timeout_s)
     c = solvers.cvc5_answer(o.smt2, timeout_s) if z == "unsat" else "not asked"
-    return AttentionCheck(o.id, o.kind, o.description, z, c, z == "unsat" and c == "unsat")
+    return HopperCheck(o.id, o.kind, o.description, z, c, z == "unsat" and c == "unsat")
 
 
 def check_attention_program(data: bytes, *, timeout_s: float = 60.0,
@@ -333,5 +324,5 @@ def write_attention_certificate(data: bytes, directory: str, *, timeout_s: float
 
 
 __all__ = ["FORMAT", "MAX_PROGRAM_BYTES", "REGISTER_KINDS", "AttentionInputError", "AttentionObligation", "AttentionRead",
-           "AttentionCheck", "AttentionResult", "read_attention_bytes", "derive_attention", "check_attention_program",
+           "AttentionResult", "read_attention_bytes", "derive_attention", "check_attention_program",
            "write_attention_certificate"]
