@@ -423,7 +423,6 @@ def test_variant_points_shared_memory_threads_and_problem_keys():
     two order mbarriers, as the kernel does; ping-pong runs 384 threads; problem() carries the keys a --top folder
     writes, and its problem.yaml reads back as the same kernel."""
     from synth.hopper.problem import hopper_gemm_yaml
-    from synth.load import load_problem
     from synth.search.hopper import fit_stages, hopper_occupancy, is_legal_hopper
 
     ctx = hopper_context(4096, 4096, 4096, "f16", "sm_90")
@@ -437,7 +436,7 @@ def test_variant_points_shared_memory_threads_and_problem_keys():
         assert (p.consumers, p.warps) == (cfg.consumers, cfg.threads // 32) == (g.consumers, g.warps)
         assert (g.pingpong, g.epilogue, g.persistent) == (p.pingpong, p.epilogue, p.persistent)
         assert is_legal_hopper(ctx, p) is None and _variant_kernel_accepts(ctx, p)
-        back = load_problem(_write(hopper_gemm_yaml(g)))
+        back = _read_back(hopper_gemm_yaml(g))
         assert (back.pingpong, back.epilogue, back.persistent, back.stages) == (p.pingpong, p.epilogue,
                                                                                 p.persistent, p.stages)
         assert (re.search(r"-(pingpong|pp)-", g.name) is not None) == p.pingpong, g.name
@@ -447,7 +446,7 @@ def test_variant_points_shared_memory_threads_and_problem_keys():
                       (99992, 99992, 99992)), (HopperPoint(64, 16, 16, 15, split_k=16), (16384, 16384, 16384))):
         g = p.problem(*shape, "bf16")
         assert len(g.name) <= 64, g.name
-        back = load_problem(_write(hopper_gemm_yaml(g)))
+        back = _read_back(hopper_gemm_yaml(g))
         assert (back.name, back.pingpong, back.epilogue, back.split_k) == (g.name, p.pingpong, p.epilogue, p.split_k)
     plain = HopperPoint(128, 256, 4, 1)
     assert HopperPoint(128, 256, 4, 1, epilogue="tma_store").smem_bytes - plain.smem_bytes == 2 * 2 * 64 * 32 * 4
@@ -471,13 +470,17 @@ def test_variant_points_shared_memory_threads_and_problem_keys():
         assert not _variant_kernel_accepts(ctx, bad.kernel) or bad.split_k > 1
 
 
-def _write(text: str) -> str:
+def _read_back(text: str):
+    """The problem file ``text`` read as ``synth solve`` reads a file (written in a folder removed afterwards)."""
     import tempfile
 
-    fd, path = tempfile.mkstemp(suffix=".yaml")
-    with os.fdopen(fd, "w") as f:
-        f.write(text)
-    return path
+    from synth.load import load_problem
+
+    with tempfile.TemporaryDirectory() as d:
+        path = os.path.join(d, "problem.yaml")
+        with open(path, "w") as f:
+            f.write(text)
+        return load_problem(path)
 
 
 @settings(max_examples=12 if os.environ.get("SYNTH_HYPOTHESIS") != "explore" else 300, deadline=None,
