@@ -20,6 +20,7 @@ import io
 import json
 import math
 import os
+import signal
 import sys
 import time
 import traceback
@@ -28,7 +29,7 @@ from typing import Any, Callable, Optional, Sequence
 
 from . import __version__
 from .deadline import Deadline, TimeUp, enforced, install_interrupt, interrupted
-from .envelope import CODES, envelope, error_from_exception, error_object
+from .envelope import CODES, EXIT, envelope, error_from_exception, error_object
 from .errors import Loc, SynthError
 
 # ---------------------------------------------------------------------------------------- arguments
@@ -222,6 +223,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         except OSError:
             pass
         return PIPE_CLOSED
+    except KeyboardInterrupt:  # a Ctrl-C after the command's own handling (while its result was printed)
+        return EXIT["interrupted"]
+    finally:
+        if argv is None:  # the process's own entry: the command has ended, and a Ctrl-C while the interpreter
+            signal.signal(signal.SIGINT, signal.SIG_IGN)  # exits must not turn its status into a death by SIGINT
 
 
 def _main(argv: Sequence[str] | None = None) -> int:
