@@ -711,6 +711,31 @@ def cublas(env: Env, data: Data, M: int, N: int, K: int, flush_buf) -> dict:
     return out
 
 
+def shape_verdict(c: dict, err: float, bad: int, nan: int, t0: float, what: str) -> bool:
+    """Record one shape's comparison in its report entry ``c`` (``what``: the output's name); True when it is ok."""
+    c.update(status="ok" if bad == 0 and nan == 0 else "wrong", max_abs_err=err, bad=bad, nan=nan,
+             seconds=round(time.monotonic() - t0, 2))
+    if c["status"] != "ok":
+        c["message"] = f"{bad} entries out of tolerance, {nan} NaN, max |{what} - ref| = {err:.3g}"
+    return c["status"] == "ok"
+
+
+def shape_error(c: dict, e: Exception, t0: float) -> None:
+    """Record a shape whose launch or check raised (a refused launch, a driver error) in its report entry ``c``."""
+    msg = getattr(e, "msg", None) or f"{type(e).__name__}: {str(e)[:2000]}"
+    c.update(status="error", message=msg, seconds=round(time.monotonic() - t0, 2))
+
+
+def release(job, k: dict, rep: Report) -> None:
+    """Free a shape's launch (``job``, or None) and save the report; a failure to free is a note of kernel ``k``."""
+    if job is not None:
+        try:
+            job.close()
+        except Exception as e:  # noqa: BLE001 - a poisoned context: said in the report
+            k["notes"].append(f"freeing the buffers failed: {type(e).__name__}: {e}")
+    rep.save()
+
+
 def run_kernel(pack: str, entry: dict, env: Env, data: Data, rep: Report, budget: Budget, cublas_cache: dict,
                flush) -> dict:
     """Load, check and time one folder's kernel; its report entry (``ok`` False on any wrong result)."""
@@ -767,24 +792,15 @@ def run_kernel(pack: str, entry: dict, env: Env, data: Data, rep: Report, budget
                     raise synth.kernel.KernelError(None, f"the kernel refused the launch (status {status})")
                 k["image"], k["registers"] = job.image, job.registers
             err, bad, nan = data.compare(C, ref)
-            c.update(status="ok" if bad == 0 and nan == 0 else "wrong", max_abs_err=err, bad=bad, nan=nan,
-                     seconds=round(time.monotonic() - t0, 2))
-            if c["status"] != "ok":
+            if not shape_verdict(c, err, bad, nan, t0, "C"):
                 ok = False
-                c["message"] = f"{bad} entries out of tolerance, {nan} NaN, max |C - ref| = {err:.3g}"
             elif job is not None and big:
                 k["timing"].append(time_kernel(job, env, data, M, N, K, cublas_cache, flush))
         except Exception as e:  # noqa: BLE001 - a refused launch, a driver error: this shape is wrong, go on
-            msg = getattr(e, "msg", None) or f"{type(e).__name__}: {str(e)[:2000]}"
-            c.update(status="error", message=msg, seconds=round(time.monotonic() - t0, 2))
+            shape_error(c, e, t0)
             ok = False
         finally:
-            if job is not None:
-                try:
-                    job.close()
-                except Exception as e:  # noqa: BLE001 - a poisoned context: said in the report
-                    k["notes"].append(f"freeing the buffers failed: {type(e).__name__}: {e}")
-            rep.save()
+            release(job, k, rep)
     k["ok"] = ok
     rep.save()
     return k
@@ -950,25 +966,16 @@ def run_attention(pack: str, entry: dict, env: Env, rep: Report, budget: Budget,
                 k["image"], k["registers"] = job.image, job.registers
             ref = attention_reference(env, host, dev, f.dtype, f.causal, scale)
             err, bad, nan = attention_compare(env, o, ref, TOLERANCE[f.dtype])
-            c.update(status="ok" if bad == 0 and nan == 0 else "wrong", max_abs_err=err, bad=bad, nan=nan,
-                     seconds=round(time.monotonic() - t0, 2))
-            if c["status"] != "ok":
+            if not shape_verdict(c, err, bad, nan, t0, "o"):
                 ok = False
-                c["message"] = f"{bad} entries out of tolerance, {nan} NaN, max |o - ref| = {err:.3g}"
             elif job is not None and timed:
                 k["timing"].append(time_attention(job, env, f, dev, (B, H, Sq, Sk), flush))
             del ref, dev
         except Exception as e:  # noqa: BLE001 - a refused launch, a driver error: this shape is wrong, go on
-            msg = getattr(e, "msg", None) or f"{type(e).__name__}: {str(e)[:2000]}"
-            c.update(status="error", message=msg, seconds=round(time.monotonic() - t0, 2))
+            shape_error(c, e, t0)
             ok = False
         finally:
-            if job is not None:
-                try:
-                    job.close()
-                except Exception as e:  # noqa: BLE001 - a poisoned context: said in the report
-                    k["notes"].append(f"freeing the buffers failed: {type(e).__name__}: {e}")
-            rep.save()
+            release(job, k, rep)
     k["ok"] = ok
     rep.save()
     return k
