@@ -69,13 +69,15 @@ TIMEOUT_S = 300
 
 
 @dataclass(frozen=True)
-class Sm90Result:
-    C: np.ndarray
+class EmulatorRun:
+    """What one run of a kernel on the sm_90a emulator gave, beside numpy's reference (the result itself is the
+    subclass's field: :class:`Sm90Result`'s ``C``, the attention run's ``O``)."""
+
     ref: np.ndarray
     ok: bool
-    """Ran to the end, no NaN, |C - ref| <= 1e-2 + 1e-2 |ref| everywhere."""
+    """Ran to the end, no NaN, within the kernel's tolerance of ``ref`` everywhere."""
     kind: str
-    """'' when it ran to the end, 'hang' (every thread blocked, nothing in flight) or 'fault'."""
+    """'' when it ran to the end; else what the emulator reported ('hang', 'fault', 'protocol', 'race')."""
     message: str
     max_abs_err: float
     nan_count: int
@@ -85,6 +87,13 @@ class Sm90Result:
         if self.kind:
             return f"{self.kind}: {self.message}"
         return f"ok={self.ok} max_abs_err={self.max_abs_err:.3g} nan={self.nan_count} stats={self.stats}"
+
+
+@dataclass(frozen=True)
+class Sm90Result(EmulatorRun):
+    """A GEMM run: ``ok`` when |C - ref| <= 1e-2 + 1e-2 |ref| everywhere."""
+
+    C: np.ndarray = field(kw_only=True)
 
 
 def bf16_bits(x: np.ndarray) -> np.ndarray:
@@ -296,8 +305,8 @@ def emulate_sm90(kernel_cu: str, M: int, N: int, K: int, *, order: str = "forwar
     stats = {k: info[k] for k in ("landed", "tx_bytes", "wgmma", "poisoned_ops", "waw", "arrivals", "tickets_left",
                                   "multicasts", "multicast_copies", "remote_arrivals", "cluster_syncs", "stores",
                                   "c_tma")}
-    return Sm90Result(C, ref, ok, info["kind"], info["message"], err, nan, stats)
+    return Sm90Result(ref, ok, info["kind"], info["message"], err, nan, stats, C=C)
 
 
-__all__ = ["emulate_sm90", "run_emulated", "Sm90Result", "binary", "runtime_object", "ORDERS", "STARVE", "CTA_FIRST", "order_code",
+__all__ = ["emulate_sm90", "run_emulated", "Sm90Result", "EmulatorRun", "binary", "runtime_object", "ORDERS", "STARVE", "CTA_FIRST", "order_code",
            "KERNEL", "bf16_bits", "bf16_value"]

@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from ..emulate import EmulatorError
-from .emulate import ORDERS, TIMEOUT_S, bf16_bits, bf16_value, binary, order_code
+from .emulate import ORDERS, TIMEOUT_S, EmulatorRun, bf16_bits, bf16_value, binary, order_code
 
 HARNESS = "attn_harness.cpp"
 ATTENTION_ORDERS = tuple(o for o in ORDERS if not o.startswith("cta"))
@@ -48,25 +48,12 @@ the rest is f32. Measured errors are ten times smaller: at most 4.3e-4 (f16) and
 
 
 @dataclass(frozen=True)
-class AttentionRun:
-    """One emulator run of the attention kernel."""
+class AttentionRun(EmulatorRun):
+    """One emulator run of the attention kernel: ``ok`` when it ran to the end, no NaN, within :data:`TOLERANCE`,
+    nothing written past O."""
 
-    O: np.ndarray
+    O: np.ndarray = field(kw_only=True)
     """``[B, H, Sq, d]`` f32, NaN where the kernel wrote nothing."""
-    ref: np.ndarray
-    ok: bool
-    """Ran to the end, no NaN, within :data:`TOLERANCE`, nothing written past O."""
-    kind: str
-    """'' when it ran to the end; else what the emulator reported: 'hang', 'fault', 'protocol' or 'race'."""
-    message: str
-    max_abs_err: float
-    nan_count: int
-    stats: dict = field(default_factory=dict)
-
-    def summary(self) -> str:
-        if self.kind:
-            return f"{self.kind}: {self.message}"
-        return f"ok={self.ok} max_abs_err={self.max_abs_err:.3g} nan={self.nan_count} stats={self.stats}"
 
 
 def kernel_facts(kernel_cu: str) -> dict:
@@ -140,7 +127,7 @@ def emulate_attention(kernel_cu: str, *, batch: int, heads: int, seqlen_q: int, 
     tol = TOLERANCE[dtype]
     ok = bool(info["ok"] and nan == 0 and not info["guard_written"] and np.all(diff <= tol * (1 + np.abs(ref))))
     stats = {k: info[k] for k in ("ctas", "landed", "tx_bytes", "wgmma", "poisoned_ops", "waw", "arrivals")}
-    return AttentionRun(O, ref, ok, info["kind"], info["message"], err, nan, stats)
+    return AttentionRun(ref, ok, info["kind"], info["message"], err, nan, stats, O=O)
 
 
 def run_harness(kernel_cu: str, q_bits: np.ndarray, k_bits: np.ndarray, v_bits: np.ndarray, *, scale: float,
